@@ -1,0 +1,20 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Install the Debian packages coffer builds, tests and benchmarks with, when missing.
+set -e
+PKGS="build-essential autoconf automake pkg-config libuv1-dev libssl-dev liblmdb-dev lmdb-utils
+libzstd-dev libxxhash-dev libcriterion-dev libipsec-mb-dev libinih-dev libjansson-dev
+libsystemd-dev liburing-dev systemd mandoc util-linux procps"
+missing=
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+	echo "deps: missing packages:$missing (run as root to install them)" >&2
+	exit 1
+fi
+echo "deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq $missing

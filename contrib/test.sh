@@ -1,0 +1,30 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# The README's test command: install what is missing, build with ASan and
+# UBSan, run every test; then a plain build passes make distcheck.
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+sh contrib/deps.sh
+./autogen.sh >/dev/null 2>&1 || ./autogen.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+
+rm -rf build-test && mkdir build-test && cd build-test
+../configure --enable-asan --enable-ubsan --enable-werror >configure.out || { cat configure.out; exit 1; }
+make -j"$jobs"
+if ! make -j"$jobs" check; then
+	for f in $(find . -name '*.log' ! -name config.log ! -name test-suite.log); do
+		grep -q -E '^(FAIL|ERROR)' "${f%.log}.trs" 2>/dev/null && { echo "==== $f"; tail -n 60 "$f"; }
+	done
+	exit 1
+fi
+cat tests/unit/*.log tests/e2e/*.log 2>/dev/null | grep -E '^\[====\] Synthesis' || true
+cd "$top"
+
+if [ "${COFFER_SKIP_DISTCHECK:-0}" != 1 ]; then
+	rm -rf build-dist && mkdir build-dist && cd build-dist
+	../configure >/dev/null
+	make -j"$jobs" distcheck >distcheck.out 2>&1 || { tail -n 80 distcheck.out; exit 1; }
+	grep -E 'archives ready|\.tar\.gz' distcheck.out | head -n 3
+fi
+echo "test.sh: all tests passed"

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Key hierarchy inside libstore, independent of metadata storage:
+ *   user key material --(raw | hex | PBKDF2-HMAC-SHA512)--> wrapping key
+ *   wrapping key --(AES-256-GCM, AAD = dataset GUID + crypto params)--> wrapped master key
+ *   master key --(HKDF-SHA512, info = "coffer data key" + epoch)--> data key of that epoch
+ * Secret buffers come from keys_secure_alloc(): mlock'ed where allowed,
+ * MADV_DONTDUMP, cleansed on free.
+ */
+#ifndef STOR_KEYS_H
+#define STOR_KEYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+#define KEYS_WRAPKEY_LEN 32
+#define KEYS_MASTER_LEN 32
+#define KEYS_SALT_LEN 16
+#define KEYS_PBKDF2_DEFAULT 350000u
+#define KEYS_PBKDF2_MIN 100000u
+/* wrapped master key: 12-byte nonce + 32-byte ciphertext + 16-byte tag */
+#define KEYS_WRAPPED_LEN (12 + KEYS_MASTER_LEN + 16)
+
+/** Parse a keyformat name ("raw", "hex", "passphrase"); -1 if unknown. */
+int keys_format_parse(const char *name);
+const char *keys_format_name(enum stor_keyformat f);
+
+/**
+ * Check @m against @fmt (raw: 32 bytes; hex: 64 hex digits, optional
+ * trailing newline; passphrase: 8-512 bytes, optional trailing newline) and
+ * derive the 32-byte wrapping key into @wk. @salt/@iters are used for
+ * passphrases only.
+ * @return 0, -EINVAL (material of the wrong shape, message in keys_last_error)
+ */
+int keys_derive_wrapping(enum stor_keyformat fmt, const struct stor_key_material *m,
+			 const uint8_t salt[KEYS_SALT_LEN], uint32_t iters,
+			 uint8_t wk[KEYS_WRAPKEY_LEN]);
+
+/**
+ * Wrap @master with @wk into @wrapped (KEYS_WRAPPED_LEN bytes), binding
+ * @aad (the dataset GUID and crypto parameters, see keys_wrap_aad()).
+ * Draws a fresh random nonce. @return 0 or -EIO
+ */
+int keys_wrap(const uint8_t wk[KEYS_WRAPKEY_LEN], const uint8_t *aad, size_t aad_len,
+	      const uint8_t master[KEYS_MASTER_LEN], uint8_t wrapped[KEYS_WRAPPED_LEN]);
+
+/** Unwrap. @return 0 or STOR_EBADKEY (wrong key, or tampered AAD/ciphertext) */
+int keys_unwrap(const uint8_t wk[KEYS_WRAPKEY_LEN], const uint8_t *aad, size_t aad_len,
+		const uint8_t wrapped[KEYS_WRAPPED_LEN], uint8_t master[KEYS_MASTER_LEN]);
+
+/**
+ * Build the wrap AAD of a dataset: GUID, suite, keyformat, pbkdf2 iterations
+ * and salt, in a fixed big-endian layout. @return bytes written (<= 64)
+ */
+size_t keys_wrap_aad(uint64_t ds_guid, unsigned suite, enum stor_keyformat fmt, uint32_t iters,
+		     const uint8_t salt[KEYS_SALT_LEN], uint8_t aad[64]);
+
+/** Derive the data key of @epoch (@len bytes, <= 32) from @master with HKDF-SHA512. */
+int keys_derive_data(const uint8_t master[KEYS_MASTER_LEN], uint64_t ds_guid, uint32_t epoch,
+		     uint8_t *out, size_t len);
+
+/** Fill @buf with @len random bytes (OpenSSL RAND_bytes). @return 0 or -EIO */
+int keys_random(void *buf, size_t len);
+
+/** Locked, non-dumpable, zeroed memory for secrets; keys_secure_free cleanses it. */
+void *keys_secure_alloc(size_t len);
+void keys_secure_free(void *p, size_t len);
+/** Cleanse @len bytes at @p (OPENSSL_cleanse). */
+void keys_cleanse(void *p, size_t len);
+
+/** Message of the last keys_* failure in this thread, or "". */
+const char *keys_last_error(void);
+
+#endif

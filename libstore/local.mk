@@ -1,0 +1,20 @@
+# SPDX-License-Identifier: MIT
+noinst_LIBRARIES += libstore/libstore.a
+libstore_libstore_a_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS) $(LMDB_CFLAGS) $(ZSTD_CFLAGS) $(XXHASH_CFLAGS)
+libstore_libstore_a_SOURCES = \
+	%D%/store.h %D%/store_impl.h %D%/format.h \
+	%D%/errors.c \
+	%D%/lun.h %D%/lun.c \
+	%D%/meta.h %D%/meta_lmdb.c \
+	%D%/alloc.h %D%/alloc.c \
+	%D%/pool.c \
+	%D%/props.h %D%/props.c \
+	%D%/dataset.c \
+	%D%/txg.h %D%/txg.c \
+	%D%/record.c \
+	%D%/crypt.h %D%/crypt_backend.h %D%/crypt.c %D%/crypt_openssl.c \
+	%D%/keys.h %D%/keys.c %D%/dskeys.c
+if HAVE_IPSEC_MB
+libstore_libstore_a_SOURCES += %D%/crypt_ipsecmb.c
+endif
+EXTRA_DIST += %D%/crypt_ipsecmb.c

@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: MIT */
+/**
+ * libstore: the coffer storage engine.
+ *
+ * A pool is a set of LUNs (files or block devices) and one LMDB environment
+ * (<state_dir>/pools/<pool>.mdb) holding dataset records and block pointers.
+ * A dataset is a fixed-size volume cut into records (512 B - 1 MiB, default
+ * 8 KiB); each record is written copy-on-write to newly allocated 4 KiB
+ * sectors striped over the LUNs, and its block pointer is staged in the open
+ * transaction group (txg) until the txg commits: LUN data is fsync'ed first,
+ * then all block pointers go to LMDB in one write transaction.
+ *
+ * Caveats
+ * - Thread safety: a struct stor_pool and the struct stor_ds handles opened
+ *   from it may be used from any number of threads at once for record I/O
+ *   (stor_io_submit, stor_ds_read/write/discard/flush), property reads and
+ *   stor_pool_sync. Administrative calls (dataset create/destroy/set, key
+ *   load/unload/change) are serialised inside the pool and may also be made
+ *   from any thread. stor_pool_close() must not race with any other call on
+ *   the same pool, and every dataset handle must be closed before it.
+ * - Fork: do not use a pool across fork(); the child must open its own.
+ * - Key bytes passed in (stor_key_material) are copied; libstore cleanses its
+ *   copies on unload and free. The caller cleanses its own buffer.
+ * - libstore never prints; errors come back as return codes.
+ * - Return values: 0 for success, >= 0 for a count, -errno for system
+ *   failures, STOR_E* (below -10000) for store conditions.
+ */
+#ifndef STOR_STORE_H
+#define STOR_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error map: one list drives the enum, stor_strerror() and stor_errname(). */
+#define STOR_ERRNO_MAP(XX)                                                                      \
+	XX(EFORMAT, -10001, "unsupported on-disk format version")                              \
+	XX(ECORRUPT, -10002, "metadata or record failed validation")                           \
+	XX(EAUTH, -10003, "record authentication tag mismatch")                                \
+	XX(ENOKEY, -10004, "dataset key is not loaded")                                        \
+	XX(ECKSUM, -10005, "record checksum mismatch")                                         \
+	XX(EBADKEY, -10006, "incorrect key")                                                   \
+	XX(ELABEL, -10007, "LUN label is missing or damaged")                                  \
+	XX(EFOREIGN, -10008, "LUN belongs to another pool")                                    \
+	XX(ENOSPC, -10009, "pool is out of space")                                             \
+	XX(EBADNAME, -10010, "invalid dataset or pool name")                                   \
+	XX(EBADPROP, -10011, "invalid property or value")                                      \
+	XX(EREADONLY, -10012, "property is read-only or fixed at creation")                    \
+	XX(EFAULTED, -10013, "pool is faulted")                                                \
+	XX(ERANGE, -10014, "offset or length outside the volume")                              \
+	XX(ENOTENCRYPTED, -10015, "dataset is not encrypted")                                  \
+	XX(ENOTROOT, -10016, "dataset is not an encryption root")
+
+enum {
+#define XX(name, val, msg) STOR_##name = (val),
+	STOR_ERRNO_MAP(XX)
+#undef XX
+};
+
+/** Text for any return code of libstore (STOR_E* or -errno). Never NULL. */
+const char *stor_strerror(int err);
+/** Symbolic name ("EAUTH", "ENOENT") of a return code. Never NULL. */
+const char *stor_errname(int err);
+
+/* Limits of names and sizes. */
+#define STOR_NAME_MAX 255          /* full dataset name, pool/a/b */
+#define STOR_SECTOR 4096u          /* allocation unit on every LUN */
+#define STOR_RECSIZE_MIN 512u
+#define STOR_RECSIZE_MAX (1u << 20)
+#define STOR_RECSIZE_DEFAULT 8192u
+#define STOR_LUNS_MAX 1024u
+
+struct stor_pool;
+struct stor_ds;
+
+/** Pool-wide options. All-zero means defaults. */
+struct stor_pool_opts {
+	const char *state_dir;   /**< holds pools/<pool>.mdb; required */
+	int direct_io;           /**< open LUNs with O_DIRECT */
+	unsigned txg_timeout_ms; /**< commit the open txg at least this often; 0 = 5000 */
+	uint64_t lun_size;       /**< create: size of LUN files that do not exist yet */
+	size_t map_size;         /**< LMDB map size; 0 = 4 GiB */
+};
+
+/**
+ * Create a pool named @name over @nluns LUN paths and open it.
+ * Paths that do not exist are created as sparse files of opts->lun_size;
+ * existing files and block devices are used at their size. Every LUN gets a
+ * new label; a LUN already labelled for another pool is refused.
+ * @return 0, STOR_EBADNAME, -EEXIST (pool metadata exists), STOR_EFOREIGN,
+ *         -EINVAL (no LUNs, LUN too small), -errno from open/fallocate
+ */
+int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
+		     const struct stor_pool_opts *opts, struct stor_pool **out);
+
+/**
+ * Open (import) an existing pool: read its metadata, check every LUN label
+ * (magic, format version, pool GUID, LUN index, checksum).
+ * @return 0, -ENOENT (no such pool), STOR_ELABEL (damaged label),
+ *         STOR_EFOREIGN (LUN of another pool), STOR_EFORMAT, STOR_ECORRUPT,
+ *         -errno (missing LUN: -ENOENT with stor_pool_last_error() naming it)
+ */
+int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct stor_pool **out);
+
+/** Commit the open txg and close (export) the pool. NULL is a no-op. */
+int stor_pool_close(struct stor_pool *pool);
+
+/** Destroy a closed pool: wipe its LUN labels and remove its metadata. */
+int stor_pool_destroy(const char *name, const struct stor_pool_opts *opts);
+
+/** Add a LUN to an open pool (created sparse at @size if missing). */
+int stor_pool_add_lun(struct stor_pool *pool, const char *path, uint64_t size);
+
+/** Commit the open txg now: fsync LUN data, then one LMDB transaction. */
+int stor_pool_sync(struct stor_pool *pool);
+
+/**
+ * A human-readable line about the last failure of pool create/open in this
+ * thread ("lun 2 (/x/l2): label names another pool"), or "" if none.
+ */
+const char *stor_pool_last_error(void);
+
+struct stor_lun_stat {
+	char path[4096];
+	uint64_t size;       /**< bytes of data space */
+	uint64_t used;       /**< bytes allocated */
+	uint64_t read_errors;
+	uint64_t write_errors;
+	uint64_t cksum_errors;
+};
+
+struct stor_pool_stat {
+	char name[STOR_NAME_MAX + 1];
+	uint64_t guid;
+	unsigned nluns;
+	uint64_t size;      /**< data space over all LUNs, bytes */
+	uint64_t used;      /**< allocated, bytes (committed and staged) */
+	uint64_t txg;       /**< last committed txg */
+	unsigned ndatasets;
+};
+
+int stor_pool_stat(struct stor_pool *pool, struct stor_pool_stat *st);
+/** Fill @st for LUN @idx (0-based). @return 0 or -ENOENT past the last LUN. */
+int stor_pool_lun_stat(struct stor_pool *pool, unsigned idx, struct stor_lun_stat *st);
+
+/* ---- key material ---- */
+
+enum stor_keyformat { STOR_KEY_NONE = 0, STOR_KEY_RAW, STOR_KEY_HEX, STOR_KEY_PASSPHRASE };
+
+/** User key material for an encryption root, as read from keylocation. */
+struct stor_key_material {
+	const uint8_t *data; /**< raw: 32 bytes; hex: 64 hex chars; passphrase: 8-512 bytes */
+	size_t len;
+};
+
+/* ---- datasets ---- */
+
+/**
+ * Dataset creation options. All-zero means defaults: 1 GiB volume, 8 KiB
+ * records, properties inherited from the parent.
+ * @props is an array of "name=value" strings (ZFS -o), e.g.
+ * "encryption=aes-256-ccm", "keyformat=passphrase", "compression=zstd".
+ * @key is required when the dataset becomes an encryption root (encryption
+ * set locally, or keyformat given); it is copied.
+ */
+struct stor_ds_opts {
+	uint64_t volsize;
+	uint32_t recordsize;
+	const char *const *props;
+	size_t nprops;
+	const struct stor_key_material *key;
+};
+
+/**
+ * Create dataset @name (pool/a/b; the parent must exist) and return an open
+ * handle in @out (may be NULL if the caller does not want one).
+ * @return 0, STOR_EBADNAME, -EEXIST, -ENOENT (no parent), STOR_EBADPROP,
+ *         STOR_ENOKEY (encrypted parent whose key is not loaded),
+ *         -EINVAL (bad volsize/recordsize, missing key)
+ */
+int stor_ds_create(struct stor_pool *pool, const char *name, const struct stor_ds_opts *opts,
+		   struct stor_ds **out);
+
+#define STOR_RECURSIVE 0x1u
+
+/**
+ * Destroy dataset @name and free its space (committed in the next txg).
+ * @return 0, -ENOENT, -EBUSY (children and no STOR_RECURSIVE, or open handles)
+ */
+int stor_ds_destroy(struct stor_pool *pool, const char *name, unsigned flags);
+
+/** Open a handle on dataset @name. Reference counted; thread-safe. */
+int stor_ds_open(struct stor_pool *pool, const char *name, struct stor_ds **out);
+/** Close a handle. NULL is a no-op. */
+void stor_ds_close(struct stor_ds *ds);
+
+/** Call @fn for each dataset of the pool in name order; stops on non-zero. */
+int stor_ds_list(struct stor_pool *pool, int (*fn)(const char *name, void *ctx), void *ctx);
+
+enum stor_prop_source { STOR_SRC_NONE = 0, STOR_SRC_DEFAULT, STOR_SRC_LOCAL, STOR_SRC_INHERITED, STOR_SRC_FIXED };
+
+struct stor_prop_value {
+	char name[32];
+	char value[256];
+	enum stor_prop_source source;
+	char inherited_from[STOR_NAME_MAX + 1];
+};
+
+/**
+ * Get property @prop of dataset @name: the local value, else the nearest
+ * ancestor's, else the default. Read-only properties (guid, used, volsize,
+ * recordsize, keystatus, encryptionroot...) are computed.
+ * @return 0, -ENOENT, STOR_EBADPROP (unknown property)
+ */
+int stor_ds_get(struct stor_pool *pool, const char *name, const char *prop,
+		struct stor_prop_value *out);
+
+/** Call @fn for every property of @name, in table order. */
+int stor_ds_get_all(struct stor_pool *pool, const char *name,
+		    int (*fn)(const struct stor_prop_value *v, void *ctx), void *ctx);
+
+/**
+ * Set property @prop of @name to @value locally (committed in the next txg).
+ * @return 0, -ENOENT, STOR_EBADPROP, STOR_EREADONLY (fixed at creation)
+ */
+int stor_ds_set(struct stor_pool *pool, const char *name, const char *prop, const char *value);
+
+/** Remove the local value of @prop so that it is inherited again. */
+int stor_ds_inherit(struct stor_pool *pool, const char *name, const char *prop);
+
+/** Name, GUID and geometry of an open dataset. */
+const char *stor_ds_name(const struct stor_ds *ds);
+uint64_t stor_ds_guid(const struct stor_ds *ds);
+uint64_t stor_ds_volsize(const struct stor_ds *ds);
+uint32_t stor_ds_recordsize(const struct stor_ds *ds);
+
+/* ---- record I/O ---- */
+
+enum stor_io_op { STOR_IO_READ = 1, STOR_IO_WRITE, STOR_IO_DISCARD, STOR_IO_FLUSH };
+
+/**
+ * One request of a batch. @buf is read into (READ) or written from (WRITE);
+ * any byte offset and length inside the volume. @result is 0 or a negative
+ * code on return; the requests of a batch succeed or fail one by one.
+ */
+struct stor_io {
+	struct stor_ds *ds;
+	enum stor_io_op op;
+	uint64_t off;
+	uint64_t len;
+	void *buf;
+	int result;
+};
+
+/**
+ * Run a batch of requests, possibly on different datasets. All records the
+ * batch touches go through checksum/crypto as one batch and to the LUNs as
+ * one batch of extents. Requests are applied in array order where they
+ * overlap. Thread-safe.
+ * @return the number of requests that failed (0 when all succeeded)
+ */
+int stor_io_submit(struct stor_io *ios, size_t n);
+
+/** Read @len bytes at @off. Unwritten records read as zeros. */
+int stor_ds_read(struct stor_ds *ds, uint64_t off, void *buf, size_t len);
+/** Write @len bytes at @off (partial records are read, modified, written). */
+int stor_ds_write(struct stor_ds *ds, uint64_t off, const void *buf, size_t len);
+/** Discard: records wholly inside the range are freed and read as zeros;
+ *  partial records at the edges are zeroed. */
+int stor_ds_discard(struct stor_ds *ds, uint64_t off, uint64_t len);
+/** Make every write of this dataset so far durable (commits the txg). */
+int stor_ds_flush(struct stor_ds *ds);
+
+/* ---- keys ---- */
+
+#define STOR_KEY_NOOP 0x1u /**< load-key -n: check the key, load nothing */
+
+/**
+ * Load the wrapping key of encryption root @name and unwrap the master keys
+ * of every dataset under it.
+ * @return 0, STOR_EBADKEY (wrong key: nothing changes), -EEXIST (already
+ *         loaded), STOR_ENOTENCRYPTED, STOR_ENOTROOT, -ENOENT
+ */
+int stor_key_load(struct stor_pool *pool, const char *name, const struct stor_key_material *key,
+		  unsigned flags);
+
+/** Wipe the keys of encryption root @name and every dataset under it. */
+int stor_key_unload(struct stor_pool *pool, const char *name);
+
+/**
+ * Rewrap the master keys under @name with a new wrapping key; the root's key
+ * must be loaded. @props may set keyformat, keylocation, pbkdf2iters.
+ * A child that inherits its root can be made a root of its own this way.
+ */
+int stor_key_change(struct stor_pool *pool, const char *name, const char *const *props,
+		    size_t nprops, const struct stor_key_material *key);
+
+/** Optional debug trace hook; libstore never prints. */
+void stor_set_log(void (*fn)(void *ctx, const char *msg), void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
