@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The coffer client library: a connection to cofferd over its Unix socket.
+ * Admin calls are synchronous and carry JSON; record I/O is asynchronous:
+ * submit many requests, each with its own id, and collect completions in
+ * any order. One connection is not thread-safe; use one per thread.
+ */
+#ifndef COFFER_CLIENT_H
+#define COFFER_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+
+struct coffer_conn;
+
+/** Socket path: @path if not NULL, else $COFFER_SOCKET, else the default of the user. */
+const char *coffer_socket_path(const char *path);
+
+/**
+ * Connect and negotiate the protocol version (HELLO).
+ * @return 0 or -errno (-ENOENT/-ECONNREFUSED: no daemon), -EPROTO
+ */
+int coffer_connect(const char *path, struct coffer_conn **out);
+void coffer_close(struct coffer_conn *c);
+int coffer_fd(const struct coffer_conn *c);
+
+/**
+ * Admin call @cmd (a command name of the table in daemon/proto.h, e.g.
+ * "ds_create") with arguments @args (borrowed; NULL = {}). On success
+ * *reply is a new JSON object (caller decrefs). On failure the return is the
+ * daemon's status (negative) and @err holds its message.
+ */
+int coffer_call(struct coffer_conn *c, const char *cmd, json_t *args, json_t **reply, char *err,
+		size_t errlen);
+
+/**
+ * Open a dataset for record I/O on this connection.
+ * @return a handle (>= 0) for coffer_submit, or a negative status
+ */
+int coffer_ds_open(struct coffer_conn *c, const char *name, uint64_t *volsize,
+		   uint32_t *recordsize);
+
+enum coffer_op { COFFER_READ = 1, COFFER_WRITE, COFFER_FLUSH, COFFER_DISCARD };
+
+/**
+ * Queue one request; it goes out with the next coffer_flush_out() or when
+ * the output buffer fills. @buf must stay valid until its completion: READ
+ * fills it, WRITE sends it. @return 0 or -errno
+ */
+int coffer_submit(struct coffer_conn *c, uint32_t id, enum coffer_op op, int handle,
+		  uint64_t off, uint32_t len, void *buf);
+/** Send everything queued. @return 0 or -errno */
+int coffer_flush_out(struct coffer_conn *c);
+
+struct coffer_completion {
+	uint32_t id;
+	int status; /* 0 or negative */
+};
+
+/**
+ * Wait up to @timeout_ms (-1 = forever) for completions; store at most @max
+ * of them. @return the number stored (0 on timeout) or -errno
+ */
+int coffer_reap(struct coffer_conn *c, struct coffer_completion *out, int max, int timeout_ms);
+
+/** Synchronous helpers over submit/reap. */
+int coffer_read(struct coffer_conn *c, int handle, uint64_t off, void *buf, uint32_t len);
+int coffer_write(struct coffer_conn *c, int handle, uint64_t off, const void *buf, uint32_t len);
+int coffer_ds_flush(struct coffer_conn *c, int handle);
+
+#endif
