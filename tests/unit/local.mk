@@ -14,4 +14,9 @@ check_PROGRAMS += %D%/test_keys
 %C%_test_keys_CFLAGS = $(UNIT_CFLAGS)
 %C%_test_keys_LDADD = $(UNIT_LDADD)
 
+check_PROGRAMS += %D%/test_hist
+%C%_test_hist_SOURCES = %D%/test_hist.c client/hist.c client/hist.h
+%C%_test_hist_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_hist_LDADD = $(CRITERION_LIBS) -lm
+
 TESTS += $(check_PROGRAMS)
