@@ -22,8 +22,17 @@
 #define KEYS_PBKDF2_MIN 100000u
 /* wrapped master key: 12-byte nonce + 32-byte ciphertext + 16-byte tag */
 #define KEYS_WRAPPED_LEN (12 + KEYS_MASTER_LEN + 16)
+/* bytes keys_wrap_aad() writes: 8 GUID + 4 suite + 4 keyformat + 4 iters + 16 salt */
+#define KEYS_WRAP_AAD_LEN 36
+#define KEYS_PASSPHRASE_MIN 8
+#define KEYS_PASSPHRASE_MAX 512
+/* HKDF info prefix of data keys (15 bytes, no NUL), followed by the epoch */
+#define KEYS_DATA_INFO "coffer data key"
 
-/** Parse a keyformat name ("raw", "hex", "passphrase"); -1 if unknown. */
+/**
+ * Parse a keyformat name ("raw", "hex", "passphrase"; "none" gives
+ * STOR_KEY_NONE); -1 if unknown.
+ */
 int keys_format_parse(const char *name);
 const char *keys_format_name(enum stor_keyformat f);
 
@@ -31,8 +40,12 @@ const char *keys_format_name(enum stor_keyformat f);
  * Check @m against @fmt (raw: 32 bytes; hex: 64 hex digits, optional
  * trailing newline; passphrase: 8-512 bytes, optional trailing newline) and
  * derive the 32-byte wrapping key into @wk. @salt/@iters are used for
- * passphrases only.
- * @return 0, -EINVAL (material of the wrong shape, message in keys_last_error)
+ * passphrases only (PBKDF2-HMAC-SHA512, @iters >= 1; the caller enforces
+ * KEYS_PBKDF2_MIN when the property is set). Hex digits may be upper or
+ * lower case. Lengths are counted after the optional newline is removed.
+ * @wk is cleansed on failure.
+ * @return 0, -EINVAL (material of the wrong shape, unknown format, no salt
+ *         or zero iterations; message in keys_last_error), -EIO
  */
 int keys_derive_wrapping(enum stor_keyformat fmt, const struct stor_key_material *m,
 			 const uint8_t salt[KEYS_SALT_LEN], uint32_t iters,
@@ -46,29 +59,69 @@ int keys_derive_wrapping(enum stor_keyformat fmt, const struct stor_key_material
 int keys_wrap(const uint8_t wk[KEYS_WRAPKEY_LEN], const uint8_t *aad, size_t aad_len,
 	      const uint8_t master[KEYS_MASTER_LEN], uint8_t wrapped[KEYS_WRAPPED_LEN]);
 
-/** Unwrap. @return 0 or STOR_EBADKEY (wrong key, or tampered AAD/ciphertext) */
+/**
+ * Unwrap. @master is written only on success; the plaintext never sits in
+ * @master while the tag is unverified.
+ * @return 0 or STOR_EBADKEY (wrong key, or tampered AAD/ciphertext), -EIO
+ */
 int keys_unwrap(const uint8_t wk[KEYS_WRAPKEY_LEN], const uint8_t *aad, size_t aad_len,
 		const uint8_t wrapped[KEYS_WRAPPED_LEN], uint8_t master[KEYS_MASTER_LEN]);
 
 /**
  * Build the wrap AAD of a dataset: GUID, suite, keyformat, pbkdf2 iterations
  * and salt, in a fixed big-endian layout. @return bytes written (<= 64)
+ *
+ *   offset  size  field
+ *        0     8  ds_guid, big-endian
+ *        8     4  suite, big-endian
+ *       12     4  keyformat (enum stor_keyformat), big-endian
+ *       16     4  pbkdf2 iterations, big-endian
+ *       20    16  salt (all zero if @salt is NULL)
+ *   total KEYS_WRAP_AAD_LEN (36) bytes. The layout is on disk in effect (it
+ *   authenticates every wrapped key), so it never changes.
  */
 size_t keys_wrap_aad(uint64_t ds_guid, unsigned suite, enum stor_keyformat fmt, uint32_t iters,
 		     const uint8_t salt[KEYS_SALT_LEN], uint8_t aad[64]);
 
-/** Derive the data key of @epoch (@len bytes, <= 32) from @master with HKDF-SHA512. */
+/**
+ * Derive the data key of @epoch (@len bytes, <= 32) from @master with
+ * HKDF-SHA512: IKM = master, salt = ds_guid as 8 big-endian bytes,
+ * info = KEYS_DATA_INFO (15 bytes) || epoch as 4 big-endian bytes.
+ * @return 0, -EINVAL (@len 0 or > 32), -EIO
+ */
 int keys_derive_data(const uint8_t master[KEYS_MASTER_LEN], uint64_t ds_guid, uint32_t epoch,
 		     uint8_t *out, size_t len);
 
 /** Fill @buf with @len random bytes (OpenSSL RAND_bytes). @return 0 or -EIO */
 int keys_random(void *buf, size_t len);
 
-/** Locked, non-dumpable, zeroed memory for secrets; keys_secure_free cleanses it. */
+/**
+ * Locked, non-dumpable, zeroed memory for secrets; keys_secure_free cleanses
+ * it. Each call maps whole pages (rounded up from @len), so use it for keys,
+ * not for bulk data. mlock failures (RLIMIT_MEMLOCK, EPERM) are ignored: the
+ * memory is still usable, only swappable. @return NULL (errno set) on failure.
+ * keys_secure_free() takes the @len given to keys_secure_alloc(); NULL is a no-op.
+ */
 void *keys_secure_alloc(size_t len);
 void keys_secure_free(void *p, size_t len);
 /** Cleanse @len bytes at @p (OPENSSL_cleanse). */
 void keys_cleanse(void *p, size_t len);
+
+/**
+ * PBKDF2-HMAC-SHA512 of @pass with @salt and @iters into @out (@outlen).
+ * The primitive behind the passphrase keyformat, exposed for known-answer
+ * tests. @return 0, -EINVAL (@iters 0, @outlen 0), -EIO
+ */
+int keys_pbkdf2_sha512(const uint8_t *pass, size_t passlen, const uint8_t *salt, size_t saltlen,
+		       uint32_t iters, uint8_t *out, size_t outlen);
+
+/**
+ * HKDF-SHA512 (RFC 5869, extract then expand) into @out (@outlen <= 255 * 64).
+ * The primitive behind keys_derive_data, exposed for known-answer tests.
+ * @return 0, -EINVAL, -EIO
+ */
+int keys_hkdf_sha512(const uint8_t *ikm, size_t ikmlen, const uint8_t *salt, size_t saltlen,
+		     const uint8_t *info, size_t infolen, uint8_t *out, size_t outlen);
 
 /** Message of the last keys_* failure in this thread, or "". */
 const char *keys_last_error(void);
