@@ -19,4 +19,24 @@ check_PROGRAMS += %D%/test_hist
 %C%_test_hist_CFLAGS = $(UNIT_CFLAGS)
 %C%_test_hist_LDADD = $(CRITERION_LIBS) -lm
 
+check_PROGRAMS += %D%/test_pool
+%C%_test_pool_SOURCES = %D%/test_pool.c $(UNIT_FIXTURE)
+%C%_test_pool_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_pool_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += %D%/test_dataset
+%C%_test_dataset_SOURCES = %D%/test_dataset.c $(UNIT_FIXTURE)
+%C%_test_dataset_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_dataset_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += %D%/test_record
+%C%_test_record_SOURCES = %D%/test_record.c $(UNIT_FIXTURE)
+%C%_test_record_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_record_LDADD = $(UNIT_LDADD)
+
+check_PROGRAMS += %D%/test_txg
+%C%_test_txg_SOURCES = %D%/test_txg.c $(UNIT_FIXTURE)
+%C%_test_txg_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_txg_LDADD = $(UNIT_LDADD)
+
 TESTS += $(check_PROGRAMS)

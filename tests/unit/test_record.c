@@ -1,0 +1,629 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Record I/O: round trips at any offset and length against an in-memory
+ * shadow of the volume, zero reads that take no space, discard, range
+ * checks, a full pool, damaged data on a LUN, batches over two datasets,
+ * concurrent readers and writers, and records of 512 B and 1 MiB.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <criterion/criterion.h>
+
+#include "fixture.h"
+
+#define REC 8192u
+#define VOL (4u << 20)
+
+static struct tpool tp;
+static struct stor_ds *ds;
+
+static void setup(void)
+{
+	tpool_init(&tp, 2, 32u << 20, NULL);
+	ds = tpool_ds(&tp, TPOOL_NAME "/vol", VOL, REC);
+}
+
+static void teardown(void)
+{
+	stor_ds_close(ds);
+	ds = NULL;
+	tpool_fini(&tp);
+}
+
+TestSuite(record, .init = setup, .fini = teardown, .timeout = 60);
+
+/* Reopen the pool and the test dataset: nothing may come from memory. */
+static void reopen(void)
+{
+	stor_ds_close(ds);
+	ds = NULL;
+	tpool_reopen(&tp);
+	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/vol", &ds), 0);
+}
+
+static void check_range(struct stor_ds *d, const unsigned char *want, uint64_t off, size_t len)
+{
+	unsigned char *got = malloc(len);
+	int ret;
+
+	cr_assert_not_null(got);
+	memset(got, 0x5a, len);
+	ret = stor_ds_read(d, off, got, len);
+	cr_assert_eq(ret, 0, "read %llu+%zu: %s", (unsigned long long)off, len, stor_strerror(ret));
+	for (size_t i = 0; i < len; i++)
+		if (got[i] != want[i])
+			cr_assert_fail("byte %llu: want %02x got %02x",
+				       (unsigned long long)(off + i), want[i], got[i]);
+	free(got);
+}
+
+static void check_zero(struct stor_ds *d, uint64_t off, size_t len)
+{
+	unsigned char *z = calloc(1, len);
+
+	check_range(d, z, off, len);
+	free(z);
+}
+
+/* Write @len bytes at @off into the dataset and the shadow. */
+static void shadow_write(unsigned char *shadow, uint64_t off, size_t len, uint64_t seed)
+{
+	int ret;
+
+	tpat_random(shadow + off, len, seed);
+	ret = stor_ds_write(ds, off, shadow + off, len);
+	cr_assert_eq(ret, 0, "write %llu+%zu: %s", (unsigned long long)off, len,
+		     stor_strerror(ret));
+}
+
+Test(record, one_byte_at_8191_round_trips)
+{
+	unsigned char b = 0xa7, got[3 * REC];
+
+	cr_assert_eq(stor_ds_write(ds, 8191, &b, 1), 0);
+	memset(got, 0x11, sizeof(got));
+	cr_assert_eq(stor_ds_read(ds, 0, got, sizeof(got)), 0);
+	for (size_t i = 0; i < sizeof(got); i++)
+		cr_assert_eq(got[i], i == 8191 ? 0xa7 : 0, "byte %zu", i);
+	reopen();
+	b = 0;
+	cr_assert_eq(stor_ds_read(ds, 8191, &b, 1), 0);
+	cr_assert_eq(b, 0xa7);
+}
+
+Test(record, unaligned_writes_match_a_shadow)
+{
+	/* offsets and lengths chosen to hit every edge case of read-modify-write */
+	static const struct {
+		uint64_t off;
+		size_t len;
+	} w[] = {
+		{ 0, REC },			/* one aligned record */
+		{ 2 * REC + 100, 3 * REC },	/* 3 records' worth over 4, 2 partial edges */
+		{ 5 * REC - 1, 2 },		/* straddles a boundary */
+		{ 7 * REC + 1, REC - 2 },	/* inside one record, both edges partial */
+		{ 10 * REC, 1 },		/* first byte */
+		{ 11 * REC - 1, 1 },		/* last byte */
+		{ 12 * REC + 4000, 10 * REC },	/* long, unaligned */
+		{ 13 * REC + 17, 333 },		/* overwrite inside the previous */
+		{ VOL - 3 * REC - 5, 3 * REC + 5 }, /* to the end of the volume */
+		{ 0, 1 },			/* rewrite inside an existing record */
+	};
+	unsigned char *shadow = calloc(1, VOL);
+
+	cr_assert_not_null(shadow);
+	for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++) {
+		shadow_write(shadow, w[i].off, w[i].len, 100 + i);
+		/* read back whole records around the write: its edges must be intact */
+		uint64_t start = w[i].off / REC * REC;
+		uint64_t end = (w[i].off + w[i].len + REC - 1) / REC * REC;
+
+		check_range(ds, shadow + start, start, (size_t)(end - start));
+	}
+	check_range(ds, shadow, 0, VOL);
+	cr_assert_eq(stor_ds_flush(ds), 0);
+	reopen();
+	check_range(ds, shadow, 0, VOL);
+	/* unaligned reads of committed data */
+	check_range(ds, shadow + 2 * REC + 99, 2 * REC + 99, 3 * REC + 7);
+	check_range(ds, shadow + 5 * REC - 1, 5 * REC - 1, 2);
+	free(shadow);
+}
+
+Test(record, random_ops_match_a_shadow)
+{
+	unsigned char *shadow = calloc(1, VOL);
+	unsigned seed = 12345;
+
+	cr_assert_not_null(shadow);
+	for (int i = 0; i < 300; i++) {
+		uint64_t off = (uint64_t)rand_r(&seed) % VOL;
+		size_t len = 1 + (size_t)rand_r(&seed) % (3 * REC);
+		int op = rand_r(&seed) % 10;
+
+		if (off + len > VOL)
+			len = VOL - off;
+		if (op < 6) {
+			shadow_write(shadow, off, len, 1000 + (uint64_t)i);
+		} else if (op < 8) {
+			cr_assert_eq(stor_ds_discard(ds, off, len), 0);
+			memset(shadow + off, 0, len);
+		} else if (op < 9) {
+			check_range(ds, shadow + off, off, len);
+		} else {
+			cr_assert_eq(stor_pool_sync(tp.pool), 0);
+		}
+	}
+	check_range(ds, shadow, 0, VOL);
+	reopen();
+	check_range(ds, shadow, 0, VOL);
+	free(shadow);
+}
+
+Test(record, whole_volume_round_trips)
+{
+	unsigned char *buf = malloc(VOL);
+
+	cr_assert_not_null(buf);
+	tpat_random(buf, VOL, 99);
+	cr_assert_eq(stor_ds_write(ds, 0, buf, VOL), 0);
+	check_range(ds, buf, 0, VOL);
+	reopen();
+	check_range(ds, buf, 0, VOL);
+	free(buf);
+}
+
+Test(record, unwritten_records_are_zeros_and_take_no_space)
+{
+	uint64_t used0;
+
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	used0 = tpool_used(&tp);
+	check_zero(ds, 0, VOL);
+	check_zero(ds, 12345, 67890);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	cr_assert_eq(tpool_used(&tp), used0, "reading unwritten records took space");
+}
+
+Test(record, discard_zeroes_and_frees_after_sync)
+{
+	static unsigned char buf[6 * REC];
+	uint64_t used1, used2;
+
+	tpat_random(buf, sizeof(buf), 5);
+	cr_assert_eq(stor_ds_write(ds, 0, buf, sizeof(buf)), 0);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	used1 = tpool_used(&tp);
+	/* records 1..4 wholly inside */
+	cr_assert_eq(stor_ds_discard(ds, REC, 4 * REC), 0);
+	check_range(ds, buf, 0, REC);
+	check_zero(ds, REC, 4 * REC);
+	check_range(ds, buf + 5 * REC, 5 * REC, REC);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	used2 = tpool_used(&tp);
+	cr_assert_leq(used2 + 4 * REC, used1, "used %llu before discard, %llu after sync",
+		      (unsigned long long)used1, (unsigned long long)used2);
+	reopen();
+	check_range(ds, buf, 0, REC);
+	check_zero(ds, REC, 4 * REC);
+	check_range(ds, buf + 5 * REC, 5 * REC, REC);
+	cr_assert_eq(tpool_used(&tp), used2);
+}
+
+Test(record, partial_edge_discard_zeroes_only_the_range)
+{
+	static unsigned char buf[3 * REC], want[3 * REC];
+
+	tpat_random(buf, sizeof(buf), 6);
+	cr_assert_eq(stor_ds_write(ds, 0, buf, sizeof(buf)), 0);
+	memcpy(want, buf, sizeof(want));
+	memset(want + 100, 0, sizeof(want) - 200);
+	cr_assert_eq(stor_ds_discard(ds, 100, sizeof(buf) - 200), 0);
+	check_range(ds, want, 0, sizeof(want));
+	cr_assert_eq(stor_ds_flush(ds), 0);
+	reopen();
+	check_range(ds, want, 0, sizeof(want));
+	/* a discard inside one record */
+	cr_assert_eq(stor_ds_discard(ds, 10, 20), 0);
+	memset(want + 10, 0, 20);
+	check_range(ds, want, 0, sizeof(want));
+}
+
+Test(record, discard_of_unwritten_records_is_fine)
+{
+	cr_assert_eq(stor_ds_discard(ds, 0, VOL), 0);
+	check_zero(ds, 0, 4 * REC);
+}
+
+Test(record, out_of_range_is_erange)
+{
+	unsigned char b[16] = { 0 };
+
+	cr_assert_eq(stor_ds_read(ds, VOL - 1, b, 2), STOR_ERANGE);
+	cr_assert_eq(stor_ds_read(ds, VOL, b, 1), STOR_ERANGE);
+	cr_assert_eq(stor_ds_write(ds, VOL - 8, b, 16), STOR_ERANGE);
+	cr_assert_eq(stor_ds_write(ds, VOL, b, 1), STOR_ERANGE);
+	cr_assert_eq(stor_ds_write(ds, UINT64_MAX - 4, b, 8), STOR_ERANGE, "offset overflow");
+	cr_assert_eq(stor_ds_read(ds, UINT64_MAX - 4, b, 8), STOR_ERANGE, "offset overflow");
+	cr_assert_eq(stor_ds_discard(ds, VOL - 1, 2), STOR_ERANGE);
+	cr_assert_eq(stor_ds_discard(ds, 8, UINT64_MAX), STOR_ERANGE, "length overflow");
+	/* the last byte is inside */
+	cr_assert_eq(stor_ds_write(ds, VOL - 1, b, 1), 0);
+	cr_assert_eq(stor_ds_read(ds, VOL - 1, b, 1), 0);
+	/* a refused write changed nothing */
+	check_zero(ds, VOL - 16, 15);
+}
+
+Test(record, flipped_data_byte_is_ecksum_never_wrong_bytes)
+{
+	static unsigned char buf[REC], got[REC];
+	unsigned lun;
+	uint64_t off;
+	int n, ret;
+
+	tpat_random(buf, sizeof(buf), 0xfeed);
+	cr_assert_eq(stor_ds_write(ds, 3 * REC, buf, sizeof(buf)), 0);
+	cr_assert_eq(stor_ds_write(ds, 4 * REC, buf + 1, 1), 0); /* a neighbour */
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	n = tpool_find(&tp, buf + 64, 64, &lun, &off);
+	cr_assert_eq(n, 1, "record found %d times in the LUN files", n);
+	reopen(); /* nothing from memory */
+	tpool_flip_byte(&tp, lun, off + 10);
+	memset(got, 0, sizeof(got));
+	ret = stor_ds_read(ds, 3 * REC, got, sizeof(got));
+	cr_assert_eq(ret, STOR_ECKSUM, "got %s", stor_errname(ret));
+	/* a partial read of the record fails too, and so does a read-modify-write */
+	ret = stor_ds_read(ds, 3 * REC + 5, got, 5);
+	cr_assert_eq(ret, STOR_ECKSUM, "partial read: got %s", stor_errname(ret));
+	ret = stor_ds_write(ds, 3 * REC + 5, got, 5);
+	cr_assert_eq(ret, STOR_ECKSUM, "read-modify-write over damage: got %s", stor_errname(ret));
+	/* the neighbour still reads */
+	cr_assert_eq(stor_ds_read(ds, 4 * REC, got, 1), 0);
+	cr_assert_eq(got[0], buf[1]);
+	/* the LUN's error counter saw it */
+	{
+		struct stor_lun_stat ls;
+
+		cr_assert_eq(stor_pool_lun_stat(tp.pool, lun, &ls), 0);
+		cr_expect_geq(ls.cksum_errors, 1, "cksum_errors not counted");
+	}
+	/* an overwrite of the whole record repairs it */
+	cr_assert_eq(stor_ds_write(ds, 3 * REC, buf, sizeof(buf)), 0);
+	check_range(ds, buf, 3 * REC, REC);
+}
+
+Test(record, io_submit_batch_over_two_datasets)
+{
+	struct stor_ds *ds2 = tpool_ds(&tp, TPOOL_NAME "/two", VOL, 4096);
+	static unsigned char w1[3 * REC], w2[20000], w3[100], r1[3 * REC], r2[20000], r3[REC],
+		r4[100], rz[REC], z[REC];
+	struct stor_io ios[] = {
+		{ .ds = ds, .op = STOR_IO_WRITE, .off = 0, .len = sizeof(w1), .buf = w1 },
+		{ .ds = ds2, .op = STOR_IO_WRITE, .off = 1000, .len = sizeof(w2), .buf = w2 },
+		{ .ds = ds, .op = STOR_IO_READ, .off = 0, .len = sizeof(r1), .buf = r1 },
+		{ .ds = ds2, .op = STOR_IO_READ, .off = 1000, .len = sizeof(r2), .buf = r2 },
+		{ .ds = ds, .op = STOR_IO_WRITE, .off = REC + 50, .len = sizeof(w3), .buf = w3 },
+		{ .ds = ds, .op = STOR_IO_READ, .off = REC, .len = REC, .buf = r3 },
+		{ .ds = ds2, .op = STOR_IO_READ, .off = 100 * 4096, .len = REC, .buf = rz },
+		{ .ds = ds2, .op = STOR_IO_READ, .off = 1000, .len = sizeof(r4), .buf = r4 },
+		{ .ds = ds2, .op = STOR_IO_FLUSH },
+	};
+	unsigned char want3[REC];
+	int ret;
+
+	tpat_random(w1, sizeof(w1), 1);
+	tpat_random(w2, sizeof(w2), 2);
+	tpat_random(w3, sizeof(w3), 3);
+	memset(rz, 0x77, sizeof(rz));
+	for (size_t i = 0; i < sizeof(ios) / sizeof(ios[0]); i++)
+		ios[i].result = 12345;
+	ret = stor_io_submit(ios, sizeof(ios) / sizeof(ios[0]));
+	cr_assert_eq(ret, 0, "%d requests failed", ret);
+	for (size_t i = 0; i < sizeof(ios) / sizeof(ios[0]); i++)
+		cr_assert_eq(ios[i].result, 0, "request %zu: %s", i, stor_strerror(ios[i].result));
+	/* array order where requests overlap */
+	cr_assert_arr_eq(r1, w1, sizeof(w1), "read after write in one batch");
+	cr_assert_arr_eq(r2, w2, sizeof(w2));
+	memcpy(want3, w1 + REC, REC);
+	memcpy(want3 + 50, w3, sizeof(w3));
+	cr_assert_arr_eq(r3, want3, REC, "second write not seen by the later read");
+	cr_assert_arr_eq(rz, z, REC);
+	cr_assert_arr_eq(r4, w2, sizeof(r4));
+
+	stor_ds_close(ds2);
+	reopen();
+	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/two", &ds2), 0);
+	check_range(ds, want3, REC, REC);
+	check_range(ds2, w2, 1000, sizeof(w2));
+	stor_ds_close(ds2);
+}
+
+Test(record, io_submit_fails_requests_one_by_one)
+{
+	static unsigned char a[REC], b[REC], c[REC];
+	struct stor_io ios[] = {
+		{ .ds = ds, .op = STOR_IO_WRITE, .off = 0, .len = REC, .buf = a },
+		{ .ds = ds, .op = STOR_IO_WRITE, .off = VOL, .len = REC, .buf = b },
+		{ .ds = ds, .op = STOR_IO_READ, .off = 0, .len = REC, .buf = c },
+		{ .ds = ds, .op = STOR_IO_DISCARD, .off = VOL - 1, .len = 5 },
+	};
+
+	tpat_random(a, sizeof(a), 11);
+	cr_assert_eq(stor_io_submit(ios, 4), 2);
+	cr_assert_eq(ios[0].result, 0);
+	cr_assert_eq(ios[1].result, STOR_ERANGE, "%s", stor_errname(ios[1].result));
+	cr_assert_eq(ios[2].result, 0);
+	cr_assert_eq(ios[3].result, STOR_ERANGE, "%s", stor_errname(ios[3].result));
+	cr_assert_arr_eq(c, a, REC);
+}
+
+Test(record, data_survives_close_and_open)
+{
+	static unsigned char buf[40 * REC];
+
+	tpat_random(buf, sizeof(buf), 77);
+	cr_assert_eq(stor_ds_write(ds, 17 * REC, buf, sizeof(buf)), 0);
+	/* no explicit sync: close commits the open txg */
+	reopen();
+	check_range(ds, buf, 17 * REC, sizeof(buf));
+	reopen();
+	check_range(ds, buf, 17 * REC, sizeof(buf));
+}
+
+static void geometry_round_trip(uint32_t recsize, uint64_t volsize)
+{
+	struct stor_ds *d = tpool_ds(&tp, TPOOL_NAME "/geo", volsize, recsize);
+	unsigned char *shadow = calloc(1, volsize);
+	uint64_t offs[] = { 0, recsize - 1, 3ull * recsize + 7, volsize - recsize - 3 };
+	int ret;
+
+	cr_assert_not_null(shadow);
+	cr_assert_eq(stor_ds_recordsize(d), recsize);
+	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+		size_t len = recsize + 3;
+
+		tpat_random(shadow + offs[i], len, 500 + i);
+		ret = stor_ds_write(d, offs[i], shadow + offs[i], len);
+		cr_assert_eq(ret, 0, "recsize %u off %llu: %s", recsize,
+			     (unsigned long long)offs[i], stor_strerror(ret));
+	}
+	check_range(d, shadow, 0, volsize);
+	stor_ds_close(d);
+	tpool_reopen(&tp);
+	stor_ds_close(ds);
+	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/vol", &ds), 0);
+	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/geo", &d), 0);
+	check_range(d, shadow, 0, volsize);
+	stor_ds_close(d);
+	free(shadow);
+}
+
+Test(record, recordsize_512_works)
+{
+	geometry_round_trip(512, 1 << 20);
+}
+
+Test(record, recordsize_1m_works)
+{
+	geometry_round_trip(1u << 20, 8u << 20);
+}
+
+/* ---- full pool ---- */
+
+TestSuite(record_full, .timeout = 60);
+
+Test(record_full, enospc_leaves_every_earlier_write_intact)
+{
+	struct tpool small;
+	struct stor_ds *d;
+	unsigned char buf[REC];
+	unsigned n = 0, before;
+	int ret = 0;
+
+	tpool_init(&small, 2, 2u << 20, NULL);
+	d = tpool_ds(&small, TPOOL_NAME "/fill", 64u << 20, REC);
+	for (n = 0; n < 8192; n++) {
+		tpat_fill(buf, REC, n, 1);
+		ret = stor_ds_write(d, (uint64_t)n * REC, buf, REC);
+		if (ret)
+			break;
+		if (n % 64 == 63)
+			cr_assert_eq(stor_pool_sync(small.pool), 0);
+	}
+	cr_assert_eq(ret, STOR_ENOSPC, "after %u records: %s", n, stor_errname(ret));
+	cr_assert_gt(n, 100, "only %u records of 8 KiB fit in 4 MiB", n);
+	/* the refused record is unwritten, every earlier one intact */
+	check_zero(d, (uint64_t)n * REC, REC);
+	for (unsigned i = 0; i < n; i++) {
+		cr_assert_eq(stor_ds_read(d, (uint64_t)i * REC, buf, REC), 0);
+		cr_assert_eq(tpat_check(buf, REC, i), 1, "record %u", i);
+	}
+	/* an overwrite needs a new extent first: refused or done, never torn */
+	tpat_fill(buf, REC, 0, 2);
+	ret = stor_ds_write(d, 0, buf, REC);
+	cr_assert(ret == 0 || ret == STOR_ENOSPC, "overwrite when full: %s", stor_errname(ret));
+	cr_assert_eq(stor_ds_read(d, 0, buf, REC), 0);
+	cr_assert_eq(tpat_check(buf, REC, 0), ret == 0 ? 2 : 1);
+	before = n;
+	ret = stor_pool_sync(small.pool);
+	cr_assert_eq(ret, 0, "sync of a full pool: %s", stor_errname(ret));
+	stor_ds_close(d);
+	tpool_reopen(&small);
+	cr_assert_eq(stor_ds_open(small.pool, TPOOL_NAME "/fill", &d), 0);
+	for (unsigned i = 1; i < before; i++) {
+		cr_assert_eq(stor_ds_read(d, (uint64_t)i * REC, buf, REC), 0);
+		cr_assert_eq(tpat_check(buf, REC, i), 1, "record %u after reopen", i);
+	}
+	/* freeing space makes room again (after the freeing txg is durable) */
+	cr_assert_eq(stor_ds_discard(d, 0, 64 * REC), 0);
+	cr_assert_eq(stor_pool_sync(small.pool), 0);
+	cr_assert_eq(stor_pool_sync(small.pool), 0);
+	tpat_fill(buf, REC, before, 3);
+	ret = stor_ds_write(d, (uint64_t)before * REC, buf, REC);
+	cr_assert_eq(ret, 0, "write after discard+sync: %s", stor_errname(ret));
+	stor_ds_close(d);
+	tpool_fini(&small);
+}
+
+Test(record_full, enospc_multi_record_write_changes_nothing)
+{
+	struct tpool small;
+	struct stor_ds *d;
+	unsigned char buf[REC], big[8 * REC];
+	unsigned n;
+	int ret = 0;
+
+	tpool_init(&small, 1, 2u << 20, NULL);
+	d = tpool_ds(&small, TPOOL_NAME "/fill", 64u << 20, REC);
+	for (n = 0; n < 8192; n++) {
+		tpat_fill(buf, REC, n, 1);
+		if ((ret = stor_ds_write(d, (uint64_t)n * REC, buf, REC)))
+			break;
+	}
+	cr_assert_eq(ret, STOR_ENOSPC);
+	/* free two records' space, then ask for eight */
+	cr_assert_eq(stor_ds_discard(d, 0, 2 * REC), 0);
+	cr_assert_eq(stor_pool_sync(small.pool), 0);
+	cr_assert_eq(stor_pool_sync(small.pool), 0);
+	for (unsigned i = 0; i < 8; i++)
+		tpat_fill(big + i * REC, REC, n + 10 + i, 9);
+	ret = stor_ds_write(d, (uint64_t)(n + 10) * REC, big, sizeof(big));
+	cr_assert_eq(ret, STOR_ENOSPC, "got %s", stor_errname(ret));
+	check_zero(d, (uint64_t)(n + 10) * REC, sizeof(big));
+	stor_ds_close(d);
+	tpool_fini(&small);
+}
+
+/* ---- threads ---- */
+
+#define TREC 48
+#define TTHREADS 4
+
+struct tshared {
+	struct stor_ds *ds;
+	atomic_uint_fast64_t gen[TREC]; /* highest generation handed out per record */
+	atomic_int stop;
+	atomic_int errors;
+	char msg[256];
+};
+
+struct targ {
+	struct tshared *sh;
+	unsigned id;
+	unsigned long reads, writes;
+};
+
+static void tfail(struct tshared *sh, const char *what, unsigned rec, long gen, long ret)
+{
+	if (atomic_fetch_add(&sh->errors, 1) == 0)
+		snprintf(sh->msg, sizeof(sh->msg), "%s rec %u gen %ld: %ld (%s)", what, rec, gen,
+			 ret, ret < 0 ? stor_errname((int)ret) : "content");
+	atomic_store(&sh->stop, 1);
+}
+
+static void *tworker(void *p)
+{
+	struct targ *a = p;
+	struct tshared *sh = a->sh;
+	unsigned seed = 1000 + a->id;
+	unsigned char *buf = malloc(2 * REC);
+
+	while (!atomic_load(&sh->stop)) {
+		/* thread i favours its own quarter, but every thread reaches every record */
+		unsigned r = rand_r(&seed) % 4 ? a->id * (TREC / TTHREADS) +
+							 (unsigned)rand_r(&seed) % (TREC / TTHREADS) :
+						 (unsigned)rand_r(&seed) % TREC;
+		int op = rand_r(&seed) % 8, ret;
+
+		if (op < 3) {
+			uint64_t g = atomic_fetch_add(&sh->gen[r], 1) + 1;
+
+			tpat_fill(buf, REC, r, g);
+			ret = stor_ds_write(sh->ds, (uint64_t)r * REC, buf, REC);
+			if (ret)
+				tfail(sh, "write", r, (long)g, ret);
+			a->writes++;
+		} else if (op < 4 && r + 1 < TREC) {
+			/* two records in one call: each still one generation */
+			uint64_t g0 = atomic_fetch_add(&sh->gen[r], 1) + 1;
+			uint64_t g1 = atomic_fetch_add(&sh->gen[r + 1], 1) + 1;
+
+			tpat_fill(buf, REC, r, g0);
+			tpat_fill(buf + REC, REC, r + 1, g1);
+			ret = stor_ds_write(sh->ds, (uint64_t)r * REC, buf, 2 * REC);
+			if (ret)
+				tfail(sh, "write2", r, (long)g0, ret);
+			a->writes += 2;
+		} else if (op < 7) {
+			int64_t g;
+
+			ret = stor_ds_read(sh->ds, (uint64_t)r * REC, buf, REC);
+			if (ret) {
+				tfail(sh, "read", r, 0, ret);
+				break;
+			}
+			g = tpat_check(buf, REC, r);
+			if (g <= 0 || (uint64_t)g > atomic_load(&sh->gen[r]))
+				tfail(sh, "read: bad content, check", r, (long)g,
+				      (long)atomic_load(&sh->gen[r]));
+			a->reads++;
+		} else if (rand_r(&seed) % 16 == 0) {
+			ret = stor_ds_flush(sh->ds);
+			if (ret)
+				tfail(sh, "flush", 0, 0, ret);
+		}
+	}
+	free(buf);
+	return NULL;
+}
+
+Test(record, concurrent_readers_and_writers_see_whole_generations, .timeout = 60)
+{
+	static struct tshared sh;
+	struct targ args[TTHREADS];
+	pthread_t th[TTHREADS];
+	unsigned char buf[REC];
+	struct timespec d = { .tv_sec = 3 };
+	unsigned long reads = 0, writes = 0;
+
+	sh.ds = ds;
+	/* every record starts at generation 1 so a zero read is always wrong */
+	for (unsigned r = 0; r < TREC; r++) {
+		tpat_fill(buf, REC, r, 1);
+		cr_assert_eq(stor_ds_write(ds, (uint64_t)r * REC, buf, REC), 0);
+		atomic_store(&sh.gen[r], 1);
+	}
+	for (unsigned i = 0; i < TTHREADS; i++) {
+		args[i] = (struct targ){ .sh = &sh, .id = i };
+		cr_assert_eq(pthread_create(&th[i], NULL, tworker, &args[i]), 0);
+	}
+	nanosleep(&d, NULL);
+	atomic_store(&sh.stop, 1);
+	for (unsigned i = 0; i < TTHREADS; i++) {
+		pthread_join(th[i], NULL);
+		reads += args[i].reads;
+		writes += args[i].writes;
+	}
+	cr_assert_eq(atomic_load(&sh.errors), 0, "%d errors, first: %s", atomic_load(&sh.errors),
+		     sh.msg);
+	cr_assert_gt(reads, 100);
+	cr_assert_gt(writes, 100);
+	/* the final state: one generation per record, the newest not older than any read */
+	reopen();
+	for (unsigned r = 0; r < TREC; r++) {
+		int64_t g;
+
+		cr_assert_eq(stor_ds_read(ds, (uint64_t)r * REC, buf, REC), 0);
+		g = tpat_check(buf, REC, r);
+		cr_assert(g >= 1 && (uint64_t)g <= atomic_load(&sh.gen[r]), "record %u: check %lld", r,
+			  (long long)g);
+	}
+}

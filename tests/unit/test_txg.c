@@ -1,0 +1,393 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Crash consistency of transaction groups. A forked child writes records
+ * whose every 8-byte word holds (record number, generation) and flushes now
+ * and then, telling the parent through a pipe which generation it is about
+ * to write and when a flush returned. The parent SIGKILLs it at a random
+ * moment, reopens the pool and checks that each record holds its last
+ * flushed generation or a later one the child started to write: never
+ * older, never torn, never another record's data. The child never shares a
+ * pool handle with the parent (store.h: do not use a pool across fork).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "fixture.h"
+
+#define DSNAME TPOOL_NAME "/crash"
+#define NREC 64
+
+static struct tpool tp;
+
+struct msg {
+	char type;       /* 'W' about to write, 'F' flush returned, 'E' error */
+	unsigned rec;
+	uint64_t gen;    /* 'E': the error code */
+};
+
+struct model {
+	uint64_t flushed[NREC]; /* oldest generation the record may hold */
+	uint64_t written[NREC]; /* newest generation the child may have written */
+};
+
+static void teardown(void)
+{
+	tpool_fini(&tp);
+}
+
+TestSuite(txg, .fini = teardown, .timeout = 90);
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void send_msg(int fd, char type, unsigned rec, uint64_t gen)
+{
+	struct msg m = { .type = type, .rec = rec, .gen = gen };
+
+	/* smaller than PIPE_BUF: atomic; a short write means the parent is gone */
+	if (write(fd, &m, sizeof(m)) != (ssize_t)sizeof(m))
+		_exit(3);
+}
+
+/*
+ * The child: open the pool, then write and flush until killed. @next holds
+ * the generation to write next per record (a copy of the parent's model).
+ */
+static void child(int fd, const struct stor_pool_opts *opts, uint64_t *next, unsigned seed,
+		  uint32_t recsize, int flush_every)
+{
+	struct stor_pool *pool = NULL;
+	struct stor_ds *ds = NULL;
+	unsigned char *buf = malloc(2 * (size_t)recsize);
+	int ret, n = 0;
+
+	ret = stor_pool_open(TPOOL_NAME, opts, &pool);
+	if (ret == 0)
+		ret = stor_ds_open(pool, DSNAME, &ds);
+	if (ret || !buf) {
+		send_msg(fd, 'E', 0, (uint64_t)(int64_t)ret);
+		_exit(2);
+	}
+	for (;;) {
+		unsigned r = (unsigned)rand_r(&seed) % NREC;
+		int two = r + 1 < NREC && rand_r(&seed) % 4 == 0;
+
+		tpat_fill(buf, recsize, r, next[r]);
+		send_msg(fd, 'W', r, next[r]);
+		if (two) {
+			tpat_fill(buf + recsize, recsize, r + 1, next[r + 1]);
+			send_msg(fd, 'W', r + 1, next[r + 1]);
+		}
+		ret = stor_ds_write(ds, (uint64_t)r * recsize, buf, (two ? 2u : 1u) * recsize);
+		if (ret) {
+			send_msg(fd, 'E', r, (uint64_t)(int64_t)ret);
+			_exit(2);
+		}
+		next[r]++;
+		if (two)
+			next[r + 1]++;
+		if (flush_every && ++n % flush_every == 0) {
+			ret = n % (2 * flush_every) ? stor_ds_flush(ds) : stor_pool_sync(pool);
+			if (ret) {
+				send_msg(fd, 'E', 0, (uint64_t)(int64_t)ret);
+				_exit(2);
+			}
+			send_msg(fd, 'F', 0, 0);
+		}
+	}
+}
+
+/* Apply one message of the child to the model. */
+static void model_apply(struct model *m, const struct msg *msg)
+{
+	if (msg->type == 'W') {
+		cr_assert(msg->rec < NREC);
+		m->written[msg->rec] = msg->gen;
+	} else if (msg->type == 'F') {
+		/* every write announced before this flush had returned when it started */
+		memcpy(m->flushed, m->written, sizeof(m->flushed));
+	} else {
+		cr_assert_fail("child failed: %c rec %u: %s", msg->type, msg->rec,
+			       stor_strerror((int)(int64_t)msg->gen));
+	}
+}
+
+/* Read every message that is ready, or wait up to @ms for one. @return messages read. */
+static int drain(int fd, struct model *m, int ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	struct msg msg;
+	int n = 0;
+
+	while (poll(&pfd, 1, n ? 0 : ms) > 0) {
+		ssize_t r = read(fd, &msg, sizeof(msg));
+
+		if (r == 0)
+			break;
+		cr_assert_eq(r, (ssize_t)sizeof(msg), "short message from child");
+		model_apply(m, &msg);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Reopen the pool and hold every record to the model: its generation is
+ * between flushed and written. The generation found becomes the new floor,
+ * since what import saw is committed.
+ */
+static unsigned verify(struct model *m, uint32_t recsize, unsigned round)
+{
+	struct stor_ds *ds = NULL;
+	unsigned char *buf = malloc(recsize);
+	unsigned ahead = 0;
+	int ret;
+
+	ret = tpool_open(&tp);
+	cr_assert_eq(ret, 0, "round %u: open after kill: %s (%s)", round, stor_strerror(ret),
+		     stor_pool_last_error());
+	cr_assert_eq(stor_ds_open(tp.pool, DSNAME, &ds), 0);
+	for (unsigned r = 0; r < NREC; r++) {
+		int64_t g;
+
+		ret = stor_ds_read(ds, (uint64_t)r * recsize, buf, recsize);
+		cr_assert_eq(ret, 0, "round %u: read record %u: %s", round, r, stor_strerror(ret));
+		g = tpat_check(buf, recsize, r);
+		cr_assert_neq(g, -1, "round %u: record %u is torn", round, r);
+		cr_assert_neq(g, -2, "round %u: record %u holds another record's data", round, r);
+		cr_assert_geq((uint64_t)g, m->flushed[r],
+			      "round %u: record %u lost flushed generation %llu (holds %lld)", round,
+			      r, (unsigned long long)m->flushed[r], (long long)g);
+		cr_assert_leq((uint64_t)g, m->written[r],
+			      "round %u: record %u holds generation %lld never written (max %llu)",
+			      round, r, (long long)g, (unsigned long long)m->written[r]);
+		ahead += (uint64_t)g > m->flushed[r];
+		m->flushed[r] = (uint64_t)g;
+	}
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	free(buf);
+	return ahead;
+}
+
+static pid_t spawn(int *rfd, struct model *m, unsigned seed, uint32_t recsize, int flush_every,
+		   const struct stor_pool_opts *opts)
+{
+	uint64_t next[NREC];
+	int p[2];
+	pid_t pid;
+
+	for (unsigned r = 0; r < NREC; r++)
+		next[r] = m->written[r] + 1;
+	cr_assert_eq(pipe(p), 0);
+	fflush(NULL);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		child(p[1], opts, next, seed, recsize, flush_every);
+		_exit(0);
+	}
+	close(p[1]);
+	*rfd = p[0];
+	return pid;
+}
+
+static void kill_and_reap(pid_t pid, int fd, struct model *m)
+{
+	int status;
+
+	kill(pid, SIGKILL);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	/* everything the child said before it died counts */
+	while (drain(fd, m, 0) > 0)
+		;
+	close(fd);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+		  "child ended by itself (status %#x)", status);
+}
+
+static void setup_crash_pool(uint32_t recsize)
+{
+	tpool_init(&tp, 2, 32u << 20, NULL);
+	stor_ds_close(tpool_ds(&tp, DSNAME, (uint64_t)NREC * recsize, recsize));
+	tpool_close(&tp);
+}
+
+Test(txg, sigkill_at_random_points_leaves_flushed_or_later_data)
+{
+	struct model m = { 0 };
+	struct stor_pool_opts opts;
+	unsigned seed = 20261129, rounds = 0, ahead = 0;
+	unsigned long flushes = 0;
+	double t0 = now();
+
+	setup_crash_pool(8192);
+	opts = tp.opts;
+	opts.txg_timeout_ms = 100; /* the timer commits too, between explicit flushes */
+	/* at least 24 kills, and more while time allows */
+	while (rounds < 24 || (rounds < 60 && now() - t0 < 25)) {
+		struct model before = m;
+		int fd, got = 0;
+		pid_t pid = spawn(&fd, &m, seed + rounds, 8192, 1 + rounds % 8, &opts);
+		/* kill at a random point: sometimes during import, mostly while writing */
+		int delay = rand_r(&seed) % 250;
+
+		if (rand_r(&seed) % 6) {
+			while (!got)
+				got = drain(fd, &m, 5000);
+		}
+		for (double end = now() + delay / 1000.0; now() < end;)
+			drain(fd, &m, 5);
+		kill_and_reap(pid, fd, &m);
+		for (unsigned r = 0; r < NREC; r++)
+			flushes += m.flushed[r] != before.flushed[r];
+		ahead += verify(&m, 8192, rounds);
+		rounds++;
+	}
+	cr_log_info("%u kills in %.1f s, %lu records newly flushed, %u found ahead of flush",
+		    rounds, now() - t0, flushes, ahead);
+	cr_assert_gt(flushes, 0, "the children never flushed: the test proved nothing");
+}
+
+Test(txg, unflushed_large_records_may_be_lost_but_never_torn)
+{
+	struct model m = { 0 };
+	struct stor_pool_opts opts;
+	unsigned seed = 77, rounds;
+	const uint32_t recsize = 128u << 10;
+
+	setup_crash_pool(recsize);
+	opts = tp.opts;
+	opts.txg_timeout_ms = 60000; /* only close would commit: the kill leaves it open */
+	for (rounds = 0; rounds < 8; rounds++) {
+		int fd;
+		pid_t pid = spawn(&fd, &m, seed + rounds, recsize, 0, &opts);
+
+		while (!drain(fd, &m, 5000))
+			;
+		for (double end = now() + (rand_r(&seed) % 150) / 1000.0; now() < end;)
+			drain(fd, &m, 5);
+		kill_and_reap(pid, fd, &m);
+		verify(&m, recsize, rounds);
+	}
+}
+
+Test(txg, timer_commits_without_a_flush)
+{
+	struct stor_pool_opts opts;
+	struct stor_ds *ds = NULL;
+	unsigned char buf[8192];
+	struct timespec wait = { .tv_nsec = 600 * 1000 * 1000 };
+	int p[2], status;
+	char c = 0;
+	pid_t pid;
+
+	setup_crash_pool(8192);
+	opts = tp.opts;
+	opts.txg_timeout_ms = 200;
+	cr_assert_eq(pipe(p), 0);
+	fflush(NULL);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		struct stor_pool *pool = NULL;
+
+		close(p[0]);
+		if (stor_pool_open(TPOOL_NAME, &opts, &pool) || stor_ds_open(pool, DSNAME, &ds))
+			_exit(2);
+		for (unsigned r = 0; r < 8; r++) {
+			tpat_fill(buf, sizeof(buf), r, 1);
+			if (stor_ds_write(ds, r * 8192ull, buf, sizeof(buf)))
+				_exit(2);
+		}
+		/* written, never flushed: only the timer can commit now */
+		if (write(p[1], "w", 1) != 1)
+			_exit(3);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	cr_assert_eq(read(p[0], &c, 1), 1, "child failed before writing");
+	close(p[0]);
+	nanosleep(&wait, NULL);
+	kill(pid, SIGKILL);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status));
+	cr_assert_eq(tpool_open(&tp), 0);
+	cr_assert_eq(stor_ds_open(tp.pool, DSNAME, &ds), 0);
+	for (unsigned r = 0; r < 8; r++) {
+		cr_assert_eq(stor_ds_read(ds, r * 8192ull, buf, sizeof(buf)), 0);
+		cr_assert_eq(tpat_check(buf, sizeof(buf), r), 1,
+			     "record %u not committed by the 200 ms timer within 600 ms", r);
+	}
+	stor_ds_close(ds);
+}
+
+Test(txg, sync_always_makes_each_write_durable)
+{
+	const char *props[] = { "sync=always" };
+	struct stor_ds_opts o = { .volsize = NREC * 8192ull, .props = props, .nprops = 1 };
+	struct stor_pool_opts opts;
+	struct stor_ds *ds = NULL;
+	unsigned char buf[8192];
+	int p[2], status;
+	char c = 0;
+	pid_t pid;
+
+	tpool_init(&tp, 2, 32u << 20, NULL);
+	cr_assert_eq(stor_ds_create(tp.pool, DSNAME, &o, NULL), 0);
+	tpool_close(&tp);
+	opts = tp.opts;
+	opts.txg_timeout_ms = 60000;
+	cr_assert_eq(pipe(p), 0);
+	fflush(NULL);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		struct stor_pool *pool = NULL;
+
+		close(p[0]);
+		if (stor_pool_open(TPOOL_NAME, &opts, &pool) || stor_ds_open(pool, DSNAME, &ds))
+			_exit(2);
+		for (unsigned r = 0; r < 4; r++) {
+			tpat_fill(buf, sizeof(buf), r, 1);
+			if (stor_ds_write(ds, r * 8192ull, buf, sizeof(buf)))
+				_exit(2);
+		}
+		if (write(p[1], "w", 1) != 1)
+			_exit(3);
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	cr_assert_eq(read(p[0], &c, 1), 1, "child failed before writing");
+	close(p[0]);
+	kill(pid, SIGKILL);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert_eq(tpool_open(&tp), 0);
+	cr_assert_eq(stor_ds_open(tp.pool, DSNAME, &ds), 0);
+	for (unsigned r = 0; r < 4; r++) {
+		cr_assert_eq(stor_ds_read(ds, r * 8192ull, buf, sizeof(buf)), 0);
+		cr_assert_eq(tpat_check(buf, sizeof(buf), r), 1,
+			     "record %u: sync=always write returned before it was durable", r);
+	}
+	stor_ds_close(ds);
+}
