@@ -1,2 +1,282 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder: being written */
+/*
+ * Record crypto: the suite table, the nonce scheme, data keys and the batch
+ * seal/open entry points.
+ *
+ * Owns: struct crypt_key (one page-aligned mapping per key, mlock'ed where
+ * the limit allows and excluded from core dumps, cleansed on free), the
+ * validation of every crypt_op, and the split of a batch by backend so that
+ * each backend sees all of its records at once. The key schedules live in
+ * the backends (crypt_openssl.c, crypt_ipsecmb.c); this file never includes a
+ * crypto library header.
+ *
+ * Invariants: a key is immutable after crypt_key_new() returns, so any
+ * number of threads may use it; all mutable state is per thread inside the
+ * backends. An op whose status is not 0 after crypt_open() has an all-zero
+ * output.
+ *
+ * Nonce scheme and bound
+ * ----------------------
+ * Records are sealed with deterministic 96-bit nonces (SP 800-38D §8.2.1,
+ * "deterministic construction"): crypt_nonce() = 4-byte big-endian key
+ * epoch (the fixed field) || 8-byte big-endian counter (the invocation
+ * field). The counter is per dataset and per key epoch; the engine persists
+ * it in reserved blocks, and a block of counter values is committed to
+ * metadata before any nonce from it is used, so a crash skips numbers and
+ * never repeats one. Each epoch has its own data key (HKDF from the dataset
+ * master key), so the epoch field keeps nonces apart even if two epochs were
+ * ever keyed alike, and a (key, nonce) pair is never used twice.
+ *
+ * Bound: SP 800-38D §8.3 caps the invocations of the authenticated
+ * encryption function under one key at 2^32 for any IV construction other
+ * than the 96-bit deterministic one, and for the deterministic construction
+ * the counter simply must not wrap. We apply 2^32 records per key
+ * (CRYPT_EPOCH_RECORDS) to both GCM and CCM: well inside the 2^64 counter
+ * space, and the same figure keeps CCM (SP 800-38C, which has no explicit
+ * invocation limit but inherits the block cipher's birthday bound of about
+ * 2^64 blocks per key) far from the point where AES-CTR keystream blocks
+ * become distinguishable: 2^32 records of at most 2^20 bytes is 2^48 blocks.
+ * The engine rotates to epoch + 1 (a fresh HKDF data key) when a dataset's
+ * counter reaches CRYPT_EPOCH_RECORDS; 2^32 epochs of 2^32 records each are
+ * more than any dataset can write.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "crypt.h"
+#include "crypt_backend.h"
+#include "store.h"
+
+struct suite_info {
+	const char *name;
+	size_t keylen;
+};
+
+static const struct suite_info suites[CRYPT_NSUITES] = {
+	[CRYPT_OFF] = { "off", 0 },
+	[CRYPT_AES128_CCM] = { "aes-128-ccm", 16 },
+	[CRYPT_AES192_CCM] = { "aes-192-ccm", 24 },
+	[CRYPT_AES256_CCM] = { "aes-256-ccm", 32 },
+	[CRYPT_AES128_GCM] = { "aes-128-gcm", 16 },
+	[CRYPT_AES256_GCM] = { "aes-256-gcm", 32 },
+};
+
+/* Preference order: the first backend that supports a suite expands its keys. */
+static const struct crypt_backend *const backends[] = {
+#ifdef HAVE_IPSEC_MB
+	&crypt_ipsecmb_backend,
+#endif
+	&crypt_openssl_backend,
+};
+#define NBACKENDS (sizeof(backends) / sizeof(backends[0]))
+
+/* Ops are dispatched in slices of this many, so the per-backend lists fit on the stack. */
+#define SLICE 256
+
+const char *crypt_suite_name(enum crypt_suite s)
+{
+	if ((unsigned)s >= CRYPT_NSUITES)
+		return NULL;
+	return suites[s].name;
+}
+
+size_t crypt_suite_keylen(enum crypt_suite s)
+{
+	if ((unsigned)s >= CRYPT_NSUITES)
+		return 0;
+	return suites[s].keylen;
+}
+
+int crypt_suite_parse(const char *name)
+{
+	if (!name)
+		return -1;
+	if (strcmp(name, "on") == 0)
+		return CRYPT_AES256_CCM;
+	for (int s = 0; s < CRYPT_NSUITES; s++)
+		if (strcmp(name, suites[s].name) == 0)
+			return s;
+	return -1;
+}
+
+const struct crypt_backend *crypt_backend_by_name(const char *name)
+{
+	if (!name)
+		return NULL;
+	for (size_t i = 0; i < NBACKENDS; i++)
+		if (strcmp(name, backends[i]->name) == 0)
+			return backends[i];
+	return NULL;
+}
+
+const char *crypt_backend_name(const struct crypt_backend *b)
+{
+	return b ? b->name : NULL;
+}
+
+int crypt_backend_supports(const struct crypt_backend *b, enum crypt_suite s)
+{
+	if (!b || s <= CRYPT_OFF || s >= CRYPT_NSUITES)
+		return 0;
+	return b->supports(s);
+}
+
+void crypt_nonce(uint32_t epoch, uint64_t counter, uint8_t nonce[CRYPT_NONCE_LEN])
+{
+	for (int i = 0; i < 4; i++)
+		nonce[i] = (uint8_t)(epoch >> (24 - 8 * i));
+	for (int i = 0; i < 8; i++)
+		nonce[4 + i] = (uint8_t)(counter >> (56 - 8 * i));
+}
+
+static void key_unmap(struct crypt_key *k)
+{
+	size_t len = k->map_len;
+
+	crypt_cleanse(k, len);
+	munlock(k, len);
+	munmap(k, len);
+}
+
+int crypt_key_new(enum crypt_suite s, const uint8_t *key, size_t keylen,
+		  const struct crypt_backend *b, struct crypt_key **out)
+{
+	struct crypt_key *k = NULL;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t map_len = (sizeof(*k) + page - 1) & ~(page - 1);
+	void *p;
+	int ret;
+
+	*out = NULL;
+	if (s <= CRYPT_OFF || s >= CRYPT_NSUITES || !key || keylen != suites[s].keylen)
+		return -EINVAL;
+	if (b && !b->supports(s))
+		return -ENOTSUP;
+	for (size_t i = 0; !b && i < NBACKENDS; i++)
+		if (backends[i]->supports(s))
+			b = backends[i];
+	if (!b)
+		return -ENOTSUP;
+
+	/*
+	 * A mapping of its own, so the lock and the no-dump advice cover the
+	 * key and its schedules and nothing else. mlock may be refused
+	 * (RLIMIT_MEMLOCK); the key still works, it just may be swapped.
+	 */
+	p = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	k = p;
+	(void)mlock(k, map_len);
+	(void)madvise(k, map_len, MADV_DONTDUMP);
+	k->map_len = map_len;
+	k->suite = s;
+	k->backend = b;
+	k->keylen = keylen;
+	memcpy(k->bytes, key, keylen);
+
+	/* Every key gets the OpenSSL template: the fallback for any record. */
+	ret = crypt_openssl_backend.key_init(k);
+	if (ret < 0)
+		goto out;
+	if (b != &crypt_openssl_backend) {
+		ret = b->key_init(k);
+		if (ret < 0)
+			goto out;
+	}
+out:
+	if (ret < 0) {
+		crypt_openssl_backend.key_fini(k);
+		key_unmap(k);
+	} else {
+		*out = k;
+	}
+	return ret;
+}
+
+void crypt_key_free(struct crypt_key *k)
+{
+	if (!k)
+		return;
+	if (k->backend != &crypt_openssl_backend)
+		k->backend->key_fini(k);
+	crypt_openssl_backend.key_fini(k);
+	key_unmap(k);
+}
+
+enum crypt_suite crypt_key_suite(const struct crypt_key *k)
+{
+	return k ? k->suite : CRYPT_OFF;
+}
+
+static int op_valid(const struct crypt_op *op)
+{
+	const struct crypt_key *k = op->key;
+
+	if (!k || k->suite <= CRYPT_OFF || k->suite >= CRYPT_NSUITES)
+		return 0;
+	if (!op->nonce || !op->tag || (op->aad_len && !op->aad))
+		return 0;
+	if (op->len > CRYPT_LEN_MAX || (op->len && (!op->in || !op->out)))
+		return 0;
+	/* In place or apart: a partial overlap would read bytes already written. */
+	if (op->len && op->in != op->out && op->in < op->out + op->len &&
+	    op->out < op->in + op->len)
+		return 0;
+	return 1;
+}
+
+static int run_batch(struct crypt_op *ops, size_t n, int seal)
+{
+	struct crypt_op *lists[NBACKENDS][SLICE];
+	size_t counts[NBACKENDS];
+	int failed = 0;
+
+	for (size_t base = 0; base < n; base += SLICE) {
+		size_t end = n - base < SLICE ? n : base + SLICE;
+
+		memset(counts, 0, sizeof(counts));
+		for (size_t i = base; i < end; i++) {
+			struct crypt_op *op = &ops[i];
+			size_t b;
+
+			if (!op_valid(op)) {
+				op->status = -EINVAL;
+				if (!seal && op->out && op->len)
+					memset(op->out, 0, op->len);
+				continue;
+			}
+			op->status = 0;
+			for (b = 0; b < NBACKENDS - 1; b++)
+				if (op->key->backend == backends[b])
+					break;
+			lists[b][counts[b]++] = op;
+		}
+		for (size_t b = 0; b < NBACKENDS; b++)
+			if (counts[b])
+				backends[b]->run(lists[b], counts[b], seal);
+		for (size_t i = base; i < end; i++)
+			failed += ops[i].status != 0;
+	}
+	return failed;
+}
+
+int crypt_seal(struct crypt_op *ops, size_t n)
+{
+	return run_batch(ops, n, 1);
+}
+
+int crypt_open(struct crypt_op *ops, size_t n)
+{
+	return run_batch(ops, n, 0);
+}
+
+void crypt_thread_cleanup(void)
+{
+	for (size_t i = 0; i < NBACKENDS; i++)
+		backends[i]->thread_cleanup();
+}
