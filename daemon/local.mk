@@ -1,0 +1,14 @@
+# SPDX-License-Identifier: MIT
+# cofferd and the wire protocol library it shares with the client.
+noinst_LIBRARIES += %D%/libproto.a
+%C%_libproto_a_SOURCES = %D%/proto.h %D%/proto.c
+
+sbin_PROGRAMS += %D%/cofferd
+%C%_cofferd_SOURCES = \
+	%D%/main.c %D%/config.h %D%/config.c %D%/log.h %D%/log.c \
+	%D%/rpc.h %D%/rpc.c %D%/work.c %D%/handlers.c
+%C%_cofferd_CFLAGS = $(AM_CFLAGS) $(INIH_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SYSTEMD_CFLAGS)
+%C%_cofferd_LDADD = %D%/libproto.a $(STORE_LIBS) $(INIH_LIBS) $(UV_LIBS) $(JANSSON_LIBS) \
+	$(SYSTEMD_LIBS) $(PTHREAD_LIBS)
+
+dist_man_MANS += %D%/cofferd.8

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: MIT
+/*
+ * cofferd: arguments, configuration, the loop and its signals, READY=1 to
+ * $NOTIFY_SOCKET, and an orderly shutdown.
+ *
+ * Start-up order matters: the state directory and every pool come first,
+ * then the socket; READY=1 is sent only when both are usable, so a client
+ * started after systemd says "started" finds its pools. SIGTERM stops
+ * accepting, lets every request in flight finish and be answered, then
+ * closes each pool (which commits its open txg) and exits 0. Start-up
+ * errors are one line on stderr and exit 1.
+ */
+#include <config.h> /* the autoconf header: _GNU_SOURCE, PACKAGE_VERSION */
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "config.h"
+#include "log.h"
+#include "rpc.h"
+
+static uv_signal_t sig_term, sig_int, sig_hup;
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: cofferd [-f] [-c FILE] [-S SOCKET] [-D STATE_DIR] [--check-config]\n"
+		   "  -c, --config FILE      read the [cofferd] section of FILE\n"
+		   "  -f, --foreground       do not detach (systemd, tests)\n"
+		   "  -S, --socket PATH      listen on PATH (overrides 'socket')\n"
+		   "  -D, --state-dir DIR    keep pool metadata in DIR (overrides 'state_dir')\n"
+		   "      --check-config     parse the configuration and exit\n"
+		   "  -V, --version          print the version and exit\n");
+}
+
+/* mkdir -p with @mode for the directories created. */
+static int mkdirs(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n == 0 || n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int socket_dir(const char *sock)
+{
+	char dir[PATH_MAX];
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", sock);
+	slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return 0;
+	*slash = '\0';
+	return mkdirs(dir, 0755);
+}
+
+static void drained(void)
+{
+	/* every connection is gone: nothing is in flight any more */
+	work_stop();
+	uv_close((uv_handle_t *)&sig_term, NULL);
+	uv_close((uv_handle_t *)&sig_int, NULL);
+	uv_close((uv_handle_t *)&sig_hup, NULL);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	(void)h;
+	if (signum == SIGHUP) {
+		int ret = log_reopen();
+
+		if (ret < 0)
+			log_err("log: reopen: %s", strerror(-ret));
+		else
+			log_info("log reopened");
+		return;
+	}
+	log_info("signal %d: shutting down", signum);
+	sd_notify(0, "STOPPING=1");
+	rpc_shutdown(drained);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "socket", required_argument, NULL, 'S' },
+		{ "state-dir", required_argument, NULL, 'D' },
+		{ "check-config", no_argument, NULL, 'C' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct config cfg;
+	const char *cfile = NULL, *sock = NULL, *state = NULL;
+	int foreground = 0, check = 0, opt, ret, status = 1;
+	char err[512];
+	uv_loop_t *loop = NULL;
+	long ncpu;
+
+	config_defaults(&cfg);
+	while ((opt = getopt_long(argc, argv, "c:fS:D:Vh", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			cfile = optarg;
+			break;
+		case 'f':
+			foreground = 1;
+			break;
+		case 'S':
+			sock = optarg;
+			break;
+		case 'D':
+			state = optarg;
+			break;
+		case 'C':
+			check = 1;
+			break;
+		case 'V':
+			printf("cofferd %s (protocol %u)\n", PACKAGE_VERSION, PROTO_VERSION);
+			config_free(&cfg);
+			return 0;
+		case 'h':
+			usage(stdout);
+			config_free(&cfg);
+			return 0;
+		default:
+			usage(stderr);
+			config_free(&cfg);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		usage(stderr);
+		config_free(&cfg);
+		return 2;
+	}
+	if (cfile && config_load(&cfg, cfile, err, sizeof(err)) < 0) {
+		fprintf(stderr, "cofferd: %s\n", err);
+		config_free(&cfg);
+		return 1;
+	}
+	if (sock) {
+		free(cfg.socket);
+		cfg.socket = strdup(sock);
+	}
+	if (state) {
+		free(cfg.state_dir);
+		cfg.state_dir = strdup(state);
+	}
+	if (!cfg.socket || !cfg.state_dir) {
+		fprintf(stderr, "cofferd: out of memory\n");
+		config_free(&cfg);
+		return 1;
+	}
+	if (check) {
+		printf("%s: configuration ok\n", cfile ? cfile : "(defaults)");
+		config_free(&cfg);
+		return 0;
+	}
+	if (cfg.workers == 0) {
+		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		cfg.workers = ncpu > 0 ? (unsigned)ncpu : 1;
+	}
+	if (!foreground) {
+		/* stderr goes away with the terminal: log to syslog instead */
+		if (cfg.log_target && !strcmp(cfg.log_target, "stderr")) {
+			free(cfg.log_target);
+			cfg.log_target = strdup("syslog");
+		}
+		if (daemon(0, 0) < 0) {
+			fprintf(stderr, "cofferd: daemon: %s\n", strerror(errno));
+			config_free(&cfg);
+			return 1;
+		}
+	}
+	ret = log_open(cfg.log_target ? cfg.log_target : "stderr", cfg.log_level);
+	if (ret < 0) {
+		fprintf(stderr, "cofferd: log %s: %s\n", cfg.log_target, strerror(-ret));
+		config_free(&cfg);
+		return 1;
+	}
+	umask(027);
+	signal(SIGPIPE, SIG_IGN);
+	ret = mkdirs(cfg.state_dir, 0750);
+	if (ret < 0) {
+		log_err("state_dir %s: %s", cfg.state_dir, strerror(-ret));
+		goto out;
+	}
+	ret = socket_dir(cfg.socket);
+	if (ret < 0) {
+		log_err("socket %s: directory: %s", cfg.socket, strerror(-ret));
+		goto out;
+	}
+	ret = handlers_init(&cfg);
+	if (ret < 0) {
+		log_err("state_dir %s: pools: %s", cfg.state_dir, strerror(-ret));
+		goto out;
+	}
+	loop = uv_default_loop();
+	ret = rpc_listen(loop, &cfg);
+	if (ret < 0) {
+		log_err("socket %s: %s", cfg.socket,
+			ret == -ESRCH ? "socket_group does not exist" : uv_strerror(ret));
+		goto out_pools;
+	}
+	ret = work_start(loop, cfg.workers);
+	if (ret < 0) {
+		log_err("workers: %s", uv_strerror(ret));
+		goto out_pools;
+	}
+	uv_signal_init(loop, &sig_term);
+	uv_signal_init(loop, &sig_int);
+	uv_signal_init(loop, &sig_hup);
+	uv_signal_start(&sig_term, on_signal, SIGTERM);
+	uv_signal_start(&sig_int, on_signal, SIGINT);
+	uv_signal_start(&sig_hup, on_signal, SIGHUP);
+	log_info("cofferd %s: listening on %s, state in %s, %u workers", PACKAGE_VERSION,
+		 cfg.socket, cfg.state_dir, cfg.workers);
+	sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%lu", cfg.socket,
+		   (unsigned long)getpid());
+	uv_run(loop, UV_RUN_DEFAULT);
+	status = 0;
+out_pools:
+	handlers_fini();
+	if (status == 0)
+		log_info("stopped");
+out:
+	/* after a failed start the process exits; the loop is left as it is */
+	if (status == 0)
+		uv_loop_close(loop);
+	log_close();
+	config_free(&cfg);
+	return status;
+}

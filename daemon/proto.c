@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Wire format helpers shared by cofferd and the client: the command table
+ * without its handler column, header codecs and the checks every frame goes
+ * through before anything is allocated for it, name validation and the text
+ * of status codes. Nothing here allocates or does I/O, so the client links it
+ * without libuv or libstore.
+ */
+#include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
+
+#include <errno.h>
+#include <string.h>
+
+#include "proto.h"
+#include "store.h"
+
+static const struct proto_cmd cmds[] = {
+#define XX(num, NAME, str, fn, fl, minb, maxb) \
+	{ .op = (num), .name = (str), .flags = (fl), .min_body = (minb), .max_body = (maxb) },
+	PROTO_CMDS(XX)
+#undef XX
+};
+
+const struct proto_cmd *proto_cmd_by_op(unsigned op)
+{
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (cmds[i].op == op)
+			return &cmds[i];
+	return NULL;
+}
+
+const struct proto_cmd *proto_cmd_by_name(const char *name)
+{
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(cmds[i].name, name))
+			return &cmds[i];
+	return NULL;
+}
+
+const char *proto_op_name(unsigned op)
+{
+	const struct proto_cmd *c = proto_cmd_by_op(op);
+
+	return c ? c->name : "unknown";
+}
+
+void proto_hdr_put(uint8_t *p, const struct proto_hdr *h)
+{
+	put_u32(p, h->len);
+	put_u16(p + 4, h->op);
+	put_u16(p + 6, h->flags);
+	put_u32(p + 8, h->req_id);
+	put_u32(p + 12, (uint32_t)h->status);
+}
+
+void proto_hdr_get(const uint8_t *p, struct proto_hdr *h)
+{
+	h->len = get_u32(p);
+	h->op = get_u16(p + 4);
+	h->flags = get_u16(p + 6);
+	h->req_id = get_u32(p + 8);
+	h->status = (int32_t)get_u32(p + 12);
+}
+
+void proto_io_put(uint8_t *p, const struct proto_io *io)
+{
+	put_u32(p, io->handle);
+	put_u64(p + 4, io->off);
+	put_u32(p + 12, io->len);
+}
+
+void proto_io_get(const uint8_t *p, struct proto_io *io)
+{
+	io->handle = get_u32(p);
+	io->off = get_u64(p + 4);
+	io->len = get_u32(p + 12);
+}
+
+int proto_hdr_check(const struct proto_hdr *h, uint32_t max_frame)
+{
+	const struct proto_cmd *c = proto_cmd_by_op(h->op);
+
+	if (!c || (h->flags & PROTO_F_REPLY) || h->status != 0)
+		return -EPROTO;
+	if (h->len > max_frame || h->len > c->max_body)
+		return -EMSGSIZE;
+	if (h->len < c->min_body)
+		return -EPROTO;
+	return 0;
+}
+
+static int name_char_ok(char ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+	       ch == '_' || ch == '-' || ch == '.' || ch == ':';
+}
+
+int proto_name_valid(const char *name, int pool_only)
+{
+	size_t n, comp = 0;
+	const char *start;
+
+	if (!name)
+		return 0;
+	n = strnlen(name, PROTO_NAME_MAX + 1);
+	if (n == 0 || n > PROTO_NAME_MAX)
+		return 0;
+	if (!((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z')))
+		return 0;
+	start = name;
+	for (size_t i = 0; i <= n; i++) {
+		char ch = name[i];
+
+		if (ch == '/' || ch == '\0') {
+			size_t len = (size_t)(name + i - start);
+
+			if (len == 0 || (len == 1 && start[0] == '.') ||
+			    (len == 2 && start[0] == '.' && start[1] == '.'))
+				return 0;
+			comp++;
+			if (pool_only && comp > 1)
+				return 0;
+			start = name + i + 1;
+			continue;
+		}
+		if (!name_char_ok(ch))
+			return 0;
+	}
+	return 1;
+}
+
+const char *proto_strerror(int status)
+{
+	switch (status) {
+#define XX(name, val, msg) \
+	case (val):        \
+		return (msg);
+		STOR_ERRNO_MAP(XX)
+#undef XX
+	case 0:
+		return "success";
+	case -EPERM:
+		return "permission denied";
+	case -EPROTO:
+		return "protocol error";
+	default:
+		if (status < 0 && status > -4096)
+			return strerror(-status);
+		return "unknown error";
+	}
+}

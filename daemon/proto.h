@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The cofferd wire protocol, shared by the daemon and the client library.
+ *
+ * A frame is a 16-byte header in network byte order followed by @len bytes of
+ * payload:
+ *
+ *   offset size field
+ *   0      4    len     payload bytes (not counting the header), <= max_frame
+ *   4      2    opcode  one of enum proto_op (the reply echoes it)
+ *   6      2    flags   PROTO_F_* bits
+ *   8      4    req_id  chosen by the client, echoed in the reply
+ *   12     4    status  0 in requests; 0 or a negative code in replies
+ *                       (-errno or a STOR_E* code of libstore/store.h)
+ *
+ * HELLO must be the first request of a connection. Its body is binary:
+ * u32 magic (PROTO_MAGIC), u16 lowest version, u16 highest version the
+ * client speaks. The reply carries u32 magic, u16 the chosen version.
+ *
+ * Record I/O (READ, WRITE, FLUSH, DISCARD) has a fixed 16-byte body:
+ * u32 handle (from DS_OPEN), u64 offset (bytes), u32 length (bytes). WRITE
+ * data follows the body; a READ reply carries exactly @length bytes. FLUSH
+ * ignores offset and length.
+ *
+ * Every other command carries a JSON object in both directions. An error
+ * reply to a JSON command carries {"error": "text"}; an error reply to record
+ * I/O has no payload.
+ *
+ * Opcodes are append-only: a number, once given, is never reused or changed.
+ */
+#ifndef COFFER_PROTO_H
+#define COFFER_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROTO_MAGIC 0x43464652u /* "CFFR" */
+#define PROTO_VERSION 1u         /* highest version this build speaks */
+#define PROTO_VERSION_MIN 1u     /* lowest version this build speaks */
+#define PROTO_HDR_SIZE 16u
+#define PROTO_IO_BODY 16u        /* handle u32, offset u64, length u32 */
+#define PROTO_HELLO_BODY 8u      /* magic u32, vmin u16, vmax u16 */
+#define PROTO_FRAME_DEFAULT (4u << 20) /* default cap of one payload */
+#define PROTO_NAME_MAX 255u      /* pool/dataset names, as STOR_NAME_MAX */
+#define PROTO_JSON_MAX (1u << 20) /* cap of a JSON request body */
+#define PROTO_INFLIGHT_MAX 256u  /* requests in flight per connection */
+
+/* Header flags. */
+#define PROTO_F_REPLY 0x1u /* set by the daemon on replies */
+
+/* Command flags (the permission and limits columns of the table). */
+#define CMD_ADMIN 0x01u    /* needs uid 0, the daemon's uid or the admin group */
+#define CMD_JSON 0x02u     /* JSON body */
+#define CMD_IO 0x04u       /* record I/O on a handle: goes to the I/O workers */
+#define CMD_BLOCKING 0x08u /* may block in libstore: runs off the loop */
+#define CMD_SECRET 0x10u   /* body holds key material: never logged */
+#define CMD_PREHELLO 0x20u /* allowed before HELLO */
+
+#define J (CMD_JSON)
+#define JB (CMD_JSON | CMD_BLOCKING)
+#define JA (CMD_JSON | CMD_BLOCKING | CMD_ADMIN)
+
+/*
+ * THE command table: XX(opcode, NAME, "name", handler, flags, min body, max body).
+ * It generates enum proto_op, the names used by logs and by coffer_call(),
+ * and the daemon's dispatch array. The client ignores the handler column.
+ */
+#define PROTO_CMDS(XX)                                                                        \
+	XX(1, HELLO, "hello", h_hello, CMD_PREHELLO, PROTO_HELLO_BODY, PROTO_HELLO_BODY)     \
+	XX(2, PING, "ping", h_ping, J, 0, PROTO_JSON_MAX)                                    \
+	XX(3, VERSION, "version", h_version, J, 0, PROTO_JSON_MAX)                           \
+	XX(4, STATS, "stats", h_stats, JB, 0, PROTO_JSON_MAX)                                \
+	XX(10, POOL_CREATE, "pool_create", h_pool_create, JA, 2, PROTO_JSON_MAX)             \
+	XX(11, POOL_ADD, "pool_add", h_pool_add, JA, 2, PROTO_JSON_MAX)                      \
+	XX(12, POOL_LIST, "pool_list", h_pool_list, JB, 0, PROTO_JSON_MAX)                   \
+	XX(13, POOL_STATUS, "pool_status", h_pool_status, JB, 0, PROTO_JSON_MAX)             \
+	XX(14, POOL_EXPORT, "pool_export", h_pool_export, JA, 2, PROTO_JSON_MAX)             \
+	XX(15, POOL_IMPORT, "pool_import", h_pool_import, JA, 0, PROTO_JSON_MAX)             \
+	XX(16, POOL_DESTROY, "pool_destroy", h_pool_destroy, JA, 2, PROTO_JSON_MAX)          \
+	XX(20, DS_CREATE, "ds_create", h_ds_create, JA | CMD_SECRET, 2, PROTO_JSON_MAX)      \
+	XX(21, DS_DESTROY, "ds_destroy", h_ds_destroy, JA, 2, PROTO_JSON_MAX)                \
+	XX(22, DS_LIST, "ds_list", h_ds_list, JB, 0, PROTO_JSON_MAX)                         \
+	XX(23, DS_GET, "ds_get", h_ds_get, JB, 2, PROTO_JSON_MAX)                            \
+	XX(24, DS_SET, "ds_set", h_ds_set, JA, 2, PROTO_JSON_MAX)                            \
+	XX(25, DS_INHERIT, "ds_inherit", h_ds_inherit, JA, 2, PROTO_JSON_MAX)                \
+	XX(26, DS_OPEN, "ds_open", h_ds_open, JB, 2, PROTO_JSON_MAX)                         \
+	XX(27, DS_CLOSE, "ds_close", h_ds_close, JB, 2, PROTO_JSON_MAX)                      \
+	XX(30, KEY_LOAD, "key_load", h_key_load, JA | CMD_SECRET, 2, PROTO_JSON_MAX)         \
+	XX(31, KEY_UNLOAD, "key_unload", h_key_unload, JA, 2, PROTO_JSON_MAX)                \
+	XX(32, KEY_CHANGE, "key_change", h_key_change, JA | CMD_SECRET, 2, PROTO_JSON_MAX)   \
+	XX(40, READ, "read", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)                     \
+	XX(41, WRITE, "write", NULL, CMD_IO, PROTO_IO_BODY, UINT32_MAX)                      \
+	XX(42, FLUSH, "flush", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)                   \
+	XX(43, DISCARD, "discard", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)
+
+enum proto_op {
+#define XX(num, NAME, str, fn, flags, minb, maxb) PROTO_OP_##NAME = (num),
+	PROTO_CMDS(XX)
+#undef XX
+};
+
+/** Static facts of one command (the table without the handler column). */
+struct proto_cmd {
+	uint16_t op;
+	const char *name;
+	unsigned flags;
+	uint32_t min_body;
+	uint32_t max_body;
+};
+
+/** The command of opcode @op, or NULL if unknown. */
+const struct proto_cmd *proto_cmd_by_op(unsigned op);
+/** The command named @name ("ds_create"), or NULL if unknown. */
+const struct proto_cmd *proto_cmd_by_name(const char *name);
+/** Name of opcode @op for logs; "unknown" if not in the table. */
+const char *proto_op_name(unsigned op);
+
+/** Decoded frame header. */
+struct proto_hdr {
+	uint32_t len;
+	uint16_t op;
+	uint16_t flags;
+	uint32_t req_id;
+	int32_t status;
+};
+
+/** Record I/O body. */
+struct proto_io {
+	uint32_t handle;
+	uint64_t off;
+	uint32_t len;
+};
+
+/* Big-endian codecs; never memcpy a struct onto the wire. */
+static inline void put_u16(uint8_t *p, uint16_t v)
+{
+	p[0] = v >> 8;
+	p[1] = v;
+}
+
+static inline void put_u32(uint8_t *p, uint32_t v)
+{
+	p[0] = v >> 24;
+	p[1] = v >> 16;
+	p[2] = v >> 8;
+	p[3] = v;
+}
+
+static inline void put_u64(uint8_t *p, uint64_t v)
+{
+	put_u32(p, v >> 32);
+	put_u32(p + 4, (uint32_t)v);
+}
+
+static inline uint16_t get_u16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static inline uint32_t get_u32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline uint64_t get_u64(const uint8_t *p)
+{
+	return (uint64_t)get_u32(p) << 32 | get_u32(p + 4);
+}
+
+void proto_hdr_put(uint8_t *p, const struct proto_hdr *h);
+void proto_hdr_get(const uint8_t *p, struct proto_hdr *h);
+void proto_io_put(uint8_t *p, const struct proto_io *io);
+void proto_io_get(const uint8_t *p, struct proto_io *io);
+
+/**
+ * Check a header against the table and @max_frame before any allocation.
+ * @return 0, -EPROTO (unknown opcode, reply flag in a request, non-zero
+ *         status), -EMSGSIZE (len over @max_frame or the command's limit)
+ */
+int proto_hdr_check(const struct proto_hdr *h, uint32_t max_frame);
+
+/**
+ * Is @name a valid pool (@pool_only) or dataset name: 1-255 bytes of
+ * [A-Za-z0-9_.:-] components separated by single '/', starting with a
+ * letter, no empty component, no "." or ".." component.
+ */
+int proto_name_valid(const char *name, int pool_only);
+
+/** Text for a status code of a reply (STOR_E* or -errno). Never NULL. */
+const char *proto_strerror(int status);
+
+#endif

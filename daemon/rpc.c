@@ -1,0 +1,851 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The cofferd server on its libuv loop: accept on the Unix socket, frame
+ * requests, check them against the command table, route them (inline,
+ * libuv threadpool for admin calls, I/O workers for record I/O) and write
+ * the replies back, possibly out of order, with one uv_write per burst.
+ *
+ * Invariants: only the loop thread touches a connection. A connection lives
+ * while its handle is open or any of its calls is in flight (refs); a call
+ * whose connection closed is completed and dropped. Back-pressure: a
+ * connection stops being read while PROTO_INFLIGHT_MAX requests are in
+ * flight or REPLY_QUEUE_MAX reply bytes wait for the socket; nothing on the
+ * server grows without bound because a client does not read.
+ */
+#include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
+
+#include <errno.h>
+#include <grp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "rpc.h"
+
+#define READ_CHUNK (256u << 10)
+#define REPLY_QUEUE_MAX (8u << 20)
+#define WRITE_BATCH 64u
+
+struct rpc_stats rpc_stats;
+
+struct rpc_handle {
+	struct stor_ds *ds;
+	struct pool_ent *pe;
+	unsigned inflight;
+	int closing;
+};
+
+struct rpc_conn {
+	uv_pipe_t pipe;
+	uint64_t id;
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+	int admin;
+	int hello_done;
+	int closing;         /* handle closed or closing: no more replies */
+	int close_after;     /* close once pending replies are written */
+	int reading;
+	int parsing;         /* conn_parse is on the stack: do not re-enter */
+	int eperm_logged;
+	unsigned refs;       /* 1 for the handle + 1 per call in flight */
+	unsigned inflight;
+	size_t queued_bytes; /* reply bytes handed to uv_write, not yet written */
+	uint8_t *rbuf;
+	size_t rpos, rlen, rcap;
+	struct rpc_handle *handles;
+	uint32_t nhandles;
+	struct rpc_call *pend_head, *pend_tail; /* replies not yet given to uv_write */
+	unsigned npend;
+	int in_flush_list;
+	struct rpc_conn *flush_next;
+	struct rpc_conn *prev, *next;
+};
+
+struct wreq {
+	uv_write_t req;
+	struct rpc_conn *conn;
+	struct rpc_call *calls;
+	size_t bytes;
+	uv_buf_t bufs[];
+};
+
+static struct {
+	uv_loop_t *loop;
+	const struct config *cfg;
+	uv_pipe_t listener;
+	int listening;
+	struct rpc_conn *conns;
+	unsigned nconns;
+	uint64_t next_id;
+	unsigned open_handles;
+	unsigned live_conns; /* allocated, not yet freed */
+	int stopping;
+	void (*on_drained)(void);
+	struct rpc_conn *flush_list;
+	uv_idle_t flush_idle;
+} srv;
+
+static void conn_close(struct rpc_conn *conn);
+static void conn_parse(struct rpc_conn *conn);
+static void conn_maybe_resume(struct rpc_conn *conn);
+static void check_drained(void);
+static void conn_check_close(struct rpc_conn *conn);
+
+unsigned rpc_open_handles(void)
+{
+	return srv.open_handles;
+}
+
+static void call_free(struct rpc_call *c)
+{
+	if (!c)
+		return;
+	if (c->body && c->cmd && (c->cmd->flags & CMD_SECRET))
+		explicit_bzero(c->body, c->hdr.len);
+	free(c->body);
+	json_decref(c->args);
+	json_decref(c->reply);
+	free(c->json_out);
+	free(c->out);
+	if (c->opened)
+		stor_ds_close(c->opened);
+	if (c->opened_pool)
+		handlers_pool_unref(c->opened_pool);
+	free(c);
+}
+
+static void conn_unref(struct rpc_conn *conn)
+{
+	if (--conn->refs > 0)
+		return;
+	for (uint32_t i = 0; i < conn->nhandles; i++) {
+		if (conn->handles[i].ds) {
+			stor_ds_close(conn->handles[i].ds);
+			handlers_pool_unref(conn->handles[i].pe);
+			srv.open_handles--;
+		}
+	}
+	free(conn->handles);
+	free(conn->rbuf);
+	free(conn);
+	srv.live_conns--;
+	check_drained();
+}
+
+/* ---- replies ---- */
+
+/* A connection marked close_after goes once everything owed to it is written. */
+static void conn_check_close(struct rpc_conn *conn)
+{
+	if (conn->close_after && !conn->closing && conn->inflight == 0 && !conn->pend_head &&
+	    conn->queued_bytes == 0)
+		conn_close(conn);
+}
+
+static void flush_schedule(struct rpc_conn *conn)
+{
+	if (conn->in_flush_list)
+		return;
+	conn->in_flush_list = 1;
+	conn->flush_next = srv.flush_list;
+	srv.flush_list = conn;
+	conn->refs++;
+}
+
+static void write_cb(uv_write_t *req, int status)
+{
+	struct wreq *w = (struct wreq *)req;
+	struct rpc_conn *conn = w->conn;
+	struct rpc_call *c = w->calls, *next;
+
+	for (; c; c = next) {
+		next = c->next;
+		call_free(c);
+	}
+	conn->queued_bytes -= w->bytes;
+	free(w);
+	if (status < 0 && !conn->closing) {
+		log_debug("conn %llu: write: %s", (unsigned long long)conn->id, uv_strerror(status));
+		conn_close(conn);
+	}
+	conn_check_close(conn);
+	if (!conn->closing)
+		conn_maybe_resume(conn);
+	conn_unref(conn);
+}
+
+/* Hand every pending reply of @conn to one uv_write (up to WRITE_BATCH calls each). */
+static void conn_flush(struct rpc_conn *conn)
+{
+	while (conn->pend_head && !conn->closing) {
+		unsigned n = conn->npend < WRITE_BATCH ? conn->npend : WRITE_BATCH;
+		struct wreq *w = calloc(1, sizeof(*w) + 2 * n * sizeof(uv_buf_t));
+		struct rpc_call *c, *last = NULL;
+		unsigned nb = 0;
+		int ret;
+
+		if (!w) {
+			conn_close(conn);
+			return;
+		}
+		w->conn = conn;
+		w->calls = conn->pend_head;
+		for (unsigned i = 0; i < n; i++) {
+			c = conn->pend_head;
+			w->bufs[nb++] = uv_buf_init((char *)c->hdrbuf, PROTO_HDR_SIZE);
+			if (c->payload_len) {
+				char *p = c->json_out ? c->json_out : (char *)c->out + PROTO_HDR_SIZE;
+
+				w->bufs[nb++] = uv_buf_init(p, c->payload_len);
+			}
+			w->bytes += PROTO_HDR_SIZE + c->payload_len;
+			last = c;
+			conn->pend_head = c->next;
+			conn->npend--;
+		}
+		last->next = NULL;
+		if (!conn->pend_head)
+			conn->pend_tail = NULL;
+		conn->queued_bytes += w->bytes;
+		conn->refs++;
+		ret = uv_write(&w->req, (uv_stream_t *)&conn->pipe, w->bufs, nb, write_cb);
+		if (ret < 0) {
+			conn->refs--;
+			conn->queued_bytes -= w->bytes;
+			for (c = w->calls; c; c = last) {
+				last = c->next;
+				call_free(c);
+			}
+			free(w);
+			conn_close(conn);
+			return;
+		}
+	}
+	conn_check_close(conn);
+}
+
+static void flush_all(void)
+{
+	while (srv.flush_list) {
+		struct rpc_conn *conn = srv.flush_list;
+
+		srv.flush_list = conn->flush_next;
+		conn->in_flush_list = 0;
+		conn_flush(conn);
+		conn_unref(conn);
+	}
+}
+
+static void flush_idle_cb(uv_idle_t *h)
+{
+	uv_idle_stop(h);
+	flush_all();
+}
+
+/* Fill in the reply header of @c and queue it on its connection. */
+static void reply_queue(struct rpc_call *c)
+{
+	struct rpc_conn *conn = c->conn;
+	struct proto_hdr h = {
+		.op = c->hdr.op,
+		.flags = PROTO_F_REPLY,
+		.req_id = c->hdr.req_id,
+		.status = c->status,
+	};
+
+	c->payload_len = 0;
+	if (c->cmd && (c->cmd->flags & CMD_JSON)) {
+		json_t *o = c->reply;
+
+		if (c->status < 0) {
+			json_decref(c->reply);
+			o = c->reply = json_pack("{s:s}", "error",
+						 c->err[0] ? c->err : proto_strerror(c->status));
+		}
+		if (o)
+			c->json_out = json_dumps(o, JSON_COMPACT);
+		if (c->json_out)
+			c->payload_len = strlen(c->json_out);
+	} else if (c->hdr.op == PROTO_OP_READ && c->status == 0) {
+		c->payload_len = c->io.len;
+	} else if (c->hdr.op == PROTO_OP_HELLO && c->status == 0) {
+		c->json_out = malloc(6);
+		if (c->json_out) {
+			put_u32((uint8_t *)c->json_out, PROTO_MAGIC);
+			put_u16((uint8_t *)c->json_out + 4, PROTO_VERSION);
+			c->payload_len = 6;
+		}
+	}
+	h.len = (uint32_t)c->payload_len;
+	proto_hdr_put(c->hdrbuf, &h);
+	c->next = NULL;
+	if (conn->pend_tail)
+		conn->pend_tail->next = c;
+	else
+		conn->pend_head = c;
+	conn->pend_tail = c;
+	conn->npend++;
+	flush_schedule(conn);
+	if (!uv_is_active((uv_handle_t *)&srv.flush_idle))
+		uv_idle_start(&srv.flush_idle, flush_idle_cb);
+}
+
+void rpc_call_done(struct rpc_call *c)
+{
+	struct rpc_conn *conn = c->conn;
+
+	if (c->cmd && (c->cmd->flags & CMD_IO) && c->handle < conn->nhandles) {
+		struct rpc_handle *h = &conn->handles[c->handle];
+
+		if (--h->inflight == 0 && h->closing && h->ds) {
+			stor_ds_close(h->ds);
+			handlers_pool_unref(h->pe);
+			srv.open_handles--;
+			h->ds = NULL;
+			h->pe = NULL;
+			h->closing = 0;
+		}
+	}
+	if (c->cmd && (c->cmd->flags & CMD_IO) && c->status < 0)
+		atomic_fetch_add_explicit(&rpc_stats.io_errors, 1, memory_order_relaxed);
+	conn->inflight--;
+	if (conn->closing) {
+		call_free(c);
+		conn_unref(conn);
+		return;
+	}
+	if (c->opened && c->status == 0) {
+		/* ds_open: install the handle in the first free slot */
+		uint32_t i;
+
+		for (i = 0; i < conn->nhandles; i++)
+			if (!conn->handles[i].ds)
+				break;
+		if (i == conn->nhandles) {
+			uint32_t n = conn->nhandles ? conn->nhandles * 2 : 8;
+			struct rpc_handle *nh = realloc(conn->handles, n * sizeof(*nh));
+
+			if (!nh) {
+				c->status = -ENOMEM;
+				goto reply;
+			}
+			memset(nh + conn->nhandles, 0, (n - conn->nhandles) * sizeof(*nh));
+			conn->handles = nh;
+			conn->nhandles = n;
+		}
+		conn->handles[i].ds = c->opened;
+		conn->handles[i].pe = c->opened_pool;
+		conn->handles[i].inflight = 0;
+		conn->handles[i].closing = 0;
+		c->opened = NULL;
+		c->opened_pool = NULL;
+		srv.open_handles++;
+		json_object_set_new(c->reply, "handle", json_integer(i));
+	}
+reply:
+	reply_queue(c);
+	conn_maybe_resume(conn);
+	conn_unref(conn);
+}
+
+int rpc_handle_close(struct rpc_conn *conn, uint32_t hnum)
+{
+	struct rpc_handle *h;
+
+	if (hnum >= conn->nhandles || !conn->handles[hnum].ds || conn->handles[hnum].closing)
+		return -EBADF;
+	h = &conn->handles[hnum];
+	if (h->inflight) {
+		h->closing = 1;
+		return 0;
+	}
+	stor_ds_close(h->ds);
+	handlers_pool_unref(h->pe);
+	srv.open_handles--;
+	h->ds = NULL;
+	h->pe = NULL;
+	return 0;
+}
+
+/* ---- requests ---- */
+
+static void log_eperm(struct rpc_conn *conn, const char *what)
+{
+	atomic_fetch_add_explicit(&rpc_stats.eperm, 1, memory_order_relaxed);
+	if (conn->eperm_logged)
+		return;
+	conn->eperm_logged = 1;
+	log_warn("conn %llu (uid %u pid %d): %s: permission denied", (unsigned long long)conn->id,
+		 (unsigned)conn->uid, (int)conn->pid, what);
+}
+
+/* Reply to a frame that never became a call (bad header, no HELLO). */
+static void reply_error(struct rpc_conn *conn, const struct proto_hdr *h, int status, int close)
+{
+	struct rpc_call *c = calloc(1, sizeof(*c));
+
+	atomic_fetch_add_explicit(&rpc_stats.bad_frames, 1, memory_order_relaxed);
+	if (close)
+		conn->close_after = 1;
+	if (!c) {
+		conn_close(conn);
+		return;
+	}
+	c->conn = conn;
+	c->hdr = *h;
+	c->status = status;
+	/* an unknown opcode gets a bare header; known JSON ones an error object */
+	c->cmd = proto_cmd_by_op(h->op);
+	if (c->cmd && !(c->cmd->flags & CMD_JSON))
+		c->cmd = NULL;
+	conn->refs++;
+	conn->inflight++;
+	rpc_call_done(c);
+}
+
+static void start_io(struct rpc_conn *conn, struct rpc_call *c, struct rpc_call **iolist)
+{
+	struct proto_io io;
+	struct rpc_handle *h;
+
+	proto_io_get(c->body, &io);
+	c->handle = io.handle;
+	if (io.handle >= conn->nhandles || !conn->handles[io.handle].ds ||
+	    conn->handles[io.handle].closing) {
+		c->handle = UINT32_MAX;
+		c->status = -EBADF;
+		rpc_call_done(c);
+		return;
+	}
+	h = &conn->handles[io.handle];
+	c->io.ds = h->ds;
+	c->io.off = io.off;
+	c->io.len = io.len;
+	switch (c->hdr.op) {
+	case PROTO_OP_READ:
+		if (io.len > srv.cfg->max_frame) {
+			c->status = -EMSGSIZE;
+			break;
+		}
+		c->out = malloc(PROTO_HDR_SIZE + (size_t)io.len);
+		if (!c->out) {
+			c->status = -ENOMEM;
+			break;
+		}
+		c->io.op = STOR_IO_READ;
+		c->io.buf = c->out + PROTO_HDR_SIZE;
+		break;
+	case PROTO_OP_WRITE:
+		if ((uint64_t)c->hdr.len != PROTO_IO_BODY + (uint64_t)io.len) {
+			c->status = -EPROTO;
+			break;
+		}
+		c->io.op = STOR_IO_WRITE;
+		c->io.buf = c->body + PROTO_IO_BODY;
+		break;
+	case PROTO_OP_FLUSH:
+		c->io.op = STOR_IO_FLUSH;
+		c->io.off = 0;
+		c->io.len = 0;
+		break;
+	case PROTO_OP_DISCARD:
+		c->io.op = STOR_IO_DISCARD;
+		break;
+	}
+	h->inflight++;
+	if (c->status < 0) {
+		rpc_call_done(c);
+		return;
+	}
+	c->next = *iolist;
+	*iolist = c;
+}
+
+static void do_hello(struct rpc_conn *conn, struct rpc_call *c)
+{
+	uint32_t magic = get_u32(c->body);
+	unsigned vmin = get_u16(c->body + 4), vmax = get_u16(c->body + 6);
+
+	if (magic != PROTO_MAGIC) {
+		c->status = -EPROTO;
+		conn->close_after = 1;
+	} else if (vmin > PROTO_VERSION || vmax < PROTO_VERSION_MIN) {
+		c->status = -EPROTONOSUPPORT;
+		conn->close_after = 1;
+	} else {
+		conn->hello_done = 1;
+	}
+	rpc_call_done(c);
+}
+
+/* Turn one complete frame into a call and route it. Returns -1 if the connection is closing. */
+static int handle_frame(struct rpc_conn *conn, const struct proto_hdr *h, const uint8_t *body,
+			struct rpc_call **iolist)
+{
+	struct rpc_call *c;
+	const struct proto_cmd *cmd = proto_cmd_by_op(h->op);
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -1;
+	c->conn = conn;
+	c->hdr = *h;
+	c->cmd = cmd;
+	c->uid = conn->uid;
+	c->gid = conn->gid;
+	c->admin = conn->admin;
+	conn->refs++;
+	conn->inflight++;
+	if (h->len) {
+		c->body = malloc(h->len);
+		if (!c->body) {
+			c->status = -ENOMEM;
+			rpc_call_done(c);
+			return 0;
+		}
+		memcpy(c->body, body, h->len);
+	}
+	if (!conn->hello_done && !(cmd->flags & CMD_PREHELLO)) {
+		log_info("conn %llu: %s before hello", (unsigned long long)conn->id, cmd->name);
+		c->status = -EPROTO;
+		snprintf(c->err, sizeof(c->err), "hello required first");
+		conn->close_after = 1;
+		rpc_call_done(c);
+		return -1;
+	}
+	if (cmd->flags & CMD_PREHELLO) {
+		do_hello(conn, c);
+		return conn->close_after ? -1 : 0;
+	}
+	if ((cmd->flags & CMD_ADMIN) && !conn->admin) {
+		log_eperm(conn, cmd->name);
+		c->status = -EPERM;
+		snprintf(c->err, sizeof(c->err), "%s: permission denied (uid %u is not an administrator)",
+			 cmd->name, (unsigned)conn->uid);
+		rpc_call_done(c);
+		return 0;
+	}
+	if (cmd->flags & CMD_IO) {
+		start_io(conn, c, iolist);
+		return 0;
+	}
+	/* JSON commands */
+	atomic_fetch_add_explicit(&rpc_stats.admin_calls, 1, memory_order_relaxed);
+	if (h->len) {
+		json_error_t jerr;
+
+		c->args = json_loadb((const char *)c->body, h->len, JSON_REJECT_DUPLICATES, &jerr);
+		if (!c->args || !json_is_object(c->args)) {
+			c->status = -EPROTO;
+			snprintf(c->err, sizeof(c->err), "%s: invalid JSON request: %s", cmd->name,
+				 c->args ? "not an object" : jerr.text);
+			rpc_call_done(c);
+			return 0;
+		}
+	} else {
+		c->args = json_object();
+	}
+	if (!(cmd->flags & CMD_SECRET))
+		log_debug("conn %llu: %s %.*s", (unsigned long long)conn->id, cmd->name,
+			  (int)(h->len > 200 ? 200 : h->len), (const char *)c->body);
+	if (cmd->flags & CMD_BLOCKING) {
+		if (work_submit_admin(srv.loop, c) < 0) {
+			c->status = -ENOMEM;
+			rpc_call_done(c);
+		}
+		return 0;
+	}
+	handlers_run(c);
+	rpc_call_done(c);
+	return 0;
+}
+
+static int conn_blocked(const struct rpc_conn *conn)
+{
+	return conn->inflight >= PROTO_INFLIGHT_MAX || conn->queued_bytes >= REPLY_QUEUE_MAX ||
+	       conn->close_after || srv.stopping;
+}
+
+/* Parse every complete frame in the read buffer, as long as back-pressure allows. */
+static void conn_parse(struct rpc_conn *conn)
+{
+	struct rpc_call *iolist = NULL;
+
+	conn->parsing = 1;
+	while (!conn->closing && !conn_blocked(conn) && conn->rlen - conn->rpos >= PROTO_HDR_SIZE) {
+		struct proto_hdr h;
+		const uint8_t *p = conn->rbuf + conn->rpos;
+		int ret;
+
+		proto_hdr_get(p, &h);
+		ret = proto_hdr_check(&h, srv.cfg->max_frame);
+		if (ret < 0) {
+			log_info("conn %llu: bad frame (op %u, len %u): %s", (unsigned long long)conn->id,
+				 h.op, h.len, proto_strerror(ret));
+			reply_error(conn, &h, ret, 1);
+			break;
+		}
+		if (conn->rlen - conn->rpos < PROTO_HDR_SIZE + (size_t)h.len) {
+			size_t need = PROTO_HDR_SIZE + (size_t)h.len;
+
+			/* make room for the whole frame (already bounded by max_frame) */
+			if (conn->rpos) {
+				memmove(conn->rbuf, conn->rbuf + conn->rpos, conn->rlen - conn->rpos);
+				conn->rlen -= conn->rpos;
+				conn->rpos = 0;
+			}
+			if (need > conn->rcap) {
+				uint8_t *nb = realloc(conn->rbuf, need);
+
+				if (!nb) {
+					conn_close(conn);
+					break;
+				}
+				conn->rbuf = nb;
+				conn->rcap = need;
+			}
+			break;
+		}
+		conn->rpos += PROTO_HDR_SIZE + h.len;
+		if (handle_frame(conn, &h, p + PROTO_HDR_SIZE, &iolist) < 0)
+			break;
+	}
+	if (conn->rpos == conn->rlen)
+		conn->rpos = conn->rlen = 0;
+	conn->parsing = 0;
+	if (iolist)
+		work_submit_io(iolist);
+}
+
+static void alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
+{
+	struct rpc_conn *conn = handle->data;
+
+	(void)suggested;
+	if (conn->rcap - conn->rlen < READ_CHUNK / 4 && conn->rpos) {
+		memmove(conn->rbuf, conn->rbuf + conn->rpos, conn->rlen - conn->rpos);
+		conn->rlen -= conn->rpos;
+		conn->rpos = 0;
+	}
+	if (conn->rcap - conn->rlen < READ_CHUNK / 4) {
+		size_t ncap = conn->rcap + READ_CHUNK;
+		uint8_t *nb = realloc(conn->rbuf, ncap);
+
+		if (!nb) {
+			*buf = uv_buf_init(NULL, 0);
+			return;
+		}
+		conn->rbuf = nb;
+		conn->rcap = ncap;
+	}
+	*buf = uv_buf_init((char *)conn->rbuf + conn->rlen, conn->rcap - conn->rlen);
+}
+
+static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+	struct rpc_conn *conn = stream->data;
+
+	(void)buf;
+	if (nread < 0) {
+		if (nread != UV_EOF)
+			log_debug("conn %llu: read: %s", (unsigned long long)conn->id,
+				  uv_strerror((int)nread));
+		/* a truncated frame at EOF is simply dropped */
+		conn_close(conn);
+		return;
+	}
+	conn->rlen += (size_t)nread;
+	conn_parse(conn);
+	if (!conn->closing && conn_blocked(conn) && conn->reading) {
+		uv_read_stop(stream);
+		conn->reading = 0;
+	}
+}
+
+static void conn_maybe_resume(struct rpc_conn *conn)
+{
+	if (conn->closing || conn->reading || conn->parsing || conn_blocked(conn))
+		return;
+	/* frames buffered while we were blocked go first */
+	conn_parse(conn);
+	if (conn->closing || conn_blocked(conn))
+		return;
+	if (uv_read_start((uv_stream_t *)&conn->pipe, alloc_cb, read_cb) == 0)
+		conn->reading = 1;
+}
+
+static void close_cb(uv_handle_t *h)
+{
+	struct rpc_conn *conn = h->data;
+
+	conn_unref(conn);
+}
+
+static void conn_close(struct rpc_conn *conn)
+{
+	struct rpc_call *c, *next;
+
+	if (conn->closing)
+		return;
+	conn->closing = 1;
+	for (c = conn->pend_head; c; c = next) {
+		next = c->next;
+		call_free(c);
+	}
+	conn->pend_head = conn->pend_tail = NULL;
+	conn->npend = 0;
+	if (conn->prev)
+		conn->prev->next = conn->next;
+	else
+		srv.conns = conn->next;
+	if (conn->next)
+		conn->next->prev = conn->prev;
+	srv.nconns--;
+	atomic_fetch_sub_explicit(&rpc_stats.conns_open, 1, memory_order_relaxed);
+	log_debug("conn %llu: closed", (unsigned long long)conn->id);
+	uv_close((uv_handle_t *)&conn->pipe, close_cb);
+}
+
+/* Close a connection that never made it onto the list. */
+static void conn_close_early(struct rpc_conn *conn)
+{
+	conn->closing = 1;
+	uv_close((uv_handle_t *)&conn->pipe, close_cb);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	struct rpc_conn *conn;
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	uv_os_fd_t fd;
+
+	if (status < 0) {
+		log_warn("accept: %s", uv_strerror(status));
+		return;
+	}
+	conn = calloc(1, sizeof(*conn));
+	if (!conn)
+		return;
+	if (uv_pipe_init(srv.loop, &conn->pipe, 0) < 0) {
+		free(conn);
+		return;
+	}
+	conn->pipe.data = conn;
+	conn->id = ++srv.next_id;
+	if (uv_accept(server, (uv_stream_t *)&conn->pipe) < 0 ||
+	    uv_fileno((uv_handle_t *)&conn->pipe, &fd) < 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+		conn->refs = 1;
+		srv.live_conns++;
+		conn_close_early(conn);
+		return;
+	}
+	conn->refs = 1;
+	srv.live_conns++;
+	conn->uid = cred.uid;
+	conn->gid = cred.gid;
+	conn->pid = cred.pid;
+	conn->admin = handlers_is_admin(cred.uid, cred.gid);
+	conn->next = srv.conns;
+	if (srv.conns)
+		srv.conns->prev = conn;
+	srv.conns = conn;
+	srv.nconns++;
+	atomic_fetch_add_explicit(&rpc_stats.conns_total, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&rpc_stats.conns_open, 1, memory_order_relaxed);
+	if (srv.nconns > srv.cfg->max_connections || srv.stopping) {
+		log_warn("conn %llu (uid %u): refused: %u connections is the limit",
+			 (unsigned long long)conn->id, (unsigned)cred.uid, srv.cfg->max_connections);
+		conn_close(conn);
+		return;
+	}
+	log_debug("conn %llu: uid %u gid %u pid %d%s", (unsigned long long)conn->id,
+		  (unsigned)cred.uid, (unsigned)cred.gid, (int)cred.pid, conn->admin ? " admin" : "");
+	if (uv_read_start((uv_stream_t *)&conn->pipe, alloc_cb, read_cb) == 0)
+		conn->reading = 1;
+	else
+		conn_close(conn);
+}
+
+int rpc_listen(uv_loop_t *loop, const struct config *cfg)
+{
+	int ret;
+
+	srv.loop = loop;
+	srv.cfg = cfg;
+	uv_idle_init(loop, &srv.flush_idle);
+	ret = uv_pipe_init(loop, &srv.listener, 0);
+	if (ret < 0)
+		return ret;
+	srv.listening = 1;
+	/* a socket left by a dead daemon is replaced; a live one is not */
+	{
+		struct stat st;
+
+		if (lstat(cfg->socket, &st) == 0 && S_ISSOCK(st.st_mode))
+			unlink(cfg->socket);
+	}
+	ret = uv_pipe_bind(&srv.listener, cfg->socket);
+	if (ret < 0)
+		return ret;
+	if (chmod(cfg->socket, cfg->socket_mode) < 0)
+		return -errno;
+	if (cfg->socket_group && cfg->socket_group[0]) {
+		struct group *gr = getgrnam(cfg->socket_group);
+
+		if (!gr)
+			return -ESRCH;
+		if (chown(cfg->socket, (uid_t)-1, gr->gr_gid) < 0)
+			return -errno;
+	}
+	return uv_listen((uv_stream_t *)&srv.listener, 128, on_connection);
+}
+
+static void check_drained(void)
+{
+	void (*done)(void) = srv.on_drained;
+
+	if (!srv.stopping || !done)
+		return;
+	if (srv.live_conns)
+		return;
+	srv.on_drained = NULL;
+	uv_close((uv_handle_t *)&srv.flush_idle, NULL);
+	done();
+}
+
+void rpc_shutdown(void (*done)(void))
+{
+	struct rpc_conn *conn, *next;
+
+	if (srv.stopping)
+		return;
+	srv.stopping = 1;
+	if (srv.listening) {
+		uv_close((uv_handle_t *)&srv.listener, NULL);
+		srv.listening = 0;
+		unlink(srv.cfg->socket);
+	}
+	srv.on_drained = done;
+	/* stop reading; in-flight calls finish and their replies go out first */
+	for (conn = srv.conns; conn; conn = next) {
+		next = conn->next;
+		if (conn->reading) {
+			uv_read_stop((uv_stream_t *)&conn->pipe);
+			conn->reading = 0;
+		}
+		conn->close_after = 1;
+		flush_schedule(conn);
+	}
+	flush_all();
+	for (conn = srv.conns; conn; conn = next) {
+		next = conn->next;
+		conn_check_close(conn);
+	}
+	check_drained();
+}
