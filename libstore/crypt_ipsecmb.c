@@ -13,7 +13,8 @@
  * scratch slot and compares it in constant time; a mismatch zeroes the
  * output. Records the library refuses by design are handed to the OpenSSL
  * backend in the same call instead: CCM with AAD over 46 bytes or a message
- * over 65534 bytes (limits of intel-ipsec-mb 1.3, checked in the tests).
+ * over 65534 bytes (limits of intel-ipsec-mb 1.3, checked in the tests),
+ * and a CCM record that would run alone in its lanes (OpenSSL is faster).
  */
 #include "config.h"
 
@@ -49,6 +50,12 @@ _Static_assert(alignof(union imb_sched) <= 64, "key schedule alignment");
 static pthread_key_t tls_key;
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
 static _Thread_local IMB_MGR *tls_mgr;
+static _Thread_local uint64_t tls_jobs;
+
+uint64_t crypt_ipsecmb_jobs(void)
+{
+	return tls_jobs;
+}
 
 static void tls_destroy(void *p)
 {
@@ -128,9 +135,17 @@ static void imb_key_fini(struct crypt_key *k)
 	(void)k;
 }
 
-static int job_fits(const struct crypt_op *op)
+/* 0 (GCM), 1 (aes-128-ccm) or 2 (aes-256-ccm): CCM key sizes run in separate lane sets. */
+static int ccm_lanes(const struct crypt_op *op)
 {
 	if (!crypt_suite_is_ccm(op->key->suite))
+		return 0;
+	return op->key->keylen == 16 ? 1 : 2;
+}
+
+static int job_fits(const struct crypt_op *op)
+{
+	if (!ccm_lanes(op))
 		return 1;
 	return op->aad_len <= IMB_CCM_AAD_MAX && op->len <= IMB_CCM_LEN_MAX;
 }
@@ -179,6 +194,7 @@ static void job_done(const IMB_JOB *j, int seal)
 {
 	struct crypt_op *op = j->user_data;
 
+	tls_jobs++;
 	if (j->status != IMB_STATUS_COMPLETED)
 		op->status = j->status == IMB_STATUS_INVALID_ARGS ? -EINVAL : -EIO;
 	else if (!seal && crypt_ct_memcmp(j->user_data2, op->tag, CRYPT_TAG_LEN))
@@ -214,12 +230,22 @@ static void imb_run(struct crypt_op **ops, size_t n, int seal)
 	}
 	for (size_t base = 0; base < n; base += CHUNK) {
 		size_t end = n - base < CHUNK ? n : base + CHUNK, nrest = 0;
+		size_t lanes[3] = { 0, 0, 0 };
 		IMB_JOB *j;
 
+		/*
+		 * A CCM record alone in its lane set is flushed by itself, which
+		 * measures slower than OpenSSL (7.2 vs 5.0 us per 8 KiB record);
+		 * from two records on the lanes win, so only lone ones move.
+		 */
+		for (size_t i = base; i < end; i++)
+			if (job_fits(ops[i]))
+				lanes[ccm_lanes(ops[i])]++;
 		for (size_t i = base; i < end; i++) {
 			struct crypt_op *op = ops[i];
+			int l = ccm_lanes(op);
 
-			if (!job_fits(op)) {
+			if (!job_fits(op) || (l && lanes[l] == 1)) {
 				rest[nrest++] = op;
 				continue;
 			}

@@ -74,7 +74,9 @@ static double run(struct crypt_key *k, size_t batch, int seal)
 				exit(1);
 			}
 			done += batch;
-			at = (at + batch) % NREC;
+			at += batch;
+			if (at + batch > NREC)
+				at = 0;
 		}
 		t1 = now();
 	} while (t1 - t0 < cell_secs);
