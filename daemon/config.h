@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 struct config {
@@ -27,6 +28,19 @@ struct config {
 	int direct_io;          /* open LUNs with O_DIRECT */
 };
 
+/* Limits the option table enforces (config.c); the daemon may rely on them. */
+#define CONFIG_SOCKET_MAX 107u               /* sun_path minus the NUL */
+#define CONFIG_TXG_TIMEOUT_DEFAULT 5u
+#define CONFIG_TXG_TIMEOUT_MAX 300u
+#define CONFIG_WORKERS_MAX 256u
+#define CONFIG_MAX_CONNECTIONS_DEFAULT 1024u
+#define CONFIG_MAX_CONNECTIONS_MAX 65536u
+/* a 16 MiB record write plus its 16-byte I/O body header (proto.h PROTO_IO_BODY) */
+#define CONFIG_MAX_FRAME_DEFAULT ((16u << 20) + 16u)
+#define CONFIG_MAX_FRAME_MIN (64u << 10)
+#define CONFIG_MAX_FRAME_MAX (256u << 20)
+#define CONFIG_CACHE_SIZE_MAX (1ull << 50)   /* 1 PiB: anything larger is a typo */
+
 /**
  * Fill @c with the embedded defaults. As root: state in /var/lib/coffer,
  * socket /run/coffer/cofferd.sock; otherwise under $XDG_RUNTIME_DIR/coffer
@@ -35,15 +49,50 @@ struct config {
 void config_defaults(struct config *c);
 
 /**
+ * config_defaults() for user @uid instead of the effective uid: uid 0 gets
+ * the system paths, any other uid the per-user ones from the environment.
+ * Aborts if memory for the default strings cannot be had (startup only).
+ */
+void config_defaults_uid(struct config *c, uid_t uid);
+
+/**
  * Read @path over @c. Unknown keys, bad values and duplicates are errors;
  * @err gets "FILE:LINE: message". @return 0 or -1
+ * Keys outside [cofferd], other sections, syntax errors and lines longer
+ * than the parser's line limit are errors too. The first error is reported.
+ * On failure @c is left exactly as it was (the file is applied all or nothing).
  */
 int config_load(struct config *c, const char *path, char *err, size_t errlen);
+
+/**
+ * Set one option from text, validated as in the file (for command-line
+ * overrides). @err gets "NAME: message". @return 0 or -1 (@c unchanged)
+ */
+int config_set(struct config *c, const char *name, const char *value, char *err, size_t errlen);
+
+/**
+ * Write @c as "name = value" lines in table order, loadable by config_load
+ * (cofferd --check-config can print the effective configuration this way).
+ * @return 0 or -errno
+ */
+int config_dump(const struct config *c, FILE *f);
+
+/** Name of option @i in table order, or NULL past the last one. */
+const char *config_option_name(size_t i);
+
+/** Syslog priority of a log level name ("err" .. "debug"), or -1. */
+int config_log_level_parse(const char *name);
+/** Name of a syslog priority as config files spell it. Never NULL. */
+const char *config_log_level_name(int prio);
 
 /** Free the strings of @c. */
 void config_free(struct config *c);
 
-/** The default socket path for the calling user (used by the client too). */
+/**
+ * The default socket path for the calling user (used by the client too):
+ * computed once per process from the effective uid and environment, then
+ * returned from static storage. Thread-safe.
+ */
 const char *config_default_socket(void);
 
 #endif

@@ -14,6 +14,11 @@ check_PROGRAMS += %D%/test_keys
 %C%_test_keys_CFLAGS = $(UNIT_CFLAGS)
 %C%_test_keys_LDADD = $(UNIT_LDADD)
 
+check_PROGRAMS += %D%/test_config
+%C%_test_config_SOURCES = %D%/test_config.c daemon/config.c daemon/log.c daemon/config.h daemon/log.h
+%C%_test_config_CFLAGS = $(UNIT_CFLAGS) $(INIH_CFLAGS) -DSRCDIR='"$(abs_top_srcdir)"'
+%C%_test_config_LDADD = $(INIH_LIBS) $(CRITERION_LIBS)
+
 check_PROGRAMS += %D%/test_hist
 %C%_test_hist_SOURCES = %D%/test_hist.c client/hist.c client/hist.h
 %C%_test_hist_CFLAGS = $(UNIT_CFLAGS)

@@ -1,0 +1,683 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cofferd configuration: the option table, embedded defaults, and the INI
+ * reader built on libinih.
+ *
+ * Every option lives in opts[] below (name, type, place in struct config,
+ * default, limits); parsing, defaults, config_set, config_dump and the tests
+ * all walk that one table, and conf/cofferd.conf and cofferd.conf(5) list the
+ * options in its order. Adding an option means one table row plus its docs.
+ *
+ * Errors name the file and line ("cofferd.conf:12: unknown option 'x'").
+ * libinih only hands the line number to handlers when built with
+ * INI_HANDLER_LINENO, which distribution builds are not, so the file is fed
+ * through ini_parse_stream() with a reader that counts lines itself. The
+ * reader also rejects what inih would silently accept: over-long lines (inih
+ * would split them into two "lines"), sections other than [cofferd] even
+ * when empty, and indented continuation lines.
+ *
+ * This file never logs; callers print the error text it returns.
+ */
+#include <config.h> /* autoconf's, found first on the include path: _GNU_SOURCE */
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <ini.h>
+
+#include "config.h"
+
+#define SECTION "cofferd"
+
+enum opt_type {
+	OPT_STRING,    /* any text, "" allowed */
+	OPT_PATH,      /* absolute path, at most .max bytes */
+	OPT_MODE,      /* octal permission bits, at most .max */
+	OPT_UINT,      /* decimal integer in [.min, .max] */
+	OPT_BYTES,     /* integer with optional K/M/G/T suffix (powers of 1024) */
+	OPT_BOOL,      /* yes/no, true/false, on/off, 1/0 */
+	OPT_LOGLEVEL,  /* err | warning | notice | info | debug */
+	OPT_LOGTARGET, /* stderr | syslog | absolute path */
+};
+
+struct config_opt {
+	const char *name;
+	enum opt_type type;
+	size_t offset; /* of the field in struct config */
+	size_t size;   /* of that field: numbers are stored at their own width */
+	const char *def_str;
+	uint64_t def_num;
+	uint64_t min, max;
+};
+
+#define FIELD(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
+
+/* Table order is documentation order: keep conf/cofferd.conf and the man page in step. */
+static const struct config_opt opts[] = {
+	/* NULL def_str: computed per user in config_defaults_uid() */
+	{ "socket", OPT_PATH, FIELD(socket), .def_str = NULL, .max = CONFIG_SOCKET_MAX },
+	{ "socket_mode", OPT_MODE, FIELD(socket_mode), .def_num = 0660, .max = 0777 },
+	{ "socket_group", OPT_STRING, FIELD(socket_group), .def_str = "" },
+	{ "admin_group", OPT_STRING, FIELD(admin_group), .def_str = "" },
+	{ "state_dir", OPT_PATH, FIELD(state_dir), .def_str = NULL, .max = PATH_MAX - 1 },
+	{ "cache_size", OPT_BYTES, FIELD(cache_size), .def_num = 0, .max = CONFIG_CACHE_SIZE_MAX },
+	{ "txg_timeout", OPT_UINT, FIELD(txg_timeout), .def_num = CONFIG_TXG_TIMEOUT_DEFAULT,
+	  .min = 1, .max = CONFIG_TXG_TIMEOUT_MAX },
+	{ "workers", OPT_UINT, FIELD(workers), .def_num = 0, .max = CONFIG_WORKERS_MAX },
+	{ "log_level", OPT_LOGLEVEL, FIELD(log_level), .def_num = LOG_INFO },
+	{ "log_target", OPT_LOGTARGET, FIELD(log_target), .def_str = "stderr",
+	  .max = PATH_MAX - 1 },
+	{ "max_connections", OPT_UINT, FIELD(max_connections),
+	  .def_num = CONFIG_MAX_CONNECTIONS_DEFAULT, .min = 1, .max = CONFIG_MAX_CONNECTIONS_MAX },
+	{ "max_frame", OPT_BYTES, FIELD(max_frame), .def_num = CONFIG_MAX_FRAME_DEFAULT,
+	  .min = CONFIG_MAX_FRAME_MIN, .max = CONFIG_MAX_FRAME_MAX },
+	{ "direct_io", OPT_BOOL, FIELD(direct_io), .def_num = 0 },
+};
+
+#define NOPTS (sizeof(opts) / sizeof(opts[0]))
+
+static const char *const level_names[] = {
+	[LOG_EMERG] = "emerg", [LOG_ALERT] = "alert",   [LOG_CRIT] = "crit",
+	[LOG_ERR] = "err",     [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice",
+	[LOG_INFO] = "info",   [LOG_DEBUG] = "debug",
+};
+
+const char *config_option_name(size_t i)
+{
+	return i < NOPTS ? opts[i].name : NULL;
+}
+
+int config_log_level_parse(const char *name)
+{
+	/* only the levels the daemon logs at are settable */
+	for (int p = LOG_ERR; p <= LOG_DEBUG; p++)
+		if (strcmp(name, level_names[p]) == 0)
+			return p;
+	return -1;
+}
+
+const char *config_log_level_name(int prio)
+{
+	if (prio >= LOG_EMERG && prio <= LOG_DEBUG)
+		return level_names[prio];
+	return "unknown";
+}
+
+static char *xstrdup(const char *s)
+{
+	char *d = strdup(s);
+
+	/* defaults are set once at startup; without memory there is nothing to run */
+	if (!d) {
+		fputs("cofferd: out of memory\n", stderr);
+		abort();
+	}
+	return d;
+}
+
+static char **str_field(struct config *c, const struct config_opt *o)
+{
+	return (char **)((char *)c + o->offset);
+}
+
+static void set_num(struct config *c, const struct config_opt *o, uint64_t v)
+{
+	void *p = (char *)c + o->offset;
+
+	if (o->size == sizeof(uint64_t)) {
+		uint64_t v64 = v;
+
+		memcpy(p, &v64, sizeof(v64));
+	} else {
+		uint32_t v32 = (uint32_t)v; /* every narrower field is 32-bit (int/unsigned) */
+
+		memcpy(p, &v32, sizeof(v32));
+	}
+}
+
+static uint64_t get_num(const struct config *c, const struct config_opt *o)
+{
+	const void *p = (const char *)c + o->offset;
+
+	if (o->size == sizeof(uint64_t)) {
+		uint64_t v64;
+
+		memcpy(&v64, p, sizeof(v64));
+		return v64;
+	}
+	uint32_t v32;
+
+	memcpy(&v32, p, sizeof(v32));
+	return v32;
+}
+
+/* An absolute XDG directory from the environment, else NULL (the spec says ignore relative ones). */
+static const char *xdg_dir(const char *var)
+{
+	const char *v = getenv(var);
+
+	return v && v[0] == '/' ? v : NULL;
+}
+
+static void default_socket(uid_t uid, char *buf, size_t len)
+{
+	const char *rt = xdg_dir("XDG_RUNTIME_DIR");
+	int n;
+
+	if (uid == 0) {
+		snprintf(buf, len, "/run/coffer/cofferd.sock");
+		return;
+	}
+	/* a runtime dir too deep for sun_path falls back to /tmp */
+	if (rt) {
+		n = snprintf(buf, len, "%s/coffer/cofferd.sock", rt);
+		if (n > 0 && (size_t)n < len && (size_t)n <= CONFIG_SOCKET_MAX)
+			return;
+	}
+	snprintf(buf, len, "/tmp/coffer-%u/cofferd.sock", (unsigned)uid);
+}
+
+static char *default_state_dir(uid_t uid)
+{
+	const char *st = xdg_dir("XDG_STATE_HOME"), *home = getenv("HOME");
+	struct passwd pw, *pwp = NULL;
+	char pwbuf[4096], path[PATH_MAX];
+
+	if (uid == 0)
+		return xstrdup("/var/lib/coffer");
+	if (st && (size_t)snprintf(path, sizeof(path), "%s/coffer", st) < sizeof(path))
+		return xstrdup(path);
+	if (!home || home[0] != '/') {
+		/* no usable $HOME (cron, some service managers): ask the password database */
+		if (getpwuid_r(uid, &pw, pwbuf, sizeof(pwbuf), &pwp) == 0 && pwp &&
+		    pwp->pw_dir[0] == '/')
+			home = pwp->pw_dir;
+		else
+			home = NULL;
+	}
+	if (home && (size_t)snprintf(path, sizeof(path), "%s/.local/state/coffer", home) <
+			    sizeof(path))
+		return xstrdup(path);
+	snprintf(path, sizeof(path), "/tmp/coffer-%u/state", (unsigned)uid);
+	return xstrdup(path);
+}
+
+void config_defaults_uid(struct config *c, uid_t uid)
+{
+	char sock[PATH_MAX];
+
+	memset(c, 0, sizeof(*c));
+	for (size_t i = 0; i < NOPTS; i++) {
+		const struct config_opt *o = &opts[i];
+
+		switch (o->type) {
+		case OPT_STRING:
+		case OPT_PATH:
+		case OPT_LOGTARGET:
+			if (o->def_str)
+				*str_field(c, o) = xstrdup(o->def_str);
+			break;
+		default:
+			set_num(c, o, o->def_num);
+			break;
+		}
+	}
+	default_socket(uid, sock, sizeof(sock));
+	c->socket = xstrdup(sock);
+	c->state_dir = default_state_dir(uid);
+}
+
+void config_defaults(struct config *c)
+{
+	config_defaults_uid(c, geteuid());
+}
+
+static char default_socket_buf[PATH_MAX];
+static pthread_once_t default_socket_once = PTHREAD_ONCE_INIT;
+
+static void default_socket_init(void)
+{
+	default_socket(geteuid(), default_socket_buf, sizeof(default_socket_buf));
+}
+
+const char *config_default_socket(void)
+{
+	pthread_once(&default_socket_once, default_socket_init);
+	return default_socket_buf;
+}
+
+void config_free(struct config *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < NOPTS; i++) {
+		const struct config_opt *o = &opts[i];
+
+		if (o->type == OPT_STRING || o->type == OPT_PATH || o->type == OPT_LOGTARGET) {
+			free(*str_field(c, o));
+			*str_field(c, o) = NULL;
+		}
+	}
+}
+
+/* Deep copy, so that a failed load can leave the caller's config untouched. */
+static void config_copy(struct config *dst, const struct config *src)
+{
+	*dst = *src;
+	for (size_t i = 0; i < NOPTS; i++) {
+		const struct config_opt *o = &opts[i];
+		char **f = str_field(dst, o);
+
+		if ((o->type == OPT_STRING || o->type == OPT_PATH || o->type == OPT_LOGTARGET) &&
+		    *f)
+			*f = xstrdup(*f);
+	}
+}
+
+/* Plain unsigned decimal: no sign, no spaces, no base prefixes, no overflow. */
+static int parse_u64(const char *s, const char **end, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(*s - '0');
+	}
+	*end = s;
+	*out = v;
+	return 0;
+}
+
+static int parse_bytes(const char *s, uint64_t *out)
+{
+	static const char units[] = "KMGT";
+	const char *end, *u;
+	uint64_t v;
+	unsigned shift = 0;
+
+	if (parse_u64(s, &end, &v) < 0)
+		return -1;
+	if (*end) {
+		char ch = *end >= 'a' && *end <= 'z' ? (char)(*end - 'a' + 'A') : *end;
+
+		u = strchr(units, ch); /* ch is not NUL here, so no match on the terminator */
+		if (!u)
+			return -1;
+		shift = 10 * (unsigned)(u - units + 1);
+		end++;
+		/* "16M", "16MB" and "16MiB" all mean 16 * 2^20 */
+		if (strcmp(end, "") != 0 && strcmp(end, "B") != 0 && strcmp(end, "iB") != 0)
+			return -1;
+	}
+	if (shift && v > (UINT64_MAX >> shift))
+		return -1;
+	*out = v << shift;
+	return 0;
+}
+
+static int parse_bool(const char *s)
+{
+	static const char *const yes[] = { "yes", "true", "on", "1" };
+	static const char *const no[] = { "no", "false", "off", "0" };
+
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (strcasecmp(s, yes[i]) == 0)
+			return 1;
+		if (strcasecmp(s, no[i]) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+static void range_text(const struct config_opt *o, char *buf, size_t len)
+{
+	if (o->type == OPT_BYTES)
+		snprintf(buf, len, "a size from %llu to %llu bytes (suffixes K, M, G, T)",
+			 (unsigned long long)o->min, (unsigned long long)o->max);
+	else
+		snprintf(buf, len, "a whole number from %llu to %llu", (unsigned long long)o->min,
+			 (unsigned long long)o->max);
+}
+
+/*
+ * Parse @value for @o into @c. On failure write the reason (without file,
+ * line or option name) to @why and return -1; @c is untouched then.
+ */
+static int set_value(struct config *c, const struct config_opt *o, const char *value, char *why,
+		     size_t whylen)
+{
+	char range[128];
+	const char *end;
+	uint64_t v;
+	int n;
+
+	switch (o->type) {
+	case OPT_STRING:
+		break;
+	case OPT_PATH:
+		if (value[0] != '/') {
+			snprintf(why, whylen, "'%s' is not an absolute path", value);
+			return -1;
+		}
+		if (strlen(value) > o->max) {
+			snprintf(why, whylen, "path is longer than %llu bytes",
+				 (unsigned long long)o->max);
+			return -1;
+		}
+		break;
+	case OPT_LOGTARGET:
+		if (strcmp(value, "stderr") != 0 && strcmp(value, "syslog") != 0 &&
+		    value[0] != '/') {
+			snprintf(why, whylen,
+				 "'%s' is not stderr, syslog or an absolute file path", value);
+			return -1;
+		}
+		if (strlen(value) > o->max) {
+			snprintf(why, whylen, "path is longer than %llu bytes",
+				 (unsigned long long)o->max);
+			return -1;
+		}
+		break;
+	case OPT_MODE:
+		v = 0;
+		for (end = value; *end >= '0' && *end <= '7' && v <= o->max; end++)
+			v = v * 8 + (uint64_t)(*end - '0');
+		if (end == value || *end || v > o->max) {
+			snprintf(why, whylen, "'%s' is not an octal mode from 0 to %llo", value,
+				 (unsigned long long)o->max);
+			return -1;
+		}
+		set_num(c, o, v);
+		return 0;
+	case OPT_UINT:
+	case OPT_BYTES:
+		if (o->type == OPT_UINT ? (parse_u64(value, &end, &v) < 0 || *end)
+					: parse_bytes(value, &v) < 0) {
+			range_text(o, range, sizeof(range));
+			snprintf(why, whylen, "'%s' is not %s", value, range);
+			return -1;
+		}
+		if (v < o->min || v > o->max) {
+			range_text(o, range, sizeof(range));
+			snprintf(why, whylen, "'%s' is out of range: expected %s", value, range);
+			return -1;
+		}
+		set_num(c, o, v);
+		return 0;
+	case OPT_BOOL:
+		n = parse_bool(value);
+		if (n < 0) {
+			snprintf(why, whylen, "'%s' is not yes or no", value);
+			return -1;
+		}
+		set_num(c, o, (uint64_t)n);
+		return 0;
+	case OPT_LOGLEVEL:
+		n = config_log_level_parse(value);
+		if (n < 0) {
+			snprintf(why, whylen,
+				 "'%s' is not one of err, warning, notice, info, debug", value);
+			return -1;
+		}
+		set_num(c, o, (uint64_t)n);
+		return 0;
+	}
+	/* the string kinds: replace the old text */
+	char *dup = strdup(value);
+
+	if (!dup) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	free(*str_field(c, o));
+	*str_field(c, o) = dup;
+	return 0;
+}
+
+static const struct config_opt *find_opt(const char *name)
+{
+	for (size_t i = 0; i < NOPTS; i++)
+		if (strcmp(opts[i].name, name) == 0)
+			return &opts[i];
+	return NULL;
+}
+
+/* "cache-size" or "Cache_Size" for cache_size: worth a hint in the error. */
+static const struct config_opt *near_opt(const char *name)
+{
+	char alt[64];
+	size_t i;
+
+	for (i = 0; name[i] && i < sizeof(alt) - 1; i++) {
+		char ch = name[i];
+
+		if (ch == '-')
+			ch = '_';
+		else if (ch >= 'A' && ch <= 'Z')
+			ch = (char)(ch - 'A' + 'a');
+		alt[i] = ch;
+	}
+	if (name[i])
+		return NULL;
+	alt[i] = '\0';
+	return find_opt(alt);
+}
+
+int config_set(struct config *c, const char *name, const char *value, char *err, size_t errlen)
+{
+	const struct config_opt *o = find_opt(name);
+	char why[PATH_MAX + 128];
+
+	if (!o) {
+		snprintf(err, errlen, "unknown option '%s'", name);
+		return -1;
+	}
+	if (set_value(c, o, value, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "%s: %s", name, why);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- the file reader ---- */
+
+struct load_ctx {
+	struct config *c;
+	const char *path;
+	FILE *f;
+	int line;            /* line of the text last handed to inih */
+	bool at_line_start;  /* the previous chunk ended a line */
+	int seen[NOPTS];     /* line each option was set on, 0 = not yet */
+	int err_line;        /* first error found by us, 0 = none */
+	char err[PATH_MAX + 256];
+};
+
+static void load_error(struct load_ctx *x, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void load_error(struct load_ctx *x, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (x->err_line)
+		return; /* report the first problem; the rest are often its echoes */
+	x->err_line = x->line;
+	va_start(ap, fmt);
+	vsnprintf(x->err, sizeof(x->err), fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * fgets() for inih that counts lines, strips leading blanks (inih would take
+ * an indented line as the continuation of the previous value), rejects
+ * over-long lines instead of letting inih split them, and checks section
+ * headers, which inih only reports through the keys under them.
+ */
+static char *reader(char *str, int num, void *stream)
+{
+	struct load_ctx *x = stream;
+	size_t len, skip;
+
+	if (!fgets(str, num, x->f))
+		return NULL;
+	x->line++;
+	len = strlen(str);
+	if (len && str[len - 1] != '\n' && !feof(x->f)) {
+		int ch;
+
+		load_error(x, "line is longer than %d bytes", num - 2);
+		while ((ch = fgetc(x->f)) != EOF && ch != '\n')
+			;
+		str[0] = '\0';
+		return str;
+	}
+	/* a UTF-8 byte order mark, as some editors write, is not part of line 1 */
+	skip = x->line == 1 && strncmp(str, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
+	skip += strspn(str + skip, " \t");
+	memmove(str, str + skip, len - skip + 1);
+	if (str[0] == '[') {
+		size_t n = strcspn(str + 1, "]");
+
+		if (str[1 + n] == ']' && (n != strlen(SECTION) || strncmp(str + 1, SECTION, n) != 0))
+			load_error(x, "unknown section [%.*s], expected [" SECTION "]", (int)n,
+				   str + 1);
+	}
+	return str;
+}
+
+static int handler(void *user, const char *section, const char *name, const char *value)
+{
+	struct load_ctx *x = user;
+	const struct config_opt *o, *near;
+	char why[PATH_MAX + 128];
+	size_t i;
+
+	if (strcmp(section, SECTION) != 0) {
+		/* other sections were reported by the reader; this catches keys before any */
+		if (section[0] == '\0')
+			load_error(x, "option '%s' outside the [" SECTION "] section", name);
+		return 0;
+	}
+	o = find_opt(name);
+	if (!o) {
+		near = near_opt(name);
+		if (near)
+			load_error(x, "unknown option '%s' (did you mean '%s'?)", name, near->name);
+		else
+			load_error(x, "unknown option '%s'", name);
+		return 0;
+	}
+	i = (size_t)(o - opts);
+	if (x->seen[i]) {
+		load_error(x, "duplicate option '%s' (first set on line %d)", name, x->seen[i]);
+		return 0;
+	}
+	x->seen[i] = x->line;
+	if (set_value(x->c, o, value, why, sizeof(why)) < 0) {
+		load_error(x, "bad value for '%s': %s", name, why);
+		return 0;
+	}
+	return 1;
+}
+
+int config_load(struct config *c, const char *path, char *err, size_t errlen)
+{
+	struct config tmp;
+	struct load_ctx *x = NULL;
+	int ret = -1, r;
+
+	config_copy(&tmp, c);
+	x = calloc(1, sizeof(*x));
+	if (!x) {
+		snprintf(err, errlen, "%s: %s", path, strerror(ENOMEM));
+		goto out;
+	}
+	x->c = &tmp;
+	x->path = path;
+	x->f = fopen(path, "re");
+	if (!x->f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	r = ini_parse_stream(reader, x, handler, x);
+	if (ferror(x->f)) {
+		snprintf(err, errlen, "%s: read error", path);
+		goto out;
+	}
+	if (r < 0) {
+		snprintf(err, errlen, "%s: %s", path, r == -2 ? strerror(ENOMEM) : "cannot parse");
+		goto out;
+	}
+	/*
+	 * inih returns the first line it disliked: ours (handler returned 0) or
+	 * its own syntax errors, which it does not explain. Whichever came first wins.
+	 */
+	if (x->err_line && (r == 0 || x->err_line <= r)) {
+		snprintf(err, errlen, "%s:%d: %s", path, x->err_line, x->err);
+		goto out;
+	}
+	if (r > 0) {
+		snprintf(err, errlen, "%s:%d: syntax error: expected 'name = value', "
+			 "'[" SECTION "]' or a comment", path, r);
+		goto out;
+	}
+	config_free(c);
+	*c = tmp;
+	memset(&tmp, 0, sizeof(tmp));
+	ret = 0;
+out:
+	if (x && x->f)
+		fclose(x->f);
+	free(x);
+	config_free(&tmp);
+	return ret;
+}
+
+int config_dump(const struct config *c, FILE *f)
+{
+	for (size_t i = 0; i < NOPTS; i++) {
+		const struct config_opt *o = &opts[i];
+		const char *s;
+		uint64_t v;
+		int n;
+
+		switch (o->type) {
+		case OPT_STRING:
+		case OPT_PATH:
+		case OPT_LOGTARGET:
+			s = *(char *const *)((const char *)c + o->offset);
+			n = fprintf(f, "%s = %s\n", o->name, s ? s : "");
+			break;
+		case OPT_MODE:
+			n = fprintf(f, "%s = %04llo\n", o->name,
+				    (unsigned long long)get_num(c, o));
+			break;
+		case OPT_BOOL:
+			n = fprintf(f, "%s = %s\n", o->name, get_num(c, o) ? "yes" : "no");
+			break;
+		case OPT_LOGLEVEL:
+			n = fprintf(f, "%s = %s\n", o->name,
+				    config_log_level_name((int)get_num(c, o)));
+			break;
+		default:
+			v = get_num(c, o);
+			n = fprintf(f, "%s = %llu\n", o->name, (unsigned long long)v);
+			break;
+		}
+		if (n < 0)
+			return -EIO;
+	}
+	return 0;
+}
