@@ -1,2 +1,194 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder: being written */
+/*
+ * One bitmap per LUN (a set bit is a used sector), each under its own lock,
+ * with a next-fit cursor; successive allocations rotate over the LUNs so
+ * records are striped. Owns no persistent state (see alloc.h).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "alloc.h"
+#include "store.h"
+
+struct lun_map {
+	pthread_mutex_t lock;
+	uint64_t *bits;
+	uint64_t nsectors;
+	uint64_t used;
+	uint64_t cursor;
+};
+
+struct alloc {
+	struct lun_map *luns[STOR_LUNS_MAX];
+	atomic_uint nluns;
+	atomic_uint rotor;
+};
+
+int alloc_create(struct alloc **out)
+{
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : -ENOMEM;
+}
+
+void alloc_destroy(struct alloc *a)
+{
+	if (!a)
+		return;
+	for (unsigned i = 0; i < atomic_load(&a->nluns); i++) {
+		pthread_mutex_destroy(&a->luns[i]->lock);
+		free(a->luns[i]->bits);
+		free(a->luns[i]);
+	}
+	free(a);
+}
+
+int alloc_add_lun(struct alloc *a, uint64_t sectors)
+{
+	unsigned n = atomic_load(&a->nluns);
+	struct lun_map *m;
+
+	if (n >= STOR_LUNS_MAX)
+		return -E2BIG;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->bits = calloc((sectors + 63) / 64, sizeof(uint64_t));
+	if (!m->bits) {
+		free(m);
+		return -ENOMEM;
+	}
+	m->nsectors = sectors;
+	pthread_mutex_init(&m->lock, NULL);
+	a->luns[n] = m;
+	atomic_store(&a->nluns, n + 1); /* publish after the map is complete */
+	return 0;
+}
+
+static int test_bit(const uint64_t *b, uint64_t i)
+{
+	return (b[i / 64] >> (i % 64)) & 1;
+}
+
+static void set_range(uint64_t *b, uint64_t s, uint32_t n, int on)
+{
+	for (uint64_t i = s; i < s + n; i++) {
+		if (on)
+			b[i / 64] |= 1ull << (i % 64);
+		else
+			b[i / 64] &= ~(1ull << (i % 64));
+	}
+}
+
+int alloc_mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
+{
+	struct lun_map *m;
+	int ret = 0;
+
+	if (lun >= atomic_load(&a->nluns) || n == 0)
+		return STOR_ECORRUPT;
+	m = a->luns[lun];
+	pthread_mutex_lock(&m->lock);
+	if (sector + n > m->nsectors || sector + n < sector) {
+		ret = STOR_ECORRUPT;
+		goto out;
+	}
+	for (uint64_t i = sector; i < sector + n; i++)
+		if (test_bit(m->bits, i)) {
+			ret = STOR_ECORRUPT;
+			goto out;
+		}
+	set_range(m->bits, sector, n, 1);
+	m->used += n;
+out:
+	pthread_mutex_unlock(&m->lock);
+	return ret;
+}
+
+/* Next fit: a run of n clear bits from the cursor, wrapping once. */
+static int find_run(struct lun_map *m, uint32_t n, uint64_t *out)
+{
+	uint64_t start = m->cursor, i = start, run = 0, scanned = 0;
+
+	if (m->nsectors - m->used < n)
+		return -1;
+	while (scanned < m->nsectors + n) {
+		if (i >= m->nsectors) {
+			i = 0;
+			run = 0;
+		}
+		if ((i % 64) == 0 && run == 0 && m->bits[i / 64] == ~0ull &&
+		    i + 64 <= m->nsectors) {
+			i += 64;
+			scanned += 64;
+			continue;
+		}
+		if (test_bit(m->bits, i)) {
+			run = 0;
+		} else if (++run == n) {
+			*out = i + 1 - n;
+			return 0;
+		}
+		i++;
+		scanned++;
+	}
+	return -1;
+}
+
+int alloc_get(struct alloc *a, uint32_t n, unsigned *lun, uint64_t *sector)
+{
+	unsigned nluns = atomic_load(&a->nluns);
+	unsigned first;
+
+	if (nluns == 0)
+		return STOR_ENOSPC;
+	first = atomic_fetch_add(&a->rotor, 1) % nluns;
+	for (unsigned k = 0; k < nluns; k++) {
+		unsigned l = (first + k) % nluns;
+		struct lun_map *m = a->luns[l];
+		uint64_t s;
+
+		pthread_mutex_lock(&m->lock);
+		if (find_run(m, n, &s) == 0) {
+			set_range(m->bits, s, n, 1);
+			m->used += n;
+			m->cursor = s + n;
+			pthread_mutex_unlock(&m->lock);
+			*lun = l;
+			*sector = s;
+			return 0;
+		}
+		pthread_mutex_unlock(&m->lock);
+	}
+	return STOR_ENOSPC;
+}
+
+void alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
+{
+	struct lun_map *m;
+
+	if (lun >= atomic_load(&a->nluns))
+		return;
+	m = a->luns[lun];
+	pthread_mutex_lock(&m->lock);
+	if (sector + n <= m->nsectors) {
+		set_range(m->bits, sector, n, 0);
+		m->used -= n;
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+void alloc_usage(struct alloc *a, unsigned lun, uint64_t *used, uint64_t *total)
+{
+	struct lun_map *m;
+
+	*used = *total = 0;
+	if (lun >= atomic_load(&a->nluns))
+		return;
+	m = a->luns[lun];
+	pthread_mutex_lock(&m->lock);
+	*used = m->used;
+	*total = m->nsectors;
+	pthread_mutex_unlock(&m->lock);
+}

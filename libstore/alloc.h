@@ -1,1 +1,30 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * Sector allocation over the LUNs of a pool. The free map lives in memory
+ * and is rebuilt at import from the block pointers, which are the one
+ * persistent record of what is allocated: a crash can therefore neither leak
+ * nor double-allocate space. Frees are deferred by txg.c until the txg that
+ * freed the extent is durable and no reader can still be reading it.
+ */
+#ifndef STOR_ALLOC_H
+#define STOR_ALLOC_H
+
+#include <stdint.h>
+
+struct alloc;
+
+int alloc_create(struct alloc **out);
+void alloc_destroy(struct alloc *a);
+/** Add a LUN of @sectors sectors; it gets the next index. */
+int alloc_add_lun(struct alloc *a, uint64_t sectors);
+/** Mark an extent used (import). @return 0 or STOR_ECORRUPT (overlap, out of range) */
+int alloc_mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
+/** Allocate @n contiguous sectors, striping successive calls over the LUNs.
+ *  @return 0 or STOR_ENOSPC */
+int alloc_get(struct alloc *a, uint32_t n, unsigned *lun, uint64_t *sector);
+/** Return an extent. */
+void alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
+/** Sectors in use and in all on LUN @lun. */
+void alloc_usage(struct alloc *a, unsigned lun, uint64_t *used, uint64_t *total);
+
+#endif

@@ -251,9 +251,9 @@ static int run_batch(struct crypt_op *ops, size_t n, int seal)
 				continue;
 			}
 			op->status = 0;
-			for (b = 0; b < NBACKENDS - 1; b++)
-				if (op->key->backend == backends[b])
-					break;
+			/* The last backend (OpenSSL) takes anything unmatched. */
+			for (b = 0; b + 1 < NBACKENDS && op->key->backend != backends[b]; b++)
+				;
 			lists[b][counts[b]++] = op;
 		}
 		for (size_t b = 0; b < NBACKENDS; b++)

@@ -1,2 +1,763 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder: being written */
+/*
+ * Datasets: names, the dataset table of a pool, creation and destruction,
+ * handles, and property resolution (local, inherited from the nearest
+ * ancestor, default). Dataset records are written to LMDB at once, in their
+ * own transaction; their block pointers go through txg.c.
+ *
+ * Dataset record ("ds"/<name>): u32 version | u64 id | u64 guid | u64 volsize |
+ * u32 recordsize | u64 createtxg | u16 nprops x (u16 len | name | u16 len | value) |
+ * crypto section (dskeys.c).
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "meta.h"
+#include "store_impl.h"
+
+#define DS_VOLSIZE_DEFAULT (1ull << 30)
+
+/* pool/a/b: components of [A-Za-z0-9_.:-], the first is the pool's name. */
+static int ds_name_valid(const struct stor_pool *p, const char *name)
+{
+	size_t n = strlen(name), plen = strlen(p->name);
+	const char *c;
+
+	if (n == 0 || n > STOR_NAME_MAX || strncmp(name, p->name, plen) != 0)
+		return 0;
+	if (name[plen] == '\0')
+		return 1;
+	if (name[plen] != '/')
+		return 0;
+	for (c = name + plen + 1;;) {
+		const char *end = strchr(c, '/');
+		size_t len = end ? (size_t)(end - c) : strlen(c);
+
+		if (len == 0 || (len == 1 && c[0] == '.') || (len == 2 && !strncmp(c, "..", 2)))
+			return 0;
+		for (size_t i = 0; i < len; i++)
+			if (!isalnum((unsigned char)c[i]) && !strchr("_-.:", c[i]))
+				return 0;
+		if (!end)
+			return 1;
+		c = end + 1;
+	}
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp((*(struct stor_ds *const *)a)->name, (*(struct stor_ds *const *)b)->name);
+}
+
+struct stor_ds *ds_find_locked(struct stor_pool *p, const char *name)
+{
+	struct stor_ds key = { .name = (char *)name }, *kp = &key, **r;
+
+	r = bsearch(&kp, p->ds, p->nds, sizeof(*p->ds), cmp_name);
+	return r ? *r : NULL;
+}
+
+struct stor_ds *ds_find_id_locked(struct stor_pool *p, uint64_t id)
+{
+	for (size_t i = 0; i < p->nds; i++)
+		if (p->ds[i]->id == id)
+			return p->ds[i];
+	return NULL;
+}
+
+static struct stor_ds *parent_of(struct stor_pool *p, const struct stor_ds *ds)
+{
+	char buf[STOR_NAME_MAX + 1];
+	char *slash;
+
+	snprintf(buf, sizeof(buf), "%s", ds->name);
+	slash = strrchr(buf, '/');
+	if (!slash)
+		return NULL;
+	*slash = '\0';
+	return ds_find_locked(p, buf);
+}
+
+const char *ds_prop_locked(struct stor_pool *p, struct stor_ds *ds, int id, struct stor_ds **from)
+{
+	for (struct stor_ds *d = ds; d; d = parent_of(p, d)) {
+		if (d->local[id]) {
+			if (from)
+				*from = d;
+			return d->local[id];
+		}
+		if (!(prop_table[id].flags & PROP_INHERIT))
+			break;
+	}
+	if (from)
+		*from = NULL;
+	return prop_table[id].def;
+}
+
+/* Cache the effective values the I/O path reads, for @ds and its descendants. */
+static void refresh_effective(struct stor_pool *p, struct stor_ds *ds)
+{
+	size_t n = strlen(ds->name);
+
+	for (size_t i = 0; i < p->nds; i++) {
+		struct stor_ds *d = p->ds[i];
+		if (d != ds && (strncmp(d->name, ds->name, n) != 0 || d->name[n] != '/'))
+			continue;
+		atomic_store(&d->sync_mode, prop_sync_mode(ds_prop_locked(p, d, PROP_SYNC, NULL)));
+		atomic_store(&d->comp_level,
+			     prop_compression_level(ds_prop_locked(p, d, PROP_COMPRESSION, NULL)));
+		atomic_store(&d->checksum_on,
+			     strcmp(ds_prop_locked(p, d, PROP_CHECKSUM, NULL), "off") != 0);
+	}
+}
+
+void ds_free(struct stor_ds *ds)
+{
+	if (!ds)
+		return;
+	dskeys_drop(ds);
+	for (int i = 0; i < PROP_COUNT; i++)
+		free(ds->local[i]);
+	pthread_mutex_destroy(&ds->nonce_lock);
+	free(ds->name);
+	free(ds);
+}
+
+static struct stor_ds *ds_new(struct stor_pool *p, const char *name)
+{
+	struct stor_ds *ds = calloc(1, sizeof(*ds));
+
+	if (!ds)
+		return NULL;
+	ds->pool = p;
+	ds->name = strdup(name);
+	pthread_mutex_init(&ds->nonce_lock, NULL);
+	if (!ds->name) {
+		free(ds);
+		return NULL;
+	}
+	return ds;
+}
+
+static int table_insert(struct stor_pool *p, struct stor_ds *ds)
+{
+	size_t i;
+
+	if (p->nds == p->capds) {
+		size_t cap = p->capds ? p->capds * 2 : 16;
+		struct stor_ds **t = realloc(p->ds, cap * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		p->ds = t;
+		p->capds = cap;
+	}
+	for (i = p->nds; i > 0 && strcmp(p->ds[i - 1]->name, ds->name) > 0; i--)
+		p->ds[i] = p->ds[i - 1];
+	p->ds[i] = ds;
+	p->nds++;
+	return 0;
+}
+
+static void table_remove(struct stor_pool *p, struct stor_ds *ds)
+{
+	for (size_t i = 0; i < p->nds; i++) {
+		if (p->ds[i] != ds)
+			continue;
+		memmove(&p->ds[i], &p->ds[i + 1], (p->nds - i - 1) * sizeof(*p->ds));
+		p->nds--;
+		return;
+	}
+}
+
+int ds_save(struct stor_pool *p, struct stor_ds *ds)
+{
+	struct meta_txn *t = NULL;
+	int ret = meta_txn_begin(p->meta, &t);
+
+	if (ret < 0)
+		return ret;
+	ret = ds_save_txn(t, ds);
+	if (ret < 0) {
+		meta_txn_abort(t);
+		return ret;
+	}
+	return meta_txn_commit(t);
+}
+
+int ds_save_txn(struct meta_txn *t, struct stor_ds *ds)
+{
+	size_t len = 4 + 8 + 8 + 8 + 4 + 8 + 2 + DSKEYS_RECORD_LEN;
+	uint8_t *buf, *w;
+	uint16_t nprops = 0;
+	int ret;
+
+	for (int i = 0; i < PROP_COUNT; i++)
+		if (ds->local[i]) {
+			len += 4 + strlen(prop_table[i].name) + strlen(ds->local[i]);
+			nprops++;
+		}
+	buf = malloc(len);
+	if (!buf)
+		return -ENOMEM;
+	w = buf;
+	put_u32(&w, FORMAT_VERSION);
+	put_u64(&w, ds->id);
+	put_u64(&w, ds->guid);
+	put_u64(&w, atomic_load(&ds->volsize));
+	put_u32(&w, ds->recsize);
+	put_u64(&w, ds->createtxg);
+	put_u16(&w, nprops);
+	for (int i = 0; i < PROP_COUNT; i++) {
+		if (!ds->local[i])
+			continue;
+		put_u16(&w, (uint16_t)strlen(prop_table[i].name));
+		put_bytes(&w, prop_table[i].name, strlen(prop_table[i].name));
+		put_u16(&w, (uint16_t)strlen(ds->local[i]));
+		put_bytes(&w, ds->local[i], strlen(ds->local[i]));
+	}
+	dskeys_record(ds, &w);
+	ret = meta_put(t, META_DS, ds->name, strlen(ds->name), buf, (size_t)(w - buf));
+	free(buf);
+	return ret;
+}
+
+static int ds_parse(struct stor_ds *ds, const uint8_t *r, size_t len)
+{
+	const uint8_t *end = r + len;
+	uint16_t nprops;
+
+	if (len < 4 + 8 + 8 + 8 + 4 + 8 + 2)
+		return STOR_ECORRUPT;
+	if (get_u32(&r) != FORMAT_VERSION)
+		return STOR_EFORMAT;
+	ds->id = get_u64(&r);
+	ds->guid = get_u64(&r);
+	atomic_store(&ds->volsize, get_u64(&r));
+	ds->recsize = get_u32(&r);
+	ds->createtxg = get_u64(&r);
+	nprops = get_u16(&r);
+	if (ds->recsize < STOR_RECSIZE_MIN || ds->recsize > STOR_RECSIZE_MAX ||
+	    (ds->recsize & (ds->recsize - 1)))
+		return STOR_ECORRUPT;
+	for (uint16_t i = 0; i < nprops; i++) {
+		char name[64], val[512];
+		uint16_t n;
+		int id;
+
+		if (end - r < 2 || (n = get_u16(&r)) >= sizeof(name) || end - r < n)
+			return STOR_ECORRUPT;
+		get_bytes(&r, name, n);
+		name[n] = '\0';
+		if (end - r < 2 || (n = get_u16(&r)) >= sizeof(val) || end - r < n)
+			return STOR_ECORRUPT;
+		get_bytes(&r, val, n);
+		val[n] = '\0';
+		id = prop_lookup(name);
+		if (id < 0)
+			continue; /* a property this version does not know */
+		free(ds->local[id]);
+		ds->local[id] = strdup(val);
+		if (!ds->local[id])
+			return -ENOMEM;
+	}
+	return dskeys_parse(ds, &r, end);
+}
+
+struct load_ctx {
+	struct stor_pool *p;
+};
+
+static int load_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
+{
+	struct stor_pool *p = ((struct load_ctx *)ctx)->p;
+	char name[STOR_NAME_MAX + 1];
+	struct stor_ds *ds;
+	int ret;
+
+	if (klen > STOR_NAME_MAX)
+		return STOR_ECORRUPT;
+	memcpy(name, key, klen);
+	name[klen] = '\0';
+	ds = ds_new(p, name);
+	if (!ds)
+		return -ENOMEM;
+	ret = ds_parse(ds, val, vlen);
+	if (ret == 0)
+		ret = table_insert(p, ds);
+	if (ret < 0) {
+		pool_set_error("pool %s: dataset record %s: %s", p->name, name, stor_strerror(ret));
+		ds_free(ds);
+	}
+	return ret;
+}
+
+int ds_load_all(struct stor_pool *p)
+{
+	struct meta_txn *t = NULL;
+	struct load_ctx c = { p };
+	int ret = meta_rtxn_get(p->meta, &t);
+
+	if (ret < 0)
+		return ret;
+	ret = meta_iter(t, META_DS, NULL, 0, 0, load_one, &c);
+	meta_rtxn_put(t);
+	if (ret < 0)
+		return ret;
+	if (!ds_find_locked(p, p->name)) {
+		pool_set_error("pool %s: no root dataset", p->name);
+		return STOR_ECORRUPT;
+	}
+	for (size_t i = 0; i < p->nds; i++)
+		if (p->ds[i]->id >= p->next_ds_id)
+			return STOR_ECORRUPT;
+	refresh_effective(p, ds_find_locked(p, p->name));
+	return 0;
+}
+
+/* Apply "name=value" options of a create; volsize and recordsize are geometry. */
+static int apply_create_props(struct stor_ds *ds, const struct stor_ds_opts *o, uint64_t *volsize,
+			      uint32_t *recsize)
+{
+	for (size_t i = 0; i < o->nprops; i++) {
+		char name[64], canon[256];
+		const char *eq = strchr(o->props[i], '=');
+		unsigned long long n;
+		int id, ret;
+
+		if (!eq || (size_t)(eq - o->props[i]) >= sizeof(name))
+			return STOR_EBADPROP;
+		memcpy(name, o->props[i], (size_t)(eq - o->props[i]));
+		name[eq - o->props[i]] = '\0';
+		if (strcmp(name, "recordsize") == 0 || strcmp(name, "volblocksize") == 0) {
+			if (prop_parse_size(eq + 1, &n) < 0 || n > STOR_RECSIZE_MAX)
+				return -EINVAL;
+			*recsize = (uint32_t)n;
+			continue;
+		}
+		if (strcmp(name, "volsize") == 0) {
+			if (prop_parse_size(eq + 1, &n) < 0)
+				return -EINVAL;
+			*volsize = n;
+			continue;
+		}
+		id = prop_lookup(name);
+		if (id < 0)
+			return STOR_EBADPROP;
+		if (prop_table[id].flags & PROP_READONLY)
+			return STOR_EREADONLY;
+		ret = prop_validate(id, eq + 1, canon, sizeof(canon));
+		if (ret < 0)
+			return ret;
+		free(ds->local[id]);
+		ds->local[id] = strdup(canon);
+		if (!ds->local[id])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int ds_create_locked(struct stor_pool *p, const char *name, const struct stor_ds_opts *o,
+			    struct stor_ds **out)
+{
+	static const struct stor_ds_opts none;
+	struct stor_ds *ds = NULL, *parent = NULL;
+	uint64_t volsize;
+	uint32_t recsize;
+	int ret;
+
+	if (!o)
+		o = &none;
+	if (!ds_name_valid(p, name))
+		return STOR_EBADNAME;
+	if (ds_find_locked(p, name))
+		return -EEXIST;
+	if (strcmp(name, p->name) != 0) {
+		char buf[STOR_NAME_MAX + 1];
+		snprintf(buf, sizeof(buf), "%s", name);
+		*strrchr(buf, '/') = '\0';
+		parent = ds_find_locked(p, buf);
+		if (!parent)
+			return -ENOENT;
+	}
+	volsize = o->volsize ? o->volsize : DS_VOLSIZE_DEFAULT;
+	recsize = o->recordsize ? o->recordsize : STOR_RECSIZE_DEFAULT;
+	ds = ds_new(p, name);
+	if (!ds)
+		return -ENOMEM;
+	ret = apply_create_props(ds, o, &volsize, &recsize);
+	if (ret < 0)
+		goto fail;
+	if (!parent)
+		volsize = 0; /* the pool's root dataset holds properties, no data */
+	ret = -EINVAL;
+	if (recsize < STOR_RECSIZE_MIN || recsize > STOR_RECSIZE_MAX || (recsize & (recsize - 1)))
+		goto fail;
+	if (volsize % recsize)
+		goto fail;
+	atomic_store(&ds->volsize, volsize);
+	ds->recsize = recsize;
+	ds->id = p->next_ds_id;
+	ds->createtxg = atomic_load(&p->synced_txg) + 1;
+	ret = keys_random(&ds->guid, sizeof(ds->guid));
+	if (ret < 0)
+		goto fail;
+	ret = dskeys_create(p, ds, parent, o);
+	if (ret < 0)
+		goto fail;
+	p->next_ds_id++;
+	ret = pool_save_config(p);
+	if (ret < 0)
+		goto fail;
+	ret = ds_save(p, ds);
+	if (ret < 0)
+		goto fail;
+	ret = table_insert(p, ds);
+	if (ret < 0)
+		goto fail; /* the record is saved: it reappears at the next import */
+	refresh_effective(p, ds);
+	if (out) {
+		atomic_fetch_add(&ds->refs, 1);
+		*out = ds;
+	}
+	return 0;
+fail:
+	ds_free(ds);
+	return ret;
+}
+
+int stor_ds_create(struct stor_pool *p, const char *name, const struct stor_ds_opts *o,
+		   struct stor_ds **out)
+{
+	int ret;
+
+	if (out)
+		*out = NULL;
+	pthread_mutex_lock(&p->admin);
+	ret = ds_create_locked(p, name, o, out);
+	pthread_mutex_unlock(&p->admin);
+	return ret;
+}
+
+int pool_create_root(struct stor_pool *p)
+{
+	return stor_ds_create(p, p->name, NULL, NULL);
+}
+
+static int destroy_one_locked(struct stor_pool *p, struct stor_ds *ds)
+{
+	struct meta_txn *t = NULL;
+	int ret;
+
+	ret = meta_txn_begin(p->meta, &t);
+	if (ret < 0)
+		return ret;
+	/* the record goes now; its block pointers at the next commit */
+	ret = meta_del(t, META_DS, ds->name, strlen(ds->name));
+	if (ret < 0) {
+		meta_txn_abort(t);
+		return ret;
+	}
+	txg_forget_ds(p, ds->id);
+	ret = meta_txn_commit(t);
+	if (ret < 0)
+		return ret;
+	ds->destroyed = 1;
+	table_remove(p, ds);
+	txg_read_synchronize(p);
+	ds_free(ds);
+	return 0;
+}
+
+int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
+{
+	struct stor_ds *ds;
+	size_t n = strlen(name);
+	int ret = 0;
+
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_locked(p, name);
+	if (!ds) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (strcmp(name, p->name) == 0) {
+		ret = -EBUSY; /* the root goes with the pool */
+		goto out;
+	}
+	/* children first (deepest names sort last), all or nothing for busy ones */
+	for (size_t i = 0; i < p->nds; i++) {
+		struct stor_ds *d = p->ds[i];
+		int child = strncmp(d->name, name, n) == 0 && d->name[n] == '/';
+		if (child && !(flags & STOR_RECURSIVE)) {
+			ret = -EBUSY;
+			goto out;
+		}
+		if ((child || d == ds) && atomic_load(&d->refs) > 0) {
+			ret = -EBUSY;
+			goto out;
+		}
+	}
+	for (size_t i = p->nds; i-- > 0;) {
+		struct stor_ds *d = p->ds[i];
+		if (d != ds && (strncmp(d->name, name, n) != 0 || d->name[n] != '/'))
+			continue;
+		ret = destroy_one_locked(p, d);
+		if (ret < 0)
+			goto out;
+	}
+out:
+	pthread_mutex_unlock(&p->admin);
+	if (ret == 0)
+		ret = txg_sync(p, 0);
+	return ret;
+}
+
+int stor_ds_open(struct stor_pool *p, const char *name, struct stor_ds **out)
+{
+	struct stor_ds *ds;
+
+	*out = NULL;
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_locked(p, name);
+	if (ds)
+		atomic_fetch_add(&ds->refs, 1);
+	pthread_mutex_unlock(&p->admin);
+	if (!ds)
+		return -ENOENT;
+	*out = ds;
+	return 0;
+}
+
+void stor_ds_close(struct stor_ds *ds)
+{
+	if (ds)
+		atomic_fetch_sub(&ds->refs, 1);
+}
+
+int stor_ds_list(struct stor_pool *p, int (*fn)(const char *name, void *ctx), void *ctx)
+{
+	char **names;
+	size_t n;
+	int ret = 0;
+
+	/* copy the names so that @fn may call back into the pool */
+	pthread_mutex_lock(&p->admin);
+	n = p->nds;
+	names = calloc(n ? n : 1, sizeof(*names));
+	for (size_t i = 0; names && i < n; i++)
+		names[i] = strdup(p->ds[i]->name);
+	pthread_mutex_unlock(&p->admin);
+	if (!names)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && ret == 0; i++)
+		ret = names[i] ? fn(names[i], ctx) : -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return ret;
+}
+
+const char *stor_ds_name(const struct stor_ds *ds)
+{
+	return ds->name;
+}
+
+uint64_t stor_ds_guid(const struct stor_ds *ds)
+{
+	return ds->guid;
+}
+
+uint64_t stor_ds_volsize(const struct stor_ds *ds)
+{
+	return atomic_load(&ds->volsize);
+}
+
+uint32_t stor_ds_recordsize(const struct stor_ds *ds)
+{
+	return ds->recsize;
+}
+
+static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct stor_prop_value *v)
+{
+	struct stor_ds *from = NULL, *root;
+	const char *val;
+	int64_t used, lused;
+
+	memset(v, 0, sizeof(*v));
+	snprintf(v->name, sizeof(v->name), "%s", prop_table[id].name);
+	v->source = STOR_SRC_NONE;
+	switch (id) {
+	case PROP_TYPE:
+		snprintf(v->value, sizeof(v->value), "%s",
+			 strcmp(ds->name, p->name) == 0 ? "filesystem" : "volume");
+		return;
+	case PROP_GUID:
+		snprintf(v->value, sizeof(v->value), "%llu", (unsigned long long)ds->guid);
+		return;
+	case PROP_CREATETXG:
+		snprintf(v->value, sizeof(v->value), "%llu", (unsigned long long)ds->createtxg);
+		return;
+	case PROP_VOLSIZE:
+		snprintf(v->value, sizeof(v->value), "%llu",
+			 (unsigned long long)atomic_load(&ds->volsize));
+		v->source = ds->local[id] ? STOR_SRC_LOCAL : STOR_SRC_NONE;
+		return;
+	case PROP_RECORDSIZE:
+		snprintf(v->value, sizeof(v->value), "%u", ds->recsize);
+		v->source = STOR_SRC_FIXED;
+		return;
+	case PROP_USED:
+	case PROP_LOGICALUSED:
+	case PROP_COMPRESSRATIO:
+		used = atomic_load(&ds->used);
+		lused = atomic_load(&ds->logical_used);
+		if (id == PROP_USED)
+			snprintf(v->value, sizeof(v->value), "%lld", (long long)used);
+		else if (id == PROP_LOGICALUSED)
+			snprintf(v->value, sizeof(v->value), "%lld", (long long)lused);
+		else
+			snprintf(v->value, sizeof(v->value), "%.2fx",
+				 used > 0 ? (double)lused / (double)used : 1.0);
+		return;
+	case PROP_ENCRYPTIONROOT:
+		root = ds->suite ? ds_find_id_locked(p, ds->enc_root_id) : NULL;
+		snprintf(v->value, sizeof(v->value), "%s", root ? root->name : "-");
+		return;
+	case PROP_KEYSTATUS:
+		snprintf(v->value, sizeof(v->value), "%s",
+			 !ds->suite ? "-" : atomic_load(&ds->keys) ? "available" : "unavailable");
+		return;
+	}
+	val = ds_prop_locked(p, ds, id, &from);
+	snprintf(v->value, sizeof(v->value), "%s", val ? val : "-");
+	if (!from)
+		v->source = STOR_SRC_DEFAULT;
+	else if (from == ds)
+		v->source = STOR_SRC_LOCAL;
+	else {
+		v->source = STOR_SRC_INHERITED;
+		snprintf(v->inherited_from, sizeof(v->inherited_from), "%s", from->name);
+	}
+}
+
+int stor_ds_get(struct stor_pool *p, const char *name, const char *prop,
+		struct stor_prop_value *out)
+{
+	struct stor_ds *ds;
+	int id = prop_lookup(prop), ret = 0;
+
+	if (id < 0)
+		return STOR_EBADPROP;
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_locked(p, name);
+	if (ds)
+		fill_value(p, ds, id, out);
+	else
+		ret = -ENOENT;
+	pthread_mutex_unlock(&p->admin);
+	return ret;
+}
+
+int stor_ds_get_all(struct stor_pool *p, const char *name,
+		    int (*fn)(const struct stor_prop_value *v, void *ctx), void *ctx)
+{
+	struct stor_prop_value vals[PROP_COUNT];
+	struct stor_ds *ds;
+	int ret = 0;
+
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_locked(p, name);
+	if (ds)
+		for (int i = 0; i < PROP_COUNT; i++)
+			fill_value(p, ds, i, &vals[i]);
+	pthread_mutex_unlock(&p->admin);
+	if (!ds)
+		return -ENOENT;
+	for (int i = 0; i < PROP_COUNT && ret == 0; i++)
+		ret = fn(&vals[i], ctx);
+	return ret;
+}
+
+static int set_locked(struct stor_pool *p, struct stor_ds *ds, int id, const char *value)
+{
+	char canon[256] = "", *old;
+	int ret;
+
+	if (value) {
+		ret = prop_validate(id, value, canon, sizeof(canon));
+		if (ret < 0)
+			return ret;
+	}
+	if (id == PROP_VOLSIZE) {
+		unsigned long long n = strtoull(canon, NULL, 10);
+		if (!value || n % ds->recsize || n < atomic_load(&ds->volsize) ||
+		    strcmp(ds->name, p->name) == 0)
+			return -EINVAL; /* volumes grow; shrinking would drop data */
+		atomic_store(&ds->volsize, n);
+		return ds_save(p, ds);
+	}
+	old = ds->local[id];
+	ds->local[id] = value ? strdup(canon) : NULL;
+	if (value && !ds->local[id]) {
+		ds->local[id] = old;
+		return -ENOMEM;
+	}
+	ret = ds_save(p, ds);
+	if (ret < 0) {
+		free(ds->local[id]);
+		ds->local[id] = old;
+		return ret;
+	}
+	free(old);
+	refresh_effective(p, ds);
+	return 0;
+}
+
+static int check_settable(int id)
+{
+	if (id < 0)
+		return STOR_EBADPROP;
+	if (prop_table[id].flags & (PROP_READONLY | PROP_CREATE))
+		return STOR_EREADONLY;
+	return 0;
+}
+
+int stor_ds_set(struct stor_pool *p, const char *name, const char *prop, const char *value)
+{
+	struct stor_ds *ds;
+	int id = prop_lookup(prop), ret;
+
+	ret = check_settable(id);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_locked(p, name);
+	if (!ds)
+		ret = -ENOENT;
+	else if (id == PROP_KEYLOCATION && (!ds->suite || ds->enc_root_id != ds->id))
+		ret = ds->suite ? STOR_ENOTROOT : STOR_ENOTENCRYPTED;
+	else
+		ret = set_locked(p, ds, id, value);
+	pthread_mutex_unlock(&p->admin);
+	return ret;
+}
+
+int stor_ds_inherit(struct stor_pool *p, const char *name, const char *prop)
+{
+	struct stor_ds *ds;
+	int id = prop_lookup(prop), ret;
+
+	ret = check_settable(id);
+	if (ret == 0 && (id == PROP_VOLSIZE || (prop_table[id].flags & PROP_KEY)))
+		ret = STOR_EREADONLY;
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_locked(p, name);
+	ret = ds ? set_locked(p, ds, id, NULL) : -ENOENT;
+	pthread_mutex_unlock(&p->admin);
+	return ret;
+}

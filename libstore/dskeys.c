@@ -1,2 +1,547 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder: being written */
+/*
+ * Key state of datasets: which dataset is an encryption root, creating the
+ * master key of a new dataset, load-key, unload-key, change-key, the data
+ * key of each key epoch, and the persisted nonce counter (the scheme itself
+ * is documented in crypt.c).
+ *
+ * Invariants: a master key exists in memory only between load (or create)
+ * and unload; it is stored only wrapped by its root's wrapping key with the
+ * dataset's GUID and crypto parameters as AAD. A nonce counter block is
+ * durable in LMDB before any nonce from it is used.
+ *
+ * Crypto section of a dataset record: u8 suite | u64 encryption root id |
+ * u8 keyformat | u32 pbkdf2 iterations | salt | wrapped master key |
+ * u32 nonce epoch | u64 nonces reserved in that epoch.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "meta.h"
+#include "store_impl.h"
+
+#define NONCE_BLOCK (1ull << 20) /* nonces reserved per metadata write */
+
+/* ---- in-memory key state ---- */
+
+static void keys_state_free(struct ds_keys *k)
+{
+	if (!k)
+		return;
+	for (int i = 0; i < 8; i++) {
+		struct epoch_key *e = atomic_load(&k->data[i]);
+		while (e) {
+			struct epoch_key *next = e->retired;
+			crypt_key_free(e->key);
+			free(e);
+			e = next;
+		}
+	}
+	keys_secure_free(k->master, KEYS_MASTER_LEN);
+	keys_secure_free(k->wk, KEYS_WRAPKEY_LEN);
+	pthread_mutex_destroy(&k->lock);
+	free(k);
+}
+
+static struct ds_keys *keys_state_new(const uint8_t *master, const uint8_t *wk)
+{
+	struct ds_keys *k = calloc(1, sizeof(*k));
+
+	if (!k)
+		return NULL;
+	pthread_mutex_init(&k->lock, NULL);
+	k->master = keys_secure_alloc(KEYS_MASTER_LEN);
+	if (!k->master || (wk && !(k->wk = keys_secure_alloc(KEYS_WRAPKEY_LEN)))) {
+		keys_state_free(k);
+		return NULL;
+	}
+	memcpy(k->master, master, KEYS_MASTER_LEN);
+	if (wk)
+		memcpy(k->wk, wk, KEYS_WRAPKEY_LEN);
+	return k;
+}
+
+void dskeys_drop(struct stor_ds *ds)
+{
+	keys_state_free(atomic_exchange(&ds->keys, NULL));
+}
+
+const struct crypt_key *dskeys_data_key(struct ds_keys *k, uint64_t guid, int suite,
+					uint32_t epoch)
+{
+	struct epoch_key *e = atomic_load(&k->data[epoch % 8]), *ne = NULL;
+	uint8_t raw[CRYPT_KEY_MAX];
+	size_t len = crypt_suite_keylen((enum crypt_suite)suite);
+
+	if (e && e->epoch == epoch)
+		return e->key;
+	pthread_mutex_lock(&k->lock);
+	e = atomic_load(&k->data[epoch % 8]);
+	if (e && e->epoch == epoch)
+		goto out;
+	ne = calloc(1, sizeof(*ne));
+	if (!ne || keys_derive_data(k->master, guid, epoch, raw, len) < 0 ||
+	    crypt_key_new((enum crypt_suite)suite, raw, len, NULL, &ne->key) < 0) {
+		free(ne);
+		e = NULL;
+		goto out;
+	}
+	ne->epoch = epoch;
+	ne->retired = e; /* readers may still use it: freed with the key state */
+	atomic_store(&k->data[epoch % 8], ne);
+	e = ne;
+out:
+	keys_cleanse(raw, sizeof(raw));
+	pthread_mutex_unlock(&k->lock);
+	return e ? e->key : NULL;
+}
+
+/* ---- records ---- */
+
+void dskeys_record(struct stor_ds *ds, uint8_t **w)
+{
+	put_u8(w, (uint8_t)ds->suite);
+	put_u64(w, ds->enc_root_id);
+	put_u8(w, (uint8_t)ds->keyformat);
+	put_u32(w, ds->iters);
+	put_bytes(w, ds->salt, KEYS_SALT_LEN);
+	put_bytes(w, ds->wrapped, KEYS_WRAPPED_LEN);
+	put_u32(w, ds->nonce_epoch);
+	put_u64(w, ds->nonce_reserved);
+}
+
+int dskeys_parse(struct stor_ds *ds, const uint8_t **r, const uint8_t *end)
+{
+	static const uint8_t zero[KEYS_WRAPPED_LEN];
+
+	if (end - *r < (long)DSKEYS_RECORD_LEN)
+		return STOR_ECORRUPT;
+	ds->suite = get_u8(r);
+	ds->enc_root_id = get_u64(r);
+	ds->keyformat = get_u8(r);
+	ds->iters = get_u32(r);
+	get_bytes(r, ds->salt, KEYS_SALT_LEN);
+	get_bytes(r, ds->wrapped, KEYS_WRAPPED_LEN);
+	ds->nonce_epoch = get_u32(r);
+	ds->nonce_reserved = get_u64(r);
+	/* numbers handed out before a crash may have been used: start past them */
+	ds->nonce_next = ds->nonce_reserved;
+	if (ds->suite >= CRYPT_NSUITES || ds->keyformat > STOR_KEY_PASSPHRASE)
+		return STOR_ECORRUPT;
+	if (!ds->suite && (ds->enc_root_id || memcmp(ds->wrapped, zero, sizeof(zero))))
+		return STOR_ECORRUPT; /* "encryption=off" written over an encrypted dataset */
+	if (ds->suite && !ds->enc_root_id)
+		return STOR_ECORRUPT;
+	return 0;
+}
+
+/* ---- create ---- */
+
+static size_t wrap_aad(const struct stor_ds *ds, const struct stor_ds *root, uint8_t aad[64])
+{
+	return keys_wrap_aad(ds->guid, (unsigned)ds->suite, (enum stor_keyformat)root->keyformat,
+			     root->iters, root->salt, aad);
+}
+
+static int derive_wk(const struct stor_ds *root, const struct stor_key_material *m,
+		     uint8_t wk[KEYS_WRAPKEY_LEN])
+{
+	if (!m || !m->data)
+		return -EINVAL;
+	return keys_derive_wrapping((enum stor_keyformat)root->keyformat, m, root->salt, root->iters,
+				    wk);
+}
+
+/* Make @ds the encryption root of its own key from the local keyformat/pbkdf2iters. */
+static int become_root(struct stor_ds *ds, const char *fmtname, const char *iters)
+{
+	int fmt = fmtname ? keys_format_parse(fmtname) : -1;
+
+	if (fmt <= STOR_KEY_NONE)
+		return -EINVAL; /* a new encryption root needs keyformat */
+	ds->keyformat = fmt;
+	ds->iters = fmt == STOR_KEY_PASSPHRASE ? (iters ? (uint32_t)strtoul(iters, NULL, 10)
+							: KEYS_PBKDF2_DEFAULT)
+					       : 0;
+	ds->enc_root_id = ds->id;
+	return keys_random(ds->salt, sizeof(ds->salt));
+}
+
+int dskeys_create(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *parent,
+		  const struct stor_ds_opts *o)
+{
+	const char *enc = ds->local[PROP_ENCRYPTION], *fmt = ds->local[PROP_KEYFORMAT];
+	uint8_t master[KEYS_MASTER_LEN], wk[KEYS_WRAPKEY_LEN], aad[64];
+	struct stor_ds *root;
+	struct ds_keys *pk, *k;
+	int ret, suite;
+
+	if (!enc && fmt)
+		enc = "aes-256-ccm"; /* keyformat alone means encryption=on */
+	suite = enc ? crypt_suite_parse(enc) : parent ? parent->suite : CRYPT_OFF;
+	if (suite < 0)
+		return STOR_EBADPROP;
+	if (parent && parent->suite && suite == CRYPT_OFF)
+		return -EINVAL; /* no clear dataset under an encrypted one */
+	ds->suite = suite;
+	if (suite == CRYPT_OFF) {
+		if (fmt || ds->local[PROP_PBKDF2ITERS])
+			return -EINVAL;
+		return 0;
+	}
+	if (enc && !ds->local[PROP_ENCRYPTION]) {
+		ds->local[PROP_ENCRYPTION] = strdup(crypt_suite_name((enum crypt_suite)suite));
+		if (!ds->local[PROP_ENCRYPTION])
+			return -ENOMEM;
+	}
+	if (fmt || !parent || !parent->suite) {
+		ret = become_root(ds, fmt, ds->local[PROP_PBKDF2ITERS]);
+		if (ret < 0)
+			return ret;
+		if (!ds->local[PROP_KEYLOCATION] && !(ds->local[PROP_KEYLOCATION] = strdup("prompt")))
+			return -ENOMEM;
+		if (ds->keyformat == STOR_KEY_PASSPHRASE && !ds->local[PROP_PBKDF2ITERS]) {
+			char buf[16];
+			snprintf(buf, sizeof(buf), "%u", ds->iters);
+			if (!(ds->local[PROP_PBKDF2ITERS] = strdup(buf)))
+				return -ENOMEM;
+		}
+		ret = derive_wk(ds, o->key, wk);
+		if (ret < 0)
+			return ret;
+		root = ds;
+	} else {
+		if (o->key)
+			return -EINVAL; /* a key makes sense only with keyformat */
+		root = ds_find_id_locked(p, parent->enc_root_id);
+		pk = root ? atomic_load(&root->keys) : NULL;
+		if (!pk)
+			return STOR_ENOKEY;
+		ds->enc_root_id = root->id;
+		memcpy(wk, pk->wk, sizeof(wk));
+	}
+	ret = keys_random(master, sizeof(master));
+	if (ret == 0)
+		ret = keys_wrap(wk, aad, wrap_aad(ds, root, aad), master, ds->wrapped);
+	k = ret == 0 ? keys_state_new(master, root == ds ? wk : NULL) : NULL;
+	if (ret == 0 && !k)
+		ret = -ENOMEM;
+	keys_cleanse(master, sizeof(master));
+	keys_cleanse(wk, sizeof(wk));
+	if (ret < 0)
+		return ret;
+	atomic_store(&ds->keys, k);
+	return 0;
+}
+
+/* ---- nonces ---- */
+
+int dskeys_nonces(struct stor_ds *ds, size_t n, uint32_t *epoch, uint64_t *first)
+{
+	struct stor_pool *p = ds->pool;
+	int ret = 0;
+
+	pthread_mutex_lock(&ds->nonce_lock);
+	if (ds->nonce_next + n > CRYPT_EPOCH_RECORDS) {
+		/* this epoch's key has done its share: the next epoch has a new key */
+		ds->nonce_epoch++;
+		ds->nonce_next = 0;
+		ds->nonce_reserved = 0;
+	}
+	if (ds->nonce_next + n > ds->nonce_reserved) {
+		uint64_t old = ds->nonce_reserved;
+		uint64_t want = ds->nonce_next + n + NONCE_BLOCK;
+
+		ds->nonce_reserved = want < CRYPT_EPOCH_RECORDS ? want : CRYPT_EPOCH_RECORDS;
+		pthread_mutex_lock(&p->admin);
+		ret = ds->destroyed ? -ENOENT : ds_save(p, ds);
+		pthread_mutex_unlock(&p->admin);
+		if (ret < 0)
+			ds->nonce_reserved = old;
+	}
+	if (ret == 0) {
+		*epoch = ds->nonce_epoch;
+		*first = ds->nonce_next;
+		ds->nonce_next += n;
+	}
+	pthread_mutex_unlock(&ds->nonce_lock);
+	return ret;
+}
+
+/* ---- load, unload, change ---- */
+
+static int under(const struct stor_ds *d, const struct stor_ds *top)
+{
+	size_t n = strlen(top->name);
+
+	return d == top || (strncmp(d->name, top->name, n) == 0 && d->name[n] == '/');
+}
+
+/* A dataset whose key change-key on @top rewraps: @top and the members of
+ * its old encryption root below it. */
+static int member(const struct stor_ds *d, const struct stor_ds *top, uint64_t old_root)
+{
+	return d == top || (d->suite && d->enc_root_id == old_root && under(d, top));
+}
+
+static int find_root(struct stor_pool *p, const char *name, struct stor_ds **out)
+{
+	struct stor_ds *ds = ds_find_locked(p, name);
+
+	if (!ds)
+		return -ENOENT;
+	if (!ds->suite)
+		return STOR_ENOTENCRYPTED;
+	if (ds->enc_root_id != ds->id)
+		return STOR_ENOTROOT;
+	*out = ds;
+	return 0;
+}
+
+int stor_key_load(struct stor_pool *p, const char *name, const struct stor_key_material *key,
+		  unsigned flags)
+{
+	uint8_t wk[KEYS_WRAPKEY_LEN], master[KEYS_MASTER_LEN], aad[64];
+	struct ds_keys **states = NULL;
+	struct stor_ds *root = NULL;
+	size_t n = 0;
+	int ret;
+
+	pthread_mutex_lock(&p->admin);
+	ret = find_root(p, name, &root);
+	if (ret < 0)
+		goto out;
+	if (atomic_load(&root->keys)) {
+		ret = -EEXIST;
+		goto out;
+	}
+	ret = derive_wk(root, key, wk);
+	if (ret < 0)
+		goto out;
+	states = calloc(p->nds, sizeof(*states));
+	if (!states) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	/* unwrap every member first; install only if all succeed */
+	for (size_t i = 0; i < p->nds; i++) {
+		struct stor_ds *d = p->ds[i];
+		if (!d->suite || d->enc_root_id != root->id)
+			continue;
+		ret = keys_unwrap(wk, aad, wrap_aad(d, root, aad), d->wrapped, master);
+		if (ret < 0) {
+			/* the root's key opens the root: a member that fails was tampered with */
+			ret = d == root ? ret : STOR_ECORRUPT;
+			goto out;
+		}
+		states[i] = keys_state_new(master, d == root ? wk : NULL);
+		keys_cleanse(master, sizeof(master));
+		if (!states[i]) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		n++;
+	}
+	if (!(flags & STOR_KEY_NOOP))
+		for (size_t i = 0; i < p->nds; i++)
+			if (states[i]) {
+				atomic_store(&p->ds[i]->keys, states[i]);
+				states[i] = NULL;
+			}
+	ret = 0;
+out:
+	if (states)
+		for (size_t i = 0; i < p->nds; i++)
+			keys_state_free(states[i]);
+	free(states);
+	keys_cleanse(wk, sizeof(wk));
+	pthread_mutex_unlock(&p->admin);
+	(void)n;
+	return ret;
+}
+
+int stor_key_unload(struct stor_pool *p, const char *name)
+{
+	struct ds_keys **old = NULL;
+	struct stor_ds *root = NULL;
+	int ret;
+
+	pthread_mutex_lock(&p->admin);
+	ret = find_root(p, name, &root);
+	if (ret < 0)
+		goto out;
+	if (!atomic_load(&root->keys)) {
+		ret = -ENOENT;
+		goto out;
+	}
+	old = calloc(p->nds, sizeof(*old));
+	if (!old) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < p->nds; i++)
+		if (p->ds[i]->suite && p->ds[i]->enc_root_id == root->id)
+			old[i] = atomic_exchange(&p->ds[i]->keys, NULL);
+	/* records being sealed or opened with these keys finish first */
+	txg_read_synchronize(p);
+	for (size_t i = 0; i < p->nds; i++)
+		keys_state_free(old[i]);
+	free(old);
+out:
+	pthread_mutex_unlock(&p->admin);
+	return ret;
+}
+
+int stor_key_change(struct stor_pool *p, const char *name, const char *const *props,
+		    size_t nprops, const struct stor_key_material *key)
+{
+	struct stor_ds *ds, *oldroot, saved;
+	struct meta_txn *t = NULL;
+	uint8_t wk[KEYS_WRAPKEY_LEN], aad[64], (*wrapped)[KEYS_WRAPPED_LEN] = NULL;
+	uint8_t master[KEYS_MASTER_LEN];
+	const char *fmt = NULL, *loc = NULL, *iters = NULL;
+	char canon[3][256];
+	struct ds_keys *rk;
+	int ret = 0;
+
+	for (size_t i = 0; i < nprops && ret == 0; i++) {
+		const char *v = strchr(props[i], '=');
+		int id;
+		char pn[32];
+		if (!v || (size_t)(v - props[i]) >= sizeof(pn))
+			return STOR_EBADPROP;
+		memcpy(pn, props[i], (size_t)(v - props[i]));
+		pn[v - props[i]] = '\0';
+		id = prop_lookup(pn);
+		if (id == PROP_KEYFORMAT)
+			ret = prop_validate(id, v + 1, canon[0], sizeof(canon[0])), fmt = canon[0];
+		else if (id == PROP_KEYLOCATION)
+			ret = prop_validate(id, v + 1, canon[1], sizeof(canon[1])), loc = canon[1];
+		else if (id == PROP_PBKDF2ITERS)
+			ret = prop_validate(id, v + 1, canon[2], sizeof(canon[2])), iters = canon[2];
+		else
+			ret = STOR_EBADPROP;
+	}
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_locked(p, name);
+	if (!ds) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (!ds->suite) {
+		ret = STOR_ENOTENCRYPTED;
+		goto out;
+	}
+	oldroot = ds_find_id_locked(p, ds->enc_root_id);
+	if (!oldroot || !atomic_load(&oldroot->keys) || !atomic_load(&ds->keys)) {
+		ret = STOR_ENOKEY;
+		goto out;
+	}
+	saved = *ds;
+	/* the new parameters: a member becomes a root of its own */
+	ds->enc_root_id = ds->id;
+	ds->keyformat = fmt ? keys_format_parse(fmt) : oldroot->keyformat;
+	if (ds->keyformat == STOR_KEY_PASSPHRASE)
+		ds->iters = iters ? (uint32_t)strtoul(iters, NULL, 10)
+				  : oldroot->iters ? oldroot->iters : KEYS_PBKDF2_DEFAULT;
+	else
+		ds->iters = 0;
+	ret = keys_random(ds->salt, sizeof(ds->salt));
+	if (ret == 0)
+		ret = derive_wk(ds, key, wk);
+	if (ret < 0)
+		goto restore;
+	wrapped = calloc(p->nds, sizeof(*wrapped));
+	ret = wrapped ? meta_txn_begin(p->meta, &t) : -ENOMEM;
+	if (ret < 0)
+		goto restore;
+	/* rewrap every member under @ds in one transaction */
+	for (size_t i = 0; i < p->nds && ret == 0; i++) {
+		struct stor_ds *d = p->ds[i];
+		struct ds_keys *k = atomic_load(&d->keys);
+		uint8_t keep[KEYS_WRAPPED_LEN];
+		uint64_t keep_root = d->enc_root_id;
+
+		if (!member(d, ds, saved.enc_root_id))
+			continue;
+		if (!k) {
+			ret = STOR_ENOKEY;
+			break;
+		}
+		memcpy(master, k->master, sizeof(master));
+		memcpy(keep, d->wrapped, sizeof(keep));
+		d->enc_root_id = ds->id;
+		ret = keys_wrap(wk, aad, wrap_aad(d, ds, aad), master, wrapped[i]);
+		keys_cleanse(master, sizeof(master));
+		if (ret == 0) {
+			memcpy(d->wrapped, wrapped[i], KEYS_WRAPPED_LEN);
+			ret = ds_save_txn(t, d);
+		}
+		/* memory changes only after the commit */
+		memcpy(d->wrapped, keep, sizeof(keep));
+		d->enc_root_id = keep_root;
+		if (d == ds)
+			d->enc_root_id = ds->id;
+	}
+	if (ret == 0 && loc) {
+		char *old = ds->local[PROP_KEYLOCATION];
+		ds->local[PROP_KEYLOCATION] = strdup(loc);
+		if (!ds->local[PROP_KEYLOCATION]) {
+			ds->local[PROP_KEYLOCATION] = old;
+			ret = -ENOMEM;
+		} else {
+			free(old);
+		}
+	}
+	if (ret == 0) {
+		/* keyformat and iterations become local on the new root */
+		char buf[16];
+		const char *fv = keys_format_name((enum stor_keyformat)ds->keyformat);
+		free(ds->local[PROP_KEYFORMAT]);
+		ds->local[PROP_KEYFORMAT] = strdup(fv);
+		free(ds->local[PROP_PBKDF2ITERS]);
+		ds->local[PROP_PBKDF2ITERS] = NULL;
+		if (ds->keyformat == STOR_KEY_PASSPHRASE) {
+			snprintf(buf, sizeof(buf), "%u", ds->iters);
+			ds->local[PROP_PBKDF2ITERS] = strdup(buf);
+		}
+		if (!ds->local[PROP_KEYLOCATION])
+			ds->local[PROP_KEYLOCATION] = strdup("prompt");
+		ret = ds_save_txn(t, ds);
+	}
+	if (ret < 0) {
+		meta_txn_abort(t);
+		goto restore;
+	}
+	ret = meta_txn_commit(t);
+	if (ret < 0)
+		goto restore;
+	for (size_t i = 0; i < p->nds; i++) {
+		struct stor_ds *d = p->ds[i];
+		if (!member(d, ds, saved.enc_root_id))
+			continue;
+		memcpy(d->wrapped, wrapped[i], KEYS_WRAPPED_LEN);
+		d->enc_root_id = ds->id;
+	}
+	/* the new root keeps its wrapping key for children created later */
+	rk = atomic_load(&ds->keys);
+	if (!rk->wk)
+		rk->wk = keys_secure_alloc(KEYS_WRAPKEY_LEN);
+	if (rk->wk)
+		memcpy(rk->wk, wk, KEYS_WRAPKEY_LEN);
+	goto out;
+restore:
+	ds->enc_root_id = saved.enc_root_id;
+	ds->keyformat = saved.keyformat;
+	ds->iters = saved.iters;
+	memcpy(ds->salt, saved.salt, sizeof(ds->salt));
+out:
+	keys_cleanse(wk, sizeof(wk));
+	free(wrapped);
+	pthread_mutex_unlock(&p->admin);
+	return ret;
+}

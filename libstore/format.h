@@ -1,1 +1,110 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * On-disk layout. Everything is big-endian and written through the put/get
+ * codecs below, never as a memcpy'd struct.
+ *
+ * LUN: [0, 4 KiB) label, [4 KiB, 1 MiB) reserved, [1 MiB, size) data sectors
+ * of STOR_SECTOR bytes. Sector n of LUN i is at byte LUN_DATA_OFF + n * 4096.
+ *
+ * Label (LABEL_LEN bytes, rest of the 4 KiB zero):
+ *   u64 magic "COFFLUN\0" | u32 version | u32 lun index | u64 pool guid |
+ *   u64 lun guid | u64 size in bytes | u32 nluns at labelling |
+ *   u8[64] pool name | u64 xxh64 of everything before it (seed 0)
+ *
+ * LMDB (one environment per pool, file <state_dir>/pools/<pool>.mdb):
+ *   "pool": "config" -> pool record (meta_pool_* in pool.c)
+ *   "ds":   dataset name -> dataset record (dataset.c)
+ *   "bp":   u64 dataset id | u64 record number -> block pointer (BP_LEN bytes)
+ */
+#ifndef STOR_FORMAT_H
+#define STOR_FORMAT_H
+
+#include <assert.h>
+#include <stdint.h>
+#include <string.h>
+
+#define LUN_MAGIC 0x434f46464c554e00ull /* "COFFLUN\0" */
+#define FORMAT_VERSION 1u
+#define LUN_LABEL_SIZE 4096u
+#define LUN_DATA_OFF (1u << 20)
+#define LABEL_NAME_LEN 64u
+#define LABEL_LEN (8 + 4 + 4 + 8 + 8 + 8 + 4 + LABEL_NAME_LEN + 8)
+
+/*
+ * Block pointer, BP_LEN bytes:
+ *   u16 lun | u8 flags | u8 comp | u32 psize (bytes on the LUN, sector multiple) |
+ *   u32 lsize (logical bytes) | u32 csize (payload bytes before padding) |
+ *   u64 sector | u64 birth txg | u32 key epoch | u8[12] nonce | u8[16] mac
+ * mac is the AEAD tag of an encrypted record or XXH3-128 of a clear one,
+ * seeded with the dataset GUID, record number and birth txg.
+ */
+#define BP_LEN (2 + 1 + 1 + 4 + 4 + 4 + 8 + 8 + 4 + 12 + 16)
+#define BP_KEY_LEN 16
+
+static_assert(BP_LEN == 64, "block pointer is 64 bytes");
+static_assert(LABEL_LEN <= LUN_LABEL_SIZE, "label fits its sector");
+
+/* Record flags in a block pointer. */
+#define BP_F_ENCRYPTED 0x1u
+#define BP_F_HOLE 0x80u /* staged discard: delete at commit; never on disk */
+
+/* Compression of a record's payload. */
+#define BP_COMP_OFF 0u
+#define BP_COMP_ZSTD 1u
+
+static inline void put_u8(uint8_t **p, uint8_t v)
+{
+	*(*p)++ = v;
+}
+static inline void put_u16(uint8_t **p, uint16_t v)
+{
+	(*p)[0] = v >> 8;
+	(*p)[1] = v;
+	*p += 2;
+}
+static inline void put_u32(uint8_t **p, uint32_t v)
+{
+	for (int i = 3; i >= 0; i--)
+		*(*p)++ = v >> (8 * i);
+}
+static inline void put_u64(uint8_t **p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--)
+		*(*p)++ = v >> (8 * i);
+}
+static inline void put_bytes(uint8_t **p, const void *b, size_t n)
+{
+	memcpy(*p, b, n);
+	*p += n;
+}
+static inline uint8_t get_u8(const uint8_t **p)
+{
+	return *(*p)++;
+}
+static inline uint16_t get_u16(const uint8_t **p)
+{
+	uint16_t v = (uint16_t)((*p)[0] << 8 | (*p)[1]);
+	*p += 2;
+	return v;
+}
+static inline uint32_t get_u32(const uint8_t **p)
+{
+	uint32_t v = 0;
+	for (int i = 0; i < 4; i++)
+		v = v << 8 | *(*p)++;
+	return v;
+}
+static inline uint64_t get_u64(const uint8_t **p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | *(*p)++;
+	return v;
+}
+static inline void get_bytes(const uint8_t **p, void *b, size_t n)
+{
+	memcpy(b, *p, n);
+	*p += n;
+}
+
+#endif

@@ -1,2 +1,279 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder: being written */
+/*
+ * LMDB backend of meta.h: one environment per pool in a single file
+ * (MDB_NOSUBDIR), one named database per table. LMDB's map is the metadata
+ * cache. Read-only transactions are reset and renewed instead of being
+ * allocated per lookup; MDB_NOTLS lets any thread use any of them.
+ * MDB_* codes become store codes in lmdb_error() and nowhere else.
+ */
+#include <errno.h>
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "meta.h"
+#include "store.h"
+
+#define RTXN_CACHE 64
+
+struct meta {
+	MDB_env *env;
+	MDB_dbi dbi[META_NTABLES];
+	pthread_mutex_t rlock;
+	struct meta_txn *rfree[RTXN_CACHE];
+	unsigned nrfree;
+};
+
+struct meta_txn {
+	struct meta *m;
+	MDB_txn *txn;
+	int rdonly;
+};
+
+static const char *const table_names[META_NTABLES] = { "pool", "ds", "bp" };
+
+static int lmdb_error(int rc)
+{
+	switch (rc) {
+	case MDB_SUCCESS:
+		return 0;
+	case MDB_NOTFOUND:
+		return -ENOENT;
+	case MDB_KEYEXIST:
+		return -EEXIST;
+	case MDB_MAP_FULL:
+	case MDB_TXN_FULL:
+		return -ENOSPC;
+	case MDB_READERS_FULL:
+		return -EAGAIN;
+	case MDB_CORRUPTED:
+	case MDB_PAGE_NOTFOUND:
+	case MDB_INVALID:
+		return STOR_ECORRUPT;
+	case MDB_VERSION_MISMATCH:
+		return STOR_EFORMAT;
+	}
+	return rc > 0 ? -rc : -EIO;
+}
+
+int meta_open(const char *path, size_t map_size, unsigned flags, struct meta **out)
+{
+	struct meta *m = NULL;
+	MDB_txn *txn = NULL;
+	int rc;
+
+	*out = NULL;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	pthread_mutex_init(&m->rlock, NULL);
+	rc = mdb_env_create(&m->env);
+	if (rc)
+		goto fail;
+	mdb_env_set_maxdbs(m->env, META_NTABLES);
+	mdb_env_set_maxreaders(m->env, 512);
+	mdb_env_set_mapsize(m->env, map_size ? map_size : (size_t)4 << 30);
+	if (!(flags & META_CREATE)) {
+		/* mdb_env_open would create a missing file: refuse instead. */
+		if (access(path, F_OK) < 0) {
+			rc = errno;
+			goto fail;
+		}
+	}
+	rc = mdb_env_open(m->env, path, MDB_NOSUBDIR | MDB_NOTLS | MDB_NORDAHEAD, 0600);
+	if (rc)
+		goto fail;
+	rc = mdb_txn_begin(m->env, NULL, 0, &txn);
+	if (rc)
+		goto fail;
+	for (int i = 0; i < META_NTABLES; i++) {
+		rc = mdb_dbi_open(txn, table_names[i], (flags & META_CREATE) ? MDB_CREATE : 0,
+				  &m->dbi[i]);
+		if (rc)
+			goto fail;
+	}
+	rc = mdb_txn_commit(txn);
+	txn = NULL;
+	if (rc)
+		goto fail;
+	*out = m;
+	return 0;
+fail:
+	if (txn)
+		mdb_txn_abort(txn);
+	if (m->env)
+		mdb_env_close(m->env);
+	pthread_mutex_destroy(&m->rlock);
+	free(m);
+	return lmdb_error(rc);
+}
+
+void meta_close(struct meta *m)
+{
+	if (!m)
+		return;
+	for (unsigned i = 0; i < m->nrfree; i++) {
+		mdb_txn_abort(m->rfree[i]->txn);
+		free(m->rfree[i]);
+	}
+	mdb_env_close(m->env);
+	pthread_mutex_destroy(&m->rlock);
+	free(m);
+}
+
+int meta_txn_begin(struct meta *m, struct meta_txn **out)
+{
+	struct meta_txn *t;
+	int rc;
+
+	*out = NULL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->m = m;
+	rc = mdb_txn_begin(m->env, NULL, 0, &t->txn);
+	if (rc) {
+		free(t);
+		return lmdb_error(rc);
+	}
+	*out = t;
+	return 0;
+}
+
+int meta_txn_commit(struct meta_txn *t)
+{
+	int rc = mdb_txn_commit(t->txn);
+
+	free(t);
+	return lmdb_error(rc);
+}
+
+void meta_txn_abort(struct meta_txn *t)
+{
+	if (!t)
+		return;
+	if (t->rdonly) {
+		meta_rtxn_put(t);
+		return;
+	}
+	mdb_txn_abort(t->txn);
+	free(t);
+}
+
+int meta_rtxn_get(struct meta *m, struct meta_txn **out)
+{
+	struct meta_txn *t = NULL;
+	int rc;
+
+	pthread_mutex_lock(&m->rlock);
+	if (m->nrfree)
+		t = m->rfree[--m->nrfree];
+	pthread_mutex_unlock(&m->rlock);
+	if (t) {
+		rc = mdb_txn_renew(t->txn);
+		if (rc == 0) {
+			*out = t;
+			return 0;
+		}
+		mdb_txn_abort(t->txn);
+		free(t);
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->m = m;
+	t->rdonly = 1;
+	rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &t->txn);
+	if (rc) {
+		free(t);
+		return lmdb_error(rc);
+	}
+	*out = t;
+	return 0;
+}
+
+void meta_rtxn_put(struct meta_txn *t)
+{
+	struct meta *m;
+
+	if (!t)
+		return;
+	m = t->m;
+	mdb_txn_reset(t->txn);
+	pthread_mutex_lock(&m->rlock);
+	if (m->nrfree < RTXN_CACHE) {
+		m->rfree[m->nrfree++] = t;
+		t = NULL;
+	}
+	pthread_mutex_unlock(&m->rlock);
+	if (t) {
+		mdb_txn_abort(t->txn);
+		free(t);
+	}
+}
+
+int meta_get(struct meta_txn *t, enum meta_table tab, const void *key, size_t klen,
+	     const void **val, size_t *vlen)
+{
+	MDB_val k = { klen, (void *)key }, v;
+	int rc = mdb_get(t->txn, t->m->dbi[tab], &k, &v);
+
+	if (rc)
+		return lmdb_error(rc);
+	*val = v.mv_data;
+	*vlen = v.mv_size;
+	return 0;
+}
+
+int meta_put(struct meta_txn *t, enum meta_table tab, const void *key, size_t klen,
+	     const void *val, size_t vlen)
+{
+	MDB_val k = { klen, (void *)key }, v = { vlen, (void *)val };
+
+	return lmdb_error(mdb_put(t->txn, t->m->dbi[tab], &k, &v, 0));
+}
+
+int meta_del(struct meta_txn *t, enum meta_table tab, const void *key, size_t klen)
+{
+	MDB_val k = { klen, (void *)key };
+
+	return lmdb_error(mdb_del(t->txn, t->m->dbi[tab], &k, NULL));
+}
+
+int meta_iter(struct meta_txn *t, enum meta_table tab, const void *prefix, size_t plen, int del,
+	      meta_iter_fn fn, void *ctx)
+{
+	MDB_cursor *cur = NULL;
+	MDB_val k = { plen, (void *)prefix }, v;
+	int rc, ret = 0;
+
+	rc = mdb_cursor_open(t->txn, t->m->dbi[tab], &cur);
+	if (rc)
+		return lmdb_error(rc);
+	rc = mdb_cursor_get(cur, &k, &v, plen ? MDB_SET_RANGE : MDB_FIRST);
+	while (rc == 0) {
+		if (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0)
+			break;
+		ret = fn(k.mv_data, k.mv_size, v.mv_data, v.mv_size, ctx);
+		if (ret)
+			break;
+		if (del) {
+			rc = mdb_cursor_del(cur, 0);
+			if (rc)
+				break;
+			/* seek again: the cursor's position after a delete at the
+			 * end of the tree is not reliable across LMDB versions */
+			k.mv_size = plen;
+			k.mv_data = (void *)prefix;
+			rc = mdb_cursor_get(cur, &k, &v, plen ? MDB_SET_RANGE : MDB_FIRST);
+			continue;
+		}
+		rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+	}
+	mdb_cursor_close(cur);
+	if (ret)
+		return ret;
+	return rc == MDB_NOTFOUND ? 0 : lmdb_error(rc);
+}

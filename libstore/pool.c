@@ -1,2 +1,537 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder: being written */
+/*
+ * Pools: create, open (import), close (export), destroy, add a LUN, status.
+ * A pool owns its LUN set, its LMDB environment and the allocator; it checks
+ * every LUN label on open and refuses damaged, missing or foreign LUNs. The
+ * free map is rebuilt here from the block pointers (see alloc.h).
+ *
+ * Pool record ("pool"/"config"): u32 version | u64 guid | u64 next dataset id |
+ * u32 nluns | nluns x (u64 lun guid | u64 size | u16 path length | path).
+ * "pool"/"txg": u64 last committed txg.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "lun.h"
+#include "meta.h"
+#include "store_impl.h"
+
+static _Thread_local char last_error[512];
+
+void pool_set_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	va_end(ap);
+}
+
+const char *stor_pool_last_error(void)
+{
+	return last_error;
+}
+
+static int pool_name_valid(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n >= LABEL_NAME_LEN || !isalpha((unsigned char)name[0]))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)name[i]) && !strchr("_-.:", name[i]))
+			return 0;
+	return 1;
+}
+
+static int mkdirs(const char *dir)
+{
+	char buf[4096];
+	size_t n = strlen(dir);
+
+	if (n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, dir, n + 1);
+	for (char *s = buf + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		*s = '/';
+	}
+	if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static char *meta_path(const char *state_dir, const char *name)
+{
+	char *p = NULL;
+
+	if (asprintf(&p, "%s/pools/%s.mdb", state_dir, name) < 0)
+		return NULL;
+	return p;
+}
+
+static struct stor_pool *pool_alloc(const char *name, const struct stor_pool_opts *opts)
+{
+	struct stor_pool *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->opts = *opts;
+	p->opts.state_dir = NULL;
+	p->name = strdup(name);
+	p->path = meta_path(opts->state_dir, name);
+	pthread_mutex_init(&p->admin, NULL);
+	for (int i = 0; i < STRIPES; i++)
+		pthread_mutex_init(&p->stripes[i], NULL);
+	if (!p->name || !p->path || alloc_create(&p->alloc) < 0) {
+		free(p->name);
+		free(p->path);
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+static void pool_free(struct stor_pool *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->nds; i++)
+		ds_free(p->ds[i]);
+	free(p->ds);
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
+		lun_close(p->luns[i].lun);
+	meta_close(p->meta);
+	alloc_destroy(p->alloc);
+	for (int i = 0; i < STRIPES; i++)
+		pthread_mutex_destroy(&p->stripes[i]);
+	pthread_mutex_destroy(&p->admin);
+	free(p->name);
+	free(p->path);
+	free(p);
+}
+
+int pool_save_config(struct stor_pool *p)
+{
+	struct meta_txn *t = NULL;
+	unsigned n = atomic_load(&p->nluns);
+	size_t len = 4 + 8 + 8 + 4;
+	uint8_t *buf, *w;
+	int ret;
+
+	for (unsigned i = 0; i < n; i++)
+		len += 8 + 8 + 2 + strlen(lun_path(p->luns[i].lun));
+	buf = malloc(len);
+	if (!buf)
+		return -ENOMEM;
+	w = buf;
+	put_u32(&w, FORMAT_VERSION);
+	put_u64(&w, p->guid);
+	put_u64(&w, p->next_ds_id);
+	put_u32(&w, n);
+	for (unsigned i = 0; i < n; i++) {
+		const char *path = lun_path(p->luns[i].lun);
+		put_u64(&w, p->luns[i].guid);
+		put_u64(&w, lun_data_size(p->luns[i].lun) + LUN_DATA_OFF);
+		put_u16(&w, (uint16_t)strlen(path));
+		put_bytes(&w, path, strlen(path));
+	}
+	ret = meta_txn_begin(p->meta, &t);
+	if (ret == 0)
+		ret = meta_put(t, META_POOL, "config", 6, buf, len);
+	if (ret == 0) {
+		ret = meta_txn_commit(t);
+		t = NULL;
+	}
+	meta_txn_abort(t);
+	free(buf);
+	return ret;
+}
+
+/* Open one LUN of the pool and check its label against what the pool expects. */
+static int lun_attach(struct stor_pool *p, unsigned idx, const char *path, uint64_t guid)
+{
+	struct lun *l = NULL;
+	struct lun_label lab;
+	int ret;
+
+	ret = lun_open(path, p->opts.direct_io ? LUN_DIRECT : 0, 0, &l);
+	if (ret < 0) {
+		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
+		return ret;
+	}
+	ret = lun_label_read(l, &lab);
+	if (ret < 0) {
+		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
+		goto fail;
+	}
+	if (lab.pool_guid != p->guid || lab.lun_guid != guid || lab.index != idx) {
+		pool_set_error("lun %u (%s): label names pool '%s' (guid %016llx) lun %u, not this pool",
+			       idx, path, lab.pool_name, (unsigned long long)lab.pool_guid,
+			       lab.index);
+		ret = STOR_EFOREIGN;
+		goto fail;
+	}
+	ret = alloc_add_lun(p->alloc, lun_data_size(l) / STOR_SECTOR);
+	if (ret < 0)
+		goto fail;
+	p->luns[idx].lun = l;
+	p->luns[idx].guid = guid;
+	atomic_store(&p->nluns, idx + 1);
+	return 0;
+fail:
+	lun_close(l);
+	return ret;
+}
+
+static int load_config(struct stor_pool *p, uint64_t *txg)
+{
+	struct meta_txn *t = NULL;
+	const uint8_t *r, *end;
+	const void *v;
+	size_t vlen;
+	uint32_t n;
+	int ret;
+
+	ret = meta_rtxn_get(p->meta, &t);
+	if (ret < 0)
+		return ret;
+	ret = meta_get(t, META_POOL, "txg", 3, &v, &vlen);
+	*txg = 0;
+	if (ret == 0 && vlen == 8) {
+		r = v;
+		*txg = get_u64(&r);
+	}
+	ret = meta_get(t, META_POOL, "config", 6, &v, &vlen);
+	if (ret < 0) {
+		pool_set_error("pool %s: no pool record in %s", p->name, p->path);
+		ret = ret == -ENOENT ? STOR_ECORRUPT : ret;
+		goto out;
+	}
+	r = v;
+	end = r + vlen;
+	ret = STOR_ECORRUPT;
+	if (vlen < 24)
+		goto out;
+	if (get_u32(&r) != FORMAT_VERSION) {
+		ret = STOR_EFORMAT;
+		goto out;
+	}
+	p->guid = get_u64(&r);
+	p->next_ds_id = get_u64(&r);
+	n = get_u32(&r);
+	if (n > STOR_LUNS_MAX)
+		goto out;
+	for (uint32_t i = 0; i < n; i++) {
+		char path[4096];
+		uint64_t guid;
+		uint16_t plen;
+
+		if (end - r < 18)
+			goto out;
+		guid = get_u64(&r);
+		get_u64(&r);
+		plen = get_u16(&r);
+		if (end - r < plen || plen >= sizeof(path))
+			goto out;
+		get_bytes(&r, path, plen);
+		path[plen] = '\0';
+		ret = lun_attach(p, i, path, guid);
+		if (ret < 0)
+			goto out;
+		ret = STOR_ECORRUPT;
+	}
+	ret = 0;
+out:
+	meta_rtxn_put(t);
+	return ret;
+}
+
+struct rebuild {
+	struct stor_pool *p;
+	int err;
+};
+
+static int rebuild_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
+{
+	struct rebuild *rb = ctx;
+	struct stor_ds *ds;
+	struct bp bp;
+	const uint8_t *k = key;
+	uint64_t id;
+	int ret;
+
+	if (klen != BP_KEY_LEN || bp_decode(val, vlen, &bp) < 0)
+		return STOR_ECORRUPT;
+	id = get_u64(&k);
+	ds = ds_find_id_locked(rb->p, id);
+	if (!ds) {
+		pool_set_error("pool %s: block pointer of unknown dataset %llu", rb->p->name,
+			       (unsigned long long)id);
+		return STOR_ECORRUPT;
+	}
+	ret = alloc_mark(rb->p->alloc, bp.lun, bp.sector, bp.psize / STOR_SECTOR);
+	if (ret < 0) {
+		pool_set_error("pool %s: dataset %s: block pointer to lun %u sector %llu overlaps or is out of range",
+			       rb->p->name, ds->name, bp.lun, (unsigned long long)bp.sector);
+		return ret;
+	}
+	atomic_fetch_add(&ds->used, bp.psize);
+	atomic_fetch_add(&ds->logical_used, bp.lsize);
+	return 0;
+}
+
+static int rebuild_space(struct stor_pool *p)
+{
+	struct meta_txn *t = NULL;
+	struct rebuild rb = { p, 0 };
+	int ret = meta_rtxn_get(p->meta, &t);
+
+	if (ret < 0)
+		return ret;
+	ret = meta_iter(t, META_BP, NULL, 0, 0, rebuild_one, &rb);
+	meta_rtxn_put(t);
+	return ret;
+}
+
+int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct stor_pool **out)
+{
+	struct stor_pool *p = NULL;
+	uint64_t txg;
+	int ret;
+
+	*out = NULL;
+	last_error[0] = '\0';
+	if (!opts || !opts->state_dir)
+		return -EINVAL;
+	if (!pool_name_valid(name))
+		return STOR_EBADNAME;
+	p = pool_alloc(name, opts);
+	if (!p)
+		return -ENOMEM;
+	ret = meta_open(p->path, opts->map_size, 0, &p->meta);
+	if (ret < 0) {
+		if (ret != -ENOENT)
+			pool_set_error("pool %s: metadata %s: %s", name, p->path, stor_strerror(ret));
+		goto fail;
+	}
+	ret = load_config(p, &txg);
+	if (ret < 0)
+		goto fail;
+	ret = ds_load_all(p);
+	if (ret < 0) {
+		if (!last_error[0])
+			pool_set_error("pool %s: dataset records: %s", name, stor_strerror(ret));
+		goto fail;
+	}
+	ret = rebuild_space(p);
+	if (ret < 0)
+		goto fail;
+	ret = txg_init(p, txg);
+	if (ret < 0)
+		goto fail;
+	*out = p;
+	return 0;
+fail:
+	pool_free(p);
+	return ret;
+}
+
+int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
+		     const struct stor_pool_opts *opts, struct stor_pool **out)
+{
+	struct stor_pool *p = NULL;
+	char *dir = NULL;
+	struct stat st;
+	int ret;
+
+	*out = NULL;
+	last_error[0] = '\0';
+	if (!opts || !opts->state_dir || nluns == 0 || nluns > STOR_LUNS_MAX)
+		return -EINVAL;
+	if (!pool_name_valid(name))
+		return STOR_EBADNAME;
+	if (asprintf(&dir, "%s/pools", opts->state_dir) < 0)
+		return -ENOMEM;
+	ret = mkdirs(dir);
+	free(dir);
+	if (ret < 0)
+		return ret;
+	p = pool_alloc(name, opts);
+	if (!p)
+		return -ENOMEM;
+	if (stat(p->path, &st) == 0) {
+		pool_set_error("pool %s: %s exists", name, p->path);
+		ret = -EEXIST;
+		goto fail;
+	}
+	ret = keys_random(&p->guid, sizeof(p->guid));
+	if (ret < 0)
+		goto fail;
+	p->next_ds_id = 1;
+	for (unsigned i = 0; i < nluns; i++) {
+		ret = stor_pool_add_lun(p, luns[i], opts->lun_size);
+		if (ret < 0)
+			goto fail;
+	}
+	ret = meta_open(p->path, opts->map_size, META_CREATE, &p->meta);
+	if (ret < 0)
+		goto fail;
+	ret = pool_save_config(p);
+	if (ret < 0)
+		goto fail;
+	ret = txg_init(p, 0);
+	if (ret < 0)
+		goto fail;
+	ret = pool_create_root(p);
+	if (ret < 0)
+		goto fail;
+	*out = p;
+	return 0;
+fail:
+	txg_fini(p);
+	if (p->meta) {
+		unlink(p->path);
+		char lock[4200];
+		snprintf(lock, sizeof(lock), "%s-lock", p->path);
+		unlink(lock);
+	}
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
+		lun_label_wipe(p->luns[i].lun);
+	pool_free(p);
+	return ret;
+}
+
+int stor_pool_add_lun(struct stor_pool *p, const char *path, uint64_t size)
+{
+	unsigned idx = atomic_load(&p->nluns);
+	struct lun *l = NULL;
+	struct lun_label lab = { 0 };
+	int ret;
+
+	if (idx >= STOR_LUNS_MAX)
+		return -E2BIG;
+	ret = lun_open(path, LUN_CREATE | (p->opts.direct_io ? LUN_DIRECT : 0), size, &l);
+	if (ret < 0) {
+		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
+		return ret;
+	}
+	if (lun_label_read(l, &lab) == 0) {
+		pool_set_error("lun %u (%s): already a LUN of pool '%s'", idx, path, lab.pool_name);
+		ret = STOR_EFOREIGN;
+		goto fail;
+	}
+	memset(&lab, 0, sizeof(lab));
+	lab.index = idx;
+	lab.pool_guid = p->guid;
+	ret = keys_random(&lab.lun_guid, sizeof(lab.lun_guid));
+	if (ret < 0)
+		goto fail;
+	lab.size = lun_data_size(l) + LUN_DATA_OFF;
+	lab.nluns = idx + 1;
+	snprintf(lab.pool_name, sizeof(lab.pool_name), "%s", p->name);
+	ret = lun_label_write(l, &lab);
+	if (ret < 0)
+		goto fail;
+	ret = alloc_add_lun(p->alloc, lun_data_size(l) / STOR_SECTOR);
+	if (ret < 0)
+		goto fail;
+	pthread_mutex_lock(&p->admin);
+	p->luns[idx].lun = l;
+	p->luns[idx].guid = lab.lun_guid;
+	atomic_store(&p->nluns, idx + 1);
+	ret = p->meta ? pool_save_config(p) : 0;
+	pthread_mutex_unlock(&p->admin);
+	return ret;
+fail:
+	lun_close(l);
+	return ret;
+}
+
+int stor_pool_sync(struct stor_pool *p)
+{
+	return txg_sync(p, 0);
+}
+
+int stor_pool_close(struct stor_pool *p)
+{
+	int ret;
+
+	if (!p)
+		return 0;
+	ret = txg_fini(p);
+	pool_free(p);
+	return ret;
+}
+
+int stor_pool_destroy(const char *name, const struct stor_pool_opts *opts)
+{
+	struct stor_pool *p = NULL;
+	char lock[4200];
+	int ret;
+
+	ret = stor_pool_open(name, opts, &p);
+	if (ret < 0)
+		return ret;
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
+		int r = lun_label_wipe(p->luns[i].lun);
+		if (r < 0 && ret == 0)
+			ret = r;
+	}
+	snprintf(lock, sizeof(lock), "%s-lock", p->path);
+	if (unlink(p->path) < 0 && ret == 0)
+		ret = -errno;
+	unlink(lock);
+	txg_fini(p);
+	pool_free(p);
+	return ret;
+}
+
+int stor_pool_stat(struct stor_pool *p, struct stor_pool_stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	snprintf(st->name, sizeof(st->name), "%s", p->name);
+	st->guid = p->guid;
+	st->nluns = atomic_load(&p->nluns);
+	for (unsigned i = 0; i < st->nluns; i++) {
+		uint64_t used, total;
+		alloc_usage(p->alloc, i, &used, &total);
+		st->size += total * STOR_SECTOR;
+		st->used += used * STOR_SECTOR;
+	}
+	st->txg = atomic_load(&p->synced_txg);
+	pthread_mutex_lock(&p->admin);
+	st->ndatasets = (unsigned)p->nds;
+	pthread_mutex_unlock(&p->admin);
+	return 0;
+}
+
+int stor_pool_lun_stat(struct stor_pool *p, unsigned idx, struct stor_lun_stat *st)
+{
+	struct lun_counters c;
+	uint64_t used, total;
+
+	if (idx >= atomic_load(&p->nluns))
+		return -ENOENT;
+	memset(st, 0, sizeof(*st));
+	snprintf(st->path, sizeof(st->path), "%s", lun_path(p->luns[idx].lun));
+	alloc_usage(p->alloc, idx, &used, &total);
+	st->size = total * STOR_SECTOR;
+	st->used = used * STOR_SECTOR;
+	lun_counters(p->luns[idx].lun, &c);
+	st->read_errors = c.read_errors;
+	st->write_errors = c.write_errors;
+	st->cksum_errors = atomic_load(&p->luns[idx].cksum_errors);
+	return 0;
+}

@@ -1,2 +1,178 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder: being written */
+/*
+ * The property table and its validators. Resolution (local, inherited,
+ * default) is dataset.c's business; this file only knows names and values.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crypt.h"
+#include "keys.h"
+#include "props.h"
+#include "store.h"
+
+const struct prop_def prop_table[PROP_COUNT] = {
+#define XX(id, name, flags, def) [PROP_##id] = { name, flags, def },
+	PROPS_XX(XX)
+#undef XX
+};
+
+int prop_lookup(const char *name)
+{
+	for (int i = 0; i < PROP_COUNT; i++)
+		if (strcmp(prop_table[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+int prop_parse_size(const char *s, unsigned long long *out)
+{
+	char *end;
+	unsigned long long v;
+	unsigned shift = 0;
+
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (toupper((unsigned char)*end)) {
+	case 'K': shift = 10; end++; break;
+	case 'M': shift = 20; end++; break;
+	case 'G': shift = 30; end++; break;
+	case 'T': shift = 40; end++; break;
+	case 'B': case '\0': break;
+	default: return -EINVAL;
+	}
+	if ((*end == 'B' || *end == 'b') && shift)
+		end++;
+	if (*end != '\0' || (shift && v > (~0ull >> shift)))
+		return -EINVAL;
+	*out = v << shift;
+	return 0;
+}
+
+int prop_compression_level(const char *v)
+{
+	if (strcmp(v, "off") == 0)
+		return 0;
+	if (strcmp(v, "on") == 0 || strcmp(v, "zstd") == 0)
+		return 3;
+	if (strncmp(v, "zstd-", 5) == 0) {
+		char *end;
+		long l = strtol(v + 5, &end, 10);
+		if (*end == '\0' && l >= 1 && l <= 19)
+			return (int)l;
+	}
+	return -1;
+}
+
+int prop_sync_mode(const char *v)
+{
+	if (strcmp(v, "standard") == 0)
+		return 0;
+	if (strcmp(v, "always") == 0)
+		return 1;
+	if (strcmp(v, "disabled") == 0)
+		return 2;
+	return -1;
+}
+
+static int one_of(const char *v, const char *const *set)
+{
+	for (; *set; set++)
+		if (strcmp(v, *set) == 0)
+			return 1;
+	return 0;
+}
+
+static int owner_valid(const char *v)
+{
+	char *end;
+
+	if (strcmp(v, "-") == 0)
+		return 1;
+	strtoul(v, &end, 10);
+	if (end == v)
+		return 0;
+	if (*end == ':') {
+		const char *g = end + 1;
+		strtoul(g, &end, 10);
+		if (end == g)
+			return 0;
+	}
+	return *end == '\0';
+}
+
+int prop_validate(int id, const char *value, char *out, size_t outlen)
+{
+	static const char *const onoff[] = { "on", "off", NULL };
+	static const char *const caches[] = { "all", "metadata", "none", NULL };
+	static const char *const syncs[] = { "standard", "always", "disabled", NULL };
+	const char *canon = value;
+	char num[32];
+	unsigned long long n;
+
+	if (!value || strlen(value) >= outlen || strlen(value) > 255)
+		return STOR_EBADPROP;
+	switch (id) {
+	case PROP_COMPRESSION:
+		if (prop_compression_level(value) < 0)
+			return STOR_EBADPROP;
+		if (strcmp(value, "on") == 0)
+			canon = "zstd";
+		break;
+	case PROP_CHECKSUM:
+		if (!one_of(value, onoff))
+			return STOR_EBADPROP;
+		break;
+	case PROP_SYNC:
+		if (!one_of(value, syncs))
+			return STOR_EBADPROP;
+		break;
+	case PROP_PRIMARYCACHE:
+		if (!one_of(value, caches))
+			return STOR_EBADPROP;
+		break;
+	case PROP_OWNER:
+		if (!owner_valid(value))
+			return STOR_EBADPROP;
+		break;
+	case PROP_ENCRYPTION: {
+		int s = crypt_suite_parse(value);
+		if (s < 0)
+			return STOR_EBADPROP;
+		canon = crypt_suite_name((enum crypt_suite)s);
+		break;
+	}
+	case PROP_KEYFORMAT:
+		if (keys_format_parse(value) < 0)
+			return STOR_EBADPROP;
+		break;
+	case PROP_KEYLOCATION:
+		if (strcmp(value, "prompt") != 0 &&
+		    (strncmp(value, "file:///", 8) != 0 || strlen(value) < 9))
+			return STOR_EBADPROP;
+		break;
+	case PROP_PBKDF2ITERS:
+		if (prop_parse_size(value, &n) < 0 || n < KEYS_PBKDF2_MIN || n > 100000000ull)
+			return STOR_EBADPROP;
+		snprintf(num, sizeof(num), "%llu", n);
+		canon = num;
+		break;
+	case PROP_VOLSIZE:
+		if (prop_parse_size(value, &n) < 0 || n == 0)
+			return STOR_EBADPROP;
+		snprintf(num, sizeof(num), "%llu", n);
+		canon = num;
+		break;
+	default:
+		return STOR_EBADPROP;
+	}
+	snprintf(out, outlen, "%s", canon);
+	return 0;
+}

@@ -1,1 +1,67 @@
 /* SPDX-License-Identifier: MIT */
+/* The dataset property table: names, defaults, inheritance and validation. */
+#ifndef STOR_PROPS_H
+#define STOR_PROPS_H
+
+#include <stddef.h>
+
+#define PROP_INHERIT 0x1u  /* children inherit the value unless set locally */
+#define PROP_READONLY 0x2u /* computed; never set */
+#define PROP_CREATE 0x4u   /* set at creation only */
+#define PROP_KEY 0x8u      /* changed by change-key only, on an encryption root */
+
+#define PROPS_XX(XX)                                                                       \
+	XX(TYPE, "type", PROP_READONLY, "volume")                                          \
+	XX(GUID, "guid", PROP_READONLY, NULL)                                              \
+	XX(CREATETXG, "createtxg", PROP_READONLY, NULL)                                    \
+	XX(VOLSIZE, "volsize", 0, NULL)                                                    \
+	XX(RECORDSIZE, "recordsize", PROP_READONLY, NULL)                                  \
+	XX(USED, "used", PROP_READONLY, NULL)                                              \
+	XX(LOGICALUSED, "logicalused", PROP_READONLY, NULL)                                \
+	XX(COMPRESSRATIO, "compressratio", PROP_READONLY, NULL)                            \
+	XX(COMPRESSION, "compression", PROP_INHERIT, "off")                                \
+	XX(CHECKSUM, "checksum", PROP_INHERIT, "on")                                       \
+	XX(SYNC, "sync", PROP_INHERIT, "standard")                                         \
+	XX(PRIMARYCACHE, "primarycache", PROP_INHERIT, "all")                              \
+	XX(OWNER, "owner", PROP_INHERIT, "-")                                              \
+	XX(ENCRYPTION, "encryption", PROP_INHERIT | PROP_CREATE, "off")                    \
+	XX(KEYFORMAT, "keyformat", PROP_INHERIT | PROP_CREATE | PROP_KEY, "none")          \
+	XX(KEYLOCATION, "keylocation", PROP_INHERIT | PROP_KEY, "none")                    \
+	XX(PBKDF2ITERS, "pbkdf2iters", PROP_INHERIT | PROP_CREATE | PROP_KEY, "0")         \
+	XX(ENCRYPTIONROOT, "encryptionroot", PROP_READONLY, "-")                           \
+	XX(KEYSTATUS, "keystatus", PROP_READONLY, "-")
+
+enum prop_id {
+#define XX(id, name, flags, def) PROP_##id,
+	PROPS_XX(XX)
+#undef XX
+	PROP_COUNT
+};
+
+struct prop_def {
+	const char *name;
+	unsigned flags;
+	const char *def;
+};
+
+extern const struct prop_def prop_table[PROP_COUNT];
+
+/** @return the id of property @name, or -1 */
+int prop_lookup(const char *name);
+
+/**
+ * Validate @value for property @id and write its canonical form into @out
+ * (e.g. "zstd" stays "zstd", "on" for encryption becomes "aes-256-ccm").
+ * @return 0 or STOR_EBADPROP
+ */
+int prop_validate(int id, const char *value, char *out, size_t outlen);
+
+/** Parse sizes with K/M/G/T suffixes. @return 0 or -EINVAL */
+int prop_parse_size(const char *s, unsigned long long *out);
+
+/** Decode "zstd-N"/"zstd"/"off" into a zstd level (0 = off). */
+int prop_compression_level(const char *v);
+/** Decode sync into 0 standard, 1 always, 2 disabled. */
+int prop_sync_mode(const char *v);
+
+#endif

@@ -1,2 +1,704 @@
 /* SPDX-License-Identifier: MIT */
-/* placeholder: being written */
+/*
+ * The record I/O pipeline, batch-first:
+ *   write = (read old record for partial writes) -> compress -> seal or
+ *           checksum -> allocate -> write extents -> stage block pointers
+ *   read  = look up block pointers -> read extents -> open or verify ->
+ *           decompress -> copy out
+ * Every stage runs once over all records of a batch, so the crypto backend
+ * sees bursts and the LUNs see one batch of extents. A request either
+ * happens whole or fails whole: nothing is staged for a request any of whose
+ * records failed, so a full pool never leaves a write half done.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "alloc.h"
+#include "lun.h"
+#include "store_impl.h"
+
+enum rec_kind { REC_READ, REC_WRITE, REC_ZERO, REC_HOLE };
+
+struct rec {
+	struct stor_io *io;
+	struct stor_ds *ds;
+	uint64_t recno;
+	uint32_t roff, rlen; /* the part of the record the request covers */
+	uint8_t *ubuf;       /* the request's bytes for that part */
+	enum rec_kind kind;
+	struct bp bp;
+	int found;
+	uint8_t *buf; /* sector-aligned, bp.psize (read) or recordsize rounded up (write) */
+	int status;
+};
+
+#define AAD_LEN 24
+
+static void make_aad(const struct stor_ds *ds, uint64_t recno, uint64_t birth, uint8_t aad[AAD_LEN])
+{
+	uint8_t *w = aad;
+
+	put_u64(&w, ds->guid);
+	put_u64(&w, recno);
+	put_u64(&w, birth);
+}
+
+/* A clear record's checksum is seeded by its place so a misdirected or
+ * swapped extent fails verification like a damaged one. */
+static void checksum(const struct stor_ds *ds, uint64_t recno, uint64_t birth, const void *data,
+		     size_t len, uint8_t out[16])
+{
+	uint64_t seed = ds->guid ^ (recno * 0x9e3779b97f4a7c15ull) ^ (birth * 0xc2b2ae3d27d4eb4full);
+	XXH128_hash_t h = XXH3_128bits_withSeed(data, len, seed);
+	uint8_t *w = out;
+
+	put_u64(&w, h.high64);
+	put_u64(&w, h.low64);
+}
+
+static size_t round_sector(size_t n)
+{
+	return (n + STOR_SECTOR - 1) / STOR_SECTOR * STOR_SECTOR;
+}
+
+static uint8_t *aligned_alloc_zero(size_t n)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, STOR_SECTOR, n ? n : STOR_SECTOR))
+		return NULL;
+	memset(p, 0, n);
+	return p;
+}
+
+static void fail_io(struct rec *r, int err)
+{
+	r->status = err;
+	if (r->io->result == 0)
+		r->io->result = err;
+}
+
+/*
+ * Read the records of @recs into their buffers (allocated here, recordsize
+ * bytes, zeros for records never written). The caller is in a reader section.
+ */
+static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
+{
+	uint64_t *ids, *recnos;
+	struct bp *bps = NULL;
+	int *found = NULL;
+	struct lun_io *ios = NULL;
+	struct crypt_op *ops = NULL;
+	uint8_t (*aads)[AAD_LEN] = NULL;
+	size_t nio = 0, nops = 0;
+	int ret;
+
+	ids = calloc(n, sizeof(*ids));
+	recnos = calloc(n, sizeof(*recnos));
+	bps = malloc(n * sizeof(*bps));
+	found = malloc(n * sizeof(*found));
+	ios = malloc(n * sizeof(*ios));
+	ops = malloc(n * sizeof(*ops));
+	aads = malloc(n * sizeof(*aads));
+	if (!ids || !recnos || !bps || !found || !ios || !ops || !aads) {
+		for (size_t i = 0; i < n; i++)
+			fail_io(&recs[i], -ENOMEM);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		ids[i] = recs[i].ds->id;
+		recnos[i] = recs[i].recno;
+	}
+	ret = txg_lookup(p, n, ids, recnos, bps, found);
+	if (ret < 0) {
+		for (size_t i = 0; i < n; i++)
+			fail_io(&recs[i], ret);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &recs[i];
+		size_t sz;
+
+		if (r->status)
+			continue;
+		r->found = found[i];
+		r->bp = bps[i];
+		sz = found[i] ? r->bp.psize : round_sector(r->ds->recsize);
+		if (found[i] && (r->bp.lsize != r->ds->recsize || r->bp.lun >= atomic_load(&p->nluns))) {
+			fail_io(r, STOR_ECORRUPT);
+			continue;
+		}
+		r->buf = aligned_alloc_zero(sz < r->ds->recsize ? round_sector(r->ds->recsize) : sz);
+		if (!r->buf) {
+			fail_io(r, -ENOMEM);
+			continue;
+		}
+		if (!found[i])
+			continue;
+		ios[nio++] = (struct lun_io){ p->luns[r->bp.lun].lun, r->bp.sector * STOR_SECTOR,
+					      r->buf, r->bp.psize, 0 };
+	}
+	if (nio)
+		lun_read_batch(ios, nio);
+	nio = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &recs[i];
+		struct ds_keys *k;
+		const struct crypt_key *key;
+
+		if (r->status || !r->found)
+			continue;
+		if (ios[nio++].result < 0) {
+			fail_io(r, -EIO);
+			continue;
+		}
+		if (!(r->bp.flags & BP_F_ENCRYPTED)) {
+			uint8_t mac[16];
+			if (!atomic_load(&r->ds->checksum_on) && !memcmp(r->bp.mac, (uint8_t[16]){ 0 }, 16))
+				continue;
+			checksum(r->ds, r->recno, r->bp.birth, r->buf, r->bp.csize, mac);
+			if (memcmp(mac, r->bp.mac, sizeof(mac)) != 0) {
+				atomic_fetch_add(&p->luns[r->bp.lun].cksum_errors, 1);
+				memset(r->buf, 0, r->bp.psize);
+				fail_io(r, STOR_ECKSUM);
+			}
+			continue;
+		}
+		k = atomic_load(&r->ds->keys);
+		key = k ? dskeys_data_key(k, r->ds->guid, r->ds->suite, r->bp.epoch) : NULL;
+		if (!key) {
+			fail_io(r, k ? -ENOMEM : STOR_ENOKEY);
+			continue;
+		}
+		make_aad(r->ds, r->recno, r->bp.birth, aads[nops]);
+		ops[nops] = (struct crypt_op){ .key = key, .nonce = r->bp.nonce, .aad = aads[nops],
+					       .aad_len = AAD_LEN, .in = r->buf, .out = r->buf,
+					       .len = r->bp.csize, .tag = r->bp.mac };
+		nops++;
+	}
+	if (nops) {
+		size_t j = 0;
+
+		crypt_open(ops, nops);
+		for (size_t i = 0; i < n; i++) {
+			struct rec *r = &recs[i];
+			if (r->status || !r->found || !(r->bp.flags & BP_F_ENCRYPTED))
+				continue;
+			if (ops[j].status) {
+				if (ops[j].status == STOR_EAUTH)
+					atomic_fetch_add(&p->luns[r->bp.lun].cksum_errors, 1);
+				fail_io(r, ops[j].status);
+			}
+			j++;
+		}
+	}
+	/* records stored shorter than their size (compressed) would expand here */
+out:
+	free(ids);
+	free(recnos);
+	free(bps);
+	free(found);
+	free(ios);
+	free(ops);
+	free(aads);
+}
+
+static unsigned stripe_of(const struct rec *r)
+{
+	uint64_t h = (r->ds->id * 0x9e3779b97f4a7c15ull) ^ (r->recno * 0xc2b2ae3d27d4eb4full);
+
+	return (unsigned)((h ^ (h >> 32)) % STRIPES);
+}
+
+static void lock_stripes(struct stor_pool *p, const struct rec *recs, size_t n, uint8_t *held)
+{
+	memset(held, 0, STRIPES);
+	for (size_t i = 0; i < n; i++)
+		held[stripe_of(&recs[i])] = 1;
+	for (unsigned s = 0; s < STRIPES; s++) /* in index order: no deadlock */
+		if (held[s])
+			pthread_mutex_lock(&p->stripes[s]);
+}
+
+static void unlock_stripes(struct stor_pool *p, const uint8_t *held)
+{
+	for (unsigned s = STRIPES; s-- > 0;)
+		if (held[s])
+			pthread_mutex_unlock(&p->stripes[s]);
+}
+
+/* Reserve the nonces of every encrypted record, per dataset, before the
+ * reader section (a reservation may write metadata). */
+struct nonce_plan {
+	uint32_t epoch;
+	uint64_t next;
+};
+
+static void plan_nonces(struct rec *recs, size_t n, struct nonce_plan *plan)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &recs[i];
+		size_t cnt = 0;
+		int ret;
+
+		if (r->status || !r->ds->suite || r->kind == REC_HOLE)
+			continue;
+		/* first record of this dataset in the batch: reserve for all of them */
+		size_t j;
+		for (j = 0; j < i; j++)
+			if (recs[j].ds == r->ds)
+				break;
+		if (j < i) {
+			plan[i] = plan[j];
+			continue;
+		}
+		for (j = i; j < n; j++)
+			if (recs[j].ds == r->ds && !recs[j].status && recs[j].kind != REC_HOLE)
+				cnt++;
+		ret = dskeys_nonces(r->ds, cnt, &plan[i].epoch, &plan[i].next);
+		if (ret < 0)
+			for (j = i; j < n; j++)
+				if (recs[j].ds == r->ds)
+					fail_io(&recs[j], ret);
+	}
+}
+
+static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
+{
+	struct nonce_plan *plan = calloc(n, sizeof(*plan));
+	struct crypt_op *ops = calloc(n, sizeof(*ops));
+	uint8_t (*aads)[AAD_LEN] = calloc(n, sizeof(*aads));
+	uint8_t (*nonces)[CRYPT_NONCE_LEN] = calloc(n, sizeof(*nonces));
+	struct lun_io *ios = calloc(n, sizeof(*ios));
+	struct rec **rmw = calloc(n, sizeof(*rmw));
+	uint8_t held[STRIPES];
+	size_t nops = 0, nio = 0, nrmw = 0;
+	uint64_t birth;
+	unsigned slot;
+
+	if (!plan || !ops || !aads || !nonces || !ios || !rmw) {
+		for (size_t i = 0; i < n; i++)
+			fail_io(&recs[i], -ENOMEM);
+		goto out;
+	}
+	lock_stripes(p, recs, n, held);
+	plan_nonces(recs, n, plan);
+	slot = txg_read_enter(p);
+
+	/* old contents of partially written records */
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &recs[i];
+		if (r->status || r->kind == REC_HOLE)
+			continue;
+		if (r->kind == REC_ZERO || r->roff || r->rlen != r->ds->recsize)
+			rmw[nrmw++] = r;
+	}
+	if (nrmw) {
+		struct rec *tmp = calloc(nrmw, sizeof(*tmp));
+		if (!tmp) {
+			for (size_t i = 0; i < nrmw; i++)
+				fail_io(rmw[i], -ENOMEM);
+		} else {
+			for (size_t i = 0; i < nrmw; i++) {
+				tmp[i] = *rmw[i];
+				tmp[i].kind = REC_READ;
+				tmp[i].status = 0;
+			}
+			read_recs(p, tmp, nrmw);
+			for (size_t i = 0; i < nrmw; i++) {
+				if (tmp[i].status) {
+					free(tmp[i].buf);
+					fail_io(rmw[i], tmp[i].status);
+					continue;
+				}
+				rmw[i]->buf = tmp[i].buf;
+			}
+			free(tmp);
+		}
+	}
+	/* the new plaintext of every record */
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &recs[i];
+		if (r->status || r->kind == REC_HOLE)
+			continue;
+		if (!r->buf) {
+			r->buf = aligned_alloc_zero(round_sector(r->ds->recsize));
+			if (!r->buf) {
+				fail_io(r, -ENOMEM);
+				continue;
+			}
+		}
+		if (r->kind == REC_ZERO)
+			memset(r->buf + r->roff, 0, r->rlen);
+		else
+			memcpy(r->buf + r->roff, r->ubuf, r->rlen);
+	}
+	/* a failed record fails its whole request: drop its siblings now */
+	for (size_t i = 0; i < n; i++)
+		if (recs[i].io->result)
+			recs[i].status = recs[i].status ? recs[i].status : recs[i].io->result;
+
+	birth = txg_hold(p);
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &recs[i];
+		struct ds_keys *k;
+		const struct crypt_key *key;
+
+		if (r->status || r->kind == REC_HOLE)
+			continue;
+		r->bp = (struct bp){ .lsize = r->ds->recsize, .csize = r->ds->recsize,
+				     .psize = (uint32_t)round_sector(r->ds->recsize), .birth = birth };
+		if (!r->ds->suite) {
+			if (atomic_load(&r->ds->checksum_on))
+				checksum(r->ds, r->recno, birth, r->buf, r->bp.csize, r->bp.mac);
+			continue;
+		}
+		k = atomic_load(&r->ds->keys);
+		key = k ? dskeys_data_key(k, r->ds->guid, r->ds->suite, plan[i].epoch) : NULL;
+		if (!key) {
+			fail_io(r, k ? -ENOMEM : STOR_ENOKEY);
+			continue;
+		}
+		r->bp.flags |= BP_F_ENCRYPTED;
+		r->bp.epoch = plan[i].epoch;
+		crypt_nonce(plan[i].epoch, plan[i].next, r->bp.nonce);
+		for (size_t j = i + 1; j < n; j++)
+			if (recs[j].ds == r->ds)
+				plan[j].next = plan[i].next + 1;
+		make_aad(r->ds, r->recno, birth, aads[nops]);
+		ops[nops] = (struct crypt_op){ .key = key, .nonce = r->bp.nonce, .aad = aads[nops],
+					       .aad_len = AAD_LEN, .in = r->buf, .out = r->buf,
+					       .len = r->bp.csize, .tag = r->bp.mac };
+		nops++;
+	}
+	if (nops && crypt_seal(ops, nops)) {
+		size_t j = 0;
+		for (size_t i = 0; i < n; i++) {
+			struct rec *r = &recs[i];
+			if (r->status || !(r->bp.flags & BP_F_ENCRYPTED))
+				continue;
+			if (ops[j++].status)
+				fail_io(r, ops[j - 1].status);
+		}
+	}
+	/* allocate and write; any failure fails the request before anything is staged */
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &recs[i];
+		unsigned lun;
+		int ret;
+
+		if (r->status || r->io->result || r->kind == REC_HOLE)
+			continue;
+		ret = alloc_get(p->alloc, r->bp.psize / STOR_SECTOR, &lun, &r->bp.sector);
+		if (ret < 0) {
+			fail_io(r, ret);
+			continue;
+		}
+		r->bp.lun = (uint16_t)lun;
+		r->found = 1; /* owns an extent */
+		ios[nio++] = (struct lun_io){ p->luns[lun].lun, r->bp.sector * STOR_SECTOR, r->buf,
+					      r->bp.psize, 0 };
+	}
+	nio = 0;
+	{
+		/* only extents of requests still whole are written */
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++) {
+			struct rec *r = &recs[i];
+			if (r->status || r->kind == REC_HOLE || !r->found)
+				continue;
+			if (r->io->result == 0)
+				ios[k++] = (struct lun_io){ p->luns[r->bp.lun].lun,
+							    r->bp.sector * STOR_SECTOR, r->buf,
+							    r->bp.psize, 0 };
+		}
+		if (k)
+			lun_write_batch(ios, k);
+		for (size_t i = 0; i < n; i++) {
+			struct rec *r = &recs[i];
+			if (r->status || r->kind == REC_HOLE || !r->found || r->io->result)
+				continue;
+			if (ios[nio++].result < 0)
+				fail_io(r, -EIO);
+		}
+	}
+	/* stage the records of whole requests; return the extents of the others */
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &recs[i];
+		struct bp old, hole = { .flags = BP_F_HOLE };
+		int had_old, ret;
+
+		if (r->io->result) {
+			if (r->found && r->kind != REC_HOLE)
+				alloc_put(p->alloc, r->bp.lun, r->bp.sector, r->bp.psize / STOR_SECTOR);
+			continue;
+		}
+		ret = txg_stage(p, r->ds->id, r->recno, r->kind == REC_HOLE ? &hole : &r->bp, &old,
+				&had_old);
+		if (ret < 0) {
+			/* out of memory while staging: this record keeps its old data */
+			if (r->kind != REC_HOLE)
+				alloc_put(p->alloc, r->bp.lun, r->bp.sector, r->bp.psize / STOR_SECTOR);
+			fail_io(r, ret);
+			continue;
+		}
+		if (r->kind != REC_HOLE) {
+			atomic_fetch_add(&r->ds->used, r->bp.psize);
+			atomic_fetch_add(&r->ds->logical_used, r->bp.lsize);
+		}
+		if (had_old) {
+			atomic_fetch_sub(&r->ds->used, old.psize);
+			atomic_fetch_sub(&r->ds->logical_used, old.lsize);
+		}
+	}
+	txg_rele(p);
+	txg_read_exit(p, slot);
+	unlock_stripes(p, held);
+out:
+	free(plan);
+	free(ops);
+	free(aads);
+	free(nonces);
+	free(ios);
+	free(rmw);
+}
+
+/* ---- batches of requests ---- */
+
+static int io_check(struct stor_io *io)
+{
+	if (!io->ds || !io->ds->pool)
+		return -EINVAL;
+	if (io->op == STOR_IO_FLUSH)
+		return 0;
+	if (io->op != STOR_IO_READ && io->op != STOR_IO_WRITE && io->op != STOR_IO_DISCARD)
+		return -EINVAL;
+	if (io->len && !io->buf && io->op != STOR_IO_DISCARD)
+		return -EINVAL;
+	if (io->off > atomic_load(&io->ds->volsize) ||
+	    io->len > atomic_load(&io->ds->volsize) - io->off)
+		return STOR_ERANGE;
+	return 0;
+}
+
+static size_t count_recs(const struct stor_io *io)
+{
+	uint64_t rs = io->ds->recsize;
+
+	if (io->len == 0 || io->op == STOR_IO_FLUSH)
+		return 0;
+	return (size_t)((io->off + io->len - 1) / rs - io->off / rs + 1);
+}
+
+static int overlaps(const struct stor_io *a, const struct stor_io *b)
+{
+	uint64_t rs = a->ds->recsize;
+
+	if (a->ds != b->ds || !a->len || !b->len)
+		return 0;
+	/* record granularity: two writes into one record must not share a batch */
+	return a->off / rs <= (b->off + b->len - 1) / rs && b->off / rs <= (a->off + a->len - 1) / rs;
+}
+
+/* Expand requests [i, j) into records and run them as one batch. */
+static void run_group(struct stor_pool *p, struct stor_io *ios, size_t i, size_t j, int write)
+{
+	size_t n = 0, k = 0;
+	struct rec *recs;
+
+	for (size_t x = i; x < j; x++)
+		if (!ios[x].result)
+			n += count_recs(&ios[x]);
+	if (!n)
+		return;
+	recs = calloc(n, sizeof(*recs));
+	if (!recs) {
+		for (size_t x = i; x < j; x++)
+			if (!ios[x].result)
+				ios[x].result = -ENOMEM;
+		return;
+	}
+	for (size_t x = i; x < j; x++) {
+		struct stor_io *io = &ios[x];
+		uint64_t rs = io->ds->recsize, off = io->off, end = io->off + io->len;
+		if (io->result || !io->len)
+			continue;
+		while (off < end) {
+			struct rec *r = &recs[k++];
+			uint64_t recno = off / rs, roff = off % rs;
+			uint64_t rlen = end - off < rs - roff ? end - off : rs - roff;
+
+			r->io = io;
+			r->ds = io->ds;
+			r->recno = recno;
+			r->roff = (uint32_t)roff;
+			r->rlen = (uint32_t)rlen;
+			r->ubuf = io->buf ? (uint8_t *)io->buf + (off - io->off) : NULL;
+			if (!write)
+				r->kind = REC_READ;
+			else if (io->op == STOR_IO_WRITE)
+				r->kind = REC_WRITE;
+			else
+				r->kind = rlen == rs ? REC_HOLE : REC_ZERO;
+			off += rlen;
+		}
+	}
+	if (write) {
+		write_recs(p, recs, n);
+	} else {
+		unsigned slot = txg_read_enter(p);
+		read_recs(p, recs, n);
+		txg_read_exit(p, slot);
+		for (size_t x = 0; x < n; x++) {
+			struct rec *r = &recs[x];
+			if (!r->status && !r->io->result)
+				memcpy(r->ubuf, r->buf + r->roff, r->rlen);
+		}
+		/* a failed read leaves no partial plaintext behind */
+		for (size_t x = 0; x < n; x++)
+			if (recs[x].io->result)
+				memset(recs[x].ubuf, 0, recs[x].rlen);
+	}
+	for (size_t x = 0; x < n; x++)
+		free(recs[x].buf);
+	free(recs);
+}
+
+static void sync_after(struct stor_pool *p, struct stor_io *ios, size_t i, size_t j)
+{
+	for (size_t x = i; x < j; x++) {
+		struct stor_io *io = &ios[x];
+		int mode = atomic_load(&io->ds->sync_mode);
+		int ret;
+
+		if (io->result)
+			continue;
+		if (io->op == STOR_IO_FLUSH) {
+			if (mode == 2)
+				continue; /* sync=disabled: flushes are no-ops */
+		} else if (mode != 1) {
+			continue;
+		}
+		ret = txg_sync(p, 0);
+		for (size_t y = i; y < j; y++) /* one commit covers them all */
+			if (!ios[y].result && (ios[y].op == STOR_IO_FLUSH ||
+					       atomic_load(&ios[y].ds->sync_mode) == 1))
+				ios[y].result = ret;
+		return;
+	}
+}
+
+static int submit_pool(struct stor_pool *p, struct stor_io *ios, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		int write = ios[i].op != STOR_IO_READ;
+		size_t j = i + 1;
+
+		if (ios[i].op == STOR_IO_FLUSH) {
+			while (j < n && ios[j].op == STOR_IO_FLUSH)
+				j++;
+			sync_after(p, ios, i, j);
+			i = j;
+			continue;
+		}
+		for (; j < n; j++) {
+			int w = ios[j].op != STOR_IO_READ;
+			int clash = 0;
+			if (ios[j].op == STOR_IO_FLUSH || w != write)
+				break;
+			for (size_t x = i; write && x < j && !clash; x++)
+				clash = overlaps(&ios[x], &ios[j]);
+			if (clash)
+				break;
+		}
+		run_group(p, ios, i, j, write);
+		if (write)
+			sync_after(p, ios, i, j);
+		i = j;
+	}
+	return 0;
+}
+
+int stor_io_submit(struct stor_io *ios, size_t n)
+{
+	struct stor_io **byp = NULL;
+	int failed = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		ios[i].result = io_check(&ios[i]);
+	/* the common case: one pool */
+	for (i = 1; i < n; i++)
+		if (ios[i].ds && ios[0].ds && ios[i].ds->pool != ios[0].ds->pool)
+			break;
+	if (i >= n) {
+		if (n && ios[0].ds)
+			submit_pool(ios[0].ds->pool, ios, n);
+	} else {
+		/* several pools: run each pool's requests in their order */
+		byp = calloc(n, sizeof(*byp));
+		struct stor_io *tmp = calloc(n, sizeof(*tmp));
+		if (!byp || !tmp) {
+			for (i = 0; i < n; i++)
+				if (!ios[i].result)
+					ios[i].result = -ENOMEM;
+		} else {
+			for (i = 0; i < n; i++) {
+				struct stor_pool *p;
+				size_t m = 0;
+				if (ios[i].result || !ios[i].ds || byp[i])
+					continue;
+				p = ios[i].ds->pool;
+				for (size_t x = i; x < n; x++)
+					if (!ios[x].result && ios[x].ds && ios[x].ds->pool == p) {
+						byp[x] = &ios[x];
+						tmp[m++] = ios[x];
+					}
+				submit_pool(p, tmp, m);
+				m = 0;
+				for (size_t x = i; x < n; x++)
+					if (byp[x] == &ios[x] && ios[x].ds->pool == p &&
+					    !ios[x].result)
+						ios[x].result = tmp[m++].result;
+			}
+		}
+		free(tmp);
+		free(byp);
+	}
+	for (i = 0; i < n; i++)
+		if (ios[i].result)
+			failed++;
+	return failed;
+}
+
+static int one(struct stor_ds *ds, enum stor_io_op op, uint64_t off, void *buf, uint64_t len)
+{
+	struct stor_io io = { .ds = ds, .op = op, .off = off, .len = len, .buf = buf };
+
+	stor_io_submit(&io, 1);
+	return io.result;
+}
+
+int stor_ds_read(struct stor_ds *ds, uint64_t off, void *buf, size_t len)
+{
+	return one(ds, STOR_IO_READ, off, buf, len);
+}
+
+int stor_ds_write(struct stor_ds *ds, uint64_t off, const void *buf, size_t len)
+{
+	return one(ds, STOR_IO_WRITE, off, (void *)buf, len);
+}
+
+int stor_ds_discard(struct stor_ds *ds, uint64_t off, uint64_t len)
+{
+	return one(ds, STOR_IO_DISCARD, off, NULL, len);
+}
+
+int stor_ds_flush(struct stor_ds *ds)
+{
+	return one(ds, STOR_IO_FLUSH, 0, NULL, 0);
+}

@@ -1,1 +1,134 @@
 /* SPDX-License-Identifier: MIT */
+/* Private definitions shared inside libstore; daemon/ and client/ never include this. */
+#ifndef STOR_STORE_IMPL_H
+#define STOR_STORE_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "crypt.h"
+#include "keys.h"
+#include "props.h"
+#include "store.h"
+#include "txg.h"
+
+struct lun;
+struct meta;
+struct alloc;
+struct stage;
+
+#define STRIPES 256
+
+/* Key state of a dataset whose key is loaded; swapped as one pointer. */
+struct epoch_key {
+	uint32_t epoch;
+	struct crypt_key *key;
+	struct epoch_key *retired; /* replaced ones, freed with the key state */
+};
+
+struct ds_keys {
+	uint8_t *master; /* KEYS_MASTER_LEN bytes of secure memory */
+	uint8_t *wk;     /* wrapping key, on an encryption root only */
+	_Atomic(struct epoch_key *) data[8]; /* data keys by epoch % 8 */
+	pthread_mutex_t lock;                /* deriving a data key */
+};
+
+struct stor_ds {
+	struct stor_pool *pool;
+	char *name;
+	uint64_t id, guid, createtxg;
+	_Atomic uint64_t volsize;
+	uint32_t recsize;
+	char *local[PROP_COUNT]; /* locally set values; NULL = unset */
+	atomic_int refs;
+	int destroyed;
+
+	/* effective values of inherited properties, for the I/O path */
+	atomic_int sync_mode, comp_level, checksum_on;
+
+	atomic_int_fast64_t used, logical_used;
+
+	/* encryption: fixed at creation */
+	int suite;               /* enum crypt_suite; CRYPT_OFF if clear */
+	uint64_t enc_root_id;    /* the dataset whose wrapping key wraps ours */
+	uint8_t wrapped[KEYS_WRAPPED_LEN];
+	int keyformat;           /* enum stor_keyformat, on a root */
+	uint32_t iters;          /* pbkdf2 iterations, on a root */
+	uint8_t salt[KEYS_SALT_LEN];
+	_Atomic(struct ds_keys *) keys; /* NULL while the key is not loaded */
+	/* nonce counter of the current epoch; [next, reserved) may be used */
+	pthread_mutex_t nonce_lock;
+	uint32_t nonce_epoch;
+	uint64_t nonce_next, nonce_reserved;
+};
+
+struct pool_lun {
+	struct lun *lun;
+	uint64_t guid;
+	atomic_uint_fast64_t cksum_errors;
+};
+
+struct stor_pool {
+	char *name;
+	char *path; /* the LMDB file */
+	struct stor_pool_opts opts;
+	uint64_t guid;
+	uint64_t next_ds_id;
+	struct meta *meta;
+	struct alloc *alloc;
+	struct pool_lun luns[STOR_LUNS_MAX];
+	atomic_uint nluns;
+
+	pthread_mutex_t admin; /* dataset table, properties, keys, pool config */
+	struct stor_ds **ds;   /* sorted by name */
+	size_t nds, capds;
+
+	pthread_mutex_t stripes[STRIPES]; /* serialise writers of one record */
+
+	/* txg.c */
+	pthread_rwlock_t hold;
+	pthread_mutex_t stage_lock;
+	struct stage *open, *syncing;
+	pthread_mutex_t commit_lock;
+	_Atomic uint64_t synced_txg;
+	pthread_t timer;
+	pthread_mutex_t timer_lock;
+	pthread_cond_t timer_cond;
+	int timer_stop, timer_started;
+	_Atomic uint64_t read_epoch;
+	atomic_long readers[2];
+};
+
+/* dataset.c */
+struct stor_ds *ds_find_locked(struct stor_pool *p, const char *name);
+struct stor_ds *ds_find_id_locked(struct stor_pool *p, uint64_t id);
+int ds_load_all(struct stor_pool *p);
+void ds_free(struct stor_ds *ds);
+int ds_save(struct stor_pool *p, struct stor_ds *ds);
+struct meta_txn;
+/** Put the record of @ds in @t (a read-write transaction). */
+int ds_save_txn(struct meta_txn *t, struct stor_ds *ds);
+/** Effective (local or inherited) value of @id for @ds; admin lock held. */
+const char *ds_prop_locked(struct stor_pool *p, struct stor_ds *ds, int id, struct stor_ds **from);
+
+/* pool.c; pool_create_root() is in dataset.c */
+int pool_create_root(struct stor_pool *p);
+int pool_save_config(struct stor_pool *p);
+void pool_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* dskeys.c: key state of datasets (load, unload, change, nonces) */
+int dskeys_create(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *parent,
+		  const struct stor_ds_opts *opts);
+void dskeys_drop(struct stor_ds *ds);
+/** Reserve @n nonces for a batch of writes; returns the key epoch and counter of the first. */
+int dskeys_nonces(struct stor_ds *ds, size_t n, uint32_t *epoch, uint64_t *first);
+/** The data key of @epoch, derived on first use; NULL if the key is not loaded. */
+const struct crypt_key *dskeys_data_key(struct ds_keys *k, uint64_t guid, int suite,
+					uint32_t epoch);
+#define DSKEYS_RECORD_LEN (1 + 8 + 1 + 4 + KEYS_SALT_LEN + KEYS_WRAPPED_LEN + 4 + 8)
+void dskeys_record(struct stor_ds *ds, uint8_t **p);
+int dskeys_parse(struct stor_ds *ds, const uint8_t **p, const uint8_t *end);
+int dskeys_load_all_children(struct stor_pool *p);
+
+#endif

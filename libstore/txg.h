@@ -1,1 +1,70 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * Transaction groups. Writers stage block pointers in the open txg under a
+ * hold; a commit swaps in a new open txg, fsyncs the LUNs that txg wrote,
+ * puts every block pointer in one LMDB write transaction, then returns the
+ * extents it freed to the allocator once no reader can still see them.
+ */
+#ifndef STOR_TXG_H
+#define STOR_TXG_H
+
+#include <stdint.h>
+
+#include "format.h"
+
+struct stor_pool;
+
+/** An in-memory block pointer (format.h has the on-disk form). */
+struct bp {
+	uint16_t lun;
+	uint8_t flags;
+	uint8_t comp;
+	uint32_t psize, lsize, csize;
+	uint64_t sector;
+	uint64_t birth;
+	uint32_t epoch;
+	uint8_t nonce[12];
+	uint8_t mac[16];
+};
+
+void bp_encode(const struct bp *bp, uint8_t out[BP_LEN]);
+/** @return 0 or STOR_ECORRUPT */
+int bp_decode(const uint8_t *in, size_t len, struct bp *bp);
+void bp_key(uint64_t ds_id, uint64_t recno, uint8_t key[BP_KEY_LEN]);
+
+int txg_init(struct stor_pool *p, uint64_t last_txg);
+/** Commit what is open and stop the timer. */
+int txg_fini(struct stor_pool *p);
+
+/** Hold the open txg while sealing, writing and staging; returns its number. */
+uint64_t txg_hold(struct stor_pool *p);
+void txg_rele(struct stor_pool *p);
+
+/**
+ * Stage @bp for (@ds_id, @recno) in the open txg (caller holds it). The
+ * previous block pointer (staged or committed) is returned in @old
+ * (*had_old = 0 if none) and its extent is freed when this txg is durable.
+ */
+int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct bp *bp,
+	      struct bp *old, int *had_old);
+
+/**
+ * Look up block pointers for a batch: staged ones first, then LMDB.
+ * @found[i] is 0 for a record never written (or discarded).
+ */
+int txg_lookup(struct stor_pool *p, size_t n, const uint64_t *ds_ids, const uint64_t *recnos,
+	       struct bp *bps, int *found);
+
+/** Remove everything staged for @ds_id and delete its records at the next commit. */
+void txg_forget_ds(struct stor_pool *p, uint64_t ds_id);
+
+/** Commit until txg @min is durable (0: commit whatever is open now). */
+int txg_sync(struct stor_pool *p, uint64_t min);
+
+/* Reader sections: extents and keys seen inside one stay valid until it ends. */
+unsigned txg_read_enter(struct stor_pool *p);
+void txg_read_exit(struct stor_pool *p, unsigned slot);
+/** Wait until every reader section that began before the call has ended. */
+void txg_read_synchronize(struct stor_pool *p);
+
+#endif
