@@ -22,6 +22,7 @@
 
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/kdf.h>
 #include <openssl/params.h>
@@ -42,6 +43,8 @@ static void set_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(last_error, sizeof(last_error), fmt, ap);
 	va_end(ap);
+	/* every failure path ends here: leave no stale OpenSSL errors for other callers */
+	ERR_clear_error();
 }
 
 const char *keys_last_error(void)
