@@ -69,4 +69,21 @@ int coffer_read(struct coffer_conn *c, int handle, uint64_t off, void *buf, uint
 int coffer_write(struct coffer_conn *c, int handle, uint64_t off, const void *buf, uint32_t len);
 int coffer_ds_flush(struct coffer_conn *c, int handle);
 
+/* ---- additions ---- */
+
+/** Close a handle of coffer_ds_open(); requests still in flight on it finish first. */
+int coffer_ds_close(struct coffer_conn *c, int handle);
+
+struct proto_hdr;
+
+/**
+ * Test hooks: send @len raw bytes as they are (malformed frames included),
+ * and take the next raw reply frame, copying at most @cap payload bytes.
+ * @return coffer_send_raw: 0 or -errno; coffer_recv_raw: 1 (a frame),
+ *         0 (timeout), -errno (-ECONNRESET: the daemon closed the connection)
+ */
+int coffer_send_raw(struct coffer_conn *c, const void *buf, size_t len);
+int coffer_recv_raw(struct coffer_conn *c, struct proto_hdr *h, void *payload, size_t cap,
+		    int timeout_ms);
+
 #endif

@@ -12,3 +12,13 @@ sbin_PROGRAMS += %D%/cofferd
 	$(SYSTEMD_LIBS) $(PTHREAD_LIBS)
 
 dist_man_MANS += %D%/cofferd.8
+
+# The systemd unit, with paths substituted at make time (not by configure, so
+# `make prefix=...` is honoured).
+systemdsystemunit_DATA = conf/cofferd.service
+EXTRA_DIST += conf/cofferd.service.in
+CLEANFILES += conf/cofferd.service
+conf/cofferd.service: $(top_srcdir)/conf/cofferd.service.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) conf && \
+	sed -e 's|@sbindir[@]|$(sbindir)|g' -e 's|@sysconfdir[@]|$(sysconfdir)|g' \
+	    -e 's|@localstatedir[@]|$(localstatedir)|g' $(top_srcdir)/conf/cofferd.service.in > $@

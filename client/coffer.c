@@ -1,0 +1,1566 @@
+// SPDX-License-Identifier: MIT
+/*
+ * coffer: the command-line client of cofferd, shaped like zfs(8) and
+ * zpool(8). One table of subcommands {name, fn, usage} drives dispatch and
+ * the help text; `pool` has a table of its own.
+ *
+ * Conventions: a usage error prints the verb's usage and exits 2; any other
+ * error is one line on stderr naming the object, the cause and what to do,
+ * and exits 1. Key material is read here, never by the daemon: from the
+ * terminal without echo, from stdin when it is not a terminal, or from the
+ * file of keylocation=file://, and sent hex-encoded over the socket, so a
+ * daemon with another filesystem view still gets the key.
+ */
+#include <config.h> /* the autoconf header: _GNU_SOURCE, PACKAGE_VERSION */
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "client.h"
+#include "proto.h"
+#include "store.h"
+
+#define IO_CHUNK (128u << 10)
+#define IO_DEPTH 16u
+#define KEY_MAX 4096
+
+struct cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *usage;
+};
+
+static const char *opt_socket;
+static int opt_json;
+static const struct cmd *cur_cmd;
+static const char *cur_prefix = "";
+
+/* ---- output and errors ---- */
+
+static void usage_exit(void)
+{
+	fprintf(stderr, "usage: coffer %s%s %s\n", cur_prefix, cur_cmd->name, cur_cmd->usage);
+	exit(2);
+}
+
+static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("coffer: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+/* What to do about @status, for the end of an error line. */
+static const char *hint(int status, const char *obj, char *buf, size_t len)
+{
+	switch (status) {
+	case STOR_ENOKEY:
+		snprintf(buf, len, "; run 'coffer load-key %s'", obj);
+		return buf;
+	case STOR_EBADKEY:
+		return "; check the passphrase or key file and try again";
+	case -EPERM:
+		return "; run as root, as the daemon's user or as a member of its admin_group";
+	case -EEXIST:
+		return "; choose another name or destroy the existing one first";
+	case -EBUSY:
+		return "; close its users first, or use -r for children";
+	case STOR_EBADNAME:
+		return "; names are letters, digits, '_-.:' and '/' between components";
+	case STOR_EBADPROP:
+		return "; see 'coffer get all DATASET' for properties and values";
+	case STOR_EFAULTED:
+		return "; see 'coffer pool status' and fix the LUN, then 'coffer pool import'";
+	case STOR_ENOSPC:
+		return "; add a LUN with 'coffer pool add' or free space";
+	case STOR_ERANGE:
+		return "; stay within the dataset's volsize";
+	default:
+		return "";
+	}
+}
+
+static void __attribute__((noreturn)) die_call(int status, const char *obj, const char *err)
+{
+	char buf[512];
+
+	fprintf(stderr, "coffer: %s%s\n", err && err[0] ? err : proto_strerror(status),
+		hint(status, obj ? obj : "DATASET", buf, sizeof(buf)));
+	exit(1);
+}
+
+static struct coffer_conn *conn_open(void)
+{
+	struct coffer_conn *c;
+	const char *path = coffer_socket_path(opt_socket);
+	int ret = coffer_connect(opt_socket, &c);
+
+	if (ret == -ENOENT || ret == -ECONNREFUSED)
+		die("cofferd is not running at %s; start it with 'cofferd' or point -S / COFFER_SOCKET "
+		    "at its socket",
+		    path);
+	if (ret == -EACCES)
+		die("%s: permission denied; join the socket's group or run as root", path);
+	if (ret < 0)
+		die("%s: connect: %s", path, proto_strerror(ret));
+	return c;
+}
+
+/* Call @cmd; on failure print one line about @obj and exit 1. Steals @args. */
+static json_t *call(struct coffer_conn *c, const char *cmd, json_t *args, const char *obj)
+{
+	json_t *reply = NULL;
+	char err[512];
+	int ret = coffer_call(c, cmd, args, &reply, err, sizeof(err));
+
+	json_decref(args);
+	if (ret < 0)
+		die_call(ret, obj, err);
+	return reply;
+}
+
+static void json_print(json_t *j)
+{
+	char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+
+	if (s)
+		puts(s);
+	free(s);
+}
+
+/* ---- sizes ---- */
+
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || s[0] == '-')
+		return -1;
+	switch (toupper((unsigned char)*end)) {
+	case '\0':
+		break;
+	case 'K':
+		shift = 10;
+		break;
+	case 'M':
+		shift = 20;
+		break;
+	case 'G':
+		shift = 30;
+		break;
+	case 'T':
+		shift = 40;
+		break;
+	default:
+		return -1;
+	}
+	if (*end && end[1] && !(toupper((unsigned char)end[1]) == 'B' && !end[2]) &&
+	    !(toupper((unsigned char)end[1]) == 'I' && toupper((unsigned char)end[2]) == 'B' &&
+	      !end[3]))
+		return -1;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static uint64_t size_arg(const char *s, const char *what)
+{
+	uint64_t v;
+
+	if (parse_size(s, &v) < 0) {
+		fprintf(stderr, "coffer: %s '%s': not a size (use a number with K, M, G or T)\n",
+			what, s);
+		usage_exit();
+	}
+	return v;
+}
+
+static void human(uint64_t v, char *buf, size_t len)
+{
+	static const char units[] = "BKMGTPE";
+	double d = (double)v;
+	int u = 0;
+
+	while (d >= 1024 && u < 6) {
+		d /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%llu", (unsigned long long)v);
+	else
+		snprintf(buf, len, d < 10 ? "%.2f%c" : d < 100 ? "%.1f%c" : "%.0f%c", d, units[u]);
+}
+
+static int is_size_prop(const char *p)
+{
+	static const char *const sz[] = { "used",	  "volsize",	"recordsize", "size",
+					  "free",	  "available", "avail",	      "logicalused",
+					  "referenced", NULL };
+
+	for (int i = 0; sz[i]; i++)
+		if (!strcmp(p, sz[i]))
+			return 1;
+	return 0;
+}
+
+/* @value as shown: sizes humanized unless @parsable. */
+static const char *show(const char *prop, const char *value, int parsable, char *buf, size_t len)
+{
+	char *end;
+	unsigned long long v;
+
+	if (parsable || !is_size_prop(prop) || !value[0])
+		return value;
+	v = strtoull(value, &end, 10);
+	if (*end)
+		return value;
+	human(v, buf, len);
+	return buf;
+}
+
+/* ---- key material ---- */
+
+static void wipe(void *p, size_t n)
+{
+	explicit_bzero(p, n);
+}
+
+static size_t read_fd_all(int fd, uint8_t *buf, size_t cap)
+{
+	size_t n = 0;
+
+	while (n < cap) {
+		ssize_t r = read(fd, buf + n, cap - n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	return n;
+}
+
+static size_t prompt_tty(const char *prompt, char *buf, size_t cap)
+{
+	struct termios old, noecho;
+	int fd = open("/dev/tty", O_RDWR | O_CLOEXEC);
+	FILE *f;
+	size_t n;
+
+	if (fd < 0)
+		die("no terminal to ask the passphrase on; pipe it to stdin or use keylocation=file://");
+	f = fdopen(fd, "r+");
+	fputs(prompt, f);
+	fflush(f);
+	tcgetattr(fd, &old);
+	noecho = old;
+	noecho.c_lflag &= ~(tcflag_t)ECHO;
+	tcsetattr(fd, TCSAFLUSH, &noecho);
+	if (!fgets(buf, (int)cap, f))
+		buf[0] = '\0';
+	tcsetattr(fd, TCSAFLUSH, &old);
+	fputc('\n', f);
+	fclose(f);
+	n = strcspn(buf, "\n");
+	buf[n] = '\0';
+	return n;
+}
+
+/*
+ * Read the key for @ds in @format from @location into @buf (KEY_MAX bytes).
+ * Passphrases from a terminal are asked twice when @confirm.
+ */
+static size_t key_read(const char *ds, const char *format, const char *location, int confirm,
+		       uint8_t *buf)
+{
+	size_t n;
+
+	if (location && !strncmp(location, "file://", 7)) {
+		int fd = open(location + 7, O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0)
+			die("%s: keylocation %s: %s; fix the path or use -L prompt", ds, location,
+			    strerror(errno));
+		n = read_fd_all(fd, buf, KEY_MAX);
+		close(fd);
+	} else if (location && strcmp(location, "prompt")) {
+		die("%s: keylocation '%s' is not supported; use prompt or file:///path", ds,
+		    location);
+	} else if (isatty(STDIN_FILENO)) {
+		char prompt[STOR_NAME_MAX + 64], again[KEY_MAX];
+
+		snprintf(prompt, sizeof(prompt), "Enter %s for '%s': ",
+			 !strcmp(format, "passphrase") ? "passphrase" : "key", ds);
+		n = prompt_tty(prompt, (char *)buf, KEY_MAX);
+		if (confirm) {
+			snprintf(prompt, sizeof(prompt), "Re-enter %s for '%s': ",
+				 !strcmp(format, "passphrase") ? "passphrase" : "key", ds);
+			prompt_tty(prompt, again, sizeof(again));
+			if (strcmp(again, (char *)buf)) {
+				wipe(again, sizeof(again));
+				wipe(buf, KEY_MAX);
+				die("%s: the two entries do not match; try again", ds);
+			}
+			wipe(again, sizeof(again));
+		}
+	} else {
+		n = read_fd_all(STDIN_FILENO, buf, KEY_MAX);
+	}
+	/* text formats end at the first newline; raw keys are exactly 32 bytes */
+	if (strcmp(format, "raw")) {
+		size_t l = 0;
+
+		while (l < n && buf[l] != '\n' && buf[l] != '\r')
+			l++;
+		n = l;
+	} else if (n > 32) {
+		n = 32;
+	}
+	if (n == 0)
+		die("%s: empty key; give a %s", ds, format);
+	return n;
+}
+
+static void key_attach(json_t *args, const uint8_t *key, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	char *s = malloc(2 * n + 1);
+
+	if (!s)
+		die("out of memory");
+	for (size_t i = 0; i < n; i++) {
+		s[2 * i] = hex[key[i] >> 4];
+		s[2 * i + 1] = hex[key[i] & 15];
+	}
+	s[2 * n] = '\0';
+	json_object_set_new(args, "key_hex", json_string(s));
+	wipe(s, 2 * n);
+	free(s);
+}
+
+/* The value of prop @name among "-o name=value" strings, or NULL. */
+static const char *prop_in(json_t *props, const char *name)
+{
+	size_t n = strlen(name), i;
+	json_t *v;
+
+	json_array_foreach(props, i, v) {
+		const char *s = json_string_value(v);
+
+		if (!strncmp(s, name, n) && s[n] == '=')
+			return s + n + 1;
+	}
+	return NULL;
+}
+
+static json_t *ds_props(struct coffer_conn *c, const char *ds, const char *const *names)
+{
+	json_t *a = json_array(), *reply, *out = json_object(), *v;
+	size_t i;
+
+	for (i = 0; names[i]; i++)
+		json_array_append_new(a, json_string(names[i]));
+	reply = call(c, "ds_get", json_pack("{s:s, s:o}", "name", ds, "props", a), ds);
+	json_array_foreach(json_object_get(reply, "props"), i, v)
+		json_object_set(out, json_string_value(json_object_get(v, "property")),
+				json_object_get(v, "value"));
+	json_decref(reply);
+	return out;
+}
+
+/* ---- pool verbs ---- */
+
+static char *abs_path(const char *p)
+{
+	char cwd[PATH_MAX], *out;
+
+	if (p[0] == '/')
+		return strdup(p);
+	if (!getcwd(cwd, sizeof(cwd)))
+		die("getcwd: %s", strerror(errno));
+	if (asprintf(&out, "%s/%s", cwd, p) < 0)
+		die("out of memory");
+	return out;
+}
+
+static int pool_create(int argc, char **argv)
+{
+	json_t *luns = json_array(), *props = json_array();
+	uint64_t size = 0;
+	struct coffer_conn *c;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "o:s:")) != -1) {
+		switch (opt) {
+		case 'o':
+			json_array_append_new(props, json_string(optarg));
+			break;
+		case 's':
+			size = size_arg(optarg, "-s");
+			break;
+		default:
+			usage_exit();
+		}
+	}
+	if (argc - optind < 2)
+		usage_exit();
+	for (int i = optind + 1; i < argc; i++) {
+		char *p = abs_path(argv[i]);
+
+		json_array_append_new(luns, json_string(p));
+		free(p);
+	}
+	c = conn_open();
+	json_decref(call(c, "pool_create",
+			 json_pack("{s:s, s:o, s:o, s:I}", "name", argv[optind], "luns", luns,
+				   "props", props, "lun_size", (json_int_t)size),
+			 argv[optind]));
+	coffer_close(c);
+	return 0;
+}
+
+static int pool_add(int argc, char **argv)
+{
+	uint64_t size = 0;
+	struct coffer_conn *c;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "s:")) != -1) {
+		if (opt != 's')
+			usage_exit();
+		size = size_arg(optarg, "-s");
+	}
+	if (argc - optind < 2)
+		usage_exit();
+	c = conn_open();
+	for (int i = optind + 1; i < argc; i++) {
+		char *p = abs_path(argv[i]);
+
+		json_decref(call(c, "pool_add",
+				 json_pack("{s:s, s:s, s:I}", "name", argv[optind], "lun", p,
+					   "size", (json_int_t)size),
+				 argv[optind]));
+		free(p);
+	}
+	coffer_close(c);
+	return 0;
+}
+
+static int pool_list(int argc, char **argv)
+{
+	int opt, noheader = 0, parsable = 0;
+	struct coffer_conn *c;
+	json_t *reply, *p;
+	size_t i;
+
+	while ((opt = getopt(argc, argv, "Hpj")) != -1) {
+		switch (opt) {
+		case 'H':
+			noheader = 1;
+			break;
+		case 'p':
+			parsable = 1;
+			break;
+		case 'j':
+			opt_json = 1;
+			break;
+		default:
+			usage_exit();
+		}
+	}
+	if (argc - optind > 1)
+		usage_exit();
+	c = conn_open();
+	reply = call(c, "pool_list",
+		     optind < argc ? json_pack("{s:s}", "name", argv[optind]) : NULL,
+		     optind < argc ? argv[optind] : NULL);
+	if (opt_json) {
+		json_print(reply);
+	} else {
+		const char *fmt = noheader ? "%s\t%s\t%s\t%s\t%s\t%s\t%s\n"
+					   : "%-20s %8s %8s %8s %5s %8s  %s\n";
+
+		if (!noheader)
+			printf(fmt, "NAME", "SIZE", "USED", "FREE", "LUNS", "DATASETS", "STATE");
+		json_array_foreach(json_object_get(reply, "pools"), i, p) {
+			char sz[32], us[32], fr[32], nl[16], nd[16];
+			uint64_t s = (uint64_t)json_integer_value(json_object_get(p, "size"));
+			uint64_t u = (uint64_t)json_integer_value(json_object_get(p, "used"));
+			int online = json_object_get(p, "size") != NULL;
+
+			if (parsable) {
+				snprintf(sz, sizeof(sz), "%llu", (unsigned long long)s);
+				snprintf(us, sizeof(us), "%llu", (unsigned long long)u);
+				snprintf(fr, sizeof(fr), "%llu", (unsigned long long)(s - u));
+			} else {
+				human(s, sz, sizeof(sz));
+				human(u, us, sizeof(us));
+				human(s - u, fr, sizeof(fr));
+			}
+			snprintf(nl, sizeof(nl), "%lld",
+				 (long long)json_integer_value(json_object_get(p, "nluns")));
+			snprintf(nd, sizeof(nd), "%lld",
+				 (long long)json_integer_value(json_object_get(p, "datasets")));
+			printf(fmt, json_string_value(json_object_get(p, "name")),
+			       online ? sz : "-", online ? us : "-", online ? fr : "-",
+			       online ? nl : "-", online ? nd : "-",
+			       json_string_value(json_object_get(p, "state")));
+		}
+	}
+	json_decref(reply);
+	coffer_close(c);
+	return 0;
+}
+
+static int pool_status(int argc, char **argv)
+{
+	struct coffer_conn *c;
+	json_t *reply, *p, *l;
+	size_t i, j;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "j")) != -1) {
+		if (opt != 'j')
+			usage_exit();
+		opt_json = 1;
+	}
+	if (argc - optind > 1)
+		usage_exit();
+	c = conn_open();
+	reply = call(c, "pool_status",
+		     optind < argc ? json_pack("{s:s}", "name", argv[optind]) : NULL,
+		     optind < argc ? argv[optind] : NULL);
+	if (opt_json) {
+		json_print(reply);
+		goto out;
+	}
+	if (json_array_size(json_object_get(reply, "pools")) == 0)
+		printf("no pools\n");
+	json_array_foreach(json_object_get(reply, "pools"), i, p) {
+		const char *err = json_string_value(json_object_get(p, "error"));
+
+		if (i)
+			putchar('\n');
+		printf("  pool: %s\n state: %s\n", json_string_value(json_object_get(p, "name")),
+		       json_string_value(json_object_get(p, "state")));
+		if (err)
+			printf(" error: %s\naction: fix or restore the LUN, then run 'coffer pool "
+			       "import %s'\n",
+			       err, json_string_value(json_object_get(p, "name")));
+		if (json_object_get(p, "txg"))
+			printf("   txg: %lld\n",
+			       (long long)json_integer_value(json_object_get(p, "txg")));
+		if (!json_object_get(p, "luns"))
+			continue;
+		printf("config:\n\t%-40s %8s %8s %6s %6s %6s\n", "LUN", "SIZE", "USED", "READ",
+		       "WRITE", "CKSUM");
+		json_array_foreach(json_object_get(p, "luns"), j, l) {
+			char sz[32], us[32];
+
+			human((uint64_t)json_integer_value(json_object_get(l, "size")), sz,
+			      sizeof(sz));
+			human((uint64_t)json_integer_value(json_object_get(l, "used")), us,
+			      sizeof(us));
+			printf("\t%-40s %8s %8s %6lld %6lld %6lld\n",
+			       json_string_value(json_object_get(l, "path")), sz, us,
+			       (long long)json_integer_value(json_object_get(l, "read_errors")),
+			       (long long)json_integer_value(json_object_get(l, "write_errors")),
+			       (long long)json_integer_value(json_object_get(l, "cksum_errors")));
+		}
+	}
+out:
+	json_decref(reply);
+	coffer_close(c);
+	return 0;
+}
+
+static int pool_simple(int argc, char **argv, const char *cmd)
+{
+	struct coffer_conn *c;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "f")) != -1)
+		if (opt != 'f')
+			usage_exit();
+	if (argc - optind != 1)
+		usage_exit();
+	c = conn_open();
+	json_decref(call(c, cmd, json_pack("{s:s}", "name", argv[optind]), argv[optind]));
+	coffer_close(c);
+	return 0;
+}
+
+static int pool_export(int argc, char **argv)
+{
+	return pool_simple(argc, argv, "pool_export");
+}
+
+static int pool_destroy(int argc, char **argv)
+{
+	return pool_simple(argc, argv, "pool_destroy");
+}
+
+static int pool_import(int argc, char **argv)
+{
+	struct coffer_conn *c;
+	json_t *reply, *v;
+	size_t i;
+
+	if (getopt(argc, argv, "") != -1)
+		usage_exit();
+	if (argc - optind > 1)
+		usage_exit();
+	c = conn_open();
+	if (optind < argc) {
+		json_decref(call(c, "pool_import", json_pack("{s:s}", "name", argv[optind]),
+				 argv[optind]));
+	} else {
+		reply = call(c, "pool_import", NULL, NULL);
+		if (opt_json)
+			json_print(reply);
+		else if (json_array_size(json_object_get(reply, "importable")) == 0)
+			printf("no pools available to import\n");
+		else
+			json_array_foreach(json_object_get(reply, "importable"), i, v)
+				printf("   pool: %s\n", json_string_value(v));
+		json_decref(reply);
+	}
+	coffer_close(c);
+	return 0;
+}
+
+static const struct cmd pool_cmds[] = {
+	{ "create", pool_create, "[-o prop=val]... [-s SIZE] POOL LUN..." },
+	{ "add", pool_add, "[-s SIZE] POOL LUN..." },
+	{ "list", pool_list, "[-H] [-p] [-j] [POOL]" },
+	{ "status", pool_status, "[-j] [POOL]" },
+	{ "export", pool_export, "POOL" },
+	{ "import", pool_import, "[POOL]" },
+	{ "destroy", pool_destroy, "[-f] POOL" },
+	{ NULL, NULL, NULL },
+};
+
+static int dispatch(const struct cmd *table, const char *prefix, int argc, char **argv);
+
+static int cmd_pool(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: coffer pool VERB ...; verbs:\n");
+		for (const struct cmd *t = pool_cmds; t->name; t++)
+			fprintf(stderr, "  coffer pool %s %s\n", t->name, t->usage);
+		exit(2);
+	}
+	return dispatch(pool_cmds, "pool ", argc - 1, argv + 1);
+}
+
+/* ---- dataset verbs ---- */
+
+static int cmd_create(int argc, char **argv)
+{
+	json_t *props = json_array(), *args;
+	uint64_t volsize = 0, recsize = 0;
+	const char *enc, *fmt, *loc;
+	struct coffer_conn *c;
+	uint8_t key[KEY_MAX];
+	int opt;
+
+	while ((opt = getopt(argc, argv, "V:b:o:")) != -1) {
+		switch (opt) {
+		case 'V':
+			volsize = size_arg(optarg, "-V");
+			break;
+		case 'b':
+			recsize = size_arg(optarg, "-b");
+			break;
+		case 'o':
+			if (!strchr(optarg, '=')) {
+				fprintf(stderr, "coffer: -o %s: give prop=value\n", optarg);
+				usage_exit();
+			}
+			if (!strncmp(optarg, "volsize=", 8))
+				volsize = size_arg(optarg + 8, "volsize");
+			else if (!strncmp(optarg, "recordsize=", 11))
+				recsize = size_arg(optarg + 11, "recordsize");
+			else
+				json_array_append_new(props, json_string(optarg));
+			break;
+		default:
+			usage_exit();
+		}
+	}
+	if (argc - optind != 1)
+		usage_exit();
+	args = json_pack("{s:s, s:o, s:I, s:I}", "name", argv[optind], "props", props, "volsize",
+			 (json_int_t)volsize, "recordsize", (json_int_t)recsize);
+	enc = prop_in(props, "encryption");
+	fmt = prop_in(props, "keyformat");
+	loc = prop_in(props, "keylocation");
+	/* a new encryption root needs its key now; ZFS defaults keyformat to passphrase */
+	if ((enc && strcmp(enc, "off")) || fmt) {
+		size_t n;
+
+		if (!fmt) {
+			fmt = "passphrase";
+			json_array_append_new(props, json_string("keyformat=passphrase"));
+		}
+		n = key_read(argv[optind], fmt, loc, 1, key);
+		key_attach(args, key, n);
+		wipe(key, sizeof(key));
+	}
+	c = conn_open();
+	json_decref(call(c, "ds_create", args, argv[optind]));
+	coffer_close(c);
+	return 0;
+}
+
+static int cmd_destroy(int argc, char **argv)
+{
+	struct coffer_conn *c;
+	int opt, rec = 0;
+
+	while ((opt = getopt(argc, argv, "rf")) != -1) {
+		if (opt == 'r')
+			rec = 1;
+		else if (opt != 'f')
+			usage_exit();
+	}
+	if (argc - optind != 1)
+		usage_exit();
+	c = conn_open();
+	json_decref(call(c, "ds_destroy",
+			 json_pack("{s:s, s:b}", "name", argv[optind], "recursive", rec),
+			 argv[optind]));
+	coffer_close(c);
+	return 0;
+}
+
+static int cmd_list(int argc, char **argv)
+{
+	const char *fields = "name,used,volsize,recordsize,encryption,keystatus";
+	int opt, rec = 0, noheader = 0, parsable = 0;
+	json_t *props = json_array(), *args, *reply, *d;
+	char *fcopy, *tok, *save = NULL;
+	struct coffer_conn *c;
+	const char *f[64];
+	size_t nf = 0, i;
+
+	while ((opt = getopt(argc, argv, "rHpo:j")) != -1) {
+		switch (opt) {
+		case 'r':
+			rec = 1;
+			break;
+		case 'H':
+			noheader = 1;
+			break;
+		case 'p':
+			parsable = 1;
+			break;
+		case 'o':
+			fields = optarg;
+			break;
+		case 'j':
+			opt_json = 1;
+			break;
+		default:
+			usage_exit();
+		}
+	}
+	if (argc - optind > 1)
+		usage_exit();
+	fcopy = strdup(fields);
+	for (tok = strtok_r(fcopy, ",", &save); tok && nf < 64; tok = strtok_r(NULL, ",", &save)) {
+		f[nf++] = tok;
+		if (strcmp(tok, "name"))
+			json_array_append_new(props, json_string(tok));
+	}
+	args = json_pack("{s:o, s:b}", "props", props, "recursive", rec);
+	if (optind < argc)
+		json_object_set_new(args, "name", json_string(argv[optind]));
+	c = conn_open();
+	reply = call(c, "ds_list", args, optind < argc ? argv[optind] : NULL);
+	if (opt_json) {
+		json_print(reply);
+		goto out;
+	}
+	/* column widths from the data, like zfs list */
+	size_t w[64];
+
+	for (i = 0; i < nf; i++)
+		w[i] = strlen(f[i]);
+	json_array_foreach(json_object_get(reply, "datasets"), i, d) {
+		for (size_t k = 0; k < nf; k++) {
+			char buf[64];
+			const char *v = !strcmp(f[k], "name")
+						? json_string_value(json_object_get(d, "name"))
+						: json_string_value(json_object_get(
+							  json_object_get(d, "props"), f[k]));
+
+			v = show(f[k], v ? v : "-", parsable, buf, sizeof(buf));
+			if (strlen(v) > w[k])
+				w[k] = strlen(v);
+		}
+	}
+	if (!noheader) {
+		for (i = 0; i < nf; i++) {
+			for (const char *p = f[i]; *p; p++)
+				putchar(toupper((unsigned char)*p));
+			if (i + 1 < nf)
+				printf("%*s", (int)(w[i] - strlen(f[i]) + 2), "");
+		}
+		putchar('\n');
+	}
+	json_array_foreach(json_object_get(reply, "datasets"), i, d) {
+		for (size_t k = 0; k < nf; k++) {
+			char buf[64];
+			const char *v = !strcmp(f[k], "name")
+						? json_string_value(json_object_get(d, "name"))
+						: json_string_value(json_object_get(
+							  json_object_get(d, "props"), f[k]));
+
+			v = show(f[k], v ? v : "-", parsable, buf, sizeof(buf));
+			if (noheader)
+				printf("%s%s", v, k + 1 < nf ? "\t" : "");
+			else
+				printf("%s%*s", v, k + 1 < nf ? (int)(w[k] - strlen(v) + 2) : 0, "");
+		}
+		putchar('\n');
+	}
+out:
+	free(fcopy);
+	json_decref(reply);
+	coffer_close(c);
+	return 0;
+}
+
+static int cmd_get(int argc, char **argv)
+{
+	int opt, noheader = 0, parsable = 0;
+	json_t *args, *reply, *v;
+	struct coffer_conn *c;
+	size_t i;
+
+	while ((opt = getopt(argc, argv, "Hpj")) != -1) {
+		switch (opt) {
+		case 'H':
+			noheader = 1;
+			break;
+		case 'p':
+			parsable = 1;
+			break;
+		case 'j':
+			opt_json = 1;
+			break;
+		default:
+			usage_exit();
+		}
+	}
+	if (argc - optind < 2)
+		usage_exit();
+	c = conn_open();
+	if (!noheader && !opt_json)
+		printf("%-24s %-16s %-24s %s\n", "NAME", "PROPERTY", "VALUE", "SOURCE");
+	for (int k = optind + 1; k < argc; k++) {
+		args = json_pack("{s:s}", "name", argv[k]);
+		if (strcmp(argv[optind], "all")) {
+			json_t *props = json_array();
+			char *copy = strdup(argv[optind]), *save = NULL;
+
+			for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+				json_array_append_new(props, json_string(t));
+			free(copy);
+			json_object_set_new(args, "props", props);
+		}
+		reply = call(c, "ds_get", args, argv[k]);
+		if (opt_json) {
+			json_print(reply);
+			json_decref(reply);
+			continue;
+		}
+		json_array_foreach(json_object_get(reply, "props"), i, v) {
+			const char *p = json_string_value(json_object_get(v, "property"));
+			const char *src = json_string_value(json_object_get(v, "source"));
+			const char *from = json_string_value(json_object_get(v, "inherited_from"));
+			char buf[64], sbuf[STOR_NAME_MAX + 32];
+
+			if (!strcmp(src, "inherited") && from && from[0])
+				snprintf(sbuf, sizeof(sbuf), "inherited from %s", from);
+			else
+				snprintf(sbuf, sizeof(sbuf), "%s", src);
+			printf(noheader ? "%s\t%s\t%s\t%s\n" : "%-24s %-16s %-24s %s\n", argv[k], p,
+			       show(p, json_string_value(json_object_get(v, "value")), parsable, buf,
+				    sizeof(buf)),
+			       sbuf);
+		}
+		json_decref(reply);
+	}
+	coffer_close(c);
+	return 0;
+}
+
+static int cmd_set(int argc, char **argv)
+{
+	struct coffer_conn *c;
+	char *eq, *prop;
+
+	if (getopt(argc, argv, "") != -1 || argc - optind != 2)
+		usage_exit();
+	prop = strdup(argv[optind]);
+	eq = strchr(prop, '=');
+	if (!eq || eq == prop)
+		usage_exit();
+	*eq = '\0';
+	c = conn_open();
+	json_decref(call(c, "ds_set",
+			 json_pack("{s:s, s:s, s:s}", "name", argv[optind + 1], "prop", prop,
+				   "value", eq + 1),
+			 argv[optind + 1]));
+	free(prop);
+	coffer_close(c);
+	return 0;
+}
+
+static int cmd_inherit(int argc, char **argv)
+{
+	struct coffer_conn *c;
+
+	if (getopt(argc, argv, "") != -1 || argc - optind != 2)
+		usage_exit();
+	c = conn_open();
+	json_decref(call(c, "ds_inherit",
+			 json_pack("{s:s, s:s}", "name", argv[optind + 1], "prop", argv[optind]),
+			 argv[optind + 1]));
+	coffer_close(c);
+	return 0;
+}
+
+/* Load the key of encryption root @ds. @return 0, or the status when @soft */
+static int load_one(struct coffer_conn *c, const char *ds, const char *loc, int noop, int soft)
+{
+	static const char *const names[] = { "keyformat", "keylocation", NULL };
+	json_t *p = ds_props(c, ds, names), *args, *reply = NULL;
+	const char *fmt = json_string_value(json_object_get(p, "keyformat"));
+	uint8_t key[KEY_MAX];
+	char err[512];
+	size_t n;
+	int ret;
+
+	if (!fmt || !strcmp(fmt, "none") || !strcmp(fmt, "-"))
+		die("%s: dataset is not encrypted; nothing to load", ds);
+	if (!loc)
+		loc = json_string_value(json_object_get(p, "keylocation"));
+	n = key_read(ds, fmt, loc, 0, key);
+	args = json_pack("{s:s, s:b}", "name", ds, "noop", noop);
+	key_attach(args, key, n);
+	wipe(key, sizeof(key));
+	json_decref(p);
+	ret = coffer_call(c, "key_load", args, &reply, err, sizeof(err));
+	json_decref(args);
+	json_decref(reply);
+	if (ret < 0 && !soft)
+		die_call(ret, ds, err);
+	if (ret < 0)
+		fprintf(stderr, "coffer: %s\n", err);
+	return ret;
+}
+
+/* Encryption roots (encryptionroot == own name), optionally only those with @keystatus. */
+static json_t *enc_roots(struct coffer_conn *c, const char *keystatus)
+{
+	json_t *reply = call(c, "ds_list",
+			     json_pack("{s:[s,s,s]}", "props", "encryptionroot", "keystatus",
+				       "keylocation"),
+			     NULL);
+	json_t *out = json_array(), *d;
+	size_t i;
+
+	json_array_foreach(json_object_get(reply, "datasets"), i, d) {
+		const char *name = json_string_value(json_object_get(d, "name"));
+		json_t *p = json_object_get(d, "props");
+		const char *root = json_string_value(json_object_get(p, "encryptionroot"));
+		const char *ks = json_string_value(json_object_get(p, "keystatus"));
+
+		if (!root || strcmp(root, name))
+			continue;
+		if (keystatus && (!ks || strcmp(ks, keystatus)))
+			continue;
+		json_array_append(out, d);
+	}
+	json_decref(reply);
+	return out;
+}
+
+static int cmd_load_key(int argc, char **argv)
+{
+	const char *loc = NULL;
+	int opt, all = 0, noop = 0, failed = 0;
+	struct coffer_conn *c;
+
+	while ((opt = getopt(argc, argv, "anL:")) != -1) {
+		switch (opt) {
+		case 'a':
+			all = 1;
+			break;
+		case 'n':
+			noop = 1;
+			break;
+		case 'L':
+			loc = optarg;
+			break;
+		default:
+			usage_exit();
+		}
+	}
+	if (all ? argc - optind != 0 : argc - optind != 1)
+		usage_exit();
+	c = conn_open();
+	if (all) {
+		json_t *roots = enc_roots(c, "unavailable"), *d;
+		size_t i;
+
+		json_array_foreach(roots, i, d)
+			failed |= load_one(c, json_string_value(json_object_get(d, "name")), loc,
+					   noop, 1) < 0;
+		printf("%zu / %zu keys successfully loaded\n",
+		       json_array_size(roots) - (size_t)failed, json_array_size(roots));
+		json_decref(roots);
+	} else {
+		load_one(c, argv[optind], loc, noop, 0);
+	}
+	coffer_close(c);
+	return failed ? 1 : 0;
+}
+
+static int cmd_unload_key(int argc, char **argv)
+{
+	struct coffer_conn *c;
+	int opt, all = 0;
+
+	while ((opt = getopt(argc, argv, "a")) != -1) {
+		if (opt != 'a')
+			usage_exit();
+		all = 1;
+	}
+	if (all ? argc - optind != 0 : argc - optind != 1)
+		usage_exit();
+	c = conn_open();
+	if (all) {
+		json_t *roots = enc_roots(c, "available"), *d;
+		size_t i;
+
+		json_array_foreach(roots, i, d) {
+			const char *n = json_string_value(json_object_get(d, "name"));
+
+			json_decref(call(c, "key_unload", json_pack("{s:s}", "name", n), n));
+		}
+		json_decref(roots);
+	} else {
+		json_decref(call(c, "key_unload", json_pack("{s:s}", "name", argv[optind]),
+				 argv[optind]));
+	}
+	coffer_close(c);
+	return 0;
+}
+
+static int cmd_change_key(int argc, char **argv)
+{
+	static const char *const names[] = { "keyformat", "keylocation", NULL };
+	json_t *props = json_array(), *args, *cur;
+	const char *fmt, *loc;
+	struct coffer_conn *c;
+	uint8_t key[KEY_MAX];
+	int opt, inherit = 0;
+	size_t n;
+
+	while ((opt = getopt(argc, argv, "io:")) != -1) {
+		switch (opt) {
+		case 'i':
+			inherit = 1;
+			break;
+		case 'o':
+			if (strncmp(optarg, "keyformat=", 10) && strncmp(optarg, "keylocation=", 12) &&
+			    strncmp(optarg, "pbkdf2iters=", 12)) {
+				fprintf(stderr, "coffer: change-key: -o %s: only keyformat, "
+						"keylocation and pbkdf2iters\n",
+					optarg);
+				usage_exit();
+			}
+			json_array_append_new(props, json_string(optarg));
+			break;
+		default:
+			usage_exit();
+		}
+	}
+	if (argc - optind != 1)
+		usage_exit();
+	if (inherit)
+		die("%s: change-key -i is not supported yet; keys stay with this root",
+		    argv[optind]);
+	c = conn_open();
+	cur = ds_props(c, argv[optind], names);
+	fmt = prop_in(props, "keyformat");
+	loc = prop_in(props, "keylocation");
+	if (!fmt)
+		fmt = json_string_value(json_object_get(cur, "keyformat"));
+	if (!loc)
+		loc = json_string_value(json_object_get(cur, "keylocation"));
+	if (!fmt || !strcmp(fmt, "none"))
+		die("%s: dataset is not encrypted; create it with -o encryption=on", argv[optind]);
+	n = key_read(argv[optind], fmt, loc, 1, key);
+	args = json_pack("{s:s, s:o}", "name", argv[optind], "props", props);
+	key_attach(args, key, n);
+	wipe(key, sizeof(key));
+	json_decref(cur);
+	json_decref(call(c, "key_change", args, argv[optind]));
+	coffer_close(c);
+	return 0;
+}
+
+/* ---- data verbs ---- */
+
+static int ds_open_or_die(struct coffer_conn *c, const char *ds, uint64_t *volsize)
+{
+	uint32_t rs;
+	int h = coffer_ds_open(c, ds, volsize, &rs);
+
+	if (h < 0) {
+		char err[512];
+
+		/* the message of ds_open is worth having: ask again through call() */
+		json_decref(call(c, "ds_open", json_pack("{s:s}", "name", ds), ds));
+		snprintf(err, sizeof(err), "%s: open: %s", ds, proto_strerror(h));
+		die_call(h, ds, err);
+	}
+	return h;
+}
+
+static void io_fail(const char *ds, const char *what, uint64_t off, int status)
+{
+	char err[512];
+
+	snprintf(err, sizeof(err), "%s: %s at offset %llu: %s", ds, what, (unsigned long long)off,
+		 proto_strerror(status));
+	die_call(status, ds, err);
+}
+
+static int cmd_write(int argc, char **argv)
+{
+	uint8_t *bufs[IO_DEPTH];
+	uint64_t offs[IO_DEPTH];
+	uint64_t off = 0, volsize, total = 0;
+	struct coffer_conn *c;
+	unsigned inflight = 0, free_slots[IO_DEPTH], nfree = IO_DEPTH;
+	int opt, h, eof = 0;
+
+	while ((opt = getopt(argc, argv, "o:")) != -1) {
+		if (opt != 'o')
+			usage_exit();
+		off = size_arg(optarg, "-o");
+	}
+	if (argc - optind != 1)
+		usage_exit();
+	if (isatty(STDIN_FILENO))
+		die("write: stdin is a terminal; redirect a file into it");
+	c = conn_open();
+	h = ds_open_or_die(c, argv[optind], &volsize);
+	for (unsigned i = 0; i < IO_DEPTH; i++) {
+		bufs[i] = malloc(IO_CHUNK);
+		if (!bufs[i])
+			die("out of memory");
+		free_slots[i] = i;
+	}
+	/* keep IO_DEPTH chunks in flight; completions free their slot */
+	while (!eof || inflight) {
+		while (!eof && nfree) {
+			unsigned s = free_slots[--nfree];
+			size_t n = read_fd_all(STDIN_FILENO, bufs[s], IO_CHUNK);
+			int ret;
+
+			if (n == 0) {
+				eof = 1;
+				free_slots[nfree++] = s;
+				break;
+			}
+			if (n < IO_CHUNK)
+				eof = 1;
+			offs[s] = off;
+			ret = coffer_submit(c, s, COFFER_WRITE, h, off, (uint32_t)n, bufs[s]);
+			if (ret < 0)
+				io_fail(argv[optind], "write", off, ret);
+			off += n;
+			total += n;
+			inflight++;
+		}
+		if (coffer_flush_out(c) < 0)
+			die("%s: connection to cofferd lost", argv[optind]);
+		if (inflight) {
+			struct coffer_completion cc[IO_DEPTH];
+			int n = coffer_reap(c, cc, IO_DEPTH, -1);
+
+			if (n < 0)
+				die("%s: connection to cofferd lost: %s", argv[optind],
+				    proto_strerror(n));
+			for (int i = 0; i < n; i++) {
+				if (cc[i].status < 0)
+					io_fail(argv[optind], "write", offs[cc[i].id], cc[i].status);
+				free_slots[nfree++] = cc[i].id;
+				inflight--;
+			}
+		}
+	}
+	{
+		int ret = coffer_ds_flush(c, h);
+
+		if (ret < 0)
+			io_fail(argv[optind], "flush", off, ret);
+	}
+	for (unsigned i = 0; i < IO_DEPTH; i++)
+		free(bufs[i]);
+	coffer_close(c);
+	(void)total;
+	return 0;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int cmd_read(int argc, char **argv)
+{
+	uint8_t *bufs[IO_DEPTH];
+	uint32_t lens[IO_DEPTH];
+	uint64_t soff[IO_DEPTH];
+	int done[IO_DEPTH] = { 0 };
+	uint64_t off = 0, len = UINT64_MAX, volsize, next_off, end;
+	uint64_t seq_sub = 0, seq_out = 0;
+	struct coffer_conn *c;
+	int opt, h;
+
+	while ((opt = getopt(argc, argv, "o:l:")) != -1) {
+		if (opt == 'o')
+			off = size_arg(optarg, "-o");
+		else if (opt == 'l')
+			len = size_arg(optarg, "-l");
+		else
+			usage_exit();
+	}
+	if (argc - optind != 1)
+		usage_exit();
+	c = conn_open();
+	h = ds_open_or_die(c, argv[optind], &volsize);
+	if (off > volsize)
+		io_fail(argv[optind], "read", off, STOR_ERANGE);
+	end = len == UINT64_MAX || off + len > volsize ? volsize : off + len;
+	if (len != UINT64_MAX && off + len > volsize)
+		io_fail(argv[optind], "read", off, STOR_ERANGE);
+	for (unsigned i = 0; i < IO_DEPTH; i++) {
+		bufs[i] = malloc(IO_CHUNK);
+		if (!bufs[i])
+			die("out of memory");
+	}
+	/* the ring keeps output in order while replies come in any order */
+	next_off = off;
+	while (seq_out < seq_sub || next_off < end) {
+		while (next_off < end && seq_sub - seq_out < IO_DEPTH) {
+			unsigned s = seq_sub % IO_DEPTH;
+			uint32_t n = end - next_off < IO_CHUNK ? (uint32_t)(end - next_off) : IO_CHUNK;
+			int ret = coffer_submit(c, s, COFFER_READ, h, next_off, n, bufs[s]);
+
+			if (ret < 0)
+				io_fail(argv[optind], "read", next_off, ret);
+			lens[s] = n;
+			soff[s] = next_off;
+			done[s] = 0;
+			next_off += n;
+			seq_sub++;
+		}
+		if (coffer_flush_out(c) < 0)
+			die("%s: connection to cofferd lost", argv[optind]);
+		struct coffer_completion cc[IO_DEPTH];
+		int n = coffer_reap(c, cc, IO_DEPTH, -1);
+
+		if (n < 0)
+			die("%s: connection to cofferd lost: %s", argv[optind], proto_strerror(n));
+		for (int i = 0; i < n; i++) {
+			if (cc[i].status < 0)
+				io_fail(argv[optind], "read", soff[cc[i].id], cc[i].status);
+			done[cc[i].id] = 1;
+		}
+		while (seq_out < seq_sub && done[seq_out % IO_DEPTH]) {
+			unsigned s = seq_out % IO_DEPTH;
+
+			if (write_all(STDOUT_FILENO, bufs[s], lens[s]) < 0)
+				die("read: stdout: %s", strerror(errno));
+			done[s] = 0;
+			seq_out++;
+		}
+	}
+	for (unsigned i = 0; i < IO_DEPTH; i++)
+		free(bufs[i]);
+	coffer_close(c);
+	return 0;
+}
+
+static int cmd_flush(int argc, char **argv)
+{
+	struct coffer_conn *c;
+	int h, ret;
+
+	if (getopt(argc, argv, "") != -1 || argc - optind != 1)
+		usage_exit();
+	c = conn_open();
+	h = ds_open_or_die(c, argv[optind], NULL);
+	ret = coffer_ds_flush(c, h);
+	if (ret < 0)
+		io_fail(argv[optind], "flush", 0, ret);
+	coffer_close(c);
+	return 0;
+}
+
+/* ---- service verbs ---- */
+
+static long long io_stat(json_t *r, const char *k)
+{
+	return (long long)json_integer_value(json_object_get(json_object_get(r, "io"), k));
+}
+
+static int cmd_stats(int argc, char **argv)
+{
+	long interval = 0, count = -1;
+	struct coffer_conn *c;
+	json_t *prev = NULL, *cur;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "j")) != -1) {
+		if (opt != 'j')
+			usage_exit();
+		opt_json = 1;
+	}
+	if (argc - optind > 2)
+		usage_exit();
+	if (optind < argc) {
+		char *end;
+
+		interval = strtol(argv[optind], &end, 10);
+		if (*end || interval <= 0)
+			usage_exit();
+		if (optind + 1 < argc) {
+			count = strtol(argv[optind + 1], &end, 10);
+			if (*end || count <= 0)
+				usage_exit();
+		}
+	}
+	c = conn_open();
+	for (long i = 0;; i++) {
+		cur = call(c, "stats", NULL, NULL);
+		if (opt_json) {
+			char *s = json_dumps(cur, JSON_COMPACT);
+
+			puts(s);
+			free(s);
+		} else if (!interval) {
+			const char *keys[] = { "reads",	  "writes",	 "flushes",   "discards",
+					       "read_bytes", "write_bytes", "io_errors", "admin_calls",
+					       "eperm",	  "bad_frames",	 "connections_total",
+					       "connections_open", "batches", "batched_ios", NULL };
+
+			for (int k = 0; keys[k]; k++)
+				printf("%-18s %lld\n", keys[k], io_stat(cur, keys[k]));
+		} else {
+			if (i % 20 == 0)
+				printf("%10s %10s %10s %10s %8s\n", "read/s", "write/s", "rMB/s",
+				       "wMB/s", "errors");
+			if (prev) {
+				double d = (double)interval;
+
+				printf("%10.0f %10.0f %10.1f %10.1f %8lld\n",
+				       (io_stat(cur, "reads") - io_stat(prev, "reads")) / d,
+				       (io_stat(cur, "writes") - io_stat(prev, "writes")) / d,
+				       (io_stat(cur, "read_bytes") - io_stat(prev, "read_bytes")) /
+					       d / 1e6,
+				       (io_stat(cur, "write_bytes") - io_stat(prev, "write_bytes")) /
+					       d / 1e6,
+				       io_stat(cur, "io_errors") - io_stat(prev, "io_errors"));
+			}
+		}
+		fflush(stdout);
+		json_decref(prev);
+		prev = cur;
+		/* COUNT lines of rates take COUNT + 1 samples */
+		if (!interval || opt_json ? (count > 0 && i + 1 >= count) || !interval
+					  : (count > 0 && i >= count))
+			break;
+		sleep((unsigned)interval);
+	}
+	json_decref(prev);
+	coffer_close(c);
+	return 0;
+}
+
+static int cmd_version(int argc, char **argv)
+{
+	struct coffer_conn *c;
+	json_t *r;
+
+	if (getopt(argc, argv, "") != -1 || argc != optind)
+		usage_exit();
+	printf("coffer %s (protocol %u)\n", PACKAGE_VERSION, PROTO_VERSION);
+	c = conn_open();
+	r = call(c, "version", NULL, NULL);
+	printf("cofferd %s (protocol %lld)\n", json_string_value(json_object_get(r, "version")),
+	       (long long)json_integer_value(json_object_get(r, "protocol")));
+	json_decref(r);
+	coffer_close(c);
+	return 0;
+}
+
+static int cmd_ping(int argc, char **argv)
+{
+	struct coffer_conn *c;
+
+	if (getopt(argc, argv, "") != -1 || argc != optind)
+		usage_exit();
+	c = conn_open();
+	json_decref(call(c, "ping", NULL, NULL));
+	printf("cofferd is alive at %s\n", coffer_socket_path(opt_socket));
+	coffer_close(c);
+	return 0;
+}
+
+static int cmd_bench(int argc, char **argv)
+{
+	return bench_main(argc, argv);
+}
+
+static int cmd_help(int argc, char **argv);
+
+static const struct cmd cmds[] = {
+	{ "pool", cmd_pool, "create|add|list|status|export|import|destroy ..." },
+	{ "create", cmd_create, "[-V SIZE] [-b RECORDSIZE] [-o prop=val]... POOL/NAME" },
+	{ "destroy", cmd_destroy, "[-r] DATASET" },
+	{ "list", cmd_list, "[-r] [-H] [-p] [-o field[,field]...] [-j] [DATASET]" },
+	{ "get", cmd_get, "[-H] [-p] [-j] PROP[,PROP]...|all DATASET..." },
+	{ "set", cmd_set, "PROP=VALUE DATASET" },
+	{ "inherit", cmd_inherit, "PROP DATASET" },
+	{ "load-key", cmd_load_key, "[-n] [-L LOCATION] -a | DATASET" },
+	{ "unload-key", cmd_unload_key, "-a | DATASET" },
+	{ "change-key", cmd_change_key,
+	  "[-o keyformat=FMT] [-o keylocation=LOC] [-o pbkdf2iters=N] DATASET" },
+	{ "write", cmd_write, "DATASET [-o OFFSET] < FILE" },
+	{ "read", cmd_read, "DATASET [-o OFFSET] [-l LENGTH] > FILE" },
+	{ "flush", cmd_flush, "DATASET" },
+	{ "stats", cmd_stats, "[-j] [INTERVAL [COUNT]]" },
+	{ "bench", cmd_bench, "[options] [PARAMFILE] (see coffer(8))" },
+	{ "ping", cmd_ping, "" },
+	{ "version", cmd_version, "" },
+	{ "help", cmd_help, "[VERB]" },
+	{ NULL, NULL, NULL },
+};
+
+static void help(FILE *f)
+{
+	fprintf(f, "usage: coffer [-S SOCKET] [-j] VERB [ARGS]\n\nverbs:\n");
+	for (const struct cmd *t = cmds; t->name; t++) {
+		if (t->fn == cmd_pool) {
+			for (const struct cmd *p = pool_cmds; p->name; p++)
+				fprintf(f, "  pool %-10s %s\n", p->name, p->usage);
+			continue;
+		}
+		fprintf(f, "  %-15s %s\n", t->name, t->usage);
+	}
+	fprintf(f, "\nSizes take K, M, G or T. The socket is -S, else $COFFER_SOCKET, else the "
+		   "default of cofferd.\n");
+}
+
+static int cmd_help(int argc, char **argv)
+{
+	if (argc > 1) {
+		for (const struct cmd *t = cmds; t->name; t++) {
+			if (!strcmp(t->name, argv[1])) {
+				printf("usage: coffer %s %s\n", t->name, t->usage);
+				return 0;
+			}
+		}
+		fprintf(stderr, "coffer: unknown verb '%s'; run 'coffer help'\n", argv[1]);
+		return 2;
+	}
+	help(stdout);
+	return 0;
+}
+
+static int dispatch(const struct cmd *table, const char *prefix, int argc, char **argv)
+{
+	for (const struct cmd *t = table; t->name; t++) {
+		if (strcmp(t->name, argv[0]))
+			continue;
+		cur_cmd = t;
+		cur_prefix = prefix;
+		optind = 1;
+		return t->fn(argc, argv);
+	}
+	fprintf(stderr, "coffer: unknown verb '%s%s'; run 'coffer help'\n", prefix, argv[0]);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	int opt;
+
+	/* global options stop at the verb; '+' keeps getopt from permuting past it */
+	while ((opt = getopt(argc, argv, "+S:jhV")) != -1) {
+		switch (opt) {
+		case 'S':
+			opt_socket = optarg;
+			break;
+		case 'j':
+			opt_json = 1;
+			break;
+		case 'h':
+			help(stdout);
+			return 0;
+		case 'V':
+			printf("coffer %s (protocol %u)\n", PACKAGE_VERSION, PROTO_VERSION);
+			return 0;
+		default:
+			help(stderr);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		help(stderr);
+		return 2;
+	}
+	return dispatch(cmds, "", argc - optind, argv + optind);
+}

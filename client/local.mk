@@ -1,0 +1,15 @@
+# SPDX-License-Identifier: MIT
+# The client library (shared by coffer, coffer bench and the e2e tests) and the coffer CLI.
+include %D%/bench.mk
+
+noinst_LIBRARIES += %D%/libcoffer.a
+%C%_libcoffer_a_SOURCES = %D%/client.h %D%/conn.c daemon/config.h daemon/config.c
+%C%_libcoffer_a_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) $(INIH_CFLAGS)
+CLIENT_LIBS = %D%/libcoffer.a daemon/libproto.a $(JANSSON_LIBS) $(INIH_LIBS) $(PTHREAD_LIBS)
+
+bin_PROGRAMS += %D%/coffer
+%C%_coffer_SOURCES = %D%/coffer.c %D%/bench.h $(BENCH_SOURCES)
+%C%_coffer_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
+%C%_coffer_LDADD = $(CLIENT_LIBS) $(BENCH_LIBS)
+
+dist_man_MANS += %D%/coffer.8

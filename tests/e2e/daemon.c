@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: MIT
+/*
+ * E2E fixture: spawn cofferd on a temp socket with a temp config, wait for
+ * READY=1 on a NOTIFY_SOCKET datagram socket bound here (the path systemd's
+ * Type=notify takes), stop it with SIGTERM and check the exit status, and
+ * run the coffer binary against it. Everything lives under
+ * ${TMPDIR:-/tmp}/coffer-e2e.XXXXXX and is removed afterwards.
+ */
+#include <config.h> /* the autoconf header: _GNU_SOURCE */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "daemon.h"
+
+static const char *env_or(const char *name, const char *def)
+{
+	const char *v = getenv(name);
+
+	return v && v[0] ? v : def;
+}
+
+void tdaemon_init(struct tdaemon *d, const char *extra)
+{
+	FILE *f;
+
+	memset(d, 0, sizeof(*d));
+	d->pid = -1;
+	snprintf(d->dir, sizeof(d->dir), "%s/coffer-e2e.XXXXXX", env_or("TMPDIR", "/tmp"));
+	cr_assert_not_null(mkdtemp(d->dir), "mkdtemp: %s", strerror(errno));
+	/* others (the `nobody` client) must reach the socket */
+	chmod(d->dir, 0755);
+	snprintf(d->sock, sizeof(d->sock), "%s/sock", d->dir);
+	snprintf(d->conf, sizeof(d->conf), "%s/cofferd.conf", d->dir);
+	snprintf(d->state, sizeof(d->state), "%s/state", d->dir);
+	snprintf(d->log, sizeof(d->log), "%s/cofferd.log", d->dir);
+	snprintf(d->notify, sizeof(d->notify), "%s/notify", d->dir);
+	f = fopen(d->conf, "w");
+	cr_assert_not_null(f);
+	fprintf(f,
+		"[cofferd]\n"
+		"socket = %s\n"
+		"socket_mode = 0666\n"
+		"state_dir = %s\n"
+		"log_level = debug\n"
+		"log_target = stderr\n"
+		"workers = 2\n"
+		"txg_timeout = 1\n"
+		"%s",
+		d->sock, d->state, extra ? extra : "");
+	fclose(f);
+}
+
+const char *tdaemon_log(struct tdaemon *d)
+{
+	static char buf[16384];
+	int fd = open(d->log, O_RDONLY);
+	ssize_t n = 0;
+	off_t size;
+
+	buf[0] = '\0';
+	if (fd < 0)
+		return buf;
+	/* the tail is what explains a failure */
+	size = lseek(fd, 0, SEEK_END);
+	lseek(fd, size > (off_t)sizeof(buf) - 1 ? size - (off_t)sizeof(buf) + 1 : 0, SEEK_SET);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
+}
+
+int tdaemon_start(struct tdaemon *d)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *bin = env_or("COFFERD", "../../daemon/cofferd");
+	struct pollfd p;
+	int nfd, ret = -1;
+	ssize_t n;
+
+	unlink(d->notify);
+	nfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	cr_assert_geq(nfd, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", d->notify);
+	cr_assert_eq(bind(nfd, (struct sockaddr *)&sa, sizeof(sa)), 0, "bind %s: %s", d->notify,
+		     strerror(errno));
+	d->pid = fork();
+	cr_assert_geq(d->pid, 0);
+	if (d->pid == 0) {
+		int lfd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		dup2(lfd, 2);
+		dup2(lfd, 1);
+		setenv("NOTIFY_SOCKET", d->notify, 1);
+		/* leaks show at exit; the test reads them from the log */
+		setenv("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:exitcode=23", 0);
+		execl(bin, "cofferd", "-f", "-c", d->conf, (char *)NULL);
+		_exit(127);
+	}
+	p = (struct pollfd){ .fd = nfd, .events = POLLIN };
+	for (int waited = 0; waited < 10000; waited += 100) {
+		if (poll(&p, 1, 100) > 0) {
+			n = recv(nfd, d->ready_msg, sizeof(d->ready_msg) - 1, 0);
+			if (n > 0) {
+				d->ready_msg[n] = '\0';
+				if (strstr(d->ready_msg, "READY=1")) {
+					ret = 0;
+					break;
+				}
+			}
+		}
+		if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
+			d->pid = -1;
+			break;
+		}
+	}
+	close(nfd);
+	return ret;
+}
+
+int tdaemon_stop(struct tdaemon *d)
+{
+	int status;
+
+	if (d->pid <= 0)
+		return -1;
+	kill(d->pid, SIGTERM);
+	for (int waited = 0; waited < 20000; waited += 20) {
+		pid_t r = waitpid(d->pid, &status, WNOHANG);
+
+		if (r == d->pid) {
+			d->pid = -1;
+			return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+		}
+		usleep(20000);
+	}
+	kill(d->pid, SIGKILL);
+	waitpid(d->pid, &status, 0);
+	d->pid = -1;
+	return -1;
+}
+
+void tdaemon_cleanup(struct tdaemon *d)
+{
+	char cmd[PATH_MAX];
+
+	if (d->pid > 0) {
+		kill(d->pid, SIGKILL);
+		waitpid(d->pid, NULL, 0);
+		d->pid = -1;
+	}
+	if (d->dir[0] && !getenv("COFFER_E2E_KEEP")) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d->dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "cleanup of %s failed\n", d->dir);
+	}
+}
+
+int tdaemon_coffer(struct tdaemon *d, const char *prefix, const char *in_file, char *out,
+		   size_t cap, const char *args)
+{
+	const char *bin = env_or("COFFER", "../../client/coffer");
+	char cmd[8192], outp[PATH_MAX];
+	int status, fd;
+	ssize_t n;
+
+	snprintf(outp, sizeof(outp), "%s/coffer.out", d->dir);
+	snprintf(cmd, sizeof(cmd), "%s '%s' -S '%s' %s < '%s' > '%s' 2>&1", prefix ? prefix : "",
+		 bin, d->sock, args, in_file ? in_file : "/dev/null", outp);
+	status = system(cmd);
+	if (out && cap) {
+		out[0] = '\0';
+		fd = open(outp, O_RDONLY);
+		if (fd >= 0) {
+			n = read(fd, out, cap - 1);
+			out[n > 0 ? n : 0] = '\0';
+			close(fd);
+		}
+	}
+	if (status < 0 || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+const char *tdaemon_file(struct tdaemon *d, const char *name, const void *data, size_t len)
+{
+	static char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", d->dir, name);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, data, len), (ssize_t)len);
+	close(fd);
+	return path;
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * E2E fixture: a real cofferd in a temp dir (socket, state, config, its
+ * stderr), started with NOTIFY_SOCKET pointing at a datagram socket this
+ * process binds, so readiness is seen exactly as systemd sees it.
+ */
+#ifndef COFFER_E2E_DAEMON_H
+#define COFFER_E2E_DAEMON_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct tdaemon {
+	char dir[PATH_MAX / 4];   /* mkdtemp'd; removed by tdaemon_cleanup */
+	char sock[PATH_MAX / 4];
+	char conf[PATH_MAX / 4];
+	char state[PATH_MAX / 4];
+	char log[PATH_MAX / 4];   /* the daemon's stderr */
+	char notify[PATH_MAX / 4];
+	char ready_msg[256];      /* what arrived on NOTIFY_SOCKET */
+	pid_t pid;
+};
+
+/** Make the temp dir and write a minimal cofferd.conf (@extra: more lines or NULL). */
+void tdaemon_init(struct tdaemon *d, const char *extra);
+/** Spawn cofferd -f -c CONF and wait up to 10 s for READY=1. @return 0 or -1 */
+int tdaemon_start(struct tdaemon *d);
+/** SIGTERM, wait up to 20 s. @return the exit status (0 on a clean stop), -1 if killed */
+int tdaemon_stop(struct tdaemon *d);
+/** Kill a daemon still running and remove the temp dir. */
+void tdaemon_cleanup(struct tdaemon *d);
+/** The daemon's stderr so far (static buffer), for failure messages. */
+const char *tdaemon_log(struct tdaemon *d);
+
+/**
+ * Run `$COFFER -S SOCK ARGS` through /bin/sh with stdin from @in_file (NULL:
+ * /dev/null) and stdout+stderr into @out (NUL-terminated, may be NULL).
+ * @prefix goes before the command (e.g. "setpriv --reuid=nobody ...").
+ * @return the exit status, or -1
+ */
+int tdaemon_coffer(struct tdaemon *d, const char *prefix, const char *in_file, char *out,
+		   size_t cap, const char *args);
+
+/** Write @len bytes to a new file @name in the temp dir; returns its path (static). */
+const char *tdaemon_file(struct tdaemon *d, const char *name, const void *data, size_t len);
+
+#endif

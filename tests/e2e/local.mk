@@ -1,0 +1,10 @@
+# SPDX-License-Identifier: MIT
+# End-to-end tests: the real cofferd on a temp socket, driven through client.h and coffer.
+E2E_CFLAGS = $(AM_CFLAGS) $(CRITERION_CFLAGS) $(JANSSON_CFLAGS)
+E2E_LDADD = $(CLIENT_LIBS) $(CRITERION_LIBS)
+E2E_FIXTURE = %D%/daemon.c %D%/daemon.h
+
+check_PROGRAMS += %D%/test_rpc
+%C%_test_rpc_SOURCES = %D%/test_rpc.c $(E2E_FIXTURE)
+%C%_test_rpc_CFLAGS = $(E2E_CFLAGS)
+%C%_test_rpc_LDADD = $(E2E_LDADD)

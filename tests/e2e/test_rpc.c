@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: MIT
+/*
+ * E2E: the daemon's side of the protocol, through client.h and raw frames:
+ * READY on NOTIFY_SOCKET, HELLO, malformed frames of every kind answered or
+ * closed while another connection carries on, permissions of a non-admin
+ * uid, connection limits and a clean SIGTERM.
+ */
+#include <config.h> /* the autoconf header: _GNU_SOURCE */
+
+#include <errno.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "client.h"
+#include "daemon.h"
+#include "proto.h"
+#include "store.h"
+
+static struct tdaemon td;
+
+static void setup(void)
+{
+	tdaemon_init(&td, "max_connections = 8\nmax_frame = 1M\n");
+	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
+}
+
+static void teardown(void)
+{
+	int st = tdaemon_stop(&td);
+
+	if (st != 0)
+		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
+	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
+	tdaemon_cleanup(&td);
+}
+
+TestSuite(rpc, .init = setup, .fini = teardown, .timeout = 60);
+
+static struct coffer_conn *conn(void)
+{
+	struct coffer_conn *c = NULL;
+	int ret = coffer_connect(td.sock, &c);
+
+	cr_assert_eq(ret, 0, "connect: %s", strerror(-ret));
+	return c;
+}
+
+/* A connection that has only said HELLO, for raw frames. */
+static void frame(uint8_t *buf, uint32_t len, uint16_t op, uint32_t id)
+{
+	struct proto_hdr h = { .len = len, .op = op, .req_id = id };
+
+	proto_hdr_put(buf, &h);
+}
+
+static void assert_alive(void)
+{
+	struct coffer_conn *c = conn();
+	json_t *r = NULL;
+	char err[256];
+
+	cr_assert_eq(coffer_call(c, "ping", NULL, &r, err, sizeof(err)), 0, "ping: %s", err);
+	cr_assert(json_is_true(json_object_get(r, "pong")));
+	json_decref(r);
+	coffer_close(c);
+}
+
+Test(rpc, daemon_reports_ready_on_notify_socket_like_systemd)
+{
+	cr_assert(strstr(td.ready_msg, "READY=1"), "got '%s'", td.ready_msg);
+	cr_assert(strstr(td.ready_msg, "MAINPID="), "got '%s'", td.ready_msg);
+}
+
+Test(rpc, ping_and_version_answer)
+{
+	struct coffer_conn *c = conn();
+	json_t *r = NULL;
+	char err[256];
+
+	cr_assert_eq(coffer_call(c, "version", NULL, &r, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(json_string_value(json_object_get(r, "version")), PACKAGE_VERSION);
+	cr_assert_eq(json_integer_value(json_object_get(r, "protocol")), PROTO_VERSION);
+	json_decref(r);
+	coffer_close(c);
+	assert_alive();
+}
+
+/* A bare socket, no HELLO. */
+static int raw_connect(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", td.sock);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+static ssize_t read_full(int fd, void *buf, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = read(fd, (char *)buf + got, n - got);
+
+		if (r <= 0)
+			return r;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
+Test(rpc, request_before_hello_is_refused_and_closed)
+{
+	uint8_t buf[PROTO_HDR_SIZE + 64];
+	struct proto_hdr h;
+	int fd = raw_connect();
+
+	frame(buf, 2, PROTO_OP_PING, 9);
+	memcpy(buf + PROTO_HDR_SIZE, "{}", 2);
+	cr_assert_eq(write(fd, buf, PROTO_HDR_SIZE + 2), PROTO_HDR_SIZE + 2);
+	cr_assert_eq(read_full(fd, buf, PROTO_HDR_SIZE), PROTO_HDR_SIZE);
+	proto_hdr_get(buf, &h);
+	cr_assert_eq(h.status, -EPROTO);
+	cr_assert_eq(h.req_id, 9u);
+	cr_assert(h.flags & PROTO_F_REPLY);
+	cr_assert_leq(h.len, 64);
+	read_full(fd, buf, h.len);
+	cr_assert_eq(read(fd, buf, 1), 0, "connection not closed");
+	close(fd);
+	assert_alive();
+}
+
+Test(rpc, hello_with_a_wrong_magic_or_version_is_refused)
+{
+	uint8_t buf[PROTO_HDR_SIZE + PROTO_HELLO_BODY];
+	struct proto_hdr h;
+	int fd = raw_connect();
+
+	frame(buf, PROTO_HELLO_BODY, PROTO_OP_HELLO, 7);
+	put_u32(buf + PROTO_HDR_SIZE, 0xdeadbeef);
+	put_u16(buf + PROTO_HDR_SIZE + 4, 1);
+	put_u16(buf + PROTO_HDR_SIZE + 6, 1);
+	cr_assert_eq(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	cr_assert_eq(read_full(fd, buf, PROTO_HDR_SIZE), PROTO_HDR_SIZE);
+	proto_hdr_get(buf, &h);
+	cr_assert_eq(h.status, -EPROTO);
+	cr_assert_eq(read(fd, buf, 1), 0, "connection not closed");
+	close(fd);
+	fd = raw_connect();
+	frame(buf, PROTO_HELLO_BODY, PROTO_OP_HELLO, 8);
+	put_u32(buf + PROTO_HDR_SIZE, PROTO_MAGIC);
+	put_u16(buf + PROTO_HDR_SIZE + 4, 50);
+	put_u16(buf + PROTO_HDR_SIZE + 6, 60);
+	cr_assert_eq(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	cr_assert_eq(read_full(fd, buf, PROTO_HDR_SIZE), PROTO_HDR_SIZE);
+	proto_hdr_get(buf, &h);
+	cr_assert_eq(h.status, -EPROTONOSUPPORT);
+	close(fd);
+	assert_alive();
+}
+
+Test(rpc, unknown_opcode_gets_eproto_and_close_while_others_work)
+{
+	struct coffer_conn *c = conn(), *other = conn();
+	uint8_t buf[PROTO_HDR_SIZE];
+	struct proto_hdr h;
+	char payload[256];
+	json_t *r = NULL;
+
+	frame(buf, 0, 999, 42);
+	cr_assert_eq(coffer_send_raw(c, buf, sizeof(buf)), 0);
+	cr_assert_eq(coffer_recv_raw(c, &h, payload, sizeof(payload), 5000), 1);
+	cr_assert_eq(h.status, -EPROTO);
+	cr_assert_eq(h.req_id, 42u);
+	cr_assert_eq(h.op, 999);
+	cr_assert_lt(coffer_recv_raw(c, &h, payload, sizeof(payload), 5000), 0);
+	cr_assert_eq(coffer_call(other, "ping", NULL, &r, NULL, 0), 0);
+	json_decref(r);
+	coffer_close(c);
+	coffer_close(other);
+}
+
+Test(rpc, oversize_length_is_rejected_before_allocation)
+{
+	struct coffer_conn *c = conn();
+	uint8_t buf[PROTO_HDR_SIZE];
+	struct proto_hdr h;
+	char payload[256];
+
+	frame(buf, 0xfffffff0u, PROTO_OP_PING, 5);
+	cr_assert_eq(coffer_send_raw(c, buf, sizeof(buf)), 0);
+	cr_assert_eq(coffer_recv_raw(c, &h, payload, sizeof(payload), 5000), 1);
+	cr_assert_eq(h.status, -EMSGSIZE);
+	cr_assert_lt(coffer_recv_raw(c, &h, payload, sizeof(payload), 5000), 0);
+	coffer_close(c);
+	/* just over max_frame (1M) too */
+	c = conn();
+	frame(buf, (1u << 20) + 1, PROTO_OP_WRITE, 6);
+	cr_assert_eq(coffer_send_raw(c, buf, sizeof(buf)), 0);
+	cr_assert_eq(coffer_recv_raw(c, &h, payload, sizeof(payload), 5000), 1);
+	cr_assert_eq(h.status, -EMSGSIZE);
+	coffer_close(c);
+	assert_alive();
+}
+
+Test(rpc, truncated_frame_then_hangup_leaves_daemon_running)
+{
+	struct coffer_conn *c = conn();
+	uint8_t buf[PROTO_HDR_SIZE + 4];
+
+	/* a header promising 100 bytes, 4 sent, then the peer goes away */
+	frame(buf, 100, PROTO_OP_PING, 1);
+	memcpy(buf + PROTO_HDR_SIZE, "{\"a\"", 4);
+	cr_assert_eq(coffer_send_raw(c, buf, sizeof(buf)), 0);
+	coffer_close(c);
+	/* half a header */
+	c = conn();
+	cr_assert_eq(coffer_send_raw(c, buf, 7), 0);
+	coffer_close(c);
+	assert_alive();
+}
+
+Test(rpc, bad_json_is_answered_and_the_connection_stays)
+{
+	struct coffer_conn *c = conn();
+	const char *bodies[] = { "{not json", "[1,2,3]", "\"str\"", "{\"a\":1,\"a\":2}",
+				 "{\"name\":\"tank/\xff\xfe\"}" };
+	uint8_t buf[256];
+	struct proto_hdr h;
+	char payload[512];
+	json_t *r = NULL;
+
+	for (unsigned i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		size_t n = strlen(bodies[i]);
+
+		frame(buf, (uint32_t)n, PROTO_OP_DS_LIST, 100 + i);
+		memcpy(buf + PROTO_HDR_SIZE, bodies[i], n);
+		cr_assert_eq(coffer_send_raw(c, buf, PROTO_HDR_SIZE + n), 0);
+		cr_assert_eq(coffer_recv_raw(c, &h, payload, sizeof(payload) - 1, 5000), 1);
+		payload[h.len < sizeof(payload) ? h.len : sizeof(payload) - 1] = '\0';
+		cr_assert_eq(h.status, -EPROTO, "%s: status %d", bodies[i], h.status);
+		cr_assert_eq(h.req_id, 100 + i);
+		cr_assert(strstr(payload, "invalid JSON"), "%s", payload);
+	}
+	cr_assert_eq(coffer_call(c, "ping", NULL, &r, NULL, 0), 0, "connection was dropped");
+	json_decref(r);
+	coffer_close(c);
+}
+
+Test(rpc, invalid_names_are_refused_with_ebadname)
+{
+	const char *names[] = { "", "/tank", "tank//a", "tank/../etc", "tank/a b", "1tank",
+				"tank/" };
+	struct coffer_conn *c = conn();
+	char err[256], longname[400];
+
+	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		json_t *a = json_pack("{s:s}", "name", names[i]);
+		int ret = coffer_call(c, "ds_get", a, NULL, err, sizeof(err));
+
+		cr_assert_eq(ret, STOR_EBADNAME, "'%s': %d %s", names[i], ret, err);
+		json_decref(a);
+	}
+	memset(longname, 'a', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	json_t *a = json_pack("{s:s, s:[s]}", "name", longname, "luns", "/tmp/x");
+
+	cr_assert_eq(coffer_call(c, "pool_create", a, NULL, err, sizeof(err)), STOR_EBADNAME);
+	json_decref(a);
+	/* missing name and a wrong type */
+	a = json_pack("{s:i}", "name", 3);
+	cr_assert_eq(coffer_call(c, "ds_destroy", a, NULL, err, sizeof(err)), -EINVAL);
+	json_decref(a);
+	coffer_close(c);
+	assert_alive();
+}
+
+Test(rpc, io_on_a_handle_never_opened_is_ebadf)
+{
+	struct coffer_conn *c = conn();
+	uint8_t buf[4096];
+
+	cr_assert_eq(coffer_read(c, 3, 0, buf, sizeof(buf)), -EBADF);
+	cr_assert_eq(coffer_write(c, 0, 0, buf, sizeof(buf)), -EBADF);
+	cr_assert_eq(coffer_ds_flush(c, 9), -EBADF);
+	coffer_close(c);
+}
+
+Test(rpc, write_frame_whose_length_disagrees_is_eproto)
+{
+	struct coffer_conn *c = conn();
+	uint8_t buf[PROTO_HDR_SIZE + PROTO_IO_BODY + 8];
+	struct proto_io io = { .handle = 0, .off = 0, .len = 4096 };
+	struct proto_hdr h;
+	char payload[64];
+
+	frame(buf, PROTO_IO_BODY + 8, PROTO_OP_WRITE, 77);
+	proto_io_put(buf + PROTO_HDR_SIZE, &io);
+	cr_assert_eq(coffer_send_raw(c, buf, sizeof(buf)), 0);
+	cr_assert_eq(coffer_recv_raw(c, &h, payload, sizeof(payload), 5000), 1);
+	cr_assert_eq(h.req_id, 77u);
+	cr_assert(h.status == -EBADF || h.status == -EPROTO, "status %d", h.status);
+	coffer_close(c);
+	assert_alive();
+}
+
+Test(rpc, connections_over_the_limit_are_refused_and_others_stay)
+{
+	struct coffer_conn *cs[8];
+	struct coffer_conn *extra = NULL;
+
+	/* max_connections = 8 */
+	for (int i = 0; i < 8; i++)
+		cs[i] = conn();
+	cr_assert_lt(coffer_connect(td.sock, &extra), 0, "ninth connection accepted");
+	for (int i = 0; i < 8; i++) {
+		json_t *r = NULL;
+
+		cr_assert_eq(coffer_call(cs[i], "ping", NULL, &r, NULL, 0), 0);
+		json_decref(r);
+		coffer_close(cs[i]);
+	}
+	usleep(100000);
+	assert_alive();
+}
+
+Test(rpc, admin_calls_by_a_non_admin_uid_get_eperm)
+{
+	char out[4096];
+	int st;
+
+	if (geteuid() != 0 || !getpwnam("nobody") || system("command -v setpriv >/dev/null") != 0)
+		cr_skip_test("needs root, a 'nobody' user and setpriv");
+	st = tdaemon_coffer(&td, "setpriv --reuid=nobody --regid=nogroup --clear-groups", NULL, out,
+			    sizeof(out), "pool create -s 16M tank /tmp/never-created-lun");
+	cr_assert_eq(st, 1, "exit %d: %s", st, out);
+	cr_assert(strstr(out, "permission denied"), "%s", out);
+	st = tdaemon_coffer(&td, "setpriv --reuid=nobody --regid=nogroup --clear-groups", NULL, out,
+			    sizeof(out), "ping");
+	cr_assert_eq(st, 0, "a non-admin may still ping: %s", out);
+	/* logged once per connection */
+	cr_assert(strstr(tdaemon_log(&td), "permission denied"));
+}
+
+Test(rpc, cli_usage_errors_exit_2)
+{
+	char out[4096];
+
+	cr_assert_eq(tdaemon_coffer(&td, NULL, NULL, out, sizeof(out), "create"), 2, "%s", out);
+	cr_assert(strstr(out, "usage: coffer create"), "%s", out);
+	cr_assert_eq(tdaemon_coffer(&td, NULL, NULL, out, sizeof(out), "no-such-verb"), 2);
+	cr_assert_eq(tdaemon_coffer(&td, NULL, NULL, out, sizeof(out), "pool create -s 12Q p /x"),
+		     2, "%s", out);
+	cr_assert_eq(tdaemon_coffer(&td, NULL, NULL, out, sizeof(out), "help"), 0);
+	cr_assert(strstr(out, "load-key"), "%s", out);
+	cr_assert(strstr(out, "pool create"), "%s", out);
+}
+
+Test(rpc, cli_without_daemon_says_what_to_do)
+{
+	char out[4096], saved[sizeof(td.sock)];
+	int st;
+
+	memcpy(saved, td.sock, sizeof(saved));
+	snprintf(td.sock, sizeof(td.sock), "%s/nosuch.sock", td.dir);
+	st = tdaemon_coffer(&td, NULL, NULL, out, sizeof(out), "pool list");
+	memcpy(td.sock, saved, sizeof(saved));
+	cr_assert_eq(st, 1);
+	cr_assert(strstr(out, "cofferd is not running"), "%s", out);
+}
