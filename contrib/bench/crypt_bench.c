@@ -3,7 +3,8 @@
  * crypt_bench: nanoseconds per record to seal and to open with each suite
  * and backend at batch sizes 1, 4, 16 and 64, beside a clear copy (memcpy)
  * and an xxh3-128 checksum of the same record. One thread, 24-byte AAD (the
- * engine's), records rotated over a 64-record working set.
+ * engine's), records rotated over a 64-record working set. Each cell is the
+ * best of three runs, so a neighbour's burst on a shared machine shows less.
  *
  * Usage: crypt_bench [record-bytes (default 8192)] [seconds per cell (default 0.3)]
  */
@@ -45,7 +46,7 @@ static void fill(uint8_t *p, size_t n, uint64_t *s)
 }
 
 /* ns per record for seal (@seal) or open of batches of @batch records with key @k. */
-static double run(struct crypt_key *k, size_t batch, int seal)
+static double run_once(struct crypt_key *k, size_t batch, int seal)
 {
 	struct crypt_op ops[NREC];
 	size_t done = 0, at = 0;
@@ -79,11 +80,24 @@ static double run(struct crypt_key *k, size_t batch, int seal)
 				at = 0;
 		}
 		t1 = now();
-	} while (t1 - t0 < cell_secs);
+	} while (t1 - t0 < cell_secs / 3);
 	return (t1 - t0) / (double)done * 1e9;
 }
 
-static double run_plain(int hash)
+static double run(struct crypt_key *k, size_t batch, int seal)
+{
+	double best = run_once(k, batch, seal);
+
+	for (int i = 1; i < 3; i++) {
+		double t = run_once(k, batch, seal);
+
+		if (t < best)
+			best = t;
+	}
+	return best;
+}
+
+static double run_plain_once(int hash)
 {
 	size_t done = 0;
 	uint64_t sink = 0;
@@ -104,10 +118,23 @@ static double run_plain(int hash)
 			}
 		}
 		t1 = now();
-	} while (t1 - t0 < cell_secs);
+	} while (t1 - t0 < cell_secs / 3);
 	if (sink == 42)
 		putchar(' '); /* keep the work observable */
 	return (t1 - t0) / (double)done * 1e9;
+}
+
+static double run_plain(int hash)
+{
+	double best = run_plain_once(hash);
+
+	for (int i = 1; i < 3; i++) {
+		double t = run_plain_once(hash);
+
+		if (t < best)
+			best = t;
+	}
+	return best;
 }
 
 int main(int argc, char **argv)
