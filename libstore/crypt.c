@@ -28,17 +28,22 @@
  * ever keyed alike, and a (key, nonce) pair is never used twice.
  *
  * Bound: SP 800-38D §8.3 caps the invocations of the authenticated
- * encryption function under one key at 2^32 for any IV construction other
- * than the 96-bit deterministic one, and for the deterministic construction
- * the counter simply must not wrap. We apply 2^32 records per key
- * (CRYPT_EPOCH_RECORDS) to both GCM and CCM: well inside the 2^64 counter
- * space, and the same figure keeps CCM (SP 800-38C, which has no explicit
- * invocation limit but inherits the block cipher's birthday bound of about
- * 2^64 blocks per key) far from the point where AES-CTR keystream blocks
- * become distinguishable: 2^32 records of at most 2^20 bytes is 2^48 blocks.
- * The engine rotates to epoch + 1 (a fresh HKDF data key) when a dataset's
- * counter reaches CRYPT_EPOCH_RECORDS; 2^32 epochs of 2^32 records each are
- * more than any dataset can write.
+ * encryption function under one key at 2^32 for every IV construction other
+ * than 96-bit deterministic IVs; for the deterministic construction the only
+ * rule is that the invocation field never repeats, which a 64-bit counter
+ * gives for 2^64 records. CRYPT_EPOCH_RECORDS = 2^32 meets the stricter of
+ * the two, so the bound holds even if a reviewer reads the scheme as the
+ * general case, and rotation is still rare (4 G records, 32 TiB at 8 KiB).
+ * SP 800-38C (CCM) sets no count of its own: its security rests on AES
+ * staying indistinguishable from a random permutation, i.e. on the blocks
+ * enciphered under one key staying far below the 2^64 birthday bound. A
+ * record of up to 2^20 bytes (STOR_RECSIZE_MAX) costs about 2^17 AES calls
+ * (CBC-MAC plus CTR), so 2^32 records are q = 2^49 calls: q^2 / 2^129 = 2^-31
+ * distinguishing advantage; even CRYPT_LEN_MAX records stay below 2^53.
+ * GCM's per-record limit (2^39 - 256 bits) is far above CRYPT_LEN_MAX. The
+ * engine rotates to epoch + 1 (a fresh HKDF data key, counter back to 0) when
+ * a dataset's counter reaches CRYPT_EPOCH_RECORDS; 2^32 epochs of 2^32
+ * records are more than any dataset can write.
  */
 #include "config.h"
 

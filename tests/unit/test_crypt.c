@@ -162,7 +162,8 @@ static const struct vec ccm_vecs[] = {
 	{ CRYPT_AES128_CCM, "bedcfb5a011ebc84600fcb296c15af0d", "438a547a94ea88dce46c6c85", "", "",
 	  "", "25d1a38495a7dea45bda049705627d10" },
 	/* tcId 2: one byte */
-	{ CRYPT_AES128_CCM, "384ea416ac3c2f51a76e7d8226346d4e", "b30c084727ad1c592ac21d12", "", "35",
+	{ CRYPT_AES128_CCM, "384ea416ac3c2f51a76e7d8226346d4e", "b30c084727ad1c592ac21d12", "",
+	  "35",
 	  "d7", "6be3fd13b7065afc19e3b8a3b96b39fb" },
 	/* tcId 5: 17 bytes */
 	{ CRYPT_AES128_CCM, "c15ed227dd2e237ecd087eaaaad19ea4", "965ff6643116ac1443a2dec7", "",
@@ -327,7 +328,8 @@ static int check_vec(const struct vec *v, const char *backend, size_t idx)
 	for (int i = 0; i < 2; i++) {
 		memcpy(exp_tag[i], tag, 16);
 		ops[i] = (struct crypt_op){ .key = k, .nonce = iv, .aad = aad, .aad_len = aad_len,
-					    .in = ct, .out = back[i], .len = len, .tag = exp_tag[i] };
+					    .in = ct, .out = back[i], .len = len,
+					    .tag = exp_tag[i] };
 	}
 	cr_assert_eq(crypt_open(ops, 2), 0, "%s vec %zu open: %d", backend, idx, ops[0].status);
 	cr_assert_arr_eq(back[0], pt, len);
@@ -396,7 +398,9 @@ static void keyset_make(struct keyset *ks)
 
 			if (!be || !crypt_backend_supports(be, s))
 				be = NULL; /* best available */
-			cr_assert_eq(crypt_key_new(s, key, crypt_suite_keylen(s), be, &ks->k[b][i]), 0);
+			int ret = crypt_key_new(s, key, crypt_suite_keylen(s), be, &ks->k[b][i]);
+
+			cr_assert_eq(ret, 0);
 		}
 	}
 }
@@ -533,8 +537,8 @@ Test(crypt, records_past_ipsec_mb_limits_still_agree)
 		run_recs(&ks, r, n, b, 1, 0);
 	for (size_t i = 0; i < n; i++) {
 		cr_assert_arr_eq(r[i].ct[0], r[i].ct[1], r[i].len, "rec %zu ct", i);
-		cr_assert_arr_eq(r[i].tag[0], r[i].tag[1], CRYPT_TAG_LEN, "rec %zu (len %zu aad %zu) tag",
-				 i, r[i].len, r[i].aad_len);
+		cr_assert_arr_eq(r[i].tag[0], r[i].tag[1], CRYPT_TAG_LEN,
+				 "rec %zu (len %zu aad %zu) tag", i, r[i].len, r[i].aad_len);
 	}
 	for (int b = 0; b < NBACKENDS; b++) {
 		run_recs(&ks, r, n, b, 0, 1 - b);
@@ -575,7 +579,8 @@ Test(crypt, any_flipped_byte_fails_with_eauth_and_zeroed_output)
 					       .in = pt, .out = ct, .len = LEN, .tag = tag };
 			cr_assert_eq(crypt_seal(&op, 1), 0);
 			for (int t = 0; t < T_NTAMPER; t++) {
-				uint8_t bct[LEN], btag[16], baad[24], bnonce[12], out[LEN], out2[LEN];
+				uint8_t bct[LEN], btag[16], baad[24], bnonce[12];
+				uint8_t out[LEN], out2[LEN];
 				uint8_t *p;
 
 				memcpy(bct, ct, LEN);
@@ -588,7 +593,7 @@ Test(crypt, any_flipped_byte_fails_with_eauth_and_zeroed_output)
 				*p ^= (uint8_t)(1 + rnd() % 255);
 				memset(out, 0xa5, LEN);
 				memset(out2, 0xa5, LEN);
-				/* The damaged record first, an intact one beside it in the same batch. */
+				/* The damaged record, an intact one beside it in the same batch. */
 				struct crypt_op ops[2] = {
 					{ .key = k, .nonce = bnonce, .aad = baad, .aad_len = 24,
 					  .in = bct, .out = out, .len = LEN, .tag = btag },
@@ -656,7 +661,8 @@ Test(crypt, in_place_seal_and_open_match_out_of_place)
 					       .in = buf, .out = buf, .len = LEN, .tag = tag2 };
 			cr_assert_eq(crypt_seal(&op, 1), 0);
 			cr_assert_eq(crypt_seal(&ip, 1), 0);
-			cr_assert_arr_eq(buf, ct, LEN, "%s %s", backend_names[b], crypt_suite_name(s));
+			cr_assert_arr_eq(buf, ct, LEN, "%s %s", backend_names[b],
+					 crypt_suite_name(s));
 			cr_assert_arr_eq(tag, tag2, 16);
 			cr_assert_eq(crypt_open(&ip, 1), 0);
 			cr_assert_arr_eq(buf, pt, LEN);
