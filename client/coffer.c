@@ -1527,7 +1527,8 @@ static int dispatch(const struct cmd *table, const char *prefix, int argc, char 
 			continue;
 		cur_cmd = t;
 		cur_prefix = prefix;
-		optind = 1;
+		/* 0, not 1: glibc re-initialises, so options may follow operands again */
+		optind = 0;
 		return t->fn(argc, argv);
 	}
 	fprintf(stderr, "coffer: unknown verb '%s%s'; run 'coffer help'\n", prefix, argv[0]);

@@ -178,8 +178,9 @@ int tdaemon_coffer(struct tdaemon *d, const char *prefix, const char *in_file, c
 	ssize_t n;
 
 	snprintf(outp, sizeof(outp), "%s/coffer.out", d->dir);
-	snprintf(cmd, sizeof(cmd), "%s '%s' -S '%s' %s < '%s' > '%s' 2>&1", prefix ? prefix : "",
-		 bin, d->sock, args, in_file ? in_file : "/dev/null", outp);
+	/* our redirections first, so that a "> FILE" in @args takes stdout over */
+	snprintf(cmd, sizeof(cmd), "%s '%s' -S '%s' < '%s' > '%s' 2>&1 %s", prefix ? prefix : "",
+		 bin, d->sock, in_file ? in_file : "/dev/null", outp, args);
 	status = system(cmd);
 	if (out && cap) {
 		out[0] = '\0';

@@ -8,3 +8,11 @@ check_PROGRAMS += %D%/test_rpc
 %C%_test_rpc_SOURCES = %D%/test_rpc.c $(E2E_FIXTURE)
 %C%_test_rpc_CFLAGS = $(E2E_CFLAGS)
 %C%_test_rpc_LDADD = $(E2E_LDADD)
+
+check_PROGRAMS += %D%/test_data
+%C%_test_data_SOURCES = %D%/test_data.c $(E2E_FIXTURE)
+%C%_test_data_CFLAGS = $(E2E_CFLAGS)
+%C%_test_data_LDADD = $(E2E_LDADD)
+
+# test_data runs `systemd-analyze verify` on the unit make generates
+AM_TESTS_ENVIRONMENT += COFFER_UNIT=$(abs_top_builddir)/conf/cofferd.service; export COFFER_UNIT;

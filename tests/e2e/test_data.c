@@ -1,0 +1,394 @@
+// SPDX-License-Identifier: MIT
+/*
+ * E2E: pools, datasets, keys and data through the coffer binary and the
+ * client library against a real cofferd: every verb, wrong keys, pipelined
+ * I/O, owner-based access, a faulted pool beside a healthy one, and a
+ * SIGTERM + restart that keeps every flushed record and every dataset.
+ */
+#include <config.h> /* the autoconf header: _GNU_SOURCE */
+
+#include <errno.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "client.h"
+#include "daemon.h"
+#include "proto.h"
+#include "store.h"
+
+static struct tdaemon td;
+static char out[65536];
+
+static void setup(void)
+{
+	tdaemon_init(&td, NULL);
+	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
+}
+
+static void teardown(void)
+{
+	int st = tdaemon_stop(&td);
+
+	if (st != 0)
+		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
+	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
+	tdaemon_cleanup(&td);
+}
+
+TestSuite(data, .init = setup, .fini = teardown, .timeout = 90);
+
+/* Run coffer with printf-style arguments; return its exit status, output in `out`. */
+static int __attribute__((format(printf, 2, 3))) cof(const char *in_file, const char *fmt, ...)
+{
+	char args[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	return tdaemon_coffer(&td, NULL, in_file, out, sizeof(out), args);
+}
+
+#define COF_OK(in, ...)                                                                  \
+	do {                                                                             \
+		int st_ = cof(in, __VA_ARGS__);                                          \
+		cr_assert_eq(st_, 0, "coffer exit %d: %s\ndaemon:\n%s", st_, out,        \
+			     tdaemon_log(&td));                                          \
+	} while (0)
+
+static void make_pool(const char *name)
+{
+	COF_OK(NULL, "pool create -s 64M %s %s/%s-l0 %s/%s-l1", name, td.dir, name, td.dir, name);
+}
+
+static const char *pass_file(const char *name, const char *pass)
+{
+	static char path[4096];
+
+	snprintf(path, sizeof(path), "%s", tdaemon_file(&td, name, pass, strlen(pass)));
+	return path;
+}
+
+static void random_file(const char *name, size_t len, char *path, size_t cap)
+{
+	uint8_t *buf = malloc(len);
+
+	cr_assert_not_null(buf);
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)(rand() >> 7);
+	snprintf(path, cap, "%s", tdaemon_file(&td, name, buf, len));
+	free(buf);
+}
+
+static int files_equal(const char *a, const char *b)
+{
+	char cmd[8192];
+
+	snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s'", a, b);
+	return system(cmd) == 0;
+}
+
+Test(data, pool_verbs_create_list_status_add_export_import_destroy)
+{
+	make_pool("tank");
+	COF_OK(NULL, "pool list");
+	cr_assert(strstr(out, "tank") && strstr(out, "ONLINE"), "%s", out);
+	COF_OK(NULL, "pool list -H -p tank");
+	cr_assert(!strstr(out, "NAME"), "%s", out);
+	COF_OK(NULL, "-j pool list");
+	cr_assert(strstr(out, "\"pools\""), "%s", out);
+	COF_OK(NULL, "pool add -s 32M tank %s/tank-l2", td.dir);
+	COF_OK(NULL, "pool status tank");
+	cr_assert(strstr(out, "tank-l2"), "%s", out);
+	cr_assert(strstr(out, "ONLINE"), "%s", out);
+	cr_assert_eq(cof(NULL, "pool create -s 64M tank %s/x", td.dir), 1);
+	cr_assert(strstr(out, "tank") && strstr(out, "exists"), "%s", out);
+	COF_OK(NULL, "create -V 4M tank/a");
+	COF_OK(NULL, "pool export tank");
+	COF_OK(NULL, "pool list");
+	cr_assert(!strstr(out, "tank"), "%s", out);
+	COF_OK(NULL, "pool import");
+	cr_assert(strstr(out, "tank"), "importable: %s", out);
+	COF_OK(NULL, "pool import tank");
+	COF_OK(NULL, "list tank/a");
+	COF_OK(NULL, "pool destroy tank");
+	COF_OK(NULL, "pool list");
+	cr_assert(!strstr(out, "tank"), "%s", out);
+	cr_assert_eq(cof(NULL, "pool status tank"), 1);
+	cr_assert(strstr(out, "tank: no such pool"), "%s", out);
+}
+
+Test(data, dataset_verbs_create_list_get_set_inherit_destroy)
+{
+	make_pool("tank");
+	COF_OK(NULL, "create -V 8M -o compression=zstd tank/a");
+	COF_OK(NULL, "create -V 1M -b 4K tank/a/b");
+	COF_OK(NULL, "list -r tank/a");
+	cr_assert(strstr(out, "tank/a/b"), "%s", out);
+	COF_OK(NULL, "list -H -p -o name,volsize,recordsize tank/a/b");
+	cr_assert_str_eq(out, "tank/a/b\t1048576\t4096\n");
+	COF_OK(NULL, "list -j tank/a");
+	cr_assert(strstr(out, "\"datasets\""), "%s", out);
+	COF_OK(NULL, "get -H -p compression tank/a/b");
+	cr_assert(strstr(out, "zstd") && strstr(out, "inherited"), "%s", out);
+	COF_OK(NULL, "set compression=off tank/a/b");
+	COF_OK(NULL, "get -H compression tank/a/b");
+	cr_assert(strstr(out, "off\tlocal"), "%s", out);
+	COF_OK(NULL, "inherit compression tank/a/b");
+	COF_OK(NULL, "get -H compression tank/a/b");
+	cr_assert(strstr(out, "zstd"), "%s", out);
+	COF_OK(NULL, "get -j all tank/a");
+	cr_assert(strstr(out, "\"property\""), "%s", out);
+	cr_assert_eq(cof(NULL, "set nosuchprop=1 tank/a"), 1);
+	cr_assert_eq(cof(NULL, "set recordsize=64K tank/a"), 1, "%s", out);
+	cr_assert_eq(cof(NULL, "destroy tank/a"), 1, "children: %s", out);
+	cr_assert(strstr(out, "tank/a"), "%s", out);
+	COF_OK(NULL, "destroy -r tank/a");
+	cr_assert_eq(cof(NULL, "list tank/a"), 1);
+	cr_assert(strstr(out, "tank/a: dataset does not exist"), "%s", out);
+	cr_assert_eq(cof(NULL, "create -V 1M nopool/x"), 1);
+	cr_assert(strstr(out, "nopool: no such pool"), "%s", out);
+}
+
+Test(data, write_read_flush_round_trip_with_offsets)
+{
+	char in[4096], back[4096];
+
+	make_pool("tank");
+	COF_OK(NULL, "create -V 8M tank/v");
+	random_file("in", 1000000, in, sizeof(in));
+	COF_OK(in, "write tank/v -o 12345");
+	COF_OK(NULL, "flush tank/v");
+	snprintf(back, sizeof(back), "%s/back", td.dir);
+	cr_assert_eq(system("true"), 0);
+	{
+		char args[8192];
+
+		snprintf(args, sizeof(args), "read tank/v -o 12345 -l 1000000 > '%s'", back);
+		cr_assert_eq(tdaemon_coffer(&td, NULL, NULL, NULL, 0, args), 0);
+	}
+	cr_assert(files_equal(in, back), "read back differs");
+	/* past the end of the volume */
+	cr_assert_eq(cof(in, "write tank/v -o 8M"), 1);
+	cr_assert(strstr(out, "tank/v"), "%s", out);
+	cr_assert_eq(cof(NULL, "read tank/v -o 7M -l 2M"), 1);
+	COF_OK(NULL, "stats");
+	cr_assert(strstr(out, "writes"), "%s", out);
+	COF_OK(NULL, "stats -j 1 1");
+	cr_assert(strstr(out, "\"io\""), "%s", out);
+	COF_OK(NULL, "version");
+	cr_assert(strstr(out, "cofferd " PACKAGE_VERSION), "%s", out);
+}
+
+Test(data, encrypted_dataset_keys_wrong_key_unload_change)
+{
+	char in[4096], args[8192], back[4096];
+	const char *pf;
+
+	make_pool("tank");
+	pf = pass_file("pass", "correct horse battery staple\n");
+	COF_OK(NULL,
+	       "create -V 4M -o encryption=aes-256-ccm -o keyformat=passphrase "
+	       "-o keylocation=file://%s -o pbkdf2iters=100000 tank/secret",
+	       pf);
+	random_file("in", 200000, in, sizeof(in));
+	COF_OK(in, "write tank/secret");
+	COF_OK(NULL, "get -H keystatus tank/secret");
+	cr_assert(strstr(out, "available"), "%s", out);
+	COF_OK(NULL, "unload-key tank/secret");
+	COF_OK(NULL, "get -H keystatus tank/secret");
+	cr_assert(strstr(out, "unavailable"), "%s", out);
+	cr_assert_eq(cof(NULL, "read -l 8192 tank/secret"), 1);
+	cr_assert(strstr(out, "run 'coffer load-key tank/secret'"), "%s", out);
+	/* wrong passphrase from stdin: clear error, nothing changes */
+	pf = pass_file("wrong", "not the passphrase\n");
+	cr_assert_eq(cof(pf, "load-key -L prompt tank/secret"), 1);
+	cr_assert(strstr(out, "incorrect key"), "%s", out);
+	COF_OK(NULL, "get -H keystatus tank/secret");
+	cr_assert(strstr(out, "unavailable"), "%s", out);
+	COF_OK(NULL, "load-key -n tank/secret");
+	COF_OK(NULL, "get -H keystatus tank/secret");
+	cr_assert(strstr(out, "unavailable"), "-n loads nothing: %s", out);
+	COF_OK(NULL, "load-key tank/secret");
+	snprintf(back, sizeof(back), "%s/back", td.dir);
+	snprintf(args, sizeof(args), "read -l 200000 tank/secret > '%s'", back);
+	cr_assert_eq(tdaemon_coffer(&td, NULL, NULL, NULL, 0, args), 0);
+	cr_assert(files_equal(in, back));
+	/* change-key: the new passphrase works, the old one no longer does */
+	pf = pass_file("new", "a brand new passphrase\n");
+	COF_OK(NULL, "change-key -o keylocation=file://%s tank/secret", pf);
+	COF_OK(NULL, "unload-key tank/secret");
+	cr_assert_eq(cof(NULL, "load-key -L file://%s/pass tank/secret", td.dir), 1, "%s", out);
+	COF_OK(NULL, "load-key tank/secret");
+	cr_assert_eq(tdaemon_coffer(&td, NULL, NULL, NULL, 0, args), 0);
+	cr_assert(files_equal(in, back));
+	/* -a: every root with its key unloaded */
+	COF_OK(NULL, "unload-key -a");
+	COF_OK(NULL, "load-key -a");
+	cr_assert(strstr(out, "1 / 1"), "%s", out);
+}
+
+Test(data, thirty_two_pipelined_requests_on_one_connection)
+{
+	struct coffer_conn *c = NULL;
+	struct coffer_completion cc[64];
+	static uint8_t wbuf[32][8192], rbuf[32][8192];
+	uint64_t volsize;
+	uint32_t rs;
+	int h, got = 0, seen[64] = { 0 };
+
+	make_pool("tank");
+	COF_OK(NULL, "create -V 1M tank/q");
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	h = coffer_ds_open(c, "tank/q", &volsize, &rs);
+	cr_assert_geq(h, 0, "open: %d", h);
+	cr_assert_eq(volsize, 1u << 20);
+	for (int i = 0; i < 32; i++) {
+		memset(wbuf[i], 'a' + i % 26, sizeof(wbuf[i]));
+		wbuf[i][0] = (uint8_t)i;
+		cr_assert_eq(coffer_submit(c, 1000 + i, COFFER_WRITE, h, (uint64_t)i * 8192, 8192,
+					   wbuf[i]),
+			     0);
+	}
+	cr_assert_eq(coffer_submit(c, 1000, COFFER_READ, h, 0, 8192, rbuf[0]), -EEXIST);
+	cr_assert_eq(coffer_flush_out(c), 0);
+	while (got < 32) {
+		int n = coffer_reap(c, cc, 64, 10000);
+
+		cr_assert_gt(n, 0, "reap: %d after %d", n, got);
+		for (int i = 0; i < n; i++) {
+			cr_assert_eq(cc[i].status, 0);
+			cr_assert(cc[i].id >= 1000 && cc[i].id < 1032);
+			cr_assert(!seen[cc[i].id - 1000]++, "duplicate completion");
+		}
+		got += n;
+	}
+	/* 32 reads in flight, in reverse order */
+	for (int i = 31; i >= 0; i--)
+		cr_assert_eq(coffer_submit(c, i, COFFER_READ, h, (uint64_t)i * 8192, 8192, rbuf[i]),
+			     0);
+	cr_assert_eq(coffer_flush_out(c), 0);
+	for (got = 0; got < 32;) {
+		int n = coffer_reap(c, cc, 64, 10000);
+
+		cr_assert_gt(n, 0);
+		for (int i = 0; i < n; i++)
+			cr_assert_eq(cc[i].status, 0);
+		got += n;
+	}
+	for (int i = 0; i < 32; i++)
+		cr_assert_arr_eq(rbuf[i], wbuf[i], 8192, "record %d", i);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	cr_assert_eq(coffer_ds_close(c, h), 0);
+	cr_assert_eq(coffer_read(c, h, 0, rbuf[0], 8192), -EBADF);
+	coffer_close(c);
+}
+
+Test(data, record_io_needs_admin_or_the_owner)
+{
+	const char *priv = "setpriv --reuid=nobody --regid=nogroup --clear-groups";
+	struct passwd *pw = getpwnam("nobody");
+	char o[8192], args[256];
+
+	if (geteuid() != 0 || !pw || system("command -v setpriv >/dev/null") != 0)
+		cr_skip_test("needs root, a 'nobody' user and setpriv");
+	make_pool("tank");
+	COF_OK(NULL, "create -V 1M tank/mine");
+	cr_assert_eq(tdaemon_coffer(&td, priv, NULL, o, sizeof(o), "read -l 4096 tank/mine"), 1);
+	cr_assert(strstr(o, "permission denied"), "%s", o);
+	cr_assert_eq(tdaemon_coffer(&td, priv, NULL, o, sizeof(o), "destroy tank/mine"), 1);
+	cr_assert(strstr(o, "permission denied"), "%s", o);
+	COF_OK(NULL, "set owner=%u tank/mine", (unsigned)pw->pw_uid);
+	snprintf(args, sizeof(args), "read -l 4096 tank/mine > /dev/null");
+	cr_assert_eq(tdaemon_coffer(&td, priv, NULL, o, sizeof(o), args), 0, "%s", o);
+	/* still no admin rights */
+	cr_assert_eq(tdaemon_coffer(&td, priv, NULL, o, sizeof(o), "set owner=0 tank/mine"), 1);
+}
+
+Test(data, sigterm_and_restart_keep_flushed_data_datasets_and_unload_keys)
+{
+	char in[4096], in2[4096], back[4096], args[8192];
+	const char *pf;
+
+	make_pool("tank");
+	pf = pass_file("pass", "restart passphrase\n");
+	COF_OK(NULL, "create -V 2M tank/clear");
+	COF_OK(NULL,
+	       "create -V 2M -o encryption=aes-128-ccm -o keyformat=passphrase "
+	       "-o keylocation=file://%s -o pbkdf2iters=100000 tank/enc",
+	       pf);
+	random_file("in", 300000, in, sizeof(in));
+	random_file("in2", 100000, in2, sizeof(in2));
+	COF_OK(in, "write tank/clear");
+	COF_OK(in2, "write tank/enc -o 4096");
+	cr_assert_eq(tdaemon_stop(&td), 0, "SIGTERM exit:\n%s", tdaemon_log(&td));
+	cr_assert_eq(tdaemon_start(&td), 0, "restart:\n%s", tdaemon_log(&td));
+	COF_OK(NULL, "list -H -o name");
+	cr_assert(strstr(out, "tank/clear\n") && strstr(out, "tank/enc\n"), "%s", out);
+	snprintf(back, sizeof(back), "%s/back", td.dir);
+	snprintf(args, sizeof(args), "read -l 300000 tank/clear > '%s'", back);
+	cr_assert_eq(tdaemon_coffer(&td, NULL, NULL, NULL, 0, args), 0);
+	cr_assert(files_equal(in, back), "clear data lost over restart");
+	COF_OK(NULL, "get -H keystatus tank/enc");
+	cr_assert(strstr(out, "unavailable"), "key survived a restart: %s", out);
+	cr_assert_eq(cof(NULL, "read -l 4096 tank/enc"), 1);
+	cr_assert(strstr(out, "load-key"), "%s", out);
+	COF_OK(NULL, "load-key tank/enc");
+	snprintf(args, sizeof(args), "read -o 4096 -l 100000 tank/enc > '%s'", back);
+	cr_assert_eq(tdaemon_coffer(&td, NULL, NULL, NULL, 0, args), 0);
+	cr_assert(files_equal(in2, back), "encrypted data lost over restart");
+}
+
+Test(data, a_pool_with_a_missing_lun_is_faulted_and_others_carry_on)
+{
+	char path[4096];
+
+	make_pool("good");
+	make_pool("bad");
+	COF_OK(NULL, "create -V 1M good/a");
+	cr_assert_eq(tdaemon_stop(&td), 0);
+	snprintf(path, sizeof(path), "%s/bad-l1", td.dir);
+	cr_assert_eq(unlink(path), 0);
+	cr_assert_eq(tdaemon_start(&td), 0, "a faulted pool stopped the daemon:\n%s",
+		     tdaemon_log(&td));
+	COF_OK(NULL, "pool status bad");
+	cr_assert(strstr(out, "FAULTED"), "%s", out);
+	cr_assert(strstr(out, "error:"), "%s", out);
+	COF_OK(NULL, "pool status good");
+	cr_assert(strstr(out, "ONLINE"), "%s", out);
+	COF_OK(NULL, "list good/a");
+	cr_assert_eq(cof(NULL, "create -V 1M bad/x"), 1);
+	cr_assert(strstr(out, "faulted"), "%s", out);
+}
+
+Test(data, generated_unit_passes_systemd_analyze_verify)
+{
+	const char *unit = getenv("COFFER_UNIT");
+	char cmd[8192], o[8192];
+	FILE *p;
+	size_t n;
+	int st;
+
+	if (system("command -v systemd-analyze >/dev/null 2>&1") != 0)
+		cr_skip_test("systemd-analyze is not installed");
+	if (!unit || access(unit, R_OK) != 0)
+		cr_skip_test("COFFER_UNIT (the generated cofferd.service) not given");
+	/* verify wants the ExecStart binary to exist: point it at the built one */
+	snprintf(cmd, sizeof(cmd),
+		 "sed -e 's|^ExecStart=[^ ]*|ExecStart=%s|' '%s' > '%s/cofferd.service' && "
+		 "SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no '%s/cofferd.service' 2>&1",
+		 getenv("COFFERD") ? getenv("COFFERD") : "/bin/true", unit, td.dir, td.dir);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	n = fread(o, 1, sizeof(o) - 1, p);
+	o[n] = '\0';
+	st = pclose(p);
+	cr_assert_eq(st, 0, "systemd-analyze verify: %s", o);
+	cr_assert(!strstr(o, "cofferd.service:"), "warnings about the unit: %s", o);
+}
