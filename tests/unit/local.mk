@@ -44,4 +44,14 @@ check_PROGRAMS += %D%/test_txg
 %C%_test_txg_CFLAGS = $(UNIT_CFLAGS)
 %C%_test_txg_LDADD = $(UNIT_LDADD)
 
+check_PROGRAMS += %D%/test_bench_parse
+%C%_test_bench_parse_SOURCES = %D%/test_bench_parse.c client/bench_parse.c client/bench_parse.h
+%C%_test_bench_parse_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_bench_parse_LDADD = $(CRITERION_LIBS) -lm
+
+check_PROGRAMS += %D%/test_bench_verify
+%C%_test_bench_verify_SOURCES = %D%/test_bench_verify.c client/bench_verify.c client/bench_verify.h
+%C%_test_bench_verify_CFLAGS = $(UNIT_CFLAGS) $(XXHASH_CFLAGS)
+%C%_test_bench_verify_LDADD = $(XXHASH_LIBS) $(CRITERION_LIBS)
+
 TESTS += $(check_PROGRAMS)
