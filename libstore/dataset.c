@@ -23,9 +23,12 @@
 /* pool/a/b: components of [A-Za-z0-9_.:-], the first is the pool's name. */
 static int ds_name_valid(const struct stor_pool *p, const char *name)
 {
-	size_t n = strlen(name), plen = strlen(p->name);
+	size_t n, plen = strlen(p->name);
 	const char *c;
 
+	if (!name)
+		return 0;
+	n = strlen(name);
 	if (n == 0 || n > STOR_NAME_MAX || strncmp(name, p->name, plen) != 0)
 		return 0;
 	if (name[plen] == '\0')
@@ -56,6 +59,8 @@ struct stor_ds *ds_find_locked(struct stor_pool *p, const char *name)
 {
 	struct stor_ds key = { .name = (char *)name }, *kp = &key, **r;
 
+	if (!p->nds)
+		return NULL;
 	r = bsearch(&kp, p->ds, p->nds, sizeof(*p->ds), cmp_name);
 	return r ? *r : NULL;
 }

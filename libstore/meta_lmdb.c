@@ -254,7 +254,7 @@ int meta_iter(struct meta_txn *t, enum meta_table tab, const void *prefix, size_
 		return lmdb_error(rc);
 	rc = mdb_cursor_get(cur, &k, &v, plen ? MDB_SET_RANGE : MDB_FIRST);
 	while (rc == 0) {
-		if (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0)
+		if (plen && (k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0))
 			break;
 		ret = fn(k.mv_data, k.mv_size, v.mv_data, v.mv_size, ctx);
 		if (ret)

@@ -590,6 +590,32 @@ static void sync_after(struct stor_pool *p, struct stor_io *ios, size_t i, size_
 	}
 }
 
+/*
+ * Copy-on-write needs free space before it frees any: extents freed by the
+ * open txg come back only when it commits. When writes of [i, j) ran out of
+ * space, commit and let them run again; the others are fenced off meanwhile.
+ * @return 1 if the failed requests should run again
+ */
+static int retry_enospc(struct stor_pool *p, struct stor_io *ios, size_t i, size_t j)
+{
+	int any = 0;
+
+	for (size_t x = i; x < j; x++)
+		any |= ios[x].result == STOR_ENOSPC;
+	if (!any || txg_sync(p, 0) < 0)
+		return 0;
+	for (size_t x = i; x < j; x++)
+		ios[x].result = ios[x].result == STOR_ENOSPC ? 0 : ios[x].result ? ios[x].result : 1;
+	return 1;
+}
+
+static void unfence(struct stor_io *ios, size_t i, size_t j)
+{
+	for (size_t x = i; x < j; x++)
+		if (ios[x].result == 1)
+			ios[x].result = 0;
+}
+
 static int submit_pool(struct stor_pool *p, struct stor_io *ios, size_t n)
 {
 	size_t i = 0;
@@ -616,6 +642,10 @@ static int submit_pool(struct stor_pool *p, struct stor_io *ios, size_t n)
 				break;
 		}
 		run_group(p, ios, i, j, write);
+		if (write && retry_enospc(p, ios, i, j)) {
+			run_group(p, ios, i, j, write);
+			unfence(ios, i, j);
+		}
 		if (write)
 			sync_after(p, ios, i, j);
 		i = j;
