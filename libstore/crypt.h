@@ -70,7 +70,11 @@ int crypt_key_new(enum crypt_suite s, const uint8_t *key, size_t keylen,
 void crypt_key_free(struct crypt_key *k);
 enum crypt_suite crypt_key_suite(const struct crypt_key *k);
 
-/** One record of a batch. @in and @out may be equal (in place). */
+/**
+ * One record of a batch. @in and @out may be equal (in place) but must not
+ * otherwise overlap. @aad may be NULL when @aad_len is 0; @in and @out may be
+ * NULL when @len is 0. @len is at most CRYPT_LEN_MAX.
+ */
 struct crypt_op {
 	const struct crypt_key *key;
 	const uint8_t *nonce; /* CRYPT_NONCE_LEN bytes */
@@ -87,7 +91,9 @@ struct crypt_op {
  * Seal (encrypt + tag) or open (verify + decrypt) @n records. Records may
  * mix keys, suites and lengths. Opening compares tags in constant time and
  * leaves no plaintext in @out of a record whose tag fails (it is zeroed).
- * Thread-safe (per-thread backend state).
+ * Thread-safe (per-thread backend state). A malformed op (no key, nonce or
+ * tag, bad length or overlap) gets status -EINVAL without stopping the
+ * others; a record that fails to seal (-EIO) gets zeroed output and tag.
  * @return the number of records whose status is not 0
  */
 int crypt_seal(struct crypt_op *ops, size_t n);
