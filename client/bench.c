@@ -781,7 +781,7 @@ static void csv_line(struct engine *e, const char *when, const char *label, cons
 
 static json_t *pct_json(const struct hist *h)
 {
-	return json_pack("{s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "count", (json_int_t)h->count,
+	return json_pack("{s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "count", (json_int_t)h->count,
 			 "mean_ms", hist_mean(h) / 1e6, "p50_ms", hist_percentile(h, 50) / 1e6,
 			 "p90_ms", hist_percentile(h, 90) / 1e6, "p99_ms",
 			 hist_percentile(h, 99) / 1e6, "p99.9_ms", hist_percentile(h, 99.9) / 1e6,

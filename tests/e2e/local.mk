@@ -16,3 +16,8 @@ check_PROGRAMS += %D%/test_data
 
 # test_data runs `systemd-analyze verify` on the unit make generates
 AM_TESTS_ENVIRONMENT += COFFER_UNIT=$(abs_top_builddir)/conf/cofferd.service; export COFFER_UNIT;
+
+check_PROGRAMS += %D%/test_bench
+%C%_test_bench_SOURCES = %D%/test_bench.c $(E2E_FIXTURE)
+%C%_test_bench_CFLAGS = $(E2E_CFLAGS)
+%C%_test_bench_LDADD = $(E2E_LDADD)

@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * coffer bench against a real cofferd: open-loop rate control, the JSON
+ * output and its documented fields, and validation mode catching a record
+ * corrupted in its LUN file and a lost (rolled back) write.
+ */
+#include <config.h> /* the autoconf header: _GNU_SOURCE */
+
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+static struct tdaemon td;
+static char out[65536];
+
+static void setup(void)
+{
+	tdaemon_init(&td, NULL);
+	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
+}
+
+static void teardown(void)
+{
+	int st = tdaemon_stop(&td);
+
+	if (st != 0)
+		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
+	tdaemon_cleanup(&td);
+}
+
+TestSuite(bench, .init = setup, .fini = teardown, .timeout = 60);
+
+static int run(int want, const char *args)
+{
+	int st;
+
+	st = tdaemon_coffer(&td, NULL, NULL, out, sizeof(out), args);
+	if (want >= 0)
+		cr_assert_eq(st, want, "coffer %s: exit %d\n%s\n--- cofferd:\n%s", args, st, out,
+			     tdaemon_log(&td));
+	return st;
+}
+
+__attribute__((format(printf, 2, 3))) static int coffer(int want, const char *fmt, ...)
+{
+	char args[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	return run(want, args);
+}
+
+/* coffer bench -q on the test daemon's socket, then @fmt */
+__attribute__((format(printf, 2, 3))) static int bench(int want, const char *fmt, ...)
+{
+	char args[4096];
+	va_list ap;
+	int n;
+
+	n = snprintf(args, sizeof(args), "bench -q --socket '%s' ", td.sock);
+	va_start(ap, fmt);
+	vsnprintf(args + n, sizeof(args) - (size_t)n, fmt, ap);
+	va_end(ap);
+	return run(want, args);
+}
+
+static const char *path(const char *name)
+{
+	static char p[4][2048];
+	static int k;
+
+	k = (k + 1) % 4;
+	snprintf(p[k], sizeof(p[k]), "%s/%s", td.dir, name);
+	return p[k];
+}
+
+/* A pool of two LUNs with two clear 8 MiB datasets that never hit a data cache. */
+static void make_datasets(void)
+{
+	coffer(0, "pool create -s 64M p '%s' '%s'", path("lun0"), path("lun1"));
+	for (int i = 1; i <= 2; i++) {
+		coffer(0, "create -V 8M -b 8k p/v%d", i);
+		coffer(0, "set primarycache=metadata p/v%d", i);
+	}
+}
+
+static const char *parm(const char *name, const char *text)
+{
+	return tdaemon_file(&td, name, text, strlen(text));
+}
+
+static const char fill_parm[] = "sd=sd1,dataset=p/v*,threads=2\n"
+				"wd=fill,sd=sd1,rdpct=0,seekpct=eof,xfersize=64k\n"
+				"rd=fill,wd=fill,iorate=max,elapsed=60,interval=1\n";
+
+Test(bench, open_loop_rate_is_within_5_percent_and_json_has_the_documented_fields)
+{
+	json_t *doc, *run, *iv, *avg, *lat;
+	json_error_t jerr;
+	double iops;
+	static const char *const line_fields[] = {
+		"seconds", "reads", "writes", "errors", "iops", "mbps", "bytes_per_io", "read_pct",
+		"resp_ms", "read_resp_ms", "write_resp_ms", "max_resp_ms", "resp_stddev_ms",
+		"queue_depth", "client_cpu_pct", "daemon_cpu_pct",
+	};
+	static const char *const lat_fields[] = { "count", "mean_ms", "p50_ms", "p90_ms",
+						  "p99_ms", "p99.9_ms", "max_ms" };
+
+	make_datasets();
+	bench(0, "'%s'", parm("fill.parm", fill_parm));
+	bench(0, "--datasets 'p/v*' --rw randread --bs 8k --qd 2 --time 4 --warmup 1 "
+		  "--rate 800 --json '%s' --csv '%s'",
+	       path("out.json"), path("out.csv"));
+	doc = json_load_file(path("out.json"), 0, &jerr);
+	cr_assert_not_null(doc, "%s: %s", path("out.json"), jerr.text);
+	cr_assert(json_is_integer(json_object_get(doc, "version")));
+	cr_assert_gt(json_integer_value(json_object_get(doc, "daemon_pid")), 0);
+	cr_assert_eq(json_integer_value(json_object_get(doc, "io_errors")), 0);
+	cr_assert_eq(json_array_size(json_object_get(doc, "runs")), 1);
+	run = json_array_get(json_object_get(doc, "runs"), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(run, "name")), "run1");
+	cr_assert_float_eq(json_number_value(json_object_get(run, "iorate")), 800, 1e-6);
+	cr_assert_eq(json_array_size(json_object_get(run, "datasets")), 2);
+	cr_assert_geq(json_array_size(json_object_get(run, "intervals")), 4);
+	iv = json_array_get(json_object_get(run, "intervals"), 0);
+	cr_assert(json_is_integer(json_object_get(iv, "interval")));
+	cr_assert(json_is_string(json_object_get(iv, "time")));
+	avg = json_object_get(run, "average");
+	for (size_t i = 0; i < sizeof(line_fields) / sizeof(line_fields[0]); i++) {
+		cr_assert(json_is_number(json_object_get(iv, line_fields[i])), "interval %s",
+			  line_fields[i]);
+		cr_assert(json_is_number(json_object_get(avg, line_fields[i])), "average %s",
+			  line_fields[i]);
+	}
+	lat = json_object_get(run, "latency");
+	for (size_t i = 0; i < sizeof(lat_fields) / sizeof(lat_fields[0]); i++)
+		cr_assert(json_is_number(json_object_get(lat, lat_fields[i])), "latency %s",
+			  lat_fields[i]);
+	cr_assert_leq(json_number_value(json_object_get(lat, "p50_ms")),
+		      json_number_value(json_object_get(lat, "p99_ms")));
+	cr_assert_float_eq(json_number_value(json_object_get(avg, "read_pct")), 100, 1e-6);
+	iops = json_number_value(json_object_get(avg, "iops"));
+	cr_assert(iops > 800 * 0.95 && iops < 800 * 1.05, "asked 800 I/O per s, got %.1f", iops);
+	json_decref(doc);
+	{
+		struct stat st;
+
+		cr_assert_eq(stat(path("out.csv"), &st), 0);
+		cr_assert_gt(st.st_size, 100);
+	}
+}
+
+/* Find the 8 KiB @rec in a LUN file; @return the LUN number and set *off, or -1. */
+static int find_in_luns(const uint8_t *rec, size_t len, off_t *off)
+{
+	for (int l = 0; l < 2; l++) {
+		char name[16];
+		int fd;
+		struct stat st;
+		uint8_t *data;
+		ssize_t n;
+		void *hit;
+
+		snprintf(name, sizeof(name), "lun%d", l);
+		fd = open(path(name), O_RDONLY);
+		cr_assert_geq(fd, 0);
+		cr_assert_eq(fstat(fd, &st), 0);
+		data = malloc((size_t)st.st_size);
+		cr_assert_not_null(data);
+		n = pread(fd, data, (size_t)st.st_size, 0);
+		close(fd);
+		cr_assert_eq(n, st.st_size);
+		hit = memmem(data, (size_t)n, rec, len);
+		if (hit) {
+			*off = (uint8_t *)hit - data;
+			free(data);
+			return l;
+		}
+		free(data);
+	}
+	return -1;
+}
+
+static size_t read_file(const char *p, uint8_t *buf, size_t cap)
+{
+	int fd = open(p, O_RDONLY);
+	ssize_t n;
+
+	cr_assert_geq(fd, 0, "%s", p);
+	n = read(fd, buf, cap);
+	close(fd);
+	cr_assert_geq(n, 0);
+	return (size_t)n;
+}
+
+Test(bench, validation_catches_a_record_corrupted_in_its_lun)
+{
+	static uint8_t rec[8192];
+	char name[16];
+	off_t off;
+	int lun, fd;
+	uint8_t b;
+
+	make_datasets();
+	bench(0, "-v --journal '%s' '%s'", path("j"), parm("fill.parm", fill_parm));
+	bench(0, "-vr '%s'", path("j"));
+	coffer(0, "read -o 8192 -l 8192 p/v1 > '%s'", path("rec1"));
+	cr_assert_eq(read_file(path("rec1"), rec, sizeof(rec)), sizeof(rec));
+	lun = find_in_luns(rec, sizeof(rec), &off);
+	cr_assert_geq(lun, 0, "record 1 of p/v1 is in no LUN file (stored transformed?)");
+	snprintf(name, sizeof(name), "lun%d", lun);
+	fd = open(path(name), O_RDWR);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pread(fd, &b, 1, off + 1000), 1);
+	b ^= 0x40;
+	cr_assert_eq(pwrite(fd, &b, 1, off + 1000), 1);
+	close(fd);
+	bench(1, "-vr '%s'", path("j"));
+	cr_assert(strstr(out, "p/v1 offset 8192"), "corruption not reported:\n%s", out);
+	cr_assert(strstr(out, "validation: 1 errors"), "%s", out);
+}
+
+Test(bench, validation_catches_a_lost_write)
+{
+	make_datasets();
+	bench(0, "-v --journal '%s' '%s'", path("j"), parm("fill.parm", fill_parm));
+	coffer(0, "read -o 0 -l 8192 p/v2 > '%s'", path("old0"));
+	/* a second pass writes every record again with a newer generation */
+	bench(0, "-vr '%s' '%s'", path("j"), path("fill.parm"));
+	/* the daemon "loses" the newer write of record 0: the old bytes come back */
+	coffer(0, "write -o 0 p/v2 < '%s'", path("old0"));
+	bench(1, "-vr '%s'", path("j"));
+	cr_assert(strstr(out, "p/v2 offset 0: validation: stale generation (lost write)"),
+		  "lost write not reported:\n%s", out);
+}
+
+Test(bench, a_parameter_file_error_names_its_line)
+{
+	bench(2, "'%s'", parm("bad.parm", "sd=sd1,dataset=p/*\n\nwd=w,sd=sd1,foo=1\n"));
+	cr_assert(strstr(out, "bad.parm:3: unknown keyword 'foo'"), "%s", out);
+}
