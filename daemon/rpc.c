@@ -28,6 +28,7 @@
 #define READ_CHUNK (256u << 10)
 #define REPLY_QUEUE_MAX (8u << 20)
 #define WRITE_BATCH 64u
+#define SHUTDOWN_GRACE_MS 5000u /* then clients that do not read are cut off */
 
 struct rpc_stats rpc_stats;
 
@@ -87,6 +88,7 @@ static struct {
 	void (*on_drained)(void);
 	struct rpc_conn *flush_list;
 	uv_idle_t flush_idle;
+	uv_timer_t grace;
 } srv;
 
 static void conn_close(struct rpc_conn *conn);
@@ -816,7 +818,23 @@ static void check_drained(void)
 		return;
 	srv.on_drained = NULL;
 	uv_close((uv_handle_t *)&srv.flush_idle, NULL);
+	uv_close((uv_handle_t *)&srv.grace, NULL);
 	done();
+}
+
+/* Work in flight has had its time; replies nobody reads are dropped. */
+static void grace_cb(uv_timer_t *t)
+{
+	struct rpc_conn *conn, *next;
+
+	(void)t;
+	for (conn = srv.conns; conn; conn = next) {
+		next = conn->next;
+		log_warn("conn %llu: closed at shutdown with %u requests in flight, %zu reply bytes "
+			 "unread",
+			 (unsigned long long)conn->id, conn->inflight, conn->queued_bytes);
+		conn_close(conn);
+	}
 }
 
 void rpc_shutdown(void (*done)(void))
@@ -832,6 +850,9 @@ void rpc_shutdown(void (*done)(void))
 		unlink(srv.cfg->socket);
 	}
 	srv.on_drained = done;
+	uv_timer_init(srv.loop, &srv.grace);
+	uv_timer_start(&srv.grace, grace_cb, SHUTDOWN_GRACE_MS, 0);
+	uv_unref((uv_handle_t *)&srv.grace);
 	/* stop reading; in-flight calls finish and their replies go out first */
 	for (conn = srv.conns; conn; conn = next) {
 		next = conn->next;

@@ -375,3 +375,110 @@ Test(rpc, cli_without_daemon_says_what_to_do)
 	cr_assert_eq(st, 1);
 	cr_assert(strstr(out, "cofferd is not running"), "%s", out);
 }
+
+Test(rpc, a_client_that_does_not_read_is_throttled_not_buffered)
+{
+	enum { N = 20000, LEN = 8 << 10 };
+	struct coffer_conn *c = conn(), *adm = conn();
+	uint8_t frame_buf[PROTO_HDR_SIZE + PROTO_IO_BODY];
+	char err[256], lun[600];
+	size_t sent = 0, total = (size_t)N * sizeof(frame_buf);
+	uint8_t *all = malloc(total);
+	int fd = raw_connect(), blocked = 0, h;
+	json_t *a;
+
+	/* a dataset to read from, opened on the raw connection after a HELLO */
+	snprintf(lun, sizeof(lun), "%s/bp-l0", td.dir);
+	a = json_pack("{s:s, s:[s], s:I}", "name", "bp", "luns", lun, "lun_size",
+		      (json_int_t)(64 << 20));
+	cr_assert_eq(coffer_call(adm, "pool_create", a, NULL, err, sizeof(err)), 0, "%s", err);
+	json_decref(a);
+	a = json_pack("{s:s, s:I}", "name", "bp/v", "volsize", (json_int_t)(8 << 20));
+	cr_assert_eq(coffer_call(adm, "ds_create", a, NULL, err, sizeof(err)), 0, "%s", err);
+	json_decref(a);
+	h = coffer_ds_open(c, "bp/v", NULL, NULL);
+	cr_assert_geq(h, 0);
+	coffer_close(c);
+	close(fd);
+	/* the raw socket: HELLO and ds_open by hand through a fresh client, then take its fd */
+	c = conn();
+	h = coffer_ds_open(c, "bp/v", NULL, NULL);
+	cr_assert_geq(h, 0);
+	fd = coffer_fd(c);
+	for (int i = 0; i < N; i++) {
+		struct proto_io io = { .handle = (uint32_t)h, .off = (uint64_t)(i % 512) * LEN,
+				       .len = LEN };
+
+		frame(frame_buf, PROTO_IO_BODY, PROTO_OP_READ, (uint32_t)i);
+		proto_io_put(frame_buf + PROTO_HDR_SIZE, &io);
+		memcpy(all + (size_t)i * sizeof(frame_buf), frame_buf, sizeof(frame_buf));
+	}
+	/* 20000 x 8 KiB = 160 MiB of replies: the daemon must stop reading us */
+	while (sent < total) {
+		ssize_t n = send(fd, all + sent, total - sent, MSG_DONTWAIT);
+
+		if (n < 0) {
+			cr_assert(errno == EAGAIN || errno == EWOULDBLOCK, "send: %s",
+				  strerror(errno));
+			blocked = 1;
+			break;
+		}
+		sent += (size_t)n;
+	}
+	cr_assert(blocked, "all %zu bytes of requests accepted without reading replies", total);
+	/* others are served meanwhile */
+	assert_alive();
+	/* now read everything: every request is answered */
+	{
+		size_t want = N, got = 0;
+		uint8_t *rb = malloc(PROTO_HDR_SIZE + LEN);
+		struct proto_hdr hh;
+
+		while (got < want) {
+			if (sent < total) {
+				ssize_t n = send(fd, all + sent, total - sent, MSG_DONTWAIT);
+
+				if (n > 0)
+					sent += (size_t)n;
+			}
+			cr_assert_eq(read_full(fd, rb, PROTO_HDR_SIZE), PROTO_HDR_SIZE);
+			proto_hdr_get(rb, &hh);
+			cr_assert_eq(hh.status, 0);
+			cr_assert_eq(hh.len, LEN);
+			cr_assert_eq(read_full(fd, rb + PROTO_HDR_SIZE, LEN), LEN);
+			got++;
+		}
+		free(rb);
+	}
+	free(all);
+	coffer_close(c);
+	coffer_close(adm);
+}
+
+Test(rpc, sigterm_does_not_wait_forever_for_a_client_that_does_not_read)
+{
+	enum { N = 20000 };
+	struct coffer_conn *c = conn();
+	uint8_t *all = malloc((size_t)N * (PROTO_HDR_SIZE + 2));
+	size_t sent = 0, total = (size_t)N * (PROTO_HDR_SIZE + 2);
+	int fd = coffer_fd(c);
+
+	for (int i = 0; i < N; i++) {
+		uint8_t *p = all + (size_t)i * (PROTO_HDR_SIZE + 2);
+
+		frame(p, 2, PROTO_OP_PING, (uint32_t)i);
+		memcpy(p + PROTO_HDR_SIZE, "{}", 2);
+	}
+	while (sent < total) {
+		ssize_t n = send(fd, all + sent, total - sent, MSG_DONTWAIT);
+
+		if (n <= 0)
+			break;
+		sent += (size_t)n;
+	}
+	cr_assert_eq(tdaemon_stop(&td), 0, "stuck client held up the stop:\n%s", tdaemon_log(&td));
+	free(all);
+	coffer_close(c);
+	/* the fixture's teardown wants a daemon to stop */
+	cr_assert_eq(tdaemon_start(&td), 0, "restart:\n%s", tdaemon_log(&td));
+}
