@@ -614,6 +614,63 @@ Test(crypt, any_flipped_byte_fails_with_eauth_and_zeroed_output)
 	}
 }
 
+Test(crypt, a_run_under_one_key_matches_records_sealed_one_by_one)
+{
+	enum { N = 12, MAXLEN = 3000 };
+
+	for (int b = 0; b < NBACKENDS; b++) {
+		const struct crypt_backend *be = crypt_backend_by_name(backend_names[b]);
+
+		for (int s = 1; be && s < CRYPT_NSUITES; s++) {
+			static uint8_t pt[N][MAXLEN], ct[N][MAXLEN];
+			static uint8_t one[N][MAXLEN], back[N][MAXLEN];
+			uint8_t key[32], nonce[N][12], aad[N][64], tag[N][16], tag1[N][16];
+			struct crypt_op ops[N];
+			struct crypt_key *k;
+
+			if (!crypt_backend_supports(be, s))
+				continue;
+			rnd_fill(key, sizeof(key));
+			k = key_on(s, key, backend_names[b]);
+			for (int i = 0; i < N; i++) {
+				size_t len = i == 3 ? 0 : 1 + rnd() % MAXLEN;
+
+				rnd_fill(nonce[i], 12);
+				rnd_fill(aad[i], 64);
+				rnd_fill(pt[i], len);
+				ops[i] = (struct crypt_op){
+					.key = k, .nonce = nonce[i], .aad = aad[i],
+					.aad_len = rnd() % 65, .in = pt[i], .out = ct[i],
+					.len = len, .tag = tag[i] };
+			}
+			cr_assert_eq(crypt_seal(ops, N), 0);
+			for (int i = 0; i < N; i++) {
+				struct crypt_op o = ops[i];
+
+				o.out = one[i];
+				o.tag = tag1[i];
+				cr_assert_eq(crypt_seal(&o, 1), 0);
+				cr_assert_arr_eq(one[i], ct[i], ops[i].len, "%s %s rec %d",
+						 backend_names[b], crypt_suite_name(s), i);
+				cr_assert_arr_eq(tag1[i], tag[i], 16);
+			}
+			/* Open the run with one bad tag in the middle: only that one fails. */
+			for (int i = 0; i < N; i++) {
+				ops[i].in = ct[i];
+				ops[i].out = back[i];
+			}
+			tag[5][0] ^= 1;
+			cr_assert_eq(crypt_open(ops, N), 1);
+			for (int i = 0; i < N; i++) {
+				cr_assert_eq(ops[i].status, i == 5 ? STOR_EAUTH : 0, "rec %d", i);
+				if (i != 5)
+					cr_assert_arr_eq(back[i], pt[i], ops[i].len);
+			}
+			crypt_key_free(k);
+		}
+	}
+}
+
 Test(crypt, a_flipped_byte_fails_in_place_too)
 {
 	uint8_t key[32] = { 7 }, nonce[12] = { 1 }, tag[16], buf[300];
