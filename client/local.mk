@@ -13,3 +13,6 @@ bin_PROGRAMS += %D%/coffer
 %C%_coffer_LDADD = $(CLIENT_LIBS) $(BENCH_LIBS)
 
 dist_man_MANS += %D%/coffer.8
+
+bashcompletiondir = $(datadir)/bash-completion/completions
+dist_bashcompletion_DATA = contrib/bash-completion/coffer
