@@ -40,15 +40,15 @@ Test(dataset, valid_names_are_accepted)
 	char longest[STOR_NAME_MAX + 1];
 	int ret;
 
-	cr_assert_eq(ret = create("tank/a"), 0, "tank/a: %s", stor_errname(ret));
-	cr_assert_eq(ret = create("tank/a-b_c.d:e"), 0, "tank/a-b_c.d:e: %s", stor_errname(ret));
-	cr_assert_eq(ret = create("tank/a/b"), 0, "tank/a/b: %s", stor_errname(ret));
-	cr_assert_eq(ret = create("tank/9Z"), 0, "tank/9Z: %s", stor_errname(ret));
+	cr_assert_eq(ret = create("tank/a"), 0, "tank/a: %s", stor_strerror(ret));
+	cr_assert_eq(ret = create("tank/a-b_c.d:e"), 0, "tank/a-b_c.d:e: %s", stor_strerror(ret));
+	cr_assert_eq(ret = create("tank/a/b"), 0, "tank/a/b: %s", stor_strerror(ret));
+	cr_assert_eq(ret = create("tank/9Z"), 0, "tank/9Z: %s", stor_strerror(ret));
 	/* exactly STOR_NAME_MAX characters is still a name */
 	memset(longest, 'x', STOR_NAME_MAX);
 	memcpy(longest, "tank/", 5);
 	longest[STOR_NAME_MAX] = '\0';
-	cr_assert_eq(ret = create(longest), 0, "%zu chars: %s", strlen(longest), stor_errname(ret));
+	cr_assert_eq(ret = create(longest), 0, "%zu chars: %s", strlen(longest), stor_strerror(ret));
 }
 
 Test(dataset, invalid_names_are_rejected)
@@ -62,7 +62,7 @@ Test(dataset, invalid_names_are_rejected)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		int ret = create(bad[i]);
 
-		cr_expect_eq(ret, STOR_EBADNAME, "'%s': got %s", bad[i], stor_errname(ret));
+		cr_expect_eq(ret, STOR_EBADNAME, "'%s': got %s", bad[i], stor_strerror(ret));
 	}
 	memset(toolong, 'x', sizeof(toolong) - 1);
 	memcpy(toolong, "tank/", 5);
@@ -75,16 +75,16 @@ Test(dataset, missing_parent_is_enoent)
 {
 	int ret = create("tank/x/y");
 
-	cr_assert_eq(ret, -ENOENT, "got %s", stor_errname(ret));
+	cr_assert_eq(ret, -ENOENT, "got %s", stor_strerror(ret));
 	ret = stor_ds_open(tp.pool, "tank/x", &(struct stor_ds *){ NULL });
-	cr_assert_eq(ret, -ENOENT, "the parent was created: %s", stor_errname(ret));
+	cr_assert_eq(ret, -ENOENT, "the parent was created: %s", stor_strerror(ret));
 }
 
 Test(dataset, another_pools_name_is_refused)
 {
 	int ret = create("other/a");
 
-	cr_assert(ret == -ENOENT || ret == STOR_EBADNAME, "got %s", stor_errname(ret));
+	cr_assert(ret == -ENOENT || ret == STOR_EBADNAME, "got %s", stor_strerror(ret));
 }
 
 Test(dataset, duplicate_is_eexist)
@@ -228,7 +228,7 @@ Test(dataset, destroy_frees_space)
 	cr_assert_geq(used1, used0 + sizeof(buf));
 	/* an open handle keeps it */
 	ret = stor_ds_destroy(tp.pool, "tank/big", 0);
-	cr_assert_eq(ret, -EBUSY, "destroy with open handle: %s", stor_errname(ret));
+	cr_assert_eq(ret, -EBUSY, "destroy with open handle: %s", stor_strerror(ret));
 	stor_ds_close(ds);
 	cr_assert_eq(stor_ds_destroy(tp.pool, "tank/big", 0), 0);
 	cr_assert_eq(stor_pool_sync(tp.pool), 0);
@@ -275,7 +275,7 @@ static struct stor_prop_value get(const char *name, const char *prop)
 
 	memset(&v, 0, sizeof(v));
 	ret = stor_ds_get(tp.pool, name, prop, &v);
-	cr_assert_eq(ret, 0, "get %s %s: %s", name, prop, stor_errname(ret));
+	cr_assert_eq(ret, 0, "get %s %s: %s", name, prop, stor_strerror(ret));
 	cr_assert_str_eq(v.name, prop);
 	return v;
 }
@@ -357,13 +357,13 @@ Test(dataset, bad_create_props_are_ebadprop)
 
 	o.props = p1;
 	cr_expect_eq(ret = stor_ds_create(tp.pool, "tank/a", &o, NULL), STOR_EBADPROP, "%s",
-		     stor_errname(ret));
+		     stor_strerror(ret));
 	o.props = p2;
 	cr_expect_eq(ret = stor_ds_create(tp.pool, "tank/a", &o, NULL), STOR_EBADPROP, "%s",
-		     stor_errname(ret));
+		     stor_strerror(ret));
 	o.props = p3;
 	cr_expect_eq(ret = stor_ds_create(tp.pool, "tank/a", &o, NULL), STOR_EBADPROP, "%s",
-		     stor_errname(ret));
+		     stor_strerror(ret));
 	cr_assert_eq(stor_ds_open(tp.pool, "tank/a", &(struct stor_ds *){ NULL }), -ENOENT,
 		     "a refused create left a dataset");
 }
@@ -376,14 +376,40 @@ Test(dataset, recordsize_is_fixed_at_creation)
 
 	cr_assert_eq(stor_ds_create(tp.pool, "tank/r", &o, NULL), 0);
 	ret = stor_ds_set(tp.pool, "tank/r", "recordsize", "8192");
-	cr_assert_eq(ret, STOR_EREADONLY, "got %s", stor_errname(ret));
-	ret = stor_ds_set(tp.pool, "tank/r", "volsize", "8192");
-	cr_assert_eq(ret, STOR_EREADONLY, "volsize: got %s", stor_errname(ret));
+	cr_assert_eq(ret, STOR_EREADONLY, "got %s", stor_strerror(ret));
 	ret = stor_ds_set(tp.pool, "tank/r", "guid", "1");
-	cr_assert_eq(ret, STOR_EREADONLY, "guid: got %s", stor_errname(ret));
+	cr_assert_eq(ret, STOR_EREADONLY, "guid: got %s", stor_strerror(ret));
 	v = get("tank/r", "recordsize");
 	cr_assert(strcmp(v.value, "65536") == 0 || strcmp(v.value, "64K") == 0, "recordsize '%s'",
 		  v.value);
+}
+
+Test(dataset, volsize_grows_but_never_shrinks)
+{
+	struct stor_ds_opts o = { .volsize = 1 << 20, .recordsize = 8192 };
+	struct stor_ds *ds = NULL;
+	unsigned char b = 0x42;
+	int ret;
+
+	cr_assert_eq(stor_ds_create(tp.pool, "tank/v", &o, &ds), 0);
+	/* like zfs set volsize: shrinking would drop data */
+	ret = stor_ds_set(tp.pool, "tank/v", "volsize", "8192");
+	cr_assert_eq(ret, -EINVAL, "shrink: got %s", stor_strerror(ret));
+	ret = stor_ds_set(tp.pool, "tank/v", "volsize", "1000000000");
+	cr_assert_eq(ret, -EINVAL, "not a record multiple: got %s", stor_strerror(ret));
+	cr_assert_eq(stor_ds_write(ds, (1 << 20) + 1, &b, 1), STOR_ERANGE);
+	ret = stor_ds_set(tp.pool, "tank/v", "volsize", "2097152");
+	cr_assert_eq(ret, 0, "grow: got %s", stor_strerror(ret));
+	cr_assert_eq(stor_ds_volsize(ds), 2 << 20, "open handle does not see the new size");
+	cr_assert_eq(stor_ds_write(ds, (1 << 20) + 1, &b, 1), 0);
+	stor_ds_close(ds);
+	tpool_reopen(&tp);
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	cr_assert_eq(stor_ds_volsize(ds), 2 << 20);
+	b = 0;
+	cr_assert_eq(stor_ds_read(ds, (1 << 20) + 1, &b, 1), 0);
+	cr_assert_eq(b, 0x42);
+	stor_ds_close(ds);
 }
 
 Test(dataset, invalid_recordsize_is_einval)
@@ -396,7 +422,7 @@ Test(dataset, invalid_recordsize_is_einval)
 		struct stor_ds_opts o = { .recordsize = bad[i] };
 		int ret = stor_ds_create(tp.pool, "tank/bad", &o, NULL);
 
-		cr_expect_eq(ret, -EINVAL, "recordsize %u: got %s", bad[i], stor_errname(ret));
+		cr_expect_eq(ret, -EINVAL, "recordsize %u: got %s", bad[i], stor_strerror(ret));
 	}
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		struct stor_ds_opts o = { .recordsize = good[i] };
@@ -404,7 +430,7 @@ Test(dataset, invalid_recordsize_is_einval)
 
 		snprintf(name, sizeof(name), "tank/good%zu", i);
 		ret = stor_ds_create(tp.pool, name, &o, NULL);
-		cr_expect_eq(ret, 0, "recordsize %u: got %s", good[i], stor_errname(ret));
+		cr_expect_eq(ret, 0, "recordsize %u: got %s", good[i], stor_strerror(ret));
 	}
 }
 
@@ -414,7 +440,7 @@ Test(dataset, volsize_not_a_multiple_of_recordsize_is_einval)
 	int ret = stor_ds_create(tp.pool, "tank/v", &o, NULL);
 
 	/* ZFS refuses a volsize that is not a multiple of volblocksize */
-	cr_expect_eq(ret, -EINVAL, "got %s", stor_errname(ret));
+	cr_expect_eq(ret, -EINVAL, "got %s", stor_strerror(ret));
 }
 
 Test(dataset, unknown_property_is_ebadprop)
@@ -424,17 +450,17 @@ Test(dataset, unknown_property_is_ebadprop)
 
 	cr_assert_eq(create("tank/a"), 0);
 	ret = stor_ds_set(tp.pool, "tank/a", "nosuchprop", "1");
-	cr_assert_eq(ret, STOR_EBADPROP, "set: %s", stor_errname(ret));
+	cr_assert_eq(ret, STOR_EBADPROP, "set: %s", stor_strerror(ret));
 	ret = stor_ds_get(tp.pool, "tank/a", "nosuchprop", &v);
-	cr_assert_eq(ret, STOR_EBADPROP, "get: %s", stor_errname(ret));
+	cr_assert_eq(ret, STOR_EBADPROP, "get: %s", stor_strerror(ret));
 	ret = stor_ds_set(tp.pool, "tank/a", "compression", "lz77");
-	cr_assert_eq(ret, STOR_EBADPROP, "bad value: %s", stor_errname(ret));
+	cr_assert_eq(ret, STOR_EBADPROP, "bad value: %s", stor_strerror(ret));
 	ret = stor_ds_set(tp.pool, "tank/a", "sync", "sometimes");
-	cr_assert_eq(ret, STOR_EBADPROP, "bad sync value: %s", stor_errname(ret));
+	cr_assert_eq(ret, STOR_EBADPROP, "bad sync value: %s", stor_strerror(ret));
 	ret = stor_ds_set(tp.pool, "tank/nosuch", "compression", "off");
-	cr_assert_eq(ret, -ENOENT, "set on missing dataset: %s", stor_errname(ret));
+	cr_assert_eq(ret, -ENOENT, "set on missing dataset: %s", stor_strerror(ret));
 	ret = stor_ds_get(tp.pool, "tank/nosuch", "compression", &v);
-	cr_assert_eq(ret, -ENOENT, "get on missing dataset: %s", stor_errname(ret));
+	cr_assert_eq(ret, -ENOENT, "get on missing dataset: %s", stor_strerror(ret));
 }
 
 struct seen {

@@ -81,7 +81,7 @@ Test(pool, create_over_existing_pool_metadata_is_refused)
 
 	snprintf(l, sizeof(l), "%s/extra", tp.dir);
 	ret = stor_pool_create(TPOOL_NAME, v, 1, &tp.opts, &p);
-	cr_assert_eq(ret, -EEXIST, "got %s", stor_errname(ret));
+	cr_assert_eq(ret, -EEXIST, "got %s", stor_strerror(ret));
 	cr_assert_null(p);
 }
 
@@ -90,7 +90,7 @@ Test(pool, create_with_no_luns_is_refused)
 	struct stor_pool *p = NULL;
 	int ret = stor_pool_create("empty", NULL, 0, &tp.opts, &p);
 
-	cr_assert_eq(ret, -EINVAL, "got %s", stor_errname(ret));
+	cr_assert_eq(ret, -EINVAL, "got %s", stor_strerror(ret));
 	cr_assert_null(p);
 }
 
@@ -105,7 +105,7 @@ Test(pool, bad_pool_names_are_refused)
 		struct stor_pool *p = NULL;
 		int ret = stor_pool_create(bad[i], v, 1, &tp.opts, &p);
 
-		cr_expect_eq(ret, STOR_EBADNAME, "'%s': got %s", bad[i], stor_errname(ret));
+		cr_expect_eq(ret, STOR_EBADNAME, "'%s': got %s", bad[i], stor_strerror(ret));
 		stor_pool_close(p);
 	}
 }
@@ -115,7 +115,7 @@ Test(pool, open_of_unknown_pool_is_enoent)
 	struct stor_pool *p = NULL;
 	int ret = stor_pool_open("nosuch", &tp.opts, &p);
 
-	cr_assert_eq(ret, -ENOENT, "got %s", stor_errname(ret));
+	cr_assert_eq(ret, -ENOENT, "got %s", stor_strerror(ret));
 	cr_assert_null(p);
 }
 
@@ -131,7 +131,7 @@ Test(pool, lun_of_another_pool_is_foreign)
 	/* the second LUN of tank now carries other's label: checks must cover every LUN */
 	copy_file(other.lun[1], tp.lun[1]);
 	ret = stor_pool_open(TPOOL_NAME, &tp.opts, &p);
-	cr_assert_eq(ret, STOR_EFOREIGN, "got %s (%s)", stor_errname(ret), stor_pool_last_error());
+	cr_assert_eq(ret, STOR_EFOREIGN, "got %s (%s)", stor_strerror(ret), stor_pool_last_error());
 	cr_assert_null(p);
 	cr_expect_neq(stor_pool_last_error()[0], '\0', "no last error text");
 	/* the other pool is untouched by the failed import */
@@ -148,7 +148,7 @@ Test(pool, create_over_a_lun_of_another_pool_is_foreign)
 
 	tpool_close(&tp);
 	ret = stor_pool_create("second", v, 1, &tp.opts, &p);
-	cr_assert_eq(ret, STOR_EFOREIGN, "got %s", stor_errname(ret));
+	cr_assert_eq(ret, STOR_EFOREIGN, "got %s", stor_strerror(ret));
 	cr_assert_null(p);
 	ret = tpool_open(&tp);
 	cr_assert_eq(ret, 0, "tank damaged by refused create: %s", stor_strerror(ret));
@@ -163,7 +163,7 @@ Test(pool, missing_lun_is_enoent_and_named)
 	tpool_close(&tp);
 	cr_assert_eq(unlink(tp.lun[1]), 0);
 	ret = stor_pool_open(TPOOL_NAME, &tp.opts, &p);
-	cr_assert_eq(ret, -ENOENT, "got %s", stor_errname(ret));
+	cr_assert_eq(ret, -ENOENT, "got %s", stor_strerror(ret));
 	cr_assert_null(p);
 	msg = stor_pool_last_error();
 	cr_assert(strstr(msg, tp.lun[1]) || strstr(msg, "lun 1"),
@@ -178,7 +178,7 @@ static void expect_label_damage_refused(unsigned lun, uint64_t off)
 	tpool_flip_byte(&tp, lun, off);
 	ret = stor_pool_open(TPOOL_NAME, &tp.opts, &p);
 	cr_expect_eq(ret, STOR_ELABEL, "lun %u byte %llu: got %s", lun, (unsigned long long)off,
-		     stor_errname(ret));
+		     stor_strerror(ret));
 	stor_pool_close(p);
 	tpool_flip_byte(&tp, lun, off); /* restore */
 }
@@ -229,7 +229,7 @@ Test(pool, zeroed_label_is_refused)
 	cr_assert_eq(pwrite(fd, zero, sizeof(zero), 0), (ssize_t)sizeof(zero));
 	close(fd);
 	ret = stor_pool_open(TPOOL_NAME, &tp.opts, &p);
-	cr_assert_eq(ret, STOR_ELABEL, "got %s", stor_errname(ret));
+	cr_assert_eq(ret, STOR_ELABEL, "got %s", stor_strerror(ret));
 	cr_assert_null(p);
 }
 
@@ -242,7 +242,7 @@ Test(pool, destroy_removes_pool_and_frees_its_luns)
 	ret = stor_pool_destroy(TPOOL_NAME, &tp.opts);
 	cr_assert_eq(ret, 0, "destroy: %s", stor_strerror(ret));
 	ret = stor_pool_open(TPOOL_NAME, &tp.opts, &p);
-	cr_assert_eq(ret, -ENOENT, "open after destroy: %s", stor_errname(ret));
+	cr_assert_eq(ret, -ENOENT, "open after destroy: %s", stor_strerror(ret));
 	cr_assert_null(p);
 	/* labels are wiped: the LUNs may be reused by a new pool */
 	ret = stor_pool_create("fresh", tp.lunv, 2, &tp.opts, &p);
@@ -254,7 +254,7 @@ Test(pool, destroy_of_unknown_pool_is_enoent)
 {
 	int ret = stor_pool_destroy("nosuch", &tp.opts);
 
-	cr_assert_eq(ret, -ENOENT, "got %s", stor_errname(ret));
+	cr_assert_eq(ret, -ENOENT, "got %s", stor_strerror(ret));
 }
 
 Test(pool, stat_reports_size_and_used)
@@ -328,4 +328,14 @@ Test(pool, add_lun_grows_the_pool)
 	tpool_reopen(&tp);
 	cr_assert_eq(stor_pool_stat(tp.pool, &st1), 0);
 	cr_assert_eq(st1.nluns, 3, "added LUN lost over close/open");
+}
+
+Test(pool, error_names_cover_store_and_errno_codes)
+{
+	cr_assert_str_eq(stor_errname(STOR_ELABEL), "ELABEL");
+	cr_assert_str_eq(stor_errname(0), "OK");
+	cr_assert_str_eq(stor_errname(-ENOENT), "ENOENT");
+	cr_assert_str_eq(stor_errname(-EEXIST), "EEXIST");
+	cr_assert_str_eq(stor_strerror(STOR_ECKSUM), "record checksum mismatch");
+	cr_assert_not_null(stor_strerror(12345));
 }

@@ -279,12 +279,12 @@ Test(record, flipped_data_byte_is_ecksum_never_wrong_bytes)
 	tpool_flip_byte(&tp, lun, off + 10);
 	memset(got, 0, sizeof(got));
 	ret = stor_ds_read(ds, 3 * REC, got, sizeof(got));
-	cr_assert_eq(ret, STOR_ECKSUM, "got %s", stor_errname(ret));
+	cr_assert_eq(ret, STOR_ECKSUM, "got %s", stor_strerror(ret));
 	/* a partial read of the record fails too, and so does a read-modify-write */
 	ret = stor_ds_read(ds, 3 * REC + 5, got, 5);
-	cr_assert_eq(ret, STOR_ECKSUM, "partial read: got %s", stor_errname(ret));
+	cr_assert_eq(ret, STOR_ECKSUM, "partial read: got %s", stor_strerror(ret));
 	ret = stor_ds_write(ds, 3 * REC + 5, got, 5);
-	cr_assert_eq(ret, STOR_ECKSUM, "read-modify-write over damage: got %s", stor_errname(ret));
+	cr_assert_eq(ret, STOR_ECKSUM, "read-modify-write over damage: got %s", stor_strerror(ret));
 	/* the neighbour still reads */
 	cr_assert_eq(stor_ds_read(ds, 4 * REC, got, 1), 0);
 	cr_assert_eq(got[0], buf[1]);
@@ -359,9 +359,9 @@ Test(record, io_submit_fails_requests_one_by_one)
 	tpat_random(a, sizeof(a), 11);
 	cr_assert_eq(stor_io_submit(ios, 4), 2);
 	cr_assert_eq(ios[0].result, 0);
-	cr_assert_eq(ios[1].result, STOR_ERANGE, "%s", stor_errname(ios[1].result));
+	cr_assert_eq(ios[1].result, STOR_ERANGE, "%s", stor_strerror(ios[1].result));
 	cr_assert_eq(ios[2].result, 0);
-	cr_assert_eq(ios[3].result, STOR_ERANGE, "%s", stor_errname(ios[3].result));
+	cr_assert_eq(ios[3].result, STOR_ERANGE, "%s", stor_strerror(ios[3].result));
 	cr_assert_arr_eq(c, a, REC);
 }
 
@@ -397,9 +397,7 @@ static void geometry_round_trip(uint32_t recsize, uint64_t volsize)
 	}
 	check_range(d, shadow, 0, volsize);
 	stor_ds_close(d);
-	tpool_reopen(&tp);
-	stor_ds_close(ds);
-	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/vol", &ds), 0);
+	reopen();
 	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/geo", &d), 0);
 	check_range(d, shadow, 0, volsize);
 	stor_ds_close(d);
@@ -438,7 +436,7 @@ Test(record_full, enospc_leaves_every_earlier_write_intact)
 		if (n % 64 == 63)
 			cr_assert_eq(stor_pool_sync(small.pool), 0);
 	}
-	cr_assert_eq(ret, STOR_ENOSPC, "after %u records: %s", n, stor_errname(ret));
+	cr_assert_eq(ret, STOR_ENOSPC, "after %u records: %s", n, stor_strerror(ret));
 	cr_assert_gt(n, 100, "only %u records of 8 KiB fit in 4 MiB", n);
 	/* the refused record is unwritten, every earlier one intact */
 	check_zero(d, (uint64_t)n * REC, REC);
@@ -449,12 +447,12 @@ Test(record_full, enospc_leaves_every_earlier_write_intact)
 	/* an overwrite needs a new extent first: refused or done, never torn */
 	tpat_fill(buf, REC, 0, 2);
 	ret = stor_ds_write(d, 0, buf, REC);
-	cr_assert(ret == 0 || ret == STOR_ENOSPC, "overwrite when full: %s", stor_errname(ret));
+	cr_assert(ret == 0 || ret == STOR_ENOSPC, "overwrite when full: %s", stor_strerror(ret));
 	cr_assert_eq(stor_ds_read(d, 0, buf, REC), 0);
 	cr_assert_eq(tpat_check(buf, REC, 0), ret == 0 ? 2 : 1);
 	before = n;
 	ret = stor_pool_sync(small.pool);
-	cr_assert_eq(ret, 0, "sync of a full pool: %s", stor_errname(ret));
+	cr_assert_eq(ret, 0, "sync of a full pool: %s", stor_strerror(ret));
 	stor_ds_close(d);
 	tpool_reopen(&small);
 	cr_assert_eq(stor_ds_open(small.pool, TPOOL_NAME "/fill", &d), 0);
@@ -468,7 +466,7 @@ Test(record_full, enospc_leaves_every_earlier_write_intact)
 	cr_assert_eq(stor_pool_sync(small.pool), 0);
 	tpat_fill(buf, REC, before, 3);
 	ret = stor_ds_write(d, (uint64_t)before * REC, buf, REC);
-	cr_assert_eq(ret, 0, "write after discard+sync: %s", stor_errname(ret));
+	cr_assert_eq(ret, 0, "write after discard+sync: %s", stor_strerror(ret));
 	stor_ds_close(d);
 	tpool_fini(&small);
 }
@@ -496,7 +494,7 @@ Test(record_full, enospc_multi_record_write_changes_nothing)
 	for (unsigned i = 0; i < 8; i++)
 		tpat_fill(big + i * REC, REC, n + 10 + i, 9);
 	ret = stor_ds_write(d, (uint64_t)(n + 10) * REC, big, sizeof(big));
-	cr_assert_eq(ret, STOR_ENOSPC, "got %s", stor_errname(ret));
+	cr_assert_eq(ret, STOR_ENOSPC, "got %s", stor_strerror(ret));
 	check_zero(d, (uint64_t)(n + 10) * REC, sizeof(big));
 	stor_ds_close(d);
 	tpool_fini(&small);
@@ -525,7 +523,7 @@ static void tfail(struct tshared *sh, const char *what, unsigned rec, long gen, 
 {
 	if (atomic_fetch_add(&sh->errors, 1) == 0)
 		snprintf(sh->msg, sizeof(sh->msg), "%s rec %u gen %ld: %ld (%s)", what, rec, gen,
-			 ret, ret < 0 ? stor_errname((int)ret) : "content");
+			 ret, ret < 0 ? stor_strerror((int)ret) : "content");
 	atomic_store(&sh->stop, 1);
 }
 
