@@ -1,0 +1,285 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# The reference encryption benchmark (issue 5), after Oracle's published run:
+# P pools x L sparse LUN files, D datasets of S MiB per cipher suite with
+# recordsize=8k and primarycache=metadata, filled with sequential 1 MiB
+# writes, then 8 KiB random reads at queue depth 2 per dataset: iorate=max,
+# then a curve of that maximum. Suites run in a rotated order in each round
+# so that machine drift hits all of them alike. Two passes: LUN files on
+# disk opened O_DIRECT, and LUN files on tmpfs (/dev/shm) for the CPU-bound
+# case (on this kind of VM the kernel drops page cache that goes unread for
+# about a minute, so a "buffered" disk run quietly becomes a disk run).
+#
+# It starts its own cofferd with a temp config and prints a table (suite,
+# IOPS, mean and p99 response, daemon CPU %, ratio to clear); OUT/summary.json
+# and OUT/summary.csv hold the same and name the full coffer bench JSON of
+# every run; OUT/encryption.png is drawn when gnuplot is installed.
+#
+# usage: encryption.sh [--quick] [--pools P] [--luns L] [--datasets D] [--size MiB]
+#        [--time SEC] [--warmup SEC] [--curve LIST] [--rounds R] [--suites LIST]
+#        [--passes direct,shm] [--dir DIR] [--out DIR]
+# env:   COFFERD, COFFER (binaries; default: from the build tree, else PATH)
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+
+pools=4 luns=32 datasets=192 size=32 elapsed=10 warmup=2 rounds=2
+curve=95,90,80,70,60,50
+suites="clear aes-128-ccm aes-192-ccm aes-256-ccm aes-256-gcm"
+passes="direct shm"
+dir=${TMPDIR:-/var/tmp}
+out=
+quick=0
+
+die() { echo "encryption.sh: $*" >&2; exit 1; }
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) quick=1 ;;
+	--pools) pools=$2; shift ;;
+	--luns) luns=$2; shift ;;
+	--datasets) datasets=$2; shift ;;
+	--size) size=$2; shift ;;
+	--time) elapsed=$2; shift ;;
+	--warmup) warmup=$2; shift ;;
+	--curve) curve=$2; shift ;;
+	--rounds) rounds=$2; shift ;;
+	--suites) suites=$(echo "$2" | tr ',' ' '); shift ;;
+	--passes) passes=$(echo "$2" | tr ',' ' '); shift ;;
+	--dir) dir=$2; shift ;;
+	--out) out=$2; shift ;;
+	-h|--help) sed -n '/^# usage/,/^# env/p' "$0" | sed 's/^# //'; exit 0 ;;
+	*) die "unknown option '$1' (see --help)" ;;
+	esac
+	shift
+done
+# quick mode: about two minutes for both passes, same shape
+if [ $quick = 1 ]; then
+	pools=2 luns=4 datasets=16 size=8 elapsed=3 warmup=1 rounds=1 curve=90,50
+fi
+
+find_bin() { # name, build-tree path
+	for b in "$top/build/$2" "$(command -v "$1" 2>/dev/null || true)"; do
+		[ -n "$b" ] && [ -x "$b" ] && { echo "$b"; return; }
+	done
+}
+COFFERD=${COFFERD:-$(find_bin cofferd daemon/cofferd)}
+COFFER=${COFFER:-$(find_bin coffer client/coffer)}
+[ -x "${COFFERD:-}" ] || die "no cofferd: set COFFERD=/path/to/cofferd"
+[ -x "${COFFER:-}" ] || die "no coffer: set COFFER=/path/to/coffer"
+
+out=${out:-$PWD/encryption-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$out"
+work=$(mktemp -d "${TMPDIR:-/tmp}/coffer-encbench.XXXXXX")
+daemon_pid=
+lundir=
+
+cleanup() {
+	if [ -n "$daemon_pid" ]; then
+		kill -TERM "$daemon_pid" 2>/dev/null || true
+		wait "$daemon_pid" 2>/dev/null || true
+	fi
+	[ -n "$lundir" ] && rm -rf "$lundir"
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+sock=$work/sock
+c() { "$COFFER" -S "$sock" "$@"; }
+
+# LUN size: the suite's data plus a quarter for copy-on-write and metadata
+lun_mib=$(( (datasets * size * 5 / 4 + pools * luns - 1) / (pools * luns) ))
+[ $lun_mib -lt 16 ] && lun_mib=16
+
+start_daemon() { # pass
+	cat > "$work/cofferd.conf" <<-CONF
+	[cofferd]
+	socket = $sock
+	state_dir = $work/state-$1
+	cache_size = 0
+	direct_io = $([ "$1" = direct ] && echo yes || echo no)
+	log_level = warning
+	log_target = $out/cofferd-$1.log
+	CONF
+	"$COFFERD" -f -c "$work/cofferd.conf" &
+	daemon_pid=$!
+	i=0
+	until c ping >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -gt 100 ] && die "cofferd did not start; see $out/cofferd-$1.log"
+		kill -0 "$daemon_pid" 2>/dev/null || die "cofferd exited; see $out/cofferd-$1.log"
+		sleep 0.1
+	done
+}
+
+stop_daemon() {
+	kill -TERM "$daemon_pid"
+	wait "$daemon_pid" || die "cofferd did not stop cleanly"
+	daemon_pid=
+}
+
+make_pools() { # lundir
+	ld=$1
+	p=1
+	while [ $p -le $pools ]; do
+		set --
+		l=0
+		while [ $l -lt $luns ]; do
+			set -- "$@" "$ld/p$p-lun$l"
+			l=$((l + 1))
+		done
+		c pool create -s "${lun_mib}M" "p$p" "$@" >/dev/null
+		p=$((p + 1))
+	done
+}
+
+make_suite() { # suite: an encryption root per pool, datasets round robin over pools
+	p=1
+	while [ $p -le $pools ]; do
+		if [ "$1" = clear ]; then
+			c create -o primarycache=metadata "p$p/$1" >/dev/null
+		else
+			c create -o encryption="$1" -o keyformat=raw -o keylocation="file://$work/key" \
+				-o primarycache=metadata "p$p/$1" >/dev/null
+		fi
+		p=$((p + 1))
+	done
+	d=0
+	while [ $d -lt $datasets ]; do
+		c create -V "${size}M" -b 8k "p$((d % pools + 1))/$1/d$d"
+		d=$((d + 1))
+	done
+}
+
+destroy_suite() {
+	p=1
+	while [ $p -le $pools ]; do
+		c destroy -r "p$p/$1"
+		p=$((p + 1))
+	done
+}
+
+run_suite() { # pass round suite
+	tag=$1-$3-r$2
+	cat > "$work/fill.parm" <<-PARM
+	sd=sd1,dataset=p*/$3/d*,threads=2
+	wd=fill,sd=sd1,rdpct=0,seekpct=eof,xfersize=1m
+	rd=fill,wd=fill,iorate=max,elapsed=10h,interval=5
+	PARM
+	cat > "$work/read.parm" <<-PARM
+	* $datasets datasets, 8 KiB random reads, queue depth 2 each
+	sd=sd1,dataset=p*/$3/d*,threads=2
+	wd=rr,sd=sd1,rdpct=100,seekpct=random,xfersize=8k
+	rd=rr,wd=rr,iorate=curve,curve=($curve),elapsed=$elapsed,warmup=$warmup,interval=1
+	PARM
+	echo "== $1 round $2: $3: fill $datasets x ${size} MiB" >&2
+	c bench -q --socket "$sock" "$work/fill.parm" > "$out/$tag-fill.txt"
+	echo "== $1 round $2: $3: 8k random reads, max then curve ($curve)" >&2
+	c bench -q --socket "$sock" --json "$out/$tag.json" --csv "$out/$tag.csv" \
+		"$work/read.parm" > "$out/$tag.txt"
+	# the max run is the first avg row of the CSV
+	awk -F, -v pass="$1" -v round="$2" -v suite="$3" -v json="$tag.json" '
+		$4 ~ /^avg/ && !done { print pass "," round "," suite "," $6 "," $10 "," $20 "," $17 "," json; done = 1 }
+	' "$out/$tag.csv" >> "$work/rows.csv"
+}
+
+head -c 32 /dev/urandom > "$work/key"
+: > "$work/rows.csv"
+echo "coffer encryption benchmark: $pools pools x $luns LUNs of ${lun_mib} MiB, $datasets datasets x $size MiB per suite," \
+	"8k random reads qd 2 each, ${elapsed}s per point (warmup ${warmup}s), curve $curve, $rounds round(s)" | tee "$out/setup.txt"
+"$COFFER" version 2>/dev/null | head -n 1 >> "$out/setup.txt" || true
+for pass in $passes; do
+	case $pass in
+	direct) lundir=$(mktemp -d "$dir/coffer-encbench-luns.XXXXXX") ;;
+	shm) lundir=$(mktemp -d /dev/shm/coffer-encbench-luns.XXXXXX) ;;
+	*) die "unknown pass '$pass' (direct or shm)" ;;
+	esac
+	start_daemon "$pass"
+	make_pools "$lundir"
+	r=1
+	while [ $r -le $rounds ]; do
+		# rotate the order each round: drift over time hits every suite alike
+		order=$suites
+		k=1
+		while [ $k -lt $r ]; do
+			order="$(echo "$order" | cut -d' ' -f2-) $(echo "$order" | cut -d' ' -f1)"
+			k=$((k + 1))
+		done
+		for s in $order; do
+			make_suite "$s"
+			run_suite "$pass" "$r" "$s"
+			destroy_suite "$s"
+		done
+		r=$((r + 1))
+	done
+	stop_daemon
+	rm -rf "$lundir"
+	lundir=
+done
+
+# mean over rounds per pass and suite, the ratio to clear of the same pass
+awk -F, -v suites="$suites" '
+	{ k = $1 "," $3; n[k]++; iops[k] += $4; resp[k] += $5; p99[k] += $6; cpu[k] += ($7 == "" ? 0 : $7)
+	  if (!(($1) in seen)) { seen[$1] = 1; order[++np] = $1 } }
+	END {
+		ns = split(suites, s, " ")
+		for (i = 1; i <= np; i++)
+			for (j = 1; j <= ns; j++) {
+				k = order[i] "," s[j]
+				if (!n[k]) continue
+				c = order[i] ",clear"
+				ratio = n[c] ? (iops[k] / n[k]) / (iops[c] / n[c]) : 0
+				printf "%s,%s,%.0f,%.3f,%.3f,%.1f,%.3f\n", order[i], s[j], iops[k] / n[k],
+				       resp[k] / n[k], p99[k] / n[k], cpu[k] / n[k], ratio
+			}
+	}' "$work/rows.csv" > "$out/summary.csv"
+
+{
+	printf '%-7s %-12s %10s %10s %10s %9s %8s\n' pass suite IOPS "mean ms" "p99 ms" "cofferd%" "vs clear"
+	while IFS=, read -r pass suite iops resp p99 cpu ratio; do
+		printf '%-7s %-12s %10s %10s %10s %9s %8s\n' "$pass" "$suite" "$iops" "$resp" "$p99" "$cpu" "$ratio"
+	done < "$out/summary.csv"
+} | tee "$out/table.txt"
+
+{
+	printf '{\n "setup": {"pools": %s, "luns": %s, "lun_mib": %s, "datasets": %s, "size_mib": %s,' \
+		"$pools" "$luns" "$lun_mib" "$datasets" "$size"
+	printf ' "elapsed": %s, "warmup": %s, "curve": [%s], "rounds": %s},\n "results": [' \
+		"$elapsed" "$warmup" "$curve" "$rounds"
+	sep=
+	while IFS=, read -r pass suite iops resp p99 cpu ratio; do
+		printf '%s\n  {"pass": "%s", "suite": "%s", "iops": %s, "resp_ms": %s, "p99_ms": %s, "daemon_cpu_pct": %s, "ratio_to_clear": %s}' \
+			"$sep" "$pass" "$suite" "$iops" "$resp" "$p99" "$cpu" "$ratio"
+		sep=,
+	done < "$out/summary.csv"
+	printf '\n ],\n "runs": ['
+	sep=
+	while IFS=, read -r pass round suite iops resp p99 cpu json; do
+		printf '%s\n  {"pass": "%s", "round": %s, "suite": "%s", "max_iops": %s, "bench_json": "%s"}' \
+			"$sep" "$pass" "$round" "$suite" "$iops" "$json"
+		sep=,
+	done < "$work/rows.csv"
+	printf '\n ]\n}\n'
+} > "$out/summary.json"
+
+# one line per suite: suite, IOPS and ratio of each pass ("-" when not run)
+awk -F, -v suites="$suites" '
+	{ iops[$1 "," $2] = $3; ratio[$1 "," $2] = $7 }
+	END {
+		n = split(suites, s, " ")
+		for (i = 1; i <= n; i++) {
+			d = s[i]
+			printf "%s %s %s %s %s\n", d, ("direct," d in iops) ? iops["direct," d] : "-",
+			       ("shm," d in iops) ? iops["shm," d] : "-",
+			       ("direct," d in ratio) ? ratio["direct," d] : "-",
+			       ("shm," d in ratio) ? ratio["shm," d] : "-"
+		}
+	}' "$out/summary.csv" > "$out/plot.dat"
+if command -v gnuplot >/dev/null 2>&1; then
+	gnuplot -e "datafile='$out/plot.dat'; outfile='$out/encryption.png'" "$here/bench_plot.gp" ||
+		echo "encryption.sh: gnuplot failed; the table and JSON are complete" >&2
+fi
+echo "results in $out" >&2
