@@ -468,6 +468,17 @@ static int pool_add(int argc, char **argv)
 	return 0;
 }
 
+/* One line of `pool list`: aligned columns, or tab-separated with -H. */
+static void pool_row(int tabs, const char *const col[7])
+{
+	if (tabs)
+		printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", col[0], col[1], col[2], col[3], col[4],
+		       col[5], col[6]);
+	else
+		printf("%-20s %8s %8s %8s %5s %8s  %s\n", col[0], col[1], col[2], col[3], col[4],
+		       col[5], col[6]);
+}
+
 static int pool_list(int argc, char **argv)
 {
 	int opt, noheader = 0, parsable = 0;
@@ -499,11 +510,9 @@ static int pool_list(int argc, char **argv)
 	if (opt_json) {
 		json_print(reply);
 	} else {
-		const char *fmt = noheader ? "%s\t%s\t%s\t%s\t%s\t%s\t%s\n"
-					   : "%-20s %8s %8s %8s %5s %8s  %s\n";
-
 		if (!noheader)
-			printf(fmt, "NAME", "SIZE", "USED", "FREE", "LUNS", "DATASETS", "STATE");
+			pool_row(0, (const char *[]){ "NAME", "SIZE", "USED", "FREE", "LUNS",
+						      "DATASETS", "STATE" });
 		json_array_foreach(json_object_get(reply, "pools"), i, p) {
 			char sz[32], us[32], fr[32], nl[16], nd[16];
 			uint64_t s = (uint64_t)json_integer_value(json_object_get(p, "size"));
@@ -523,10 +532,12 @@ static int pool_list(int argc, char **argv)
 				 (long long)json_integer_value(json_object_get(p, "nluns")));
 			snprintf(nd, sizeof(nd), "%lld",
 				 (long long)json_integer_value(json_object_get(p, "datasets")));
-			printf(fmt, json_string_value(json_object_get(p, "name")),
-			       online ? sz : "-", online ? us : "-", online ? fr : "-",
-			       online ? nl : "-", online ? nd : "-",
-			       json_string_value(json_object_get(p, "state")));
+			pool_row(noheader,
+				 (const char *[]){ json_string_value(json_object_get(p, "name")),
+						   online ? sz : "-", online ? us : "-",
+						   online ? fr : "-", online ? nl : "-",
+						   online ? nd : "-",
+						   json_string_value(json_object_get(p, "state")) });
 		}
 	}
 	json_decref(reply);

@@ -139,7 +139,7 @@ static int pool_get(struct rpc_call *c, const char *name, struct stor_pool **out
 	if (!pe)
 		ERR(c, -ENOENT, "%s: no such pool", pname);
 	if (!pe->pool)
-		ERR(c, STOR_EFAULTED, "%s: pool is faulted: %.300s", pname, pe->error);
+		ERR(c, STOR_EFAULTED, "%s: pool is faulted: %.200s", pname, pe->error);
 	*out = pe->pool;
 	return 0;
 }
@@ -954,9 +954,7 @@ static int h_ds_open(struct rpc_call *c)
 	if (ret < 0)
 		goto out;
 	if (!may_open(c, pool, name)) {
-		ret = -EPERM;
-		atomic_fetch_add_explicit(&rpc_stats.eperm, 1, memory_order_relaxed);
-		log_warn("dataset %s: open by uid %u: permission denied", name, (unsigned)c->uid);
+		ret = -EPERM; /* rpc.c logs it, once per connection */
 		snprintf(c->err, sizeof(c->err),
 			 "%s: permission denied (uid %u is neither an administrator nor the owner)",
 			 name, (unsigned)c->uid);

@@ -92,6 +92,7 @@ static struct {
 } srv;
 
 static void conn_close(struct rpc_conn *conn);
+static void log_eperm(struct rpc_conn *conn, const char *what);
 static void conn_parse(struct rpc_conn *conn);
 static void conn_maybe_resume(struct rpc_conn *conn);
 static void check_drained(void);
@@ -315,6 +316,8 @@ void rpc_call_done(struct rpc_call *c)
 	if (c->cmd && (c->cmd->flags & CMD_IO) && c->status < 0)
 		atomic_fetch_add_explicit(&rpc_stats.io_errors, 1, memory_order_relaxed);
 	conn->inflight--;
+	if (c->status == -EPERM && c->cmd)
+		log_eperm(conn, c->err[0] ? c->err : c->cmd->name);
 	if (conn->closing) {
 		call_free(c);
 		conn_unref(conn);
@@ -381,8 +384,9 @@ static void log_eperm(struct rpc_conn *conn, const char *what)
 	if (conn->eperm_logged)
 		return;
 	conn->eperm_logged = 1;
-	log_warn("conn %llu (uid %u pid %d): %s: permission denied", (unsigned long long)conn->id,
-		 (unsigned)conn->uid, (int)conn->pid, what);
+	log_warn("conn %llu (uid %u pid %d): %s%s", (unsigned long long)conn->id,
+		 (unsigned)conn->uid, (int)conn->pid, what,
+		 strstr(what, "permission denied") ? "" : ": permission denied");
 }
 
 /* Reply to a frame that never became a call (bad header, no HELLO). */
@@ -524,7 +528,6 @@ static int handle_frame(struct rpc_conn *conn, const struct proto_hdr *h, const 
 		return conn->close_after ? -1 : 0;
 	}
 	if ((cmd->flags & CMD_ADMIN) && !conn->admin) {
-		log_eperm(conn, cmd->name);
 		c->status = -EPERM;
 		snprintf(c->err, sizeof(c->err), "%s: permission denied (uid %u is not an administrator)",
 			 cmd->name, (unsigned)conn->uid);

@@ -21,3 +21,8 @@ check_PROGRAMS += %D%/test_bench
 %C%_test_bench_SOURCES = %D%/test_bench.c $(E2E_FIXTURE)
 %C%_test_bench_CFLAGS = $(E2E_CFLAGS)
 %C%_test_bench_LDADD = $(E2E_LDADD)
+
+check_PROGRAMS += %D%/test_proto
+%C%_test_proto_SOURCES = %D%/test_proto.c
+%C%_test_proto_CFLAGS = $(AM_CFLAGS) $(CRITERION_CFLAGS)
+%C%_test_proto_LDADD = daemon/libproto.a $(CRITERION_LIBS)

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -481,4 +482,25 @@ Test(rpc, sigterm_does_not_wait_forever_for_a_client_that_does_not_read)
 	coffer_close(c);
 	/* the fixture's teardown wants a daemon to stop */
 	cr_assert_eq(tdaemon_start(&td), 0, "restart:\n%s", tdaemon_log(&td));
+}
+
+Test(rpc, check_config_accepts_the_fixture_and_names_file_and_line_of_an_error)
+{
+	const char *bin = getenv("COFFERD") ? getenv("COFFERD") : "../../daemon/cofferd";
+	char cmd[8192], o[4096];
+	const char *bad;
+	FILE *p;
+	size_t n;
+
+	snprintf(cmd, sizeof(cmd), "'%s' --check-config -c '%s' 2>&1", bin, td.conf);
+	cr_assert_eq(system(cmd), 0);
+	bad = tdaemon_file(&td, "bad.conf", "[cofferd]\nworkers = 2\ncach_size = 1\n", 34);
+	snprintf(cmd, sizeof(cmd), "'%s' --check-config -c '%s' 2>&1", bin, bad);
+	p = popen(cmd, "r");
+	n = fread(o, 1, sizeof(o) - 1, p);
+	o[n] = '\0';
+	cr_assert_eq(WEXITSTATUS(pclose(p)), 1, "%s", o);
+	cr_assert(strstr(o, "bad.conf:3"), "%s", o);
+	snprintf(cmd, sizeof(cmd), "'%s' --no-such-flag >/dev/null 2>&1", bin);
+	cr_assert_eq(WEXITSTATUS(system(cmd)), 2);
 }
