@@ -48,6 +48,11 @@ static const char *cur_prefix = "";
 
 /* ---- output and errors ---- */
 
+static void wipe(void *p, size_t n)
+{
+	explicit_bzero(p, n);
+}
+
 static void usage_exit(void)
 {
 	fprintf(stderr, "usage: coffer %s%s %s\n", cur_prefix, cur_cmd->name, cur_cmd->usage);
@@ -128,7 +133,10 @@ static json_t *call(struct coffer_conn *c, const char *cmd, json_t *args, const 
 	json_t *reply = NULL;
 	char err[512];
 	int ret = coffer_call(c, cmd, args, &reply, err, sizeof(err));
+	const char *k = json_string_value(json_object_get(args, "key_hex"));
 
+	if (k)
+		wipe((char *)k, strlen(k));
 	json_decref(args);
 	if (ret < 0)
 		die_call(ret, obj, err);
@@ -240,11 +248,6 @@ static const char *show(const char *prop, const char *value, int parsable, char 
 }
 
 /* ---- key material ---- */
-
-static void wipe(void *p, size_t n)
-{
-	explicit_bzero(p, n);
-}
 
 static size_t read_fd_all(int fd, uint8_t *buf, size_t cap)
 {
@@ -987,6 +990,8 @@ static int load_one(struct coffer_conn *c, const char *ds, const char *loc, int 
 	wipe(key, sizeof(key));
 	json_decref(p);
 	ret = coffer_call(c, "key_load", args, &reply, err, sizeof(err));
+	wipe((char *)json_string_value(json_object_get(args, "key_hex")),
+	     strlen(json_string_value(json_object_get(args, "key_hex"))));
 	json_decref(args);
 	json_decref(reply);
 	if (ret < 0 && !soft)

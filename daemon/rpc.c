@@ -107,8 +107,15 @@ static void call_free(struct rpc_call *c)
 {
 	if (!c)
 		return;
-	if (c->body && c->cmd && (c->cmd->flags & CMD_SECRET))
-		explicit_bzero(c->body, c->hdr.len);
+	if (c->cmd && (c->cmd->flags & CMD_SECRET)) {
+		/* key material: the raw body and the parsed copy, whatever the handler did */
+		const char *k = json_string_value(json_object_get(c->args, "key_hex"));
+
+		if (k)
+			explicit_bzero((char *)k, strlen(k));
+		if (c->body)
+			explicit_bzero(c->body, c->hdr.len);
+	}
 	free(c->body);
 	json_decref(c->args);
 	json_decref(c->reply);
