@@ -13,6 +13,7 @@
 #include <config.h> /* the autoconf header: _GNU_SOURCE, PACKAGE_VERSION */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
@@ -76,6 +78,59 @@ static int socket_dir(const char *sock)
 	return mkdirs(dir, 0755);
 }
 
+/*
+ * Without -f: fork, and let the parent wait until the child is ready (exit 0)
+ * or has failed (exit with the child's status), so that start-up errors still
+ * reach the terminal and a script may use the daemon as soon as `cofferd`
+ * returns. The child keeps stderr until it is ready.
+ */
+static int detach(int *ready_fd)
+{
+	int p[2], status;
+	pid_t pid;
+	char byte;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid > 0) {
+		close(p[1]);
+		if (read(p[0], &byte, 1) == 1)
+			_exit(0);
+		/* the child died before it was ready */
+		if (waitpid(pid, &status, 0) == pid && WIFEXITED(status))
+			_exit(WEXITSTATUS(status));
+		_exit(1);
+	}
+	close(p[0]);
+	setsid();
+	*ready_fd = p[1];
+	return 0;
+}
+
+/* The detached child is ready: leave the terminal, log to syslog instead of stderr. */
+static void detached_ready(const struct config *cfg, int *ready_fd)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (!cfg->log_target || !strcmp(cfg->log_target, "stderr")) {
+		log_close();
+		log_open("syslog", cfg->log_level);
+	}
+	if (fd >= 0) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+		close(fd);
+	}
+	if (write(*ready_fd, "r", 1) != 1)
+		log_warn("detach: could not tell the parent we are ready");
+	close(*ready_fd);
+	*ready_fd = -1;
+}
+
 static void drained(void)
 {
 	/* every connection is gone: nothing is in flight any more */
@@ -116,7 +171,7 @@ int main(int argc, char **argv)
 	};
 	struct config cfg;
 	const char *cfile = NULL, *sock = NULL, *state = NULL;
-	int foreground = 0, check = 0, opt, ret, status = 1;
+	int foreground = 0, check = 0, opt, ret, status = 1, ready_fd = -1;
 	char err[512];
 	uv_loop_t *loop = NULL;
 	long ncpu;
@@ -185,17 +240,10 @@ int main(int argc, char **argv)
 		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 		cfg.workers = ncpu > 0 ? (unsigned)ncpu : 1;
 	}
-	if (!foreground) {
-		/* stderr goes away with the terminal: log to syslog instead */
-		if (cfg.log_target && !strcmp(cfg.log_target, "stderr")) {
-			free(cfg.log_target);
-			cfg.log_target = strdup("syslog");
-		}
-		if (daemon(0, 0) < 0) {
-			fprintf(stderr, "cofferd: daemon: %s\n", strerror(errno));
-			config_free(&cfg);
-			return 1;
-		}
+	if (!foreground && detach(&ready_fd) < 0) {
+		fprintf(stderr, "cofferd: detach: %s\n", strerror(errno));
+		config_free(&cfg);
+		return 1;
 	}
 	ret = log_open(cfg.log_target ? cfg.log_target : "stderr", cfg.log_level);
 	if (ret < 0) {
@@ -242,6 +290,8 @@ int main(int argc, char **argv)
 		 cfg.socket, cfg.state_dir, cfg.workers);
 	sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%lu", cfg.socket,
 		   (unsigned long)getpid());
+	if (ready_fd >= 0)
+		detached_ready(&cfg, &ready_fd);
 	uv_run(loop, UV_RUN_DEFAULT);
 	status = 0;
 out_pools:
