@@ -2,12 +2,14 @@
 /*
  * bench_parse.c owns the input side of coffer bench: the vdbench-style
  * parameter file and the one-liner flags, both turned into a struct
- * bench_plan. The file is read as logical lines (a trailing '\' joins the
- * next physical line, and a line whose first keyword is not sd/wd/rd/hd
- * continues the previous definition, as vdbench allows); '*' or '#' first on
- * a line and anything after '#' are comments. Each token keeps the physical
- * line it came from, so every error names FILE:LINE. Nothing here talks to
- * the daemon: dataset globs stay globs until bench.c expands them.
+ * bench_plan (the flags are rendered as a small parameter file, so both go
+ * through the same checks). The file is read as logical lines: a trailing
+ * '\' joins the next physical line, and a line whose first keyword is not
+ * sd/wd/rd/hd continues the definition above it, as vdbench allows; only the
+ * first keyword of a line can start a definition, so "wd=w,sd=s" refers to
+ * sd s. '*' or '#' first on a line, and anything after '#', are comments.
+ * Every token keeps the physical line it came from, so each error names
+ * FILE:LINE. Nothing here talks to the daemon: dataset globs stay globs.
  */
 #include "config.h"
 
