@@ -1051,8 +1051,9 @@ static int run_one(struct engine *e, const struct bench_plan *pl, unsigned ri,
 			if (now >= target || (done = all_finished(e)) || atomic_load(&interrupted))
 				break;
 			if (progress_on(e))
-				printf("\r  %s: %.0f/%gs\033[K\r", r->name,
-				       (double)(now - e->t0) / 1e9, r->elapsed), fflush(stdout);
+				printf("\r  %s (%u of %u): %.0f of %gs\033[K\r", r->name, ri + 1,
+				       pl->nrun, now > e->t0 ? (double)(now - e->t0) / 1e9 : 0.0,
+				       r->elapsed), fflush(stdout);
 			{
 				uint64_t d = target - now > NS / 4 ? NS / 4 : target - now;
 				struct timespec ts = { 0, (long)d };
