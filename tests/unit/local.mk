@@ -54,4 +54,9 @@ check_PROGRAMS += %D%/test_bench_verify
 %C%_test_bench_verify_CFLAGS = $(UNIT_CFLAGS) $(XXHASH_CFLAGS)
 %C%_test_bench_verify_LDADD = $(XXHASH_LIBS) $(CRITERION_LIBS)
 
+check_PROGRAMS += %D%/test_encryption
+%C%_test_encryption_SOURCES = %D%/test_encryption.c $(UNIT_FIXTURE)
+%C%_test_encryption_CFLAGS = $(UNIT_CFLAGS) $(LMDB_CFLAGS)
+%C%_test_encryption_LDADD = $(UNIT_LDADD) $(LMDB_LIBS)
+
 TESTS += $(check_PROGRAMS)

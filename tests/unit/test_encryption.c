@@ -1,0 +1,899 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * End-to-end tests of per-dataset encryption through the public API: no
+ * plaintext on the LUNs, every suite across a restart, tampering with
+ * ciphertext and with block pointers in LMDB, key load/unload/change and
+ * inheritance, and nonce uniqueness over a million record writes.
+ *
+ * Block pointers are reached by opening the pool's LMDB file directly, only
+ * while the pool is closed (or from a forked child, which is a process of
+ * its own), since LMDB forbids a second environment on one file per process.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <lmdb.h>
+
+#include "fixture.h"
+
+#define ITERS "pbkdf2iters=100000"
+#define LUN_SIZE (64ull << 20)
+#define VOLSIZE (1ull << 20)
+#define RECSIZE 8192u
+#define BP_SIZE 64
+#define BP_OFF_LUN 0
+#define BP_OFF_SECTOR 16
+#define BP_OFF_NONCE 36
+#define DATA_OFF (1ull << 20)
+
+static void setup(void)
+{
+	struct stat st;
+
+	/* tmpfs keeps the LUN traffic off the disk */
+	if (stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode))
+		setenv("TMPDIR", "/dev/shm", 1);
+}
+
+TestSuite(encryption, .init = setup, .timeout = 90);
+
+static const struct stor_key_material pass_a = { (const uint8_t *)"correct horse battery", 21 };
+static const struct stor_key_material pass_b = { (const uint8_t *)"another passphrase!", 19 };
+static const struct stor_key_material pass_bad = { (const uint8_t *)"incorrect horse battery", 23 };
+
+/* Create @name encrypted with @suite and a passphrase; return an open handle. */
+static struct stor_ds *enc_ds(struct tpool *tp, const char *name, const char *suite,
+			      const struct stor_key_material *key)
+{
+	char enc[64];
+	const char *props[] = { enc, "keyformat=passphrase", ITERS };
+	struct stor_ds_opts o = { .volsize = VOLSIZE, .recordsize = RECSIZE, .props = props,
+				  .nprops = 3, .key = key };
+	struct stor_ds *ds = NULL;
+	int ret;
+
+	snprintf(enc, sizeof(enc), "encryption=%s", suite);
+	ret = stor_ds_create(tp->pool, name, &o, &ds);
+	cr_assert_eq(ret, 0, "create %s (%s): %s", name, suite, stor_strerror(ret));
+	return ds;
+}
+
+static struct stor_ds *open_ds(struct tpool *tp, const char *name)
+{
+	struct stor_ds *ds = NULL;
+	int ret = stor_ds_open(tp->pool, name, &ds);
+
+	cr_assert_eq(ret, 0, "open %s: %s", name, stor_strerror(ret));
+	return ds;
+}
+
+static void load_key(struct tpool *tp, const char *name, const struct stor_key_material *k)
+{
+	int ret = stor_key_load(tp->pool, name, k, 0);
+
+	cr_assert_eq(ret, 0, "load-key %s: %s", name, stor_strerror(ret));
+}
+
+static void prop(struct tpool *tp, const char *name, const char *p, char *out, size_t len)
+{
+	struct stor_prop_value v;
+	int ret = stor_ds_get(tp->pool, name, p, &v);
+
+	cr_assert_eq(ret, 0, "get %s %s: %s", name, p, stor_strerror(ret));
+	snprintf(out, len, "%s", v.value);
+}
+
+static void assert_prop(struct tpool *tp, const char *name, const char *p, const char *want)
+{
+	char got[256];
+
+	prop(tp, name, p, got, sizeof(got));
+	cr_assert_str_eq(got, want, "%s %s: got %s, want %s", name, p, got, want);
+}
+
+static void write_ok(struct stor_ds *ds, uint64_t off, const void *buf, size_t len)
+{
+	int ret = stor_ds_write(ds, off, buf, len);
+
+	cr_assert_eq(ret, 0, "write %s @%llu: %s", stor_ds_name(ds), (unsigned long long)off,
+		     stor_strerror(ret));
+}
+
+static void read_eq(struct stor_ds *ds, uint64_t off, const void *want, size_t len)
+{
+	void *buf = malloc(len);
+	int ret;
+
+	cr_assert_not_null(buf);
+	ret = stor_ds_read(ds, off, buf, len);
+	cr_assert_eq(ret, 0, "read %s @%llu: %s", stor_ds_name(ds), (unsigned long long)off,
+		     stor_strerror(ret));
+	cr_assert_arr_eq(buf, want, len, "%s @%llu: data differs", stor_ds_name(ds),
+			 (unsigned long long)off);
+	free(buf);
+}
+
+/* ---- direct LMDB access (pool closed) ---- */
+
+struct lm {
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi ds, bp;
+};
+
+static void lm_open_path(struct lm *l, const char *path, bool rdonly)
+{
+	int rc;
+
+	memset(l, 0, sizeof(*l));
+	rc = mdb_env_create(&l->env);
+	cr_assert_eq(rc, 0);
+	mdb_env_set_maxdbs(l->env, 4);
+	mdb_env_set_mapsize(l->env, (size_t)4 << 30);
+	rc = mdb_env_open(l->env, path, MDB_NOSUBDIR | (rdonly ? MDB_RDONLY : 0), 0600);
+	cr_assert_eq(rc, 0, "mdb_env_open %s: %s", path, mdb_strerror(rc));
+	rc = mdb_txn_begin(l->env, NULL, rdonly ? MDB_RDONLY : 0, &l->txn);
+	cr_assert_eq(rc, 0, "txn: %s", mdb_strerror(rc));
+	rc = mdb_dbi_open(l->txn, "ds", 0, &l->ds);
+	cr_assert_eq(rc, 0, "dbi ds: %s", mdb_strerror(rc));
+	rc = mdb_dbi_open(l->txn, "bp", 0, &l->bp);
+	cr_assert_eq(rc, 0, "dbi bp: %s", mdb_strerror(rc));
+}
+
+static void lm_path(const struct tpool *tp, char *path, size_t len)
+{
+	snprintf(path, len, "%s/pools/%s.mdb", tp->dir, tp->name);
+}
+
+static void lm_open(struct lm *l, struct tpool *tp)
+{
+	char path[PATH_MAX];
+
+	cr_assert_null(tp->pool, "LMDB opened while the pool is open");
+	lm_path(tp, path, sizeof(path));
+	lm_open_path(l, path, false);
+}
+
+static void lm_close(struct lm *l, bool commit)
+{
+	int rc = 0;
+
+	if (commit)
+		rc = mdb_txn_commit(l->txn);
+	else
+		mdb_txn_abort(l->txn);
+	mdb_env_close(l->env);
+	cr_assert_eq(rc, 0, "commit: %s", mdb_strerror(rc));
+}
+
+static uint64_t be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+/* Dataset id: the u64 after the u32 version in its "ds" record. */
+static uint64_t lm_ds_id(struct lm *l, const char *name)
+{
+	MDB_val k = { strlen(name), (void *)name }, v;
+	int rc = mdb_get(l->txn, l->ds, &k, &v);
+
+	cr_assert_eq(rc, 0, "ds record %s: %s", name, mdb_strerror(rc));
+	cr_assert_geq(v.mv_size, 12);
+	return be64((const uint8_t *)v.mv_data + 4);
+}
+
+static void bp_key(uint8_t key[16], uint64_t id, uint64_t rec)
+{
+	put_be64(key, id);
+	put_be64(key + 8, rec);
+}
+
+static void lm_bp_get(struct lm *l, uint64_t id, uint64_t rec, uint8_t bp[BP_SIZE])
+{
+	uint8_t key[16];
+	MDB_val k = { 16, key }, v;
+	int rc;
+
+	bp_key(key, id, rec);
+	rc = mdb_get(l->txn, l->bp, &k, &v);
+	cr_assert_eq(rc, 0, "bp %llu/%llu: %s", (unsigned long long)id, (unsigned long long)rec,
+		     mdb_strerror(rc));
+	cr_assert_eq(v.mv_size, BP_SIZE);
+	memcpy(bp, v.mv_data, BP_SIZE);
+}
+
+static void lm_bp_put(struct lm *l, uint64_t id, uint64_t rec, const uint8_t bp[BP_SIZE])
+{
+	uint8_t key[16];
+	MDB_val k = { 16, key }, v = { BP_SIZE, (void *)bp };
+	int rc;
+
+	bp_key(key, id, rec);
+	rc = mdb_put(l->txn, l->bp, &k, &v, 0);
+	cr_assert_eq(rc, 0, "put bp: %s", mdb_strerror(rc));
+}
+
+static void lm_bp_del(struct lm *l, uint64_t id, uint64_t rec)
+{
+	uint8_t key[16];
+	MDB_val k = { 16, key };
+	int rc;
+
+	bp_key(key, id, rec);
+	rc = mdb_del(l->txn, l->bp, &k, NULL);
+	cr_assert_eq(rc, 0, "del bp: %s", mdb_strerror(rc));
+}
+
+/* ---- 1. no plaintext on the LUNs ---- */
+
+struct win {
+	uint64_t word;
+	uint32_t pos;
+};
+
+static int win_cmp(const void *a, const void *b)
+{
+	const struct win *x = a, *y = b;
+
+	return x->word < y->word ? -1 : x->word > y->word;
+}
+
+/* Count the places where any 32-byte window of @pat occurs in the LUN files. */
+static size_t scan_windows(struct tpool *tp, const uint8_t *pat, size_t len)
+{
+	size_t nw = len - 31, hits = 0;
+	struct win *w = calloc(nw, sizeof(*w));
+
+	cr_assert_not_null(w);
+	for (size_t i = 0; i < nw; i++) {
+		memcpy(&w[i].word, pat + i, 8);
+		w[i].pos = (uint32_t)i;
+	}
+	qsort(w, nw, sizeof(*w), win_cmp);
+	for (unsigned l = 0; l < tp->nluns; l++) {
+		int fd = open(tp->lun[l], O_RDONLY);
+		struct stat st;
+		uint8_t *buf;
+
+		cr_assert(fd >= 0);
+		cr_assert_eq(fstat(fd, &st), 0);
+		buf = malloc((size_t)st.st_size);
+		cr_assert_not_null(buf);
+		cr_assert_eq(pread(fd, buf, (size_t)st.st_size, 0), st.st_size);
+		close(fd);
+		for (size_t i = 0; i + 32 <= (size_t)st.st_size; i++) {
+			struct win key, *hit;
+
+			memcpy(&key.word, buf + i, 8);
+			if (!key.word)
+				continue;
+			hit = bsearch(&key, w, nw, sizeof(*w), win_cmp);
+			if (hit && memcmp(buf + i, pat + hit->pos, 32) == 0)
+				hits++;
+		}
+		free(buf);
+	}
+	free(w);
+	return hits;
+}
+
+Test(encryption, luns_hold_no_plaintext)
+{
+	struct tpool tp;
+	struct stor_ds *enc, *clr;
+	uint8_t *pat = malloc(RECSIZE);
+
+	cr_assert_not_null(pat);
+	tpool_init(&tp, 2, 8ull << 20, NULL);
+	tpat_random(pat, RECSIZE, 0x5eed);
+	enc = enc_ds(&tp, "tank/enc", "aes-256-ccm", &pass_a);
+	write_ok(enc, 3 * RECSIZE, pat, RECSIZE);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	cr_assert_eq(scan_windows(&tp, pat, RECSIZE), 0, "plaintext of the encrypted dataset found");
+	read_eq(enc, 3 * RECSIZE, pat, RECSIZE);
+
+	/* the same scan finds the clear copy, so it does look */
+	clr = tpool_ds(&tp, "tank/clear", VOLSIZE, RECSIZE);
+	write_ok(clr, 3 * RECSIZE, pat, RECSIZE);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	cr_assert_geq(scan_windows(&tp, pat, RECSIZE), 1, "scan misses a clear record");
+	stor_ds_close(enc);
+	stor_ds_close(clr);
+	tpool_fini(&tp);
+	free(pat);
+}
+
+/* ---- 2. every suite across a restart ---- */
+
+Test(encryption, every_suite_round_trips)
+{
+	static const char *const suites[] = { "aes-128-ccm", "aes-192-ccm", "aes-256-ccm",
+					      "aes-128-gcm", "aes-256-gcm", "on" };
+	const size_t n = sizeof(suites) / sizeof(suites[0]);
+	uint8_t buf[3 * RECSIZE + 100];
+	char name[64];
+	struct tpool tp;
+
+	tpool_init(&tp, 2, LUN_SIZE, NULL);
+	for (size_t i = 0; i < n; i++) {
+		struct stor_ds *ds;
+
+		snprintf(name, sizeof(name), "tank/s%zu", i);
+		ds = enc_ds(&tp, name, suites[i], &pass_a);
+		tpat_random(buf, sizeof(buf), 100 + i);
+		write_ok(ds, 1000, buf, sizeof(buf));
+		stor_ds_close(ds);
+	}
+	tpool_reopen(&tp);
+	for (size_t i = 0; i < n; i++) {
+		const char *want = strcmp(suites[i], "on") ? suites[i] : "aes-256-ccm";
+		struct stor_ds *ds;
+
+		snprintf(name, sizeof(name), "tank/s%zu", i);
+		assert_prop(&tp, name, "keystatus", "unavailable");
+		load_key(&tp, name, &pass_a);
+		assert_prop(&tp, name, "keystatus", "available");
+		assert_prop(&tp, name, "encryption", want);
+		assert_prop(&tp, name, "encryptionroot", name);
+		ds = open_ds(&tp, name);
+		tpat_random(buf, sizeof(buf), 100 + i);
+		read_eq(ds, 1000, buf, sizeof(buf));
+		stor_ds_close(ds);
+	}
+	tpool_fini(&tp);
+}
+
+/* ---- 3. tampering ---- */
+
+/* Read record @rec of @name after a restart: must fail with EAUTH (or ECKSUM). */
+static void assert_rejected(struct tpool *tp, const char *name, uint64_t rec,
+			    const struct stor_key_material *key, const char *what)
+{
+	uint8_t buf[RECSIZE];
+	struct stor_ds *ds;
+	int ret;
+
+	ret = tpool_open(tp);
+	cr_assert_eq(ret, 0, "reopen after %s: %s (%s)", what, stor_errname(ret),
+		     stor_pool_last_error());
+	load_key(tp, name, key);
+	ds = open_ds(tp, name);
+	memset(buf, 0xa5, sizeof(buf));
+	ret = stor_ds_read(ds, rec * RECSIZE, buf, sizeof(buf));
+	cr_assert_eq(ret, STOR_EAUTH, "%s: read got %d (%s), want EAUTH", what, ret,
+		     stor_errname(ret));
+	stor_ds_close(ds);
+}
+
+/* Dataset "tank/a" with records 0..3 holding tpat_fill(rec, 1), closed pool. */
+static void tamper_setup(struct tpool *tp)
+{
+	uint8_t buf[RECSIZE];
+	struct stor_ds *ds;
+
+	tpool_init(tp, 1, LUN_SIZE, NULL);
+	ds = enc_ds(tp, "tank/a", "aes-256-gcm", &pass_a);
+	for (uint64_t r = 0; r < 4; r++) {
+		tpat_fill(buf, sizeof(buf), r, 1);
+		write_ok(ds, r * RECSIZE, buf, sizeof(buf));
+	}
+	stor_ds_close(ds);
+	tpool_close(tp);
+}
+
+Test(encryption, flipped_ciphertext_byte_is_rejected)
+{
+	uint8_t bp[BP_SIZE];
+	struct tpool tp;
+	struct lm l;
+	uint64_t id, sector;
+	unsigned lun;
+
+	tamper_setup(&tp);
+	lm_open(&l, &tp);
+	id = lm_ds_id(&l, "tank/a");
+	lm_bp_get(&l, id, 1, bp);
+	lm_close(&l, false);
+	lun = (unsigned)(bp[BP_OFF_LUN] << 8 | bp[BP_OFF_LUN + 1]);
+	sector = be64(bp + BP_OFF_SECTOR);
+	tpool_flip_byte(&tp, lun, DATA_OFF + sector * STOR_SECTOR + 1234);
+	assert_rejected(&tp, "tank/a", 1, &pass_a, "flipped byte");
+	tpool_fini(&tp);
+}
+
+Test(encryption, swapped_block_pointers_are_rejected)
+{
+	uint8_t b0[BP_SIZE], b1[BP_SIZE];
+	struct tpool tp;
+	struct lm l;
+	uint64_t id;
+
+	tamper_setup(&tp);
+	lm_open(&l, &tp);
+	id = lm_ds_id(&l, "tank/a");
+	lm_bp_get(&l, id, 0, b0);
+	lm_bp_get(&l, id, 1, b1);
+	lm_bp_put(&l, id, 0, b1);
+	lm_bp_put(&l, id, 1, b0);
+	lm_close(&l, true);
+	assert_rejected(&tp, "tank/a", 0, &pass_a, "swap (record 0)");
+	tpool_close(&tp);
+	assert_rejected(&tp, "tank/a", 1, &pass_a, "swap (record 1)");
+	tpool_fini(&tp);
+}
+
+Test(encryption, block_pointer_from_other_dataset_or_offset_is_rejected)
+{
+	uint8_t buf[RECSIZE], bp[BP_SIZE];
+	struct stor_ds *b;
+	struct tpool tp;
+	struct lm l;
+	uint64_t ida, idb;
+
+	tamper_setup(&tp);
+	cr_assert_eq(tpool_open(&tp), 0);
+	b = enc_ds(&tp, "tank/b", "aes-256-gcm", &pass_b);
+	tpat_fill(buf, sizeof(buf), 0, 7);
+	write_ok(b, 0, buf, sizeof(buf));
+	stor_ds_close(b);
+	tpool_close(&tp);
+
+	lm_open(&l, &tp);
+	ida = lm_ds_id(&l, "tank/a");
+	idb = lm_ds_id(&l, "tank/b");
+	cr_assert_neq(ida, idb);
+	/*
+	 * Moves, not copies: pool open refuses two block pointers to one extent
+	 * (ECORRUPT), and the point here is what the crypto layer says.
+	 */
+	lm_bp_get(&l, idb, 0, bp);
+	lm_bp_put(&l, ida, 0, bp); /* b's record 0 as a's record 0 */
+	lm_bp_del(&l, idb, 0);
+	lm_bp_get(&l, ida, 3, bp);
+	lm_bp_put(&l, ida, 2, bp); /* a's record 3 as a's record 2 */
+	lm_bp_del(&l, ida, 3);
+	lm_close(&l, true);
+	assert_rejected(&tp, "tank/a", 0, &pass_a, "bp of another dataset");
+	tpool_close(&tp);
+	assert_rejected(&tp, "tank/a", 2, &pass_a, "bp of another offset");
+	tpool_fini(&tp);
+}
+
+Test(encryption, replayed_old_version_is_rejected)
+{
+	uint8_t buf[RECSIZE], got[RECSIZE], old[BP_SIZE], cur[BP_SIZE];
+	struct stor_ds *ds;
+	struct tpool tp;
+	struct lm l;
+	uint64_t id;
+	int ret;
+
+	tamper_setup(&tp);
+	lm_open(&l, &tp);
+	id = lm_ds_id(&l, "tank/a");
+	lm_bp_get(&l, id, 1, old);
+	lm_close(&l, false);
+
+	/* a new version of record 1, then more records so the old extent is not reused */
+	cr_assert_eq(tpool_open(&tp), 0);
+	load_key(&tp, "tank/a", &pass_a);
+	ds = open_ds(&tp, "tank/a");
+	tpat_fill(buf, sizeof(buf), 1, 2);
+	write_ok(ds, RECSIZE, buf, sizeof(buf));
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	stor_ds_close(ds);
+	tpool_close(&tp);
+
+	lm_open(&l, &tp);
+	lm_bp_get(&l, id, 1, cur);
+	cr_assert(memcmp(cur, old, BP_SIZE) != 0, "rewrite left the block pointer unchanged");
+	lm_bp_put(&l, id, 1, old);
+	lm_close(&l, true);
+
+	cr_assert_eq(tpool_open(&tp), 0);
+	load_key(&tp, "tank/a", &pass_a);
+	ds = open_ds(&tp, "tank/a");
+	ret = stor_ds_read(ds, RECSIZE, got, sizeof(got));
+	tpat_fill(buf, sizeof(buf), 1, 1);
+	cr_assert(ret != 0 || memcmp(got, buf, sizeof(buf)) != 0,
+		  "replayed block pointer returned the old version of record 1 (read %s)",
+		  stor_errname(ret));
+	cr_assert(ret == STOR_EAUTH || ret == STOR_ECKSUM, "replay: read got %d (%s)", ret,
+		  stor_errname(ret));
+	stor_ds_close(ds);
+	tpool_fini(&tp);
+}
+
+/* ---- 4. wrong keys, double load, noop ---- */
+
+static void assert_nokey_io(struct tpool *tp, const char *name)
+{
+	uint8_t buf[RECSIZE];
+	struct stor_ds *ds = open_ds(tp, name);
+	int ret;
+
+	assert_prop(tp, name, "keystatus", "unavailable");
+	ret = stor_ds_read(ds, 0, buf, sizeof(buf));
+	cr_assert_eq(ret, STOR_ENOKEY, "read without key: %s", stor_errname(ret));
+	memset(buf, 1, sizeof(buf));
+	ret = stor_ds_write(ds, 0, buf, sizeof(buf));
+	cr_assert_eq(ret, STOR_ENOKEY, "write without key: %s", stor_errname(ret));
+	stor_ds_close(ds);
+}
+
+Test(encryption, wrong_keys_double_load_and_noop)
+{
+	static const uint8_t raw_a[32] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+					   17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32 };
+	uint8_t raw_bad[32];
+	const struct stor_key_material ka = { raw_a, 32 }, kbad = { raw_bad, 32 };
+	const char *rprops[] = { "encryption=aes-128-gcm", "keyformat=raw" };
+	struct stor_ds_opts o = { .volsize = VOLSIZE, .recordsize = RECSIZE, .props = rprops,
+				  .nprops = 2, .key = &ka };
+	uint8_t buf[RECSIZE];
+	struct stor_ds *ds;
+	struct tpool tp;
+	int ret;
+
+	memcpy(raw_bad, raw_a, 32);
+	raw_bad[31] ^= 1;
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	ds = enc_ds(&tp, "tank/p", "aes-256-ccm", &pass_a);
+	tpat_fill(buf, sizeof(buf), 0, 1);
+	write_ok(ds, 0, buf, sizeof(buf));
+	stor_ds_close(ds);
+	ret = stor_ds_create(tp.pool, "tank/r", &o, &ds);
+	cr_assert_eq(ret, 0, "create raw: %s", stor_strerror(ret));
+	write_ok(ds, 0, buf, sizeof(buf));
+	stor_ds_close(ds);
+	tpool_reopen(&tp);
+
+	ret = stor_key_load(tp.pool, "tank/p", &pass_bad, 0);
+	cr_assert_eq(ret, STOR_EBADKEY, "wrong passphrase: %s", stor_errname(ret));
+	assert_nokey_io(&tp, "tank/p");
+	ret = stor_key_load(tp.pool, "tank/r", &kbad, 0);
+	cr_assert_eq(ret, STOR_EBADKEY, "wrong raw key: %s", stor_errname(ret));
+	assert_nokey_io(&tp, "tank/r");
+
+	ret = stor_key_load(tp.pool, "tank/p", &pass_a, STOR_KEY_NOOP);
+	cr_assert_eq(ret, 0, "noop with the right key: %s", stor_errname(ret));
+	assert_prop(&tp, "tank/p", "keystatus", "unavailable");
+	ret = stor_key_load(tp.pool, "tank/p", &pass_bad, STOR_KEY_NOOP);
+	cr_assert_eq(ret, STOR_EBADKEY, "noop with a wrong key: %s", stor_errname(ret));
+
+	load_key(&tp, "tank/p", &pass_a);
+	ret = stor_key_load(tp.pool, "tank/p", &pass_a, 0);
+	cr_assert_eq(ret, -EEXIST, "second load: %s", stor_errname(ret));
+	load_key(&tp, "tank/r", &ka);
+	ds = open_ds(&tp, "tank/p");
+	read_eq(ds, 0, buf, sizeof(buf));
+	stor_ds_close(ds);
+	ds = open_ds(&tp, "tank/r");
+	read_eq(ds, 0, buf, sizeof(buf));
+	stor_ds_close(ds);
+	tpool_fini(&tp);
+}
+
+/* ---- 5. change-key ---- */
+
+Test(encryption, change_key_then_only_the_new_key_loads)
+{
+	static const char *const pprops[] = { "keyformat=passphrase", ITERS };
+	static const char *const rprops[] = { "keyformat=raw" };
+	uint8_t raw[32], buf[RECSIZE];
+	const struct stor_key_material kraw = { raw, 32 };
+	struct stor_ds *ds;
+	struct tpool tp;
+	int ret;
+
+	for (int i = 0; i < 32; i++)
+		raw[i] = (uint8_t)(0x40 + i);
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	ds = enc_ds(&tp, "tank/c", "aes-256-ccm", &pass_a);
+	tpat_fill(buf, sizeof(buf), 5, 9);
+	write_ok(ds, 5 * RECSIZE, buf, sizeof(buf));
+	stor_ds_close(ds);
+	ret = stor_key_change(tp.pool, "tank/c", pprops, 2, &pass_b);
+	cr_assert_eq(ret, 0, "change-key: %s", stor_strerror(ret));
+	tpool_reopen(&tp);
+
+	ret = stor_key_load(tp.pool, "tank/c", &pass_a, 0);
+	cr_assert_eq(ret, STOR_EBADKEY, "old passphrase after change: %s", stor_errname(ret));
+	assert_prop(&tp, "tank/c", "keystatus", "unavailable");
+	load_key(&tp, "tank/c", &pass_b);
+	ds = open_ds(&tp, "tank/c");
+	read_eq(ds, 5 * RECSIZE, buf, sizeof(buf));
+	stor_ds_close(ds);
+
+	/* passphrase -> raw */
+	ret = stor_key_change(tp.pool, "tank/c", rprops, 1, &kraw);
+	cr_assert_eq(ret, 0, "change-key to raw: %s", stor_strerror(ret));
+	tpool_reopen(&tp);
+	assert_prop(&tp, "tank/c", "keyformat", "raw");
+	ret = stor_key_load(tp.pool, "tank/c", &pass_b, 0);
+	cr_assert_neq(ret, 0, "passphrase loads after change to raw");
+	load_key(&tp, "tank/c", &kraw);
+	ds = open_ds(&tp, "tank/c");
+	read_eq(ds, 5 * RECSIZE, buf, sizeof(buf));
+	stor_ds_close(ds);
+	tpool_fini(&tp);
+}
+
+/* ---- 6. unload ---- */
+
+Test(encryption, unload_then_io_fails)
+{
+	uint8_t buf[RECSIZE];
+	struct stor_ds *ds;
+	struct tpool tp;
+	int ret;
+
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	ds = enc_ds(&tp, "tank/u", "aes-128-ccm", &pass_a);
+	tpat_fill(buf, sizeof(buf), 0, 1);
+	write_ok(ds, 0, buf, sizeof(buf));
+	assert_prop(&tp, "tank/u", "keystatus", "available");
+	ret = stor_key_unload(tp.pool, "tank/u");
+	cr_assert_eq(ret, 0, "unload: %s", stor_strerror(ret));
+	assert_prop(&tp, "tank/u", "keystatus", "unavailable");
+	/* the handle opened before the unload must not keep a usable key */
+	ret = stor_ds_read(ds, 0, buf, sizeof(buf));
+	cr_assert_eq(ret, STOR_ENOKEY, "read after unload: %s", stor_errname(ret));
+	ret = stor_ds_write(ds, RECSIZE, buf, sizeof(buf));
+	cr_assert_eq(ret, STOR_ENOKEY, "write after unload: %s", stor_errname(ret));
+	stor_ds_close(ds);
+	assert_nokey_io(&tp, "tank/u");
+	load_key(&tp, "tank/u", &pass_a);
+	ds = open_ds(&tp, "tank/u");
+	tpat_fill(buf, sizeof(buf), 0, 1);
+	read_eq(ds, 0, buf, sizeof(buf));
+	stor_ds_close(ds);
+	tpool_fini(&tp);
+}
+
+/* ---- 7. inheritance ---- */
+
+Test(encryption, child_inherits_encryption_root)
+{
+	const char *offp[] = { "encryption=off" };
+	struct stor_ds_opts o = { .volsize = VOLSIZE, .recordsize = RECSIZE };
+	uint8_t buf[RECSIZE];
+	struct stor_ds *ds;
+	struct tpool tp;
+	int ret;
+
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	ds = enc_ds(&tp, "tank/p", "aes-192-ccm", &pass_a);
+	stor_ds_close(ds);
+	ret = stor_ds_create(tp.pool, "tank/p/c", &o, &ds);
+	cr_assert_eq(ret, 0, "create child: %s", stor_strerror(ret));
+	tpat_fill(buf, sizeof(buf), 2, 3);
+	write_ok(ds, 0, buf, sizeof(buf));
+	stor_ds_close(ds);
+	assert_prop(&tp, "tank/p/c", "encryptionroot", "tank/p");
+	assert_prop(&tp, "tank/p/c", "encryption", "aes-192-ccm");
+	assert_prop(&tp, "tank/p/c", "keystatus", "available");
+
+	o.props = offp;
+	o.nprops = 1;
+	ret = stor_ds_create(tp.pool, "tank/p/clear", &o, NULL);
+	cr_assert_neq(ret, 0, "clear child under an encrypted parent was created");
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/p/clear", &ds), -ENOENT);
+
+	cr_assert_eq(stor_key_unload(tp.pool, "tank/p"), 0);
+	assert_prop(&tp, "tank/p/c", "keystatus", "unavailable");
+	assert_nokey_io(&tp, "tank/p/c");
+	ret = stor_key_load(tp.pool, "tank/p/c", &pass_a, 0);
+	cr_assert_eq(ret, STOR_ENOTROOT, "load-key on the child: %s", stor_errname(ret));
+
+	tpool_reopen(&tp);
+	assert_prop(&tp, "tank/p/c", "encryptionroot", "tank/p");
+	assert_prop(&tp, "tank/p/c", "keystatus", "unavailable");
+	load_key(&tp, "tank/p", &pass_a);
+	assert_prop(&tp, "tank/p/c", "keystatus", "available");
+	ds = open_ds(&tp, "tank/p/c");
+	read_eq(ds, 0, buf, sizeof(buf));
+	stor_ds_close(ds);
+	tpool_fini(&tp);
+}
+
+/* ---- 8. nonce uniqueness ---- */
+
+#define N_RECSIZE 512u
+#define N_RECS 4096u
+/*
+ * 244 rounds x 4096 records = 999,424 writes + the 4096 of the first fill:
+ * 1,003,520 sealed records, with a pool close/open after half the rounds.
+ */
+#define N_ROUNDS 244u
+#define NONCE_LEN 12
+
+struct nset {
+	uint8_t (*slot)[16]; /* byte 0 = used; nonce in 1..12 */
+	size_t mask, n;
+};
+
+static uint64_t nhash(const uint8_t *n)
+{
+	uint64_t a, b = 0;
+
+	memcpy(&a, n, 8);
+	memcpy(&b, n + 8, 4);
+	a ^= b * 0x9e3779b97f4a7c15ull;
+	a ^= a >> 31;
+	a *= 0xbf58476d1ce4e5b9ull;
+	return a ^ (a >> 29);
+}
+
+/* @return false if @n was in the set already. */
+static bool nset_add(struct nset *s, const uint8_t *n)
+{
+	for (size_t i = nhash(n) & s->mask;; i = (i + 1) & s->mask) {
+		if (!s->slot[i][0]) {
+			s->slot[i][0] = 1;
+			memcpy(s->slot[i] + 1, n, NONCE_LEN);
+			s->n++;
+			return true;
+		}
+		if (memcmp(s->slot[i] + 1, n, NONCE_LEN) == 0)
+			return false;
+	}
+}
+
+/* Child: dump the nonces of dataset @id from the bp table to @fd. */
+static int dump_nonces(const char *path, uint64_t id, int fd)
+{
+	MDB_env *env = NULL;
+	MDB_txn *txn = NULL;
+	MDB_cursor *c = NULL;
+	MDB_dbi dbi;
+	MDB_val k, v;
+	uint8_t key[16], out[4096 / NONCE_LEN * NONCE_LEN];
+	size_t have = 0;
+	int rc;
+
+	if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4) ||
+	    mdb_env_set_mapsize(env, (size_t)4 << 30) ||
+	    mdb_env_open(env, path, MDB_NOSUBDIR | MDB_RDONLY, 0600) ||
+	    mdb_txn_begin(env, NULL, MDB_RDONLY, &txn) || mdb_dbi_open(txn, "bp", 0, &dbi) ||
+	    mdb_cursor_open(txn, dbi, &c))
+		return 2;
+	put_be64(key, id);
+	put_be64(key + 8, 0);
+	k.mv_size = 16;
+	k.mv_data = key;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 16 || be64(k.mv_data) != id)
+			break;
+		if (v.mv_size != BP_SIZE)
+			return 3;
+		memcpy(out + have, (const uint8_t *)v.mv_data + BP_OFF_NONCE, NONCE_LEN);
+		have += NONCE_LEN;
+		if (have == sizeof(out)) {
+			if (write(fd, out, have) != (ssize_t)have)
+				return 4;
+			have = 0;
+		}
+	}
+	if (have && write(fd, out, have) != (ssize_t)have)
+		return 4;
+	mdb_cursor_close(c);
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+	return 0;
+}
+
+/* Collect this round's nonces from a forked reader; @return how many. */
+static size_t collect_nonces(struct tpool *tp, uint64_t id, struct nset *s, unsigned round)
+{
+	char path[PATH_MAX];
+	uint8_t buf[NONCE_LEN * 512];
+	size_t have = 0, count = 0;
+	int pfd[2], status;
+	pid_t pid;
+
+	lm_path(tp, path, sizeof(path));
+	cr_assert_eq(pipe(pfd), 0);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		close(pfd[0]);
+		_exit(dump_nonces(path, id, pfd[1]));
+	}
+	close(pfd[1]);
+	for (;;) {
+		ssize_t n = read(pfd[0], buf + have, sizeof(buf) - have);
+
+		cr_assert(n >= 0);
+		if (n == 0)
+			break;
+		have += (size_t)n;
+		size_t whole = have / NONCE_LEN * NONCE_LEN;
+
+		for (size_t i = 0; i < whole; i += NONCE_LEN) {
+			cr_assert(nset_add(s, buf + i),
+				  "round %u: nonce repeated after %zu nonces", round, s->n);
+			count++;
+		}
+		memmove(buf, buf + whole, have - whole);
+		have -= whole;
+	}
+	close(pfd[0]);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "reader exited %d", status);
+	cr_assert_eq(have, 0);
+	return count;
+}
+
+Test(encryption, no_nonce_repeats_over_a_million_writes, .timeout = 240)
+{
+	const char *props[] = { "encryption=aes-256-gcm", "keyformat=passphrase", ITERS };
+	struct stor_ds_opts o = { .volsize = (uint64_t)N_RECS * N_RECSIZE, .recordsize = N_RECSIZE,
+				  .props = props, .nprops = 3, .key = &pass_a };
+	const size_t len = (size_t)N_RECS * N_RECSIZE;
+	uint8_t *buf = malloc(len);
+	struct nset s = { 0 };
+	struct stor_ds *ds = NULL;
+	struct tpool tp;
+	struct lm l;
+	uint64_t id;
+	int ret;
+
+	cr_assert_not_null(buf);
+	s.mask = (1u << 21) - 1;
+	s.slot = calloc(s.mask + 1, sizeof(*s.slot));
+	cr_assert_not_null(s.slot);
+	tpool_init(&tp, 2, 64ull << 20, NULL);
+	ret = stor_ds_create(tp.pool, "tank/n", &o, &ds);
+	cr_assert_eq(ret, 0, "create: %s", stor_strerror(ret));
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	lm_open(&l, &tp);
+	id = lm_ds_id(&l, "tank/n");
+	lm_close(&l, false);
+	cr_assert_eq(tpool_open(&tp), 0);
+	load_key(&tp, "tank/n", &pass_a);
+	ds = open_ds(&tp, "tank/n");
+
+	for (unsigned round = 0; round <= N_ROUNDS; round++) {
+		if (round == N_ROUNDS / 2) {
+			stor_ds_close(ds);
+			tpool_reopen(&tp);
+			load_key(&tp, "tank/n", &pass_a);
+			ds = open_ds(&tp, "tank/n");
+		}
+		for (size_t i = 0; i < len; i += 8)
+			memcpy(buf + i, &(uint64_t){ (uint64_t)round << 32 | i }, 8);
+		write_ok(ds, 0, buf, len);
+		ret = stor_pool_sync(tp.pool);
+		cr_assert_eq(ret, 0, "sync: %s", stor_strerror(ret));
+		cr_assert_eq(collect_nonces(&tp, id, &s, round), N_RECS, "round %u", round);
+	}
+	cr_assert_eq(s.n, (size_t)(N_ROUNDS + 1) * N_RECS);
+	/* the last round reads back: the nonces were the ones used */
+	read_eq(ds, 0, buf, len);
+	stor_ds_close(ds);
+	tpool_fini(&tp);
+	free(s.slot);
+	free(buf);
+}
