@@ -71,6 +71,9 @@ int coffer_ds_flush(struct coffer_conn *c, int handle);
 
 /* ---- additions ---- */
 
+/** Largest READ/WRITE length the daemon accepts (from HELLO). */
+uint32_t coffer_max_io(const struct coffer_conn *c);
+
 /** Close a handle of coffer_ds_open(); requests still in flight on it finish first. */
 int coffer_ds_close(struct coffer_conn *c, int handle);
 

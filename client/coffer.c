@@ -1188,6 +1188,7 @@ static int cmd_write(int argc, char **argv)
 	struct coffer_conn *c;
 	unsigned inflight = 0, free_slots[IO_DEPTH], nfree = IO_DEPTH;
 	int opt, h, eof = 0;
+	size_t chunk;
 
 	while ((opt = getopt(argc, argv, "o:")) != -1) {
 		if (opt != 'o')
@@ -1200,6 +1201,7 @@ static int cmd_write(int argc, char **argv)
 		die("write: stdin is a terminal; redirect a file into it");
 	c = conn_open();
 	h = ds_open_or_die(c, argv[optind], &volsize);
+	chunk = coffer_max_io(c) < IO_CHUNK ? coffer_max_io(c) : IO_CHUNK;
 	for (unsigned i = 0; i < IO_DEPTH; i++) {
 		bufs[i] = malloc(IO_CHUNK);
 		if (!bufs[i])
@@ -1210,7 +1212,7 @@ static int cmd_write(int argc, char **argv)
 	while (!eof || inflight) {
 		while (!eof && nfree) {
 			unsigned s = free_slots[--nfree];
-			size_t n = read_fd_all(STDIN_FILENO, bufs[s], IO_CHUNK);
+			size_t n = read_fd_all(STDIN_FILENO, bufs[s], chunk);
 			int ret;
 
 			if (n == 0) {
@@ -1218,7 +1220,7 @@ static int cmd_write(int argc, char **argv)
 				free_slots[nfree++] = s;
 				break;
 			}
-			if (n < IO_CHUNK)
+			if (n < chunk)
 				eof = 1;
 			offs[s] = off;
 			ret = coffer_submit(c, s, COFFER_WRITE, h, off, (uint32_t)n, bufs[s]);
@@ -1282,6 +1284,7 @@ static int cmd_read(int argc, char **argv)
 	uint64_t off = 0, len = UINT64_MAX, volsize, next_off, end;
 	uint64_t seq_sub = 0, seq_out = 0;
 	struct coffer_conn *c;
+	uint32_t chunk;
 	int opt, h;
 
 	while ((opt = getopt(argc, argv, "o:l:")) != -1) {
@@ -1296,6 +1299,7 @@ static int cmd_read(int argc, char **argv)
 		usage_exit();
 	c = conn_open();
 	h = ds_open_or_die(c, argv[optind], &volsize);
+	chunk = coffer_max_io(c) < IO_CHUNK ? coffer_max_io(c) : IO_CHUNK;
 	if (off > volsize)
 		io_fail(argv[optind], "read", off, STOR_ERANGE);
 	end = len == UINT64_MAX || off + len > volsize ? volsize : off + len;
@@ -1311,7 +1315,7 @@ static int cmd_read(int argc, char **argv)
 	while (seq_out < seq_sub || next_off < end) {
 		while (next_off < end && seq_sub - seq_out < IO_DEPTH) {
 			unsigned s = seq_sub % IO_DEPTH;
-			uint32_t n = end - next_off < IO_CHUNK ? (uint32_t)(end - next_off) : IO_CHUNK;
+			uint32_t n = end - next_off < chunk ? (uint32_t)(end - next_off) : chunk;
 			int ret = coffer_submit(c, s, COFFER_READ, h, next_off, n, bufs[s]);
 
 			if (ret < 0)

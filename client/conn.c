@@ -48,6 +48,7 @@ struct coffer_conn {
 	struct coffer_completion *done;
 	size_t dhead, dlen, dcap; /* FIFO ring of completions not yet reaped */
 	uint32_t admin_id;
+	uint32_t max_frame; /* from HELLO */
 	int broken;
 };
 
@@ -66,6 +67,11 @@ const char *coffer_socket_path(const char *path)
 int coffer_fd(const struct coffer_conn *c)
 {
 	return c->fd;
+}
+
+uint32_t coffer_max_io(const struct coffer_conn *c)
+{
+	return c->max_frame > PROTO_IO_BODY ? c->max_frame - PROTO_IO_BODY : 0;
 }
 
 /* ---- pending table ---- */
@@ -382,8 +388,9 @@ static int hello(struct coffer_conn *c)
 		return ret;
 	if (h.status < 0)
 		return h.status;
-	if (h.len < 6 || get_u32(payload) != PROTO_MAGIC)
+	if (h.len < PROTO_HELLO_REPLY || get_u32(payload) != PROTO_MAGIC)
 		return -EPROTO;
+	c->max_frame = get_u32(payload + 6);
 	return 0;
 }
 

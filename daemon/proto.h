@@ -15,7 +15,9 @@
  *
  * HELLO must be the first request of a connection. Its body is binary:
  * u32 magic (PROTO_MAGIC), u16 lowest version, u16 highest version the
- * client speaks. The reply carries u32 magic, u16 the chosen version.
+ * client speaks. The reply carries u32 magic, u16 the chosen version and
+ * u32 max_frame, the largest payload the daemon accepts (so a client sizes
+ * its WRITE and READ requests to fit).
  *
  * Record I/O (READ, WRITE, FLUSH, DISCARD) has a fixed 16-byte body:
  * u32 handle (from DS_OPEN), u64 offset (bytes), u32 length (bytes). WRITE
@@ -40,6 +42,7 @@
 #define PROTO_HDR_SIZE 16u
 #define PROTO_IO_BODY 16u        /* handle u32, offset u64, length u32 */
 #define PROTO_HELLO_BODY 8u      /* magic u32, vmin u16, vmax u16 */
+#define PROTO_HELLO_REPLY 10u    /* magic u32, version u16, max_frame u32 */
 #define PROTO_FRAME_DEFAULT (4u << 20) /* default cap of one payload */
 #define PROTO_NAME_MAX 255u      /* pool/dataset names, as STOR_NAME_MAX */
 #define PROTO_JSON_MAX (1u << 20) /* cap of a JSON request body */

@@ -283,11 +283,12 @@ static void reply_queue(struct rpc_call *c)
 	} else if (c->hdr.op == PROTO_OP_READ && c->status == 0) {
 		c->payload_len = c->io.len;
 	} else if (c->hdr.op == PROTO_OP_HELLO && c->status == 0) {
-		c->json_out = malloc(6);
+		c->json_out = malloc(PROTO_HELLO_REPLY);
 		if (c->json_out) {
 			put_u32((uint8_t *)c->json_out, PROTO_MAGIC);
 			put_u16((uint8_t *)c->json_out + 4, PROTO_VERSION);
-			c->payload_len = 6;
+			put_u32((uint8_t *)c->json_out + 6, srv.cfg->max_frame);
+			c->payload_len = PROTO_HELLO_REPLY;
 		}
 	}
 	h.len = (uint32_t)c->payload_len;
