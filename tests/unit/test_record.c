@@ -507,7 +507,9 @@ Test(record_full, enospc_multi_record_write_changes_nothing)
 
 struct tshared {
 	struct stor_ds *ds;
+	struct stor_pool *pool;
 	atomic_uint_fast64_t gen[TREC]; /* highest generation handed out per record */
+	atomic_int discarded[TREC];     /* zeros are a valid read from then on */
 	atomic_int stop;
 	atomic_int errors;
 	char msg[256];
@@ -527,20 +529,34 @@ static void tfail(struct tshared *sh, const char *what, unsigned rec, long gen, 
 	atomic_store(&sh->stop, 1);
 }
 
+/* A record read by a worker: generation 1..max handed out, or zeros once discarded. */
+static int tcheck(struct tshared *sh, const unsigned char *buf, unsigned r)
+{
+	int64_t g = tpat_check(buf, REC, r);
+
+	if ((g == 0 && atomic_load(&sh->discarded[r])) ||
+	    (g > 0 && (uint64_t)g <= atomic_load(&sh->gen[r])))
+		return 0;
+	tfail(sh, "read: bad content, check", r, (long)g, (long)atomic_load(&sh->gen[r]));
+	return -1;
+}
+
 static void *tworker(void *p)
 {
 	struct targ *a = p;
 	struct tshared *sh = a->sh;
 	unsigned seed = 1000 + a->id;
-	unsigned char *buf = malloc(2 * REC);
+	unsigned char *buf = malloc(4 * REC);
 
 	while (!atomic_load(&sh->stop)) {
 		/* thread i favours its own quarter, but every thread reaches every record */
 		unsigned r = rand_r(&seed) % 4 ? a->id * (TREC / TTHREADS) +
 							 (unsigned)rand_r(&seed) % (TREC / TTHREADS) :
-						 (unsigned)rand_r(&seed) % TREC;
-		int op = rand_r(&seed) % 8, ret;
+						 (unsigned)rand_r(&seed) % (TREC - 1);
+		int op = rand_r(&seed) % 16, ret;
 
+		if (r + 1 >= TREC)
+			r = TREC - 2;
 		if (op < 3) {
 			uint64_t g = atomic_fetch_add(&sh->gen[r], 1) + 1;
 
@@ -549,7 +565,7 @@ static void *tworker(void *p)
 			if (ret)
 				tfail(sh, "write", r, (long)g, ret);
 			a->writes++;
-		} else if (op < 4 && r + 1 < TREC) {
+		} else if (op < 5) {
 			/* two records in one call: each still one generation */
 			uint64_t g0 = atomic_fetch_add(&sh->gen[r], 1) + 1;
 			uint64_t g1 = atomic_fetch_add(&sh->gen[r + 1], 1) + 1;
@@ -560,21 +576,50 @@ static void *tworker(void *p)
 			if (ret)
 				tfail(sh, "write2", r, (long)g0, ret);
 			a->writes += 2;
-		} else if (op < 7) {
-			int64_t g;
+		} else if (op < 6) {
+			atomic_store(&sh->discarded[r], 1);
+			ret = stor_ds_discard(sh->ds, (uint64_t)r * REC, REC);
+			if (ret)
+				tfail(sh, "discard", r, 0, ret);
+		} else if (op < 11) {
+			/* one or two records in one read */
+			size_t len = (op & 1 ? 2 : 1) * REC;
 
-			ret = stor_ds_read(sh->ds, (uint64_t)r * REC, buf, REC);
+			ret = stor_ds_read(sh->ds, (uint64_t)r * REC, buf, len);
 			if (ret) {
 				tfail(sh, "read", r, 0, ret);
 				break;
 			}
-			g = tpat_check(buf, REC, r);
-			if (g <= 0 || (uint64_t)g > atomic_load(&sh->gen[r]))
-				tfail(sh, "read: bad content, check", r, (long)g,
-				      (long)atomic_load(&sh->gen[r]));
+			if (tcheck(sh, buf, r) || (len > REC && tcheck(sh, buf + REC, r + 1)))
+				break;
 			a->reads++;
-		} else if (rand_r(&seed) % 16 == 0) {
-			ret = stor_ds_flush(sh->ds);
+		} else if (op < 15) {
+			/* a batch: a write, a read of another record, a read of the written one */
+			unsigned r2 = (unsigned)rand_r(&seed) % TREC;
+			uint64_t g = atomic_fetch_add(&sh->gen[r], 1) + 1;
+			struct stor_io ios[3] = {
+				{ .ds = sh->ds, .op = STOR_IO_WRITE, .off = (uint64_t)r * REC,
+				  .len = REC, .buf = buf },
+				{ .ds = sh->ds, .op = STOR_IO_READ, .off = (uint64_t)r2 * REC,
+				  .len = REC, .buf = buf + REC },
+				{ .ds = sh->ds, .op = STOR_IO_READ, .off = (uint64_t)r * REC,
+				  .len = REC, .buf = buf + 2 * REC },
+			};
+
+			tpat_fill(buf, REC, r, g);
+			ret = stor_io_submit(ios, 3);
+			if (ret) {
+				tfail(sh, "io_submit", r, (long)g, ios[0].result ? ios[0].result :
+								ios[1].result ? ios[1].result :
+										ios[2].result);
+				break;
+			}
+			if (tcheck(sh, buf + REC, r2) || tcheck(sh, buf + 2 * REC, r))
+				break;
+			a->writes++;
+			a->reads += 2;
+		} else if (rand_r(&seed) % 8 == 0) {
+			ret = rand_r(&seed) % 2 ? stor_ds_flush(sh->ds) : stor_pool_sync(sh->pool);
 			if (ret)
 				tfail(sh, "flush", 0, 0, ret);
 		}
@@ -593,6 +638,7 @@ Test(record, concurrent_readers_and_writers_see_whole_generations, .timeout = 60
 	unsigned long reads = 0, writes = 0;
 
 	sh.ds = ds;
+	sh.pool = tp.pool;
 	/* every record starts at generation 1 so a zero read is always wrong */
 	for (unsigned r = 0; r < TREC; r++) {
 		tpat_fill(buf, REC, r, 1);
@@ -612,6 +658,8 @@ Test(record, concurrent_readers_and_writers_see_whole_generations, .timeout = 60
 	}
 	cr_assert_eq(atomic_load(&sh.errors), 0, "%d errors, first: %s", atomic_load(&sh.errors),
 		     sh.msg);
+	cr_log_info("%lu record reads, %lu record writes in 3 s from %d threads", reads, writes,
+		    TTHREADS);
 	cr_assert_gt(reads, 100);
 	cr_assert_gt(writes, 100);
 	/* the final state: one generation per record, the newest not older than any read */
@@ -621,7 +669,139 @@ Test(record, concurrent_readers_and_writers_see_whole_generations, .timeout = 60
 
 		cr_assert_eq(stor_ds_read(ds, (uint64_t)r * REC, buf, REC), 0);
 		g = tpat_check(buf, REC, r);
-		cr_assert(g >= 1 && (uint64_t)g <= atomic_load(&sh.gen[r]), "record %u: check %lld", r,
-			  (long long)g);
+		cr_assert((g == 0 && atomic_load(&sh.discarded[r])) ||
+				  (g >= 1 && (uint64_t)g <= atomic_load(&sh.gen[r])),
+			  "record %u: check %lld", r, (long long)g);
 	}
+}
+
+static uint64_t ds_used(const char *name, const char *prop)
+{
+	struct stor_prop_value v;
+	int ret = stor_ds_get(tp.pool, name, prop, &v);
+
+	cr_assert_eq(ret, 0, "get %s %s: %s", name, prop, stor_strerror(ret));
+	return strtoull(v.value, NULL, 10);
+}
+
+Test(record, dataset_used_follows_writes_overwrites_and_discards)
+{
+	static unsigned char buf[32 * REC];
+
+	cr_assert_eq(ds_used(TPOOL_NAME "/vol", "used"), 0);
+	tpat_random(buf, sizeof(buf), 3);
+	cr_assert_eq(stor_ds_write(ds, 0, buf, sizeof(buf)), 0);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	cr_assert_eq(ds_used(TPOOL_NAME "/vol", "used"), sizeof(buf));
+	cr_assert_eq(ds_used(TPOOL_NAME "/vol", "logicalused"), sizeof(buf));
+	/* copy-on-write: an overwrite does not add up once committed */
+	cr_assert_eq(stor_ds_write(ds, 0, buf, sizeof(buf)), 0);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	cr_assert_eq(ds_used(TPOOL_NAME "/vol", "used"), sizeof(buf));
+	cr_assert_eq(stor_ds_discard(ds, 0, 16 * REC), 0);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	cr_assert_eq(ds_used(TPOOL_NAME "/vol", "used"), 16 * REC);
+	reopen();
+	cr_assert_eq(ds_used(TPOOL_NAME "/vol", "used"), 16 * REC, "used lost over close/open");
+}
+
+Test(record, compressed_records_round_trip)
+{
+	const char *props[] = { "compression=zstd" };
+	struct stor_ds_opts o = { .volsize = VOL, .recordsize = REC, .props = props, .nprops = 1 };
+	struct stor_ds *z = NULL;
+	static unsigned char buf[64 * REC], rnd[4 * REC];
+	uint64_t used, lused;
+
+	cr_assert_eq(stor_ds_create(tp.pool, TPOOL_NAME "/z", &o, &z), 0);
+	for (unsigned r = 0; r < 64; r++)
+		tpat_fill(buf + r * REC, REC, r, 7); /* compresses well */
+	tpat_random(rnd, sizeof(rnd), 8);        /* does not compress: stored raw */
+	cr_assert_eq(stor_ds_write(z, 0, buf, sizeof(buf)), 0);
+	cr_assert_eq(stor_ds_write(z, 64 * REC, rnd, sizeof(rnd)), 0);
+	/* unaligned read-modify-write of a compressed record */
+	memset(buf + 5 * REC + 100, 0xee, 300);
+	cr_assert_eq(stor_ds_write(z, 5 * REC + 100, buf + 5 * REC + 100, 300), 0);
+	check_range(z, buf, 0, sizeof(buf));
+	check_range(z, rnd, 64 * REC, sizeof(rnd));
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	used = ds_used(TPOOL_NAME "/z", "used");
+	lused = ds_used(TPOOL_NAME "/z", "logicalused");
+	cr_assert_eq(lused, sizeof(buf) + sizeof(rnd));
+	cr_assert_leq(used, sizeof(buf) + sizeof(rnd));
+	/* records written before a change of compression stay readable */
+	cr_assert_eq(stor_ds_set(tp.pool, TPOOL_NAME "/z", "compression", "off"), 0);
+	tpat_fill(buf + 70 * REC, REC, 70, 1);
+	cr_assert_eq(stor_ds_write(z, 70 * REC, buf + 70 * REC, REC), 0);
+	stor_ds_close(z);
+	reopen();
+	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/z", &z), 0);
+	check_range(z, buf, 0, 64 * REC);
+	check_range(z, rnd, 64 * REC, sizeof(rnd));
+	check_range(z, buf + 70 * REC, 70 * REC, REC);
+	stor_ds_close(z);
+}
+
+Test(record, damaged_compressed_record_is_ecksum)
+{
+	const char *props[] = { "compression=zstd-3" };
+	struct stor_ds_opts o = { .volsize = VOL, .recordsize = REC, .props = props, .nprops = 1 };
+	struct stor_ds *z = NULL;
+	unsigned char buf[REC], got[REC];
+	unsigned lun;
+	uint64_t off;
+	int ret;
+
+	cr_assert_eq(stor_ds_create(tp.pool, TPOOL_NAME "/z", &o, &z), 0);
+	/* half random, half zeros: compressed, and the random half is findable */
+	memset(buf, 0, sizeof(buf));
+	tpat_random(buf, REC / 2, 4242);
+	cr_assert_eq(stor_ds_write(z, 0, buf, sizeof(buf)), 0);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	cr_assert_eq(tpool_find(&tp, buf + 256, 64, &lun, &off), 1);
+	tpool_flip_byte(&tp, lun, off + 3);
+	stor_ds_close(z);
+	reopen();
+	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/z", &z), 0);
+	ret = stor_ds_read(z, 0, got, sizeof(got));
+	cr_assert_eq(ret, STOR_ECKSUM, "got %s", stor_strerror(ret));
+	stor_ds_close(z);
+}
+
+Test(record, writes_are_striped_over_the_luns)
+{
+	static unsigned char buf[64 * REC];
+	struct stor_lun_stat ls;
+
+	tpat_random(buf, sizeof(buf), 21);
+	for (unsigned r = 0; r < 64; r++)
+		cr_assert_eq(stor_ds_write(ds, (uint64_t)r * REC, buf + r * REC, REC), 0);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	for (unsigned i = 0; i < tp.nluns; i++) {
+		cr_assert_eq(stor_pool_lun_stat(tp.pool, i, &ls), 0);
+		cr_assert_geq(ls.used, 16 * REC, "LUN %u holds only %llu bytes of 64 records", i,
+			      (unsigned long long)ls.used);
+	}
+}
+
+/* Disabled until the record pipeline compresses (compress.c): the property is accepted today. */
+Test(record, zstd_records_take_less_space, .disabled = true)
+{
+	const char *props[] = { "compression=zstd" };
+	struct stor_ds_opts o = { .volsize = VOL, .recordsize = REC, .props = props, .nprops = 1 };
+	struct stor_ds *z = NULL;
+	static unsigned char buf[64 * REC];
+	uint64_t used;
+
+	cr_assert_eq(stor_ds_create(tp.pool, TPOOL_NAME "/z", &o, &z), 0);
+	for (unsigned r = 0; r < 64; r++)
+		tpat_fill(buf + r * REC, REC, r, 7);
+	cr_assert_eq(stor_ds_write(z, 0, buf, sizeof(buf)), 0);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	used = ds_used(TPOOL_NAME "/z", "used");
+	/* every record is one repeated word: one sector each at most */
+	cr_assert_leq(used, 64 * STOR_SECTOR, "zstd saved nothing: used %llu",
+		      (unsigned long long)used);
+	check_range(z, buf, 0, sizeof(buf));
+	stor_ds_close(z);
 }
