@@ -8,6 +8,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -488,4 +490,91 @@ Test(dataset, get_all_lists_every_property_once)
 	cr_assert_eq(s.recordsize, 1);
 	cr_assert_eq(s.guid, 1);
 	cr_assert_geq(s.n, 8);
+}
+
+/* ---- administration from several threads while I/O runs ---- */
+
+struct admin_arg {
+	int id;
+	int errors;
+	char msg[200];
+	struct stor_ds *ds; /* for the I/O thread */
+	atomic_int *stop;
+};
+
+static void *admin_thread(void *p)
+{
+	struct admin_arg *a = p;
+	char name[64];
+
+	for (int i = 0; i < 150 && !a->errors; i++) {
+		int ret;
+
+		snprintf(name, sizeof(name), "tank/t%d-%03d", a->id, i);
+		ret = stor_ds_create(tp.pool, name, NULL, NULL);
+		if (ret == 0 && i % 3 == 0)
+			ret = stor_ds_set(tp.pool, name, "compression", "zstd");
+		if (ret == 0 && i % 2 == 0) /* destroy every other one again */
+			ret = stor_ds_destroy(tp.pool, name, 0);
+		if (ret) {
+			a->errors++;
+			snprintf(a->msg, sizeof(a->msg), "%s: %s", name, stor_strerror(ret));
+		}
+	}
+	return NULL;
+}
+
+static void *io_thread(void *p)
+{
+	struct admin_arg *a = p;
+	unsigned char buf[8192];
+	uint64_t gen = 0;
+
+	while (!atomic_load(a->stop) && !a->errors) {
+		unsigned r = (unsigned)(gen % 32);
+		int ret;
+
+		gen++;
+		tpat_fill(buf, sizeof(buf), r, gen);
+		ret = stor_ds_write(a->ds, r * 8192ull, buf, sizeof(buf));
+		if (ret == 0)
+			ret = stor_ds_read(a->ds, r * 8192ull, buf, sizeof(buf));
+		if (ret == 0 && tpat_check(buf, sizeof(buf), r) != (int64_t)gen)
+			ret = -EIO;
+		if (ret == 0 && gen % 50 == 0)
+			ret = stor_pool_sync(tp.pool);
+		if (ret) {
+			a->errors++;
+			snprintf(a->msg, sizeof(a->msg), "io gen %llu: %s", (unsigned long long)gen,
+				 stor_strerror(ret));
+		}
+	}
+	return NULL;
+}
+
+Test(dataset, create_destroy_from_threads_while_io_runs)
+{
+	struct admin_arg args[3] = { { .id = 0 }, { .id = 1 }, { .id = 2 } };
+	atomic_int stop = 0;
+	pthread_t th[3];
+	struct names nm = { 0 };
+	struct stor_ds *ds = tpool_ds(&tp, "tank/io", 1 << 20, 8192);
+
+	args[2].ds = ds;
+	args[2].stop = &stop;
+	cr_assert_eq(pthread_create(&th[0], NULL, admin_thread, &args[0]), 0);
+	cr_assert_eq(pthread_create(&th[1], NULL, admin_thread, &args[1]), 0);
+	cr_assert_eq(pthread_create(&th[2], NULL, io_thread, &args[2]), 0);
+	pthread_join(th[0], NULL);
+	pthread_join(th[1], NULL);
+	atomic_store(&stop, 1);
+	pthread_join(th[2], NULL);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(args[i].errors, 0, "thread %d: %s", i, args[i].msg);
+	stor_ds_close(ds);
+	tpool_reopen(&tp);
+	cr_assert_eq(stor_ds_list(tp.pool, collect, &nm), 0);
+	/* tank/io and 75 survivors per admin thread */
+	cr_assert_eq(nm.n, 1 + 2 * 75, "listed %zu", nm.n);
+	names_free(&nm);
 }

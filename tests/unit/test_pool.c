@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -338,4 +339,31 @@ Test(pool, error_names_cover_store_and_errno_codes)
 	cr_assert_str_eq(stor_errname(-EEXIST), "EEXIST");
 	cr_assert_str_eq(stor_strerror(STOR_ECKSUM), "record checksum mismatch");
 	cr_assert_not_null(stor_strerror(12345));
+}
+
+Test(pool, open_of_a_pool_open_in_another_process_is_ebusy)
+{
+	pid_t pid;
+	int status;
+
+	/*
+	 * Two processes allocating from one pool would hand out the same
+	 * sectors twice; import must refuse a pool that is in use (zpool
+	 * import says "pool is in use"), as STYLE.md's -EBUSY example has it.
+	 */
+	fflush(NULL);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		struct stor_pool *p = NULL;
+		int ret = stor_pool_open(TPOOL_NAME, &tp.opts, &p);
+
+		if (ret == 0)
+			stor_pool_close(p);
+		_exit(ret == -EBUSY ? 0 : ret == 0 ? 1 : 2);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status));
+	cr_assert_neq(WEXITSTATUS(status), 1, "a second process opened the pool while it was open");
+	cr_assert_eq(WEXITSTATUS(status), 0, "second open failed, but not with -EBUSY");
 }
