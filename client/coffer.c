@@ -120,6 +120,10 @@ static struct coffer_conn *conn_open(void)
 		die("cofferd is not running at %s; start it with 'cofferd' or point -S / COFFER_SOCKET "
 		    "at its socket",
 		    path);
+	if (ret == -EUSERS)
+		die("%s: cofferd has max_connections clients already; try again later or raise "
+		    "max_connections",
+		    path);
 	if (ret == -EACCES)
 		die("%s: permission denied; join the socket's group or run as root", path);
 	if (ret < 0)

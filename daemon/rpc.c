@@ -772,9 +772,12 @@ static void on_connection(uv_stream_t *server, int status)
 	atomic_fetch_add_explicit(&rpc_stats.conns_total, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&rpc_stats.conns_open, 1, memory_order_relaxed);
 	if (srv.nconns > srv.cfg->max_connections || srv.stopping) {
+		/* say why in the reply to the HELLO the client is about to send, then close */
+		struct proto_hdr h = { .op = PROTO_OP_HELLO };
+
 		log_warn("conn %llu (uid %u): refused: %u connections is the limit",
 			 (unsigned long long)conn->id, (unsigned)cred.uid, srv.cfg->max_connections);
-		conn_close(conn);
+		reply_error(conn, &h, srv.stopping ? -ESHUTDOWN : -EUSERS, 1);
 		return;
 	}
 	log_debug("conn %llu: uid %u gid %u pid %d%s", (unsigned long long)conn->id,

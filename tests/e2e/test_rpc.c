@@ -320,7 +320,7 @@ Test(rpc, connections_over_the_limit_are_refused_and_others_stay)
 	/* max_connections = 8 */
 	for (int i = 0; i < 8; i++)
 		cs[i] = conn();
-	cr_assert_lt(coffer_connect(td.sock, &extra), 0, "ninth connection accepted");
+	cr_assert_eq(coffer_connect(td.sock, &extra), -EUSERS, "ninth connection accepted");
 	for (int i = 0; i < 8; i++) {
 		json_t *r = NULL;
 
