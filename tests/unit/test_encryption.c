@@ -759,7 +759,35 @@ static bool nset_add(struct nset *s, const uint8_t *n)
 	}
 }
 
-/* Child: dump the nonces of dataset @id from the bp table to @fd. */
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static void read_all(int fd, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = read(fd, p, len);
+
+		cr_assert(n > 0, "nonce reader: %s", n ? strerror(errno) : "EOF");
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+/* Reader process: send a u32 count and the nonces of dataset @id to @fd. */
 static int dump_nonces(const char *path, uint64_t id, int fd)
 {
 	MDB_env *env = NULL;
@@ -767,9 +795,10 @@ static int dump_nonces(const char *path, uint64_t id, int fd)
 	MDB_cursor *c = NULL;
 	MDB_dbi dbi;
 	MDB_val k, v;
-	uint8_t key[16], out[4096 / NONCE_LEN * NONCE_LEN];
-	size_t have = 0;
-	int rc;
+	uint8_t key[16], *out = NULL;
+	size_t have = 0, cap = 0;
+	uint32_t cnt;
+	int rc, ret = 0;
 
 	if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4) ||
 	    mdb_env_set_mapsize(env, (size_t)4 << 30) ||
@@ -785,64 +814,94 @@ static int dump_nonces(const char *path, uint64_t id, int fd)
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
 		if (k.mv_size != 16 || be64(k.mv_data) != id)
 			break;
-		if (v.mv_size != BP_SIZE)
-			return 3;
+		if (v.mv_size != BP_SIZE) {
+			ret = 3;
+			break;
+		}
+		if (have == cap) {
+			uint8_t *n = realloc(out, cap = cap ? 2 * cap : 4096 * NONCE_LEN);
+
+			if (!n) {
+				ret = 4;
+				break;
+			}
+			out = n;
+		}
 		memcpy(out + have, (const uint8_t *)v.mv_data + BP_OFF_NONCE, NONCE_LEN);
 		have += NONCE_LEN;
-		if (have == sizeof(out)) {
-			if (write(fd, out, have) != (ssize_t)have)
-				return 4;
-			have = 0;
-		}
 	}
-	if (have && write(fd, out, have) != (ssize_t)have)
-		return 4;
 	mdb_cursor_close(c);
 	mdb_txn_abort(txn);
 	mdb_env_close(env);
-	return 0;
+	cnt = ret ? UINT32_MAX : (uint32_t)(have / NONCE_LEN);
+	if (write_all(fd, &cnt, sizeof(cnt)) || (!ret && write_all(fd, out, have)))
+		ret = 5;
+	free(out);
+	return ret;
 }
 
-/* Collect this round's nonces from a forked reader; @return how many. */
-static size_t collect_nonces(struct tpool *tp, uint64_t id, struct nset *s, unsigned round)
+/*
+ * One reader process for the whole test (forking an ASan process per round
+ * costs more than the round): each byte on @cmd asks for a dump.
+ */
+struct reader {
+	pid_t pid;
+	int cmd, data;
+};
+
+static void reader_start(struct reader *r, struct tpool *tp, uint64_t id)
 {
 	char path[PATH_MAX];
-	uint8_t buf[NONCE_LEN * 512];
-	size_t have = 0, count = 0;
-	int pfd[2], status;
-	pid_t pid;
+	int c[2], d[2];
 
 	lm_path(tp, path, sizeof(path));
-	cr_assert_eq(pipe(pfd), 0);
-	pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		close(pfd[0]);
-		_exit(dump_nonces(path, id, pfd[1]));
-	}
-	close(pfd[1]);
-	for (;;) {
-		ssize_t n = read(pfd[0], buf + have, sizeof(buf) - have);
+	cr_assert_eq(pipe(c), 0);
+	cr_assert_eq(pipe(d), 0);
+	r->pid = fork();
+	cr_assert(r->pid >= 0);
+	if (r->pid == 0) {
+		char b;
+		int ret = 0;
 
-		cr_assert(n >= 0);
-		if (n == 0)
-			break;
-		have += (size_t)n;
-		size_t whole = have / NONCE_LEN * NONCE_LEN;
-
-		for (size_t i = 0; i < whole; i += NONCE_LEN) {
-			cr_assert(nset_add(s, buf + i),
-				  "round %u: nonce repeated after %zu nonces", round, s->n);
-			count++;
-		}
-		memmove(buf, buf + whole, have - whole);
-		have -= whole;
+		close(c[1]);
+		close(d[0]);
+		while (ret == 0 && read(c[0], &b, 1) == 1)
+			ret = dump_nonces(path, id, d[1]);
+		_exit(ret);
 	}
-	close(pfd[0]);
-	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	close(c[0]);
+	close(d[1]);
+	r->cmd = c[1];
+	r->data = d[0];
+}
+
+static void reader_stop(struct reader *r)
+{
+	int status;
+
+	close(r->cmd);
+	close(r->data);
+	cr_assert_eq(waitpid(r->pid, &status, 0), r->pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "reader exited %d", status);
-	cr_assert_eq(have, 0);
-	return count;
+}
+
+/* This round's nonces into @s; @return how many. */
+static size_t collect_nonces(struct reader *r, struct nset *s, unsigned round)
+{
+	uint8_t *buf;
+	uint32_t cnt;
+
+	cr_assert_eq(write(r->cmd, "d", 1), 1);
+	read_all(r->data, &cnt, sizeof(cnt));
+	cr_assert_neq(cnt, UINT32_MAX, "reader failed to scan LMDB");
+	buf = malloc((size_t)cnt * NONCE_LEN + 1);
+	cr_assert_not_null(buf);
+	read_all(r->data, buf, (size_t)cnt * NONCE_LEN);
+	for (size_t i = 0; i < cnt; i++)
+		cr_assert(nset_add(s, buf + i * NONCE_LEN),
+			  "round %u: nonce repeated after %zu distinct nonces", round, s->n);
+	free(buf);
+	return cnt;
 }
 
 Test(encryption, no_nonce_repeats_over_a_million_writes, .timeout = 240)
@@ -854,6 +913,7 @@ Test(encryption, no_nonce_repeats_over_a_million_writes, .timeout = 240)
 	uint8_t *buf = malloc(len);
 	struct nset s = { 0 };
 	struct stor_ds *ds = NULL;
+	struct reader rd;
 	struct tpool tp;
 	struct lm l;
 	uint64_t id;
@@ -871,6 +931,7 @@ Test(encryption, no_nonce_repeats_over_a_million_writes, .timeout = 240)
 	lm_open(&l, &tp);
 	id = lm_ds_id(&l, "tank/n");
 	lm_close(&l, false);
+	reader_start(&rd, &tp, id);
 	cr_assert_eq(tpool_open(&tp), 0);
 	load_key(&tp, "tank/n", &pass_a);
 	ds = open_ds(&tp, "tank/n");
@@ -887,8 +948,9 @@ Test(encryption, no_nonce_repeats_over_a_million_writes, .timeout = 240)
 		write_ok(ds, 0, buf, len);
 		ret = stor_pool_sync(tp.pool);
 		cr_assert_eq(ret, 0, "sync: %s", stor_strerror(ret));
-		cr_assert_eq(collect_nonces(&tp, id, &s, round), N_RECS, "round %u", round);
+		cr_assert_eq(collect_nonces(&rd, &s, round), N_RECS, "round %u", round);
 	}
+	reader_stop(&rd);
 	cr_assert_eq(s.n, (size_t)(N_ROUNDS + 1) * N_RECS);
 	/* the last round reads back: the nonces were the ones used */
 	read_eq(ds, 0, buf, len);
