@@ -457,3 +457,170 @@ Test(txg, sync_always_makes_each_write_durable)
 	}
 	stor_ds_close(ds);
 }
+
+/* ---- crashes around dataset create and destroy ---- */
+
+#define DSREC 4
+
+static void ds_child(int fd, const struct stor_pool_opts *opts, unsigned first)
+{
+	struct stor_pool *pool = NULL;
+	unsigned char buf[8192];
+	char name[64];
+	int ret = stor_pool_open(TPOOL_NAME, opts, &pool);
+
+	unsigned step = 0;
+
+	for (unsigned i = first; ret == 0; i++) {
+		struct stor_ds *ds = NULL;
+
+		snprintf(name, sizeof(name), TPOOL_NAME "/c%u", i);
+		send_msg(fd, 'C', i, 0);
+		step = 1;
+		ret = stor_ds_create(pool, name, &(struct stor_ds_opts){ .volsize = 1 << 20 }, &ds);
+		step = 2;
+		for (unsigned k = 0; ret == 0 && k < DSREC; k++) {
+			tpat_fill(buf, sizeof(buf), i * DSREC + k, 1);
+			ret = stor_ds_write(ds, k * 8192ull, buf, sizeof(buf));
+		}
+		step = 3;
+		if (ret == 0)
+			ret = stor_ds_flush(ds);
+		stor_ds_close(ds);
+		step = 4;
+		if (ret)
+			break;
+		send_msg(fd, 'F', i, 0);
+		if (i % 2 && i > first) {
+			snprintf(name, sizeof(name), TPOOL_NAME "/c%u", i - 1);
+			send_msg(fd, 'X', i - 1, 0);
+			ret = stor_ds_destroy(pool, name, 0);
+			if (ret == 0)
+				ret = stor_pool_sync(pool);
+			if (ret)
+				break;
+			send_msg(fd, 'Y', i - 1, 0);
+		}
+	}
+	send_msg(fd, 'E', step, (uint64_t)(int64_t)ret);
+	_exit(2);
+}
+
+enum ds_state { DS_NONE, DS_CREATING, DS_FLUSHED, DS_DESTROYING, DS_GONE };
+
+struct ds_scan {
+	enum ds_state *st;
+	unsigned n;
+	char bad[200];
+};
+
+static int ds_seen(const char *name, void *ctx)
+{
+	struct ds_scan *sc = ctx;
+	unsigned i;
+
+	if (sscanf(name, TPOOL_NAME "/c%u", &i) != 1)
+		return 0;
+	if (i >= sc->n || sc->st[i] == DS_NONE || sc->st[i] == DS_GONE)
+		snprintf(sc->bad, sizeof(sc->bad), "%s exists (state %d)", name,
+			 i < sc->n ? (int)sc->st[i] : -1);
+	return 0;
+}
+
+Test(txg, sigkill_around_dataset_create_and_destroy)
+{
+	enum ds_state st[4096] = { DS_NONE };
+	struct stor_pool_opts opts;
+	unsigned seed = 4321, first = 0;
+
+	setup_crash_pool(8192, 8u << 20);
+	tpool_open(&tp);
+	stor_ds_destroy(tp.pool, DSNAME, 0);
+	tpool_close(&tp);
+	opts = tp.opts;
+	opts.txg_timeout_ms = 100;
+	for (unsigned round = 0; round < 16; round++) {
+		struct ds_scan sc = { .st = st, .n = 4096 };
+		struct msg msg;
+		unsigned char buf[8192];
+		int p[2], status;
+		double end = now() + (50 + rand_r(&seed) % 300) / 1000.0;
+		int aimed = 0;
+		pid_t pid;
+
+		cr_assert_eq(pipe(p), 0);
+		fflush(NULL);
+		pid = fork();
+		cr_assert(pid >= 0);
+		if (pid == 0) {
+			close(p[0]);
+			ds_child(p[1], &opts, first);
+		}
+		close(p[1]);
+		while (now() < end) {
+			struct pollfd pfd = { .fd = p[0], .events = POLLIN };
+
+			if (poll(&pfd, 1, 5) <= 0)
+				continue;
+			if (read(p[0], &msg, sizeof(msg)) != (ssize_t)sizeof(msg))
+				break;
+			cr_assert_neq(msg.type, 'E', "child, step %u: %s", msg.rec,
+				      stor_strerror((int)(int64_t)msg.gen));
+			cr_assert_lt(msg.rec, 4096u);
+			st[msg.rec] = msg.type == 'C' ? DS_CREATING : msg.type == 'F' ? DS_FLUSHED :
+				      msg.type == 'X' ? DS_DESTROYING : DS_GONE;
+			/* every other round aims at the middle of a destroy */
+			if (msg.type == 'X' && round % 2 && !aimed) {
+				end = now() + (rand_r(&seed) % 2000) / 1e6;
+				aimed = 1;
+			}
+		}
+		kill(pid, SIGKILL);
+		cr_assert_eq(waitpid(pid, &status, 0), pid);
+		while (read(p[0], &msg, sizeof(msg)) == (ssize_t)sizeof(msg)) {
+			cr_assert_neq(msg.type, 'E', "child, step %u: %s", msg.rec,
+				      stor_strerror((int)(int64_t)msg.gen));
+			st[msg.rec] = msg.type == 'C' ? DS_CREATING : msg.type == 'F' ? DS_FLUSHED :
+				      msg.type == 'X' ? DS_DESTROYING : DS_GONE;
+		}
+		close(p[0]);
+
+		cr_assert_eq(tpool_open(&tp), 0, "round %u: %s", round, stor_pool_last_error());
+		cr_assert_eq(stor_ds_list(tp.pool, ds_seen, &sc), 0);
+		cr_assert_eq(sc.bad[0], '\0', "round %u: %s", round, sc.bad);
+		for (unsigned i = first; i < 4096 && st[i] != DS_NONE; i++) {
+			struct stor_ds *ds = NULL;
+			char name[64];
+			int ret;
+
+			snprintf(name, sizeof(name), TPOOL_NAME "/c%u", i);
+			ret = stor_ds_open(tp.pool, name, &ds);
+			if (st[i] == DS_FLUSHED)
+				cr_assert_eq(ret, 0, "round %u: flushed %s lost: %s", round, name,
+					     stor_strerror(ret));
+			if (ret == -ENOENT)
+				continue;
+			cr_assert_eq(ret, 0);
+			for (unsigned k = 0; k < DSREC; k++) {
+				int64_t g;
+
+				cr_assert_eq(stor_ds_read(ds, k * 8192ull, buf, sizeof(buf)), 0);
+				g = tpat_check(buf, sizeof(buf), i * DSREC + k);
+				cr_assert(g == 1 || (g == 0 && st[i] == DS_CREATING),
+					  "round %u: %s record %u: check %lld (state %d)", round, name,
+					  k, (long long)g, (int)st[i]);
+			}
+			stor_ds_close(ds);
+			/* clean up so the next round starts empty */
+			cr_assert_eq(stor_ds_destroy(tp.pool, name, 0), 0);
+		}
+		cr_assert_eq(stor_pool_sync(tp.pool), 0);
+		cr_assert_eq(tpool_used(&tp), 0, "round %u: %llu bytes leaked", round,
+			     (unsigned long long)tpool_used(&tp));
+		tpool_close(&tp);
+		while (first < 4096 && st[first] != DS_NONE)
+			st[first++] = DS_GONE;
+	}
+	cr_log_info("16 kills over %u dataset creates", first);
+	cr_assert_gt(first, 24, "too few datasets created to prove anything");
+}
