@@ -308,7 +308,8 @@ Test(encryption, luns_hold_no_plaintext)
 	enc = enc_ds(&tp, "tank/enc", "aes-256-ccm", &pass_a);
 	write_ok(enc, 3 * RECSIZE, pat, RECSIZE);
 	cr_assert_eq(stor_pool_sync(tp.pool), 0);
-	cr_assert_eq(scan_windows(&tp, pat, RECSIZE), 0, "plaintext of the encrypted dataset found");
+	cr_assert_eq(scan_windows(&tp, pat, RECSIZE), 0,
+		     "plaintext of the encrypted dataset found");
 	read_eq(enc, 3 * RECSIZE, pat, RECSIZE);
 
 	/* the same scan finds the clear copy, so it does look */
@@ -542,8 +543,10 @@ static void assert_nokey_io(struct tpool *tp, const char *name)
 
 Test(encryption, wrong_keys_double_load_and_noop)
 {
-	static const uint8_t raw_a[32] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
-					   17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32 };
+	static const uint8_t raw_a[32] = {
+		1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
+		17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
+	};
 	uint8_t raw_bad[32];
 	const struct stor_key_material ka = { raw_a, 32 }, kbad = { raw_bad, 32 };
 	const char *rprops[] = { "encryption=aes-128-gcm", "keyformat=raw" };
