@@ -367,3 +367,47 @@ Test(pool, open_of_a_pool_open_in_another_process_is_ebusy)
 	cr_assert_neq(WEXITSTATUS(status), 1, "a second process opened the pool while it was open");
 	cr_assert_eq(WEXITSTATUS(status), 0, "second open failed, but not with -EBUSY");
 }
+
+Test(pool, data_survives_adding_a_lun_and_new_writes_use_it)
+{
+	static unsigned char buf[64 * 8192];
+	struct stor_lun_stat ls;
+	struct stor_ds *ds = tpool_ds(&tp, TPOOL_NAME "/a", 2 << 20, 8192);
+	char l[PATH_MAX];
+
+	tpat_random(buf, sizeof(buf), 31);
+	cr_assert_eq(stor_ds_write(ds, 0, buf, sizeof(buf) / 2), 0);
+	snprintf(l, sizeof(l), "%s/lun2", tp.dir);
+	cr_assert_eq(stor_pool_add_lun(tp.pool, l, LUN_SIZE), 0);
+	for (unsigned r = 32; r < 64; r++)
+		cr_assert_eq(stor_ds_write(ds, r * 8192ull, buf + r * 8192, 8192), 0);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	cr_assert_eq(stor_pool_lun_stat(tp.pool, 2, &ls), 0);
+	cr_assert_gt(ls.used, 0, "nothing was written to the new LUN");
+	stor_ds_close(ds);
+	tpool_reopen(&tp);
+	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/a", &ds), 0);
+	{
+		static unsigned char got[sizeof(buf)];
+
+		cr_assert_eq(stor_ds_read(ds, 0, got, sizeof(got)), 0);
+		cr_assert_arr_eq(got, buf, sizeof(buf));
+	}
+	stor_ds_close(ds);
+}
+
+Test(pool, adding_a_lun_of_another_pool_is_foreign)
+{
+	struct tpool other;
+	int ret;
+
+	tpool_init_in(&other, &tp, "other", 1, LUN_SIZE);
+	tpool_close(&other);
+	ret = stor_pool_add_lun(tp.pool, other.lun[0], 0);
+	cr_assert_eq(ret, STOR_EFOREIGN, "got %s", stor_strerror(ret));
+	ret = stor_pool_add_lun(tp.pool, tp.lun[1], 0);
+	cr_assert(ret < 0, "a LUN of this very pool was added twice");
+	ret = tpool_open(&other);
+	cr_assert_eq(ret, 0, "other pool damaged: %s", stor_strerror(ret));
+	tpool_close(&other);
+}

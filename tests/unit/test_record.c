@@ -8,12 +8,14 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -804,4 +806,181 @@ Test(record, zstd_records_take_less_space, .disabled = true)
 		      (unsigned long long)used);
 	check_range(z, buf, 0, sizeof(buf));
 	stor_ds_close(z);
+}
+
+/* ---- misplaced data: the checksum binds a record to its place and birth ---- */
+
+static void copy_lun_bytes(unsigned from_lun, uint64_t from, unsigned to_lun, uint64_t to,
+			   size_t len)
+{
+	unsigned char *b = malloc(len);
+	int in = open(tp.lun[from_lun], O_RDONLY), out = open(tp.lun[to_lun], O_WRONLY);
+
+	cr_assert(b && in >= 0 && out >= 0);
+	cr_assert_eq(pread(in, b, len, (off_t)from), (ssize_t)len);
+	cr_assert_eq(pwrite(out, b, len, (off_t)to), (ssize_t)len);
+	close(in);
+	close(out);
+	free(b);
+}
+
+Test(record, another_records_data_in_place_is_ecksum)
+{
+	static unsigned char a[REC], b[REC], got[REC];
+	unsigned la, lb;
+	uint64_t oa, ob;
+	int ret;
+
+	tpat_random(a, REC, 0xa);
+	tpat_random(b, REC, 0xb);
+	cr_assert_eq(stor_ds_write(ds, 10 * REC, a, REC), 0);
+	cr_assert_eq(stor_ds_write(ds, 20 * REC, b, REC), 0);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	cr_assert_eq(tpool_find(&tp, a, 64, &la, &oa), 1);
+	cr_assert_eq(tpool_find(&tp, b, 64, &lb, &ob), 1);
+	stor_ds_close(ds);
+	ds = NULL;
+	tpool_close(&tp);
+	/* record 10's bytes where record 20 lives: a valid record, the wrong place */
+	copy_lun_bytes(la, oa, lb, ob, REC);
+	cr_assert_eq(tpool_open(&tp), 0);
+	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/vol", &ds), 0);
+	ret = stor_ds_read(ds, 20 * REC, got, REC);
+	cr_assert_eq(ret, STOR_ECKSUM, "record 20 read %s%s", stor_strerror(ret),
+		     ret == 0 && !memcmp(got, a, REC) ? " and returned record 10's data" : "");
+	check_range(ds, a, 10 * REC, REC);
+}
+
+Test(record, an_older_version_in_place_is_ecksum)
+{
+	static unsigned char v1[REC], v2[REC], got[REC];
+	unsigned l1, l2;
+	uint64_t o1, o2;
+	int ret;
+
+	tpat_random(v1, REC, 0x1);
+	tpat_random(v2, REC, 0x2);
+	cr_assert_eq(stor_ds_write(ds, 7 * REC, v1, REC), 0);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	cr_assert_eq(tpool_find(&tp, v1, 64, &l1, &o1), 1);
+	/* copy-on-write: v2 lands elsewhere, v1's sectors keep their bytes */
+	cr_assert_eq(stor_ds_write(ds, 7 * REC, v2, REC), 0);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	cr_assert_eq(tpool_find(&tp, v2, 64, &l2, &o2), 1);
+	cr_assert(l1 != l2 || o1 != o2, "overwrite was done in place");
+	stor_ds_close(ds);
+	ds = NULL;
+	tpool_close(&tp);
+	/* a replay of the old version where the new one lives */
+	copy_lun_bytes(l1, o1, l2, o2, REC);
+	cr_assert_eq(tpool_open(&tp), 0);
+	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/vol", &ds), 0);
+	ret = stor_ds_read(ds, 7 * REC, got, REC);
+	cr_assert_eq(ret, STOR_ECKSUM, "replayed record read %s%s", stor_strerror(ret),
+		     ret == 0 && !memcmp(got, v1, REC) ? " and returned the old version" : "");
+}
+
+Test(record, swapped_lun_files_never_give_wrong_data)
+{
+	static unsigned char buf[16 * REC];
+	char tmp[PATH_MAX];
+	int ret;
+
+	tpat_random(buf, sizeof(buf), 0x5a);
+	cr_assert_eq(stor_ds_write(ds, 0, buf, sizeof(buf)), 0);
+	stor_ds_close(ds);
+	ds = NULL;
+	tpool_close(&tp);
+	snprintf(tmp, sizeof(tmp), "%s/swap", tp.dir);
+	cr_assert_eq(rename(tp.lun[0], tmp), 0);
+	cr_assert_eq(rename(tp.lun[1], tp.lun[0]), 0);
+	cr_assert_eq(rename(tmp, tp.lun[1]), 0);
+	/* refusing the pool is fine (the label's index is wrong), and so is finding
+	 * each LUN by its GUID; reading one LUN's sectors for another's is not */
+	ret = tpool_open(&tp);
+	if (ret != 0) {
+		cr_assert(ret == STOR_ELABEL || ret == STOR_EFOREIGN || ret == STOR_ECORRUPT,
+			  "refused with %s", stor_strerror(ret));
+		cr_assert_neq(stor_pool_last_error()[0], '\0');
+		cr_log_info("swapped LUNs refused: %s", stor_pool_last_error());
+		return;
+	}
+	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/vol", &ds), 0);
+	check_range(ds, buf, 0, sizeof(buf));
+}
+
+Test(record, truncated_lun_never_gives_wrong_data)
+{
+	static unsigned char buf[64 * REC], got[REC];
+	int ret;
+
+	tpat_random(buf, sizeof(buf), 0x77);
+	cr_assert_eq(stor_ds_write(ds, 0, buf, sizeof(buf)), 0);
+	stor_ds_close(ds);
+	ds = NULL;
+	tpool_close(&tp);
+	cr_assert_eq(truncate(tp.lun[1], (off_t)(1u << 20) + 4096), 0);
+	ret = tpool_open(&tp);
+	if (ret != 0) {
+		cr_assert_neq(stor_pool_last_error()[0], '\0', "refused (%s) without a reason",
+			      stor_strerror(ret));
+		cr_log_info("truncated LUN refused: %s", stor_pool_last_error());
+		return;
+	}
+	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/vol", &ds), 0);
+	for (unsigned r = 0; r < 64; r++) {
+		ret = stor_ds_read(ds, (uint64_t)r * REC, got, REC);
+		cr_assert(ret < 0 || memcmp(got, buf + r * REC, REC) == 0,
+			  "record %u: read succeeded with wrong data", r);
+	}
+}
+
+/* ---- O_DIRECT ---- */
+
+TestSuite(record_direct, .timeout = 60);
+
+Test(record_direct, direct_io_round_trips_with_unaligned_buffers)
+{
+	struct stor_pool_opts o = { .direct_io = 1 };
+	struct tpool dp;
+	struct stor_ds *d;
+	unsigned char *mem = malloc(3 * REC + 64), *buf = mem + 3; /* deliberately misaligned */
+	unsigned char *got = malloc(3 * REC + 64) + 5;
+	int ret;
+
+	memset(&dp, 0, sizeof(dp));
+	/* tmpfs has no O_DIRECT: only then is a refusal acceptable */
+	{
+		const char *tmp = getenv("TMPDIR");
+		char probe[PATH_MAX];
+		int fd;
+
+		snprintf(probe, sizeof(probe), "%s/stor-odirect-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+		fd = mkstemp(probe);
+		cr_assert(fd >= 0);
+		close(fd);
+		fd = open(probe, O_RDWR | O_DIRECT);
+		unlink(probe);
+		if (fd < 0)
+			cr_skip_test("no O_DIRECT in TMPDIR");
+		close(fd);
+	}
+	tpool_init(&dp, 2, 16u << 20, &o);
+	d = tpool_ds(&dp, TPOOL_NAME "/d", 1 << 20, REC);
+	tpat_random(buf, 3 * REC, 0xd1);
+	ret = stor_ds_write(d, REC / 2 + 1, buf, 2 * REC + 7);
+	cr_assert_eq(ret, 0, "direct write: %s", stor_strerror(ret));
+	ret = stor_ds_read(d, REC / 2 + 1, got, 2 * REC + 7);
+	cr_assert_eq(ret, 0, "direct read: %s", stor_strerror(ret));
+	cr_assert_arr_eq(got, buf, 2 * REC + 7);
+	stor_ds_close(d);
+	tpool_reopen(&dp);
+	cr_assert_eq(stor_ds_open(dp.pool, TPOOL_NAME "/d", &d), 0);
+	memset(got, 0, 2 * REC + 7);
+	cr_assert_eq(stor_ds_read(d, REC / 2 + 1, got, 2 * REC + 7), 0);
+	cr_assert_arr_eq(got, buf, 2 * REC + 7);
+	stor_ds_close(d);
+	tpool_fini(&dp);
+	free(mem);
+	free(got - 5);
 }
