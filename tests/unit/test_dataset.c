@@ -578,3 +578,20 @@ Test(dataset, create_destroy_from_threads_while_io_runs)
 	cr_assert_eq(nm.n, 1 + 2 * 75, "listed %zu", nm.n);
 	names_free(&nm);
 }
+
+Test(dataset, properties_set_on_the_pool_root_are_inherited)
+{
+	struct stor_prop_value v;
+	int ret;
+
+	cr_assert_eq(create("tank/a"), 0);
+	ret = stor_ds_set(tp.pool, "tank", "primarycache", "none");
+	cr_assert_eq(ret, 0, "set on the root: %s", stor_strerror(ret));
+	v = get("tank/a", "primarycache");
+	cr_assert_str_eq(v.value, "none");
+	cr_assert_eq(v.source, STOR_SRC_INHERITED);
+	cr_assert_str_eq(v.inherited_from, "tank");
+	v = get("tank/a", "sync");
+	cr_assert_str_eq(v.value, "standard");
+	cr_assert_eq(v.source, STOR_SRC_DEFAULT);
+}

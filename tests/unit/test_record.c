@@ -984,3 +984,50 @@ Test(record_direct, direct_io_round_trips_with_unaligned_buffers)
 	free(mem);
 	free(got - 5);
 }
+
+Test(record, io_submit_applies_overlapping_requests_in_array_order)
+{
+	static unsigned char a[REC], b[REC], r1[REC], r2[REC], r3[2 * REC], z[REC];
+	struct stor_io ios[] = {
+		{ .ds = ds, .op = STOR_IO_WRITE, .off = 0, .len = REC, .buf = a },
+		{ .ds = ds, .op = STOR_IO_WRITE, .off = 0, .len = REC, .buf = b },
+		{ .ds = ds, .op = STOR_IO_READ, .off = 0, .len = REC, .buf = r1 },
+		{ .ds = ds, .op = STOR_IO_DISCARD, .off = 0, .len = REC },
+		{ .ds = ds, .op = STOR_IO_READ, .off = 0, .len = REC, .buf = r2 },
+		{ .ds = ds, .op = STOR_IO_WRITE, .off = REC + 10, .len = 100, .buf = a },
+		{ .ds = ds, .op = STOR_IO_WRITE, .off = REC + 50, .len = 100, .buf = b },
+		{ .ds = ds, .op = STOR_IO_READ, .off = 0, .len = 2 * REC, .buf = r3 },
+	};
+	unsigned char want[2 * REC];
+
+	tpat_random(a, REC, 1001);
+	tpat_random(b, REC, 1002);
+	memset(r2, 0x33, REC);
+	cr_assert_eq(stor_io_submit(ios, sizeof(ios) / sizeof(ios[0])), 0);
+	cr_assert_arr_eq(r1, b, REC, "second write of a record in one batch did not win");
+	cr_assert_arr_eq(r2, z, REC, "discard in a batch not seen by the read after it");
+	memset(want, 0, sizeof(want));
+	memcpy(want + REC + 10, a, 100);
+	memcpy(want + REC + 50, b, 100);
+	cr_assert_arr_eq(r3, want, sizeof(want), "overlapping partial writes in one batch");
+	reopen();
+	check_range(ds, want, 0, sizeof(want));
+}
+
+Test(record, a_new_dataset_of_a_destroyed_name_reads_zeros)
+{
+	static unsigned char buf[8 * REC];
+	struct stor_ds *d = tpool_ds(&tp, TPOOL_NAME "/gone", VOL, REC);
+
+	tpat_random(buf, sizeof(buf), 404);
+	cr_assert_eq(stor_ds_write(d, 0, buf, sizeof(buf)), 0); /* staged, never synced */
+	stor_ds_close(d);
+	cr_assert_eq(stor_ds_destroy(tp.pool, TPOOL_NAME "/gone", 0), 0);
+	d = tpool_ds(&tp, TPOOL_NAME "/gone", VOL, REC);
+	check_zero(d, 0, sizeof(buf));
+	stor_ds_close(d);
+	reopen();
+	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/gone", &d), 0);
+	check_zero(d, 0, sizeof(buf));
+	stor_ds_close(d);
+}
