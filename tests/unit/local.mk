@@ -59,4 +59,9 @@ check_PROGRAMS += %D%/test_encryption
 %C%_test_encryption_CFLAGS = $(UNIT_CFLAGS) $(LMDB_CFLAGS)
 %C%_test_encryption_LDADD = $(UNIT_LDADD) $(LMDB_LIBS)
 
+check_PROGRAMS += %D%/test_cache
+%C%_test_cache_SOURCES = %D%/test_cache.c
+%C%_test_cache_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_cache_LDADD = $(UNIT_LDADD)
+
 TESTS += $(check_PROGRAMS)
