@@ -411,3 +411,15 @@ Test(pool, adding_a_lun_of_another_pool_is_foreign)
 	cr_assert_eq(ret, 0, "other pool damaged: %s", stor_strerror(ret));
 	tpool_close(&other);
 }
+
+Test(pool, destroy_of_an_open_pool_is_ebusy)
+{
+	int ret = stor_pool_destroy(TPOOL_NAME, &tp.opts);
+
+	cr_expect_eq(ret, -EBUSY, "destroy of an open pool: %s", stor_strerror(ret));
+	/* whatever it said, the open pool must still be whole */
+	tpool_close(&tp);
+	ret = tpool_open(&tp);
+	cr_assert_eq(ret, 0, "pool gone after a refused destroy: %s (%s)", stor_strerror(ret),
+		     stor_pool_last_error());
+}
