@@ -374,18 +374,22 @@ static int hello(struct coffer_conn *c)
 	uint8_t body[PROTO_HELLO_BODY];
 	const uint8_t *payload;
 	struct proto_hdr h;
-	int ret;
+	int ret, sent;
 
 	put_u32(body, PROTO_MAGIC);
 	put_u16(body + 4, PROTO_VERSION_MIN);
 	put_u16(body + 6, PROTO_VERSION);
 	ret = frame_queue(c, PROTO_OP_HELLO, 0, body, sizeof(body), NULL, 0);
-	if (ret == 0)
-		ret = coffer_flush_out(c);
-	if (ret == 0)
-		ret = wait_reply(c, PROTO_OP_HELLO, 0, &h, &payload);
 	if (ret < 0)
 		return ret;
+	ret = coffer_flush_out(c);
+	/* a daemon refusing us may answer and close before our HELLO is out: read anyway */
+	if (ret < 0 && ret != -EPIPE && ret != -ECONNRESET)
+		return ret;
+	sent = ret;
+	ret = wait_reply(c, PROTO_OP_HELLO, 0, &h, &payload);
+	if (ret < 0)
+		return sent < 0 ? sent : ret;
 	if (h.status < 0)
 		return h.status;
 	if (h.len < PROTO_HELLO_REPLY || get_u32(payload) != PROTO_MAGIC)

@@ -87,7 +87,8 @@ static struct {
 	int stopping;
 	void (*on_drained)(void);
 	struct rpc_conn *flush_list;
-	uv_idle_t flush_idle;
+	uv_check_t tick;     /* after each poll: hand I/O to the workers, write replies */
+	struct rpc_call *io_head, *io_tail; /* parsed record I/O not yet handed over */
 	uv_timer_t grace;
 } srv;
 
@@ -250,9 +251,20 @@ static void flush_all(void)
 	}
 }
 
-static void flush_idle_cb(uv_idle_t *h)
+/*
+ * Runs once per loop iteration, right after the poll phase: everything the
+ * read callbacks parsed goes to the workers in one hand-off (one lock, one
+ * wake-up), and every connection with replies gets one uv_write.
+ */
+static void tick_cb(uv_check_t *h)
 {
-	uv_idle_stop(h);
+	(void)h;
+	if (srv.io_head) {
+		struct rpc_call *list = srv.io_head;
+
+		srv.io_head = srv.io_tail = NULL;
+		work_submit_io(list);
+	}
 	flush_all();
 }
 
@@ -301,8 +313,6 @@ static void reply_queue(struct rpc_call *c)
 	conn->pend_tail = c;
 	conn->npend++;
 	flush_schedule(conn);
-	if (!uv_is_active((uv_handle_t *)&srv.flush_idle))
-		uv_idle_start(&srv.flush_idle, flush_idle_cb);
 }
 
 void rpc_call_done(struct rpc_call *c)
@@ -421,7 +431,7 @@ static void reply_error(struct rpc_conn *conn, const struct proto_hdr *h, int st
 	rpc_call_done(c);
 }
 
-static void start_io(struct rpc_conn *conn, struct rpc_call *c, struct rpc_call **iolist)
+static void start_io(struct rpc_conn *conn, struct rpc_call *c)
 {
 	struct proto_io io;
 	struct rpc_handle *h;
@@ -475,8 +485,13 @@ static void start_io(struct rpc_conn *conn, struct rpc_call *c, struct rpc_call 
 		rpc_call_done(c);
 		return;
 	}
-	c->next = *iolist;
-	*iolist = c;
+	/* in arrival order, for the workers at the end of this loop iteration */
+	c->next = NULL;
+	if (srv.io_tail)
+		srv.io_tail->next = c;
+	else
+		srv.io_head = c;
+	srv.io_tail = c;
 }
 
 static void do_hello(struct rpc_conn *conn, struct rpc_call *c)
@@ -497,8 +512,7 @@ static void do_hello(struct rpc_conn *conn, struct rpc_call *c)
 }
 
 /* Turn one complete frame into a call and route it. Returns -1 if the connection is closing. */
-static int handle_frame(struct rpc_conn *conn, const struct proto_hdr *h, const uint8_t *body,
-			struct rpc_call **iolist)
+static int handle_frame(struct rpc_conn *conn, const struct proto_hdr *h, const uint8_t *body)
 {
 	struct rpc_call *c;
 	const struct proto_cmd *cmd = proto_cmd_by_op(h->op);
@@ -543,7 +557,7 @@ static int handle_frame(struct rpc_conn *conn, const struct proto_hdr *h, const 
 		return 0;
 	}
 	if (cmd->flags & CMD_IO) {
-		start_io(conn, c, iolist);
+		start_io(conn, c);
 		return 0;
 	}
 	/* JSON commands */
@@ -586,8 +600,6 @@ static int conn_blocked(const struct rpc_conn *conn)
 /* Parse every complete frame in the read buffer, as long as back-pressure allows. */
 static void conn_parse(struct rpc_conn *conn)
 {
-	struct rpc_call *iolist = NULL;
-
 	conn->parsing = 1;
 	while (!conn->closing && !conn_blocked(conn) && conn->rlen - conn->rpos >= PROTO_HDR_SIZE) {
 		struct proto_hdr h;
@@ -624,14 +636,12 @@ static void conn_parse(struct rpc_conn *conn)
 			break;
 		}
 		conn->rpos += PROTO_HDR_SIZE + h.len;
-		if (handle_frame(conn, &h, p + PROTO_HDR_SIZE, &iolist) < 0)
+		if (handle_frame(conn, &h, p + PROTO_HDR_SIZE) < 0)
 			break;
 	}
 	if (conn->rpos == conn->rlen)
 		conn->rpos = conn->rlen = 0;
 	conn->parsing = 0;
-	if (iolist)
-		work_submit_io(iolist);
 }
 
 static void alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
@@ -794,7 +804,9 @@ int rpc_listen(uv_loop_t *loop, const struct config *cfg)
 
 	srv.loop = loop;
 	srv.cfg = cfg;
-	uv_idle_init(loop, &srv.flush_idle);
+	uv_check_init(loop, &srv.tick);
+	uv_check_start(&srv.tick, tick_cb);
+	uv_unref((uv_handle_t *)&srv.tick);
 	ret = uv_pipe_init(loop, &srv.listener, 0);
 	if (ret < 0)
 		return ret;
@@ -831,7 +843,7 @@ static void check_drained(void)
 	if (srv.live_conns)
 		return;
 	srv.on_drained = NULL;
-	uv_close((uv_handle_t *)&srv.flush_idle, NULL);
+	uv_close((uv_handle_t *)&srv.tick, NULL);
 	uv_close((uv_handle_t *)&srv.grace, NULL);
 	done();
 }

@@ -36,9 +36,10 @@ static struct {
 	uv_async_t async;
 	int async_init;
 } wq = {
-	.lock = PTHREAD_MUTEX_INITIALIZER,
+	/* adaptive: the sections are a few pointer moves, spinning beats sleeping */
+	.lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP,
 	.cond = PTHREAD_COND_INITIALIZER,
-	.done_lock = PTHREAD_MUTEX_INITIALIZER,
+	.done_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP,
 };
 
 static void count_io(const struct rpc_call *c)
@@ -156,21 +157,17 @@ int work_start(uv_loop_t *loop, unsigned n)
 
 void work_submit_io(struct rpc_call *list)
 {
-	struct rpc_call *head = NULL, *tail = NULL, *next;
+	struct rpc_call *tail = list;
 
-	/* the parser built the list newest first; keep arrival order */
-	for (; list; list = next) {
-		next = list->next;
-		list->next = head;
-		head = list;
-		if (!tail)
-			tail = list;
-	}
+	if (!list)
+		return;
+	while (tail->next)
+		tail = tail->next;
 	pthread_mutex_lock(&wq.lock);
 	if (wq.tail)
-		wq.tail->next = head;
+		wq.tail->next = list;
 	else
-		wq.head = head;
+		wq.head = list;
 	wq.tail = tail;
 	pthread_cond_signal(&wq.cond);
 	pthread_mutex_unlock(&wq.lock);
