@@ -404,6 +404,7 @@ int stor_key_change(struct stor_pool *p, const char *name, const char *const *pr
 	const char *fmt = NULL, *loc = NULL, *iters = NULL;
 	char canon[3][256];
 	struct ds_keys *rk;
+	size_t self = 0;
 	int ret = 0;
 
 	for (size_t i = 0; i < nprops && ret == 0; i++) {
@@ -439,6 +440,10 @@ int stor_key_change(struct stor_pool *p, const char *name, const char *const *pr
 	oldroot = ds_find_id_locked(p, ds->enc_root_id);
 	if (!oldroot || !atomic_load(&oldroot->keys) || !atomic_load(&ds->keys)) {
 		ret = STOR_ENOKEY;
+		goto out;
+	}
+	if (fmt && keys_format_parse(fmt) <= STOR_KEY_NONE) {
+		ret = STOR_EBADPROP;
 		goto out;
 	}
 	saved = *ds;
@@ -477,10 +482,12 @@ int stor_key_change(struct stor_pool *p, const char *name, const char *const *pr
 		d->enc_root_id = ds->id;
 		ret = keys_wrap(wk, aad, wrap_aad(d, ds, aad), master, wrapped[i]);
 		keys_cleanse(master, sizeof(master));
-		if (ret == 0) {
+		if (ret == 0 && d != ds) { /* @ds itself is saved last, with its new properties */
 			memcpy(d->wrapped, wrapped[i], KEYS_WRAPPED_LEN);
 			ret = ds_save_txn(t, d);
 		}
+		if (d == ds)
+			self = i;
 		/* memory changes only after the commit */
 		memcpy(d->wrapped, keep, sizeof(keep));
 		d->enc_root_id = keep_root;
@@ -511,7 +518,11 @@ int stor_key_change(struct stor_pool *p, const char *name, const char *const *pr
 		}
 		if (!ds->local[PROP_KEYLOCATION])
 			ds->local[PROP_KEYLOCATION] = strdup("prompt");
+		uint8_t keep[KEYS_WRAPPED_LEN];
+		memcpy(keep, ds->wrapped, sizeof(keep));
+		memcpy(ds->wrapped, wrapped[self], KEYS_WRAPPED_LEN);
 		ret = ds_save_txn(t, ds);
+		memcpy(ds->wrapped, keep, sizeof(keep));
 	}
 	if (ret < 0) {
 		meta_txn_abort(t);
