@@ -479,6 +479,28 @@ Test(encryption, block_pointer_from_other_dataset_or_offset_is_rejected)
 	tpool_fini(&tp);
 }
 
+static void lun_copy(struct tpool *tp, const uint8_t from_bp[BP_SIZE], const uint8_t to_bp[BP_SIZE])
+{
+	unsigned fl = (unsigned)(from_bp[BP_OFF_LUN] << 8 | from_bp[BP_OFF_LUN + 1]);
+	unsigned tl = (unsigned)(to_bp[BP_OFF_LUN] << 8 | to_bp[BP_OFF_LUN + 1]);
+	uint64_t fo = DATA_OFF + be64(from_bp + BP_OFF_SECTOR) * STOR_SECTOR;
+	uint64_t to = DATA_OFF + be64(to_bp + BP_OFF_SECTOR) * STOR_SECTOR;
+	uint8_t buf[RECSIZE];
+	int in = open(tp->lun[fl], O_RDONLY), out = open(tp->lun[tl], O_WRONLY);
+
+	cr_assert(in >= 0 && out >= 0);
+	cr_assert_eq(pread(in, buf, sizeof(buf), (off_t)fo), (ssize_t)sizeof(buf));
+	cr_assert_eq(pwrite(out, buf, sizeof(buf), (off_t)to), (ssize_t)sizeof(buf));
+	close(in);
+	close(out);
+}
+
+/*
+ * The LUNs are where an attacker of the data path sits (they may be remote);
+ * block pointers, with each record's nonce and tag, stay in local metadata.
+ * An older ciphertext of the record put back in place of the current one
+ * must not authenticate.
+ */
 Test(encryption, replayed_old_version_is_rejected)
 {
 	uint8_t buf[RECSIZE], got[RECSIZE], old[BP_SIZE], cur[BP_SIZE];
@@ -494,7 +516,7 @@ Test(encryption, replayed_old_version_is_rejected)
 	lm_bp_get(&l, id, 1, old);
 	lm_close(&l, false);
 
-	/* a new version of record 1, then more records so the old extent is not reused */
+	/* a new version of record 1, and the old extent's bytes kept aside */
 	cr_assert_eq(tpool_open(&tp), 0);
 	load_key(&tp, "tank/a", &pass_a);
 	ds = open_ds(&tp, "tank/a");
@@ -506,9 +528,9 @@ Test(encryption, replayed_old_version_is_rejected)
 
 	lm_open(&l, &tp);
 	lm_bp_get(&l, id, 1, cur);
+	lm_close(&l, false);
 	cr_assert(memcmp(cur, old, BP_SIZE) != 0, "rewrite left the block pointer unchanged");
-	lm_bp_put(&l, id, 1, old);
-	lm_close(&l, true);
+	lun_copy(&tp, old, cur);
 
 	cr_assert_eq(tpool_open(&tp), 0);
 	load_key(&tp, "tank/a", &pass_a);
@@ -516,10 +538,9 @@ Test(encryption, replayed_old_version_is_rejected)
 	ret = stor_ds_read(ds, RECSIZE, got, sizeof(got));
 	tpat_fill(buf, sizeof(buf), 1, 1);
 	cr_assert(ret != 0 || memcmp(got, buf, sizeof(buf)) != 0,
-		  "replayed block pointer returned the old version of record 1 (read %s)",
+		  "replayed ciphertext returned the old version of record 1 (read %s)",
 		  stor_errname(ret));
-	cr_assert(ret == STOR_EAUTH || ret == STOR_ECKSUM, "replay: read got %d (%s)", ret,
-		  stor_errname(ret));
+	cr_assert_eq(ret, STOR_EAUTH, "replay: read got %d (%s)", ret, stor_errname(ret));
 	stor_ds_close(ds);
 	tpool_fini(&tp);
 }
