@@ -385,7 +385,8 @@ static int h_pool_status(struct rpc_call *c)
 static int h_pool_create(struct rpc_call *c)
 {
 	json_t *luns = json_object_get(c->args, "luns");
-	const char **paths = NULL;
+	const char **paths = NULL, **props = NULL;
+	size_t nprops = 0;
 	struct stor_pool_opts o;
 	struct stor_pool *pool = NULL;
 	struct pool_ent *pe = NULL;
@@ -396,8 +397,6 @@ static int h_pool_create(struct rpc_call *c)
 	ret = arg_name(c, "name", 1, &name);
 	if (ret < 0)
 		return ret;
-	if (json_array_size(json_object_get(c->args, "props")))
-		ERR(c, STOR_EBADPROP, "%s: pool properties are not supported", name);
 	if (!json_is_array(luns) || json_array_size(luns) == 0 ||
 	    json_array_size(luns) > STOR_LUNS_MAX)
 		ERR(c, -EINVAL, "%s: give 1 to %u LUN paths", name, STOR_LUNS_MAX);
@@ -430,6 +429,30 @@ static int h_pool_create(struct rpc_call *c)
 			 why[0] ? ": " : "", why);
 		goto out;
 	}
+	/* -o props go on the root dataset, so every dataset inherits them; all or nothing */
+	ret = arg_strv(c, "props", &props, &nprops);
+	for (size_t i = 0; ret == 0 && i < nprops; i++) {
+		char k[64];
+		const char *eq = strchr(props[i], '=');
+
+		if (!eq || eq == props[i] || (size_t)(eq - props[i]) >= sizeof(k)) {
+			ret = STOR_EBADPROP;
+			snprintf(c->err, sizeof(c->err), "%s: '%.64s': give prop=value", name,
+				 props[i]);
+			break;
+		}
+		memcpy(k, props[i], (size_t)(eq - props[i]));
+		k[eq - props[i]] = '\0';
+		ret = stor_ds_set(pool, name, k, eq + 1);
+		if (ret < 0)
+			snprintf(c->err, sizeof(c->err), "%s: %.64s: %s", name, props[i],
+				 stor_strerror(ret));
+	}
+	if (ret < 0) {
+		stor_pool_close(pool);
+		stor_pool_destroy(name, &o);
+		goto out;
+	}
 	snprintf(pe->name, sizeof(pe->name), "%s", name);
 	pe->pool = pool;
 	pe->next = pools;
@@ -442,6 +465,7 @@ out:
 	pthread_rwlock_unlock(&pools_lock);
 	free(pe);
 	free(paths);
+	free(props);
 	return ret;
 }
 

@@ -110,6 +110,15 @@ Test(data, pool_verbs_create_list_status_add_export_import_destroy)
 	cr_assert_eq(cof(NULL, "pool create -s 64M tank %s/x", td.dir), 1);
 	cr_assert(strstr(out, "tank") && strstr(out, "exists"), "%s", out);
 	COF_OK(NULL, "create -V 4M tank/a");
+	/* -o sets properties of the root dataset, inherited below; a bad one creates nothing */
+	COF_OK(NULL, "pool create -s 16M -o compression=zstd zp %s/zp-l0", td.dir);
+	COF_OK(NULL, "create -V 1M zp/x");
+	COF_OK(NULL, "get -H compression zp/x");
+	cr_assert(strstr(out, "zstd"), "%s", out);
+	cr_assert_eq(cof(NULL, "pool create -s 16M -o nosuch=1 zq %s/zq-l0", td.dir), 1);
+	cr_assert(strstr(out, "nosuch"), "%s", out);
+	cr_assert_eq(cof(NULL, "pool status zq"), 1, "%s", out);
+	COF_OK(NULL, "pool create -s 16M zq %s/zq-l0", td.dir);
 	COF_OK(NULL, "pool export tank");
 	COF_OK(NULL, "pool list");
 	cr_assert(!strstr(out, "tank"), "%s", out);
