@@ -98,7 +98,7 @@ static int raw_connect(void)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", td.sock);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.100s", td.sock);
 	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	return fd;
 }
@@ -370,7 +370,7 @@ Test(rpc, cli_without_daemon_says_what_to_do)
 	int st;
 
 	memcpy(saved, td.sock, sizeof(saved));
-	snprintf(td.sock, sizeof(td.sock), "%s/nosuch.sock", td.dir);
+	snprintf(td.sock, sizeof(td.sock), "%.900s/nosuch.sock", td.dir);
 	st = tdaemon_coffer(&td, NULL, NULL, out, sizeof(out), "pool list");
 	memcpy(td.sock, saved, sizeof(saved));
 	cr_assert_eq(st, 1);
@@ -389,7 +389,7 @@ Test(rpc, a_client_that_does_not_read_is_throttled_not_buffered)
 	json_t *a;
 
 	/* a dataset to read from, opened on the raw connection after a HELLO */
-	snprintf(lun, sizeof(lun), "%s/bp-l0", td.dir);
+	snprintf(lun, sizeof(lun), "%.500s/bp-l0", td.dir);
 	a = json_pack("{s:s, s:[s], s:I}", "name", "bp", "luns", lun, "lun_size",
 		      (json_int_t)(64 << 20));
 	cr_assert_eq(coffer_call(adm, "pool_create", a, NULL, err, sizeof(err)), 0, "%s", err);
@@ -503,4 +503,53 @@ Test(rpc, check_config_accepts_the_fixture_and_names_file_and_line_of_an_error)
 	cr_assert(strstr(o, "bad.conf:3"), "%s", o);
 	snprintf(cmd, sizeof(cmd), "'%s' --no-such-flag >/dev/null 2>&1", bin);
 	cr_assert_eq(WEXITSTATUS(system(cmd)), 2);
+}
+
+Test(rpc, random_frames_never_crash_the_daemon)
+{
+	struct coffer_conn *keep = conn();
+	unsigned seed = 12345;
+
+	/* 300 connections of random headers (valid opcodes half the time) and random bodies */
+	for (int i = 0; i < 300; i++) {
+		struct coffer_conn *c = conn();
+		uint8_t buf[PROTO_HDR_SIZE + 256];
+		struct proto_hdr h;
+		size_t n;
+
+		for (int k = 0; k < 4; k++) {
+			static const uint16_t ops[] = { PROTO_OP_PING,	 PROTO_OP_DS_GET,
+							PROTO_OP_READ,	 PROTO_OP_WRITE,
+							PROTO_OP_DS_OPEN, PROTO_OP_KEY_LOAD,
+							PROTO_OP_POOL_CREATE, PROTO_OP_HELLO };
+
+			n = (size_t)(rand_r(&seed) % 256);
+			h = (struct proto_hdr){
+				.len = rand_r(&seed) % 4 ? (uint32_t)n : (uint32_t)rand_r(&seed),
+				.op = rand_r(&seed) % 2 ? ops[rand_r(&seed) % 8]
+							: (uint16_t)rand_r(&seed),
+				.flags = rand_r(&seed) % 8 ? 0 : (uint16_t)rand_r(&seed),
+				.req_id = (uint32_t)rand_r(&seed),
+			};
+			proto_hdr_put(buf, &h);
+			for (size_t j = 0; j < n; j++)
+				buf[PROTO_HDR_SIZE + j] = (uint8_t)rand_r(&seed);
+			if (rand_r(&seed) % 3 == 0 && n >= 2) {
+				/* a JSON-ish body */
+				memcpy(buf + PROTO_HDR_SIZE, "{\"name\":\"tank/", n < 14 ? n : 14);
+			}
+			if (coffer_send_raw(c, buf, PROTO_HDR_SIZE + n) < 0)
+				break;
+		}
+		coffer_close(c);
+	}
+	{
+		json_t *r = NULL;
+
+		cr_assert_eq(coffer_call(keep, "ping", NULL, &r, NULL, 0), 0,
+			     "a connection held through it all was dropped");
+		json_decref(r);
+	}
+	coffer_close(keep);
+	assert_alive();
 }
