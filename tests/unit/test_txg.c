@@ -539,7 +539,7 @@ Test(txg, sigkill_around_dataset_create_and_destroy)
 	tpool_close(&tp);
 	opts = tp.opts;
 	opts.txg_timeout_ms = 100;
-	for (unsigned round = 0; round < 16; round++) {
+	for (unsigned round = 0; round < 32; round++) {
 		struct ds_scan sc = { .st = st, .n = 4096 };
 		struct msg msg;
 		unsigned char buf[8192];
@@ -569,10 +569,13 @@ Test(txg, sigkill_around_dataset_create_and_destroy)
 			cr_assert_lt(msg.rec, 4096u);
 			st[msg.rec] = msg.type == 'C' ? DS_CREATING : msg.type == 'F' ? DS_FLUSHED :
 				      msg.type == 'X' ? DS_DESTROYING : DS_GONE;
-			/* every other round aims at the middle of a destroy */
-			if (msg.type == 'X' && round % 2 && !aimed) {
-				end = now() + (rand_r(&seed) % 2000) / 1e6;
+			/* three rounds in four aim at the middle of a destroy */
+			if (msg.type == 'X' && round % 4 && !aimed) {
+				end = now() + (rand_r(&seed) % 5000) / 1e6;
 				aimed = 1;
+				while (now() < end)
+					;
+				break;
 			}
 		}
 		kill(pid, SIGKILL);
@@ -621,6 +624,6 @@ Test(txg, sigkill_around_dataset_create_and_destroy)
 		while (first < 4096 && st[first] != DS_NONE)
 			st[first++] = DS_GONE;
 	}
-	cr_log_info("16 kills over %u dataset creates", first);
+	cr_log_info("32 kills over %u dataset creates", first);
 	cr_assert_gt(first, 24, "too few datasets created to prove anything");
 }
