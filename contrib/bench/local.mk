@@ -6,3 +6,8 @@ noinst_PROGRAMS += %D%/crypt_bench
 %C%_crypt_bench_SOURCES = %D%/crypt_bench.c
 %C%_crypt_bench_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS) $(XXHASH_CFLAGS)
 %C%_crypt_bench_LDADD = $(STORE_LIBS)
+
+# engine_bench: single-thread 8 KiB random read/write rates of libstore, buffered and O_DIRECT
+noinst_PROGRAMS += %D%/engine_bench
+%C%_engine_bench_SOURCES = %D%/engine_bench.c
+%C%_engine_bench_LDADD = $(STORE_LIBS)
