@@ -405,8 +405,10 @@ static int h_pool_create(struct rpc_call *c)
 		return ret;
 	for (size_t i = 0; i < n; i++) {
 		if (paths[i][0] != '/') {
+			snprintf(c->err, sizeof(c->err), "%s: LUN path '%.200s' is not absolute", name,
+				 paths[i]);
 			free(paths);
-			ERR(c, -EINVAL, "%s: LUN path '%.200s' is not absolute", name, paths[i]);
+			return -EINVAL;
 		}
 	}
 	o = pool_opts(jsize(c->args, "lun_size"));

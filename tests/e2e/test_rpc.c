@@ -553,3 +553,50 @@ Test(rpc, random_frames_never_crash_the_daemon)
 	coffer_close(keep);
 	assert_alive();
 }
+
+Test(rpc, admin_arguments_of_the_wrong_shape_are_errors_not_crashes)
+{
+	static const char *const cases[][2] = {
+		{ "pool_create", "{\"name\":\"p\",\"luns\":\"notarray\"}" },
+		{ "pool_create", "{\"name\":\"p\",\"luns\":[1,2]}" },
+		{ "pool_create", "{\"name\":\"p\",\"luns\":[\"relative\"]}" },
+		{ "pool_create", "{\"name\":\"p\",\"luns\":[]}" },
+		{ "pool_create", "{\"name\":\"p\",\"luns\":[\"/x\"],\"props\":\"x\"}" },
+		{ "pool_add", "{\"name\":\"nopool\",\"lun\":5}" },
+		{ "pool_export", "{\"name\":[]}" },
+		{ "pool_import", "{\"name\":\"nopool\"}" },
+		{ "pool_destroy", "{\"name\":\"nopool\"}" },
+		{ "ds_create", "{\"name\":\"nopool/a\",\"volsize\":-1,\"props\":[null]}" },
+		{ "ds_create", "{\"name\":\"nopool\",\"key_hex\":\"abc\"}" },
+		{ "ds_create", "{\"name\":\"nopool/a\",\"key_hex\":\"zz\"}" },
+		{ "ds_list", "{\"name\":{},\"props\":{}}" },
+		{ "ds_list", "{\"props\":[1]}" },
+		{ "ds_get", "{\"name\":\"nopool/a\",\"props\":\"all\"}" },
+		{ "ds_set", "{\"name\":\"nopool/a\",\"prop\":1,\"value\":2}" },
+		{ "ds_inherit", "{\"name\":\"nopool/a\"}" },
+		{ "ds_open", "{\"name\":\"nopool/a\"}" },
+		{ "ds_close", "{\"handle\":\"x\"}" },
+		{ "ds_close", "{\"handle\":99999999999}" },
+		{ "key_load", "{\"name\":\"nopool/a\"}" },
+		{ "key_load", "{\"name\":\"nopool/a\",\"key_hex\":7}" },
+		{ "key_unload", "{\"name\":\"nopool/a\"}" },
+		{ "key_change", "{\"name\":\"nopool/a\",\"props\":[\"keyformat=raw\"]}" },
+	};
+	struct coffer_conn *c = conn();
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_error_t e;
+		json_t *a = json_loads(cases[i][1], 0, &e);
+		char err[512] = "";
+		int ret;
+
+		cr_assert_not_null(a, "%s", cases[i][1]);
+		ret = coffer_call(c, cases[i][0], a, NULL, err, sizeof(err));
+		json_decref(a);
+		cr_assert_lt(ret, 0, "%s %s accepted", cases[i][0], cases[i][1]);
+		cr_assert(err[0], "%s %s: no message", cases[i][0], cases[i][1]);
+		cr_assert_neq(ret, -EPROTO, "%s %s: %s", cases[i][0], cases[i][1], err);
+	}
+	coffer_close(c);
+	assert_alive();
+}
