@@ -401,3 +401,33 @@ Test(data, generated_unit_passes_systemd_analyze_verify)
 	cr_assert_eq(st, 0, "systemd-analyze verify: %s", o);
 	cr_assert(!strstr(o, "cofferd.service:"), "warnings about the unit: %s", o);
 }
+
+Test(data, open_datasets_keep_their_pool_and_a_vanishing_client_releases_them)
+{
+	static uint8_t buf[64][8192];
+	struct coffer_conn *c = NULL;
+	int h;
+
+	make_pool("tank");
+	COF_OK(NULL, "create -V 1M tank/v");
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	h = coffer_ds_open(c, "tank/v", NULL, NULL);
+	cr_assert_geq(h, 0);
+	cr_assert_eq(cof(NULL, "pool export tank"), 1);
+	cr_assert(strstr(out, "tank: 1 datasets are open"), "%s", out);
+	cr_assert_eq(cof(NULL, "pool destroy tank"), 1);
+	cr_assert_eq(cof(NULL, "destroy tank/v"), 1, "destroyed while open: %s", out);
+	/* 64 writes in flight, then the client disappears without reading a reply */
+	for (int i = 0; i < 64; i++) {
+		memset(buf[i], i, sizeof(buf[i]));
+		cr_assert_eq(coffer_submit(c, i, COFFER_WRITE, h, (uint64_t)i * 8192, 8192, buf[i]),
+			     0);
+	}
+	cr_assert_eq(coffer_flush_out(c), 0);
+	coffer_close(c);
+	/* the handle goes with the connection once its requests are done */
+	for (int i = 0; i < 100 && cof(NULL, "pool export tank") != 0; i++)
+		usleep(50000);
+	cr_assert_eq(cof(NULL, "pool import tank"), 0, "export never succeeded: %s", out);
+	COF_OK(NULL, "destroy tank/v");
+}
