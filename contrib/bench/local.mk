@@ -11,3 +11,8 @@ noinst_PROGRAMS += %D%/crypt_bench
 noinst_PROGRAMS += %D%/engine_bench
 %C%_engine_bench_SOURCES = %D%/engine_bench.c
 %C%_engine_bench_LDADD = $(STORE_LIBS)
+
+# cache_sim: hit ratios of the data cache's policies (S3-FIFO vs LRU) on zipfian traces with scans
+noinst_PROGRAMS += %D%/cache_sim
+%C%_cache_sim_SOURCES = %D%/cache_sim.c
+%C%_cache_sim_LDADD = $(STORE_LIBS) -lm
