@@ -9,9 +9,11 @@
 
 #include <errno.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -598,5 +600,30 @@ Test(rpc, admin_arguments_of_the_wrong_shape_are_errors_not_crashes)
 		cr_assert_neq(ret, -EPROTO, "%s %s: %s", cases[i][0], cases[i][1], err);
 	}
 	coffer_close(c);
+	assert_alive();
+}
+
+Test(rpc, sighup_reopens_a_log_file_moved_away)
+{
+	char logf[1200], moved[1300];
+	struct stat st;
+	FILE *f;
+
+	cr_assert_eq(tdaemon_stop(&td), 0);
+	snprintf(logf, sizeof(logf), "%.1000s/file.log", td.dir);
+	snprintf(moved, sizeof(moved), "%s.1", logf);
+	f = fopen(td.conf, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "[cofferd]\nsocket = %s\nsocket_mode = 0666\nstate_dir = %s\nlog_level = info\n"
+		   "log_target = %s\n",
+		td.sock, td.state, logf);
+	fclose(f);
+	cr_assert_eq(tdaemon_start(&td), 0, "%s", tdaemon_log(&td));
+	cr_assert_eq(stat(logf, &st), 0, "no log file");
+	cr_assert_eq(rename(logf, moved), 0);
+	kill(td.pid, SIGHUP);
+	for (int i = 0; i < 100 && stat(logf, &st) != 0; i++)
+		usleep(20000);
+	cr_assert_eq(stat(logf, &st), 0, "SIGHUP did not reopen %s", logf);
 	assert_alive();
 }
