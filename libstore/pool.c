@@ -513,6 +513,8 @@ int stor_pool_stat(struct stor_pool *p, struct stor_pool_stat *st)
 	st->txg = atomic_load(&p->synced_txg);
 	pthread_mutex_lock(&p->admin);
 	st->ndatasets = (unsigned)p->nds;
+	for (size_t i = 0; i < p->nds; i++)
+		st->logical_used += (uint64_t)atomic_load(&p->ds[i]->logical_used);
 	pthread_mutex_unlock(&p->admin);
 	return 0;
 }

@@ -16,6 +16,7 @@
 #include <xxhash.h>
 
 #include "alloc.h"
+#include "compress.h"
 #include "lun.h"
 #include "store_impl.h"
 
@@ -31,6 +32,7 @@ struct rec {
 	struct bp bp;
 	int found;
 	uint8_t *buf; /* sector-aligned, bp.psize (read) or recordsize rounded up (write) */
+	uint32_t csize; /* write: compressed payload bytes, 0 if stored raw */
 	int status;
 };
 
@@ -126,7 +128,9 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		r->found = found[i];
 		r->bp = bps[i];
 		sz = found[i] ? r->bp.psize : round_sector(r->ds->recsize);
-		if (found[i] && (r->bp.lsize != r->ds->recsize || r->bp.lun >= atomic_load(&p->nluns))) {
+		if (found[i] && (r->bp.lsize != r->ds->recsize || r->bp.lun >= atomic_load(&p->nluns) ||
+				 r->bp.comp > BP_COMP_ZSTD ||
+				 (r->bp.comp == BP_COMP_OFF && r->bp.csize != r->bp.lsize))) {
 			fail_io(r, STOR_ECORRUPT);
 			continue;
 		}
@@ -194,7 +198,26 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			j++;
 		}
 	}
-	/* records stored shorter than their size (compressed) would expand here */
+	/* compressed records expand into a buffer of their logical size */
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &recs[i];
+		uint8_t *plain;
+		int err;
+
+		if (r->status || !r->found || r->bp.comp != BP_COMP_ZSTD)
+			continue;
+		plain = aligned_alloc_zero(round_sector(r->ds->recsize));
+		if (!plain) {
+			fail_io(r, -ENOMEM);
+			continue;
+		}
+		err = decompress_record(r->buf, r->bp.csize, plain, r->ds->recsize);
+		explicit_bzero(r->buf, r->bp.psize);
+		free(r->buf);
+		r->buf = plain;
+		if (err < 0)
+			fail_io(r, err);
+	}
 out:
 	free(ids);
 	free(recnos);
@@ -335,6 +358,27 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		else
 			memcpy(r->buf + r->roff, r->ubuf, r->rlen);
 	}
+	/* compress before sealing; a record that saves no sector stays raw */
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &recs[i];
+		int level = atomic_load(&r->ds->comp_level);
+		size_t cap = round_sector(r->ds->recsize);
+		uint8_t *z;
+
+		if (r->status || r->kind == REC_HOLE || level <= 0)
+			continue;
+		z = aligned_alloc_zero(cap);
+		if (!z)
+			continue; /* stored raw */
+		r->csize = (uint32_t)compress_record(level, r->buf, r->ds->recsize, z, cap, STOR_SECTOR);
+		if (!r->csize) {
+			free(z);
+			continue;
+		}
+		explicit_bzero(r->buf, cap);
+		free(r->buf);
+		r->buf = z;
+	}
 	/* a failed record fails its whole request: drop its siblings now */
 	for (size_t i = 0; i < n; i++)
 		if (recs[i].io->result)
@@ -350,6 +394,11 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			continue;
 		r->bp = (struct bp){ .lsize = r->ds->recsize, .csize = r->ds->recsize,
 				     .psize = (uint32_t)round_sector(r->ds->recsize), .birth = birth };
+		if (r->csize) {
+			r->bp.comp = BP_COMP_ZSTD;
+			r->bp.csize = r->csize;
+			r->bp.psize = (uint32_t)round_sector(r->csize);
+		}
 		if (!r->ds->suite) {
 			if (atomic_load(&r->ds->checksum_on))
 				checksum(r->ds, r->recno, birth, r->buf, r->bp.csize, r->bp.mac);

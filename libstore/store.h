@@ -140,6 +140,7 @@ struct stor_pool_stat {
 	uint64_t used;      /**< allocated, bytes (committed and staged) */
 	uint64_t txg;       /**< last committed txg */
 	unsigned ndatasets;
+	uint64_t logical_used; /**< bytes of records before compression, over all datasets */
 };
 
 int stor_pool_stat(struct stor_pool *pool, struct stor_pool_stat *st);

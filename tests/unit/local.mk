@@ -64,4 +64,9 @@ check_PROGRAMS += %D%/test_cache
 %C%_test_cache_CFLAGS = $(UNIT_CFLAGS)
 %C%_test_cache_LDADD = $(UNIT_LDADD)
 
+check_PROGRAMS += %D%/test_compress
+%C%_test_compress_SOURCES = %D%/test_compress.c $(UNIT_FIXTURE)
+%C%_test_compress_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_compress_LDADD = $(UNIT_LDADD)
+
 TESTS += $(check_PROGRAMS)
