@@ -104,7 +104,8 @@ start_daemon() { # pass
 	log_level = warning
 	log_target = $out/cofferd-$1.log
 	CONF
-	"$COFFERD" -f -c "$work/cofferd.conf" &
+	# a crash leaves a core in $out for the daemon's developers
+	(ulimit -c unlimited 2>/dev/null; cd "$out" && exec "$COFFERD" -f -c "$work/cofferd.conf") &
 	daemon_pid=$!
 	i=0
 	until c ping >/dev/null 2>&1; do
@@ -176,17 +177,30 @@ run_suite() { # pass round suite
 	rd=rr,wd=rr,iorate=curve,curve=($curve),elapsed=$elapsed,warmup=$warmup,interval=1
 	PARM
 	echo "== $1 round $2: $3: fill $datasets x ${size} MiB" >&2
-	c bench -q --socket "$sock" "$work/fill.parm" > "$out/$tag-fill.txt"
+	c bench -q --socket "$sock" "$work/fill.parm" > "$out/$tag-fill.txt" || { failed "$@"; return; }
 	echo "== $1 round $2: $3: 8k random reads, max then curve ($curve)" >&2
 	c bench -q --socket "$sock" --json "$out/$tag.json" --csv "$out/$tag.csv" \
-		"$work/read.parm" > "$out/$tag.txt"
+		"$work/read.parm" > "$out/$tag.txt" || { failed "$@"; return; }
 	# the max run is the first avg row of the CSV
 	awk -F, -v pass="$1" -v round="$2" -v suite="$3" -v json="$tag.json" '
 		$4 ~ /^avg/ && !done { print pass "," round "," suite "," $6 "," $10 "," $20 "," $17 "," json; done = 1 }
 	' "$out/$tag.csv" >> "$work/rows.csv"
 }
 
+# A failed run is noted and the benchmark goes on: if cofferd died, it is
+# started again on the same state (its pools come back) with the keys loaded.
+failed() { # pass round suite
+	echo "encryption.sh: $1 round $2: $3 failed; see $out/$1-$3-r$2*.txt" >&2
+	echo "$1,$2,$3,FAILED" >> "$work/failed.csv"
+	if ! kill -0 "$daemon_pid" 2>/dev/null; then
+		wait "$daemon_pid" 2>/dev/null || echo "encryption.sh: cofferd died (status $?)" >&2
+		start_daemon "$1"
+		c load-key -a >/dev/null 2>&1 || true
+	fi
+}
+
 head -c 32 /dev/urandom > "$work/key"
+: > "$work/failed.csv"
 : > "$work/rows.csv"
 echo "coffer encryption benchmark: $pools pools x $luns LUNs of ${lun_mib} MiB, $datasets datasets x $size MiB per suite," \
 	"8k random reads qd 2 each, ${elapsed}s per point (warmup ${warmup}s), curve $curve, $rounds round(s)" | tee "$out/setup.txt"
@@ -242,6 +256,9 @@ awk -F, -v suites="$suites" '
 	while IFS=, read -r pass suite iops resp p99 cpu ratio; do
 		printf '%-7s %-12s %10s %10s %10s %9s %8s\n' "$pass" "$suite" "$iops" "$resp" "$p99" "$cpu" "$ratio"
 	done < "$out/summary.csv"
+	while IFS=, read -r pass round suite what; do
+		printf '%-7s %-12s %10s   (round %s)\n' "$pass" "$suite" "$what" "$round"
+	done < "$work/failed.csv"
 } | tee "$out/table.txt"
 
 {
