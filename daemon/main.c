@@ -43,11 +43,20 @@ static void usage(FILE *f)
 		   "  -V, --version          print the version and exit\n");
 }
 
+/* mkdir with exactly @mode (not masked by our umask) if it does not exist yet. */
+static int mkdir_mode(const char *path, mode_t mode)
+{
+	if (mkdir(path, mode) < 0)
+		return errno == EEXIST ? 0 : -errno;
+	return chmod(path, mode) < 0 ? -errno : 0;
+}
+
 /* mkdir -p with @mode for the directories created. */
 static int mkdirs(const char *path, mode_t mode)
 {
 	char buf[PATH_MAX];
 	size_t n = strlen(path);
+	int ret;
 
 	if (n == 0 || n >= sizeof(buf))
 		return -ENAMETOOLONG;
@@ -56,13 +65,12 @@ static int mkdirs(const char *path, mode_t mode)
 		if (*p != '/')
 			continue;
 		*p = '\0';
-		if (mkdir(buf, mode) < 0 && errno != EEXIST)
-			return -errno;
+		ret = mkdir_mode(buf, mode);
+		if (ret < 0)
+			return ret;
 		*p = '/';
 	}
-	if (mkdir(buf, mode) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
+	return mkdir_mode(buf, mode);
 }
 
 static int socket_dir(const char *sock)
@@ -75,6 +83,7 @@ static int socket_dir(const char *sock)
 	if (!slash || slash == dir)
 		return 0;
 	*slash = '\0';
+	/* traversable, so members of socket_group reach the socket; its own mode guards it */
 	return mkdirs(dir, 0755);
 }
 
