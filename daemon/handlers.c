@@ -237,7 +237,7 @@ static uint64_t jsize(json_t *args, const char *key)
 
 /* ---- access ---- */
 
-int handlers_is_admin(uid_t uid, gid_t gid)
+int handlers_is_admin(uid_t uid, gid_t gid, const gid_t *peer_groups, int npeer)
 {
 	struct passwd pw, *res = NULL;
 	char buf[4096];
@@ -250,6 +250,11 @@ int handlers_is_admin(uid_t uid, gid_t gid)
 		return 0;
 	if (gid == admin_gid)
 		return 1;
+	/* the groups the peer process really has (SO_PEERGROUPS)... */
+	for (int i = 0; i < npeer; i++)
+		if (peer_groups[i] == admin_gid)
+			return 1;
+	/* ...or the group database's, as a login would give them */
 	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || !res)
 		return 0;
 	if (getgrouplist(pw.pw_name, gid, groups, &ng) < 0)

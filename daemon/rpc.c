@@ -773,7 +773,15 @@ static void on_connection(uv_stream_t *server, int status)
 	conn->uid = cred.uid;
 	conn->gid = cred.gid;
 	conn->pid = cred.pid;
-	conn->admin = handlers_is_admin(cred.uid, cred.gid);
+	{
+		gid_t groups[256];
+		socklen_t glen = sizeof(groups);
+		int ng = 0;
+
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) == 0)
+			ng = (int)(glen / sizeof(gid_t));
+		conn->admin = handlers_is_admin(cred.uid, cred.gid, groups, ng);
+	}
 	conn->next = srv.conns;
 	if (srv.conns)
 		srv.conns->prev = conn;

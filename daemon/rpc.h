@@ -91,7 +91,11 @@ void handlers_fini(void);
 void handlers_run(struct rpc_call *c);
 /** Drop the dataset-handle count of @pe (a handle was closed). */
 void handlers_pool_unref(struct pool_ent *pe);
-/** Is @uid/@gid an administrator (uid 0, our uid, admin_group member)? */
-int handlers_is_admin(uid_t uid, gid_t gid);
+/**
+ * Is the peer an administrator: uid 0, our uid, or a member of admin_group by
+ * its gid, its supplementary groups (@peer_groups, from SO_PEERGROUPS) or the
+ * group database?
+ */
+int handlers_is_admin(uid_t uid, gid_t gid, const gid_t *peer_groups, int npeer);
 
 #endif

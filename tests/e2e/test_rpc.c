@@ -8,6 +8,7 @@
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
+#include <grp.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -626,4 +627,38 @@ Test(rpc, sighup_reopens_a_log_file_moved_away)
 		usleep(20000);
 	cr_assert_eq(stat(logf, &st), 0, "SIGHUP did not reopen %s", logf);
 	assert_alive();
+}
+
+Test(rpc, admin_group_membership_by_gid_or_supplementary_group)
+{
+	const char *base = "setpriv --reuid=nobody --regid=nogroup";
+	char pfx[256], o[4096], args[1200];
+	FILE *f;
+	int st;
+
+	if (geteuid() != 0 || !getpwnam("nobody") || !getgrnam("users") || !getgrnam("nogroup") ||
+	    system("command -v setpriv >/dev/null") != 0)
+		cr_skip_test("needs root, nobody, groups users and nogroup, and setpriv");
+	cr_assert_eq(tdaemon_stop(&td), 0);
+	f = fopen(td.conf, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "[cofferd]\nsocket = %s\nsocket_mode = 0666\nstate_dir = %s\nlog_level = debug\n"
+		   "admin_group = users\n",
+		td.sock, td.state);
+	fclose(f);
+	cr_assert_eq(tdaemon_start(&td), 0, "%s", tdaemon_log(&td));
+	snprintf(args, sizeof(args), "pool create -s 16M g1 %.1000s/g1", td.dir);
+	snprintf(pfx, sizeof(pfx), "%s --clear-groups", base);
+	st = tdaemon_coffer(&td, pfx, NULL, o, sizeof(o), args);
+	cr_assert_eq(st, 1, "not in admin_group yet allowed: %s", o);
+	cr_assert(strstr(o, "permission denied"), "%s", o);
+	/* a supplementary group of the client process (SO_PEERGROUPS) */
+	snprintf(pfx, sizeof(pfx), "%s --groups=users", base);
+	st = tdaemon_coffer(&td, pfx, NULL, o, sizeof(o), args);
+	cr_assert_eq(st, 0, "supplementary admin_group refused: %s\n%s", o, tdaemon_log(&td));
+	/* the primary gid */
+	snprintf(args, sizeof(args), "pool create -s 16M g2 %.1000s/g2", td.dir);
+	st = tdaemon_coffer(&td, "setpriv --reuid=nobody --regid=users --clear-groups", NULL, o,
+			    sizeof(o), args);
+	cr_assert_eq(st, 0, "primary admin_group refused: %s", o);
 }
