@@ -14,7 +14,8 @@ libstore_libstore_a_SOURCES = \
 	%D%/record.c \
 	%D%/crypt.h %D%/crypt_backend.h %D%/crypt.c %D%/crypt_openssl.c \
 	%D%/keys.h %D%/keys.c %D%/dskeys.c \
-	%D%/compress.h %D%/compress.c
+	%D%/compress.h %D%/compress.c \
+	%D%/stats.h %D%/stats.c
 libstore_libstore_a_SOURCES += %D%/cache.h %D%/cache.c
 if HAVE_IPSEC_MB
 libstore_libstore_a_SOURCES += %D%/crypt_ipsecmb.c

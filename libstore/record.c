@@ -18,6 +18,7 @@
 #include "alloc.h"
 #include "compress.h"
 #include "lun.h"
+#include "stats.h"
 #include "store_impl.h"
 
 enum rec_kind { REC_READ, REC_WRITE, REC_ZERO, REC_HOLE };
@@ -165,6 +166,7 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			checksum(r->ds, r->recno, r->bp.birth, r->buf, r->bp.csize, mac);
 			if (memcmp(mac, r->bp.mac, sizeof(mac)) != 0) {
 				atomic_fetch_add(&p->luns[r->bp.lun].cksum_errors, 1);
+				STATS_ADD(r->ds, cksum_errors, 1);
 				memset(r->buf, 0, r->bp.psize);
 				fail_io(r, STOR_ECKSUM);
 			}
@@ -184,15 +186,21 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 	}
 	if (nops) {
 		size_t j = 0;
+		uint64_t t0 = stats_now_ns(), share;
 
 		crypt_open(ops, nops);
+		share = (stats_now_ns() - t0) / nops;
 		for (size_t i = 0; i < n; i++) {
 			struct rec *r = &recs[i];
 			if (r->status || !r->found || !(r->bp.flags & BP_F_ENCRYPTED))
 				continue;
+			STATS_ADD(r->ds, opened, 1);
+			STATS_ADD(r->ds, open_ns, share);
 			if (ops[j].status) {
-				if (ops[j].status == STOR_EAUTH)
+				if (ops[j].status == STOR_EAUTH) {
 					atomic_fetch_add(&p->luns[r->bp.lun].cksum_errors, 1);
+					STATS_ADD(r->ds, auth_errors, 1);
+				}
 				fail_io(r, ops[j].status);
 			}
 			j++;
@@ -422,14 +430,21 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 					       .len = r->bp.csize, .tag = r->bp.mac };
 		nops++;
 	}
-	if (nops && crypt_seal(ops, nops)) {
+	if (nops) {
+		uint64_t t0 = stats_now_ns(), share;
 		size_t j = 0;
+		int failed = crypt_seal(ops, nops);
+
+		share = (stats_now_ns() - t0) / nops;
 		for (size_t i = 0; i < n; i++) {
 			struct rec *r = &recs[i];
 			if (r->status || !(r->bp.flags & BP_F_ENCRYPTED))
 				continue;
-			if (ops[j++].status)
-				fail_io(r, ops[j - 1].status);
+			STATS_ADD(r->ds, sealed, 1);
+			STATS_ADD(r->ds, seal_ns, share);
+			if (failed && ops[j].status)
+				fail_io(r, ops[j].status);
+			j++;
 		}
 	}
 	/* allocate and write; any failure fails the request before anything is staged */
@@ -705,6 +720,7 @@ static int submit_pool(struct stor_pool *p, struct stor_io *ios, size_t n)
 int stor_io_submit(struct stor_io *ios, size_t n)
 {
 	struct stor_io **byp = NULL;
+	uint64_t t0 = stats_now_ns(), ns;
 	int failed = 0;
 	size_t i;
 
@@ -748,9 +764,13 @@ int stor_io_submit(struct stor_io *ios, size_t n)
 		free(tmp);
 		free(byp);
 	}
-	for (i = 0; i < n; i++)
+	ns = stats_now_ns() - t0;
+	for (i = 0; i < n; i++) {
 		if (ios[i].result)
 			failed++;
+		if (ios[i].ds)
+			stats_request(ios[i].ds, ios[i].op, ios[i].len, ios[i].result, ns);
+	}
 	return failed;
 }
 

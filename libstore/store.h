@@ -275,6 +275,31 @@ int stor_ds_discard(struct stor_ds *ds, uint64_t off, uint64_t len);
 /** Make every write of this dataset so far durable (commits the txg). */
 int stor_ds_flush(struct stor_ds *ds);
 
+/* ---- statistics ---- */
+
+/* Request latency histogram: log-linear, four buckets per power of two of
+ * nanoseconds; bucket i starts at stor_lat_bucket_ns(i). */
+#define STOR_LAT_BUCKETS 168
+
+struct stor_io_stats {
+	uint64_t reads, writes, discards, flushes; /**< requests that succeeded */
+	uint64_t errors;                            /**< requests that failed */
+	uint64_t read_bytes, write_bytes;
+	uint64_t cache_hits, cache_misses;           /**< records, data cache */
+	uint64_t sealed, opened;                     /**< records sealed and opened */
+	uint64_t seal_ns, open_ns;                   /**< time spent sealing and opening */
+	uint64_t cksum_errors, auth_errors;          /**< records that failed verification */
+	uint64_t lat[STOR_LAT_BUCKETS];              /**< request latency histogram */
+};
+
+/** Lower bound in nanoseconds of latency bucket @i. */
+uint64_t stor_lat_bucket_ns(unsigned i);
+
+/** Counters of dataset @name since the pool was opened. @return 0 or -ENOENT */
+int stor_ds_io_stats(struct stor_pool *pool, const char *name, struct stor_io_stats *st);
+/** The same summed over every dataset of the pool. */
+int stor_pool_io_stats(struct stor_pool *pool, struct stor_io_stats *st);
+
 /* ---- keys ---- */
 
 #define STOR_KEY_NOOP 0x1u /**< load-key -n: check the key, load nothing */

@@ -34,6 +34,14 @@ struct ds_keys {
 	pthread_mutex_t lock;                /* deriving a data key */
 };
 
+/* Counters of one dataset: struct stor_io_stats, field by field, atomic. */
+struct ds_stats {
+	atomic_uint_fast64_t reads, writes, discards, flushes, errors;
+	atomic_uint_fast64_t read_bytes, write_bytes, cache_hits, cache_misses;
+	atomic_uint_fast64_t sealed, opened, seal_ns, open_ns, cksum_errors, auth_errors;
+	atomic_uint_fast64_t lat[STOR_LAT_BUCKETS];
+};
+
 struct stor_ds {
 	struct stor_pool *pool;
 	char *name;
@@ -48,6 +56,7 @@ struct stor_ds {
 	atomic_int sync_mode, comp_level, checksum_on;
 
 	atomic_int_fast64_t used, logical_used;
+	struct ds_stats stats;
 
 	/* encryption: fixed at creation */
 	int suite;               /* enum crypt_suite; CRYPT_OFF if clear */

@@ -69,4 +69,9 @@ check_PROGRAMS += %D%/test_compress
 %C%_test_compress_CFLAGS = $(UNIT_CFLAGS)
 %C%_test_compress_LDADD = $(UNIT_LDADD)
 
+check_PROGRAMS += %D%/test_stats
+%C%_test_stats_SOURCES = %D%/test_stats.c $(UNIT_FIXTURE)
+%C%_test_stats_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_stats_LDADD = $(UNIT_LDADD)
+
 TESTS += $(check_PROGRAMS)
