@@ -662,3 +662,33 @@ Test(rpc, admin_group_membership_by_gid_or_supplementary_group)
 			    sizeof(o), args);
 	cr_assert_eq(st, 0, "primary admin_group refused: %s", o);
 }
+
+Test(rpc, socket_mode_and_group_come_from_the_config)
+{
+	struct group *gr = getgrnam("users");
+	struct stat st;
+	char o[4096];
+	FILE *f;
+
+	if (geteuid() != 0 || !gr || system("command -v setpriv >/dev/null") != 0)
+		cr_skip_test("needs root, group users and setpriv");
+	cr_assert_eq(tdaemon_stop(&td), 0);
+	f = fopen(td.conf, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "[cofferd]\nsocket = %s\nsocket_mode = 0660\nsocket_group = users\n"
+		   "state_dir = %s\n",
+		td.sock, td.state);
+	fclose(f);
+	cr_assert_eq(tdaemon_start(&td), 0, "%s", tdaemon_log(&td));
+	cr_assert_eq(stat(td.sock, &st), 0);
+	cr_assert_eq(st.st_mode & 0777, 0660);
+	cr_assert_eq(st.st_gid, gr->gr_gid);
+	/* outside the group: no connection at all */
+	cr_assert_eq(tdaemon_coffer(&td, "setpriv --reuid=nobody --regid=nogroup --clear-groups",
+				    NULL, o, sizeof(o), "ping"),
+		     1, "%s", o);
+	cr_assert(strstr(o, "permission denied"), "%s", o);
+	cr_assert_eq(tdaemon_coffer(&td, "setpriv --reuid=nobody --regid=nogroup --groups=users",
+				    NULL, o, sizeof(o), "ping"),
+		     0, "%s", o);
+}
