@@ -332,8 +332,13 @@ static size_t key_read(const char *ds, const char *format, const char *location,
 			}
 			wipe(again, sizeof(again));
 		}
+	} else if (!strcmp(format, "raw")) {
+		n = read_fd_all(STDIN_FILENO, buf, 32);
 	} else {
-		n = read_fd_all(STDIN_FILENO, buf, KEY_MAX);
+		/* one line per key, so `load-key -a` can take several from a pipe */
+		n = 0;
+		while (n < KEY_MAX && read(STDIN_FILENO, buf + n, 1) == 1 && buf[n] != '\n')
+			n++;
 	}
 	/* text formats end at the first newline; raw keys are exactly 32 bytes */
 	if (strcmp(format, "raw")) {
