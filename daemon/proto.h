@@ -24,6 +24,10 @@
  * data follows the body; a READ reply carries exactly @length bytes. FLUSH
  * ignores offset and length.
  *
+ * Requests in flight at the same time are not ordered against each other
+ * (as on a block device): wait for a WRITE's reply before reading what it
+ * wrote, and for every WRITE's reply before a FLUSH that must cover it.
+ *
  * Every other command carries a JSON object in both directions. An error
  * reply to a JSON command carries {"error": "text"}; an error reply to record
  * I/O has no payload.

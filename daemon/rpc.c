@@ -8,9 +8,10 @@
  * Invariants: only the loop thread touches a connection. A connection lives
  * while its handle is open or any of its calls is in flight (refs); a call
  * whose connection closed is completed and dropped. Back-pressure: a
- * connection stops being read while PROTO_INFLIGHT_MAX requests are in
- * flight or REPLY_QUEUE_MAX reply bytes wait for the socket; nothing on the
- * server grows without bound because a client does not read.
+ * connection stops being read while PROTO_INFLIGHT_MAX requests or
+ * INFLIGHT_BYTES_MAX bytes of them are in flight, or REPLY_QUEUE_MAX reply
+ * bytes wait for the socket; nothing on the server grows without bound
+ * because a client sends fast or does not read.
  */
 #include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
 
@@ -27,6 +28,8 @@
 
 #define READ_CHUNK (256u << 10)
 #define REPLY_QUEUE_MAX (8u << 20)
+#define INFLIGHT_BYTES_MAX (64u << 20) /* request bodies + read buffers per connection */
+#define RBUF_KEEP (1u << 20)           /* a bigger read buffer is freed once empty */
 #define WRITE_BATCH 64u
 #define SHUTDOWN_GRACE_MS 5000u /* then clients that do not read are cut off */
 
@@ -54,6 +57,7 @@ struct rpc_conn {
 	int eperm_logged;
 	unsigned refs;       /* 1 for the handle + 1 per call in flight */
 	unsigned inflight;
+	size_t inflight_bytes; /* memory the calls in flight hold */
 	size_t queued_bytes; /* reply bytes handed to uv_write, not yet written */
 	uint8_t *rbuf;
 	size_t rpos, rlen, rcap;
@@ -334,6 +338,8 @@ void rpc_call_done(struct rpc_call *c)
 	if (c->cmd && (c->cmd->flags & CMD_IO) && c->status < 0)
 		atomic_fetch_add_explicit(&rpc_stats.io_errors, 1, memory_order_relaxed);
 	conn->inflight--;
+	conn->inflight_bytes -= c->charge;
+	c->charge = 0;
 	if (c->status == -EPERM && c->cmd)
 		log_eperm(conn, c->err[0] ? c->err : c->cmd->name);
 	if (conn->closing) {
@@ -528,6 +534,11 @@ static int handle_frame(struct rpc_conn *conn, const struct proto_hdr *h, const 
 	c->admin = conn->admin;
 	conn->refs++;
 	conn->inflight++;
+	/* what this call will hold: its body, and for READ the reply buffer */
+	c->charge = h->len;
+	if (h->op == PROTO_OP_READ && h->len >= PROTO_IO_BODY)
+		c->charge += get_u32(body + 12);
+	conn->inflight_bytes += c->charge;
 	if (h->len) {
 		c->body = malloc(h->len);
 		if (!c->body) {
@@ -593,8 +604,8 @@ static int handle_frame(struct rpc_conn *conn, const struct proto_hdr *h, const 
 
 static int conn_blocked(const struct rpc_conn *conn)
 {
-	return conn->inflight >= PROTO_INFLIGHT_MAX || conn->queued_bytes >= REPLY_QUEUE_MAX ||
-	       conn->close_after || srv.stopping;
+	return conn->inflight >= PROTO_INFLIGHT_MAX || conn->inflight_bytes >= INFLIGHT_BYTES_MAX ||
+	       conn->queued_bytes >= REPLY_QUEUE_MAX || conn->close_after || srv.stopping;
 }
 
 /* Parse every complete frame in the read buffer, as long as back-pressure allows. */
@@ -641,6 +652,12 @@ static void conn_parse(struct rpc_conn *conn)
 	}
 	if (conn->rpos == conn->rlen)
 		conn->rpos = conn->rlen = 0;
+	if (conn->rlen == 0 && conn->rcap > RBUF_KEEP) {
+		/* one big frame passed: do not keep its buffer per idle connection */
+		free(conn->rbuf);
+		conn->rbuf = NULL;
+		conn->rcap = 0;
+	}
 	conn->parsing = 0;
 }
 

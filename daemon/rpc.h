@@ -47,6 +47,7 @@ struct rpc_call {
 	uint8_t hdrbuf[PROTO_HDR_SIZE];
 	char *json_out;
 	size_t payload_len;
+	size_t charge;          /* bytes counted in the connection's inflight_bytes */
 };
 
 /* Counters for `coffer stats`; updated with relaxed atomics. */
