@@ -1425,8 +1425,24 @@ static int cmd_stats(int argc, char **argv)
 					       "eperm",	  "bad_frames",	 "connections_total",
 					       "connections_open", "batches", "batched_ios", NULL };
 
+			json_t *p;
+			size_t j;
+
 			for (int k = 0; keys[k]; k++)
 				printf("%-18s %lld\n", keys[k], io_stat(cur, keys[k]));
+			json_array_foreach(json_object_get(cur, "pools"), j, p) {
+				char us[32], sz[32];
+
+				human((uint64_t)json_integer_value(json_object_get(p, "used")), us,
+				      sizeof(us));
+				human((uint64_t)json_integer_value(json_object_get(p, "size")), sz,
+				      sizeof(sz));
+				printf("pool %-13s %s, %s of %s used, txg %lld, %lld open handles\n",
+				       json_string_value(json_object_get(p, "name")),
+				       json_string_value(json_object_get(p, "state")), us, sz,
+				       (long long)json_integer_value(json_object_get(p, "txg")),
+				       (long long)json_integer_value(json_object_get(p, "handles")));
+			}
 		} else {
 			if (i % 20 == 0)
 				printf("%10s %10s %10s %10s %8s\n", "read/s", "write/s", "rMB/s",
