@@ -514,14 +514,14 @@ void cache_put(struct cache *c, uint64_t ds_guid, uint64_t recno, const void *bu
 	pthread_rwlock_wrlock(&s->lock);
 	if (atomic_load_explicit(gen_of(s, h), memory_order_relaxed) != gen ||
 	    entry_cost(len) > s->cap)
-		goto refuse;
+		goto out;
 	old = find(s, h, ds_guid, recno);
 	if (old) {
 		/* a record not dropped since is the same record: keep the
 		 * entry and its place in the queues */
 		if (old->len == len) {
 			memcpy(old->data, buf, len);
-			goto refuse;
+			goto out;
 		}
 		unlink_entry(s, old, &victims);
 	}
@@ -542,7 +542,7 @@ void cache_put(struct cache *c, uint64_t ds_guid, uint64_t recno, const void *bu
 	s->inserts++;
 	maybe_grow(s);
 	e = NULL;
-refuse:
+out:
 	pthread_rwlock_unlock(&s->lock);
 	if (e)
 		wipe_free(e);
