@@ -269,9 +269,9 @@ int main(int argc, char **argv)
 		case 'S': p.shards = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'T': nthreads = (unsigned)strtoul(optarg, NULL, 0); break;
 		default:
-			fprintf(stderr, "usage: cache_sim [-n accesses] [-r records] [-s scan records] "
-					"[-f scan share] [-c cache %%] [-l record bytes] [-S shards] "
-					"[-T threads]\n");
+			fprintf(stderr, "usage: cache_sim [-n accesses] [-r records] "
+				"[-s scan records] [-f scan share] [-c cache %%] "
+				"[-l record bytes] [-S shards] [-T threads]\n");
 			return 2;
 		}
 	}

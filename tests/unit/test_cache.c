@@ -322,7 +322,8 @@ static void *hammer(void *arg)
 	uint8_t *buf = malloc(4096);
 
 	while (!atomic_load(&tstop)) {
-		unsigned d = rand_r(&seed) % T_DS, r = rand_r(&seed) % T_REC, op = rand_r(&seed) % 100;
+		unsigned d = rand_r(&seed) % T_DS, r = rand_r(&seed) % T_REC;
+		unsigned op = rand_r(&seed) % 100;
 		struct tkey *k = &tkeys[d][r];
 		uint64_t guid = 100 + d;
 		size_t len = tlen(r);
@@ -333,7 +334,9 @@ static void *hammer(void *arg)
 			if (cache_get(tc, guid, r, buf, len) == 0) {
 				int64_t v = version_of(buf, len, guid, r);
 
-				if (v < 0 || (uint64_t)v < before || (uint64_t)v > atomic_load(&k->bp))
+				/* whole, not older than a completed write, not invented */
+				if (v < 0 || (uint64_t)v < before ||
+				    (uint64_t)v > atomic_load(&k->bp))
 					atomic_fetch_add(&tbad, 1);
 				atomic_fetch_add(&thits, 1);
 			} else {
