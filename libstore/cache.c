@@ -16,6 +16,13 @@
  * (S3-FIFO never moves an entry on a hit); LRU must relink, so it takes the
  * lock exclusive. Memory is wiped and freed after the lock is dropped.
  * Nothing here blocks on I/O or calls out of the module.
+ *
+ * Why S3-FIFO: contrib/bench/cache_sim, 1M accesses zipfian over 100k 8 KiB
+ * records, cache 10% of them, with every 5th access the next record of a
+ * one-pass scan over 200k others: hit ratio of the zipfian accesses 0.661 /
+ * 0.771 / 0.855 (s = 0.9 / 1.0 / 1.1) against 0.552 / 0.684 / 0.794 for
+ * LRU, and 0.667 / 0.779 / 0.867 against 0.603 / 0.735 / 0.842 with no scan.
+ * Promoting from the small FIFO after one hit beat two hits on every trace.
  */
 #include <errno.h>
 #include <pthread.h>
