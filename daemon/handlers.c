@@ -232,7 +232,9 @@ static uint64_t jsize(json_t *args, const char *key)
 {
 	json_t *j = json_object_get(args, key);
 
-	return json_is_integer(j) && json_integer_value(j) > 0 ? (uint64_t)json_integer_value(j) : 0;
+	if (!json_is_integer(j) || json_integer_value(j) <= 0)
+		return 0;
+	return (uint64_t)json_integer_value(j);
 }
 
 /* ---- access ---- */
@@ -309,6 +311,19 @@ static int h_version(struct rpc_call *c)
 	return 0;
 }
 
+static json_t *lun_json(const struct stor_lun_stat *ls)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "path", json_string(ls->path));
+	json_object_set_new(o, "size", json_integer((json_int_t)ls->size));
+	json_object_set_new(o, "used", json_integer((json_int_t)ls->used));
+	json_object_set_new(o, "read_errors", json_integer((json_int_t)ls->read_errors));
+	json_object_set_new(o, "write_errors", json_integer((json_int_t)ls->write_errors));
+	json_object_set_new(o, "cksum_errors", json_integer((json_int_t)ls->cksum_errors));
+	return o;
+}
+
 static json_t *pool_json(struct pool_ent *pe, int luns)
 {
 	struct stor_pool_stat st;
@@ -343,12 +358,7 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 
 			if (stor_pool_lun_stat(pe->pool, i, &ls) < 0)
 				break;
-			json_array_append_new(
-				a, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "path", ls.path,
-					     "size", (json_int_t)ls.size, "used", (json_int_t)ls.used,
-					     "read_errors", (json_int_t)ls.read_errors,
-					     "write_errors", (json_int_t)ls.write_errors,
-					     "cksum_errors", (json_int_t)ls.cksum_errors));
+			json_array_append_new(a, lun_json(&ls));
 		}
 		json_object_set_new(o, "luns", a);
 	}
@@ -410,8 +420,8 @@ static int h_pool_create(struct rpc_call *c)
 		return ret;
 	for (size_t i = 0; i < n; i++) {
 		if (paths[i][0] != '/') {
-			snprintf(c->err, sizeof(c->err), "%s: LUN path '%.200s' is not absolute", name,
-				 paths[i]);
+			snprintf(c->err, sizeof(c->err), "%s: LUN path '%.200s' is not absolute",
+				 name, paths[i]);
 			free(paths);
 			return -EINVAL;
 		}
@@ -714,7 +724,8 @@ static int h_ds_create(struct rpc_call *c)
 	if (ret == 0) {
 		ret = stor_ds_create(pool, name, &o, NULL);
 		if (ret < 0)
-			snprintf(c->err, sizeof(c->err), "%s: create: %s", name, stor_strerror(ret));
+			snprintf(c->err, sizeof(c->err), "%s: create: %s", name,
+				 stor_strerror(ret));
 	}
 	pthread_rwlock_unlock(&pools_lock);
 	if (ret == 0) {
@@ -739,8 +750,10 @@ static int h_ds_destroy(struct rpc_call *c)
 	pthread_rwlock_rdlock(&pools_lock);
 	ret = pool_get(c, name, &pool);
 	if (ret == 0) {
-		unsigned fl = json_is_true(json_object_get(c->args, "recursive")) ? STOR_RECURSIVE : 0;
+		unsigned fl = 0;
 
+		if (json_is_true(json_object_get(c->args, "recursive")))
+			fl = STOR_RECURSIVE;
 		ret = stor_ds_destroy(pool, name, fl);
 		if (ret == -EBUSY)
 			snprintf(c->err, sizeof(c->err), "%s: has children or is open", name);

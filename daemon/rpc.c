@@ -184,7 +184,8 @@ static void write_cb(uv_write_t *req, int status)
 	conn->queued_bytes -= w->bytes;
 	free(w);
 	if (status < 0 && !conn->closing) {
-		log_debug("conn %llu: write: %s", (unsigned long long)conn->id, uv_strerror(status));
+		log_debug("conn %llu: write: %s", (unsigned long long)conn->id,
+			  uv_strerror(status));
 		conn_close(conn);
 	}
 	conn_check_close(conn);
@@ -213,7 +214,8 @@ static void conn_flush(struct rpc_conn *conn)
 			c = conn->pend_head;
 			w->bufs[nb++] = uv_buf_init((char *)c->hdrbuf, PROTO_HDR_SIZE);
 			if (c->payload_len) {
-				char *p = c->json_out ? c->json_out : (char *)c->out + PROTO_HDR_SIZE;
+				char *p = c->json_out ? c->json_out
+						      : (char *)c->out + PROTO_HDR_SIZE;
 
 				w->bufs[nb++] = uv_buf_init(p, c->payload_len);
 			}
@@ -562,8 +564,9 @@ static int handle_frame(struct rpc_conn *conn, const struct proto_hdr *h, const 
 	}
 	if ((cmd->flags & CMD_ADMIN) && !conn->admin) {
 		c->status = -EPERM;
-		snprintf(c->err, sizeof(c->err), "%s: permission denied (uid %u is not an administrator)",
-			 cmd->name, (unsigned)conn->uid);
+		snprintf(c->err, sizeof(c->err),
+			 "%s: permission denied (uid %u is not an administrator)", cmd->name,
+			 (unsigned)conn->uid);
 		rpc_call_done(c);
 		return 0;
 	}
@@ -620,8 +623,8 @@ static void conn_parse(struct rpc_conn *conn)
 		proto_hdr_get(p, &h);
 		ret = proto_hdr_check(&h, srv.cfg->max_frame);
 		if (ret < 0) {
-			log_info("conn %llu: bad frame (op %u, len %u): %s", (unsigned long long)conn->id,
-				 h.op, h.len, proto_strerror(ret));
+			log_info("conn %llu: bad frame (op %u, len %u): %s",
+				 (unsigned long long)conn->id, h.op, h.len, proto_strerror(ret));
 			reply_error(conn, &h, ret, 1);
 			break;
 		}
@@ -630,7 +633,8 @@ static void conn_parse(struct rpc_conn *conn)
 
 			/* make room for the whole frame (already bounded by max_frame) */
 			if (conn->rpos) {
-				memmove(conn->rbuf, conn->rbuf + conn->rpos, conn->rlen - conn->rpos);
+				memmove(conn->rbuf, conn->rbuf + conn->rpos,
+					conn->rlen - conn->rpos);
 				conn->rlen -= conn->rpos;
 				conn->rpos = 0;
 			}
@@ -811,12 +815,14 @@ static void on_connection(uv_stream_t *server, int status)
 		struct proto_hdr h = { .op = PROTO_OP_HELLO };
 
 		log_warn("conn %llu (uid %u): refused: %u connections is the limit",
-			 (unsigned long long)conn->id, (unsigned)cred.uid, srv.cfg->max_connections);
+			 (unsigned long long)conn->id, (unsigned)cred.uid,
+			 srv.cfg->max_connections);
 		reply_error(conn, &h, srv.stopping ? -ESHUTDOWN : -EUSERS, 1);
 		return;
 	}
 	log_debug("conn %llu: uid %u gid %u pid %d%s", (unsigned long long)conn->id,
-		  (unsigned)cred.uid, (unsigned)cred.gid, (int)cred.pid, conn->admin ? " admin" : "");
+		  (unsigned)cred.uid, (unsigned)cred.gid, (int)cred.pid,
+		  conn->admin ? " admin" : "");
 	if (uv_read_start((uv_stream_t *)&conn->pipe, alloc_cb, read_cb) == 0)
 		conn->reading = 1;
 	else
@@ -881,8 +887,8 @@ static void grace_cb(uv_timer_t *t)
 	(void)t;
 	for (conn = srv.conns; conn; conn = next) {
 		next = conn->next;
-		log_warn("conn %llu: closed at shutdown with %u requests in flight, %zu reply bytes "
-			 "unread",
+		log_warn("conn %llu: closed at shutdown with %u requests in flight, "
+			 "%zu reply bytes unread",
 			 (unsigned long long)conn->id, conn->inflight, conn->queued_bytes);
 		conn_close(conn);
 	}
