@@ -18,6 +18,7 @@ struct lun_map {
 	uint64_t nsectors;
 	uint64_t used;
 	uint64_t cursor;
+	int faulted;
 };
 
 struct alloc {
@@ -150,7 +151,7 @@ int alloc_get(struct alloc *a, uint32_t n, unsigned *lun, uint64_t *sector)
 		uint64_t s;
 
 		pthread_mutex_lock(&m->lock);
-		if (find_run(m, n, &s) == 0) {
+		if (!m->faulted && find_run(m, n, &s) == 0) {
 			set_range(m->bits, s, n, 1);
 			m->used += n;
 			m->cursor = s + n;
@@ -162,6 +163,15 @@ int alloc_get(struct alloc *a, uint32_t n, unsigned *lun, uint64_t *sector)
 		pthread_mutex_unlock(&m->lock);
 	}
 	return STOR_ENOSPC;
+}
+
+void alloc_set_faulted(struct alloc *a, unsigned lun)
+{
+	if (lun >= atomic_load(&a->nluns))
+		return;
+	pthread_mutex_lock(&a->luns[lun]->lock);
+	a->luns[lun]->faulted = 1;
+	pthread_mutex_unlock(&a->luns[lun]->lock);
 }
 
 void alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)

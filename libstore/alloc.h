@@ -22,6 +22,8 @@ int alloc_mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
 /** Allocate @n contiguous sectors, striping successive calls over the LUNs.
  *  @return 0 or STOR_ENOSPC */
 int alloc_get(struct alloc *a, uint32_t n, unsigned *lun, uint64_t *sector);
+/** Place no new extent on LUN @lun (faulted). */
+void alloc_set_faulted(struct alloc *a, unsigned lun);
 /** Return an extent. */
 void alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
 /** Sectors in use and in all on LUN @lun. */

@@ -459,6 +459,20 @@ fail:
 	return ret;
 }
 
+void pool_lun_failed(struct stor_pool *p, struct lun *l)
+{
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
+		struct lun_counters c;
+
+		if (p->luns[i].lun != l)
+			continue;
+		lun_counters(l, &c);
+		if (c.read_errors + c.write_errors >= STOR_LUN_FAULT_ERRORS)
+			alloc_set_faulted(p->alloc, i);
+		return;
+	}
+}
+
 int stor_pool_sync(struct stor_pool *p)
 {
 	return txg_sync(p, 0);
@@ -511,6 +525,7 @@ int stor_pool_stat(struct stor_pool *p, struct stor_pool_stat *st)
 		st->used += used * STOR_SECTOR;
 	}
 	st->txg = atomic_load(&p->synced_txg);
+	st->suspended = atomic_load(&p->suspended);
 	pthread_mutex_lock(&p->admin);
 	st->ndatasets = (unsigned)p->nds;
 	for (size_t i = 0; i < p->nds; i++)
@@ -535,5 +550,6 @@ int stor_pool_lun_stat(struct stor_pool *p, unsigned idx, struct stor_lun_stat *
 	st->read_errors = c.read_errors;
 	st->write_errors = c.write_errors;
 	st->cksum_errors = atomic_load(&p->luns[idx].cksum_errors);
+	st->faulted = c.read_errors + c.write_errors >= STOR_LUN_FAULT_ERRORS;
 	return 0;
 }

@@ -145,8 +145,10 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		ios[nio++] = (struct lun_io){ p->luns[r->bp.lun].lun, r->bp.sector * STOR_SECTOR,
 					      r->buf, r->bp.psize, 0 };
 	}
-	if (nio)
-		lun_read_batch(ios, nio);
+	if (nio && lun_read_batch(ios, nio))
+		for (size_t i = 0; i < nio; i++)
+			if (ios[i].result < 0)
+				pool_lun_failed(p, ios[i].lun);
 	nio = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
@@ -314,6 +316,11 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			fail_io(&recs[i], -ENOMEM);
 		goto out;
 	}
+	if (atomic_load(&p->suspended)) {
+		for (size_t i = 0; i < n; i++)
+			fail_io(&recs[i], STOR_ESUSPENDED);
+		goto out;
+	}
 	lock_stripes(p, recs, n, held);
 	plan_nonces(recs, n, plan);
 	slot = txg_read_enter(p);
@@ -478,8 +485,10 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 							    r->bp.sector * STOR_SECTOR, r->buf,
 							    r->bp.psize, 0 };
 		}
-		if (k)
-			lun_write_batch(ios, k);
+		if (k && lun_write_batch(ios, k))
+			for (size_t i = 0; i < k; i++)
+				if (ios[i].result < 0)
+					pool_lun_failed(p, ios[i].lun);
 		for (size_t i = 0; i < n; i++) {
 			struct rec *r = &recs[i];
 			if (r->status || r->kind == REC_HOLE || !r->found || r->io->result)

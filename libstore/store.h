@@ -52,7 +52,8 @@ extern "C" {
 	XX(EFAULTED, -10013, "pool is faulted")                                                \
 	XX(ERANGE, -10014, "offset or length outside the volume")                              \
 	XX(ENOTENCRYPTED, -10015, "dataset is not encrypted")                                  \
-	XX(ENOTROOT, -10016, "dataset is not an encryption root")
+	XX(ENOTROOT, -10016, "dataset is not an encryption root")                             \
+	XX(ESUSPENDED, -10017, "pool is suspended after a failed flush; export and import it")
 
 enum {
 #define XX(name, val, msg) STOR_##name = (val),
@@ -130,7 +131,11 @@ struct stor_lun_stat {
 	uint64_t read_errors;
 	uint64_t write_errors;
 	uint64_t cksum_errors;
+	int faulted;         /**< too many I/O errors: no new data is placed on it */
 };
+
+/** I/O errors after which a LUN is faulted. */
+#define STOR_LUN_FAULT_ERRORS 8
 
 struct stor_pool_stat {
 	char name[STOR_NAME_MAX + 1];
@@ -141,6 +146,7 @@ struct stor_pool_stat {
 	uint64_t txg;       /**< last committed txg */
 	unsigned ndatasets;
 	uint64_t logical_used; /**< bytes of records before compression, over all datasets */
+	int suspended;         /**< a flush failed: writes fail with STOR_ESUSPENDED */
 };
 
 int stor_pool_stat(struct stor_pool *pool, struct stor_pool_stat *st);

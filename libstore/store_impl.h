@@ -105,6 +105,7 @@ struct stor_pool {
 	pthread_mutex_t timer_lock;
 	pthread_cond_t timer_cond;
 	int timer_stop, timer_started;
+	atomic_int suspended; /* a LUN flush failed: its data may be gone */
 	_Atomic uint64_t read_epoch;
 	atomic_long readers[2];
 };
@@ -125,6 +126,8 @@ const char *ds_prop_locked(struct stor_pool *p, struct stor_ds *ds, int id, stru
 int pool_create_root(struct stor_pool *p);
 int pool_save_config(struct stor_pool *p);
 void pool_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/** Note that I/O on @lun failed; fault it when errors pile up. */
+void pool_lun_failed(struct stor_pool *p, struct lun *lun);
 
 /* dskeys.c: key state of datasets (load, unload, change, nonces) */
 int dskeys_create(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *parent,

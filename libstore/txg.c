@@ -426,8 +426,13 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 		if (!s->dirty[i])
 			continue;
 		ret = lun_flush(p->luns[i].lun);
-		if (ret < 0)
+		if (ret < 0) {
+			/* after a failed fsync the kernel may have dropped the dirty
+			 * pages: a retry could "succeed" over lost data, so stop */
+			atomic_store(&p->suspended, 1);
+			pool_lun_failed(p, p->luns[i].lun);
 			return ret;
+		}
 		s->dirty[i] = 0;
 	}
 	ret = meta_txn_begin(p->meta, &t);
@@ -477,6 +482,10 @@ int txg_sync(struct stor_pool *p, uint64_t min)
 
 	pthread_mutex_lock(&p->commit_lock);
 	for (;;) {
+		if (atomic_load(&p->suspended)) {
+			ret = STOR_ESUSPENDED;
+			break;
+		}
 		if (min && atomic_load(&p->synced_txg) >= min)
 			break;
 		retried = p->syncing != NULL;
