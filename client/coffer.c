@@ -72,7 +72,7 @@ static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt,
 }
 
 /* What to do about @status, for the end of an error line. */
-static const char *hint(int status, const char *obj, char *buf, size_t len)
+static const char *hint(int status, const char *obj, int no_pool, char *buf, size_t len)
 {
 	switch (status) {
 	case STOR_ENOKEY:
@@ -96,6 +96,15 @@ static const char *hint(int status, const char *obj, char *buf, size_t len)
 		return "; add a LUN with 'coffer pool add' or free space";
 	case STOR_ERANGE:
 		return "; stay within the dataset's volsize";
+	case -ENOENT:
+		if (!strcmp(cur_prefix, "pool ") &&
+		    (!strcmp(cur_cmd->name, "create") || !strcmp(cur_cmd->name, "add")))
+			return "; check the LUN paths, or give -s SIZE to create missing LUN files";
+		if (strchr(obj, '/') && !no_pool)
+			return "; see 'coffer list' for the datasets there are";
+		return "; see 'coffer pool list', or 'coffer pool import' for exported pools";
+	case -EUSERS:
+		return "; try again later or raise max_connections";
 	default:
 		return "";
 	}
@@ -106,7 +115,8 @@ static void __attribute__((noreturn)) die_call(int status, const char *obj, cons
 	char buf[512];
 
 	fprintf(stderr, "coffer: %s%s\n", err && err[0] ? err : proto_strerror(status),
-		hint(status, obj ? obj : "DATASET", buf, sizeof(buf)));
+		hint(status, obj ? obj : "DATASET", err && strstr(err, "no such pool") != NULL, buf,
+		     sizeof(buf)));
 	exit(1);
 }
 
@@ -902,8 +912,6 @@ static int cmd_get(int argc, char **argv)
 	if (argc - optind < 2)
 		usage_exit();
 	c = conn_open();
-	if (!noheader && !opt_json)
-		printf("%-24s %-16s %-24s %s\n", "NAME", "PROPERTY", "VALUE", "SOURCE");
 	for (int k = optind + 1; k < argc; k++) {
 		args = json_pack("{s:s}", "name", argv[k]);
 		if (strcmp(argv[optind], "all")) {
@@ -916,6 +924,8 @@ static int cmd_get(int argc, char **argv)
 			json_object_set_new(args, "props", props);
 		}
 		reply = call(c, "ds_get", args, argv[k]);
+		if (!noheader && !opt_json && k == optind + 1)
+			printf("%-24s %-16s %-24s %s\n", "NAME", "PROPERTY", "VALUE", "SOURCE");
 		if (opt_json) {
 			json_print(reply);
 			json_decref(reply);

@@ -427,6 +427,17 @@ static int h_pool_create(struct rpc_call *c)
 		}
 	}
 	o = pool_opts(jsize(c->args, "lun_size"));
+	/* without a size, missing LUNs are an error the user can act on */
+	for (size_t i = 0; !o.lun_size && i < n; i++) {
+		struct stat st;
+
+		if (stat(paths[i], &st) < 0 && errno == ENOENT) {
+			snprintf(c->err, sizeof(c->err), "%s: LUN %.200s does not exist", name,
+				 paths[i]);
+			free(paths);
+			return -ENOENT;
+		}
+	}
 	pthread_rwlock_wrlock(&pools_lock);
 	if (pool_find(name)) {
 		ret = -EEXIST;
@@ -497,6 +508,12 @@ static int h_pool_add(struct rpc_call *c)
 		return ret;
 	if (!lun || lun[0] != '/')
 		ERR(c, -EINVAL, "%s: give an absolute LUN path", name);
+	if (!jsize(c->args, "size")) {
+		struct stat st;
+
+		if (stat(lun, &st) < 0 && errno == ENOENT)
+			ERR(c, -ENOENT, "%s: LUN %.200s does not exist", name, lun);
+	}
 	pthread_rwlock_rdlock(&pools_lock);
 	ret = pool_get(c, name, &pool);
 	if (ret == 0) {
