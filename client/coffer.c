@@ -607,8 +607,8 @@ static int pool_status(int argc, char **argv)
 			       (long long)json_integer_value(json_object_get(p, "txg")));
 		if (!json_object_get(p, "luns"))
 			continue;
-		printf("config:\n\t%-40s %8s %8s %6s %6s %6s\n", "LUN", "SIZE", "USED", "READ",
-		       "WRITE", "CKSUM");
+		printf("config:\n\t%-40s %-8s %8s %8s %6s %6s %6s\n", "LUN", "STATE", "SIZE", "USED",
+		       "READ", "WRITE", "CKSUM");
 		json_array_foreach(json_object_get(p, "luns"), j, l) {
 			char sz[32], us[32];
 
@@ -616,8 +616,9 @@ static int pool_status(int argc, char **argv)
 			      sizeof(sz));
 			human((uint64_t)json_integer_value(json_object_get(l, "used")), us,
 			      sizeof(us));
-			printf("\t%-40s %8s %8s %6lld %6lld %6lld\n",
-			       json_string_value(json_object_get(l, "path")), sz, us,
+			printf("\t%-40s %-8s %8s %8s %6lld %6lld %6lld\n",
+			       json_string_value(json_object_get(l, "path")),
+			       json_string_value(json_object_get(l, "state")), sz, us,
 			       (long long)json_integer_value(json_object_get(l, "read_errors")),
 			       (long long)json_integer_value(json_object_get(l, "write_errors")),
 			       (long long)json_integer_value(json_object_get(l, "cksum_errors")));
@@ -1395,17 +1396,54 @@ static long long io_stat(json_t *r, const char *k)
 	return (long long)json_integer_value(json_object_get(json_object_get(r, "io"), k));
 }
 
+/* The engine's counters of a pool or dataset, indented under it. */
+static void engine_stats(json_t *io)
+{
+	long long sealed, opened;
+
+	if (!io)
+		return;
+	sealed = (long long)json_integer_value(json_object_get(io, "sealed"));
+	opened = (long long)json_integer_value(json_object_get(io, "opened"));
+	printf("  requests  %lld reads, %lld writes, %lld errors; latency p50 %.1f us, "
+	       "p99 %.1f us\n",
+	       (long long)json_integer_value(json_object_get(io, "reads")),
+	       (long long)json_integer_value(json_object_get(io, "writes")),
+	       (long long)json_integer_value(json_object_get(io, "errors")),
+	       (double)json_integer_value(json_object_get(io, "lat_p50_ns")) / 1e3,
+	       (double)json_integer_value(json_object_get(io, "lat_p99_ns")) / 1e3);
+	printf("  records   %lld sealed (%.2f us each), %lld opened (%.2f us each), "
+	       "%lld cksum / %lld auth errors\n",
+	       sealed,
+	       sealed ? (double)json_integer_value(json_object_get(io, "seal_ns")) / 1e3 /
+				(double)sealed
+		      : 0.0,
+	       opened,
+	       opened ? (double)json_integer_value(json_object_get(io, "open_ns")) / 1e3 /
+				(double)opened
+		      : 0.0,
+	       (long long)json_integer_value(json_object_get(io, "cksum_errors")),
+	       (long long)json_integer_value(json_object_get(io, "auth_errors")));
+	printf("  cache     %lld hits, %lld misses\n",
+	       (long long)json_integer_value(json_object_get(io, "cache_hits")),
+	       (long long)json_integer_value(json_object_get(io, "cache_misses")));
+}
+
 static int cmd_stats(int argc, char **argv)
 {
 	long interval = 0, count = -1;
+	const char *ds = NULL;
 	struct coffer_conn *c;
 	json_t *prev = NULL, *cur;
 	int opt;
 
-	while ((opt = getopt(argc, argv, "j")) != -1) {
-		if (opt != 'j')
+	while ((opt = getopt(argc, argv, "jd:")) != -1) {
+		if (opt == 'j')
+			opt_json = 1;
+		else if (opt == 'd')
+			ds = optarg;
+		else
 			usage_exit();
-		opt_json = 1;
 	}
 	if (argc - optind > 2)
 		usage_exit();
@@ -1423,7 +1461,7 @@ static int cmd_stats(int argc, char **argv)
 	}
 	c = conn_open();
 	for (long i = 0;; i++) {
-		cur = call(c, "stats", NULL, NULL);
+		cur = call(c, "stats", ds ? json_pack("{s:s}", "name", ds) : NULL, ds);
 		if (opt_json) {
 			char *s = json_dumps(cur, JSON_COMPACT);
 
@@ -1452,6 +1490,11 @@ static int cmd_stats(int argc, char **argv)
 				       json_string_value(json_object_get(p, "state")), us, sz,
 				       (long long)json_integer_value(json_object_get(p, "txg")),
 				       (long long)json_integer_value(json_object_get(p, "handles")));
+				engine_stats(json_object_get(p, "io"));
+			}
+			if (ds) {
+				printf("dataset %s\n", ds);
+				engine_stats(json_object_get(cur, "dataset"));
 			}
 		} else {
 			if (i % 20 == 0)
@@ -1536,7 +1579,7 @@ static const struct cmd cmds[] = {
 	{ "write", cmd_write, "DATASET [-o OFFSET] < FILE" },
 	{ "read", cmd_read, "DATASET [-o OFFSET] [-l LENGTH] > FILE" },
 	{ "flush", cmd_flush, "DATASET" },
-	{ "stats", cmd_stats, "[-j] [INTERVAL [COUNT]]" },
+	{ "stats", cmd_stats, "[-j] [-d DATASET] [INTERVAL [COUNT]]" },
 	{ "bench", cmd_bench, "[options] [PARAMFILE] (see coffer(8))" },
 	{ "ping", cmd_ping, "" },
 	{ "version", cmd_version, "" },

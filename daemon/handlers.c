@@ -321,6 +321,7 @@ static json_t *lun_json(const struct stor_lun_stat *ls)
 	json_object_set_new(o, "read_errors", json_integer((json_int_t)ls->read_errors));
 	json_object_set_new(o, "write_errors", json_integer((json_int_t)ls->write_errors));
 	json_object_set_new(o, "cksum_errors", json_integer((json_int_t)ls->cksum_errors));
+	json_object_set_new(o, "state", json_string(ls->faulted ? "FAULTED" : "ONLINE"));
 	return o;
 }
 
@@ -341,26 +342,34 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 		json_object_set_new(o, "error", json_string(stor_strerror(ret)));
 		return o;
 	}
-	json_object_set_new(o, "state", json_string("ONLINE"));
+	json_object_set_new(o, "state", json_string(st.suspended ? "SUSPENDED" : "ONLINE"));
+	if (st.suspended)
+		json_object_set_new(o, "error", json_string(stor_strerror(STOR_ESUSPENDED)));
 	json_object_set_new(o, "guid", json_integer((json_int_t)st.guid));
 	json_object_set_new(o, "size", json_integer((json_int_t)st.size));
 	json_object_set_new(o, "used", json_integer((json_int_t)st.used));
 	json_object_set_new(o, "free", json_integer((json_int_t)(st.size - st.used)));
 	json_object_set_new(o, "nluns", json_integer(st.nluns));
 	json_object_set_new(o, "txg", json_integer((json_int_t)st.txg));
+	json_object_set_new(o, "logical_used", json_integer((json_int_t)st.logical_used));
 	json_object_set_new(o, "datasets", json_integer(st.ndatasets));
 	json_object_set_new(o, "handles", json_integer(atomic_load(&pe->nhandles)));
 	if (luns) {
 		json_t *a = json_array();
+		int faulted = 0;
 
 		for (unsigned i = 0;; i++) {
 			struct stor_lun_stat ls;
 
 			if (stor_pool_lun_stat(pe->pool, i, &ls) < 0)
 				break;
+			faulted += ls.faulted != 0;
 			json_array_append_new(a, lun_json(&ls));
 		}
 		json_object_set_new(o, "luns", a);
+		/* a pool with faulted LUNs still serves what it holds: degraded, not faulted */
+		if (faulted && !st.suspended)
+			json_object_set_new(o, "state", json_string("DEGRADED"));
 	}
 	return o;
 }
@@ -1159,6 +1168,52 @@ out:
 	return ret;
 }
 
+/* Latency (ns) below which a fraction @q of the histogram's requests fall. */
+static uint64_t lat_quantile(const struct stor_io_stats *st, double q)
+{
+	uint64_t total = 0, seen = 0;
+
+	for (unsigned i = 0; i < STOR_LAT_BUCKETS; i++)
+		total += st->lat[i];
+	if (!total)
+		return 0;
+	for (unsigned i = 0; i < STOR_LAT_BUCKETS; i++) {
+		seen += st->lat[i];
+		if ((double)seen >= q * (double)total)
+			return i + 1 < STOR_LAT_BUCKETS ? stor_lat_bucket_ns(i + 1)
+							: stor_lat_bucket_ns(i);
+	}
+	return stor_lat_bucket_ns(STOR_LAT_BUCKETS - 1);
+}
+
+static json_t *io_stats_json(const struct stor_io_stats *st)
+{
+	json_t *o = json_object();
+
+#define F(name) json_object_set_new(o, #name, json_integer((json_int_t)st->name))
+	F(reads);
+	F(writes);
+	F(discards);
+	F(flushes);
+	F(errors);
+	F(read_bytes);
+	F(write_bytes);
+	F(cache_hits);
+	F(cache_misses);
+	F(sealed);
+	F(opened);
+	F(seal_ns);
+	F(open_ns);
+	F(cksum_errors);
+	F(auth_errors);
+#undef F
+	/* upper bounds of the histogram buckets the quantiles fall in */
+	json_object_set_new(o, "lat_p50_ns", json_integer((json_int_t)lat_quantile(st, 0.50)));
+	json_object_set_new(o, "lat_p99_ns", json_integer((json_int_t)lat_quantile(st, 0.99)));
+	json_object_set_new(o, "lat_p999_ns", json_integer((json_int_t)lat_quantile(st, 0.999)));
+	return o;
+}
+
 #define STAT(f) json_integer((json_int_t)atomic_load_explicit(&rpc_stats.f, memory_order_relaxed))
 
 static int h_stats(struct rpc_call *c)
@@ -1180,10 +1235,37 @@ static int h_stats(struct rpc_call *c)
 	json_object_set_new(io, "batches", STAT(batches));
 	json_object_set_new(io, "batched_ios", STAT(batched_ios));
 	pthread_rwlock_rdlock(&pools_lock);
-	for (struct pool_ent *pe = pools; pe; pe = pe->next)
-		json_array_append_new(pa, pool_json(pe, 0));
+	for (struct pool_ent *pe = pools; pe; pe = pe->next) {
+		json_t *pj = pool_json(pe, 0);
+		struct stor_io_stats st;
+
+		if (pe->pool && stor_pool_io_stats(pe->pool, &st) == 0)
+			json_object_set_new(pj, "io", io_stats_json(&st));
+		json_array_append_new(pa, pj);
+	}
 	pthread_rwlock_unlock(&pools_lock);
 	c->reply = json_pack("{s:o, s:o}", "io", io, "pools", pa);
+	/* {"name": DATASET}: that dataset's counters too */
+	if (json_is_string(json_object_get(c->args, "name"))) {
+		const char *name;
+		struct stor_pool *pool;
+		struct stor_io_stats st;
+		int ret = arg_name(c, "name", 0, &name);
+
+		if (ret < 0)
+			return ret;
+		pthread_rwlock_rdlock(&pools_lock);
+		ret = pool_get(c, name, &pool);
+		if (ret == 0) {
+			ret = stor_ds_io_stats(pool, name, &st);
+			if (ret < 0)
+				snprintf(c->err, sizeof(c->err), "%s: dataset does not exist", name);
+			else
+				json_object_set_new(c->reply, "dataset", io_stats_json(&st));
+		}
+		pthread_rwlock_unlock(&pools_lock);
+		return ret;
+	}
 	return 0;
 }
 
