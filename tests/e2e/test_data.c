@@ -237,6 +237,18 @@ Test(data, encrypted_dataset_keys_wrong_key_unload_change)
 	COF_OK(NULL, "load-key tank/secret");
 	cr_assert_eq(tdaemon_coffer(&td, NULL, NULL, NULL, 0, args), 0);
 	cr_assert(files_equal(in, back));
+	/* the engine's counters reach `coffer stats` */
+	COF_OK(NULL, "stats -j -d tank/secret");
+	{
+		json_error_t e;
+		json_t *j = json_loads(out, 0, &e), *d = json_object_get(j, "dataset");
+
+		cr_assert_not_null(d, "%s", out);
+		cr_assert_gt(json_integer_value(json_object_get(d, "sealed")), 0, "%s", out);
+		cr_assert_gt(json_integer_value(json_object_get(d, "opened")), 0, "%s", out);
+		cr_assert_gt(json_integer_value(json_object_get(d, "lat_p50_ns")), 0, "%s", out);
+		json_decref(j);
+	}
 	/* -a: every root with its key unloaded */
 	COF_OK(NULL, "unload-key -a");
 	COF_OK(NULL, "load-key -a");
