@@ -66,13 +66,13 @@ static size_t round_sector(size_t n)
 	return (n + STOR_SECTOR - 1) / STOR_SECTOR * STOR_SECTOR;
 }
 
-static uint8_t *aligned_alloc_zero(size_t n)
+/* Sector-aligned (O_DIRECT), left uninitialised: callers fill or zero it. */
+static uint8_t *aligned_alloc_raw(size_t n)
 {
 	void *p = NULL;
 
 	if (posix_memalign(&p, STOR_SECTOR, n ? n : STOR_SECTOR))
 		return NULL;
-	memset(p, 0, n);
 	return p;
 }
 
@@ -135,13 +135,17 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			fail_io(r, STOR_ECORRUPT);
 			continue;
 		}
-		r->buf = aligned_alloc_zero(sz < r->ds->recsize ? round_sector(r->ds->recsize) : sz);
+		if (sz < r->ds->recsize)
+			sz = round_sector(r->ds->recsize);
+		r->buf = aligned_alloc_raw(sz);
 		if (!r->buf) {
 			fail_io(r, -ENOMEM);
 			continue;
 		}
-		if (!found[i])
+		if (!found[i]) {
+			memset(r->buf, 0, sz); /* never written: zeros */
 			continue;
+		}
 		ios[nio++] = (struct lun_io){ p->luns[r->bp.lun].lun, r->bp.sector * STOR_SECTOR,
 					      r->buf, r->bp.psize, 0 };
 	}
@@ -216,7 +220,7 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 
 		if (r->status || !r->found || r->bp.comp != BP_COMP_ZSTD)
 			continue;
-		plain = aligned_alloc_zero(round_sector(r->ds->recsize));
+		plain = aligned_alloc_raw(round_sector(r->ds->recsize));
 		if (!plain) {
 			fail_io(r, -ENOMEM);
 			continue;
@@ -362,11 +366,15 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		if (r->status || r->kind == REC_HOLE)
 			continue;
 		if (!r->buf) {
-			r->buf = aligned_alloc_zero(round_sector(r->ds->recsize));
+			size_t sz = round_sector(r->ds->recsize);
+
+			r->buf = aligned_alloc_raw(sz);
 			if (!r->buf) {
 				fail_io(r, -ENOMEM);
 				continue;
 			}
+			/* a whole-record write fills [0, recsize); the sector's tail is padding */
+			memset(r->buf + r->ds->recsize, 0, sz - r->ds->recsize);
 		}
 		if (r->kind == REC_ZERO)
 			memset(r->buf + r->roff, 0, r->rlen);
@@ -382,7 +390,7 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 
 		if (r->status || r->kind == REC_HOLE || level <= 0)
 			continue;
-		z = aligned_alloc_zero(cap);
+		z = aligned_alloc_raw(cap);
 		if (!z)
 			continue; /* stored raw */
 		r->csize = (uint32_t)compress_record(level, r->buf, r->ds->recsize, z, cap, STOR_SECTOR);
@@ -390,6 +398,7 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			free(z);
 			continue;
 		}
+		memset(z + r->csize, 0, round_sector(r->csize) - r->csize);
 		explicit_bzero(r->buf, cap);
 		free(r->buf);
 		r->buf = z;
