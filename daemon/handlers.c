@@ -70,6 +70,17 @@ static struct pool_ent *pool_find(const char *name)
 	return NULL;
 }
 
+/* Link @pe into the list, which is kept in name order for listings (write lock held). */
+static void pool_insert(struct pool_ent *pe)
+{
+	struct pool_ent **pp = &pools;
+
+	while (*pp && strcmp((*pp)->name, pe->name) < 0)
+		pp = &(*pp)->next;
+	pe->next = *pp;
+	*pp = pe;
+}
+
 /* The pool part of a dataset name ("tank" of "tank/a/b") into @buf. */
 static void pool_of(const char *ds, char *buf, size_t len)
 {
@@ -492,8 +503,7 @@ static int h_pool_create(struct rpc_call *c)
 	}
 	snprintf(pe->name, sizeof(pe->name), "%s", name);
 	pe->pool = pool;
-	pe->next = pools;
-	pools = pe;
+	pool_insert(pe);
 	pe = NULL;
 	pools_save();
 	log_info("pool %s: created with %zu LUNs", name, n);
@@ -629,8 +639,7 @@ static struct pool_ent *pool_import(const char *name, int *err)
 			 why[0] ? ": " : "", why);
 		pe->pool = NULL;
 	}
-	pe->next = pools;
-	pools = pe;
+	pool_insert(pe);
 	return pe;
 }
 
