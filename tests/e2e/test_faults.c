@@ -1,0 +1,566 @@
+// SPDX-License-Identifier: MIT
+/*
+ * E2E: cofferd with tests/fault/faultinj.so preloaded, so the LUN files
+ * fail on command (EIO and short reads, EIO and ENOSPC on writes, failed
+ * fsync), and LUN and metadata files damaged on disk. What must hold: a
+ * read returns the data last acknowledged or an error, never other bytes;
+ * a LUN with repeated errors shows FAULTED in pool status; a failed flush
+ * is not acknowledged and every acknowledged one survives a restart; a
+ * damaged pool refuses import while the others go on serving.
+ */
+#include <config.h> /* the autoconf header: _GNU_SOURCE */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+
+#include "client.h"
+#include "daemon.h"
+#include "proto.h"
+#include "store.h"
+
+#define REC 8192u
+#define NREC 64u
+#define DATA_OFF (1u << 20) /* LUN_DATA_OFF of libstore/format.h */
+
+static struct tdaemon td;
+static char out[65536];
+static char ctl[4096], flog[4096];
+
+/* Start cofferd with the shim preloaded; the client processes run without it. */
+static void start(void)
+{
+	const char *so = getenv("COFFER_FAULTINJ");
+	char env_asan[256];
+
+	if (!so || access(so, R_OK) != 0)
+		cr_skip_test("COFFER_FAULTINJ (tests/fault/faultinj.so) not built");
+	snprintf(env_asan, sizeof(env_asan),
+		 "verify_asan_link_order=0:detect_leaks=1:abort_on_error=0:exitcode=23");
+	setenv("LD_PRELOAD", so, 1);
+	setenv("ASAN_OPTIONS", env_asan, 1);
+	setenv("COFFER_FAULT_CTL", ctl, 1);
+	setenv("COFFER_FAULT_LOG", flog, 1);
+	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
+	unsetenv("LD_PRELOAD");
+	unsetenv("COFFER_FAULT_CTL");
+	unsetenv("COFFER_FAULT_LOG");
+}
+
+/* Arm the rules in @rules ('|' or newline separated); "" disarms. */
+static void arm(const char *rules)
+{
+	char tmp[4200];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", ctl);
+	f = fopen(tmp, "w");
+	cr_assert_not_null(f);
+	fprintf(f, "%s\n", rules);
+	fclose(f);
+	cr_assert_eq(rename(tmp, ctl), 0);
+	/* the shim compares mtimes: make sure the next arm differs */
+	usleep(20000);
+}
+
+/* Faults the shim reported so far. */
+static int injected(void)
+{
+	FILE *f = fopen(flog, "r");
+	int n = 0, ch;
+
+	if (!f)
+		return 0;
+	while ((ch = fgetc(f)) != EOF)
+		n += ch == '\n';
+	fclose(f);
+	return n;
+}
+
+static void setup(void)
+{
+	tdaemon_init(&td, NULL);
+	snprintf(ctl, sizeof(ctl), "%s/faults", td.dir);
+	snprintf(flog, sizeof(flog), "%s/faults.log", td.dir);
+	arm("");
+	start();
+}
+
+static void teardown(void)
+{
+	int st;
+
+	arm("");
+	st = tdaemon_stop(&td);
+	if (st != 0)
+		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
+	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
+	tdaemon_cleanup(&td);
+}
+
+TestSuite(faults, .init = setup, .fini = teardown, .timeout = 120);
+
+static int __attribute__((format(printf, 1, 2))) cof(const char *fmt, ...)
+{
+	char args[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	return tdaemon_coffer(&td, NULL, NULL, out, sizeof(out), args);
+}
+
+#define COF_OK(...)                                                                          \
+	do {                                                                                 \
+		int st_ = cof(__VA_ARGS__);                                                  \
+		cr_assert_eq(st_, 0, "coffer exit %d: %s\ndaemon:\n%s", st_, out,            \
+			     tdaemon_log(&td));                                              \
+	} while (0)
+
+static void make_pool(const char *name)
+{
+	COF_OK("pool create -s 64M %s %s/%s-l0 %s/%s-l1", name, td.dir, name, td.dir, name);
+}
+
+/* The content generation @gen of record @i: unique per (record, generation). */
+static void fill(uint8_t *buf, unsigned i, unsigned gen)
+{
+	uint64_t x = (uint64_t)i * 0x9e3779b97f4a7c15ull ^ (uint64_t)gen << 40;
+
+	for (unsigned k = 0; k < REC; k += 8) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		memcpy(buf + k, &x, 8);
+	}
+}
+
+static struct coffer_conn *open_ds(const char *name, int *h)
+{
+	struct coffer_conn *c = NULL;
+
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	*h = coffer_ds_open(c, name, NULL, NULL);
+	cr_assert_geq(*h, 0, "open %s: %d\n%s", name, *h, tdaemon_log(&td));
+	return c;
+}
+
+static void write_gen(struct coffer_conn *c, int h, unsigned gen)
+{
+	static uint8_t buf[REC];
+
+	for (unsigned i = 0; i < NREC; i++) {
+		fill(buf, i, gen);
+		cr_assert_eq(coffer_write(c, h, (uint64_t)i * REC, buf, REC), 0, "write %u", i);
+	}
+}
+
+/*
+ * Read every record: each must hold generation @gen or fail. Returns the
+ * number that failed; wrong bytes fail the test at once.
+ */
+static unsigned check_gen(struct coffer_conn *c, int h, unsigned gen, int *last_err)
+{
+	static uint8_t buf[REC], want[REC];
+	unsigned failed = 0;
+
+	for (unsigned i = 0; i < NREC; i++) {
+		int ret;
+
+		memset(buf, 0x5a, sizeof(buf));
+		ret = coffer_read(c, h, (uint64_t)i * REC, buf, REC);
+		if (ret < 0) {
+			failed++;
+			if (last_err)
+				*last_err = ret;
+			continue;
+		}
+		fill(want, i, gen);
+		cr_assert_arr_eq(buf, want, REC, "record %u: a read returned wrong data", i);
+	}
+	return failed;
+}
+
+/* pool_status of @pool as JSON (caller decrefs). */
+static json_t *pool_status(const char *pool)
+{
+	struct coffer_conn *c = NULL;
+	json_t *reply = NULL, *p;
+	char err[512];
+	int ret;
+
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	ret = coffer_call(c, "pool_status", json_pack("{s:s}", "name", pool), &reply, err,
+			  sizeof(err));
+	coffer_close(c);
+	cr_assert_eq(ret, 0, "pool_status %s: %d %s", pool, ret, err);
+	p = json_incref(json_array_get(json_object_get(reply, "pools"), 0));
+	json_decref(reply);
+	cr_assert_not_null(p);
+	return p;
+}
+
+static const char *lun_state(json_t *pool, unsigned i)
+{
+	json_t *l = json_array_get(json_object_get(pool, "luns"), i);
+	json_t *st = json_object_get(l, "state");
+
+	if (json_is_string(st))
+		return json_string_value(st);
+	/* a boolean "faulted" would do as well */
+	return json_is_true(json_object_get(l, "faulted")) ? "FAULTED" : "ONLINE";
+}
+
+Test(faults, eio_on_lun_reads_is_an_error_never_wrong_data)
+{
+	struct coffer_conn *c;
+	int h, err = 0, before;
+	unsigned failed;
+
+	make_pool("tank");
+	COF_OK("create -V 4M tank/a");
+	c = open_ds("tank/a", &h);
+	write_gen(c, h, 1);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	before = injected();
+	arm("path=tank-l0;op=read;err=EIO|path=tank-l1;op=read;err=EIO");
+	failed = check_gen(c, h, 1, &err);
+	cr_log_info("read EIO: %d faults injected, %u of %u reads failed (%s)",
+		    injected() - before, failed, NREC, proto_strerror(err));
+	cr_assert_eq(failed, NREC, "reads succeeded while every LUN read failed");
+	cr_assert_eq(err, -EIO, "got %s", proto_strerror(err));
+	arm("");
+	cr_assert_eq(check_gen(c, h, 1, NULL), 0, "data unreadable after the fault cleared");
+	coffer_close(c);
+}
+
+Test(faults, repeated_read_errors_fault_the_lun_and_new_data_avoids_it)
+{
+	struct coffer_conn *c;
+	json_t *p;
+	int h;
+
+	make_pool("tank");
+	COF_OK("create -V 4M tank/a");
+	c = open_ds("tank/a", &h);
+	write_gen(c, h, 1);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	p = pool_status("tank");
+	cr_assert_str_eq(lun_state(p, 0), "ONLINE");
+	json_decref(p);
+	arm("path=tank-l0;op=read;err=EIO");
+	cr_assert_gt(check_gen(c, h, 1, NULL), STOR_LUN_FAULT_ERRORS - 1);
+	p = pool_status("tank");
+	cr_assert_str_eq(lun_state(p, 0), "FAULTED", "%s", json_dumps(p, 0));
+	cr_assert_str_eq(lun_state(p, 1), "ONLINE", "%s", json_dumps(p, 0));
+	cr_assert_geq(json_integer_value(json_object_get(
+			      json_array_get(json_object_get(p, "luns"), 0), "read_errors")),
+		      STOR_LUN_FAULT_ERRORS);
+	json_decref(p);
+	/* new data goes to the healthy LUN only, so it reads back with l0 still failing */
+	write_gen(c, h, 2);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	cr_assert_eq(check_gen(c, h, 2, NULL), 0, "new records were placed on the faulted LUN");
+	coffer_close(c);
+}
+
+static void write_fault(const char *rule)
+{
+	static uint8_t buf[REC];
+	struct coffer_conn *c;
+	unsigned failed = 0;
+	int h, before;
+	json_t *p;
+
+	make_pool("tank");
+	COF_OK("create -V 4M tank/a");
+	c = open_ds("tank/a", &h);
+	write_gen(c, h, 1);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	before = injected();
+	arm(rule);
+	for (unsigned i = 0; i < NREC; i++) {
+		fill(buf, i, 2);
+		failed += coffer_write(c, h, (uint64_t)i * REC, buf, REC) < 0;
+	}
+	cr_log_info("%s: %d faults injected, %u of %u writes failed", rule, injected() - before,
+		    failed, NREC);
+	cr_assert_eq(failed, NREC, "writes acknowledged while every LUN write failed");
+	arm("");
+	/* the failed writes changed nothing: generation 1 is whole */
+	cr_assert_eq(check_gen(c, h, 1, NULL), 0);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	cr_assert_eq(check_gen(c, h, 1, NULL), 0);
+	/* every LUN saw enough errors to be faulted: no new data goes anywhere */
+	p = pool_status("tank");
+	cr_assert_str_eq(lun_state(p, 0), "FAULTED");
+	cr_assert_str_eq(lun_state(p, 1), "FAULTED");
+	json_decref(p);
+	fill(buf, 0, 3);
+	cr_assert_lt(coffer_write(c, h, 0, buf, REC), 0, "a write placed on a faulted LUN");
+	coffer_close(c);
+	/* export and import clear the fault; the pool takes writes again */
+	COF_OK("pool export tank");
+	COF_OK("pool import tank");
+	c = open_ds("tank/a", &h);
+	cr_assert_eq(check_gen(c, h, 1, NULL), 0);
+	write_gen(c, h, 3);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	cr_assert_eq(check_gen(c, h, 3, NULL), 0);
+	coffer_close(c);
+}
+
+Test(faults, eio_on_lun_writes_fails_the_write_and_keeps_earlier_data)
+{
+	write_fault("path=tank-l0;op=write;err=EIO|path=tank-l1;op=write;err=EIO");
+}
+
+Test(faults, enospc_on_lun_writes_fails_the_write_and_keeps_earlier_data)
+{
+	write_fault("path=tank-l0;op=write;err=ENOSPC|path=tank-l1;op=write;err=ENOSPC");
+}
+
+Test(faults, failed_fsync_is_not_acknowledged_and_acknowledged_flushes_survive)
+{
+	struct coffer_conn *c;
+	uint8_t buf[REC];
+	json_t *p;
+	int h, ret;
+
+	make_pool("tank");
+	COF_OK("create -V 4M tank/a");
+	c = open_ds("tank/a", &h);
+	write_gen(c, h, 1);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	/* records 0..NREC/2 get generation 2 and an acknowledged flush */
+	for (unsigned i = 0; i < NREC / 2; i++) {
+		fill(buf, i, 2);
+		cr_assert_eq(coffer_write(c, h, (uint64_t)i * REC, buf, REC), 0);
+	}
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	/* generation 3 on the other half; its flush's fsync fails */
+	for (unsigned i = NREC / 2; i < NREC; i++) {
+		fill(buf, i, 3);
+		cr_assert_eq(coffer_write(c, h, (uint64_t)i * REC, buf, REC), 0);
+	}
+	arm("path=tank-l0;op=fsync;err=EIO|path=tank-l1;op=fsync;err=EIO");
+	ret = coffer_ds_flush(c, h);
+	cr_assert_lt(ret, 0, "a flush whose fsync failed was acknowledged");
+	cr_log_info("fsync EIO: flush returned %s", proto_strerror(ret));
+	arm("");
+	/* the pool is suspended: later writes and flushes fail too */
+	fill(buf, 0, 9);
+	ret = coffer_write(c, h, 0, buf, REC);
+	cr_assert_lt(ret, 0, "a write was accepted by a suspended pool");
+	cr_assert_lt(coffer_ds_flush(c, h), 0, "a suspended pool acknowledged a flush");
+	p = pool_status("tank");
+	cr_log_info("pool state after the failed flush: %s",
+		    json_string_value(json_object_get(p, "state")));
+	json_decref(p);
+	coffer_close(c);
+	/* a crash now, a restart without faults: every acknowledged flush is there */
+	kill(td.pid, SIGKILL);
+	waitpid(td.pid, NULL, 0);
+	td.pid = -1;
+	start();
+	c = open_ds("tank/a", &h);
+	for (unsigned i = 0; i < NREC; i++) {
+		uint8_t want[REC], want3[REC];
+
+		cr_assert_eq(coffer_read(c, h, (uint64_t)i * REC, buf, REC), 0, "record %u", i);
+		fill(want, i, i < NREC / 2 ? 2 : 1);
+		fill(want3, i, 3);
+		/* the unacknowledged half may hold either generation, nothing else */
+		cr_assert(!memcmp(buf, want, REC) || (i >= NREC / 2 && !memcmp(buf, want3, REC)),
+			  "record %u: lost an acknowledged flush or holds other data", i);
+	}
+	coffer_close(c);
+}
+
+Test(faults, short_reads_are_an_error_never_wrong_data)
+{
+	struct coffer_conn *c;
+	int h, err = 0, before;
+	unsigned failed;
+
+	make_pool("tank");
+	COF_OK("create -V 4M tank/a");
+	c = open_ds("tank/a", &h);
+	write_gen(c, h, 1);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	before = injected();
+	arm("path=tank-l0;op=short_read|path=tank-l1;op=short_read");
+	failed = check_gen(c, h, 1, &err);
+	cr_log_info("short reads: %d faults injected, %u of %u reads failed (%s)",
+		    injected() - before, failed, NREC, proto_strerror(err));
+	cr_assert_gt(injected(), before, "no short read was injected");
+	cr_assert_eq(failed, NREC);
+	arm("");
+	cr_assert_eq(check_gen(c, h, 1, NULL), 0);
+	coffer_close(c);
+}
+
+/* Flip @n random bits in the first @span bytes of the data area of LUN file @path. */
+static void flip_bits(const char *path, uint64_t span, unsigned n)
+{
+	int fd = open(path, O_RDWR);
+
+	cr_assert_geq(fd, 0, "%s", path);
+	for (unsigned k = 0; k < n; k++) {
+		off_t off = DATA_OFF + (off_t)((uint64_t)rand() * 7919u % span);
+		uint8_t b;
+
+		cr_assert_eq(pread(fd, &b, 1, off), 1);
+		b ^= (uint8_t)(1u << (rand() % 8));
+		cr_assert_eq(pwrite(fd, &b, 1, off), 1);
+	}
+	close(fd);
+}
+
+static uint64_t pool_io_stat(const char *pool, const char *field)
+{
+	struct coffer_conn *c = NULL;
+	json_t *reply = NULL, *pa;
+	uint64_t v = 0;
+	char err[256];
+	size_t i;
+	json_t *p;
+
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	cr_assert_eq(coffer_call(c, "stats", NULL, &reply, err, sizeof(err)), 0, "%s", err);
+	coffer_close(c);
+	pa = json_object_get(reply, "pools");
+	json_array_foreach(pa, i, p)
+	{
+		if (!strcmp(json_string_value(json_object_get(p, "name")), pool))
+			v = (uint64_t)json_integer_value(
+				json_object_get(json_object_get(p, "io"), field));
+	}
+	json_decref(reply);
+	return v;
+}
+
+static void bit_flips(const char *create_args, const char *counter, int want_err)
+{
+	char path[4096];
+	struct coffer_conn *c;
+	unsigned failed = 0;
+	int h, err = 0;
+
+	srand((unsigned)time(NULL));
+	make_pool("tank");
+	COF_OK("create -V 4M %s tank/a", create_args);
+	c = open_ds("tank/a", &h);
+	write_gen(c, h, 1);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	/* both LUNs hold NREC/2 records of 8 KiB at most in their first NREC * 8 KiB */
+	for (int l = 0; l < 2; l++) {
+		snprintf(path, sizeof(path), "%s/tank-l%d", td.dir, l);
+		flip_bits(path, NREC * REC / 2, 40);
+	}
+	failed = check_gen(c, h, 1, &err);
+	cr_log_info("bit flips (%s): %u of %u reads failed, last %s, %s=%llu", create_args,
+		    failed, NREC, proto_strerror(err), counter,
+		    (unsigned long long)pool_io_stat("tank", counter));
+	cr_assert_gt(failed, 0, "80 flipped bits and every read succeeded");
+	cr_assert_eq(err, want_err, "got %s", proto_strerror(err));
+	cr_assert_geq(pool_io_stat("tank", counter), failed, "stats do not count the failures");
+	coffer_close(c);
+}
+
+Test(faults, bit_flips_in_clear_data_fail_the_checksum_never_wrong_data)
+{
+	bit_flips("", "cksum_errors", STOR_ECKSUM);
+}
+
+Test(faults, bit_flips_in_encrypted_data_fail_authentication_never_wrong_data)
+{
+	char args[4600];
+
+	snprintf(args, sizeof(args),
+		 "-o encryption=aes-256-ccm -o keyformat=passphrase -o pbkdf2iters=100000 "
+		 "-o keylocation=file://%s",
+		 tdaemon_file(&td, "key", "flip passphrase\n", 16));
+	bit_flips(args, "auth_errors", STOR_EAUTH);
+}
+
+/* Overwrite @len bytes at @off of @path with a pattern. */
+static void clobber(const char *path, off_t off, size_t len)
+{
+	uint8_t *junk = malloc(len);
+	int fd = open(path, O_RDWR);
+
+	cr_assert_not_null(junk);
+	cr_assert_geq(fd, 0, "%s", path);
+	for (size_t i = 0; i < len; i++)
+		junk[i] = (uint8_t)(i * 31 + 7);
+	cr_assert_eq(pwrite(fd, junk, len, off), (ssize_t)len);
+	close(fd);
+	free(junk);
+}
+
+static void damaged_pool(int lmdb)
+{
+	char path[4096];
+	struct coffer_conn *c;
+	uint8_t buf[REC];
+	json_t *p;
+	int h;
+
+	make_pool("good");
+	make_pool("bad");
+	COF_OK("create -V 4M good/a");
+	COF_OK("create -V 4M bad/a");
+	c = open_ds("good/a", &h);
+	write_gen(c, h, 1);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	coffer_close(c);
+	cr_assert_eq(tdaemon_stop(&td), 0, "%s", tdaemon_log(&td));
+	if (lmdb) {
+		/* both meta pages of the LMDB file */
+		snprintf(path, sizeof(path), "%s/pools/bad.mdb", td.state);
+		clobber(path, 0, 8192);
+	} else {
+		snprintf(path, sizeof(path), "%s/bad-l1", td.dir);
+		clobber(path, 16, 64);
+	}
+	start();
+	p = pool_status("bad");
+	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "FAULTED", "%s",
+			 json_dumps(p, 0));
+	cr_assert(json_string_length(json_object_get(p, "error")) > 0, "no reason given");
+	cr_log_info("damaged %s: %s", lmdb ? "LMDB" : "label",
+		    json_string_value(json_object_get(p, "error")));
+	json_decref(p);
+	cr_assert_eq(cof("create -V 1M bad/x"), 1, "%s", out);
+	cr_assert_eq(cof("pool import bad"), 1, "a damaged pool imported: %s", out);
+	/* the other pool serves on */
+	c = open_ds("good/a", &h);
+	cr_assert_eq(check_gen(c, h, 1, NULL), 0);
+	fill(buf, 0, 2);
+	cr_assert_eq(coffer_write(c, h, 0, buf, REC), 0);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	coffer_close(c);
+}
+
+Test(faults, damaged_lmdb_file_refuses_import_and_other_pools_serve)
+{
+	damaged_pool(1);
+}
+
+Test(faults, damaged_lun_label_refuses_import_and_other_pools_serve)
+{
+	damaged_pool(0);
+}
