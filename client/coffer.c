@@ -1471,7 +1471,8 @@ static int cmd_stats(int argc, char **argv)
 			const char *keys[] = { "reads",	  "writes",	 "flushes",   "discards",
 					       "read_bytes", "write_bytes", "io_errors", "admin_calls",
 					       "eperm",	  "bad_frames",	 "connections_total",
-					       "connections_open", "batches", "batched_ios", NULL };
+					       "connections_open", "batches", "batched_ios",
+					       "inflight_peak", NULL };
 
 			json_t *p;
 			size_t j;

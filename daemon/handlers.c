@@ -1243,6 +1243,7 @@ static int h_stats(struct rpc_call *c)
 	json_object_set_new(io, "connections_open", STAT(conns_open));
 	json_object_set_new(io, "batches", STAT(batches));
 	json_object_set_new(io, "batched_ios", STAT(batched_ios));
+	json_object_set_new(io, "inflight_peak", STAT(inflight_peak));
 	pthread_rwlock_rdlock(&pools_lock);
 	for (struct pool_ent *pe = pools; pe; pe = pe->next) {
 		json_t *pj = pool_json(pe, 0);

@@ -536,6 +536,9 @@ static int handle_frame(struct rpc_conn *conn, const struct proto_hdr *h, const 
 	c->admin = conn->admin;
 	conn->refs++;
 	conn->inflight++;
+	if (conn->inflight > atomic_load_explicit(&rpc_stats.inflight_peak, memory_order_relaxed))
+		atomic_store_explicit(&rpc_stats.inflight_peak, conn->inflight,
+				      memory_order_relaxed);
 	/* what this call will hold: its body, and for READ the reply buffer */
 	c->charge = h->len;
 	if (h->op == PROTO_OP_READ && h->len >= PROTO_IO_BODY)

@@ -57,6 +57,7 @@ struct rpc_stats {
 	atomic_ullong io_errors, admin_calls, eperm, bad_frames;
 	atomic_ullong conns_total, batches, batched_ios;
 	atomic_uint conns_open;
+	atomic_uint inflight_peak; /* most requests one connection had in flight */
 };
 
 extern struct rpc_stats rpc_stats;

@@ -305,6 +305,16 @@ Test(data, thirty_two_pipelined_requests_on_one_connection)
 	}
 	for (int i = 0; i < 32; i++)
 		cr_assert_arr_eq(rbuf[i], wbuf[i], 8192, "record %d", i);
+	/* the daemon really had them in flight together */
+	{
+		json_t *r = NULL;
+
+		cr_assert_eq(coffer_call(c, "stats", NULL, &r, NULL, 0), 0);
+		cr_assert_geq(json_integer_value(json_object_get(json_object_get(r, "io"),
+								 "inflight_peak")),
+			      32);
+		json_decref(r);
+	}
 	cr_assert_eq(coffer_ds_flush(c, h), 0);
 	cr_assert_eq(coffer_ds_close(c, h), 0);
 	cr_assert_eq(coffer_read(c, h, 0, rbuf[0], 8192), -EBADF);
