@@ -1581,7 +1581,7 @@ static const struct cmd cmds[] = {
 	{ "read", cmd_read, "DATASET [-o OFFSET] [-l LENGTH] > FILE" },
 	{ "flush", cmd_flush, "DATASET" },
 	{ "stats", cmd_stats, "[-j] [-d DATASET] [INTERVAL [COUNT]]" },
-	{ "bench", cmd_bench, "[options] [PARAMFILE] (see coffer(8))" },
+	{ "bench", cmd_bench, "[options] [PARAMFILE] (see coffer-bench(8))" },
 	{ "ping", cmd_ping, "" },
 	{ "version", cmd_version, "" },
 	{ "help", cmd_help, "[VERB]" },
