@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <sys/types.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -691,4 +692,54 @@ Test(rpc, socket_mode_and_group_come_from_the_config)
 	cr_assert_eq(tdaemon_coffer(&td, "setpriv --reuid=nobody --regid=nogroup --groups=users",
 				    NULL, o, sizeof(o), "ping"),
 		     0, "%s", o);
+}
+
+Test(rpc, eperm_is_answered_every_time_and_logged_once_per_connection)
+{
+	struct passwd *pw = getpwnam("nobody");
+	const char *log;
+	int status, n = 0;
+	pid_t pid;
+
+	if (geteuid() != 0 || !pw)
+		cr_skip_test("needs root and a 'nobody' user");
+	{
+		struct coffer_conn *c = conn();
+		char lun[1200], err[256];
+		json_t *a;
+
+		snprintf(lun, sizeof(lun), "%.1000s/ep-l0", td.dir);
+		a = json_pack("{s:s, s:[s], s:I}", "name", "tank", "luns", lun, "lun_size",
+			      (json_int_t)(16 << 20));
+		cr_assert_eq(coffer_call(c, "pool_create", a, NULL, err, sizeof(err)), 0, "%s",
+			     err);
+		json_decref(a);
+		coffer_close(c);
+	}
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct coffer_conn *c = NULL;
+		json_t *a = json_pack("{s:s}", "name", "tank");
+		char err[256];
+		int fails = 0;
+
+		if (setgroups(0, NULL) < 0 || setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid) < 0 ||
+		    setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) < 0)
+			_exit(3);
+		if (coffer_connect(td.sock, &c) < 0)
+			_exit(4);
+		for (int i = 0; i < 3; i++)
+			fails += coffer_call(c, "pool_destroy", a, NULL, err, sizeof(err)) == -EPERM;
+		fails += coffer_call(c, "ds_open", a, NULL, err, sizeof(err)) == -EPERM;
+		coffer_close(c);
+		_exit(fails == 4 ? 0 : 5);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+	usleep(100000);
+	log = tdaemon_log(&td);
+	for (const char *p = log; (p = strstr(p, "permission denied")); p++)
+		n++;
+	cr_assert_eq(n, 1, "%d log lines for one connection:\n%s", n, log);
 }
