@@ -21,6 +21,11 @@ fi
 cat tests/unit/*.log tests/e2e/*.log 2>/dev/null | grep -E '^\[====\] Synthesis' || true
 cd "$top"
 
+# a short libFuzzer run of every harness, where clang can build them
+if command -v clang >/dev/null 2>&1; then
+	sh tests/fuzz/run.sh "${COFFER_FUZZ_SECONDS:-20}"
+fi
+
 if [ "${COFFER_SKIP_DISTCHECK:-0}" != 1 ]; then
 	rm -rf build-dist && mkdir build-dist && cd build-dist
 	../configure >/dev/null

@@ -1,0 +1,79 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Build the libFuzzer harnesses of tests/fuzz with clang (ASan + UBSan) in a
+# temp dir, outside automake, and run each for SECONDS (default 60) on a
+# copy of its committed seed corpus. Fails on any crash, leak or sanitizer
+# report; prints executions per harness. Usage: run.sh [SECONDS] [HARNESS...]
+set -eu
+secs=${1:-60}
+[ $# -gt 0 ] && shift
+top=$(cd "$(dirname "$0")/../.." && pwd)
+CC=${CLANG:-clang}
+if ! command -v "$CC" >/dev/null 2>&1; then
+	echo "fuzz: $CC not found (apt-get install clang libclang-rt-14-dev)" >&2
+	exit 77
+fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/coffer-fuzz.XXXXXX")
+trap 'rm -rf "$work"' EXIT INT TERM
+
+# the sources include <config.h> for _GNU_SOURCE and the package version
+cat >"$work/autoconf.h" <<'H'
+#define _GNU_SOURCE 1
+#define PACKAGE "coffer"
+#define PACKAGE_VERSION "fuzz"
+#define PACKAGE_STRING "coffer fuzz"
+#define VERSION "fuzz"
+H
+CFLAGS="-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+	-include $work/autoconf.h -I$top/libstore -I$top/daemon -I$top/client
+	$(pkg-config --cflags jansson libuv 2>/dev/null) -pthread"
+STORE="$(ls "$top"/libstore/*.c | grep -v crypt_ipsecmb)"
+
+build() {
+	name=$1
+	shift
+	# shellcheck disable=SC2086
+	$CC $CFLAGS -o "$work/$name" "$top/tests/fuzz/$name.c" "$@" 2>"$work/$name.build" ||
+		{ cat "$work/$name.build" >&2; echo "fuzz: build of $name failed" >&2; exit 1; }
+}
+
+harnesses=${*:-"fuzz_proto fuzz_config fuzz_bench_parse fuzz_handlers"}
+for h in $harnesses; do
+	case $h in
+	fuzz_proto) build "$h" "$top/daemon/proto.c" -ljansson ;;
+	fuzz_config) build "$h" "$top/daemon/config.c" "$top/daemon/log.c" -linih ;;
+	fuzz_bench_parse) build "$h" "$top/client/bench_parse.c" -lm ;;
+	fuzz_handlers)
+		# shellcheck disable=SC2086
+		build "$h" "$top/daemon/handlers.c" "$top/daemon/config.c" "$top/daemon/log.c" \
+			"$top/daemon/proto.c" $STORE -ljansson -linih -lcrypto -llmdb -lzstd -lxxhash ;;
+	*) echo "fuzz: unknown harness $h" >&2; exit 2 ;;
+	esac
+done
+
+fail=0
+for h in $harnesses; do
+	corpus="$work/$h.corpus"
+	mkdir -p "$corpus"
+	cp "$top/tests/fuzz/corpus/$h"/* "$corpus"/ 2>/dev/null || true
+	dict=
+	[ -f "$top/tests/fuzz/$h.dict" ] && dict="-dict=$top/tests/fuzz/$h.dict"
+	# shellcheck disable=SC2086
+	if (cd "$work" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		./"$h" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+		-print_final_stats=1 $dict "$corpus" >"$work/$h.log" 2>&1); then
+		execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$h.log")
+		echo "fuzz: $h: ${execs:-?} executions in ${secs}s, no crash"
+	else
+		fail=1
+		echo "fuzz: $h: FAILED" >&2
+		grep -E -A30 'ERROR|runtime error|deadly signal' "$work/$h.log" | head -60 >&2
+		for a in "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-*; do
+			[ -f "$a" ] || continue
+			keep="${TMPDIR:-/tmp}/$h-$(basename "$a")"
+			cp "$a" "$keep"
+			echo "fuzz: reproducer kept in $keep" >&2
+		done
+	fi
+done
+exit $fail
