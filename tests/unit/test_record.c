@@ -786,8 +786,7 @@ Test(record, writes_are_striped_over_the_luns)
 	}
 }
 
-/* Disabled until the record pipeline compresses (compress.c): the property is accepted today. */
-Test(record, zstd_records_take_less_space, .disabled = true)
+Test(record, zstd_records_take_less_space)
 {
 	const char *props[] = { "compression=zstd" };
 	struct stor_ds_opts o = { .volsize = VOL, .recordsize = REC, .props = props, .nprops = 1 };

@@ -267,14 +267,24 @@ static void kill_and_reap(pid_t pid, int fd, struct model *m)
 		  "child ended by itself (status %#x)", status);
 }
 
-static void setup_crash_pool(uint32_t recsize, uint64_t lun_size)
+static void setup_crash_pool_props(uint32_t recsize, uint64_t lun_size, const char *prop)
 {
+	struct stor_ds_opts o = { .volsize = (uint64_t)NREC * recsize, .recordsize = recsize,
+				  .props = &prop, .nprops = prop ? 1 : 0 };
+	int ret;
+
 	tpool_init(&tp, 2, lun_size, NULL);
-	stor_ds_close(tpool_ds(&tp, DSNAME, (uint64_t)NREC * recsize, recsize));
+	ret = stor_ds_create(tp.pool, DSNAME, &o, NULL);
+	cr_assert_eq(ret, 0, "create %s: %s", DSNAME, stor_strerror(ret));
 	tpool_close(&tp);
 }
 
-Test(txg, sigkill_at_random_points_leaves_flushed_or_later_data)
+static void setup_crash_pool(uint32_t recsize, uint64_t lun_size)
+{
+	setup_crash_pool_props(recsize, lun_size, NULL);
+}
+
+static void random_kills(const char *prop, unsigned min_rounds, double budget)
 {
 	struct model m = { 0 };
 	struct stor_pool_opts opts;
@@ -288,11 +298,11 @@ Test(txg, sigkill_at_random_points_leaves_flushed_or_later_data)
 	 * an extent reused before the txg that freed it is durable shows up as
 	 * a record with the wrong data.
 	 */
-	setup_crash_pool(8192, (1u << 20) + NREC * 8192 * 3 / 4);
+	setup_crash_pool_props(8192, (1u << 20) + NREC * 8192 * 3 / 4, prop);
 	opts = tp.opts;
 	opts.txg_timeout_ms = 100; /* the timer commits too, between explicit flushes */
-	/* at least 24 kills, and more while time allows */
-	while (rounds < 24 || (rounds < 60 && now() - t0 < 25)) {
+	/* at least min_rounds kills, and more while time allows */
+	while (rounds < min_rounds || (rounds < 60 && now() - t0 < budget)) {
 		struct model before = m;
 		int fd, got = 0;
 		pid_t pid = spawn(&fd, &m, seed + rounds, 8192, 1 + rounds % 8, &opts);
@@ -316,7 +326,7 @@ Test(txg, sigkill_at_random_points_leaves_flushed_or_later_data)
 		    rounds, now() - t0, flushes, ahead);
 	cr_assert_gt(flushes, 0, "the children never flushed: the test proved nothing");
 
-	/* sixty crashes leaked no space: with every record discarded nothing is in use */
+	/* the crashes leaked no space: with every record discarded nothing is in use */
 	{
 		struct stor_ds *ds = NULL;
 
@@ -328,6 +338,17 @@ Test(txg, sigkill_at_random_points_leaves_flushed_or_later_data)
 		cr_assert_eq(tpool_used(&tp), 0, "%llu bytes leaked by crashes",
 			     (unsigned long long)tpool_used(&tp));
 	}
+}
+
+Test(txg, sigkill_at_random_points_leaves_flushed_or_later_data)
+{
+	random_kills(NULL, 24, 20);
+}
+
+Test(txg, sigkill_with_zstd_records)
+{
+	/* compressed records take one sector: other extent sizes, same promises */
+	random_kills("compression=zstd", 20, 6);
 }
 
 Test(txg, unflushed_large_records_may_be_lost_but_never_torn)
