@@ -1030,3 +1030,63 @@ Test(record, a_new_dataset_of_a_destroyed_name_reads_zeros)
 	check_zero(d, 0, sizeof(buf));
 	stor_ds_close(d);
 }
+
+Test(record, io_stats_count_requests_bytes_and_checksum_errors)
+{
+	static unsigned char buf[4 * REC];
+	struct stor_io_stats st, pst;
+	unsigned lun;
+	uint64_t off, lat = 0;
+
+	tpat_random(buf, sizeof(buf), 0x51);
+	cr_assert_eq(stor_ds_write(ds, 0, buf, sizeof(buf)), 0);
+	cr_assert_eq(stor_ds_write(ds, 100, buf, 10), 0);
+	cr_assert_eq(stor_ds_read(ds, 0, buf, REC), 0);
+	cr_assert_eq(stor_ds_discard(ds, 3 * REC, REC), 0);
+	cr_assert_eq(stor_ds_flush(ds), 0);
+	cr_assert_eq(stor_ds_read(ds, VOL, buf, 1), STOR_ERANGE);
+	cr_assert_eq(stor_ds_io_stats(tp.pool, TPOOL_NAME "/vol", &st), 0);
+	cr_assert_eq(st.writes, 2);
+	cr_assert_eq(st.reads, 1);
+	cr_assert_eq(st.discards, 1);
+	cr_assert_eq(st.flushes, 1);
+	cr_assert_eq(st.errors, 1);
+	cr_assert_eq(st.write_bytes, sizeof(buf) + 10);
+	cr_assert_eq(st.read_bytes, REC);
+	for (unsigned i = 0; i < STOR_LAT_BUCKETS; i++)
+		lat += st.lat[i];
+	cr_assert_geq(lat, 5, "latency histogram holds %llu requests", (unsigned long long)lat);
+	cr_assert_eq(stor_ds_io_stats(tp.pool, TPOOL_NAME "/nosuch", &st), -ENOENT);
+
+	/* a checksum failure is counted where it happened */
+	tpat_random(buf, REC, 0x52);
+	cr_assert_eq(stor_ds_write(ds, 9 * REC, buf, REC), 0);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	cr_assert_eq(tpool_find(&tp, buf + 128, 64, &lun, &off), 1);
+	reopen();
+	tpool_flip_byte(&tp, lun, off);
+	cr_assert_eq(stor_ds_read(ds, 9 * REC, buf, REC), STOR_ECKSUM);
+	cr_assert_eq(stor_ds_io_stats(tp.pool, TPOOL_NAME "/vol", &st), 0);
+	cr_assert_eq(st.cksum_errors, 1);
+	cr_assert_eq(stor_pool_io_stats(tp.pool, &pst), 0);
+	cr_assert_geq(pst.cksum_errors, 1);
+}
+
+Test(record, pool_logical_used_counts_before_compression)
+{
+	const char *props[] = { "compression=zstd" };
+	struct stor_ds_opts o = { .volsize = VOL, .recordsize = REC, .props = props, .nprops = 1 };
+	struct stor_pool_stat st;
+	struct stor_ds *z = NULL;
+	static unsigned char buf[16 * REC];
+
+	cr_assert_eq(stor_ds_create(tp.pool, TPOOL_NAME "/z", &o, &z), 0);
+	for (unsigned r = 0; r < 16; r++)
+		tpat_fill(buf + r * REC, REC, r, 3);
+	cr_assert_eq(stor_ds_write(z, 0, buf, sizeof(buf)), 0);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	cr_assert_eq(stor_pool_stat(tp.pool, &st), 0);
+	cr_assert_eq(st.logical_used, sizeof(buf));
+	cr_assert_lt(st.used, st.logical_used);
+	stor_ds_close(z);
+}
