@@ -50,14 +50,16 @@ Test(dataset, valid_names_are_accepted)
 	memset(longest, 'x', STOR_NAME_MAX);
 	memcpy(longest, "tank/", 5);
 	longest[STOR_NAME_MAX] = '\0';
-	cr_assert_eq(ret = create(longest), 0, "%zu chars: %s", strlen(longest), stor_strerror(ret));
+	ret = create(longest);
+	cr_assert_eq(ret, 0, "%zu chars: %s", strlen(longest), stor_strerror(ret));
 }
 
 Test(dataset, invalid_names_are_rejected)
 {
 	static const char *bad[] = {
-		"",	     "tank/a/",	  "tank//a", "/tank/a", "tank/a b", "tank/a@b", "tank/a#b",
-		"tank/a%b", "tank/a\tb", "tank/\xc3\xa4", "tank/a*",  "tank/.",   "tank/..",
+		"",	  "tank/a/",  "tank//a",	"/tank/a", "tank/a b",
+		"tank/a@b", "tank/a#b", "tank/a%b",	"tank/a\tb", "tank/\xc3\xa4",
+		"tank/a*",  "tank/.",   "tank/..",
 	};
 	char toolong[STOR_NAME_MAX + 2];
 

@@ -552,9 +552,9 @@ static void *tworker(void *p)
 
 	while (!atomic_load(&sh->stop)) {
 		/* thread i favours its own quarter, but every thread reaches every record */
-		unsigned r = rand_r(&seed) % 4 ? a->id * (TREC / TTHREADS) +
-							 (unsigned)rand_r(&seed) % (TREC / TTHREADS) :
-						 (unsigned)rand_r(&seed) % (TREC - 1);
+		unsigned own = a->id * (TREC / TTHREADS) +
+			       (unsigned)rand_r(&seed) % (TREC / TTHREADS);
+		unsigned r = rand_r(&seed) % 4 ? own : (unsigned)rand_r(&seed) % (TREC - 1);
 		int op = rand_r(&seed) % 16, ret;
 
 		if (r + 1 >= TREC)
@@ -954,7 +954,8 @@ Test(record_direct, direct_io_round_trips_with_unaligned_buffers)
 		char probe[PATH_MAX];
 		int fd;
 
-		snprintf(probe, sizeof(probe), "%s/stor-odirect-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+		snprintf(probe, sizeof(probe), "%s/stor-odirect-XXXXXX",
+			 tmp && *tmp ? tmp : "/tmp");
 		fd = mkstemp(probe);
 		cr_assert(fd >= 0);
 		close(fd);

@@ -32,7 +32,7 @@
 static struct tpool tp;
 
 struct msg {
-	char type;       /* 'W' about to write, 'D' about to discard, 'F' flush returned, 'E' error */
+	char type;       /* 'W'/'D' about to write/discard, 'F' flush returned, 'E' error */
 	unsigned rec;
 	uint64_t gen;    /* 'E': the error code */
 };
@@ -215,7 +215,8 @@ static unsigned verify(struct model *m, uint32_t recsize, unsigned round)
 		cr_assert((uint64_t)g == m->flushed[r] ||
 				  ((uint64_t)g > m->floor[r] && (uint64_t)g <= m->maxgen[r]) ||
 				  (g == 0 && m->zero_ok[r]),
-			  "round %u: record %u holds %lld; flushed %llu, written since (%llu, %llu]%s",
+			  "round %u: record %u holds %lld; flushed %llu, written since (%llu, %llu]"
+			  "%s",
 			  round, r, (long long)g, (unsigned long long)m->flushed[r],
 			  (unsigned long long)m->floor[r], (unsigned long long)m->maxgen[r],
 			  m->zero_ok[r] ? ", discarded since" : "");
@@ -322,7 +323,7 @@ static void random_kills(const char *prop, unsigned min_rounds, double budget)
 		ahead += verify(&m, 8192, rounds);
 		rounds++;
 	}
-	cr_log_info("%u kills in %.1f s, %lu record changes kept, %u records found past their flush",
+	cr_log_info("%u kills in %.1f s, %lu record changes kept, %u found past their flush",
 		    rounds, now() - t0, flushes, ahead);
 	cr_assert_gt(flushes, 0, "the children never flushed: the test proved nothing");
 
@@ -631,7 +632,8 @@ Test(txg, sigkill_around_dataset_create_and_destroy)
 				cr_assert_eq(stor_ds_read(ds, k * 8192ull, buf, sizeof(buf)), 0);
 				g = tpat_check(buf, sizeof(buf), i * DSREC + k);
 				cr_assert(g == 1 || (g == 0 && st[i] == DS_CREATING),
-					  "round %u: %s record %u: check %lld (state %d)", round, name,
+					  "round %u: %s record %u: check %lld (state %d)", round,
+					  name,
 					  k, (long long)g, (int)st[i]);
 			}
 			stor_ds_close(ds);
