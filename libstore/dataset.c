@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
 #include "meta.h"
 #include "store_impl.h"
 
@@ -116,6 +117,8 @@ static void refresh_effective(struct stor_pool *p, struct stor_ds *ds)
 			     prop_compression_level(ds_prop_locked(p, d, PROP_COMPRESSION, NULL)));
 		atomic_store(&d->checksum_on,
 			     strcmp(ds_prop_locked(p, d, PROP_CHECKSUM, NULL), "off") != 0);
+		atomic_store(&d->cache_all,
+			     strcmp(ds_prop_locked(p, d, PROP_PRIMARYCACHE, NULL), "all") == 0);
 	}
 }
 
@@ -472,6 +475,7 @@ static int destroy_one_locked(struct stor_pool *p, struct stor_ds *ds)
 	ds->destroyed = 1;
 	table_remove(p, ds);
 	txg_read_synchronize(p);
+	cache_drop_ds(record_cache(), ds->guid);
 	ds_free(ds);
 	return 0;
 }

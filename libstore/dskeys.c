@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
 #include "meta.h"
 #include "store_impl.h"
 
@@ -386,8 +387,11 @@ int stor_key_unload(struct stor_pool *p, const char *name)
 			old[i] = atomic_exchange(&p->ds[i]->keys, NULL);
 	/* records being sealed or opened with these keys finish first */
 	txg_read_synchronize(p);
-	for (size_t i = 0; i < p->nds; i++)
+	for (size_t i = 0; i < p->nds; i++) {
+		if (old[i])
+			cache_drop_ds(record_cache(), p->ds[i]->guid); /* no plaintext stays */
 		keys_state_free(old[i]);
+	}
 	free(old);
 out:
 	pthread_mutex_unlock(&p->admin);

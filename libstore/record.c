@@ -16,12 +16,53 @@
 #include <xxhash.h>
 
 #include "alloc.h"
+#include "cache.h"
 #include "compress.h"
 #include "lun.h"
 #include "stats.h"
 #include "store_impl.h"
 
 enum rec_kind { REC_READ, REC_WRITE, REC_ZERO, REC_HOLE };
+
+static struct cache *data_cache;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static atomic_size_t cache_size; /* 0: off, skip it entirely */
+
+static void cache_init_once(void)
+{
+	if (cache_create(0, &data_cache) < 0)
+		data_cache = NULL; /* a NULL cache is an off one */
+}
+
+struct cache *record_cache(void)
+{
+	pthread_once(&cache_once, cache_init_once);
+	return data_cache;
+}
+
+int stor_cache_set_size(size_t bytes)
+{
+	if (!record_cache())
+		return -ENOMEM;
+	cache_resize(data_cache, bytes);
+	atomic_store(&cache_size, bytes);
+	return 0;
+}
+
+void stor_cache_stats(struct stor_cache_stats *st)
+{
+	struct cache_stats cs;
+
+	memset(st, 0, sizeof(*st));
+	cache_stats(record_cache(), &cs);
+	st->hits = cs.hits;
+	st->misses = cs.misses;
+	st->inserts = cs.inserts;
+	st->evictions = cs.evictions;
+	st->bytes = cs.bytes;
+	st->entries = cs.entries;
+	st->capacity = cs.capacity;
+}
 
 struct rec {
 	struct stor_io *io;
@@ -34,6 +75,8 @@ struct rec {
 	int found;
 	uint8_t *buf; /* sector-aligned, bp.psize (read) or recordsize rounded up (write) */
 	uint32_t csize; /* write: compressed payload bytes, 0 if stored raw */
+	int cached;     /* read: served by the data cache */
+	uint64_t gen;   /* read: cache generation taken before the lookup */
 	int status;
 };
 
@@ -90,6 +133,8 @@ static void fail_io(struct rec *r, int err)
 static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 {
 	uint64_t *ids, *recnos;
+	size_t *idx = NULL, m = 0;
+	struct cache *dc = atomic_load(&cache_size) ? record_cache() : NULL;
 	struct bp *bps = NULL;
 	int *found = NULL;
 	struct lun_io *ios = NULL;
@@ -105,31 +150,55 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 	ios = malloc(n * sizeof(*ios));
 	ops = malloc(n * sizeof(*ops));
 	aads = malloc(n * sizeof(*aads));
-	if (!ids || !recnos || !bps || !found || !ios || !ops || !aads) {
+	idx = malloc(n * sizeof(*idx));
+	if (!ids || !recnos || !bps || !found || !ios || !ops || !aads || !idx) {
 		for (size_t i = 0; i < n; i++)
 			fail_io(&recs[i], -ENOMEM);
 		goto out;
 	}
-	for (size_t i = 0; i < n; i++) {
-		ids[i] = recs[i].ds->id;
-		recnos[i] = recs[i].recno;
-	}
-	ret = txg_lookup(p, n, ids, recnos, bps, found);
-	if (ret < 0) {
-		for (size_t i = 0; i < n; i++)
-			fail_io(&recs[i], ret);
-		goto out;
-	}
+	/* the data cache first; what it lacks is looked up */
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
-		size_t sz;
 
 		if (r->status)
 			continue;
-		r->found = found[i];
-		r->bp = bps[i];
-		sz = found[i] ? r->bp.psize : round_sector(r->ds->recsize);
-		if (found[i] && (r->bp.lsize != r->ds->recsize || r->bp.lun >= atomic_load(&p->nluns) ||
+		/* a dataset whose key is gone has no plaintext to serve */
+		if (dc && atomic_load(&r->ds->cache_all) &&
+		    (!r->ds->suite || atomic_load(&r->ds->keys))) {
+			size_t sz = round_sector(r->ds->recsize);
+
+			r->gen = cache_gen(dc, r->ds->guid, r->recno);
+			r->buf = aligned_alloc_raw(sz);
+			if (r->buf &&
+			    cache_get(dc, r->ds->guid, r->recno, r->buf, r->ds->recsize) == 0) {
+				r->cached = 1;
+				STATS_ADD(r->ds, cache_hits, 1);
+				continue;
+			}
+			free(r->buf);
+			r->buf = NULL;
+			STATS_ADD(r->ds, cache_misses, 1);
+		}
+		idx[m] = i;
+		ids[m] = r->ds->id;
+		recnos[m] = r->recno;
+		m++;
+	}
+	ret = m ? txg_lookup(p, m, ids, recnos, bps, found) : 0;
+	if (ret < 0) {
+		for (size_t k = 0; k < m; k++)
+			fail_io(&recs[idx[k]], ret);
+		goto out;
+	}
+	for (size_t k = 0; k < m; k++) {
+		size_t i = idx[k];
+		struct rec *r = &recs[i];
+		size_t sz;
+
+		r->found = found[k];
+		r->bp = bps[k];
+		sz = r->found ? r->bp.psize : round_sector(r->ds->recsize);
+		if (r->found && (r->bp.lsize != r->ds->recsize || r->bp.lun >= atomic_load(&p->nluns) ||
 				 r->bp.comp > BP_COMP_ZSTD ||
 				 (r->bp.comp == BP_COMP_OFF && r->bp.csize != r->bp.lsize))) {
 			fail_io(r, STOR_ECORRUPT);
@@ -142,7 +211,7 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			fail_io(r, -ENOMEM);
 			continue;
 		}
-		if (!found[i]) {
+		if (!r->found) {
 			memset(r->buf, 0, sz); /* never written: zeros */
 			continue;
 		}
@@ -232,6 +301,12 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		if (err < 0)
 			fail_io(r, err);
 	}
+	for (size_t i = 0; dc && i < n; i++) {
+		struct rec *r = &recs[i];
+
+		if (!r->status && r->found && atomic_load(&r->ds->cache_all))
+			cache_put(dc, r->ds->guid, r->recno, r->buf, r->ds->recsize, r->gen);
+	}
 out:
 	free(ids);
 	free(recnos);
@@ -240,6 +315,7 @@ out:
 	free(ios);
 	free(ops);
 	free(aads);
+	free(idx);
 }
 
 static unsigned stripe_of(const struct rec *r)
@@ -526,6 +602,8 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			fail_io(r, ret);
 			continue;
 		}
+		/* after the stage: a reader that saw the old pointer cannot put it back */
+		cache_drop(record_cache(), r->ds->guid, r->recno);
 		if (r->kind != REC_HOLE) {
 			atomic_fetch_add(&r->ds->used, r->bp.psize);
 			atomic_fetch_add(&r->ds->logical_used, r->bp.lsize);

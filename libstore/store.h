@@ -281,6 +281,21 @@ int stor_ds_discard(struct stor_ds *ds, uint64_t off, uint64_t len);
 /** Make every write of this dataset so far durable (commits the txg). */
 int stor_ds_flush(struct stor_ds *ds);
 
+/* ---- data cache ---- */
+
+/**
+ * Size the process-wide cache of plaintext records (0 = off, the default);
+ * datasets with primarycache=all use it. May be called at any time; shrinking
+ * evicts at once. @return 0 or -ENOMEM
+ */
+int stor_cache_set_size(size_t bytes);
+
+struct stor_cache_stats {
+	uint64_t hits, misses, inserts, evictions;
+	uint64_t bytes, entries, capacity;
+};
+void stor_cache_stats(struct stor_cache_stats *st);
+
 /* ---- statistics ---- */
 
 /* Request latency histogram: log-linear, four buckets per power of two of

@@ -54,6 +54,7 @@ struct stor_ds {
 
 	/* effective values of inherited properties, for the I/O path */
 	atomic_int sync_mode, comp_level, checksum_on;
+	atomic_int cache_all; /* primarycache=all: records go through the data cache */
 
 	atomic_int_fast64_t used, logical_used;
 	struct ds_stats stats;
@@ -109,6 +110,9 @@ struct stor_pool {
 	_Atomic uint64_t read_epoch;
 	atomic_long readers[2];
 };
+
+/* record.c: the process-wide data cache */
+struct cache *record_cache(void);
 
 /* dataset.c */
 struct stor_ds *ds_find_locked(struct stor_pool *p, const char *name);

@@ -74,4 +74,9 @@ check_PROGRAMS += %D%/test_stats
 %C%_test_stats_CFLAGS = $(UNIT_CFLAGS)
 %C%_test_stats_LDADD = $(UNIT_LDADD)
 
+check_PROGRAMS += %D%/test_datacache
+%C%_test_datacache_SOURCES = %D%/test_datacache.c $(UNIT_FIXTURE)
+%C%_test_datacache_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_datacache_LDADD = $(UNIT_LDADD)
+
 TESTS += $(check_PROGRAMS)
