@@ -31,3 +31,7 @@ check_PROGRAMS += %D%/test_faults
 %C%_test_faults_SOURCES = %D%/test_faults.c $(E2E_FIXTURE)
 %C%_test_faults_CFLAGS = $(E2E_CFLAGS)
 %C%_test_faults_LDADD = $(E2E_LDADD)
+
+# reliability scripts: make check runs short variants of contrib/bench's crash and load runs
+TESTS += %D%/crash_short.sh
+EXTRA_DIST += %D%/crash_short.sh contrib/bench/crash.sh
