@@ -43,11 +43,11 @@ void tdaemon_init(struct tdaemon *d, const char *extra)
 	cr_assert_not_null(mkdtemp(d->dir), "mkdtemp: %s", strerror(errno));
 	/* others (the `nobody` client) must reach the socket */
 	chmod(d->dir, 0755);
-	snprintf(d->sock, sizeof(d->sock), "%s/sock", d->dir);
-	snprintf(d->conf, sizeof(d->conf), "%s/cofferd.conf", d->dir);
-	snprintf(d->state, sizeof(d->state), "%s/state", d->dir);
-	snprintf(d->log, sizeof(d->log), "%s/cofferd.log", d->dir);
-	snprintf(d->notify, sizeof(d->notify), "%s/notify", d->dir);
+	snprintf(d->sock, sizeof(d->sock), "%.1000s/sock", d->dir);
+	snprintf(d->conf, sizeof(d->conf), "%.1000s/cofferd.conf", d->dir);
+	snprintf(d->state, sizeof(d->state), "%.1000s/state", d->dir);
+	snprintf(d->log, sizeof(d->log), "%.1000s/cofferd.log", d->dir);
+	snprintf(d->notify, sizeof(d->notify), "%.1000s/notify", d->dir);
 	f = fopen(d->conf, "w");
 	cr_assert_not_null(f);
 	fprintf(f,
@@ -94,7 +94,7 @@ int tdaemon_start(struct tdaemon *d)
 	unlink(d->notify);
 	nfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	cr_assert_geq(nfd, 0);
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", d->notify);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.100s", d->notify);
 	cr_assert_eq(bind(nfd, (struct sockaddr *)&sa, sizeof(sa)), 0, "bind %s: %s", d->notify,
 		     strerror(errno));
 	d->pid = fork();
@@ -167,6 +167,7 @@ void tdaemon_cleanup(struct tdaemon *d)
 		if (system(cmd) != 0)
 			fprintf(stderr, "cleanup of %s failed\n", d->dir);
 	}
+	d->dir[0] = '\0'; /* cleaned up: a later teardown has nothing to do */
 }
 
 int tdaemon_coffer(struct tdaemon *d, const char *prefix, const char *in_file, char *out,

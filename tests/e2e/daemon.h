@@ -42,6 +42,17 @@ const char *tdaemon_log(struct tdaemon *d);
 int tdaemon_coffer(struct tdaemon *d, const char *prefix, const char *in_file, char *out,
 		   size_t cap, const char *args);
 
+/*
+ * Skip the running test: Criterion runs no .fini after cr_skip_test(), so the
+ * daemon is stopped and the temp dir removed here first.
+ */
+#define tdaemon_skip(d, ...)              \
+	do {                              \
+		tdaemon_stop(d);          \
+		tdaemon_cleanup(d);       \
+		cr_skip_test(__VA_ARGS__); \
+	} while (0)
+
 /** Write @len bytes to a new file @name in the temp dir; returns its path (static). */
 const char *tdaemon_file(struct tdaemon *d, const char *name, const void *data, size_t len);
 

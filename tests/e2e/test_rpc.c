@@ -37,7 +37,11 @@ static void setup(void)
 
 static void teardown(void)
 {
-	int st = tdaemon_stop(&td);
+	int st;
+
+	if (!td.dir[0])
+		return; /* the test cleaned up already (tdaemon_skip) */
+	st = tdaemon_stop(&td);
 
 	if (st != 0)
 		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
@@ -342,7 +346,7 @@ Test(rpc, admin_calls_by_a_non_admin_uid_get_eperm)
 	int st;
 
 	if (geteuid() != 0 || !getpwnam("nobody") || system("command -v setpriv >/dev/null") != 0)
-		cr_skip_test("needs root, a 'nobody' user and setpriv");
+		tdaemon_skip(&td, "needs root, a 'nobody' user and setpriv");
 	st = tdaemon_coffer(&td, "setpriv --reuid=nobody --regid=nogroup --clear-groups", NULL, out,
 			    sizeof(out), "pool create -s 16M tank /tmp/never-created-lun");
 	cr_assert_eq(st, 1, "exit %d: %s", st, out);
@@ -639,7 +643,7 @@ Test(rpc, admin_group_membership_by_gid_or_supplementary_group)
 
 	if (geteuid() != 0 || !getpwnam("nobody") || !getgrnam("users") || !getgrnam("nogroup") ||
 	    system("command -v setpriv >/dev/null") != 0)
-		cr_skip_test("needs root, nobody, groups users and nogroup, and setpriv");
+		tdaemon_skip(&td, "needs root, nobody, groups users and nogroup, and setpriv");
 	cr_assert_eq(tdaemon_stop(&td), 0);
 	f = fopen(td.conf, "w");
 	cr_assert_not_null(f);
@@ -672,7 +676,7 @@ Test(rpc, socket_mode_and_group_come_from_the_config)
 	FILE *f;
 
 	if (geteuid() != 0 || !gr || system("command -v setpriv >/dev/null") != 0)
-		cr_skip_test("needs root, group users and setpriv");
+		tdaemon_skip(&td, "needs root, group users and setpriv");
 	cr_assert_eq(tdaemon_stop(&td), 0);
 	f = fopen(td.conf, "w");
 	cr_assert_not_null(f);
@@ -702,7 +706,7 @@ Test(rpc, eperm_is_answered_every_time_and_logged_once_per_connection)
 	pid_t pid;
 
 	if (geteuid() != 0 || !pw)
-		cr_skip_test("needs root and a 'nobody' user");
+		tdaemon_skip(&td, "needs root and a 'nobody' user");
 	{
 		struct coffer_conn *c = conn();
 		char lun[1200], err[256];
