@@ -82,13 +82,18 @@ static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW 
 
 void tpool_fini(struct tpool *tp)
 {
+	/*
+	 * Remove the files first: the pool works on open descriptors, and if
+	 * closing it aborts (a failed test can leave handles open) nothing is
+	 * left behind in TMPDIR.
+	 */
+	if (tp->dir[0])
+		nftw(tp->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tp->dir[0] = '\0';
 	if (tp->pool) {
 		stor_pool_close(tp->pool);
 		tp->pool = NULL;
 	}
-	if (tp->dir[0])
-		nftw(tp->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	tp->dir[0] = '\0';
 }
 
 void tpool_close(struct tpool *tp)

@@ -418,11 +418,18 @@ Test(record, recordsize_1m_works)
 
 /* ---- full pool ---- */
 
-TestSuite(record_full, .timeout = 60);
+/* Pools of their own; a static so that teardown removes them when a test fails. */
+static struct tpool small;
+
+static void small_teardown(void)
+{
+	tpool_fini(&small);
+}
+
+TestSuite(record_full, .fini = small_teardown, .timeout = 60);
 
 Test(record_full, enospc_leaves_every_earlier_write_intact)
 {
-	struct tpool small;
 	struct stor_ds *d;
 	unsigned char buf[REC];
 	unsigned n = 0, before;
@@ -475,7 +482,6 @@ Test(record_full, enospc_leaves_every_earlier_write_intact)
 
 Test(record_full, enospc_multi_record_write_changes_nothing)
 {
-	struct tpool small;
 	struct stor_ds *d;
 	unsigned char buf[REC], big[8 * REC];
 	unsigned n;
@@ -936,18 +942,17 @@ Test(record, truncated_lun_never_gives_wrong_data)
 
 /* ---- O_DIRECT ---- */
 
-TestSuite(record_direct, .timeout = 60);
+TestSuite(record_direct, .fini = small_teardown, .timeout = 60);
 
 Test(record_direct, direct_io_round_trips_with_unaligned_buffers)
 {
 	struct stor_pool_opts o = { .direct_io = 1 };
-	struct tpool dp;
+	struct tpool *dpp = &small;
 	struct stor_ds *d;
 	unsigned char *mem = malloc(3 * REC + 64), *buf = mem + 3; /* deliberately misaligned */
 	unsigned char *got = malloc(3 * REC + 64) + 5;
 	int ret;
 
-	memset(&dp, 0, sizeof(dp));
 	/* tmpfs has no O_DIRECT: only then is a refusal acceptable */
 	{
 		const char *tmp = getenv("TMPDIR");
@@ -965,8 +970,8 @@ Test(record_direct, direct_io_round_trips_with_unaligned_buffers)
 			cr_skip_test("no O_DIRECT in TMPDIR");
 		close(fd);
 	}
-	tpool_init(&dp, 2, 16u << 20, &o);
-	d = tpool_ds(&dp, TPOOL_NAME "/d", 1 << 20, REC);
+	tpool_init(dpp, 2, 16u << 20, &o);
+	d = tpool_ds(dpp, TPOOL_NAME "/d", 1 << 20, REC);
 	tpat_random(buf, 3 * REC, 0xd1);
 	ret = stor_ds_write(d, REC / 2 + 1, buf, 2 * REC + 7);
 	cr_assert_eq(ret, 0, "direct write: %s", stor_strerror(ret));
@@ -974,13 +979,13 @@ Test(record_direct, direct_io_round_trips_with_unaligned_buffers)
 	cr_assert_eq(ret, 0, "direct read: %s", stor_strerror(ret));
 	cr_assert_arr_eq(got, buf, 2 * REC + 7);
 	stor_ds_close(d);
-	tpool_reopen(&dp);
-	cr_assert_eq(stor_ds_open(dp.pool, TPOOL_NAME "/d", &d), 0);
+	tpool_reopen(dpp);
+	cr_assert_eq(stor_ds_open(dpp->pool, TPOOL_NAME "/d", &d), 0);
 	memset(got, 0, 2 * REC + 7);
 	cr_assert_eq(stor_ds_read(d, REC / 2 + 1, got, 2 * REC + 7), 0);
 	cr_assert_arr_eq(got, buf, 2 * REC + 7);
 	stor_ds_close(d);
-	tpool_fini(&dp);
+	tpool_fini(dpp);
 	free(mem);
 	free(got - 5);
 }
