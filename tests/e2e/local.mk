@@ -33,5 +33,5 @@ check_PROGRAMS += %D%/test_faults
 %C%_test_faults_LDADD = $(E2E_LDADD)
 
 # reliability scripts: make check runs short variants of contrib/bench's crash and load runs
-TESTS += %D%/crash_short.sh
-EXTRA_DIST += %D%/crash_short.sh contrib/bench/crash.sh
+TESTS += %D%/crash_short.sh %D%/load_short.sh
+EXTRA_DIST += %D%/crash_short.sh contrib/bench/crash.sh %D%/load_short.sh contrib/bench/load.sh
