@@ -1429,6 +1429,76 @@ static void engine_stats(json_t *io)
 	       (long long)json_integer_value(json_object_get(io, "cache_misses")));
 }
 
+static long long ioval(json_t *io, const char *key)
+{
+	return (long long)json_integer_value(json_object_get(io, key));
+}
+
+static json_t *by_name(json_t *arr, const char *name)
+{
+	json_t *e;
+	size_t i;
+
+	json_array_foreach(arr, i, e) {
+		const char *n = json_string_value(json_object_get(e, "name"));
+		if (n && !strcmp(n, name))
+			return e;
+	}
+	return NULL;
+}
+
+/* One row of the iostat-like table: rates over the interval of @d seconds. */
+static void stats_row(const char *name, json_t *io, json_t *pio, double d)
+{
+	long long hits, misses;
+	char hit[16] = "-";
+
+	if (!io)
+		return;
+#define DELTA(k) (ioval(io, k) - (pio ? ioval(pio, k) : 0))
+	hits = DELTA("cache_hits");
+	misses = DELTA("cache_misses");
+	if (hits + misses)
+		snprintf(hit, sizeof(hit), "%.1f", 100.0 * (double)hits / (double)(hits + misses));
+	printf("%-24s %9.0f %9.0f %8.1f %8.1f %6s %8.1f %7lld\n", name,
+	       (double)DELTA("reads") / d, (double)DELTA("writes") / d,
+	       (double)DELTA("read_bytes") / d / 1e6, (double)DELTA("write_bytes") / d / 1e6, hit,
+	       (double)ioval(io, "lat_p99_ns") / 1e3, DELTA("errors"));
+#undef DELTA
+}
+
+/* `coffer stats INTERVAL`: a table per pool and dataset, like iostat -x. */
+static void stats_table(json_t *cur, json_t *prev, double d)
+{
+	json_t *p;
+	size_t i;
+
+	printf("%-24s %9s %9s %8s %8s %6s %8s %7s\n", "pool/dataset", "read/s", "write/s",
+	       "rMB/s", "wMB/s", "hit%", "p99 us", "errors");
+	json_array_foreach(json_object_get(cur, "pools"), i, p) {
+		const char *pn = json_string_value(json_object_get(p, "name"));
+		json_t *pp = by_name(json_object_get(prev, "pools"), pn), *dsj;
+		size_t j;
+
+		if (!json_object_get(p, "io")) {
+			printf("%-24s %s\n", pn, json_string_value(json_object_get(p, "state")));
+			continue;
+		}
+		stats_row(pn, json_object_get(p, "io"), pp ? json_object_get(pp, "io") : NULL, d);
+		json_array_foreach(json_object_get(p, "datasets_io"), j, dsj) {
+			const char *dn = json_string_value(json_object_get(dsj, "name"));
+			json_t *pd = pp ? by_name(json_object_get(pp, "datasets_io"), dn) : NULL;
+			char label[64];
+
+			if (!strcmp(dn, pn))
+				continue; /* the root holds no data */
+			snprintf(label, sizeof(label), "  %s", dn);
+			stats_row(label, dsj, pd, d);
+		}
+	}
+	putchar('\n');
+}
+
 static int cmd_stats(int argc, char **argv)
 {
 	long interval = 0, count = -1;
@@ -1461,7 +1531,10 @@ static int cmd_stats(int argc, char **argv)
 	}
 	c = conn_open();
 	for (long i = 0;; i++) {
-		cur = call(c, "stats", ds ? json_pack("{s:s}", "name", ds) : NULL, ds);
+		cur = call(c, "stats",
+			   ds ? json_pack("{s:s}", "name", ds)
+			      : interval ? json_pack("{s:b}", "datasets", 1) : NULL,
+			   ds);
 		if (opt_json) {
 			char *s = json_dumps(cur, JSON_COMPACT);
 
@@ -1497,22 +1570,8 @@ static int cmd_stats(int argc, char **argv)
 				printf("dataset %s\n", ds);
 				engine_stats(json_object_get(cur, "dataset"));
 			}
-		} else {
-			if (i % 20 == 0)
-				printf("%10s %10s %10s %10s %8s\n", "read/s", "write/s", "rMB/s",
-				       "wMB/s", "errors");
-			if (prev) {
-				double d = (double)interval;
-
-				printf("%10.0f %10.0f %10.1f %10.1f %8lld\n",
-				       (io_stat(cur, "reads") - io_stat(prev, "reads")) / d,
-				       (io_stat(cur, "writes") - io_stat(prev, "writes")) / d,
-				       (io_stat(cur, "read_bytes") - io_stat(prev, "read_bytes")) /
-					       d / 1e6,
-				       (io_stat(cur, "write_bytes") - io_stat(prev, "write_bytes")) /
-					       d / 1e6,
-				       io_stat(cur, "io_errors") - io_stat(prev, "io_errors"));
-			}
+		} else if (prev) {
+			stats_table(cur, prev, (double)interval);
 		}
 		fflush(stdout);
 		json_decref(prev);

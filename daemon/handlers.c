@@ -1225,6 +1225,26 @@ static json_t *io_stats_json(const struct stor_io_stats *st)
 
 #define STAT(f) json_integer((json_int_t)atomic_load_explicit(&rpc_stats.f, memory_order_relaxed))
 
+struct ds_io_ctx {
+	struct stor_pool *pool;
+	json_t *out;
+};
+
+/* One dataset's counters for the per-dataset table of `coffer stats`. */
+static int ds_io_one(const char *name, void *ctx)
+{
+	struct ds_io_ctx *x = ctx;
+	struct stor_io_stats st;
+	json_t *o;
+
+	if (stor_ds_io_stats(x->pool, name, &st) < 0)
+		return 0; /* destroyed meanwhile */
+	o = io_stats_json(&st);
+	json_object_set_new(o, "name", json_string(name));
+	json_array_append_new(x->out, o);
+	return 0;
+}
+
 static int h_stats(struct rpc_call *c)
 {
 	json_t *io = json_object(), *pa = json_array();
@@ -1244,6 +1264,9 @@ static int h_stats(struct rpc_call *c)
 	json_object_set_new(io, "batches", STAT(batches));
 	json_object_set_new(io, "batched_ios", STAT(batched_ios));
 	json_object_set_new(io, "inflight_peak", STAT(inflight_peak));
+	int per_ds = json_is_true(json_object_get(c->args, "datasets"));
+	struct stor_cache_stats cs;
+
 	pthread_rwlock_rdlock(&pools_lock);
 	for (struct pool_ent *pe = pools; pe; pe = pe->next) {
 		json_t *pj = pool_json(pe, 0);
@@ -1251,10 +1274,21 @@ static int h_stats(struct rpc_call *c)
 
 		if (pe->pool && stor_pool_io_stats(pe->pool, &st) == 0)
 			json_object_set_new(pj, "io", io_stats_json(&st));
+		if (pe->pool && per_ds) {
+			json_t *da = json_array();
+
+			stor_ds_list(pe->pool, ds_io_one, &(struct ds_io_ctx){ pe->pool, da });
+			json_object_set_new(pj, "datasets_io", da);
+		}
 		json_array_append_new(pa, pj);
 	}
 	pthread_rwlock_unlock(&pools_lock);
-	c->reply = json_pack("{s:o, s:o}", "io", io, "pools", pa);
+	stor_cache_stats(&cs);
+	c->reply = json_pack("{s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}}", "io", io, "pools",
+			     pa, "cache", "capacity", (json_int_t)cs.capacity, "bytes",
+			     (json_int_t)cs.bytes, "entries", (json_int_t)cs.entries, "hits",
+			     (json_int_t)cs.hits, "misses", (json_int_t)cs.misses, "inserts",
+			     (json_int_t)cs.inserts, "evictions", (json_int_t)cs.evictions);
 	/* {"name": DATASET}: that dataset's counters too */
 	if (json_is_string(json_object_get(c->args, "name"))) {
 		const char *name;

@@ -29,6 +29,7 @@
 #include "config.h"
 #include "log.h"
 #include "rpc.h"
+#include "store.h"
 
 static uv_signal_t sig_term, sig_int, sig_hup;
 
@@ -149,16 +150,42 @@ static void drained(void)
 	uv_close((uv_handle_t *)&sig_hup, NULL);
 }
 
+static char config_path[PATH_MAX];
+static const char *config_file; /* re-read on SIGHUP; absolute, the daemon runs in / */
+
+/*
+ * SIGHUP (systemctl reload): reopen the log and apply what can change while
+ * running, cache_size and log_level, from the config file; the rest takes
+ * a restart. A file that no longer parses changes nothing.
+ */
+static void reload(void)
+{
+	struct config c;
+	char err[512];
+	int ret = log_reopen();
+
+	if (ret < 0)
+		log_err("log: reopen: %s", strerror(-ret));
+	if (!config_file)
+		return;
+	config_defaults(&c);
+	if (config_load(&c, config_file, err, sizeof(err)) < 0) {
+		log_err("reload: %s; keeping the running configuration", err);
+	} else if (stor_cache_set_size(c.cache_size) < 0) {
+		log_err("reload: cache_size %llu: out of memory", (unsigned long long)c.cache_size);
+	} else {
+		log_level = c.log_level;
+		log_info("reloaded %s: cache_size %llu, log_level %d", config_file,
+			 (unsigned long long)c.cache_size, c.log_level);
+	}
+	config_free(&c);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
 	(void)h;
 	if (signum == SIGHUP) {
-		int ret = log_reopen();
-
-		if (ret < 0)
-			log_err("log: reopen: %s", strerror(-ret));
-		else
-			log_info("log reopened");
+		reload();
 		return;
 	}
 	log_info("signal %d: shutting down", signum);
@@ -227,6 +254,8 @@ int main(int argc, char **argv)
 		config_free(&cfg);
 		return 1;
 	}
+	if (cfile && realpath(cfile, config_path))
+		config_file = config_path;
 	if (sock) {
 		free(cfg.socket);
 		cfg.socket = strdup(sock);
@@ -277,6 +306,11 @@ int main(int argc, char **argv)
 		log_err("state_dir %s: pools: %s", cfg.state_dir, strerror(-ret));
 		goto out;
 	}
+	if (stor_cache_set_size(cfg.cache_size) < 0) {
+		log_err("cache_size %llu: out of memory", (unsigned long long)cfg.cache_size);
+		goto out_pools;
+	}
+
 	loop = uv_default_loop();
 	ret = rpc_listen(loop, &cfg);
 	if (ret < 0) {

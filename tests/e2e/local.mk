@@ -35,3 +35,13 @@ check_PROGRAMS += %D%/test_faults
 # reliability scripts: make check runs short variants of contrib/bench's crash and load runs
 TESTS += %D%/crash_short.sh %D%/load_short.sh
 EXTRA_DIST += %D%/crash_short.sh contrib/bench/crash.sh %D%/load_short.sh contrib/bench/load.sh
+
+check_PROGRAMS += %D%/test_stats
+%C%_test_stats_SOURCES = %D%/test_stats.c $(E2E_FIXTURE)
+%C%_test_stats_CFLAGS = $(E2E_CFLAGS)
+%C%_test_stats_LDADD = $(E2E_LDADD)
+
+check_PROGRAMS += %D%/test_hostile
+%C%_test_hostile_SOURCES = %D%/test_hostile.c $(E2E_FIXTURE)
+%C%_test_hostile_CFLAGS = $(E2E_CFLAGS)
+%C%_test_hostile_LDADD = $(E2E_LDADD)

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Statistics and the data cache through the real daemon: cache_size from
+ * the config sizes the cache, SIGHUP applies a changed cache_size, and
+ * `coffer stats` agrees with the I/O that was done, as JSON and as the
+ * per-dataset interval table.
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+static struct tdaemon td;
+static char out[1 << 16];
+
+static void setup(void)
+{
+	tdaemon_init(&td, "cache_size = 4M\n");
+	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not start:\n%s", tdaemon_log(&td));
+}
+
+static void teardown(void)
+{
+	int st = tdaemon_stop(&td);
+
+	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM:\n%s", tdaemon_log(&td));
+	tdaemon_cleanup(&td);
+}
+
+TestSuite(stats, .init = setup, .fini = teardown, .timeout = 90);
+
+static int __attribute__((format(printf, 2, 3))) cof(const char *in_file, const char *fmt, ...)
+{
+	char args[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	return tdaemon_coffer(&td, NULL, in_file, out, sizeof(out), args);
+}
+
+#define COF_OK(in, ...)                                                                      \
+	do {                                                                                 \
+		int st_ = cof(in, __VA_ARGS__);                                              \
+		cr_assert_eq(st_, 0, "coffer exit %d: %s\ndaemon:\n%s", st_, out,            \
+			     tdaemon_log(&td));                                              \
+	} while (0)
+
+static json_t *stats_json(void)
+{
+	json_error_t e;
+	json_t *j;
+
+	COF_OK(NULL, "stats -j");
+	j = json_loads(out, 0, &e);
+	cr_assert(j, "stats -j is not JSON: %s\n%s", e.text, out);
+	return j;
+}
+
+static long long jget(json_t *j, const char *a, const char *b)
+{
+	return (long long)json_integer_value(json_object_get(json_object_get(j, a), b));
+}
+
+Test(stats, counters_and_cache_agree_with_the_io_done)
+{
+	static char data[64 * 1024];
+	const char *in;
+	json_t *j;
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (char)(i * 7);
+	in = tdaemon_file(&td, "in", data, sizeof(data));
+	COF_OK(NULL, "pool create -s 64M tank %s/l0", td.dir);
+	COF_OK(NULL, "create -V 1M tank/a");
+	COF_OK(in, "write tank/a");
+	for (int i = 0; i < 3; i++)
+		COF_OK(NULL, "read -l 64K tank/a > /dev/null");
+
+	j = stats_json();
+	cr_assert_eq(jget(j, "cache", "capacity"), 4 << 20, "cache_size not applied");
+	cr_assert_geq(jget(j, "cache", "hits"), 16, "repeated reads did not hit the cache");
+	json_decref(j);
+
+	COF_OK(NULL, "stats -j -d tank/a");
+	j = json_loads(out, 0, NULL);
+	cr_assert(j);
+	cr_assert_eq(jget(j, "dataset", "writes"), 1);
+	cr_assert_eq(jget(j, "dataset", "write_bytes"), (long long)sizeof(data));
+	cr_assert_eq(jget(j, "dataset", "read_bytes"), 3 * (long long)sizeof(data));
+	cr_assert_eq(jget(j, "dataset", "cache_hits") + jget(j, "dataset", "cache_misses"),
+		     3 * 8, "every record read is a hit or a miss");
+	json_decref(j);
+
+	/* the interval table names every dataset */
+	COF_OK(NULL, "stats 1 1");
+	cr_assert(strstr(out, "pool/dataset") && strstr(out, "  tank/a"), "table:\n%s", out);
+}
+
+Test(stats, sighup_applies_a_new_cache_size)
+{
+	FILE *f;
+	json_t *j;
+
+	/* the same key twice would be refused: change it in place */
+	{
+		char buf[8192], *p;
+		size_t n;
+
+		f = fopen(td.conf, "r");
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = '\0';
+		p = strstr(buf, "cache_size = 4M\n");
+		cr_assert(p, "fixture config lacks cache_size:\n%s", buf);
+		memcpy(p, "cache_size = 1M\n", 16);
+		f = fopen(td.conf, "w");
+		fwrite(buf, 1, n, f);
+		fclose(f);
+	}
+	kill(td.pid, SIGHUP);
+	for (int i = 0; i < 50; i++) {
+		j = stats_json();
+		if (jget(j, "cache", "capacity") == 1 << 20)
+			break;
+		json_decref(j);
+		j = NULL;
+		usleep(100000);
+	}
+	cr_assert(j, "SIGHUP did not apply cache_size = 1M:\n%s", tdaemon_log(&td));
+	json_decref(j);
+}
