@@ -7,21 +7,28 @@
  * pools, datasets, properties and keys must be exactly as before. The
  * list of commands comes from the table itself, so a new admin command is
  * covered the day it is added.
+ *
+ * Key bytes at rest: after change-key, the pool's LMDB file must hold
+ * neither the old wrapped master keys nor any user key material, and the
+ * daemon's log no passphrase or key in any encoding.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <lmdb.h>
 
 #include "client.h"
 #include "daemon.h"
@@ -67,7 +74,7 @@ static int __attribute__((format(printf, 1, 2))) cof(const char *fmt, ...)
 	} while (0)
 
 /* Everything an admin can see of the store, as one text. */
-static char *snapshot(void)
+static __attribute__((unused)) char *snapshot(void)
 {
 	static const char *const views[] = { "-j pool status", "-j list -r",
 					     "-j get all tank/a tank/enc" };
@@ -83,7 +90,7 @@ static char *snapshot(void)
 }
 
 /* Arguments that would change the store, whatever the command. */
-static json_t *hostile_args(const struct proto_cmd *cmd)
+static __attribute__((unused)) json_t *hostile_args(const struct proto_cmd *cmd)
 {
 	char lun[4200];
 	int pool_cmd = !strncmp(cmd->name, "pool_", 5);
@@ -101,6 +108,7 @@ static json_t *hostile_args(const struct proto_cmd *cmd)
 			 (json_int_t)(1 << 20));
 }
 
+#ifndef HOSTILE_WRAPPED_KEYS
 Test(hostile, every_admin_command_of_the_table_gets_eperm_and_changes_nothing)
 {
 	struct passwd *pw = getpwnam("nobody");
@@ -185,3 +193,188 @@ Test(hostile, every_admin_command_of_the_table_gets_eperm_and_changes_nothing)
 	json_decref(stats);
 	cr_assert_geq(eperm, nadmin, "stats count %lld refusals of %d", (long long)eperm, nadmin);
 }
+#endif
+
+#define WRAPPED_LEN 60 /* KEYS_WRAPPED_LEN: nonce, master key, tag */
+
+static uint64_t rd_be(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < n; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/*
+ * The wrapped master key of dataset @name as stored in its "ds" record:
+ * u32 version, u64 id, u64 guid, u64 volsize, u32 recordsize, u64 txg,
+ * u16 nprops x (u16 len, name, u16 len, value), then the crypto section:
+ * u8 suite, u64 root id, u8 keyformat, u32 iterations, salt[16], wrapped.
+ */
+static void wrapped_key(const char *mdb, const char *name, uint8_t dst[WRAPPED_LEN])
+{
+	MDB_env *env = NULL;
+	MDB_txn *txn = NULL;
+	MDB_dbi dbi;
+	MDB_val k = { strlen(name), (void *)name }, v;
+	const uint8_t *p, *end;
+	unsigned nprops;
+	int rc;
+
+	rc = mdb_env_create(&env);
+	cr_assert_eq(rc, 0);
+	mdb_env_set_maxdbs(env, 8);
+	mdb_env_set_mapsize(env, (size_t)4 << 30);
+	rc = mdb_env_open(env, mdb, MDB_NOSUBDIR | MDB_RDONLY, 0600);
+	cr_assert_eq(rc, 0, "open %s: %s", mdb, mdb_strerror(rc));
+	cr_assert_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+	cr_assert_eq(mdb_dbi_open(txn, "ds", 0, &dbi), 0);
+	rc = mdb_get(txn, dbi, &k, &v);
+	cr_assert_eq(rc, 0, "ds record %s: %s", name, mdb_strerror(rc));
+	p = v.mv_data;
+	end = p + v.mv_size;
+	p += 40;
+	cr_assert(p + 2 <= end);
+	nprops = (unsigned)rd_be(p, 2);
+	p += 2;
+	for (unsigned i = 0; i < 2 * nprops; i++) {
+		cr_assert(p + 2 <= end);
+		p += 2 + rd_be(p, 2);
+	}
+	p += 1 + 8 + 1 + 4 + 16;
+	cr_assert(p + WRAPPED_LEN <= end, "ds record of %s too short", name);
+	memcpy(dst, p, WRAPPED_LEN);
+	mdb_txn_abort(txn);
+	mdb_env_close(env);
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	struct stat st;
+	uint8_t *buf;
+	int fd = open(path, O_RDONLY);
+
+	cr_assert_geq(fd, 0, "%s", path);
+	cr_assert_eq(fstat(fd, &st), 0);
+	buf = malloc((size_t)st.st_size + 1);
+	cr_assert_not_null(buf);
+	*len = 0;
+	for (ssize_t r; (r = read(fd, buf + *len, (size_t)st.st_size - *len)) > 0;)
+		*len += (size_t)r;
+	buf[*len] = '\0';
+	close(fd);
+	return buf;
+}
+
+struct needle {
+	const char *what;
+	const void *bytes;
+	size_t len;
+};
+
+static void hex(const uint8_t *b, size_t n, char *dst)
+{
+	for (size_t i = 0; i < n; i++)
+		sprintf(dst + 2 * i, "%02x", b[i]);
+}
+
+/*
+ * The scenario: raw-key root with a child, a passphrase root, change-key
+ * of the raw root, more commits, a clean stop. @wrapped: look for the old
+ * wrapped master keys in the LMDB file; else for user key material in the
+ * LMDB file and the log.
+ */
+static void key_scan(int wrapped)
+{
+	static const char pass[] = "hostile-scan-passphrase-0451";
+	uint8_t k1[32], k2[32], w_enc[WRAPPED_LEN], w_child[WRAPPED_LEN], w_new[WRAPPED_LEN];
+	char kf1[4200], kf2[4200], pf[4200], mdb[4200], hx[200];
+	struct needle needles[8];
+	size_t nn = 0, len;
+	uint8_t *img;
+	char *log;
+
+	for (int i = 0; i < 32; i++) {
+		k1[i] = (uint8_t)(rand() ^ 0x5a ^ i);
+		k2[i] = (uint8_t)(rand() ^ 0xa5 ^ i * 7);
+	}
+	snprintf(kf1, sizeof(kf1), "%s", tdaemon_file(&td, "k1", k1, sizeof(k1)));
+	snprintf(kf2, sizeof(kf2), "%s", tdaemon_file(&td, "k2", k2, sizeof(k2)));
+	snprintf(pf, sizeof(pf), "%s", tdaemon_file(&td, "pass", pass, strlen(pass)));
+	snprintf(mdb, sizeof(mdb), "%s/pools/tank.mdb", td.state);
+	COF_OK("pool create -s 64M tank %s/l0", td.dir);
+	COF_OK("create -V 4M -o encryption=aes-256-ccm -o keyformat=raw -o keylocation=file://%s "
+	       "tank/enc",
+	       kf1);
+	COF_OK("create -V 4M tank/enc/child");
+	COF_OK("create -V 4M -o encryption=aes-128-gcm -o keyformat=passphrase "
+	       "-o pbkdf2iters=100000 -o keylocation=file://%s tank/pp",
+	       pf);
+	COF_OK("flush tank/enc");
+	/* the daemon runs: read its committed state as another LMDB reader would */
+	wrapped_key(mdb, "tank/enc", w_enc);
+	wrapped_key(mdb, "tank/enc/child", w_child);
+	COF_OK("change-key -o keylocation=file://%s tank/enc", kf2);
+	/* a few more commits, so that freed pages get their chance to be reused */
+	for (int i = 0; i < 3; i++) {
+		COF_OK("set compression=zstd-%d tank/enc/child", i + 1);
+		COF_OK("flush tank/enc/child");
+	}
+	wrapped_key(mdb, "tank/enc", w_new);
+	cr_assert(memcmp(w_new, w_enc, WRAPPED_LEN), "change-key did not rewrap");
+	COF_OK("unload-key tank/enc");
+	COF_OK("load-key tank/enc");
+	cr_assert_eq(tdaemon_stop(&td), 0, "%s", tdaemon_log(&td));
+
+	if (wrapped) {
+		needles[nn++] = (struct needle){ "old wrapped key of tank/enc", w_enc,
+						 WRAPPED_LEN };
+		needles[nn++] = (struct needle){ "old wrapped key of tank/enc/child", w_child,
+						 WRAPPED_LEN };
+	} else {
+		needles[nn++] = (struct needle){ "the old raw key", k1, sizeof(k1) };
+		needles[nn++] = (struct needle){ "the new raw key", k2, sizeof(k2) };
+		needles[nn++] = (struct needle){ "the passphrase", pass, strlen(pass) };
+	}
+	img = slurp(mdb, &len);
+	for (size_t i = 0; i < nn; i++)
+		cr_expect_null(memmem(img, len, needles[i].bytes, needles[i].len),
+			       "%s is in %s at byte %td", needles[i].what, mdb,
+			       (uint8_t *)memmem(img, len, needles[i].bytes, needles[i].len) - img);
+	free(img);
+	if (wrapped) {
+		cr_assert_eq(tdaemon_start(&td), 0);
+		return;
+	}
+	/* nor in the log, in any encoding the daemon could use */
+	log = (char *)slurp(td.log, &len);
+	cr_expect_null(strstr(log, pass), "the passphrase is in the daemon log");
+	hex(k1, sizeof(k1), hx);
+	cr_expect_null(strcasestr(log, hx), "the old key (hex) is in the daemon log");
+	hex(k2, sizeof(k2), hx);
+	cr_expect_null(strcasestr(log, hx), "the new key (hex) is in the daemon log");
+	hex((const uint8_t *)pass, strlen(pass), hx);
+	cr_expect_null(strcasestr(log, hx), "the passphrase (hex) is in the daemon log");
+	cr_expect_null(memmem(log, len, k1, 16), "raw key bytes are in the daemon log");
+	free(log);
+	cr_assert_eq(tdaemon_start(&td), 0);
+}
+
+#ifdef HOSTILE_WRAPPED_KEYS
+/*
+ * Built as its own binary (test_keyscan), listed in XFAIL_TESTS: LMDB
+ * leaves the old wrapped keys in the file after change-key (stale bytes in
+ * a page it rewrote), which the engine does not clean yet. It turns into
+ * an unexpected pass, and a failure of make check, once it does.
+ */
+Test(hostile, change_key_leaves_no_old_wrapped_key_in_lmdb)
+{
+	key_scan(1);
+}
+#else
+Test(hostile, change_key_leaves_no_key_material_in_lmdb_or_log)
+{
+	key_scan(0);
+}
+#endif
