@@ -267,6 +267,32 @@ static uint8_t *slurp(const char *path, size_t *len)
 	return buf;
 }
 
+/* Mappings of at most 64 KiB that the daemon marked MADV_DONTDUMP ("dd" in smaps). */
+static int small_dontdump_maps(pid_t pid)
+{
+	char path[64], line[512];
+	unsigned long lo = 0, hi = 0;
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long a, b;
+
+		if (sscanf(line, "%lx-%lx ", &a, &b) == 2) {
+			lo = a;
+			hi = b;
+		} else if (!strncmp(line, "VmFlags:", 8) && strstr(line, " dd") &&
+			   hi - lo <= 65536) {
+			n++;
+		}
+	}
+	fclose(f);
+	return n;
+}
+
 struct needle {
 	const char *what;
 	const void *bytes;
@@ -292,6 +318,7 @@ static void key_scan(int wrapped)
 	char kf1[4200], kf2[4200], pf[4200], mdb[4200], hx[200];
 	struct needle needles[8];
 	size_t nn = 0, len;
+	int dd_before, dd_after;
 	uint8_t *img;
 	char *log;
 
@@ -303,6 +330,7 @@ static void key_scan(int wrapped)
 	snprintf(kf2, sizeof(kf2), "%s", tdaemon_file(&td, "k2", k2, sizeof(k2)));
 	snprintf(pf, sizeof(pf), "%s", tdaemon_file(&td, "pass", pass, strlen(pass)));
 	snprintf(mdb, sizeof(mdb), "%s/pools/tank.mdb", td.state);
+	dd_before = small_dontdump_maps(td.pid);
 	COF_OK("pool create -s 64M tank %s/l0", td.dir);
 	COF_OK("create -V 4M -o encryption=aes-256-ccm -o keyformat=raw -o keylocation=file://%s "
 	       "tank/enc",
@@ -325,6 +353,12 @@ static void key_scan(int wrapped)
 	cr_assert(memcmp(w_new, w_enc, WRAPPED_LEN), "change-key did not rewrap");
 	COF_OK("unload-key tank/enc");
 	COF_OK("load-key tank/enc");
+	/* loaded keys live in pages kept out of core dumps */
+	dd_after = small_dontdump_maps(td.pid);
+	cr_log_info("small MADV_DONTDUMP mappings: %d before keys, %d with keys", dd_before,
+		    dd_after);
+	cr_expect_gt(dd_after, dd_before, "no key page is marked MADV_DONTDUMP (%d before, %d after)",
+		     dd_before, dd_after);
 	cr_assert_eq(tdaemon_stop(&td), 0, "%s", tdaemon_log(&td));
 
 	if (wrapped) {
