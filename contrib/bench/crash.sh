@@ -93,7 +93,7 @@ P
 cof bench -q -v --journal "$J" "$dir/fill.vdb" >"$dir/bench.0" 2>&1 ||
 	{ failed=1; cat "$dir/bench.0" >&2; exit 1; }
 
-survived=0 verified=0 errors=0 killed_mid=0
+survived=0 verified=0 errors=0 killed_mid=0 records=0
 for c in $(seq 1 "$cycles"); do
 	# writes and reads at queue depth 16 from the journal's generations on
 	cof bench -q -vr "$J" --datasets 'crash/*' --rw randrw --rdpct 30 --bs 8k --qd 16 \
@@ -115,6 +115,9 @@ for c in $(seq 1 "$cycles"); do
 		failed=1
 	fi
 	n=$(sed -n 's/^validation: \([0-9]*\) errors.*/\1/p' "$dir/verify.$c" | tail -n 1)
+	# the read-back's I/O count: records checked this cycle
+	r=$(sed -n 's/.*(\([0-9]*\) I\/Os).*/\1/p' "$dir/verify.$c" | tail -n 1)
+	records=$((records + ${r:-0}))
 	errors=$((errors + ${n:-1}))
 	verified=$((verified + 1))
 	if [ "${failed:-0}" = 1 ]; then
@@ -124,5 +127,5 @@ for c in $(seq 1 "$cycles"); do
 	fi
 	[ $((c % 10)) = 0 ] && echo "crash: $c cycles, $survived verified clean"
 done
-echo "crash: cycles=$cycles survived=$survived killed_mid_run=$killed_mid verify_runs=$verified validation_errors=$errors sync=$SYNC"
+echo "crash: cycles=$cycles survived=$survived killed_mid_run=$killed_mid verify_runs=$verified records_checked=$records validation_errors=$errors sync=$SYNC"
 [ "${failed:-0}" = 0 ] && [ "$survived" = "$cycles" ]

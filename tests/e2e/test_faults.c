@@ -241,6 +241,10 @@ Test(faults, eio_on_lun_reads_is_an_error_never_wrong_data)
 		    injected() - before, failed, NREC, proto_strerror(err));
 	cr_assert_eq(failed, NREC, "reads succeeded while every LUN read failed");
 	cr_assert_eq(err, -EIO, "got %s", proto_strerror(err));
+	/* the CLI says so in words and exits 1, and writes no data to stdout */
+	cr_assert_eq(cof("read -l 65536 tank/a > /dev/null"), 1, "%s", out);
+	cr_assert(strcasestr(out, "input/output error") || strcasestr(out, "I/O error"), "%s", out);
+	cr_log_info("coffer read under EIO: %s", out);
 	arm("");
 	cr_assert_eq(check_gen(c, h, 1, NULL), 0, "data unreadable after the fault cleared");
 	coffer_close(c);
@@ -458,8 +462,10 @@ static void bit_flips(const char *create_args, const char *counter, int want_err
 	struct coffer_conn *c;
 	unsigned failed = 0;
 	int h, err = 0;
+	unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
 
-	srand((unsigned)time(NULL));
+	srand(seed);
+	cr_log_info("bit flip seed %u", seed);
 	make_pool("tank");
 	COF_OK("create -V 4M %s tank/a", create_args);
 	c = open_ds("tank/a", &h);
