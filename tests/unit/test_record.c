@@ -1096,3 +1096,132 @@ Test(record, pool_logical_used_counts_before_compression)
 	cr_assert_lt(st.used, st.logical_used);
 	stor_ds_close(z);
 }
+
+/* ---- no stale reads, with the data cache on and off ---- */
+
+#define SREC 32
+
+struct fresh {
+	struct stor_ds *ds;
+	atomic_uint_fast64_t done[SREC];   /* newest generation whose write has returned */
+	atomic_uint_fast64_t issued[SREC]; /* newest generation handed to a write */
+	atomic_int zeroed[SREC];           /* a discard of the record has returned */
+	atomic_int stop, errors;
+	char msg[200];
+	unsigned long reads;
+};
+
+struct fresh_arg {
+	struct fresh *f;
+	unsigned id;
+};
+
+static void fresh_fail(struct fresh *f, const char *what, unsigned r, long want, long got)
+{
+	if (atomic_fetch_add(&f->errors, 1) == 0)
+		snprintf(f->msg, sizeof(f->msg), "%s: record %u: want %ld, got %ld", what, r, want,
+			 got);
+	atomic_store(&f->stop, 1);
+}
+
+/*
+ * Thread i alone writes records i, i + n, ...; every thread reads every
+ * record. The owner must read back exactly what it wrote last; any other
+ * thread must see at least the generation whose write had returned before
+ * its read began: a stale cached record fails here.
+ */
+static void *fresh_worker(void *p)
+{
+	struct fresh_arg *a = p;
+	struct fresh *f = a->f;
+	unsigned seed = 77 + a->id;
+	unsigned char buf[REC];
+
+	while (!atomic_load(&f->stop)) {
+		unsigned r = (unsigned)rand_r(&seed) % SREC;
+		int own = r % TTHREADS == a->id, op = rand_r(&seed) % 4, ret;
+
+		if (own && op == 0) {
+			uint64_t g = atomic_load(&f->issued[r]) + 1;
+
+			atomic_store(&f->issued[r], g);
+			tpat_fill(buf, REC, r, g);
+			ret = stor_ds_write(f->ds, (uint64_t)r * REC, buf, REC);
+			if (ret)
+				fresh_fail(f, "write", r, 0, ret);
+			atomic_store(&f->zeroed[r], 0);
+			atomic_store(&f->done[r], g);
+		} else if (own && op == 1 && rand_r(&seed) % 8 == 0) {
+			ret = stor_ds_discard(f->ds, (uint64_t)r * REC, REC);
+			if (ret)
+				fresh_fail(f, "discard", r, 0, ret);
+			atomic_store(&f->zeroed[r], 1);
+		} else {
+			uint64_t floor = atomic_load(&f->done[r]);
+			int zero_ok = atomic_load(&f->zeroed[r]) || !own;
+			int64_t g;
+
+			ret = stor_ds_read(f->ds, (uint64_t)r * REC, buf, REC);
+			if (ret) {
+				fresh_fail(f, "read", r, 0, ret);
+				break;
+			}
+			g = tpat_check(buf, REC, r);
+			if (own && atomic_load(&f->zeroed[r]) && g != 0)
+				fresh_fail(f, "own read after discard", r, 0, (long)g);
+			else if (own && !atomic_load(&f->zeroed[r]) && (uint64_t)g != floor)
+				fresh_fail(f, "own read", r, (long)floor, (long)g);
+			else if (!own && g != 0 && (g < 0 || (uint64_t)g < floor ||
+						    (uint64_t)g > atomic_load(&f->issued[r])))
+				fresh_fail(f, "stale or bad read", r, (long)floor, (long)g);
+			else if (g == 0 && !zero_ok)
+				fresh_fail(f, "zeros", r, (long)floor, 0);
+			f->reads++; /* racy count, only a rough figure */
+		}
+	}
+	return NULL;
+}
+
+static void fresh_run(size_t cache_bytes)
+{
+	static struct fresh f;
+	struct fresh_arg args[TTHREADS];
+	pthread_t th[TTHREADS];
+	struct timespec d = { .tv_sec = 2 };
+	unsigned char buf[REC];
+
+	cr_assert_eq(stor_cache_set_size(cache_bytes), 0);
+	f.ds = ds;
+	for (unsigned r = 0; r < SREC; r++) {
+		tpat_fill(buf, REC, r, 1);
+		cr_assert_eq(stor_ds_write(ds, (uint64_t)r * REC, buf, REC), 0);
+		atomic_store(&f.issued[r], 1);
+		atomic_store(&f.done[r], 1);
+	}
+	for (unsigned i = 0; i < TTHREADS; i++) {
+		args[i] = (struct fresh_arg){ .f = &f, .id = i };
+		cr_assert_eq(pthread_create(&th[i], NULL, fresh_worker, &args[i]), 0);
+	}
+	nanosleep(&d, NULL);
+	atomic_store(&f.stop, 1);
+	for (unsigned i = 0; i < TTHREADS; i++)
+		pthread_join(th[i], NULL);
+	cr_assert_eq(atomic_load(&f.errors), 0, "%d errors, first: %s", atomic_load(&f.errors),
+		     f.msg);
+	cr_log_info("%lu reads, cache %zu bytes", f.reads, cache_bytes);
+	cr_assert_eq(stor_cache_set_size(0), 0);
+}
+
+Test(record, reads_are_never_stale)
+{
+	fresh_run(0);
+}
+
+Test(record, reads_are_never_stale_with_the_data_cache)
+{
+	struct stor_io_stats st;
+
+	fresh_run(4u << 20);
+	cr_assert_eq(stor_ds_io_stats(tp.pool, TPOOL_NAME "/vol", &st), 0);
+	cr_assert_gt(st.cache_hits, 0, "the data cache was never hit: the test proved nothing");
+}
