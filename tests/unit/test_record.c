@@ -718,7 +718,7 @@ Test(record, compressed_records_round_trip)
 	const char *props[] = { "compression=zstd" };
 	struct stor_ds_opts o = { .volsize = VOL, .recordsize = REC, .props = props, .nprops = 1 };
 	struct stor_ds *z = NULL;
-	static unsigned char buf[64 * REC], rnd[4 * REC];
+	static unsigned char buf[64 * REC], rnd[4 * REC], late[REC];
 	uint64_t used, lused;
 
 	cr_assert_eq(stor_ds_create(tp.pool, TPOOL_NAME "/z", &o, &z), 0);
@@ -739,14 +739,14 @@ Test(record, compressed_records_round_trip)
 	cr_assert_leq(used, sizeof(buf) + sizeof(rnd));
 	/* records written before a change of compression stay readable */
 	cr_assert_eq(stor_ds_set(tp.pool, TPOOL_NAME "/z", "compression", "off"), 0);
-	tpat_fill(buf + 70 * REC, REC, 70, 1);
-	cr_assert_eq(stor_ds_write(z, 70 * REC, buf + 70 * REC, REC), 0);
+	tpat_fill(late, REC, 70, 1);
+	cr_assert_eq(stor_ds_write(z, 70 * REC, late, REC), 0);
 	stor_ds_close(z);
 	reopen();
 	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/z", &z), 0);
 	check_range(z, buf, 0, 64 * REC);
 	check_range(z, rnd, 64 * REC, sizeof(rnd));
-	check_range(z, buf + 70 * REC, 70 * REC, REC);
+	check_range(z, late, 70 * REC, REC);
 	stor_ds_close(z);
 }
 
