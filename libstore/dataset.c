@@ -454,36 +454,22 @@ int pool_create_root(struct stor_pool *p)
 	return stor_ds_create(p, p->name, NULL, NULL);
 }
 
+/* Take @ds out of the table; txg_sync() then deletes it from LMDB. */
 static int destroy_one_locked(struct stor_pool *p, struct stor_ds *ds)
 {
-	struct meta_txn *t = NULL;
-	int ret;
+	int ret = txg_forget_ds(p, ds->id, ds->name);
 
-	ret = meta_txn_begin(p->meta, &t);
-	if (ret < 0)
-		return ret;
-	/* the record goes now; its block pointers at the next commit */
-	ret = meta_del(t, META_DS, ds->name, strlen(ds->name));
-	if (ret < 0) {
-		meta_txn_abort(t);
-		return ret;
-	}
-	txg_forget_ds(p, ds->id);
-	ret = meta_txn_commit(t);
 	if (ret < 0)
 		return ret;
 	ds->destroyed = 1;
 	table_remove(p, ds);
-	txg_read_synchronize(p);
-	cache_drop_ds(record_cache(), ds->guid);
-	ds_free(ds);
 	return 0;
 }
 
 int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 {
-	struct stor_ds *ds;
-	size_t n = strlen(name);
+	struct stor_ds *ds, **gone = NULL;
+	size_t n = strlen(name), ngone = 0;
 	int ret = 0;
 
 	pthread_mutex_lock(&p->admin);
@@ -509,18 +495,33 @@ int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 			goto out;
 		}
 	}
+	gone = calloc(p->nds, sizeof(*gone));
+	if (!gone) {
+		ret = -ENOMEM;
+		goto out;
+	}
 	for (size_t i = p->nds; i-- > 0;) {
 		struct stor_ds *d = p->ds[i];
 		if (d != ds && (strncmp(d->name, name, n) != 0 || d->name[n] != '/'))
 			continue;
 		ret = destroy_one_locked(p, d);
 		if (ret < 0)
-			goto out;
+			break;
+		gone[ngone++] = d;
+	}
+	/* under the admin lock: no dataset of the same name is created meanwhile */
+	if (ngone) {
+		int r = txg_sync(p, 0);
+		ret = ret ? ret : r;
+		txg_read_synchronize(p);
+	}
+	for (size_t i = 0; i < ngone; i++) {
+		cache_drop_ds(record_cache(), gone[i]->guid);
+		ds_free(gone[i]);
 	}
 out:
 	pthread_mutex_unlock(&p->admin);
-	if (ret == 0)
-		ret = txg_sync(p, 0);
+	free(gone);
 	return ret;
 }
 

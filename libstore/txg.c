@@ -39,7 +39,10 @@ struct stage {
 	size_t cap, n;
 	struct extent *frees;
 	size_t nfrees, capfrees;
-	uint64_t *gone; /* destroyed datasets */
+	struct gone {
+		uint64_t id;
+		char *name;
+	} *gone; /* destroyed datasets */
 	size_t ngone;
 	uint8_t dirty[STOR_LUNS_MAX];
 };
@@ -107,6 +110,8 @@ static void stage_free(struct stage *s)
 		return;
 	free(s->tab);
 	free(s->frees);
+	for (size_t i = 0; i < s->ngone; i++)
+		free(s->gone[i].name);
 	free(s->gone);
 	free(s);
 }
@@ -356,14 +361,26 @@ int txg_lookup(struct stor_pool *p, size_t n, const uint64_t *ds_ids, const uint
 	return ret;
 }
 
-void txg_forget_ds(struct stor_pool *p, uint64_t ds_id)
+int txg_forget_ds(struct stor_pool *p, uint64_t ds_id, const char *name)
 {
 	struct stage *s;
-	uint64_t *gone;
+	struct gone *gone;
+	char *dup = strdup(name);
 
+	if (!dup)
+		return -ENOMEM;
 	pthread_rwlock_wrlock(&p->hold);
 	pthread_mutex_lock(&p->stage_lock);
 	s = p->open;
+	gone = realloc(s->gone, (s->ngone + 1) * sizeof(*gone));
+	if (!gone) {
+		pthread_mutex_unlock(&p->stage_lock);
+		pthread_rwlock_unlock(&p->hold);
+		free(dup);
+		return -ENOMEM;
+	}
+	s->gone = gone;
+	s->gone[s->ngone++] = (struct gone){ ds_id, dup };
 	/* rebuild the table without the dataset's entries; their extents are freed */
 	if (s->cap) {
 		struct stage_ent *old = s->tab;
@@ -389,13 +406,9 @@ void txg_forget_ds(struct stor_pool *p, uint64_t ds_id)
 			s->tab = old; /* keep: the commit deletes the records anyway */
 		}
 	}
-	gone = realloc(s->gone, (s->ngone + 1) * sizeof(*gone));
-	if (gone) {
-		s->gone = gone;
-		s->gone[s->ngone++] = ds_id;
-	}
 	pthread_mutex_unlock(&p->stage_lock);
 	pthread_rwlock_unlock(&p->hold);
+	return 0;
 }
 
 /* ---- commit ---- */
@@ -457,8 +470,13 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	for (size_t i = 0; i < s->ngone && ret == 0; i++) {
 		struct gone_ctx g = { s };
 		uint8_t prefix[8], *pw = prefix;
-		put_u64(&pw, s->gone[i]);
+		put_u64(&pw, s->gone[i].id);
 		ret = meta_iter(t, META_BP, prefix, sizeof(prefix), 1, free_gone, &g);
+		if (ret == 0) {
+			ret = meta_del(t, META_DS, s->gone[i].name, strlen(s->gone[i].name));
+			if (ret == -ENOENT)
+				ret = 0;
+		}
 	}
 	w = txgbuf;
 	put_u64(&w, s->txg);

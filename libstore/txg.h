@@ -55,8 +55,12 @@ int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct 
 int txg_lookup(struct stor_pool *p, size_t n, const uint64_t *ds_ids, const uint64_t *recnos,
 	       struct bp *bps, int *found);
 
-/** Remove everything staged for @ds_id and delete its records at the next commit. */
-void txg_forget_ds(struct stor_pool *p, uint64_t ds_id);
+/**
+ * Remove everything staged for dataset @ds_id; the next commit deletes its
+ * record (@name) and block pointers in one transaction, so a crash leaves the
+ * dataset either whole or gone. @return 0 or -ENOMEM (nothing changed)
+ */
+int txg_forget_ds(struct stor_pool *p, uint64_t ds_id, const char *name);
 
 /** Commit until txg @min is durable (0: commit whatever is open now). */
 int txg_sync(struct stor_pool *p, uint64_t min);
