@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,10 +87,12 @@ static struct stor_pool *pool_alloc(const char *name, const struct stor_pool_opt
 {
 	struct stor_pool *p = calloc(1, sizeof(*p));
 
+
 	if (!p)
 		return NULL;
 	p->opts = *opts;
 	p->opts.state_dir = NULL;
+	p->lock_fd = -1;
 	p->name = strdup(name);
 	p->path = meta_path(opts->state_dir, name);
 	pthread_mutex_init(&p->admin, NULL);
@@ -114,12 +118,36 @@ static void pool_free(struct stor_pool *p)
 		lun_close(p->luns[i].lun);
 	meta_close(p->meta);
 	alloc_destroy(p->alloc);
+	if (p->lock_fd >= 0)
+		close(p->lock_fd); /* releases the flock */
 	for (int i = 0; i < STRIPES; i++)
 		pthread_mutex_destroy(&p->stripes[i]);
 	pthread_mutex_destroy(&p->admin);
 	free(p->name);
 	free(p->path);
 	free(p);
+}
+
+/*
+ * Two openers of one pool would allocate the same sectors. LMDB's own lock
+ * file does not stop that, and a lock on the .mdb file itself would be lost
+ * whenever LMDB closes a descriptor of it, so the pool has a lock file.
+ */
+static int pool_lock(struct stor_pool *p)
+{
+	char path[4200];
+
+	snprintf(path, sizeof(path), "%.4090s.lock", p->path);
+	p->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (p->lock_fd < 0)
+		return -errno;
+	if (flock(p->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
+
+		pool_set_error("pool %s: open elsewhere (%s is locked)", p->name, path);
+		return err;
+	}
+	return 0;
 }
 
 int pool_save_config(struct stor_pool *p)
@@ -320,6 +348,13 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 	p = pool_alloc(name, opts);
 	if (!p)
 		return -ENOMEM;
+	if (access(p->path, F_OK) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	ret = pool_lock(p);
+	if (ret < 0)
+		goto fail;
 	ret = meta_open(p->path, opts->map_size, 0, &p->meta);
 	if (ret < 0) {
 		if (ret != -ENOENT)
@@ -371,9 +406,12 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 	p = pool_alloc(name, opts);
 	if (!p)
 		return -ENOMEM;
-	if (stat(p->path, &st) == 0) {
-		pool_set_error("pool %s: %s exists", name, p->path);
-		ret = -EEXIST;
+	/* exists before busy: the likelier mistake gets the clearer answer */
+	if (stat(p->path, &st) == 0 || (ret = pool_lock(p)) < 0 || stat(p->path, &st) == 0) {
+		if (ret == 0) {
+			pool_set_error("pool %s: %s exists", name, p->path);
+			ret = -EEXIST;
+		}
 		goto fail;
 	}
 	ret = keys_random(&p->guid, sizeof(p->guid));
@@ -506,6 +544,8 @@ int stor_pool_destroy(const char *name, const struct stor_pool_opts *opts)
 	snprintf(lock, sizeof(lock), "%s-lock", p->path);
 	if (unlink(p->path) < 0 && ret == 0)
 		ret = -errno;
+	unlink(lock);
+	snprintf(lock, sizeof(lock), "%s.lock", p->path);
 	unlink(lock);
 	txg_fini(p);
 	pool_free(p);

@@ -82,6 +82,7 @@ struct pool_lun {
 struct stor_pool {
 	char *name;
 	char *path; /* the LMDB file */
+	int lock_fd; /* flock'ed <pool>.lock: one opener at a time, in any process */
 	struct stor_pool_opts opts;
 	uint64_t guid;
 	uint64_t next_ds_id;

@@ -92,7 +92,7 @@ static void random_file(const char *name, size_t len, char *path, size_t cap)
 
 static int files_equal(const char *a, const char *b)
 {
-	char cmd[8192];
+	char cmd[2 * 4096 + 32];
 
 	snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s'", a, b);
 	return system(cmd) == 0;
