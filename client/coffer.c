@@ -1619,6 +1619,9 @@ static int cmd_ping(int argc, char **argv)
 
 static int cmd_bench(int argc, char **argv)
 {
+	/* coffer -S SOCKET bench ...: the bench's own --socket still wins */
+	if (opt_socket && setenv("COFFER_SOCKET", opt_socket, 1) < 0)
+		die("setenv: %s", strerror(errno));
 	return bench_main(argc, argv);
 }
 

@@ -136,3 +136,44 @@ Test(stats, sighup_applies_a_new_cache_size)
 	cr_assert(j, "SIGHUP did not apply cache_size = 1M:\n%s", tdaemon_log(&td));
 	json_decref(j);
 }
+
+/* What a bench run did is what the daemon counted, give or take the
+ * requests still in flight when the run's clock stopped. */
+Test(stats, counters_agree_with_a_bench_run)
+{
+	char cmd[3 * 1024];
+	json_error_t e;
+	json_t *b, *avg, *j;
+	long long breads, bwrites, dreads, dwrites;
+	const int qd = 4;
+
+	COF_OK(NULL, "pool create -s 64M tank %s/l0", td.dir);
+	COF_OK(NULL, "create -V 4M tank/a");
+	snprintf(cmd, sizeof(cmd),
+		 "bench -q --datasets tank/a --rw randrw --rdpct 70 --bs 8k --qd %d --time 2s "
+		 "--json %s/b.json",
+		 qd, td.dir);
+	COF_OK(NULL, "%s", cmd);
+	snprintf(cmd, sizeof(cmd), "%s/b.json", td.dir);
+	b = json_load_file(cmd, 0, &e);
+	cr_assert(b, "bench JSON: %s", e.text);
+	avg = json_object_get(json_array_get(json_object_get(b, "runs"), 0), "average");
+	breads = (long long)json_integer_value(json_object_get(avg, "reads"));
+	bwrites = (long long)json_integer_value(json_object_get(avg, "writes"));
+	cr_assert_gt(breads, 0);
+	cr_assert_gt(bwrites, 0);
+
+	COF_OK(NULL, "stats -j -d tank/a");
+	j = json_loads(out, 0, NULL);
+	cr_assert(j);
+	dreads = jget(j, "dataset", "reads");
+	dwrites = jget(j, "dataset", "writes");
+	cr_assert(dreads + dwrites >= breads + bwrites &&
+			  dreads + dwrites <= breads + bwrites + qd,
+		  "daemon counted %lld reads + %lld writes, bench %lld + %lld", dreads, dwrites,
+		  breads, bwrites);
+	cr_assert(dreads >= breads && dwrites >= bwrites);
+	cr_assert_eq(jget(j, "dataset", "errors"), 0);
+	json_decref(j);
+	json_decref(b);
+}
