@@ -59,8 +59,10 @@ for h in $harnesses; do
 	dict=
 	[ -f "$top/tests/fuzz/$h.dict" ] && dict="-dict=$top/tests/fuzz/$h.dict"
 	# shellcheck disable=SC2086
-	if (cd "$work" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-		./"$h" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+	# TMPDIR: the temp files and pools of the harnesses go with $work; timeout:
+	# libFuzzer's own -timeout does not cover a hang in LLVMFuzzerInitialize
+	if (cd "$work" && TMPDIR=$work ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		timeout -k 10 $((secs * 2 + 120)) ./"$h" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
 		-print_final_stats=1 $dict "$corpus" >"$work/$h.log" 2>&1); then
 		execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$h.log")
 		echo "fuzz: $h: ${execs:-?} executions in ${secs}s, no crash"
