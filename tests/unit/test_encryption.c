@@ -44,7 +44,7 @@ static void setup(void)
 		setenv("TMPDIR", "/dev/shm", 1);
 }
 
-TestSuite(encryption, .init = setup, .timeout = 90);
+TestSuite(encryption, .init = setup, .timeout = 240);
 
 static const struct stor_key_material pass_a = { (const uint8_t *)"correct horse battery", 21 };
 static const struct stor_key_material pass_b = { (const uint8_t *)"another passphrase!", 19 };
@@ -928,7 +928,7 @@ static size_t collect_nonces(struct reader *r, struct nset *s, unsigned round)
 	return cnt;
 }
 
-Test(encryption, no_nonce_repeats_over_a_million_writes, .timeout = 240)
+Test(encryption, no_nonce_repeats_over_a_million_writes)
 {
 	const char *props[] = { "encryption=aes-256-gcm", "keyformat=passphrase", ITERS };
 	struct stor_ds_opts o = { .volsize = (uint64_t)N_RECS * N_RECSIZE, .recordsize = N_RECSIZE,
