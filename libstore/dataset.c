@@ -419,6 +419,10 @@ static int ds_create_locked(struct stor_pool *p, const char *name, const struct 
 	ret = pool_save_config(p);
 	if (ret < 0)
 		goto fail;
+	/* its wrapped key is durable before the dataset is */
+	ret = ds->suite ? keyfile_save(p, ds) : 0;
+	if (ret < 0)
+		goto fail;
 	ret = ds_save(p, ds);
 	if (ret < 0)
 		goto fail;
@@ -470,7 +474,7 @@ int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 {
 	struct stor_ds *ds, **gone = NULL;
 	size_t n = strlen(name), ngone = 0;
-	int ret = 0;
+	int ret = 0, enc = 0;
 
 	pthread_mutex_lock(&p->admin);
 	ds = ds_find_locked(p, name);
@@ -516,9 +520,14 @@ int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 		txg_read_synchronize(p);
 	}
 	for (size_t i = 0; i < ngone; i++) {
+		if (gone[i]->suite)
+			enc = 1;
 		cache_drop_ds(record_cache(), gone[i]->guid);
 		ds_free(gone[i]);
 	}
+	/* no wrapped key of a destroyed dataset stays in the key file */
+	if (enc && ret == 0)
+		ret = keyfile_save(p, NULL);
 out:
 	pthread_mutex_unlock(&p->admin);
 	free(gone);

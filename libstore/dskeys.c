@@ -104,36 +104,20 @@ out:
 void dskeys_record(struct stor_ds *ds, uint8_t **w)
 {
 	put_u8(w, (uint8_t)ds->suite);
-	put_u64(w, ds->enc_root_id);
-	put_u8(w, (uint8_t)ds->keyformat);
-	put_u32(w, ds->iters);
-	put_bytes(w, ds->salt, KEYS_SALT_LEN);
-	put_bytes(w, ds->wrapped, KEYS_WRAPPED_LEN);
 	put_u32(w, ds->nonce_epoch);
 	put_u64(w, ds->nonce_reserved);
 }
 
 int dskeys_parse(struct stor_ds *ds, const uint8_t **r, const uint8_t *end)
 {
-	static const uint8_t zero[KEYS_WRAPPED_LEN];
-
 	if (end - *r < (long)DSKEYS_RECORD_LEN)
 		return STOR_ECORRUPT;
 	ds->suite = get_u8(r);
-	ds->enc_root_id = get_u64(r);
-	ds->keyformat = get_u8(r);
-	ds->iters = get_u32(r);
-	get_bytes(r, ds->salt, KEYS_SALT_LEN);
-	get_bytes(r, ds->wrapped, KEYS_WRAPPED_LEN);
 	ds->nonce_epoch = get_u32(r);
 	ds->nonce_reserved = get_u64(r);
 	/* numbers handed out before a crash may have been used: start past them */
 	ds->nonce_next = ds->nonce_reserved;
-	if (ds->suite >= CRYPT_NSUITES || ds->keyformat > STOR_KEY_PASSPHRASE)
-		return STOR_ECORRUPT;
-	if (!ds->suite && (ds->enc_root_id || memcmp(ds->wrapped, zero, sizeof(zero))))
-		return STOR_ECORRUPT; /* "encryption=off" written over an encrypted dataset */
-	if (ds->suite && !ds->enc_root_id)
+	if (ds->suite >= CRYPT_NSUITES)
 		return STOR_ECORRUPT;
 	return 0;
 }
@@ -401,14 +385,18 @@ out:
 int stor_key_change(struct stor_pool *p, const char *name, const char *const *props,
 		    size_t nprops, const struct stor_key_material *key)
 {
-	struct stor_ds *ds, *oldroot, saved;
-	struct meta_txn *t = NULL;
-	uint8_t wk[KEYS_WRAPKEY_LEN], aad[64], (*wrapped)[KEYS_WRAPPED_LEN] = NULL;
-	uint8_t master[KEYS_MASTER_LEN];
+	struct stor_ds *ds, *oldroot;
+	uint8_t wk[KEYS_WRAPKEY_LEN], aad[64], master[KEYS_MASTER_LEN];
+	uint8_t (*wrapped)[KEYS_WRAPPED_LEN] = NULL, (*keep)[KEYS_WRAPPED_LEN] = NULL;
+	uint64_t *keep_root = NULL, old_root_id;
 	const char *fmt = NULL, *loc = NULL, *iters = NULL;
-	char canon[3][256];
+	char canon[3][256], *member_of = NULL;
+	struct {
+		int keyformat;
+		uint32_t iters;
+		uint8_t salt[KEYS_SALT_LEN];
+	} saved;
 	struct ds_keys *rk;
-	size_t self = 0;
 	int ret = 0;
 
 	for (size_t i = 0; i < nprops && ret == 0; i++) {
@@ -431,6 +419,8 @@ int stor_key_change(struct stor_pool *p, const char *name, const char *const *pr
 	}
 	if (ret < 0)
 		return ret;
+	if (fmt && keys_format_parse(fmt) <= STOR_KEY_NONE)
+		return STOR_EBADPROP;
 	pthread_mutex_lock(&p->admin);
 	ds = ds_find_locked(p, name);
 	if (!ds) {
@@ -446,13 +436,22 @@ int stor_key_change(struct stor_pool *p, const char *name, const char *const *pr
 		ret = STOR_ENOKEY;
 		goto out;
 	}
-	if (fmt && keys_format_parse(fmt) <= STOR_KEY_NONE) {
-		ret = STOR_EBADPROP;
+	wrapped = calloc(p->nds, sizeof(*wrapped));
+	keep = calloc(p->nds, sizeof(*keep));
+	keep_root = calloc(p->nds, sizeof(*keep_root));
+	member_of = calloc(p->nds, 1);
+	if (!wrapped || !keep || !keep_root || !member_of) {
+		ret = -ENOMEM;
 		goto out;
 	}
-	saved = *ds;
-	/* the new parameters: a member becomes a root of its own */
-	ds->enc_root_id = ds->id;
+	old_root_id = ds->enc_root_id;
+	for (size_t i = 0; i < p->nds; i++)
+		member_of[i] = (char)member(p->ds[i], ds, old_root_id);
+	saved.keyformat = ds->keyformat;
+	saved.iters = ds->iters;
+	memcpy(saved.salt, ds->salt, sizeof(saved.salt));
+
+	/* the new wrapping: @ds becomes (or stays) an encryption root */
 	ds->keyformat = fmt ? keys_format_parse(fmt) : oldroot->keyformat;
 	if (ds->keyformat == STOR_KEY_PASSPHRASE)
 		ds->iters = iters ? (uint32_t)strtoul(iters, NULL, 10)
@@ -462,85 +461,40 @@ int stor_key_change(struct stor_pool *p, const char *name, const char *const *pr
 	ret = keys_random(ds->salt, sizeof(ds->salt));
 	if (ret == 0)
 		ret = derive_wk(ds, key, wk);
-	if (ret < 0)
-		goto restore;
-	wrapped = calloc(p->nds, sizeof(*wrapped));
-	ret = wrapped ? meta_txn_begin(p->meta, &t) : -ENOMEM;
-	if (ret < 0)
-		goto restore;
-	/* rewrap every member under @ds in one transaction */
 	for (size_t i = 0; i < p->nds && ret == 0; i++) {
 		struct stor_ds *d = p->ds[i];
 		struct ds_keys *k = atomic_load(&d->keys);
-		uint8_t keep[KEYS_WRAPPED_LEN];
-		uint64_t keep_root = d->enc_root_id;
 
-		if (!member(d, ds, saved.enc_root_id))
+		if (!member_of[i])
 			continue;
 		if (!k) {
 			ret = STOR_ENOKEY;
 			break;
 		}
 		memcpy(master, k->master, sizeof(master));
-		memcpy(keep, d->wrapped, sizeof(keep));
-		d->enc_root_id = ds->id;
 		ret = keys_wrap(wk, aad, wrap_aad(d, ds, aad), master, wrapped[i]);
 		keys_cleanse(master, sizeof(master));
-		if (ret == 0 && d != ds) { /* @ds itself is saved last, with its new properties */
-			memcpy(d->wrapped, wrapped[i], KEYS_WRAPPED_LEN);
-			ret = ds_save_txn(t, d);
-		}
-		if (d == ds)
-			self = i;
-		/* memory changes only after the commit */
-		memcpy(d->wrapped, keep, sizeof(keep));
-		d->enc_root_id = keep_root;
-		if (d == ds)
-			d->enc_root_id = ds->id;
 	}
-	if (ret == 0 && loc) {
-		char *old = ds->local[PROP_KEYLOCATION];
-		ds->local[PROP_KEYLOCATION] = strdup(loc);
-		if (!ds->local[PROP_KEYLOCATION]) {
-			ds->local[PROP_KEYLOCATION] = old;
-			ret = -ENOMEM;
-		} else {
-			free(old);
-		}
-	}
-	if (ret == 0) {
-		/* keyformat and iterations become local on the new root */
-		char buf[16];
-		const char *fv = keys_format_name((enum stor_keyformat)ds->keyformat);
-		free(ds->local[PROP_KEYFORMAT]);
-		ds->local[PROP_KEYFORMAT] = strdup(fv);
-		free(ds->local[PROP_PBKDF2ITERS]);
-		ds->local[PROP_PBKDF2ITERS] = NULL;
-		if (ds->keyformat == STOR_KEY_PASSPHRASE) {
-			snprintf(buf, sizeof(buf), "%u", ds->iters);
-			ds->local[PROP_PBKDF2ITERS] = strdup(buf);
-		}
-		if (!ds->local[PROP_KEYLOCATION])
-			ds->local[PROP_KEYLOCATION] = strdup("prompt");
-		uint8_t keep[KEYS_WRAPPED_LEN];
-		memcpy(keep, ds->wrapped, sizeof(keep));
-		memcpy(ds->wrapped, wrapped[self], KEYS_WRAPPED_LEN);
-		ret = ds_save_txn(t, ds);
-		memcpy(ds->wrapped, keep, sizeof(keep));
-	}
-	if (ret < 0) {
-		meta_txn_abort(t);
-		goto restore;
-	}
-	ret = meta_txn_commit(t);
 	if (ret < 0)
 		goto restore;
 	for (size_t i = 0; i < p->nds; i++) {
-		struct stor_ds *d = p->ds[i];
-		if (!member(d, ds, saved.enc_root_id))
+		if (!member_of[i])
 			continue;
-		memcpy(d->wrapped, wrapped[i], KEYS_WRAPPED_LEN);
-		d->enc_root_id = ds->id;
+		memcpy(keep[i], p->ds[i]->wrapped, KEYS_WRAPPED_LEN);
+		keep_root[i] = p->ds[i]->enc_root_id;
+		memcpy(p->ds[i]->wrapped, wrapped[i], KEYS_WRAPPED_LEN);
+		p->ds[i]->enc_root_id = ds->id;
+	}
+	/* the commit point: the key file is replaced whole */
+	ret = keyfile_save(p, NULL);
+	if (ret < 0) {
+		for (size_t i = 0; i < p->nds; i++) {
+			if (!member_of[i])
+				continue;
+			memcpy(p->ds[i]->wrapped, keep[i], KEYS_WRAPPED_LEN);
+			p->ds[i]->enc_root_id = keep_root[i];
+		}
+		goto restore;
 	}
 	/* the new root keeps its wrapping key for children created later */
 	rk = atomic_load(&ds->keys);
@@ -548,15 +502,38 @@ int stor_key_change(struct stor_pool *p, const char *name, const char *const *pr
 		rk->wk = keys_secure_alloc(KEYS_WRAPKEY_LEN);
 	if (rk->wk)
 		memcpy(rk->wk, wk, KEYS_WRAPKEY_LEN);
+	/* keyformat, keylocation and iterations show as local on the new root */
+	{
+		char buf[16];
+		char *nf = strdup(keys_format_name((enum stor_keyformat)ds->keyformat));
+		char *nl = loc ? strdup(loc) : ds->local[PROP_KEYLOCATION] ? NULL : strdup("prompt");
+		char *ni = NULL;
+
+		if (ds->keyformat == STOR_KEY_PASSPHRASE) {
+			snprintf(buf, sizeof(buf), "%u", ds->iters);
+			ni = strdup(buf);
+		}
+		free(ds->local[PROP_KEYFORMAT]);
+		ds->local[PROP_KEYFORMAT] = nf;
+		if (nl) {
+			free(ds->local[PROP_KEYLOCATION]);
+			ds->local[PROP_KEYLOCATION] = nl;
+		}
+		free(ds->local[PROP_PBKDF2ITERS]);
+		ds->local[PROP_PBKDF2ITERS] = ni;
+		ret = ds_save(p, ds);
+	}
 	goto out;
 restore:
-	ds->enc_root_id = saved.enc_root_id;
 	ds->keyformat = saved.keyformat;
 	ds->iters = saved.iters;
 	memcpy(ds->salt, saved.salt, sizeof(ds->salt));
 out:
 	keys_cleanse(wk, sizeof(wk));
 	free(wrapped);
+	free(keep);
+	free(keep_root);
+	free(member_of);
 	pthread_mutex_unlock(&p->admin);
 	return ret;
 }

@@ -13,7 +13,7 @@ libstore_libstore_a_SOURCES = \
 	%D%/txg.h %D%/txg.c \
 	%D%/record.c \
 	%D%/crypt.h %D%/crypt_backend.h %D%/crypt.c %D%/crypt_openssl.c \
-	%D%/keys.h %D%/keys.c %D%/dskeys.c \
+	%D%/keys.h %D%/keys.c %D%/dskeys.c %D%/keyfile.c \
 	%D%/compress.h %D%/compress.c \
 	%D%/stats.h %D%/stats.c
 libstore_libstore_a_SOURCES += %D%/cache.h %D%/cache.c

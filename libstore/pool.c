@@ -365,6 +365,8 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 	if (ret < 0)
 		goto fail;
 	ret = ds_load_all(p);
+	if (ret == 0)
+		ret = keyfile_load(p);
 	if (ret < 0) {
 		if (!last_error[0])
 			pool_set_error("pool %s: dataset records: %s", name, stor_strerror(ret));
@@ -546,6 +548,8 @@ int stor_pool_destroy(const char *name, const struct stor_pool_opts *opts)
 		ret = -errno;
 	unlink(lock);
 	snprintf(lock, sizeof(lock), "%s.lock", p->path);
+	unlink(lock);
+	snprintf(lock, sizeof(lock), "%.*s.keys", (int)strlen(p->path) - 4, p->path);
 	unlink(lock);
 	txg_fini(p);
 	pool_free(p);

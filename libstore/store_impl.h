@@ -143,9 +143,14 @@ int dskeys_nonces(struct stor_ds *ds, size_t n, uint32_t *epoch, uint64_t *first
 /** The data key of @epoch, derived on first use; NULL if the key is not loaded. */
 const struct crypt_key *dskeys_data_key(struct ds_keys *k, uint64_t guid, int suite,
 					uint32_t epoch);
-#define DSKEYS_RECORD_LEN (1 + 8 + 1 + 4 + KEYS_SALT_LEN + KEYS_WRAPPED_LEN + 4 + 8)
+#define DSKEYS_RECORD_LEN (1 + 4 + 8)
 void dskeys_record(struct stor_ds *ds, uint8_t **p);
 int dskeys_parse(struct stor_ds *ds, const uint8_t **p, const uint8_t *end);
-int dskeys_load_all_children(struct stor_pool *p);
+
+/* keyfile.c: wrapped keys and their parameters, outside LMDB */
+/** Replace the key file with the keys of every encrypted dataset (and @extra). */
+int keyfile_save(struct stor_pool *p, struct stor_ds *extra);
+/** Fill the key fields of the pool's encrypted datasets from the key file. */
+int keyfile_load(struct stor_pool *p);
 
 #endif

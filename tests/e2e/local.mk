@@ -46,10 +46,3 @@ check_PROGRAMS += %D%/test_hostile
 %C%_test_hostile_CFLAGS = $(E2E_CFLAGS) $(LMDB_CFLAGS)
 %C%_test_hostile_LDADD = $(E2E_LDADD) $(LMDB_LIBS)
 
-# the same file with only the scan for old wrapped keys: an expected failure until the
-# engine scrubs what LMDB leaves behind after change-key
-check_PROGRAMS += %D%/test_keyscan
-%C%_test_keyscan_SOURCES = %D%/test_hostile.c $(E2E_FIXTURE)
-%C%_test_keyscan_CFLAGS = $(E2E_CFLAGS) $(LMDB_CFLAGS) -DHOSTILE_WRAPPED_KEYS
-%C%_test_keyscan_LDADD = $(E2E_LDADD) $(LMDB_LIBS)
-XFAIL_TESTS = %D%/test_keyscan

@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The key file of a pool, <state_dir>/pools/<pool>.keys: the wrapped master
+ * key of every encrypted dataset and the parameters of its wrapping (its
+ * encryption root, keyformat, PBKDF2 iterations, salt). It lives outside
+ * LMDB because LMDB leaves old record bytes in page gaps and free pages, and
+ * a wrapped key replaced by change-key must not stay behind in live
+ * metadata: the file is replaced whole (write, fsync, rename) and the bytes
+ * of the old one are overwritten once the new one is in place.
+ *
+ * Layout, big-endian: u64 magic "COFFKEYS" | u32 version | u32 count |
+ * count x (u64 dataset guid | u64 root dataset id | u8 keyformat |
+ * u32 iterations | salt | wrapped key) | u64 xxh64 of everything before it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "store_impl.h"
+
+#define KEYFILE_MAGIC 0x434f46464b455953ull /* "COFFKEYS" */
+#define ENTRY_LEN (8 + 8 + 1 + 4 + KEYS_SALT_LEN + KEYS_WRAPPED_LEN)
+
+static void keyfile_path(const struct stor_pool *p, char *out, size_t len)
+{
+	size_t n = strlen(p->path);
+
+	/* pools/<pool>.mdb -> pools/<pool>.keys */
+	snprintf(out, len, "%.*s.keys", (int)(n > 4 ? n - 4 : n), p->path);
+}
+
+static int write_all(int fd, const uint8_t *buf, size_t len)
+{
+	while (len) {
+		ssize_t w = write(fd, buf, len);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		buf += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+static int fsync_dir(const char *path)
+{
+	char dir[4200];
+	int fd, ret = 0;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	fd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+int keyfile_save(struct stor_pool *p, struct stor_ds *extra)
+{
+	char path[4200], tmp[4300];
+	size_t n = 0, len;
+	uint8_t *buf, *w;
+	int fd = -1, old = -1, ret;
+	struct stat st;
+
+	for (size_t i = 0; i < p->nds; i++)
+		n += p->ds[i]->suite != 0;
+	n += extra && extra->suite;
+	len = 8 + 4 + 4 + n * ENTRY_LEN + 8;
+	buf = keys_secure_alloc(len);
+	if (!buf)
+		return -ENOMEM;
+	w = buf;
+	put_u64(&w, KEYFILE_MAGIC);
+	put_u32(&w, FORMAT_VERSION);
+	put_u32(&w, (uint32_t)n);
+	for (size_t i = 0; i <= p->nds; i++) {
+		struct stor_ds *d = i < p->nds ? p->ds[i] : extra;
+
+		if (!d || !d->suite)
+			continue;
+		put_u64(&w, d->guid);
+		put_u64(&w, d->enc_root_id);
+		put_u8(&w, (uint8_t)d->keyformat);
+		put_u32(&w, d->iters);
+		put_bytes(&w, d->salt, KEYS_SALT_LEN);
+		put_bytes(&w, d->wrapped, KEYS_WRAPPED_LEN);
+	}
+	put_u64(&w, XXH64(buf, len - 8, 0));
+
+	keyfile_path(p, path, sizeof(path));
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	ret = write_all(fd, buf, len);
+	if (ret == 0 && fsync(fd) < 0)
+		ret = -errno;
+	if (ret < 0) {
+		unlink(tmp);
+		goto out;
+	}
+	old = open(path, O_WRONLY | O_CLOEXEC);
+	if (rename(tmp, path) < 0) {
+		ret = -errno;
+		unlink(tmp);
+		goto out;
+	}
+	ret = fsync_dir(path);
+	/* the new file is in place: overwrite the bytes of the one it replaced */
+	if (ret == 0 && old >= 0 && fstat(old, &st) == 0 && st.st_size > 0) {
+		uint8_t zero[4096] = { 0 };
+		for (off_t o = 0; o < st.st_size; o += (off_t)sizeof(zero))
+			if (pwrite(old, zero, sizeof(zero), o) < 0)
+				break;
+		fdatasync(old);
+	}
+out:
+	if (old >= 0)
+		close(old);
+	if (fd >= 0)
+		close(fd);
+	keys_secure_free(buf, len);
+	return ret;
+}
+
+static struct stor_ds *by_guid(struct stor_pool *p, uint64_t guid)
+{
+	for (size_t i = 0; i < p->nds; i++)
+		if (p->ds[i]->guid == guid)
+			return p->ds[i];
+	return NULL;
+}
+
+int keyfile_load(struct stor_pool *p)
+{
+	char path[4200];
+	uint8_t *buf = NULL;
+	const uint8_t *r;
+	size_t len = 0, nenc = 0, nfound = 0;
+	uint32_t n;
+	struct stat st;
+	int fd, ret = STOR_ECORRUPT;
+
+	for (size_t i = 0; i < p->nds; i++)
+		nenc += p->ds[i]->suite != 0;
+	keyfile_path(p, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT && nenc == 0)
+			return 0;
+		pool_set_error("pool %s: key file %s: %s", p->name, path, strerror(errno));
+		return errno == ENOENT ? STOR_ECORRUPT : -errno;
+	}
+	if (fstat(fd, &st) < 0 || st.st_size < 24 || st.st_size > (1 << 26))
+		goto bad;
+	len = (size_t)st.st_size;
+	buf = keys_secure_alloc(len);
+	if (!buf) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (pread(fd, buf, len, 0) != (ssize_t)len)
+		goto bad;
+	r = buf + len - 8;
+	if (get_u64(&r) != XXH64(buf, len - 8, 0))
+		goto bad;
+	r = buf;
+	if (get_u64(&r) != KEYFILE_MAGIC)
+		goto bad;
+	if (get_u32(&r) != FORMAT_VERSION) {
+		ret = STOR_EFORMAT;
+		goto out;
+	}
+	n = get_u32(&r);
+	if (len != 8 + 4 + 4 + (size_t)n * ENTRY_LEN + 8)
+		goto bad;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t guid = get_u64(&r);
+		struct stor_ds *d = by_guid(p, guid);
+
+		if (!d || !d->suite) { /* destroyed since, or not encrypted: not ours */
+			r += ENTRY_LEN - 8;
+			continue;
+		}
+		d->enc_root_id = get_u64(&r);
+		d->keyformat = get_u8(&r);
+		d->iters = get_u32(&r);
+		get_bytes(&r, d->salt, KEYS_SALT_LEN);
+		get_bytes(&r, d->wrapped, KEYS_WRAPPED_LEN);
+		if (d->keyformat > STOR_KEY_PASSPHRASE || !d->enc_root_id)
+			goto bad;
+		nfound++;
+	}
+	for (size_t i = 0; i < p->nds; i++) {
+		struct stor_ds *d = p->ds[i], *root;
+
+		if (!d->suite)
+			continue;
+		root = ds_find_id_locked(p, d->enc_root_id);
+		if (!root || !root->suite || root->enc_root_id != root->id)
+			goto bad;
+	}
+	if (nfound != nenc) {
+		pool_set_error("pool %s: key file %s lacks the keys of %zu encrypted datasets",
+			       p->name, path, nenc - nfound);
+		goto out;
+	}
+	ret = 0;
+	goto out;
+bad:
+	pool_set_error("pool %s: key file %s is damaged", p->name, path);
+out:
+	if (buf)
+		keys_secure_free(buf, len);
+	close(fd);
+	return ret;
+}
