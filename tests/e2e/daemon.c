@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,4 +209,16 @@ const char *tdaemon_file(struct tdaemon *d, const char *name, const void *data, 
 	cr_assert_eq(write(fd, data, len), (ssize_t)len);
 	close(fd);
 	return path;
+}
+
+int tdaemon_cofferf(struct tdaemon *d, const char *in_file, char *out, size_t cap,
+		    const char *fmt, ...)
+{
+	char args[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	return tdaemon_coffer(d, NULL, in_file, out, cap, args);
 }

@@ -42,6 +42,18 @@ const char *tdaemon_log(struct tdaemon *d);
 int tdaemon_coffer(struct tdaemon *d, const char *prefix, const char *in_file, char *out,
 		   size_t cap, const char *args);
 
+/** tdaemon_coffer() with printf-style arguments. */
+int tdaemon_cofferf(struct tdaemon *d, const char *in_file, char *out, size_t cap,
+		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/** Run coffer and fail the running test unless it exits 0; @out is an array. */
+#define TDAEMON_COF_OK(d, out, in, ...)                                                      \
+	do {                                                                                 \
+		int st_ = tdaemon_cofferf((d), (in), (out), sizeof(out), __VA_ARGS__);       \
+		cr_assert_eq(st_, 0, "coffer exit %d: %s\ndaemon:\n%s", st_, (out),          \
+			     tdaemon_log(d));                                                \
+	} while (0)
+
 /*
  * Skip the running test: Criterion runs no .fini after cr_skip_test(), so the
  * daemon is stopped and the temp dir removed here first.

@@ -111,23 +111,8 @@ static void teardown(void)
 
 TestSuite(faults, .init = setup, .fini = teardown, .timeout = 120);
 
-static int __attribute__((format(printf, 1, 2))) cof(const char *fmt, ...)
-{
-	char args[4096];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof(args), fmt, ap);
-	va_end(ap);
-	return tdaemon_coffer(&td, NULL, NULL, out, sizeof(out), args);
-}
-
-#define COF_OK(...)                                                                          \
-	do {                                                                                 \
-		int st_ = cof(__VA_ARGS__);                                                  \
-		cr_assert_eq(st_, 0, "coffer exit %d: %s\ndaemon:\n%s", st_, out,            \
-			     tdaemon_log(&td));                                              \
-	} while (0)
+#define cof(...) tdaemon_cofferf(&td, NULL, out, sizeof(out), __VA_ARGS__)
+#define COF_OK(...) TDAEMON_COF_OK(&td, out, NULL, __VA_ARGS__)
 
 static void make_pool(const char *name)
 {

@@ -34,23 +34,8 @@ static void teardown(void)
 
 TestSuite(stats, .init = setup, .fini = teardown, .timeout = 90);
 
-static int __attribute__((format(printf, 2, 3))) cof(const char *in_file, const char *fmt, ...)
-{
-	char args[4096];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(args, sizeof(args), fmt, ap);
-	va_end(ap);
-	return tdaemon_coffer(&td, NULL, in_file, out, sizeof(out), args);
-}
-
-#define COF_OK(in, ...)                                                                      \
-	do {                                                                                 \
-		int st_ = cof(in, __VA_ARGS__);                                              \
-		cr_assert_eq(st_, 0, "coffer exit %d: %s\ndaemon:\n%s", st_, out,            \
-			     tdaemon_log(&td));                                              \
-	} while (0)
+#define cof(in, ...) tdaemon_cofferf(&td, (in), out, sizeof(out), __VA_ARGS__)
+#define COF_OK(in, ...) TDAEMON_COF_OK(&td, out, (in), __VA_ARGS__)
 
 static json_t *stats_json(void)
 {
