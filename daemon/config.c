@@ -82,6 +82,7 @@ static const struct config_opt opts[] = {
 	{ "max_frame", OPT_BYTES, FIELD(max_frame), .def_num = CONFIG_MAX_FRAME_DEFAULT,
 	  .min = CONFIG_MAX_FRAME_MIN, .max = CONFIG_MAX_FRAME_MAX },
 	{ "direct_io", OPT_BOOL, FIELD(direct_io), .def_num = 0 },
+	{ "io_inline", OPT_BOOL, FIELD(io_inline), .def_num = 0 },
 };
 
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))

@@ -26,6 +26,7 @@ struct config {
 	unsigned max_connections;
 	uint32_t max_frame;     /* bytes of one frame payload */
 	int direct_io;          /* open LUNs with O_DIRECT */
+	int io_inline;          /* run record I/O on the event loop, not on workers */
 };
 
 /* Limits the option table enforces (config.c); the daemon may rely on them. */

@@ -318,7 +318,7 @@ int main(int argc, char **argv)
 			ret == -ESRCH ? "socket_group does not exist" : uv_strerror(ret));
 		goto out_pools;
 	}
-	ret = work_start(loop, cfg.workers);
+	ret = work_start(loop, cfg.workers, cfg.io_inline);
 	if (ret < 0) {
 		log_err("workers: %s", uv_strerror(ret));
 		goto out_pools;

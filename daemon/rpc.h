@@ -76,7 +76,7 @@ unsigned rpc_open_handles(void);
 
 /* work.c */
 /** Start @n I/O worker threads. @return 0 or -errno */
-int work_start(uv_loop_t *loop, unsigned n);
+int work_start(uv_loop_t *loop, unsigned n, int io_inline);
 /** Queue a list of I/O calls (linked by ->next, oldest first) for the workers: one wake-up. */
 void work_submit_io(struct rpc_call *list);
 /** Run a blocking JSON command on the libuv threadpool. */

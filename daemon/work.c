@@ -66,9 +66,28 @@ static void count_io(const struct rpc_call *c)
 	}
 }
 
-static void *worker(void *arg)
+/* Run up to IO_BATCH requests of @batch as one stor_io_submit(). */
+static void run_batch(struct rpc_call **batch, size_t n)
 {
 	struct stor_io ios[IO_BATCH];
+
+	for (size_t i = 0; i < n; i++) {
+		ios[i] = batch[i]->io;
+		ios[i].result = 0;
+	}
+	stor_io_submit(ios, n);
+	atomic_fetch_add_explicit(&rpc_stats.batches, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&rpc_stats.batched_ios, n, memory_order_relaxed);
+	for (size_t i = 0; i < n; i++) {
+		batch[i]->status = ios[i].result;
+		count_io(batch[i]);
+	}
+}
+
+static int run_inline; /* io_inline: batches run on the loop thread */
+
+static void *worker(void *arg)
+{
 	struct rpc_call *batch[IO_BATCH];
 
 	(void)arg;
@@ -93,18 +112,9 @@ static void *worker(void *arg)
 			pthread_cond_signal(&wq.cond); /* more left: wake a sibling */
 		pthread_mutex_unlock(&wq.lock);
 
-		for (size_t i = 0; i < n; i++) {
-			ios[i] = batch[i]->io;
-			ios[i].result = 0;
-		}
-		stor_io_submit(ios, n);
-		atomic_fetch_add_explicit(&rpc_stats.batches, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&rpc_stats.batched_ios, n, memory_order_relaxed);
-		for (size_t i = 0; i < n; i++) {
-			batch[i]->status = ios[i].result;
-			count_io(batch[i]);
+		run_batch(batch, n);
+		for (size_t i = 0; i < n; i++)
 			batch[i]->next = i + 1 < n ? batch[i + 1] : NULL;
-		}
 		first = batch[0];
 		last = batch[n - 1];
 		pthread_mutex_lock(&wq.done_lock);
@@ -131,16 +141,19 @@ static void async_cb(uv_async_t *h)
 	}
 }
 
-int work_start(uv_loop_t *loop, unsigned n)
+int work_start(uv_loop_t *loop, unsigned n, int io_inline)
 {
 	int ret;
 
+	run_inline = io_inline;
 	if (n == 0)
 		n = 1;
 	ret = uv_async_init(loop, &wq.async, async_cb);
 	if (ret < 0)
 		return ret;
 	wq.async_init = 1;
+	if (io_inline)
+		return 0; /* no workers: tick_cb runs every batch itself */
 	wq.threads = calloc(n, sizeof(*wq.threads));
 	if (!wq.threads)
 		return -ENOMEM;
@@ -161,6 +174,21 @@ void work_submit_io(struct rpc_call *list)
 
 	if (!list)
 		return;
+	if (run_inline) {
+		while (list) {
+			struct rpc_call *batch[IO_BATCH];
+			size_t n = 0;
+
+			while (list && n < IO_BATCH) {
+				batch[n++] = list;
+				list = list->next;
+			}
+			run_batch(batch, n);
+			for (size_t i = 0; i < n; i++)
+				rpc_call_done(batch[i]);
+		}
+		return;
+	}
 	while (tail->next)
 		tail = tail->next;
 	pthread_mutex_lock(&wq.lock);

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -161,4 +162,40 @@ Test(stats, counters_agree_with_a_bench_run)
 	cr_assert_eq(jget(j, "dataset", "errors"), 0);
 	json_decref(j);
 	json_decref(b);
+}
+
+/* io_inline: record I/O runs on the loop thread; the same data must come back */
+static void inline_setup(void)
+{
+	tdaemon_init(&td, "io_inline = yes\n");
+	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not start:\n%s", tdaemon_log(&td));
+}
+
+TestSuite(io_inline, .init = inline_setup, .fini = teardown, .timeout = 90);
+
+Test(io_inline, validating_bench_and_round_trip)
+{
+	static char data[256 * 1024];
+	char in[1024];
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (char)(i * 13 + 1);
+	/* tdaemon_file() returns a static buffer: keep a copy */
+	snprintf(in, sizeof(in), "%s", tdaemon_file(&td, "in", data, sizeof(data)));
+	COF_OK(NULL, "pool create -s 64M tank %s/l0", td.dir);
+	COF_OK(NULL, "create -V 4M tank/a");
+	COF_OK(NULL, "create -V 4M -o encryption=aes-256-gcm -o keyformat=passphrase "
+		     "-o pbkdf2iters=100000 -o keylocation=file://%s tank/e",
+	       tdaemon_file(&td, "pass", "inline passphrase\n", 18));
+	COF_OK(in, "write tank/e");
+	COF_OK(NULL, "flush tank/e");
+	COF_OK(NULL, "read -l 256K tank/e > %s/out", td.dir);
+	{
+		char cmd[3 * 1024];
+
+		snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s/out'", in, td.dir);
+		cr_assert_eq(system(cmd), 0, "data read back differs");
+	}
+	COF_OK(NULL, "bench -q -v --datasets 'tank/*' --rw randrw --rdpct 50 --bs 8k --qd 8 "
+		     "--time 2s");
 }

@@ -102,6 +102,7 @@ Test(config, defaults_for_a_user_follow_xdg)
 	cr_assert_eq(c.max_connections, 1024);
 	cr_assert_eq(c.max_frame, (16u << 20) + 16);
 	cr_assert_eq(c.direct_io, 0);
+	cr_assert_eq(c.io_inline, 0);
 }
 
 Test(config, defaults_for_a_user_without_xdg)
@@ -174,7 +175,8 @@ Test(config, every_option_is_parsed)
 			  "log_target = /var/log/cofferd.log\n"
 			  "max_connections = 7\n"
 			  "max_frame = 64K\n"
-			  "direct_io = yes\n"),
+			  "direct_io = yes\n"
+			  "io_inline = yes\n"),
 		     0, "%s", err);
 	cr_assert_str_eq(c.socket, "/srv/c.sock");
 	cr_assert_eq(c.socket_mode, 0600);
@@ -189,6 +191,7 @@ Test(config, every_option_is_parsed)
 	cr_assert_eq(c.max_connections, 7);
 	cr_assert_eq(c.max_frame, 64u << 10);
 	cr_assert_eq(c.direct_io, 1);
+	cr_assert_eq(c.io_inline, 1);
 }
 
 Test(config, value_spellings)
@@ -495,6 +498,7 @@ Test(config, shipped_example_lists_every_option_with_its_default)
 	cr_assert_eq(got.max_connections, root.max_connections);
 	cr_assert_eq(got.max_frame, root.max_frame);
 	cr_assert_eq(got.direct_io, root.direct_io);
+	cr_assert_eq(got.io_inline, root.io_inline);
 	config_free(&root);
 	config_free(&got);
 }
