@@ -11,6 +11,8 @@
 # case (on this kind of VM the kernel drops page cache that goes unread for
 # about a minute, so a "buffered" disk run quietly becomes a disk run).
 #
+# LUNs in RAM answer without blocking, so the shm pass runs record I/O on the
+# daemon's loop thread (io_inline = yes), as an operator would configure it.
 # It starts its own cofferd with a temp config and prints a table (suite,
 # IOPS, mean and p99 response, daemon CPU %, ratio to clear); OUT/summary.json
 # and OUT/summary.csv hold the same and name the full coffer bench JSON of
@@ -101,6 +103,7 @@ start_daemon() { # pass
 	state_dir = $work/state-$1
 	cache_size = 0
 	direct_io = $([ "$1" = direct ] && echo yes || echo no)
+	io_inline = $([ "$1" = shm ] && echo yes || echo no)
 	log_level = warning
 	log_target = $out/cofferd-$1.log
 	CONF
