@@ -14,7 +14,8 @@
 # LUNs in RAM answer without blocking, so the shm pass runs record I/O on the
 # daemon's loop thread (io_inline = yes), as an operator would configure it.
 # It starts its own cofferd with a temp config and prints a table (suite,
-# IOPS, mean and p99 response, daemon CPU %, ratio to clear); OUT/summary.json
+# IOPS, mean and p99 response, daemon CPU %, ratio to clear: medians over the
+# rounds); OUT/summary.json
 # and OUT/summary.csv hold the same and name the full coffer bench JSON of
 # every run; OUT/encryption.png is drawn when gnuplot is installed.
 #
@@ -237,9 +238,19 @@ for pass in $passes; do
 	lundir=
 done
 
-# mean over rounds per pass and suite, the ratio to clear of the same pass
+# median over rounds per pass and suite (machine drift hits single rounds),
+# the ratio to clear of the same pass
 awk -F, -v suites="$suites" '
-	{ k = $1 "," $3; n[k]++; iops[k] += $4; resp[k] += $5; p99[k] += $6; cpu[k] += ($7 == "" ? 0 : $7)
+	function median(name, k,    m, i, j, t, a) {
+		m = n[k]
+		for (i = 1; i <= m; i++) a[i] = val[name, k, i]
+		for (i = 2; i <= m; i++)
+			for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+		return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+	}
+	{ k = $1 "," $3; i = ++n[k]
+	  val["iops", k, i] = $4; val["resp", k, i] = $5; val["p99", k, i] = $6
+	  val["cpu", k, i] = ($7 == "" ? 0 : $7)
 	  if (!(($1) in seen)) { seen[$1] = 1; order[++np] = $1 } }
 	END {
 		ns = split(suites, s, " ")
@@ -248,9 +259,9 @@ awk -F, -v suites="$suites" '
 				k = order[i] "," s[j]
 				if (!n[k]) continue
 				c = order[i] ",clear"
-				ratio = n[c] ? (iops[k] / n[k]) / (iops[c] / n[c]) : 0
-				printf "%s,%s,%.0f,%.3f,%.3f,%.1f,%.3f\n", order[i], s[j], iops[k] / n[k],
-				       resp[k] / n[k], p99[k] / n[k], cpu[k] / n[k], ratio
+				ratio = n[c] ? median("iops", k) / median("iops", c) : 0
+				printf "%s,%s,%.0f,%.3f,%.3f,%.1f,%.3f\n", order[i], s[j], median("iops", k),
+				       median("resp", k), median("p99", k), median("cpu", k), ratio
 			}
 	}' "$work/rows.csv" > "$out/summary.csv"
 
