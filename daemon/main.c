@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -291,6 +292,12 @@ int main(int argc, char **argv)
 	}
 	umask(027);
 	signal(SIGPIPE, SIG_IGN);
+	/*
+	 * Frames and records of 128 KiB and more get their own mappings, given
+	 * back on free: glibc's moving threshold otherwise keeps the peak of a
+	 * burst of 1 MiB writes (95 MiB after a fill of 16 datasets) for good.
+	 */
+	mallopt(M_MMAP_THRESHOLD, 128 << 10);
 	ret = mkdirs(cfg.state_dir, 0750);
 	if (ret < 0) {
 		log_err("state_dir %s: %s", cfg.state_dir, strerror(-ret));
