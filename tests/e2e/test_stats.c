@@ -196,6 +196,7 @@ Test(io_inline, validating_bench_and_round_trip)
 		snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s/out'", in, td.dir);
 		cr_assert_eq(system(cmd), 0, "data read back differs");
 	}
-	COF_OK(NULL, "bench -q -v --datasets 'tank/*' --rw randrw --rdpct 50 --bs 8k --qd 8 "
-		     "--time 2s");
+	COF_OK(NULL, "bench -q -v --journal %s/journal --datasets 'tank/*' --rw randrw --rdpct 50 "
+		     "--bs 8k --qd 8 --time 2s",
+	       td.dir);
 }
