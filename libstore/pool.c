@@ -536,8 +536,25 @@ int stor_pool_destroy(const char *name, const struct stor_pool_opts *opts)
 	int ret;
 
 	ret = stor_pool_open(name, opts, &p);
-	if (ret < 0)
+	if (ret == -ENOENT || ret == -EBUSY || ret == -EINVAL || ret == STOR_EBADNAME)
 		return ret;
+	if (ret < 0) {
+		/* it no longer imports: forget it, and leave its LUNs as they are */
+		char *path = meta_path(opts->state_dir, name);
+		const char *const suffix[] = { "-lock", ".lock" };
+
+		if (!path)
+			return -ENOMEM;
+		ret = unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+		for (int i = 0; i < 2; i++) {
+			snprintf(lock, sizeof(lock), "%s%s", path, suffix[i]);
+			unlink(lock);
+		}
+		snprintf(lock, sizeof(lock), "%.*s.keys", (int)strlen(path) - 4, path);
+		unlink(lock);
+		free(path);
+		return ret;
+	}
 	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
 		int r = lun_label_wipe(p->luns[i].lun);
 		if (r < 0 && ret == 0)

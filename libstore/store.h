@@ -109,7 +109,12 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 /** Commit the open txg and close (export) the pool. NULL is a no-op. */
 int stor_pool_close(struct stor_pool *pool);
 
-/** Destroy a closed pool: wipe its LUN labels and remove its metadata. */
+/**
+ * Destroy a closed pool: wipe its LUN labels and remove its metadata. A pool
+ * that no longer imports (damaged metadata, missing or foreign LUNs) loses
+ * its metadata only; its LUNs are left untouched.
+ * @return 0, -ENOENT, -EBUSY (open), -errno
+ */
 int stor_pool_destroy(const char *name, const struct stor_pool_opts *opts);
 
 /** Add a LUN to an open pool (created sparse at @size if missing). */

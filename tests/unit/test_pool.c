@@ -423,3 +423,22 @@ Test(pool, destroy_of_an_open_pool_is_ebusy)
 	cr_assert_eq(ret, 0, "pool gone after a refused destroy: %s (%s)", stor_strerror(ret),
 		     stor_pool_last_error());
 }
+
+Test(pool, destroy_of_a_pool_that_no_longer_imports_forgets_it)
+{
+	char mdb[PATH_MAX], junk[4096];
+	struct stor_pool *p = NULL;
+	int fd;
+
+	tpool_close(&tp);
+	snprintf(mdb, sizeof(mdb), "%s/pools/%s.mdb", tp.dir, TPOOL_NAME);
+	memset(junk, 0x5a, sizeof(junk));
+	fd = open(mdb, O_WRONLY);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, junk, sizeof(junk), 0), (ssize_t)sizeof(junk));
+	close(fd);
+	cr_assert_lt(stor_pool_open(TPOOL_NAME, &tp.opts, &p), 0);
+	cr_assert_eq(stor_pool_destroy(TPOOL_NAME, &tp.opts), 0);
+	cr_assert_eq(stor_pool_open(TPOOL_NAME, &tp.opts, &p), -ENOENT);
+	cr_assert_eq(access(tp.lun[0], F_OK), 0, "the LUN files are left alone");
+}
