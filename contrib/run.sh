@@ -27,10 +27,8 @@ if ! "$coffer" ping >/dev/null 2>&1; then
 fi
 "$coffer" version
 
-# a fresh demo pool every run
-if "$coffer" pool list demo >/dev/null 2>&1; then
-	"$coffer" pool destroy -f demo
-fi
+# a fresh demo pool every run (destroy also clears one that no longer imports)
+"$coffer" pool destroy -f demo >/dev/null 2>&1 || true
 rm -f "$demo"/lun0 "$demo"/lun1 "$demo"/key "$demo"/in "$demo"/out
 "$coffer" pool create -s 512M demo "$demo/lun0" "$demo/lun1"
 
@@ -65,5 +63,5 @@ clear=$(awk '$2 ~ /^avg_/ { print $3; exit }' "$demo/clear.out")
 secure=$(awk '$2 ~ /^avg_/ { print $3; exit }' "$demo/secure.out")
 awk -v c="$clear" -v s="$secure" 'BEGIN {
 	printf "run: 8 KiB random reads, qd 16: clear %.0f IOPS, aes-256-ccm %.0f IOPS (%.1f%% of clear)\n",
-		c, s, c > 0 ? 100 * s / c : 0 }'
+		c, s, (c > 0 ? 100 * s / c : 0) }'
 echo "run: cofferd keeps running; stop it with: kill \$(pidof cofferd)"

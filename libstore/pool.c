@@ -536,16 +536,21 @@ int stor_pool_destroy(const char *name, const struct stor_pool_opts *opts)
 	int ret;
 
 	ret = stor_pool_open(name, opts, &p);
-	if (ret == -ENOENT || ret == -EBUSY || ret == -EINVAL || ret == STOR_EBADNAME)
+	if (ret == -EBUSY || ret == -EINVAL || ret == STOR_EBADNAME)
 		return ret;
 	if (ret < 0) {
-		/* it no longer imports: forget it, and leave its LUNs as they are */
+		/* it no longer imports (a LUN missing, metadata damaged): forget
+		 * it, and leave its LUNs as they are */
 		char *path = meta_path(opts->state_dir, name);
 		const char *const suffix[] = { "-lock", ".lock" };
 
 		if (!path)
 			return -ENOMEM;
-		ret = unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+		if (access(path, F_OK) < 0) {
+			free(path);
+			return -ENOENT; /* no such pool */
+		}
+		ret = unlink(path) < 0 ? -errno : 0;
 		for (int i = 0; i < 2; i++) {
 			snprintf(lock, sizeof(lock), "%s%s", path, suffix[i]);
 			unlink(lock);
