@@ -20,6 +20,7 @@
  */
 #include <config.h> /* autoconf's, found first on the include path: _GNU_SOURCE */
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -367,6 +368,12 @@ static int set_value(struct config *c, const struct config_opt *o, const char *v
 
 	switch (o->type) {
 	case OPT_STRING:
+		/* no comment characters: config_dump() must write what loads back */
+		for (const char *s = value; *s; s++)
+			if (*s == ';' || *s == '#' || iscntrl((unsigned char)*s)) {
+				snprintf(why, whylen, "'%s' is not a group name", value);
+				return -1;
+			}
 		break;
 	case OPT_PATH:
 		if (value[0] != '/') {

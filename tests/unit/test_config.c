@@ -724,3 +724,16 @@ Test(log, threads_never_interleave_lines)
 	regfree(&rx);
 	free(text);
 }
+
+/* found by fuzz_config: "x =;g" is the value ";g", which a dump wrote back as
+ * "x = ;g", a comment, so the dump did not load back the same */
+Test(config, group_names_are_the_portable_set)
+{
+	assert_load_error("[cofferd]\nsocket_group =;coffer\n", 2,
+			  "bad value for 'socket_group': ';coffer' is not a group name");
+	assert_load_error("[cofferd]\nadmin_group = wheel#2\n", 2,
+			  "bad value for 'admin_group'");
+	cr_assert_eq(load("[cofferd]\nadmin_group = storage-admins_2.x\n"), 0, "%s", err);
+	cr_assert_str_eq(c.admin_group, "storage-admins_2.x");
+	cr_assert_eq(load("[cofferd]\nadmin_group = domain admins\n"), 0, "%s", err);
+}
