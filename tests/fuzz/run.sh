@@ -54,6 +54,14 @@ done
 fail=0
 for h in $harnesses; do
 	corpus="$work/$h.corpus"
+	# under CI a fixed seed: a finding must be reproducible to gate a merge;
+	# by hand (FUZZ_SEED unset, CI unset) libFuzzer picks one per run
+	seed=
+	if [ -n "${FUZZ_SEED:-}" ]; then
+		seed=-seed=$FUZZ_SEED
+	elif [ "${CI:-}" = true ]; then
+		seed=-seed=1
+	fi
 	mkdir -p "$corpus"
 	cp "$top/tests/fuzz/corpus/$h"/* "$corpus"/ 2>/dev/null || true
 	dict=
@@ -62,7 +70,7 @@ for h in $harnesses; do
 	# TMPDIR: the temp files and pools of the harnesses go with $work; timeout:
 	# libFuzzer's own -timeout does not cover a hang in LLVMFuzzerInitialize
 	if (cd "$work" && TMPDIR=$work ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-		timeout -k 10 $((secs * 2 + 120)) ./"$h" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+		timeout -k 10 $((secs * 2 + 120)) ./"$h" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 $seed \
 		-print_final_stats=1 $dict "$corpus" >"$work/$h.log" 2>&1); then
 		execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$h.log")
 		echo "fuzz: $h: ${execs:-?} executions in ${secs}s, no crash"
