@@ -666,7 +666,9 @@ int config_dump(const struct config *c, FILE *f)
 		case OPT_PATH:
 		case OPT_LOGTARGET:
 			s = *(char *const *)((const char *)c + o->offset);
-			n = fprintf(f, "%s = %s\n", o->name, s ? s : "");
+			/* no spaces: a value that loaded from a line of the longest
+			 * length must fit on one line again */
+			n = fprintf(f, "%s=%s\n", o->name, s ? s : "");
 			break;
 		case OPT_MODE:
 			n = fprintf(f, "%s = %04llo\n", o->name,
