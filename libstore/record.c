@@ -132,30 +132,34 @@ static void fail_io(struct rec *r, int err)
  */
 static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 {
-	uint64_t *ids, *recnos;
-	size_t *idx = NULL, m = 0;
 	struct cache *dc = atomic_load(&cache_size) ? record_cache() : NULL;
-	struct bp *bps = NULL;
-	int *found = NULL;
-	struct lun_io *ios = NULL;
-	struct crypt_op *ops = NULL;
-	uint8_t (*aads)[AAD_LEN] = NULL;
+	uint64_t *ids, *recnos;
+	size_t *idx, m = 0;
+	struct bp *bps;
+	int *found;
+	struct lun_io *ios;
+	struct crypt_op *ops;
+	uint8_t (*aads)[AAD_LEN];
 	size_t nio = 0, nops = 0;
+	/* one allocation per batch for the per-record scratch arrays; the
+	 * 8-byte aligned ones first, so each starts aligned */
+	char *scratch = malloc(n * (2 * sizeof(*ids) + sizeof(*idx) + sizeof(*bps) +
+				    sizeof(*ios) + sizeof(*ops) + sizeof(*found) + AAD_LEN));
 	int ret;
 
-	ids = calloc(n, sizeof(*ids));
-	recnos = calloc(n, sizeof(*recnos));
-	bps = malloc(n * sizeof(*bps));
-	found = malloc(n * sizeof(*found));
-	ios = malloc(n * sizeof(*ios));
-	ops = malloc(n * sizeof(*ops));
-	aads = malloc(n * sizeof(*aads));
-	idx = malloc(n * sizeof(*idx));
-	if (!ids || !recnos || !bps || !found || !ios || !ops || !aads || !idx) {
+	if (!scratch) {
 		for (size_t i = 0; i < n; i++)
 			fail_io(&recs[i], -ENOMEM);
-		goto out;
+		return;
 	}
+	ids = (uint64_t *)scratch;
+	recnos = ids + n;
+	idx = (size_t *)(recnos + n);
+	bps = (struct bp *)(idx + n);
+	ios = (struct lun_io *)(bps + n);
+	ops = (struct crypt_op *)(ios + n);
+	found = (int *)(ops + n);
+	aads = (uint8_t(*)[AAD_LEN])(found + n);
 	/* the data cache first; what it lacks is looked up */
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
@@ -308,14 +312,7 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			cache_put(dc, r->ds->guid, r->recno, r->buf, r->ds->recsize, r->gen);
 	}
 out:
-	free(ids);
-	free(recnos);
-	free(bps);
-	free(found);
-	free(ios);
-	free(ops);
-	free(aads);
-	free(idx);
+	free(scratch);
 }
 
 static unsigned stripe_of(const struct rec *r)
@@ -383,7 +380,6 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 	struct nonce_plan *plan = calloc(n, sizeof(*plan));
 	struct crypt_op *ops = calloc(n, sizeof(*ops));
 	uint8_t (*aads)[AAD_LEN] = calloc(n, sizeof(*aads));
-	uint8_t (*nonces)[CRYPT_NONCE_LEN] = calloc(n, sizeof(*nonces));
 	struct lun_io *ios = calloc(n, sizeof(*ios));
 	struct rec **rmw = calloc(n, sizeof(*rmw));
 	uint8_t held[STRIPES];
@@ -391,7 +387,7 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 	uint64_t birth;
 	unsigned slot;
 
-	if (!plan || !ops || !aads || !nonces || !ios || !rmw) {
+	if (!plan || !ops || !aads || !ios || !rmw) {
 		for (size_t i = 0; i < n; i++)
 			fail_io(&recs[i], -ENOMEM);
 		goto out;
@@ -620,7 +616,6 @@ out:
 	free(plan);
 	free(ops);
 	free(aads);
-	free(nonces);
 	free(ios);
 	free(rmw);
 }
