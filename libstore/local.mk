@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 noinst_LIBRARIES += libstore/libstore.a
-libstore_libstore_a_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS) $(LMDB_CFLAGS) $(ZSTD_CFLAGS) $(XXHASH_CFLAGS)
+libstore_libstore_a_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS) $(LMDB_CFLAGS) $(ZSTD_CFLAGS) $(XXHASH_CFLAGS) $(URING_CFLAGS)
 libstore_libstore_a_SOURCES = \
 	%D%/store.h %D%/store_impl.h %D%/format.h \
 	%D%/errors.c \

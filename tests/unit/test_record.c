@@ -944,6 +944,24 @@ Test(record, truncated_lun_never_gives_wrong_data)
 
 TestSuite(record_direct, .fini = small_teardown, .timeout = 60);
 
+/* tmpfs before Linux 6.6 has no O_DIRECT: only then is a refusal acceptable */
+static void skip_without_o_direct(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	char probe[PATH_MAX];
+	int fd;
+
+	snprintf(probe, sizeof(probe), "%s/stor-odirect-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	fd = mkstemp(probe);
+	cr_assert(fd >= 0);
+	close(fd);
+	fd = open(probe, O_RDWR | O_DIRECT);
+	unlink(probe);
+	if (fd < 0)
+		cr_skip_test("no O_DIRECT in TMPDIR");
+	close(fd);
+}
+
 Test(record_direct, direct_io_round_trips_with_unaligned_buffers)
 {
 	struct stor_pool_opts o = { .direct_io = 1 };
@@ -953,23 +971,7 @@ Test(record_direct, direct_io_round_trips_with_unaligned_buffers)
 	unsigned char *got = malloc(3 * REC + 64) + 5;
 	int ret;
 
-	/* tmpfs has no O_DIRECT: only then is a refusal acceptable */
-	{
-		const char *tmp = getenv("TMPDIR");
-		char probe[PATH_MAX];
-		int fd;
-
-		snprintf(probe, sizeof(probe), "%s/stor-odirect-XXXXXX",
-			 tmp && *tmp ? tmp : "/tmp");
-		fd = mkstemp(probe);
-		cr_assert(fd >= 0);
-		close(fd);
-		fd = open(probe, O_RDWR | O_DIRECT);
-		unlink(probe);
-		if (fd < 0)
-			cr_skip_test("no O_DIRECT in TMPDIR");
-		close(fd);
-	}
+	skip_without_o_direct();
 	tpool_init(dpp, 2, 16u << 20, &o);
 	d = tpool_ds(dpp, TPOOL_NAME "/d", 1 << 20, REC);
 	tpat_random(buf, 3 * REC, 0xd1);
@@ -988,6 +990,58 @@ Test(record_direct, direct_io_round_trips_with_unaligned_buffers)
 	tpool_fini(dpp);
 	free(mem);
 	free(got - 5);
+}
+
+/* More extents than one ring submission holds, over several LUNs, in one
+ * batch: every record comes back whole, and a damaged one is ECKSUM. */
+Test(record_direct, a_batch_larger_than_a_ring_round_trips)
+{
+	enum { N = 150 };
+	struct stor_pool_opts o = { .direct_io = 1 };
+	struct tpool *dpp = &small;
+	struct stor_io ios[N];
+	unsigned char *w = malloc((size_t)N * REC), *r = malloc((size_t)N * REC);
+	struct stor_ds *d;
+	unsigned lun;
+	uint64_t off;
+	int ret;
+
+	skip_without_o_direct();
+	tpool_init(dpp, 4, 16u << 20, &o);
+	d = tpool_ds(dpp, TPOOL_NAME "/d", (uint64_t)N * REC, REC);
+	tpat_random(w, (size_t)N * REC, 0xba7c);
+	for (unsigned i = 0; i < N; i++)
+		ios[i] = (struct stor_io){ .ds = d, .op = STOR_IO_WRITE, .off = (uint64_t)i * REC,
+					   .len = REC, .buf = w + (size_t)i * REC };
+	cr_assert_eq(stor_io_submit(ios, N), 0);
+	cr_assert_eq(stor_ds_flush(d), 0);
+	/* backwards, so the extents are not read in the order written */
+	for (unsigned i = 0; i < N; i++)
+		ios[i] = (struct stor_io){ .ds = d, .op = STOR_IO_READ,
+					   .off = (uint64_t)(N - 1 - i) * REC, .len = REC,
+					   .buf = r + (size_t)(N - 1 - i) * REC };
+	ret = stor_io_submit(ios, N);
+	cr_assert_eq(ret, 0, "%d reads failed", ret);
+	cr_assert_arr_eq(r, w, (size_t)N * REC);
+
+	cr_assert_eq(tpool_find(dpp, w + 77 * REC, 4096, &lun, &off), 1);
+	stor_ds_close(d);
+	tpool_close(dpp);
+	tpool_flip_byte(dpp, lun, off + 100);
+	cr_assert_eq(tpool_open(dpp), 0);
+	cr_assert_eq(stor_ds_open(dpp->pool, TPOOL_NAME "/d", &d), 0);
+	for (unsigned i = 0; i < N; i++)
+		ios[i].ds = d;
+	ret = stor_io_submit(ios, N);
+	cr_assert_eq(ret, 1, "one damaged record, %d failed", ret);
+	for (unsigned i = 0; i < N; i++)
+		cr_assert_eq(ios[i].result, ios[i].off == 77 * REC ? STOR_ECKSUM : 0,
+			     "record %llu: %s", (unsigned long long)ios[i].off / REC,
+			     stor_strerror(ios[i].result));
+	stor_ds_close(d);
+	tpool_fini(dpp);
+	free(w);
+	free(r);
 }
 
 Test(record, io_submit_applies_overlapping_requests_in_array_order)
