@@ -84,6 +84,7 @@ static const struct config_opt opts[] = {
 	  .min = CONFIG_MAX_FRAME_MIN, .max = CONFIG_MAX_FRAME_MAX },
 	{ "direct_io", OPT_BOOL, FIELD(direct_io), .def_num = 0 },
 	{ "io_inline", OPT_BOOL, FIELD(io_inline), .def_num = 0 },
+	{ "lun_mmap", OPT_BOOL, FIELD(lun_mmap), .def_num = 1 },
 };
 
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))

@@ -27,6 +27,7 @@ struct config {
 	uint32_t max_frame;     /* bytes of one frame payload */
 	int direct_io;          /* open LUNs with O_DIRECT */
 	int io_inline;          /* run record I/O on the event loop, not on workers */
+	int lun_mmap;           /* read LUN files on tmpfs in place, through a mapping */
 };
 
 /* Limits the option table enforces (config.c); the daemon may rely on them. */

@@ -57,6 +57,7 @@ static struct stor_pool_opts pool_opts(uint64_t lun_size)
 	return (struct stor_pool_opts){
 		.state_dir = cfg->state_dir,
 		.direct_io = cfg->direct_io,
+		.pread_only = !cfg->lun_mmap,
 		.txg_timeout_ms = cfg->txg_timeout * 1000u,
 		.lun_size = lun_size,
 	};

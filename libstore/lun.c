@@ -13,8 +13,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -25,6 +28,7 @@ struct lun {
 	int fd;
 	unsigned flags;
 	uint64_t size; /* whole file or device */
+	const uint8_t *map; /* the whole file, read-only, when on tmpfs and LUN_MAP */
 	char *path;
 	atomic_uint_fast64_t read_errors, write_errors;
 };
@@ -44,6 +48,39 @@ static int file_size(int fd, uint64_t *size)
 		return -EINVAL;
 	*size = (uint64_t)st.st_size;
 	return 0;
+}
+
+/*
+ * A LUN file on tmpfs is RAM already: reading it through a shared mapping
+ * lets the record be checked or decrypted straight from those pages into the
+ * reply, where pread would first copy it into a buffer of ours. Only tmpfs:
+ * a disk-backed mapping turns an I/O error into SIGBUS, and a pread there
+ * costs little beside the disk. The mapping is coherent with pwrite (one
+ * page cache) and extents are only read while referenced, so never a hole.
+ */
+static void map_if_ram(struct lun *l)
+{
+	struct statfs fs;
+	void *m;
+
+	if (!(l->flags & LUN_MAP) || (l->flags & LUN_DIRECT) || fstatfs(l->fd, &fs) < 0 ||
+	    fs.f_type != TMPFS_MAGIC || l->size > SIZE_MAX)
+		return;
+	m = mmap(NULL, (size_t)l->size, PROT_READ, MAP_SHARED, l->fd, 0);
+	if (m != MAP_FAILED)
+		l->map = m;
+}
+
+int lun_is_direct(const struct lun *l)
+{
+	return (l->flags & LUN_DIRECT) != 0;
+}
+
+const void *lun_mapped(const struct lun *l, uint64_t off, size_t len)
+{
+	if (!l->map || LUN_DATA_OFF + off + len > l->size)
+		return NULL;
+	return l->map + LUN_DATA_OFF + off;
 }
 
 int lun_open(const char *path, unsigned flags, uint64_t size, struct lun **out)
@@ -82,6 +119,7 @@ int lun_open(const char *path, unsigned flags, uint64_t size, struct lun **out)
 		ret = -EINVAL;
 		goto fail;
 	}
+	map_if_ram(l);
 	*out = l;
 	return 0;
 fail:
@@ -96,6 +134,8 @@ void lun_close(struct lun *l)
 {
 	if (!l)
 		return;
+	if (l->map)
+		munmap((void *)l->map, (size_t)l->size);
 	close(l->fd);
 	free(l->path);
 	free(l);

@@ -35,6 +35,7 @@ struct lun_io {
 
 #define LUN_CREATE 0x1u /* create a sparse file of the given size if missing */
 #define LUN_DIRECT 0x2u /* O_DIRECT: buffers, offsets and lengths 4 KiB aligned */
+#define LUN_MAP 0x4u    /* a file on tmpfs is also mapped, for lun_mapped() */
 
 /**
  * Open the LUN at @path. With LUN_CREATE a missing file is created sparse
@@ -52,6 +53,11 @@ int lun_label_read(struct lun *l, struct lun_label *lab);
 int lun_label_write(struct lun *l, const struct lun_label *lab);
 /** Overwrite the label with zeros (pool destroy). */
 int lun_label_wipe(struct lun *l);
+
+int lun_is_direct(const struct lun *l);
+/** The extent at @off of a LUN opened with LUN_MAP whose file is on tmpfs,
+ *  readable in place; NULL otherwise (read it with lun_read_batch). */
+const void *lun_mapped(const struct lun *l, uint64_t off, size_t len);
 
 /** Run a batch of reads or writes, possibly over several LUNs.
  *  @return the number of extents that failed */

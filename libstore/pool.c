@@ -187,6 +187,11 @@ int pool_save_config(struct stor_pool *p)
 	return ret;
 }
 
+static unsigned lun_flags(const struct stor_pool *p)
+{
+	return (p->opts.direct_io ? LUN_DIRECT : 0) | (p->opts.pread_only ? 0 : LUN_MAP);
+}
+
 /* Open one LUN of the pool and check its label against what the pool expects. */
 static int lun_attach(struct stor_pool *p, unsigned idx, const char *path, uint64_t guid)
 {
@@ -194,7 +199,7 @@ static int lun_attach(struct stor_pool *p, unsigned idx, const char *path, uint6
 	struct lun_label lab;
 	int ret;
 
-	ret = lun_open(path, p->opts.direct_io ? LUN_DIRECT : 0, 0, &l);
+	ret = lun_open(path, lun_flags(p), 0, &l);
 	if (ret < 0) {
 		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
 		return ret;
@@ -462,7 +467,7 @@ int stor_pool_add_lun(struct stor_pool *p, const char *path, uint64_t size)
 
 	if (idx >= STOR_LUNS_MAX)
 		return -E2BIG;
-	ret = lun_open(path, LUN_CREATE | (p->opts.direct_io ? LUN_DIRECT : 0), size, &l);
+	ret = lun_open(path, LUN_CREATE | lun_flags(p), size, &l);
 	if (ret < 0) {
 		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
 		return ret;

@@ -73,7 +73,9 @@ struct rec {
 	enum rec_kind kind;
 	struct bp bp;
 	int found;
-	uint8_t *buf; /* sector-aligned, bp.psize (read) or recordsize rounded up (write) */
+	uint8_t *buf; /* sector-aligned, bp.psize (read) or recordsize rounded up (write);
+			 a read of a whole raw record may use ubuf itself */
+	const uint8_t *src; /* read: the stored bytes, in buf or in place on a mapped LUN */
 	uint32_t csize; /* write: compressed payload bytes, 0 if stored raw */
 	int cached;     /* read: served by the data cache */
 	uint64_t gen;   /* read: cache generation taken before the lookup */
@@ -124,6 +126,17 @@ static void fail_io(struct rec *r, int err)
 	r->status = err;
 	if (r->io->result == 0)
 		r->io->result = err;
+}
+
+/*
+ * A read of a whole record stored raw can land in the request's own bytes:
+ * no buffer of ours and no copy after. O_DIRECT needs them sector-aligned.
+ */
+static int reads_into_ubuf(const struct rec *r, const struct lun *lun)
+{
+	return r->found && r->roff == 0 && r->rlen == r->ds->recsize &&
+	       r->bp.comp == BP_COMP_OFF && r->bp.psize == r->rlen &&
+	       (r->src || !lun_is_direct(lun) || (uintptr_t)r->ubuf % STOR_SECTOR == 0);
 }
 
 /*
@@ -197,6 +210,7 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 	for (size_t k = 0; k < m; k++) {
 		size_t i = idx[k];
 		struct rec *r = &recs[i];
+		struct lun *lun;
 		size_t sz;
 
 		r->found = found[k];
@@ -210,8 +224,11 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		}
 		if (sz < r->ds->recsize)
 			sz = round_sector(r->ds->recsize);
-		r->buf = aligned_alloc_raw(sz);
-		if (!r->buf) {
+		lun = r->found ? p->luns[r->bp.lun].lun : NULL;
+		r->src = lun ? lun_mapped(lun, r->bp.sector * STOR_SECTOR, r->bp.psize) : NULL;
+		if (reads_into_ubuf(r, lun))
+			r->buf = r->ubuf;
+		else if (!(r->buf = aligned_alloc_raw(sz))) {
 			fail_io(r, -ENOMEM);
 			continue;
 		}
@@ -219,8 +236,9 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			memset(r->buf, 0, sz); /* never written: zeros */
 			continue;
 		}
-		ios[nio++] = (struct lun_io){ p->luns[r->bp.lun].lun, r->bp.sector * STOR_SECTOR,
-					      r->buf, r->bp.psize, 0 };
+		if (!r->src)
+			ios[nio++] = (struct lun_io){ lun, r->bp.sector * STOR_SECTOR, r->buf,
+						      r->bp.psize, 0 };
 	}
 	if (nio && lun_read_batch(ios, nio))
 		for (size_t i = 0; i < nio; i++)
@@ -234,21 +252,26 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 
 		if (r->status || !r->found)
 			continue;
-		if (ios[nio++].result < 0) {
-			fail_io(r, -EIO);
-			continue;
+		if (!r->src) {
+			if (ios[nio++].result < 0) {
+				fail_io(r, -EIO);
+				continue;
+			}
+			r->src = r->buf;
 		}
 		if (!(r->bp.flags & BP_F_ENCRYPTED)) {
 			uint8_t mac[16];
-			if (!atomic_load(&r->ds->checksum_on) && !memcmp(r->bp.mac, (uint8_t[16]){ 0 }, 16))
-				continue;
-			checksum(r->ds, r->recno, r->bp.birth, r->buf, r->bp.csize, mac);
-			if (memcmp(mac, r->bp.mac, sizeof(mac)) != 0) {
-				atomic_fetch_add(&p->luns[r->bp.lun].cksum_errors, 1);
-				STATS_ADD(r->ds, cksum_errors, 1);
-				memset(r->buf, 0, r->bp.psize);
-				fail_io(r, STOR_ECKSUM);
+			if (atomic_load(&r->ds->checksum_on) || memcmp(r->bp.mac, (uint8_t[16]){ 0 }, 16)) {
+				checksum(r->ds, r->recno, r->bp.birth, r->src, r->bp.csize, mac);
+				if (memcmp(mac, r->bp.mac, sizeof(mac)) != 0) {
+					atomic_fetch_add(&p->luns[r->bp.lun].cksum_errors, 1);
+					STATS_ADD(r->ds, cksum_errors, 1);
+					fail_io(r, STOR_ECKSUM);
+					continue;
+				}
 			}
+			if (r->src != r->buf)
+				memcpy(r->buf, r->src, r->bp.csize);
 			continue;
 		}
 		k = atomic_load(&r->ds->keys);
@@ -259,7 +282,7 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		}
 		make_aad(r->ds, r->recno, r->bp.birth, aads[nops]);
 		ops[nops] = (struct crypt_op){ .key = key, .nonce = r->bp.nonce, .aad = aads[nops],
-					       .aad_len = AAD_LEN, .in = r->buf, .out = r->buf,
+					       .aad_len = AAD_LEN, .in = r->src, .out = r->buf,
 					       .len = r->bp.csize, .tag = r->bp.mac };
 		nops++;
 	}
@@ -708,7 +731,7 @@ static void run_group(struct stor_pool *p, struct stor_io *ios, size_t i, size_t
 		txg_read_exit(p, slot);
 		for (size_t x = 0; x < n; x++) {
 			struct rec *r = &recs[x];
-			if (!r->status && !r->io->result)
+			if (!r->status && !r->io->result && r->buf != r->ubuf)
 				memcpy(r->ubuf, r->buf + r->roff, r->rlen);
 		}
 		/* a failed read leaves no partial plaintext behind */
@@ -717,7 +740,8 @@ static void run_group(struct stor_pool *p, struct stor_io *ios, size_t i, size_t
 				memset(recs[x].ubuf, 0, recs[x].rlen);
 	}
 	for (size_t x = 0; x < n; x++)
-		free(recs[x].buf);
+		if (recs[x].buf != recs[x].ubuf)
+			free(recs[x].buf);
 	free(recs);
 }
 

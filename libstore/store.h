@@ -81,6 +81,7 @@ struct stor_ds;
 struct stor_pool_opts {
 	const char *state_dir;   /**< holds pools/<pool>.mdb; required */
 	int direct_io;           /**< open LUNs with O_DIRECT */
+	int pread_only;          /**< read LUN files on tmpfs with pread, not in place */
 	unsigned txg_timeout_ms; /**< commit the open txg at least this often; 0 = 5000 */
 	uint64_t lun_size;       /**< create: size of LUN files that do not exist yet */
 	size_t map_size;         /**< LMDB map size; 0 = 4 GiB */

@@ -13,11 +13,21 @@
 #
 # LUNs in RAM answer without blocking, so the shm pass runs record I/O on the
 # daemon's loop thread (io_inline = yes), as an operator would configure it.
+# After the reads, each suite runs 8 KiB random writes (sync=standard) for
+# the same time: the PASS-write rows.
+#
+# Peers, in the same run at the same total queue depth (2 x datasets), when
+# installed: on the O_DIRECT pass fio --ioengine=io_uring --direct=1 reading
+# the clear suite's LUN files (row fio-io_uring); on the shm pass nbdkit's
+# file plugin serving a file of the same size on tmpfs over a Unix socket to
+# fio --ioengine=nbd (row nbdkit-fio), a socket daemon doing no crypto.
+#
 # It starts its own cofferd with a temp config and prints a table (suite,
 # IOPS, mean and p99 response, daemon CPU %, ratio to clear: medians over the
-# rounds); OUT/summary.json
-# and OUT/summary.csv hold the same and name the full coffer bench JSON of
-# every run; OUT/encryption.png is drawn when gnuplot is installed.
+# rounds), cofferd's largest RssAnon, and the targets of the design met or
+# not; OUT/summary.json and OUT/summary.csv hold the same and name the full
+# coffer bench (or fio) JSON of every run; OUT/encryption.png is drawn when
+# gnuplot is installed.
 #
 # usage: encryption.sh [--quick] [--pools P] [--luns L] [--datasets D] [--size MiB]
 #        [--time SEC] [--warmup SEC] [--curve LIST] [--rounds R] [--suites LIST]
@@ -28,8 +38,9 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 
-pools=4 luns=32 datasets=192 size=32 elapsed=10 warmup=2 rounds=2
-curve=95,90,80,70,60,50
+# three rounds for a median; a short curve keeps the whole run near an hour
+pools=4 luns=32 datasets=192 size=32 elapsed=10 warmup=2 rounds=3
+curve=90,50
 suites="clear aes-128-ccm aes-192-ccm aes-256-ccm aes-256-gcm"
 passes="direct shm"
 dir=${TMPDIR:-/var/tmp}
@@ -185,10 +196,76 @@ run_suite() { # pass round suite
 	echo "== $1 round $2: $3: 8k random reads, max then curve ($curve)" >&2
 	c bench -q --socket "$sock" --json "$out/$tag.json" --csv "$out/$tag.csv" \
 		"$work/read.parm" > "$out/$tag.txt" || { failed "$@"; return; }
-	# the max run is the first avg row of the CSV
-	awk -F, -v pass="$1" -v round="$2" -v suite="$3" -v json="$tag.json" '
+	max_row "$1" "$2" "$3" "$tag"
+	rss "$1" "$2" "$3"
+	cat > "$work/write.parm" <<-PARM
+	* $datasets datasets, 8 KiB random writes, queue depth 2 each, sync=standard
+	sd=sd1,dataset=p*/$3/d*,threads=2
+	wd=rw,sd=sd1,rdpct=0,seekpct=random,xfersize=8k
+	rd=rw,wd=rw,iorate=max,elapsed=$elapsed,warmup=$warmup,interval=1
+	PARM
+	echo "== $1 round $2: $3: 8k random writes" >&2
+	c bench -q --socket "$sock" --json "$out/$tag-write.json" --csv "$out/$tag-write.csv" \
+		"$work/write.parm" > "$out/$tag-write.txt" || { failed "$1-write" "$2" "$3"; return; }
+	max_row "$1-write" "$2" "$3" "$tag-write"
+	rss "$1" "$2" "$3"
+}
+
+max_row() { # pass round suite tag: the max run is the first avg row of the CSV
+	awk -F, -v pass="$1" -v round="$2" -v suite="$3" -v json="$4.json" '
 		$4 ~ /^avg/ && !done { print pass "," round "," suite "," $6 "," $10 "," $20 "," $17 "," json; done = 1 }
-	' "$out/$tag.csv" >> "$work/rows.csv"
+	' "$out/$4.csv" >> "$work/rows.csv"
+}
+
+rss() { # pass round suite: the daemon's private memory with the suite open
+	awk -v p="$1,$2,$3" '/^RssAnon:/ { print p "," $2 }' "/proc/$daemon_pid/status" \
+		>> "$work/rss.csv" 2>/dev/null || true
+}
+
+# fio's terse line: IOPS, mean completion latency and its p99 in ms, fio's CPU %
+fio_row() { # pass round name terse-file json-file
+	awk -F';' -v pass="$1" -v round="$2" -v name="$3" -v json="$5" '
+		NR == 1 {
+			p99 = 0
+			for (i = 18; i <= 37; i++) if ($i ~ /^99\.000000%=/) { sub(/.*=/, "", $i); p99 = $i }
+			printf "%s,%s,%s,%.1f,%.3f,%.3f,%.1f,%s\n", pass, round, name, $8, $16 / 1000,
+			       p99 / 1000, $88 + $89, json
+		}' "$4" >> "$work/rows.csv"
+}
+
+# The peers of a pass, at the same total queue depth as coffer bench (2 x datasets:
+# two connections, as coffer bench opens with two CPUs, of queue depth datasets).
+peer() { # pass round lundir
+	command -v fio >/dev/null 2>&1 || { echo "== no fio: peer rows skipped" >&2; return; }
+	pp=$1 pr=$2 pd=$3
+	set -- --rw=randread --bs=8k --numjobs=2 --iodepth="$datasets" \
+		--time_based --runtime="$elapsed" --ramp_time="$warmup" --group_reporting \
+		--size="$((datasets * size))M"
+	case $pp in
+	direct)
+		echo "== $pp round $pr: fio io_uring O_DIRECT on the LUN files" >&2
+		files=$(ls "$pd"/p*-lun* | tr '\n' ':')
+		fio --name=peer --ioengine=io_uring --direct=1 --filename="${files%:}" "$@" \
+			--output-format=terse --output="$out/$pp-fio-r$pr.terse" >/dev/null 2>&1 ||
+			{ echo "encryption.sh: fio io_uring failed" >&2; return; }
+		fio_row "$pp" "$pr" fio-io_uring "$out/$pp-fio-r$pr.terse" "$pp-fio-r$pr.terse"
+		;;
+	shm)
+		command -v nbdkit >/dev/null 2>&1 || { echo "== no nbdkit: peer row skipped" >&2; return; }
+		echo "== $pp round $pr: nbdkit file plugin, fio nbd" >&2
+		fallocate -l "$((datasets * size))M" "$pd/peer.img"
+		nbdkit -U "$work/nbd.sock" -P "$work/nbd.pid" -r file "$pd/peer.img" ||
+			{ rm -f "$pd/peer.img"; echo "encryption.sh: nbdkit failed" >&2; return; }
+		i=0
+		while [ ! -S "$work/nbd.sock" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+		fio --name=peer --ioengine=nbd --uri="nbd+unix:///?socket=$work/nbd.sock" "$@" \
+			--output-format=terse --output="$out/$pp-nbdkit-r$pr.terse" >/dev/null 2>&1 &&
+			fio_row "$pp" "$pr" nbdkit-fio "$out/$pp-nbdkit-r$pr.terse" "$pp-nbdkit-r$pr.terse" ||
+			echo "encryption.sh: fio nbd failed" >&2
+		kill "$(cat "$work/nbd.pid")" 2>/dev/null || true
+		rm -f "$pd/peer.img"
+		;;
+	esac
 }
 
 # A failed run is noted and the benchmark goes on: if cofferd died, it is
@@ -198,14 +275,49 @@ failed() { # pass round suite
 	echo "$1,$2,$3,FAILED" >> "$work/failed.csv"
 	if ! kill -0 "$daemon_pid" 2>/dev/null; then
 		wait "$daemon_pid" 2>/dev/null || echo "encryption.sh: cofferd died (status $?)" >&2
-		start_daemon "$1"
+		start_daemon "$pp"
 		c load-key -a >/dev/null 2>&1 || true
 	fi
+}
+
+# The design's targets, each met or not, from the medians and the RSS samples.
+targets() {
+	awk -F, -v rssfile="$work/rss.csv" '
+		FILENAME == rssfile { if ($4 > rss) rss = $4; next }
+		{ iops[$1 "," $2] = $3; ratio[$1 "," $2] = $7 }
+		function line(what, have, ok) {
+			printf "  %-58s %-22s %s\n", what, have, have == "-" ? "not measured" : ok ? "met" : "NOT MET"
+		}
+		function every(pass, min,    i, n, s, lo, have) {
+			n = split("aes-128-ccm aes-192-ccm aes-256-ccm aes-256-gcm", s, " ")
+			lo = 9
+			for (i = 1; i <= n; i++)
+				if ((pass "," s[i]) in ratio && ratio[pass "," s[i]] < lo) lo = ratio[pass "," s[i]]
+			have = lo == 9 ? "-" : sprintf("lowest %.3f", lo)
+			line(pass ": every suite >= " min " of clear", have, lo >= min)
+		}
+		function vs(what, a, b, min,    have) {
+			have = (a in iops) && (b in iops) && iops[b] > 0 ? sprintf("%.2f", iops[a] / iops[b]) : "-"
+			line(what, have, have != "-" && have + 0 >= min)
+		}
+		END {
+			print "targets (medians of the rounds):"
+			every("direct", 0.99)
+			vs("shm: aes-256-ccm >= 0.90 of clear", "shm,aes-256-ccm", "shm,clear", 0.90)
+			vs("shm: aes-192-ccm >= 0.90 of aes-256-ccm", "shm,aes-192-ccm", "shm,aes-256-ccm", 0.90)
+			vs("shm: clear >= 2x nbdkit file plugin + fio nbd", "shm,clear", "shm,nbdkit-fio", 2)
+			vs("direct: clear >= 0.90 of fio io_uring", "direct,clear", "direct,fio-io_uring", 0.90)
+			every("direct-write", 0.95)
+			every("shm-write", 0.95)
+			line("cofferd RssAnon < 64 MiB, datasets open, cache off",
+			     rss ? sprintf("largest %.1f MiB", rss / 1024) : "-", rss && rss < 65536)
+		}' "$out/summary.csv" "$work/rss.csv"
 }
 
 head -c 32 /dev/urandom > "$work/key"
 : > "$work/failed.csv"
 : > "$work/rows.csv"
+: > "$work/rss.csv"
 echo "coffer encryption benchmark: $pools pools x $luns LUNs of ${lun_mib} MiB, $datasets datasets x $size MiB per suite," \
 	"8k random reads qd 2 each, ${elapsed}s per point (warmup ${warmup}s), curve $curve, $rounds round(s)" | tee "$out/setup.txt"
 "$COFFER" version 2>/dev/null | head -n 1 >> "$out/setup.txt" || true
@@ -229,6 +341,8 @@ for pass in $passes; do
 		for s in $order; do
 			make_suite "$s"
 			run_suite "$pass" "$r" "$s"
+			# the direct peer reads the clear suite's extents, not holes
+			[ "$s" = clear ] && peer "$pass" "$r" "$lundir"
 			destroy_suite "$s"
 		done
 		r=$((r + 1))
@@ -240,7 +354,7 @@ done
 
 # median over rounds per pass and suite (machine drift hits single rounds),
 # the ratio to clear of the same pass
-awk -F, -v suites="$suites" '
+awk -F, -v suites="$suites fio-io_uring nbdkit-fio" '
 	function median(name, k,    m, i, j, t, a) {
 		m = n[k]
 		for (i = 1; i <= m; i++) a[i] = val[name, k, i]
@@ -266,13 +380,16 @@ awk -F, -v suites="$suites" '
 	}' "$work/rows.csv" > "$out/summary.csv"
 
 {
-	printf '%-7s %-12s %10s %10s %10s %9s %8s\n' pass suite IOPS "mean ms" "p99 ms" "cofferd%" "vs clear"
+	printf '%-12s %-12s %10s %10s %10s %9s %8s\n' pass suite IOPS "mean ms" "p99 ms" "cofferd%" "vs clear"
 	while IFS=, read -r pass suite iops resp p99 cpu ratio; do
-		printf '%-7s %-12s %10s %10s %10s %9s %8s\n' "$pass" "$suite" "$iops" "$resp" "$p99" "$cpu" "$ratio"
+		printf '%-12s %-12s %10s %10s %10s %9s %8s\n' "$pass" "$suite" "$iops" "$resp" "$p99" "$cpu" "$ratio"
 	done < "$out/summary.csv"
+	echo "(peer rows: the CPU column is fio's own)"
 	while IFS=, read -r pass round suite what; do
-		printf '%-7s %-12s %10s   (round %s)\n' "$pass" "$suite" "$what" "$round"
+		printf '%-12s %-12s %10s   (round %s)\n' "$pass" "$suite" "$what" "$round"
 	done < "$work/failed.csv"
+	echo
+	targets
 } | tee "$out/table.txt"
 
 {

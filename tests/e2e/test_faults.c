@@ -90,7 +90,8 @@ static int injected(void)
 
 static void setup(void)
 {
-	tdaemon_init(&td, NULL);
+	/* every LUN read must be a pread the shim can fail, also when TMPDIR is tmpfs */
+	tdaemon_init(&td, "lun_mmap = no\n");
 	snprintf(ctl, sizeof(ctl), "%s/faults", td.dir);
 	snprintf(flog, sizeof(flog), "%s/faults.log", td.dir);
 	arm("");

@@ -103,6 +103,7 @@ Test(config, defaults_for_a_user_follow_xdg)
 	cr_assert_eq(c.max_frame, (16u << 20) + 16);
 	cr_assert_eq(c.direct_io, 0);
 	cr_assert_eq(c.io_inline, 0);
+	cr_assert_eq(c.lun_mmap, 1);
 }
 
 Test(config, defaults_for_a_user_without_xdg)
@@ -176,7 +177,8 @@ Test(config, every_option_is_parsed)
 			  "max_connections = 7\n"
 			  "max_frame = 64K\n"
 			  "direct_io = yes\n"
-			  "io_inline = yes\n"),
+			  "io_inline = yes\n"
+			  "lun_mmap = no\n"),
 		     0, "%s", err);
 	cr_assert_str_eq(c.socket, "/srv/c.sock");
 	cr_assert_eq(c.socket_mode, 0600);
@@ -192,6 +194,7 @@ Test(config, every_option_is_parsed)
 	cr_assert_eq(c.max_frame, 64u << 10);
 	cr_assert_eq(c.direct_io, 1);
 	cr_assert_eq(c.io_inline, 1);
+	cr_assert_eq(c.lun_mmap, 0);
 }
 
 Test(config, value_spellings)
@@ -499,6 +502,7 @@ Test(config, shipped_example_lists_every_option_with_its_default)
 	cr_assert_eq(got.max_frame, root.max_frame);
 	cr_assert_eq(got.direct_io, root.direct_io);
 	cr_assert_eq(got.io_inline, root.io_inline);
+	cr_assert_eq(got.lun_mmap, root.lun_mmap);
 	config_free(&root);
 	config_free(&got);
 }

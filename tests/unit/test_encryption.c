@@ -16,7 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <stdbool.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -321,6 +324,69 @@ Test(encryption, luns_hold_no_plaintext)
 	stor_ds_close(clr);
 	tpool_fini(&tp);
 	free(pat);
+}
+
+/* True if this process maps the file @path (a LUN read in place). */
+static bool mapped(const char *path)
+{
+	char line[4096];
+	bool found = false;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	cr_assert_not_null(f);
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, path) != NULL;
+	fclose(f);
+	return found;
+}
+
+/*
+ * LUN files on tmpfs are read in place through a mapping: records come back
+ * right, clear and encrypted, also after an overwrite (pwrite and the
+ * mapping share the page cache), and pread_only turns the mapping off.
+ */
+Test(encryption, tmpfs_luns_are_read_in_place_unless_pread_only)
+{
+	struct stor_pool_opts o = { .pread_only = 1 };
+	struct tpool tp;
+	struct statfs fs;
+	uint8_t a[RECSIZE], b[RECSIZE];
+
+	tpool_init(&tp, 2, 8ull << 20, NULL);
+	if (statfs(tp.dir, &fs) != 0 || fs.f_type != TMPFS_MAGIC) {
+		tpool_fini(&tp);
+		cr_skip_test("the LUN files are not on tmpfs");
+	}
+	cr_assert(mapped(tp.lun[0]) && mapped(tp.lun[1]), "tmpfs LUNs not mapped");
+	for (int pass = 0; pass < 2; pass++) {
+		struct stor_ds *enc = enc_ds(&tp, pass ? "tank/e2" : "tank/e", "aes-256-ccm", &pass_a);
+		struct stor_ds *clr = tpool_ds(&tp, pass ? "tank/c2" : "tank/c", VOLSIZE, RECSIZE);
+
+		tpat_random(a, sizeof(a), 1 + pass);
+		tpat_random(b, sizeof(b), 3 + pass);
+		write_ok(enc, 2 * RECSIZE, a, RECSIZE);
+		write_ok(clr, 2 * RECSIZE, a, RECSIZE);
+		cr_assert_eq(stor_pool_sync(tp.pool), 0);
+		read_eq(enc, 2 * RECSIZE, a, RECSIZE);
+		read_eq(clr, 2 * RECSIZE, a, RECSIZE);
+		read_eq(clr, 2 * RECSIZE + 100, a + 100, 1000); /* part of a record */
+		write_ok(enc, 2 * RECSIZE, b, RECSIZE);
+		write_ok(clr, 2 * RECSIZE, b, RECSIZE);
+		cr_assert_eq(stor_pool_sync(tp.pool), 0);
+		read_eq(enc, 2 * RECSIZE, b, RECSIZE);
+		read_eq(clr, 2 * RECSIZE, b, RECSIZE);
+		stor_ds_close(enc);
+		stor_ds_close(clr);
+		if (pass)
+			break;
+		/* again with every read a pread */
+		tpool_close(&tp);
+		tp.opts.pread_only = o.pread_only;
+		cr_assert_eq(tpool_open(&tp), 0);
+		cr_assert(!mapped(tp.lun[0]) && !mapped(tp.lun[1]), "mapped despite pread_only");
+		load_key(&tp, "tank/e", &pass_a);
+	}
+	tpool_fini(&tp);
 }
 
 /* ---- 2. every suite across a restart ---- */

@@ -555,7 +555,8 @@ Test(txg, sigkill_around_dataset_create_and_destroy)
 	struct stor_pool_opts opts;
 	unsigned seed = 4321, first = 0;
 
-	setup_crash_pool(8192, 8u << 20);
+	/* room for the datasets a kill leaves behind on fast (tmpfs) LUNs */
+	setup_crash_pool(8192, 32u << 20);
 	tpool_open(&tp);
 	stor_ds_destroy(tp.pool, DSNAME, 0);
 	tpool_close(&tp);
