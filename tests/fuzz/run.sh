@@ -46,7 +46,7 @@ for h in $harnesses; do
 	fuzz_handlers)
 		# shellcheck disable=SC2086
 		build "$h" "$top/daemon/handlers.c" "$top/daemon/config.c" "$top/daemon/log.c" \
-			"$top/daemon/proto.c" $STORE -ljansson -linih -lcrypto -llmdb -lzstd -lxxhash ;;
+			"$top/daemon/proto.c" $STORE -ljansson -linih -lcrypto -llmdb -lzstd -lxxhash -luring ;;
 	*) echo "fuzz: unknown harness $h" >&2; exit 2 ;;
 	esac
 done
