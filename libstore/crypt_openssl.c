@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * OpenSSL EVP backend for record crypto: every suite, one record at a time.
- * It is the only backend for aes-192-ccm, the fallback for records another
- * backend cannot take, and the portable build's only backend.
+ * It is the fallback for records another backend cannot take (aes-192-ccm
+ * records that are not whole blocks among them) and the portable build's
+ * only backend.
  *
  * Each key keeps two EVP_CIPHER_CTX templates (seal, open), created in
  * key_init with the cipher, the 12-byte nonce length, the 16-byte tag length

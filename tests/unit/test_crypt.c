@@ -104,7 +104,7 @@ Test(crypt, backends_report_what_they_support)
 	cr_assert_not_null(m);
 #endif
 	if (m) {
-		cr_assert_not(crypt_backend_supports(m, CRYPT_AES192_CCM));
+		cr_assert(crypt_backend_supports(m, CRYPT_AES192_CCM));
 		cr_assert(crypt_backend_supports(m, CRYPT_AES256_CCM));
 		cr_assert(crypt_backend_supports(m, CRYPT_AES128_GCM));
 	}
@@ -120,9 +120,7 @@ Test(crypt, key_new_rejects_bad_arguments)
 	cr_assert_null(k);
 	cr_assert_eq(crypt_key_new(CRYPT_AES256_CCM, key, 16, NULL, &k), -EINVAL);
 	cr_assert_eq(crypt_key_new(CRYPT_NSUITES, key, 16, NULL, &k), -EINVAL);
-	if (m)
-		cr_assert_eq(crypt_key_new(CRYPT_AES192_CCM, key, 24, m, &k), -ENOTSUP);
-	/* The default for aes-192-ccm is whatever supports it. */
+	cr_assert_eq(crypt_key_new(CRYPT_AES192_CCM, key, 16, m, &k), -EINVAL);
 	cr_assert_eq(crypt_key_new(CRYPT_AES192_CCM, key, 24, NULL, &k), 0);
 	cr_assert_eq(crypt_key_suite(k), CRYPT_AES192_CCM);
 	crypt_key_free(k);
@@ -344,10 +342,12 @@ static int check_vec(const struct vec *v, const char *backend, size_t idx)
 	cr_assert_eq(ops[1].status, STOR_EAUTH);
 	cr_assert(is_zero(back[1], len));
 
-	/* ipsec-mb ran them itself unless the AAD is past its CCM limit. */
-	if (strcmp(backend, "ipsec-mb") == 0 && !(crypt_suite_is_ccm(v->suite) && aad_len > 46))
-		cr_assert_eq(imb_jobs() - jobs, 6, "%s vec %zu did not run on ipsec-mb", backend,
-			     idx);
+	/* ipsec-mb ran them itself unless the AAD is past its CCM limit; aes-192-ccm
+	 * is four jobs a record (CBC and CTR), and whole blocks only */
+	if (strcmp(backend, "ipsec-mb") == 0 && !(crypt_suite_is_ccm(v->suite) && aad_len > 46) &&
+	    (v->suite != CRYPT_AES192_CCM || (len % 16 == 0 && len > 0)))
+		cr_assert_eq(imb_jobs() - jobs, v->suite == CRYPT_AES192_CCM ? 24 : 6,
+			     "%s vec %zu did not run on ipsec-mb", backend, idx);
 	crypt_key_free(k);
 	return 1;
 }
