@@ -244,10 +244,11 @@ peer() { # pass round lundir
 	case $pp in
 	direct)
 		echo "== $pp round $pr: fio io_uring O_DIRECT on the LUN files" >&2
-		files=$(ls "$pd"/p*-lun* | tr '\n' ':')
-		fio --name=peer --ioengine=io_uring --direct=1 --filename="${files%:}" "$@" \
-			--output-format=terse --output="$out/$pp-fio-r$pr.terse" >/dev/null 2>&1 ||
-			{ echo "encryption.sh: fio io_uring failed" >&2; return; }
+		# every LUN file of the pass (a filename= list would pass fio's 4 KiB limit)
+		fio --name=peer --ioengine=io_uring --direct=1 --opendir="$pd" "$@" \
+			--output-format=terse --output="$out/$pp-fio-r$pr.terse" \
+			>"$out/$pp-fio-r$pr.log" 2>&1 ||
+			{ echo "encryption.sh: fio io_uring failed; see $out/$pp-fio-r$pr.log" >&2; return; }
 		fio_row "$pp" "$pr" fio-io_uring "$out/$pp-fio-r$pr.terse" "$pp-fio-r$pr.terse"
 		;;
 	shm)
@@ -259,9 +260,10 @@ peer() { # pass round lundir
 		i=0
 		while [ ! -S "$work/nbd.sock" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 		fio --name=peer --ioengine=nbd --uri="nbd+unix:///?socket=$work/nbd.sock" "$@" \
-			--output-format=terse --output="$out/$pp-nbdkit-r$pr.terse" >/dev/null 2>&1 &&
+			--output-format=terse --output="$out/$pp-nbdkit-r$pr.terse" \
+			>"$out/$pp-nbdkit-r$pr.log" 2>&1 &&
 			fio_row "$pp" "$pr" nbdkit-fio "$out/$pp-nbdkit-r$pr.terse" "$pp-nbdkit-r$pr.terse" ||
-			echo "encryption.sh: fio nbd failed" >&2
+			echo "encryption.sh: fio nbd failed; see $out/$pp-nbdkit-r$pr.log" >&2
 		kill "$(cat "$work/nbd.pid")" 2>/dev/null || true
 		rm -f "$pd/peer.img"
 		;;
