@@ -255,6 +255,7 @@ peer() { # pass round lundir
 		command -v nbdkit >/dev/null 2>&1 || { echo "== no nbdkit: peer row skipped" >&2; return; }
 		echo "== $pp round $pr: nbdkit file plugin, fio nbd" >&2
 		fallocate -l "$((datasets * size))M" "$pd/peer.img"
+		rm -f "$work/nbd.sock" "$work/nbd.pid"
 		nbdkit -U "$work/nbd.sock" -P "$work/nbd.pid" -r file "$pd/peer.img" ||
 			{ rm -f "$pd/peer.img"; echo "encryption.sh: nbdkit failed" >&2; return; }
 		i=0
@@ -264,8 +265,11 @@ peer() { # pass round lundir
 			>"$out/$pp-nbdkit-r$pr.log" 2>&1 &&
 			fio_row "$pp" "$pr" nbdkit-fio "$out/$pp-nbdkit-r$pr.terse" "$pp-nbdkit-r$pr.terse" ||
 			echo "encryption.sh: fio nbd failed; see $out/$pp-nbdkit-r$pr.log" >&2
-		kill "$(cat "$work/nbd.pid")" 2>/dev/null || true
-		rm -f "$pd/peer.img"
+		# nbdkit leaves its socket behind; the next round binds it again
+		nbd_pid=$(cat "$work/nbd.pid")
+		kill "$nbd_pid" 2>/dev/null || true
+		while kill -0 "$nbd_pid" 2>/dev/null; do sleep 0.1; done
+		rm -f "$pd/peer.img" "$work/nbd.sock"
 		;;
 	esac
 }
