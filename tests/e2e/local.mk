@@ -46,3 +46,10 @@ check_PROGRAMS += %D%/test_hostile
 %C%_test_hostile_CFLAGS = $(E2E_CFLAGS) $(LMDB_CFLAGS)
 %C%_test_hostile_LDADD = $(E2E_LDADD) $(LMDB_LIBS)
 
+
+# crypto integrity against an attacker holding the LUN and LMDB files: tamper.c
+# edits a stopped daemon's LMDB with liblmdb; the offline verify links libstore
+check_PROGRAMS += %D%/test_integrity
+%C%_test_integrity_SOURCES = %D%/test_integrity.c %D%/tamper.c %D%/tamper.h $(E2E_FIXTURE)
+%C%_test_integrity_CFLAGS = $(E2E_CFLAGS) $(LMDB_CFLAGS) $(XXHASH_CFLAGS)
+%C%_test_integrity_LDADD = $(E2E_LDADD) $(STORE_LIBS) $(LMDB_LIBS) $(XXHASH_LIBS)

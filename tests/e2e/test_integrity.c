@@ -1,0 +1,1036 @@
+// SPDX-License-Identifier: MIT
+/*
+ * E2E: crypto integrity against an attacker who holds the LUN files and the
+ * pool's LMDB file. The real cofferd and coffer run over real files; the
+ * attacker works with the daemon stopped (tamper.c), and the daemon is
+ * started again to see what a client gets.
+ *
+ * - Mixed bursts of DISCARD, WRITE, failed requests and holes, pipelined on
+ *   several connections over datasets of three suites and a clear one, must
+ *   never seal two records of a dataset under one (key salt, nonce): the
+ *   extents on the LUNs are checked directly (no two give the same
+ *   keystream against their known plaintext) and by stor_pool_verify, after
+ *   a restart and after change-key too.
+ * - A block pointer flagged clear inside an encrypted dataset, a dataset
+ *   record whose suite byte says "off", a replayed block pointer, block
+ *   pointers swapped between datasets of one key root and a deleted "mac"
+ *   root must each be refused; no forged byte is ever returned.
+ * - DISCARD, whole or partial, with the key unloaded changes nothing.
+ */
+#include <config.h> /* the autoconf header: _GNU_SOURCE */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <xxhash.h>
+
+#include "client.h"
+#include "daemon.h"
+#include "format.h" /* FORMAT_VERSION only: whether stor_pool_verify exists */
+#include "store.h"
+#include "tamper.h"
+
+static struct tdaemon td;
+static char out[65536];
+static char key1[PATH_MAX], key2[PATH_MAX];
+static struct tamper *cur_tamper; /* closed by teardown when a test stops early */
+
+#define cof(...) tdaemon_cofferf(&td, NULL, out, sizeof(out), __VA_ARGS__)
+#define COF_OK(...) TDAEMON_COF_OK(&td, out, NULL, __VA_ARGS__)
+
+#define NLUNS 2
+#define RS 4096u             /* record size of every dataset here */
+#define VOL (1u << 20)       /* volume size */
+#define NREC (VOL / RS)
+#define DEADLINE_MS 60000    /* for completions on a loaded machine */
+
+static void setup(void)
+{
+	uint8_t k[32];
+
+	tdaemon_init(&td, NULL);
+	for (int i = 0; i < 32; i++)
+		k[i] = (uint8_t)(0x3c ^ i * 29);
+	snprintf(key1, sizeof(key1), "%s", tdaemon_file(&td, "key1", k, sizeof(k)));
+	for (int i = 0; i < 32; i++)
+		k[i] = (uint8_t)(0xc3 ^ i * 53);
+	snprintf(key2, sizeof(key2), "%s", tdaemon_file(&td, "key2", k, sizeof(k)));
+	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
+}
+
+static void teardown(void)
+{
+	int st;
+
+	tamper_close(cur_tamper);
+	if (!td.dir[0])
+		return;
+	if (td.pid > 0) {
+		st = tdaemon_stop(&td);
+		if (st != 0)
+			cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
+		cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
+	}
+	tdaemon_cleanup(&td);
+}
+
+TestSuite(integrity, .init = setup, .fini = teardown, .timeout = 80);
+
+/* ---- helpers ---- */
+
+/*
+ * A daemon that stopped but not cleanly (a leak report) is a failure, yet the
+ * files it left are still the attacker's to look at: go on.
+ */
+static void stop(void)
+{
+	int st = tdaemon_stop(&td);
+
+	cr_expect_eq(st, 0, "cofferd exit %d:\n%s", st, tdaemon_log(&td));
+	cr_assert_leq(td.pid, 0);
+}
+
+static off_t log_size(void)
+{
+	struct stat st;
+
+	return stat(td.log, &st) == 0 ? st.st_size : 0;
+}
+
+/* The daemon's stderr from byte @from on (static buffer). */
+static const char *log_since(off_t from)
+{
+	static char buf[65536];
+	int fd = open(td.log, O_RDONLY);
+	ssize_t n = 0;
+
+	buf[0] = '\0';
+	if (fd < 0)
+		return buf;
+	n = pread(fd, buf, sizeof(buf) - 1, from);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
+}
+
+static void start(void)
+{
+	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
+}
+
+static const char *lun_path(unsigned i)
+{
+	static char path[NLUNS][PATH_MAX];
+
+	cr_assert_lt(i, NLUNS, "block pointer names LUN %u of a %u-LUN pool", i, NLUNS);
+	snprintf(path[i], sizeof(path[i]), "%s/l%u", td.dir, i);
+	return path[i];
+}
+
+static const char *mdb_path(void)
+{
+	static char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/pools/tank.mdb", td.state);
+	return path;
+}
+
+static struct tamper *tam(void)
+{
+	struct tamper *t = NULL;
+	int ret = tamper_open(mdb_path(), &t);
+
+	cr_assert_eq(ret, 0, "open %s: %d", mdb_path(), ret);
+	cur_tamper = t;
+	return t;
+}
+
+static void untam(struct tamper *t)
+{
+	tamper_close(t);
+	cur_tamper = NULL;
+}
+
+static uint64_t ds_id(struct tamper *t, const char *name)
+{
+	uint64_t id = 0;
+	int ret = tamper_ds_id(t, name, &id);
+
+	cr_assert_eq(ret, 0, "no dataset record for %s: %d", name, ret);
+	return id;
+}
+
+static void pool_create(void)
+{
+	COF_OK("pool create -s 24M tank %s %s", lun_path(0), lun_path(1));
+}
+
+/* An encryption root with a raw key in key1. */
+static void create_root(const char *name, const char *suite)
+{
+	COF_OK("create -V %u -b %u -o encryption=%s -o keyformat=raw -o keylocation=file://%s %s",
+	       VOL, RS, suite, key1, name);
+}
+
+/* Deterministic incompressible bytes that name (@seed) in every 64 bytes. */
+static void pat(void *buf, size_t len, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
+	uint8_t *p = buf;
+
+	for (size_t i = 0; i < len; i++) {
+		if (i % 8 == 0) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+		}
+		p[i] = (uint8_t)(x >> (8 * (i % 8)));
+	}
+}
+
+/* `coffer write` @len bytes of pattern @seed at @off. @return the exit status */
+static int write_pat(const char *ds, uint64_t off, size_t len, uint64_t seed)
+{
+	uint8_t *b = malloc(len);
+	const char *f;
+	int st;
+
+	cr_assert_not_null(b);
+	pat(b, len, seed);
+	f = tdaemon_file(&td, "in", b, len);
+	free(b);
+	st = tdaemon_cofferf(&td, f, out, sizeof(out), "write -o %llu %s",
+			     (unsigned long long)off, ds);
+	return st;
+}
+
+/*
+ * `coffer read` @len bytes at @off into @dst (zeroed first; what came out on
+ * stdout lands there, *got bytes). @out holds stderr. @return the exit status
+ */
+static int read_rec(const char *ds, uint64_t off, size_t len, uint8_t *dst, size_t *got)
+{
+	char path[PATH_MAX];
+	int st, fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/read.out", td.dir);
+	unlink(path);
+	st = cof("read -o %llu -l %zu %s > '%s'", (unsigned long long)off, len, ds, path);
+	memset(dst, 0, len);
+	*got = 0;
+	fd = open(path, O_RDONLY);
+	if (fd >= 0) {
+		n = read(fd, dst, len);
+		*got = n > 0 ? (size_t)n : 0;
+		close(fd);
+	}
+	return st;
+}
+
+static int has_authfail(const char *s)
+{
+	return strcasestr(s, "authenticat") != NULL;
+}
+
+/* No 32-byte window of @p (len @plen) anywhere in @hay. */
+static int leaks(const uint8_t *hay, size_t hlen, const uint8_t *p, size_t plen)
+{
+	for (size_t i = 0; i + 32 <= plen; i += 32)
+		if (memmem(hay, hlen, p + i, 32))
+			return 1;
+	return 0;
+}
+
+/* Places on every LUN where the first 64 bytes of @p are stored. */
+static long on_luns(const uint8_t *p)
+{
+	long n = 0;
+
+	for (unsigned i = 0; i < NLUNS; i++) {
+		long r = tlun_find(lun_path(i), p, 64);
+
+		cr_assert_geq(r, 0, "scan %s: %ld", lun_path(i), r);
+		n += r;
+	}
+	return n;
+}
+
+/* Offline verify of the stopped daemon's pool through libstore. */
+static void offline_verify(const char *when, uint64_t nenc)
+{
+#if FORMAT_VERSION >= 2
+	struct stor_pool_opts o = { .state_dir = td.state };
+	struct stor_verify_report rep = { 0 };
+	struct stor_pool *p = NULL;
+	int ret = stor_pool_open("tank", &o, &p);
+
+	cr_assert_eq(ret, 0, "%s: open pool offline: %s (%s)", when, stor_strerror(ret),
+		     stor_pool_last_error());
+	ret = stor_pool_verify(p, &rep);
+	cr_assert_eq(ret, 0, "%s: stor_pool_verify: %s", when, stor_strerror(ret));
+	cr_assert_eq(stor_pool_close(p), 0);
+	cr_log_info("%s: verify: %llu records, %llu encrypted, %llu nonce repeats, %llu cksum "
+		    "errors",
+		    when, (unsigned long long)rep.records, (unsigned long long)rep.encrypted,
+		    (unsigned long long)rep.nonce_repeats, (unsigned long long)rep.cksum_errors);
+	cr_expect_eq(rep.nonce_repeats, 0, "%s: stor_pool_verify found %llu nonce repeats", when,
+		     (unsigned long long)rep.nonce_repeats);
+	cr_expect_eq(rep.cksum_errors, 0, "%s: stor_pool_verify found %llu checksum errors", when,
+		     (unsigned long long)rep.cksum_errors);
+	cr_expect_eq(rep.encrypted, nenc, "%s: stor_pool_verify saw %llu encrypted records, the "
+		     "block pointer table holds %llu", when, (unsigned long long)rep.encrypted,
+		     (unsigned long long)nenc);
+#else
+	(void)nenc;
+	cr_expect_fail("%s: this engine (format %u) has no stor_pool_verify", when,
+		       FORMAT_VERSION);
+#endif
+}
+
+/* ==== 1. mixed bursts over the wire ==== */
+
+/* every encrypted one is an encryption root of its own (a local suite makes one) */
+static const struct {
+	const char *name, *suite; /* suite NULL: clear */
+} bds[] = {
+	{ "tank/c256", "aes-256-ccm" },
+	{ "tank/g128", "aes-128-gcm" },
+	{ "tank/c192", "aes-192-ccm" },
+	{ "tank/clear", NULL },
+};
+#define NDS (sizeof(bds) / sizeof(bds[0]))
+#define NCONN 3
+
+static uint8_t *model[NDS]; /* what each volume must hold */
+static uint64_t rng = 0x1234567;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+struct req {
+	uint32_t id;
+	enum coffer_op op;
+	int handle;
+	uint64_t off;
+	uint32_t len;
+	uint8_t *buf;
+	int ds;     /* index into bds */
+	int fail;   /* must fail */
+	int done;
+	int status;
+	uint8_t *want; /* READ: the expected bytes */
+};
+
+struct burst {
+	struct coffer_conn *c[NCONN];
+	int h[NCONN][NDS];
+	struct req *reqs[NCONN];
+	size_t nreq[NCONN], cap[NCONN];
+	uint32_t next_id;
+	unsigned gen;
+};
+
+static struct req *add(struct burst *b, int conn, enum coffer_op op, int ds, uint64_t off,
+		       uint32_t len)
+{
+	struct req *r;
+
+	if (b->nreq[conn] == b->cap[conn]) {
+		b->cap[conn] = b->cap[conn] ? 2 * b->cap[conn] : 64;
+		b->reqs[conn] = realloc(b->reqs[conn], b->cap[conn] * sizeof(*r));
+		cr_assert_not_null(b->reqs[conn]);
+	}
+	r = &b->reqs[conn][b->nreq[conn]++];
+	*r = (struct req){ .id = ++b->next_id, .op = op, .ds = ds, .off = off, .len = len,
+			   .handle = b->h[conn][ds] };
+	if (op == COFFER_WRITE || op == COFFER_READ) {
+		r->buf = malloc(len ? len : 1);
+		cr_assert_not_null(r->buf);
+	}
+	return r;
+}
+
+static void burst_open(struct burst *b)
+{
+	memset(b, 0, sizeof(*b));
+	for (int c = 0; c < NCONN; c++) {
+		int ret = coffer_connect(td.sock, &b->c[c]);
+
+		cr_assert_eq(ret, 0, "connect: %s", strerror(-ret));
+		for (size_t d = 0; d < NDS; d++) {
+			b->h[c][d] = coffer_ds_open(b->c[c], bds[d].name, NULL, NULL);
+			cr_assert_geq(b->h[c][d], 0, "open %s: %d", bds[d].name, b->h[c][d]);
+		}
+	}
+}
+
+static void burst_close(struct burst *b)
+{
+	for (int c = 0; c < NCONN; c++)
+		coffer_close(b->c[c]);
+}
+
+/*
+ * One round: every dataset gets requests on records no other request of the
+ * round touches (so the result does not depend on which connection's
+ * request the daemon runs first), in a random order per connection:
+ * whole-record and partial writes and discards, discards of two records,
+ * reads, and requests that must fail. All are queued first and sent at once,
+ * so they arrive together and the workers batch them.
+ */
+static void burst_round(struct burst *b)
+{
+	uint8_t used[NDS][NREC];
+
+	memset(used, 0, sizeof(used));
+	b->gen++;
+	for (size_t d = 0; d < NDS; d++) {
+		for (int k = 0; k < 40; k++) {
+			int conn = (int)(rnd() % NCONN), kind = (int)(rnd() % 100);
+			uint64_t r = rnd() % NREC, a, l;
+			struct req *q;
+
+			if (used[d][r])
+				continue;
+			used[d][r] = 1;
+			if (kind < 30) { /* whole record */
+				q = add(b, conn, COFFER_WRITE, (int)d, r * RS, RS);
+				pat(q->buf, RS, (uint64_t)d << 40 | r << 8 | b->gen);
+				memcpy(model[d] + r * RS, q->buf, RS);
+			} else if (kind < 45) { /* partial */
+				a = 1 + rnd() % (RS - 2);
+				l = 1 + rnd() % (RS - a - 1);
+				q = add(b, conn, COFFER_WRITE, (int)d, r * RS + a, (uint32_t)l);
+				pat(q->buf, l, (uint64_t)d << 40 | r << 8 | b->gen | 1ull << 60);
+				memcpy(model[d] + r * RS + a, q->buf, l);
+			} else if (kind < 58) { /* whole-record discard: a hole */
+				add(b, conn, COFFER_DISCARD, (int)d, r * RS, RS);
+				memset(model[d] + r * RS, 0, RS);
+			} else if (kind < 64 && r + 1 < NREC && !used[d][r + 1]) {
+				used[d][r + 1] = 1;
+				add(b, conn, COFFER_DISCARD, (int)d, r * RS, 2 * RS);
+				memset(model[d] + r * RS, 0, 2 * RS);
+			} else if (kind < 76) { /* partial discard: zeros inside a record */
+				a = rnd() % (RS / 2);
+				l = 1 + rnd() % (RS / 2 - 1);
+				add(b, conn, COFFER_DISCARD, (int)d, r * RS + a, (uint32_t)l);
+				memset(model[d] + r * RS + a, 0, l);
+			} else if (kind < 86) { /* read, holes included */
+				q = add(b, conn, COFFER_READ, (int)d, r * RS, RS);
+				q->want = malloc(RS);
+				cr_assert_not_null(q->want);
+				memcpy(q->want, model[d] + r * RS, RS);
+			} else if (kind < 91) { /* past the end of the volume */
+				used[d][r] = 0;
+				q = add(b, conn, COFFER_WRITE, (int)d, VOL - RS / 2, RS);
+				pat(q->buf, RS, rnd());
+				q->fail = 1;
+			} else if (kind < 95) { /* discard past the end */
+				used[d][r] = 0;
+				q = add(b, conn, COFFER_DISCARD, (int)d, VOL + RS, RS);
+				q->fail = 1;
+			} else { /* a handle this connection never opened */
+				used[d][r] = 0;
+				q = add(b, conn, COFFER_WRITE, (int)d, r * RS, RS);
+				pat(q->buf, RS, rnd());
+				q->handle = 4000 + (int)d;
+				q->fail = 1;
+			}
+		}
+	}
+	/* shuffle each connection's list: discards land before and after writes */
+	for (int c = 0; c < NCONN; c++)
+		for (size_t i = b->nreq[c]; i > 1; i--) {
+			size_t j = rnd() % i;
+			struct req t = b->reqs[c][i - 1];
+
+			b->reqs[c][i - 1] = b->reqs[c][j];
+			b->reqs[c][j] = t;
+		}
+	for (int c = 0; c < NCONN; c++)
+		for (size_t i = 0; i < b->nreq[c]; i++) {
+			struct req *q = &b->reqs[c][i];
+			int ret = coffer_submit(b->c[c], q->id, q->op, q->handle, q->off, q->len,
+						q->buf);
+
+			cr_assert_eq(ret, 0, "submit: %d", ret);
+		}
+	for (int c = 0; c < NCONN; c++)
+		cr_assert_eq(coffer_flush_out(b->c[c]), 0);
+	for (int c = 0; c < NCONN; c++) {
+		size_t left = b->nreq[c];
+		struct timespec t0, t1;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		while (left) {
+			struct coffer_completion cc[64];
+			int n = coffer_reap(b->c[c], cc, 64, 1000);
+
+			cr_assert_geq(n, 0, "reap: %d", n);
+			for (int i = 0; i < n; i++)
+				for (size_t k = 0; k < b->nreq[c]; k++) {
+					struct req *q = &b->reqs[c][k];
+
+					if (q->id != cc[i].id || q->done)
+						continue;
+					q->done = 1;
+					q->status = cc[i].status;
+					left--;
+					break;
+				}
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			cr_assert_lt((t1.tv_sec - t0.tv_sec) * 1000, DEADLINE_MS,
+				     "%zu requests of connection %d never completed:\n%s", left, c,
+				     tdaemon_log(&td));
+		}
+	}
+	for (int c = 0; c < NCONN; c++) {
+		for (size_t i = 0; i < b->nreq[c]; i++) {
+			struct req *q = &b->reqs[c][i];
+
+			if (q->fail)
+				cr_expect_lt(q->status, 0, "%s %s at %llu+%u (handle %d) succeeded",
+					     q->op == COFFER_WRITE ? "write" : "discard",
+					     bds[q->ds].name, (unsigned long long)q->off, q->len,
+					     q->handle);
+			else
+				cr_expect_eq(q->status, 0, "op %d on %s at %llu+%u: status %d", q->op,
+					     bds[q->ds].name, (unsigned long long)q->off, q->len,
+					     q->status);
+			if (q->want && q->status == 0)
+				cr_expect(!memcmp(q->buf, q->want, q->len),
+					  "read of %s at %llu returned other bytes", bds[q->ds].name,
+					  (unsigned long long)q->off);
+			free(q->buf);
+			free(q->want);
+		}
+		b->nreq[c] = 0;
+	}
+}
+
+static void burst_flush(struct burst *b)
+{
+	for (size_t d = 0; d < NDS; d++) {
+		int ret = coffer_ds_flush(b->c[0], b->h[0][d]);
+
+		cr_assert_eq(ret, 0, "flush %s: %d", bds[d].name, ret);
+	}
+}
+
+static void burst_free(struct burst *b)
+{
+	for (int c = 0; c < NCONN; c++)
+		free(b->reqs[c]);
+}
+
+/* One record's stored bytes against its known plaintext. */
+struct ks {
+	uint64_t recno, salt;
+	uint8_t nonce[12];
+	uint8_t k[64]; /* stored ^ plaintext over the first 64 bytes */
+};
+
+static int ks_cmp(const void *a, const void *b)
+{
+	return memcmp(((const struct ks *)a)->k, ((const struct ks *)b)->k, 64);
+}
+
+static int nonce_cmp(const void *a, const void *b)
+{
+	const struct ks *x = a, *y = b;
+
+	if (x->salt != y->salt)
+		return x->salt < y->salt ? -1 : 1;
+	return memcmp(x->nonce, y->nonce, 12);
+}
+
+struct collect {
+	uint64_t id;
+	size_t d;
+	struct ks *ks;
+	size_t n, nclear, bad_len, bad_flag;
+};
+
+static int collect_bp(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
+{
+	struct collect *cl = ctx;
+	uint8_t stored[64];
+	uint64_t id, recno;
+	struct tbp bp;
+	int ret;
+
+	if (klen != TBP_KEY_LEN)
+		return 0;
+	tbp_key_parse(key, &id, &recno);
+	if (id != cl->id)
+		return 0;
+	if (tbp_decode(val, vlen, &bp) < 0 || recno >= NREC) {
+		cl->bad_len++;
+		return 0;
+	}
+	ret = tlun_read(lun_path(bp.lun), bp.sector, 0, stored, sizeof(stored));
+	cr_assert_eq(ret, 0, "read extent of %s record %llu: %d", bds[cl->d].name,
+		     (unsigned long long)recno, ret);
+	if (!bds[cl->d].suite) {
+		/* the harness itself: a clear record is stored as the model has it */
+		cr_assert_eq(bp.comp, 0);
+		cr_assert(!memcmp(stored, model[cl->d] + recno * RS, 64),
+			  "%s record %llu on the LUN is not what was written: the model is wrong",
+			  bds[cl->d].name, (unsigned long long)recno);
+		cl->nclear++;
+		return 0;
+	}
+	if (!(bp.flags & TBP_F_ENCRYPTED) || bp.comp != 0) {
+		cl->bad_flag++;
+		return 0;
+	}
+	struct ks *k = &cl->ks[cl->n++];
+	k->recno = recno;
+	k->salt = bp.salt;
+	memcpy(k->nonce, bp.nonce, 12);
+	for (int i = 0; i < 64; i++)
+		k->k[i] = stored[i] ^ model[cl->d][recno * RS + (size_t)i];
+	return 0;
+}
+
+/*
+ * For every pair A, B of records of one encrypted dataset: A ^ B must differ
+ * from P_A ^ P_B, i.e. stored ^ plaintext (the keystream of a CTR-based
+ * suite) must differ; sorting those makes the pairwise check linear.
+ * (salt, nonce) pairs of the block pointers must differ too.
+ * @return the encrypted records seen
+ */
+static uint64_t check_extents(const char *when)
+{
+	struct tamper *t = tam();
+	uint64_t nenc = 0;
+
+	for (size_t d = 0; d < NDS; d++) {
+		struct collect cl = { .id = ds_id(t, bds[d].name), .d = d };
+		long n;
+		size_t rep = 0, nrep = 0;
+
+		cl.ks = calloc(NREC, sizeof(*cl.ks));
+		cr_assert_not_null(cl.ks);
+		n = tamper_each(t, "bp", collect_bp, &cl);
+		cr_assert_geq(n, 0, "walk bp: %ld", n);
+		cr_assert_eq(cl.bad_len, 0, "%s: %zu block pointers of unknown length", when,
+			     cl.bad_len);
+		cr_expect_eq(cl.bad_flag, 0,
+			     "%s: %s: %zu records on the LUNs not flagged encrypted (or compressed)",
+			     when, bds[d].name, cl.bad_flag);
+		if (!bds[d].suite) {
+			cr_assert_gt(cl.nclear, 20, "%s: too few clear records to trust the model",
+				     when);
+			free(cl.ks);
+			continue;
+		}
+		cr_assert_gt(cl.n, 20, "%s: %s: only %zu encrypted records", when, bds[d].name,
+			     cl.n);
+		nenc += cl.n;
+		qsort(cl.ks, cl.n, sizeof(*cl.ks), ks_cmp);
+		for (size_t i = 1; i < cl.n; i++)
+			if (!memcmp(cl.ks[i].k, cl.ks[i - 1].k, 64)) {
+				if (!rep++)
+					cr_log_error("%s: %s: records %llu and %llu XOR to their "
+						     "plaintexts' XOR",
+						     when, bds[d].name,
+						     (unsigned long long)cl.ks[i - 1].recno,
+						     (unsigned long long)cl.ks[i].recno);
+			}
+		qsort(cl.ks, cl.n, sizeof(*cl.ks), nonce_cmp);
+		for (size_t i = 1; i < cl.n; i++)
+			nrep += !nonce_cmp(&cl.ks[i], &cl.ks[i - 1]);
+		cr_expect_eq(rep, 0,
+			     "%s: %s (%s): %zu of %zu encrypted extents share a keystream with "
+			     "another: a nonce was used twice",
+			     when, bds[d].name, bds[d].suite, rep, cl.n);
+		cr_expect_eq(nrep, 0, "%s: %s: %zu repeated (salt, nonce) pairs in block pointers",
+			     when, bds[d].name, nrep);
+		free(cl.ks);
+	}
+	untam(t);
+	return nenc;
+}
+
+static void at_rest(const char *when)
+{
+	uint64_t nenc = check_extents(when);
+
+	offline_verify(when, nenc);
+}
+
+static void bursts(int rounds)
+{
+	struct burst b;
+
+	burst_open(&b);
+	for (int i = 0; i < rounds; i++)
+		burst_round(&b);
+	burst_flush(&b);
+	burst_close(&b);
+	burst_free(&b);
+}
+
+static void load_keys(void)
+{
+	for (size_t d = 0; d < NDS; d++)
+		if (bds[d].suite)
+			COF_OK("load-key %s", bds[d].name);
+}
+
+Test(integrity, mixed_bursts_never_repeat_a_nonce_across_restart_and_change_key)
+{
+	for (size_t d = 0; d < NDS; d++) {
+		model[d] = calloc(1, VOL);
+		cr_assert_not_null(model[d]);
+	}
+	pool_create();
+	for (size_t d = 0; d < NDS; d++)
+		if (bds[d].suite)
+			create_root(bds[d].name, bds[d].suite);
+		else
+			COF_OK("create -V %u -b %u %s", VOL, RS, bds[d].name);
+
+	bursts(4);
+	stop();
+	at_rest("first bursts");
+
+	start();
+	load_keys();
+	bursts(4);
+	stop();
+	at_rest("bursts after a restart");
+
+	start();
+	load_keys();
+	bursts(2);
+	for (size_t d = 0; d < NDS; d++)
+		if (bds[d].suite)
+			COF_OK("change-key -o keylocation=file://%s %s", key2, bds[d].name);
+	bursts(2);
+	COF_OK("unload-key -a");
+	load_keys();
+	bursts(2);
+	stop();
+	at_rest("bursts around change-key");
+	start();
+	for (size_t d = 0; d < NDS; d++)
+		free(model[d]);
+}
+
+/* ==== 2. offline tampering ==== */
+
+#define ENC "tank/e"
+
+/* Pool, encryption root ENC (aes-256-ccm) with records 0-7 written; daemon stopped. */
+static void enc_pool_stopped(const char *extra_create)
+{
+	pool_create();
+	COF_OK("create -V %u -b %u -o encryption=aes-256-ccm -o keyformat=raw "
+	       "-o keylocation=file://%s %s %s",
+	       VOL, RS, key1, extra_create ? extra_create : "", ENC);
+	for (uint64_t r = 0; r < 8; r++)
+		cr_assert_eq(write_pat(ENC, r * RS, RS, 0xe000 + r), 0, "%s", out);
+	COF_OK("flush %s", ENC);
+	stop();
+}
+
+/*
+ * Flag record 3 clear (flags 0, comp 0, mac zero, the stored-bytes checksum
+ * of the forged bytes, which needs no key) and put plaintext at its extent.
+ */
+static void clear_flag_attack(void)
+{
+	uint8_t forged[RS], got[3 * RS];
+	struct tamper *t;
+	struct tbp bp;
+	uint64_t id;
+	size_t n;
+	int st;
+
+	t = tam();
+	id = ds_id(t, ENC);
+	cr_assert_eq(tamper_bp_get(t, id, 3, &bp), 0);
+	cr_assert(bp.flags & TBP_F_ENCRYPTED, "record 3 of %s is not encrypted", ENC);
+	pat(forged, sizeof(forged), 0xf0f0);
+	bp.flags = 0;
+	bp.comp = 0;
+	bp.csize = bp.lsize;
+	memset(bp.mac, 0, sizeof(bp.mac));
+	bp.xxh = XXH3_64bits(forged, bp.psize <= sizeof(forged) ? bp.psize : sizeof(forged));
+	cr_assert_eq(bp.psize, RS);
+	cr_assert_eq(tamper_bp_put(t, id, 3, &bp), 0);
+	untam(t);
+	cr_assert_eq(tlun_write(lun_path(bp.lun), bp.sector, 0, forged, sizeof(forged)), 0);
+
+	start();
+	COF_OK("load-key %s", ENC);
+	st = read_rec(ENC, 3 * RS, RS, got, &n);
+	cr_expect_neq(st, 0, "a record flagged clear in an encrypted dataset was read");
+	cr_expect(has_authfail(out), "read of the forged record: no authentication error: %s",
+		  out);
+	cr_expect(!leaks(got, n, forged, sizeof(forged)), "the forged plaintext was returned");
+	/* a read around it gives nothing of it either */
+	st = read_rec(ENC, 2 * RS, 3 * RS, got, &n);
+	cr_expect_neq(st, 0, "a read covering the forged record succeeded");
+	cr_expect(!leaks(got, n, forged, sizeof(forged)), "the forged plaintext was returned");
+
+	COF_OK("unload-key %s", ENC);
+	st = read_rec(ENC, 3 * RS, RS, got, &n);
+	cr_expect_neq(st, 0, "with the key unloaded, the forged record was read");
+	cr_expect(strcasestr(out, "not loaded") || has_authfail(out),
+		  "read with the key unloaded: %s", out);
+	cr_expect(!leaks(got, n, forged, sizeof(forged)),
+		  "with the key unloaded, the forged plaintext was returned");
+	/* an untouched record still reads */
+	COF_OK("load-key %s", ENC);
+	st = read_rec(ENC, 5 * RS, RS, got, &n);
+	cr_assert_eq(st, 0, "an untouched record: %s", out);
+	pat(forged, RS, 0xe005);
+	cr_assert(n == RS && !memcmp(got, forged, RS), "record 5 changed");
+}
+
+Test(integrity, bp_flagged_clear_in_encrypted_dataset_with_checksum_off_is_refused)
+{
+	enc_pool_stopped("-o checksum=off");
+	clear_flag_attack();
+}
+
+Test(integrity, bp_flagged_clear_in_encrypted_dataset_with_checksum_on_is_refused)
+{
+	enc_pool_stopped("-o checksum=on");
+	clear_flag_attack();
+}
+
+Test(integrity, suite_byte_set_off_refuses_the_dataset_and_stores_no_plaintext)
+{
+	uint8_t rec[4096], plain[RS];
+	struct tamper *t;
+	long n;
+	off_t from;
+	int st;
+
+	enc_pool_stopped(NULL);
+	t = tam();
+	n = tamper_get(t, "ds", ENC, strlen(ENC), rec, sizeof(rec));
+	cr_assert_gt(n, 12, "ds record of %s: %ld", ENC, n);
+	cr_assert_eq(rec[n - 1], TSUITE_AES256_CCM,
+		     "the last byte of the dataset record is %u, not aes-256-ccm (%u)", rec[n - 1],
+		     TSUITE_AES256_CCM);
+	rec[n - 1] = TSUITE_OFF;
+	cr_assert_eq(tamper_put(t, "ds", ENC, strlen(ENC), rec, (size_t)n), 0);
+	untam(t);
+
+	from = log_size();
+	if (tdaemon_start(&td) != 0) {
+		/* refusing the whole pool at start is allowed, if it says why */
+		cr_assert(strstr(log_since(from), ENC), "cofferd did not start and did not name "
+			  "%s:\n%s", ENC, log_since(from));
+		return;
+	}
+	cof("pool status");
+	cr_expect(strstr(log_since(from), ENC) || strstr(out, ENC),
+		  "neither the import nor pool status names %s:\nlog:\n%s\nstatus:\n%s", ENC,
+		  log_since(from), out);
+	cof("load-key %s", ENC);
+	pat(plain, sizeof(plain), 0x5157);
+	st = write_pat(ENC, 9 * RS, RS, 0x5157);
+	cr_expect_neq(st, 0, "a write to %s, its suite byte set off, succeeded", ENC);
+	COF_OK("ping");
+	stop();
+	cr_expect_eq(on_luns(plain), 0, "the plaintext written to %s is on a LUN", ENC);
+	start();
+}
+
+Test(integrity, replayed_block_pointer_and_extent_fail_authentication)
+{
+	uint8_t old_ext[RS], got[RS], p1[RS];
+	struct tamper *t;
+	struct tbp old_bp, new_bp;
+	uint64_t id;
+	size_t n;
+	int st;
+
+	enc_pool_stopped(NULL);
+	t = tam();
+	id = ds_id(t, ENC);
+	cr_assert_eq(tamper_bp_get(t, id, 5, &old_bp), 0);
+	untam(t);
+	cr_assert_eq(old_bp.psize, RS);
+	cr_assert_eq(tlun_read(lun_path(old_bp.lun), old_bp.sector, 0, old_ext, RS), 0);
+
+	/* the owner rewrites the record (and its neighbours), then stops */
+	start();
+	COF_OK("load-key %s", ENC);
+	for (uint64_t r = 4; r < 7; r++)
+		cr_assert_eq(write_pat(ENC, r * RS, RS, 0xa000 + r), 0, "%s", out);
+	COF_OK("flush %s", ENC);
+	stop();
+
+	t = tam();
+	cr_assert_eq(tamper_bp_get(t, id, 5, &new_bp), 0);
+	cr_assert(new_bp.birth != old_bp.birth || new_bp.sector != old_bp.sector,
+		  "the rewrite did not make a new block pointer");
+	cr_assert_eq(tamper_bp_put(t, id, 5, &old_bp), 0);
+	untam(t);
+	cr_assert_eq(tlun_write(lun_path(old_bp.lun), old_bp.sector, 0, old_ext, RS), 0);
+
+	start();
+	COF_OK("load-key %s", ENC);
+	st = read_rec(ENC, 5 * RS, RS, got, &n);
+	pat(p1, RS, 0xe005);
+	cr_expect(!leaks(got, n, p1, RS), "the replayed old contents were returned");
+	cr_expect_neq(st, 0, "the replayed record was read");
+	cr_expect(has_authfail(out), "replayed record: no authentication error: %s", out);
+}
+
+Test(integrity, block_pointers_swapped_between_datasets_of_one_root_fail_both)
+{
+	const char *child = ENC "/f";
+	uint8_t got[RS], pa[RS], pb[RS];
+	struct tamper *t;
+	struct tbp a, b;
+	uint64_t ida, idb;
+	size_t n;
+	int st;
+
+	pool_create();
+	create_root(ENC, "aes-256-ccm");
+	COF_OK("create -V %u -b %u %s", VOL, RS, child);
+	cr_assert_eq(write_pat(ENC, 2 * RS, RS, 0xaa), 0, "%s", out);
+	cr_assert_eq(write_pat(child, 2 * RS, RS, 0xbb), 0, "%s", out);
+	COF_OK("get -H encryptionroot %s", child);
+	cr_assert(strstr(out, ENC), "%s does not share the key root %s: %s", child, ENC, out);
+	COF_OK("flush %s", ENC);
+	stop();
+
+	t = tam();
+	ida = ds_id(t, ENC);
+	idb = ds_id(t, child);
+	cr_assert_eq(tamper_bp_get(t, ida, 2, &a), 0);
+	cr_assert_eq(tamper_bp_get(t, idb, 2, &b), 0);
+	cr_assert_eq(tamper_bp_put(t, ida, 2, &b), 0);
+	cr_assert_eq(tamper_bp_put(t, idb, 2, &a), 0);
+	untam(t);
+
+	start();
+	COF_OK("load-key %s", ENC);
+	pat(pa, RS, 0xaa);
+	pat(pb, RS, 0xbb);
+	st = read_rec(ENC, 2 * RS, RS, got, &n);
+	cr_expect_neq(st, 0, "%s read the record of %s", ENC, child);
+	cr_expect(has_authfail(out), "%s: no authentication error: %s", ENC, out);
+	cr_expect(!leaks(got, n, pb, RS) && !leaks(got, n, pa, RS), "%s returned data", ENC);
+	st = read_rec(child, 2 * RS, RS, got, &n);
+	cr_expect_neq(st, 0, "%s read the record of %s", child, ENC);
+	cr_expect(has_authfail(out), "%s: no authentication error: %s", child, out);
+	cr_expect(!leaks(got, n, pa, RS) && !leaks(got, n, pb, RS), "%s returned data", child);
+}
+
+Test(integrity, deleted_mac_root_makes_load_key_or_import_refuse_the_dataset)
+{
+	uint8_t key[16], got[RS], p[RS];
+	struct tamper *t;
+	uint64_t id;
+	off_t from;
+	size_t n;
+	int st, ret;
+
+	enc_pool_stopped(NULL);
+	t = tam();
+	id = ds_id(t, ENC);
+	cr_assert(tamper_has_db(t, "mac"), "the pool has no \"mac\" database");
+	tbp_key(id, UINT64_MAX, key);
+	ret = tamper_del(t, "mac", key, sizeof(key));
+	untam(t);
+	cr_assert_eq(ret, 0, "no root entry of %s in \"mac\": %d", ENC, ret);
+
+	from = log_size();
+	if (tdaemon_start(&td) != 0) {
+		cr_assert(strstr(log_since(from), ENC), "cofferd did not start and did not name "
+			  "%s:\n%s", ENC, log_since(from));
+		return;
+	}
+	st = cof("load-key %s", ENC);
+	cr_expect_neq(st, 0, "load-key of %s succeeded without its mac root", ENC);
+	cr_expect(strstr(out, ENC) || strstr(log_since(from), ENC),
+		  "neither load-key nor the import names %s:\n%s\nlog:\n%s", ENC, out,
+		  log_since(from));
+	st = read_rec(ENC, 0, RS, got, &n);
+	pat(p, RS, 0xe000);
+	cr_expect_neq(st, 0, "a record of %s was read without its mac root", ENC);
+	cr_expect(!leaks(got, n, p, RS), "a record of %s was returned", ENC);
+}
+
+/* ==== 3. discard with the key unloaded ==== */
+
+Test(integrity, discard_with_key_unloaded_is_refused_and_changes_nothing)
+{
+	struct coffer_conn *c = NULL;
+	uint8_t got[8 * RS], want[8 * RS];
+	size_t n;
+	int h, ret;
+
+	enc_pool_stopped(NULL);
+	start();
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	h = coffer_ds_open(c, ENC, NULL, NULL);
+	cr_assert_geq(h, 0, "open %s: %d", ENC, h);
+	/* keys are not loaded after a start */
+	COF_OK("get -H keystatus %s", ENC);
+	cr_assert(strstr(out, "unavailable"), "key of %s: %s", ENC, out);
+
+	struct {
+		uint64_t off;
+		uint32_t len;
+		const char *what;
+	} d[] = {
+		{ 2 * RS, RS, "whole-record" },
+		{ 3 * RS, 2 * RS, "two-record" },
+		{ 6 * RS + 100, 200, "partial" },
+		{ 7 * RS - 50, 100, "straddling" },
+	};
+	for (size_t i = 0; i < sizeof(d) / sizeof(d[0]); i++) {
+		struct coffer_completion cc;
+
+		cr_assert_eq(coffer_submit(c, (uint32_t)i + 1, COFFER_DISCARD, h, d[i].off, d[i].len,
+					   NULL),
+			     0);
+		cr_assert_eq(coffer_flush_out(c), 0);
+		ret = coffer_reap(c, &cc, 1, DEADLINE_MS);
+		cr_assert_eq(ret, 1, "no completion of the %s discard", d[i].what);
+		cr_expect_eq(cc.status, STOR_ENOKEY, "%s discard with the key unloaded: %d (%s)",
+			     d[i].what, cc.status, stor_strerror(cc.status));
+	}
+	ret = coffer_ds_flush(c, h);
+	coffer_close(c);
+	cr_log_info("flush with the key unloaded: %d", ret);
+	/* across a restart, so a staged hole would have been committed */
+	stop();
+	start();
+	COF_OK("load-key %s", ENC);
+	for (uint64_t r = 0; r < 8; r++)
+		pat(want + r * RS, RS, 0xe000 + r);
+	ret = read_rec(ENC, 0, sizeof(got), got, &n);
+	cr_assert_eq(ret, 0, "%s", out);
+	cr_assert_eq(n, sizeof(got));
+	for (uint64_t r = 0; r < 8; r++)
+		cr_expect(!memcmp(got + r * RS, want + r * RS, RS),
+			  "record %llu changed under a discard with the key unloaded",
+			  (unsigned long long)r);
+}
