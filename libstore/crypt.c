@@ -17,33 +17,39 @@
  *
  * Nonce scheme and bound
  * ----------------------
- * Records are sealed with deterministic 96-bit nonces (SP 800-38D §8.2.1,
- * "deterministic construction"): crypt_nonce() = 4-byte big-endian key
- * epoch (the fixed field) || 8-byte big-endian counter (the invocation
- * field). The counter is per dataset and per key epoch; the engine persists
- * it in reserved blocks, and a block of counter values is committed to
- * metadata before any nonce from it is used, so a crash skips numbers and
- * never repeats one. Each epoch has its own data key (HKDF from the dataset
- * master key), so the epoch field keeps nonces apart even if two epochs were
- * ever keyed alike, and a (key, nonce) pair is never used twice.
+ * Records are sealed in nonce blocks. A block is drawn in memory, never
+ * read back from metadata, the first time a dataset seals a record after
+ * its key is loaded and whenever the previous block is used up: a random
+ * 64-bit key salt and a random 32-bit nonce prefix. The block's data key
+ * is HKDF(master key, dataset GUID, suite, key salt) (keys.c), the nonce of
+ * its n-th record is prefix || n as 8 big-endian bytes (crypt_nonce()), and
+ * the salt is stored in every block pointer so a read finds the key.
  *
- * Bound: SP 800-38D §8.3 caps the invocations of the authenticated
- * encryption function under one key at 2^32 for every IV construction other
- * than 96-bit deterministic IVs; for the deterministic construction the only
- * rule is that the invocation field never repeats, which a 64-bit counter
- * gives for 2^64 records. CRYPT_EPOCH_RECORDS = 2^32 meets the stricter of
- * the two, so the bound holds even if a reviewer reads the scheme as the
- * general case, and rotation is still rare (4 G records, 32 TiB at 8 KiB).
- * SP 800-38C (CCM) sets no count of its own: its security rests on AES
- * staying indistinguishable from a random permutation, i.e. on the blocks
- * enciphered under one key staying far below the 2^64 birthday bound. A
- * record of up to 2^20 bytes (STOR_RECSIZE_MAX) costs about 2^17 AES calls
- * (CBC-MAC plus CTR), so 2^32 records are q = 2^49 calls: q^2 / 2^129 = 2^-31
- * distinguishing advantage; even CRYPT_LEN_MAX records stay below 2^53.
- * GCM's per-record limit (2^39 - 256 bits) is far above CRYPT_LEN_MAX. The
- * engine rotates to epoch + 1 (a fresh HKDF data key, counter back to 0) when
- * a dataset's counter reaches CRYPT_EPOCH_RECORDS; 2^32 epochs of 2^32
- * records are more than any dataset can write.
+ * Why random and not a persisted counter: a counter is only as fresh as the
+ * metadata that holds it, and metadata goes backwards (a VM snapshot
+ * reverted, state_dir restored from a backup, a copy of a pool imported, a
+ * rollback), which would hand out the same (key, nonce) pairs again; with
+ * GCM a repeat also gives away the authentication key. A block drawn by
+ * each running key state cannot be replayed by restoring anything.
+ *
+ * Bound: inside a block the counter never repeats, and the engine draws a
+ * new block before CRYPT_BLOCK_RECORDS = 2^32 records, so one data key
+ * seals at most 2^32 records: SP 800-38D §8.3's invocation limit for GCM
+ * holds under any reading of the construction. Two blocks of a dataset
+ * share a (key, nonce) pair only if they drew the same 64-bit salt and the
+ * same 32-bit prefix: for B blocks over the dataset's life that has
+ * probability at most B^2 / 2^97 (B = 2^24 key loads or 2^56 records gives
+ * 2^-49). SP 800-38C (CCM) sets no count of its own: its security rests on
+ * AES staying indistinguishable from a random permutation, i.e. on the
+ * blocks enciphered under one key staying far below the 2^64 birthday
+ * bound. A record of up to 2^20 bytes (STOR_RECSIZE_MAX) costs about 2^17
+ * AES calls (CBC-MAC plus CTR), so 2^32 records are q = 2^49 calls:
+ * q^2 / 2^129 = 2^-31 distinguishing advantage. GCM's per-record limit
+ * (2^39 - 256 bits) is far above CRYPT_LEN_MAX.
+ *
+ * The checkable form of the invariant is stor_pool_verify() (verify.c): it
+ * walks a pool's block pointers and reports any (dataset, key salt, nonce)
+ * seen twice.
  */
 #include "config.h"
 
@@ -130,10 +136,10 @@ int crypt_backend_supports(const struct crypt_backend *b, enum crypt_suite s)
 	return b->supports(s);
 }
 
-void crypt_nonce(uint32_t epoch, uint64_t counter, uint8_t nonce[CRYPT_NONCE_LEN])
+void crypt_nonce(uint32_t prefix, uint64_t counter, uint8_t nonce[CRYPT_NONCE_LEN])
 {
 	for (int i = 0; i < 4; i++)
-		nonce[i] = (uint8_t)(epoch >> (24 - 8 * i));
+		nonce[i] = (uint8_t)(prefix >> (24 - 8 * i));
 	for (int i = 0; i < 8; i++)
 		nonce[4 + i] = (uint8_t)(counter >> (56 - 8 * i));
 }

@@ -28,17 +28,17 @@ enum crypt_suite {
 #define CRYPT_LEN_MAX ((1ul << 24) - 1)
 
 /**
- * Records sealed under one data key (one key epoch) before the engine must
- * rotate to the next epoch. See the nonce scheme in crypt.c for the bound.
+ * Records sealed in one nonce block (one data key) before the engine draws
+ * a new block. See the nonce scheme in crypt.c for the bound.
  */
-#define CRYPT_EPOCH_RECORDS (1ull << 32)
+#define CRYPT_BLOCK_RECORDS (1ull << 32)
 
 /**
- * Build the deterministic nonce of a record: 4-byte big-endian key @epoch
- * followed by the 8-byte big-endian per-dataset, per-epoch @counter.
+ * Build the nonce of a record: the block's random 4-byte @prefix, big-endian,
+ * followed by the 8-byte big-endian @counter within the block.
  * [out] @nonce  CRYPT_NONCE_LEN bytes
  */
-void crypt_nonce(uint32_t epoch, uint64_t counter, uint8_t nonce[CRYPT_NONCE_LEN]);
+void crypt_nonce(uint32_t prefix, uint64_t counter, uint8_t nonce[CRYPT_NONCE_LEN]);
 
 /** Suite name ("aes-256-ccm", "off") and key length in bytes (0 for off). */
 const char *crypt_suite_name(enum crypt_suite s);

@@ -129,7 +129,6 @@ void ds_free(struct stor_ds *ds)
 	dskeys_drop(ds);
 	for (int i = 0; i < PROP_COUNT; i++)
 		free(ds->local[i]);
-	pthread_mutex_destroy(&ds->nonce_lock);
 	free(ds->name);
 	free(ds);
 }
@@ -142,7 +141,6 @@ static struct stor_ds *ds_new(struct stor_pool *p, const char *name)
 		return NULL;
 	ds->pool = p;
 	ds->name = strdup(name);
-	pthread_mutex_init(&ds->nonce_lock, NULL);
 	if (!ds->name) {
 		free(ds);
 		return NULL;
@@ -232,6 +230,24 @@ int ds_save_txn(struct meta_txn *t, struct stor_ds *ds)
 	return ret;
 }
 
+/* The record of a new dataset and, if encrypted, the root of its MACs, in one commit. */
+static int save_new(struct stor_pool *p, struct stor_ds *ds)
+{
+	struct meta_txn *t = NULL;
+	int ret = meta_txn_begin(p->meta, &t);
+
+	if (ret < 0)
+		return ret;
+	ret = ds_save_txn(t, ds);
+	if (ret == 0)
+		ret = dskeys_init_macs(t, ds);
+	if (ret < 0) {
+		meta_txn_abort(t);
+		return ret;
+	}
+	return meta_txn_commit(t);
+}
+
 static int ds_parse(struct stor_ds *ds, const uint8_t *r, size_t len)
 {
 	const uint8_t *end = r + len;
@@ -302,6 +318,36 @@ static int load_one(const void *key, size_t klen, const void *val, size_t vlen, 
 	return ret;
 }
 
+/*
+ * The suite byte is not under any MAC (no key is loaded at import), so what
+ * else the metadata says about a dataset's encryption must agree with it:
+ * its own encryption property, and its parent's suite (no clear dataset
+ * under an encrypted one). The key file is checked the same way (keyfile.c).
+ */
+static int check_crypto(struct stor_pool *p, struct stor_ds *ds)
+{
+	const char *enc = ds->local[PROP_ENCRYPTION];
+	char parent[STOR_NAME_MAX + 1], *slash;
+	struct stor_ds *up = NULL;
+	int want = enc ? crypt_suite_parse(enc) : -1;
+
+	snprintf(parent, sizeof(parent), "%s", ds->name);
+	slash = strrchr(parent, '/');
+	if (slash) {
+		*slash = '\0';
+		up = ds_find_locked(p, parent);
+	}
+	if ((enc && want != ds->suite) || (up && up->suite && !ds->suite)) {
+		pool_set_error("pool %s: dataset %s: its record says %s but %s; "
+			       "the metadata was changed",
+			       p->name, ds->name, crypt_suite_name((enum crypt_suite)ds->suite),
+			       enc && want != ds->suite ? "its encryption property disagrees"
+							: "its parent is encrypted");
+		return STOR_ECORRUPT;
+	}
+	return 0;
+}
+
 int ds_load_all(struct stor_pool *p)
 {
 	struct meta_txn *t = NULL;
@@ -321,6 +367,11 @@ int ds_load_all(struct stor_pool *p)
 	for (size_t i = 0; i < p->nds; i++)
 		if (p->ds[i]->id >= p->next_ds_id)
 			return STOR_ECORRUPT;
+	for (size_t i = 0; i < p->nds; i++) {
+		ret = check_crypto(p, p->ds[i]);
+		if (ret < 0)
+			return ret;
+	}
 	refresh_effective(p, ds_find_locked(p, p->name));
 	return 0;
 }
@@ -423,7 +474,7 @@ static int ds_create_locked(struct stor_pool *p, const char *name, const struct 
 	ret = ds->suite ? keyfile_save(p, ds) : 0;
 	if (ret < 0)
 		goto fail;
-	ret = ds_save(p, ds);
+	ret = save_new(p, ds);
 	if (ret < 0)
 		goto fail;
 	ret = table_insert(p, ds);

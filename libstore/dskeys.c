@@ -2,17 +2,17 @@
 /*
  * Key state of datasets: which dataset is an encryption root, creating the
  * master key of a new dataset, load-key, unload-key, change-key, the data
- * key of each key epoch, and the persisted nonce counter (the scheme itself
- * is documented in crypt.c).
+ * key of each key salt, the MAC key of the block pointers, and the nonce
+ * blocks writes draw from (the scheme itself is documented in crypt.c).
  *
  * Invariants: a master key exists in memory only between load (or create)
  * and unload; it is stored only wrapped by its root's wrapping key with the
- * dataset's GUID and crypto parameters as AAD. A nonce counter block is
- * durable in LMDB before any nonce from it is used.
+ * dataset's GUID and crypto parameters as AAD. A nonce block lives only in
+ * the key state that drew it: nothing about it is read back from metadata.
+ * A load-key installs no key whose dataset's MAC root does not verify.
  *
- * Crypto section of a dataset record: u8 suite | u64 encryption root id |
- * u8 keyformat | u32 pbkdf2 iterations | salt | wrapped master key |
- * u32 nonce epoch | u64 nonces reserved in that epoch.
+ * Crypto section of a dataset record: u8 suite. The rest (encryption root,
+ * keyformat, iterations, salt, wrapped key) is in the key file (keyfile.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,38 +23,39 @@
 #include "meta.h"
 #include "store_impl.h"
 
-#define NONCE_BLOCK (1ull << 20) /* nonces reserved per metadata write */
-
 /* ---- in-memory key state ---- */
 
 static void keys_state_free(struct ds_keys *k)
 {
 	if (!k)
 		return;
-	for (int i = 0; i < 8; i++) {
-		struct epoch_key *e = atomic_load(&k->data[i]);
-		while (e) {
-			struct epoch_key *next = e->retired;
-			crypt_key_free(e->key);
-			free(e);
-			e = next;
-		}
+	while (k->all) {
+		struct salt_key *next = k->all->next;
+		crypt_key_free(k->all->key);
+		free(k->all);
+		k->all = next;
 	}
+	mac_key_put(k->mac);
+	mac_seen_free(&k->seen);
 	keys_secure_free(k->master, KEYS_MASTER_LEN);
 	keys_secure_free(k->wk, KEYS_WRAPKEY_LEN);
 	pthread_mutex_destroy(&k->lock);
+	pthread_mutex_destroy(&k->nonce_lock);
 	free(k);
 }
 
-static struct ds_keys *keys_state_new(const uint8_t *master, const uint8_t *wk)
+static struct ds_keys *keys_state_new(const struct stor_ds *ds, const uint8_t *master,
+				      const uint8_t *wk)
 {
 	struct ds_keys *k = calloc(1, sizeof(*k));
 
 	if (!k)
 		return NULL;
 	pthread_mutex_init(&k->lock, NULL);
+	pthread_mutex_init(&k->nonce_lock, NULL);
 	k->master = keys_secure_alloc(KEYS_MASTER_LEN);
-	if (!k->master || (wk && !(k->wk = keys_secure_alloc(KEYS_WRAPKEY_LEN)))) {
+	if (!k->master || (wk && !(k->wk = keys_secure_alloc(KEYS_WRAPKEY_LEN))) ||
+	    !(k->mac = mac_key_new(master, ds->guid, (unsigned)ds->suite))) {
 		keys_state_free(k);
 		return NULL;
 	}
@@ -69,34 +70,70 @@ void dskeys_drop(struct stor_ds *ds)
 	keys_state_free(atomic_exchange(&ds->keys, NULL));
 }
 
-const struct crypt_key *dskeys_data_key(struct ds_keys *k, uint64_t guid, int suite,
-					uint32_t epoch)
+static unsigned hot_slot(uint64_t salt)
 {
-	struct epoch_key *e = atomic_load(&k->data[epoch % 8]), *ne = NULL;
+	return (unsigned)((salt * 0x9e3779b97f4a7c15ull) >> 60) % DSKEYS_HOT;
+}
+
+const struct crypt_key *dskeys_data_key(struct ds_keys *k, uint64_t guid, int suite,
+					uint64_t salt)
+{
+	_Atomic(struct salt_key *) *slot = &k->hot[hot_slot(salt)];
+	struct salt_key *e = atomic_load_explicit(slot, memory_order_acquire);
 	uint8_t raw[CRYPT_KEY_MAX];
 	size_t len = crypt_suite_keylen((enum crypt_suite)suite);
 
-	if (e && e->epoch == epoch)
+	if (e && e->salt == salt)
 		return e->key;
 	pthread_mutex_lock(&k->lock);
-	e = atomic_load(&k->data[epoch % 8]);
-	if (e && e->epoch == epoch)
-		goto out;
-	ne = calloc(1, sizeof(*ne));
-	if (!ne || keys_derive_data(k->master, guid, epoch, raw, len) < 0 ||
-	    crypt_key_new((enum crypt_suite)suite, raw, len, NULL, &ne->key) < 0) {
-		free(ne);
-		e = NULL;
-		goto out;
+	for (e = k->all; e && e->salt != salt; e = e->next)
+		;
+	/* block pointers are authenticated before their key is asked for, so
+	 * only salts this dataset really drew get here; the cap is a backstop */
+	if (!e && k->nall < DSKEYS_MAX_SALTS && (e = calloc(1, sizeof(*e)))) {
+		if (keys_derive_data(k->master, guid, (unsigned)suite, salt, raw, len) < 0 ||
+		    crypt_key_new((enum crypt_suite)suite, raw, len, NULL, &e->key) < 0) {
+			free(e);
+			e = NULL;
+		} else {
+			e->salt = salt;
+			e->next = k->all;
+			k->all = e;
+			k->nall++;
+		}
 	}
-	ne->epoch = epoch;
-	ne->retired = e; /* readers may still use it: freed with the key state */
-	atomic_store(&k->data[epoch % 8], ne);
-	e = ne;
-out:
+	if (e)
+		atomic_store_explicit(slot, e, memory_order_release);
 	keys_cleanse(raw, sizeof(raw));
 	pthread_mutex_unlock(&k->lock);
 	return e ? e->key : NULL;
+}
+
+void dskeys_nonces(struct ds_keys *k, size_t n, uint64_t *salt, uint32_t *prefix, uint64_t *first)
+{
+	pthread_mutex_lock(&k->nonce_lock);
+	while (!k->have_block || k->next + n > CRYPT_BLOCK_RECORDS) {
+		/* a fresh block: its own random salt (so its own data key) and prefix */
+		if (keys_random(&k->salt, sizeof(k->salt)) < 0 ||
+		    keys_random(&k->prefix, sizeof(k->prefix)) < 0)
+			abort(); /* no randomness: sealing anything now could repeat a nonce */
+		k->next = 0;
+		k->have_block = 1;
+	}
+	*salt = k->salt;
+	*prefix = k->prefix;
+	*first = k->next;
+	k->next += n;
+	pthread_mutex_unlock(&k->nonce_lock);
+}
+
+int dskeys_init_macs(struct meta_txn *t, struct stor_ds *ds)
+{
+	struct ds_keys *k = atomic_load(&ds->keys);
+
+	if (!ds->suite)
+		return 0;
+	return k ? bpmac_root_init(t, ds->id, k->mac) : STOR_ENOKEY;
 }
 
 /* ---- records ---- */
@@ -104,19 +141,13 @@ out:
 void dskeys_record(struct stor_ds *ds, uint8_t **w)
 {
 	put_u8(w, (uint8_t)ds->suite);
-	put_u32(w, ds->nonce_epoch);
-	put_u64(w, ds->nonce_reserved);
 }
 
 int dskeys_parse(struct stor_ds *ds, const uint8_t **r, const uint8_t *end)
 {
-	if (end - *r < (long)DSKEYS_RECORD_LEN)
+	if (end - *r != (long)DSKEYS_RECORD_LEN)
 		return STOR_ECORRUPT;
 	ds->suite = get_u8(r);
-	ds->nonce_epoch = get_u32(r);
-	ds->nonce_reserved = get_u64(r);
-	/* numbers handed out before a crash may have been used: start past them */
-	ds->nonce_next = ds->nonce_reserved;
 	if (ds->suite >= CRYPT_NSUITES)
 		return STOR_ECORRUPT;
 	return 0;
@@ -210,7 +241,7 @@ int dskeys_create(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *paren
 	ret = keys_random(master, sizeof(master));
 	if (ret == 0)
 		ret = keys_wrap(wk, aad, wrap_aad(ds, root, aad), master, ds->wrapped);
-	k = ret == 0 ? keys_state_new(master, root == ds ? wk : NULL) : NULL;
+	k = ret == 0 ? keys_state_new(ds, master, root == ds ? wk : NULL) : NULL;
 	if (ret == 0 && !k)
 		ret = -ENOMEM;
 	keys_cleanse(master, sizeof(master));
@@ -219,40 +250,6 @@ int dskeys_create(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *paren
 		return ret;
 	atomic_store(&ds->keys, k);
 	return 0;
-}
-
-/* ---- nonces ---- */
-
-int dskeys_nonces(struct stor_ds *ds, size_t n, uint32_t *epoch, uint64_t *first)
-{
-	struct stor_pool *p = ds->pool;
-	int ret = 0;
-
-	pthread_mutex_lock(&ds->nonce_lock);
-	if (ds->nonce_next + n > CRYPT_EPOCH_RECORDS) {
-		/* this epoch's key has done its share: the next epoch has a new key */
-		ds->nonce_epoch++;
-		ds->nonce_next = 0;
-		ds->nonce_reserved = 0;
-	}
-	if (ds->nonce_next + n > ds->nonce_reserved) {
-		uint64_t old = ds->nonce_reserved;
-		uint64_t want = ds->nonce_next + n + NONCE_BLOCK;
-
-		ds->nonce_reserved = want < CRYPT_EPOCH_RECORDS ? want : CRYPT_EPOCH_RECORDS;
-		pthread_mutex_lock(&p->admin);
-		ret = ds->destroyed ? -ENOENT : ds_save(p, ds);
-		pthread_mutex_unlock(&p->admin);
-		if (ret < 0)
-			ds->nonce_reserved = old;
-	}
-	if (ret == 0) {
-		*epoch = ds->nonce_epoch;
-		*first = ds->nonce_next;
-		ds->nonce_next += n;
-	}
-	pthread_mutex_unlock(&ds->nonce_lock);
-	return ret;
 }
 
 /* ---- load, unload, change ---- */
@@ -321,10 +318,18 @@ int stor_key_load(struct stor_pool *p, const char *name, const struct stor_key_m
 			ret = d == root ? ret : STOR_ECORRUPT;
 			goto out;
 		}
-		states[i] = keys_state_new(master, d == root ? wk : NULL);
+		states[i] = keys_state_new(d, master, d == root ? wk : NULL);
 		keys_cleanse(master, sizeof(master));
 		if (!states[i]) {
 			ret = -ENOMEM;
+			goto out;
+		}
+		/* no key goes in for a dataset whose metadata does not verify */
+		ret = bpmac_verify_root(p->meta, d->id, states[i]->mac);
+		if (ret < 0) {
+			pool_set_error("dataset %s: block pointer MACs do not verify (%s): "
+				       "its metadata was changed without its key",
+				       d->name, stor_strerror(ret));
 			goto out;
 		}
 		n++;

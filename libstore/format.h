@@ -15,6 +15,9 @@
  *   "pool": "config" -> pool record (meta_pool_* in pool.c)
  *   "ds":   dataset name -> dataset record (dataset.c)
  *   "bp":   u64 dataset id | u64 record number -> block pointer (BP_LEN bytes)
+ *   "mac":  u64 dataset id | u64 group -> group MAC (MAC_LEN bytes), and
+ *           u64 dataset id | MAC_ROOT -> dataset root (MAC_ROOT_LEN bytes);
+ *           encrypted datasets only, see bpmac.c
  */
 #ifndef STOR_FORMAT_H
 #define STOR_FORMAT_H
@@ -24,7 +27,7 @@
 #include <string.h>
 
 #define LUN_MAGIC 0x434f46464c554e00ull /* "COFFLUN\0" */
-#define FORMAT_VERSION 1u
+#define FORMAT_VERSION 2u
 #define LUN_LABEL_SIZE 4096u
 #define LUN_DATA_OFF (1u << 20)
 #define LABEL_NAME_LEN 64u
@@ -34,14 +37,24 @@
  * Block pointer, BP_LEN bytes:
  *   u16 lun | u8 flags | u8 comp | u32 psize (bytes on the LUN, sector multiple) |
  *   u32 lsize (logical bytes) | u32 csize (payload bytes before padding) |
- *   u64 sector | u64 birth txg | u32 key epoch | u8[12] nonce | u8[16] mac
+ *   u64 sector | u64 birth txg | u64 key salt | u8[12] nonce | u8[16] mac |
+ *   u64 cksum
  * mac is the AEAD tag of an encrypted record or XXH3-128 of a clear one,
- * seeded with the dataset GUID, record number and birth txg.
+ * seeded with the dataset GUID, record number and birth txg. The key salt
+ * names the data key of an encrypted record (crypt.c, nonce scheme). cksum
+ * is XXH3-64 of the psize stored bytes, keyless, so a scrub can check
+ * encrypted records with their keys unloaded.
  */
-#define BP_LEN (2 + 1 + 1 + 4 + 4 + 4 + 8 + 8 + 4 + 12 + 16)
+#define BP_LEN (2 + 1 + 1 + 4 + 4 + 4 + 8 + 8 + 8 + 12 + 16 + 8)
 #define BP_KEY_LEN 16
 
-static_assert(BP_LEN == 64, "block pointer is 64 bytes");
+/* Block pointer MACs (bpmac.c): records per group, and the root's place. */
+#define MAC_GROUP 256u
+#define MAC_LEN 16
+#define MAC_ROOT UINT64_MAX
+#define MAC_ROOT_LEN (MAC_LEN + MAC_LEN) /* accumulator | tag */
+
+static_assert(BP_LEN == 76, "block pointer is 76 bytes");
 static_assert(LABEL_LEN <= LUN_LABEL_SIZE, "label fits its sector");
 
 /* Record flags in a block pointer. */

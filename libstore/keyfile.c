@@ -191,9 +191,17 @@ int keyfile_load(struct stor_pool *p)
 		uint64_t guid = get_u64(&r);
 		struct stor_ds *d = by_guid(p, guid);
 
-		if (!d || !d->suite) { /* destroyed since, or not encrypted: not ours */
+		if (!d) { /* destroyed since: not ours */
 			r += ENTRY_LEN - 8;
 			continue;
+		}
+		if (!d->suite) {
+			/* its record lost its suite: someone turned it clear */
+			pool_set_error("pool %s: dataset %s: the key file holds its key but its "
+				       "record says unencrypted; the metadata was changed",
+				       p->name, d->name);
+			ret = STOR_ECORRUPT;
+			goto out;
 		}
 		d->enc_root_id = get_u64(&r);
 		d->keyformat = get_u8(&r);

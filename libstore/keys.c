@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -359,28 +360,68 @@ out:
 	return ret;
 }
 
-int keys_derive_data(const uint8_t master[KEYS_MASTER_LEN], uint64_t ds_guid, uint32_t epoch,
-		     uint8_t *out, size_t len)
+int keys_derive_data(const uint8_t master[KEYS_MASTER_LEN], uint64_t ds_guid, unsigned suite,
+		     uint64_t salt, uint8_t *out, size_t len)
 {
 	/*
 	 * HKDF-SHA512(IKM = master, salt = GUID (8 bytes BE),
-	 *             info = "coffer data key" || epoch (4 bytes BE)).
+	 *             info = "coffer data key" || suite || key salt (8 bytes BE)).
 	 * The GUID salt keeps two datasets that somehow share a master key
-	 * (a cloned metadata file) on different data keys; the epoch in info
-	 * gives each key rotation an independent key without rewrapping.
+	 * (a cloned metadata file) on different data keys; the key salt, drawn
+	 * at random for each block of nonces, gives every block its own key.
 	 */
-	uint8_t salt[8];
-	uint8_t info[sizeof(KEYS_DATA_INFO) - 1 + 4];
+	uint8_t hsalt[8];
+	uint8_t info[sizeof(KEYS_DATA_INFO) - 1 + 1 + 8];
 
 	if (len == 0 || len > 32) {
 		set_error("data key must be 1 to 32 bytes");
 		return -EINVAL;
 	}
-	put_be64(salt, ds_guid);
+	put_be64(hsalt, ds_guid);
 	memcpy(info, KEYS_DATA_INFO, sizeof(KEYS_DATA_INFO) - 1);
-	put_be32(info + sizeof(KEYS_DATA_INFO) - 1, epoch);
-	return keys_hkdf_sha512(master, KEYS_MASTER_LEN, salt, sizeof(salt), info, sizeof(info),
+	info[sizeof(KEYS_DATA_INFO) - 1] = (uint8_t)suite;
+	put_be64(info + sizeof(KEYS_DATA_INFO), salt);
+	return keys_hkdf_sha512(master, KEYS_MASTER_LEN, hsalt, sizeof(hsalt), info, sizeof(info),
 				out, len);
+}
+
+int keys_derive_mac(const uint8_t master[KEYS_MASTER_LEN], uint64_t ds_guid, unsigned suite,
+		    uint8_t out[KEYS_MAC_LEN])
+{
+	uint8_t hsalt[8];
+	uint8_t info[sizeof(KEYS_MAC_INFO) - 1 + 1];
+
+	put_be64(hsalt, ds_guid);
+	memcpy(info, KEYS_MAC_INFO, sizeof(KEYS_MAC_INFO) - 1);
+	info[sizeof(KEYS_MAC_INFO) - 1] = (uint8_t)suite;
+	return keys_hkdf_sha512(master, KEYS_MASTER_LEN, hsalt, sizeof(hsalt), info, sizeof(info),
+				out, KEYS_MAC_LEN);
+}
+
+static EVP_MD *prf_md;
+static pthread_once_t prf_once = PTHREAD_ONCE_INIT;
+
+static void prf_init(void)
+{
+	prf_md = EVP_MD_fetch(NULL, "SHA256", NULL); /* fetched once: a fetch per call costs more than the hash */
+}
+
+int keys_prf128(const uint8_t key[KEYS_MAC_LEN], const void *msg, size_t len, uint8_t out[16])
+{
+	uint8_t buf[KEYS_MAC_LEN + 160], md[32];
+	unsigned mdlen = 0;
+	int ok;
+
+	pthread_once(&prf_once, prf_init);
+	if (!prf_md || len > sizeof(buf) - KEYS_MAC_LEN)
+		return -EIO;
+	memcpy(buf, key, KEYS_MAC_LEN);
+	memcpy(buf + KEYS_MAC_LEN, msg, len);
+	ok = EVP_Digest(buf, KEYS_MAC_LEN + len, md, &mdlen, prf_md, NULL);
+	memcpy(out, md, 16);
+	OPENSSL_cleanse(buf, KEYS_MAC_LEN);
+	OPENSSL_cleanse(md, sizeof(md));
+	return ok == 1 ? 0 : -EIO;
 }
 
 static size_t secure_len(size_t len)

@@ -3,7 +3,8 @@
  * Key hierarchy inside libstore, independent of metadata storage:
  *   user key material --(raw | hex | PBKDF2-HMAC-SHA512)--> wrapping key
  *   wrapping key --(AES-256-GCM, AAD = dataset GUID + crypto params)--> wrapped master key
- *   master key --(HKDF-SHA512, info = "coffer data key" + epoch)--> data key of that epoch
+ *   master key --(HKDF-SHA512, info = "coffer data key" + suite + key salt)--> data key
+ *   master key --(HKDF-SHA512, info = "coffer bp mac" + suite)--> block pointer MAC key
  * Secret buffers come from keys_secure_alloc(): mlock'ed where allowed,
  * MADV_DONTDUMP, cleansed on free.
  */
@@ -26,8 +27,10 @@
 #define KEYS_WRAP_AAD_LEN 36
 #define KEYS_PASSPHRASE_MIN 8
 #define KEYS_PASSPHRASE_MAX 512
-/* HKDF info prefix of data keys (15 bytes, no NUL), followed by the epoch */
+/* HKDF info prefixes (no NUL): data keys, then suite and key salt; MAC keys, then suite */
 #define KEYS_DATA_INFO "coffer data key"
+#define KEYS_MAC_INFO "coffer bp mac"
+#define KEYS_MAC_LEN 32
 
 /**
  * Parse a keyformat name ("raw", "hex", "passphrase"; "none" gives
@@ -84,13 +87,30 @@ size_t keys_wrap_aad(uint64_t ds_guid, unsigned suite, enum stor_keyformat fmt, 
 		     const uint8_t salt[KEYS_SALT_LEN], uint8_t aad[64]);
 
 /**
- * Derive the data key of @epoch (@len bytes, <= 32) from @master with
- * HKDF-SHA512: IKM = master, salt = ds_guid as 8 big-endian bytes,
- * info = KEYS_DATA_INFO (15 bytes) || epoch as 4 big-endian bytes.
+ * Derive the data key of key salt @salt (@len bytes, <= 32) from @master
+ * with HKDF-SHA512: IKM = master, salt = ds_guid as 8 big-endian bytes,
+ * info = KEYS_DATA_INFO (15 bytes) || suite (1 byte) || key salt (8 bytes BE).
+ * The suite in info keeps an aes-128 key from being a prefix of an aes-256 one.
  * @return 0, -EINVAL (@len 0 or > 32), -EIO
  */
-int keys_derive_data(const uint8_t master[KEYS_MASTER_LEN], uint64_t ds_guid, uint32_t epoch,
-		     uint8_t *out, size_t len);
+int keys_derive_data(const uint8_t master[KEYS_MASTER_LEN], uint64_t ds_guid, unsigned suite,
+		     uint64_t salt, uint8_t *out, size_t len);
+
+/**
+ * Derive the block pointer MAC key (KEYS_MAC_LEN bytes) of a dataset:
+ * HKDF-SHA512, IKM = master, salt = ds_guid (8 bytes BE),
+ * info = KEYS_MAC_INFO (13 bytes) || suite (1 byte). @return 0 or -EIO
+ */
+int keys_derive_mac(const uint8_t master[KEYS_MASTER_LEN], uint64_t ds_guid, unsigned suite,
+		    uint8_t out[KEYS_MAC_LEN]);
+
+/**
+ * A 128-bit PRF of a fixed-length message: the first 16 bytes of
+ * SHA-256(@key || @msg). Every caller passes messages of one length per
+ * purpose, with a distinct leading tag byte, so length extension does not
+ * apply (and the output is truncated besides). @return 0 or -EIO
+ */
+int keys_prf128(const uint8_t key[KEYS_MAC_LEN], const void *msg, size_t len, uint8_t out[16]);
 
 /** Fill @buf with @len random bytes (OpenSSL RAND_bytes). @return 0 or -EIO */
 int keys_random(void *buf, size_t len);

@@ -12,7 +12,7 @@
 struct meta;
 struct meta_txn;
 
-enum meta_table { META_POOL = 0, META_DS, META_BP, META_NTABLES };
+enum meta_table { META_POOL = 0, META_DS, META_BP, META_MAC, META_NTABLES };
 
 #define META_CREATE 0x1u
 

@@ -40,7 +40,7 @@ struct meta_txn {
 	int rdonly;
 };
 
-static const char *const table_names[META_NTABLES] = { "pool", "ds", "bp" };
+static const char *const table_names[META_NTABLES] = { "pool", "ds", "bp", "mac" };
 
 static int lmdb_error(int rc)
 {

@@ -82,15 +82,21 @@ struct rec {
 	int status;
 };
 
-#define AAD_LEN 24
+#define AAD_LEN (8 + 8 + 8 + 1 + 4 + 4)
 
-static void make_aad(const struct stor_ds *ds, uint64_t recno, uint64_t birth, uint8_t aad[AAD_LEN])
+/* The record's place and how to read it back: a ciphertext moved, or its
+ * pointer's compression or sizes changed, fails to open. */
+static void make_aad(const struct stor_ds *ds, uint64_t recno, const struct bp *bp,
+		     uint8_t aad[AAD_LEN])
 {
 	uint8_t *w = aad;
 
 	put_u64(&w, ds->guid);
 	put_u64(&w, recno);
-	put_u64(&w, birth);
+	put_u64(&w, bp->birth);
+	put_u8(&w, bp->comp);
+	put_u32(&w, bp->lsize);
+	put_u32(&w, bp->csize);
 }
 
 /* A clear record's checksum is seeded by its place so a misdirected or
@@ -137,6 +143,37 @@ static int reads_into_ubuf(const struct rec *r, const struct lun *lun)
 	return r->found && r->roff == 0 && r->rlen == r->ds->recsize &&
 	       r->bp.comp == BP_COMP_OFF && r->bp.psize == r->rlen &&
 	       (r->src || !lun_is_direct(lun) || (uintptr_t)r->ubuf % STOR_SECTOR == 0);
+}
+
+static void auth_failed(struct stor_pool *p, struct rec *r)
+{
+	if (r->found && r->bp.lun < atomic_load(&p->nluns))
+		atomic_fetch_add(&p->luns[r->bp.lun].cksum_errors, 1);
+	STATS_ADD(r->ds, auth_errors, 1);
+}
+
+/*
+ * Every record of an encrypted dataset, written or not, is read through its
+ * authenticated group of block pointers (bpmac.c); a pointer that claims
+ * clear there is forged. Nothing of a dataset whose key is not loaded is
+ * served, not even its holes.
+ */
+static int check_pointer(struct stor_pool *p, struct rec *r)
+{
+	struct ds_keys *k;
+	int ret;
+
+	if (!r->ds->suite)
+		return r->found && (r->bp.flags & BP_F_ENCRYPTED) ? STOR_ECORRUPT : 0;
+	k = atomic_load(&r->ds->keys);
+	if (!k)
+		return STOR_ENOKEY;
+	ret = bpmac_check_group(p->meta, r->ds->id, k->mac, &k->seen, r->recno);
+	if (ret == 0 && r->found && !(r->bp.flags & BP_F_ENCRYPTED))
+		ret = STOR_EAUTH;
+	if (ret == STOR_EAUTH)
+		auth_failed(p, r);
+	return ret;
 }
 
 /*
@@ -215,6 +252,11 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 
 		r->found = found[k];
 		r->bp = bps[k];
+		ret = check_pointer(p, r);
+		if (ret < 0) {
+			fail_io(r, ret);
+			continue;
+		}
 		sz = r->found ? r->bp.psize : round_sector(r->ds->recsize);
 		if (r->found && (r->bp.lsize != r->ds->recsize || r->bp.lun >= atomic_load(&p->nluns) ||
 				 r->bp.comp > BP_COMP_ZSTD ||
@@ -275,12 +317,12 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			continue;
 		}
 		k = atomic_load(&r->ds->keys);
-		key = k ? dskeys_data_key(k, r->ds->guid, r->ds->suite, r->bp.epoch) : NULL;
+		key = k ? dskeys_data_key(k, r->ds->guid, r->ds->suite, r->bp.salt) : NULL;
 		if (!key) {
 			fail_io(r, k ? -ENOMEM : STOR_ENOKEY);
 			continue;
 		}
-		make_aad(r->ds, r->recno, r->bp.birth, aads[nops]);
+		make_aad(r->ds, r->recno, &r->bp, aads[nops]);
 		ops[nops] = (struct crypt_op){ .key = key, .nonce = r->bp.nonce, .aad = aads[nops],
 					       .aad_len = AAD_LEN, .in = r->src, .out = r->buf,
 					       .len = r->bp.csize, .tag = r->bp.mac };
@@ -299,10 +341,8 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			STATS_ADD(r->ds, opened, 1);
 			STATS_ADD(r->ds, open_ns, share);
 			if (ops[j].status) {
-				if (ops[j].status == STOR_EAUTH) {
-					atomic_fetch_add(&p->luns[r->bp.lun].cksum_errors, 1);
-					STATS_ADD(r->ds, auth_errors, 1);
-				}
+				if (ops[j].status == STOR_EAUTH)
+					auth_failed(p, r);
 				fail_io(r, ops[j].status);
 			}
 			j++;
@@ -325,6 +365,8 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		explicit_bzero(r->buf, r->bp.psize);
 		free(r->buf);
 		r->buf = plain;
+		if (err < 0)
+			explicit_bzero(plain, r->ds->recsize);
 		if (err < 0)
 			fail_io(r, err);
 	}
@@ -362,39 +404,49 @@ static void unlock_stripes(struct stor_pool *p, const uint8_t *held)
 			pthread_mutex_unlock(&p->stripes[s]);
 }
 
-/* Reserve the nonces of every encrypted record, per dataset, before the
- * reader section (a reservation may write metadata). */
+/* The key state and nonce of each record of an encrypted dataset. */
 struct nonce_plan {
-	uint32_t epoch;
-	uint64_t next;
+	struct ds_keys *k;
+	uint64_t salt, ctr;
+	uint32_t prefix;
+	int planned;
 };
 
+/*
+ * Every change of an encrypted dataset needs its key, discards included
+ * (the commit updates the dataset's MACs). Every record to be sealed gets
+ * a nonce of its own: a dataset's records in the batch draw one run from
+ * its nonce block and take consecutive numbers of it, whatever holes or
+ * failed records sit between them. Runs in the reader section.
+ */
 static void plan_nonces(struct rec *recs, size_t n, struct nonce_plan *plan)
 {
 	for (size_t i = 0; i < n; i++) {
+		if (recs[i].status || !recs[i].ds->suite)
+			continue;
+		plan[i].k = atomic_load(&recs[i].ds->keys);
+		if (!plan[i].k)
+			fail_io(&recs[i], STOR_ENOKEY);
+	}
+	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
+		uint64_t salt, next;
+		uint32_t prefix;
 		size_t cnt = 0;
-		int ret;
 
-		if (r->status || !r->ds->suite || r->kind == REC_HOLE)
+		if (r->status || !plan[i].k || r->kind == REC_HOLE || plan[i].planned)
 			continue;
-		/* first record of this dataset in the batch: reserve for all of them */
-		size_t j;
-		for (j = 0; j < i; j++)
-			if (recs[j].ds == r->ds)
-				break;
-		if (j < i) {
-			plan[i] = plan[j];
-			continue;
+		for (size_t j = i; j < n; j++)
+			cnt += !recs[j].status && recs[j].kind != REC_HOLE && plan[j].k == plan[i].k;
+		dskeys_nonces(plan[i].k, cnt, &salt, &prefix, &next);
+		for (size_t j = i; j < n; j++) {
+			if (recs[j].status || recs[j].kind == REC_HOLE || plan[j].k != plan[i].k)
+				continue;
+			plan[j].salt = salt;
+			plan[j].prefix = prefix;
+			plan[j].ctr = next++;
+			plan[j].planned = 1;
 		}
-		for (j = i; j < n; j++)
-			if (recs[j].ds == r->ds && !recs[j].status && recs[j].kind != REC_HOLE)
-				cnt++;
-		ret = dskeys_nonces(r->ds, cnt, &plan[i].epoch, &plan[i].next);
-		if (ret < 0)
-			for (j = i; j < n; j++)
-				if (recs[j].ds == r->ds)
-					fail_io(&recs[j], ret);
 	}
 }
 
@@ -421,8 +473,8 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		goto out;
 	}
 	lock_stripes(p, recs, n, held);
-	plan_nonces(recs, n, plan);
 	slot = txg_read_enter(p);
+	plan_nonces(recs, n, plan);
 
 	/* old contents of partially written records */
 	for (size_t i = 0; i < n; i++) {
@@ -446,6 +498,9 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			read_recs(p, tmp, nrmw);
 			for (size_t i = 0; i < nrmw; i++) {
 				if (tmp[i].status) {
+					if (tmp[i].buf)
+						explicit_bzero(tmp[i].buf,
+							       round_sector(tmp[i].ds->recsize));
 					free(tmp[i].buf);
 					fail_io(rmw[i], tmp[i].status);
 					continue;
@@ -490,6 +545,7 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			continue; /* stored raw */
 		r->csize = (uint32_t)compress_record(level, r->buf, r->ds->recsize, z, cap, STOR_SECTOR);
 		if (!r->csize) {
+			explicit_bzero(z, cap);
 			free(z);
 			continue;
 		}
@@ -506,7 +562,6 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 	birth = txg_hold(p);
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
-		struct ds_keys *k;
 		const struct crypt_key *key;
 
 		if (r->status || r->kind == REC_HOLE)
@@ -523,19 +578,15 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 				checksum(r->ds, r->recno, birth, r->buf, r->bp.csize, r->bp.mac);
 			continue;
 		}
-		k = atomic_load(&r->ds->keys);
-		key = k ? dskeys_data_key(k, r->ds->guid, r->ds->suite, plan[i].epoch) : NULL;
+		key = dskeys_data_key(plan[i].k, r->ds->guid, r->ds->suite, plan[i].salt);
 		if (!key) {
-			fail_io(r, k ? -ENOMEM : STOR_ENOKEY);
+			fail_io(r, -ENOMEM);
 			continue;
 		}
 		r->bp.flags |= BP_F_ENCRYPTED;
-		r->bp.epoch = plan[i].epoch;
-		crypt_nonce(plan[i].epoch, plan[i].next, r->bp.nonce);
-		for (size_t j = i + 1; j < n; j++)
-			if (recs[j].ds == r->ds)
-				plan[j].next = plan[i].next + 1;
-		make_aad(r->ds, r->recno, birth, aads[nops]);
+		r->bp.salt = plan[i].salt;
+		crypt_nonce(plan[i].prefix, plan[i].ctr, r->bp.nonce);
+		make_aad(r->ds, r->recno, &r->bp, aads[nops]);
 		ops[nops] = (struct crypt_op){ .key = key, .nonce = r->bp.nonce, .aad = aads[nops],
 					       .aad_len = AAD_LEN, .in = r->buf, .out = r->buf,
 					       .len = r->bp.csize, .tag = r->bp.mac };
@@ -557,6 +608,13 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 				fail_io(r, ops[j].status);
 			j++;
 		}
+	}
+	/* the keyless checksum of the stored bytes, for scrub */
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &recs[i];
+
+		if (!r->status && !r->io->result && r->kind != REC_HOLE)
+			r->bp.cksum = XXH3_64bits(r->buf, r->bp.psize);
 	}
 	/* allocate and write; any failure fails the request before anything is staged */
 	for (size_t i = 0; i < n; i++) {
@@ -612,8 +670,8 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 				alloc_put(p->alloc, r->bp.lun, r->bp.sector, r->bp.psize / STOR_SECTOR);
 			continue;
 		}
-		ret = txg_stage(p, r->ds->id, r->recno, r->kind == REC_HOLE ? &hole : &r->bp, &old,
-				&had_old);
+		ret = txg_stage(p, r->ds->id, r->recno, r->kind == REC_HOLE ? &hole : &r->bp,
+				plan[i].k ? plan[i].k->mac : NULL, &old, &had_old);
 		if (ret < 0) {
 			/* out of memory while staging: this record keeps its old data */
 			if (r->kind != REC_HOLE)
@@ -739,9 +797,17 @@ static void run_group(struct stor_pool *p, struct stor_io *ios, size_t i, size_t
 			if (recs[x].io->result)
 				memset(recs[x].ubuf, 0, recs[x].rlen);
 	}
-	for (size_t x = 0; x < n; x++)
-		if (recs[x].buf != recs[x].ubuf)
-			free(recs[x].buf);
+	for (size_t x = 0; x < n; x++) {
+		struct rec *r = &recs[x];
+
+		if (!r->buf || r->buf == r->ubuf)
+			continue;
+		/* plaintext of an encrypted dataset (decrypted, decompressed, merged
+		 * for a partial write, or not sealed after a failure) goes nowhere */
+		if (r->ds->suite)
+			explicit_bzero(r->buf, round_sector(r->ds->recsize));
+		free(r->buf);
+	}
 	free(recs);
 }
 

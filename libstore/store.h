@@ -159,6 +159,22 @@ int stor_pool_stat(struct stor_pool *pool, struct stor_pool_stat *st);
 /** Fill @st for LUN @idx (0-based). @return 0 or -ENOENT past the last LUN. */
 int stor_pool_lun_stat(struct stor_pool *pool, unsigned idx, struct stor_lun_stat *st);
 
+/** What stor_pool_verify() found. */
+struct stor_verify_report {
+	uint64_t records;       /* block pointers walked */
+	uint64_t encrypted;     /* of which encrypted */
+	uint64_t nonce_repeats; /* (dataset, key salt, nonce) seen more than once: must be 0 */
+	uint64_t cksum_errors;  /* stored bytes that do not match their keyless checksum */
+};
+
+/**
+ * Check the pool's invariants without any key: commit what is open, then
+ * walk every block pointer, read its extent and compare its checksum, and
+ * count nonces used twice under one data key.
+ * @return 0 (see @rep) or an error
+ */
+int stor_pool_verify(struct stor_pool *pool, struct stor_verify_report *rep);
+
 /* ---- key material ---- */
 
 enum stor_keyformat { STOR_KEY_NONE = 0, STOR_KEY_RAW, STOR_KEY_HEX, STOR_KEY_PASSPHRASE };

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "bpmac.h"
 #include "crypt.h"
 #include "keys.h"
 #include "props.h"
@@ -20,18 +21,31 @@ struct stage;
 
 #define STRIPES 256
 
-/* Key state of a dataset whose key is loaded; swapped as one pointer. */
-struct epoch_key {
-	uint32_t epoch;
+/* A data key derived for one key salt; kept until the key state is freed. */
+struct salt_key {
+	uint64_t salt;
 	struct crypt_key *key;
-	struct epoch_key *retired; /* replaced ones, freed with the key state */
+	struct salt_key *next; /* every key of the state, newest first */
 };
 
+#define DSKEYS_HOT 16
+#define DSKEYS_MAX_SALTS 4096 /* data keys one key state derives at most */
+
+/* Key state of a dataset whose key is loaded; swapped as one pointer. */
 struct ds_keys {
 	uint8_t *master; /* KEYS_MASTER_LEN bytes of secure memory */
 	uint8_t *wk;     /* wrapping key, on an encryption root only */
-	_Atomic(struct epoch_key *) data[8]; /* data keys by epoch % 8 */
-	pthread_mutex_t lock;                /* deriving a data key */
+	struct mac_key *mac;  /* block pointer MACs (bpmac.c) */
+	struct mac_seen seen; /* groups verified since the load */
+	_Atomic(struct salt_key *) hot[DSKEYS_HOT]; /* by salt; entries live in @all */
+	struct salt_key *all;
+	size_t nall;
+	pthread_mutex_t lock; /* deriving a data key */
+	/* the nonce block writes draw from (crypt.c, nonce scheme) */
+	pthread_mutex_t nonce_lock;
+	int have_block;
+	uint32_t prefix;
+	uint64_t salt, next;
 };
 
 /* Counters of one dataset: struct stor_io_stats, field by field, atomic. */
@@ -67,10 +81,6 @@ struct stor_ds {
 	uint32_t iters;          /* pbkdf2 iterations, on a root */
 	uint8_t salt[KEYS_SALT_LEN];
 	_Atomic(struct ds_keys *) keys; /* NULL while the key is not loaded */
-	/* nonce counter of the current epoch; [next, reserved) may be used */
-	pthread_mutex_t nonce_lock;
-	uint32_t nonce_epoch;
-	uint64_t nonce_next, nonce_reserved;
 };
 
 struct pool_lun {
@@ -138,14 +148,17 @@ void pool_lun_failed(struct stor_pool *p, struct lun *lun);
 int dskeys_create(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *parent,
 		  const struct stor_ds_opts *opts);
 void dskeys_drop(struct stor_ds *ds);
-/** Reserve @n nonces for a batch of writes; returns the key epoch and counter of the first. */
-int dskeys_nonces(struct stor_ds *ds, size_t n, uint32_t *epoch, uint64_t *first);
-/** The data key of @epoch, derived on first use; NULL if the key is not loaded. */
+/** Draw @n nonces for a batch of writes from the current nonce block of @k. */
+void dskeys_nonces(struct ds_keys *k, size_t n, uint64_t *salt, uint32_t *prefix,
+		   uint64_t *first);
+/** The data key of key salt @salt, derived on first use; NULL on failure. */
 const struct crypt_key *dskeys_data_key(struct ds_keys *k, uint64_t guid, int suite,
-					uint32_t epoch);
-#define DSKEYS_RECORD_LEN (1 + 4 + 8)
+					uint64_t salt);
+#define DSKEYS_RECORD_LEN 1
 void dskeys_record(struct stor_ds *ds, uint8_t **p);
 int dskeys_parse(struct stor_ds *ds, const uint8_t **p, const uint8_t *end);
+/** Write the MAC root of a new encrypted dataset @ds into @t. */
+int dskeys_init_macs(struct meta_txn *t, struct stor_ds *ds);
 
 /* keyfile.c: wrapped keys and their parameters, outside LMDB */
 /** Replace the key file with the keys of every encrypted dataset (and @extra). */

@@ -24,6 +24,7 @@
 struct stage_ent {
 	uint64_t ds_id, recno;
 	struct bp bp;
+	struct mac_key *mk; /* encrypted datasets: held by the stage's mks */
 	int used;
 };
 
@@ -44,6 +45,8 @@ struct stage {
 		char *name;
 	} *gone; /* destroyed datasets */
 	size_t ngone;
+	struct mac_key **mks; /* a reference on the MAC key of each dataset staged */
+	size_t nmks, capmks;
 	uint8_t dirty[STOR_LUNS_MAX];
 };
 
@@ -67,9 +70,10 @@ void bp_encode(const struct bp *bp, uint8_t out[BP_LEN])
 	put_u32(&w, bp->csize);
 	put_u64(&w, bp->sector);
 	put_u64(&w, bp->birth);
-	put_u32(&w, bp->epoch);
+	put_u64(&w, bp->salt);
 	put_bytes(&w, bp->nonce, sizeof(bp->nonce));
 	put_bytes(&w, bp->mac, sizeof(bp->mac));
+	put_u64(&w, bp->cksum);
 }
 
 int bp_decode(const uint8_t *in, size_t len, struct bp *bp)
@@ -86,9 +90,10 @@ int bp_decode(const uint8_t *in, size_t len, struct bp *bp)
 	bp->csize = get_u32(&r);
 	bp->sector = get_u64(&r);
 	bp->birth = get_u64(&r);
-	bp->epoch = get_u32(&r);
+	bp->salt = get_u64(&r);
 	get_bytes(&r, bp->nonce, sizeof(bp->nonce));
 	get_bytes(&r, bp->mac, sizeof(bp->mac));
+	bp->cksum = get_u64(&r);
 	if (bp->psize == 0 || bp->psize % STOR_SECTOR || bp->csize > bp->psize ||
 	    bp->lsize > STOR_RECSIZE_MAX || (bp->flags & BP_F_HOLE))
 		return STOR_ECORRUPT;
@@ -113,7 +118,28 @@ static void stage_free(struct stage *s)
 	for (size_t i = 0; i < s->ngone; i++)
 		free(s->gone[i].name);
 	free(s->gone);
+	for (size_t i = 0; i < s->nmks; i++)
+		mac_key_put(s->mks[i]);
+	free(s->mks);
 	free(s);
+}
+
+/* The stage's commit will need @mk: hold a reference once per stage. */
+static int stage_hold_mk(struct stage *s, struct mac_key *mk)
+{
+	if (!mk || mk->staged_txg == s->txg)
+		return 0;
+	if (s->nmks == s->capmks) {
+		size_t cap = s->capmks ? s->capmks * 2 : 16;
+		struct mac_key **m = realloc(s->mks, cap * sizeof(*m));
+		if (!m)
+			return -ENOMEM;
+		s->mks = m;
+		s->capmks = cap;
+	}
+	s->mks[s->nmks++] = mac_key_ref(mk);
+	mk->staged_txg = s->txg;
+	return 0;
 }
 
 static int stage_empty(const struct stage *s)
@@ -266,7 +292,7 @@ static int lookup_committed(struct meta_txn *t, uint64_t ds_id, uint64_t recno, 
 }
 
 int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct bp *bp,
-	      struct bp *old, int *had_old)
+	      struct mac_key *mk, struct bp *old, int *had_old)
 {
 	struct meta_txn *t = NULL;
 	struct stage_ent *e;
@@ -294,6 +320,8 @@ int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct 
 				ret = 0;
 		}
 	}
+	if (ret == 0)
+		ret = stage_hold_mk(p->open, mk);
 	if (ret < 0)
 		goto out;
 	if (*had_old) {
@@ -309,6 +337,7 @@ int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct 
 		goto out;
 	}
 	e->bp = *bp;
+	e->mk = mk;
 	if (!(bp->flags & BP_F_HOLE))
 		p->open->dirty[bp->lun] = 1;
 out:
@@ -400,6 +429,7 @@ int txg_forget_ds(struct stor_pool *p, uint64_t ds_id, const char *name)
 				}
 				ne = stage_insert(s, e->ds_id, e->recno);
 				ne->bp = e->bp;
+				ne->mk = e->mk;
 			}
 			free(old);
 		} else {
@@ -429,6 +459,52 @@ static int free_gone(const void *key, size_t klen, const void *val, size_t vlen,
 	return 0;
 }
 
+/*
+ * The MAC change of every staged pointer of an encrypted dataset, read
+ * against what @t holds before this commit writes it.
+ */
+static int commit_macs(struct stage *s, struct meta_txn *t)
+{
+	struct bpmac_change *ch;
+	size_t n = 0;
+	int ret = 0;
+
+	for (size_t i = 0; i < s->cap; i++)
+		n += s->tab[i].used && s->tab[i].mk;
+	if (!n)
+		return 0;
+	ch = malloc(n * sizeof(*ch));
+	if (!ch)
+		return -ENOMEM;
+	n = 0;
+	for (size_t i = 0; i < s->cap && ret == 0; i++) {
+		struct stage_ent *e = &s->tab[i];
+		struct bpmac_change *c = &ch[n];
+		uint8_t key[BP_KEY_LEN], val[BP_LEN];
+		const void *v;
+		size_t vlen;
+
+		if (!e->used || !e->mk)
+			continue;
+		*c = (struct bpmac_change){ .ds_id = e->ds_id, .recno = e->recno, .mk = e->mk };
+		bp_key(e->ds_id, e->recno, key);
+		ret = meta_get(t, META_BP, key, sizeof(key), &v, &vlen);
+		if (ret == 0 && vlen == BP_LEN)
+			ret = bpmac_leaf_xor(e->mk, e->recno, v, c->delta);
+		else if (ret == 0 || ret == -ENOENT)
+			ret = 0; /* a malformed old pointer never verified: it leaves no term */
+		if (ret == 0 && !(e->bp.flags & BP_F_HOLE)) {
+			bp_encode(&e->bp, val);
+			ret = bpmac_leaf_xor(e->mk, e->recno, val, c->delta);
+		}
+		n++;
+	}
+	if (ret == 0)
+		ret = bpmac_apply(t, ch, n);
+	free(ch);
+	return ret;
+}
+
 static int commit_stage(struct stor_pool *p, struct stage *s)
 {
 	struct meta_txn *t = NULL;
@@ -451,6 +527,7 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	ret = meta_txn_begin(p->meta, &t);
 	if (ret < 0)
 		return ret;
+	ret = commit_macs(s, t);
 	for (size_t i = 0; i < s->cap && ret == 0; i++) {
 		struct stage_ent *e = &s->tab[i];
 		if (!e->used)
@@ -472,6 +549,8 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 		uint8_t prefix[8], *pw = prefix;
 		put_u64(&pw, s->gone[i].id);
 		ret = meta_iter(t, META_BP, prefix, sizeof(prefix), 1, free_gone, &g);
+		if (ret == 0)
+			ret = bpmac_forget(t, s->gone[i].id);
 		if (ret == 0) {
 			ret = meta_del(t, META_DS, s->gone[i].name, strlen(s->gone[i].name));
 			if (ret == -ENOENT)

@@ -13,6 +13,7 @@
 #include "format.h"
 
 struct stor_pool;
+struct mac_key;
 
 /** An in-memory block pointer (format.h has the on-disk form). */
 struct bp {
@@ -22,9 +23,10 @@ struct bp {
 	uint32_t psize, lsize, csize;
 	uint64_t sector;
 	uint64_t birth;
-	uint32_t epoch;
+	uint64_t salt; /* data key of an encrypted record */
 	uint8_t nonce[12];
 	uint8_t mac[16];
+	uint64_t cksum; /* XXH3-64 of the stored bytes */
 };
 
 void bp_encode(const struct bp *bp, uint8_t out[BP_LEN]);
@@ -41,12 +43,13 @@ uint64_t txg_hold(struct stor_pool *p);
 void txg_rele(struct stor_pool *p);
 
 /**
- * Stage @bp for (@ds_id, @recno) in the open txg (caller holds it). The
+ * Stage @bp for (@ds_id, @recno) in the open txg (caller holds it); @mk is
+ * the dataset's MAC key if it is encrypted (the commit updates its MACs). The
  * previous block pointer (staged or committed) is returned in @old
  * (*had_old = 0 if none) and its extent is freed when this txg is durable.
  */
 int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct bp *bp,
-	      struct bp *old, int *had_old);
+	      struct mac_key *mk, struct bp *old, int *had_old);
 
 /**
  * Look up block pointers for a batch: staged ones first, then LMDB.

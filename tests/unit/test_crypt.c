@@ -127,7 +127,7 @@ Test(crypt, key_new_rejects_bad_arguments)
 	crypt_key_free(NULL);
 }
 
-Test(crypt, nonce_is_big_endian_epoch_then_counter)
+Test(crypt, nonce_is_big_endian_prefix_then_counter)
 {
 	uint8_t n[CRYPT_NONCE_LEN];
 	const uint8_t want[CRYPT_NONCE_LEN] = { 0x01, 0x02, 0x03, 0x04, 0x05, 0x06,
@@ -138,7 +138,7 @@ Test(crypt, nonce_is_big_endian_epoch_then_counter)
 	crypt_nonce(0, 1, n);
 	cr_assert_eq(n[11], 1);
 	cr_assert(is_zero(n, 11));
-	cr_assert_eq(CRYPT_EPOCH_RECORDS, 1ull << 32);
+	cr_assert_eq(CRYPT_BLOCK_RECORDS, 1ull << 32);
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -32,10 +32,10 @@
 #define LUN_SIZE (64ull << 20)
 #define VOLSIZE (1ull << 20)
 #define RECSIZE 8192u
-#define BP_SIZE 64
+#define BP_SIZE 76
 #define BP_OFF_LUN 0
 #define BP_OFF_SECTOR 16
-#define BP_OFF_NONCE 36
+#define BP_OFF_NONCE 40
 #define DATA_OFF (1ull << 20)
 
 static void setup(void)

@@ -119,34 +119,40 @@ Test(keys, data_key_follows_documented_hkdf_layout)
 {
 	uint8_t master[KEYS_MASTER_LEN], a[32], b[32];
 	uint8_t salt[8] = { 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef };
-	uint8_t info[19] = "coffer data key\x00\x00\x01\x02";
+	uint8_t info[24] = "coffer data key\x03\x00\x00\x00\x00\x00\x00\x01\x02";
 
 	for (size_t i = 0; i < sizeof(master); i++)
 		master[i] = (uint8_t)i;
-	cr_assert_eq(keys_derive_data(master, 0x0123456789abcdefull, 0x0102, a, sizeof(a)), 0);
+	cr_assert_eq(keys_derive_data(master, 0x0123456789abcdefull, 3, 0x0102, a, sizeof(a)), 0);
 	cr_assert_eq(keys_hkdf_sha512(master, sizeof(master), salt, sizeof(salt), info,
 				      sizeof(info), b, sizeof(b)),
 		     0);
 	cr_assert_arr_eq(a, b, sizeof(a));
 }
 
-Test(keys, data_keys_are_deterministic_and_separated_by_epoch_and_guid)
+Test(keys, data_keys_are_deterministic_and_separated_by_salt_suite_and_guid)
 {
-	uint8_t master[KEYS_MASTER_LEN], k1[32], k2[32], k3[32], k4[32], k5[16];
+	uint8_t master[KEYS_MASTER_LEN], k1[32], k2[32], k3[32], k4[32], k5[16], k6[16], m[32];
 
 	memset(master, 0x5a, sizeof(master));
-	cr_assert_eq(keys_derive_data(master, 42, 1, k1, sizeof(k1)), 0);
-	cr_assert_eq(keys_derive_data(master, 42, 1, k2, sizeof(k2)), 0);
+	cr_assert_eq(keys_derive_data(master, 42, 3, 1, k1, sizeof(k1)), 0);
+	cr_assert_eq(keys_derive_data(master, 42, 3, 1, k2, sizeof(k2)), 0);
 	cr_assert_arr_eq(k1, k2, sizeof(k1), "same inputs must give the same key");
-	cr_assert_eq(keys_derive_data(master, 42, 2, k3, sizeof(k3)), 0);
-	cr_assert_arr_neq(k1, k3, sizeof(k1), "epochs must give different keys");
-	cr_assert_eq(keys_derive_data(master, 43, 1, k4, sizeof(k4)), 0);
+	cr_assert_eq(keys_derive_data(master, 42, 3, 2, k3, sizeof(k3)), 0);
+	cr_assert_arr_neq(k1, k3, sizeof(k1), "key salts must give different keys");
+	cr_assert_eq(keys_derive_data(master, 43, 3, 1, k4, sizeof(k4)), 0);
 	cr_assert_arr_neq(k1, k4, sizeof(k1), "datasets must give different keys");
-	/* a shorter key is a prefix of the HKDF stream */
-	cr_assert_eq(keys_derive_data(master, 42, 1, k5, sizeof(k5)), 0);
+	/* a shorter key is a prefix of the HKDF stream of the same suite... */
+	cr_assert_eq(keys_derive_data(master, 42, 3, 1, k5, sizeof(k5)), 0);
 	cr_assert_arr_eq(k1, k5, sizeof(k5));
-	cr_assert_eq(keys_derive_data(master, 42, 1, k5, 0), -EINVAL);
-	cr_assert_eq(keys_derive_data(master, 42, 1, k1, 33), -EINVAL);
+	/* ...but the aes-128 key of a dataset is not a prefix of its aes-256 key */
+	cr_assert_eq(keys_derive_data(master, 42, 1, 1, k6, sizeof(k6)), 0);
+	cr_assert_arr_neq(k1, k6, sizeof(k6));
+	cr_assert_eq(keys_derive_data(master, 42, 3, 1, k5, 0), -EINVAL);
+	cr_assert_eq(keys_derive_data(master, 42, 3, 1, k1, 33), -EINVAL);
+	/* the MAC key is neither data key */
+	cr_assert_eq(keys_derive_mac(master, 42, 3, m), 0);
+	cr_assert_arr_neq(m, k1, sizeof(m));
 }
 
 Test(keys, format_names_round_trip)

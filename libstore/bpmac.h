@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Block pointer MACs of encrypted datasets (the scheme is in bpmac.c).
+ */
+#ifndef STOR_BPMAC_H
+#define STOR_BPMAC_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format.h"
+
+struct meta;
+struct meta_txn;
+
+/* The MAC key of one dataset; the open txg holds a reference for its commit. */
+struct mac_key {
+	atomic_int refs;
+	uint64_t staged_txg; /* txg.c: the newest stage holding a reference (stage_lock) */
+	uint8_t *k;          /* KEYS_MAC_LEN bytes of secure memory */
+};
+
+/** Derive the MAC key of a dataset from its master key. @return NULL on failure */
+struct mac_key *mac_key_new(const uint8_t *master, uint64_t guid, unsigned suite);
+struct mac_key *mac_key_ref(struct mac_key *mk);
+/** Drop a reference; the last one cleanses the key. NULL is a no-op. */
+void mac_key_put(struct mac_key *mk);
+
+/* Groups verified since the key was loaded: a bit per group, in chunks made on demand. */
+#define MAC_SEEN_CHUNKS 1024u
+#define MAC_SEEN_CHUNK_BYTES 4096u
+struct mac_seen {
+	_Atomic(uint8_t *) chunk[MAC_SEEN_CHUNKS];
+};
+void mac_seen_free(struct mac_seen *s);
+
+/** The root of a new, empty dataset (in @t, with its dataset record). */
+int bpmac_root_init(struct meta_txn *t, uint64_t ds_id, const struct mac_key *mk);
+
+/**
+ * Check the root of dataset @ds_id against its group MACs, in one snapshot.
+ * @return 0, STOR_EAUTH (root missing or not verifying), or an error
+ */
+int bpmac_verify_root(struct meta *m, uint64_t ds_id, const struct mac_key *mk);
+
+/**
+ * Make sure the group of @recno verifies against its group MAC, once per
+ * key load: the first call reads the group's block pointers from a
+ * snapshot, later ones test a bit. @return 0, STOR_EAUTH, or an error
+ */
+int bpmac_check_group(struct meta *m, uint64_t ds_id, const struct mac_key *mk,
+		      struct mac_seen *seen, uint64_t recno);
+
+/* One record changed by a commit: leaf(old) ^ leaf(new) (an absent pointer is zero). */
+struct bpmac_change {
+	uint64_t ds_id, recno;
+	const struct mac_key *mk;
+	uint8_t delta[MAC_LEN];
+};
+
+/** XOR the leaf of (@recno, encoded pointer @bp) into @acc. @return 0 or -EIO */
+int bpmac_leaf_xor(const struct mac_key *mk, uint64_t recno, const uint8_t bp[BP_LEN],
+		   uint8_t acc[MAC_LEN]);
+
+/**
+ * Apply the changes of one commit to the group MACs and roots in @t: cost
+ * proportional to the changes, whatever the size of the datasets. Sorts @ch.
+ * @return 0 or an error (the caller aborts @t)
+ */
+int bpmac_apply(struct meta_txn *t, struct bpmac_change *ch, size_t n);
+
+/** Delete every MAC of dataset @ds_id (it is being destroyed). */
+int bpmac_forget(struct meta_txn *t, uint64_t ds_id);
+
+#endif
