@@ -49,7 +49,7 @@ static struct tamper *cur_tamper; /* closed by teardown when a test stops early 
 
 #define NLUNS 2
 #define RS 4096u             /* record size of every dataset here */
-#define VOL (1u << 20)       /* volume size */
+#define VOL (2u << 20)       /* volume size: records of two MAC groups (256 records each) */
 #define NREC (VOL / RS)
 #define DEADLINE_MS 60000    /* for completions on a loaded machine */
 
@@ -738,7 +738,12 @@ Test(integrity, mixed_bursts_never_repeat_a_nonce_across_restart_and_change_key)
 
 #define ENC "tank/e"
 
-/* Pool, encryption root ENC (aes-256-ccm) with records 0-7 written; daemon stopped. */
+#define OTHER_GROUP 300 /* a record of another MAC group than records 0-7 */
+
+/*
+ * Pool, encryption root ENC (aes-256-ccm) with records 0-7 and OTHER_GROUP
+ * written; daemon stopped.
+ */
 static void enc_pool_stopped(const char *extra_create)
 {
 	pool_create();
@@ -747,6 +752,7 @@ static void enc_pool_stopped(const char *extra_create)
 	       VOL, RS, key1, extra_create ? extra_create : "", ENC);
 	for (uint64_t r = 0; r < 8; r++)
 		cr_assert_eq(write_pat(ENC, r * RS, RS, 0xe000 + r), 0, "%s", out);
+	cr_assert_eq(write_pat(ENC, OTHER_GROUP * RS, RS, 0xe000 + OTHER_GROUP), 0, "%s", out);
 	COF_OK("flush %s", ENC);
 	stop();
 }
@@ -810,12 +816,15 @@ static void clear_flag_attack(int guess_mac)
 		  "read with the key unloaded: %s", out);
 	cr_expect(!leaks(got, n, forged, sizeof(forged)),
 		  "with the key unloaded, the forged plaintext was returned");
-	/* an untouched record still reads */
+	/*
+	 * A group MAC cannot tell which of its pointers lied, so the records of
+	 * the forged one's group may go with it; another group still reads.
+	 */
 	COF_OK("load-key %s", ENC);
-	st = read_rec(ENC, 5 * RS, RS, got, &n);
-	cr_assert_eq(st, 0, "an untouched record: %s", out);
-	pat(forged, RS, 0xe005);
-	cr_assert(n == RS && !memcmp(got, forged, RS), "record 5 changed");
+	st = read_rec(ENC, OTHER_GROUP * RS, RS, got, &n);
+	cr_assert_eq(st, 0, "a record of another group: %s", out);
+	pat(forged, RS, 0xe000 + OTHER_GROUP);
+	cr_assert(n == RS && !memcmp(got, forged, RS), "record %u changed", OTHER_GROUP);
 }
 
 Test(integrity, bp_flagged_clear_with_zero_mac_and_checksum_off_is_refused)
@@ -836,8 +845,14 @@ Test(integrity, bp_flagged_clear_with_a_guessed_checksum_as_mac_is_refused)
 	clear_flag_attack(1);
 }
 
-Test(integrity, suite_byte_set_off_refuses_the_dataset_and_stores_no_plaintext)
+/*
+ * Set the suite byte of ENC's record off; with @prop_too, make its local
+ * encryption property say "off" as well (a u16-length-prefixed value in the
+ * same record), so that only what lies outside the record can tell.
+ */
+static void suite_off_attack(int prop_too)
 {
+	static const char was[] = "\0\x0b" "aes-256-ccm", now[] = "\0\x03" "off";
 	uint8_t rec[4096], plain[RS];
 	struct tamper *t;
 	long n;
@@ -852,6 +867,15 @@ Test(integrity, suite_byte_set_off_refuses_the_dataset_and_stores_no_plaintext)
 		     "the last byte of the dataset record is %u, not aes-256-ccm (%u)", rec[n - 1],
 		     TSUITE_AES256_CCM);
 	rec[n - 1] = TSUITE_OFF;
+	if (prop_too) {
+		uint8_t *v = memmem(rec, (size_t)n, was, sizeof(was) - 1);
+
+		cr_assert_not_null(v, "no encryption=aes-256-ccm in the record of %s", ENC);
+		memmove(v + sizeof(now) - 1, v + sizeof(was) - 1,
+			(size_t)(rec + n - (v + sizeof(was) - 1)));
+		memcpy(v, now, sizeof(now) - 1);
+		n -= (long)(sizeof(was) - sizeof(now));
+	}
 	cr_assert_eq(tamper_put(t, "ds", ENC, strlen(ENC), rec, (size_t)n), 0);
 	untam(t);
 
@@ -863,6 +887,8 @@ Test(integrity, suite_byte_set_off_refuses_the_dataset_and_stores_no_plaintext)
 		return;
 	}
 	cof("pool status");
+	cr_log_info("after the suite byte was set off:\nlog:\n%s\nstatus:\n%s", log_since(from),
+		    out);
 	cr_expect(strstr(log_since(from), ENC) || strstr(out, ENC),
 		  "neither the import nor pool status names %s:\nlog:\n%s\nstatus:\n%s", ENC,
 		  log_since(from), out);
@@ -874,6 +900,16 @@ Test(integrity, suite_byte_set_off_refuses_the_dataset_and_stores_no_plaintext)
 	stop();
 	cr_expect_eq(on_luns(plain), 0, "the plaintext written to %s is on a LUN", ENC);
 	start();
+}
+
+Test(integrity, suite_byte_set_off_refuses_the_dataset_and_stores_no_plaintext)
+{
+	suite_off_attack(0);
+}
+
+Test(integrity, suite_byte_and_encryption_property_set_off_still_refuse_the_dataset)
+{
+	suite_off_attack(1);
 }
 
 Test(integrity, replayed_block_pointer_and_extent_fail_authentication)
@@ -986,6 +1022,7 @@ Test(integrity, deleted_mac_root_makes_load_key_or_import_refuse_the_dataset)
 		return;
 	}
 	st = cof("load-key %s", ENC);
+	cr_log_info("load-key without the mac root: exit %d: %s", st, out);
 	cr_expect_neq(st, 0, "load-key of %s succeeded without its mac root", ENC);
 	cr_expect(strstr(out, ENC) || strstr(log_since(from), ENC),
 		  "neither load-key nor the import names %s:\n%s\nlog:\n%s", ENC, out,
