@@ -1033,6 +1033,87 @@ Test(integrity, deleted_mac_root_makes_load_key_or_import_refuse_the_dataset)
 	cr_expect(!leaks(got, n, p, RS), "a record of %s was returned", ENC);
 }
 
+/*
+ * f. Metadata rolled back: the attacker keeps a copy of the state dir,
+ * lets the owner write, keeps the ciphertext that went to the LUNs, and
+ * puts the old state dir back. Whatever the engine persisted about the
+ * nonces it handed out is then old; the owner's next writes must still
+ * never seal under a (key, nonce) already used for the lost ones.
+ */
+struct sealed {
+	uint64_t recno, salt;
+	uint8_t nonce[12];
+	uint8_t k[64]; /* stored ^ plaintext, the first 64 bytes */
+};
+
+static size_t seal_list(uint64_t gen, struct sealed *v)
+{
+	struct tamper *t = tam();
+	uint64_t id = ds_id(t, ENC);
+	size_t n = 0;
+
+	for (uint64_t r = 10; r < 40; r++) {
+		uint8_t c[64], p[RS];
+		struct tbp bp;
+
+		cr_assert_eq(tamper_bp_get(t, id, r, &bp), 0, "no bp of record %llu",
+			     (unsigned long long)r);
+		cr_assert(bp.flags & TBP_F_ENCRYPTED);
+		cr_assert_eq(tlun_read(lun_path(bp.lun), bp.sector, 0, c, sizeof(c)), 0);
+		pat(p, RS, gen << 16 | r);
+		v[n] = (struct sealed){ .recno = r, .salt = bp.salt };
+		memcpy(v[n].nonce, bp.nonce, 12);
+		for (int i = 0; i < 64; i++)
+			v[n].k[i] = c[i] ^ p[i];
+		n++;
+	}
+	untam(t);
+	return n;
+}
+
+static void write_gen(uint64_t gen)
+{
+	start();
+	COF_OK("load-key %s", ENC);
+	for (uint64_t r = 10; r < 40; r++)
+		cr_assert_eq(write_pat(ENC, r * RS, RS, gen << 16 | r), 0, "%s", out);
+	COF_OK("flush %s", ENC);
+	stop();
+}
+
+Test(integrity, rolled_back_metadata_never_makes_the_engine_reuse_a_nonce)
+{
+	struct sealed lost[30], now[30];
+	size_t nl, nn, rep = 0, nrep = 0;
+	char cmd[4 * PATH_MAX];
+
+	enc_pool_stopped(NULL);
+	snprintf(cmd, sizeof(cmd), "cp -a '%s/pools' '%s/pools.saved'", td.state, td.dir);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	write_gen(1);
+	nl = seal_list(1, lost);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s/pools' && cp -a '%s/pools.saved' '%s/pools'",
+		 td.state, td.dir, td.state);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	write_gen(2);
+	nn = seal_list(2, now);
+	for (size_t i = 0; i < nl; i++)
+		for (size_t j = 0; j < nn; j++) {
+			if (!memcmp(lost[i].k, now[j].k, 64) && !rep++)
+				cr_log_error("record %llu before the rollback and record %llu after "
+					     "it XOR to their plaintexts' XOR",
+					     (unsigned long long)lost[i].recno,
+					     (unsigned long long)now[j].recno);
+			nrep += lost[i].salt == now[j].salt &&
+				!memcmp(lost[i].nonce, now[j].nonce, 12);
+		}
+	cr_expect_eq(rep, 0, "%zu records written after the metadata was rolled back share a "
+		     "keystream with records written before it", rep);
+	cr_expect_eq(nrep, 0, "%zu (salt, nonce) pairs used before the rollback were used again",
+		     nrep);
+	start();
+}
+
 /* ==== 3. discard with the key unloaded ==== */
 
 /* The block pointer values of records 0-7 of ENC (zeros where there is none). */
