@@ -1104,6 +1104,8 @@ static int h_key_load(struct rpc_call *c)
 		ret = stor_key_load(pool, name, &key, fl);
 		if (ret == -EEXIST)
 			snprintf(c->err, sizeof(c->err), "%s: key already loaded", name);
+		else if ((ret == STOR_EAUTH || ret == STOR_ECORRUPT) && stor_pool_last_error()[0])
+			snprintf(c->err, sizeof(c->err), "%s", stor_pool_last_error());
 		else if (ret < 0)
 			snprintf(c->err, sizeof(c->err), "%s: %s", name,
 				 ret == -ENOENT ? "dataset does not exist" : stor_strerror(ret));

@@ -291,6 +291,7 @@ int stor_key_load(struct stor_pool *p, const char *name, const struct stor_key_m
 	size_t n = 0;
 	int ret;
 
+	pool_set_error("%s", "");
 	pthread_mutex_lock(&p->admin);
 	ret = find_root(p, name, &root);
 	if (ret < 0)

@@ -43,7 +43,8 @@ static int cmp_nonce(const void *a, const void *b)
 /* Count the repeats among the nonces of the dataset just walked. */
 static void close_ds(struct walk *w)
 {
-	qsort(w->seen, w->nseen, sizeof(*w->seen), cmp_nonce);
+	if (w->nseen > 1)
+		qsort(w->seen, w->nseen, sizeof(*w->seen), cmp_nonce);
 	for (size_t i = 1; i < w->nseen; i++)
 		if (cmp_nonce(&w->seen[i - 1], &w->seen[i]) == 0)
 			w->rep->nonce_repeats++;

@@ -3,7 +3,8 @@
  * End-to-end tests of per-dataset encryption through the public API: no
  * plaintext on the LUNs, every suite across a restart, tampering with
  * ciphertext and with block pointers in LMDB, key load/unload/change and
- * inheritance, and nonce uniqueness over a million record writes.
+ * inheritance, nonce uniqueness over a million record writes and across
+ * mixed batches and metadata rollbacks, and the block pointer MACs.
  *
  * Block pointers are reached by opening the pool's LMDB file directly, only
  * while the pool is closed (or from a forked child, which is a process of
@@ -35,7 +36,11 @@
 #define BP_SIZE 76
 #define BP_OFF_LUN 0
 #define BP_OFF_SECTOR 16
+#define BP_OFF_FLAGS 2
+#define BP_OFF_COMP 3
+#define BP_OFF_SALT 32
 #define BP_OFF_NONCE 40
+#define BP_OFF_MAC 52
 #define DATA_OFF (1ull << 20)
 
 static void setup(void)
@@ -130,7 +135,7 @@ static void read_eq(struct stor_ds *ds, uint64_t off, const void *want, size_t l
 struct lm {
 	MDB_env *env;
 	MDB_txn *txn;
-	MDB_dbi ds, bp;
+	MDB_dbi ds, bp, mac;
 };
 
 static void lm_open_path(struct lm *l, const char *path, bool rdonly)
@@ -150,6 +155,8 @@ static void lm_open_path(struct lm *l, const char *path, bool rdonly)
 	cr_assert_eq(rc, 0, "dbi ds: %s", mdb_strerror(rc));
 	rc = mdb_dbi_open(l->txn, "bp", 0, &l->bp);
 	cr_assert_eq(rc, 0, "dbi bp: %s", mdb_strerror(rc));
+	rc = mdb_dbi_open(l->txn, "mac", 0, &l->mac);
+	cr_assert_eq(rc, 0, "dbi mac: %s", mdb_strerror(rc));
 }
 
 static void lm_path(const struct tpool *tp, char *path, size_t len)
@@ -1048,4 +1055,347 @@ Test(encryption, no_nonce_repeats_over_a_million_writes)
 	tpool_fini(&tp);
 	free(s.slot);
 	free(buf);
+}
+
+/* ---- 9. nonces of mixed batches, metadata rollback, block pointer MACs ---- */
+
+struct nonce_id {
+	uint8_t b[20]; /* key salt | nonce */
+};
+
+static int nid_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(struct nonce_id));
+}
+
+/* Every (key salt, nonce) of dataset @name, read from the closed pool's LMDB. */
+static size_t lm_nonces(struct tpool *tp, const char *name, struct nonce_id *out, size_t cap)
+{
+	uint8_t prefix[8];
+	MDB_cursor *cur;
+	MDB_val k, v;
+	struct lm l;
+	size_t n = 0;
+	int rc;
+
+	lm_open(&l, tp);
+	put_be64(prefix, lm_ds_id(&l, name));
+	cr_assert_eq(mdb_cursor_open(l.txn, l.bp, &cur), 0);
+	k = (MDB_val){ sizeof(prefix), prefix };
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+	     rc == 0 && k.mv_size == 16 && memcmp(k.mv_data, prefix, 8) == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		cr_assert_lt(n, cap);
+		cr_assert_eq(v.mv_size, BP_SIZE);
+		memcpy(out[n++].b, (const uint8_t *)v.mv_data + BP_OFF_SALT, 20);
+	}
+	mdb_cursor_close(cur);
+	lm_close(&l, false);
+	return n;
+}
+
+static void assert_unique(struct nonce_id *ids, size_t n, const char *what)
+{
+	qsort(ids, n, sizeof(*ids), nid_cmp);
+	for (size_t i = 1; i < n; i++)
+		cr_assert(nid_cmp(&ids[i - 1], &ids[i]) != 0, "%s: a (key salt, nonce) repeats", what);
+}
+
+static void assert_verified(struct tpool *tp, uint64_t min_encrypted)
+{
+	struct stor_verify_report rep;
+	int ret = stor_pool_verify(tp->pool, &rep);
+
+	cr_assert_eq(ret, 0, "verify: %s", stor_strerror(ret));
+	cr_assert_eq(rep.nonce_repeats, 0, "verify: %llu nonces repeat",
+		     (unsigned long long)rep.nonce_repeats);
+	cr_assert_eq(rep.cksum_errors, 0, "verify: %llu checksum errors",
+		     (unsigned long long)rep.cksum_errors);
+	cr_assert_geq(rep.encrypted, min_encrypted);
+}
+
+/*
+ * A whole-record discard ahead of writes of the same dataset in one batch
+ * once sealed the write under the nonce of the dataset's first record:
+ * holes, failed requests and writes of several datasets, all in one submit.
+ */
+Test(encryption, mixed_batch_gives_every_sealed_record_its_own_nonce)
+{
+	uint8_t rec[4][RECSIZE];
+	struct stor_ds *a, *b, *c;
+	struct nonce_id ids[64];
+	struct tpool tp;
+	size_t n;
+
+	tpool_init(&tp, 2, LUN_SIZE, NULL);
+	a = enc_ds(&tp, "tank/a", "aes-256-ccm", &pass_a);
+	b = enc_ds(&tp, "tank/b", "aes-128-gcm", &pass_b);
+	c = tpool_ds(&tp, "tank/c", VOLSIZE, RECSIZE);
+	for (int i = 0; i < 4; i++)
+		tpat_fill(rec[i], RECSIZE, (uint64_t)i, 9);
+	write_ok(a, 7 * RECSIZE, rec[0], RECSIZE); /* the first nonce of each block */
+	write_ok(b, 7 * RECSIZE, rec[0], RECSIZE);
+	for (int round = 0; round < 2; round++) {
+		struct stor_io io[] = {
+			{ .ds = a, .op = STOR_IO_DISCARD, .off = 0, .len = RECSIZE },
+			{ .ds = a, .op = STOR_IO_WRITE, .off = RECSIZE, .len = RECSIZE, .buf = rec[1] },
+			{ .ds = a, .op = STOR_IO_WRITE, .off = VOLSIZE, .len = RECSIZE, .buf = rec[2] },
+			{ .ds = a, .op = STOR_IO_DISCARD, .off = 2 * RECSIZE + 100, .len = 200 },
+			{ .ds = b, .op = STOR_IO_DISCARD, .off = 0, .len = 2 * RECSIZE },
+			{ .ds = b, .op = STOR_IO_WRITE, .off = 2 * RECSIZE, .len = RECSIZE, .buf = rec[2] },
+			{ .ds = c, .op = STOR_IO_WRITE, .off = RECSIZE, .len = RECSIZE, .buf = rec[1] },
+			{ .ds = a, .op = STOR_IO_WRITE, .off = 3 * RECSIZE, .len = RECSIZE, .buf = rec[3] },
+			{ .ds = b, .op = STOR_IO_WRITE, .off = 3 * RECSIZE, .len = RECSIZE, .buf = rec[3] },
+		};
+		cr_assert_eq(stor_io_submit(io, sizeof(io) / sizeof(io[0])), 1,
+			     "only the out-of-range write fails");
+		cr_assert_eq(io[2].result, STOR_ERANGE);
+		assert_verified(&tp, 7);
+		read_eq(a, RECSIZE, rec[1], RECSIZE);
+		read_eq(a, 3 * RECSIZE, rec[3], RECSIZE);
+		read_eq(b, 3 * RECSIZE, rec[3], RECSIZE);
+	}
+	stor_ds_close(a);
+	stor_ds_close(b);
+	stor_ds_close(c);
+	tpool_close(&tp);
+	n = lm_nonces(&tp, "tank/a", ids, 64);
+	cr_assert_eq(n, 4); /* records 1, 2 (partial discard: zeros), 3, 7 */
+	assert_unique(ids, n, "tank/a");
+	n = lm_nonces(&tp, "tank/b", ids, 64);
+	cr_assert_eq(n, 3);
+	assert_unique(ids, n, "tank/b");
+	tpool_fini(&tp);
+}
+
+/* Copy a sparse file (LMDB with MDB_WRITEMAP is as long as its map) by its data extents. */
+static void copy_file(const char *from, const char *to)
+{
+	int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	static char buf[1 << 16];
+	off_t end, data, hole;
+
+	cr_assert(in >= 0 && out >= 0, "copy %s -> %s", from, to);
+	end = lseek(in, 0, SEEK_END);
+	cr_assert_eq(ftruncate(out, end), 0);
+	for (data = lseek(in, 0, SEEK_DATA); data >= 0 && data < end;
+	     data = lseek(in, hole, SEEK_DATA)) {
+		hole = lseek(in, data, SEEK_HOLE);
+		for (off_t o = data; o < hole;) {
+			size_t want = (size_t)(hole - o < (off_t)sizeof(buf) ? hole - o : (off_t)sizeof(buf));
+			ssize_t r = pread(in, buf, want, o);
+			cr_assert_gt(r, 0);
+			cr_assert_eq(pwrite(out, buf, (size_t)r, o), r);
+			o += r;
+		}
+	}
+	close(in);
+	close(out);
+}
+
+static void state_files(struct tpool *tp, const char *suffix, bool save)
+{
+	static const char *const ext[] = { "mdb", "keys" };
+
+	for (int i = 0; i < 2; i++) {
+		char live[PATH_MAX], kept[PATH_MAX + 8];
+
+		snprintf(live, sizeof(live), "%s/pools/%s.%s", tp->dir, tp->name, ext[i]);
+		snprintf(kept, sizeof(kept), "%s%s", live, suffix);
+		if (save)
+			copy_file(live, kept);
+		else
+			copy_file(kept, live);
+	}
+}
+
+/*
+ * A state_dir restored from a backup (or a VM reverted) puts the metadata
+ * back in time; nonces must still never repeat under one key, which a
+ * counter kept in that metadata cannot promise.
+ */
+Test(encryption, nonces_stay_unique_across_a_metadata_rollback)
+{
+	uint8_t buf[RECSIZE];
+	struct nonce_id ids[64], again[9];
+	struct stor_ds *ds;
+	struct tpool tp;
+	size_t n;
+
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	ds = enc_ds(&tp, "tank/a", "aes-256-gcm", &pass_a);
+	write_ok(ds, 0, (tpat_fill(buf, RECSIZE, 0, 1), buf), RECSIZE);
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	state_files(&tp, ".old", true);
+	/* writes after the backup... */
+	cr_assert_eq(tpool_open(&tp), 0);
+	load_key(&tp, "tank/a", &pass_a);
+	ds = open_ds(&tp, "tank/a");
+	for (uint64_t r = 1; r < 9; r++)
+		write_ok(ds, r * RECSIZE, (tpat_fill(buf, RECSIZE, r, 2), buf), RECSIZE);
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	n = lm_nonces(&tp, "tank/a", ids, 64);
+	cr_assert_eq(n, 9);
+	/* ...then the backup is put back and the same records written again */
+	state_files(&tp, ".old", false);
+	cr_assert_eq(tpool_open(&tp), 0);
+	load_key(&tp, "tank/a", &pass_a);
+	ds = open_ds(&tp, "tank/a");
+	for (uint64_t r = 1; r < 9; r++)
+		write_ok(ds, r * RECSIZE, (tpat_fill(buf, RECSIZE, r, 3), buf), RECSIZE);
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	/* record 0 (first in key order) is the one pointer both timelines share */
+	cr_assert_eq(lm_nonces(&tp, "tank/a", again, 9), 9);
+	memcpy(ids + n, again + 1, 8 * sizeof(*ids));
+	n += 8;
+	assert_unique(ids, n, "before and after the rollback");
+	tpool_fini(&tp);
+}
+
+/* Reopen, load the key, read @rec: it must fail with @want and return nothing. */
+static void assert_read_fails(struct tpool *tp, uint64_t rec, bool with_key, int want,
+			      const void *forged, const char *what)
+{
+	uint8_t got[RECSIZE];
+	struct stor_ds *ds;
+	int ret = tpool_open(tp);
+
+	cr_assert_eq(ret, 0, "%s: reopen: %s (%s)", what, stor_errname(ret), stor_pool_last_error());
+	if (with_key)
+		load_key(tp, "tank/a", &pass_a);
+	ds = open_ds(tp, "tank/a");
+	ret = stor_ds_read(ds, rec * RECSIZE, got, sizeof(got));
+	cr_assert_eq(ret, want, "%s: read got %s, want %s", what, stor_errname(ret),
+		     stor_errname(want));
+	if (forged)
+		cr_assert(memcmp(got, forged, RECSIZE) != 0, "%s: the forged bytes came back", what);
+	stor_ds_close(ds);
+	tpool_close(tp);
+}
+
+/* A pointer that claims clear inside an encrypted dataset, with plaintext at its extent. */
+Test(encryption, clear_flagged_pointer_in_encrypted_dataset_is_rejected)
+{
+	uint8_t bp[BP_SIZE], forged[RECSIZE];
+	struct tpool tp;
+	struct lm l;
+	uint64_t id;
+	int fd;
+
+	tamper_setup(&tp);
+	lm_open(&l, &tp);
+	id = lm_ds_id(&l, "tank/a");
+	lm_bp_get(&l, id, 1, bp);
+	bp[BP_OFF_FLAGS] = 0;
+	bp[BP_OFF_COMP] = 0;
+	memset(bp + BP_OFF_MAC, 0, 16); /* "no checksum", as checksum=off writes */
+	lm_bp_put(&l, id, 1, bp);
+	lm_close(&l, true);
+	memset(forged, 'F', sizeof(forged));
+	fd = open(tp.lun[bp[BP_OFF_LUN] << 8 | bp[BP_OFF_LUN + 1]], O_WRONLY);
+	cr_assert(fd >= 0);
+	cr_assert_eq(pwrite(fd, forged, RECSIZE, (off_t)(DATA_OFF + be64(bp + BP_OFF_SECTOR) *
+								  STOR_SECTOR)),
+		     RECSIZE);
+	close(fd);
+	assert_read_fails(&tp, 1, true, STOR_EAUTH, forged, "clear flag, key loaded");
+	assert_read_fails(&tp, 1, false, STOR_ENOKEY, forged, "clear flag, key unloaded");
+	tpool_fini(&tp);
+}
+
+/* A pointer deleted (the record would read as zeros) or its compression flag flipped. */
+Test(encryption, deleted_or_reflagged_pointer_is_rejected)
+{
+	uint8_t bp[BP_SIZE];
+	struct tpool tp;
+	struct lm l;
+	uint64_t id;
+
+	tamper_setup(&tp);
+	lm_open(&l, &tp);
+	id = lm_ds_id(&l, "tank/a");
+	lm_bp_del(&l, id, 2);
+	lm_bp_get(&l, id, 3, bp);
+	bp[BP_OFF_COMP] = 1;
+	lm_bp_put(&l, id, 3, bp);
+	lm_close(&l, true);
+	assert_read_fails(&tp, 2, true, STOR_EAUTH, NULL, "deleted pointer");
+	assert_read_fails(&tp, 3, true, STOR_EAUTH, NULL, "compression flag");
+	tpool_fini(&tp);
+}
+
+/* One byte of the dataset record, its suite, turned to 0 (clear). */
+Test(encryption, suite_byte_turned_clear_refuses_the_import)
+{
+	struct tpool tp;
+	struct lm l;
+	MDB_val k = { 6, (void *)"tank/a" }, v;
+	uint8_t *rec;
+	int ret;
+
+	tamper_setup(&tp);
+	lm_open(&l, &tp);
+	cr_assert_eq(mdb_get(l.txn, l.ds, &k, &v), 0);
+	rec = malloc(v.mv_size);
+	cr_assert_not_null(rec);
+	memcpy(rec, v.mv_data, v.mv_size);
+	cr_assert_eq(rec[v.mv_size - 1], 3 + 2, "suite byte of aes-256-gcm");
+	rec[v.mv_size - 1] = 0;
+	v.mv_data = rec;
+	cr_assert_eq(mdb_put(l.txn, l.ds, &k, &v, 0), 0);
+	lm_close(&l, true);
+	free(rec);
+	ret = tpool_open(&tp);
+	cr_assert_eq(ret, STOR_ECORRUPT, "import of a dataset turned clear: %s", stor_errname(ret));
+	cr_assert(strstr(stor_pool_last_error(), "tank/a"), "message names the dataset: %s",
+		  stor_pool_last_error());
+	tpool_fini(&tp);
+}
+
+/* The root of a dataset's MACs deleted: load-key refuses, naming the dataset. */
+Test(encryption, missing_mac_root_refuses_load_key)
+{
+	uint8_t key[16];
+	MDB_val k = { 16, key };
+	struct tpool tp;
+	struct lm l;
+	int ret;
+
+	tamper_setup(&tp);
+	lm_open(&l, &tp);
+	put_be64(key, lm_ds_id(&l, "tank/a"));
+	put_be64(key + 8, UINT64_MAX);
+	cr_assert_eq(mdb_del(l.txn, l.mac, &k, NULL), 0);
+	lm_close(&l, true);
+	cr_assert_eq(tpool_open(&tp), 0);
+	ret = stor_key_load(tp.pool, "tank/a", &pass_a, 0);
+	cr_assert_eq(ret, STOR_EAUTH, "load-key: %s", stor_errname(ret));
+	cr_assert(strstr(stor_pool_last_error(), "tank/a"), "message names the dataset: %s",
+		  stor_pool_last_error());
+	assert_prop(&tp, "tank/a", "keystatus", "unavailable");
+	tpool_fini(&tp);
+}
+
+/* Discards are changes: a locked dataset refuses them like writes. */
+Test(encryption, discard_of_a_locked_dataset_is_refused)
+{
+	uint8_t buf[RECSIZE];
+	struct stor_ds *ds;
+	struct tpool tp;
+
+	tamper_setup(&tp);
+	cr_assert_eq(tpool_open(&tp), 0);
+	ds = open_ds(&tp, "tank/a");
+	cr_assert_eq(stor_ds_discard(ds, 0, RECSIZE), STOR_ENOKEY);
+	cr_assert_eq(stor_ds_discard(ds, RECSIZE + 10, 100), STOR_ENOKEY);
+	load_key(&tp, "tank/a", &pass_a);
+	tpat_fill(buf, sizeof(buf), 0, 1);
+	read_eq(ds, 0, buf, RECSIZE);
+	tpat_fill(buf, sizeof(buf), 1, 1);
+	read_eq(ds, RECSIZE, buf, RECSIZE);
+	stor_ds_close(ds);
+	tpool_fini(&tp);
 }
