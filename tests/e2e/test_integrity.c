@@ -15,6 +15,8 @@
  *   record whose suite byte says "off", a replayed block pointer, block
  *   pointers swapped between datasets of one key root and a deleted "mac"
  *   root must each be refused; no forged byte is ever returned.
+ * - A state dir put back to an earlier copy must not make the engine hand
+ *   out a nonce it used for the records written in between.
  * - DISCARD, whole or partial, with the key unloaded changes nothing.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
