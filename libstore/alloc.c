@@ -25,6 +25,7 @@ struct alloc {
 	struct lun_map *luns[STOR_LUNS_MAX];
 	atomic_uint nluns;
 	atomic_uint rotor;
+	atomic_uint_fast64_t bad_frees; /* refused alloc_put()s */
 };
 
 int alloc_create(struct alloc **out)
@@ -174,19 +175,35 @@ void alloc_set_faulted(struct alloc *a, unsigned lun)
 	pthread_mutex_unlock(&a->luns[lun]->lock);
 }
 
-void alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
+int alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
 {
 	struct lun_map *m;
+	int ret = 0;
 
-	if (lun >= atomic_load(&a->nluns))
-		return;
+	if (lun >= atomic_load(&a->nluns)) {
+		atomic_fetch_add(&a->bad_frees, 1);
+		return STOR_ECORRUPT;
+	}
 	m = a->luns[lun];
 	pthread_mutex_lock(&m->lock);
-	if (sector + n <= m->nsectors) {
+	if (sector + n > m->nsectors || sector + n < sector)
+		ret = STOR_ECORRUPT;
+	for (uint64_t i = sector; ret == 0 && i < sector + n; i++)
+		if (!test_bit(m->bits, i))
+			ret = STOR_ECORRUPT; /* freed twice: another record may own it now */
+	if (ret == 0) {
 		set_range(m->bits, sector, n, 0);
 		m->used -= n;
 	}
 	pthread_mutex_unlock(&m->lock);
+	if (ret < 0)
+		atomic_fetch_add(&a->bad_frees, 1);
+	return ret;
+}
+
+uint64_t alloc_bad_frees(struct alloc *a)
+{
+	return atomic_load(&a->bad_frees);
 }
 
 void alloc_usage(struct alloc *a, unsigned lun, uint64_t *used, uint64_t *total)

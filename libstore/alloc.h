@@ -24,8 +24,13 @@ int alloc_mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
 int alloc_get(struct alloc *a, uint32_t n, unsigned *lun, uint64_t *sector);
 /** Place no new extent on LUN @lun (faulted). */
 void alloc_set_faulted(struct alloc *a, unsigned lun);
-/** Return an extent. */
-void alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
+/**
+ * Return an extent. One not wholly in use (a double free) is refused and
+ * counted, never half applied. @return 0 or STOR_ECORRUPT
+ */
+int alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
+/** How many alloc_put() calls were refused. */
+uint64_t alloc_bad_frees(struct alloc *a);
 /** Sectors in use and in all on LUN @lun. */
 void alloc_usage(struct alloc *a, unsigned lun, uint64_t *used, uint64_t *total);
 

@@ -165,12 +165,17 @@ struct stor_verify_report {
 	uint64_t encrypted;     /* of which encrypted */
 	uint64_t nonce_repeats; /* (dataset, key salt, nonce) seen more than once: must be 0 */
 	uint64_t cksum_errors;  /* stored bytes that do not match their keyless checksum */
+	uint64_t extent_errors; /* extents referenced twice or out of their LUN */
+	uint64_t space_errors;  /* LUNs or datasets whose used space is not what is referenced */
+	uint64_t bad_frees;     /* double frees the allocator refused since import */
 };
 
 /**
  * Check the pool's invariants without any key: commit what is open, then
- * walk every block pointer, read its extent and compare its checksum, and
- * count nonces used twice under one data key.
+ * walk every block pointer, read its extent and compare its checksum, count
+ * nonces used twice under one data key and extents referenced twice, and
+ * compare the space the pointers reference with what the allocator and each
+ * dataset count. Meant for a quiet pool (no writes while it runs).
  * @return 0 (see @rep) or an error
  */
 int stor_pool_verify(struct stor_pool *pool, struct stor_verify_report *rep);

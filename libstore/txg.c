@@ -409,33 +409,14 @@ int txg_forget_ds(struct stor_pool *p, uint64_t ds_id, const char *name)
 		return -ENOMEM;
 	}
 	s->gone = gone;
+	/*
+	 * The dataset's staged pointers stay: the commit writes them, then
+	 * frees every extent LMDB lists for the dataset and deletes them. The
+	 * extents they replaced are on this stage's free list already, so each
+	 * extent is freed once (taking the staged ones out here would free
+	 * them, and then the commit would free the replaced ones again).
+	 */
 	s->gone[s->ngone++] = (struct gone){ ds_id, dup };
-	/* rebuild the table without the dataset's entries; their extents are freed */
-	if (s->cap) {
-		struct stage_ent *old = s->tab;
-		size_t cap = s->cap;
-
-		s->tab = calloc(cap, sizeof(*s->tab));
-		if (s->tab) {
-			s->n = 0;
-			for (size_t i = 0; i < cap; i++) {
-				struct stage_ent *e = &old[i], *ne;
-				if (!e->used)
-					continue;
-				if (e->ds_id == ds_id) {
-					if (!(e->bp.flags & BP_F_HOLE))
-						stage_free_extent(s, &e->bp);
-					continue;
-				}
-				ne = stage_insert(s, e->ds_id, e->recno);
-				ne->bp = e->bp;
-				ne->mk = e->mk;
-			}
-			free(old);
-		} else {
-			s->tab = old; /* keep: the commit deletes the records anyway */
-		}
-	}
 	pthread_mutex_unlock(&p->stage_lock);
 	pthread_rwlock_unlock(&p->hold);
 	return 0;
@@ -505,6 +486,27 @@ static int commit_macs(struct stage *s, struct meta_txn *t)
 	return ret;
 }
 
+/*
+ * Delete the record of a destroyed dataset, unless its name now belongs to
+ * a dataset created since (a commit that failed and is retried later).
+ */
+static int forget_record(struct meta_txn *t, const struct gone *g)
+{
+	const uint8_t *r;
+	const void *v;
+	size_t vlen;
+	int ret = meta_get(t, META_DS, g->name, strlen(g->name), &v, &vlen);
+
+	if (ret == -ENOENT)
+		return 0;
+	if (ret < 0)
+		return ret;
+	r = (const uint8_t *)v + 4; /* after the format version */
+	if (vlen < 12 || get_u64(&r) != g->id)
+		return 0;
+	return meta_del(t, META_DS, g->name, strlen(g->name));
+}
+
 static int commit_stage(struct stor_pool *p, struct stage *s)
 {
 	struct meta_txn *t = NULL;
@@ -551,11 +553,8 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 		ret = meta_iter(t, META_BP, prefix, sizeof(prefix), 1, free_gone, &g);
 		if (ret == 0)
 			ret = bpmac_forget(t, s->gone[i].id);
-		if (ret == 0) {
-			ret = meta_del(t, META_DS, s->gone[i].name, strlen(s->gone[i].name));
-			if (ret == -ENOENT)
-				ret = 0;
-		}
+		if (ret == 0)
+			ret = forget_record(t, &s->gone[i]);
 	}
 	w = txgbuf;
 	put_u64(&w, s->txg);

@@ -59,9 +59,11 @@ int txg_lookup(struct stor_pool *p, size_t n, const uint64_t *ds_ids, const uint
 	       struct bp *bps, int *found);
 
 /**
- * Remove everything staged for dataset @ds_id; the next commit deletes its
- * record (@name) and block pointers in one transaction, so a crash leaves the
- * dataset either whole or gone. @return 0 or -ENOMEM (nothing changed)
+ * Forget dataset @ds_id: the next commit writes what is staged for it,
+ * then deletes its block pointers and MACs, frees their extents, and
+ * deletes its record (@name) if the record still has @ds_id, all in one
+ * transaction, so a crash leaves the dataset either whole or gone.
+ * @return 0 or -ENOMEM (nothing changed)
  */
 int txg_forget_ds(struct stor_pool *p, uint64_t ds_id, const char *name);
 

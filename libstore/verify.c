@@ -5,6 +5,9 @@
  * dataset under one key salt with one nonce are a (key, nonce) pair used
  * twice (crypt.c's nonce scheme says why there are none); a record whose
  * stored bytes do not match the keyless checksum in its pointer is damaged.
+ * Space: every extent is referenced by one pointer only, each LUN's
+ * allocator counts exactly the sectors the pointers reference, and each
+ * dataset's used space is the sum of its pointers.
  * Pointers are visited in key order, so a dataset's records come together.
  */
 #include <errno.h>
@@ -12,6 +15,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "alloc.h"
 #include "lun.h"
 #include "meta.h"
 #include "store_impl.h"
@@ -24,7 +28,9 @@ struct seen_nonce {
 struct walk {
 	struct stor_pool *p;
 	struct stor_verify_report *rep;
-	uint64_t ds_id;
+	uint64_t *refs[STOR_LUNS_MAX]; /* a bit per referenced sector */
+	uint64_t nref[STOR_LUNS_MAX];
+	uint64_t ds_id, ds_used;
 	struct seen_nonce *seen;
 	size_t nseen, capseen;
 	uint8_t *buf;
@@ -40,9 +46,19 @@ static int cmp_nonce(const void *a, const void *b)
 	return memcmp(x->nonce, y->nonce, sizeof(x->nonce));
 }
 
-/* Count the repeats among the nonces of the dataset just walked. */
+/* Count the repeats among the nonces of the dataset just walked, and check its space. */
 static void close_ds(struct walk *w)
 {
+	if (w->ds_id != UINT64_MAX) {
+		struct stor_ds *ds;
+
+		pthread_mutex_lock(&w->p->admin);
+		ds = ds_find_id_locked(w->p, w->ds_id);
+		if (!ds || (uint64_t)atomic_load(&ds->used) != w->ds_used)
+			w->rep->space_errors++;
+		pthread_mutex_unlock(&w->p->admin);
+	}
+	w->ds_used = 0;
 	if (w->nseen > 1)
 		qsort(w->seen, w->nseen, sizeof(*w->seen), cmp_nonce);
 	for (size_t i = 1; i < w->nseen; i++)
@@ -51,12 +67,31 @@ static void close_ds(struct walk *w)
 	w->nseen = 0;
 }
 
+/* Mark the sectors of @bp referenced; @return 0, or 1 if any was already */
+static int reference(struct walk *w, const struct bp *bp)
+{
+	uint64_t *b = w->refs[bp->lun], n = bp->psize / STOR_SECTOR;
+	int twice = 0;
+
+	for (uint64_t s = bp->sector; s < bp->sector + n; s++) {
+		twice |= (int)((b[s / 64] >> (s % 64)) & 1);
+		b[s / 64] |= 1ull << (s % 64);
+	}
+	w->nref[bp->lun] += n;
+	return twice;
+}
+
 static int check_extent(struct walk *w, const struct bp *bp)
 {
 	struct lun_io io;
 
-	if (bp->lun >= atomic_load(&w->p->nluns) || !w->p->luns[bp->lun].lun)
+	if (bp->lun >= atomic_load(&w->p->nluns) || !w->p->luns[bp->lun].lun ||
+	    bp->sector + bp->psize / STOR_SECTOR > lun_data_size(w->p->luns[bp->lun].lun) / STOR_SECTOR) {
+		w->rep->extent_errors++;
 		return STOR_ECKSUM;
+	}
+	if (reference(w, bp))
+		w->rep->extent_errors++;
 	if (bp->psize > w->buflen) {
 		free(w->buf);
 		w->buf = NULL;
@@ -91,6 +126,7 @@ static int visit(const void *key, size_t klen, const void *val, size_t vlen, voi
 		w->rep->cksum_errors++;
 		return 0;
 	}
+	w->ds_used += bp.psize;
 	if (bp.flags & BP_F_ENCRYPTED) {
 		w->rep->encrypted++;
 		if (w->nseen == w->capseen) {
@@ -123,12 +159,30 @@ int stor_pool_verify(struct stor_pool *p, struct stor_verify_report *rep)
 	ret = txg_sync(p, 0); /* what was written is on the LUNs and in LMDB */
 	if (ret < 0)
 		return ret;
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
+		uint64_t sectors = lun_data_size(p->luns[i].lun) / STOR_SECTOR;
+		if (!(w.refs[i] = calloc((sectors + 63) / 64 + 1, sizeof(uint64_t)))) {
+			ret = -ENOMEM;
+			goto out;
+		}
+	}
 	ret = meta_rtxn_get(p->meta, &t);
 	if (ret < 0)
-		return ret;
+		goto out;
 	ret = meta_iter(t, META_BP, NULL, 0, 0, visit, &w);
 	meta_rtxn_put(t);
 	close_ds(&w);
+	for (unsigned i = 0; ret == 0 && i < atomic_load(&p->nluns); i++) {
+		uint64_t used, total;
+
+		alloc_usage(p->alloc, i, &used, &total);
+		if (used != w.nref[i])
+			rep->space_errors++;
+	}
+	rep->bad_frees = alloc_bad_frees(p->alloc);
+out:
+	for (unsigned i = 0; i < STOR_LUNS_MAX; i++)
+		free(w.refs[i]);
 	free(w.seen);
 	free(w.buf);
 	return ret;
