@@ -200,7 +200,10 @@ int keyfile_load(struct stor_pool *p)
 		d->iters = get_u32(&r);
 		get_bytes(&r, d->salt, KEYS_SALT_LEN);
 		get_bytes(&r, d->wrapped, KEYS_WRAPPED_LEN);
-		if (d->keyformat > STOR_KEY_PASSPHRASE || !d->enc_root_id)
+		/* iterations above the bound would hold load-key for hours: no key of
+		 * ours has them, so the file is damaged */
+		if (d->keyformat > STOR_KEY_PASSPHRASE || !d->enc_root_id ||
+		    d->iters > KEYS_PBKDF2_MAX)
 			goto bad;
 		nfound++;
 	}

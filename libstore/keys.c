@@ -230,6 +230,12 @@ int keys_derive_wrapping(enum stor_keyformat fmt, const struct stor_key_material
 			set_error("passphrase needs a salt and at least one pbkdf2 iteration");
 			goto out;
 		}
+		if (iters > KEYS_PBKDF2_MAX) {
+			/* the last line of defence against a load-key that runs for hours */
+			set_error("pbkdf2 iterations %u above the bound of %u", iters,
+				  KEYS_PBKDF2_MAX);
+			goto out;
+		}
 		ret = keys_pbkdf2_sha512(d, len, salt, KEYS_SALT_LEN, iters, wk,
 					 KEYS_WRAPKEY_LEN);
 		break;

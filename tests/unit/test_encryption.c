@@ -25,6 +25,7 @@
 
 #include <criterion/criterion.h>
 #include <lmdb.h>
+#include <xxhash.h>
 
 #include "fixture.h"
 
@@ -725,6 +726,78 @@ Test(encryption, change_key_then_only_the_new_key_loads)
 	ds = open_ds(&tp, "tank/c");
 	read_eq(ds, 5 * RECSIZE, buf, sizeof(buf));
 	stor_ds_close(ds);
+	tpool_fini(&tp);
+}
+
+static void keyfile_path(const struct tpool *tp, char *path, size_t len)
+{
+	snprintf(path, len, "%s/pools/%s.keys", tp->dir, tp->name);
+}
+
+/* Rewrite the u32 at @off of the key file (pool closed) and fix its xxh64
+ * trailer, as someone who can write the file (or a bad disk) could. */
+static void keyfile_patch_u32(struct tpool *tp, size_t off, uint32_t v)
+{
+	char path[PATH_MAX];
+	uint8_t *buf;
+	struct stat st;
+	uint64_t h;
+	int fd;
+
+	cr_assert_null(tp->pool, "key file patched while the pool is open");
+	keyfile_path(tp, path, sizeof(path));
+	fd = open(path, O_RDWR);
+	cr_assert(fd >= 0, "%s: %s", path, strerror(errno));
+	cr_assert_eq(fstat(fd, &st), 0);
+	cr_assert_gt(st.st_size, (off_t)(off + 4 + 8));
+	buf = malloc((size_t)st.st_size);
+	cr_assert_not_null(buf);
+	cr_assert_eq(pread(fd, buf, (size_t)st.st_size, 0), st.st_size);
+	for (int i = 0; i < 4; i++)
+		buf[off + i] = (uint8_t)(v >> (24 - 8 * i));
+	h = XXH64(buf, (size_t)st.st_size - 8, 0);
+	for (int i = 0; i < 8; i++)
+		buf[st.st_size - 8 + i] = (uint8_t)(h >> (56 - 8 * i));
+	cr_assert_eq(pwrite(fd, buf, (size_t)st.st_size, 0), st.st_size);
+	close(fd);
+	free(buf);
+}
+
+/* keyfile.c layout: 16-byte header, then per entry u64 guid | u64 root |
+ * u8 keyformat | u32 iterations | ... */
+#define KF_ENTRY0_ITERS (16 + 8 + 8 + 1)
+
+Test(encryption, pbkdf2iters_above_the_bound_are_refused_at_create_change_and_load)
+{
+	static const char *const big[] = { "keyformat=passphrase", "pbkdf2iters=10000001" };
+	static const char *const huge[] = { "keyformat=passphrase", "pbkdf2iters=50000000" };
+	struct stor_ds_opts o = { .volsize = VOLSIZE, .recordsize = RECSIZE, .props = big,
+				  .nprops = 2, .key = &pass_a };
+	struct stor_ds *ds;
+	struct tpool tp;
+	int ret;
+
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	ret = stor_ds_create(tp.pool, "tank/big", &o, NULL);
+	cr_assert_eq(ret, STOR_EITERS, "create with 10000001 iterations: %s", stor_errname(ret));
+	cr_assert_str_eq(stor_strerror(ret), "pbkdf2iters must be 100000 to 10000000");
+	ds = enc_ds(&tp, "tank/c", "aes-256-ccm", &pass_a);
+	stor_ds_close(ds);
+	/* the old bound was 1e8: this one would have held the admin lock for half a minute */
+	ret = stor_key_change(tp.pool, "tank/c", huge, 2, &pass_b);
+	cr_assert_eq(ret, STOR_EITERS, "change-key to 5e7 iterations: %s", stor_errname(ret));
+	assert_prop(&tp, "tank/c", "pbkdf2iters", "100000");
+	tpool_close(&tp);
+
+	/* a key file that asks for 4e9 iterations is damaged, not a load-key of an hour */
+	keyfile_patch_u32(&tp, KF_ENTRY0_ITERS, 4000000000u);
+	ret = tpool_open(&tp);
+	cr_assert_eq(ret, STOR_ECORRUPT, "open with 4e9 iterations in the key file: %s",
+		     stor_errname(ret));
+	cr_assert(strstr(stor_pool_last_error(), "damaged"), "error: %s", stor_pool_last_error());
+	keyfile_patch_u32(&tp, KF_ENTRY0_ITERS, 100000);
+	cr_assert_eq(tpool_open(&tp), 0);
+	load_key(&tp, "tank/c", &pass_a);
 	tpool_fini(&tp);
 }
 

@@ -287,6 +287,21 @@ Test(keys, missing_material_salt_or_format_is_rejected)
 	cr_assert(strstr(keys_last_error(), "keyformat"));
 }
 
+Test(keys, pbkdf2_iterations_above_the_bound_are_refused_before_any_work)
+{
+	uint8_t wk[KEYS_WRAPKEY_LEN], zero[KEYS_WRAPKEY_LEN] = { 0 };
+	struct stor_key_material m = { .data = (const uint8_t *)"long enough", .len = 11 };
+
+	/* 4e9 iterations would take the best part of an hour: refused at once */
+	memset(wk, 0xee, sizeof(wk));
+	cr_assert_eq(keys_derive_wrapping(STOR_KEY_PASSPHRASE, &m, salt16, 4000000000u, wk),
+		     -EINVAL);
+	cr_assert(strstr(keys_last_error(), "above the bound"), "message: %s", keys_last_error());
+	cr_assert_arr_eq(wk, zero, sizeof(wk));
+	cr_assert_eq(keys_derive_wrapping(STOR_KEY_PASSPHRASE, &m, salt16, KEYS_PBKDF2_MAX + 1, wk),
+		     -EINVAL);
+}
+
 Test(keys, wrap_aad_has_the_documented_layout)
 {
 	uint8_t aad[64], salt[KEYS_SALT_LEN];
