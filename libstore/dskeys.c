@@ -139,6 +139,20 @@ static int derive_wk(const struct stor_ds *root, const struct stor_key_material 
 				    wk);
 }
 
+/* derive_wk() for a key being set (create, change-key): refuse one that
+ * cannot be random. load-key never checks, so nothing made before is lost. */
+static int derive_new_wk(const struct stor_ds *root, const struct stor_key_material *m,
+			 uint8_t wk[KEYS_WRAPKEY_LEN])
+{
+	int ret = derive_wk(root, m, wk);
+
+	if (ret == 0)
+		ret = keys_check_random((enum stor_keyformat)root->keyformat, wk);
+	if (ret < 0)
+		keys_cleanse(wk, KEYS_WRAPKEY_LEN);
+	return ret;
+}
+
 /* Make @ds the encryption root of its own key from the local keyformat/pbkdf2iters. */
 static int become_root(struct stor_ds *ds, const char *fmtname, const char *iters)
 {
@@ -193,7 +207,7 @@ int dskeys_create(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *paren
 			if (!(ds->local[PROP_PBKDF2ITERS] = strdup(buf)))
 				return -ENOMEM;
 		}
-		ret = derive_wk(ds, o->key, wk);
+		ret = derive_new_wk(ds, o->key, wk);
 		if (ret < 0)
 			return ret;
 		root = ds;
@@ -460,7 +474,7 @@ int stor_key_change(struct stor_pool *p, const char *name, const char *const *pr
 		ds->iters = 0;
 	ret = keys_random(ds->salt, sizeof(ds->salt));
 	if (ret == 0)
-		ret = derive_wk(ds, key, wk);
+		ret = derive_new_wk(ds, key, wk);
 	for (size_t i = 0; i < p->nds && ret == 0; i++) {
 		struct stor_ds *d = p->ds[i];
 		struct ds_keys *k = atomic_load(&d->keys);

@@ -249,6 +249,25 @@ out:
 	return ret;
 }
 
+int keys_check_random(enum stor_keyformat fmt, const uint8_t wk[KEYS_WRAPKEY_LEN])
+{
+	uint8_t seen[256] = { 0 };
+	unsigned distinct = 0;
+
+	if (fmt != STOR_KEY_RAW && fmt != STOR_KEY_HEX)
+		return 0;
+	for (size_t i = 0; i < KEYS_WRAPKEY_LEN; i++)
+		if (!seen[wk[i]]++)
+			distinct++;
+	keys_cleanse(seen, sizeof(seen)); /* it tells which bytes the key has */
+	if (distinct < KEYS_DISTINCT_MIN) {
+		set_error("key has %u distinct byte values, fewer than %d", distinct,
+			  KEYS_DISTINCT_MIN);
+		return STOR_EWEAKKEY;
+	}
+	return 0;
+}
+
 static void put_be32(uint8_t *p, uint32_t v)
 {
 	p[0] = (uint8_t)(v >> 24);

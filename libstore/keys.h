@@ -61,6 +61,20 @@ int keys_derive_wrapping(enum stor_keyformat fmt, const struct stor_key_material
 			 const uint8_t salt[KEYS_SALT_LEN], uint32_t iters,
 			 uint8_t wk[KEYS_WRAPKEY_LEN]);
 
+/* fewer distinct byte values than this in a raw/hex key: not random bytes */
+#define KEYS_DISTINCT_MIN 8
+
+/**
+ * Refuse a new raw or hex key (@wk as keys_derive_wrapping() made it) that
+ * cannot be 32 random bytes: all one value (all zero above all) or fewer
+ * than KEYS_DISTINCT_MIN distinct byte values. 32 random bytes have fewer
+ * than 8 with a probability below 1e-36, so no real key is refused. Other
+ * formats pass (passphrases have their length rule and PBKDF2). For create
+ * and change-key only: load-key must still open what was made before.
+ * @return 0 or STOR_EWEAKKEY
+ */
+int keys_check_random(enum stor_keyformat fmt, const uint8_t wk[KEYS_WRAPKEY_LEN]);
+
 /**
  * Wrap @master with @wk into @wrapped (KEYS_WRAPPED_LEN bytes), binding
  * @aad (the dataset GUID and crypto parameters, see keys_wrap_aad()).

@@ -801,6 +801,48 @@ Test(encryption, pbkdf2iters_above_the_bound_are_refused_at_create_change_and_lo
 	tpool_fini(&tp);
 }
 
+Test(encryption, regular_raw_and_hex_keys_are_refused_at_create_and_change_key)
+{
+	static const char *const rprops[] = { "encryption=aes-256-ccm", "keyformat=raw" };
+	static const char *const hprops[] = { "encryption=aes-256-ccm", "keyformat=hex" };
+	static const char *const to_raw[] = { "keyformat=raw" };
+	char hex[65];
+	uint8_t zero[32] = { 0 }, good[32];
+	const struct stor_key_material kzero = { zero, 32 }, kgood = { good, 32 };
+	const struct stor_key_material khex = { (const uint8_t *)hex, 64 };
+	struct stor_ds_opts o = { .volsize = VOLSIZE, .recordsize = RECSIZE, .props = rprops,
+				  .nprops = 2, .key = &kzero };
+	struct stor_ds *ds;
+	struct tpool tp;
+	int ret;
+
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	ret = stor_ds_create(tp.pool, "tank/z", &o, NULL);
+	cr_assert_eq(ret, STOR_EWEAKKEY, "all-zero raw key: %s", stor_errname(ret));
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/z", &ds), -ENOENT);
+	/* "abab...": one byte value in hex */
+	for (int i = 0; i < 64; i++)
+		hex[i] = i & 1 ? 'b' : 'a';
+	hex[64] = '\0';
+	o.props = hprops;
+	o.key = &khex;
+	ret = stor_ds_create(tp.pool, "tank/h", &o, NULL);
+	cr_assert_eq(ret, STOR_EWEAKKEY, "hex key of one byte value: %s", stor_errname(ret));
+
+	/* a raw key of 32 distinct values is fine; change-key to an all-zero one is not */
+	for (int i = 0; i < 32; i++)
+		good[i] = (uint8_t)(0x40 + i);
+	o.props = rprops;
+	o.key = &kgood;
+	ret = stor_ds_create(tp.pool, "tank/r", &o, NULL);
+	cr_assert_eq(ret, 0, "create: %s", stor_strerror(ret));
+	ret = stor_key_change(tp.pool, "tank/r", to_raw, 1, &kzero);
+	cr_assert_eq(ret, STOR_EWEAKKEY, "change-key to zeros: %s", stor_errname(ret));
+	tpool_reopen(&tp);
+	load_key(&tp, "tank/r", &kgood);
+	tpool_fini(&tp);
+}
+
 /* ---- 6. unload ---- */
 
 Test(encryption, unload_then_io_fails)
