@@ -109,7 +109,9 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
  */
 int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct stor_pool **out);
 
-/** Commit the open txg and close (export) the pool. NULL is a no-op. */
+/** Commit the open txg and close (export) the pool; its records leave the
+ * data cache, wiped, so an import reads what the LUNs hold by then. NULL is a
+ * no-op. */
 int stor_pool_close(struct stor_pool *pool);
 
 /**
