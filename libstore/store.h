@@ -352,6 +352,8 @@ int stor_key_unload(struct stor_pool *pool, const char *name);
  * Rewrap the master keys under @name with a new wrapping key; the root's key
  * must be loaded. @props may set keyformat, keylocation, pbkdf2iters.
  * A child that inherits its root can be made a root of its own this way.
+ * The new wrapped keys and these properties commit together, by the
+ * replacement of the pool's key file: on failure nothing has changed.
  * @return 0, STOR_EBADPROP, STOR_EITERS (pbkdf2iters out of range),
  *         STOR_ENOKEY, STOR_ENOTENCRYPTED, -ENOENT, -EINVAL (key material of
  *         the wrong shape)

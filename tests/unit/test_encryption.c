@@ -843,6 +843,175 @@ Test(encryption, regular_raw_and_hex_keys_are_refused_at_create_and_change_key)
 	tpool_fini(&tp);
 }
 
+/* The LMDB record of dataset @name (pool closed): malloc'ed copy. */
+static void *ds_record_get(struct tpool *tp, const char *name, size_t *len)
+{
+	MDB_val k = { strlen(name), (void *)name }, v;
+	struct lm l;
+	void *copy;
+	int rc;
+
+	lm_open(&l, tp);
+	rc = mdb_get(l.txn, l.ds, &k, &v);
+	cr_assert_eq(rc, 0, "get %s: %s", name, mdb_strerror(rc));
+	copy = malloc(v.mv_size);
+	cr_assert_not_null(copy);
+	memcpy(copy, v.mv_data, v.mv_size);
+	*len = v.mv_size;
+	lm_close(&l, false);
+	return copy;
+}
+
+static void ds_record_put(struct tpool *tp, const char *name, const void *val, size_t len)
+{
+	MDB_val k = { strlen(name), (void *)name }, v = { len, (void *)val };
+	struct lm l;
+	int rc;
+
+	lm_open(&l, tp);
+	rc = mdb_put(l.txn, l.ds, &k, &v, 0);
+	cr_assert_eq(rc, 0, "put %s: %s", name, mdb_strerror(rc));
+	lm_close(&l, true);
+}
+
+Test(encryption, change_key_and_keylocation_commit_with_the_key_file_alone)
+{
+	static const char *const to_hex[] = { "keyformat=hex", "keylocation=file:///k/hex" };
+	static const char *const to_pass[] = { "keyformat=passphrase", ITERS };
+	char hex[65], path[PATH_MAX + 8];
+	const struct stor_key_material khex = { (const uint8_t *)hex, 64 };
+	uint8_t buf[RECSIZE];
+	struct stor_ds *ds;
+	struct tpool tp;
+	void *before;
+	size_t blen;
+	int ret;
+
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", (unsigned)(i * 41 + 3) & 0xff);
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	ds = enc_ds(&tp, "tank/c", "aes-256-ccm", &pass_a);
+	tpat_fill(buf, sizeof(buf), 3, 1);
+	write_ok(ds, 3 * RECSIZE, buf, sizeof(buf));
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	before = ds_record_get(&tp, "tank/c", &blen);
+
+	/* change-key, then the metadata as a crash right after the key-file rename
+	 * leaves it: every LMDB write of the change lost */
+	cr_assert_eq(tpool_open(&tp), 0);
+	load_key(&tp, "tank/c", &pass_a);
+	ret = stor_key_change(tp.pool, "tank/c", to_hex, 2, &khex);
+	cr_assert_eq(ret, 0, "change-key: %s", stor_strerror(ret));
+	tpool_close(&tp);
+	ds_record_put(&tp, "tank/c", before, blen);
+	cr_assert_eq(tpool_open(&tp), 0);
+	/* what load-key (and coffer, to read the key) need is the new key's */
+	assert_prop(&tp, "tank/c", "keyformat", "hex");
+	assert_prop(&tp, "tank/c", "keylocation", "file:///k/hex");
+	assert_prop(&tp, "tank/c", "pbkdf2iters", "0");
+	ret = stor_key_load(tp.pool, "tank/c", &pass_a, 0);
+	cr_assert_neq(ret, 0, "the old passphrase still loads");
+	load_key(&tp, "tank/c", &khex);
+	ds = open_ds(&tp, "tank/c");
+	read_eq(ds, 3 * RECSIZE, buf, sizeof(buf));
+	stor_ds_close(ds);
+
+	/* set keylocation commits the same way */
+	ret = stor_ds_set(tp.pool, "tank/c", "keylocation", "file:///k/other");
+	cr_assert_eq(ret, 0, "set keylocation: %s", stor_strerror(ret));
+	tpool_close(&tp);
+	ds_record_put(&tp, "tank/c", before, blen);
+	cr_assert_eq(tpool_open(&tp), 0);
+	assert_prop(&tp, "tank/c", "keylocation", "file:///k/other");
+
+	/* a key file that cannot be written: the change fails and nothing changes */
+	load_key(&tp, "tank/c", &khex);
+	snprintf(path, sizeof(path), "%s/pools/%s.keys.new", tp.dir, tp.name);
+	cr_assert_eq(mkdir(path, 0700), 0, "%s: %s", path, strerror(errno));
+	ret = stor_key_change(tp.pool, "tank/c", to_pass, 2, &pass_b);
+	cr_assert_lt(ret, 0, "change-key over an unwritable key file succeeded");
+	assert_prop(&tp, "tank/c", "keyformat", "hex");
+	assert_prop(&tp, "tank/c", "keylocation", "file:///k/other");
+	assert_prop(&tp, "tank/c", "pbkdf2iters", "0");
+	cr_assert_eq(rmdir(path), 0);
+	tpool_reopen(&tp);
+	assert_prop(&tp, "tank/c", "keyformat", "hex");
+	ret = stor_key_load(tp.pool, "tank/c", &pass_b, 0);
+	cr_assert_neq(ret, 0, "the refused passphrase loads");
+	load_key(&tp, "tank/c", &khex);
+	free(before);
+	tpool_fini(&tp);
+}
+
+/* Rewrite a version 2 key file (pool closed) in the version 1 layout: the
+ * same entries without their keylocation. */
+static void keyfile_to_v1(struct tpool *tp)
+{
+	const size_t entry = 8 + 8 + 1 + 4 + 16 + 60;
+	char path[PATH_MAX];
+	uint8_t *in, *out;
+	size_t n, ilen, olen = 16;
+	const uint8_t *r;
+	struct stat st;
+	uint64_t h;
+	int fd;
+
+	keyfile_path(tp, path, sizeof(path));
+	fd = open(path, O_RDWR);
+	cr_assert(fd >= 0, "%s: %s", path, strerror(errno));
+	cr_assert_eq(fstat(fd, &st), 0);
+	ilen = (size_t)st.st_size;
+	in = malloc(ilen);
+	out = malloc(ilen);
+	cr_assert(in && out);
+	cr_assert_eq(pread(fd, in, ilen, 0), (ssize_t)ilen);
+	cr_assert_eq(in[11], 2, "key file version %u", in[11]);
+	n = (size_t)in[12] << 24 | (size_t)in[13] << 16 | (size_t)in[14] << 8 | in[15];
+	memcpy(out, in, 16);
+	out[11] = 1;
+	r = in + 16;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(out + olen, r, entry);
+		olen += entry;
+		r += entry;
+		r += 2 + ((size_t)r[0] << 8 | r[1]);
+	}
+	cr_assert_eq((size_t)(r - in), ilen - 8);
+	h = XXH64(out, olen, 0);
+	for (int i = 0; i < 8; i++)
+		out[olen++] = (uint8_t)(h >> (56 - 8 * i));
+	cr_assert_eq(ftruncate(fd, 0), 0);
+	cr_assert_eq(pwrite(fd, out, olen, 0), (ssize_t)olen);
+	close(fd);
+	free(in);
+	free(out);
+}
+
+Test(encryption, key_file_of_version_1_still_imports)
+{
+	static const char *const props[] = { "encryption=aes-256-ccm", "keyformat=passphrase", ITERS,
+					     "keylocation=file:///k/a" };
+	struct stor_ds_opts o = { .volsize = VOLSIZE, .recordsize = RECSIZE, .props = props,
+				  .nprops = 4, .key = &pass_a };
+	struct tpool tp;
+	int ret;
+
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	ret = stor_ds_create(tp.pool, "tank/a", &o, NULL);
+	cr_assert_eq(ret, 0, "create: %s", stor_strerror(ret));
+	(void)enc_ds(&tp, "tank/b", "aes-128-gcm", &pass_b);
+	tpool_close(&tp);
+	keyfile_to_v1(&tp);
+	cr_assert_eq(tpool_open(&tp), 0, "%s", stor_pool_last_error());
+	assert_prop(&tp, "tank/a", "keyformat", "passphrase");
+	assert_prop(&tp, "tank/a", "pbkdf2iters", "100000");
+	assert_prop(&tp, "tank/a", "keylocation", "file:///k/a"); /* from LMDB */
+	load_key(&tp, "tank/a", &pass_a);
+	load_key(&tp, "tank/b", &pass_b);
+	tpool_fini(&tp);
+}
+
 /* ---- 6. unload ---- */
 
 Test(encryption, unload_then_io_fails)
