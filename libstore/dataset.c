@@ -775,7 +775,8 @@ static int set_locked(struct stor_pool *p, struct stor_ds *ds, int id, const cha
 		ds->local[id] = old;
 		return -ENOMEM;
 	}
-	ret = ds_save(p, ds);
+	/* keylocation of a root lives in the key file (keyfile.c), with its key */
+	ret = id == PROP_KEYLOCATION ? keyfile_save(p, NULL) : ds_save(p, ds);
 	if (ret < 0) {
 		free(ds->local[id]);
 		ds->local[id] = old;

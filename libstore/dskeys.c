@@ -170,6 +170,20 @@ static int derive_wk(const struct stor_ds *root, const struct stor_key_material 
 				    wk);
 }
 
+/* derive_wk() for a key being set (create, change-key): refuse one that
+ * cannot be random. load-key never checks, so nothing made before is lost. */
+static int derive_new_wk(const struct stor_ds *root, const struct stor_key_material *m,
+			 uint8_t wk[KEYS_WRAPKEY_LEN])
+{
+	int ret = derive_wk(root, m, wk);
+
+	if (ret == 0)
+		ret = keys_check_random((enum stor_keyformat)root->keyformat, wk);
+	if (ret < 0)
+		keys_cleanse(wk, KEYS_WRAPKEY_LEN);
+	return ret;
+}
+
 /* Make @ds the encryption root of its own key from the local keyformat/pbkdf2iters. */
 static int become_root(struct stor_ds *ds, const char *fmtname, const char *iters)
 {
@@ -224,7 +238,7 @@ int dskeys_create(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *paren
 			if (!(ds->local[PROP_PBKDF2ITERS] = strdup(buf)))
 				return -ENOMEM;
 		}
-		ret = derive_wk(ds, o->key, wk);
+		ret = derive_new_wk(ds, o->key, wk);
 		if (ret < 0)
 			return ret;
 		root = ds;
@@ -388,6 +402,30 @@ out:
 	return ret;
 }
 
+static const int key_props[3] = { PROP_KEYFORMAT, PROP_KEYLOCATION, PROP_PBKDF2ITERS };
+
+/* The values of key_props[] on @ds once it is the root of its new key:
+ * keylocation @loc if given, else its own, else "prompt"; pbkdf2iters only
+ * for a passphrase. @return 0 or -ENOMEM */
+static int new_key_props(const struct stor_ds *ds, const char *loc, char *v[3])
+{
+	const char *l = loc ? loc : ds->local[PROP_KEYLOCATION] ? ds->local[PROP_KEYLOCATION]
+								 : "prompt";
+	char num[16];
+
+	snprintf(num, sizeof(num), "%u", ds->iters);
+	v[0] = strdup(keys_format_name((enum stor_keyformat)ds->keyformat));
+	v[1] = strdup(l);
+	v[2] = ds->keyformat == STOR_KEY_PASSPHRASE ? strdup(num) : NULL;
+	if (v[0] && v[1] && (v[2] || ds->keyformat != STOR_KEY_PASSPHRASE))
+		return 0;
+	for (int j = 0; j < 3; j++) {
+		free(v[j]);
+		v[j] = NULL;
+	}
+	return -ENOMEM;
+}
+
 int stor_key_change(struct stor_pool *p, const char *name, const char *const *props,
 		    size_t nprops, const struct stor_key_material *key)
 {
@@ -396,7 +434,7 @@ int stor_key_change(struct stor_pool *p, const char *name, const char *const *pr
 	uint8_t (*wrapped)[KEYS_WRAPPED_LEN] = NULL, (*keep)[KEYS_WRAPPED_LEN] = NULL;
 	uint64_t *keep_root = NULL, old_root_id;
 	const char *fmt = NULL, *loc = NULL, *iters = NULL;
-	char canon[3][256], *member_of = NULL;
+	char canon[3][256], *member_of = NULL, *newv[3] = { NULL }, *oldv[3] = { NULL };
 	struct {
 		int keyformat;
 		uint32_t iters;
@@ -466,7 +504,7 @@ int stor_key_change(struct stor_pool *p, const char *name, const char *const *pr
 		ds->iters = 0;
 	ret = keys_random(ds->salt, sizeof(ds->salt));
 	if (ret == 0)
-		ret = derive_wk(ds, key, wk);
+		ret = derive_new_wk(ds, key, wk);
 	for (size_t i = 0; i < p->nds && ret == 0; i++) {
 		struct stor_ds *d = p->ds[i];
 		struct ds_keys *k = atomic_load(&d->keys);
@@ -481,8 +519,17 @@ int stor_key_change(struct stor_pool *p, const char *name, const char *const *pr
 		ret = keys_wrap(wk, aad, wrap_aad(d, ds, aad), master, wrapped[i]);
 		keys_cleanse(master, sizeof(master));
 	}
+	if (ret == 0)
+		ret = new_key_props(ds, loc, newv);
 	if (ret < 0)
 		goto restore;
+	/* keyformat, keylocation and iterations show as local on the new root;
+	 * the key file carries them, so they commit with the wrapped keys */
+	for (int j = 0; j < 3; j++) {
+		oldv[j] = ds->local[key_props[j]];
+		ds->local[key_props[j]] = newv[j];
+		newv[j] = NULL;
+	}
 	for (size_t i = 0; i < p->nds; i++) {
 		if (!member_of[i])
 			continue;
@@ -491,7 +538,12 @@ int stor_key_change(struct stor_pool *p, const char *name, const char *const *pr
 		memcpy(p->ds[i]->wrapped, wrapped[i], KEYS_WRAPPED_LEN);
 		p->ds[i]->enc_root_id = ds->id;
 	}
-	/* the commit point: the key file is replaced whole */
+	/*
+	 * The commit point: the key file is replaced whole, with the wrapped
+	 * keys and the properties that say how to unwrap them. Nothing is
+	 * written to LMDB: a crash after the rename cannot leave properties of
+	 * the old key behind, and no later write can fail a change already made.
+	 */
 	ret = keyfile_save(p, NULL);
 	if (ret < 0) {
 		for (size_t i = 0; i < p->nds; i++) {
@@ -499,6 +551,11 @@ int stor_key_change(struct stor_pool *p, const char *name, const char *const *pr
 				continue;
 			memcpy(p->ds[i]->wrapped, keep[i], KEYS_WRAPPED_LEN);
 			p->ds[i]->enc_root_id = keep_root[i];
+		}
+		for (int j = 0; j < 3; j++) {
+			newv[j] = ds->local[key_props[j]];
+			ds->local[key_props[j]] = oldv[j];
+			oldv[j] = NULL;
 		}
 		goto restore;
 	}
@@ -508,33 +565,16 @@ int stor_key_change(struct stor_pool *p, const char *name, const char *const *pr
 		rk->wk = keys_secure_alloc(KEYS_WRAPKEY_LEN);
 	if (rk->wk)
 		memcpy(rk->wk, wk, KEYS_WRAPKEY_LEN);
-	/* keyformat, keylocation and iterations show as local on the new root */
-	{
-		char buf[16];
-		char *nf = strdup(keys_format_name((enum stor_keyformat)ds->keyformat));
-		char *nl = loc ? strdup(loc) : ds->local[PROP_KEYLOCATION] ? NULL : strdup("prompt");
-		char *ni = NULL;
-
-		if (ds->keyformat == STOR_KEY_PASSPHRASE) {
-			snprintf(buf, sizeof(buf), "%u", ds->iters);
-			ni = strdup(buf);
-		}
-		free(ds->local[PROP_KEYFORMAT]);
-		ds->local[PROP_KEYFORMAT] = nf;
-		if (nl) {
-			free(ds->local[PROP_KEYLOCATION]);
-			ds->local[PROP_KEYLOCATION] = nl;
-		}
-		free(ds->local[PROP_PBKDF2ITERS]);
-		ds->local[PROP_PBKDF2ITERS] = ni;
-		ret = ds_save(p, ds);
-	}
 	goto out;
 restore:
 	ds->keyformat = saved.keyformat;
 	ds->iters = saved.iters;
 	memcpy(ds->salt, saved.salt, sizeof(ds->salt));
 out:
+	for (int j = 0; j < 3; j++) {
+		free(newv[j]);
+		free(oldv[j]);
+	}
 	keys_cleanse(wk, sizeof(wk));
 	free(wrapped);
 	free(keep);

@@ -231,6 +231,12 @@ int keys_derive_wrapping(enum stor_keyformat fmt, const struct stor_key_material
 			set_error("passphrase needs a salt and at least one pbkdf2 iteration");
 			goto out;
 		}
+		if (iters > KEYS_PBKDF2_MAX) {
+			/* the last line of defence against a load-key that runs for hours */
+			set_error("pbkdf2 iterations %u above the bound of %u", iters,
+				  KEYS_PBKDF2_MAX);
+			goto out;
+		}
 		ret = keys_pbkdf2_sha512(d, len, salt, KEYS_SALT_LEN, iters, wk,
 					 KEYS_WRAPKEY_LEN);
 		break;
@@ -242,6 +248,25 @@ out:
 	if (ret < 0)
 		keys_cleanse(wk, KEYS_WRAPKEY_LEN);
 	return ret;
+}
+
+int keys_check_random(enum stor_keyformat fmt, const uint8_t wk[KEYS_WRAPKEY_LEN])
+{
+	uint8_t seen[256] = { 0 };
+	unsigned distinct = 0;
+
+	if (fmt != STOR_KEY_RAW && fmt != STOR_KEY_HEX)
+		return 0;
+	for (size_t i = 0; i < KEYS_WRAPKEY_LEN; i++)
+		if (!seen[wk[i]]++)
+			distinct++;
+	keys_cleanse(seen, sizeof(seen)); /* it tells which bytes the key has */
+	if (distinct < KEYS_DISTINCT_MIN) {
+		set_error("key has %u distinct byte values, fewer than %d", distinct,
+			  KEYS_DISTINCT_MIN);
+		return STOR_EWEAKKEY;
+	}
+	return 0;
 }
 
 static void put_be32(uint8_t *p, uint32_t v)

@@ -21,6 +21,15 @@
 #define KEYS_SALT_LEN 16
 #define KEYS_PBKDF2_DEFAULT 350000u
 #define KEYS_PBKDF2_MIN 100000u
+/*
+ * Upper bound of pbkdf2iters, at create/change-key and in the key file.
+ * load-key runs PBKDF2 holding the pool's admin lock; 1,000,000 iterations
+ * of PBKDF2-HMAC-SHA512 take about 0.7 s of one core of the build machine,
+ * so 10,000,000 (28 times the default) is some seconds, while an unbounded
+ * u32 from a damaged or hostile key file would be most of an hour.
+ * STOR_EITERS spells the range out: keep its message in step.
+ */
+#define KEYS_PBKDF2_MAX 10000000u
 /* wrapped master key: 12-byte nonce + 32-byte ciphertext + 16-byte tag */
 #define KEYS_WRAPPED_LEN (12 + KEYS_MASTER_LEN + 16)
 /* bytes keys_wrap_aad() writes: 8 GUID + 4 suite + 4 keyformat + 4 iters + 16 salt */
@@ -43,16 +52,31 @@ const char *keys_format_name(enum stor_keyformat f);
  * Check @m against @fmt (raw: 32 bytes; hex: 64 hex digits, optional
  * trailing newline; passphrase: 8-512 bytes, optional trailing newline) and
  * derive the 32-byte wrapping key into @wk. @salt/@iters are used for
- * passphrases only (PBKDF2-HMAC-SHA512, @iters >= 1; the caller enforces
- * KEYS_PBKDF2_MIN when the property is set). Hex digits may be upper or
+ * passphrases only (PBKDF2-HMAC-SHA512, 1 <= @iters <= KEYS_PBKDF2_MAX; the
+ * caller enforces KEYS_PBKDF2_MIN when the property is set). Hex digits may be upper or
  * lower case. Lengths are counted after the optional newline is removed.
  * @wk is cleansed on failure.
- * @return 0, -EINVAL (material of the wrong shape, unknown format, no salt
- *         or zero iterations; message in keys_last_error), -EIO
+ * @return 0, -EINVAL (material of the wrong shape, unknown format, no salt,
+ *         zero iterations or more than KEYS_PBKDF2_MAX; message in
+ *         keys_last_error), -EIO
  */
 int keys_derive_wrapping(enum stor_keyformat fmt, const struct stor_key_material *m,
 			 const uint8_t salt[KEYS_SALT_LEN], uint32_t iters,
 			 uint8_t wk[KEYS_WRAPKEY_LEN]);
+
+/* fewer distinct byte values than this in a raw/hex key: not random bytes */
+#define KEYS_DISTINCT_MIN 8
+
+/**
+ * Refuse a new raw or hex key (@wk as keys_derive_wrapping() made it) that
+ * cannot be 32 random bytes: all one value (all zero above all) or fewer
+ * than KEYS_DISTINCT_MIN distinct byte values. 32 random bytes have fewer
+ * than 8 with a probability below 1e-36, so no real key is refused. Other
+ * formats pass (passphrases have their length rule and PBKDF2). For create
+ * and change-key only: load-key must still open what was made before.
+ * @return 0 or STOR_EWEAKKEY
+ */
+int keys_check_random(enum stor_keyformat fmt, const uint8_t wk[KEYS_WRAPKEY_LEN]);
 
 /**
  * Wrap @master with @wk into @wrapped (KEYS_WRAPPED_LEN bytes), binding

@@ -3,7 +3,9 @@
  * Pools: create, open (import), close (export), destroy, add a LUN, status.
  * A pool owns its LUN set, its LMDB environment and the allocator; it checks
  * every LUN label on open and refuses damaged, missing or foreign LUNs. The
- * free map is rebuilt here from the block pointers (see alloc.h).
+ * free map is rebuilt here from the block pointers (see alloc.h). Freeing a
+ * pool (close, destroy, a failed open) drops its datasets from the data
+ * cache: nothing read before an export is served after the next import.
  *
  * Pool record ("pool"/"config"): u32 version | u64 guid | u64 next dataset id |
  * u32 nluns | nluns x (u64 lun guid | u64 size | u16 path length | path).
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "cache.h"
 #include "lun.h"
 #include "meta.h"
 #include "store_impl.h"
@@ -111,8 +114,16 @@ static void pool_free(struct stor_pool *p)
 {
 	if (!p)
 		return;
-	for (size_t i = 0; i < p->nds; i++)
+	/*
+	 * The data cache is process-wide and keyed by dataset GUID: entries
+	 * left behind would be served after the next import, though the LUNs
+	 * may have been rewritten meanwhile (another host, a restored copy).
+	 * Export and destroy both end here; dropping wipes the plaintext.
+	 */
+	for (size_t i = 0; i < p->nds; i++) {
+		cache_drop_ds(record_cache(), p->ds[i]->guid);
 		ds_free(p->ds[i]);
+	}
 	free(p->ds);
 	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
 		lun_close(p->luns[i].lun);

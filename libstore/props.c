@@ -159,8 +159,10 @@ int prop_validate(int id, const char *value, char *out, size_t outlen)
 			return STOR_EBADPROP;
 		break;
 	case PROP_PBKDF2ITERS:
-		if (prop_parse_size(value, &n) < 0 || n < KEYS_PBKDF2_MIN || n > 100000000ull)
+		if (prop_parse_size(value, &n) < 0)
 			return STOR_EBADPROP;
+		if (n < KEYS_PBKDF2_MIN || n > KEYS_PBKDF2_MAX)
+			return STOR_EITERS; /* a number, but one we refuse: say which */
 		snprintf(num, sizeof(num), "%llu", n);
 		canon = num;
 		break;

@@ -52,7 +52,8 @@ int prop_lookup(const char *name);
 /**
  * Validate @value for property @id and write its canonical form into @out
  * (e.g. "zstd" stays "zstd", "on" for encryption becomes "aes-256-ccm").
- * @return 0 or STOR_EBADPROP
+ * @return 0, STOR_EBADPROP, STOR_EITERS (pbkdf2iters outside
+ *         KEYS_PBKDF2_MIN..KEYS_PBKDF2_MAX)
  */
 int prop_validate(int id, const char *value, char *out, size_t outlen);
 

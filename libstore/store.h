@@ -53,7 +53,9 @@ extern "C" {
 	XX(ERANGE, -10014, "offset or length outside the volume")                              \
 	XX(ENOTENCRYPTED, -10015, "dataset is not encrypted")                                  \
 	XX(ENOTROOT, -10016, "dataset is not an encryption root")                             \
-	XX(ESUSPENDED, -10017, "pool is suspended after a failed flush; export and import it")
+	XX(ESUSPENDED, -10017, "pool is suspended after a failed flush; export and import it") \
+	XX(EITERS, -10018, "pbkdf2iters must be 100000 to 10000000")                           \
+	XX(EWEAKKEY, -10019, "raw key is all zero or too regular; use 32 random bytes")
 
 enum {
 #define XX(name, val, msg) STOR_##name = (val),
@@ -107,7 +109,9 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
  */
 int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct stor_pool **out);
 
-/** Commit the open txg and close (export) the pool. NULL is a no-op. */
+/** Commit the open txg and close (export) the pool; its records leave the
+ * data cache, wiped, so an import reads what the LUNs hold by then. NULL is a
+ * no-op. */
 int stor_pool_close(struct stor_pool *pool);
 
 /**
@@ -212,6 +216,7 @@ struct stor_ds_opts {
  * Create dataset @name (pool/a/b; the parent must exist) and return an open
  * handle in @out (may be NULL if the caller does not want one).
  * @return 0, STOR_EBADNAME, -EEXIST, -ENOENT (no parent), STOR_EBADPROP,
+ *         STOR_EITERS (pbkdf2iters out of range),
  *         STOR_ENOKEY (encrypted parent whose key is not loaded),
  *         -EINVAL (bad volsize/recordsize, missing key)
  */
@@ -368,6 +373,11 @@ int stor_key_unload(struct stor_pool *pool, const char *name);
  * Rewrap the master keys under @name with a new wrapping key; the root's key
  * must be loaded. @props may set keyformat, keylocation, pbkdf2iters.
  * A child that inherits its root can be made a root of its own this way.
+ * The new wrapped keys and these properties commit together, by the
+ * replacement of the pool's key file: on failure nothing has changed.
+ * @return 0, STOR_EBADPROP, STOR_EITERS (pbkdf2iters out of range),
+ *         STOR_ENOKEY, STOR_ENOTENCRYPTED, -ENOENT, -EINVAL (key material of
+ *         the wrong shape)
  */
 int stor_key_change(struct stor_pool *pool, const char *name, const char *const *props,
 		    size_t nprops, const struct stor_key_material *key);

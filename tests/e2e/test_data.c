@@ -243,6 +243,28 @@ Test(data, encrypted_dataset_keys_wrong_key_unload_change)
 	cr_assert(strstr(out, "1 / 1"), "%s", out);
 }
 
+Test(data, a_regular_raw_key_and_too_many_iterations_get_clear_errors)
+{
+	static const uint8_t zero[32];
+	char zf[4096];
+
+	make_pool("tank");
+	snprintf(zf, sizeof(zf), "%s", tdaemon_file(&td, "zero", zero, sizeof(zero)));
+	cr_assert_eq(cof(NULL, "create -V 4M -o encryption=aes-256-ccm -o keyformat=raw "
+			       "-o keylocation=file://%s tank/z",
+			 zf),
+		     1, "%s", out);
+	cr_assert(strstr(out, "raw key is all zero or too regular; use 32 random bytes"), "%s",
+		  out);
+	cr_assert_eq(cof(NULL, "create -V 4M -o encryption=aes-256-ccm -o keyformat=passphrase "
+			       "-o keylocation=file://%s -o pbkdf2iters=20000000 tank/p",
+			 pass_file("pass", "correct horse battery staple\n")),
+		     1, "%s", out);
+	cr_assert(strstr(out, "pbkdf2iters must be 100000 to 10000000"), "%s", out);
+	COF_OK(NULL, "list -H");
+	cr_assert_null(strstr(out, "tank/"), "a refused create left a dataset: %s", out);
+}
+
 Test(data, thirty_two_pipelined_requests_on_one_connection)
 {
 	struct coffer_conn *c = NULL;

@@ -233,15 +233,19 @@ static void wrapped_key(const char *mdb, const char *name, uint8_t dst[WRAPPED_L
 	kf = slurp(keys, &len);
 	cr_assert_geq(len, 24, "%s too short", keys);
 	n = rd_be(kf + 12, 4);
-	for (size_t i = 0; i < n; i++) {
-		const uint8_t *e = kf + 16 + i * (8 + 8 + 1 + 4 + 16 + WRAPPED_LEN);
+	/* version 2 entries end in u16 length + keylocation; version 1 at the key */
+	for (size_t i = 0, off = 16; i < n; i++) {
+		const uint8_t *e = kf + off;
 
-		cr_assert(e + 37 + WRAPPED_LEN <= kf + len);
+		cr_assert(e + 37 + WRAPPED_LEN + 2 <= kf + len);
 		if (rd_be(e, 8) == guid) {
 			memcpy(dst, e + 37, WRAPPED_LEN);
 			free(kf);
 			return;
 		}
+		off += 37 + WRAPPED_LEN;
+		if (rd_be(kf + 8, 4) >= 2)
+			off += 2 + rd_be(kf + off, 2);
 	}
 	cr_assert_fail("no key of %s in %s", name, keys);
 }

@@ -56,7 +56,7 @@ check_PROGRAMS += %D%/test_bench_verify
 
 check_PROGRAMS += %D%/test_encryption
 %C%_test_encryption_SOURCES = %D%/test_encryption.c $(UNIT_FIXTURE)
-%C%_test_encryption_CFLAGS = $(UNIT_CFLAGS) $(LMDB_CFLAGS)
+%C%_test_encryption_CFLAGS = $(UNIT_CFLAGS) $(LMDB_CFLAGS) $(XXHASH_CFLAGS)
 %C%_test_encryption_LDADD = $(UNIT_LDADD) $(LMDB_LIBS)
 
 check_PROGRAMS += %D%/test_cache

@@ -2,9 +2,12 @@
 /*
  * The data cache in the record pipeline: hits and misses are counted, the
  * primarycache property decides what is cached, overwrites never serve old
- * data, and no plaintext of a locked or destroyed dataset stays cached.
+ * data, and no plaintext of a locked, destroyed or exported dataset stays
+ * cached.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fixture.h"
@@ -119,7 +122,8 @@ Test(datacache, unload_key_leaves_nothing_cached_and_reads_fail)
 	struct stor_cache_stats cs;
 	struct stor_ds *ds;
 
-	memset(key, 7, sizeof(key));
+	for (size_t i = 0; i < sizeof(key); i++)
+		key[i] = (uint8_t)(7 + 37 * i); /* one byte repeated is refused as a key */
 	ds = mk("tank/e", p, 2, &km);
 	memset(buf, 9, sizeof(buf));
 	for (int r = 0; r < 8; r++)
@@ -149,4 +153,66 @@ Test(datacache, destroy_drops_the_dataset)
 	cr_assert_eq(stor_ds_destroy(tp.pool, "tank/d", 0), 0);
 	stor_cache_stats(&cs);
 	cr_assert_eq(cs.entries, 0);
+}
+
+/* cp -a of the pool's directory (LMDB state, key file, sparse LUN files) */
+static void copy_dir(const char *from, const char *to)
+{
+	char cmd[3 * 1024];
+
+	snprintf(cmd, sizeof(cmd),
+		 "rm -rf '%s' && mkdir -p '%s' && cp -a --sparse=always '%s/.' '%s/'", to, to,
+		 from, to);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+Test(datacache, export_drops_the_pool_and_import_reads_what_the_luns_hold)
+{
+	uint8_t v1[2][8192], v2[8192], buf[8192], patch[200];
+	struct stor_cache_stats cs;
+	struct stor_ds *ds = mk("tank/x", NULL, 0, NULL);
+	char snap[1100], cmd[1200];
+
+	/* generation 1 of records 0 and 1, on disk; the pool as it is now is kept aside */
+	for (int r = 0; r < 2; r++) {
+		tpat_fill(v1[r], sizeof(v1[r]), (uint64_t)r, 1);
+		cr_assert_eq(stor_ds_write(ds, (uint64_t)r * 8192, v1[r], sizeof(v1[r])), 0);
+	}
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	snprintf(snap, sizeof(snap), "%s.snap", tp.dir);
+	copy_dir(tp.dir, snap);
+
+	/* generation 2, read back: in the cache when the pool is exported */
+	cr_assert_eq(tpool_open(&tp), 0);
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/x", &ds), 0);
+	for (int r = 0; r < 2; r++) {
+		tpat_fill(v2, sizeof(v2), (uint64_t)r, 2);
+		cr_assert_eq(stor_ds_write(ds, (uint64_t)r * 8192, v2, sizeof(v2)), 0);
+		cr_assert_eq(stor_ds_read(ds, (uint64_t)r * 8192, buf, sizeof(buf)), 0);
+	}
+	stor_cache_stats(&cs);
+	cr_assert_eq(cs.entries, 2);
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	stor_cache_stats(&cs);
+	cr_expect_eq(cs.entries, 0, "export left %llu records in the cache",
+		     (unsigned long long)cs.entries);
+
+	/* meanwhile the LUNs went back to generation 1 (another host, a restore) */
+	copy_dir(snap, tp.dir);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", snap);
+	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(tpool_open(&tp), 0);
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/x", &ds), 0);
+	cr_assert_eq(stor_ds_read(ds, 0, buf, sizeof(buf)), 0);
+	cr_expect_eq(tpat_check(buf, sizeof(buf), 0), 1, "record 0 read generation %lld",
+		     (long long)tpat_check(buf, sizeof(buf), 0));
+	/* a partial write merges into what the LUN holds, not into the old cache entry */
+	memset(patch, 0xab, sizeof(patch));
+	cr_assert_eq(stor_ds_write(ds, 8192 + 100, patch, sizeof(patch)), 0);
+	memcpy(v1[1] + 100, patch, sizeof(patch));
+	cr_assert_eq(stor_ds_read(ds, 8192, buf, sizeof(buf)), 0);
+	cr_assert_arr_eq(buf, v1[1], sizeof(buf), "partial write merged stale data");
+	stor_ds_close(ds);
 }

@@ -26,6 +26,7 @@
 
 #include <criterion/criterion.h>
 #include <lmdb.h>
+#include <xxhash.h>
 
 #include "fixture.h"
 
@@ -732,6 +733,289 @@ Test(encryption, change_key_then_only_the_new_key_loads)
 	ds = open_ds(&tp, "tank/c");
 	read_eq(ds, 5 * RECSIZE, buf, sizeof(buf));
 	stor_ds_close(ds);
+	tpool_fini(&tp);
+}
+
+static void keyfile_path(const struct tpool *tp, char *path, size_t len)
+{
+	snprintf(path, len, "%s/pools/%s.keys", tp->dir, tp->name);
+}
+
+/* Rewrite the u32 at @off of the key file (pool closed) and fix its xxh64
+ * trailer, as someone who can write the file (or a bad disk) could. */
+static void keyfile_patch_u32(struct tpool *tp, size_t off, uint32_t v)
+{
+	char path[PATH_MAX];
+	uint8_t *buf;
+	struct stat st;
+	uint64_t h;
+	int fd;
+
+	cr_assert_null(tp->pool, "key file patched while the pool is open");
+	keyfile_path(tp, path, sizeof(path));
+	fd = open(path, O_RDWR);
+	cr_assert(fd >= 0, "%s: %s", path, strerror(errno));
+	cr_assert_eq(fstat(fd, &st), 0);
+	cr_assert_gt(st.st_size, (off_t)(off + 4 + 8));
+	buf = malloc((size_t)st.st_size);
+	cr_assert_not_null(buf);
+	cr_assert_eq(pread(fd, buf, (size_t)st.st_size, 0), st.st_size);
+	for (int i = 0; i < 4; i++)
+		buf[off + i] = (uint8_t)(v >> (24 - 8 * i));
+	h = XXH64(buf, (size_t)st.st_size - 8, 0);
+	for (int i = 0; i < 8; i++)
+		buf[st.st_size - 8 + i] = (uint8_t)(h >> (56 - 8 * i));
+	cr_assert_eq(pwrite(fd, buf, (size_t)st.st_size, 0), st.st_size);
+	close(fd);
+	free(buf);
+}
+
+/* keyfile.c layout: 16-byte header, then per entry u64 guid | u64 root |
+ * u8 keyformat | u32 iterations | ... */
+#define KF_ENTRY0_ITERS (16 + 8 + 8 + 1)
+
+Test(encryption, pbkdf2iters_above_the_bound_are_refused_at_create_change_and_load)
+{
+	static const char *const big[] = { "keyformat=passphrase", "pbkdf2iters=10000001" };
+	static const char *const huge[] = { "keyformat=passphrase", "pbkdf2iters=50000000" };
+	struct stor_ds_opts o = { .volsize = VOLSIZE, .recordsize = RECSIZE, .props = big,
+				  .nprops = 2, .key = &pass_a };
+	struct stor_ds *ds;
+	struct tpool tp;
+	int ret;
+
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	ret = stor_ds_create(tp.pool, "tank/big", &o, NULL);
+	cr_assert_eq(ret, STOR_EITERS, "create with 10000001 iterations: %s", stor_errname(ret));
+	cr_assert_str_eq(stor_strerror(ret), "pbkdf2iters must be 100000 to 10000000");
+	ds = enc_ds(&tp, "tank/c", "aes-256-ccm", &pass_a);
+	stor_ds_close(ds);
+	/* the old bound was 1e8: this one would have held the admin lock for half a minute */
+	ret = stor_key_change(tp.pool, "tank/c", huge, 2, &pass_b);
+	cr_assert_eq(ret, STOR_EITERS, "change-key to 5e7 iterations: %s", stor_errname(ret));
+	assert_prop(&tp, "tank/c", "pbkdf2iters", "100000");
+	tpool_close(&tp);
+
+	/* a key file that asks for 4e9 iterations is damaged, not a load-key of an hour */
+	keyfile_patch_u32(&tp, KF_ENTRY0_ITERS, 4000000000u);
+	ret = tpool_open(&tp);
+	cr_assert_eq(ret, STOR_ECORRUPT, "open with 4e9 iterations in the key file: %s",
+		     stor_errname(ret));
+	cr_assert(strstr(stor_pool_last_error(), "damaged"), "error: %s", stor_pool_last_error());
+	keyfile_patch_u32(&tp, KF_ENTRY0_ITERS, 100000);
+	cr_assert_eq(tpool_open(&tp), 0);
+	load_key(&tp, "tank/c", &pass_a);
+	tpool_fini(&tp);
+}
+
+Test(encryption, regular_raw_and_hex_keys_are_refused_at_create_and_change_key)
+{
+	static const char *const rprops[] = { "encryption=aes-256-ccm", "keyformat=raw" };
+	static const char *const hprops[] = { "encryption=aes-256-ccm", "keyformat=hex" };
+	static const char *const to_raw[] = { "keyformat=raw" };
+	char hex[65];
+	uint8_t zero[32] = { 0 }, good[32];
+	const struct stor_key_material kzero = { zero, 32 }, kgood = { good, 32 };
+	const struct stor_key_material khex = { (const uint8_t *)hex, 64 };
+	struct stor_ds_opts o = { .volsize = VOLSIZE, .recordsize = RECSIZE, .props = rprops,
+				  .nprops = 2, .key = &kzero };
+	struct stor_ds *ds;
+	struct tpool tp;
+	int ret;
+
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	ret = stor_ds_create(tp.pool, "tank/z", &o, NULL);
+	cr_assert_eq(ret, STOR_EWEAKKEY, "all-zero raw key: %s", stor_errname(ret));
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/z", &ds), -ENOENT);
+	/* "abab...": one byte value in hex */
+	for (int i = 0; i < 64; i++)
+		hex[i] = i & 1 ? 'b' : 'a';
+	hex[64] = '\0';
+	o.props = hprops;
+	o.key = &khex;
+	ret = stor_ds_create(tp.pool, "tank/h", &o, NULL);
+	cr_assert_eq(ret, STOR_EWEAKKEY, "hex key of one byte value: %s", stor_errname(ret));
+
+	/* a raw key of 32 distinct values is fine; change-key to an all-zero one is not */
+	for (int i = 0; i < 32; i++)
+		good[i] = (uint8_t)(0x40 + i);
+	o.props = rprops;
+	o.key = &kgood;
+	ret = stor_ds_create(tp.pool, "tank/r", &o, NULL);
+	cr_assert_eq(ret, 0, "create: %s", stor_strerror(ret));
+	ret = stor_key_change(tp.pool, "tank/r", to_raw, 1, &kzero);
+	cr_assert_eq(ret, STOR_EWEAKKEY, "change-key to zeros: %s", stor_errname(ret));
+	tpool_reopen(&tp);
+	load_key(&tp, "tank/r", &kgood);
+	tpool_fini(&tp);
+}
+
+/* The LMDB record of dataset @name (pool closed): malloc'ed copy. */
+static void *ds_record_get(struct tpool *tp, const char *name, size_t *len)
+{
+	MDB_val k = { strlen(name), (void *)name }, v;
+	struct lm l;
+	void *copy;
+	int rc;
+
+	lm_open(&l, tp);
+	rc = mdb_get(l.txn, l.ds, &k, &v);
+	cr_assert_eq(rc, 0, "get %s: %s", name, mdb_strerror(rc));
+	copy = malloc(v.mv_size);
+	cr_assert_not_null(copy);
+	memcpy(copy, v.mv_data, v.mv_size);
+	*len = v.mv_size;
+	lm_close(&l, false);
+	return copy;
+}
+
+static void ds_record_put(struct tpool *tp, const char *name, const void *val, size_t len)
+{
+	MDB_val k = { strlen(name), (void *)name }, v = { len, (void *)val };
+	struct lm l;
+	int rc;
+
+	lm_open(&l, tp);
+	rc = mdb_put(l.txn, l.ds, &k, &v, 0);
+	cr_assert_eq(rc, 0, "put %s: %s", name, mdb_strerror(rc));
+	lm_close(&l, true);
+}
+
+Test(encryption, change_key_and_keylocation_commit_with_the_key_file_alone)
+{
+	static const char *const to_hex[] = { "keyformat=hex", "keylocation=file:///k/hex" };
+	static const char *const to_pass[] = { "keyformat=passphrase", ITERS };
+	char hex[65], path[PATH_MAX + 8];
+	const struct stor_key_material khex = { (const uint8_t *)hex, 64 };
+	uint8_t buf[RECSIZE];
+	struct stor_ds *ds;
+	struct tpool tp;
+	void *before;
+	size_t blen;
+	int ret;
+
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", (unsigned)(i * 41 + 3) & 0xff);
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	ds = enc_ds(&tp, "tank/c", "aes-256-ccm", &pass_a);
+	tpat_fill(buf, sizeof(buf), 3, 1);
+	write_ok(ds, 3 * RECSIZE, buf, sizeof(buf));
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	before = ds_record_get(&tp, "tank/c", &blen);
+
+	/* change-key, then the metadata as a crash right after the key-file rename
+	 * leaves it: every LMDB write of the change lost */
+	cr_assert_eq(tpool_open(&tp), 0);
+	load_key(&tp, "tank/c", &pass_a);
+	ret = stor_key_change(tp.pool, "tank/c", to_hex, 2, &khex);
+	cr_assert_eq(ret, 0, "change-key: %s", stor_strerror(ret));
+	tpool_close(&tp);
+	ds_record_put(&tp, "tank/c", before, blen);
+	cr_assert_eq(tpool_open(&tp), 0);
+	/* what load-key (and coffer, to read the key) need is the new key's */
+	assert_prop(&tp, "tank/c", "keyformat", "hex");
+	assert_prop(&tp, "tank/c", "keylocation", "file:///k/hex");
+	assert_prop(&tp, "tank/c", "pbkdf2iters", "0");
+	ret = stor_key_load(tp.pool, "tank/c", &pass_a, 0);
+	cr_assert_neq(ret, 0, "the old passphrase still loads");
+	load_key(&tp, "tank/c", &khex);
+	ds = open_ds(&tp, "tank/c");
+	read_eq(ds, 3 * RECSIZE, buf, sizeof(buf));
+	stor_ds_close(ds);
+
+	/* set keylocation commits the same way */
+	ret = stor_ds_set(tp.pool, "tank/c", "keylocation", "file:///k/other");
+	cr_assert_eq(ret, 0, "set keylocation: %s", stor_strerror(ret));
+	tpool_close(&tp);
+	ds_record_put(&tp, "tank/c", before, blen);
+	cr_assert_eq(tpool_open(&tp), 0);
+	assert_prop(&tp, "tank/c", "keylocation", "file:///k/other");
+
+	/* a key file that cannot be written: the change fails and nothing changes */
+	load_key(&tp, "tank/c", &khex);
+	snprintf(path, sizeof(path), "%s/pools/%s.keys.new", tp.dir, tp.name);
+	cr_assert_eq(mkdir(path, 0700), 0, "%s: %s", path, strerror(errno));
+	ret = stor_key_change(tp.pool, "tank/c", to_pass, 2, &pass_b);
+	cr_assert_lt(ret, 0, "change-key over an unwritable key file succeeded");
+	assert_prop(&tp, "tank/c", "keyformat", "hex");
+	assert_prop(&tp, "tank/c", "keylocation", "file:///k/other");
+	assert_prop(&tp, "tank/c", "pbkdf2iters", "0");
+	cr_assert_eq(rmdir(path), 0);
+	tpool_reopen(&tp);
+	assert_prop(&tp, "tank/c", "keyformat", "hex");
+	ret = stor_key_load(tp.pool, "tank/c", &pass_b, 0);
+	cr_assert_neq(ret, 0, "the refused passphrase loads");
+	load_key(&tp, "tank/c", &khex);
+	free(before);
+	tpool_fini(&tp);
+}
+
+/* Rewrite a version 2 key file (pool closed) in the version 1 layout: the
+ * same entries without their keylocation. */
+static void keyfile_to_v1(struct tpool *tp)
+{
+	const size_t entry = 8 + 8 + 1 + 4 + 16 + 60;
+	char path[PATH_MAX];
+	uint8_t *in, *out;
+	size_t n, ilen, olen = 16;
+	const uint8_t *r;
+	struct stat st;
+	uint64_t h;
+	int fd;
+
+	keyfile_path(tp, path, sizeof(path));
+	fd = open(path, O_RDWR);
+	cr_assert(fd >= 0, "%s: %s", path, strerror(errno));
+	cr_assert_eq(fstat(fd, &st), 0);
+	ilen = (size_t)st.st_size;
+	in = malloc(ilen);
+	out = malloc(ilen);
+	cr_assert(in && out);
+	cr_assert_eq(pread(fd, in, ilen, 0), (ssize_t)ilen);
+	cr_assert_eq(in[11], 2, "key file version %u", in[11]);
+	n = (size_t)in[12] << 24 | (size_t)in[13] << 16 | (size_t)in[14] << 8 | in[15];
+	memcpy(out, in, 16);
+	out[11] = 1;
+	r = in + 16;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(out + olen, r, entry);
+		olen += entry;
+		r += entry;
+		r += 2 + ((size_t)r[0] << 8 | r[1]);
+	}
+	cr_assert_eq((size_t)(r - in), ilen - 8);
+	h = XXH64(out, olen, 0);
+	for (int i = 0; i < 8; i++)
+		out[olen++] = (uint8_t)(h >> (56 - 8 * i));
+	cr_assert_eq(ftruncate(fd, 0), 0);
+	cr_assert_eq(pwrite(fd, out, olen, 0), (ssize_t)olen);
+	close(fd);
+	free(in);
+	free(out);
+}
+
+Test(encryption, key_file_of_version_1_still_imports)
+{
+	static const char *const props[] = { "encryption=aes-256-ccm", "keyformat=passphrase", ITERS,
+					     "keylocation=file:///k/a" };
+	struct stor_ds_opts o = { .volsize = VOLSIZE, .recordsize = RECSIZE, .props = props,
+				  .nprops = 4, .key = &pass_a };
+	struct tpool tp;
+	int ret;
+
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	ret = stor_ds_create(tp.pool, "tank/a", &o, NULL);
+	cr_assert_eq(ret, 0, "create: %s", stor_strerror(ret));
+	(void)enc_ds(&tp, "tank/b", "aes-128-gcm", &pass_b);
+	tpool_close(&tp);
+	keyfile_to_v1(&tp);
+	cr_assert_eq(tpool_open(&tp), 0, "%s", stor_pool_last_error());
+	assert_prop(&tp, "tank/a", "keyformat", "passphrase");
+	assert_prop(&tp, "tank/a", "pbkdf2iters", "100000");
+	assert_prop(&tp, "tank/a", "keylocation", "file:///k/a"); /* from LMDB */
+	load_key(&tp, "tank/a", &pass_a);
+	load_key(&tp, "tank/b", &pass_b);
 	tpool_fini(&tp);
 }
 

@@ -293,6 +293,47 @@ Test(keys, missing_material_salt_or_format_is_rejected)
 	cr_assert(strstr(keys_last_error(), "keyformat"));
 }
 
+Test(keys, pbkdf2_iterations_above_the_bound_are_refused_before_any_work)
+{
+	uint8_t wk[KEYS_WRAPKEY_LEN], zero[KEYS_WRAPKEY_LEN] = { 0 };
+	struct stor_key_material m = { .data = (const uint8_t *)"long enough", .len = 11 };
+
+	/* 4e9 iterations would take the best part of an hour: refused at once */
+	memset(wk, 0xee, sizeof(wk));
+	cr_assert_eq(keys_derive_wrapping(STOR_KEY_PASSPHRASE, &m, salt16, 4000000000u, wk),
+		     -EINVAL);
+	cr_assert(strstr(keys_last_error(), "above the bound"), "message: %s", keys_last_error());
+	cr_assert_arr_eq(wk, zero, sizeof(wk));
+	cr_assert_eq(keys_derive_wrapping(STOR_KEY_PASSPHRASE, &m, salt16, KEYS_PBKDF2_MAX + 1, wk),
+		     -EINVAL);
+}
+
+Test(keys, raw_and_hex_keys_that_cannot_be_random_are_refused)
+{
+	uint8_t k[KEYS_WRAPKEY_LEN];
+
+	memset(k, 0, sizeof(k));
+	cr_assert_eq(keys_check_random(STOR_KEY_RAW, k), STOR_EWEAKKEY, "all zero");
+	cr_assert_eq(keys_check_random(STOR_KEY_HEX, k), STOR_EWEAKKEY, "all zero, hex");
+	memset(k, 0xff, sizeof(k));
+	cr_assert_eq(keys_check_random(STOR_KEY_RAW, k), STOR_EWEAKKEY, "all 0xff");
+	/* 7 values repeated: refused; 8 values: the rule's edge, accepted */
+	for (size_t i = 0; i < sizeof(k); i++)
+		k[i] = (uint8_t)(i % 7 * 31);
+	cr_assert_eq(keys_check_random(STOR_KEY_RAW, k), STOR_EWEAKKEY, "7 distinct values");
+	cr_assert(strstr(keys_last_error(), "7 distinct"), "message: %s", keys_last_error());
+	for (size_t i = 0; i < sizeof(k); i++)
+		k[i] = (uint8_t)(i % 8 * 31);
+	cr_assert_eq(keys_check_random(STOR_KEY_RAW, k), 0, "8 distinct values");
+	cr_assert_eq(keys_random(k, sizeof(k)), 0);
+	cr_assert_eq(keys_check_random(STOR_KEY_HEX, k), 0, "random bytes");
+	/* passphrases have rules of their own; the bytes of a PBKDF2 output are not judged */
+	memset(k, 0, sizeof(k));
+	cr_assert_eq(keys_check_random(STOR_KEY_PASSPHRASE, k), 0);
+	cr_assert_str_eq(stor_strerror(STOR_EWEAKKEY),
+			 "raw key is all zero or too regular; use 32 random bytes");
+}
+
 Test(keys, wrap_aad_has_the_documented_layout)
 {
 	uint8_t aad[64], salt[KEYS_SALT_LEN];
