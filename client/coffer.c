@@ -633,15 +633,18 @@ out:
 static int pool_simple(int argc, char **argv, const char *cmd)
 {
 	struct coffer_conn *c;
-	int opt;
+	int opt, force = 0;
 
-	while ((opt = getopt(argc, argv, "f")) != -1)
+	while ((opt = getopt(argc, argv, "f")) != -1) {
 		if (opt != 'f')
 			usage_exit();
+		force = 1;
+	}
 	if (argc - optind != 1)
 		usage_exit();
 	c = conn_open();
-	json_decref(call(c, cmd, json_pack("{s:s}", "name", argv[optind]), argv[optind]));
+	json_decref(call(c, cmd, json_pack("{s:s,s:b}", "name", argv[optind], "force", force),
+			 argv[optind]));
 	coffer_close(c);
 	return 0;
 }
@@ -690,7 +693,7 @@ static const struct cmd pool_cmds[] = {
 	{ "add", pool_add, "[-s SIZE] POOL LUN..." },
 	{ "list", pool_list, "[-H] [-p] [-j] [POOL]" },
 	{ "status", pool_status, "[-j] [POOL]" },
-	{ "export", pool_export, "POOL" },
+	{ "export", pool_export, "[-f] POOL" },
 	{ "import", pool_import, "[POOL]" },
 	{ "destroy", pool_destroy, "[-f] POOL" },
 	{ NULL, NULL, NULL },

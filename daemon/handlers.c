@@ -357,8 +357,22 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 		return o;
 	}
 	json_object_set_new(o, "state", json_string(st.suspended ? "SUSPENDED" : "ONLINE"));
-	if (st.suspended)
-		json_object_set_new(o, "error", json_string(stor_strerror(STOR_ESUSPENDED)));
+	if (st.suspended) {
+		char why[256];
+
+		if (st.suspended == STOR_SUSPEND_META)
+			snprintf(why, sizeof(why),
+				 "metadata commit failed (%s): writes are refused until a commit "
+				 "succeeds; free space in the state directory, then flush",
+				 stor_strerror(st.suspend_error));
+		else
+			snprintf(why, sizeof(why),
+				 "a LUN flush failed (%s): written data may be lost; export and import",
+				 stor_strerror(st.suspend_error));
+		json_object_set_new(o, "error", json_string(why));
+	}
+	if (st.bad_frees)
+		json_object_set_new(o, "bad_frees", json_integer((json_int_t)st.bad_frees));
 	json_object_set_new(o, "guid", json_integer((json_int_t)st.guid));
 	json_object_set_new(o, "size", json_integer((json_int_t)st.size));
 	json_object_set_new(o, "used", json_integer((json_int_t)st.used));
@@ -579,10 +593,18 @@ static int h_pool_export(struct rpc_call *c)
 		ret = -EBUSY;
 		snprintf(c->err, sizeof(c->err), "%s: %u datasets are open", name,
 			 atomic_load(&pe->nhandles));
+	} else if ((ret = stor_pool_sync(pe->pool)) < 0 &&
+		   !json_is_true(json_object_get(c->args, "force"))) {
+		/* what is not committed would be lost: keep the pool imported */
+		snprintf(c->err, sizeof(c->err),
+			 "%s: final commit failed: %s; the pool stays imported (export -f drops "
+			 "what is not committed)",
+			 name, stor_strerror(ret));
 	} else {
 		ret = stor_pool_close(pe->pool);
 		if (ret < 0)
-			log_err("pool %s: close: %s", name, stor_strerror(ret));
+			log_err("pool %s: close: %s; writes since the last commit are lost", name,
+				stor_strerror(ret));
 		pool_unlink(pe);
 		pools_save();
 		free(pe);
@@ -1390,8 +1412,10 @@ int handlers_init(const struct config *config)
 	return 0;
 }
 
-void handlers_fini(void)
+int handlers_fini(void)
 {
+	int failed = 0;
+
 	pthread_rwlock_wrlock(&pools_lock);
 	while (pools) {
 		struct pool_ent *pe = pools;
@@ -1399,11 +1423,15 @@ void handlers_fini(void)
 
 		pools = pe->next;
 		ret = stor_pool_close(pe->pool);
-		if (ret < 0)
-			log_err("pool %s: close: %s", pe->name, stor_strerror(ret));
-		else if (pe->pool)
+		if (ret < 0) {
+			log_err("pool %s: final commit failed: %s; writes since the last commit are lost",
+				pe->name, stor_strerror(ret));
+			failed++;
+		} else if (pe->pool) {
 			log_info("pool %s: closed", pe->name);
+		}
 		free(pe);
 	}
 	pthread_rwlock_unlock(&pools_lock);
+	return failed;
 }

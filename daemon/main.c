@@ -345,7 +345,8 @@ int main(int argc, char **argv)
 	uv_run(loop, UV_RUN_DEFAULT);
 	status = 0;
 out_pools:
-	handlers_fini();
+	if (handlers_fini() && status == 0)
+		status = 1; /* a pool lost writes at shutdown: say so in the exit status */
 	if (status == 0)
 		log_info("stopped");
 out:

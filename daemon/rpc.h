@@ -88,7 +88,8 @@ void work_stop(void);
 /** Remember @cfg and import every pool listed in the state directory. */
 int handlers_init(const struct config *cfg);
 /** Close every pool (commits the open txg). */
-void handlers_fini(void);
+/** Close every pool; @return how many failed their final commit. */
+int handlers_fini(void);
 /** Run the handler of c->cmd; sets c->status, c->reply / c->err. */
 void handlers_run(struct rpc_call *c);
 /** Drop the dataset-handle count of @pe (a handle was closed). */

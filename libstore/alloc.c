@@ -46,14 +46,11 @@ void alloc_destroy(struct alloc *a)
 	free(a);
 }
 
-int alloc_add_lun(struct alloc *a, uint64_t sectors)
+int alloc_map_new(uint64_t sectors, struct alloc_map **out)
 {
-	unsigned n = atomic_load(&a->nluns);
-	struct lun_map *m;
+	struct lun_map *m = calloc(1, sizeof(*m));
 
-	if (n >= STOR_LUNS_MAX)
-		return -E2BIG;
-	m = calloc(1, sizeof(*m));
+	*out = NULL;
 	if (!m)
 		return -ENOMEM;
 	m->bits = calloc((sectors + 63) / 64, sizeof(uint64_t));
@@ -63,9 +60,40 @@ int alloc_add_lun(struct alloc *a, uint64_t sectors)
 	}
 	m->nsectors = sectors;
 	pthread_mutex_init(&m->lock, NULL);
-	a->luns[n] = m;
-	atomic_store(&a->nluns, n + 1); /* publish after the map is complete */
+	*out = (struct alloc_map *)m;
 	return 0;
+}
+
+void alloc_map_free(struct alloc_map *map)
+{
+	struct lun_map *m = (struct lun_map *)map;
+
+	if (!m)
+		return;
+	pthread_mutex_destroy(&m->lock);
+	free(m->bits);
+	free(m);
+}
+
+void alloc_add_map(struct alloc *a, struct alloc_map *map)
+{
+	unsigned n = atomic_load(&a->nluns);
+
+	a->luns[n] = (struct lun_map *)map;
+	atomic_store(&a->nluns, n + 1); /* publish after the map is complete */
+}
+
+int alloc_add_lun(struct alloc *a, uint64_t sectors)
+{
+	struct alloc_map *m;
+	int ret;
+
+	if (atomic_load(&a->nluns) >= STOR_LUNS_MAX)
+		return -E2BIG;
+	ret = alloc_map_new(sectors, &m);
+	if (ret == 0)
+		alloc_add_map(a, m);
+	return ret;
 }
 
 static int test_bit(const uint64_t *b, uint64_t i)

@@ -161,10 +161,10 @@ static int pool_lock(struct stor_pool *p)
 	return 0;
 }
 
-int pool_save_config(struct stor_pool *p)
+/* The pool record naming the first @n LUNs of p->luns. */
+static int save_config(struct stor_pool *p, unsigned n)
 {
 	struct meta_txn *t = NULL;
-	unsigned n = atomic_load(&p->nluns);
 	size_t len = 4 + 8 + 8 + 4;
 	uint8_t *buf, *w;
 	int ret;
@@ -196,6 +196,11 @@ int pool_save_config(struct stor_pool *p)
 	meta_txn_abort(t);
 	free(buf);
 	return ret;
+}
+
+int pool_save_config(struct stor_pool *p)
+{
+	return save_config(p, atomic_load(&p->nluns));
 }
 
 static unsigned lun_flags(const struct stor_pool *p)
@@ -469,48 +474,65 @@ fail:
 	return ret;
 }
 
+/*
+ * A LUN joins in this order, under the admin lock (one add at a time): its
+ * label, then the pool record naming it (durable), then the pool's table,
+ * and last the allocator. No write can land on a LUN before the pool has
+ * it, and no txg can commit a pointer to a LUN the durable record lacks;
+ * on failure the label is wiped and nothing was published.
+ */
 int stor_pool_add_lun(struct stor_pool *p, const char *path, uint64_t size)
 {
-	unsigned idx = atomic_load(&p->nluns);
+	unsigned idx;
 	struct lun *l = NULL;
+	struct alloc_map *map = NULL;
 	struct lun_label lab = { 0 };
-	int ret;
+	int ret, labelled = 0;
 
-	if (idx >= STOR_LUNS_MAX)
-		return -E2BIG;
-	ret = lun_open(path, LUN_CREATE | lun_flags(p), size, &l);
+	pthread_mutex_lock(&p->admin);
+	idx = atomic_load(&p->nluns);
+	ret = idx >= STOR_LUNS_MAX ? -E2BIG : lun_open(path, LUN_CREATE | lun_flags(p), size, &l);
 	if (ret < 0) {
-		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
-		return ret;
+		if (ret != -E2BIG)
+			pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
+		goto out;
 	}
 	if (lun_label_read(l, &lab) == 0) {
 		pool_set_error("lun %u (%s): already a LUN of pool '%s'", idx, path, lab.pool_name);
 		ret = STOR_EFOREIGN;
-		goto fail;
+		goto out;
 	}
 	memset(&lab, 0, sizeof(lab));
 	lab.index = idx;
 	lab.pool_guid = p->guid;
 	ret = keys_random(&lab.lun_guid, sizeof(lab.lun_guid));
 	if (ret < 0)
-		goto fail;
+		goto out;
 	lab.size = lun_data_size(l) + LUN_DATA_OFF;
 	lab.nluns = idx + 1;
 	snprintf(lab.pool_name, sizeof(lab.pool_name), "%s", p->name);
-	ret = lun_label_write(l, &lab);
+	ret = alloc_map_new(lun_data_size(l) / STOR_SECTOR, &map);
+	if (ret == 0)
+		ret = lun_label_write(l, &lab);
 	if (ret < 0)
-		goto fail;
-	ret = alloc_add_lun(p->alloc, lun_data_size(l) / STOR_SECTOR);
-	if (ret < 0)
-		goto fail;
-	pthread_mutex_lock(&p->admin);
-	p->luns[idx].lun = l;
+		goto out;
+	labelled = 1;
+	p->luns[idx].lun = l; /* not visible before nluns says so */
 	p->luns[idx].guid = lab.lun_guid;
+	ret = p->meta ? save_config(p, idx + 1) : 0;
+	if (ret < 0) {
+		p->luns[idx].lun = NULL;
+		goto out;
+	}
 	atomic_store(&p->nluns, idx + 1);
-	ret = p->meta ? pool_save_config(p) : 0;
+	alloc_add_map(p->alloc, map);
+	map = NULL;
+	l = NULL;
+out:
 	pthread_mutex_unlock(&p->admin);
-	return ret;
-fail:
+	alloc_map_free(map);
+	if (l && labelled)
+		lun_label_wipe(l);
 	lun_close(l);
 	return ret;
 }
@@ -608,6 +630,8 @@ int stor_pool_stat(struct stor_pool *p, struct stor_pool_stat *st)
 	}
 	st->txg = atomic_load(&p->synced_txg);
 	st->suspended = atomic_load(&p->suspended);
+	st->suspend_error = atomic_load(&p->suspend_error);
+	st->bad_frees = alloc_bad_frees(p->alloc);
 	pthread_mutex_lock(&p->admin);
 	st->ndatasets = (unsigned)p->nds;
 	for (size_t i = 0; i < p->nds; i++)

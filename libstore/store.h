@@ -53,7 +53,7 @@ extern "C" {
 	XX(ERANGE, -10014, "offset or length outside the volume")                              \
 	XX(ENOTENCRYPTED, -10015, "dataset is not encrypted")                                  \
 	XX(ENOTROOT, -10016, "dataset is not an encryption root")                             \
-	XX(ESUSPENDED, -10017, "pool is suspended after a failed flush; export and import it") \
+	XX(ESUSPENDED, -10017, "pool is suspended after a failed flush or metadata commit (see pool status)") \
 	XX(EITERS, -10018, "pbkdf2iters must be 100000 to 10000000")                           \
 	XX(EWEAKKEY, -10019, "raw key is all zero or too regular; use 32 random bytes")
 
@@ -156,8 +156,17 @@ struct stor_pool_stat {
 	uint64_t txg;       /**< last committed txg */
 	unsigned ndatasets;
 	uint64_t logical_used; /**< bytes of records before compression, over all datasets */
-	int suspended;         /**< a flush failed: writes fail with STOR_ESUSPENDED */
+	int suspended;         /**< enum stor_suspend: writes fail with STOR_ESUSPENDED */
+	int suspend_error;     /**< what the failed LUN flush or metadata commit returned */
+	uint64_t bad_frees;    /**< double frees the allocator refused since import */
 };
+
+/*
+ * Why a pool refuses writes. A failed LUN flush may have lost data: the
+ * pool stays suspended until export. A failed metadata commit is retried
+ * (timer, flush, export); the first one that succeeds lifts it.
+ */
+enum stor_suspend { STOR_SUSPEND_NONE = 0, STOR_SUSPEND_LUN = 1, STOR_SUSPEND_META = 2 };
 
 int stor_pool_stat(struct stor_pool *pool, struct stor_pool_stat *st);
 /** Fill @st for LUN @idx (0-based). @return 0 or -ENOENT past the last LUN. */

@@ -117,7 +117,8 @@ struct stor_pool {
 	pthread_mutex_t timer_lock;
 	pthread_cond_t timer_cond;
 	int timer_stop, timer_started;
-	atomic_int suspended; /* a LUN flush failed: its data may be gone */
+	atomic_int suspended; /* enum stor_suspend: writes are refused */
+	atomic_int suspend_error; /* what the failed flush or commit returned */
 	_Atomic uint64_t read_epoch;
 	atomic_long readers[2];
 };

@@ -520,7 +520,8 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 		if (ret < 0) {
 			/* after a failed fsync the kernel may have dropped the dirty
 			 * pages: a retry could "succeed" over lost data, so stop */
-			atomic_store(&p->suspended, 1);
+			atomic_store(&p->suspend_error, ret);
+			atomic_store(&p->suspended, STOR_SUSPEND_LUN);
 			pool_lun_failed(p, p->luns[i].lun);
 			return ret;
 		}
@@ -578,7 +579,7 @@ int txg_sync(struct stor_pool *p, uint64_t min)
 
 	pthread_mutex_lock(&p->commit_lock);
 	for (;;) {
-		if (atomic_load(&p->suspended)) {
+		if (atomic_load(&p->suspended) == STOR_SUSPEND_LUN) {
 			ret = STOR_ESUSPENDED;
 			break;
 		}
@@ -607,8 +608,20 @@ int txg_sync(struct stor_pool *p, uint64_t min)
 		}
 		s = p->syncing;
 		ret = commit_stage(p, s);
-		if (ret < 0)
-			break; /* the stage stays; the next sync retries it */
+		if (ret < 0) {
+			/* the stage stays and the next sync retries it; until one
+			 * succeeds, no write is acknowledged into a stage that may
+			 * never commit */
+			if (atomic_load(&p->suspended) != STOR_SUSPEND_LUN) {
+				atomic_store(&p->suspend_error, ret);
+				atomic_store(&p->suspended, STOR_SUSPEND_META);
+			}
+			break;
+		}
+		{
+			int meta = STOR_SUSPEND_META;
+			atomic_compare_exchange_strong(&p->suspended, &meta, 0);
+		}
 		pthread_mutex_lock(&p->stage_lock);
 		p->syncing = NULL;
 		pthread_mutex_unlock(&p->stage_lock);
