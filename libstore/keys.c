@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -383,6 +384,14 @@ int keys_derive_data(const uint8_t master[KEYS_MASTER_LEN], uint64_t ds_guid, ui
 				out, len);
 }
 
+/* pages keys_secure_alloc() could not lock, for stor_key_pages_unlocked() */
+static atomic_uint_fast64_t unlocked_pages;
+
+uint64_t stor_key_pages_unlocked(void)
+{
+	return atomic_load_explicit(&unlocked_pages, memory_order_relaxed);
+}
+
 static size_t secure_len(size_t len)
 {
 	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
@@ -407,9 +416,12 @@ void *keys_secure_alloc(size_t len)
 	/*
 	 * mlock keeps keys out of swap. It fails with EPERM/ENOMEM once
 	 * RLIMIT_MEMLOCK is used up (8 MiB by default, 64 KiB on older kernels)
-	 * for unprivileged users; the memory is still usable, so carry on.
+	 * for unprivileged users; the memory is still usable, so carry on,
+	 * and count the pages so that the daemon can warn.
 	 */
-	(void)mlock(p, sz);
+	if (mlock(p, sz) < 0)
+		atomic_fetch_add_explicit(&unlocked_pages, sz / (size_t)sysconf(_SC_PAGESIZE),
+					  memory_order_relaxed);
 	/* keep keys out of core dumps, and out of a forked child's copy */
 	(void)madvise(p, sz, MADV_DONTDUMP);
 #ifdef MADV_WIPEONFORK
