@@ -84,9 +84,14 @@ static void mgr_free(IMB_MGR *m)
 	keys_secure_free(m, mgr_size);
 }
 
+/* At thread exit: the manager and the aes-192-ccm scratch (cleansed after each batch). */
 static void tls_destroy(void *p)
 {
 	mgr_free(p);
+	tls_mgr = NULL;
+	free(tls_cbc);
+	tls_cbc = NULL;
+	tls_cbc_size = 0;
 }
 
 static void tls_init(void)
