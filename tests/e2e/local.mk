@@ -46,3 +46,8 @@ check_PROGRAMS += %D%/test_hostile
 %C%_test_hostile_CFLAGS = $(E2E_CFLAGS) $(LMDB_CFLAGS)
 %C%_test_hostile_LDADD = $(E2E_LDADD) $(LMDB_LIBS)
 
+
+check_PROGRAMS += %D%/test_memscan
+%C%_test_memscan_SOURCES = %D%/test_memscan.c tests/memscan.c tests/memscan.h $(E2E_FIXTURE)
+%C%_test_memscan_CFLAGS = $(E2E_CFLAGS) -I$(top_srcdir)/tests
+%C%_test_memscan_LDADD = $(E2E_LDADD)
