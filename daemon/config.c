@@ -85,6 +85,7 @@ static const struct config_opt opts[] = {
 	{ "direct_io", OPT_BOOL, FIELD(direct_io), .def_num = 0 },
 	{ "io_inline", OPT_BOOL, FIELD(io_inline), .def_num = 0 },
 	{ "lun_mmap", OPT_BOOL, FIELD(lun_mmap), .def_num = 1 },
+	{ "allow_core_dumps", OPT_BOOL, FIELD(allow_core_dumps), .def_num = 0 },
 };
 
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))

@@ -28,6 +28,7 @@ struct config {
 	int direct_io;          /* open LUNs with O_DIRECT */
 	int io_inline;          /* run record I/O on the event loop, not on workers */
 	int lun_mmap;           /* read LUN files on tmpfs in place, through a mapping */
+	int allow_core_dumps;   /* stay dumpable (and ptrace-able by our uid); default no */
 };
 
 /* Limits the option table enforces (config.c); the daemon may rely on them. */

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1316,6 +1317,11 @@ static int h_stats(struct rpc_call *c)
 			     (json_int_t)cs.bytes, "entries", (json_int_t)cs.entries, "hits",
 			     (json_int_t)cs.hits, "misses", (json_int_t)cs.misses, "inserts",
 			     (json_int_t)cs.inserts, "evictions", (json_int_t)cs.evictions);
+	/* key hygiene of the process: 0 and 0 unless configured or limited otherwise */
+	json_object_set_new(c->reply, "process",
+			    json_pack("{s:i, s:I}", "dumpable", prctl(PR_GET_DUMPABLE, 0, 0, 0, 0),
+				      "key_pages_unlocked",
+				      (json_int_t)stor_key_pages_unlocked()));
 	/* {"name": DATASET}: that dataset's counters too */
 	if (json_is_string(json_object_get(c->args, "name"))) {
 		const char *name;

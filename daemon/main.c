@@ -9,6 +9,11 @@
  * accepting, lets every request in flight finish and be answered, then
  * closes each pool (which commits its open txg) and exits 0. Start-up
  * errors are one line on stderr and exit 1.
+ *
+ * Key hygiene of the process: unless allow_core_dumps = yes, cofferd makes
+ * itself non-dumpable before it reads any key (no core file, no ptrace or
+ * /proc/PID/mem for other processes of its uid), and jansson's buffers are
+ * wiped when freed, since its lexer keeps copies of the key text it parsed.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE, PACKAGE_VERSION */
 
@@ -21,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,6 +39,19 @@
 #include "store.h"
 
 static uv_signal_t sig_term, sig_int, sig_hup;
+
+/*
+ * jansson's free: key text passes through its lexer's buffers (grown by
+ * copying) and strings, which it frees without clearing. Admin JSON only,
+ * so the cost does not matter.
+ */
+static void json_wipe_free(void *p)
+{
+	if (!p)
+		return;
+	explicit_bzero(p, malloc_usable_size(p));
+	free(p);
+}
 
 static void usage(FILE *f)
 {
@@ -292,6 +311,10 @@ int main(int argc, char **argv)
 	}
 	umask(027);
 	signal(SIGPIPE, SIG_IGN);
+	/* before any key is read: no core file or same-uid debugger sees heap or stacks */
+	if (!cfg.allow_core_dumps && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		log_warn("prctl PR_SET_DUMPABLE: %s; cofferd may dump core", strerror(errno));
+	json_set_alloc_funcs(malloc, json_wipe_free);
 	/*
 	 * Frames and records of 128 KiB and more get their own mappings, given
 	 * back on free: glibc's moving threshold otherwise keeps the peak of a

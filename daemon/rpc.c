@@ -12,6 +12,12 @@
  * INFLIGHT_BYTES_MAX bytes of them are in flight, or REPLY_QUEUE_MAX reply
  * bytes wait for the socket; nothing on the server grows without bound
  * because a client sends fast or does not read.
+ *
+ * Key material (CMD_SECRET frames: key text for create, load-key and
+ * change-key) is wiped from the read buffer as soon as its frame has been
+ * copied into a call, and the call wipes its copies when freed. Until then
+ * such a frame may be moved (compaction) or the buffer grown: both wipe the
+ * bytes they leave behind. A closing connection wipes what it still holds.
  */
 #include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
 
@@ -145,6 +151,9 @@ static void conn_unref(struct rpc_conn *conn)
 		}
 	}
 	free(conn->handles);
+	if (conn->rbuf)
+		/* a frame cut short at close may be key text */
+		explicit_bzero(conn->rbuf, conn->rlen);
 	free(conn->rbuf);
 	free(conn);
 	srv.live_conns--;
@@ -321,10 +330,32 @@ static void reply_queue(struct rpc_call *c)
 	flush_schedule(conn);
 }
 
+/*
+ * libstore cannot print: when it could not mlock key pages (RLIMIT_MEMLOCK,
+ * no CAP_IPC_LOCK), say so once, before the reply to the call that made
+ * them, so an operator sees why keys may reach swap.
+ */
+static void check_key_locks(void)
+{
+	static int warned;
+	uint64_t n;
+
+	if (warned)
+		return;
+	n = stor_key_pages_unlocked();
+	if (n == 0)
+		return;
+	warned = 1;
+	log_warn("keys: %llu key pages could not be locked in memory (mlock): keys may be "
+		 "swapped out; raise RLIMIT_MEMLOCK (LimitMEMLOCK= in the unit)",
+		 (unsigned long long)n);
+}
+
 void rpc_call_done(struct rpc_call *c)
 {
 	struct rpc_conn *conn = c->conn;
 
+	check_key_locks();
 	if (c->cmd && (c->cmd->flags & CMD_IO) && c->handle < conn->nhandles) {
 		struct rpc_handle *h = &conn->handles[c->handle];
 
@@ -614,13 +645,61 @@ static int conn_blocked(const struct rpc_conn *conn)
 	       conn->queued_bytes >= REPLY_QUEUE_MAX || conn->close_after || srv.stopping;
 }
 
+/* Whether the frame starting at @p (@avail bytes buffered) carries key material. */
+static int frame_secret(const uint8_t *p, size_t avail)
+{
+	struct proto_hdr h;
+	const struct proto_cmd *cmd;
+
+	if (avail < PROTO_HDR_SIZE)
+		return 0;
+	proto_hdr_get(p, &h);
+	cmd = proto_cmd_by_op(h.op);
+	return cmd && (cmd->flags & CMD_SECRET);
+}
+
+/* Move the unparsed bytes to the front; a key frame leaves no copy behind. */
+static void rbuf_compact(struct rpc_conn *conn)
+{
+	size_t left = conn->rlen - conn->rpos;
+	int secret = frame_secret(conn->rbuf + conn->rpos, left);
+
+	memmove(conn->rbuf, conn->rbuf + conn->rpos, left);
+	if (secret)
+		explicit_bzero(conn->rbuf + left, conn->rlen - left);
+	conn->rlen = left;
+	conn->rpos = 0;
+}
+
+/* Grow the read buffer to @cap bytes; a key frame is not left in the old one. @return 0 or -1 */
+static int rbuf_grow(struct rpc_conn *conn, size_t cap)
+{
+	uint8_t *nb;
+
+	if (conn->rbuf && frame_secret(conn->rbuf + conn->rpos, conn->rlen - conn->rpos)) {
+		nb = malloc(cap);
+		if (!nb)
+			return -1;
+		memcpy(nb, conn->rbuf, conn->rlen);
+		explicit_bzero(conn->rbuf, conn->rlen);
+		free(conn->rbuf);
+	} else {
+		nb = realloc(conn->rbuf, cap);
+		if (!nb)
+			return -1;
+	}
+	conn->rbuf = nb;
+	conn->rcap = cap;
+	return 0;
+}
+
 /* Parse every complete frame in the read buffer, as long as back-pressure allows. */
 static void conn_parse(struct rpc_conn *conn)
 {
 	conn->parsing = 1;
 	while (!conn->closing && !conn_blocked(conn) && conn->rlen - conn->rpos >= PROTO_HDR_SIZE) {
 		struct proto_hdr h;
-		const uint8_t *p = conn->rbuf + conn->rpos;
+		uint8_t *p = conn->rbuf + conn->rpos;
 		int ret;
 
 		proto_hdr_get(p, &h);
@@ -635,26 +714,20 @@ static void conn_parse(struct rpc_conn *conn)
 			size_t need = PROTO_HDR_SIZE + (size_t)h.len;
 
 			/* make room for the whole frame (already bounded by max_frame) */
-			if (conn->rpos) {
-				memmove(conn->rbuf, conn->rbuf + conn->rpos,
-					conn->rlen - conn->rpos);
-				conn->rlen -= conn->rpos;
-				conn->rpos = 0;
-			}
-			if (need > conn->rcap) {
-				uint8_t *nb = realloc(conn->rbuf, need);
-
-				if (!nb) {
-					conn_close(conn);
-					break;
-				}
-				conn->rbuf = nb;
-				conn->rcap = need;
+			if (conn->rpos)
+				rbuf_compact(conn);
+			if (need > conn->rcap && rbuf_grow(conn, need) < 0) {
+				conn_close(conn);
+				break;
 			}
 			break;
 		}
 		conn->rpos += PROTO_HDR_SIZE + h.len;
-		if (handle_frame(conn, &h, p + PROTO_HDR_SIZE) < 0)
+		ret = handle_frame(conn, &h, p + PROTO_HDR_SIZE);
+		/* the call has its own copy (wiped when freed); none stays here */
+		if (frame_secret(p, PROTO_HDR_SIZE))
+			explicit_bzero(p, PROTO_HDR_SIZE + h.len);
+		if (ret < 0)
 			break;
 	}
 	if (conn->rpos == conn->rlen)
@@ -673,21 +746,12 @@ static void alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 	struct rpc_conn *conn = handle->data;
 
 	(void)suggested;
-	if (conn->rcap - conn->rlen < READ_CHUNK / 4 && conn->rpos) {
-		memmove(conn->rbuf, conn->rbuf + conn->rpos, conn->rlen - conn->rpos);
-		conn->rlen -= conn->rpos;
-		conn->rpos = 0;
-	}
-	if (conn->rcap - conn->rlen < READ_CHUNK / 4) {
-		size_t ncap = conn->rcap + READ_CHUNK;
-		uint8_t *nb = realloc(conn->rbuf, ncap);
-
-		if (!nb) {
-			*buf = uv_buf_init(NULL, 0);
-			return;
-		}
-		conn->rbuf = nb;
-		conn->rcap = ncap;
+	if (conn->rcap - conn->rlen < READ_CHUNK / 4 && conn->rpos)
+		rbuf_compact(conn);
+	if (conn->rcap - conn->rlen < READ_CHUNK / 4 &&
+	    rbuf_grow(conn, conn->rcap + READ_CHUNK) < 0) {
+		*buf = uv_buf_init(NULL, 0);
+		return;
 	}
 	*buf = uv_buf_init((char *)conn->rbuf + conn->rlen, conn->rcap - conn->rlen);
 }

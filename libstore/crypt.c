@@ -3,12 +3,23 @@
  * Record crypto: the suite table, the nonce scheme, data keys and the batch
  * seal/open entry points.
  *
- * Owns: struct crypt_key (one page-aligned mapping per key, mlock'ed where
- * the limit allows and excluded from core dumps, cleansed on free), the
- * validation of every crypt_op, and the split of a batch by backend so that
- * each backend sees all of its records at once. The key schedules live in
- * the backends (crypt_openssl.c, crypt_ipsecmb.c); this file never includes a
- * crypto library header.
+ * Owns: struct crypt_key (one page-aligned mapping per key from
+ * keys_secure_alloc(): mlock'ed where the limit allows, MADV_DONTDUMP and
+ * MADV_WIPEONFORK, cleansed on free), the validation of every crypt_op, and
+ * the split of a batch by backend so that each backend sees all of its
+ * records at once. This file never includes a crypto library header.
+ *
+ * Where key schedules live: no long-lived key material is kept outside the
+ * key mappings and the backends' locked per-thread state. ipsec-mb expands
+ * its schedules once into k->sched, inside the mapping, and its per-thread
+ * manager (which copies round keys and CBC-MAC state into its lanes) is a
+ * locked, no-dump mapping of its own. OpenSSL would keep a schedule in
+ * ordinary heap for as long as a context lives, so it keeps none per key:
+ * each batch keys a per-thread context from k->bytes and resets it (which
+ * cleanses the schedule) before returning. That costs one full key init per
+ * run of records under one key instead of a template copy (~0.2 us, see
+ * crypt_openssl.c), a price per batch, not per record; libcrypto offers no
+ * way to put a cipher context's provider state in the secure heap.
  *
  * Invariants: a key is immutable after crypt_key_new() returns, so any
  * number of threads may use it; all mutable state is per thread inside the
@@ -55,11 +66,11 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "crypt.h"
 #include "crypt_backend.h"
+#include "keys.h"
 #include "store.h"
 
 struct suite_info {
@@ -146,11 +157,8 @@ void crypt_nonce(uint32_t prefix, uint64_t counter, uint8_t nonce[CRYPT_NONCE_LE
 
 static void key_unmap(struct crypt_key *k)
 {
-	size_t len = k->map_len;
-
-	crypt_cleanse(k, len);
-	munlock(k, len);
-	munmap(k, len);
+	/* cleanses every page, schedules included, then unlocks and unmaps */
+	keys_secure_free(k, k->map_len);
 }
 
 int crypt_key_new(enum crypt_suite s, const uint8_t *key, size_t keylen,
@@ -174,23 +182,22 @@ int crypt_key_new(enum crypt_suite s, const uint8_t *key, size_t keylen,
 		return -ENOTSUP;
 
 	/*
-	 * A mapping of its own, so the lock and the no-dump advice cover the
-	 * key and its schedules and nothing else. mlock may be refused
-	 * (RLIMIT_MEMLOCK); the key still works, it just may be swapped.
+	 * A mapping of its own, so the lock and the no-dump and wipe-on-fork
+	 * advice cover the key and its schedules and nothing else. mlock may
+	 * be refused (RLIMIT_MEMLOCK); the key still works, it just may be
+	 * swapped, and stor_key_pages_unlocked() counts it.
 	 */
-	p = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
+	p = keys_secure_alloc(map_len);
+	if (!p)
 		return -ENOMEM;
 	k = p;
-	(void)mlock(k, map_len);
-	(void)madvise(k, map_len, MADV_DONTDUMP);
 	k->map_len = map_len;
 	k->suite = s;
 	k->backend = b;
 	k->keylen = keylen;
 	memcpy(k->bytes, key, keylen);
 
-	/* Every key gets the OpenSSL template: the fallback for any record. */
+	/* Every key can fall back to OpenSSL for any record. */
 	ret = crypt_openssl_backend.key_init(k);
 	if (ret < 0)
 		goto out;

@@ -4,9 +4,11 @@
  *
  * crypt.c owns struct crypt_key (one locked, non-dumpable mapping per key),
  * validates every op and hands each backend only the ops whose key it
- * expanded. Every key also carries an OpenSSL template, so a backend may pass
- * records it cannot take (ipsec-mb CCM with long AAD or long records) on to
- * crypt_openssl_backend within the same call.
+ * expanded. The OpenSSL backend keys a per-thread context from k->bytes for
+ * each batch, so any backend may pass records it cannot take (ipsec-mb CCM
+ * with long AAD or long records) on to crypt_openssl_backend within the same
+ * call. Key schedules live only in the key's mapping (k->sched) or, for the
+ * length of one batch, in a backend's per-thread state.
  */
 #ifndef STOR_CRYPT_BACKEND_H
 #define STOR_CRYPT_BACKEND_H
@@ -25,7 +27,6 @@ struct crypt_key {
 	const struct crypt_backend *backend;
 	size_t keylen;
 	size_t map_len;     /* bytes of the mapping that holds this struct */
-	void *ossl[2];      /* OpenSSL EVP_CIPHER_CTX templates, keyed: [0] open, [1] seal */
 	uint8_t bytes[CRYPT_KEY_MAX];
 	alignas(64) uint8_t sched[CRYPT_SCHED_MAX]; /* backend-private expanded key */
 };
@@ -33,7 +34,7 @@ struct crypt_key {
 struct crypt_backend {
 	const char *name;
 	int (*supports)(enum crypt_suite s);
-	/* Expand k->bytes into k->sched (or k->ossl). 0 or -errno. */
+	/* Expand k->bytes into k->sched (or check it can be used). 0 or -errno. */
 	int (*key_init)(struct crypt_key *k);
 	void (*key_fini)(struct crypt_key *k);
 	/*
@@ -61,5 +62,7 @@ static inline int crypt_suite_is_ccm(enum crypt_suite s)
 /* Helpers of crypt_openssl.c: only backends include OpenSSL headers. */
 int crypt_ct_memcmp(const void *a, const void *b, size_t len);
 void crypt_cleanse(void *p, size_t len);
+/* Overwrite the stack below the caller's frame, where library calls left block state. */
+void crypt_stack_wipe(void);
 
 #endif

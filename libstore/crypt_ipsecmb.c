@@ -8,6 +8,13 @@
  * records side by side and hands jobs back in submission order, and a final
  * flush drains the lanes. Key schedules (IMB_AES_KEYEXP_* for CCM,
  * IMB_AES*_GCM_PRE for GCM) are expanded once, in the key's locked mapping.
+ * The manager itself holds key material too: its lanes keep pointers to
+ * the schedules but also copies of round keys and the running CBC-MAC and
+ * counter state of the jobs last in them. So each thread's manager is
+ * placed in a mapping of its own from keys_secure_alloc() (locked, no-dump,
+ * wipe-on-fork), not in alloc_mb_mgr()'s heap, and cleansed when freed.
+ * The scratch this file keeps (open's computed tags, aes-192-ccm's headers,
+ * CBC chains, counter blocks and MAC masks) is cleansed after each batch.
  *
  * Every completed job's status is checked. Open computes the tag into a
  * scratch slot and compares it in constant time; a mismatch zeroes the
@@ -37,6 +44,7 @@
 
 #include "crypt.h"
 #include "crypt_backend.h"
+#include "keys.h"
 #include "store.h"
 
 /* intel-ipsec-mb 1.3 rejects CCM jobs beyond these (IMB_ERR_JOB_AAD_LEN, _CIPH_LEN). */
@@ -63,35 +71,54 @@ static _Thread_local IMB_MGR *tls_mgr;
 static _Thread_local uint64_t tls_jobs;
 static _Thread_local uint8_t *tls_cbc;      /* CBC-MAC output of one aes-192-ccm group */
 static _Thread_local size_t tls_cbc_size;
+static size_t mgr_size; /* imb_get_mb_mgr_size(), fixed for the process */
 
 uint64_t crypt_ipsecmb_jobs(void)
 {
 	return tls_jobs;
 }
 
+static void mgr_free(IMB_MGR *m)
+{
+	/* lanes hold round keys and chain state: cleansed with the pages */
+	keys_secure_free(m, mgr_size);
+}
+
+/* At thread exit: the manager and the aes-192-ccm scratch (cleansed after each batch). */
 static void tls_destroy(void *p)
 {
-	free_mb_mgr(p);
+	mgr_free(p);
+	tls_mgr = NULL;
+	free(tls_cbc);
+	tls_cbc = NULL;
+	tls_cbc_size = 0;
 }
 
 static void tls_init(void)
 {
+	mgr_size = imb_get_mb_mgr_size();
 	(void)pthread_key_create(&tls_key, tls_destroy);
 }
 
 static IMB_MGR *thread_mgr(void)
 {
 	IMB_MGR *m;
+	void *p;
 
 	if (tls_mgr)
 		return tls_mgr;
 	pthread_once(&tls_once, tls_init);
-	m = alloc_mb_mgr(0);
-	if (!m)
+	p = keys_secure_alloc(mgr_size);
+	if (!p)
 		return NULL;
+	m = imb_set_pointers_mb_mgr(p, 0, 1);
+	if (!m) {
+		keys_secure_free(p, mgr_size);
+		return NULL;
+	}
 	init_mb_mgr_auto(m, NULL);
 	if (imb_get_errno(m)) {
-		free_mb_mgr(m);
+		mgr_free(m);
 		return NULL;
 	}
 	tls_mgr = m;
@@ -105,7 +132,7 @@ static void imb_thread_cleanup(void)
 		return;
 	pthread_once(&tls_once, tls_init);
 	(void)pthread_setspecific(tls_key, NULL);
-	free_mb_mgr(tls_mgr);
+	mgr_free(tls_mgr);
 	tls_mgr = NULL;
 	free(tls_cbc);
 	tls_cbc = NULL;
@@ -391,8 +418,15 @@ static void ccm192_group(IMB_MGR *m, struct crypt_op **ops, size_t n, int seal)
 			op->status = 0;
 		crypt_cleanse(tag, sizeof(tag));
 	}
-	/* the CBC output is left as is: it is AES-192-CBC ciphertext under the
-	 * data key, which tells no more than the records' own ciphertext */
+	/*
+	 * The chains are CBC-MAC state under the data key (the last block is
+	 * the MAC, s0 its mask): nothing of it may outlive the batch.
+	 */
+	crypt_cleanse(tls_cbc, need);
+	crypt_cleanse(hdr, sizeof(hdr));
+	crypt_cleanse(x, sizeof(x));
+	crypt_cleanse(ctr0, sizeof(ctr0));
+	crypt_cleanse(ctr1, sizeof(ctr1));
 	crypt_cleanse(s0, sizeof(s0));
 }
 
@@ -452,6 +486,8 @@ static void imb_run(struct crypt_op **ops, size_t n, int seal)
 			ccm192_group(m, c192 + i, n192 - i < C192_GROUP ? n192 - i : C192_GROUP, seal);
 		if (nrest)
 			crypt_openssl_backend.run(rest, nrest, seal);
+		/* open's computed tags: a wrong record's tag is the one it should have had */
+		crypt_cleanse(tags, (end - base) * CRYPT_TAG_LEN);
 	}
 }
 

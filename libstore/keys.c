@@ -16,9 +16,11 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <openssl/core_names.h>
@@ -449,6 +451,28 @@ int keys_prf128(const uint8_t key[KEYS_MAC_LEN], const void *msg, size_t len, ui
 	return ok == 1 ? 0 : -EIO;
 }
 
+/* pages keys_secure_alloc() could not lock, for stor_key_pages_unlocked() */
+static atomic_uint_fast64_t unlocked_pages;
+
+uint64_t stor_key_pages_unlocked(void)
+{
+	return atomic_load_explicit(&unlocked_pages, memory_order_relaxed);
+}
+
+/*
+ * mlock/munlock by system call: sanitizer runtimes replace the libc calls
+ * with no-ops that report success, and the tests must see what releases do.
+ */
+static int lock_pages(void *p, size_t len)
+{
+	return (int)syscall(SYS_mlock, p, len);
+}
+
+static void unlock_pages(void *p, size_t len)
+{
+	(void)syscall(SYS_munlock, p, len);
+}
+
 static size_t secure_len(size_t len)
 {
 	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
@@ -473,9 +497,12 @@ void *keys_secure_alloc(size_t len)
 	/*
 	 * mlock keeps keys out of swap. It fails with EPERM/ENOMEM once
 	 * RLIMIT_MEMLOCK is used up (8 MiB by default, 64 KiB on older kernels)
-	 * for unprivileged users; the memory is still usable, so carry on.
+	 * for unprivileged users; the memory is still usable, so carry on,
+	 * and count the pages so that the daemon can warn.
 	 */
-	(void)mlock(p, sz);
+	if (lock_pages(p, sz) < 0)
+		atomic_fetch_add_explicit(&unlocked_pages, sz / (size_t)sysconf(_SC_PAGESIZE),
+					  memory_order_relaxed);
 	/* keep keys out of core dumps, and out of a forked child's copy */
 	(void)madvise(p, sz, MADV_DONTDUMP);
 #ifdef MADV_WIPEONFORK
@@ -492,6 +519,6 @@ void keys_secure_free(void *p, size_t len)
 		return;
 	sz = secure_len(len ? len : 1);
 	OPENSSL_cleanse(p, sz);
-	(void)munlock(p, sz);
+	unlock_pages(p, sz);
 	(void)munmap(p, sz);
 }

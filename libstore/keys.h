@@ -142,8 +142,10 @@ int keys_random(void *buf, size_t len);
 /**
  * Locked, non-dumpable, zeroed memory for secrets; keys_secure_free cleanses
  * it. Each call maps whole pages (rounded up from @len), so use it for keys,
- * not for bulk data. mlock failures (RLIMIT_MEMLOCK, EPERM) are ignored: the
- * memory is still usable, only swappable. @return NULL (errno set) on failure.
+ * not for bulk data. mlock failures (RLIMIT_MEMLOCK, EPERM) do not fail the
+ * call: the memory is still usable, only swappable, and the pages are
+ * counted for stor_key_pages_unlocked(). The pages are also MADV_WIPEONFORK.
+ * @return NULL (errno set) on failure.
  * keys_secure_free() takes the @len given to keys_secure_alloc(); NULL is a no-op.
  */
 void *keys_secure_alloc(size_t len);

@@ -391,6 +391,14 @@ int stor_key_unload(struct stor_pool *pool, const char *name);
 int stor_key_change(struct stor_pool *pool, const char *name, const char *const *props,
 		    size_t nprops, const struct stor_key_material *key);
 
+/**
+ * Pages of key memory (dataset and data keys, the crypto backends' per-thread
+ * state) that mlock refused since the process started (RLIMIT_MEMLOCK,
+ * EPERM). They stay out of core dumps and forked children but may be
+ * swapped; libstore cannot say so itself, so the caller logs it. Thread-safe.
+ */
+uint64_t stor_key_pages_unlocked(void);
+
 /** Optional debug trace hook; libstore never prints. */
 void stor_set_log(void (*fn)(void *ctx, const char *msg), void *ctx);
 

@@ -53,3 +53,8 @@ check_PROGRAMS += %D%/test_integrity
 %C%_test_integrity_SOURCES = %D%/test_integrity.c %D%/tamper.c %D%/tamper.h $(E2E_FIXTURE)
 %C%_test_integrity_CFLAGS = $(E2E_CFLAGS) $(LMDB_CFLAGS) $(XXHASH_CFLAGS)
 %C%_test_integrity_LDADD = $(E2E_LDADD) $(STORE_LIBS) $(LMDB_LIBS) $(XXHASH_LIBS)
+
+check_PROGRAMS += %D%/test_memscan
+%C%_test_memscan_SOURCES = %D%/test_memscan.c tests/memscan.c tests/memscan.h $(E2E_FIXTURE)
+%C%_test_memscan_CFLAGS = $(E2E_CFLAGS) -I$(top_srcdir)/tests
+%C%_test_memscan_LDADD = $(E2E_LDADD)

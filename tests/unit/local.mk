@@ -5,8 +5,8 @@ UNIT_LDADD = $(STORE_LIBS) $(CRITERION_LIBS)
 UNIT_FIXTURE = %D%/fixture.c %D%/fixture.h
 
 check_PROGRAMS += %D%/test_crypt
-%C%_test_crypt_SOURCES = %D%/test_crypt.c
-%C%_test_crypt_CFLAGS = $(UNIT_CFLAGS) $(CRYPTO_CFLAGS)
+%C%_test_crypt_SOURCES = %D%/test_crypt.c tests/memscan.c tests/memscan.h
+%C%_test_crypt_CFLAGS = $(UNIT_CFLAGS) $(CRYPTO_CFLAGS) -I$(top_srcdir)/tests
 %C%_test_crypt_LDADD = $(UNIT_LDADD)
 
 check_PROGRAMS += %D%/test_keys

@@ -104,6 +104,7 @@ Test(config, defaults_for_a_user_follow_xdg)
 	cr_assert_eq(c.direct_io, 0);
 	cr_assert_eq(c.io_inline, 0);
 	cr_assert_eq(c.lun_mmap, 1);
+	cr_assert_eq(c.allow_core_dumps, 0);
 }
 
 Test(config, defaults_for_a_user_without_xdg)
@@ -178,7 +179,8 @@ Test(config, every_option_is_parsed)
 			  "max_frame = 64K\n"
 			  "direct_io = yes\n"
 			  "io_inline = yes\n"
-			  "lun_mmap = no\n"),
+			  "lun_mmap = no\n"
+			  "allow_core_dumps = yes\n"),
 		     0, "%s", err);
 	cr_assert_str_eq(c.socket, "/srv/c.sock");
 	cr_assert_eq(c.socket_mode, 0600);
@@ -195,6 +197,7 @@ Test(config, every_option_is_parsed)
 	cr_assert_eq(c.direct_io, 1);
 	cr_assert_eq(c.io_inline, 1);
 	cr_assert_eq(c.lun_mmap, 0);
+	cr_assert_eq(c.allow_core_dumps, 1);
 }
 
 Test(config, value_spellings)

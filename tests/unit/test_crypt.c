@@ -2,7 +2,8 @@
 /*
  * Record crypto (libstore/crypt.c and its backends): published vectors for
  * every suite on every backend, the backends agreeing byte for byte on
- * random mixed batches, tamper detection, in-place operation and threads.
+ * random mixed batches, tamper detection, in-place operation and threads,
+ * and scans of this process's memory for key material a batch left behind.
  */
 #include "config.h"
 
@@ -13,10 +14,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <criterion/criterion.h>
+/* AES_set_encrypt_key/AES_encrypt give the expected round keys and CBC-MAC chain */
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include <openssl/aes.h>
 
 #include "crypt.h"
 #include "crypt_backend.h"
+#include "memscan.h"
 #include "store.h"
 
 TestSuite(crypt, .timeout = 60);
@@ -828,4 +836,222 @@ Test(crypt, threads_sealing_at_once_give_the_same_bytes_as_one)
 		rec_free(&r[i]);
 	keyset_free(&ks);
 	crypt_thread_cleanup();
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/*
+ * Key hygiene: after a batch, this process's memory outside the key's own
+ * locked, no-dump mapping holds neither the raw key nor its expanded round
+ * keys, and after an aes-192-ccm batch no CBC-MAC chain state either. The
+ * test's own copies of those bytes live in a memscan vault, which the scan
+ * leaves out; the expected round keys come from OpenSSL's AES_set_encrypt_key
+ * (computed into the vault), the chain from AES_encrypt block by block.
+ */
+
+#define MS_RECS 16
+#define MS_LEN 4096
+
+struct vaultbuf {
+	uint8_t key[CRYPT_KEY_MAX];
+	AES_KEY aes;
+	uint8_t rk[16 * 15];  /* round keys, bytes in AES order */
+	uint8_t rkw[16 * 15]; /* the same as host-order 32-bit words */
+	uint8_t blk[16], hdr[64];
+	uint8_t chain[MS_LEN / 16 + 4][16]; /* CBC-MAC chain of record 0: header, then data */
+	uint8_t s0[16];
+	size_t nchain, nhdr;
+};
+
+static int skip_locked_nodump(const struct memscan_region *r, void *ctx)
+{
+	(void)ctx;
+	/* where mlock is refused the pages still stay out of core dumps */
+	return r->dontdump && (r->locked || stor_key_pages_unlocked() > 0);
+}
+
+static void scan_self(struct memscan_needle *nd, size_t n, const char *when)
+{
+	struct memscan_hit hits[8];
+	int fd = memscan_open(getpid()), nh;
+
+	cr_assert_geq(fd, 0, "open /proc/self/mem: %s", strerror(-fd));
+	nh = memscan(getpid(), fd, nd, n, skip_locked_nodump, NULL, hits, 8);
+	close(fd);
+	cr_assert_geq(nh, 0, "scan: %s", strerror(-nh));
+	for (int i = 0; i < nh && i < 8; i++)
+		cr_log_error("%s: %s", when, memscan_hit_str(&hits[i]));
+	cr_assert_eq(nh, 0, "%s: %d copies of key material outside the key pages, first: %s",
+		     when, nh, memscan_hit_str(&hits[0]));
+}
+
+static void aes_block(struct vaultbuf *v, const uint8_t in[16], uint8_t out[16])
+{
+	AES_encrypt(in, out, &v->aes);
+}
+
+/* X_i = E(X_{i-1} ^ B_i) over B0 || encoded AAD || plaintext, as SP 800-38C. */
+static void ccm_chain(struct vaultbuf *v, const uint8_t *nonce, const uint8_t *aad,
+		      size_t aad_len, const uint8_t *pt, size_t len)
+{
+	uint8_t *h = v->hdr;
+	uint8_t *x = v->blk;
+	size_t hlen;
+
+	memset(h, 0, sizeof(v->hdr));
+	h[0] = (uint8_t)(0x40 | ((CRYPT_TAG_LEN - 2) / 2) << 3 | 2);
+	memcpy(h + 1, nonce, CRYPT_NONCE_LEN);
+	h[13] = (uint8_t)(len >> 16);
+	h[14] = (uint8_t)(len >> 8);
+	h[15] = (uint8_t)len;
+	h[16] = (uint8_t)(aad_len >> 8);
+	h[17] = (uint8_t)aad_len;
+	memcpy(h + 18, aad, aad_len);
+	hlen = 16 + (2 + aad_len + 15) / 16 * 16;
+	v->nhdr = hlen / 16;
+	memset(x, 0, 16);
+	v->nchain = 0;
+	for (size_t off = 0; off < hlen + len; off += 16) {
+		const uint8_t *b = off < hlen ? h + off : pt + off - hlen;
+
+		for (int i = 0; i < 16; i++)
+			x[i] ^= b[i];
+		aes_block(v, x, v->chain[v->nchain]);
+		memcpy(x, v->chain[v->nchain], 16);
+		v->nchain++;
+	}
+	/* S0: the keystream block of counter 0 that masks the MAC */
+	memset(x, 0, 16);
+	x[0] = 2;
+	memcpy(x + 1, nonce, CRYPT_NONCE_LEN);
+	aes_block(v, x, v->s0);
+	explicit_bzero(x, 16);
+}
+
+static void memscan_suite(const char *backend, enum crypt_suite s)
+{
+	struct vaultbuf *v = memscan_vault(sizeof(*v));
+	size_t kl = crypt_suite_keylen(s), nn = 0;
+	struct memscan_needle nd[16];
+	uint8_t *pt[MS_RECS], *ct[MS_RECS], *back[MS_RECS];
+	uint8_t nonce[MS_RECS][CRYPT_NONCE_LEN], tag[MS_RECS][CRYPT_TAG_LEN], aad[24];
+	struct crypt_op ops[MS_RECS];
+	struct crypt_key *k;
+
+	rnd_fill(v->key, kl);
+	cr_assert_eq(AES_set_encrypt_key(v->key, (int)kl * 8, &v->aes), 0);
+	/*
+	 * The schedule as AES-NI and ipsec-mb keep it (bytes in order) and as
+	 * 32-bit words the other way round; AES_KEY holds one of the two.
+	 */
+	memcpy(v->rkw, v->aes.rd_key, sizeof(v->rkw));
+	for (size_t w = 0; w < sizeof(v->rk) / 4; w++) {
+		uint32_t x = v->aes.rd_key[w];
+
+		v->rk[4 * w] = (uint8_t)(x >> 24);
+		v->rk[4 * w + 1] = (uint8_t)(x >> 16);
+		v->rk[4 * w + 2] = (uint8_t)(x >> 8);
+		v->rk[4 * w + 3] = (uint8_t)x;
+	}
+	if (memcmp(v->rkw, v->key, kl) == 0) {
+		memcpy(v->blk, v->rk, 16);
+		for (size_t i = 0; i < sizeof(v->rk); i += 16) {
+			memcpy(v->blk, v->rk + i, 16);
+			memcpy(v->rk + i, v->rkw + i, 16);
+			memcpy(v->rkw + i, v->blk, 16);
+		}
+		explicit_bzero(v->blk, 16);
+	}
+	cr_assert_arr_eq(v->rk, v->key, kl, "round key 0 is the key");
+	nd[nn++] = (struct memscan_needle){ "the raw key", v->key, kl };
+	/* the first round key bytes that are not key bytes */
+	nd[nn++] = (struct memscan_needle){ "an expanded round key", v->rk + kl, 16 };
+	nd[nn++] = (struct memscan_needle){ "an expanded round key (words)", v->rkw + kl, 16 };
+	nd[nn++] = (struct memscan_needle){ "the last round key", v->rk + 16 * (kl / 4 + 6), 16 };
+
+	k = key_on(s, v->key, backend);
+	memscan_exclude(k, k->map_len);
+	rnd_fill(aad, sizeof(aad));
+	for (int i = 0; i < MS_RECS; i++) {
+		pt[i] = malloc(MS_LEN);
+		ct[i] = malloc(MS_LEN);
+		back[i] = malloc(MS_LEN);
+		rnd_fill(pt[i], MS_LEN);
+		crypt_nonce(7, (uint64_t)i, nonce[i]);
+		ops[i] = (struct crypt_op){ .key = k, .nonce = nonce[i], .aad = aad,
+					    .aad_len = sizeof(aad), .in = pt[i], .out = ct[i],
+					    .len = MS_LEN, .tag = tag[i] };
+	}
+	if (s == CRYPT_AES192_CCM) {
+		ccm_chain(v, nonce[0], aad, sizeof(aad), pt[0], MS_LEN);
+		nd[nn++] = (struct memscan_needle){ "the header's CBC-MAC chain",
+						    v->chain[v->nhdr - 1], 16 };
+		nd[nn++] = (struct memscan_needle){ "a data CBC-MAC chain block",
+						    v->chain[v->nhdr + 7], 16 };
+		nd[nn++] = (struct memscan_needle){ "the CBC-MAC", v->chain[v->nchain - 1], 16 };
+		nd[nn++] = (struct memscan_needle){ "the MAC mask S0", v->s0, 16 };
+	}
+	/* a full batch (lanes), then one record alone (ipsec-mb hands it to OpenSSL) */
+	cr_assert_eq(crypt_seal(ops, MS_RECS), 0);
+	cr_assert_eq(crypt_seal(ops, 1), 0);
+	for (int i = 0; i < MS_RECS; i++) {
+		ops[i].in = ct[i];
+		ops[i].out = back[i];
+	}
+	cr_assert_eq(crypt_open(ops, MS_RECS), 0);
+	cr_assert_eq(crypt_open(ops, 1), 0);
+	for (int i = 0; i < MS_RECS; i++)
+		cr_assert_arr_eq(back[i], pt[i], MS_LEN);
+	scan_self(nd, nn, "after seal and open");
+	crypt_key_free(k);
+	memscan_exclude_clear();
+	scan_self(nd, nn, "after crypt_key_free");
+	for (int i = 0; i < MS_RECS; i++) {
+		free(pt[i]);
+		free(ct[i]);
+		free(back[i]);
+	}
+}
+
+Test(crypt, batches_leave_no_key_schedule_or_mac_state_outside_the_key_pages)
+{
+	for (int b = 0; b < NBACKENDS; b++) {
+		const struct crypt_backend *be = crypt_backend_by_name(backend_names[b]);
+
+		if (!be)
+			continue;
+		for (int s = 1; s < CRYPT_NSUITES; s++) {
+			if (!crypt_backend_supports(be, s))
+				continue;
+			cr_log_info("memscan: %s on %s", crypt_suite_name(s), backend_names[b]);
+			memscan_suite(backend_names[b], s);
+		}
+	}
+}
+
+Test(crypt, key_pages_are_wiped_in_a_forked_child)
+{
+	uint8_t key[32];
+	struct crypt_key *k;
+	int fds[2], st;
+	pid_t pid;
+	uint8_t seen[32];
+
+	rnd_fill(key, sizeof(key));
+	k = key_on(CRYPT_AES256_GCM, key, "openssl");
+	cr_assert_eq(pipe(fds), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		/* MADV_WIPEONFORK: the child sees zero pages where the key was */
+		ssize_t w = write(fds[1], k->bytes, sizeof(seen));
+
+		_exit(w == (ssize_t)sizeof(seen) ? 0 : 1);
+	}
+	close(fds[1]);
+	cr_assert_eq(read(fds[0], seen, sizeof(seen)), (ssize_t)sizeof(seen));
+	close(fds[0]);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	cr_assert(is_zero(seen, sizeof(seen)), "a forked child still reads the key bytes");
+	crypt_key_free(k);
 }
