@@ -379,6 +379,99 @@ Test(faults, failed_fsync_is_not_acknowledged_and_acknowledged_flushes_survive)
 	coffer_close(c);
 }
 
+/*
+ * A metadata commit that fails (msync of the pool's LMDB map here) must not
+ * leave writes being acknowledged into a stage that may never commit: the
+ * pool refuses writes and says why, export keeps it imported, and the first
+ * commit that succeeds lifts it.
+ */
+Test(faults, failed_metadata_commit_suspends_writes_until_a_commit_succeeds)
+{
+	struct coffer_conn *c;
+	uint8_t buf[REC];
+	const char *err;
+	json_t *p;
+	int h, ret;
+
+	make_pool("tank");
+	COF_OK("create -V 4M tank/a");
+	c = open_ds("tank/a", &h);
+	write_gen(c, h, 1);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	write_gen(c, h, 2);
+	arm("path=tank.mdb;op=msync;err=EIO");
+	ret = coffer_ds_flush(c, h);
+	cr_assert_lt(ret, 0, "a flush whose metadata commit failed was acknowledged");
+	cr_assert_gt(injected(), 0, "the shim failed no msync");
+	fill(buf, 0, 9);
+	ret = coffer_write(c, h, 0, buf, REC);
+	cr_assert_lt(ret, 0, "a write was acknowledged while commits fail");
+	p = pool_status("tank");
+	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "SUSPENDED");
+	err = json_string_value(json_object_get(p, "error"));
+	cr_assert(err && strstr(err, "metadata commit failed"), "pool status says: %s",
+		  err ? err : "(nothing)");
+	json_decref(p);
+	coffer_close(c);
+	/* export would drop the uncommitted writes: it refuses and the pool stays */
+	cr_assert_neq(cof("pool export tank"), 0, "export of a pool that cannot commit: %s", out);
+	cr_assert(strstr(out, "final commit failed"), "export says: %s", out);
+	COF_OK("pool list -H");
+	cr_assert(strstr(out, "tank"), "the pool left: %s", out);
+	/* the fault clears: the next flush commits everything and lifts the suspension */
+	arm("");
+	c = open_ds("tank/a", &h);
+	cr_assert_eq(coffer_ds_flush(c, h), 0, "flush after the fault cleared");
+	p = pool_status("tank");
+	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "ONLINE");
+	json_decref(p);
+	cr_assert_eq(check_gen(c, h, 2, NULL), 0);
+	coffer_close(c);
+	COF_OK("pool export tank");
+	COF_OK("pool import tank");
+	c = open_ds("tank/a", &h);
+	cr_assert_eq(check_gen(c, h, 2, NULL), 0, "generation 2 was acknowledged by a flush");
+	coffer_close(c);
+}
+
+/*
+ * A destroy whose commit fails, then a new dataset of the same name: the
+ * retried commit must delete the old dataset only, or the pool no longer
+ * imports ("block pointer of unknown dataset").
+ */
+Test(faults, failed_destroy_commit_never_deletes_a_new_dataset_of_that_name)
+{
+	struct coffer_conn *c;
+	json_t *p;
+	int h;
+
+	make_pool("tank");
+	COF_OK("create -V 4M tank/x");
+	c = open_ds("tank/x", &h);
+	write_gen(c, h, 1);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	coffer_close(c);
+	arm("path=tank.mdb;op=msync;err=EIO;count=1");
+	cof("destroy tank/x"); /* its commit fails; the dataset is gone from the table */
+	cr_assert_eq(injected(), 1, "the destroy's commit was not the one failed");
+	arm("");
+	COF_OK("create -V 4M tank/x");
+	c = open_ds("tank/x", &h);
+	cr_assert_eq(coffer_ds_flush(c, h), 0, "the retried commit");
+	write_gen(c, h, 5);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	coffer_close(c);
+	cr_assert_eq(tdaemon_stop(&td), 0, "cofferd exit:\n%s", tdaemon_log(&td));
+	start();
+	p = pool_status("tank");
+	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "ONLINE", "%s",
+			 tdaemon_log(&td));
+	json_decref(p);
+	c = open_ds("tank/x", &h);
+	cr_assert_eq(check_gen(c, h, 5, NULL), 0, "the new tank/x lost its data");
+	coffer_close(c);
+}
+
 Test(faults, short_reads_are_an_error_never_wrong_data)
 {
 	struct coffer_conn *c;

@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
  * faultinj.so: an LD_PRELOAD shim that makes I/O on chosen files fail, so
- * tests can show what cofferd does when a LUN misbehaves. It wraps pread,
- * pwrite, preadv, pwritev, fsync and fdatasync; a call is a candidate when
- * its fd resolves (/proc/self/fd) to a path a rule names, exactly or as the
- * last components ("lun1" matches /x/lun1).
+ * tests can show what cofferd does when a LUN or its metadata misbehaves.
+ * It wraps pread, pwrite, preadv, pwritev, fsync, fdatasync and msync; a
+ * call is a candidate when its fd (/proc/self/fd) or, for msync, the
+ * mapping of its address (/proc/self/maps) resolves to a path a rule
+ * names, exactly or as the last components ("lun1" matches /x/lun1).
  *
  * Rules, one per line or separated by '|', from $COFFER_FAULT or from the
  * file $COFFER_FAULT_CTL (re-read whenever its mtime changes, so a test can
  * arm and disarm faults in a running daemon):
- *   path=P;op=read|write|fsync|short_read;err=EIO|ENOSPC;after=N;count=M
+ *   path=P;op=read|write|fsync|short_read|msync;err=EIO|ENOSPC;after=N;count=M
  * after: matching calls that pass before the first fault (default 0);
  * count: faults to inject (default -1, without end). short_read returns
  * half the bytes asked for (the rest of the buffer is garbage), then end of
@@ -23,12 +24,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
-enum fop { F_READ, F_WRITE, F_FSYNC, F_SHORT };
+enum fop { F_READ, F_WRITE, F_FSYNC, F_SHORT, F_MSYNC };
 
 struct rule {
 	char path[512];
@@ -53,6 +55,7 @@ static ssize_t (*real_preadv)(int, const struct iovec *, int, off_t);
 static ssize_t (*real_pwritev)(int, const struct iovec *, int, off_t);
 static int (*real_fsync)(int);
 static int (*real_fdatasync)(int);
+static int (*real_msync)(void *, size_t, int);
 
 static void resolve(void)
 {
@@ -63,6 +66,7 @@ static void resolve(void)
 	real_pwritev = dlsym(RTLD_NEXT, "pwritev");
 	real_fsync = dlsym(RTLD_NEXT, "fsync");
 	real_fdatasync = dlsym(RTLD_NEXT, "fdatasync");
+	real_msync = dlsym(RTLD_NEXT, "msync");
 	real_pread = dlsym(RTLD_NEXT, "pread");
 }
 
@@ -89,6 +93,7 @@ static int parse_rule(char *s, struct rule *r)
 				: !strcmp(v, "write")	   ? F_WRITE
 				: !strcmp(v, "fsync")	   ? F_FSYNC
 				: !strcmp(v, "short_read") ? F_SHORT
+				: !strcmp(v, "msync")	   ? F_MSYNC
 							   : -1;
 		else if (!strcmp(kv, "err"))
 			r->err = !strcmp(v, "ENOSPC") ? ENOSPC : !strcmp(v, "EIO") ? EIO : atoi(v);
@@ -158,7 +163,7 @@ static int path_matches(const char *path, const char *want)
 static void note(const char *path, const struct rule *r)
 {
 	const char *logp = getenv("COFFER_FAULT_LOG");
-	static const char *names[] = { "read", "write", "fsync", "short_read" };
+	static const char *names[] = { "read", "write", "fsync", "short_read", "msync" };
 	char line[700];
 	int fd, n;
 
@@ -178,19 +183,10 @@ static void note(const char *path, const struct rule *r)
  * matched by read and short_read rules). @return the rule's op + 1 with
  * *err set, or 0 to pass the call through.
  */
-static int inject(int fd, unsigned ops, int *err)
+static int inject_path(const char *path, unsigned ops, int *err)
 {
-	char link[64], path[512];
-	ssize_t n;
 	int hit = 0;
 
-	if (!getenv("COFFER_FAULT") && !getenv("COFFER_FAULT_CTL"))
-		return 0;
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	n = readlink(link, path, sizeof(path) - 1);
-	if (n <= 0)
-		return 0;
-	path[n] = '\0';
 	pthread_mutex_lock(&lock);
 	reload();
 	for (int i = 0; i < nrules && !hit; i++) {
@@ -208,6 +204,50 @@ static int inject(int fd, unsigned ops, int *err)
 	}
 	pthread_mutex_unlock(&lock);
 	return hit;
+}
+
+static int armed(void)
+{
+	return getenv("COFFER_FAULT") || getenv("COFFER_FAULT_CTL");
+}
+
+static int inject(int fd, unsigned ops, int *err)
+{
+	char link[64], path[512];
+	ssize_t n;
+
+	if (!armed())
+		return 0;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n <= 0)
+		return 0;
+	path[n] = '\0';
+	return inject_path(path, ops, err);
+}
+
+/* The file mapped at @addr, from /proc/self/maps; 0 if found. */
+static int path_of_addr(const void *addr, char *path, size_t len)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[1024];
+	int ret = -1;
+
+	if (!f)
+		return -1;
+	while (ret && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char *p = strchr(line, '/');
+
+		if (sscanf(line, "%lx-%lx", &lo, &hi) != 2 || (unsigned long)addr < lo ||
+		    (unsigned long)addr >= hi || !p)
+			continue;
+		p[strcspn(p, "\n")] = '\0';
+		snprintf(path, len, "%s", p);
+		ret = 0;
+	}
+	fclose(f);
+	return ret;
 }
 
 ssize_t pread(int fd, void *buf, size_t len, off_t off)
@@ -297,4 +337,18 @@ int fdatasync(int fd)
 		return -1;
 	}
 	return real_fdatasync(fd);
+}
+
+int msync(void *addr, size_t len, int flags)
+{
+	char path[512];
+	int err;
+
+	resolve();
+	if (armed() && path_of_addr(addr, path, sizeof(path)) == 0 &&
+	    inject_path(path, 1u << F_MSYNC, &err)) {
+		errno = err;
+		return -1;
+	}
+	return real_msync(addr, len, flags);
 }
