@@ -24,6 +24,11 @@ check_PROGRAMS += %D%/test_hist
 %C%_test_hist_CFLAGS = $(UNIT_CFLAGS)
 %C%_test_hist_LDADD = $(CRITERION_LIBS) -lm
 
+check_PROGRAMS += %D%/test_durability
+%C%_test_durability_SOURCES = %D%/test_durability.c $(UNIT_FIXTURE)
+%C%_test_durability_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_durability_LDADD = $(UNIT_LDADD) -lpthread
+
 check_PROGRAMS += %D%/test_pool
 %C%_test_pool_SOURCES = %D%/test_pool.c $(UNIT_FIXTURE)
 %C%_test_pool_CFLAGS = $(UNIT_CFLAGS)
