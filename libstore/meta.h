@@ -20,7 +20,14 @@ enum meta_table { META_POOL = 0, META_DS, META_BP, META_MAC, META_NTABLES };
 int meta_open(const char *path, size_t map_size, unsigned flags, struct meta **out);
 void meta_close(struct meta *m);
 
-/** Begin a read-write transaction (one at a time; others wait). */
+/**
+ * Make sure the file has room for the pages a transaction may touch: the
+ * last used page plus a headroom plus @extra bytes. meta_txn_begin() calls
+ * it with 0; a commit of many records calls it first with its estimate.
+ * @return 0 or -ENOSPC (the file system is full), -errno
+ */
+int meta_reserve(struct meta *m, size_t extra);
+/** Begin a read-write transaction (one at a time; others wait); -ENOSPC if no room (meta_reserve). */
 int meta_txn_begin(struct meta *m, struct meta_txn **out);
 /** Commit and free @t, even on failure. Durable when it returns 0. */
 int meta_txn_commit(struct meta_txn *t);

@@ -12,9 +12,15 @@
  * pages for reuse until the environment closes: a txg of random writes over
  * 192 datasets touches most leaf pages of the block-pointer tree, and the
  * daemon's private memory stayed at that peak (240 MiB in encryption.sh).
- * The file is sized to the map, sparse.
+ * The file is sized to the map, sparse, so a page first touched when the
+ * file system is full would be a SIGBUS that takes the daemon down: before
+ * a write transaction begins, the pages it may touch are allocated
+ * (posix_fallocate) up to the last used page plus headroom, and a file
+ * system without room makes that transaction fail with -ENOSPC instead.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <lmdb.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -26,8 +32,14 @@
 
 #define RTXN_CACHE 64
 
+/* Allocated beyond the last used page, besides an eighth of what is used:
+ * more than a small transaction touches (a big commit asks for its own). */
+#define META_HEADROOM (4u << 20)
+
 struct meta {
 	MDB_env *env;
+	size_t map_size;
+	_Atomic size_t reserved; /* bytes of the file known to be allocated */
 	MDB_dbi dbi[META_NTABLES];
 	pthread_mutex_t rlock;
 	struct meta_txn *rfree[RTXN_CACHE];
@@ -82,7 +94,8 @@ int meta_open(const char *path, size_t map_size, unsigned flags, struct meta **o
 		goto fail;
 	mdb_env_set_maxdbs(m->env, META_NTABLES);
 	mdb_env_set_maxreaders(m->env, 512);
-	mdb_env_set_mapsize(m->env, map_size ? map_size : (size_t)4 << 30);
+	m->map_size = map_size ? map_size : (size_t)4 << 30;
+	mdb_env_set_mapsize(m->env, m->map_size);
 	if (!(flags & META_CREATE)) {
 		/* mdb_env_open would create a missing file: refuse instead. */
 		if (access(path, F_OK) < 0) {
@@ -131,6 +144,30 @@ void meta_close(struct meta *m)
 	free(m);
 }
 
+int meta_reserve(struct meta *m, size_t extra)
+{
+	MDB_envinfo info;
+	MDB_stat st;
+	size_t need, have = atomic_load(&m->reserved);
+	mdb_filehandle_t fd;
+	int rc;
+
+	if (mdb_env_info(m->env, &info) || mdb_env_stat(m->env, &st) || mdb_env_get_fd(m->env, &fd))
+		return -EIO;
+	need = (info.me_last_pgno + 1) * (size_t)st.ms_psize;
+	need += need / 8 + META_HEADROOM + extra;
+	if (need > m->map_size)
+		need = m->map_size;
+	if (need <= have)
+		return 0;
+	rc = posix_fallocate(fd, (off_t)have, (off_t)(need - have));
+	if (rc)
+		return rc == ENOSPC ? -ENOSPC : -rc;
+	while (have < need && !atomic_compare_exchange_weak(&m->reserved, &have, need))
+		;
+	return 0;
+}
+
 int meta_txn_begin(struct meta *m, struct meta_txn **out)
 {
 	struct meta_txn *t;
@@ -145,6 +182,13 @@ int meta_txn_begin(struct meta *m, struct meta_txn **out)
 	if (rc) {
 		free(t);
 		return lmdb_error(rc);
+	}
+	/* under LMDB's writer lock: the last used page cannot move meanwhile */
+	rc = meta_reserve(m, 0);
+	if (rc < 0) {
+		mdb_txn_abort(t->txn);
+		free(t);
+		return rc;
 	}
 	*out = t;
 	return 0;

@@ -527,7 +527,10 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 		}
 		s->dirty[i] = 0;
 	}
-	ret = meta_txn_begin(p->meta, &t);
+	/* room for every pointer, its MAC group and the tree pages above, twice over */
+	ret = meta_reserve(p->meta, s->n * 2 * (BP_KEY_LEN + BP_LEN + 2 * MAC_LEN + 64));
+	if (ret == 0)
+		ret = meta_txn_begin(p->meta, &t);
 	if (ret < 0)
 		return ret;
 	ret = commit_macs(s, t);

@@ -649,3 +649,85 @@ Test(faults, damaged_lun_label_refuses_import_and_other_pools_serve)
 {
 	damaged_pool(0);
 }
+
+/* ---- a state directory that fills up ---- */
+
+static int state_mounted;
+
+static void setup_small_state(void)
+{
+	char cmd[8400];
+
+	tdaemon_init(&td, "lun_mmap = no\n");
+	snprintf(ctl, sizeof(ctl), "%s/faults", td.dir);
+	snprintf(flog, sizeof(flog), "%s/faults.log", td.dir);
+	mkdir(td.state, 0700);
+	snprintf(cmd, sizeof(cmd), "mount -t tmpfs -o size=6m coffer-test '%s' 2>/dev/null", td.state);
+	state_mounted = system(cmd) == 0;
+	if (state_mounted)
+		start();
+}
+
+static void teardown_small_state(void)
+{
+	char cmd[8400];
+	int st = 0;
+
+	if (state_mounted) {
+		if (td.pid > 0)
+			st = tdaemon_stop(&td);
+		snprintf(cmd, sizeof(cmd), "umount '%s'", td.state);
+		if (system(cmd) != 0)
+			cr_log_error("umount %s failed", td.state);
+	}
+	tdaemon_cleanup(&td);
+	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
+}
+
+TestSuite(full_state, .init = setup_small_state, .fini = teardown_small_state, .timeout = 180);
+
+/*
+ * LMDB maps its file and the file is sparse: a page first written when the
+ * file system is full was a SIGBUS that took every pool down. Now the
+ * commit fails with ENOSPC, the pool stops taking writes and says why, and
+ * the daemon goes on serving.
+ */
+Test(full_state, a_full_state_dir_suspends_the_pool_and_the_daemon_lives)
+{
+	struct coffer_conn *c;
+	static uint8_t buf[65536];
+	const char *err;
+	uint64_t off = 0;
+	json_t *p;
+	int h, ret = 0;
+
+	if (!state_mounted)
+		cr_skip_test("cannot mount a tmpfs for the state directory (not root?)");
+	COF_OK("pool create -s 1200M tank %s/l0", td.dir);
+	COF_OK("create -V 1G -o recordsize=4K tank/a");
+	c = open_ds("tank/a", &h);
+	memset(buf, 0x5c, sizeof(buf));
+	/* about 100 bytes of metadata per 4 KiB record: 6 MiB fill within 1 GiB */
+	while (ret == 0 && off + sizeof(buf) <= (1ull << 30)) {
+		buf[0] = (uint8_t)(off >> 16);
+		ret = coffer_write(c, h, off, buf, sizeof(buf));
+		off += sizeof(buf);
+		if (ret == 0 && off % (4u << 20) == 0)
+			ret = coffer_ds_flush(c, h);
+	}
+	cr_assert_lt(ret, 0, "1 GiB of 4 KiB records fit a 6 MiB state directory");
+	cr_log_info("state dir full after %llu MiB: %s", (unsigned long long)(off >> 20),
+		    proto_strerror(ret));
+	coffer_close(c);
+	cr_assert_eq(kill(td.pid, 0), 0, "cofferd died:\n%s", tdaemon_log(&td));
+	COF_OK("ping");
+	p = pool_status("tank");
+	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "SUSPENDED");
+	err = json_string_value(json_object_get(p, "error"));
+	cr_assert(err && strstr(err, "metadata commit failed"), "pool status says: %s",
+		  err ? err : "(nothing)");
+	json_decref(p);
+	/* the writes it could not commit are lost at shutdown, and it says so */
+	cr_assert_eq(tdaemon_stop(&td), 1, "exit status of a shutdown that lost writes");
+	cr_assert(strstr(tdaemon_log(&td), "final commit failed"), "%s", tdaemon_log(&td));
+}
