@@ -16,6 +16,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
 #include <pthread.h>
@@ -116,8 +117,16 @@ static void pools_save(void)
 		return;
 	}
 	fclose(f);
-	if (rename(tmp, path) < 0)
+	if (rename(tmp, path) < 0) {
 		log_err("%s: %s", path, strerror(errno));
+		return;
+	}
+	/* the rename is durable only once the directory is */
+	int dfd = open(cfg->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fsync(dfd) < 0)
+		log_err("%s: fsync: %s", cfg->state_dir, strerror(errno));
+	if (dfd >= 0)
+		close(dfd);
 }
 
 static const char *jstr(json_t *args, const char *key)

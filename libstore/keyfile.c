@@ -62,7 +62,7 @@ static int write_all(int fd, const uint8_t *buf, size_t len)
 	return 0;
 }
 
-static int fsync_dir(const char *path)
+int fsync_dir(const char *path)
 {
 	char dir[4200];
 	int fd, ret = 0;

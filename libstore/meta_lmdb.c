@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "meta.h"
-#include "store.h"
+#include "store_impl.h"
 
 #define RTXN_CACHE 64
 
@@ -119,6 +119,11 @@ int meta_open(const char *path, size_t map_size, unsigned flags, struct meta **o
 	txn = NULL;
 	if (rc)
 		goto fail;
+	/* a new file's name is durable too, or a crash can lose the pool */
+	if ((flags & META_CREATE) && fsync_dir(path) < 0) {
+		rc = EIO;
+		goto fail;
+	}
 	*out = m;
 	return 0;
 fail:

@@ -119,6 +119,7 @@ struct stor_pool {
 	int timer_stop, timer_started;
 	atomic_int suspended; /* enum stor_suspend: writes are refused */
 	atomic_int suspend_error; /* what the failed flush or commit returned */
+	pthread_mutex_t sync_lock; /* one txg_read_synchronize at a time */
 	_Atomic uint64_t read_epoch;
 	atomic_long readers[2];
 };
@@ -162,6 +163,8 @@ int dskeys_parse(struct stor_ds *ds, const uint8_t **p, const uint8_t *end);
 int dskeys_init_macs(struct meta_txn *t, struct stor_ds *ds);
 
 /* keyfile.c: wrapped keys and their parameters, outside LMDB */
+/** fsync the directory holding @path, so a file created or renamed there stays. */
+int fsync_dir(const char *path);
 /** Replace the key file with the keys of every encrypted dataset (and @extra). */
 int keyfile_save(struct stor_pool *p, struct stor_ds *extra);
 /** Fill the key fields of the pool's encrypted datasets from the key file. */

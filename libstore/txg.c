@@ -245,9 +245,8 @@ void txg_read_exit(struct stor_pool *p, unsigned slot)
 
 void txg_read_synchronize(struct stor_pool *p)
 {
-	static pthread_mutex_t sync_lock = PTHREAD_MUTEX_INITIALIZER;
-
-	pthread_mutex_lock(&sync_lock);
+	/* per pool: a reader stuck on one pool's LUN delays that pool only */
+	pthread_mutex_lock(&p->sync_lock);
 	/* Two flips: readers in either slot when we started have left. */
 	for (int round = 0; round < 2; round++) {
 		uint64_t e = atomic_fetch_add(&p->read_epoch, 1);
@@ -256,7 +255,7 @@ void txg_read_synchronize(struct stor_pool *p)
 			nanosleep(&ts, NULL);
 		}
 	}
-	pthread_mutex_unlock(&sync_lock);
+	pthread_mutex_unlock(&p->sync_lock);
 }
 
 /* ---- the open txg ---- */
@@ -682,6 +681,7 @@ int txg_init(struct stor_pool *p, uint64_t last_txg)
 	pthread_rwlockattr_destroy(&ra);
 	pthread_mutex_init(&p->stage_lock, NULL);
 	pthread_mutex_init(&p->commit_lock, NULL);
+	pthread_mutex_init(&p->sync_lock, NULL);
 	pthread_mutex_init(&p->timer_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -714,6 +714,7 @@ int txg_fini(struct stor_pool *p)
 	pthread_rwlock_destroy(&p->hold);
 	pthread_mutex_destroy(&p->stage_lock);
 	pthread_mutex_destroy(&p->commit_lock);
+	pthread_mutex_destroy(&p->sync_lock);
 	pthread_mutex_destroy(&p->timer_lock);
 	pthread_cond_destroy(&p->timer_cond);
 	return ret;
