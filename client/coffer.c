@@ -659,6 +659,41 @@ static int pool_destroy(int argc, char **argv)
 	return pool_simple(argc, argv, "pool_destroy");
 }
 
+static int pool_check(int argc, char **argv)
+{
+	static const char *const fields[] = { "nonce_repeats", "cksum_errors", "extent_errors",
+					      "space_errors", "bad_frees" };
+	struct coffer_conn *c;
+	json_t *reply;
+	int opt, bad = 0;
+
+	while ((opt = getopt(argc, argv, "j")) != -1) {
+		if (opt != 'j')
+			usage_exit();
+		opt_json = 1;
+	}
+	if (argc - optind != 1)
+		usage_exit();
+	c = conn_open();
+	reply = call(c, "pool_check", json_pack("{s:s}", "name", argv[optind]), argv[optind]);
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		bad |= json_integer_value(json_object_get(reply, fields[i])) != 0;
+	if (opt_json) {
+		json_print(reply);
+	} else {
+		printf("pool: %s\nrecords: %lld (%lld encrypted)\n", argv[optind],
+		       (long long)json_integer_value(json_object_get(reply, "records")),
+		       (long long)json_integer_value(json_object_get(reply, "encrypted")));
+		for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+			printf("%s: %lld\n", fields[i],
+			       (long long)json_integer_value(json_object_get(reply, fields[i])));
+		printf("%s\n", bad ? "errors found" : "no errors");
+	}
+	json_decref(reply);
+	coffer_close(c);
+	return bad ? 1 : 0;
+}
+
 static int pool_import(int argc, char **argv)
 {
 	struct coffer_conn *c;
@@ -693,6 +728,7 @@ static const struct cmd pool_cmds[] = {
 	{ "add", pool_add, "[-s SIZE] POOL LUN..." },
 	{ "list", pool_list, "[-H] [-p] [-j] [POOL]" },
 	{ "status", pool_status, "[-j] [POOL]" },
+	{ "check", pool_check, "[-j] POOL" },
 	{ "export", pool_export, "[-f] POOL" },
 	{ "import", pool_import, "[POOL]" },
 	{ "destroy", pool_destroy, "[-f] POOL" },
@@ -1631,7 +1667,7 @@ static int cmd_bench(int argc, char **argv)
 static int cmd_help(int argc, char **argv);
 
 static const struct cmd cmds[] = {
-	{ "pool", cmd_pool, "create|add|list|status|export|import|destroy ..." },
+	{ "pool", cmd_pool, "create|add|list|status|check|export|import|destroy ..." },
 	{ "create", cmd_create, "[-V SIZE] [-b RECORDSIZE] [-o prop=val]... POOL/NAME" },
 	{ "destroy", cmd_destroy, "[-r] DATASET" },
 	{ "list", cmd_list, "[-r] [-H] [-p] [-o field[,field]...] [-j] [DATASET]" },

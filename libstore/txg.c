@@ -147,6 +147,11 @@ static int stage_empty(const struct stage *s)
 	return s->n == 0 && s->nfrees == 0 && s->ngone == 0;
 }
 
+int txg_stage_idle(struct stor_pool *p)
+{
+	return stage_empty(p->open) && !p->syncing;
+}
+
 static size_t slot_of(uint64_t ds_id, uint64_t recno, size_t cap)
 {
 	uint64_t h = (ds_id * 0x9e3779b97f4a7c15ull) ^ (recno * 0xc2b2ae3d27d4eb4full);

@@ -67,6 +67,9 @@ int txg_lookup(struct stor_pool *p, size_t n, const uint64_t *ds_ids, const uint
  */
 int txg_forget_ds(struct stor_pool *p, uint64_t ds_id, const char *name);
 
+/** Nothing staged and nothing being committed (caller holds stage_lock). */
+int txg_stage_idle(struct stor_pool *p);
+
 /** Commit until txg @min is durable (0: commit whatever is open now). */
 int txg_sync(struct stor_pool *p, uint64_t min);
 

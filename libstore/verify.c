@@ -52,11 +52,9 @@ static void close_ds(struct walk *w)
 	if (w->ds_id != UINT64_MAX) {
 		struct stor_ds *ds;
 
-		pthread_mutex_lock(&w->p->admin);
-		ds = ds_find_id_locked(w->p, w->ds_id);
+		ds = ds_find_id_locked(w->p, w->ds_id); /* the caller holds the admin lock */
 		if (!ds || (uint64_t)atomic_load(&ds->used) != w->ds_used)
 			w->rep->space_errors++;
-		pthread_mutex_unlock(&w->p->admin);
 	}
 	w->ds_used = 0;
 	if (w->nseen > 1)
@@ -149,6 +147,28 @@ static int visit(const void *key, size_t klen, const void *val, size_t vlen, voi
 	return 0;
 }
 
+/*
+ * Commit what is open and keep writers out (they hold p->hold shared while
+ * they stage), so the pointers, the allocator and the datasets' counters
+ * describe one state. Retries while writes slip in between.
+ */
+static int hold_quiet(struct stor_pool *p)
+{
+	for (;;) {
+		int ret = txg_sync(p, 0), quiet;
+
+		if (ret < 0)
+			return ret;
+		pthread_rwlock_wrlock(&p->hold);
+		pthread_mutex_lock(&p->stage_lock);
+		quiet = txg_stage_idle(p);
+		pthread_mutex_unlock(&p->stage_lock);
+		if (quiet)
+			return 0;
+		pthread_rwlock_unlock(&p->hold);
+	}
+}
+
 int stor_pool_verify(struct stor_pool *p, struct stor_verify_report *rep)
 {
 	struct walk w = { .p = p, .rep = rep, .ds_id = UINT64_MAX };
@@ -156,9 +176,13 @@ int stor_pool_verify(struct stor_pool *p, struct stor_verify_report *rep)
 	int ret;
 
 	memset(rep, 0, sizeof(*rep));
-	ret = txg_sync(p, 0); /* what was written is on the LUNs and in LMDB */
-	if (ret < 0)
+	/* the admin lock first, as a destroy takes it before the hold */
+	pthread_mutex_lock(&p->admin);
+	ret = hold_quiet(p);
+	if (ret < 0) {
+		pthread_mutex_unlock(&p->admin);
 		return ret;
+	}
 	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
 		uint64_t sectors = lun_data_size(p->luns[i].lun) / STOR_SECTOR;
 		if (!(w.refs[i] = calloc((sectors + 63) / 64 + 1, sizeof(uint64_t)))) {
@@ -181,6 +205,8 @@ int stor_pool_verify(struct stor_pool *p, struct stor_verify_report *rep)
 	}
 	rep->bad_frees = alloc_bad_frees(p->alloc);
 out:
+	pthread_rwlock_unlock(&p->hold);
+	pthread_mutex_unlock(&p->admin);
 	for (unsigned i = 0; i < STOR_LUNS_MAX; i++)
 		free(w.refs[i]);
 	free(w.seen);

@@ -1,10 +1,14 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Crash test: coffer bench -v writes to encrypted datasets while cofferd is
-# SIGKILLed at random moments, CYCLES times. After each restart and
-# load-key, coffer bench -vr JOURNAL reads back every record the journal
-# knows: a flushed write that is missing (stale generation), a torn record
-# (bad checksum), another record's data or a read error fails the run.
+# SIGKILLed at random moments, CYCLES times, while a second client creates,
+# overwrites and destroys a dataset over and over and, every fifth cycle,
+# adds a LUN. After each restart and load-key, coffer bench -vr JOURNAL
+# reads back every record the journal knows: a flushed write that is
+# missing (stale generation), a torn record (bad checksum), another
+# record's data or a read error fails the run; so does a pool that does not
+# import or whose offline check (coffer pool check) finds an extent owned
+# twice, space miscounted or a nonce used twice.
 #
 # Usage: crash.sh [CYCLES]   (default 50)
 # Environment: COFFERD, COFFER (binaries; default: the build tree's),
@@ -93,18 +97,39 @@ P
 cof bench -q -v --journal "$J" "$dir/fill.vdb" >"$dir/bench.0" 2>&1 ||
 	{ failed=1; cat "$dir/bench.0" >&2; exit 1; }
 
-survived=0 verified=0 errors=0 killed_mid=0 records=0
+# destroy/create churn beside the bench, with uncommitted overwrites at each
+# destroy; it ends when a call fails (the daemon was killed)
+head -c 262144 /dev/urandom >"$dir/churn.data"
+churn() {
+	while :; do
+		cof destroy crash/churn >/dev/null 2>&1 || true
+		cof create -V 256K crash/churn >/dev/null 2>&1 || break
+		cof write crash/churn <"$dir/churn.data" >/dev/null 2>&1 || break
+		cof write crash/churn <"$dir/churn.data" >/dev/null 2>&1 || break
+	done
+}
+
+survived=0 verified=0 errors=0 killed_mid=0 records=0 checked=0 luns=2
 for c in $(seq 1 "$cycles"); do
 	# writes and reads at queue depth 16 from the journal's generations on
 	cof bench -q -vr "$J" --datasets 'crash/*' --rw randrw --rdpct 30 --bs 8k --qd 16 \
 		--time 4 >"$dir/bench.run" 2>&1 &
 	bp=$!
+	churn &
+	cp=$!
+	if [ $((c % 5)) = 0 ] && [ $luns -lt 8 ]; then
+		# a new path each time: a kill between label and commit leaves it labelled
+		cof pool add -s 32M crash "$dir/l$c" >/dev/null 2>&1 &
+		luns=$((luns + 1))
+	fi
 	ms=$(rnd 2500 "$c")
 	sleep "$(awk -v m="$ms" 'BEGIN { printf "%.3f", 0.2 + m / 1000 }')"
 	kill -9 "$pid"
 	wait "$pid" 2>/dev/null || true
 	pid=
 	if wait "$bp"; then :; else killed_mid=$((killed_mid + 1)); fi
+	wait "$cp" 2>/dev/null || true
+	wait 2>/dev/null || true
 	start
 	for d in $(seq 1 "$DATASETS"); do
 		cof load-key "crash/v$d" >/dev/null 2>&1 || true
@@ -113,6 +138,13 @@ for c in $(seq 1 "$cycles"); do
 		survived=$((survived + 1))
 	else
 		failed=1
+	fi
+	if cof pool check crash >"$dir/check.$c" 2>&1; then
+		checked=$((checked + 1))
+	else
+		failed=1
+		echo "crash: cycle $c: pool check failed" >&2
+		cat "$dir/check.$c" >&2
 	fi
 	n=$(sed -n 's/^validation: \([0-9]*\) errors.*/\1/p' "$dir/verify.$c" | tail -n 1)
 	# the read-back's I/O count: records checked this cycle
@@ -127,5 +159,5 @@ for c in $(seq 1 "$cycles"); do
 	fi
 	[ $((c % 10)) = 0 ] && echo "crash: $c cycles, $survived verified clean"
 done
-echo "crash: cycles=$cycles survived=$survived killed_mid_run=$killed_mid verify_runs=$verified records_checked=$records validation_errors=$errors sync=$SYNC"
-[ "${failed:-0}" = 0 ] && [ "$survived" = "$cycles" ]
+echo "crash: cycles=$cycles survived=$survived killed_mid_run=$killed_mid verify_runs=$verified records_checked=$records validation_errors=$errors pool_checks_clean=$checked sync=$SYNC"
+[ "${failed:-0}" = 0 ] && [ "$survived" = "$cycles" ] && [ "$checked" = "$cycles" ]
