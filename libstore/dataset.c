@@ -766,8 +766,15 @@ static int set_locked(struct stor_pool *p, struct stor_ds *ds, int id, const cha
 		if (!value || n % ds->recsize || n < atomic_load(&ds->volsize) ||
 		    strcmp(ds->name, p->name) == 0)
 			return -EINVAL; /* volumes grow; shrinking would drop data */
-		atomic_store(&ds->volsize, n);
-		return ds_save(p, ds);
+		{
+			uint64_t was = atomic_load(&ds->volsize);
+
+			atomic_store(&ds->volsize, n);
+			ret = ds_save(p, ds);
+			if (ret < 0)
+				atomic_store(&ds->volsize, was); /* not saved: not grown */
+			return ret;
+		}
 	}
 	old = ds->local[id];
 	ds->local[id] = value ? strdup(canon) : NULL;

@@ -458,7 +458,7 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 	struct lun_io *ios = calloc(n, sizeof(*ios));
 	struct rec **rmw = calloc(n, sizeof(*rmw));
 	uint8_t held[STRIPES];
-	size_t nops = 0, nio = 0, nrmw = 0;
+	size_t nops = 0, nio = 0, nrmw = 0, nstage = 0;
 	uint64_t birth;
 	unsigned slot;
 
@@ -659,6 +659,15 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 				fail_io(r, -EIO);
 		}
 	}
+	/* room for every record first: a request is staged whole or not at all */
+	nstage = 0;
+	for (size_t i = 0; i < n; i++)
+		nstage += !recs[i].io->result;
+	if (nstage && txg_reserve(p, nstage) < 0) {
+		for (size_t i = 0; i < n; i++)
+			fail_io(&recs[i], -ENOMEM);
+		nstage = 0;
+	}
 	/* stage the records of whole requests; return the extents of the others */
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
@@ -672,8 +681,9 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		}
 		ret = txg_stage(p, r->ds->id, r->recno, r->kind == REC_HOLE ? &hole : &r->bp,
 				plan[i].k ? plan[i].k->mac : NULL, &old, &had_old);
+		nstage--;
 		if (ret < 0) {
-			/* out of memory while staging: this record keeps its old data */
+			/* the metadata could not be read: this record keeps its old data */
 			if (r->kind != REC_HOLE)
 				alloc_put(p->alloc, r->bp.lun, r->bp.sector, r->bp.psize / STOR_SECTOR);
 			fail_io(r, ret);
@@ -690,6 +700,8 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			atomic_fetch_sub(&r->ds->logical_used, old.lsize);
 		}
 	}
+	if (nstage)
+		txg_unreserve(p, nstage);
 	txg_rele(p);
 	txg_read_exit(p, slot);
 	unlock_stripes(p, held);

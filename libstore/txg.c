@@ -47,6 +47,7 @@ struct stage {
 	size_t ngone;
 	struct mac_key **mks; /* a reference on the MAC key of each dataset staged */
 	size_t nmks, capmks;
+	size_t resv; /* entries txg_reserve() promised room for, not staged yet */
 	uint8_t dirty[STOR_LUNS_MAX];
 };
 
@@ -295,6 +296,48 @@ static int lookup_committed(struct meta_txn *t, uint64_t ds_id, uint64_t recno, 
 	return bp_decode(v, vlen, bp);
 }
 
+/* Room for @n more entries, frees and MAC keys in @s (stage_lock held). */
+static int stage_room(struct stage *s, size_t n)
+{
+	while ((s->n + n) * 4 > s->cap * 3)
+		if (stage_grow(s) < 0)
+			return -ENOMEM;
+	if (s->capfrees < s->nfrees + n) {
+		struct extent *f = realloc(s->frees, (s->nfrees + n) * sizeof(*f));
+		if (!f)
+			return -ENOMEM;
+		s->frees = f;
+		s->capfrees = s->nfrees + n;
+	}
+	if (s->capmks < s->nmks + n) {
+		struct mac_key **m = realloc(s->mks, (s->nmks + n) * sizeof(*m));
+		if (!m)
+			return -ENOMEM;
+		s->mks = m;
+		s->capmks = s->nmks + n;
+	}
+	return 0;
+}
+
+int txg_reserve(struct stor_pool *p, size_t n)
+{
+	int ret;
+
+	pthread_mutex_lock(&p->stage_lock);
+	ret = stage_room(p->open, p->open->resv + n);
+	if (ret == 0)
+		p->open->resv += n;
+	pthread_mutex_unlock(&p->stage_lock);
+	return ret;
+}
+
+void txg_unreserve(struct stor_pool *p, size_t n)
+{
+	pthread_mutex_lock(&p->stage_lock);
+	p->open->resv -= n < p->open->resv ? n : p->open->resv;
+	pthread_mutex_unlock(&p->stage_lock);
+}
+
 int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct bp *bp,
 	      struct mac_key *mk, struct bp *old, int *had_old)
 {
@@ -344,6 +387,8 @@ int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct 
 	e->mk = mk;
 	if (!(bp->flags & BP_F_HOLE))
 		p->open->dirty[bp->lun] = 1;
+	if (p->open->resv)
+		p->open->resv--;
 out:
 	pthread_mutex_unlock(&p->stage_lock);
 	return ret;

@@ -52,6 +52,14 @@ int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct 
 	      struct mac_key *mk, struct bp *old, int *had_old);
 
 /**
+ * Promise room for @n txg_stage() calls in the open txg (caller holds it),
+ * so a batch stages all of its records or, on -ENOMEM here, none. Each
+ * txg_stage() uses one; txg_unreserve() gives back what was not used.
+ */
+int txg_reserve(struct stor_pool *p, size_t n);
+void txg_unreserve(struct stor_pool *p, size_t n);
+
+/**
  * Look up block pointers for a batch: staged ones first, then LMDB.
  * @found[i] is 0 for a record never written (or discarded).
  */

@@ -112,7 +112,7 @@ churn() {
 survived=0 verified=0 errors=0 killed_mid=0 records=0 checked=0 luns=2
 for c in $(seq 1 "$cycles"); do
 	# writes and reads at queue depth 16 from the journal's generations on
-	cof bench -q -vr "$J" --datasets 'crash/*' --rw randrw --rdpct 30 --bs 8k --qd 16 \
+	cof bench -q -vr "$J" --datasets 'crash/v*' --rw randrw --rdpct 30 --bs 8k --qd 16 \
 		--time 4 >"$dir/bench.run" 2>&1 &
 	bp=$!
 	churn &
