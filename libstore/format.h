@@ -42,8 +42,9 @@
  * mac is the AEAD tag of an encrypted record or XXH3-128 of a clear one,
  * seeded with the dataset GUID, record number and birth txg. The key salt
  * names the data key of an encrypted record (crypt.c, nonce scheme). cksum
- * is XXH3-64 of the psize stored bytes, keyless, so a scrub can check
- * encrypted records with their keys unloaded.
+ * is XXH3-64 of the psize stored bytes of an encrypted record, keyless, so a
+ * scrub can check it with its key unloaded (0 in a clear record, whose mac
+ * needs no key).
  */
 #define BP_LEN (2 + 1 + 1 + 4 + 4 + 4 + 8 + 8 + 8 + 12 + 16 + 8)
 #define BP_KEY_LEN 16

@@ -101,10 +101,10 @@ static void make_aad(const struct stor_ds *ds, uint64_t recno, const struct bp *
 
 /* A clear record's checksum is seeded by its place so a misdirected or
  * swapped extent fails verification like a damaged one. */
-static void checksum(const struct stor_ds *ds, uint64_t recno, uint64_t birth, const void *data,
-		     size_t len, uint8_t out[16])
+void record_checksum(uint64_t guid, uint64_t recno, uint64_t birth, const void *data, size_t len,
+		     uint8_t out[16])
 {
-	uint64_t seed = ds->guid ^ (recno * 0x9e3779b97f4a7c15ull) ^ (birth * 0xc2b2ae3d27d4eb4full);
+	uint64_t seed = guid ^ (recno * 0x9e3779b97f4a7c15ull) ^ (birth * 0xc2b2ae3d27d4eb4full);
 	XXH128_hash_t h = XXH3_128bits_withSeed(data, len, seed);
 	uint8_t *w = out;
 
@@ -304,7 +304,8 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		if (!(r->bp.flags & BP_F_ENCRYPTED)) {
 			uint8_t mac[16];
 			if (atomic_load(&r->ds->checksum_on) || memcmp(r->bp.mac, (uint8_t[16]){ 0 }, 16)) {
-				checksum(r->ds, r->recno, r->bp.birth, r->src, r->bp.csize, mac);
+				record_checksum(r->ds->guid, r->recno, r->bp.birth, r->src, r->bp.csize,
+						mac);
 				if (memcmp(mac, r->bp.mac, sizeof(mac)) != 0) {
 					atomic_fetch_add(&p->luns[r->bp.lun].cksum_errors, 1);
 					STATS_ADD(r->ds, cksum_errors, 1);
@@ -575,7 +576,8 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		}
 		if (!r->ds->suite) {
 			if (atomic_load(&r->ds->checksum_on))
-				checksum(r->ds, r->recno, birth, r->buf, r->bp.csize, r->bp.mac);
+				record_checksum(r->ds->guid, r->recno, birth, r->buf, r->bp.csize,
+						r->bp.mac);
 			continue;
 		}
 		key = dskeys_data_key(plan[i].k, r->ds->guid, r->ds->suite, plan[i].salt);
@@ -609,11 +611,12 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			j++;
 		}
 	}
-	/* the keyless checksum of the stored bytes, for scrub */
+	/* the keyless checksum of an encrypted record's stored bytes, for scrub;
+	 * a clear record's own checksum needs no key already */
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
 
-		if (!r->status && !r->io->result && r->kind != REC_HOLE)
+		if (!r->status && !r->io->result && r->kind != REC_HOLE && r->ds->suite)
 			r->bp.cksum = XXH3_64bits(r->buf, r->bp.psize);
 	}
 	/* allocate and write; any failure fails the request before anything is staged */

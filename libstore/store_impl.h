@@ -126,6 +126,9 @@ struct stor_pool {
 
 /* record.c: the process-wide data cache */
 struct cache *record_cache(void);
+/** The checksum of a clear record (XXH3-128 seeded by its place) into @out. */
+void record_checksum(uint64_t guid, uint64_t recno, uint64_t birth, const void *data, size_t len,
+		     uint8_t out[16]);
 
 /* dataset.c */
 struct stor_ds *ds_find_locked(struct stor_pool *p, const char *name);

@@ -31,6 +31,8 @@ struct walk {
 	uint64_t *refs[STOR_LUNS_MAX]; /* a bit per referenced sector */
 	uint64_t nref[STOR_LUNS_MAX];
 	uint64_t ds_id, ds_used;
+	struct stor_ds *ds; /* of ds_id, NULL if it has none */
+	uint64_t recno;
 	struct seen_nonce *seen;
 	size_t nseen, capseen;
 	uint8_t *buf;
@@ -101,7 +103,16 @@ static int check_extent(struct walk *w, const struct bp *bp)
 			      0 };
 	if (lun_read_batch(&io, 1) || io.result < 0)
 		return STOR_ECKSUM;
-	return XXH3_64bits(w->buf, bp->psize) == bp->cksum ? 0 : STOR_ECKSUM;
+	if (bp->flags & BP_F_ENCRYPTED)
+		return XXH3_64bits(w->buf, bp->psize) == bp->cksum ? 0 : STOR_ECKSUM;
+	/* a clear record: its place-seeded checksum, unless it was written with checksum=off */
+	if (memcmp(bp->mac, (uint8_t[16]){ 0 }, 16) && w->ds) {
+		uint8_t mac[16];
+
+		record_checksum(w->ds->guid, w->recno, bp->birth, w->buf, bp->csize, mac);
+		return memcmp(mac, bp->mac, sizeof(mac)) ? STOR_ECKSUM : 0;
+	}
+	return 0;
 }
 
 static int visit(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
@@ -118,7 +129,9 @@ static int visit(const void *key, size_t klen, const void *val, size_t vlen, voi
 	if (id != w->ds_id) {
 		close_ds(w);
 		w->ds_id = id;
+		w->ds = ds_find_id_locked(w->p, id);
 	}
+	w->recno = get_u64(&r);
 	w->rep->records++;
 	if (bp_decode(val, vlen, &bp) < 0) {
 		w->rep->cksum_errors++;
