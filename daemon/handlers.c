@@ -822,7 +822,9 @@ static int h_ds_create(struct rpc_call *c)
 	ret = pool_get(c, name, &pool);
 	if (ret == 0) {
 		ret = stor_ds_create(pool, name, &o, NULL);
-		if (ret < 0)
+		if (ret == -EBUSY && stor_pool_last_error()[0])
+			snprintf(c->err, sizeof(c->err), "%s", stor_pool_last_error());
+		else if (ret < 0)
 			snprintf(c->err, sizeof(c->err), "%s: create: %s", name,
 				 stor_strerror(ret));
 	}

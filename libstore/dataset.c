@@ -433,6 +433,12 @@ static int ds_create_locked(struct stor_pool *p, const char *name, const struct 
 		return STOR_EBADNAME;
 	if (ds_find_locked(p, name))
 		return -EEXIST;
+	/* a tombstone: the destroy of that name is not committed yet */
+	if (txg_name_gone(p, name)) {
+		pool_set_error("dataset %s is being destroyed; create it again after the next commit",
+			       name);
+		return -EBUSY;
+	}
 	if (strcmp(name, p->name) != 0) {
 		char buf[STOR_NAME_MAX + 1];
 		snprintf(buf, sizeof(buf), "%s", name);
@@ -498,6 +504,7 @@ int stor_ds_create(struct stor_pool *p, const char *name, const struct stor_ds_o
 
 	if (out)
 		*out = NULL;
+	pool_set_error("%s", "");
 	pthread_mutex_lock(&p->admin);
 	ret = ds_create_locked(p, name, o, out);
 	pthread_mutex_unlock(&p->admin);

@@ -148,6 +148,18 @@ static int stage_empty(const struct stage *s)
 	return s->n == 0 && s->nfrees == 0 && s->ngone == 0;
 }
 
+int txg_name_gone(struct stor_pool *p, const char *name)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&p->stage_lock);
+	for (struct stage *s = p->open; s; s = s == p->open ? p->syncing : NULL)
+		for (size_t i = 0; i < s->ngone && !found; i++)
+			found = strcmp(s->gone[i].name, name) == 0;
+	pthread_mutex_unlock(&p->stage_lock);
+	return found;
+}
+
 int txg_stage_idle(struct stor_pool *p)
 {
 	return stage_empty(p->open) && !p->syncing;

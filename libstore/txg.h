@@ -75,6 +75,9 @@ int txg_lookup(struct stor_pool *p, size_t n, const uint64_t *ds_ids, const uint
  */
 int txg_forget_ds(struct stor_pool *p, uint64_t ds_id, const char *name);
 
+/** 1 if a dataset named @name was destroyed and its removal is not committed yet. */
+int txg_name_gone(struct stor_pool *p, const char *name);
+
 /** Nothing staged and nothing being committed (caller holds stage_lock). */
 int txg_stage_idle(struct stor_pool *p);
 

@@ -447,6 +447,7 @@ Test(faults, failed_destroy_commit_never_deletes_a_new_dataset_of_that_name)
 
 	make_pool("tank");
 	COF_OK("create -V 4M tank/x");
+	COF_OK("create -V 4M tank/y");
 	c = open_ds("tank/x", &h);
 	write_gen(c, h, 1);
 	cr_assert_eq(coffer_ds_flush(c, h), 0);
@@ -455,9 +456,14 @@ Test(faults, failed_destroy_commit_never_deletes_a_new_dataset_of_that_name)
 	cof("destroy tank/x"); /* its commit fails; the dataset is gone from the table */
 	cr_assert_eq(injected(), 1, "the destroy's commit was not the one failed");
 	arm("");
+	/* until the destroy is committed the name is a tombstone */
+	cr_assert_neq(cof("create -V 4M tank/x"), 0, "create over an uncommitted destroy");
+	cr_assert(strstr(out, "being destroyed"), "create says: %s", out);
+	c = open_ds("tank/y", &h);
+	cr_assert_eq(coffer_ds_flush(c, h), 0, "the retried commit");
+	coffer_close(c);
 	COF_OK("create -V 4M tank/x");
 	c = open_ds("tank/x", &h);
-	cr_assert_eq(coffer_ds_flush(c, h), 0, "the retried commit");
 	write_gen(c, h, 5);
 	cr_assert_eq(coffer_ds_flush(c, h), 0);
 	coffer_close(c);
