@@ -75,24 +75,35 @@ static unsigned hot_slot(uint64_t salt)
 	return (unsigned)((salt * 0x9e3779b97f4a7c15ull) >> 60) % DSKEYS_HOT;
 }
 
+static struct crypt_key *derive_data_key(struct ds_keys *k, uint64_t guid, int suite,
+					 uint64_t salt)
+{
+	uint8_t raw[CRYPT_KEY_MAX];
+	size_t len = crypt_suite_keylen((enum crypt_suite)suite);
+	struct crypt_key *key = NULL;
+
+	if (keys_derive_data(k->master, guid, (unsigned)suite, salt, raw, len) < 0 ||
+	    crypt_key_new((enum crypt_suite)suite, raw, len, NULL, &key) < 0)
+		key = NULL;
+	keys_cleanse(raw, sizeof(raw));
+	return key;
+}
+
 const struct crypt_key *dskeys_data_key(struct ds_keys *k, uint64_t guid, int suite,
-					uint64_t salt)
+					uint64_t salt, struct crypt_key **own)
 {
 	_Atomic(struct salt_key *) *slot = &k->hot[hot_slot(salt)];
 	struct salt_key *e = atomic_load_explicit(slot, memory_order_acquire);
-	uint8_t raw[CRYPT_KEY_MAX];
-	size_t len = crypt_suite_keylen((enum crypt_suite)suite);
 
+	*own = NULL;
 	if (e && e->salt == salt)
 		return e->key;
 	pthread_mutex_lock(&k->lock);
 	for (e = k->all; e && e->salt != salt; e = e->next)
 		;
-	/* block pointers are authenticated before their key is asked for, so
-	 * only salts this dataset really drew get here; the cap is a backstop */
 	if (!e && k->nall < DSKEYS_MAX_SALTS && (e = calloc(1, sizeof(*e)))) {
-		if (keys_derive_data(k->master, guid, (unsigned)suite, salt, raw, len) < 0 ||
-		    crypt_key_new((enum crypt_suite)suite, raw, len, NULL, &e->key) < 0) {
+		e->key = derive_data_key(k, guid, suite, salt);
+		if (!e->key) {
 			free(e);
 			e = NULL;
 		} else {
@@ -104,9 +115,12 @@ const struct crypt_key *dskeys_data_key(struct ds_keys *k, uint64_t guid, int su
 	}
 	if (e)
 		atomic_store_explicit(slot, e, memory_order_release);
-	keys_cleanse(raw, sizeof(raw));
 	pthread_mutex_unlock(&k->lock);
-	return e ? e->key : NULL;
+	if (e)
+		return e->key;
+	/* a dataset of very many nonce blocks: beyond the cache, a key per use */
+	*own = derive_data_key(k, guid, suite, salt);
+	return *own;
 }
 
 void dskeys_nonces(struct ds_keys *k, size_t n, uint64_t *salt, uint32_t *prefix, uint64_t *first)

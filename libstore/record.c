@@ -190,11 +190,13 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 	struct lun_io *ios;
 	struct crypt_op *ops;
 	uint8_t (*aads)[AAD_LEN];
+	struct crypt_key **owned;
 	size_t nio = 0, nops = 0;
 	/* one allocation per batch for the per-record scratch arrays; the
 	 * 8-byte aligned ones first, so each starts aligned */
 	char *scratch = malloc(n * (2 * sizeof(*ids) + sizeof(*idx) + sizeof(*bps) +
-				    sizeof(*ios) + sizeof(*ops) + sizeof(*found) + AAD_LEN));
+				    sizeof(*ios) + sizeof(*ops) + sizeof(*owned) + sizeof(*found) +
+				    AAD_LEN));
 	int ret;
 
 	if (!scratch) {
@@ -208,7 +210,8 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 	bps = (struct bp *)(idx + n);
 	ios = (struct lun_io *)(bps + n);
 	ops = (struct crypt_op *)(ios + n);
-	found = (int *)(ops + n);
+	owned = (struct crypt_key **)(ops + n);
+	found = (int *)(owned + n);
 	aads = (uint8_t(*)[AAD_LEN])(found + n);
 	/* the data cache first; what it lacks is looked up */
 	for (size_t i = 0; i < n; i++) {
@@ -318,7 +321,8 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			continue;
 		}
 		k = atomic_load(&r->ds->keys);
-		key = k ? dskeys_data_key(k, r->ds->guid, r->ds->suite, r->bp.salt) : NULL;
+		key = k ? dskeys_data_key(k, r->ds->guid, r->ds->suite, r->bp.salt, &owned[nops])
+			: NULL;
 		if (!key) {
 			fail_io(r, k ? -ENOMEM : STOR_ENOKEY);
 			continue;
@@ -335,6 +339,8 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 
 		crypt_open(ops, nops);
 		share = (stats_now_ns() - t0) / nops;
+		for (size_t i = 0; i < nops; i++)
+			crypt_key_free(owned[i]);
 		for (size_t i = 0; i < n; i++) {
 			struct rec *r = &recs[i];
 			if (r->status || !r->found || !(r->bp.flags & BP_F_ENCRYPTED))
@@ -458,12 +464,13 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 	uint8_t (*aads)[AAD_LEN] = calloc(n, sizeof(*aads));
 	struct lun_io *ios = calloc(n, sizeof(*ios));
 	struct rec **rmw = calloc(n, sizeof(*rmw));
+	struct crypt_key **owned = calloc(n, sizeof(*owned));
 	uint8_t held[STRIPES];
 	size_t nops = 0, nio = 0, nrmw = 0, nstage = 0;
 	uint64_t birth;
 	unsigned slot;
 
-	if (!plan || !ops || !aads || !ios || !rmw) {
+	if (!plan || !ops || !aads || !ios || !rmw || !owned) {
 		for (size_t i = 0; i < n; i++)
 			fail_io(&recs[i], -ENOMEM);
 		goto out;
@@ -580,7 +587,8 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 						r->bp.mac);
 			continue;
 		}
-		key = dskeys_data_key(plan[i].k, r->ds->guid, r->ds->suite, plan[i].salt);
+		key = dskeys_data_key(plan[i].k, r->ds->guid, r->ds->suite, plan[i].salt,
+				      &owned[nops]);
 		if (!key) {
 			fail_io(r, -ENOMEM);
 			continue;
@@ -599,6 +607,8 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		size_t j = 0;
 		int failed = crypt_seal(ops, nops);
 
+		for (size_t i = 0; i < nops; i++)
+			crypt_key_free(owned[i]);
 		share = (stats_now_ns() - t0) / nops;
 		for (size_t i = 0; i < n; i++) {
 			struct rec *r = &recs[i];
@@ -714,6 +724,7 @@ out:
 	free(aads);
 	free(ios);
 	free(rmw);
+	free(owned);
 }
 
 /* ---- batches of requests ---- */

@@ -29,7 +29,7 @@ struct salt_key {
 };
 
 #define DSKEYS_HOT 16
-#define DSKEYS_MAX_SALTS 4096 /* data keys one key state derives at most */
+#define DSKEYS_MAX_SALTS 4096 /* data keys one key state keeps at most */
 
 /* Key state of a dataset whose key is loaded; swapped as one pointer. */
 struct ds_keys {
@@ -156,9 +156,13 @@ void dskeys_drop(struct stor_ds *ds);
 /** Draw @n nonces for a batch of writes from the current nonce block of @k. */
 void dskeys_nonces(struct ds_keys *k, size_t n, uint64_t *salt, uint32_t *prefix,
 		   uint64_t *first);
-/** The data key of key salt @salt, derived on first use; NULL on failure. */
+/**
+ * The data key of key salt @salt, derived on first use and kept with the
+ * key state; past DSKEYS_MAX_SALTS salts a key of its own in *@own, which
+ * the caller frees (crypt_key_free) once its ops are done. NULL on failure.
+ */
 const struct crypt_key *dskeys_data_key(struct ds_keys *k, uint64_t guid, int suite,
-					uint64_t salt);
+					uint64_t salt, struct crypt_key **own);
 #define DSKEYS_RECORD_LEN 1
 void dskeys_record(struct stor_ds *ds, uint8_t **p);
 int dskeys_parse(struct stor_ds *ds, const uint8_t **p, const uint8_t *end);

@@ -1683,3 +1683,49 @@ Test(encryption, discard_of_a_locked_dataset_is_refused)
 	stor_ds_close(ds);
 	tpool_fini(&tp);
 }
+
+/*
+ * Each key load draws a new nonce block, so a dataset written across many
+ * loads has as many data keys. Past the cache of a key state, reads use a
+ * key of their own and still open every record.
+ */
+Test(encryption, records_of_more_nonce_blocks_than_the_key_cache_all_read_back, .timeout = 600)
+{
+	static const uint8_t raw[32] = { 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb,
+					 0xcc, 0xdd, 0xee, 0xf0, 0x01, 0x12, 0x23, 0x34, 0x45, 0x56,
+					 0x67, 0x78, 0x89, 0x9a, 0xab, 0xbc, 0xcd, 0xde, 0xef, 0xf1, 0x02 };
+	const struct stor_key_material k = { raw, sizeof(raw) };
+	const char *props[] = { "encryption=aes-128-gcm", "keyformat=raw" };
+	const unsigned nrec = 4096 + 40, rs = 512;
+	struct stor_ds_opts o = { .volsize = (uint64_t)nrec * rs, .recordsize = rs, .props = props,
+				  .nprops = 2, .key = &k };
+	uint8_t buf[512], got[512];
+	struct stor_ds *ds = NULL;
+	struct tpool tp;
+
+	tpool_init(&tp, 1, 64ull << 20, NULL);
+	cr_assert_eq(stor_ds_create(tp.pool, "tank/many", &o, &ds), 0);
+	for (unsigned r = 0; r < nrec; r++) {
+		tpat_fill(buf, rs, r, 1);
+		write_ok(ds, (uint64_t)r * rs, buf, rs);
+		/* the next write draws a new block under a new key state */
+		cr_assert_eq(stor_key_unload(tp.pool, "tank/many"), 0);
+		cr_assert_eq(stor_key_load(tp.pool, "tank/many", &k, 0), 0);
+	}
+	for (unsigned r = 0; r < nrec; r++) {
+		int ret = stor_ds_read(ds, (uint64_t)r * rs, got, rs);
+
+		cr_assert_eq(ret, 0, "record %u: %s", r, stor_errname(ret));
+		cr_assert_eq(tpat_check(got, rs, r), 1, "record %u", r);
+	}
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	{
+		struct nonce_id *ids = calloc(nrec, sizeof(*ids));
+		cr_assert_not_null(ids);
+		cr_assert_eq(lm_nonces(&tp, "tank/many", ids, nrec), nrec);
+		assert_unique(ids, nrec, "one record per nonce block");
+		free(ids);
+	}
+	tpool_fini(&tp);
+}
