@@ -27,6 +27,12 @@ void meta_close(struct meta *m);
  * @return 0 or -ENOSPC (the file system is full), -errno
  */
 int meta_reserve(struct meta *m, size_t extra);
+/**
+ * If a transaction ran out of map since the last call, double the map (no
+ * transaction of this process may be open in the calling thread).
+ * @return 1 grown, 0 nothing to do, or an error
+ */
+int meta_grow(struct meta *m);
 /** Begin a read-write transaction (one at a time; others wait); -ENOSPC if no room (meta_reserve). */
 int meta_txn_begin(struct meta *m, struct meta_txn **out);
 /** Commit and free @t, even on failure. Durable when it returns 0. */

@@ -17,6 +17,9 @@
  * a write transaction begins, the pages it may touch are allocated
  * (posix_fallocate) up to the last used page plus headroom, and a file
  * system without room makes that transaction fail with -ENOSPC instead.
+ * A map that fills doubles (meta_grow, up to META_MAP_MAX) once every
+ * transaction of the process has ended, which LMDB requires; each
+ * transaction holds a shared lock for that, from begin (or get) to its end.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,8 +39,13 @@
  * more than a small transaction touches (a big commit asks for its own). */
 #define META_HEADROOM (4u << 20)
 
+/* The map doubles when it fills, up to this. */
+#define META_MAP_MAX ((size_t)1 << 40)
+
 struct meta {
 	MDB_env *env;
+	pthread_rwlock_t resize; /* shared by every transaction, exclusive to grow the map */
+	atomic_int map_full;     /* a transaction ran out of map since the last growth */
 	size_t map_size;
 	_Atomic size_t reserved; /* bytes of the file known to be allocated */
 	MDB_dbi dbi[META_NTABLES];
@@ -89,6 +97,7 @@ int meta_open(const char *path, size_t map_size, unsigned flags, struct meta **o
 	if (!m)
 		return -ENOMEM;
 	pthread_mutex_init(&m->rlock, NULL);
+	pthread_rwlock_init(&m->resize, NULL);
 	rc = mdb_env_create(&m->env);
 	if (rc)
 		goto fail;
@@ -132,6 +141,7 @@ fail:
 	if (m->env)
 		mdb_env_close(m->env);
 	pthread_mutex_destroy(&m->rlock);
+	pthread_rwlock_destroy(&m->resize);
 	free(m);
 	return lmdb_error(rc);
 }
@@ -146,6 +156,7 @@ void meta_close(struct meta *m)
 	}
 	mdb_env_close(m->env);
 	pthread_mutex_destroy(&m->rlock);
+	pthread_rwlock_destroy(&m->resize);
 	free(m);
 }
 
@@ -183,8 +194,10 @@ int meta_txn_begin(struct meta *m, struct meta_txn **out)
 	if (!t)
 		return -ENOMEM;
 	t->m = m;
+	pthread_rwlock_rdlock(&m->resize);
 	rc = mdb_txn_begin(m->env, NULL, 0, &t->txn);
 	if (rc) {
+		pthread_rwlock_unlock(&m->resize);
 		free(t);
 		return lmdb_error(rc);
 	}
@@ -192,6 +205,7 @@ int meta_txn_begin(struct meta *m, struct meta_txn **out)
 	rc = meta_reserve(m, 0);
 	if (rc < 0) {
 		mdb_txn_abort(t->txn);
+		pthread_rwlock_unlock(&m->resize);
 		free(t);
 		return rc;
 	}
@@ -199,12 +213,42 @@ int meta_txn_begin(struct meta *m, struct meta_txn **out)
 	return 0;
 }
 
+static int note_full(struct meta *m, int rc)
+{
+	if (rc == MDB_MAP_FULL)
+		atomic_store(&m->map_full, 1);
+	return lmdb_error(rc);
+}
+
 int meta_txn_commit(struct meta_txn *t)
 {
+	struct meta *m = t->m;
 	int rc = mdb_txn_commit(t->txn);
 
+	pthread_rwlock_unlock(&m->resize);
 	free(t);
-	return lmdb_error(rc);
+	return note_full(m, rc);
+}
+
+int meta_grow(struct meta *m)
+{
+	size_t want;
+	int rc = 0;
+
+	if (!atomic_load(&m->map_full))
+		return 0;
+	/* every transaction of this process has ended: LMDB's rule for resizing */
+	pthread_rwlock_wrlock(&m->resize);
+	want = m->map_size < META_MAP_MAX / 2 ? m->map_size * 2 : META_MAP_MAX;
+	if (atomic_load(&m->map_full) && want > m->map_size) {
+		rc = mdb_env_set_mapsize(m->env, want);
+		if (rc == 0) {
+			m->map_size = want;
+			atomic_store(&m->map_full, 0);
+		}
+	}
+	pthread_rwlock_unlock(&m->resize);
+	return rc ? lmdb_error(rc) : 1;
 }
 
 void meta_txn_abort(struct meta_txn *t)
@@ -216,6 +260,7 @@ void meta_txn_abort(struct meta_txn *t)
 		return;
 	}
 	mdb_txn_abort(t->txn);
+	pthread_rwlock_unlock(&t->m->resize);
 	free(t);
 }
 
@@ -224,6 +269,7 @@ int meta_rtxn_get(struct meta *m, struct meta_txn **out)
 	struct meta_txn *t = NULL;
 	int rc;
 
+	pthread_rwlock_rdlock(&m->resize); /* until meta_rtxn_put */
 	pthread_mutex_lock(&m->rlock);
 	if (m->nrfree)
 		t = m->rfree[--m->nrfree];
@@ -238,12 +284,15 @@ int meta_rtxn_get(struct meta *m, struct meta_txn **out)
 		free(t);
 	}
 	t = calloc(1, sizeof(*t));
-	if (!t)
+	if (!t) {
+		pthread_rwlock_unlock(&m->resize);
 		return -ENOMEM;
+	}
 	t->m = m;
 	t->rdonly = 1;
 	rc = mdb_txn_begin(m->env, NULL, MDB_RDONLY, &t->txn);
 	if (rc) {
+		pthread_rwlock_unlock(&m->resize);
 		free(t);
 		return lmdb_error(rc);
 	}
@@ -269,6 +318,7 @@ void meta_rtxn_put(struct meta_txn *t)
 		mdb_txn_abort(t->txn);
 		free(t);
 	}
+	pthread_rwlock_unlock(&m->resize);
 }
 
 int meta_get(struct meta_txn *t, enum meta_table tab, const void *key, size_t klen,
@@ -289,14 +339,14 @@ int meta_put(struct meta_txn *t, enum meta_table tab, const void *key, size_t kl
 {
 	MDB_val k = { klen, (void *)key }, v = { vlen, (void *)val };
 
-	return lmdb_error(mdb_put(t->txn, t->m->dbi[tab], &k, &v, 0));
+	return note_full(t->m, mdb_put(t->txn, t->m->dbi[tab], &k, &v, 0));
 }
 
 int meta_del(struct meta_txn *t, enum meta_table tab, const void *key, size_t klen)
 {
 	MDB_val k = { klen, (void *)key };
 
-	return lmdb_error(mdb_del(t->txn, t->m->dbi[tab], &k, NULL));
+	return note_full(t->m, mdb_del(t->txn, t->m->dbi[tab], &k, NULL));
 }
 
 int meta_iter(struct meta_txn *t, enum meta_table tab, const void *prefix, size_t plen, int del,

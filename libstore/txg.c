@@ -672,6 +672,8 @@ int txg_sync(struct stor_pool *p, uint64_t min)
 		}
 		s = p->syncing;
 		ret = commit_stage(p, s);
+		if (ret == -ENOSPC && meta_grow(p->meta) == 1)
+			ret = commit_stage(p, s); /* the map was full: once more in a larger one */
 		if (ret < 0) {
 			/* the stage stays and the next sync retries it; until one
 			 * succeeds, no write is acknowledged into a stage that may

@@ -242,3 +242,35 @@ Test(durability, luns_added_under_writes_and_key_loads_are_durable_before_use)
 		cr_assert_eq(st.nluns, 6, "LUNs after re-import: %u", st.nluns);
 	}
 }
+
+/* A metadata map that fills grows, and the commit that filled it succeeds. */
+Test(durability, a_full_metadata_map_grows_instead_of_failing_commits)
+{
+	struct stor_pool_opts o = { .map_size = 1 << 20 };
+	static uint8_t buf[64 * 4096];
+	struct stor_ds *ds;
+	const unsigned rs = 4096, n = 32768; /* about 3 MiB of block pointers */
+	int ret;
+
+	tpool_init(&tp, 1, 256ull << 20, &o);
+	ds = tpool_ds(&tp, "tank/a", (uint64_t)n * rs, rs);
+	for (unsigned r = 0; r < n; r += 64) {
+		for (unsigned k = 0; k < 64; k++)
+			tpat_fill(buf + k * rs, rs, r + k, 1);
+		ret = stor_ds_write(ds, (uint64_t)r * rs, buf, sizeof(buf));
+		cr_assert_eq(ret, 0, "write of record %u: %s", r, stor_strerror(ret));
+		if (r % 4096 == 0)
+			cr_assert_eq(stor_ds_flush(ds), 0, "flush at record %u", r);
+	}
+	ret = stor_ds_flush(ds);
+	cr_assert_eq(ret, 0, "last flush: %s", stor_strerror(ret));
+	stor_ds_close(ds);
+	assert_clean_across_import();
+	ds = NULL;
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/a", &ds), 0);
+	for (unsigned r = 0; r < n; r += 997) {
+		cr_assert_eq(stor_ds_read(ds, (uint64_t)r * rs, buf, rs), 0);
+		cr_assert_eq(tpat_check(buf, rs, r), 1, "record %u", r);
+	}
+	stor_ds_close(ds);
+}
