@@ -3,7 +3,9 @@
  * cofferd: arguments, configuration, the loop and its signals, READY=1 to
  * $NOTIFY_SOCKET, and an orderly shutdown.
  *
- * Start-up order matters: the state directory and every pool come first,
+ * Start-up order matters: a daemon already answering on the socket stops
+ * us before anything else (exit 1, naming its pid); a socket nobody
+ * listens on is replaced. The state directory and every pool come next,
  * then the socket; READY=1 is sent only when both are usable, so a client
  * started after systemd says "started" finds its pools. SIGTERM stops
  * accepting, lets every request in flight finish and be answered, then
@@ -330,6 +332,25 @@ int main(int argc, char **argv)
 	if (ret < 0) {
 		log_err("socket %s: directory: %s", cfg.socket, strerror(-ret));
 		goto out;
+	}
+	/* before the pools: a daemon already serving them must keep them, and its socket */
+	{
+		pid_t other;
+
+		ret = rpc_socket_probe(cfg.socket, &other);
+		if (ret == -EADDRINUSE && other > 0) {
+			log_err("cofferd already running (pid %d) at %s", (int)other, cfg.socket);
+			goto out;
+		}
+		if (ret == -EADDRINUSE) {
+			log_err("cofferd already running at %s (too busy to accept)", cfg.socket);
+			goto out;
+		}
+		if (ret < 0) {
+			log_err("socket %s: %s", cfg.socket,
+				ret == -EEXIST ? "exists and is not a socket" : strerror(-ret));
+			goto out;
+		}
 	}
 	ret = handlers_init(&cfg);
 	if (ret < 0) {

@@ -13,6 +13,10 @@
  * bytes wait for the socket; nothing on the server grows without bound
  * because a client sends fast or does not read.
  *
+ * The socket: a path a live daemon answers on is never taken over
+ * (rpc_socket_probe), and at exit the path is unlinked only if it still
+ * names the inode bound here, so a successor's socket survives our exit.
+ *
  * Key material (CMD_SECRET frames: key text for create, load-key and
  * change-key) is wiped from the read buffer as soon as its frame has been
  * copied into a call, and the call wipes its copies when freed. Until then
@@ -27,6 +31,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -89,6 +94,9 @@ static struct {
 	const struct config *cfg;
 	uv_pipe_t listener;
 	int listening;
+	int bound;           /* the socket file is ours: sock_dev/sock_ino are set */
+	dev_t sock_dev;      /* the inode we bound, so that exit removes no other */
+	ino_t sock_ino;
 	struct rpc_conn *conns;
 	unsigned nconns;
 	uint64_t next_id;
@@ -896,6 +904,105 @@ static void on_connection(uv_stream_t *server, int status)
 		conn_close(conn);
 }
 
+int rpc_socket_probe(const char *path, pid_t *pid)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	struct stat st;
+	int fd, ret;
+
+	*pid = 0;
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode))
+		return -EEXIST;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	/* non-blocking: a daemon whose backlog is full must not hang our start */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		/* the listener's credentials are the peer's from connect() on */
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0)
+			*pid = cred.pid;
+		ret = -EADDRINUSE;
+	} else if (errno == EAGAIN) {
+		ret = -EADDRINUSE; /* alive, too busy to take us */
+	} else if (errno == ECONNREFUSED) {
+		/* nobody listens: a socket left by a daemon that died */
+		ret = unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+	} else {
+		ret = -errno;
+	}
+	close(fd);
+	return ret;
+}
+
+/* Remove the socket file only if it is still the one we bound, not a successor's. */
+static void unlink_own_socket(void)
+{
+	struct stat st;
+
+	if (!srv.bound)
+		return;
+	srv.bound = 0;
+	if (lstat(srv.cfg->socket, &st) == 0 && st.st_dev == srv.sock_dev &&
+	    st.st_ino == srv.sock_ino)
+		unlink(srv.cfg->socket);
+	else
+		log_warn("socket %s: no longer the one this daemon bound; left in place",
+			 srv.cfg->socket);
+}
+
+/*
+ * Bound here, not by uv_pipe_bind(): libuv unlinks the path of a pipe it
+ * bound when the handle closes, whoever's socket the path names by then.
+ */
+static int listen_socket(const struct config *cfg)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd, ret;
+
+	if (strlen(cfg->socket) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, cfg->socket, strlen(cfg->socket) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* rpc_socket_probe() removed a stale socket; a live one makes bind fail */
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	ret = uv_pipe_open(&srv.listener, fd);
+	if (ret < 0) {
+		close(fd);
+		unlink(cfg->socket);
+		return ret;
+	}
+	if (lstat(cfg->socket, &st) < 0)
+		return -errno;
+	srv.sock_dev = st.st_dev;
+	srv.sock_ino = st.st_ino;
+	srv.bound = 1;
+	if (chmod(cfg->socket, cfg->socket_mode) < 0)
+		return -errno;
+	if (cfg->socket_group && cfg->socket_group[0]) {
+		struct group *gr = getgrnam(cfg->socket_group);
+
+		if (!gr)
+			return -ESRCH;
+		if (chown(cfg->socket, (uid_t)-1, gr->gr_gid) < 0)
+			return -errno;
+	}
+	return uv_listen((uv_stream_t *)&srv.listener, 128, on_connection);
+}
+
 int rpc_listen(uv_loop_t *loop, const struct config *cfg)
 {
 	int ret;
@@ -909,27 +1016,10 @@ int rpc_listen(uv_loop_t *loop, const struct config *cfg)
 	if (ret < 0)
 		return ret;
 	srv.listening = 1;
-	/* a socket left by a dead daemon is replaced; a live one is not */
-	{
-		struct stat st;
-
-		if (lstat(cfg->socket, &st) == 0 && S_ISSOCK(st.st_mode))
-			unlink(cfg->socket);
-	}
-	ret = uv_pipe_bind(&srv.listener, cfg->socket);
+	ret = listen_socket(cfg);
 	if (ret < 0)
-		return ret;
-	if (chmod(cfg->socket, cfg->socket_mode) < 0)
-		return -errno;
-	if (cfg->socket_group && cfg->socket_group[0]) {
-		struct group *gr = getgrnam(cfg->socket_group);
-
-		if (!gr)
-			return -ESRCH;
-		if (chown(cfg->socket, (uid_t)-1, gr->gr_gid) < 0)
-			return -errno;
-	}
-	return uv_listen((uv_stream_t *)&srv.listener, 128, on_connection);
+		unlink_own_socket(); /* a start that failed leaves no socket behind */
+	return ret;
 }
 
 static void check_drained(void)
@@ -971,7 +1061,7 @@ void rpc_shutdown(void (*done)(void))
 	if (srv.listening) {
 		uv_close((uv_handle_t *)&srv.listener, NULL);
 		srv.listening = 0;
-		unlink(srv.cfg->socket);
+		unlink_own_socket();
 	}
 	srv.on_drained = done;
 	uv_timer_init(srv.loop, &srv.grace);
