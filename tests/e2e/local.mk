@@ -64,3 +64,9 @@ check_PROGRAMS += %D%/test_socket
 %C%_test_socket_SOURCES = %D%/test_socket.c $(E2E_FIXTURE)
 %C%_test_socket_CFLAGS = $(E2E_CFLAGS)
 %C%_test_socket_LDADD = $(E2E_LDADD)
+
+# limits a local user cannot push the daemon past: connections, requests, memory, timeouts
+check_PROGRAMS += %D%/test_limits
+%C%_test_limits_SOURCES = %D%/test_limits.c $(E2E_FIXTURE)
+%C%_test_limits_CFLAGS = $(E2E_CFLAGS)
+%C%_test_limits_LDADD = $(E2E_LDADD)
