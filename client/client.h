@@ -18,10 +18,15 @@ struct coffer_conn;
 const char *coffer_socket_path(const char *path);
 
 /**
- * Connect and negotiate the protocol version (HELLO).
- * @return 0 or -errno (-ENOENT/-ECONNREFUSED: no daemon), -EPROTO
+ * Connect and negotiate the protocol version (HELLO). Before anything is
+ * sent, the server's uid (SO_PEERCRED) must be 0, the caller's, or the one
+ * in $COFFER_SERVER_UID.
+ * @return 0 or -errno (-ENOENT/-ECONNREFUSED: no daemon; -EPERM: served by
+ *         another uid; -EINVAL: COFFER_SERVER_UID is not a number), -EPROTO
  */
 int coffer_connect(const char *path, struct coffer_conn **out);
+/** coffer_connect() that also explains a refusal of the server in @err (may be NULL). */
+int coffer_connect_err(const char *path, struct coffer_conn **out, char *err, size_t errlen);
 void coffer_close(struct coffer_conn *c);
 int coffer_fd(const struct coffer_conn *c);
 

@@ -124,7 +124,8 @@ static struct coffer_conn *conn_open(void)
 {
 	struct coffer_conn *c;
 	const char *path = coffer_socket_path(opt_socket);
-	int ret = coffer_connect(opt_socket, &c);
+	char why[512];
+	int ret = coffer_connect_err(opt_socket, &c, why, sizeof(why));
 
 	if (ret == -ENOENT || ret == -ECONNREFUSED)
 		die("cofferd is not running at %s; start it with 'cofferd' or point -S / COFFER_SOCKET "
@@ -136,6 +137,8 @@ static struct coffer_conn *conn_open(void)
 		    path);
 	if (ret == -EACCES)
 		die("%s: permission denied; join the socket's group or run as root", path);
+	if (why[0])
+		die("%s", why); /* the server's uid was refused: nothing was sent */
 	if (ret < 0)
 		die("%s: connect: %s", path, proto_strerror(ret));
 	return c;

@@ -10,11 +10,16 @@
  * requests by opcode and id: record I/O replies through a small hash table
  * of pending requests, an admin reply by the id coffer_call() chose. Record
  * I/O completions that arrive during an admin call are kept for coffer_reap().
+ *
+ * Nothing is sent before the server's uid (SO_PEERCRED) is known to be root,
+ * ours or the one COFFER_SERVER_UID names: key text goes over this socket.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -398,13 +403,62 @@ static int hello(struct coffer_conn *c)
 	return 0;
 }
 
+/*
+ * Whoever serves the socket gets key text from us: before a byte is sent,
+ * the peer must be root, our own uid, or the uid named by COFFER_SERVER_UID.
+ * A socket in a directory others can write may have been swapped.
+ */
+static int check_server(int fd, const char *path, char *err, size_t errlen)
+{
+	const char *env = getenv("COFFER_SERVER_UID");
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	unsigned long trusted;
+	char *end;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+		int ret = -errno;
+
+		if (err && errlen)
+			snprintf(err, errlen, "socket %s: peer credentials: %s", path,
+				 strerror(-ret));
+		return ret;
+	}
+	if (cred.uid == 0 || cred.uid == geteuid() || cred.uid == getuid())
+		return 0;
+	if (env && env[0]) {
+		errno = 0;
+		trusted = strtoul(env, &end, 10);
+		if (errno || *end || env[0] < '0' || env[0] > '9' || trusted > UINT32_MAX) {
+			if (err && errlen)
+				snprintf(err, errlen, "COFFER_SERVER_UID=%s is not a uid", env);
+			return -EINVAL;
+		}
+		if ((uid_t)trusted == cred.uid)
+			return 0;
+	}
+	if (err && errlen)
+		snprintf(err, errlen,
+			 "socket %s is served by uid %u, not root or you; set COFFER_SERVER_UID=%u "
+			 "to trust it",
+			 path, (unsigned)cred.uid, (unsigned)cred.uid);
+	return -EPERM;
+}
+
 int coffer_connect(const char *path, struct coffer_conn **out)
+{
+	return coffer_connect_err(path, out, NULL, 0);
+}
+
+int coffer_connect_err(const char *path, struct coffer_conn **out, char *err, size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct coffer_conn *c;
 	int ret;
 
 	*out = NULL;
+	if (err && errlen)
+		err[0] = '\0';
 	path = coffer_socket_path(path);
 	if (!path || strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
@@ -421,6 +475,9 @@ int coffer_connect(const char *path, struct coffer_conn **out)
 		ret = -errno;
 		goto out;
 	}
+	ret = check_server(c->fd, path, err, errlen);
+	if (ret < 0)
+		goto out;
 	ret = hello(c);
 out:
 	if (ret < 0)

@@ -24,7 +24,13 @@ struct config {
 	int log_level;          /* syslog priority: LOG_ERR .. LOG_DEBUG */
 	char *log_target;       /* "stderr", "syslog" or a file path */
 	unsigned max_connections;
+	unsigned admin_connections; /* of max_connections, kept for administrators */
+	unsigned max_connections_per_uid;
+	unsigned max_requests_per_uid; /* in flight, over all connections of a uid */
 	uint32_t max_frame;     /* bytes of one frame payload */
+	uint64_t max_buffered;  /* request bytes held at once; reading pauses above */
+	unsigned hello_timeout; /* seconds a new connection has to say HELLO */
+	unsigned idle_timeout;  /* seconds a quiet connection is kept; 0 = for ever */
 	int direct_io;          /* open LUNs with O_DIRECT */
 	int io_inline;          /* run record I/O on the event loop, not on workers */
 	int lun_mmap;           /* read LUN files on tmpfs in place, through a mapping */
@@ -38,6 +44,17 @@ struct config {
 #define CONFIG_WORKERS_MAX 256u
 #define CONFIG_MAX_CONNECTIONS_DEFAULT 1024u
 #define CONFIG_MAX_CONNECTIONS_MAX 65536u
+#define CONFIG_ADMIN_CONNECTIONS_DEFAULT 16u
+#define CONFIG_CONNECTIONS_PER_UID_DEFAULT 256u
+#define CONFIG_REQUESTS_PER_UID_DEFAULT 4096u
+#define CONFIG_REQUESTS_PER_UID_MAX (1u << 20)
+#define CONFIG_MAX_BUFFERED_DEFAULT (1ull << 30)
+#define CONFIG_MAX_BUFFERED_MIN (1ull << 20)
+#define CONFIG_MAX_BUFFERED_MAX (1ull << 40)
+#define CONFIG_HELLO_TIMEOUT_DEFAULT 10u
+#define CONFIG_HELLO_TIMEOUT_MAX 3600u
+#define CONFIG_IDLE_TIMEOUT_DEFAULT 600u
+#define CONFIG_IDLE_TIMEOUT_MAX 604800u    /* a week */
 /* a 16 MiB record write plus its 16-byte I/O body header (proto.h PROTO_IO_BODY) */
 #define CONFIG_MAX_FRAME_DEFAULT ((16u << 20) + 16u)
 #define CONFIG_MAX_FRAME_MIN (64u << 10)

@@ -3,7 +3,9 @@
  * cofferd: arguments, configuration, the loop and its signals, READY=1 to
  * $NOTIFY_SOCKET, and an orderly shutdown.
  *
- * Start-up order matters: the state directory and every pool come first,
+ * Start-up order matters: a daemon already answering on the socket stops
+ * us before anything else (exit 1, naming its pid); a socket nobody
+ * listens on is replaced. The state directory and every pool come next,
  * then the socket; READY=1 is sent only when both are usable, so a client
  * started after systemd says "started" finds its pools. SIGTERM stops
  * accepting, lets every request in flight finish and be answered, then
@@ -94,18 +96,81 @@ static int mkdirs(const char *path, mode_t mode)
 	return mkdir_mode(buf, mode);
 }
 
-static int socket_dir(const char *sock)
+/*
+ * Whoever may write the socket's directory may swap the socket for one of
+ * their own and collect what clients send (key text). So the directory is
+ * created if missing (0755: traversable, so members of socket_group reach
+ * the socket; its own mode guards it) and then trusted only if lstat shows a
+ * real directory, not a symlink, owned by our uid and writable by no group
+ * or other. Its ancestors must be owned by root or us, and sticky where
+ * others may write them (/tmp). @why gets the reason of a refusal.
+ * @return 0 or -1
+ */
+static int socket_dir(const char *sock, char *why, size_t whylen)
 {
-	char dir[PATH_MAX];
+	char dir[CONFIG_SOCKET_MAX + 1];
+	struct stat st;
 	char *slash;
+	uid_t me = geteuid();
+	int ret;
 
-	snprintf(dir, sizeof(dir), "%s", sock);
+	if (strlen(sock) > CONFIG_SOCKET_MAX) {
+		snprintf(why, whylen, "path is longer than %u bytes", CONFIG_SOCKET_MAX);
+		return -1;
+	}
+	memcpy(dir, sock, strlen(sock) + 1);
 	slash = strrchr(dir, '/');
 	if (!slash || slash == dir)
-		return 0;
+		return 0; /* a socket in / : nothing to create or trust but the root */
 	*slash = '\0';
-	/* traversable, so members of socket_group reach the socket; its own mode guards it */
-	return mkdirs(dir, 0755);
+	ret = mkdirs(dir, 0755);
+	if (ret < 0) {
+		snprintf(why, whylen, "directory %s: %s", dir, strerror(-ret));
+		return -1;
+	}
+	if (lstat(dir, &st) < 0) {
+		snprintf(why, whylen, "directory %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(why, whylen, "directory %s is %s", dir,
+			 S_ISLNK(st.st_mode) ? "a symbolic link; name the real directory"
+					     : "not a directory");
+		return -1;
+	}
+	if (st.st_uid != me) {
+		snprintf(why, whylen,
+			 "directory %s is owned by uid %u, not by this daemon's uid %u; remove it "
+			 "or choose another socket path",
+			 dir, (unsigned)st.st_uid, (unsigned)me);
+		return -1;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(why, whylen,
+			 "directory %s is writable by group or others (mode %04o); "
+			 "chmod go-w it",
+			 dir, (unsigned)(st.st_mode & 07777));
+		return -1;
+	}
+	for (char *p = dir + 1; (p = strchr(p, '/')); p++) {
+		*p = '\0';
+		ret = stat(dir, &st);
+		if (ret == 0 && st.st_uid != 0 && st.st_uid != me)
+			snprintf(why, whylen, "directory %s is owned by uid %u, not root or us", dir,
+				 (unsigned)st.st_uid);
+		else if (ret == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) &&
+			 !(st.st_mode & S_ISVTX))
+			snprintf(why, whylen,
+				 "directory %s is writable by group or others and not sticky "
+				 "(mode %04o)",
+				 dir, (unsigned)(st.st_mode & 07777));
+		else if (ret < 0)
+			snprintf(why, whylen, "directory %s: %s", dir, strerror(errno));
+		*p = '/';
+		if (ret < 0 || why[0])
+			return -1;
+	}
+	return 0;
 }
 
 /*
@@ -326,10 +391,29 @@ int main(int argc, char **argv)
 		log_err("state_dir %s: %s", cfg.state_dir, strerror(-ret));
 		goto out;
 	}
-	ret = socket_dir(cfg.socket);
-	if (ret < 0) {
-		log_err("socket %s: directory: %s", cfg.socket, strerror(-ret));
+	err[0] = '\0';
+	if (socket_dir(cfg.socket, err, sizeof(err)) < 0) {
+		log_err("socket %s: %s", cfg.socket, err);
 		goto out;
+	}
+	/* before the pools: a daemon already serving them must keep them, and its socket */
+	{
+		pid_t other;
+
+		ret = rpc_socket_probe(cfg.socket, &other);
+		if (ret == -EADDRINUSE && other > 0) {
+			log_err("cofferd already running (pid %d) at %s", (int)other, cfg.socket);
+			goto out;
+		}
+		if (ret == -EADDRINUSE) {
+			log_err("cofferd already running at %s (too busy to accept)", cfg.socket);
+			goto out;
+		}
+		if (ret < 0) {
+			log_err("socket %s: %s", cfg.socket,
+				ret == -EEXIST ? "exists and is not a socket" : strerror(-ret));
+			goto out;
+		}
 	}
 	ret = handlers_init(&cfg);
 	if (ret < 0) {

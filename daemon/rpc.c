@@ -13,6 +13,20 @@
  * bytes wait for the socket; nothing on the server grows without bound
  * because a client sends fast or does not read.
  *
+ * Limits no local user can push past (cofferd.conf(5)): per uid, accepted
+ * connections (max_connections_per_uid) and requests in flight
+ * (max_requests_per_uid); the last admin_connections slots go to admins
+ * only; over max_buffered (read buffers + calls in flight, srv.buffered)
+ * every connection stops at its next frame boundary. Before HELLO a peer
+ * gets a 4 KiB read buffer and any frame larger than a HELLO closes it;
+ * hello_timeout and idle_timeout close silent ones. Fairness: a connection
+ * parses PARSE_QUANTUM frames per turn, the rest waits for srv.kick, so a
+ * flood on some connections cannot starve root's ping on another.
+ *
+ * The socket: a path a live daemon answers on is never taken over
+ * (rpc_socket_probe), and at exit the path is unlinked only if it still
+ * names the inode bound here, so a successor's socket survives our exit.
+ *
  * Key material (CMD_SECRET frames: key text for create, load-key and
  * change-key) is wiped from the read buffer as soon as its frame has been
  * copied into a call, and the call wipes its copies when freed. Until then
@@ -27,6 +41,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -37,6 +52,9 @@
 #define INFLIGHT_BYTES_MAX (64u << 20) /* request bodies + read buffers per connection */
 #define RBUF_KEEP (1u << 20)           /* a bigger read buffer is freed once empty */
 #define WRITE_BATCH 64u
+#define PREHELLO_CHUNK 4096u  /* read buffer of a connection before its HELLO */
+#define PARSE_QUANTUM 64u     /* frames of one connection per turn of the loop */
+#define SWEEP_MS 1000u        /* how often HELLO and idle timeouts are checked */
 #define SHUTDOWN_GRACE_MS 5000u /* then clients that do not read are cut off */
 
 struct rpc_stats rpc_stats;
@@ -46,6 +64,17 @@ struct rpc_handle {
 	struct pool_ent *pe;
 	unsigned inflight;
 	int closing;
+};
+
+/* What one uid holds, for the per-uid limits. */
+struct uid_ent {
+	uid_t uid;
+	unsigned refs;     /* connections pointing here, accepted or being refused */
+	unsigned nconns;   /* accepted connections */
+	unsigned inflight; /* requests in flight over all of them */
+	int paused;        /* one of them stopped reading at max_requests_per_uid */
+	int refused_logged;
+	struct uid_ent *next;
 };
 
 struct rpc_conn {
@@ -61,6 +90,14 @@ struct rpc_conn {
 	int reading;
 	int parsing;         /* conn_parse is on the stack: do not re-enter */
 	int eperm_logged;
+	int counted;         /* accepted: counted in ue->nconns */
+	int backlog;         /* its turn is over; parses on in srv.kick */
+	struct uid_ent *ue;
+	uint64_t since;      /* uv_now() at accept, for hello_timeout */
+	uint64_t last_active; /* uv_now() of the last byte read or written */
+	size_t frame_need;   /* bytes of the frame being received, 0 between frames */
+	size_t rcounted;     /* rlen as counted in srv.buffered */
+	struct rpc_conn *backlog_next;
 	unsigned refs;       /* 1 for the handle + 1 per call in flight */
 	unsigned inflight;
 	size_t inflight_bytes; /* memory the calls in flight hold */
@@ -89,6 +126,9 @@ static struct {
 	const struct config *cfg;
 	uv_pipe_t listener;
 	int listening;
+	int bound;           /* the socket file is ours: sock_dev/sock_ino are set */
+	dev_t sock_dev;      /* the inode we bound, so that exit removes no other */
+	ino_t sock_ino;
 	struct rpc_conn *conns;
 	unsigned nconns;
 	uint64_t next_id;
@@ -100,6 +140,13 @@ static struct {
 	uv_check_t tick;     /* after each poll: hand I/O to the workers, write replies */
 	struct rpc_call *io_head, *io_tail; /* parsed record I/O not yet handed over */
 	uv_timer_t grace;
+	struct uid_ent *uids;
+	uint64_t buffered;   /* read buffers + bodies and reply buffers of calls in flight */
+	int mem_paused;      /* some connection stopped reading at max_buffered */
+	int resume_all;      /* a limit was released: srv.kick resumes every connection */
+	struct rpc_conn *backlog_head; /* connections whose turn ended with frames left */
+	uv_idle_t kick;      /* runs while there is deferred parsing: poll does not block */
+	uv_timer_t sweep;    /* hello and idle timeouts */
 } srv;
 
 static void conn_close(struct rpc_conn *conn);
@@ -108,6 +155,7 @@ static void conn_parse(struct rpc_conn *conn);
 static void conn_maybe_resume(struct rpc_conn *conn);
 static void check_drained(void);
 static void conn_check_close(struct rpc_conn *conn);
+static void kick_start(void);
 
 unsigned rpc_open_handles(void)
 {
@@ -139,6 +187,76 @@ static void call_free(struct rpc_call *c)
 	free(c);
 }
 
+/* ---- limits: per uid, and the bytes of all requests together ---- */
+
+static struct uid_ent *uid_get(uid_t uid)
+{
+	struct uid_ent *ue;
+
+	for (ue = srv.uids; ue; ue = ue->next)
+		if (ue->uid == uid)
+			break;
+	if (!ue) {
+		ue = calloc(1, sizeof(*ue));
+		if (!ue)
+			return NULL;
+		ue->uid = uid;
+		ue->next = srv.uids;
+		srv.uids = ue;
+	}
+	ue->refs++;
+	return ue;
+}
+
+static void uid_put(struct uid_ent *ue)
+{
+	struct uid_ent **pp;
+
+	if (!ue || --ue->refs > 0)
+		return;
+	for (pp = &srv.uids; *pp != ue; pp = &(*pp)->next)
+		;
+	*pp = ue->next;
+	free(ue);
+}
+
+static int over_buffered(void)
+{
+	return srv.buffered >= srv.cfg->max_buffered;
+}
+
+/*
+ * Memory was given back or a uid's requests finished: connections that
+ * stopped reading for max_buffered or max_requests_per_uid resume, from
+ * srv.kick (never from inside the call that released the limit).
+ */
+static void limits_released(struct uid_ent *ue)
+{
+	if (ue && ue->paused && ue->inflight < srv.cfg->max_requests_per_uid) {
+		ue->paused = 0;
+		srv.resume_all = 1;
+	}
+	if (srv.mem_paused && !over_buffered()) {
+		srv.mem_paused = 0;
+		log_debug("buffered requests below max_buffered again: reading resumes");
+		srv.resume_all = 1;
+	}
+	if (srv.resume_all)
+		kick_start();
+}
+
+/* Count what the read buffer of @conn holds in srv.buffered. */
+static void rbuf_account(struct rpc_conn *conn)
+{
+	size_t was = conn->rcounted;
+
+	srv.buffered += conn->rlen;
+	srv.buffered -= was;
+	conn->rcounted = conn->rlen;
+	if (conn->rlen < was)
+		limits_released(NULL);
+}
+
 static void conn_unref(struct rpc_conn *conn)
 {
 	if (--conn->refs > 0)
@@ -155,6 +273,8 @@ static void conn_unref(struct rpc_conn *conn)
 		/* a frame cut short at close may be key text */
 		explicit_bzero(conn->rbuf, conn->rlen);
 	free(conn->rbuf);
+	srv.buffered -= conn->rcounted;
+	uid_put(conn->ue);
 	free(conn);
 	srv.live_conns--;
 	check_drained();
@@ -191,6 +311,7 @@ static void write_cb(uv_write_t *req, int status)
 		call_free(c);
 	}
 	conn->queued_bytes -= w->bytes;
+	conn->last_active = uv_now(srv.loop);
 	free(w);
 	if (status < 0 && !conn->closing) {
 		log_debug("conn %llu: write: %s", (unsigned long long)conn->id,
@@ -372,7 +493,12 @@ void rpc_call_done(struct rpc_call *c)
 		atomic_fetch_add_explicit(&rpc_stats.io_errors, 1, memory_order_relaxed);
 	conn->inflight--;
 	conn->inflight_bytes -= c->charge;
+	srv.buffered -= c->charge;
 	c->charge = 0;
+	if (conn->ue) {
+		conn->ue->inflight--;
+		limits_released(conn->ue);
+	}
 	if (c->status == -EPERM && c->cmd)
 		log_eperm(conn, c->err[0] ? c->err : c->cmd->name);
 	if (conn->closing) {
@@ -467,6 +593,8 @@ static void reply_error(struct rpc_conn *conn, const struct proto_hdr *h, int st
 		c->cmd = NULL;
 	conn->refs++;
 	conn->inflight++;
+	if (conn->ue)
+		conn->ue->inflight++;
 	rpc_call_done(c);
 }
 
@@ -567,6 +695,8 @@ static int handle_frame(struct rpc_conn *conn, const struct proto_hdr *h, const 
 	c->admin = conn->admin;
 	conn->refs++;
 	conn->inflight++;
+	if (conn->ue)
+		conn->ue->inflight++;
 	if (conn->inflight > atomic_load_explicit(&rpc_stats.inflight_peak, memory_order_relaxed))
 		atomic_store_explicit(&rpc_stats.inflight_peak, conn->inflight,
 				      memory_order_relaxed);
@@ -575,6 +705,7 @@ static int handle_frame(struct rpc_conn *conn, const struct proto_hdr *h, const 
 	if (h->op == PROTO_OP_READ && h->len >= PROTO_IO_BODY)
 		c->charge += get_u32(body + 12);
 	conn->inflight_bytes += c->charge;
+	srv.buffered += c->charge;
 	if (h->len) {
 		c->body = malloc(h->len);
 		if (!c->body) {
@@ -639,10 +770,44 @@ static int handle_frame(struct rpc_conn *conn, const struct proto_hdr *h, const 
 	return 0;
 }
 
+/* In the middle of a frame whose buffer is already there: it may be finished. */
+static int conn_mid_frame(const struct rpc_conn *conn)
+{
+	return conn->frame_need && conn->rcap >= conn->frame_need;
+}
+
+static int uid_blocked(const struct rpc_conn *conn)
+{
+	return conn->ue && conn->ue->inflight >= srv.cfg->max_requests_per_uid;
+}
+
+/*
+ * Over max_buffered, a connection stops at its next frame boundary. One in
+ * the middle of a frame may finish it: its buffer exists, and if all of them
+ * waited, memory that only those frames hold would never come back.
+ */
+static int mem_blocked(const struct rpc_conn *conn)
+{
+	return over_buffered() && !conn_mid_frame(conn);
+}
+
 static int conn_blocked(const struct rpc_conn *conn)
 {
 	return conn->inflight >= PROTO_INFLIGHT_MAX || conn->inflight_bytes >= INFLIGHT_BYTES_MAX ||
-	       conn->queued_bytes >= REPLY_QUEUE_MAX || conn->close_after || srv.stopping;
+	       conn->queued_bytes >= REPLY_QUEUE_MAX || conn->close_after || srv.stopping ||
+	       conn->backlog || uid_blocked(conn) || mem_blocked(conn);
+}
+
+/* @conn stops reading: remember which shared limit to wake it up from. */
+static void note_blocked(const struct rpc_conn *conn)
+{
+	if (uid_blocked(conn))
+		conn->ue->paused = 1;
+	if (mem_blocked(conn) && !srv.mem_paused) {
+		srv.mem_paused = 1;
+		log_debug("buffered requests reached max_buffered (%llu bytes): reading paused",
+			  (unsigned long long)srv.cfg->max_buffered);
+	}
 }
 
 /* Whether the frame starting at @p (@avail bytes buffered) carries key material. */
@@ -696,12 +861,23 @@ static int rbuf_grow(struct rpc_conn *conn, size_t cap)
 /* Parse every complete frame in the read buffer, as long as back-pressure allows. */
 static void conn_parse(struct rpc_conn *conn)
 {
+	unsigned turn = 0;
+
 	conn->parsing = 1;
 	while (!conn->closing && !conn_blocked(conn) && conn->rlen - conn->rpos >= PROTO_HDR_SIZE) {
 		struct proto_hdr h;
 		uint8_t *p = conn->rbuf + conn->rpos;
 		int ret;
 
+		if (turn++ == PARSE_QUANTUM) {
+			/* fairness: the others get their turn before the rest of ours */
+			conn->backlog = 1;
+			conn->backlog_next = srv.backlog_head;
+			srv.backlog_head = conn;
+			conn->refs++;
+			kick_start();
+			break;
+		}
 		proto_hdr_get(p, &h);
 		ret = proto_hdr_check(&h, srv.cfg->max_frame);
 		if (ret < 0) {
@@ -710,9 +886,21 @@ static void conn_parse(struct rpc_conn *conn)
 			reply_error(conn, &h, ret, 1);
 			break;
 		}
+		if (!conn->hello_done && h.len > PROTO_HELLO_BODY) {
+			/* only a HELLO may come first: its body is not read, let alone kept */
+			log_info("conn %llu (uid %u): %u-byte %s frame before hello: closed",
+				 (unsigned long long)conn->id, (unsigned)conn->uid, h.len,
+				 proto_op_name(h.op));
+			reply_error(conn, &h, -EPROTO, 1);
+			break;
+		}
 		if (conn->rlen - conn->rpos < PROTO_HDR_SIZE + (size_t)h.len) {
 			size_t need = PROTO_HDR_SIZE + (size_t)h.len;
 
+			conn->frame_need = need;
+			/* over max_buffered a new frame waits for its buffer (conn_blocked) */
+			if (need > conn->rcap && over_buffered())
+				break;
 			/* make room for the whole frame (already bounded by max_frame) */
 			if (conn->rpos)
 				rbuf_compact(conn);
@@ -722,6 +910,7 @@ static void conn_parse(struct rpc_conn *conn)
 			}
 			break;
 		}
+		conn->frame_need = 0;
 		conn->rpos += PROTO_HDR_SIZE + h.len;
 		ret = handle_frame(conn, &h, p + PROTO_HDR_SIZE);
 		/* the call has its own copy (wiped when freed); none stays here */
@@ -732,6 +921,8 @@ static void conn_parse(struct rpc_conn *conn)
 	}
 	if (conn->rpos == conn->rlen)
 		conn->rpos = conn->rlen = 0;
+	if (conn->rlen - conn->rpos < PROTO_HDR_SIZE)
+		conn->frame_need = 0;
 	if (conn->rlen == 0 && conn->rcap > RBUF_KEEP) {
 		/* one big frame passed: do not keep its buffer per idle connection */
 		free(conn->rbuf);
@@ -739,17 +930,21 @@ static void conn_parse(struct rpc_conn *conn)
 		conn->rcap = 0;
 	}
 	conn->parsing = 0;
+	rbuf_account(conn);
 }
 
 static void alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
 	struct rpc_conn *conn = handle->data;
+	/* before HELLO a peer gets a page: enough for HELLO and the frames after it */
+	size_t chunk = conn->hello_done ? READ_CHUNK : PREHELLO_CHUNK;
 
 	(void)suggested;
-	if (conn->rcap - conn->rlen < READ_CHUNK / 4 && conn->rpos)
+	if (conn->rcap - conn->rlen < chunk / 4 && conn->rpos) {
 		rbuf_compact(conn);
-	if (conn->rcap - conn->rlen < READ_CHUNK / 4 &&
-	    rbuf_grow(conn, conn->rcap + READ_CHUNK) < 0) {
+		rbuf_account(conn);
+	}
+	if (conn->rcap - conn->rlen < chunk / 4 && rbuf_grow(conn, conn->rcap + chunk) < 0) {
 		*buf = uv_buf_init(NULL, 0);
 		return;
 	}
@@ -770,8 +965,11 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 		return;
 	}
 	conn->rlen += (size_t)nread;
+	if (nread > 0)
+		conn->last_active = uv_now(srv.loop);
 	conn_parse(conn);
 	if (!conn->closing && conn_blocked(conn) && conn->reading) {
+		note_blocked(conn);
 		uv_read_stop(stream);
 		conn->reading = 0;
 	}
@@ -779,14 +977,88 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 
 static void conn_maybe_resume(struct rpc_conn *conn)
 {
-	if (conn->closing || conn->reading || conn->parsing || conn_blocked(conn))
+	if (conn->closing || conn->reading || conn->parsing)
 		return;
+	if (conn_blocked(conn)) {
+		note_blocked(conn);
+		return;
+	}
 	/* frames buffered while we were blocked go first */
 	conn_parse(conn);
-	if (conn->closing || conn_blocked(conn))
+	if (conn->closing)
 		return;
+	if (conn_blocked(conn)) {
+		note_blocked(conn);
+		return;
+	}
+	/* time spent held back by us is not the peer's idleness */
+	conn->last_active = uv_now(srv.loop);
 	if (uv_read_start((uv_stream_t *)&conn->pipe, alloc_cb, read_cb) == 0)
 		conn->reading = 1;
+}
+
+/*
+ * The deferred work of the loop, once per turn while there is any: the rest
+ * of the frames of connections whose turn ended (PARSE_QUANTUM), and every
+ * connection again after a shared limit was released.
+ */
+static void kick_cb(uv_idle_t *h)
+{
+	struct rpc_conn *conn, *next;
+
+	(void)h;
+	if (srv.resume_all) {
+		srv.resume_all = 0;
+		for (conn = srv.conns; conn; conn = next) {
+			next = conn->next;
+			conn_maybe_resume(conn);
+		}
+	}
+	conn = srv.backlog_head;
+	srv.backlog_head = NULL;
+	for (; conn; conn = next) {
+		next = conn->backlog_next;
+		conn->backlog = 0;
+		conn_maybe_resume(conn);
+		conn_unref(conn);
+	}
+	if (!srv.backlog_head && !srv.resume_all)
+		uv_idle_stop(&srv.kick);
+}
+
+static void kick_start(void)
+{
+	/* also while stopping: connections on the backlog hold a reference */
+	uv_idle_start(&srv.kick, kick_cb);
+}
+
+/* HELLO and idle timeouts, checked every SWEEP_MS. */
+static void sweep_cb(uv_timer_t *t)
+{
+	uint64_t now = uv_now(srv.loop);
+	uint64_t hello_ms = (uint64_t)srv.cfg->hello_timeout * 1000;
+	uint64_t idle_ms = (uint64_t)srv.cfg->idle_timeout * 1000;
+	struct rpc_conn *conn, *next;
+
+	(void)t;
+	for (conn = srv.conns; conn; conn = next) {
+		next = conn->next;
+		if (conn->closing || conn->close_after)
+			continue;
+		if (!conn->hello_done && now - conn->since >= hello_ms) {
+			log_info("conn %llu (uid %u): no hello within %u s: closed",
+				 (unsigned long long)conn->id, (unsigned)conn->uid,
+				 srv.cfg->hello_timeout);
+			conn_close(conn);
+		} else if (conn->hello_done && idle_ms && conn->reading && conn->inflight == 0 &&
+			   !conn->pend_head && conn->queued_bytes == 0 &&
+			   now - conn->last_active >= idle_ms) {
+			log_info("conn %llu (uid %u): idle for %u s: closed",
+				 (unsigned long long)conn->id, (unsigned)conn->uid,
+				 srv.cfg->idle_timeout);
+			conn_close(conn);
+		}
+	}
 }
 
 static void close_cb(uv_handle_t *h)
@@ -816,6 +1088,12 @@ static void conn_close(struct rpc_conn *conn)
 	if (conn->next)
 		conn->next->prev = conn->prev;
 	srv.nconns--;
+	if (conn->counted) {
+		conn->counted = 0;
+		conn->ue->nconns--;
+		if (conn->ue->nconns < srv.cfg->max_connections_per_uid)
+			conn->ue->refused_logged = 0;
+	}
 	atomic_fetch_sub_explicit(&rpc_stats.conns_open, 1, memory_order_relaxed);
 	log_debug("conn %llu: closed", (unsigned long long)conn->id);
 	uv_close((uv_handle_t *)&conn->pipe, close_cb);
@@ -858,6 +1136,12 @@ static void on_connection(uv_stream_t *server, int status)
 	}
 	conn->refs = 1;
 	srv.live_conns++;
+	conn->ue = uid_get(cred.uid);
+	if (!conn->ue) {
+		conn_close_early(conn);
+		return;
+	}
+	conn->since = conn->last_active = uv_now(srv.loop);
 	conn->uid = cred.uid;
 	conn->gid = cred.gid;
 	conn->pid = cred.pid;
@@ -877,16 +1161,43 @@ static void on_connection(uv_stream_t *server, int status)
 	srv.nconns++;
 	atomic_fetch_add_explicit(&rpc_stats.conns_total, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&rpc_stats.conns_open, 1, memory_order_relaxed);
-	if (srv.nconns > srv.cfg->max_connections || srv.stopping) {
-		/* say why in the reply to the HELLO the client is about to send, then close */
-		struct proto_hdr h = { .op = PROTO_OP_HELLO };
+	{
+		/* the last admin_connections slots, at most half of them, are for administrators */
+		unsigned cap = srv.cfg->max_connections, reserve = srv.cfg->admin_connections;
+		unsigned anyone;
 
-		log_warn("conn %llu (uid %u): refused: %u connections is the limit",
-			 (unsigned long long)conn->id, (unsigned)cred.uid,
-			 srv.cfg->max_connections);
-		reply_error(conn, &h, srv.stopping ? -ESHUTDOWN : -EUSERS, 1);
-		return;
+		if (reserve > cap / 2)
+			reserve = cap / 2;
+		anyone = cap - reserve;
+		struct proto_hdr h = { .op = PROTO_OP_HELLO };
+		int quiet = 0;
+		char why[128] = "";
+
+		if (srv.stopping)
+			snprintf(why, sizeof(why), "shutting down");
+		else if (srv.nconns > cap)
+			snprintf(why, sizeof(why), "%u connections is the limit", cap);
+		else if (!conn->admin && srv.nconns > anyone)
+			snprintf(why, sizeof(why),
+				 "the last %u of %u connections are kept for administrators",
+				 reserve, cap);
+		else if (conn->ue->nconns >= srv.cfg->max_connections_per_uid) {
+			snprintf(why, sizeof(why), "%u connections per uid is the limit",
+				 srv.cfg->max_connections_per_uid);
+			quiet = conn->ue->refused_logged;
+			conn->ue->refused_logged = 1;
+		}
+		if (why[0]) {
+			/* say why in the reply to the HELLO the client is about to send, then close */
+			if (!quiet)
+				log_warn("conn %llu (uid %u): refused: %s", (unsigned long long)conn->id,
+					 (unsigned)cred.uid, why);
+			reply_error(conn, &h, srv.stopping ? -ESHUTDOWN : -EUSERS, 1);
+			return;
+		}
 	}
+	conn->counted = 1;
+	conn->ue->nconns++;
 	log_debug("conn %llu: uid %u gid %u pid %d%s", (unsigned long long)conn->id,
 		  (unsigned)cred.uid, (unsigned)cred.gid, (int)cred.pid,
 		  conn->admin ? " admin" : "");
@@ -896,29 +1207,92 @@ static void on_connection(uv_stream_t *server, int status)
 		conn_close(conn);
 }
 
-int rpc_listen(uv_loop_t *loop, const struct config *cfg)
+int rpc_socket_probe(const char *path, pid_t *pid)
 {
-	int ret;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	struct stat st;
+	int fd, ret;
 
-	srv.loop = loop;
-	srv.cfg = cfg;
-	uv_check_init(loop, &srv.tick);
-	uv_check_start(&srv.tick, tick_cb);
-	uv_unref((uv_handle_t *)&srv.tick);
-	ret = uv_pipe_init(loop, &srv.listener, 0);
-	if (ret < 0)
-		return ret;
-	srv.listening = 1;
-	/* a socket left by a dead daemon is replaced; a live one is not */
-	{
-		struct stat st;
-
-		if (lstat(cfg->socket, &st) == 0 && S_ISSOCK(st.st_mode))
-			unlink(cfg->socket);
+	*pid = 0;
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode))
+		return -EEXIST;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	/* non-blocking: a daemon whose backlog is full must not hang our start */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		/* the listener's credentials are the peer's from connect() on */
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) == 0)
+			*pid = cred.pid;
+		ret = -EADDRINUSE;
+	} else if (errno == EAGAIN) {
+		ret = -EADDRINUSE; /* alive, too busy to take us */
+	} else if (errno == ECONNREFUSED) {
+		/* nobody listens: a socket left by a daemon that died */
+		ret = unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+	} else {
+		ret = -errno;
 	}
-	ret = uv_pipe_bind(&srv.listener, cfg->socket);
-	if (ret < 0)
+	close(fd);
+	return ret;
+}
+
+/* Remove the socket file only if it is still the one we bound, not a successor's. */
+static void unlink_own_socket(void)
+{
+	struct stat st;
+
+	if (!srv.bound)
+		return;
+	srv.bound = 0;
+	if (lstat(srv.cfg->socket, &st) == 0 && st.st_dev == srv.sock_dev &&
+	    st.st_ino == srv.sock_ino)
+		unlink(srv.cfg->socket);
+	else
+		log_warn("socket %s: no longer the one this daemon bound; left in place",
+			 srv.cfg->socket);
+}
+
+/*
+ * Bound here, not by uv_pipe_bind(): libuv unlinks the path of a pipe it
+ * bound when the handle closes, whoever's socket the path names by then.
+ */
+static int listen_socket(const struct config *cfg)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd, ret;
+
+	if (strlen(cfg->socket) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, cfg->socket, strlen(cfg->socket) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	/* rpc_socket_probe() removed a stale socket; a live one makes bind fail */
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		ret = -errno;
+		close(fd);
 		return ret;
+	}
+	ret = uv_pipe_open(&srv.listener, fd);
+	if (ret < 0) {
+		close(fd);
+		unlink(cfg->socket);
+		return ret;
+	}
+	if (lstat(cfg->socket, &st) < 0)
+		return -errno;
+	srv.sock_dev = st.st_dev;
+	srv.sock_ino = st.st_ino;
+	srv.bound = 1;
 	if (chmod(cfg->socket, cfg->socket_mode) < 0)
 		return -errno;
 	if (cfg->socket_group && cfg->socket_group[0]) {
@@ -932,6 +1306,29 @@ int rpc_listen(uv_loop_t *loop, const struct config *cfg)
 	return uv_listen((uv_stream_t *)&srv.listener, 128, on_connection);
 }
 
+int rpc_listen(uv_loop_t *loop, const struct config *cfg)
+{
+	int ret;
+
+	srv.loop = loop;
+	srv.cfg = cfg;
+	uv_check_init(loop, &srv.tick);
+	uv_check_start(&srv.tick, tick_cb);
+	uv_unref((uv_handle_t *)&srv.tick);
+	uv_idle_init(loop, &srv.kick);
+	uv_timer_init(loop, &srv.sweep);
+	uv_timer_start(&srv.sweep, sweep_cb, SWEEP_MS, SWEEP_MS);
+	uv_unref((uv_handle_t *)&srv.sweep);
+	ret = uv_pipe_init(loop, &srv.listener, 0);
+	if (ret < 0)
+		return ret;
+	srv.listening = 1;
+	ret = listen_socket(cfg);
+	if (ret < 0)
+		unlink_own_socket(); /* a start that failed leaves no socket behind */
+	return ret;
+}
+
 static void check_drained(void)
 {
 	void (*done)(void) = srv.on_drained;
@@ -943,6 +1340,8 @@ static void check_drained(void)
 	srv.on_drained = NULL;
 	uv_close((uv_handle_t *)&srv.tick, NULL);
 	uv_close((uv_handle_t *)&srv.grace, NULL);
+	uv_close((uv_handle_t *)&srv.kick, NULL);
+	uv_close((uv_handle_t *)&srv.sweep, NULL);
 	done();
 }
 
@@ -971,7 +1370,7 @@ void rpc_shutdown(void (*done)(void))
 	if (srv.listening) {
 		uv_close((uv_handle_t *)&srv.listener, NULL);
 		srv.listening = 0;
-		unlink(srv.cfg->socket);
+		unlink_own_socket();
 	}
 	srv.on_drained = done;
 	uv_timer_init(srv.loop, &srv.grace);

@@ -63,7 +63,19 @@ struct rpc_stats {
 extern struct rpc_stats rpc_stats;
 
 /* rpc.c */
-/** Listen on cfg->socket (mode, group); @return 0 or -errno */
+/**
+ * Is a daemon serving @path? Connects to find out: a live one is left alone
+ * (*pid: its pid from SO_PEERCRED, 0 if it was too busy to say), a stale
+ * socket (connection refused) is removed.
+ * @return 0 (the path is free now), -EADDRINUSE (a daemon answers),
+ *         -EEXIST (something other than a socket is there), -errno
+ */
+int rpc_socket_probe(const char *path, pid_t *pid);
+/**
+ * Listen on cfg->socket (mode, group); call rpc_socket_probe() first. At
+ * shutdown the socket file is removed only if it is still the inode bound
+ * here. @return 0 or -errno
+ */
 int rpc_listen(uv_loop_t *loop, const struct config *cfg);
 /** Stop accepting, let in-flight requests finish, then call @done on the loop. */
 void rpc_shutdown(void (*done)(void));

@@ -58,3 +58,15 @@ check_PROGRAMS += %D%/test_memscan
 %C%_test_memscan_SOURCES = %D%/test_memscan.c tests/memscan.c tests/memscan.h $(E2E_FIXTURE)
 %C%_test_memscan_CFLAGS = $(E2E_CFLAGS) -I$(top_srcdir)/tests
 %C%_test_memscan_LDADD = $(E2E_LDADD)
+
+# who owns the socket: a second daemon, stale sockets, the socket directory, the client's check
+check_PROGRAMS += %D%/test_socket
+%C%_test_socket_SOURCES = %D%/test_socket.c $(E2E_FIXTURE)
+%C%_test_socket_CFLAGS = $(E2E_CFLAGS)
+%C%_test_socket_LDADD = $(E2E_LDADD)
+
+# limits a local user cannot push the daemon past: connections, requests, memory, timeouts
+check_PROGRAMS += %D%/test_limits
+%C%_test_limits_SOURCES = %D%/test_limits.c $(E2E_FIXTURE)
+%C%_test_limits_CFLAGS = $(E2E_CFLAGS)
+%C%_test_limits_LDADD = $(E2E_LDADD)

@@ -100,7 +100,13 @@ Test(config, defaults_for_a_user_follow_xdg)
 	cr_assert_eq(c.log_level, LOG_INFO);
 	cr_assert_str_eq(c.log_target, "stderr");
 	cr_assert_eq(c.max_connections, 1024);
+	cr_assert_eq(c.admin_connections, 16);
+	cr_assert_eq(c.max_connections_per_uid, 256);
+	cr_assert_eq(c.max_requests_per_uid, 4096);
 	cr_assert_eq(c.max_frame, (16u << 20) + 16);
+	cr_assert_eq(c.max_buffered, 1ull << 30);
+	cr_assert_eq(c.hello_timeout, 10);
+	cr_assert_eq(c.idle_timeout, 600);
 	cr_assert_eq(c.direct_io, 0);
 	cr_assert_eq(c.io_inline, 0);
 	cr_assert_eq(c.lun_mmap, 1);
@@ -176,7 +182,13 @@ Test(config, every_option_is_parsed)
 			  "log_level = debug\n"
 			  "log_target = /var/log/cofferd.log\n"
 			  "max_connections = 7\n"
+			  "admin_connections = 0\n"
+			  "max_connections_per_uid = 3\n"
+			  "max_requests_per_uid = 9\n"
 			  "max_frame = 64K\n"
+			  "max_buffered = 3M\n"
+			  "hello_timeout = 2\n"
+			  "idle_timeout = 0\n"
 			  "direct_io = yes\n"
 			  "io_inline = yes\n"
 			  "lun_mmap = no\n"
@@ -193,7 +205,13 @@ Test(config, every_option_is_parsed)
 	cr_assert_eq(c.log_level, LOG_DEBUG);
 	cr_assert_str_eq(c.log_target, "/var/log/cofferd.log");
 	cr_assert_eq(c.max_connections, 7);
+	cr_assert_eq(c.admin_connections, 0);
+	cr_assert_eq(c.max_connections_per_uid, 3);
+	cr_assert_eq(c.max_requests_per_uid, 9);
 	cr_assert_eq(c.max_frame, 64u << 10);
+	cr_assert_eq(c.max_buffered, 3u << 20);
+	cr_assert_eq(c.hello_timeout, 2);
+	cr_assert_eq(c.idle_timeout, 0);
 	cr_assert_eq(c.direct_io, 1);
 	cr_assert_eq(c.io_inline, 1);
 	cr_assert_eq(c.lun_mmap, 0);
@@ -282,6 +300,17 @@ Test(config, bad_values_name_file_line_and_option)
 		{ "log_target =", "bad value for 'log_target'" },
 		{ "max_connections = 0", "bad value for 'max_connections': '0' is out of range" },
 		{ "max_connections = 65537", "bad value for 'max_connections'" },
+		{ "admin_connections = 65537", "bad value for 'admin_connections'" },
+		{ "max_connections_per_uid = 0",
+		  "bad value for 'max_connections_per_uid': '0' is out of range" },
+		{ "max_requests_per_uid = 0", "bad value for 'max_requests_per_uid'" },
+		{ "max_requests_per_uid = 1048577", "bad value for 'max_requests_per_uid'" },
+		{ "max_buffered = 1023K", "bad value for 'max_buffered': '1023K' is out of range" },
+		{ "max_buffered = 2T", "bad value for 'max_buffered'" },
+		{ "hello_timeout = 0", "bad value for 'hello_timeout': '0' is out of range" },
+		{ "hello_timeout = 3601", "bad value for 'hello_timeout'" },
+		{ "idle_timeout = 604801", "bad value for 'idle_timeout'" },
+		{ "idle_timeout = 10m", "bad value for 'idle_timeout': '10m' is not a whole number" },
 		{ "max_frame = 65535", "bad value for 'max_frame': '65535' is out of range" },
 		{ "max_frame = 257M", "bad value for 'max_frame': '257M' is out of range" },
 		{ "max_frame = 4G", "bad value for 'max_frame'" },
@@ -502,7 +531,13 @@ Test(config, shipped_example_lists_every_option_with_its_default)
 	cr_assert_eq(got.log_level, root.log_level);
 	cr_assert_str_eq(got.log_target, root.log_target);
 	cr_assert_eq(got.max_connections, root.max_connections);
+	cr_assert_eq(got.admin_connections, root.admin_connections);
+	cr_assert_eq(got.max_connections_per_uid, root.max_connections_per_uid);
+	cr_assert_eq(got.max_requests_per_uid, root.max_requests_per_uid);
 	cr_assert_eq(got.max_frame, root.max_frame);
+	cr_assert_eq(got.max_buffered, root.max_buffered);
+	cr_assert_eq(got.hello_timeout, root.hello_timeout);
+	cr_assert_eq(got.idle_timeout, root.idle_timeout);
 	cr_assert_eq(got.direct_io, root.direct_io);
 	cr_assert_eq(got.io_inline, root.io_inline);
 	cr_assert_eq(got.lun_mmap, root.lun_mmap);
