@@ -266,14 +266,12 @@ static int lun_attach(struct stor_pool *p, unsigned idx, const char *path, uint6
 	ret = alloc_add_lun(p->alloc, lun_data_size(l) / STOR_SECTOR);
 	if (ret < 0)
 		goto fail;
-	/* the sound copy is this pool's: rewrite the other (a file grown since
-	 * labelling has its end copy at the new end, which counts as damaged) */
+	/* the sound copy is this pool's: rewrite the other as it is, so both
+	 * read the same (a file grown since labelling gets its end copy at the
+	 * new end; the old one is free space now) */
 	p->luns[idx].label_damaged = bad;
-	if (bad) {
-		lab.size = lun_size(l);
-		if (lun_label_repair(l, &lab, bad) == 0)
-			p->luns[idx].label_repaired = bad;
-	}
+	if (bad && lun_label_repair(l, &lab, bad) == 0)
+		p->luns[idx].label_repaired = bad;
 	p->luns[idx].lun = l;
 	p->luns[idx].guid = guid;
 	atomic_store(&p->nluns, idx + 1);

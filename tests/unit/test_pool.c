@@ -776,3 +776,22 @@ Test(pool, labelclear_wipes_labels_no_pool_uses)
 	cr_assert_lt(ret, 0);
 	tpool_reopen(&tp);
 }
+
+Test(pool, a_grown_lun_file_gets_its_end_label_at_the_new_end)
+{
+	struct stor_lun_stat ls;
+	uint64_t size0;
+
+	cr_assert_eq(stor_pool_lun_stat(tp.pool, 0, &ls), 0);
+	size0 = ls.size;
+	tpool_close(&tp);
+	cr_assert_eq(truncate(tp.lun[0], 2 * LUN_SIZE), 0);
+	tpool_reopen(&tp);
+	cr_assert_eq(stor_pool_lun_stat(tp.pool, 0, &ls), 0);
+	cr_assert_eq(ls.label_repaired, 2u, "end copy at the new end: %u", ls.label_repaired);
+	cr_assert_eq(ls.size, size0 + LUN_SIZE);
+	/* and it stays put: both copies read the same from now on */
+	tpool_reopen(&tp);
+	cr_assert_eq(stor_pool_lun_stat(tp.pool, 0, &ls), 0);
+	cr_assert_eq(ls.label_damaged, 0, "copies differ after the repair: %u", ls.label_damaged);
+}
