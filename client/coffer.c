@@ -85,6 +85,10 @@ static const char *hint(int status, const char *obj, int no_pool, char *buf, siz
 	case -EEXIST:
 		return "; choose another name or destroy the existing one first";
 	case -EBUSY:
+		if (!strcmp(cur_cmd->name, "labelclear") ||
+		    (!strcmp(cur_prefix, "pool ") &&
+		     (!strcmp(cur_cmd->name, "create") || !strcmp(cur_cmd->name, "add"))))
+			return "; export that pool, or stop the program using the LUN";
 		return "; close its users first, or use -r for children";
 	case STOR_EBADNAME:
 		return "; names are letters, digits, '_-.:' and '/' between components";
@@ -435,10 +439,13 @@ static int pool_create(int argc, char **argv)
 	json_t *luns = json_array(), *props = json_array();
 	uint64_t size = 0;
 	struct coffer_conn *c;
-	int opt;
+	int opt, force = 0;
 
-	while ((opt = getopt(argc, argv, "o:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "fo:s:")) != -1) {
 		switch (opt) {
+		case 'f':
+			force = 1;
+			break;
 		case 'o':
 			json_array_append_new(props, json_string(optarg));
 			break;
@@ -459,8 +466,8 @@ static int pool_create(int argc, char **argv)
 	}
 	c = conn_open();
 	json_decref(call(c, "pool_create",
-			 json_pack("{s:s, s:o, s:o, s:I}", "name", argv[optind], "luns", luns,
-				   "props", props, "lun_size", (json_int_t)size),
+			 json_pack("{s:s, s:o, s:o, s:I, s:b}", "name", argv[optind], "luns", luns,
+				   "props", props, "lun_size", (json_int_t)size, "force", force),
 			 argv[optind]));
 	coffer_close(c);
 	return 0;
@@ -470,12 +477,15 @@ static int pool_add(int argc, char **argv)
 {
 	uint64_t size = 0;
 	struct coffer_conn *c;
-	int opt;
+	int opt, force = 0;
 
-	while ((opt = getopt(argc, argv, "s:")) != -1) {
-		if (opt != 's')
+	while ((opt = getopt(argc, argv, "fs:")) != -1) {
+		if (opt == 'f')
+			force = 1;
+		else if (opt == 's')
+			size = size_arg(optarg, "-s");
+		else
 			usage_exit();
-		size = size_arg(optarg, "-s");
 	}
 	if (argc - optind < 2)
 		usage_exit();
@@ -484,8 +494,8 @@ static int pool_add(int argc, char **argv)
 		char *p = abs_path(argv[i]);
 
 		json_decref(call(c, "pool_add",
-				 json_pack("{s:s, s:s, s:I}", "name", argv[optind], "lun", p,
-					   "size", (json_int_t)size),
+				 json_pack("{s:s, s:s, s:I, s:b}", "name", argv[optind], "lun", p,
+					   "size", (json_int_t)size, "force", force),
 				 argv[optind]));
 		free(p);
 	}
@@ -570,6 +580,30 @@ static int pool_list(int argc, char **argv)
 	return 0;
 }
 
+/* What pool status says under a LUN's line besides the counters. */
+static void lun_notes(json_t *l)
+{
+	json_int_t nospc = json_integer_value(json_object_get(l, "nospace_errors"));
+	json_t *dmg = json_object_get(l, "label_damaged"), *rep = json_object_get(l, "label_repaired");
+	char d[32] = "", r[32] = "";
+	size_t i;
+	json_t *v;
+
+	if (nospc)
+		printf("\t  %lld writes found the file system full (not counted as errors; free "
+		       "space, then 'coffer pool clear')\n",
+		       (long long)nospc);
+	json_array_foreach(dmg, i, v)
+		snprintf(d + strlen(d), sizeof(d) - strlen(d), "%s%s", i ? " and " : "",
+			 json_string_value(v));
+	json_array_foreach(rep, i, v)
+		snprintf(r + strlen(r), sizeof(r) - strlen(r), "%s%s", i ? " and " : "",
+			 json_string_value(v));
+	if (d[0])
+		printf("\t  label: %s copy damaged at import; %s\n", d,
+		       r[0] ? "rewritten from the sound copy" : "could not be rewritten");
+}
+
 static int pool_status(int argc, char **argv)
 {
 	struct coffer_conn *c;
@@ -625,6 +659,7 @@ static int pool_status(int argc, char **argv)
 			       (long long)json_integer_value(json_object_get(l, "read_errors")),
 			       (long long)json_integer_value(json_object_get(l, "write_errors")),
 			       (long long)json_integer_value(json_object_get(l, "cksum_errors")));
+			lun_notes(l);
 		}
 	}
 out:
@@ -726,15 +761,40 @@ static int pool_import(int argc, char **argv)
 	return 0;
 }
 
+static int pool_clear(int argc, char **argv)
+{
+	struct coffer_conn *c;
+	json_t *args;
+
+	if (getopt(argc, argv, "") != -1)
+		usage_exit();
+	if (argc - optind < 1 || argc - optind > 2)
+		usage_exit();
+	args = json_pack("{s:s}", "name", argv[optind]);
+	if (argc - optind == 2) {
+		/* a path names the LUN as pool status shows it; a number is its index */
+		const char *lun = argv[optind + 1];
+		char *p = strspn(lun, "0123456789") == strlen(lun) ? strdup(lun) : abs_path(lun);
+
+		json_object_set_new(args, "lun", json_string(p));
+		free(p);
+	}
+	c = conn_open();
+	json_decref(call(c, "pool_clear", args, argv[optind]));
+	coffer_close(c);
+	return 0;
+}
+
 static const struct cmd pool_cmds[] = {
-	{ "create", pool_create, "[-o prop=val]... [-s SIZE] POOL LUN..." },
-	{ "add", pool_add, "[-s SIZE] POOL LUN..." },
+	{ "create", pool_create, "[-f] [-o prop=val]... [-s SIZE] POOL LUN..." },
+	{ "add", pool_add, "[-f] [-s SIZE] POOL LUN..." },
 	{ "list", pool_list, "[-H] [-p] [-j] [POOL]" },
 	{ "status", pool_status, "[-j] [POOL]" },
 	{ "check", pool_check, "[-j] POOL" },
 	{ "export", pool_export, "[-f] POOL" },
 	{ "import", pool_import, "[POOL]" },
 	{ "destroy", pool_destroy, "[-f] POOL" },
+	{ "clear", pool_clear, "POOL [LUN]" },
 	{ NULL, NULL, NULL },
 };
 
@@ -1659,6 +1719,30 @@ static int cmd_ping(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_labelclear(int argc, char **argv)
+{
+	struct coffer_conn *c;
+	int opt, force = 0;
+
+	while ((opt = getopt(argc, argv, "f")) != -1) {
+		if (opt != 'f')
+			usage_exit();
+		force = 1;
+	}
+	if (argc - optind < 1)
+		usage_exit();
+	c = conn_open();
+	for (int i = optind; i < argc; i++) {
+		char *p = abs_path(argv[i]);
+
+		json_decref(call(c, "labelclear", json_pack("{s:s, s:b}", "lun", p, "force", force),
+				 p));
+		free(p);
+	}
+	coffer_close(c);
+	return 0;
+}
+
 static int cmd_bench(int argc, char **argv)
 {
 	/* coffer -S SOCKET bench ...: the bench's own --socket still wins */
@@ -1670,7 +1754,7 @@ static int cmd_bench(int argc, char **argv)
 static int cmd_help(int argc, char **argv);
 
 static const struct cmd cmds[] = {
-	{ "pool", cmd_pool, "create|add|list|status|check|export|import|destroy ..." },
+	{ "pool", cmd_pool, "create|add|list|status|check|clear|export|import|destroy ..." },
 	{ "create", cmd_create, "[-V SIZE] [-b RECORDSIZE] [-o prop=val]... POOL/NAME" },
 	{ "destroy", cmd_destroy, "[-r] DATASET" },
 	{ "list", cmd_list, "[-r] [-H] [-p] [-o field[,field]...] [-j] [DATASET]" },
@@ -1684,6 +1768,7 @@ static const struct cmd cmds[] = {
 	{ "write", cmd_write, "DATASET [-o OFFSET] < FILE" },
 	{ "read", cmd_read, "DATASET [-o OFFSET] [-l LENGTH] > FILE" },
 	{ "flush", cmd_flush, "DATASET" },
+	{ "labelclear", cmd_labelclear, "[-f] LUN..." },
 	{ "stats", cmd_stats, "[-j] [-d DATASET] [INTERVAL [COUNT]]" },
 	{ "bench", cmd_bench, "[options] [PARAMFILE] (see coffer-bench(8))" },
 	{ "ping", cmd_ping, "" },

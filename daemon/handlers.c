@@ -345,7 +345,21 @@ static json_t *lun_json(const struct stor_lun_stat *ls)
 	json_object_set_new(o, "read_errors", json_integer((json_int_t)ls->read_errors));
 	json_object_set_new(o, "write_errors", json_integer((json_int_t)ls->write_errors));
 	json_object_set_new(o, "cksum_errors", json_integer((json_int_t)ls->cksum_errors));
+	json_object_set_new(o, "nospace_errors", json_integer((json_int_t)ls->nospace_errors));
 	json_object_set_new(o, "state", json_string(ls->faulted ? "FAULTED" : "ONLINE"));
+	if (ls->label_damaged) {
+		static const char *const copy[] = { "front", "end" };
+		json_t *d = json_array(), *r = json_array();
+
+		for (unsigned i = 0; i < 2; i++) {
+			if (ls->label_damaged & (1u << i))
+				json_array_append_new(d, json_string(copy[i]));
+			if (ls->label_repaired & (1u << i))
+				json_array_append_new(r, json_string(copy[i]));
+		}
+		json_object_set_new(o, "label_damaged", d);
+		json_object_set_new(o, "label_repaired", r);
+	}
 	return o;
 }
 
@@ -503,6 +517,7 @@ static int h_pool_create(struct rpc_call *c)
 		}
 	}
 	o = pool_opts(jsize(c->args, "lun_size"));
+	o.force = json_is_true(json_object_get(c->args, "force"));
 	/* without a size, missing LUNs are an error the user can act on */
 	for (size_t i = 0; !o.lun_size && i < n; i++) {
 		struct stat st;
@@ -592,15 +607,66 @@ static int h_pool_add(struct rpc_call *c)
 	pthread_rwlock_rdlock(&pools_lock);
 	ret = pool_get(c, name, &pool);
 	if (ret == 0) {
-		ret = stor_pool_add_lun(pool, lun, jsize(c->args, "size"));
-		if (ret < 0)
-			snprintf(c->err, sizeof(c->err), "%s: add %.200s: %s", name, lun,
-				 stor_strerror(ret));
+		unsigned fl = json_is_true(json_object_get(c->args, "force")) ? STOR_FORCE : 0;
+
+		ret = stor_pool_add_lun(pool, lun, jsize(c->args, "size"), fl);
+		if (ret < 0) {
+			const char *why = stor_pool_last_error();
+
+			snprintf(c->err, sizeof(c->err), "%s: add %.200s: %s%s%.300s", name, lun,
+				 stor_strerror(ret), why[0] ? ": " : "", why);
+		}
 	}
 	pthread_rwlock_unlock(&pools_lock);
 	if (ret == 0)
 		c->reply = json_object();
 	return ret;
+}
+
+static int h_pool_clear(struct rpc_call *c)
+{
+	struct stor_pool *pool;
+	const char *name, *lun = jstr(c->args, "lun");
+	int ret;
+
+	ret = arg_name(c, "name", 1, &name);
+	if (ret < 0)
+		return ret;
+	pthread_rwlock_rdlock(&pools_lock);
+	ret = pool_get(c, name, &pool);
+	if (ret == 0) {
+		ret = stor_pool_clear(pool, lun);
+		if (ret < 0)
+			snprintf(c->err, sizeof(c->err), "%s: clear: %s", name,
+				 ret == -ENOENT ? stor_pool_last_error() : stor_strerror(ret));
+	}
+	pthread_rwlock_unlock(&pools_lock);
+	if (ret == 0) {
+		log_info("pool %s: errors cleared on %.200s", name, lun ? lun : "every LUN");
+		c->reply = json_object();
+	}
+	return ret;
+}
+
+static int h_labelclear(struct rpc_call *c)
+{
+	struct stor_pool_opts o = pool_opts(0);
+	const char *lun = jstr(c->args, "lun");
+	unsigned fl = json_is_true(json_object_get(c->args, "force")) ? STOR_FORCE : 0;
+	int ret;
+
+	if (!lun || lun[0] != '/')
+		ERR(c, -EINVAL, "labelclear: give an absolute LUN path");
+	ret = stor_lun_labelclear(lun, &o, fl);
+	if (ret < 0) {
+		const char *why = stor_pool_last_error();
+
+		snprintf(c->err, sizeof(c->err), "labelclear: %s", why[0] ? why : stor_strerror(ret));
+		return ret;
+	}
+	log_info("lun %.200s: label cleared", lun);
+	c->reply = json_object();
+	return 0;
 }
 
 /* Unlink @name from the list (write lock held). */

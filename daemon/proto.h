@@ -85,6 +85,8 @@
 	XX(15, POOL_IMPORT, "pool_import", h_pool_import, JA, 0, PROTO_JSON_MAX)             \
 	XX(16, POOL_DESTROY, "pool_destroy", h_pool_destroy, JA, 2, PROTO_JSON_MAX)          \
 	XX(17, POOL_CHECK, "pool_check", h_pool_check, JA, 2, PROTO_JSON_MAX)                \
+	XX(18, POOL_CLEAR, "pool_clear", h_pool_clear, JA, 2, PROTO_JSON_MAX)                \
+	XX(19, LABELCLEAR, "labelclear", h_labelclear, JA, 2, PROTO_JSON_MAX)                \
 	XX(20, DS_CREATE, "ds_create", h_ds_create, JA | CMD_SECRET, 2, PROTO_JSON_MAX)      \
 	XX(21, DS_DESTROY, "ds_destroy", h_ds_destroy, JA, 2, PROTO_JSON_MAX)                \
 	XX(22, DS_LIST, "ds_list", h_ds_list, JB, 0, PROTO_JSON_MAX)                         \

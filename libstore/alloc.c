@@ -203,6 +203,15 @@ void alloc_set_faulted(struct alloc *a, unsigned lun)
 	pthread_mutex_unlock(&a->luns[lun]->lock);
 }
 
+void alloc_clear_faulted(struct alloc *a, unsigned lun)
+{
+	if (lun >= atomic_load(&a->nluns))
+		return;
+	pthread_mutex_lock(&a->luns[lun]->lock);
+	a->luns[lun]->faulted = 0;
+	pthread_mutex_unlock(&a->luns[lun]->lock);
+}
+
 int alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
 {
 	struct lun_map *m;

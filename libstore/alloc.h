@@ -30,6 +30,8 @@ int alloc_mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
 int alloc_get(struct alloc *a, uint32_t n, unsigned *lun, uint64_t *sector);
 /** Place no new extent on LUN @lun (faulted). */
 void alloc_set_faulted(struct alloc *a, unsigned lun);
+/** Place new extents on LUN @lun again (pool clear). */
+void alloc_clear_faulted(struct alloc *a, unsigned lun);
 /**
  * Return an extent. One not wholly in use (a double free) is refused and
  * counted, never half applied. @return 0 or STOR_ECORRUPT

@@ -3,13 +3,26 @@
  * On-disk layout. Everything is big-endian and written through the put/get
  * codecs below, never as a memcpy'd struct.
  *
- * LUN: [0, 4 KiB) label, [4 KiB, 1 MiB) reserved, [1 MiB, size) data sectors
- * of STOR_SECTOR bytes. Sector n of LUN i is at byte LUN_DATA_OFF + n * 4096.
+ * LUN of size bytes; end = size rounded down to 4 KiB, minus LUN_LABEL_SIZE:
+ *   [0, 4 KiB)            label copy 0 (front)
+ *   [4 KiB, 1 MiB)        reserved, zero
+ *   [1 MiB, end)          data sectors of STOR_SECTOR bytes; sector n of LUN i
+ *                         is at byte LUN_DATA_OFF + n * 4096
+ *   [end, end + 4 KiB)    label copy 1 (end), the same bytes as copy 0
+ * Anything past end + 4 KiB (a size that is not a 4 KiB multiple) is unused.
+ * Both copies are checked at import: one damaged copy is rewritten from the
+ * other, two damaged copies refuse the LUN. A file grown after labelling has
+ * its end copy rewritten at the new end (the old one is then in free space).
  *
  * Label (LABEL_LEN bytes, rest of the 4 KiB zero):
  *   u64 magic "COFFLUN\0" | u32 version | u32 lun index | u64 pool guid |
- *   u64 lun guid | u64 size in bytes | u32 nluns at labelling |
- *   u8[64] pool name | u64 xxh64 of everything before it (seed 0)
+ *   u64 lun guid | u64 size in bytes (whole LUN at labelling) |
+ *   u32 nluns at labelling | u8[64] pool name |
+ *   u64 xxh64 of everything before it (seed 0)
+ *
+ * Format versions: 2 had one label and data up to the end of the LUN; 3 adds
+ * the end copy, so a version 2 LUN is refused (STOR_EFORMAT), never read
+ * with data where the end copy would go.
  *
  * LMDB (one environment per pool, file <state_dir>/pools/<pool>.mdb):
  *   "pool": "config" -> pool record (meta_pool_* in pool.c)
@@ -27,9 +40,12 @@
 #include <string.h>
 
 #define LUN_MAGIC 0x434f46464c554e00ull /* "COFFLUN\0" */
-#define FORMAT_VERSION 2u
+#define FORMAT_VERSION 3u
 #define LUN_LABEL_SIZE 4096u
 #define LUN_DATA_OFF (1u << 20)
+#define LUN_LABELS 2u /* copies: 0 at the front, 1 at the end */
+/* Smallest LUN: front area, one data sector, the end copy. */
+#define LUN_MIN_SIZE (LUN_DATA_OFF + 4096u + LUN_LABEL_SIZE)
 #define LABEL_NAME_LEN 64u
 #define LABEL_LEN (8 + 4 + 4 + 8 + 8 + 8 + 4 + LABEL_NAME_LEN + 8)
 

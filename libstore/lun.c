@@ -2,8 +2,13 @@
 /*
  * LUNs backed by files and block devices: pread/pwrite at offsets inside the
  * data area (io_uring for batches on O_DIRECT LUNs), fdatasync to flush. A
- * LUN owns its file descriptor and the label codec; it knows nothing about
- * records.
+ * LUN owns its file descriptor, the claim on it (flock + O_EXCL, for as long
+ * as it is open) and the label codec with its two copies; it knows nothing
+ * about records or pools. Opening never writes: whether a file may become a
+ * LUN (blank, not a symbolic link, not state of ours) is decided by pool.c
+ * from what lun_open, lun_is_blank and lun_label_read report. A write that
+ * fails for want of space is counted apart from I/O errors: a full file
+ * system is not a failing disk.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/magic.h>
+#include <stdio.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -30,7 +37,8 @@ struct lun {
 	uint64_t size; /* whole file or device */
 	const uint8_t *map; /* the whole file, read-only, when on tmpfs and LUN_MAP */
 	char *path;
-	atomic_uint_fast64_t read_errors, write_errors;
+	int created; /* LUN_MADE, LUN_SIZED or 0 */
+	atomic_uint_fast64_t read_errors, write_errors, nospace_errors;
 };
 
 static int file_size(int fd, uint64_t *size)
@@ -83,28 +91,76 @@ const void *lun_mapped(const struct lun *l, uint64_t off, size_t len)
 	return l->map + LUN_DATA_OFF + off;
 }
 
+/*
+ * Open without following a final symbolic link, unless it leads to a block
+ * device (udev's /dev/disk/by-* links) or the caller forces it: a link to a
+ * root-only file in a directory a user controls must not become a LUN.
+ * O_EXCL without O_CREAT claims a block device (EBUSY if mounted or claimed)
+ * and is ignored for other files.
+ */
+static int open_nofollow(const char *path, int oflags, unsigned flags)
+{
+	struct stat st;
+	int fd;
+
+	if (!(flags & LUN_NEW) || (flags & LUN_FORCE))
+		return open(path, oflags);
+	fd = open(path, oflags | O_NOFOLLOW);
+	if (fd >= 0 || errno != ELOOP)
+		return fd;
+	fd = open(path, oflags);
+	if (fd < 0)
+		return -1;
+	/* the descriptor decides, not a second look at the path */
+	if (fstat(fd, &st) < 0 || !S_ISBLK(st.st_mode)) {
+		close(fd);
+		errno = ELOOP;
+		return -1;
+	}
+	return fd;
+}
+
 int lun_open(const char *path, unsigned flags, uint64_t size, struct lun **out)
 {
 	struct lun *l = NULL;
-	int fd = -1, oflags = O_RDWR | O_CLOEXEC, ret;
+	struct stat st;
+	int fd = -1, oflags = O_RDWR | O_CLOEXEC | O_NOCTTY, ret, created = 0, made = 0;
 
 	*out = NULL;
 	if (flags & LUN_DIRECT)
 		oflags |= O_DIRECT;
-	fd = open(path, oflags);
+	if (flags & LUN_PEEK) {
+		flags &= ~(unsigned)(LUN_CREATE | LUN_MAP);
+		oflags = (oflags & ~O_RDWR) | O_RDONLY;
+	}
+	fd = open_nofollow(path, oflags | (flags & LUN_PEEK ? 0 : O_EXCL), flags);
 	if (fd < 0 && errno == ENOENT && (flags & LUN_CREATE)) {
-		if (size < LUN_DATA_OFF + STOR_SECTOR)
+		if (size < LUN_MIN_SIZE)
 			return -EINVAL;
-		fd = open(path, oflags | O_CREAT | O_EXCL, 0600);
+		fd = open(path, oflags | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
 		if (fd >= 0 && ftruncate(fd, (off_t)size) < 0) {
 			ret = -errno;
 			close(fd);
 			unlink(path);
 			return ret;
 		}
+		created = made = fd >= 0 ? LUN_MADE : 0;
 	}
 	if (fd < 0)
 		return -errno;
+	if (!(flags & LUN_PEEK) && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		goto fail;
+	}
+	/* an empty file is as good as a missing one, and sized the same way */
+	if (!created && (flags & LUN_CREATE) && size >= LUN_MIN_SIZE && fstat(fd, &st) == 0 &&
+	    S_ISREG(st.st_mode) && st.st_size == 0) {
+		if (ftruncate(fd, (off_t)size) < 0) {
+			ret = -errno;
+			goto fail;
+		}
+		created = LUN_SIZED;
+	}
 	l = calloc(1, sizeof(*l));
 	if (!l || !(l->path = strdup(path))) {
 		ret = -ENOMEM;
@@ -112,10 +168,11 @@ int lun_open(const char *path, unsigned flags, uint64_t size, struct lun **out)
 	}
 	l->fd = fd;
 	l->flags = flags;
+	l->created = created;
 	ret = file_size(fd, &l->size);
 	if (ret < 0)
 		goto fail;
-	if (l->size < LUN_DATA_OFF + STOR_SECTOR) {
+	if (l->size < LUN_MIN_SIZE) {
 		ret = -EINVAL;
 		goto fail;
 	}
@@ -127,6 +184,8 @@ fail:
 		free(l->path);
 	free(l);
 	close(fd);
+	if (made)
+		unlink(path);
 	return ret;
 }
 
@@ -146,9 +205,50 @@ const char *lun_path(const struct lun *l)
 	return l->path;
 }
 
+int lun_created(const struct lun *l)
+{
+	return l->created;
+}
+
+int lun_real_path(const struct lun *l, char *buf, size_t len)
+{
+	char proc[64];
+	ssize_t n;
+
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", l->fd);
+	n = readlink(proc, buf, len - 1);
+	if (n < 0 || (size_t)n >= len - 1) {
+		/* no /proc: the path as it resolves now */
+		char *r = realpath(l->path, NULL);
+
+		if (!r)
+			return -errno;
+		if (strlen(r) >= len) {
+			free(r);
+			return -ENAMETOOLONG;
+		}
+		strcpy(buf, r);
+		free(r);
+		return 0;
+	}
+	buf[n] = '\0';
+	return 0;
+}
+
+/* Byte offset of label copy @i. */
+static uint64_t label_off(const struct lun *l, unsigned i)
+{
+	return i == 0 ? 0 : (l->size & ~(uint64_t)(LUN_LABEL_SIZE - 1)) - LUN_LABEL_SIZE;
+}
+
 uint64_t lun_data_size(const struct lun *l)
 {
-	return (l->size - LUN_DATA_OFF) / STOR_SECTOR * STOR_SECTOR;
+	return label_off(l, 1) - LUN_DATA_OFF; /* both ends are 4 KiB aligned */
+}
+
+uint64_t lun_size(const struct lun *l)
+{
+	return l->size;
 }
 
 static int pio(struct lun *l, int write, void *buf, size_t len, uint64_t off)
@@ -181,19 +281,12 @@ static void *sector_buf(void)
 	return p;
 }
 
-int lun_label_read(struct lun *l, struct lun_label *lab)
+static int label_decode(const uint8_t *buf, struct lun_label *lab)
 {
-	uint8_t *buf = sector_buf();
-	const uint8_t *p;
+	const uint8_t *p = buf;
 	uint64_t magic, sum;
-	int ret;
 
-	if (!buf)
-		return -ENOMEM;
-	ret = pio(l, 0, buf, LUN_LABEL_SIZE, 0);
-	if (ret < 0)
-		goto out;
-	p = buf;
+	memset(lab, 0, sizeof(*lab)); /* copies are compared with memcmp */
 	magic = get_u64(&p);
 	lab->version = get_u32(&p);
 	lab->index = get_u32(&p);
@@ -205,22 +298,17 @@ int lun_label_read(struct lun *l, struct lun_label *lab)
 	lab->pool_name[LABEL_NAME_LEN - 1] = '\0';
 	sum = get_u64(&p);
 	if (magic != LUN_MAGIC || sum != XXH64(buf, LABEL_LEN - 8, 0))
-		ret = STOR_ELABEL;
-	else if (lab->version != FORMAT_VERSION)
-		ret = STOR_EFORMAT;
-out:
-	free(buf);
-	return ret;
+		return STOR_ELABEL;
+	if (lab->version != FORMAT_VERSION)
+		return STOR_EFORMAT;
+	return 0;
 }
 
-int lun_label_write(struct lun *l, const struct lun_label *lab)
+static void label_encode(uint8_t *buf, const struct lun_label *lab)
 {
-	uint8_t *buf = sector_buf(), *p;
-	int ret;
+	uint8_t *p = buf;
 
-	if (!buf)
-		return -ENOMEM;
-	p = buf;
+	memset(buf, 0, LUN_LABEL_SIZE);
 	put_u64(&p, LUN_MAGIC);
 	put_u32(&p, FORMAT_VERSION);
 	put_u32(&p, lab->index);
@@ -231,23 +319,97 @@ int lun_label_write(struct lun *l, const struct lun_label *lab)
 	memcpy(p, lab->pool_name, strnlen(lab->pool_name, LABEL_NAME_LEN - 1));
 	p += LABEL_NAME_LEN;
 	put_u64(&p, XXH64(buf, LABEL_LEN - 8, 0));
-	ret = pio(l, 1, buf, LUN_LABEL_SIZE, 0);
+}
+
+int lun_label_read(struct lun *l, struct lun_label *lab, unsigned *bad)
+{
+	uint8_t *buf = sector_buf();
+	struct lun_label c[LUN_LABELS];
+	int r[LUN_LABELS], good = -1;
+
+	*bad = 0;
+	if (!buf)
+		return -ENOMEM;
+	for (unsigned i = 0; i < LUN_LABELS; i++) {
+		r[i] = pio(l, 0, buf, LUN_LABEL_SIZE, label_off(l, i));
+		if (r[i] == 0)
+			r[i] = label_decode(buf, &c[i]);
+		if (r[i] < 0)
+			*bad |= 1u << i;
+		else if (good < 0)
+			good = (int)i;
+	}
+	free(buf);
+	if (good < 0) {
+		for (unsigned i = 0; i < LUN_LABELS; i++)
+			if (r[i] == STOR_EFORMAT)
+				return STOR_EFORMAT;
+		for (unsigned i = 0; i < LUN_LABELS; i++)
+			if (r[i] != STOR_ELABEL)
+				return r[i]; /* could not read it: say why */
+		return STOR_ELABEL;
+	}
+	/* a sound copy that says something else is stale (a torn relabel) */
+	for (unsigned i = (unsigned)good + 1; i < LUN_LABELS; i++)
+		if (r[i] == 0 && memcmp(&c[i], &c[good], sizeof(c[i])))
+			*bad |= 1u << i;
+	*lab = c[good];
+	return 0;
+}
+
+static int label_put(struct lun *l, const struct lun_label *lab, unsigned copies)
+{
+	uint8_t *buf = sector_buf();
+	int ret = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	if (lab)
+		label_encode(buf, lab);
+	for (unsigned i = 0; ret == 0 && i < LUN_LABELS; i++)
+		if (copies & (1u << i))
+			ret = pio(l, 1, buf, LUN_LABEL_SIZE, label_off(l, i));
 	if (ret == 0 && fdatasync(l->fd) < 0)
 		ret = -errno;
 	free(buf);
 	return ret;
 }
 
+int lun_label_write(struct lun *l, const struct lun_label *lab)
+{
+	return label_put(l, lab, (1u << LUN_LABELS) - 1);
+}
+
+int lun_label_repair(struct lun *l, const struct lun_label *lab, unsigned copies)
+{
+	return label_put(l, lab, copies);
+}
+
 int lun_label_wipe(struct lun *l)
 {
-	uint8_t *buf = sector_buf();
-	int ret;
+	return label_put(l, NULL, (1u << LUN_LABELS) - 1);
+}
 
-	if (!buf)
+int lun_is_blank(struct lun *l)
+{
+	const size_t chunk = 64u << 10;
+	uint8_t *buf = NULL;
+	int ret = 1;
+
+	if (posix_memalign((void **)&buf, STOR_SECTOR, chunk))
 		return -ENOMEM;
-	ret = pio(l, 1, buf, LUN_LABEL_SIZE, 0);
-	if (ret == 0 && fdatasync(l->fd) < 0)
-		ret = -errno;
+	for (uint64_t off = 0; ret == 1 && off <= LUN_DATA_OFF; off += chunk) {
+		/* the front area in chunks, then the end copy's block */
+		uint64_t at = off < LUN_DATA_OFF ? off : label_off(l, 1);
+		size_t len = off < LUN_DATA_OFF ? chunk : LUN_LABEL_SIZE;
+		int r = pio(l, 0, buf, len, at);
+
+		if (r < 0)
+			ret = r;
+		for (size_t i = 0; ret == 1 && i < len; i++)
+			if (buf[i])
+				ret = 0;
+	}
 	free(buf);
 	return ret;
 }
@@ -256,7 +418,10 @@ static void count_result(struct lun_io *io, int write, int *failed)
 {
 	if (io->result < 0) {
 		(*failed)++;
-		atomic_fetch_add(write ? &io->lun->write_errors : &io->lun->read_errors, 1);
+		if (io->result == -ENOSPC || io->result == -EDQUOT)
+			atomic_fetch_add(&io->lun->nospace_errors, 1);
+		else
+			atomic_fetch_add(write ? &io->lun->write_errors : &io->lun->read_errors, 1);
 	}
 }
 
@@ -421,8 +586,12 @@ int lun_write_batch(struct lun_io *ios, size_t n)
 int lun_flush(struct lun *l)
 {
 	if (fdatasync(l->fd) < 0) {
-		atomic_fetch_add(&l->write_errors, 1);
-		return -errno;
+		int err = errno;
+
+		atomic_fetch_add(err == ENOSPC || err == EDQUOT ? &l->nospace_errors
+								 : &l->write_errors,
+				 1);
+		return -err;
 	}
 	return 0;
 }
@@ -431,4 +600,12 @@ void lun_counters(const struct lun *l, struct lun_counters *c)
 {
 	c->read_errors = atomic_load(&l->read_errors);
 	c->write_errors = atomic_load(&l->write_errors);
+	c->nospace_errors = atomic_load(&l->nospace_errors);
+}
+
+void lun_counters_reset(struct lun *l)
+{
+	atomic_store(&l->read_errors, 0);
+	atomic_store(&l->write_errors, 0);
+	atomic_store(&l->nospace_errors, 0);
 }

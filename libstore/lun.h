@@ -36,23 +36,58 @@ struct lun_io {
 #define LUN_CREATE 0x1u /* create a sparse file of the given size if missing */
 #define LUN_DIRECT 0x2u /* O_DIRECT: buffers, offsets and lengths 4 KiB aligned */
 #define LUN_MAP 0x4u    /* a file on tmpfs is also mapped, for lun_mapped() */
+#define LUN_NEW 0x8u    /* about to be labelled: a symbolic link is refused (-ELOOP)
+			 * unless it leads to a block device or LUN_FORCE is set */
+#define LUN_FORCE 0x10u
+#define LUN_PEEK 0x20u  /* read-only and unclaimed: only to read the label of a
+			 * LUN another opener claims */
 
 /**
- * Open the LUN at @path. With LUN_CREATE a missing file is created sparse
- * at @size bytes. @return 0, -errno, -EINVAL (smaller than label + 1 sector)
+ * Open the LUN at @path and claim it: an exclusive flock on the file (and
+ * O_EXCL, which the kernel honours for block devices) held until
+ * lun_close(), so no second pool, here or in another process, opens it.
+ * With LUN_CREATE a missing file, or an existing empty one, is made sparse
+ * at @size bytes. The open never truncates or writes.
+ * @return 0, -EBUSY (claimed elsewhere, or a block device in use), -ELOOP
+ *         (LUN_NEW: a symbolic link), -EINVAL (neither a regular file nor a
+ *         block device, or smaller than LUN_MIN_SIZE), -errno
  */
 int lun_open(const char *path, unsigned flags, uint64_t size, struct lun **out);
 void lun_close(struct lun *l);
 const char *lun_path(const struct lun *l);
-/** Bytes in the data area. */
+/** Did this lun_open() make the file (LUN_MADE), size an empty one
+ *  (LUN_SIZED) or neither (0)? */
+#define LUN_MADE 1
+#define LUN_SIZED 2
+int lun_created(const struct lun *l);
+/** The path the open descriptor really names (symbolic links resolved). */
+int lun_real_path(const struct lun *l, char *buf, size_t len);
+/** Bytes in the data area: between the front area and the end copy. */
 uint64_t lun_data_size(const struct lun *l);
+/** Bytes of the whole file or device. */
+uint64_t lun_size(const struct lun *l);
 
-/** Read and check the label. @return 0, STOR_ELABEL (magic or checksum), STOR_EFORMAT */
-int lun_label_read(struct lun *l, struct lun_label *lab);
-/** Write and fsync a label. */
+/**
+ * Read and check both label copies. @lab gets the front copy if it is
+ * sound, else the end copy. @bad gets a bit (1 << copy) per copy that is
+ * damaged, missing or differs from the front one.
+ * @return 0 (at least one sound copy), STOR_ELABEL (none: magic or
+ *         checksum), STOR_EFORMAT (a sound copy of another version), -errno
+ */
+int lun_label_read(struct lun *l, struct lun_label *lab, unsigned *bad);
+/** Write both copies of a label and fdatasync. */
 int lun_label_write(struct lun *l, const struct lun_label *lab);
-/** Overwrite the label with zeros (pool destroy). */
+/** Write the copies named by @copies (bits as lun_label_read's @bad). */
+int lun_label_repair(struct lun *l, const struct lun_label *lab, unsigned copies);
+/** Overwrite both label copies with zeros (pool destroy, labelclear). */
 int lun_label_wipe(struct lun *l);
+/**
+ * Is the LUN blank where labels go: the front area [0, LUN_DATA_OFF) and
+ * the end copy's block all zero (a new or sparse file)? Anything else may
+ * be a file system, a partition table or another program's data.
+ * @return 1 blank, 0 not, -errno
+ */
+int lun_is_blank(struct lun *l);
 
 int lun_is_direct(const struct lun *l);
 /** The extent at @off of a LUN opened with LUN_MAP whose file is on tmpfs,
@@ -69,7 +104,10 @@ int lun_flush(struct lun *l);
 /** Error counters, for pool status. */
 struct lun_counters {
 	uint64_t read_errors, write_errors;
+	uint64_t nospace_errors; /* writes refused for want of space: no fault */
 };
 void lun_counters(const struct lun *l, struct lun_counters *c);
+/** Zero the counters (pool clear). */
+void lun_counters_reset(struct lun *l);
 
 #endif

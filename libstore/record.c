@@ -668,8 +668,11 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			struct rec *r = &recs[i];
 			if (r->status || r->kind == REC_HOLE || !r->found || r->io->result)
 				continue;
+			/* a full file system under the LUN is out of space, not a bad disk */
 			if (ios[nio++].result < 0)
-				fail_io(r, -EIO);
+				fail_io(r, ios[nio - 1].result == -ENOSPC || ios[nio - 1].result == -EDQUOT
+						   ? STOR_ENOSPC
+						   : -EIO);
 		}
 	}
 	/* room for every record first: a request is staged whole or not at all */

@@ -55,7 +55,8 @@ extern "C" {
 	XX(ENOTROOT, -10016, "dataset is not an encryption root")                             \
 	XX(ESUSPENDED, -10017, "pool is suspended after a failed flush or metadata commit (see pool status)") \
 	XX(EITERS, -10018, "pbkdf2iters must be 100000 to 10000000")                           \
-	XX(EWEAKKEY, -10019, "raw key is all zero or too regular; use 32 random bytes")
+	XX(EWEAKKEY, -10019, "raw key is all zero or too regular; use 32 random bytes")        \
+	XX(ENOTBLANK, -10020, "LUN is not blank: it may hold a file system or other data")
 
 enum {
 #define XX(name, val, msg) STOR_##name = (val),
@@ -87,15 +88,21 @@ struct stor_pool_opts {
 	unsigned txg_timeout_ms; /**< commit the open txg at least this often; 0 = 5000 */
 	uint64_t lun_size;       /**< create: size of LUN files that do not exist yet */
 	size_t map_size;         /**< LMDB map size; 0 = 4 GiB */
+	int force;               /**< create: take LUNs as STOR_FORCE does for add */
 };
+
+/** LUN calls: take or clear what would otherwise be refused (see below). */
+#define STOR_FORCE 0x1u
 
 /**
  * Create a pool named @name over @nluns LUN paths and open it.
- * Paths that do not exist are created as sparse files of opts->lun_size;
- * existing files and block devices are used at their size. Every LUN gets a
- * new label; a LUN already labelled for another pool is refused.
+ * Paths that do not exist are created as sparse files of opts->lun_size (so
+ * is an existing empty file); other files and block devices are used at
+ * their size. Every LUN gets a new label, and each is refused as
+ * stor_pool_add_lun() says; opts->force is its STOR_FORCE.
  * @return 0, STOR_EBADNAME, -EEXIST (pool metadata exists), STOR_EFOREIGN,
- *         -EINVAL (no LUNs, LUN too small), -errno from open/fallocate
+ *         STOR_ENOTBLANK, -EBUSY, -ELOOP, -EINVAL (no LUNs, LUN too small,
+ *         LUN inside the state directory), -errno from open/fallocate
  */
 int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 		     const struct stor_pool_opts *opts, struct stor_pool **out);
@@ -122,8 +129,36 @@ int stor_pool_close(struct stor_pool *pool);
  */
 int stor_pool_destroy(const char *name, const struct stor_pool_opts *opts);
 
-/** Add a LUN to an open pool (created sparse at @size if missing). */
-int stor_pool_add_lun(struct stor_pool *pool, const char *path, uint64_t size);
+/**
+ * Add a LUN to an open pool (created sparse at @size if missing or empty).
+ * The LUN is claimed (an exclusive flock, O_EXCL on a block device) while
+ * the pool is open. Refused always: a LUN another pool or process has open
+ * (-EBUSY, "in use by pool X" in stor_pool_last_error()), a path inside
+ * the state directory (-EINVAL), a LUN labelled for a pool that has
+ * metadata there (STOR_EFOREIGN). Refused unless @flags has STOR_FORCE: a
+ * symbolic link that does not lead to a block device (-ELOOP), a LUN
+ * labelled for a pool without metadata (STOR_EFOREIGN: a create that
+ * crashed, another host's pool), an existing file or device that is not
+ * zero where labels go (STOR_ENOTBLANK).
+ */
+int stor_pool_add_lun(struct stor_pool *pool, const char *path, uint64_t size, unsigned flags);
+
+/**
+ * Reset the error counters of LUN @lun of @pool (its path, or its index as
+ * a decimal string; NULL: every LUN) and place new data on it again if it
+ * was faulted. @return 0 or -ENOENT (no such LUN)
+ */
+int stor_pool_clear(struct stor_pool *pool, const char *lun);
+
+/**
+ * Wipe both label copies of the LUN at @path, which no open pool may hold.
+ * Only a LUN label is ever wiped, never a file without one. Without
+ * STOR_FORCE a label of a pool with metadata in opts->state_dir (an
+ * exported pool: destroy it instead) or of another format version is kept.
+ * @return 0, STOR_ELABEL (no label), STOR_EFOREIGN, STOR_EFORMAT, -EBUSY,
+ *         -ELOOP, -EINVAL (inside the state directory), -errno
+ */
+int stor_lun_labelclear(const char *path, const struct stor_pool_opts *opts, unsigned flags);
 
 /** Commit the open txg now: fsync LUN data, then one LMDB transaction. */
 int stor_pool_sync(struct stor_pool *pool);
@@ -141,7 +176,10 @@ struct stor_lun_stat {
 	uint64_t read_errors;
 	uint64_t write_errors;
 	uint64_t cksum_errors;
+	uint64_t nospace_errors; /**< writes the file system had no space for; never fault */
 	int faulted;         /**< too many I/O errors: no new data is placed on it */
+	unsigned label_damaged;  /**< label copies damaged at import: 1 front, 2 end */
+	unsigned label_repaired; /**< of those, rewritten from the sound copy */
 };
 
 /** I/O errors after which a LUN is faulted. */

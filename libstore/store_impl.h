@@ -87,6 +87,7 @@ struct pool_lun {
 	struct lun *lun;
 	uint64_t guid;
 	atomic_uint_fast64_t cksum_errors;
+	unsigned label_damaged, label_repaired; /* label copies at import (lun_label_read bits) */
 };
 
 struct stor_pool {

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,7 +85,7 @@ static int run_mode(const char *parent, int direct, uint64_t volsize, double sec
 	struct stor_pool_opts po = { .direct_io = direct };
 	struct stor_pool *pool = NULL;
 	struct stor_ds *ds = NULL;
-	char dir[1024], lun[NLUNS][1200];
+	char dir[1024], state[1100], lun[NLUNS][1200];
 	const char *lunv[NLUNS];
 	const char *mode = direct ? "O_DIRECT" : "buffered";
 	uint64_t nrec = volsize / REC, x = 0x2545f4914f6cdd1dull, n;
@@ -98,8 +99,16 @@ static int run_mode(const char *parent, int direct, uint64_t volsize, double sec
 		fprintf(stderr, "engine_bench: mkdtemp %s: %s\n", dir, strerror(errno));
 		return -errno;
 	}
+	/* LUNs may not live inside the state directory */
+	snprintf(state, sizeof(state), "%s/state", dir);
+	if (mkdir(state, 0700) < 0) {
+		ret = -errno;
+		fprintf(stderr, "engine_bench: mkdir %s: %s\n", state, strerror(errno));
+		rmdir(dir);
+		return ret;
+	}
 	/* room for the data, its copy-on-write turnover and the labels */
-	po.state_dir = dir;
+	po.state_dir = state;
 	po.lun_size = (volsize * 2 / NLUNS + (16u << 20)) / STOR_SECTOR * STOR_SECTOR;
 	for (unsigned i = 0; i < NLUNS; i++) {
 		snprintf(lun[i], sizeof(lun[i]), "%s/lun%u", dir, i);

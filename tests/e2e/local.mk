@@ -41,6 +41,11 @@ check_PROGRAMS += %D%/test_stats
 %C%_test_stats_CFLAGS = $(E2E_CFLAGS)
 %C%_test_stats_LDADD = $(E2E_LDADD)
 
+check_PROGRAMS += %D%/test_luns
+%C%_test_luns_SOURCES = %D%/test_luns.c $(E2E_FIXTURE)
+%C%_test_luns_CFLAGS = $(E2E_CFLAGS)
+%C%_test_luns_LDADD = $(E2E_LDADD)
+
 check_PROGRAMS += %D%/test_hostile
 %C%_test_hostile_SOURCES = %D%/test_hostile.c $(E2E_FIXTURE)
 %C%_test_hostile_CFLAGS = $(E2E_CFLAGS) $(LMDB_CFLAGS)

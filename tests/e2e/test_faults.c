@@ -4,9 +4,11 @@
  * fail on command (EIO and short reads, EIO and ENOSPC on writes, failed
  * fsync), and LUN and metadata files damaged on disk. What must hold: a
  * read returns the data last acknowledged or an error, never other bytes;
- * a LUN with repeated errors shows FAULTED in pool status; a failed flush
+ * a LUN with repeated errors shows FAULTED in pool status until pool clear;
+ * a full file system is out of space and faults nothing; a failed flush
  * is not acknowledged and every acknowledged one survives a restart; a
- * damaged pool refuses import while the others go on serving.
+ * damaged pool refuses import while the others go on serving, and one
+ * damaged label copy is repaired from the other.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
@@ -317,9 +319,102 @@ Test(faults, eio_on_lun_writes_fails_the_write_and_keeps_earlier_data)
 	write_fault("path=tank-l0;op=write;err=EIO|path=tank-l1;op=write;err=EIO");
 }
 
-Test(faults, enospc_on_lun_writes_fails_the_write_and_keeps_earlier_data)
+static json_int_t lun_count(json_t *pool, unsigned i, const char *field)
 {
-	write_fault("path=tank-l0;op=write;err=ENOSPC|path=tank-l1;op=write;err=ENOSPC");
+	return json_integer_value(
+		json_object_get(json_array_get(json_object_get(pool, "luns"), i), field));
+}
+
+/*
+ * A full file system is not a failing disk: the writes fail as out of
+ * space, are counted apart, and the LUNs stay ONLINE, so once there is
+ * space again the pool takes writes without an export.
+ */
+Test(faults, enospc_on_lun_writes_is_out_of_space_and_never_faults)
+{
+	static uint8_t buf[REC];
+	struct coffer_conn *c;
+	unsigned nospc = 0;
+	int h, ret;
+	json_t *p;
+
+	make_pool("tank");
+	COF_OK("create -V 4M tank/a");
+	c = open_ds("tank/a", &h);
+	write_gen(c, h, 1);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	arm("path=tank-l0;op=write;err=ENOSPC|path=tank-l1;op=write;err=ENOSPC");
+	for (unsigned i = 0; i < NREC; i++) {
+		fill(buf, i, 2);
+		ret = coffer_write(c, h, (uint64_t)i * REC, buf, REC);
+		cr_assert_lt(ret, 0, "write %u acknowledged while every LUN write failed", i);
+		nospc += ret == STOR_ENOSPC;
+	}
+	arm("");
+	cr_assert_eq(nospc, NREC, "only %u of %u failed writes said out of space", nospc, NREC);
+	p = pool_status("tank");
+	for (unsigned i = 0; i < 2; i++) {
+		cr_assert_str_eq(lun_state(p, i), "ONLINE", "%s", json_dumps(p, 0));
+		cr_assert_eq(lun_count(p, i, "write_errors"), 0, "%s", json_dumps(p, 0));
+	}
+	cr_assert_geq(lun_count(p, 0, "nospace_errors") + lun_count(p, 1, "nospace_errors"),
+		      STOR_LUN_FAULT_ERRORS, "%s", json_dumps(p, 0));
+	json_decref(p);
+	COF_OK("pool status tank");
+	cr_assert(strstr(out, "file system full"), "%s", out);
+	/* space again: writes go through without an export */
+	cr_assert_eq(check_gen(c, h, 1, NULL), 0);
+	write_gen(c, h, 3);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	cr_assert_eq(check_gen(c, h, 3, NULL), 0);
+	coffer_close(c);
+	COF_OK("pool clear tank");
+	p = pool_status("tank");
+	cr_assert_eq(lun_count(p, 0, "nospace_errors") + lun_count(p, 1, "nospace_errors"), 0);
+	json_decref(p);
+}
+
+Test(faults, pool_clear_lifts_a_fault_without_an_export)
+{
+	static uint8_t buf[REC];
+	struct coffer_conn *c;
+	int h;
+	json_t *p;
+
+	make_pool("tank");
+	COF_OK("create -V 4M tank/a");
+	c = open_ds("tank/a", &h);
+	write_gen(c, h, 1);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	arm("path=tank-l0;op=write;err=EIO|path=tank-l1;op=write;err=EIO");
+	for (unsigned i = 0; i < NREC; i++) {
+		fill(buf, i, 2);
+		cr_assert_lt(coffer_write(c, h, (uint64_t)i * REC, buf, REC), 0);
+	}
+	arm("");
+	p = pool_status("tank");
+	cr_assert_str_eq(lun_state(p, 0), "FAULTED", "%s", json_dumps(p, 0));
+	cr_assert_str_eq(lun_state(p, 1), "FAULTED", "%s", json_dumps(p, 0));
+	json_decref(p);
+	cr_assert_lt(coffer_write(c, h, 0, buf, REC), 0, "a write placed on a faulted LUN");
+	/* one LUN by its path, as pool status shows it */
+	COF_OK("pool clear tank %s/tank-l0", td.dir);
+	p = pool_status("tank");
+	cr_assert_str_eq(lun_state(p, 0), "ONLINE", "%s", json_dumps(p, 0));
+	cr_assert_eq(lun_count(p, 0, "write_errors"), 0, "%s", json_dumps(p, 0));
+	cr_assert_str_eq(lun_state(p, 1), "FAULTED", "%s", json_dumps(p, 0));
+	json_decref(p);
+	cr_assert_eq(cof("pool clear tank %s/nosuch", td.dir), 1, "%s", out);
+	cr_assert(strstr(out, "nosuch"), "%s", out);
+	COF_OK("pool clear tank");
+	p = pool_status("tank");
+	cr_assert_str_eq(lun_state(p, 1), "ONLINE", "%s", json_dumps(p, 0));
+	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "ONLINE");
+	json_decref(p);
+	write_gen(c, h, 3);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	cr_assert_eq(check_gen(c, h, 3, NULL), 0);
+	coffer_close(c);
 }
 
 Test(faults, failed_fsync_is_not_acknowledged_and_acknowledged_flushes_survive)
@@ -624,8 +719,10 @@ static void damaged_pool(int lmdb)
 		snprintf(path, sizeof(path), "%s/pools/bad.mdb", td.state);
 		clobber(path, 0, 8192);
 	} else {
+		/* both copies: the front one and the one in the last 4 KiB */
 		snprintf(path, sizeof(path), "%s/bad-l1", td.dir);
 		clobber(path, 16, 64);
+		clobber(path, (64 << 20) - 4096 + 16, 64);
 	}
 	start();
 	p = pool_status("bad");
@@ -634,6 +731,11 @@ static void damaged_pool(int lmdb)
 	cr_assert(json_string_length(json_object_get(p, "error")) > 0, "no reason given");
 	cr_log_info("damaged %s: %s", lmdb ? "LMDB" : "label",
 		    json_string_value(json_object_get(p, "error")));
+	if (!lmdb)
+		cr_assert(strstr(json_string_value(json_object_get(p, "error")), "bad-l1") &&
+				  strstr(json_string_value(json_object_get(p, "error")), "both"),
+			  "the error names neither the LUN nor its copies: %s",
+			  json_string_value(json_object_get(p, "error")));
 	json_decref(p);
 	cr_assert_eq(cof("create -V 1M bad/x"), 1, "%s", out);
 	cr_assert_eq(cof("pool import bad"), 1, "a damaged pool imported: %s", out);
@@ -654,6 +756,45 @@ Test(faults, damaged_lmdb_file_refuses_import_and_other_pools_serve)
 Test(faults, damaged_lun_label_refuses_import_and_other_pools_serve)
 {
 	damaged_pool(0);
+}
+
+Test(faults, one_damaged_label_copy_is_repaired_at_import_and_reported)
+{
+	char path[4096];
+	struct coffer_conn *c;
+	json_t *p, *l;
+	int h;
+
+	make_pool("tank");
+	COF_OK("create -V 4M tank/a");
+	c = open_ds("tank/a", &h);
+	write_gen(c, h, 1);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	coffer_close(c);
+	cr_assert_eq(tdaemon_stop(&td), 0, "%s", tdaemon_log(&td));
+	snprintf(path, sizeof(path), "%s/tank-l1", td.dir);
+	clobber(path, 16, 64);
+	start();
+	p = pool_status("tank");
+	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "ONLINE", "%s",
+			 json_dumps(p, 0));
+	l = json_array_get(json_object_get(p, "luns"), 1);
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(l, "label_repaired"), 0)),
+			 "front", "%s", json_dumps(p, 0));
+	json_decref(p);
+	COF_OK("pool status tank");
+	cr_assert(strstr(out, "front copy damaged at import; rewritten"), "%s", out);
+	c = open_ds("tank/a", &h);
+	cr_assert_eq(check_gen(c, h, 1, NULL), 0);
+	coffer_close(c);
+	/* rewritten on disk: the next import finds nothing to repair */
+	cr_assert_eq(tdaemon_stop(&td), 0, "%s", tdaemon_log(&td));
+	start();
+	p = pool_status("tank");
+	cr_assert_null(json_object_get(json_array_get(json_object_get(p, "luns"), 1),
+				       "label_damaged"),
+		       "%s", json_dumps(p, 0));
+	json_decref(p);
 }
 
 /* ---- a state directory that fills up ---- */

@@ -77,16 +77,17 @@ static __attribute__((unused)) char *snapshot(void)
 /* Arguments that would change the store, whatever the command. */
 static __attribute__((unused)) json_t *hostile_args(const struct proto_cmd *cmd)
 {
-	char lun[4200];
+	char lun[4200], l0[4200];
 	int pool_cmd = !strncmp(cmd->name, "pool_", 5);
 
 	snprintf(lun, sizeof(lun), "%s/hostile-lun", td.dir);
-	return json_pack("{s:s, s:[s], s:I, s:[s,s], s:s, s:s, s:b, s:s, s:I}", "name",
+	snprintf(l0, sizeof(l0), "%s/l0", td.dir); /* tank's LUN: labelclear, pool clear */
+	return json_pack("{s:s, s:[s], s:s, s:b, s:I, s:[s,s], s:s, s:s, s:b, s:s, s:I}", "name",
 			 !strcmp(cmd->name, "pool_create") ? "evil"
 			 : pool_cmd			   ? "tank"
 			 : !strncmp(cmd->name, "key_", 4)  ? "tank/enc"
 							   : "tank/a",
-			 "luns", lun, "lun_size", (json_int_t)(64 << 20), "props",
+			 "luns", lun, "lun", l0, "force", 1, "lun_size", (json_int_t)(64 << 20), "props",
 			 "compression=zstd", "keyformat=raw", "prop", "compression", "value",
 			 "zstd", "recursive", 1, "key_hex",
 			 "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100", "volsize",

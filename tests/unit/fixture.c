@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Temp pools for the unit tests. Everything lives in one mkdtemp directory
- * under ${TMPDIR:-/tmp}: the LMDB state (state_dir) and the sparse LUN files,
+ * under ${TMPDIR:-/tmp}: the sparse LUN files, and the LMDB state in state/
+ * (a LUN inside state_dir is refused),
  * so a test never writes into the source tree and tpool_fini() leaves
  * nothing behind. The engine hides block pointers, so tests that damage a
  * record find it by content: they write an incompressible pattern and scan
@@ -30,6 +31,8 @@ static void make_dir(struct tpool *tp)
 		tmp = "/tmp";
 	snprintf(tp->dir, sizeof(tp->dir), "%s/stor-test.XXXXXX", tmp);
 	cr_assert_not_null(mkdtemp(tp->dir), "mkdtemp %s: %s", tp->dir, strerror(errno));
+	snprintf(tp->state, sizeof(tp->state), "%s/state", tp->dir);
+	cr_assert_eq(mkdir(tp->state, 0700), 0, "mkdir %s: %s", tp->state, strerror(errno));
 }
 
 static void create_pool(struct tpool *tp, const char *name, unsigned nluns, uint64_t lun_size,
@@ -41,7 +44,7 @@ static void create_pool(struct tpool *tp, const char *name, unsigned nluns, uint
 	snprintf(tp->name, sizeof(tp->name), "%s", name ? name : TPOOL_NAME);
 	tp->nluns = nluns;
 	tp->lun_size = lun_size;
-	tp->opts.state_dir = tp->dir;
+	tp->opts.state_dir = tp->state;
 	tp->opts.lun_size = lun_size;
 	for (unsigned i = 0; i < nluns; i++) {
 		snprintf(tp->lun[i], sizeof(tp->lun[i]), "%s/%slun%u", tp->dir, prefix, i);
@@ -69,6 +72,7 @@ void tpool_init_in(struct tpool *tp, const struct tpool *base, const char *name,
 	memset(tp, 0, sizeof(*tp));
 	tp->opts = base->opts;
 	memcpy(tp->dir, base->dir, sizeof(tp->dir));
+	memcpy(tp->state, base->state, sizeof(tp->state));
 	create_pool(tp, name, nluns, lun_size, name);
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Temp pool helpers for the engine's unit tests: a mkdtemp directory under
- * ${TMPDIR:-/tmp} holding the LMDB state and sparse LUN files, a pool over
+ * ${TMPDIR:-/tmp} holding sparse LUN files and, in state/, the LMDB state, a pool over
  * them, byte-level damage of LUN files, and record patterns that tell a
  * record and its generation apart in every 8-byte word.
  *
@@ -23,7 +23,8 @@
 #define TPOOL_LUNS_MAX 8
 
 struct tpool {
-	char dir[1024];                        /* mkdtemp directory; state_dir too */
+	char dir[1024];                        /* mkdtemp directory, holding the LUN files */
+	char state[1100];                      /* dir/state: state_dir (LUNs may not be inside) */
 	char lun[TPOOL_LUNS_MAX][PATH_MAX];    /* LUN file paths inside dir */
 	const char *lunv[TPOOL_LUNS_MAX];      /* the same, as an argv for create */
 	unsigned nluns;
@@ -36,7 +37,7 @@ struct tpool {
 /*
  * Make a temp dir and create pool @name (TPOOL_NAME if NULL) over @nluns
  * sparse LUN files of @lun_size bytes. @opts may be NULL; its state_dir and
- * lun_size are replaced.
+ * lun_size are replaced (state_dir by tp->state).
  */
 void tpool_init(struct tpool *tp, unsigned nluns, uint64_t lun_size,
 		const struct stor_pool_opts *opts);

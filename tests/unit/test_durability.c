@@ -224,7 +224,7 @@ Test(durability, luns_added_under_writes_and_key_loads_are_durable_before_use)
 		int ret;
 
 		snprintf(path, sizeof(path), "%s/added%u", tp.dir, i);
-		ret = stor_pool_add_lun(tp.pool, path, 16ull << 20);
+		ret = stor_pool_add_lun(tp.pool, path, 16ull << 20, 0);
 		cr_assert_eq(ret, 0, "add lun %u: %s (%s)", i, stor_strerror(ret),
 			     stor_pool_last_error());
 	}

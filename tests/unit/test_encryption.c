@@ -162,7 +162,7 @@ static void lm_open_path(struct lm *l, const char *path, bool rdonly)
 
 static void lm_path(const struct tpool *tp, char *path, size_t len)
 {
-	snprintf(path, len, "%s/pools/%s.mdb", tp->dir, tp->name);
+	snprintf(path, len, "%s/pools/%s.mdb", tp->state, tp->name);
 }
 
 static void lm_open(struct lm *l, struct tpool *tp)
@@ -738,7 +738,7 @@ Test(encryption, change_key_then_only_the_new_key_loads)
 
 static void keyfile_path(const struct tpool *tp, char *path, size_t len)
 {
-	snprintf(path, len, "%s/pools/%s.keys", tp->dir, tp->name);
+	snprintf(path, len, "%s/pools/%s.keys", tp->state, tp->name);
 }
 
 /* Rewrite the u32 at @off of the key file (pool closed) and fix its xxh64
@@ -934,7 +934,7 @@ Test(encryption, change_key_and_keylocation_commit_with_the_key_file_alone)
 
 	/* a key file that cannot be written: the change fails and nothing changes */
 	load_key(&tp, "tank/c", &khex);
-	snprintf(path, sizeof(path), "%s/pools/%s.keys.new", tp.dir, tp.name);
+	snprintf(path, sizeof(path), "%s/pools/%s.keys.new", tp.state, tp.name);
 	cr_assert_eq(mkdir(path, 0700), 0, "%s: %s", path, strerror(errno));
 	ret = stor_key_change(tp.pool, "tank/c", to_pass, 2, &pass_b);
 	cr_assert_lt(ret, 0, "change-key over an unwritable key file succeeded");
@@ -1484,7 +1484,7 @@ static void state_files(struct tpool *tp, const char *suffix, bool save)
 	for (int i = 0; i < 2; i++) {
 		char live[PATH_MAX], kept[PATH_MAX + 8];
 
-		snprintf(live, sizeof(live), "%s/pools/%s.%s", tp->dir, tp->name, ext[i]);
+		snprintf(live, sizeof(live), "%s/pools/%s.%s", tp->state, tp->name, ext[i]);
 		snprintf(kept, sizeof(kept), "%s%s", live, suffix);
 		if (save)
 			copy_file(live, kept);
