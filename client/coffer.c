@@ -174,9 +174,12 @@ static int parse_size(const char *s, uint64_t *out)
 	unsigned long long v;
 	int shift = 0;
 
+	/* digits first: strtoull also takes " -5" (as 2^64 - 5) and "+5" */
+	if (!isdigit((unsigned char)s[0]))
+		return -1;
 	errno = 0;
 	v = strtoull(s, &end, 10);
-	if (errno || end == s || s[0] == '-')
+	if (errno)
 		return -1;
 	switch (toupper((unsigned char)*end)) {
 	case '\0':
@@ -200,7 +203,8 @@ static int parse_size(const char *s, uint64_t *out)
 	    !(toupper((unsigned char)end[1]) == 'I' && toupper((unsigned char)end[2]) == 'B' &&
 	      !end[3]))
 		return -1;
-	if (shift && v > (UINT64_MAX >> shift))
+	/* the wire carries sizes as JSON integers: INT64_MAX at most */
+	if (v > ((uint64_t)INT64_MAX >> shift))
 		return -1;
 	*out = (uint64_t)v << shift;
 	return 0;
@@ -715,6 +719,7 @@ static int cmd_create(int argc, char **argv)
 {
 	json_t *props = json_array(), *args;
 	uint64_t volsize = 0, recsize = 0;
+	int have_volsize = 0, have_recsize = 0;
 	const char *enc, *fmt, *loc;
 	struct coffer_conn *c;
 	uint8_t key[KEY_MAX];
@@ -724,21 +729,26 @@ static int cmd_create(int argc, char **argv)
 		switch (opt) {
 		case 'V':
 			volsize = size_arg(optarg, "-V");
+			have_volsize = 1;
 			break;
 		case 'b':
 			recsize = size_arg(optarg, "-b");
+			have_recsize = 1;
 			break;
 		case 'o':
 			if (!strchr(optarg, '=')) {
 				fprintf(stderr, "coffer: -o %s: give prop=value\n", optarg);
 				usage_exit();
 			}
-			if (!strncmp(optarg, "volsize=", 8))
+			if (!strncmp(optarg, "volsize=", 8)) {
 				volsize = size_arg(optarg + 8, "volsize");
-			else if (!strncmp(optarg, "recordsize=", 11))
+				have_volsize = 1;
+			} else if (!strncmp(optarg, "recordsize=", 11)) {
 				recsize = size_arg(optarg + 11, "recordsize");
-			else
+				have_recsize = 1;
+			} else {
 				json_array_append_new(props, json_string(optarg));
+			}
 			break;
 		default:
 			usage_exit();
@@ -746,8 +756,12 @@ static int cmd_create(int argc, char **argv)
 	}
 	if (argc - optind != 1)
 		usage_exit();
-	args = json_pack("{s:s, s:o, s:I, s:I}", "name", argv[optind], "props", props, "volsize",
-			 (json_int_t)volsize, "recordsize", (json_int_t)recsize);
+	/* sizes not given are left out: the daemon's defaults; a given 0 is refused there */
+	args = json_pack("{s:s, s:o}", "name", argv[optind], "props", props);
+	if (have_volsize)
+		json_object_set_new(args, "volsize", json_integer((json_int_t)volsize));
+	if (have_recsize)
+		json_object_set_new(args, "recordsize", json_integer((json_int_t)recsize));
 	enc = prop_in(props, "encryption");
 	fmt = prop_in(props, "keyformat");
 	loc = prop_in(props, "keylocation");

@@ -240,13 +240,24 @@ static int arg_strv(struct rpc_call *c, const char *key, const char ***out, size
 	return 0;
 }
 
-static uint64_t jsize(json_t *args, const char *key)
+/*
+ * Optional size argument @key into @out (0 when absent). A present value must
+ * be an integer from 1 to @max: a zero, negative or huge one is an error, not
+ * the default (which is what "create -V 0" used to get).
+ */
+static int arg_size(struct rpc_call *c, const char *key, uint64_t max, uint64_t *out)
 {
-	json_t *j = json_object_get(args, key);
+	json_t *j = json_object_get(c->args, key);
 
-	if (!json_is_integer(j) || json_integer_value(j) <= 0)
+	*out = 0;
+	if (!j)
 		return 0;
-	return (uint64_t)json_integer_value(j);
+	if (!json_is_integer(j) || json_integer_value(j) < 1 ||
+	    (uint64_t)json_integer_value(j) > max)
+		ERR(c, -EINVAL, "%s: '%s' must be an integer from 1 to %llu", c->cmd->name, key,
+		    (unsigned long long)max);
+	*out = (uint64_t)json_integer_value(j);
+	return 0;
 }
 
 /* ---- access ---- */
@@ -279,7 +290,37 @@ int handlers_is_admin(uid_t uid, gid_t gid, const gid_t *peer_groups, int npeer)
 	return 0;
 }
 
-/* May @c open dataset @name for record I/O: admin, or its owner property matches. */
+/* Is @gid the peer's primary group or one of its supplementary groups? */
+static int peer_in_group(struct rpc_call *c, gid_t gid)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	gid_t groups[256];
+	int ng = 256;
+
+	if (gid == c->gid)
+		return 1;
+	/* the groups the peer process really has (SO_PEERGROUPS)... */
+	for (int i = 0; i < c->ngroups; i++)
+		if (c->groups[i] == gid)
+			return 1;
+	if (c->ngroups >= 0)
+		return 0;
+	/* ...or, where the kernel cannot say, the group database's */
+	if (getpwuid_r(c->uid, &pw, buf, sizeof(buf), &res) != 0 || !res)
+		return 0;
+	if (getgrouplist(pw.pw_name, c->gid, groups, &ng) < 0)
+		return 0;
+	for (int i = 0; i < ng; i++)
+		if (groups[i] == gid)
+			return 1;
+	return 0;
+}
+
+/*
+ * May @c open dataset @name for record I/O: admin, or the owner property
+ * ("UID" or "UID:GID", validated by libstore) names its uid or one of its groups.
+ */
 static int may_open(struct rpc_call *c, struct stor_pool *pool, const char *name)
 {
 	struct stor_prop_value v;
@@ -290,17 +331,25 @@ static int may_open(struct rpc_call *c, struct stor_pool *pool, const char *name
 		return 1;
 	if (stor_ds_get(pool, name, "owner", &v) < 0 || !v.value[0] || !strcmp(v.value, "-"))
 		return 0;
-	uid = strtoul(v.value, &end, 10);
-	if (end == v.value)
+	if (v.value[0] < '0' || v.value[0] > '9')
 		return 0;
+	uid = strtoul(v.value, &end, 10);
 	if (uid == c->uid)
 		return 1;
-	if (*end == ':') {
+	if (*end == ':' && end[1] >= '0' && end[1] <= '9') {
 		gid = strtoul(end + 1, &end, 10);
-		if (gid == c->gid)
+		if (gid <= UINT32_MAX && peer_in_group(c, (gid_t)gid))
 			return 1;
 	}
 	return 0;
+}
+
+/* What a value of property @prop looks like, for the error of a bad one. */
+static const char *prop_hint(const char *prop)
+{
+	if (!strncmp(prop, "owner", 5) && (!prop[5] || prop[5] == '='))
+		return " (owner is UID or UID:GID, each a decimal from 0 to 4294967294, or -)";
+	return "";
 }
 
 /* ---- commands ---- */
@@ -429,6 +478,7 @@ static int h_pool_create(struct rpc_call *c)
 	struct stor_pool *pool = NULL;
 	struct pool_ent *pe = NULL;
 	const char *name;
+	uint64_t size;
 	size_t n;
 	int ret;
 
@@ -449,7 +499,12 @@ static int h_pool_create(struct rpc_call *c)
 			return -EINVAL;
 		}
 	}
-	o = pool_opts(jsize(c->args, "lun_size"));
+	ret = arg_size(c, "lun_size", INT64_MAX, &size);
+	if (ret < 0) {
+		free(paths);
+		return ret;
+	}
+	o = pool_opts(size);
 	/* without a size, missing LUNs are an error the user can act on */
 	for (size_t i = 0; !o.lun_size && i < n; i++) {
 		struct stat st;
@@ -496,8 +551,8 @@ static int h_pool_create(struct rpc_call *c)
 		k[eq - props[i]] = '\0';
 		ret = stor_ds_set(pool, name, k, eq + 1);
 		if (ret < 0)
-			snprintf(c->err, sizeof(c->err), "%s: %.64s: %s", name, props[i],
-				 stor_strerror(ret));
+			snprintf(c->err, sizeof(c->err), "%s: %.64s: %s%s", name, props[i],
+				 stor_strerror(ret), ret == STOR_EBADPROP ? prop_hint(props[i]) : "");
 	}
 	if (ret < 0) {
 		stor_pool_close(pool);
@@ -523,6 +578,7 @@ static int h_pool_add(struct rpc_call *c)
 {
 	struct stor_pool *pool;
 	const char *name, *lun = jstr(c->args, "lun");
+	uint64_t size;
 	int ret;
 
 	ret = arg_name(c, "name", 1, &name);
@@ -530,7 +586,10 @@ static int h_pool_add(struct rpc_call *c)
 		return ret;
 	if (!lun || lun[0] != '/')
 		ERR(c, -EINVAL, "%s: give an absolute LUN path", name);
-	if (!jsize(c->args, "size")) {
+	ret = arg_size(c, "size", INT64_MAX, &size);
+	if (ret < 0)
+		return ret;
+	if (!size) {
 		struct stat st;
 
 		if (stat(lun, &st) < 0 && errno == ENOENT)
@@ -539,7 +598,7 @@ static int h_pool_add(struct rpc_call *c)
 	pthread_rwlock_rdlock(&pools_lock);
 	ret = pool_get(c, name, &pool);
 	if (ret == 0) {
-		ret = stor_pool_add_lun(pool, lun, jsize(c->args, "size"));
+		ret = stor_pool_add_lun(pool, lun, size);
 		if (ret < 0)
 			snprintf(c->err, sizeof(c->err), "%s: add %.200s: %s", name, lun,
 				 stor_strerror(ret));
@@ -739,6 +798,8 @@ static int h_ds_create(struct rpc_call *c)
 	uint8_t *kbuf = NULL;
 	const char *name;
 	size_t nprops;
+	const char *hint = "";
+	uint64_t v;
 	int have_key, ret;
 
 	ret = arg_name(c, "name", 0, &name);
@@ -752,8 +813,19 @@ static int h_ds_create(struct rpc_call *c)
 	ret = arg_key(c, &kbuf, &key, &have_key);
 	if (ret < 0)
 		goto out;
-	o.volsize = jsize(c->args, "volsize");
-	o.recordsize = (uint32_t)jsize(c->args, "recordsize");
+	ret = arg_size(c, "recordsize", STOR_RECSIZE_MAX, &v);
+	if (ret < 0)
+		goto out;
+	o.recordsize = (uint32_t)v;
+	ret = arg_size(c, "volsize", INT64_MAX, &o.volsize);
+	/* a present volsize below one record is refused, not replaced by the default */
+	if (ret < 0 || (json_object_get(c->args, "volsize") &&
+			o.volsize < (o.recordsize ? o.recordsize : STOR_RECSIZE_DEFAULT))) {
+		snprintf(c->err, sizeof(c->err), "%s: volsize must be at least one record (%u bytes)",
+			 name, o.recordsize ? o.recordsize : STOR_RECSIZE_DEFAULT);
+		ret = -EINVAL;
+		goto out;
+	}
 	o.props = props;
 	o.nprops = nprops;
 	o.key = have_key ? &key : NULL;
@@ -761,9 +833,12 @@ static int h_ds_create(struct rpc_call *c)
 	ret = pool_get(c, name, &pool);
 	if (ret == 0) {
 		ret = stor_ds_create(pool, name, &o, NULL);
+		for (size_t i = 0; ret == STOR_EBADPROP && i < nprops; i++)
+			if (prop_hint(props[i])[0])
+				hint = prop_hint(props[i]);
 		if (ret < 0)
-			snprintf(c->err, sizeof(c->err), "%s: create: %s", name,
-				 stor_strerror(ret));
+			snprintf(c->err, sizeof(c->err), "%s: create: %s%s", name,
+				 stor_strerror(ret), hint);
 	}
 	pthread_rwlock_unlock(&pools_lock);
 	if (ret == 0) {
@@ -957,8 +1032,8 @@ static int h_ds_get(struct rpc_call *c)
 		else if (ret == -ENOENT)
 			snprintf(c->err, sizeof(c->err), "%s: dataset does not exist", name);
 		else
-			snprintf(c->err, sizeof(c->err), "%s: %.64s: %s", name, props[i],
-				 stor_strerror(ret));
+			snprintf(c->err, sizeof(c->err), "%s: %.64s: %s%s", name, props[i],
+				 stor_strerror(ret), ret == STOR_EBADPROP ? prop_hint(props[i]) : "");
 	}
 	pthread_rwlock_unlock(&pools_lock);
 	free(props);
@@ -986,8 +1061,9 @@ static int h_ds_set(struct rpc_call *c)
 	if (ret == 0) {
 		ret = stor_ds_set(pool, name, prop, value);
 		if (ret < 0)
-			snprintf(c->err, sizeof(c->err), "%s: set %s=%s: %s", name, prop, value,
-				 ret == -ENOENT ? "dataset does not exist" : stor_strerror(ret));
+			snprintf(c->err, sizeof(c->err), "%s: set %s=%s: %s%s", name, prop, value,
+				 ret == -ENOENT ? "dataset does not exist" : stor_strerror(ret),
+				 ret == STOR_EBADPROP ? prop_hint(prop) : "");
 	}
 	pthread_rwlock_unlock(&pools_lock);
 	if (ret == 0)

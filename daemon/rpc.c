@@ -48,6 +48,8 @@ struct rpc_conn {
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
+	gid_t *groups;       /* supplementary groups of the peer, from SO_PEERGROUPS */
+	int ngroups;         /* -1 if unknown */
 	int admin;
 	int hello_done;
 	int closing;         /* handle closed or closing: no more replies */
@@ -145,6 +147,7 @@ static void conn_unref(struct rpc_conn *conn)
 		}
 	}
 	free(conn->handles);
+	free(conn->groups);
 	free(conn->rbuf);
 	free(conn);
 	srv.live_conns--;
@@ -533,6 +536,8 @@ static int handle_frame(struct rpc_conn *conn, const struct proto_hdr *h, const 
 	c->cmd = cmd;
 	c->uid = conn->uid;
 	c->gid = conn->gid;
+	c->groups = conn->groups;
+	c->ngroups = conn->ngroups;
 	c->admin = conn->admin;
 	conn->refs++;
 	conn->inflight++;
@@ -764,6 +769,33 @@ static void conn_close_early(struct rpc_conn *conn)
 	uv_close((uv_handle_t *)&conn->pipe, close_cb);
 }
 
+/*
+ * The peer's supplementary groups (SO_PEERGROUPS) into a new array @out, for
+ * admin_group and the group part of dataset owners. @return their number,
+ * or -1 if the kernel does not say (then @out is NULL).
+ */
+static int peer_groups(int fd, gid_t **out)
+{
+	socklen_t len = 64 * sizeof(gid_t);
+	gid_t *g = NULL;
+
+	*out = NULL;
+	for (int tries = 0; tries < 2; tries++) {
+		free(g);
+		g = malloc(len ? len : sizeof(gid_t));
+		if (!g)
+			return -1;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) == 0) {
+			*out = g;
+			return (int)(len / sizeof(gid_t));
+		}
+		if (errno != ERANGE)
+			break; /* ERANGE has set @len to what is needed */
+	}
+	free(g);
+	return -1;
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
 	struct rpc_conn *conn;
@@ -798,13 +830,9 @@ static void on_connection(uv_stream_t *server, int status)
 	conn->gid = cred.gid;
 	conn->pid = cred.pid;
 	{
-		gid_t groups[256];
-		socklen_t glen = sizeof(groups);
-		int ng = 0;
-
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) == 0)
-			ng = (int)(glen / sizeof(gid_t));
-		conn->admin = handlers_is_admin(cred.uid, cred.gid, groups, ng);
+		conn->ngroups = peer_groups(fd, &conn->groups);
+		conn->admin = handlers_is_admin(cred.uid, cred.gid, conn->groups,
+						conn->ngroups > 0 ? conn->ngroups : 0);
 	}
 	conn->next = srv.conns;
 	if (srv.conns)

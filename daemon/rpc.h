@@ -28,6 +28,8 @@ struct rpc_call {
 	const struct proto_cmd *cmd;
 	uid_t uid;              /* peer credentials, copied for handlers */
 	gid_t gid;
+	const gid_t *groups;    /* supplementary groups (SO_PEERGROUPS), the connection's */
+	int ngroups;            /* -1: the kernel did not say */
 	int admin;
 	uint8_t *body;          /* request payload (owned), NULL if empty */
 	json_t *args;           /* JSON commands: the request object */

@@ -11,6 +11,10 @@
  * Key bytes at rest: after change-key, the pool's LMDB file must hold
  * neither the old wrapped master keys nor any user key material, and the
  * daemon's log no passphrase or key in any encoding.
+ *
+ * Loose input: owner ids with signs, spaces or past 32 bits, sizes of zero
+ * or below zero, and the group part of an owner matched against the peer's
+ * supplementary groups (setpriv --groups), not only its primary group.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
@@ -415,4 +419,111 @@ Test(hostile, change_key_leaves_no_old_wrapped_key_in_lmdb)
 Test(hostile, change_key_leaves_no_key_material_in_lmdb_or_log)
 {
 	key_scan(0);
+}
+
+/*
+ * A careless admin's owner values: strtoul took "-5" (as 2^64 - 5),
+ * "+5", " 5" and ids past 32 bits; each must be refused, saying what an
+ * owner looks like, and leave the property as it was.
+ */
+Test(hostile, loose_owner_values_are_refused_with_the_expected_form)
+{
+	static const char *const bad[] = { "-5",	 "+5",	"4294967296", "4294967295",
+					   "5:-1",	 "5:+1", "5:",	       ":5",
+					   "' 5'",	 "5x",	"5:4294967296", "" };
+
+	COF_OK("pool create -s 64M tank %s/l0", td.dir);
+	COF_OK("create -V 4M tank/a");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_eq(cof("set owner=%s tank/a", bad[i]), 1, "owner=%s accepted: %s", bad[i],
+			     out);
+		cr_assert(strstr(out, "owner is UID or UID:GID"), "owner=%s: %s", bad[i], out);
+		cr_assert_eq(cof("create -V 4M -o owner=%s tank/b%zu", bad[i], i), 1,
+			     "create -o owner=%s accepted: %s", bad[i], out);
+		cr_assert(strstr(out, "owner is UID or UID:GID"), "create owner=%s: %s", bad[i],
+			  out);
+	}
+	COF_OK("get -H owner tank/a");
+	cr_assert(strstr(out, "owner\t-\t"), "%s", out);
+	/* the largest ids are fine, and leading zeros go */
+	COF_OK("set owner=4294967294:0007 tank/a");
+	COF_OK("get -H owner tank/a");
+	cr_assert(strstr(out, "owner\t4294967294:7\t"), "%s", out);
+}
+
+/* coffer_call() that owns @args: @return its status, the error text in @err */
+static int call(struct coffer_conn *c, const char *cmd, json_t *args, char *err, size_t len)
+{
+	int ret = coffer_call(c, cmd, args, NULL, err, len);
+
+	json_decref(args);
+	return ret;
+}
+
+/* "create -V 0" made a 1 GiB volume: a size given must be one record at least. */
+Test(hostile, zero_or_negative_sizes_are_refused_not_defaulted)
+{
+	struct coffer_conn *c = NULL;
+	char err[512];
+
+	COF_OK("pool create -s 64M tank %s/l0", td.dir);
+	cr_assert_eq(cof("create -V 0 tank/z"), 1, "created: %s", out);
+	cr_assert(strstr(out, "volsize must be at least one record"), "%s", out);
+	cr_assert_eq(cof("create -V 4K tank/z"), 1, "created: %s", out);
+	cr_assert(strstr(out, "volsize must be at least one record"), "%s", out);
+	cr_assert_eq(cof("create -o volsize=0 tank/z"), 1, "created: %s", out);
+	cr_assert_eq(cof("create -V ' -5' tank/z"), 2, "%s", out);
+	cr_assert_eq(cof("create -V +5M tank/z"), 2, "%s", out);
+	cr_assert_eq(cof("create -V 9000000T tank/z"), 2, "%s", out);
+	cr_assert_eq(cof("list tank/z"), 1, "a dataset was made: %s", out);
+	/* the same over the socket, where no client checked first */
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	cr_assert_neq(call(c, "ds_create", json_pack("{s:s, s:I}", "name", "tank/z",
+							    "volsize", (json_int_t)0),
+				  err, sizeof(err)),
+		      0);
+	cr_assert(strstr(err, "volsize must be at least one record"), "%s", err);
+	cr_assert_neq(call(c, "ds_create", json_pack("{s:s, s:I, s:I}", "name", "tank/z",
+							    "volsize", (json_int_t)(1 << 20),
+							    "recordsize", (json_int_t)-8192),
+				  err, sizeof(err)),
+		      0);
+	cr_assert(strstr(err, "'recordsize' must be an integer"), "%s", err);
+	cr_assert_neq(call(c, "pool_add", json_pack("{s:s, s:s, s:I}", "name", "tank",
+							   "lun", "/nonexistent/l", "size",
+							   (json_int_t)-1),
+				  err, sizeof(err)),
+		      0);
+	cr_assert(strstr(err, "'size' must be an integer"), "%s", err);
+	coffer_close(c);
+	COF_OK("create -V 8K tank/z");
+	COF_OK("get -H -p volsize tank/z");
+	cr_assert(strstr(out, "volsize\t8192\t"), "%s", out);
+}
+
+/*
+ * owner=UID:GID matched the peer's primary gid only: a process that has GID
+ * as a supplementary group (as a login into that group gives it) was denied.
+ */
+Test(hostile, owner_group_matches_supplementary_groups_of_the_peer)
+{
+	const char *in_group = "setpriv --reuid=nobody --regid=nogroup --groups=4242";
+	const char *outside = "setpriv --reuid=nobody --regid=nogroup --groups=4243";
+	char o[8192];
+
+	if (geteuid() != 0 || !getpwnam("nobody") || !getgrnam("nogroup") ||
+	    system("command -v setpriv >/dev/null") != 0)
+		cr_skip_test("needs root, nobody:nogroup and setpriv");
+	COF_OK("pool create -s 64M tank %s/l0", td.dir);
+	COF_OK("create -V 1M tank/g");
+	COF_OK("set owner=0:4242 tank/g");
+	cr_assert_eq(tdaemon_coffer(&td, in_group, NULL, o, sizeof(o),
+				    "read -l 4096 tank/g > /dev/null"),
+		     0, "a member of group 4242 was denied: %s", o);
+	cr_assert_eq(tdaemon_coffer(&td, outside, NULL, o, sizeof(o), "read -l 4096 tank/g"), 1,
+		     "%s", o);
+	cr_assert(strstr(o, "permission denied"), "%s", o);
+	/* a group is still no admin right */
+	cr_assert_eq(tdaemon_coffer(&td, in_group, NULL, o, sizeof(o), "set owner=65534 tank/g"),
+		     1, "%s", o);
 }
