@@ -85,7 +85,10 @@ static const char *hint(int status, const char *obj, int no_pool, char *buf, siz
 	case -EEXIST:
 		return "; choose another name or destroy the existing one first";
 	case -EBUSY:
-		return "; close its users first, or use -r for children";
+		if (!strcmp(cur_cmd->name, "destroy") && !cur_prefix[0])
+			return "; close its users first or give -f to close their handles; -r for "
+			       "children";
+		return "; close its users first, or give -f to close their handles";
 	case STOR_EBADNAME:
 		return "; names are letters, digits, '_-.:' and '/' between components";
 	case STOR_EBADPROP:
@@ -634,18 +637,22 @@ out:
 	return 0;
 }
 
+/* export, destroy: -f closes the handles other clients hold on the pool */
 static int pool_simple(int argc, char **argv, const char *cmd)
 {
 	struct coffer_conn *c;
-	int opt;
+	int opt, force = 0;
 
-	while ((opt = getopt(argc, argv, "f")) != -1)
+	while ((opt = getopt(argc, argv, "f")) != -1) {
 		if (opt != 'f')
 			usage_exit();
+		force = 1;
+	}
 	if (argc - optind != 1)
 		usage_exit();
 	c = conn_open();
-	json_decref(call(c, cmd, json_pack("{s:s}", "name", argv[optind]), argv[optind]));
+	json_decref(call(c, cmd, json_pack("{s:s, s:b}", "name", argv[optind], "force", force),
+			 argv[optind]));
 	coffer_close(c);
 	return 0;
 }
@@ -694,7 +701,7 @@ static const struct cmd pool_cmds[] = {
 	{ "add", pool_add, "[-s SIZE] POOL LUN..." },
 	{ "list", pool_list, "[-H] [-p] [-j] [POOL]" },
 	{ "status", pool_status, "[-j] [POOL]" },
-	{ "export", pool_export, "POOL" },
+	{ "export", pool_export, "[-f] POOL" },
 	{ "import", pool_import, "[POOL]" },
 	{ "destroy", pool_destroy, "[-f] POOL" },
 	{ NULL, NULL, NULL },
@@ -786,19 +793,22 @@ static int cmd_create(int argc, char **argv)
 static int cmd_destroy(int argc, char **argv)
 {
 	struct coffer_conn *c;
-	int opt, rec = 0;
+	int opt, rec = 0, force = 0;
 
 	while ((opt = getopt(argc, argv, "rf")) != -1) {
 		if (opt == 'r')
 			rec = 1;
-		else if (opt != 'f')
+		else if (opt == 'f')
+			force = 1;
+		else
 			usage_exit();
 	}
 	if (argc - optind != 1)
 		usage_exit();
 	c = conn_open();
 	json_decref(call(c, "ds_destroy",
-			 json_pack("{s:s, s:b}", "name", argv[optind], "recursive", rec),
+			 json_pack("{s:s, s:b, s:b}", "name", argv[optind], "recursive", rec,
+				   "force", force),
 			 argv[optind]));
 	coffer_close(c);
 	return 0;
@@ -1105,12 +1115,15 @@ static int cmd_load_key(int argc, char **argv)
 static int cmd_unload_key(int argc, char **argv)
 {
 	struct coffer_conn *c;
-	int opt, all = 0;
+	int opt, all = 0, force = 0;
 
-	while ((opt = getopt(argc, argv, "a")) != -1) {
-		if (opt != 'a')
+	while ((opt = getopt(argc, argv, "af")) != -1) {
+		if (opt == 'a')
+			all = 1;
+		else if (opt == 'f')
+			force = 1; /* close the handles of whoever has its datasets open */
+		else
 			usage_exit();
-		all = 1;
 	}
 	if (all ? argc - optind != 0 : argc - optind != 1)
 		usage_exit();
@@ -1122,11 +1135,13 @@ static int cmd_unload_key(int argc, char **argv)
 		json_array_foreach(roots, i, d) {
 			const char *n = json_string_value(json_object_get(d, "name"));
 
-			json_decref(call(c, "key_unload", json_pack("{s:s}", "name", n), n));
+			json_decref(call(c, "key_unload",
+					 json_pack("{s:s, s:b}", "name", n, "force", force), n));
 		}
 		json_decref(roots);
 	} else {
-		json_decref(call(c, "key_unload", json_pack("{s:s}", "name", argv[optind]),
+		json_decref(call(c, "key_unload",
+				 json_pack("{s:s, s:b}", "name", argv[optind], "force", force),
 				 argv[optind]));
 	}
 	coffer_close(c);
@@ -1644,13 +1659,13 @@ static int cmd_help(int argc, char **argv);
 static const struct cmd cmds[] = {
 	{ "pool", cmd_pool, "create|add|list|status|export|import|destroy ..." },
 	{ "create", cmd_create, "[-V SIZE] [-b RECORDSIZE] [-o prop=val]... POOL/NAME" },
-	{ "destroy", cmd_destroy, "[-r] DATASET" },
+	{ "destroy", cmd_destroy, "[-r] [-f] DATASET" },
 	{ "list", cmd_list, "[-r] [-H] [-p] [-o field[,field]...] [-j] [DATASET]" },
 	{ "get", cmd_get, "[-H] [-p] [-j] PROP[,PROP]...|all DATASET..." },
 	{ "set", cmd_set, "PROP=VALUE DATASET" },
 	{ "inherit", cmd_inherit, "PROP DATASET" },
 	{ "load-key", cmd_load_key, "[-n] [-L LOCATION] -a | DATASET" },
-	{ "unload-key", cmd_unload_key, "-a | DATASET" },
+	{ "unload-key", cmd_unload_key, "[-f] -a | DATASET" },
 	{ "change-key", cmd_change_key,
 	  "[-o keyformat=FMT] [-o keylocation=LOC] [-o pbkdf2iters=N] DATASET" },
 	{ "write", cmd_write, "DATASET [-o OFFSET] < FILE" },

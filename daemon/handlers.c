@@ -352,6 +352,99 @@ static const char *prop_hint(const char *prop)
 	return "";
 }
 
+/* ---- handles of other connections ---- */
+
+#define REVOKE_TIMEOUT_MS 30000u /* for requests in flight on revoked handles */
+
+/* Datasets of one pool, each held open (refs) while the set lives. */
+struct ds_set {
+	struct stor_pool *pool;
+	const char *name;
+	int by_key;    /* the datasets whose encryptionroot is @name */
+	int recursive; /* else @name and, if set, its descendants */
+	struct stor_ds **v;
+	size_t n;
+};
+
+static int collect_one(const char *n, void *arg)
+{
+	struct ds_set *set = arg;
+	size_t len = strlen(set->name);
+	struct stor_prop_value v;
+	struct stor_ds *ds, **nv;
+
+	if (set->by_key) {
+		if (stor_ds_get(set->pool, n, "encryptionroot", &v) < 0 ||
+		    strcmp(v.value, set->name))
+			return 0;
+	} else if (strcmp(n, set->name) &&
+		   !(set->recursive && !strncmp(n, set->name, len) && n[len] == '/')) {
+		return 0;
+	}
+	if (stor_ds_open(set->pool, n, &ds) < 0)
+		return 0; /* destroyed meanwhile */
+	nv = realloc(set->v, (set->n + 1) * sizeof(*nv));
+	if (!nv) {
+		stor_ds_close(ds);
+		return -ENOMEM;
+	}
+	set->v = nv;
+	set->v[set->n++] = ds;
+	return 0;
+}
+
+static void ds_set_free(struct ds_set *set)
+{
+	for (size_t i = 0; i < set->n; i++)
+		stor_ds_close(set->v[i]);
+	free(set->v);
+	set->v = NULL;
+	set->n = 0;
+}
+
+/*
+ * Handles the connections hold on the datasets of @set (pool read lock
+ * held); with @force they are revoked and closed first, whoever opened them.
+ * @return their number or a negative code (c->err set)
+ */
+static int handles_on(struct rpc_call *c, struct ds_set *set, int force)
+{
+	char pname[PROTO_NAME_MAX + 1];
+	struct rpc_revoke r = { .by = c->uid };
+	int ret;
+
+	if (stor_ds_list(set->pool, collect_one, set) < 0)
+		ERR(c, -ENOMEM, "%s: out of memory", set->name);
+	if (!set->n)
+		return 0;
+	pool_of(set->name, pname, sizeof(pname));
+	r.pe = pool_find(pname);
+	r.ds = set->v;
+	r.nds = set->n;
+	ret = rpc_revoke(&r, force, REVOKE_TIMEOUT_MS);
+	if (ret < 0)
+		ERR(c, ret, "%s: closing its handles: %s", set->name, proto_strerror(ret));
+	if (force && ret > 0)
+		log_warn("dataset %s: %d handles revoked by uid %u", set->name, ret,
+			 (unsigned)c->uid);
+	return ret;
+}
+
+/* pool export/destroy -f: revoke every handle on @pe (write lock held). */
+static int pool_revoke(struct rpc_call *c, struct pool_ent *pe)
+{
+	struct rpc_revoke r = { .pe = pe, .by = c->uid };
+	int ret;
+
+	if (!atomic_load(&pe->nhandles) || !json_is_true(json_object_get(c->args, "force")))
+		return 0;
+	ret = rpc_revoke(&r, 1, REVOKE_TIMEOUT_MS);
+	if (ret < 0)
+		ERR(c, ret, "%s: closing its handles: %s", pe->name, proto_strerror(ret));
+	log_warn("pool %s: %d handles revoked by uid %u", pe->name, ret, (unsigned)c->uid);
+	return 0;
+}
+
 /* ---- commands ---- */
 
 static int h_ping(struct rpc_call *c)
@@ -634,6 +727,8 @@ static int h_pool_export(struct rpc_call *c)
 	if (!pe) {
 		ret = -ENOENT;
 		snprintf(c->err, sizeof(c->err), "%s: no such pool", name);
+	} else if ((ret = pool_revoke(c, pe)) < 0) {
+		/* c->err says why */
 	} else if (atomic_load(&pe->nhandles)) {
 		ret = -EBUSY;
 		snprintf(c->err, sizeof(c->err), "%s: %u datasets are open", name,
@@ -765,6 +860,11 @@ static int h_pool_destroy(struct rpc_call *c)
 		return ret;
 	pthread_rwlock_wrlock(&pools_lock);
 	pe = pool_find(name);
+	if (pe) {
+		ret = pool_revoke(c, pe);
+		if (ret < 0)
+			goto out;
+	}
 	if (pe && atomic_load(&pe->nhandles)) {
 		ret = -EBUSY;
 		snprintf(c->err, sizeof(c->err), "%s: %u datasets are open", name,
@@ -863,14 +963,25 @@ static int h_ds_destroy(struct rpc_call *c)
 	pthread_rwlock_rdlock(&pools_lock);
 	ret = pool_get(c, name, &pool);
 	if (ret == 0) {
+		int force = json_is_true(json_object_get(c->args, "force"));
 		unsigned fl = 0;
+		struct ds_set set = { .pool = pool, .name = name };
 
 		if (json_is_true(json_object_get(c->args, "recursive")))
 			fl = STOR_RECURSIVE;
-		ret = stor_ds_destroy(pool, name, fl);
-		if (ret == -EBUSY)
+		set.recursive = fl != 0;
+		ret = handles_on(c, &set, force);
+		ds_set_free(&set);
+		if (ret > 0 && !force) {
+			snprintf(c->err, sizeof(c->err),
+				 "%s: dataset is open (%d handles)", name, ret);
+			ret = -EBUSY;
+		} else if (ret >= 0) {
+			ret = stor_ds_destroy(pool, name, fl);
+		}
+		if (ret == -EBUSY && !c->err[0])
 			snprintf(c->err, sizeof(c->err), "%s: has children or is open", name);
-		else if (ret < 0)
+		else if (ret < 0 && !c->err[0])
 			snprintf(c->err, sizeof(c->err), "%s: destroy: %s", name,
 				 stor_strerror(ret));
 	}
@@ -1207,10 +1318,27 @@ static int h_key_unload(struct rpc_call *c)
 	pthread_rwlock_rdlock(&pools_lock);
 	ret = pool_get(c, name, &pool);
 	if (ret == 0) {
-		ret = stor_key_unload(pool, name);
-		if (ret < 0)
-			snprintf(c->err, sizeof(c->err), "%s: unload-key: %s", name,
-				 ret == -ENOENT ? "dataset does not exist" : stor_strerror(ret));
+		/* every request on a handle would fail with "key is not loaded" */
+		int force = json_is_true(json_object_get(c->args, "force"));
+		struct ds_set set = { .pool = pool, .name = name, .by_key = 1 };
+
+		ret = handles_on(c, &set, force);
+		ds_set_free(&set);
+		if (ret > 0 && !force) {
+			snprintf(c->err, sizeof(c->err),
+				 "%s: unload-key: dataset is open (%d handles)", name, ret);
+			ret = -EBUSY;
+		} else if (ret >= 0) {
+			ret = stor_key_unload(pool, name, force ? STOR_FORCE : 0);
+			if (ret == -EBUSY)
+				snprintf(c->err, sizeof(c->err),
+					 "%s: unload-key: dataset is open",
+					 name);
+			else if (ret < 0)
+				snprintf(c->err, sizeof(c->err), "%s: unload-key: %s", name,
+					 ret == -ENOENT ? "dataset does not exist"
+							: stor_strerror(ret));
+		}
 	}
 	pthread_rwlock_unlock(&pools_lock);
 	if (ret == 0) {

@@ -356,8 +356,17 @@ int stor_pool_io_stats(struct stor_pool *pool, struct stor_io_stats *st);
 int stor_key_load(struct stor_pool *pool, const char *name, const struct stor_key_material *key,
 		  unsigned flags);
 
-/** Wipe the keys of encryption root @name and every dataset under it. */
-int stor_key_unload(struct stor_pool *pool, const char *name);
+#define STOR_FORCE 0x2u /**< unload-key -f: even with handles open */
+
+/**
+ * Wipe the keys of encryption root @name and every dataset under it. With
+ * STOR_FORCE handles still open stay valid, and their I/O fails with
+ * STOR_ENOKEY until the key is loaded again.
+ * @return 0, -EBUSY (a dataset using the key has open handles, no
+ *         STOR_FORCE), -ENOENT (no such dataset, or key not loaded),
+ *         STOR_ENOTENCRYPTED, STOR_ENOTROOT
+ */
+int stor_key_unload(struct stor_pool *pool, const char *name, unsigned flags);
 
 /**
  * Rewrap the master keys under @name with a new wrapping key; the root's key

@@ -15,6 +15,10 @@
  * Loose input: owner ids with signs, spaces or past 32 bits, sizes of zero
  * or below zero, and the group part of an owner matched against the peer's
  * supplementary groups (setpriv --groups), not only its primary group.
+ *
+ * Handles in the way: unload-key of a dataset in use is EBUSY unless -f,
+ * and -f of an admin closes a non-admin's handles (with requests in flight)
+ * for pool export and destroy; their requests then get ESTALE.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
@@ -526,4 +530,173 @@ Test(hostile, owner_group_matches_supplementary_groups_of_the_peer)
 	/* a group is still no admin right */
 	cr_assert_eq(tdaemon_coffer(&td, in_group, NULL, o, sizeof(o), "set owner=65534 tank/g"),
 		     1, "%s", o);
+}
+
+/*
+ * unload-key of a dataset in use used to succeed, and every request of the
+ * running load then failed with "key is not loaded". Now it is EBUSY unless
+ * -f, which closes the handles: their requests get ESTALE, not ENOKEY.
+ */
+Test(hostile, unload_key_of_an_open_dataset_is_ebusy_unless_forced)
+{
+	static uint8_t buf[8192];
+	struct coffer_conn *c = NULL;
+	int h;
+
+	COF_OK("pool create -s 64M tank %s/l0", td.dir);
+	COF_OK("create -V 4M -o encryption=aes-256-ccm -o keyformat=passphrase "
+	       "-o pbkdf2iters=100000 -o keylocation=file://%s tank/enc",
+	       tdaemon_file(&td, "pass", "unload passphrase\n", 18));
+	COF_OK("create -V 4M tank/enc/child");
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	h = coffer_ds_open(c, "tank/enc/child", NULL, NULL);
+	cr_assert_geq(h, 0, "open: %s", proto_strerror(h));
+	memset(buf, 0x5a, sizeof(buf));
+	cr_assert_eq(coffer_write(c, h, 0, buf, sizeof(buf)), 0);
+
+	cr_assert_eq(cof("unload-key tank/enc"), 1, "unloaded under an open handle: %s", out);
+	cr_assert(strstr(out, "dataset is open (1 handles)"), "%s", out);
+	COF_OK("get -H keystatus tank/enc/child");
+	cr_assert(strstr(out, "available"), "%s", out);
+	cr_assert_eq(coffer_read(c, h, 0, buf, sizeof(buf)), 0, "the refused unload broke I/O");
+
+	COF_OK("unload-key -f tank/enc");
+	COF_OK("get -H keystatus tank/enc/child");
+	cr_assert(strstr(out, "unavailable"), "%s", out);
+	cr_assert_eq(coffer_read(c, h, 0, buf, sizeof(buf)), -ESTALE);
+	cr_assert_eq(coffer_write(c, h, 0, buf, sizeof(buf)), -ESTALE);
+	cr_assert_eq(coffer_ds_close(c, h), 0, "closing a revoked handle");
+	cr_assert_eq(coffer_read(c, h, 0, buf, sizeof(buf)), -EBADF);
+	coffer_close(c);
+	cr_assert(strstr(tdaemon_log(&td), "revoked"), "%s", tdaemon_log(&td));
+}
+
+/* Read one line from @fd into @buf (at most @cap - 1 bytes); blocks until it comes. */
+static void read_line(int fd, char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	while (n + 1 < cap) {
+		ssize_t r = read(fd, buf + n, 1);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		cr_assert_eq(r, 1, "the child went away after '%.*s'", (int)n, buf);
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = '\0';
+}
+
+/*
+ * A non-admin's open handle blocked pool export and destroy, and admins had
+ * no way to take it back. The child, as nobody, owns tank/a, opens it and
+ * keeps 64 writes in flight without reading their replies; export -f must
+ * still get the pool, and the child's requests must then fail with ESTALE.
+ */
+Test(hostile, force_closes_a_non_admins_handles_for_export_and_destroy)
+{
+	static uint8_t wbuf[64][8192];
+	struct passwd *pw = getpwnam("nobody");
+	int up[2], down[2], st;
+	char line[256];
+	pid_t pid;
+
+	if (geteuid() != 0 || !pw)
+		cr_skip_test("needs root and a 'nobody' user to drop to");
+	COF_OK("pool create -s 64M tank %s/l0", td.dir);
+	COF_OK("create -V 4M tank/a");
+	COF_OK("set owner=%u tank/a", (unsigned)pw->pw_uid);
+	cr_assert_eq(pipe(up), 0);
+	cr_assert_eq(pipe(down), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct coffer_completion comp[64];
+		struct coffer_conn *c = NULL;
+		FILE *f = fdopen(up[1], "w");
+		int h, r, n = 0, ok = 0, stale = 0, other = 0;
+		char go;
+
+		/* only the parent's ends: its death must end our reads */
+		close(up[0]);
+		close(down[1]);
+		setvbuf(f, NULL, _IONBF, 0);
+		if (setgroups(0, NULL) || setgid(pw->pw_gid) || setuid(pw->pw_uid))
+			_exit(3);
+		if (coffer_connect(td.sock, &c) < 0)
+			_exit(4);
+		h = coffer_ds_open(c, "tank/a", NULL, NULL);
+		fprintf(f, "open %d\n", h);
+		if (h < 0)
+			_exit(5);
+		/* second handle: a destroy -f takes both */
+		fprintf(f, "open2 %d\n", coffer_ds_open(c, "tank/a", NULL, NULL));
+		if (read(down[0], &go, 1) != 1)
+			_exit(6);
+		for (int i = 0; i < 64; i++)
+			coffer_submit(c, (uint32_t)i, COFFER_WRITE, h, (uint64_t)i * 8192, 8192,
+				      wbuf[i]);
+		coffer_flush_out(c);
+		fprintf(f, "inflight\n");
+		if (read(down[0], &go, 1) != 1)
+			_exit(7);
+		while (n < 64) {
+			r = coffer_reap(c, comp, 64, 60000);
+			if (r <= 0)
+				break;
+			for (int i = 0; i < r; i++) {
+				ok += comp[i].status == 0;
+				stale += comp[i].status == -ESTALE;
+				other += comp[i].status != 0 && comp[i].status != -ESTALE;
+			}
+			n += r;
+		}
+		fprintf(f, "replies %d ok %d stale %d other %d\n", n, ok, stale, other);
+		r = coffer_read(c, h, 0, wbuf[0], 8192);
+		fprintf(f, "after %d %d\n", r, coffer_ds_close(c, h));
+		coffer_close(c);
+		_exit(0);
+	}
+	close(up[1]);
+	close(down[0]);
+	read_line(up[0], line, sizeof(line));
+	cr_assert_str_eq(line, "open 0", "nobody could not open its dataset: %s", line);
+	read_line(up[0], line, sizeof(line));
+	cr_assert_str_eq(line, "open2 1", "%s", line);
+
+	/* without -f the non-admin's handles win, as before */
+	cr_assert_eq(cof("pool export tank"), 1, "%s", out);
+	cr_assert(strstr(out, "datasets are open"), "%s", out);
+	cr_assert_eq(cof("destroy tank/a"), 1, "%s", out);
+	cr_assert(strstr(out, "dataset is open (2 handles)"), "%s", out);
+
+	/* -f with the child's writes in flight and their replies unread */
+	cr_assert_eq(write(down[1], "g", 1), 1);
+	read_line(up[0], line, sizeof(line));
+	cr_assert_str_eq(line, "inflight");
+	COF_OK("pool export -f tank");
+	cr_assert_eq(write(down[1], "g", 1), 1);
+	read_line(up[0], line, sizeof(line));
+	{
+		int n, ok, stale, other;
+
+		cr_assert_eq(sscanf(line, "replies %d ok %d stale %d other %d", &n, &ok, &stale,
+				    &other),
+			     4, "%s", line);
+		cr_assert_eq(n, 64, "%s", line);
+		cr_assert_eq(other, 0, "requests failed otherwise than ESTALE: %s", line);
+	}
+	read_line(up[0], line, sizeof(line));
+	cr_assert_str_eq(line, "after -116 0", "I/O after the revoke, then close: %s", line);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+	close(up[0]);
+	close(down[1]);
+
+	/* the pool came back whole; destroy -f of a dataset nobody holds now works too */
+	COF_OK("pool import tank");
+	COF_OK("destroy -f tank/a");
+	cr_assert_eq(cof("list tank/a"), 1, "%s", out);
 }
