@@ -89,7 +89,10 @@ static const char *hint(int status, const char *obj, int no_pool, char *buf, siz
 		    (!strcmp(cur_prefix, "pool ") &&
 		     (!strcmp(cur_cmd->name, "create") || !strcmp(cur_cmd->name, "add"))))
 			return "; export that pool, or stop the program using the LUN";
-		return "; close its users first, or use -r for children";
+		if (!strcmp(cur_cmd->name, "destroy") && !cur_prefix[0])
+			return "; close its users first or give -f to close their handles; -r for "
+			       "children";
+		return "; close its users first, or give -f to close their handles";
 	case STOR_EBADNAME:
 		return "; names are letters, digits, '_-.:' and '/' between components";
 	case STOR_EBADPROP:
@@ -181,9 +184,12 @@ static int parse_size(const char *s, uint64_t *out)
 	unsigned long long v;
 	int shift = 0;
 
+	/* digits first: strtoull also takes " -5" (as 2^64 - 5) and "+5" */
+	if (!isdigit((unsigned char)s[0]))
+		return -1;
 	errno = 0;
 	v = strtoull(s, &end, 10);
-	if (errno || end == s || s[0] == '-')
+	if (errno)
 		return -1;
 	switch (toupper((unsigned char)*end)) {
 	case '\0':
@@ -207,7 +213,8 @@ static int parse_size(const char *s, uint64_t *out)
 	    !(toupper((unsigned char)end[1]) == 'I' && toupper((unsigned char)end[2]) == 'B' &&
 	      !end[3]))
 		return -1;
-	if (shift && v > (UINT64_MAX >> shift))
+	/* the wire carries sizes as JSON integers: INT64_MAX at most */
+	if (v > ((uint64_t)INT64_MAX >> shift))
 		return -1;
 	*out = (uint64_t)v << shift;
 	return 0;
@@ -451,6 +458,8 @@ static int pool_create(int argc, char **argv)
 			break;
 		case 's':
 			size = size_arg(optarg, "-s");
+			if (!size)
+				die("-s 0: a LUN size must be positive");
 			break;
 		default:
 			usage_exit();
@@ -465,10 +474,15 @@ static int pool_create(int argc, char **argv)
 		free(p);
 	}
 	c = conn_open();
-	json_decref(call(c, "pool_create",
-			 json_pack("{s:s, s:o, s:o, s:I, s:b}", "name", argv[optind], "luns", luns,
-				   "props", props, "lun_size", (json_int_t)size, "force", force),
-			 argv[optind]));
+	{
+		json_t *args = json_pack("{s:s, s:o, s:o, s:b}", "name", argv[optind], "luns", luns,
+					 "props", props, "force", force);
+
+		/* only a size given: without one, existing LUNs keep theirs */
+		if (size)
+			json_object_set_new(args, "lun_size", json_integer((json_int_t)size));
+		json_decref(call(c, "pool_create", args, argv[optind]));
+	}
 	coffer_close(c);
 	return 0;
 }
@@ -482,9 +496,9 @@ static int pool_add(int argc, char **argv)
 	while ((opt = getopt(argc, argv, "fs:")) != -1) {
 		if (opt == 'f')
 			force = 1;
-		else if (opt == 's')
-			size = size_arg(optarg, "-s");
-		else
+		else if (opt == 's' && (size = size_arg(optarg, "-s")) == 0)
+			die("-s 0: a LUN size must be positive");
+		else if (opt != 's')
 			usage_exit();
 	}
 	if (argc - optind < 2)
@@ -493,10 +507,12 @@ static int pool_add(int argc, char **argv)
 	for (int i = optind + 1; i < argc; i++) {
 		char *p = abs_path(argv[i]);
 
-		json_decref(call(c, "pool_add",
-				 json_pack("{s:s, s:s, s:I, s:b}", "name", argv[optind], "lun", p,
-					   "size", (json_int_t)size, "force", force),
-				 argv[optind]));
+		json_t *args = json_pack("{s:s, s:s, s:b}", "name", argv[optind], "lun", p,
+					 "force", force);
+
+		if (size)
+			json_object_set_new(args, "size", json_integer((json_int_t)size));
+		json_decref(call(c, "pool_add", args, argv[optind]));
 		free(p);
 	}
 	coffer_close(c);
@@ -668,6 +684,7 @@ out:
 	return 0;
 }
 
+/* export, destroy: -f closes the handles other clients hold on the pool */
 static int pool_simple(int argc, char **argv, const char *cmd)
 {
 	struct coffer_conn *c;
@@ -817,6 +834,7 @@ static int cmd_create(int argc, char **argv)
 {
 	json_t *props = json_array(), *args;
 	uint64_t volsize = 0, recsize = 0;
+	int have_volsize = 0, have_recsize = 0;
 	const char *enc, *fmt, *loc;
 	struct coffer_conn *c;
 	uint8_t key[KEY_MAX];
@@ -826,21 +844,26 @@ static int cmd_create(int argc, char **argv)
 		switch (opt) {
 		case 'V':
 			volsize = size_arg(optarg, "-V");
+			have_volsize = 1;
 			break;
 		case 'b':
 			recsize = size_arg(optarg, "-b");
+			have_recsize = 1;
 			break;
 		case 'o':
 			if (!strchr(optarg, '=')) {
 				fprintf(stderr, "coffer: -o %s: give prop=value\n", optarg);
 				usage_exit();
 			}
-			if (!strncmp(optarg, "volsize=", 8))
+			if (!strncmp(optarg, "volsize=", 8)) {
 				volsize = size_arg(optarg + 8, "volsize");
-			else if (!strncmp(optarg, "recordsize=", 11))
+				have_volsize = 1;
+			} else if (!strncmp(optarg, "recordsize=", 11)) {
 				recsize = size_arg(optarg + 11, "recordsize");
-			else
+				have_recsize = 1;
+			} else {
 				json_array_append_new(props, json_string(optarg));
+			}
 			break;
 		default:
 			usage_exit();
@@ -848,8 +871,12 @@ static int cmd_create(int argc, char **argv)
 	}
 	if (argc - optind != 1)
 		usage_exit();
-	args = json_pack("{s:s, s:o, s:I, s:I}", "name", argv[optind], "props", props, "volsize",
-			 (json_int_t)volsize, "recordsize", (json_int_t)recsize);
+	/* sizes not given are left out: the daemon's defaults; a given 0 is refused there */
+	args = json_pack("{s:s, s:o}", "name", argv[optind], "props", props);
+	if (have_volsize)
+		json_object_set_new(args, "volsize", json_integer((json_int_t)volsize));
+	if (have_recsize)
+		json_object_set_new(args, "recordsize", json_integer((json_int_t)recsize));
 	enc = prop_in(props, "encryption");
 	fmt = prop_in(props, "keyformat");
 	loc = prop_in(props, "keylocation");
@@ -874,19 +901,22 @@ static int cmd_create(int argc, char **argv)
 static int cmd_destroy(int argc, char **argv)
 {
 	struct coffer_conn *c;
-	int opt, rec = 0;
+	int opt, rec = 0, force = 0;
 
 	while ((opt = getopt(argc, argv, "rf")) != -1) {
 		if (opt == 'r')
 			rec = 1;
-		else if (opt != 'f')
+		else if (opt == 'f')
+			force = 1;
+		else
 			usage_exit();
 	}
 	if (argc - optind != 1)
 		usage_exit();
 	c = conn_open();
 	json_decref(call(c, "ds_destroy",
-			 json_pack("{s:s, s:b}", "name", argv[optind], "recursive", rec),
+			 json_pack("{s:s, s:b, s:b}", "name", argv[optind], "recursive", rec,
+				   "force", force),
 			 argv[optind]));
 	coffer_close(c);
 	return 0;
@@ -1193,12 +1223,15 @@ static int cmd_load_key(int argc, char **argv)
 static int cmd_unload_key(int argc, char **argv)
 {
 	struct coffer_conn *c;
-	int opt, all = 0;
+	int opt, all = 0, force = 0;
 
-	while ((opt = getopt(argc, argv, "a")) != -1) {
-		if (opt != 'a')
+	while ((opt = getopt(argc, argv, "af")) != -1) {
+		if (opt == 'a')
+			all = 1;
+		else if (opt == 'f')
+			force = 1; /* close the handles of whoever has its datasets open */
+		else
 			usage_exit();
-		all = 1;
 	}
 	if (all ? argc - optind != 0 : argc - optind != 1)
 		usage_exit();
@@ -1210,11 +1243,13 @@ static int cmd_unload_key(int argc, char **argv)
 		json_array_foreach(roots, i, d) {
 			const char *n = json_string_value(json_object_get(d, "name"));
 
-			json_decref(call(c, "key_unload", json_pack("{s:s}", "name", n), n));
+			json_decref(call(c, "key_unload",
+					 json_pack("{s:s, s:b}", "name", n, "force", force), n));
 		}
 		json_decref(roots);
 	} else {
-		json_decref(call(c, "key_unload", json_pack("{s:s}", "name", argv[optind]),
+		json_decref(call(c, "key_unload",
+				 json_pack("{s:s, s:b}", "name", argv[optind], "force", force),
 				 argv[optind]));
 	}
 	coffer_close(c);
@@ -1756,13 +1791,13 @@ static int cmd_help(int argc, char **argv);
 static const struct cmd cmds[] = {
 	{ "pool", cmd_pool, "create|add|list|status|check|clear|export|import|destroy ..." },
 	{ "create", cmd_create, "[-V SIZE] [-b RECORDSIZE] [-o prop=val]... POOL/NAME" },
-	{ "destroy", cmd_destroy, "[-r] DATASET" },
+	{ "destroy", cmd_destroy, "[-r] [-f] DATASET" },
 	{ "list", cmd_list, "[-r] [-H] [-p] [-o field[,field]...] [-j] [DATASET]" },
 	{ "get", cmd_get, "[-H] [-p] [-j] PROP[,PROP]...|all DATASET..." },
 	{ "set", cmd_set, "PROP=VALUE DATASET" },
 	{ "inherit", cmd_inherit, "PROP DATASET" },
 	{ "load-key", cmd_load_key, "[-n] [-L LOCATION] -a | DATASET" },
-	{ "unload-key", cmd_unload_key, "-a | DATASET" },
+	{ "unload-key", cmd_unload_key, "[-f] -a | DATASET" },
 	{ "change-key", cmd_change_key,
 	  "[-o keyformat=FMT] [-o keylocation=LOC] [-o pbkdf2iters=N] DATASET" },
 	{ "write", cmd_write, "DATASET [-o OFFSET] < FILE" },

@@ -250,13 +250,24 @@ static int arg_strv(struct rpc_call *c, const char *key, const char ***out, size
 	return 0;
 }
 
-static uint64_t jsize(json_t *args, const char *key)
+/*
+ * Optional size argument @key into @out (0 when absent). A present value must
+ * be an integer from 1 to @max: a zero, negative or huge one is an error, not
+ * the default (which is what "create -V 0" used to get).
+ */
+static int arg_size(struct rpc_call *c, const char *key, uint64_t max, uint64_t *out)
 {
-	json_t *j = json_object_get(args, key);
+	json_t *j = json_object_get(c->args, key);
 
-	if (!json_is_integer(j) || json_integer_value(j) <= 0)
+	*out = 0;
+	if (!j)
 		return 0;
-	return (uint64_t)json_integer_value(j);
+	if (!json_is_integer(j) || json_integer_value(j) < 1 ||
+	    (uint64_t)json_integer_value(j) > max)
+		ERR(c, -EINVAL, "%s: '%s' must be an integer from 1 to %llu", c->cmd->name, key,
+		    (unsigned long long)max);
+	*out = (uint64_t)json_integer_value(j);
+	return 0;
 }
 
 /* ---- access ---- */
@@ -289,7 +300,37 @@ int handlers_is_admin(uid_t uid, gid_t gid, const gid_t *peer_groups, int npeer)
 	return 0;
 }
 
-/* May @c open dataset @name for record I/O: admin, or its owner property matches. */
+/* Is @gid the peer's primary group or one of its supplementary groups? */
+static int peer_in_group(struct rpc_call *c, gid_t gid)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	gid_t groups[256];
+	int ng = 256;
+
+	if (gid == c->gid)
+		return 1;
+	/* the groups the peer process really has (SO_PEERGROUPS)... */
+	for (int i = 0; i < c->ngroups; i++)
+		if (c->groups[i] == gid)
+			return 1;
+	if (c->ngroups >= 0)
+		return 0;
+	/* ...or, where the kernel cannot say, the group database's */
+	if (getpwuid_r(c->uid, &pw, buf, sizeof(buf), &res) != 0 || !res)
+		return 0;
+	if (getgrouplist(pw.pw_name, c->gid, groups, &ng) < 0)
+		return 0;
+	for (int i = 0; i < ng; i++)
+		if (groups[i] == gid)
+			return 1;
+	return 0;
+}
+
+/*
+ * May @c open dataset @name for record I/O: admin, or the owner property
+ * ("UID" or "UID:GID", validated by libstore) names its uid or one of its groups.
+ */
 static int may_open(struct rpc_call *c, struct stor_pool *pool, const char *name)
 {
 	struct stor_prop_value v;
@@ -300,16 +341,117 @@ static int may_open(struct rpc_call *c, struct stor_pool *pool, const char *name
 		return 1;
 	if (stor_ds_get(pool, name, "owner", &v) < 0 || !v.value[0] || !strcmp(v.value, "-"))
 		return 0;
-	uid = strtoul(v.value, &end, 10);
-	if (end == v.value)
+	if (v.value[0] < '0' || v.value[0] > '9')
 		return 0;
+	uid = strtoul(v.value, &end, 10);
 	if (uid == c->uid)
 		return 1;
-	if (*end == ':') {
+	if (*end == ':' && end[1] >= '0' && end[1] <= '9') {
 		gid = strtoul(end + 1, &end, 10);
-		if (gid == c->gid)
+		if (gid <= UINT32_MAX && peer_in_group(c, (gid_t)gid))
 			return 1;
 	}
+	return 0;
+}
+
+/* What a value of property @prop looks like, for the error of a bad one. */
+static const char *prop_hint(const char *prop)
+{
+	if (!strncmp(prop, "owner", 5) && (!prop[5] || prop[5] == '='))
+		return " (owner is UID or UID:GID, each a decimal from 0 to 4294967294, or -)";
+	return "";
+}
+
+/* ---- handles of other connections ---- */
+
+#define REVOKE_TIMEOUT_MS 30000u /* for requests in flight on revoked handles */
+
+/* Datasets of one pool, each held open (refs) while the set lives. */
+struct ds_set {
+	struct stor_pool *pool;
+	const char *name;
+	int by_key;    /* the datasets whose encryptionroot is @name */
+	int recursive; /* else @name and, if set, its descendants */
+	struct stor_ds **v;
+	size_t n;
+};
+
+static int collect_one(const char *n, void *arg)
+{
+	struct ds_set *set = arg;
+	size_t len = strlen(set->name);
+	struct stor_prop_value v;
+	struct stor_ds *ds, **nv;
+
+	if (set->by_key) {
+		if (stor_ds_get(set->pool, n, "encryptionroot", &v) < 0 ||
+		    strcmp(v.value, set->name))
+			return 0;
+	} else if (strcmp(n, set->name) &&
+		   !(set->recursive && !strncmp(n, set->name, len) && n[len] == '/')) {
+		return 0;
+	}
+	if (stor_ds_open(set->pool, n, &ds) < 0)
+		return 0; /* destroyed meanwhile */
+	nv = realloc(set->v, (set->n + 1) * sizeof(*nv));
+	if (!nv) {
+		stor_ds_close(ds);
+		return -ENOMEM;
+	}
+	set->v = nv;
+	set->v[set->n++] = ds;
+	return 0;
+}
+
+static void ds_set_free(struct ds_set *set)
+{
+	for (size_t i = 0; i < set->n; i++)
+		stor_ds_close(set->v[i]);
+	free(set->v);
+	set->v = NULL;
+	set->n = 0;
+}
+
+/*
+ * Handles the connections hold on the datasets of @set (pool read lock
+ * held); with @force they are revoked and closed first, whoever opened them.
+ * @return their number or a negative code (c->err set)
+ */
+static int handles_on(struct rpc_call *c, struct ds_set *set, int force)
+{
+	char pname[PROTO_NAME_MAX + 1];
+	struct rpc_revoke r = { .by = c->uid };
+	int ret;
+
+	if (stor_ds_list(set->pool, collect_one, set) < 0)
+		ERR(c, -ENOMEM, "%s: out of memory", set->name);
+	if (!set->n)
+		return 0;
+	pool_of(set->name, pname, sizeof(pname));
+	r.pe = pool_find(pname);
+	r.ds = set->v;
+	r.nds = set->n;
+	ret = rpc_revoke(&r, force, REVOKE_TIMEOUT_MS);
+	if (ret < 0)
+		ERR(c, ret, "%s: closing its handles: %s", set->name, proto_strerror(ret));
+	if (force && ret > 0)
+		log_warn("dataset %s: %d handles revoked by uid %u", set->name, ret,
+			 (unsigned)c->uid);
+	return ret;
+}
+
+/* pool export/destroy -f: revoke every handle on @pe (write lock held). */
+static int pool_revoke(struct rpc_call *c, struct pool_ent *pe)
+{
+	struct rpc_revoke r = { .pe = pe, .by = c->uid };
+	int ret;
+
+	if (!atomic_load(&pe->nhandles) || !json_is_true(json_object_get(c->args, "force")))
+		return 0;
+	ret = rpc_revoke(&r, 1, REVOKE_TIMEOUT_MS);
+	if (ret < 0)
+		ERR(c, ret, "%s: closing its handles: %s", pe->name, proto_strerror(ret));
+	log_warn("pool %s: %d handles revoked by uid %u", pe->name, ret, (unsigned)c->uid);
 	return 0;
 }
 
@@ -496,6 +638,7 @@ static int h_pool_create(struct rpc_call *c)
 	struct stor_pool *pool = NULL;
 	struct pool_ent *pe = NULL;
 	const char *name;
+	uint64_t size;
 	size_t n;
 	int ret;
 
@@ -516,7 +659,12 @@ static int h_pool_create(struct rpc_call *c)
 			return -EINVAL;
 		}
 	}
-	o = pool_opts(jsize(c->args, "lun_size"));
+	ret = arg_size(c, "lun_size", INT64_MAX, &size);
+	if (ret < 0) {
+		free(paths);
+		return ret;
+	}
+	o = pool_opts(size);
 	o.force = json_is_true(json_object_get(c->args, "force"));
 	/* without a size, missing LUNs are an error the user can act on */
 	for (size_t i = 0; !o.lun_size && i < n; i++) {
@@ -564,8 +712,8 @@ static int h_pool_create(struct rpc_call *c)
 		k[eq - props[i]] = '\0';
 		ret = stor_ds_set(pool, name, k, eq + 1);
 		if (ret < 0)
-			snprintf(c->err, sizeof(c->err), "%s: %.64s: %s", name, props[i],
-				 stor_strerror(ret));
+			snprintf(c->err, sizeof(c->err), "%s: %.64s: %s%s", name, props[i],
+				 stor_strerror(ret), ret == STOR_EBADPROP ? prop_hint(props[i]) : "");
 	}
 	if (ret < 0) {
 		stor_pool_close(pool);
@@ -591,6 +739,7 @@ static int h_pool_add(struct rpc_call *c)
 {
 	struct stor_pool *pool;
 	const char *name, *lun = jstr(c->args, "lun");
+	uint64_t size;
 	int ret;
 
 	ret = arg_name(c, "name", 1, &name);
@@ -598,7 +747,10 @@ static int h_pool_add(struct rpc_call *c)
 		return ret;
 	if (!lun || lun[0] != '/')
 		ERR(c, -EINVAL, "%s: give an absolute LUN path", name);
-	if (!jsize(c->args, "size")) {
+	ret = arg_size(c, "size", INT64_MAX, &size);
+	if (ret < 0)
+		return ret;
+	if (!size) {
 		struct stat st;
 
 		if (stat(lun, &st) < 0 && errno == ENOENT)
@@ -609,7 +761,7 @@ static int h_pool_add(struct rpc_call *c)
 	if (ret == 0) {
 		unsigned fl = json_is_true(json_object_get(c->args, "force")) ? STOR_FORCE : 0;
 
-		ret = stor_pool_add_lun(pool, lun, jsize(c->args, "size"), fl);
+		ret = stor_pool_add_lun(pool, lun, size, fl);
 		if (ret < 0) {
 			const char *why = stor_pool_last_error();
 
@@ -694,6 +846,8 @@ static int h_pool_export(struct rpc_call *c)
 	if (!pe) {
 		ret = -ENOENT;
 		snprintf(c->err, sizeof(c->err), "%s: no such pool", name);
+	} else if ((ret = pool_revoke(c, pe)) < 0) {
+		/* c->err says why */
 	} else if (atomic_load(&pe->nhandles)) {
 		ret = -EBUSY;
 		snprintf(c->err, sizeof(c->err), "%s: %u datasets are open", name,
@@ -833,6 +987,11 @@ static int h_pool_destroy(struct rpc_call *c)
 		return ret;
 	pthread_rwlock_wrlock(&pools_lock);
 	pe = pool_find(name);
+	if (pe) {
+		ret = pool_revoke(c, pe);
+		if (ret < 0)
+			goto out;
+	}
 	if (pe && atomic_load(&pe->nhandles)) {
 		ret = -EBUSY;
 		snprintf(c->err, sizeof(c->err), "%s: %u datasets are open", name,
@@ -866,6 +1025,8 @@ static int h_ds_create(struct rpc_call *c)
 	uint8_t *kbuf = NULL;
 	const char *name;
 	size_t nprops;
+	const char *hint = "";
+	uint64_t v;
 	int have_key, ret;
 
 	ret = arg_name(c, "name", 0, &name);
@@ -879,8 +1040,19 @@ static int h_ds_create(struct rpc_call *c)
 	ret = arg_key(c, &kbuf, &key, &have_key);
 	if (ret < 0)
 		goto out;
-	o.volsize = jsize(c->args, "volsize");
-	o.recordsize = (uint32_t)jsize(c->args, "recordsize");
+	ret = arg_size(c, "recordsize", STOR_RECSIZE_MAX, &v);
+	if (ret < 0)
+		goto out;
+	o.recordsize = (uint32_t)v;
+	ret = arg_size(c, "volsize", INT64_MAX, &o.volsize);
+	/* a present volsize below one record is refused, not replaced by the default */
+	if (ret < 0 || (json_object_get(c->args, "volsize") &&
+			o.volsize < (o.recordsize ? o.recordsize : STOR_RECSIZE_DEFAULT))) {
+		snprintf(c->err, sizeof(c->err), "%s: volsize must be at least one record (%u bytes)",
+			 name, o.recordsize ? o.recordsize : STOR_RECSIZE_DEFAULT);
+		ret = -EINVAL;
+		goto out;
+	}
 	o.props = props;
 	o.nprops = nprops;
 	o.key = have_key ? &key : NULL;
@@ -888,11 +1060,14 @@ static int h_ds_create(struct rpc_call *c)
 	ret = pool_get(c, name, &pool);
 	if (ret == 0) {
 		ret = stor_ds_create(pool, name, &o, NULL);
+		for (size_t i = 0; ret == STOR_EBADPROP && i < nprops; i++)
+			if (prop_hint(props[i])[0])
+				hint = prop_hint(props[i]);
 		if (ret == -EBUSY && stor_pool_last_error()[0])
 			snprintf(c->err, sizeof(c->err), "%s", stor_pool_last_error());
 		else if (ret < 0)
-			snprintf(c->err, sizeof(c->err), "%s: create: %s", name,
-				 stor_strerror(ret));
+			snprintf(c->err, sizeof(c->err), "%s: create: %s%s", name,
+				 stor_strerror(ret), hint);
 	}
 	pthread_rwlock_unlock(&pools_lock);
 	if (ret == 0) {
@@ -917,14 +1092,25 @@ static int h_ds_destroy(struct rpc_call *c)
 	pthread_rwlock_rdlock(&pools_lock);
 	ret = pool_get(c, name, &pool);
 	if (ret == 0) {
+		int force = json_is_true(json_object_get(c->args, "force"));
 		unsigned fl = 0;
+		struct ds_set set = { .pool = pool, .name = name };
 
 		if (json_is_true(json_object_get(c->args, "recursive")))
 			fl = STOR_RECURSIVE;
-		ret = stor_ds_destroy(pool, name, fl);
-		if (ret == -EBUSY)
+		set.recursive = fl != 0;
+		ret = handles_on(c, &set, force);
+		ds_set_free(&set);
+		if (ret > 0 && !force) {
+			snprintf(c->err, sizeof(c->err),
+				 "%s: dataset is open (%d handles)", name, ret);
+			ret = -EBUSY;
+		} else if (ret >= 0) {
+			ret = stor_ds_destroy(pool, name, fl);
+		}
+		if (ret == -EBUSY && !c->err[0])
 			snprintf(c->err, sizeof(c->err), "%s: has children or is open", name);
-		else if (ret < 0)
+		else if (ret < 0 && !c->err[0])
 			snprintf(c->err, sizeof(c->err), "%s: destroy: %s", name,
 				 stor_strerror(ret));
 	}
@@ -1086,8 +1272,8 @@ static int h_ds_get(struct rpc_call *c)
 		else if (ret == -ENOENT)
 			snprintf(c->err, sizeof(c->err), "%s: dataset does not exist", name);
 		else
-			snprintf(c->err, sizeof(c->err), "%s: %.64s: %s", name, props[i],
-				 stor_strerror(ret));
+			snprintf(c->err, sizeof(c->err), "%s: %.64s: %s%s", name, props[i],
+				 stor_strerror(ret), ret == STOR_EBADPROP ? prop_hint(props[i]) : "");
 	}
 	pthread_rwlock_unlock(&pools_lock);
 	free(props);
@@ -1115,8 +1301,9 @@ static int h_ds_set(struct rpc_call *c)
 	if (ret == 0) {
 		ret = stor_ds_set(pool, name, prop, value);
 		if (ret < 0)
-			snprintf(c->err, sizeof(c->err), "%s: set %s=%s: %s", name, prop, value,
-				 ret == -ENOENT ? "dataset does not exist" : stor_strerror(ret));
+			snprintf(c->err, sizeof(c->err), "%s: set %s=%s: %s%s", name, prop, value,
+				 ret == -ENOENT ? "dataset does not exist" : stor_strerror(ret),
+				 ret == STOR_EBADPROP ? prop_hint(prop) : "");
 	}
 	pthread_rwlock_unlock(&pools_lock);
 	if (ret == 0)
@@ -1260,10 +1447,27 @@ static int h_key_unload(struct rpc_call *c)
 	pthread_rwlock_rdlock(&pools_lock);
 	ret = pool_get(c, name, &pool);
 	if (ret == 0) {
-		ret = stor_key_unload(pool, name);
-		if (ret < 0)
-			snprintf(c->err, sizeof(c->err), "%s: unload-key: %s", name,
-				 ret == -ENOENT ? "dataset does not exist" : stor_strerror(ret));
+		/* every request on a handle would fail with "key is not loaded" */
+		int force = json_is_true(json_object_get(c->args, "force"));
+		struct ds_set set = { .pool = pool, .name = name, .by_key = 1 };
+
+		ret = handles_on(c, &set, force);
+		ds_set_free(&set);
+		if (ret > 0 && !force) {
+			snprintf(c->err, sizeof(c->err),
+				 "%s: unload-key: dataset is open (%d handles)", name, ret);
+			ret = -EBUSY;
+		} else if (ret >= 0) {
+			ret = stor_key_unload(pool, name, force ? STOR_FORCE : 0);
+			if (ret == -EBUSY)
+				snprintf(c->err, sizeof(c->err),
+					 "%s: unload-key: dataset is open",
+					 name);
+			else if (ret < 0)
+				snprintf(c->err, sizeof(c->err), "%s: unload-key: %s", name,
+					 ret == -ENOENT ? "dataset does not exist"
+							: stor_strerror(ret));
+		}
 	}
 	pthread_rwlock_unlock(&pools_lock);
 	if (ret == 0) {

@@ -143,6 +143,8 @@ const char *proto_strerror(int status)
 		return "permission denied";
 	case -EPROTO:
 		return "protocol error";
+	case -ESTALE:
+		return "handle closed by an administrator (-f)";
 	default:
 		if (status < 0 && status > -4096)
 			return strerror(-status);

@@ -32,6 +32,9 @@
  * reply to a JSON command carries {"error": "text"}; an error reply to record
  * I/O has no payload.
  *
+ * A handle an administrator closed with -f (pool export, destroy, unload-key)
+ * answers record I/O with -ESTALE until DS_CLOSE frees its number.
+ *
  * Opcodes are append-only: a number, once given, is never reused or changed.
  */
 #ifndef COFFER_PROTO_H
@@ -94,7 +97,7 @@
 	XX(24, DS_SET, "ds_set", h_ds_set, JA, 2, PROTO_JSON_MAX)                            \
 	XX(25, DS_INHERIT, "ds_inherit", h_ds_inherit, JA, 2, PROTO_JSON_MAX)                \
 	XX(26, DS_OPEN, "ds_open", h_ds_open, JB, 2, PROTO_JSON_MAX)                         \
-	XX(27, DS_CLOSE, "ds_close", h_ds_close, JB, 2, PROTO_JSON_MAX)                      \
+	XX(27, DS_CLOSE, "ds_close", h_ds_close, J, 2, PROTO_JSON_MAX)                       \
 	XX(30, KEY_LOAD, "key_load", h_key_load, JA | CMD_SECRET, 2, PROTO_JSON_MAX)         \
 	XX(31, KEY_UNLOAD, "key_unload", h_key_unload, JA, 2, PROTO_JSON_MAX)                \
 	XX(32, KEY_CHANGE, "key_change", h_key_change, JA | CMD_SECRET, 2, PROTO_JSON_MAX)   \

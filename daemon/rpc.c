@@ -32,16 +32,24 @@
  * copied into a call, and the call wipes its copies when freed. Until then
  * such a frame may be moved (compaction) or the buffer grown: both wipe the
  * bytes they leave behind. A closing connection wipes what it still holds.
+ *
+ * Revocation (pool export -f, destroy -f, unload-key -f): a worker thread
+ * asks the loop through an async handle to revoke the matching handles of
+ * every connection, closed ones included, and waits until each has no
+ * request in flight and is closed. A revoked handle number stays taken:
+ * requests on it get -ESTALE until its owner closes it.
  */
 #include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
 
 #include <errno.h>
 #include <grp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -64,6 +72,7 @@ struct rpc_handle {
 	struct pool_ent *pe;
 	unsigned inflight;
 	int closing;
+	int revoked; /* by an admin's -f: -ESTALE until closed by its owner */
 };
 
 /* What one uid holds, for the per-uid limits. */
@@ -83,6 +92,8 @@ struct rpc_conn {
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
+	gid_t *groups;       /* supplementary groups of the peer, from SO_PEERGROUPS */
+	int ngroups;         /* -1 if unknown */
 	int admin;
 	int hello_done;
 	int closing;         /* handle closed or closing: no more replies */
@@ -110,6 +121,7 @@ struct rpc_conn {
 	unsigned npend;
 	int in_flush_list;
 	struct rpc_conn *flush_next;
+	int zombie;          /* closed, on srv.zombies until its last ref goes */
 	struct rpc_conn *prev, *next;
 };
 
@@ -130,6 +142,7 @@ static struct {
 	dev_t sock_dev;      /* the inode we bound, so that exit removes no other */
 	ino_t sock_ino;
 	struct rpc_conn *conns;
+	struct rpc_conn *zombies; /* closed connections whose calls are still in flight */
 	unsigned nconns;
 	uint64_t next_id;
 	unsigned open_handles;
@@ -148,6 +161,26 @@ static struct {
 	uv_idle_t kick;      /* runs while there is deferred parsing: poll does not block */
 	uv_timer_t sweep;    /* hello and idle timeouts */
 } srv;
+
+/* Revocation requests of worker threads (rpc_revoke), handled on the loop. */
+struct revoke_req {
+	const struct rpc_revoke *what;
+	int mark;         /* revoke; 0: only count */
+	int done;
+	unsigned matched; /* handles that matched when marked */
+	struct revoke_req *next;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct revoke_req *queue;  /* not yet seen by the loop */
+	struct revoke_req *active; /* marked, waiting for handles to close */
+	uv_async_t async;
+	int init;
+} rv = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+static void revoke_progress(void);
 
 static void conn_close(struct rpc_conn *conn);
 static void log_eperm(struct rpc_conn *conn, const char *what);
@@ -257,21 +290,38 @@ static void rbuf_account(struct rpc_conn *conn)
 		limits_released(NULL);
 }
 
+/* Close the dataset of handle @h; its slot stays taken while revoked. */
+static void handle_release(struct rpc_handle *h)
+{
+	stor_ds_close(h->ds);
+	handlers_pool_unref(h->pe);
+	srv.open_handles--;
+	h->ds = NULL;
+	h->pe = NULL;
+	h->closing = 0;
+}
+
 static void conn_unref(struct rpc_conn *conn)
 {
 	if (--conn->refs > 0)
 		return;
-	for (uint32_t i = 0; i < conn->nhandles; i++) {
-		if (conn->handles[i].ds) {
-			stor_ds_close(conn->handles[i].ds);
-			handlers_pool_unref(conn->handles[i].pe);
-			srv.open_handles--;
-		}
+	if (conn->zombie) {
+		if (conn->prev)
+			conn->prev->next = conn->next;
+		else
+			srv.zombies = conn->next;
+		if (conn->next)
+			conn->next->prev = conn->prev;
 	}
+	for (uint32_t i = 0; i < conn->nhandles; i++)
+		if (conn->handles[i].ds)
+			handle_release(&conn->handles[i]);
+	revoke_progress();
 	free(conn->handles);
 	if (conn->rbuf)
 		/* a frame cut short at close may be key text */
 		explicit_bzero(conn->rbuf, conn->rlen);
+	free(conn->groups);
 	free(conn->rbuf);
 	srv.buffered -= conn->rcounted;
 	uid_put(conn->ue);
@@ -481,12 +531,8 @@ void rpc_call_done(struct rpc_call *c)
 		struct rpc_handle *h = &conn->handles[c->handle];
 
 		if (--h->inflight == 0 && h->closing && h->ds) {
-			stor_ds_close(h->ds);
-			handlers_pool_unref(h->pe);
-			srv.open_handles--;
-			h->ds = NULL;
-			h->pe = NULL;
-			h->closing = 0;
+			handle_release(h);
+			revoke_progress();
 		}
 	}
 	if (c->cmd && (c->cmd->flags & CMD_IO) && c->status < 0)
@@ -511,7 +557,7 @@ void rpc_call_done(struct rpc_call *c)
 		uint32_t i;
 
 		for (i = 0; i < conn->nhandles; i++)
-			if (!conn->handles[i].ds)
+			if (!conn->handles[i].ds && !conn->handles[i].revoked)
 				break;
 		if (i == conn->nhandles) {
 			uint32_t n = conn->nhandles ? conn->nhandles * 2 : 8;
@@ -529,6 +575,7 @@ void rpc_call_done(struct rpc_call *c)
 		conn->handles[i].pe = c->opened_pool;
 		conn->handles[i].inflight = 0;
 		conn->handles[i].closing = 0;
+		conn->handles[i].revoked = 0;
 		c->opened = NULL;
 		c->opened_pool = NULL;
 		srv.open_handles++;
@@ -544,19 +591,164 @@ int rpc_handle_close(struct rpc_conn *conn, uint32_t hnum)
 {
 	struct rpc_handle *h;
 
-	if (hnum >= conn->nhandles || !conn->handles[hnum].ds || conn->handles[hnum].closing)
+	if (hnum >= conn->nhandles)
 		return -EBADF;
 	h = &conn->handles[hnum];
+	if (h->revoked) {
+		/* closing a revoked handle frees its number; it closes once drained */
+		h->revoked = 0;
+		return 0;
+	}
+	if (!h->ds || h->closing)
+		return -EBADF;
 	if (h->inflight) {
 		h->closing = 1;
 		return 0;
 	}
-	stor_ds_close(h->ds);
-	handlers_pool_unref(h->pe);
-	srv.open_handles--;
-	h->ds = NULL;
-	h->pe = NULL;
+	handle_release(h);
+	revoke_progress();
 	return 0;
+}
+
+/* ---- revocation ---- */
+
+static int revoke_matches(const struct rpc_revoke *r, const struct rpc_handle *h)
+{
+	if (!h->ds || h->pe != r->pe)
+		return 0;
+	if (!r->nds)
+		return 1;
+	for (size_t i = 0; i < r->nds; i++)
+		if (r->ds[i] == h->ds)
+			return 1;
+	return 0;
+}
+
+/* Handles matching @r still open on @list; with @mark, revoke them first. */
+static unsigned revoke_walk(struct rpc_conn *list, const struct rpc_revoke *r, int mark,
+			    unsigned *matched)
+{
+	unsigned open = 0;
+
+	for (struct rpc_conn *conn = list; conn; conn = conn->next) {
+		for (uint32_t i = 0; i < conn->nhandles; i++) {
+			struct rpc_handle *h = &conn->handles[i];
+
+			if (!revoke_matches(r, h))
+				continue;
+			if (mark) {
+				(*matched)++;
+				if (!h->revoked)
+					log_warn("conn %llu (uid %u pid %d): handle %u on %s "
+						 "revoked by uid %u",
+						 (unsigned long long)conn->id, (unsigned)conn->uid,
+						 (int)conn->pid, i, stor_ds_name(h->ds),
+						 (unsigned)r->by);
+				/* no tombstone on a closed connection or a handle its owner closed */
+				h->revoked = !conn->closing && !h->closing;
+				if (!h->inflight) {
+					handle_release(h);
+					continue;
+				}
+				h->closing = 1;
+			}
+			open++;
+		}
+	}
+	return open;
+}
+
+/* Handles closed: wake the requests whose handles are all gone (loop thread). */
+static void revoke_progress(void)
+{
+	pthread_mutex_lock(&rv.lock);
+	for (struct revoke_req **pp = &rv.active; *pp;) {
+		struct revoke_req *q = *pp;
+		unsigned dummy = 0;
+
+		if (revoke_walk(srv.conns, q->what, 0, &dummy) +
+			    revoke_walk(srv.zombies, q->what, 0, &dummy) ==
+		    0) {
+			q->done = 1;
+			*pp = q->next;
+			pthread_cond_broadcast(&rv.cond);
+		} else {
+			pp = &q->next;
+		}
+	}
+	pthread_mutex_unlock(&rv.lock);
+}
+
+static void revoke_cb(uv_async_t *a)
+{
+	(void)a;
+	pthread_mutex_lock(&rv.lock);
+	while (rv.queue) {
+		struct revoke_req *q = rv.queue;
+		unsigned open;
+
+		rv.queue = q->next;
+		open = revoke_walk(srv.conns, q->what, q->mark, &q->matched) +
+		       revoke_walk(srv.zombies, q->what, q->mark, &q->matched);
+		if (!q->mark)
+			q->matched = open;
+		if (!q->mark || open == 0) {
+			q->done = 1;
+		} else {
+			q->next = rv.active;
+			rv.active = q;
+		}
+	}
+	pthread_cond_broadcast(&rv.cond);
+	pthread_mutex_unlock(&rv.lock);
+}
+
+/* Take @q off whichever list holds it (rv.lock held). */
+static void revoke_unlink(struct revoke_req *q)
+{
+	for (struct revoke_req **pp = &rv.queue; *pp; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			return;
+		}
+	for (struct revoke_req **pp = &rv.active; *pp; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			return;
+		}
+}
+
+int rpc_revoke(const struct rpc_revoke *r, int mark, unsigned timeout_ms)
+{
+	struct revoke_req q = { .what = r, .mark = mark };
+	struct timespec until;
+	int ret = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&rv.lock);
+	if (!rv.init) {
+		pthread_mutex_unlock(&rv.lock);
+		return -ESHUTDOWN;
+	}
+	q.next = rv.queue;
+	rv.queue = &q;
+	uv_async_send(&rv.async);
+	while (!q.done && ret == 0)
+		ret = pthread_cond_timedwait(&rv.cond, &rv.lock, &until);
+	if (!q.done) {
+		revoke_unlink(&q);
+		ret = -ETIMEDOUT;
+	} else {
+		ret = (int)q.matched;
+	}
+	pthread_mutex_unlock(&rv.lock);
+	return ret;
 }
 
 /* ---- requests ---- */
@@ -605,6 +797,12 @@ static void start_io(struct rpc_conn *conn, struct rpc_call *c)
 
 	proto_io_get(c->body, &io);
 	c->handle = io.handle;
+	if (io.handle < conn->nhandles && conn->handles[io.handle].revoked) {
+		c->handle = UINT32_MAX;
+		c->status = -ESTALE; /* an admin closed it with -f */
+		rpc_call_done(c);
+		return;
+	}
 	if (io.handle >= conn->nhandles || !conn->handles[io.handle].ds ||
 	    conn->handles[io.handle].closing) {
 		c->handle = UINT32_MAX;
@@ -692,6 +890,8 @@ static int handle_frame(struct rpc_conn *conn, const struct proto_hdr *h, const 
 	c->cmd = cmd;
 	c->uid = conn->uid;
 	c->gid = conn->gid;
+	c->groups = conn->groups;
+	c->ngroups = conn->ngroups;
 	c->admin = conn->admin;
 	conn->refs++;
 	conn->inflight++;
@@ -1087,6 +1287,13 @@ static void conn_close(struct rpc_conn *conn)
 		srv.conns = conn->next;
 	if (conn->next)
 		conn->next->prev = conn->prev;
+	/* its handles live until its calls in flight are done: keep it findable */
+	conn->zombie = 1;
+	conn->prev = NULL;
+	conn->next = srv.zombies;
+	if (srv.zombies)
+		srv.zombies->prev = conn;
+	srv.zombies = conn;
 	srv.nconns--;
 	if (conn->counted) {
 		conn->counted = 0;
@@ -1104,6 +1311,33 @@ static void conn_close_early(struct rpc_conn *conn)
 {
 	conn->closing = 1;
 	uv_close((uv_handle_t *)&conn->pipe, close_cb);
+}
+
+/*
+ * The peer's supplementary groups (SO_PEERGROUPS) into a new array @out, for
+ * admin_group and the group part of dataset owners. @return their number,
+ * or -1 if the kernel does not say (then @out is NULL).
+ */
+static int peer_groups(int fd, gid_t **out)
+{
+	socklen_t len = 64 * sizeof(gid_t);
+	gid_t *g = NULL;
+
+	*out = NULL;
+	for (int tries = 0; tries < 2; tries++) {
+		free(g);
+		g = malloc(len ? len : sizeof(gid_t));
+		if (!g)
+			return -1;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) == 0) {
+			*out = g;
+			return (int)(len / sizeof(gid_t));
+		}
+		if (errno != ERANGE)
+			break; /* ERANGE has set @len to what is needed */
+	}
+	free(g);
+	return -1;
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -1146,13 +1380,9 @@ static void on_connection(uv_stream_t *server, int status)
 	conn->gid = cred.gid;
 	conn->pid = cred.pid;
 	{
-		gid_t groups[256];
-		socklen_t glen = sizeof(groups);
-		int ng = 0;
-
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) == 0)
-			ng = (int)(glen / sizeof(gid_t));
-		conn->admin = handlers_is_admin(cred.uid, cred.gid, groups, ng);
+		conn->ngroups = peer_groups(fd, &conn->groups);
+		conn->admin = handlers_is_admin(cred.uid, cred.gid, conn->groups,
+						conn->ngroups > 0 ? conn->ngroups : 0);
 	}
 	conn->next = srv.conns;
 	if (srv.conns)
@@ -1312,6 +1542,11 @@ int rpc_listen(uv_loop_t *loop, const struct config *cfg)
 
 	srv.loop = loop;
 	srv.cfg = cfg;
+	ret = uv_async_init(loop, &rv.async, revoke_cb);
+	if (ret < 0)
+		return ret;
+	uv_unref((uv_handle_t *)&rv.async);
+	rv.init = 1;
 	uv_check_init(loop, &srv.tick);
 	uv_check_start(&srv.tick, tick_cb);
 	uv_unref((uv_handle_t *)&srv.tick);
@@ -1338,6 +1573,10 @@ static void check_drained(void)
 	if (srv.live_conns)
 		return;
 	srv.on_drained = NULL;
+	pthread_mutex_lock(&rv.lock);
+	rv.init = 0;
+	pthread_mutex_unlock(&rv.lock);
+	uv_close((uv_handle_t *)&rv.async, NULL);
 	uv_close((uv_handle_t *)&srv.tick, NULL);
 	uv_close((uv_handle_t *)&srv.grace, NULL);
 	uv_close((uv_handle_t *)&srv.kick, NULL);

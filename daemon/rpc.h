@@ -28,6 +28,8 @@ struct rpc_call {
 	const struct proto_cmd *cmd;
 	uid_t uid;              /* peer credentials, copied for handlers */
 	gid_t gid;
+	const gid_t *groups;    /* supplementary groups (SO_PEERGROUPS), the connection's */
+	int ngroups;            /* -1: the kernel did not say */
 	int admin;
 	uint8_t *body;          /* request payload (owned), NULL if empty */
 	json_t *args;           /* JSON commands: the request object */
@@ -85,6 +87,21 @@ void rpc_call_done(struct rpc_call *c);
 int rpc_handle_close(struct rpc_conn *conn, uint32_t h);
 /** Number of datasets open on connections right now. */
 unsigned rpc_open_handles(void);
+
+/** Which handles rpc_revoke() finds: those on pool @pe, of datasets @ds (all if @nds is 0). */
+struct rpc_revoke {
+	struct pool_ent *pe;
+	struct stor_ds *const *ds;
+	size_t nds;
+	uid_t by; /* the admin asking, for the log */
+};
+/**
+ * From a worker thread: count the handles of every connection that match @r
+ * and, with @mark, revoke them (requests on them then get -ESTALE) and wait,
+ * up to @timeout_ms, until every one has no request in flight and is closed.
+ * @return the number of matching handles, -ETIMEDOUT or -ESHUTDOWN
+ */
+int rpc_revoke(const struct rpc_revoke *r, int mark, unsigned timeout_ms);
 
 /* work.c */
 /** Start @n I/O worker threads. @return 0 or -errno */

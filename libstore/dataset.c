@@ -460,8 +460,8 @@ static int ds_create_locked(struct stor_pool *p, const char *name, const struct 
 	ret = -EINVAL;
 	if (recsize < STOR_RECSIZE_MIN || recsize > STOR_RECSIZE_MAX || (recsize & (recsize - 1)))
 		goto fail;
-	if (volsize % recsize)
-		goto fail;
+	if (volsize % recsize || (parent && volsize < recsize))
+		goto fail; /* a volume holds one record at least */
 	atomic_store(&ds->volsize, volsize);
 	ds->recsize = recsize;
 	ds->id = p->next_ds_id;

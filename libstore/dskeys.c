@@ -381,11 +381,17 @@ out:
 	return ret;
 }
 
-int stor_key_unload(struct stor_pool *p, const char *name)
+/*
+ * Without STOR_FORCE a key in use stays: every request on an open handle
+ * would fail with STOR_ENOKEY from then on (tens of thousands a second
+ * under load), so an open handle makes it -EBUSY, as for ZFS and
+ * cryptsetup close.
+ */
+int stor_key_unload(struct stor_pool *p, const char *name, unsigned flags)
 {
 	struct ds_keys **old = NULL;
 	struct stor_ds *root = NULL;
-	int ret;
+	int ret, refs = 0;
 
 	pthread_mutex_lock(&p->admin);
 	ret = find_root(p, name, &root);
@@ -393,6 +399,13 @@ int stor_key_unload(struct stor_pool *p, const char *name)
 		goto out;
 	if (!atomic_load(&root->keys)) {
 		ret = -ENOENT;
+		goto out;
+	}
+	for (size_t i = 0; i < p->nds; i++)
+		if (p->ds[i]->suite && p->ds[i]->enc_root_id == root->id)
+			refs += atomic_load(&p->ds[i]->refs);
+	if (refs > 0 && !(flags & STOR_FORCE)) {
+		ret = -EBUSY;
 		goto out;
 	}
 	old = calloc(p->nds, sizeof(*old));

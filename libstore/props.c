@@ -90,22 +90,48 @@ static int one_of(const char *v, const char *const *set)
 	return 0;
 }
 
-static int owner_valid(const char *v)
+/*
+ * One id of an owner value: decimal digits only (no sign, no space, which
+ * strtoul takes), at most 4294967294 ((uid_t)-1 means "no id" to chown).
+ * Leading zeros go. @return the end of the id, or NULL.
+ */
+static const char *owner_id(const char *s, char *out, size_t len)
 {
-	char *end;
+	unsigned long long v = 0;
+	const char *p = s;
 
-	if (strcmp(v, "-") == 0)
-		return 1;
-	strtoul(v, &end, 10);
-	if (end == v)
-		return 0;
-	if (*end == ':') {
-		const char *g = end + 1;
-		strtoul(g, &end, 10);
-		if (end == g)
-			return 0;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		v = v * 10 + (unsigned)(*p - '0');
+		if (v > 4294967294ull)
+			return NULL;
 	}
-	return *end == '\0';
+	if (p == s)
+		return NULL;
+	snprintf(out, len, "%llu", v);
+	return p;
+}
+
+/* "-", "UID" or "UID:GID" into its canonical form @out. */
+static int owner_parse(const char *v, char *out, size_t outlen)
+{
+	char uid[16], gid[16];
+	const char *end;
+
+	if (strcmp(v, "-") == 0) {
+		snprintf(out, outlen, "-");
+		return 0;
+	}
+	end = owner_id(v, uid, sizeof(uid));
+	if (!end)
+		return STOR_EBADPROP;
+	if (*end == '\0') {
+		snprintf(out, outlen, "%s", uid);
+		return 0;
+	}
+	if (*end != ':' || !(end = owner_id(end + 1, gid, sizeof(gid))) || *end != '\0')
+		return STOR_EBADPROP;
+	snprintf(out, outlen, "%s:%s", uid, gid);
+	return 0;
 }
 
 int prop_validate(int id, const char *value, char *out, size_t outlen)
@@ -139,8 +165,9 @@ int prop_validate(int id, const char *value, char *out, size_t outlen)
 			return STOR_EBADPROP;
 		break;
 	case PROP_OWNER:
-		if (!owner_valid(value))
+		if (owner_parse(value, num, sizeof(num)) < 0)
 			return STOR_EBADPROP;
+		canon = num;
 		break;
 	case PROP_ENCRYPTION: {
 		int s = crypt_suite_parse(value);

@@ -91,7 +91,7 @@ struct stor_pool_opts {
 	int force;               /**< create: take LUNs as STOR_FORCE does for add */
 };
 
-/** LUN calls: take or clear what would otherwise be refused (see below). */
+/** LUN calls, unload-key: do what would otherwise be refused (see each call). */
 #define STOR_FORCE 0x1u
 
 /**
@@ -413,8 +413,16 @@ int stor_pool_io_stats(struct stor_pool *pool, struct stor_io_stats *st);
 int stor_key_load(struct stor_pool *pool, const char *name, const struct stor_key_material *key,
 		  unsigned flags);
 
-/** Wipe the keys of encryption root @name and every dataset under it. */
-int stor_key_unload(struct stor_pool *pool, const char *name);
+
+/**
+ * Wipe the keys of encryption root @name and every dataset under it. With
+ * STOR_FORCE handles still open stay valid, and their I/O fails with
+ * STOR_ENOKEY until the key is loaded again.
+ * @return 0, -EBUSY (a dataset using the key has open handles, no
+ *         STOR_FORCE), -ENOENT (no such dataset, or key not loaded),
+ *         STOR_ENOTENCRYPTED, STOR_ENOTROOT
+ */
+int stor_key_unload(struct stor_pool *pool, const char *name, unsigned flags);
 
 /**
  * Rewrap the master keys under @name with a new wrapping key; the root's key

@@ -3,7 +3,8 @@
  * E2E: pools, datasets, keys and data through the coffer binary and the
  * client library against a real cofferd: every verb, wrong keys, pipelined
  * I/O, owner-based access, a faulted pool beside a healthy one, and a
- * SIGTERM + restart that keeps every flushed record and every dataset.
+ * SIGTERM + restart that keeps every flushed record and every dataset; the
+ * generated systemd unit through systemd-analyze verify and security.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
@@ -408,30 +409,71 @@ Test(data, a_pool_with_a_missing_lun_is_faulted_and_others_carry_on)
 	cr_assert(strstr(out, "faulted"), "%s", out);
 }
 
-Test(data, generated_unit_passes_systemd_analyze_verify)
+/*
+ * The generated unit, copied into the temp dir with ExecStart pointing at the
+ * built daemon (verify wants the binary to exist); skips without systemd-analyze.
+ */
+static const char *unit_copy(void)
 {
 	const char *unit = getenv("COFFER_UNIT");
-	char cmd[8192], o[8192];
-	FILE *p;
-	size_t n;
-	int st;
+	static char path[4096];
+	char cmd[8192];
 
 	if (system("command -v systemd-analyze >/dev/null 2>&1") != 0)
 		tdaemon_skip(&td, "systemd-analyze is not installed");
 	if (!unit || access(unit, R_OK) != 0)
 		tdaemon_skip(&td, "COFFER_UNIT (the generated cofferd.service) not given");
-	/* verify wants the ExecStart binary to exist: point it at the built one */
-	snprintf(cmd, sizeof(cmd),
-		 "sed -e 's|^ExecStart=[^ ]*|ExecStart=%s|' '%s' > '%s/cofferd.service' && "
-		 "SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no '%s/cofferd.service' 2>&1",
-		 getenv("COFFERD") ? getenv("COFFERD") : "/bin/true", unit, td.dir, td.dir);
-	p = popen(cmd, "r");
+	snprintf(path, sizeof(path), "%s/cofferd.service", td.dir);
+	snprintf(cmd, sizeof(cmd), "sed -e 's|^ExecStart=[^ ]*|ExecStart=%s|' '%s' > '%s'",
+		 getenv("COFFERD") ? getenv("COFFERD") : "/bin/true", unit, path);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	return path;
+}
+
+/* Run @cmd through the shell into @o; @return its exit status. */
+static int run_into(const char *cmd, char *o, size_t cap)
+{
+	FILE *p = popen(cmd, "r");
+	size_t n;
+
 	cr_assert_not_null(p);
-	n = fread(o, 1, sizeof(o) - 1, p);
+	n = fread(o, 1, cap - 1, p);
 	o[n] = '\0';
-	st = pclose(p);
-	cr_assert_eq(st, 0, "systemd-analyze verify: %s", o);
+	return pclose(p);
+}
+
+Test(data, generated_unit_passes_systemd_analyze_verify)
+{
+	const char *unit = unit_copy();
+	char cmd[8192], o[8192];
+
+	snprintf(cmd, sizeof(cmd),
+		 "SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no '%s' 2>&1", unit);
+	cr_assert_eq(run_into(cmd, o, sizeof(o)), 0, "systemd-analyze verify: %s", o);
 	cr_assert(!strstr(o, "cofferd.service:"), "warnings about the unit: %s", o);
+}
+
+/* systemd-analyze security rated the unit 6.4 MEDIUM with every capability and no filter. */
+Test(data, generated_unit_is_rated_ok_by_systemd_analyze_security)
+{
+	const char *unit = unit_copy();
+	char cmd[8192], o[65536];
+	const char *p;
+	double level;
+
+	snprintf(cmd, sizeof(cmd),
+		 "SYSTEMD_LOG_LEVEL=warning systemd-analyze security --offline=yes --no-pager "
+		 "'%s' 2>&1",
+		 unit);
+	run_into(cmd, o, sizeof(o)); /* exits non-zero above its own threshold: parse instead */
+	p = strstr(o, "Overall exposure level for cofferd.service: ");
+	if (!p && strstr(o, "offline"))
+		tdaemon_skip(&td, "this systemd-analyze has no security --offline");
+	cr_assert_not_null(p, "no overall exposure in: %s", o);
+	p = strchr(p, ':') + 2;
+	cr_assert_eq(sscanf(p, "%lf", &level), 1, "%s", p);
+	cr_assert_leq(level, 3.0, "exposure %.1f above 3.0:\n%s", level, o);
+	cr_assert(!strstr(o, "/cofferd.service:"), "warnings about the unit: %s", o);
 }
 
 Test(data, open_datasets_keep_their_pool_and_a_vanishing_client_releases_them)

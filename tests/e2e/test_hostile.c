@@ -11,6 +11,14 @@
  * Key bytes at rest: after change-key, the pool's LMDB file must hold
  * neither the old wrapped master keys nor any user key material, and the
  * daemon's log no passphrase or key in any encoding.
+ *
+ * Loose input: owner ids with signs, spaces or past 32 bits, sizes of zero
+ * or below zero, and the group part of an owner matched against the peer's
+ * supplementary groups (setpriv --groups), not only its primary group.
+ *
+ * Handles in the way: unload-key of a dataset in use is EBUSY unless -f,
+ * and -f of an admin closes a non-admin's handles (with requests in flight)
+ * for pool export and destroy; their requests then get ESTALE.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
@@ -420,4 +428,280 @@ Test(hostile, change_key_leaves_no_old_wrapped_key_in_lmdb)
 Test(hostile, change_key_leaves_no_key_material_in_lmdb_or_log)
 {
 	key_scan(0);
+}
+
+/*
+ * A careless admin's owner values: strtoul took "-5" (as 2^64 - 5),
+ * "+5", " 5" and ids past 32 bits; each must be refused, saying what an
+ * owner looks like, and leave the property as it was.
+ */
+Test(hostile, loose_owner_values_are_refused_with_the_expected_form)
+{
+	static const char *const bad[] = { "-5",	 "+5",	"4294967296", "4294967295",
+					   "5:-1",	 "5:+1", "5:",	       ":5",
+					   "' 5'",	 "5x",	"5:4294967296", "" };
+
+	COF_OK("pool create -s 64M tank %s/l0", td.dir);
+	COF_OK("create -V 4M tank/a");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_eq(cof("set owner=%s tank/a", bad[i]), 1, "owner=%s accepted: %s", bad[i],
+			     out);
+		cr_assert(strstr(out, "owner is UID or UID:GID"), "owner=%s: %s", bad[i], out);
+		cr_assert_eq(cof("create -V 4M -o owner=%s tank/b%zu", bad[i], i), 1,
+			     "create -o owner=%s accepted: %s", bad[i], out);
+		cr_assert(strstr(out, "owner is UID or UID:GID"), "create owner=%s: %s", bad[i],
+			  out);
+	}
+	COF_OK("get -H owner tank/a");
+	cr_assert(strstr(out, "owner\t-\t"), "%s", out);
+	/* the largest ids are fine, and leading zeros go */
+	COF_OK("set owner=4294967294:0007 tank/a");
+	COF_OK("get -H owner tank/a");
+	cr_assert(strstr(out, "owner\t4294967294:7\t"), "%s", out);
+}
+
+/* coffer_call() that owns @args: @return its status, the error text in @err */
+static int call(struct coffer_conn *c, const char *cmd, json_t *args, char *err, size_t len)
+{
+	int ret = coffer_call(c, cmd, args, NULL, err, len);
+
+	json_decref(args);
+	return ret;
+}
+
+/* "create -V 0" made a 1 GiB volume: a size given must be one record at least. */
+Test(hostile, zero_or_negative_sizes_are_refused_not_defaulted)
+{
+	struct coffer_conn *c = NULL;
+	char err[512];
+
+	COF_OK("pool create -s 64M tank %s/l0", td.dir);
+	cr_assert_eq(cof("create -V 0 tank/z"), 1, "created: %s", out);
+	cr_assert(strstr(out, "volsize must be at least one record"), "%s", out);
+	cr_assert_eq(cof("create -V 4K tank/z"), 1, "created: %s", out);
+	cr_assert(strstr(out, "volsize must be at least one record"), "%s", out);
+	cr_assert_eq(cof("create -o volsize=0 tank/z"), 1, "created: %s", out);
+	cr_assert_eq(cof("create -V ' -5' tank/z"), 2, "%s", out);
+	cr_assert_eq(cof("create -V +5M tank/z"), 2, "%s", out);
+	cr_assert_eq(cof("create -V 9000000T tank/z"), 2, "%s", out);
+	cr_assert_eq(cof("list tank/z"), 1, "a dataset was made: %s", out);
+	/* the same over the socket, where no client checked first */
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	cr_assert_neq(call(c, "ds_create", json_pack("{s:s, s:I}", "name", "tank/z",
+							    "volsize", (json_int_t)0),
+				  err, sizeof(err)),
+		      0);
+	cr_assert(strstr(err, "volsize must be at least one record"), "%s", err);
+	cr_assert_neq(call(c, "ds_create", json_pack("{s:s, s:I, s:I}", "name", "tank/z",
+							    "volsize", (json_int_t)(1 << 20),
+							    "recordsize", (json_int_t)-8192),
+				  err, sizeof(err)),
+		      0);
+	cr_assert(strstr(err, "'recordsize' must be an integer"), "%s", err);
+	cr_assert_neq(call(c, "pool_add", json_pack("{s:s, s:s, s:I}", "name", "tank",
+							   "lun", "/nonexistent/l", "size",
+							   (json_int_t)-1),
+				  err, sizeof(err)),
+		      0);
+	cr_assert(strstr(err, "'size' must be an integer"), "%s", err);
+	coffer_close(c);
+	COF_OK("create -V 8K tank/z");
+	COF_OK("get -H -p volsize tank/z");
+	cr_assert(strstr(out, "volsize\t8192\t"), "%s", out);
+}
+
+/*
+ * owner=UID:GID matched the peer's primary gid only: a process that has GID
+ * as a supplementary group (as a login into that group gives it) was denied.
+ */
+Test(hostile, owner_group_matches_supplementary_groups_of_the_peer)
+{
+	const char *in_group = "setpriv --reuid=nobody --regid=nogroup --groups=4242";
+	const char *outside = "setpriv --reuid=nobody --regid=nogroup --groups=4243";
+	char o[8192];
+
+	if (geteuid() != 0 || !getpwnam("nobody") || !getgrnam("nogroup") ||
+	    system("command -v setpriv >/dev/null") != 0)
+		cr_skip_test("needs root, nobody:nogroup and setpriv");
+	COF_OK("pool create -s 64M tank %s/l0", td.dir);
+	COF_OK("create -V 1M tank/g");
+	COF_OK("set owner=0:4242 tank/g");
+	cr_assert_eq(tdaemon_coffer(&td, in_group, NULL, o, sizeof(o),
+				    "read -l 4096 tank/g > /dev/null"),
+		     0, "a member of group 4242 was denied: %s", o);
+	cr_assert_eq(tdaemon_coffer(&td, outside, NULL, o, sizeof(o), "read -l 4096 tank/g"), 1,
+		     "%s", o);
+	cr_assert(strstr(o, "permission denied"), "%s", o);
+	/* a group is still no admin right */
+	cr_assert_eq(tdaemon_coffer(&td, in_group, NULL, o, sizeof(o), "set owner=65534 tank/g"),
+		     1, "%s", o);
+}
+
+/*
+ * unload-key of a dataset in use used to succeed, and every request of the
+ * running load then failed with "key is not loaded". Now it is EBUSY unless
+ * -f, which closes the handles: their requests get ESTALE, not ENOKEY.
+ */
+Test(hostile, unload_key_of_an_open_dataset_is_ebusy_unless_forced)
+{
+	static uint8_t buf[8192];
+	struct coffer_conn *c = NULL;
+	int h;
+
+	COF_OK("pool create -s 64M tank %s/l0", td.dir);
+	COF_OK("create -V 4M -o encryption=aes-256-ccm -o keyformat=passphrase "
+	       "-o pbkdf2iters=100000 -o keylocation=file://%s tank/enc",
+	       tdaemon_file(&td, "pass", "unload passphrase\n", 18));
+	COF_OK("create -V 4M tank/enc/child");
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	h = coffer_ds_open(c, "tank/enc/child", NULL, NULL);
+	cr_assert_geq(h, 0, "open: %s", proto_strerror(h));
+	memset(buf, 0x5a, sizeof(buf));
+	cr_assert_eq(coffer_write(c, h, 0, buf, sizeof(buf)), 0);
+
+	cr_assert_eq(cof("unload-key tank/enc"), 1, "unloaded under an open handle: %s", out);
+	cr_assert(strstr(out, "dataset is open (1 handles)"), "%s", out);
+	COF_OK("get -H keystatus tank/enc/child");
+	cr_assert(strstr(out, "available"), "%s", out);
+	cr_assert_eq(coffer_read(c, h, 0, buf, sizeof(buf)), 0, "the refused unload broke I/O");
+
+	COF_OK("unload-key -f tank/enc");
+	COF_OK("get -H keystatus tank/enc/child");
+	cr_assert(strstr(out, "unavailable"), "%s", out);
+	cr_assert_eq(coffer_read(c, h, 0, buf, sizeof(buf)), -ESTALE);
+	cr_assert_eq(coffer_write(c, h, 0, buf, sizeof(buf)), -ESTALE);
+	cr_assert_eq(coffer_ds_close(c, h), 0, "closing a revoked handle");
+	cr_assert_eq(coffer_read(c, h, 0, buf, sizeof(buf)), -EBADF);
+	coffer_close(c);
+	cr_assert(strstr(tdaemon_log(&td), "revoked"), "%s", tdaemon_log(&td));
+}
+
+/* Read one line from @fd into @buf (at most @cap - 1 bytes); blocks until it comes. */
+static void read_line(int fd, char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	while (n + 1 < cap) {
+		ssize_t r = read(fd, buf + n, 1);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		cr_assert_eq(r, 1, "the child went away after '%.*s'", (int)n, buf);
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = '\0';
+}
+
+/*
+ * A non-admin's open handle blocked pool export and destroy, and admins had
+ * no way to take it back. The child, as nobody, owns tank/a, opens it and
+ * keeps 64 writes in flight without reading their replies; export -f must
+ * still get the pool, and the child's requests must then fail with ESTALE.
+ */
+Test(hostile, force_closes_a_non_admins_handles_for_export_and_destroy)
+{
+	static uint8_t wbuf[64][8192];
+	struct passwd *pw = getpwnam("nobody");
+	int up[2], down[2], st;
+	char line[256];
+	pid_t pid;
+
+	if (geteuid() != 0 || !pw)
+		cr_skip_test("needs root and a 'nobody' user to drop to");
+	COF_OK("pool create -s 64M tank %s/l0", td.dir);
+	COF_OK("create -V 4M tank/a");
+	COF_OK("set owner=%u tank/a", (unsigned)pw->pw_uid);
+	cr_assert_eq(pipe(up), 0);
+	cr_assert_eq(pipe(down), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct coffer_completion comp[64];
+		struct coffer_conn *c = NULL;
+		FILE *f = fdopen(up[1], "w");
+		int h, r, n = 0, ok = 0, stale = 0, other = 0;
+		char go;
+
+		/* only the parent's ends: its death must end our reads */
+		close(up[0]);
+		close(down[1]);
+		setvbuf(f, NULL, _IONBF, 0);
+		if (setgroups(0, NULL) || setgid(pw->pw_gid) || setuid(pw->pw_uid))
+			_exit(3);
+		if (coffer_connect(td.sock, &c) < 0)
+			_exit(4);
+		h = coffer_ds_open(c, "tank/a", NULL, NULL);
+		fprintf(f, "open %d\n", h);
+		if (h < 0)
+			_exit(5);
+		/* second handle: a destroy -f takes both */
+		fprintf(f, "open2 %d\n", coffer_ds_open(c, "tank/a", NULL, NULL));
+		if (read(down[0], &go, 1) != 1)
+			_exit(6);
+		for (int i = 0; i < 64; i++)
+			coffer_submit(c, (uint32_t)i, COFFER_WRITE, h, (uint64_t)i * 8192, 8192,
+				      wbuf[i]);
+		coffer_flush_out(c);
+		fprintf(f, "inflight\n");
+		if (read(down[0], &go, 1) != 1)
+			_exit(7);
+		while (n < 64) {
+			r = coffer_reap(c, comp, 64, 60000);
+			if (r <= 0)
+				break;
+			for (int i = 0; i < r; i++) {
+				ok += comp[i].status == 0;
+				stale += comp[i].status == -ESTALE;
+				other += comp[i].status != 0 && comp[i].status != -ESTALE;
+			}
+			n += r;
+		}
+		fprintf(f, "replies %d ok %d stale %d other %d\n", n, ok, stale, other);
+		r = coffer_read(c, h, 0, wbuf[0], 8192);
+		fprintf(f, "after %d %d\n", r, coffer_ds_close(c, h));
+		coffer_close(c);
+		_exit(0);
+	}
+	close(up[1]);
+	close(down[0]);
+	read_line(up[0], line, sizeof(line));
+	cr_assert_str_eq(line, "open 0", "nobody could not open its dataset: %s", line);
+	read_line(up[0], line, sizeof(line));
+	cr_assert_str_eq(line, "open2 1", "%s", line);
+
+	/* without -f the non-admin's handles win, as before */
+	cr_assert_eq(cof("pool export tank"), 1, "%s", out);
+	cr_assert(strstr(out, "datasets are open"), "%s", out);
+	cr_assert_eq(cof("destroy tank/a"), 1, "%s", out);
+	cr_assert(strstr(out, "dataset is open (2 handles)"), "%s", out);
+
+	/* -f with the child's writes in flight and their replies unread */
+	cr_assert_eq(write(down[1], "g", 1), 1);
+	read_line(up[0], line, sizeof(line));
+	cr_assert_str_eq(line, "inflight");
+	COF_OK("pool export -f tank");
+	cr_assert_eq(write(down[1], "g", 1), 1);
+	read_line(up[0], line, sizeof(line));
+	{
+		int n, ok, stale, other;
+
+		cr_assert_eq(sscanf(line, "replies %d ok %d stale %d other %d", &n, &ok, &stale,
+				    &other),
+			     4, "%s", line);
+		cr_assert_eq(n, 64, "%s", line);
+		cr_assert_eq(other, 0, "requests failed otherwise than ESTALE: %s", line);
+	}
+	read_line(up[0], line, sizeof(line));
+	cr_assert_str_eq(line, "after -116 0", "I/O after the revoke, then close: %s", line);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+	close(up[0]);
+	close(down[1]);
+
+	/* the pool came back whole; destroy -f of a dataset nobody holds now works too */
+	COF_OK("pool import tank");
+	COF_OK("destroy -f tank/a");
+	cr_assert_eq(cof("list tank/a"), 1, "%s", out);
 }

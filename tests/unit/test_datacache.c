@@ -132,7 +132,7 @@ Test(datacache, unload_key_leaves_nothing_cached_and_reads_fail)
 		cr_assert_eq(stor_ds_read(ds, (uint64_t)r * 8192, buf, sizeof(buf)), 0);
 	stor_cache_stats(&cs);
 	cr_assert_eq(cs.entries, 8);
-	cr_assert_eq(stor_key_unload(tp.pool, "tank/e"), 0);
+	cr_assert_eq(stor_key_unload(tp.pool, "tank/e", STOR_FORCE), 0);
 	stor_cache_stats(&cs);
 	cr_assert_eq(cs.entries, 0, "plaintext of a locked dataset stayed cached");
 	cr_assert_eq(stor_ds_read(ds, 0, buf, sizeof(buf)), STOR_ENOKEY);

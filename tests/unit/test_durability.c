@@ -190,7 +190,7 @@ static void *key_churn(void *arg)
 	struct loader *l = arg;
 
 	while (!atomic_load(&l->stop) && !l->err) {
-		l->err = stor_key_unload(tp.pool, "tank/enc");
+		l->err = stor_key_unload(tp.pool, "tank/enc", 0);
 		if (!l->err)
 			l->err = stor_key_load(tp.pool, "tank/enc", &pass, 0);
 		l->loads++;

@@ -1033,7 +1033,13 @@ Test(encryption, unload_then_io_fails)
 	tpat_fill(buf, sizeof(buf), 0, 1);
 	write_ok(ds, 0, buf, sizeof(buf));
 	assert_prop(&tp, "tank/u", "keystatus", "available");
-	ret = stor_key_unload(tp.pool, "tank/u");
+	/* a key in use stays unless forced */
+	ret = stor_key_unload(tp.pool, "tank/u", 0);
+	cr_assert_eq(ret, -EBUSY, "unload with a handle open: %s", stor_strerror(ret));
+	assert_prop(&tp, "tank/u", "keystatus", "available");
+	ret = stor_ds_read(ds, 0, buf, sizeof(buf));
+	cr_assert_eq(ret, 0, "read after a refused unload: %s", stor_errname(ret));
+	ret = stor_key_unload(tp.pool, "tank/u", STOR_FORCE);
 	cr_assert_eq(ret, 0, "unload: %s", stor_strerror(ret));
 	assert_prop(&tp, "tank/u", "keystatus", "unavailable");
 	/* the handle opened before the unload must not keep a usable key */
@@ -1080,7 +1086,7 @@ Test(encryption, child_inherits_encryption_root)
 	cr_assert_neq(ret, 0, "clear child under an encrypted parent was created");
 	cr_assert_eq(stor_ds_open(tp.pool, "tank/p/clear", &ds), -ENOENT);
 
-	cr_assert_eq(stor_key_unload(tp.pool, "tank/p"), 0);
+	cr_assert_eq(stor_key_unload(tp.pool, "tank/p", 0), 0);
 	assert_prop(&tp, "tank/p/c", "keystatus", "unavailable");
 	assert_nokey_io(&tp, "tank/p/c");
 	ret = stor_key_load(tp.pool, "tank/p/c", &pass_a, 0);
@@ -1709,7 +1715,7 @@ Test(encryption, records_of_more_nonce_blocks_than_the_key_cache_all_read_back, 
 		tpat_fill(buf, rs, r, 1);
 		write_ok(ds, (uint64_t)r * rs, buf, rs);
 		/* the next write draws a new block under a new key state */
-		cr_assert_eq(stor_key_unload(tp.pool, "tank/many"), 0);
+		cr_assert_eq(stor_key_unload(tp.pool, "tank/many", STOR_FORCE), 0);
 		cr_assert_eq(stor_key_load(tp.pool, "tank/many", &k, 0), 0);
 	}
 	for (unsigned r = 0; r < nrec; r++) {
