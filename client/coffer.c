@@ -651,10 +651,14 @@ static int pool_status(int argc, char **argv)
 			putchar('\n');
 		printf("  pool: %s\n state: %s\n", json_string_value(json_object_get(p, "name")),
 		       json_string_value(json_object_get(p, "state")));
-		if (err)
+		if (err && !strcmp(json_string_value(json_object_get(p, "state")), "SUSPENDED"))
+			printf(" error: %s\n", err); /* it says what to do */
+		else if (err)
 			printf(" error: %s\naction: fix or restore the LUN, then run 'coffer pool "
 			       "import %s'\n",
 			       err, json_string_value(json_object_get(p, "name")));
+		if (json_object_get(p, "key_file"))
+			printf("  keys: %s\n", json_string_value(json_object_get(p, "key_file")));
 		if (json_object_get(p, "txg"))
 			printf("   txg: %lld\n",
 			       (long long)json_integer_value(json_object_get(p, "txg")));

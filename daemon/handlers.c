@@ -539,6 +539,8 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 	}
 	if (st.bad_frees)
 		json_object_set_new(o, "bad_frees", json_integer((json_int_t)st.bad_frees));
+	if (st.key_file[0])
+		json_object_set_new(o, "key_file", json_string(st.key_file));
 	json_object_set_new(o, "guid", json_integer((json_int_t)st.guid));
 	json_object_set_new(o, "size", json_integer((json_int_t)st.size));
 	json_object_set_new(o, "used", json_integer((json_int_t)st.used));

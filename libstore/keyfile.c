@@ -15,11 +15,17 @@
  * over whatever the LMDB dataset record holds, and nothing that changes them
  * has to write LMDB as well.
  *
- * Layout, big-endian: u64 magic "COFFKEYS" | u32 version | u32 count |
- * count x (u64 dataset guid | u64 root dataset id | u8 keyformat |
- * u32 iterations | salt | wrapped key | u16 length | keylocation, empty
- * but on a root) | u64 xxh64 of everything before it. Version 1 entries end
- * at the wrapped key; their keylocation stays the one of the LMDB record.
+ * Two copies, <pool>.keys and <pool>.keys.1, each with a generation that
+ * every save increments: one damaged byte must not lock every dataset of
+ * the pool out. A save writes the first copy (the commit point), then the
+ * second; an import takes the valid copy of the newest generation and
+ * rewrites the other from it when it is missing, damaged or older, and
+ * says so in pool status. Both copies bad refuse the import, naming both.
+ *
+ * Layout, big-endian: u64 magic "COFFKEYS" | u32 version | u64 generation |
+ * u32 count | count x (u64 dataset guid | u64 root dataset id |
+ * u8 keyformat | u32 iterations | salt | wrapped key | u16 length |
+ * keylocation, empty but on a root) | u64 xxh64 of everything before it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,17 +40,18 @@
 #include "store_impl.h"
 
 #define KEYFILE_MAGIC 0x434f46464b455953ull /* "COFFKEYS" */
-#define KEYFILE_VERSION 2u /* its own: 1 was FORMAT_VERSION at the time */
-#define KEYFILE_V1 1u
+#define KEYFILE_VERSION 3u /* its own number */
+#define KEYFILE_COPIES 2
+#define HEAD_LEN (8 + 4 + 8 + 4)
 #define ENTRY_LEN (8 + 8 + 1 + 4 + KEYS_SALT_LEN + KEYS_WRAPPED_LEN) /* fixed part */
 #define LOC_MAX 255 /* prop_validate's bound of a value */
 
-static void keyfile_path(const struct stor_pool *p, char *out, size_t len)
+static void keyfile_path(const struct stor_pool *p, int copy, char *out, size_t len)
 {
 	size_t n = strlen(p->path);
 
-	/* pools/<pool>.mdb -> pools/<pool>.keys */
-	snprintf(out, len, "%.*s.keys", (int)(n > 4 ? n - 4 : n), p->path);
+	/* pools/<pool>.mdb -> pools/<pool>.keys, pools/<pool>.keys.1 */
+	snprintf(out, len, "%.*s.keys%s", (int)(n > 4 ? n - 4 : n), p->path, copy ? ".1" : "");
 }
 
 static int write_all(int fd, const uint8_t *buf, size_t len)
@@ -85,54 +92,17 @@ static const char *entry_loc(const struct stor_ds *d)
 	return loc && strlen(loc) <= LOC_MAX ? loc : "";
 }
 
-int keyfile_save(struct stor_pool *p, struct stor_ds *extra)
+/* Replace @path with @buf: write a new file, fsync, rename, then wipe the old one's bytes. */
+static int write_file(const char *path, const uint8_t *buf, size_t len)
 {
-	char path[4200], tmp[4300];
-	size_t n = 0, len = 8 + 4 + 4 + 8;
-	uint8_t *buf, *w;
-	int fd = -1, old = -1, ret;
+	char tmp[4300];
+	int fd, old = -1, ret;
 	struct stat st;
 
-	for (size_t i = 0; i <= p->nds; i++) {
-		struct stor_ds *d = i < p->nds ? p->ds[i] : extra;
-
-		if (d && d->suite) {
-			n++;
-			len += ENTRY_LEN + 2 + strlen(entry_loc(d));
-		}
-	}
-	buf = keys_secure_alloc(len);
-	if (!buf)
-		return -ENOMEM;
-	w = buf;
-	put_u64(&w, KEYFILE_MAGIC);
-	put_u32(&w, KEYFILE_VERSION);
-	put_u32(&w, (uint32_t)n);
-	for (size_t i = 0; i <= p->nds; i++) {
-		struct stor_ds *d = i < p->nds ? p->ds[i] : extra;
-		const char *loc;
-
-		if (!d || !d->suite)
-			continue;
-		loc = entry_loc(d);
-		put_u64(&w, d->guid);
-		put_u64(&w, d->enc_root_id);
-		put_u8(&w, (uint8_t)d->keyformat);
-		put_u32(&w, d->iters);
-		put_bytes(&w, d->salt, KEYS_SALT_LEN);
-		put_bytes(&w, d->wrapped, KEYS_WRAPPED_LEN);
-		put_u16(&w, (uint16_t)strlen(loc));
-		put_bytes(&w, loc, strlen(loc));
-	}
-	put_u64(&w, XXH64(buf, len - 8, 0));
-
-	keyfile_path(p, path, sizeof(path));
 	snprintf(tmp, sizeof(tmp), "%s.new", path);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		ret = -errno;
-		goto out;
-	}
+	if (fd < 0)
+		return -errno;
 	ret = write_all(fd, buf, len);
 	if (ret == 0 && fsync(fd) < 0)
 		ret = -errno;
@@ -158,8 +128,63 @@ int keyfile_save(struct stor_pool *p, struct stor_ds *extra)
 out:
 	if (old >= 0)
 		close(old);
-	if (fd >= 0)
-		close(fd);
+	close(fd);
+	return ret;
+}
+
+int keyfile_save(struct stor_pool *p, struct stor_ds *extra)
+{
+	char path[4200];
+	size_t n = 0, len = HEAD_LEN + 8;
+	uint8_t *buf, *w;
+	int ret;
+
+	for (size_t i = 0; i <= p->nds; i++) {
+		struct stor_ds *d = i < p->nds ? p->ds[i] : extra;
+
+		if (d && d->suite) {
+			n++;
+			len += ENTRY_LEN + 2 + strlen(entry_loc(d));
+		}
+	}
+	buf = keys_secure_alloc(len);
+	if (!buf)
+		return -ENOMEM;
+	w = buf;
+	put_u64(&w, KEYFILE_MAGIC);
+	put_u32(&w, KEYFILE_VERSION);
+	put_u64(&w, p->keyfile_gen + 1);
+	put_u32(&w, (uint32_t)n);
+	for (size_t i = 0; i <= p->nds; i++) {
+		struct stor_ds *d = i < p->nds ? p->ds[i] : extra;
+		const char *loc;
+
+		if (!d || !d->suite)
+			continue;
+		loc = entry_loc(d);
+		put_u64(&w, d->guid);
+		put_u64(&w, d->enc_root_id);
+		put_u8(&w, (uint8_t)d->keyformat);
+		put_u32(&w, d->iters);
+		put_bytes(&w, d->salt, KEYS_SALT_LEN);
+		put_bytes(&w, d->wrapped, KEYS_WRAPPED_LEN);
+		put_u16(&w, (uint16_t)strlen(loc));
+		put_bytes(&w, loc, strlen(loc));
+	}
+	put_u64(&w, XXH64(buf, len - 8, 0));
+
+	/* the first copy is the commit point; the second follows it */
+	keyfile_path(p, 0, path, sizeof(path));
+	ret = write_file(path, buf, len);
+	if (ret == 0) {
+		p->keyfile_gen++;
+		keyfile_path(p, 1, path, sizeof(path));
+		if (write_file(path, buf, len) < 0)
+			snprintf(p->keyfile_note, sizeof(p->keyfile_note),
+				 "copy %.400s could not be written: the next change rewrites it", path);
+		else
+			p->keyfile_note[0] = '\0';
+	}
 	keys_secure_free(buf, len);
 	return ret;
 }
@@ -205,28 +230,20 @@ static int entry_props(struct stor_ds *d)
 	return ret;
 }
 
-int keyfile_load(struct stor_pool *p)
+/* Read one copy and check its frame. @return 0, -ENOENT, STOR_ECORRUPT, STOR_EFORMAT */
+static int read_file(const char *path, uint8_t **out, size_t *outlen, uint64_t *gen)
 {
-	char path[4200];
 	uint8_t *buf = NULL;
-	const uint8_t *r, *end;
-	size_t len = 0, nenc = 0, nfound = 0;
-	uint32_t n, version;
+	const uint8_t *r;
 	struct stat st;
-	int fd, ret = STOR_ECORRUPT;
+	size_t len;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), ret = STOR_ECORRUPT;
 
-	for (size_t i = 0; i < p->nds; i++)
-		nenc += p->ds[i]->suite != 0;
-	keyfile_path(p, path, sizeof(path));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ENOENT && nenc == 0)
-			return 0;
-		pool_set_error("pool %s: key file %s: %s", p->name, path, strerror(errno));
-		return errno == ENOENT ? STOR_ECORRUPT : -errno;
-	}
-	if (fstat(fd, &st) < 0 || st.st_size < 24 || st.st_size > (1 << 26))
-		goto bad;
+	*out = NULL;
+	if (fd < 0)
+		return errno == ENOENT ? -ENOENT : -errno;
+	if (fstat(fd, &st) < 0 || st.st_size < HEAD_LEN + 8 || st.st_size > (1 << 26))
+		goto out;
 	len = (size_t)st.st_size;
 	buf = keys_secure_alloc(len);
 	if (!buf) {
@@ -234,36 +251,54 @@ int keyfile_load(struct stor_pool *p)
 		goto out;
 	}
 	if (pread(fd, buf, len, 0) != (ssize_t)len)
-		goto bad;
+		goto out;
 	r = buf + len - 8;
 	if (get_u64(&r) != XXH64(buf, len - 8, 0))
-		goto bad;
+		goto out;
 	r = buf;
-	end = buf + len - 8;
 	if (get_u64(&r) != KEYFILE_MAGIC)
-		goto bad;
-	version = get_u32(&r);
-	if (version != KEYFILE_VERSION && version != KEYFILE_V1) {
+		goto out;
+	if (get_u32(&r) != KEYFILE_VERSION) {
 		ret = STOR_EFORMAT;
 		goto out;
 	}
+	*gen = get_u64(&r);
+	*out = buf;
+	*outlen = len;
+	buf = NULL;
+	ret = 0;
+out:
+	if (buf)
+		keys_secure_free(buf, (size_t)st.st_size);
+	close(fd);
+	return ret;
+}
+
+/* Fill the key fields of the pool's datasets from a checked copy. */
+static int parse_entries(struct stor_pool *p, const uint8_t *buf, size_t len, const char *path)
+{
+	const uint8_t *r = buf + HEAD_LEN - 4, *end = buf + len - 8;
+	size_t nenc = 0, nfound = 0;
+	uint32_t n;
+	int ret = STOR_ECORRUPT;
+
+	for (size_t i = 0; i < p->nds; i++)
+		nenc += p->ds[i]->suite != 0;
 	n = get_u32(&r);
 	for (uint32_t i = 0; i < n; i++) {
 		struct stor_ds *d;
 		char loc[LOC_MAX + 1], canon[LOC_MAX + 1];
 		uint16_t loclen = 0;
 
-		if (end - r < ENTRY_LEN + (version == KEYFILE_V1 ? 0 : 2))
+		if (end - r < ENTRY_LEN + 2)
 			goto bad;
 		d = by_guid(p, get_u64(&r));
 		if (!d) { /* destroyed since: not ours */
 			r += ENTRY_LEN - 8;
-			if (version != KEYFILE_V1) {
-				loclen = get_u16(&r);
-				if (end - r < loclen)
-					goto bad;
-				r += loclen;
-			}
+			loclen = get_u16(&r);
+			if (end - r < loclen)
+				goto bad;
+			r += loclen;
 			continue;
 		}
 		if (!d->suite) {
@@ -271,8 +306,7 @@ int keyfile_load(struct stor_pool *p)
 			pool_set_error("pool %s: dataset %s: the key file holds its key but its "
 				       "record says unencrypted; the metadata was changed",
 				       p->name, d->name);
-			ret = STOR_ECORRUPT;
-			goto out;
+			return STOR_ECORRUPT;
 		}
 		d->enc_root_id = get_u64(&r);
 		d->keyformat = get_u8(&r);
@@ -284,19 +318,17 @@ int keyfile_load(struct stor_pool *p)
 		if (d->keyformat > STOR_KEY_PASSPHRASE || !d->enc_root_id ||
 		    d->iters > KEYS_PBKDF2_MAX)
 			goto bad;
-		if (version != KEYFILE_V1) {
-			loclen = get_u16(&r);
-			if (loclen > LOC_MAX || end - r < loclen)
-				goto bad;
-			get_bytes(&r, loc, loclen);
-			loc[loclen] = '\0';
-			if (loclen && prop_validate(PROP_KEYLOCATION, loc, canon, sizeof(canon)) < 0)
-				goto bad;
-			ret = set_local(d, PROP_KEYLOCATION, loclen ? loc : NULL);
-			if (ret < 0)
-				goto out;
-			ret = STOR_ECORRUPT;
-		}
+		loclen = get_u16(&r);
+		if (loclen > LOC_MAX || end - r < loclen)
+			goto bad;
+		get_bytes(&r, loc, loclen);
+		loc[loclen] = '\0';
+		if (loclen && prop_validate(PROP_KEYLOCATION, loc, canon, sizeof(canon)) < 0)
+			goto bad;
+		ret = set_local(d, PROP_KEYLOCATION, loclen ? loc : NULL);
+		if (ret < 0)
+			return ret;
+		ret = STOR_ECORRUPT;
 		nfound++;
 	}
 	if (r != end)
@@ -314,20 +346,68 @@ int keyfile_load(struct stor_pool *p)
 	if (nfound != nenc) {
 		pool_set_error("pool %s: key file %s lacks the keys of %zu encrypted datasets",
 			       p->name, path, nenc - nfound);
-		goto out;
+		return STOR_ECORRUPT;
 	}
 	for (size_t i = 0; i < p->nds; i++) {
 		ret = p->ds[i]->suite ? entry_props(p->ds[i]) : 0;
 		if (ret < 0)
-			goto out;
+			return ret;
 	}
-	ret = 0;
-	goto out;
+	return 0;
 bad:
 	pool_set_error("pool %s: key file %s is damaged", p->name, path);
-out:
-	if (buf)
-		keys_secure_free(buf, len);
-	close(fd);
+	return ret;
+}
+
+static const char *copy_state(int rc)
+{
+	return rc == -ENOENT ? "missing" : rc == STOR_EFORMAT ? "of another format" : "damaged";
+}
+
+int keyfile_load(struct stor_pool *p)
+{
+	char path[KEYFILE_COPIES][4200];
+	uint8_t *buf[KEYFILE_COPIES] = { NULL };
+	size_t len[KEYFILE_COPIES] = { 0 }, nenc = 0;
+	uint64_t gen[KEYFILE_COPIES] = { 0 };
+	int rc[KEYFILE_COPIES], best = -1, other, ret;
+
+	p->keyfile_note[0] = '\0';
+	for (size_t i = 0; i < p->nds; i++)
+		nenc += p->ds[i]->suite != 0;
+	for (int i = 0; i < KEYFILE_COPIES; i++) {
+		keyfile_path(p, i, path[i], sizeof(path[i]));
+		rc[i] = read_file(path[i], &buf[i], &len[i], &gen[i]);
+		if (rc[i] == 0 && (best < 0 || gen[i] > gen[best]))
+			best = i;
+	}
+	if (best < 0) {
+		if (rc[0] == -ENOENT && rc[1] == -ENOENT && nenc == 0)
+			return 0; /* no encrypted dataset ever */
+		pool_set_error("pool %s: key file %s is %s and its copy %s is %s: restore one of "
+			       "them from a backup of the state directory",
+			       p->name, path[0], copy_state(rc[0]), path[1], copy_state(rc[1]));
+		return rc[0] == STOR_EFORMAT || rc[1] == STOR_EFORMAT ? STOR_EFORMAT
+								     : STOR_ECORRUPT;
+	}
+	ret = parse_entries(p, buf[best], len[best], path[best]);
+	other = 1 - best;
+	if (ret == 0 && (rc[other] < 0 || gen[other] < gen[best])) {
+		/* the other copy is missing, damaged or older: rewrite it from this one */
+		const char *was = rc[other] < 0 ? copy_state(rc[other]) : "older";
+
+		if (write_file(path[other], buf[best], len[best]) == 0)
+			snprintf(p->keyfile_note, sizeof(p->keyfile_note),
+				 "key file %.200s was %s; rewritten from %.200s", path[other], was,
+				 path[best]);
+		else
+			snprintf(p->keyfile_note, sizeof(p->keyfile_note),
+				 "key file %.400s is %s and could not be rewritten", path[other], was);
+	}
+	if (ret == 0)
+		p->keyfile_gen = gen[best];
+	for (int i = 0; i < KEYFILE_COPIES; i++)
+		if (buf[i])
+			keys_secure_free(buf[i], len[i]);
 	return ret;
 }

@@ -764,6 +764,8 @@ int stor_pool_destroy(const char *name, const struct stor_pool_opts *opts)
 		}
 		snprintf(lock, sizeof(lock), "%.*s.keys", (int)strlen(path) - 4, path);
 		unlink(lock);
+		snprintf(lock, sizeof(lock), "%.*s.keys.1", (int)strlen(path) - 4, path);
+		unlink(lock);
 		free(path);
 		return ret;
 	}
@@ -779,6 +781,8 @@ int stor_pool_destroy(const char *name, const struct stor_pool_opts *opts)
 	snprintf(lock, sizeof(lock), "%s.lock", p->path);
 	unlink(lock);
 	snprintf(lock, sizeof(lock), "%.*s.keys", (int)strlen(p->path) - 4, p->path);
+	unlink(lock);
+	snprintf(lock, sizeof(lock), "%.*s.keys.1", (int)strlen(p->path) - 4, p->path);
 	unlink(lock);
 	txg_fini(p);
 	pool_free(p);
@@ -800,6 +804,7 @@ int stor_pool_stat(struct stor_pool *p, struct stor_pool_stat *st)
 	st->txg = atomic_load(&p->synced_txg);
 	st->suspended = atomic_load(&p->suspended);
 	st->suspend_error = atomic_load(&p->suspend_error);
+	snprintf(st->key_file, sizeof(st->key_file), "%s", p->keyfile_note);
 	st->bad_frees = alloc_bad_frees(p->alloc);
 	pthread_mutex_lock(&p->admin);
 	st->ndatasets = (unsigned)p->nds;

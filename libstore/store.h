@@ -197,6 +197,7 @@ struct stor_pool_stat {
 	int suspended;         /**< enum stor_suspend: writes fail with STOR_ESUSPENDED */
 	int suspend_error;     /**< what the failed LUN flush or metadata commit returned */
 	uint64_t bad_frees;    /**< double frees the allocator refused since import */
+	char key_file[512];    /**< a copy of the key file repaired or not written, or "" */
 };
 
 /*

@@ -94,6 +94,8 @@ struct stor_pool {
 	char *name;
 	char *path; /* the LMDB file */
 	int lock_fd; /* flock'ed <pool>.lock: one opener at a time, in any process */
+	uint64_t keyfile_gen;  /* generation of the key file's copies (keyfile.c) */
+	char keyfile_note[512]; /* a copy repaired or not written, for pool status */
 	struct stor_pool_opts opts;
 	uint64_t guid;
 	uint64_t next_ds_id;

@@ -241,9 +241,9 @@ static void wrapped_key(const char *mdb, const char *name, uint8_t dst[WRAPPED_L
 	snprintf(keys, sizeof(keys), "%.*s.keys", (int)strlen(mdb) - 4, mdb);
 	kf = slurp(keys, &len);
 	cr_assert_geq(len, 24, "%s too short", keys);
-	n = rd_be(kf + 12, 4);
-	/* version 2 entries end in u16 length + keylocation; version 1 at the key */
-	for (size_t i = 0, off = 16; i < n; i++) {
+	n = rd_be(kf + 20, 4);
+	/* after magic, version, generation and count; entries end in u16 length + keylocation */
+	for (size_t i = 0, off = 24; i < n; i++) {
 		const uint8_t *e = kf + off;
 
 		cr_assert(e + 37 + WRAPPED_LEN + 2 <= kf + len);
@@ -253,8 +253,7 @@ static void wrapped_key(const char *mdb, const char *name, uint8_t dst[WRAPPED_L
 			return;
 		}
 		off += 37 + WRAPPED_LEN;
-		if (rd_be(kf + 8, 4) >= 2)
-			off += 2 + rd_be(kf + off, 2);
+		off += 2 + rd_be(kf + off, 2);
 	}
 	cr_assert_fail("no key of %s in %s", name, keys);
 }
@@ -381,12 +380,13 @@ static void key_scan(int wrapped)
 		needles[nn++] = (struct needle){ "the new raw key", k2, sizeof(k2) };
 		needles[nn++] = (struct needle){ "the passphrase", pass, strlen(pass) };
 	}
-	for (int f = 0; f < 2; f++) {
+	for (int f = 0; f < 3; f++) {
 		char keys[PATH_MAX];
 		const char *file = mdb;
 
-		if (f == 1) {
-			snprintf(keys, sizeof(keys), "%.*s.keys", (int)strlen(mdb) - 4, mdb);
+		if (f > 0) {
+			snprintf(keys, sizeof(keys), "%.*s.keys%s", (int)strlen(mdb) - 4, mdb,
+				 f == 2 ? ".1" : "");
 			file = keys;
 		}
 		img = slurp(file, &len);

@@ -770,9 +770,9 @@ static void keyfile_patch_u32(struct tpool *tp, size_t off, uint32_t v)
 	free(buf);
 }
 
-/* keyfile.c layout: 16-byte header, then per entry u64 guid | u64 root |
- * u8 keyformat | u32 iterations | ... */
-#define KF_ENTRY0_ITERS (16 + 8 + 8 + 1)
+/* keyfile.c layout: 24-byte header (magic, version, generation, count),
+ * then per entry u64 guid | u64 root | u8 keyformat | u32 iterations | ... */
+#define KF_ENTRY0_ITERS (24 + 8 + 8 + 1)
 
 Test(encryption, pbkdf2iters_above_the_bound_are_refused_at_create_change_and_load)
 {
@@ -948,74 +948,6 @@ Test(encryption, change_key_and_keylocation_commit_with_the_key_file_alone)
 	cr_assert_neq(ret, 0, "the refused passphrase loads");
 	load_key(&tp, "tank/c", &khex);
 	free(before);
-	tpool_fini(&tp);
-}
-
-/* Rewrite a version 2 key file (pool closed) in the version 1 layout: the
- * same entries without their keylocation. */
-static void keyfile_to_v1(struct tpool *tp)
-{
-	const size_t entry = 8 + 8 + 1 + 4 + 16 + 60;
-	char path[PATH_MAX];
-	uint8_t *in, *out;
-	size_t n, ilen, olen = 16;
-	const uint8_t *r;
-	struct stat st;
-	uint64_t h;
-	int fd;
-
-	keyfile_path(tp, path, sizeof(path));
-	fd = open(path, O_RDWR);
-	cr_assert(fd >= 0, "%s: %s", path, strerror(errno));
-	cr_assert_eq(fstat(fd, &st), 0);
-	ilen = (size_t)st.st_size;
-	in = malloc(ilen);
-	out = malloc(ilen);
-	cr_assert(in && out);
-	cr_assert_eq(pread(fd, in, ilen, 0), (ssize_t)ilen);
-	cr_assert_eq(in[11], 2, "key file version %u", in[11]);
-	n = (size_t)in[12] << 24 | (size_t)in[13] << 16 | (size_t)in[14] << 8 | in[15];
-	memcpy(out, in, 16);
-	out[11] = 1;
-	r = in + 16;
-	for (size_t i = 0; i < n; i++) {
-		memcpy(out + olen, r, entry);
-		olen += entry;
-		r += entry;
-		r += 2 + ((size_t)r[0] << 8 | r[1]);
-	}
-	cr_assert_eq((size_t)(r - in), ilen - 8);
-	h = XXH64(out, olen, 0);
-	for (int i = 0; i < 8; i++)
-		out[olen++] = (uint8_t)(h >> (56 - 8 * i));
-	cr_assert_eq(ftruncate(fd, 0), 0);
-	cr_assert_eq(pwrite(fd, out, olen, 0), (ssize_t)olen);
-	close(fd);
-	free(in);
-	free(out);
-}
-
-Test(encryption, key_file_of_version_1_still_imports)
-{
-	static const char *const props[] = { "encryption=aes-256-ccm", "keyformat=passphrase", ITERS,
-					     "keylocation=file:///k/a" };
-	struct stor_ds_opts o = { .volsize = VOLSIZE, .recordsize = RECSIZE, .props = props,
-				  .nprops = 4, .key = &pass_a };
-	struct tpool tp;
-	int ret;
-
-	tpool_init(&tp, 1, LUN_SIZE, NULL);
-	ret = stor_ds_create(tp.pool, "tank/a", &o, NULL);
-	cr_assert_eq(ret, 0, "create: %s", stor_strerror(ret));
-	(void)enc_ds(&tp, "tank/b", "aes-128-gcm", &pass_b);
-	tpool_close(&tp);
-	keyfile_to_v1(&tp);
-	cr_assert_eq(tpool_open(&tp), 0, "%s", stor_pool_last_error());
-	assert_prop(&tp, "tank/a", "keyformat", "passphrase");
-	assert_prop(&tp, "tank/a", "pbkdf2iters", "100000");
-	assert_prop(&tp, "tank/a", "keylocation", "file:///k/a"); /* from LMDB */
-	load_key(&tp, "tank/a", &pass_a);
-	load_key(&tp, "tank/b", &pass_b);
 	tpool_fini(&tp);
 }
 
@@ -1733,5 +1665,58 @@ Test(encryption, records_of_more_nonce_blocks_than_the_key_cache_all_read_back, 
 		assert_unique(ids, nrec, "one record per nonce block");
 		free(ids);
 	}
+	tpool_fini(&tp);
+}
+
+/* Flip a byte in the middle of key file copy @copy (0: .keys, 1: .keys.1). */
+static void keyfile_damage(struct tpool *tp, int copy)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	uint8_t b;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/pools/%s.keys%s", tp->state, tp->name, copy ? ".1" : "");
+	fd = open(path, O_RDWR);
+	cr_assert(fd >= 0, "%s: %s", path, strerror(errno));
+	cr_assert_eq(fstat(fd, &st), 0);
+	cr_assert_eq(pread(fd, &b, 1, st.st_size / 2), 1);
+	b ^= 0x40;
+	cr_assert_eq(pwrite(fd, &b, 1, st.st_size / 2), 1);
+	close(fd);
+}
+
+/* One damaged byte in the key file locked every dataset out; now its copy answers. */
+Test(encryption, a_damaged_key_file_copy_is_rewritten_from_the_other)
+{
+	struct stor_pool_stat st;
+	struct tpool tp;
+	int ret;
+
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	stor_ds_close(enc_ds(&tp, "tank/a", "aes-256-gcm", &pass_a));
+	for (int copy = 0; copy < 2; copy++) {
+		tpool_close(&tp);
+		keyfile_damage(&tp, copy);
+		ret = tpool_open(&tp);
+		cr_assert_eq(ret, 0, "copy %d damaged: %s (%s)", copy, stor_errname(ret),
+			     stor_pool_last_error());
+		cr_assert_eq(stor_pool_stat(tp.pool, &st), 0);
+		cr_assert(strstr(st.key_file, "damaged; rewritten"), "pool status: %s", st.key_file);
+		load_key(&tp, "tank/a", &pass_a);
+		/* rewritten: the next import finds both copies sound */
+		tpool_reopen(&tp);
+		cr_assert_eq(stor_pool_stat(tp.pool, &st), 0);
+		cr_assert_str_eq(st.key_file, "");
+	}
+	/* both damaged: the import is refused and names both copies */
+	tpool_close(&tp);
+	keyfile_damage(&tp, 0);
+	keyfile_damage(&tp, 1);
+	ret = tpool_open(&tp);
+	cr_assert_eq(ret, STOR_ECORRUPT, "both copies damaged: %s", stor_errname(ret));
+	cr_assert(strstr(stor_pool_last_error(), ".keys is damaged") &&
+		  strstr(stor_pool_last_error(), ".keys.1 is damaged"),
+		  "error: %s", stor_pool_last_error());
 	tpool_fini(&tp);
 }
