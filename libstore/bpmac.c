@@ -35,6 +35,9 @@
  * XORs of leaves; the root's terms are PRF outputs of whole group MACs and
  * the root itself is tagged, so a group can only be replaced by a state
  * whose root term and tag nobody without K can compute.
+ * A group MAC cannot tell which of its pointers lied: one forged pointer
+ * makes every record of its group (MAC_GROUP records) read as EAUTH, which
+ * is detection, never wrong data; rewriting them does not heal the group.
  * The documented limit, as in ZFS: the metadata of a whole dataset (every
  * pointer, group MAC and its root) put back to an older consistent state,
  * or a whole pool rolled back, is not detected. Clear datasets are not
