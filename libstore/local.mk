@@ -10,7 +10,7 @@ libstore_libstore_a_SOURCES = \
 	%D%/pool.c \
 	%D%/props.h %D%/props.c \
 	%D%/dataset.c \
-	%D%/txg.h %D%/txg.c \
+	%D%/txg.h %D%/txg.c %D%/hash.h \
 	%D%/bpmac.h %D%/bpmac.c %D%/verify.c \
 	%D%/record.c \
 	%D%/crypt.h %D%/crypt_backend.h %D%/crypt.c %D%/crypt_openssl.c \

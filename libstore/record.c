@@ -13,9 +13,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "alloc.h"
+#include "hash.h"
 #include "cache.h"
 #include "compress.h"
 #include "lun.h"
@@ -105,7 +105,7 @@ void record_checksum(uint64_t guid, uint64_t recno, uint64_t birth, const void *
 		     uint8_t out[16])
 {
 	uint64_t seed = guid ^ (recno * 0x9e3779b97f4a7c15ull) ^ (birth * 0xc2b2ae3d27d4eb4full);
-	XXH128_hash_t h = XXH3_128bits_withSeed(data, len, seed);
+	XXH128_hash_t h = hash128_seeded(data, len, seed);
 	uint8_t *w = out;
 
 	put_u64(&w, h.high64);
@@ -627,7 +627,7 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		struct rec *r = &recs[i];
 
 		if (!r->status && !r->io->result && r->kind != REC_HOLE && r->ds->suite)
-			r->bp.cksum = XXH3_64bits(r->buf, r->bp.psize);
+			r->bp.cksum = hash64(r->buf, r->bp.psize);
 	}
 	/* allocate and write; any failure fails the request before anything is staged */
 	for (size_t i = 0; i < n; i++) {

@@ -13,9 +13,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "alloc.h"
+#include "hash.h"
 #include "lun.h"
 #include "meta.h"
 #include "store_impl.h"
@@ -104,7 +104,7 @@ static int check_extent(struct walk *w, const struct bp *bp)
 	if (lun_read_batch(&io, 1) || io.result < 0)
 		return STOR_ECKSUM;
 	if (bp->flags & BP_F_ENCRYPTED)
-		return XXH3_64bits(w->buf, bp->psize) == bp->cksum ? 0 : STOR_ECKSUM;
+		return hash64(w->buf, bp->psize) == bp->cksum ? 0 : STOR_ECKSUM;
 	/* a clear record: its place-seeded checksum, unless it was written with checksum=off */
 	if (memcmp(bp->mac, (uint8_t[16]){ 0 }, 16) && w->ds) {
 		uint8_t mac[16];
