@@ -17,7 +17,8 @@
  *   acc       = XOR of PRF(K, 'G' | g | gmac(g)) over groups with a MAC
  *   root      = acc | PRF(K, 'R' | acc)                    ("mac": id | MAC_ROOT)
  *
- * PRF is keys_prf128 (truncated SHA-256 of key and a fixed-length message).
+ * PRF is keys_prf128 (truncated SHA-256 of a key block and a fixed-length
+ * message, from a keyed state kept in the key's secure page).
  * The XOR sums make a commit cost proportional to what it changes (XMAC):
  * each changed pointer XORs leaf(old) ^ leaf(new) into its group, each
  * changed group swaps its term in acc, and the root gets a new tag; a txg
@@ -59,9 +60,16 @@ struct mac_key *mac_key_new(const uint8_t *master, uint64_t guid, unsigned suite
 
 	if (!mk)
 		return NULL;
-	mk->k = keys_secure_alloc(KEYS_MAC_LEN);
-	if (!mk->k || keys_derive_mac(master, guid, suite, mk->k) < 0) {
-		keys_secure_free(mk->k, KEYS_MAC_LEN);
+	uint8_t key[KEYS_MAC_LEN];
+	int ret;
+
+	mk->k = keys_secure_alloc(KEYS_PRF_STATE_LEN);
+	ret = mk->k ? keys_derive_mac(master, guid, suite, key) : -ENOMEM;
+	if (ret == 0)
+		ret = keys_prf_key(key, mk->k);
+	keys_cleanse(key, sizeof(key));
+	if (ret < 0) {
+		keys_secure_free(mk->k, KEYS_PRF_STATE_LEN);
 		free(mk);
 		return NULL;
 	}
@@ -80,7 +88,7 @@ void mac_key_put(struct mac_key *mk)
 {
 	if (!mk || atomic_fetch_sub(&mk->refs, 1) != 1)
 		return;
-	keys_secure_free(mk->k, KEYS_MAC_LEN);
+	keys_secure_free(mk->k, KEYS_PRF_STATE_LEN);
 	free(mk);
 }
 

@@ -18,7 +18,7 @@ struct meta_txn;
 struct mac_key {
 	atomic_int refs;
 	uint64_t staged_txg; /* txg.c: the newest stage holding a reference (stage_lock) */
-	uint8_t *k;          /* KEYS_MAC_LEN bytes of secure memory */
+	uint8_t *k;          /* the keyed PRF state, KEYS_PRF_STATE_LEN bytes of secure memory */
 };
 
 /** Derive the MAC key of a dataset from its master key. @return NULL on failure */

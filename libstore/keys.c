@@ -30,6 +30,7 @@
 #include <openssl/kdf.h>
 #include <openssl/params.h>
 #include <openssl/rand.h>
+#include <openssl/sha.h>
 
 #include "keys.h"
 
@@ -425,31 +426,47 @@ int keys_derive_mac(const uint8_t master[KEYS_MASTER_LEN], uint64_t ds_guid, uns
 				out, KEYS_MAC_LEN);
 }
 
-static EVP_MD *prf_md;
-static pthread_once_t prf_once = PTHREAD_ONCE_INIT;
+/*
+ * The PRF is SHA-256 over one 64-byte block holding the key, then the
+ * message: the state after that first block is computed once per key and
+ * copied per call (a third of the cost of hashing both, and no allocation).
+ * The low-level SHA-256 calls are deprecated in OpenSSL 3 but are the only
+ * ones whose state is a plain struct that can be copied this way.
+ */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+_Static_assert(sizeof(SHA256_CTX) <= KEYS_PRF_STATE_LEN, "PRF state fits its buffer");
 
-static void prf_init(void)
+int keys_prf_key(const uint8_t key[KEYS_MAC_LEN], uint8_t state[KEYS_PRF_STATE_LEN])
 {
-	prf_md = EVP_MD_fetch(NULL, "SHA256", NULL); /* fetched once: a fetch per call costs more than the hash */
-}
-
-int keys_prf128(const uint8_t key[KEYS_MAC_LEN], const void *msg, size_t len, uint8_t out[16])
-{
-	uint8_t buf[KEYS_MAC_LEN + 160], md[32];
-	unsigned mdlen = 0;
+	uint8_t block[64];
+	SHA256_CTX c;
 	int ok;
 
-	pthread_once(&prf_once, prf_init);
-	if (!prf_md || len > sizeof(buf) - KEYS_MAC_LEN)
-		return -EIO;
-	memcpy(buf, key, KEYS_MAC_LEN);
-	memcpy(buf + KEYS_MAC_LEN, msg, len);
-	ok = EVP_Digest(buf, KEYS_MAC_LEN + len, md, &mdlen, prf_md, NULL);
-	memcpy(out, md, 16);
-	OPENSSL_cleanse(buf, KEYS_MAC_LEN);
-	OPENSSL_cleanse(md, sizeof(md));
-	return ok == 1 ? 0 : -EIO;
+	memcpy(block, key, KEYS_MAC_LEN);
+	memset(block + KEYS_MAC_LEN, 0x5c, sizeof(block) - KEYS_MAC_LEN);
+	ok = SHA256_Init(&c) == 1 && SHA256_Update(&c, block, sizeof(block)) == 1;
+	memcpy(state, &c, sizeof(c));
+	OPENSSL_cleanse(&c, sizeof(c));
+	OPENSSL_cleanse(block, sizeof(block));
+	return ok ? 0 : -EIO;
 }
+
+int keys_prf128(const uint8_t state[KEYS_PRF_STATE_LEN], const void *msg, size_t len,
+		uint8_t out[16])
+{
+	uint8_t md[SHA256_DIGEST_LENGTH];
+	SHA256_CTX c;
+	int ok;
+
+	memcpy(&c, state, sizeof(c));
+	ok = SHA256_Update(&c, msg, len) == 1 && SHA256_Final(md, &c) == 1;
+	memcpy(out, md, 16);
+	OPENSSL_cleanse(&c, sizeof(c));
+	OPENSSL_cleanse(md, sizeof(md));
+	return ok ? 0 : -EIO;
+}
+#pragma GCC diagnostic pop
 
 /* pages keys_secure_alloc() could not lock, for stor_key_pages_unlocked() */
 static atomic_uint_fast64_t unlocked_pages;

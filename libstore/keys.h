@@ -128,13 +128,21 @@ int keys_derive_data(const uint8_t master[KEYS_MASTER_LEN], uint64_t ds_guid, un
 int keys_derive_mac(const uint8_t master[KEYS_MASTER_LEN], uint64_t ds_guid, unsigned suite,
 		    uint8_t out[KEYS_MAC_LEN]);
 
+/** Bytes of the keyed state keys_prf_key() makes: key material, keep it in secure memory. */
+#define KEYS_PRF_STATE_LEN 128
+
+/** The state of the PRF under @key, for keys_prf128(). @return 0 or -EIO */
+int keys_prf_key(const uint8_t key[KEYS_MAC_LEN], uint8_t state[KEYS_PRF_STATE_LEN]);
+
 /**
  * A 128-bit PRF of a fixed-length message: the first 16 bytes of
- * SHA-256(@key || @msg). Every caller passes messages of one length per
- * purpose, with a distinct leading tag byte, so length extension does not
- * apply (and the output is truncated besides). @return 0 or -EIO
+ * SHA-256(key || 32 bytes 0x5c || @msg), from the keyed @state. Every
+ * caller passes messages of one length per purpose, with a distinct leading
+ * tag byte, so length extension does not apply (and the output is
+ * truncated besides). Thread-safe: @state is only read. @return 0 or -EIO
  */
-int keys_prf128(const uint8_t key[KEYS_MAC_LEN], const void *msg, size_t len, uint8_t out[16]);
+int keys_prf128(const uint8_t state[KEYS_PRF_STATE_LEN], const void *msg, size_t len,
+		uint8_t out[16]);
 
 /** Fill @buf with @len random bytes (OpenSSL RAND_bytes). @return 0 or -EIO */
 int keys_random(void *buf, size_t len);
