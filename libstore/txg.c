@@ -25,6 +25,7 @@ struct stage_ent {
 	uint64_t ds_id, recno;
 	struct bp bp;
 	struct mac_key *mk; /* encrypted datasets: held by the stage's mks */
+	uint8_t delta[MAC_LEN]; /* leaf(what the commit replaces) ^ leaf(bp), bpmac.c */
 	int used;
 };
 
@@ -220,6 +221,7 @@ static struct stage_ent *stage_insert(struct stage *s, uint64_t ds_id, uint64_t 
 	for (i = slot_of(ds_id, recno, s->cap); s->tab[i].used; i = (i + 1) & (s->cap - 1))
 		;
 	e = &s->tab[i];
+	memset(e, 0, sizeof(*e));
 	e->used = 1;
 	e->ds_id = ds_id;
 	e->recno = recno;
@@ -355,9 +357,18 @@ int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct 
 {
 	struct meta_txn *t = NULL;
 	struct stage_ent *e;
+	uint8_t delta[MAC_LEN] = { 0 }, enc[BP_LEN];
 	int ret = 0;
 
 	*had_old = 0;
+	/* the MAC change of this pointer, as the commit will need it: its own
+	 * leaf now, the leaf of what it replaces once that is known */
+	if (mk && !(bp->flags & BP_F_HOLE)) {
+		bp_encode(bp, enc);
+		ret = bpmac_leaf_xor(mk, recno, enc, delta);
+		if (ret < 0)
+			return ret;
+	}
 	pthread_mutex_lock(&p->stage_lock);
 	e = stage_find(p->open, ds_id, recno);
 	if (!e)
@@ -381,6 +392,10 @@ int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct 
 	}
 	if (ret == 0)
 		ret = stage_hold_mk(p->open, mk);
+	if (ret == 0 && mk && *had_old) {
+		bp_encode(old, enc);
+		ret = bpmac_leaf_xor(mk, recno, enc, delta);
+	}
 	if (ret < 0)
 		goto out;
 	if (*had_old) {
@@ -397,6 +412,9 @@ int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct 
 	}
 	e->bp = *bp;
 	e->mk = mk;
+	/* an entry staged again in this txg sums its changes: old ^ mid ^ mid ^ new */
+	for (int i = 0; i < MAC_LEN; i++)
+		e->delta[i] ^= delta[i];
 	if (!(bp->flags & BP_F_HOLE))
 		p->open->dirty[bp->lun] = 1;
 	if (p->open->resv)
@@ -502,14 +520,15 @@ static int free_gone(const void *key, size_t klen, const void *val, size_t vlen,
 }
 
 /*
- * The MAC change of every staged pointer of an encrypted dataset, read
- * against what @t holds before this commit writes it.
+ * The MAC changes of a commit: each staged pointer of an encrypted dataset
+ * carries leaf(what it replaces) ^ leaf(itself) from txg_stage(), where the
+ * replaced pointer was at hand, so the commit reads no old pointer back.
  */
 static int commit_macs(struct stage *s, struct meta_txn *t)
 {
 	struct bpmac_change *ch;
 	size_t n = 0;
-	int ret = 0;
+	int ret;
 
 	for (size_t i = 0; i < s->cap; i++)
 		n += s->tab[i].used && s->tab[i].mk;
@@ -519,30 +538,16 @@ static int commit_macs(struct stage *s, struct meta_txn *t)
 	if (!ch)
 		return -ENOMEM;
 	n = 0;
-	for (size_t i = 0; i < s->cap && ret == 0; i++) {
+	for (size_t i = 0; i < s->cap; i++) {
 		struct stage_ent *e = &s->tab[i];
-		struct bpmac_change *c = &ch[n];
-		uint8_t key[BP_KEY_LEN], val[BP_LEN];
-		const void *v;
-		size_t vlen;
 
 		if (!e->used || !e->mk)
 			continue;
-		*c = (struct bpmac_change){ .ds_id = e->ds_id, .recno = e->recno, .mk = e->mk };
-		bp_key(e->ds_id, e->recno, key);
-		ret = meta_get(t, META_BP, key, sizeof(key), &v, &vlen);
-		if (ret == 0 && vlen == BP_LEN)
-			ret = bpmac_leaf_xor(e->mk, e->recno, v, c->delta);
-		else if (ret == 0 || ret == -ENOENT)
-			ret = 0; /* a malformed old pointer never verified: it leaves no term */
-		if (ret == 0 && !(e->bp.flags & BP_F_HOLE)) {
-			bp_encode(&e->bp, val);
-			ret = bpmac_leaf_xor(e->mk, e->recno, val, c->delta);
-		}
+		ch[n] = (struct bpmac_change){ .ds_id = e->ds_id, .recno = e->recno, .mk = e->mk };
+		memcpy(ch[n].delta, e->delta, MAC_LEN);
 		n++;
 	}
-	if (ret == 0)
-		ret = bpmac_apply(t, ch, n);
+	ret = bpmac_apply(t, ch, n);
 	free(ch);
 	return ret;
 }
