@@ -832,8 +832,9 @@ static void run_group(struct stor_pool *p, struct stor_io *ios, size_t i, size_t
 		if (!r->buf || r->buf == r->ubuf)
 			continue;
 		/* plaintext of an encrypted dataset (decrypted, decompressed, merged
-		 * for a partial write, or not sealed after a failure) goes nowhere */
-		if (r->ds->suite)
+		 * for a partial write, or not sealed after a failure) goes nowhere;
+		 * a buffer sealed in place holds only ciphertext */
+		if (r->ds->suite && !(write && !r->status && (r->bp.flags & BP_F_ENCRYPTED)))
 			explicit_bzero(r->buf, round_sector(r->ds->recsize));
 		free(r->buf);
 	}

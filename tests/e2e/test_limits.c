@@ -413,3 +413,96 @@ Test(limits, requests_over_max_buffered_wait_and_all_complete)
 		  tdaemon_log(&td));
 	assert_root_ping();
 }
+
+/* As `nobody`: @n connections that pipeline PINGs as fast as the daemon takes
+ * them, reading the replies, until the pipe closes; "flooding" once going. */
+static pid_t nobody_floods(int n, int *hold, int *verdict)
+{
+	struct passwd *pw = getpwnam("nobody");
+	int h[2], v[2];
+	pid_t pid;
+
+	cr_assert_not_null(pw);
+	cr_assert_eq(pipe(h), 0);
+	cr_assert_eq(pipe(v), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		static uint8_t batch[256 * PROTO_HDR_SIZE], junk[65536];
+		struct pollfd pf[33];
+		uint64_t replies = 0;
+		int told = 0;
+
+		close(h[1]);
+		close(v[0]);
+		if (n > 32 || setgroups(0, NULL) || setgid(pw->pw_gid) || setuid(pw->pw_uid))
+			_exit(3);
+		for (int i = 0; i < 256; i++) {
+			struct proto_hdr hd = { .len = 0, .op = PROTO_OP_PING, .req_id = (uint32_t)i };
+			proto_hdr_put(batch + i * PROTO_HDR_SIZE, &hd);
+		}
+		for (int i = 0; i < n; i++) {
+			uint8_t hello[PROTO_HDR_SIZE + PROTO_HELLO_BODY], *b = hello + PROTO_HDR_SIZE;
+			struct proto_hdr hd = { .len = PROTO_HELLO_BODY, .op = PROTO_OP_HELLO };
+
+			pf[i].fd = raw_connect();
+			if (pf[i].fd < 0)
+				_exit(4);
+			proto_hdr_put(hello, &hd);
+			for (int k = 0; k < 4; k++)
+				b[k] = (uint8_t)(PROTO_MAGIC >> (24 - 8 * k));
+			b[4] = 0, b[5] = 1, b[6] = 0, b[7] = (uint8_t)PROTO_VERSION;
+			if (write(pf[i].fd, hello, sizeof(hello)) != (ssize_t)sizeof(hello))
+				_exit(5);
+			pf[i].events = POLLIN | POLLOUT;
+		}
+		pf[n] = (struct pollfd){ .fd = h[0], .events = POLLIN };
+		for (;;) {
+			if (poll(pf, (nfds_t)n + 1, 60000) <= 0 || pf[n].revents)
+				_exit(0); /* the parent is done */
+			for (int i = 0; i < n; i++) {
+				if (pf[i].revents & POLLIN) {
+					ssize_t r = read(pf[i].fd, junk, sizeof(junk));
+					if (r <= 0)
+						_exit(6);
+					replies += (uint64_t)r / PROTO_HDR_SIZE;
+				}
+				if ((pf[i].revents & POLLOUT) &&
+				    write(pf[i].fd, batch, sizeof(batch)) < 0 && errno != EAGAIN)
+					_exit(7);
+			}
+			if (!told && replies > 10000) {
+				if (write(v[1], "flooding\n", 9) != 9)
+					_exit(8);
+				told = 1;
+			}
+		}
+	}
+	close(h[0]);
+	close(v[1]);
+	*hold = h[1];
+	*verdict = v[0];
+	return pid;
+}
+
+/* A flood of cheap calls on other connections must not keep root waiting. */
+Test(limits, a_flood_of_pipelined_calls_does_not_hold_up_roots_ping)
+{
+	char verdict[64];
+	int hold, vfd, st;
+	pid_t pid;
+
+	if (geteuid() != 0 || !getpwnam("nobody"))
+		cr_skip_test("needs root and a 'nobody' user");
+	start(NULL);
+	pid = nobody_floods(8, &hold, &vfd);
+	read_verdict(vfd, verdict, sizeof(verdict));
+	cr_assert(strstr(verdict, "flooding"), "the flood did not start: '%s'\n%s", verdict,
+		  tdaemon_log(&td));
+	for (int i = 0; i < 5; i++)
+		assert_root_ping(); /* each within its generous bound, while the flood goes on */
+	close(hold);
+	close(vfd);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "flooder status %d", st);
+}
