@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -29,6 +30,15 @@ int rpc_handle_close(struct rpc_conn *conn, uint32_t h)
 	(void)conn;
 	(void)h;
 	return -EBADF;
+}
+
+/* No connection holds a handle here: nothing to revoke. */
+int rpc_revoke(const struct rpc_revoke *r, int mark, unsigned timeout_ms)
+{
+	(void)r;
+	(void)mark;
+	(void)timeout_ms;
+	return 0;
 }
 
 static struct config cfg;
@@ -66,7 +76,7 @@ static int call(uint16_t op, json_t *args)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	char luns[2][300], err[256];
+	char luns[2][300], state[300], err[256];
 	int ret;
 
 	(void)argc;
@@ -75,8 +85,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (!mkdtemp(dir))
 		abort();
+	/* LUNs may not sit inside the state directory */
+	snprintf(state, sizeof(state), "%s/state", dir);
+	if (mkdir(state, 0700) < 0)
+		abort();
 	config_defaults(&cfg);
-	if (config_set(&cfg, "state_dir", dir, err, sizeof(err)) < 0 ||
+	if (config_set(&cfg, "state_dir", state, err, sizeof(err)) < 0 ||
 	    config_set(&cfg, "log_level", "err", err, sizeof(err)) < 0) {
 		fprintf(stderr, "config: %s\n", err);
 		abort();
