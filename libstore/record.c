@@ -372,10 +372,10 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		explicit_bzero(r->buf, r->bp.psize);
 		free(r->buf);
 		r->buf = plain;
-		if (err < 0)
+		if (err < 0) {
 			explicit_bzero(plain, r->ds->recsize);
-		if (err < 0)
 			fail_io(r, err);
+		}
 	}
 	for (size_t i = 0; dc && i < n; i++) {
 		struct rec *r = &recs[i];

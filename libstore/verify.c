@@ -85,8 +85,11 @@ static int check_extent(struct walk *w, const struct bp *bp)
 {
 	struct lun_io io;
 
+	/* written so that no sector number from the metadata can wrap past the bound */
 	if (bp->lun >= atomic_load(&w->p->nluns) || !w->p->luns[bp->lun].lun ||
-	    bp->sector + bp->psize / STOR_SECTOR > lun_data_size(w->p->luns[bp->lun].lun) / STOR_SECTOR) {
+	    bp->sector >= lun_data_size(w->p->luns[bp->lun].lun) / STOR_SECTOR ||
+	    bp->psize / STOR_SECTOR >
+		    lun_data_size(w->p->luns[bp->lun].lun) / STOR_SECTOR - bp->sector) {
 		w->rep->extent_errors++;
 		return STOR_ECKSUM;
 	}
