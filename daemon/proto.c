@@ -14,25 +14,24 @@
 #include "proto.h"
 #include "store.h"
 
+/* Indexed by opcode: every frame looks its command up (more than once), so
+ * the lookup is an array access; unused opcodes have no name. */
 static const struct proto_cmd cmds[] = {
 #define XX(num, NAME, str, fn, fl, minb, maxb) \
-	{ .op = (num), .name = (str), .flags = (fl), .min_body = (minb), .max_body = (maxb) },
+	[num] = { .op = (num), .name = (str), .flags = (fl), .min_body = (minb), .max_body = (maxb) },
 	PROTO_CMDS(XX)
 #undef XX
 };
 
 const struct proto_cmd *proto_cmd_by_op(unsigned op)
 {
-	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		if (cmds[i].op == op)
-			return &cmds[i];
-	return NULL;
+	return op < sizeof(cmds) / sizeof(cmds[0]) && cmds[op].name ? &cmds[op] : NULL;
 }
 
 const struct proto_cmd *proto_cmd_by_name(const char *name)
 {
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		if (!strcmp(cmds[i].name, name))
+		if (cmds[i].name && !strcmp(cmds[i].name, name))
 			return &cmds[i];
 	return NULL;
 }
