@@ -17,6 +17,11 @@
  * lock exclusive. Memory is wiped and freed after the lock is dropped.
  * Nothing here blocks on I/O or calls out of the module.
  *
+ * The engine's own cache is one process-wide instance (cache_data()), made
+ * on first use and off until stor_cache_set_size(); it lives here, not with
+ * the record pipeline, because pools, datasets and key state drop from it
+ * too, and none of them should need record.c for that.
+ *
  * Why S3-FIFO: contrib/bench/cache_sim, 1M accesses zipfian over 100k 8 KiB
  * records, cache 10% of them, with every 5th access the next record of a
  * one-pass scan over 200k others: hit ratio of the zipfian accesses 0.661 /
@@ -33,6 +38,7 @@
 #include <string.h>
 
 #include "cache.h"
+#include "store.h"
 
 #define GEN_SLOTS 256      /* generation slots per shard */
 #define SHARDS_MAX 1024
@@ -628,4 +634,51 @@ void cache_stats(struct cache *c, struct cache_stats *st)
 		pthread_rwlock_unlock(&s->lock);
 	}
 	st->capacity = atomic_load(&c->capacity);
+}
+
+/* ---- the engine's data cache ---- */
+
+static struct cache *data_cache;
+static pthread_once_t data_once = PTHREAD_ONCE_INIT;
+static atomic_bool data_on; /* a size above 0 was set: readers use it */
+
+static void data_init(void)
+{
+	if (cache_create(0, &data_cache) < 0)
+		data_cache = NULL; /* a NULL cache is an off one */
+}
+
+struct cache *cache_data(void)
+{
+	pthread_once(&data_once, data_init);
+	return data_cache;
+}
+
+struct cache *cache_data_on(void)
+{
+	return atomic_load_explicit(&data_on, memory_order_acquire) ? data_cache : NULL;
+}
+
+int stor_cache_set_size(size_t bytes)
+{
+	if (!cache_data())
+		return -ENOMEM;
+	cache_resize(data_cache, bytes);
+	atomic_store_explicit(&data_on, bytes != 0, memory_order_release);
+	return 0;
+}
+
+void stor_cache_stats(struct stor_cache_stats *st)
+{
+	struct cache_stats cs;
+
+	memset(st, 0, sizeof(*st));
+	cache_stats(cache_data(), &cs);
+	st->hits = cs.hits;
+	st->misses = cs.misses;
+	st->inserts = cs.inserts;
+	st->evictions = cs.evictions;
+	st->bytes = cs.bytes;
+	st->entries = cs.entries;
+	st->capacity = cs.capacity;
 }

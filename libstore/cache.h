@@ -108,4 +108,13 @@ struct cache_stats {
 /** A snapshot of the counters (each shard's read under its lock). */
 void cache_stats(struct cache *c, struct cache_stats *st);
 
+/**
+ * The engine's data cache: one per process, made on first use, 0 bytes (off)
+ * until stor_cache_set_size(). NULL if it could not be made (an off cache).
+ * Writers and droppers use this one, even while it is off (see Off).
+ */
+struct cache *cache_data(void);
+/** cache_data() while its size is above 0, else NULL: readers skip it. */
+struct cache *cache_data_on(void);
+
 #endif

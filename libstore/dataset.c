@@ -580,7 +580,7 @@ int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 	for (size_t i = 0; i < ngone; i++) {
 		if (gone[i]->suite)
 			enc = 1;
-		cache_drop_ds(record_cache(), gone[i]->guid);
+		cache_drop_ds(cache_data(), gone[i]->guid);
 		ds_free(gone[i]);
 	}
 	/* no wrapped key of a destroyed dataset stays in the key file */

@@ -420,7 +420,7 @@ int stor_key_unload(struct stor_pool *p, const char *name, unsigned flags)
 	txg_read_synchronize(p);
 	for (size_t i = 0; i < p->nds; i++) {
 		if (old[i])
-			cache_drop_ds(record_cache(), p->ds[i]->guid); /* no plaintext stays */
+			cache_drop_ds(cache_data(), p->ds[i]->guid); /* no plaintext stays */
 		keys_state_free(old[i]);
 	}
 	free(old);

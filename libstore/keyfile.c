@@ -29,7 +29,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,14 +45,6 @@
 #define ENTRY_LEN (8 + 8 + 1 + 4 + KEYS_SALT_LEN + KEYS_WRAPPED_LEN) /* fixed part */
 #define LOC_MAX 255 /* prop_validate's bound of a value */
 
-static void keyfile_path(const struct stor_pool *p, int copy, char *out, size_t len)
-{
-	size_t n = strlen(p->path);
-
-	/* pools/<pool>.mdb -> pools/<pool>.keys, pools/<pool>.keys.1 */
-	snprintf(out, len, "%.*s.keys%s", (int)(n > 4 ? n - 4 : n), p->path, copy ? ".1" : "");
-}
-
 static int write_all(int fd, const uint8_t *buf, size_t len)
 {
 	while (len) {
@@ -67,21 +58,6 @@ static int write_all(int fd, const uint8_t *buf, size_t len)
 		len -= (size_t)w;
 	}
 	return 0;
-}
-
-int fsync_dir(const char *path)
-{
-	char dir[4200];
-	int fd, ret = 0;
-
-	snprintf(dir, sizeof(dir), "%s", path);
-	fd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		ret = -errno;
-	close(fd);
-	return ret;
 }
 
 /* The keylocation an entry carries: a root's own, nothing for the others. */
@@ -116,7 +92,7 @@ static int write_file(const char *path, const uint8_t *buf, size_t len)
 		unlink(tmp);
 		goto out;
 	}
-	ret = fsync_dir(path);
+	ret = statedir_sync(path);
 	/* the new file is in place: overwrite the bytes of the one it replaced */
 	if (ret == 0 && old >= 0 && fstat(old, &st) == 0 && st.st_size > 0) {
 		uint8_t zero[4096] = { 0 };
@@ -174,11 +150,11 @@ int keyfile_save(struct stor_pool *p, struct stor_ds *extra)
 	put_u64(&w, XXH64(buf, len - 8, 0));
 
 	/* the first copy is the commit point; the second follows it */
-	keyfile_path(p, 0, path, sizeof(path));
+	statedir_keyfile_path(p->path, 0, path, sizeof(path));
 	ret = write_file(path, buf, len);
 	if (ret == 0) {
 		p->keyfile_gen++;
-		keyfile_path(p, 1, path, sizeof(path));
+		statedir_keyfile_path(p->path, 1, path, sizeof(path));
 		if (write_file(path, buf, len) < 0)
 			snprintf(p->keyfile_note, sizeof(p->keyfile_note),
 				 "copy %.400s could not be written: the next change rewrites it", path);
@@ -376,7 +352,7 @@ int keyfile_load(struct stor_pool *p)
 	for (size_t i = 0; i < p->nds; i++)
 		nenc += p->ds[i]->suite != 0;
 	for (int i = 0; i < KEYFILE_COPIES; i++) {
-		keyfile_path(p, i, path[i], sizeof(path[i]));
+		statedir_keyfile_path(p->path, i, path[i], sizeof(path[i]));
 		rc[i] = read_file(path[i], &buf[i], &len[i], &gen[i]);
 		if (rc[i] == 0 && (best < 0 || gen[i] > gen[best]))
 			best = i;

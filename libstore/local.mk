@@ -3,14 +3,14 @@ noinst_LIBRARIES += libstore/libstore.a
 libstore_libstore_a_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS) $(LMDB_CFLAGS) $(ZSTD_CFLAGS) $(XXHASH_CFLAGS) $(URING_CFLAGS)
 libstore_libstore_a_SOURCES = \
 	%D%/store.h %D%/store_impl.h %D%/format.h \
-	%D%/errors.c \
-	%D%/lun.h %D%/lun.c \
+	%D%/errors.c %D%/pool_error.c %D%/statedir.c \
+	%D%/lun.h %D%/lun.c %D%/lunset.c \
 	%D%/meta.h %D%/meta_lmdb.c \
 	%D%/alloc.h %D%/alloc.c \
 	%D%/pool.c \
 	%D%/props.h %D%/props.c \
 	%D%/dataset.c \
-	%D%/txg.h %D%/txg.c %D%/hash.h \
+	%D%/bp.h %D%/bp.c %D%/txg.h %D%/txg.c %D%/hash.h \
 	%D%/bpmac.h %D%/bpmac.c %D%/verify.c \
 	%D%/record.c \
 	%D%/crypt.h %D%/crypt_backend.h %D%/crypt.c %D%/crypt_openssl.c \

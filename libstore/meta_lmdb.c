@@ -129,7 +129,7 @@ int meta_open(const char *path, size_t map_size, unsigned flags, struct meta **o
 	if (rc)
 		goto fail;
 	/* a new file's name is durable too, or a crash can lose the pool */
-	if ((flags & META_CREATE) && fsync_dir(path) < 0) {
+	if ((flags & META_CREATE) && statedir_sync(path) < 0) {
 		rc = EIO;
 		goto fail;
 	}

@@ -7,11 +7,18 @@
  * pool (close, destroy, a failed open) drops its datasets from the data
  * cache: nothing read before an export is served after the next import.
  *
- * A LUN of an open pool is claimed (lun.c) until the pool is freed. A path
- * becomes a LUN (lun_take) only if it is not a symbolic link, not inside
- * the state directory, and blank or a LUN of a pool with no metadata here;
- * STOR_FORCE lifts all but the state directory and a pool that has
- * metadata. At import one damaged label copy is rewritten from the other.
+ * Which paths may become LUNs, their labels, faults and per-LUN status are
+ * the LUN set's (lunset.c); the files of a pool in the state directory are
+ * named in statedir.c.
+ *
+ * Mutual dependency, by design: pool, dataset (dataset.c), key state
+ * (dskeys.c) and key file (keyfile.c) call each other. A pool opens by
+ * loading its datasets and then their keys from the key file; a dataset
+ * create bumps the pool record's next id (pool_save_config); key state and
+ * key file look datasets up by id and rewrite the key file on every key
+ * change. They share the pool's admin lock and its dataset table, so they
+ * are one subsystem in four files. No unit they call calls back into any
+ * of them, so the circle ends here (see store_impl.h).
  *
  * Pool record ("pool"/"config"): u32 version | u64 guid | u64 next dataset id |
  * u32 nluns | nluns x (u64 lun guid | u64 size | u16 path length | path).
@@ -19,7 +26,6 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,22 +40,6 @@
 #include "lun.h"
 #include "meta.h"
 #include "store_impl.h"
-
-static _Thread_local char last_error[512];
-
-void pool_set_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(last_error, sizeof(last_error), fmt, ap);
-	va_end(ap);
-}
-
-const char *stor_pool_last_error(void)
-{
-	return last_error;
-}
 
 static int pool_name_valid(const char *name)
 {
@@ -84,15 +74,6 @@ static int mkdirs(const char *dir)
 	return 0;
 }
 
-static char *meta_path(const char *state_dir, const char *name)
-{
-	char *p = NULL;
-
-	if (asprintf(&p, "%s/pools/%s.mdb", state_dir, name) < 0)
-		return NULL;
-	return p;
-}
-
 static struct stor_pool *pool_alloc(const char *name, const struct stor_pool_opts *opts)
 {
 	struct stor_pool *p = calloc(1, sizeof(*p));
@@ -104,7 +85,7 @@ static struct stor_pool *pool_alloc(const char *name, const struct stor_pool_opt
 	p->opts.state_dir = NULL;
 	p->lock_fd = -1;
 	p->name = strdup(name);
-	p->path = meta_path(opts->state_dir, name);
+	p->path = statedir_meta_path(opts->state_dir, name);
 	pthread_mutex_init(&p->admin, NULL);
 	for (int i = 0; i < STRIPES; i++)
 		pthread_mutex_init(&p->stripes[i], NULL);
@@ -128,12 +109,11 @@ static void pool_free(struct stor_pool *p)
 	 * Export and destroy both end here; dropping wipes the plaintext.
 	 */
 	for (size_t i = 0; i < p->nds; i++) {
-		cache_drop_ds(record_cache(), p->ds[i]->guid);
+		cache_drop_ds(cache_data(), p->ds[i]->guid);
 		ds_free(p->ds[i]);
 	}
 	free(p->ds);
-	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
-		lun_close(p->luns[i].lun);
+	lunset_close(p);
 	meta_close(p->meta);
 	alloc_destroy(p->alloc);
 	if (p->lock_fd >= 0)
@@ -210,218 +190,6 @@ int pool_save_config(struct stor_pool *p)
 	return save_config(p, atomic_load(&p->nluns));
 }
 
-static unsigned lun_flags(const struct stor_pool *p)
-{
-	return (p->opts.direct_io ? LUN_DIRECT : 0) | (p->opts.pread_only ? 0 : LUN_MAP);
-}
-
-/* The pool a claimed LUN's label names, for "in use" messages. */
-static void in_use_error(unsigned idx, const char *path)
-{
-	struct lun *l = NULL;
-	struct lun_label lab;
-	unsigned bad;
-
-	if (lun_open(path, LUN_PEEK, 0, &l) == 0 && lun_label_read(l, &lab, &bad) == 0)
-		pool_set_error("lun %u (%s): in use by pool '%s'", idx, path, lab.pool_name);
-	else
-		pool_set_error("lun %u (%s): in use (claimed by another pool or program, or a "
-			       "mounted device)",
-			       idx, path);
-	lun_close(l);
-}
-
-/* Open one LUN of the pool and check its label against what the pool expects. */
-static int lun_attach(struct stor_pool *p, unsigned idx, const char *path, uint64_t guid)
-{
-	struct lun *l = NULL;
-	struct lun_label lab;
-	unsigned bad = 0;
-	int ret;
-
-	ret = lun_open(path, lun_flags(p), 0, &l);
-	if (ret < 0) {
-		if (ret == -EBUSY)
-			in_use_error(idx, path);
-		else
-			pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
-		return ret;
-	}
-	ret = lun_label_read(l, &lab, &bad);
-	if (ret < 0) {
-		if (ret == STOR_ELABEL)
-			pool_set_error("lun %u (%s): label damaged in both copies (front and end)",
-				       idx, path);
-		else
-			pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
-		goto fail;
-	}
-	if (lab.pool_guid != p->guid || lab.lun_guid != guid || lab.index != idx) {
-		pool_set_error("lun %u (%s): label names pool '%s' (guid %016llx) lun %u, not this pool",
-			       idx, path, lab.pool_name, (unsigned long long)lab.pool_guid,
-			       lab.index);
-		ret = STOR_EFOREIGN;
-		goto fail;
-	}
-	ret = alloc_add_lun(p->alloc, lun_data_size(l) / STOR_SECTOR);
-	if (ret < 0)
-		goto fail;
-	/* the sound copy is this pool's: rewrite the other as it is, so both
-	 * read the same (a file grown since labelling gets its end copy at the
-	 * new end; the old one is free space now) */
-	p->luns[idx].label_damaged = bad;
-	if (bad && lun_label_repair(l, &lab, bad) == 0)
-		p->luns[idx].label_repaired = bad;
-	p->luns[idx].lun = l;
-	p->luns[idx].guid = guid;
-	atomic_store(&p->nluns, idx + 1);
-	return 0;
-fail:
-	lun_close(l);
-	return ret;
-}
-
-/* The state directory of @p, from its metadata path <state>/pools/<name>.mdb. */
-static char *state_dir_of(const struct stor_pool *p)
-{
-	size_t n = strlen(p->path), tail = strlen("/pools/") + strlen(p->name) + strlen(".mdb");
-
-	return n > tail ? strndup(p->path, n - tail) : NULL;
-}
-
-/* Is the file @l has open inside directory @dir? 1, 0 or -errno */
-static int lun_inside(const struct lun *l, const char *dir)
-{
-	char real[PATH_MAX], *rdir = realpath(dir, NULL);
-	size_t n;
-	int ret;
-
-	if (!rdir)
-		return -errno;
-	n = strlen(rdir);
-	ret = lun_real_path(l, real, sizeof(real));
-	if (ret == 0)
-		ret = n == 1 || (!strncmp(real, rdir, n) && (real[n] == '/' || real[n] == '\0'));
-	free(rdir);
-	return ret;
-}
-
-/* Does pool @name have metadata in @state_dir? 1, 0 or -ENOMEM */
-static int pool_has_metadata(const char *state_dir, const char *name)
-{
-	char *path = meta_path(state_dir, name);
-	int ret;
-
-	if (!path)
-		return -ENOMEM;
-	ret = access(path, F_OK) == 0;
-	free(path);
-	return ret;
-}
-
-/*
- * Open @path to become LUN @idx of @p, and refuse what must not be taken
- * over: a symbolic link (but a link to a block device), a file inside the
- * state directory (our own metadata), one another opener claims, one with
- * a label of a pool that has metadata here, and - unless STOR_FORCE - a
- * label of a pool without metadata (a create that did not finish, a LUN of
- * another host) or an existing file or device that is not blank where the
- * labels go. A file lun_open creates is blank.
- */
-static int lun_take(struct stor_pool *p, unsigned idx, const char *path, uint64_t size,
-		    unsigned flags, struct lun **out)
-{
-	int force = (flags & STOR_FORCE) != 0;
-	struct lun *l = NULL;
-	struct lun_label lab;
-	char *state = NULL;
-	unsigned bad;
-	int ret;
-
-	*out = NULL;
-	ret = lun_open(path, LUN_CREATE | LUN_NEW | (force ? LUN_FORCE : 0) | lun_flags(p), size,
-		       &l);
-	if (ret == -EBUSY) {
-		in_use_error(idx, path);
-		return ret;
-	}
-	if (ret == -ELOOP) {
-		pool_set_error("lun %u (%s): a symbolic link, and not to a block device; give the "
-			       "file it names, or force",
-			       idx, path);
-		return ret;
-	}
-	if (ret < 0) {
-		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
-		return ret;
-	}
-	state = state_dir_of(p);
-	ret = state ? lun_inside(l, state) : -ENOMEM;
-	if (ret != 0) {
-		if (ret > 0)
-			pool_set_error("lun %u (%s): inside the state directory %s", idx, path,
-				       state);
-		else
-			pool_set_error("lun %u (%s): state directory: %s", idx, path,
-				       stor_strerror(ret));
-		ret = ret > 0 ? -EINVAL : ret;
-		goto out;
-	}
-	ret = lun_label_read(l, &lab, &bad);
-	if (ret == 0) {
-		ret = pool_has_metadata(state, lab.pool_name);
-		if (ret < 0)
-			goto out;
-		if (ret || lab.pool_guid == p->guid) {
-			pool_set_error("lun %u (%s): already a LUN of pool '%s'", idx, path,
-				       lab.pool_name);
-			ret = STOR_EFOREIGN;
-			goto out;
-		}
-		if (!force) {
-			pool_set_error("lun %u (%s): labelled for pool '%s', which has no metadata "
-				       "here (a create that did not finish, or another host's); "
-				       "force to reuse it, or clear the label",
-				       idx, path, lab.pool_name);
-			ret = STOR_EFOREIGN;
-			goto out;
-		}
-		ret = 0;
-	} else if (ret == STOR_EFORMAT) {
-		if (!force) {
-			pool_set_error("lun %u (%s): labelled in another format version; force to "
-				       "reuse it",
-				       idx, path);
-			ret = STOR_EFOREIGN;
-			goto out;
-		}
-		ret = 0;
-	} else if (ret == STOR_ELABEL) {
-		ret = lun_created(l) || force ? 1 : lun_is_blank(l);
-		if (ret == 0) {
-			pool_set_error("lun %u (%s): not blank (it may hold a file system, a "
-				       "partition table or other data); force to overwrite it",
-				       idx, path);
-			ret = STOR_ENOTBLANK;
-			goto out;
-		}
-		ret = ret < 0 ? ret : 0;
-	}
-	if (ret < 0)
-		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
-out:
-	free(state);
-	if (ret < 0) {
-		/* a file made for nothing goes again */
-		if (lun_created(l) == LUN_MADE)
-			unlink(path);
-		lun_close(l);
-	} else {
-		*out = l;
-	}
-	return ret;
-}
-
 static int load_config(struct stor_pool *p, uint64_t *txg)
 {
 	struct meta_txn *t = NULL;
@@ -474,7 +242,7 @@ static int load_config(struct stor_pool *p, uint64_t *txg)
 			goto out;
 		get_bytes(&r, path, plen);
 		path[plen] = '\0';
-		ret = lun_attach(p, i, path, guid);
+		ret = lunset_attach(p, i, path, guid);
 		if (ret < 0)
 			goto out;
 		ret = STOR_ECORRUPT;
@@ -539,7 +307,7 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 	int ret;
 
 	*out = NULL;
-	last_error[0] = '\0';
+	pool_clear_error();
 	if (!opts || !opts->state_dir)
 		return -EINVAL;
 	if (!pool_name_valid(name))
@@ -567,7 +335,7 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 	if (ret == 0)
 		ret = keyfile_load(p);
 	if (ret < 0) {
-		if (!last_error[0])
+		if (!pool_error_set())
 			pool_set_error("pool %s: dataset records: %s", name, stor_strerror(ret));
 		goto fail;
 	}
@@ -593,7 +361,7 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 	int ret;
 
 	*out = NULL;
-	last_error[0] = '\0';
+	pool_clear_error();
 	if (!opts || !opts->state_dir || nluns == 0 || nluns > STOR_LUNS_MAX)
 		return -EINVAL;
 	if (!pool_name_valid(name))
@@ -646,8 +414,7 @@ fail:
 		snprintf(lock, sizeof(lock), "%s-lock", p->path);
 		unlink(lock);
 	}
-	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
-		lun_label_wipe(p->luns[i].lun);
+	lunset_wipe(p);
 	pool_free(p);
 	return ret;
 }
@@ -661,63 +428,20 @@ fail:
  */
 int stor_pool_add_lun(struct stor_pool *p, const char *path, uint64_t size, unsigned flags)
 {
-	unsigned idx;
-	struct lun *l = NULL;
-	struct alloc_map *map = NULL;
-	struct lun_label lab = { 0 };
-	int ret, labelled = 0;
+	struct lunset_new n;
+	int ret;
 
 	pthread_mutex_lock(&p->admin);
-	idx = atomic_load(&p->nluns);
-	ret = idx >= STOR_LUNS_MAX ? -E2BIG : lun_take(p, idx, path, size, flags, &l);
-	if (ret < 0)
-		goto out;
-	lab.index = idx;
-	lab.pool_guid = p->guid;
-	ret = keys_random(&lab.lun_guid, sizeof(lab.lun_guid));
-	if (ret < 0)
-		goto out;
-	lab.size = lun_size(l);
-	lab.nluns = idx + 1;
-	snprintf(lab.pool_name, sizeof(lab.pool_name), "%s", p->name);
-	ret = alloc_map_new(lun_data_size(l) / STOR_SECTOR, &map);
-	if (ret == 0)
-		ret = lun_label_write(l, &lab);
-	if (ret < 0)
-		goto out;
-	labelled = 1;
-	p->luns[idx].lun = l; /* not visible before nluns says so */
-	p->luns[idx].guid = lab.lun_guid;
-	ret = p->meta ? save_config(p, idx + 1) : 0;
-	if (ret < 0) {
-		p->luns[idx].lun = NULL;
-		goto out;
+	ret = lunset_prepare(p, path, size, flags, &n);
+	if (ret == 0) {
+		ret = p->meta ? save_config(p, n.idx + 1) : 0;
+		if (ret == 0)
+			lunset_publish(p, &n);
+		else
+			lunset_abandon(p, &n);
 	}
-	atomic_store(&p->nluns, idx + 1);
-	alloc_add_map(p->alloc, map);
-	map = NULL;
-	l = NULL;
-out:
 	pthread_mutex_unlock(&p->admin);
-	alloc_map_free(map);
-	if (l && labelled)
-		lun_label_wipe(l);
-	lun_close(l);
 	return ret;
-}
-
-void pool_lun_failed(struct stor_pool *p, struct lun *l)
-{
-	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
-		struct lun_counters c;
-
-		if (p->luns[i].lun != l)
-			continue;
-		lun_counters(l, &c);
-		if (c.read_errors + c.write_errors >= STOR_LUN_FAULT_ERRORS)
-			alloc_set_faulted(p->alloc, i);
-		return;
-	}
 }
 
 int stor_pool_sync(struct stor_pool *p)
@@ -739,8 +463,7 @@ int stor_pool_close(struct stor_pool *p)
 int stor_pool_destroy(const char *name, const struct stor_pool_opts *opts)
 {
 	struct stor_pool *p = NULL;
-	char lock[4200];
-	int ret;
+	int ret, r;
 
 	ret = stor_pool_open(name, opts, &p);
 	if (ret == -EBUSY || ret == -EINVAL || ret == STOR_EBADNAME)
@@ -748,45 +471,19 @@ int stor_pool_destroy(const char *name, const struct stor_pool_opts *opts)
 	if (ret < 0) {
 		/* it no longer imports (a LUN missing, metadata damaged): forget
 		 * it, and leave its LUNs as they are */
-		char *path = meta_path(opts->state_dir, name);
-		const char *const suffix[] = { "-lock", ".lock" };
+		char *path = statedir_meta_path(opts->state_dir, name);
 
 		if (!path)
 			return -ENOMEM;
-		if (access(path, F_OK) < 0) {
-			free(path);
-			return -ENOENT; /* no such pool */
-		}
-		ret = unlink(path) < 0 ? -errno : 0;
-		for (int i = 0; i < 2; i++) {
-			snprintf(lock, sizeof(lock), "%s%s", path, suffix[i]);
-			unlink(lock);
-		}
-		snprintf(lock, sizeof(lock), "%.*s.keys", (int)strlen(path) - 4, path);
-		unlink(lock);
-		snprintf(lock, sizeof(lock), "%.*s.keys.1", (int)strlen(path) - 4, path);
-		unlink(lock);
+		ret = access(path, F_OK) < 0 ? -ENOENT /* no such pool */ : statedir_remove_pool(path);
 		free(path);
 		return ret;
 	}
-	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
-		int r = lun_label_wipe(p->luns[i].lun);
-		if (r < 0 && ret == 0)
-			ret = r;
-	}
-	snprintf(lock, sizeof(lock), "%s-lock", p->path);
-	if (unlink(p->path) < 0 && ret == 0)
-		ret = -errno;
-	unlink(lock);
-	snprintf(lock, sizeof(lock), "%s.lock", p->path);
-	unlink(lock);
-	snprintf(lock, sizeof(lock), "%.*s.keys", (int)strlen(p->path) - 4, p->path);
-	unlink(lock);
-	snprintf(lock, sizeof(lock), "%.*s.keys.1", (int)strlen(p->path) - 4, p->path);
-	unlink(lock);
+	ret = lunset_wipe(p);
+	r = statedir_remove_pool(p->path);
 	txg_fini(p);
 	pool_free(p);
-	return ret;
+	return ret < 0 ? ret : r;
 }
 
 int stor_pool_stat(struct stor_pool *p, struct stor_pool_stat *st)
@@ -814,123 +511,3 @@ int stor_pool_stat(struct stor_pool *p, struct stor_pool_stat *st)
 	return 0;
 }
 
-int stor_pool_lun_stat(struct stor_pool *p, unsigned idx, struct stor_lun_stat *st)
-{
-	struct lun_counters c;
-	uint64_t used, total;
-
-	if (idx >= atomic_load(&p->nluns))
-		return -ENOENT;
-	memset(st, 0, sizeof(*st));
-	snprintf(st->path, sizeof(st->path), "%s", lun_path(p->luns[idx].lun));
-	alloc_usage(p->alloc, idx, &used, &total);
-	st->size = total * STOR_SECTOR;
-	st->used = used * STOR_SECTOR;
-	lun_counters(p->luns[idx].lun, &c);
-	st->read_errors = c.read_errors;
-	st->write_errors = c.write_errors;
-	st->nospace_errors = c.nospace_errors;
-	st->cksum_errors = atomic_load(&p->luns[idx].cksum_errors);
-	st->faulted = c.read_errors + c.write_errors >= STOR_LUN_FAULT_ERRORS;
-	st->label_damaged = p->luns[idx].label_damaged;
-	st->label_repaired = p->luns[idx].label_repaired;
-	return 0;
-}
-
-/* LUN @lun of @p by path or by index ("0", "1"...); -1 if none. */
-static int lun_index(struct stor_pool *p, const char *lun)
-{
-	unsigned n = atomic_load(&p->nluns);
-	char *end;
-	unsigned long i;
-
-	for (unsigned k = 0; k < n; k++)
-		if (!strcmp(lun_path(p->luns[k].lun), lun))
-			return (int)k;
-	i = strtoul(lun, &end, 10);
-	if (end != lun && !*end && i < n)
-		return (int)i;
-	return -1;
-}
-
-int stor_pool_clear(struct stor_pool *p, const char *lun)
-{
-	unsigned n = atomic_load(&p->nluns);
-	int only = -1;
-
-	if (lun) {
-		only = lun_index(p, lun);
-		if (only < 0) {
-			pool_set_error("pool %s: no LUN '%s'", p->name, lun);
-			return -ENOENT;
-		}
-	}
-	for (unsigned i = 0; i < n; i++) {
-		if (only >= 0 && i != (unsigned)only)
-			continue;
-		/* counters first: a fault decided meanwhile sees them at zero */
-		lun_counters_reset(p->luns[i].lun);
-		atomic_store(&p->luns[i].cksum_errors, 0);
-		alloc_clear_faulted(p->alloc, i);
-	}
-	return 0;
-}
-
-int stor_lun_labelclear(const char *path, const struct stor_pool_opts *opts, unsigned flags)
-{
-	int force = (flags & STOR_FORCE) != 0;
-	struct lun *l = NULL;
-	struct lun_label lab;
-	unsigned bad;
-	int ret;
-
-	last_error[0] = '\0';
-	if (!opts || !opts->state_dir || !path)
-		return -EINVAL;
-	ret = lun_open(path, LUN_NEW | (force ? LUN_FORCE : 0) | (opts->direct_io ? LUN_DIRECT : 0),
-		       0, &l);
-	if (ret == -EBUSY) {
-		in_use_error(0, path);
-		return ret;
-	}
-	if (ret < 0) {
-		pool_set_error("%s: %s", path,
-			       ret == -ELOOP ? "a symbolic link, and not to a block device"
-					     : stor_strerror(ret));
-		return ret;
-	}
-	ret = lun_inside(l, opts->state_dir);
-	if (ret != 0) {
-		pool_set_error("%s: %s", path,
-			       ret > 0 ? "inside the state directory" : stor_strerror(ret));
-		ret = ret > 0 ? -EINVAL : ret;
-		goto out;
-	}
-	/* only ever a label: never zero a file that does not carry one */
-	ret = lun_label_read(l, &lab, &bad);
-	if (ret == STOR_ELABEL) {
-		pool_set_error("%s: no LUN label in either copy", path);
-		goto out;
-	}
-	if (ret == 0 && !force) {
-		ret = pool_has_metadata(opts->state_dir, lab.pool_name);
-		if (ret > 0) {
-			pool_set_error("%s: a LUN of pool '%s', which has metadata here; destroy "
-				       "that pool, or force",
-				       path, lab.pool_name);
-			ret = STOR_EFOREIGN;
-			goto out;
-		}
-	}
-	if (ret == STOR_EFORMAT && !force) {
-		pool_set_error("%s: a label of another format version; force to clear it", path);
-		goto out;
-	}
-	if (ret >= 0 || ret == STOR_EFORMAT)
-		ret = lun_label_wipe(l);
-	if (ret < 0 && !last_error[0])
-		pool_set_error("%s: %s", path, stor_strerror(ret));
-out:
-	lun_close(l);
-	return ret;
-}

@@ -24,46 +24,6 @@
 
 enum rec_kind { REC_READ, REC_WRITE, REC_ZERO, REC_HOLE };
 
-static struct cache *data_cache;
-static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
-static atomic_size_t cache_size; /* 0: off, skip it entirely */
-
-static void cache_init_once(void)
-{
-	if (cache_create(0, &data_cache) < 0)
-		data_cache = NULL; /* a NULL cache is an off one */
-}
-
-struct cache *record_cache(void)
-{
-	pthread_once(&cache_once, cache_init_once);
-	return data_cache;
-}
-
-int stor_cache_set_size(size_t bytes)
-{
-	if (!record_cache())
-		return -ENOMEM;
-	cache_resize(data_cache, bytes);
-	atomic_store(&cache_size, bytes);
-	return 0;
-}
-
-void stor_cache_stats(struct stor_cache_stats *st)
-{
-	struct cache_stats cs;
-
-	memset(st, 0, sizeof(*st));
-	cache_stats(record_cache(), &cs);
-	st->hits = cs.hits;
-	st->misses = cs.misses;
-	st->inserts = cs.inserts;
-	st->evictions = cs.evictions;
-	st->bytes = cs.bytes;
-	st->entries = cs.entries;
-	st->capacity = cs.capacity;
-}
-
 struct rec {
 	struct stor_io *io;
 	struct stor_ds *ds;
@@ -97,19 +57,6 @@ static void make_aad(const struct stor_ds *ds, uint64_t recno, const struct bp *
 	put_u8(&w, bp->comp);
 	put_u32(&w, bp->lsize);
 	put_u32(&w, bp->csize);
-}
-
-/* A clear record's checksum is seeded by its place so a misdirected or
- * swapped extent fails verification like a damaged one. */
-void record_checksum(uint64_t guid, uint64_t recno, uint64_t birth, const void *data, size_t len,
-		     uint8_t out[16])
-{
-	uint64_t seed = guid ^ (recno * 0x9e3779b97f4a7c15ull) ^ (birth * 0xc2b2ae3d27d4eb4full);
-	XXH128_hash_t h = hash128_seeded(data, len, seed);
-	uint8_t *w = out;
-
-	put_u64(&w, h.high64);
-	put_u64(&w, h.low64);
 }
 
 static size_t round_sector(size_t n)
@@ -182,7 +129,7 @@ static int check_pointer(struct stor_pool *p, struct rec *r)
  */
 static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 {
-	struct cache *dc = atomic_load(&cache_size) ? record_cache() : NULL;
+	struct cache *dc = cache_data_on();
 	uint64_t *ids, *recnos;
 	size_t *idx, m = 0;
 	struct bp *bps;
@@ -288,7 +235,7 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 	if (nio && lun_read_batch(ios, nio))
 		for (size_t i = 0; i < nio; i++)
 			if (ios[i].result < 0)
-				pool_lun_failed(p, ios[i].lun);
+				lunset_failed(p, ios[i].lun);
 	nio = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
@@ -663,7 +610,7 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		if (k && lun_write_batch(ios, k))
 			for (size_t i = 0; i < k; i++)
 				if (ios[i].result < 0)
-					pool_lun_failed(p, ios[i].lun);
+					lunset_failed(p, ios[i].lun);
 		for (size_t i = 0; i < n; i++) {
 			struct rec *r = &recs[i];
 			if (r->status || r->kind == REC_HOLE || !r->found || r->io->result)
@@ -706,7 +653,7 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			continue;
 		}
 		/* after the stage: a reader that saw the old pointer cannot put it back */
-		cache_drop(record_cache(), r->ds->guid, r->recno);
+		cache_drop(cache_data(), r->ds->guid, r->recno);
 		if (r->kind != REC_HOLE) {
 			atomic_fetch_add(&r->ds->used, r->bp.psize);
 			atomic_fetch_add(&r->ds->logical_used, r->bp.lsize);

@@ -1,5 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* Private definitions shared inside libstore; daemon/ and client/ never include this. */
+/*
+ * Private definitions shared inside libstore; daemon/ and client/ never
+ * include this. Who calls whom, top down (a unit calls only those below it,
+ * or its own row):
+ *   record.c                      the I/O pipeline
+ *   pool, dataset, dskeys, keyfile  one subsystem, mutually dependent (pool.c
+ *                                 says why); stats.c, verify.c beside it
+ *   txg.c, lunset.c, bpmac.c      commits, the LUN set, block pointer MACs
+ *   lun, alloc, meta_lmdb, bp, cache, crypt*, keys, compress, props,
+ *   statedir, pool_error, errors  leaves
+ */
 #ifndef STOR_STORE_IMPL_H
 #define STOR_STORE_IMPL_H
 
@@ -127,12 +137,6 @@ struct stor_pool {
 	atomic_long readers[2];
 };
 
-/* record.c: the process-wide data cache */
-struct cache *record_cache(void);
-/** The checksum of a clear record (XXH3-128 seeded by its place) into @out. */
-void record_checksum(uint64_t guid, uint64_t recno, uint64_t birth, const void *data, size_t len,
-		     uint8_t out[16]);
-
 /* dataset.c */
 struct stor_ds *ds_find_locked(struct stor_pool *p, const char *name);
 struct stor_ds *ds_find_id_locked(struct stor_pool *p, uint64_t id);
@@ -145,12 +149,41 @@ int ds_save_txn(struct meta_txn *t, struct stor_ds *ds);
 /** Effective (local or inherited) value of @id for @ds; admin lock held. */
 const char *ds_prop_locked(struct stor_pool *p, struct stor_ds *ds, int id, struct stor_ds **from);
 
+/* pool_error.c: the text stor_pool_last_error() returns, per thread */
+void pool_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void pool_clear_error(void);
+/** 1 if a call of this thread set a text since the last pool_clear_error(). */
+int pool_error_set(void);
+
 /* pool.c; pool_create_root() is in dataset.c */
 int pool_create_root(struct stor_pool *p);
 int pool_save_config(struct stor_pool *p);
-void pool_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* lunset.c: the pool's LUNs, p->luns[0, nluns) */
+/** Open LUN @idx of a pool being imported and check its label names this
+ *  pool, @guid and @idx; then it joins the set and the allocator. */
+int lunset_attach(struct stor_pool *p, unsigned idx, const char *path, uint64_t guid);
+/** A LUN being added: taken and labelled, not yet published. */
+struct lunset_new {
+	struct lun *lun;
+	struct alloc_map *map;
+	unsigned idx;
+	int labelled;
+};
+/** Take @path as the next LUN of @p (refusing what must not be taken
+ *  over) and label it; p->luns[idx] is set but nluns does not count it.
+ *  Admin lock held. On failure nothing is left behind. */
+int lunset_prepare(struct stor_pool *p, const char *path, uint64_t size, unsigned flags,
+		   struct lunset_new *n);
+/** Count the prepared LUN in nluns and give its space to the allocator. */
+void lunset_publish(struct stor_pool *p, struct lunset_new *n);
+/** Undo lunset_prepare(): wipe the label, close (the claim goes). */
+void lunset_abandon(struct stor_pool *p, struct lunset_new *n);
+void lunset_close(struct stor_pool *p);
+/** Wipe every LUN's label (destroy, a failed create); the first error. */
+int lunset_wipe(struct stor_pool *p);
 /** Note that I/O on @lun failed; fault it when errors pile up. */
-void pool_lun_failed(struct stor_pool *p, struct lun *lun);
+void lunset_failed(struct stor_pool *p, struct lun *lun);
 
 /* dskeys.c: key state of datasets (load, unload, change, nonces) */
 int dskeys_create(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *parent,
@@ -172,9 +205,22 @@ int dskeys_parse(struct stor_ds *ds, const uint8_t **p, const uint8_t *end);
 /** Write the MAC root of a new encrypted dataset @ds into @t. */
 int dskeys_init_macs(struct meta_txn *t, struct stor_ds *ds);
 
-/* keyfile.c: wrapped keys and their parameters, outside LMDB */
+/* statedir.c: the files of a pool in the state directory */
 /** fsync the directory holding @path, so a file created or renamed there stays. */
-int fsync_dir(const char *path);
+int statedir_sync(const char *path);
+/** <state_dir>/pools/<name>.mdb, malloc'ed; NULL on ENOMEM. */
+char *statedir_meta_path(const char *state_dir, const char *name);
+/** The state directory of pool @name from its statedir_meta_path(); malloc'ed or NULL. */
+char *statedir_of(const char *meta_path, const char *name);
+/** Does pool @name have metadata in @state_dir? 1, 0 or -ENOMEM */
+int statedir_has_pool(const char *state_dir, const char *name);
+/** Path of key file copy @copy (0 or 1) of the pool whose metadata is @meta_path. */
+void statedir_keyfile_path(const char *meta_path, int copy, char *out, size_t len);
+/** Remove the metadata, its lock files and the key file copies of a pool.
+ *  @return 0 or -errno of removing the metadata itself */
+int statedir_remove_pool(const char *meta_path);
+
+/* keyfile.c: wrapped keys and their parameters, outside LMDB */
 /** Replace the key file with the keys of every encrypted dataset (and @extra). */
 int keyfile_save(struct stor_pool *p, struct stor_ds *extra);
 /** Fill the key fields of the pool's encrypted datasets from the key file. */

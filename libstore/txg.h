@@ -10,29 +10,10 @@
 
 #include <stdint.h>
 
-#include "format.h"
+#include "bp.h"
 
 struct stor_pool;
 struct mac_key;
-
-/** An in-memory block pointer (format.h has the on-disk form). */
-struct bp {
-	uint16_t lun;
-	uint8_t flags;
-	uint8_t comp;
-	uint32_t psize, lsize, csize;
-	uint64_t sector;
-	uint64_t birth;
-	uint64_t salt; /* data key of an encrypted record */
-	uint8_t nonce[12];
-	uint8_t mac[16];
-	uint64_t cksum; /* XXH3-64 of the stored bytes */
-};
-
-void bp_encode(const struct bp *bp, uint8_t out[BP_LEN]);
-/** @return 0 or STOR_ECORRUPT */
-int bp_decode(const uint8_t *in, size_t len, struct bp *bp);
-void bp_key(uint64_t ds_id, uint64_t recno, uint8_t key[BP_KEY_LEN]);
 
 int txg_init(struct stor_pool *p, uint64_t last_txg);
 /** Commit what is open and stop the timer. */

@@ -1,0 +1,420 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The LUN set of a pool: p->luns[0, nluns) and what may join it. Import
+ * attaches each LUN the pool record names and checks its label; an add
+ * takes a path, labels it and publishes it; faults, error counters, clear,
+ * per-LUN status and labelclear work on the set. lun.c is one LUN and knows
+ * no pool; pool.c owns the pool record naming the set and orders an add
+ * around it (stor_pool_add_lun), so nothing here writes metadata.
+ *
+ * A LUN of an open pool is claimed (lun.c) until the pool is freed. A path
+ * becomes a LUN (lun_take) only if it is not a symbolic link, not inside
+ * the state directory, and blank or a LUN of a pool with no metadata here;
+ * STOR_FORCE lifts all but the state directory and a pool that has
+ * metadata. At import one damaged label copy is rewritten from the other.
+ * Every refusal leaves its reason in pool_set_error().
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "lun.h"
+#include "store_impl.h"
+
+static unsigned lun_flags(const struct stor_pool *p)
+{
+	return (p->opts.direct_io ? LUN_DIRECT : 0) | (p->opts.pread_only ? 0 : LUN_MAP);
+}
+
+/* The pool a claimed LUN's label names, for "in use" messages. */
+static void in_use_error(unsigned idx, const char *path)
+{
+	struct lun *l = NULL;
+	struct lun_label lab;
+	unsigned bad;
+
+	if (lun_open(path, LUN_PEEK, 0, &l) == 0 && lun_label_read(l, &lab, &bad) == 0)
+		pool_set_error("lun %u (%s): in use by pool '%s'", idx, path, lab.pool_name);
+	else
+		pool_set_error("lun %u (%s): in use (claimed by another pool or program, or a "
+			       "mounted device)",
+			       idx, path);
+	lun_close(l);
+}
+
+int lunset_attach(struct stor_pool *p, unsigned idx, const char *path, uint64_t guid)
+{
+	struct lun *l = NULL;
+	struct lun_label lab;
+	unsigned bad = 0;
+	int ret;
+
+	ret = lun_open(path, lun_flags(p), 0, &l);
+	if (ret < 0) {
+		if (ret == -EBUSY)
+			in_use_error(idx, path);
+		else
+			pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
+		return ret;
+	}
+	ret = lun_label_read(l, &lab, &bad);
+	if (ret < 0) {
+		if (ret == STOR_ELABEL)
+			pool_set_error("lun %u (%s): label damaged in both copies (front and end)",
+				       idx, path);
+		else
+			pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
+		goto fail;
+	}
+	if (lab.pool_guid != p->guid || lab.lun_guid != guid || lab.index != idx) {
+		pool_set_error("lun %u (%s): label names pool '%s' (guid %016llx) lun %u, not this pool",
+			       idx, path, lab.pool_name, (unsigned long long)lab.pool_guid,
+			       lab.index);
+		ret = STOR_EFOREIGN;
+		goto fail;
+	}
+	ret = alloc_add_lun(p->alloc, lun_data_size(l) / STOR_SECTOR);
+	if (ret < 0)
+		goto fail;
+	/* the sound copy is this pool's: rewrite the other as it is, so both
+	 * read the same (a file grown since labelling gets its end copy at the
+	 * new end; the old one is free space now) */
+	p->luns[idx].label_damaged = bad;
+	if (bad && lun_label_repair(l, &lab, bad) == 0)
+		p->luns[idx].label_repaired = bad;
+	p->luns[idx].lun = l;
+	p->luns[idx].guid = guid;
+	atomic_store(&p->nluns, idx + 1);
+	return 0;
+fail:
+	lun_close(l);
+	return ret;
+}
+
+/* Is the file @l has open inside directory @dir? 1, 0 or -errno */
+static int lun_inside(const struct lun *l, const char *dir)
+{
+	char real[PATH_MAX], *rdir = realpath(dir, NULL);
+	size_t n;
+	int ret;
+
+	if (!rdir)
+		return -errno;
+	n = strlen(rdir);
+	ret = lun_real_path(l, real, sizeof(real));
+	if (ret == 0)
+		ret = n == 1 || (!strncmp(real, rdir, n) && (real[n] == '/' || real[n] == '\0'));
+	free(rdir);
+	return ret;
+}
+
+/*
+ * Open @path to become LUN @idx of @p, and refuse what must not be taken
+ * over: a symbolic link (but a link to a block device), a file inside the
+ * state directory (our own metadata), one another opener claims, one with
+ * a label of a pool that has metadata here, and - unless STOR_FORCE - a
+ * label of a pool without metadata (a create that did not finish, a LUN of
+ * another host) or an existing file or device that is not blank where the
+ * labels go. A file lun_open creates is blank.
+ */
+static int lun_take(struct stor_pool *p, unsigned idx, const char *path, uint64_t size,
+		    unsigned flags, struct lun **out)
+{
+	int force = (flags & STOR_FORCE) != 0;
+	struct lun *l = NULL;
+	struct lun_label lab;
+	char *state = NULL;
+	unsigned bad;
+	int ret;
+
+	*out = NULL;
+	ret = lun_open(path, LUN_CREATE | LUN_NEW | (force ? LUN_FORCE : 0) | lun_flags(p), size,
+		       &l);
+	if (ret == -EBUSY) {
+		in_use_error(idx, path);
+		return ret;
+	}
+	if (ret == -ELOOP) {
+		pool_set_error("lun %u (%s): a symbolic link, and not to a block device; give the "
+			       "file it names, or force",
+			       idx, path);
+		return ret;
+	}
+	if (ret < 0) {
+		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
+		return ret;
+	}
+	state = statedir_of(p->path, p->name);
+	ret = state ? lun_inside(l, state) : -ENOMEM;
+	if (ret != 0) {
+		if (ret > 0)
+			pool_set_error("lun %u (%s): inside the state directory %s", idx, path,
+				       state);
+		else
+			pool_set_error("lun %u (%s): state directory: %s", idx, path,
+				       stor_strerror(ret));
+		ret = ret > 0 ? -EINVAL : ret;
+		goto out;
+	}
+	ret = lun_label_read(l, &lab, &bad);
+	if (ret == 0) {
+		ret = statedir_has_pool(state, lab.pool_name);
+		if (ret < 0)
+			goto out;
+		if (ret || lab.pool_guid == p->guid) {
+			pool_set_error("lun %u (%s): already a LUN of pool '%s'", idx, path,
+				       lab.pool_name);
+			ret = STOR_EFOREIGN;
+			goto out;
+		}
+		if (!force) {
+			pool_set_error("lun %u (%s): labelled for pool '%s', which has no metadata "
+				       "here (a create that did not finish, or another host's); "
+				       "force to reuse it, or clear the label",
+				       idx, path, lab.pool_name);
+			ret = STOR_EFOREIGN;
+			goto out;
+		}
+		ret = 0;
+	} else if (ret == STOR_EFORMAT) {
+		if (!force) {
+			pool_set_error("lun %u (%s): labelled in another format version; force to "
+				       "reuse it",
+				       idx, path);
+			ret = STOR_EFOREIGN;
+			goto out;
+		}
+		ret = 0;
+	} else if (ret == STOR_ELABEL) {
+		ret = lun_created(l) || force ? 1 : lun_is_blank(l);
+		if (ret == 0) {
+			pool_set_error("lun %u (%s): not blank (it may hold a file system, a "
+				       "partition table or other data); force to overwrite it",
+				       idx, path);
+			ret = STOR_ENOTBLANK;
+			goto out;
+		}
+		ret = ret < 0 ? ret : 0;
+	}
+	if (ret < 0)
+		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
+out:
+	free(state);
+	if (ret < 0) {
+		/* a file made for nothing goes again */
+		if (lun_created(l) == LUN_MADE)
+			unlink(path);
+		lun_close(l);
+	} else {
+		*out = l;
+	}
+	return ret;
+}
+
+int lunset_prepare(struct stor_pool *p, const char *path, uint64_t size, unsigned flags,
+		   struct lunset_new *n)
+{
+	struct lun_label lab = { 0 };
+	int ret;
+
+	*n = (struct lunset_new){ .idx = atomic_load(&p->nluns) };
+	ret = n->idx >= STOR_LUNS_MAX ? -E2BIG : lun_take(p, n->idx, path, size, flags, &n->lun);
+	if (ret < 0)
+		return ret;
+	lab.index = n->idx;
+	lab.pool_guid = p->guid;
+	ret = keys_random(&lab.lun_guid, sizeof(lab.lun_guid));
+	if (ret < 0)
+		goto fail;
+	lab.size = lun_size(n->lun);
+	lab.nluns = n->idx + 1;
+	snprintf(lab.pool_name, sizeof(lab.pool_name), "%s", p->name);
+	ret = alloc_map_new(lun_data_size(n->lun) / STOR_SECTOR, &n->map);
+	if (ret == 0)
+		ret = lun_label_write(n->lun, &lab);
+	if (ret < 0)
+		goto fail;
+	n->labelled = 1;
+	p->luns[n->idx].lun = n->lun; /* not visible before nluns says so */
+	p->luns[n->idx].guid = lab.lun_guid;
+	return 0;
+fail:
+	lunset_abandon(p, n);
+	return ret;
+}
+
+void lunset_publish(struct stor_pool *p, struct lunset_new *n)
+{
+	atomic_store(&p->nluns, n->idx + 1);
+	alloc_add_map(p->alloc, n->map);
+	*n = (struct lunset_new){ 0 };
+}
+
+void lunset_abandon(struct stor_pool *p, struct lunset_new *n)
+{
+	if (n->idx < STOR_LUNS_MAX)
+		p->luns[n->idx].lun = NULL;
+	alloc_map_free(n->map);
+	if (n->lun && n->labelled)
+		lun_label_wipe(n->lun);
+	lun_close(n->lun);
+	*n = (struct lunset_new){ 0 };
+}
+
+void lunset_close(struct stor_pool *p)
+{
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
+		lun_close(p->luns[i].lun);
+}
+
+int lunset_wipe(struct stor_pool *p)
+{
+	int ret = 0;
+
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
+		int r = lun_label_wipe(p->luns[i].lun);
+		if (r < 0 && ret == 0)
+			ret = r;
+	}
+	return ret;
+}
+
+void lunset_failed(struct stor_pool *p, struct lun *l)
+{
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
+		struct lun_counters c;
+
+		if (p->luns[i].lun != l)
+			continue;
+		lun_counters(l, &c);
+		if (c.read_errors + c.write_errors >= STOR_LUN_FAULT_ERRORS)
+			alloc_set_faulted(p->alloc, i);
+		return;
+	}
+}
+
+
+int stor_pool_lun_stat(struct stor_pool *p, unsigned idx, struct stor_lun_stat *st)
+{
+	struct lun_counters c;
+	uint64_t used, total;
+
+	if (idx >= atomic_load(&p->nluns))
+		return -ENOENT;
+	memset(st, 0, sizeof(*st));
+	snprintf(st->path, sizeof(st->path), "%s", lun_path(p->luns[idx].lun));
+	alloc_usage(p->alloc, idx, &used, &total);
+	st->size = total * STOR_SECTOR;
+	st->used = used * STOR_SECTOR;
+	lun_counters(p->luns[idx].lun, &c);
+	st->read_errors = c.read_errors;
+	st->write_errors = c.write_errors;
+	st->nospace_errors = c.nospace_errors;
+	st->cksum_errors = atomic_load(&p->luns[idx].cksum_errors);
+	st->faulted = c.read_errors + c.write_errors >= STOR_LUN_FAULT_ERRORS;
+	st->label_damaged = p->luns[idx].label_damaged;
+	st->label_repaired = p->luns[idx].label_repaired;
+	return 0;
+}
+
+/* LUN @lun of @p by path or by index ("0", "1"...); -1 if none. */
+static int lun_index(struct stor_pool *p, const char *lun)
+{
+	unsigned n = atomic_load(&p->nluns);
+	char *end;
+	unsigned long i;
+
+	for (unsigned k = 0; k < n; k++)
+		if (!strcmp(lun_path(p->luns[k].lun), lun))
+			return (int)k;
+	i = strtoul(lun, &end, 10);
+	if (end != lun && !*end && i < n)
+		return (int)i;
+	return -1;
+}
+
+int stor_pool_clear(struct stor_pool *p, const char *lun)
+{
+	unsigned n = atomic_load(&p->nluns);
+	int only = -1;
+
+	if (lun) {
+		only = lun_index(p, lun);
+		if (only < 0) {
+			pool_set_error("pool %s: no LUN '%s'", p->name, lun);
+			return -ENOENT;
+		}
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (only >= 0 && i != (unsigned)only)
+			continue;
+		/* counters first: a fault decided meanwhile sees them at zero */
+		lun_counters_reset(p->luns[i].lun);
+		atomic_store(&p->luns[i].cksum_errors, 0);
+		alloc_clear_faulted(p->alloc, i);
+	}
+	return 0;
+}
+
+int stor_lun_labelclear(const char *path, const struct stor_pool_opts *opts, unsigned flags)
+{
+	int force = (flags & STOR_FORCE) != 0;
+	struct lun *l = NULL;
+	struct lun_label lab;
+	unsigned bad;
+	int ret;
+
+	pool_clear_error();
+	if (!opts || !opts->state_dir || !path)
+		return -EINVAL;
+	ret = lun_open(path, LUN_NEW | (force ? LUN_FORCE : 0) | (opts->direct_io ? LUN_DIRECT : 0),
+		       0, &l);
+	if (ret == -EBUSY) {
+		in_use_error(0, path);
+		return ret;
+	}
+	if (ret < 0) {
+		pool_set_error("%s: %s", path,
+			       ret == -ELOOP ? "a symbolic link, and not to a block device"
+					     : stor_strerror(ret));
+		return ret;
+	}
+	ret = lun_inside(l, opts->state_dir);
+	if (ret != 0) {
+		pool_set_error("%s: %s", path,
+			       ret > 0 ? "inside the state directory" : stor_strerror(ret));
+		ret = ret > 0 ? -EINVAL : ret;
+		goto out;
+	}
+	/* only ever a label: never zero a file that does not carry one */
+	ret = lun_label_read(l, &lab, &bad);
+	if (ret == STOR_ELABEL) {
+		pool_set_error("%s: no LUN label in either copy", path);
+		goto out;
+	}
+	if (ret == 0 && !force) {
+		ret = statedir_has_pool(opts->state_dir, lab.pool_name);
+		if (ret > 0) {
+			pool_set_error("%s: a LUN of pool '%s', which has metadata here; destroy "
+				       "that pool, or force",
+				       path, lab.pool_name);
+			ret = STOR_EFOREIGN;
+			goto out;
+		}
+	}
+	if (ret == STOR_EFORMAT && !force) {
+		pool_set_error("%s: a label of another format version; force to clear it", path);
+		goto out;
+	}
+	if (ret >= 0 || ret == STOR_EFORMAT)
+		ret = lun_label_wipe(l);
+	if (ret < 0 && !pool_error_set())
+		pool_set_error("%s: %s", path, stor_strerror(ret));
+out:
+	lun_close(l);
+	return ret;
+}
