@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The record I/O pipeline, batch-first:
- *   write = (read old record for partial writes) -> compress -> seal or
- *           checksum -> allocate -> write extents -> stage block pointers
- *   read  = look up block pointers -> read extents -> open or verify ->
- *           decompress -> copy out
- * Every stage runs once over all records of a batch, so the crypto backend
- * sees bursts and the LUNs see one batch of extents. A request either
- * happens whole or fails whole: nothing is staged for a request any of whose
- * records failed, so a full pool never leaves a write half done.
+ * The record I/O pipeline, batch-first. Each stage is a function named here
+ * and runs once over all records of a batch, so the crypto backend sees
+ * bursts and the LUNs see one batch of extents:
+ *   read  = serve_cached -> lookup (block pointers) -> read_extents ->
+ *           verify_or_open (checksum, or decrypt and authenticate) ->
+ *           decompress -> fill_cache; then the caller copies out
+ *   write = plan_nonces -> read_old (partial records) -> merge_new ->
+ *           compress -> seal (or checksum) -> allocate -> write_extents ->
+ *           stage (block pointers in the open txg)
+ * A request either happens whole or fails whole: nothing is staged for a
+ * request any of whose records failed, so a full pool never leaves a write
+ * half done. The stages are static in this one file: they are the per-record
+ * path, and each batch has one scratch allocation per side, no more.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -124,57 +128,61 @@ static int check_pointer(struct stor_pool *p, struct rec *r)
 }
 
 /*
- * Read the records of @recs into their buffers (allocated here, recordsize
- * bytes, zeros for records never written). The caller is in a reader section.
+ * The scratch of one read batch: per-record arrays in one allocation, the
+ * 8-byte aligned ones first so each starts aligned. @m records were looked
+ * up (idx[k] is the k-th one's place in the batch); @nops are to be opened.
  */
-static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
-{
-	struct cache *dc = cache_data_on();
+struct read_batch {
+	struct cache *dc; /* the data cache, NULL while it is off */
+	size_t m, nops;
 	uint64_t *ids, *recnos;
-	size_t *idx, m = 0;
+	size_t *idx;
 	struct bp *bps;
-	int *found;
 	struct lun_io *ios;
 	struct crypt_op *ops;
-	uint8_t (*aads)[AAD_LEN];
 	struct crypt_key **owned;
-	size_t nio = 0, nops = 0;
-	/* one allocation per batch for the per-record scratch arrays; the
-	 * 8-byte aligned ones first, so each starts aligned */
-	char *scratch = malloc(n * (2 * sizeof(*ids) + sizeof(*idx) + sizeof(*bps) +
-				    sizeof(*ios) + sizeof(*ops) + sizeof(*owned) + sizeof(*found) +
-				    AAD_LEN));
-	int ret;
+	int *found;
+	uint8_t (*aads)[AAD_LEN];
+};
 
-	if (!scratch) {
-		for (size_t i = 0; i < n; i++)
-			fail_io(&recs[i], -ENOMEM);
-		return;
-	}
-	ids = (uint64_t *)scratch;
-	recnos = ids + n;
-	idx = (size_t *)(recnos + n);
-	bps = (struct bp *)(idx + n);
-	ios = (struct lun_io *)(bps + n);
-	ops = (struct crypt_op *)(ios + n);
-	owned = (struct crypt_key **)(ops + n);
-	found = (int *)(owned + n);
-	aads = (uint8_t(*)[AAD_LEN])(found + n);
-	/* the data cache first; what it lacks is looked up */
+static void *read_batch_init(struct read_batch *b, size_t n)
+{
+	char *scratch = malloc(n * (2 * sizeof(*b->ids) + sizeof(*b->idx) + sizeof(*b->bps) +
+				    sizeof(*b->ios) + sizeof(*b->ops) + sizeof(*b->owned) +
+				    sizeof(*b->found) + AAD_LEN));
+
+	*b = (struct read_batch){ .dc = cache_data_on() };
+	if (!scratch)
+		return NULL;
+	b->ids = (uint64_t *)scratch;
+	b->recnos = b->ids + n;
+	b->idx = (size_t *)(b->recnos + n);
+	b->bps = (struct bp *)(b->idx + n);
+	b->ios = (struct lun_io *)(b->bps + n);
+	b->ops = (struct crypt_op *)(b->ios + n);
+	b->owned = (struct crypt_key **)(b->ops + n);
+	b->found = (int *)(b->owned + n);
+	b->aads = (uint8_t(*)[AAD_LEN])(b->found + n);
+	return scratch;
+}
+
+/*
+ * Serve what the data cache holds; the others go to the lookup list. A
+ * dataset whose key is gone has no plaintext to serve.
+ */
+static void serve_cached(struct read_batch *b, struct rec *recs, size_t n)
+{
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
 
 		if (r->status)
 			continue;
-		/* a dataset whose key is gone has no plaintext to serve */
-		if (dc && atomic_load(&r->ds->cache_all) &&
+		if (b->dc && atomic_load(&r->ds->cache_all) &&
 		    (!r->ds->suite || atomic_load(&r->ds->keys))) {
-			size_t sz = round_sector(r->ds->recsize);
-
-			r->gen = cache_gen(dc, r->ds->guid, r->recno);
-			r->buf = aligned_alloc_raw(sz);
+			r->gen = cache_gen(b->dc, r->ds->guid, r->recno);
+			r->buf = aligned_alloc_raw(round_sector(r->ds->recsize));
 			if (r->buf &&
-			    cache_get(dc, r->ds->guid, r->recno, r->buf, r->ds->recsize) == 0) {
+			    cache_get(b->dc, r->ds->guid, r->recno, r->buf, r->ds->recsize) == 0) {
 				r->cached = 1;
 				STATS_ADD(r->ds, cache_hits, 1);
 				continue;
@@ -183,37 +191,66 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			r->buf = NULL;
 			STATS_ADD(r->ds, cache_misses, 1);
 		}
-		idx[m] = i;
-		ids[m] = r->ds->id;
-		recnos[m] = r->recno;
-		m++;
+		b->idx[b->m] = i;
+		b->ids[b->m] = r->ds->id;
+		b->recnos[b->m] = r->recno;
+		b->m++;
 	}
-	ret = m ? txg_lookup(p, m, ids, recnos, bps, found) : 0;
+}
+
+/* Does a pointer describe a record of this dataset we can read back? */
+static int pointer_sane(const struct stor_pool *p, const struct rec *r)
+{
+	return r->bp.lsize == r->ds->recsize && r->bp.lun < atomic_load(&p->nluns) &&
+	       r->bp.comp <= BP_COMP_ZSTD &&
+	       (r->bp.comp != BP_COMP_OFF || r->bp.csize == r->bp.lsize);
+}
+
+/*
+ * Look up the block pointers of the listed records, staged ones first, and
+ * check each (MAC group of an encrypted dataset, sizes, LUN).
+ * @return 0, or the lookup's error (every listed record failed with it)
+ */
+static int lookup(struct stor_pool *p, struct read_batch *b, struct rec *recs)
+{
+	int ret = b->m ? txg_lookup(p, b->m, b->ids, b->recnos, b->bps, b->found) : 0;
+
 	if (ret < 0) {
-		for (size_t k = 0; k < m; k++)
-			fail_io(&recs[idx[k]], ret);
-		goto out;
+		for (size_t k = 0; k < b->m; k++)
+			fail_io(&recs[b->idx[k]], ret);
+		return ret;
 	}
-	for (size_t k = 0; k < m; k++) {
-		size_t i = idx[k];
-		struct rec *r = &recs[i];
+	for (size_t k = 0; k < b->m; k++) {
+		struct rec *r = &recs[b->idx[k]];
+
+		r->found = b->found[k];
+		r->bp = b->bps[k];
+		ret = check_pointer(p, r);
+		if (ret == 0 && r->found && !pointer_sane(p, r))
+			ret = STOR_ECORRUPT;
+		if (ret < 0)
+			fail_io(r, ret);
+	}
+	return 0;
+}
+
+/*
+ * Give every looked-up record its stored bytes (r->src): in place on a
+ * mapped LUN, else read into a buffer of ours or the request's own, all
+ * extents in one batch; a record never written reads as zeros.
+ */
+static void read_extents(struct stor_pool *p, struct read_batch *b, struct rec *recs)
+{
+	size_t nio = 0;
+
+	for (size_t k = 0; k < b->m; k++) {
+		struct rec *r = &recs[b->idx[k]];
 		struct lun *lun;
 		size_t sz;
 
-		r->found = found[k];
-		r->bp = bps[k];
-		ret = check_pointer(p, r);
-		if (ret < 0) {
-			fail_io(r, ret);
+		if (r->status)
 			continue;
-		}
-		sz = r->found ? r->bp.psize : round_sector(r->ds->recsize);
-		if (r->found && (r->bp.lsize != r->ds->recsize || r->bp.lun >= atomic_load(&p->nluns) ||
-				 r->bp.comp > BP_COMP_ZSTD ||
-				 (r->bp.comp == BP_COMP_OFF && r->bp.csize != r->bp.lsize))) {
-			fail_io(r, STOR_ECORRUPT);
-			continue;
-		}
+		sz = r->found ? r->bp.psize : 0;
 		if (sz < r->ds->recsize)
 			sz = round_sector(r->ds->recsize);
 		lun = r->found ? p->luns[r->bp.lun].lun : NULL;
@@ -229,80 +266,113 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			continue;
 		}
 		if (!r->src)
-			ios[nio++] = (struct lun_io){ lun, r->bp.sector * STOR_SECTOR, r->buf,
-						      r->bp.psize, 0 };
+			b->ios[nio++] = (struct lun_io){ lun, r->bp.sector * STOR_SECTOR, r->buf,
+							 r->bp.psize, 0 };
 	}
-	if (nio && lun_read_batch(ios, nio))
+	if (nio && lun_read_batch(b->ios, nio))
 		for (size_t i = 0; i < nio; i++)
-			if (ios[i].result < 0)
-				lunset_failed(p, ios[i].lun);
+			if (b->ios[i].result < 0)
+				lunset_failed(p, b->ios[i].lun);
 	nio = 0;
+	for (size_t k = 0; k < b->m; k++) {
+		struct rec *r = &recs[b->idx[k]];
+
+		if (r->status || !r->found || r->src)
+			continue;
+		if (b->ios[nio++].result < 0)
+			fail_io(r, -EIO);
+		else
+			r->src = r->buf;
+	}
+}
+
+/* A clear record: its place-seeded checksum (if it has one), then its bytes
+ * into our buffer if they were read in place. */
+static void verify(struct stor_pool *p, struct rec *r)
+{
+	if (atomic_load(&r->ds->checksum_on) || memcmp(r->bp.mac, (uint8_t[16]){ 0 }, 16)) {
+		uint8_t mac[16];
+
+		record_checksum(r->ds->guid, r->recno, r->bp.birth, r->src, r->bp.csize, mac);
+		if (memcmp(mac, r->bp.mac, sizeof(mac)) != 0) {
+			atomic_fetch_add(&p->luns[r->bp.lun].cksum_errors, 1);
+			STATS_ADD(r->ds, cksum_errors, 1);
+			fail_io(r, STOR_ECKSUM);
+			return;
+		}
+	}
+	if (r->src != r->buf)
+		memcpy(r->buf, r->src, r->bp.csize);
+}
+
+/* An encrypted record joins the batch to open: key of its salt, AAD, tag. */
+static void queue_open(struct read_batch *b, struct rec *r)
+{
+	struct ds_keys *k = atomic_load(&r->ds->keys);
+	const struct crypt_key *key =
+		k ? dskeys_data_key(k, r->ds->guid, r->ds->suite, r->bp.salt, &b->owned[b->nops])
+		  : NULL;
+
+	if (!key) {
+		fail_io(r, k ? -ENOMEM : STOR_ENOKEY);
+		return;
+	}
+	make_aad(r->ds, r->recno, &r->bp, b->aads[b->nops]);
+	b->ops[b->nops] = (struct crypt_op){ .key = key, .nonce = r->bp.nonce,
+					     .aad = b->aads[b->nops], .aad_len = AAD_LEN,
+					     .in = r->src, .out = r->buf, .len = r->bp.csize,
+					     .tag = r->bp.mac };
+	b->nops++;
+}
+
+/* Decrypt and authenticate the queued records in one burst. */
+static void open_sealed(struct stor_pool *p, struct read_batch *b, struct rec *recs, size_t n)
+{
+	uint64_t t0, share;
+	size_t j = 0;
+
+	if (!b->nops)
+		return;
+	t0 = stats_now_ns();
+	crypt_open(b->ops, b->nops);
+	share = (stats_now_ns() - t0) / b->nops;
+	for (size_t i = 0; i < b->nops; i++)
+		crypt_key_free(b->owned[i]);
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
-		struct ds_keys *k;
-		const struct crypt_key *key;
+
+		if (r->status || !r->found || !(r->bp.flags & BP_F_ENCRYPTED))
+			continue;
+		STATS_ADD(r->ds, opened, 1);
+		STATS_ADD(r->ds, open_ns, share);
+		if (b->ops[j].status) {
+			if (b->ops[j].status == STOR_EAUTH)
+				auth_failed(p, r);
+			fail_io(r, b->ops[j].status);
+		}
+		j++;
+	}
+}
+
+/* Verify each clear record, open the encrypted ones in one batch. */
+static void verify_or_open(struct stor_pool *p, struct read_batch *b, struct rec *recs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &recs[i];
 
 		if (r->status || !r->found)
 			continue;
-		if (!r->src) {
-			if (ios[nio++].result < 0) {
-				fail_io(r, -EIO);
-				continue;
-			}
-			r->src = r->buf;
-		}
-		if (!(r->bp.flags & BP_F_ENCRYPTED)) {
-			uint8_t mac[16];
-			if (atomic_load(&r->ds->checksum_on) || memcmp(r->bp.mac, (uint8_t[16]){ 0 }, 16)) {
-				record_checksum(r->ds->guid, r->recno, r->bp.birth, r->src, r->bp.csize,
-						mac);
-				if (memcmp(mac, r->bp.mac, sizeof(mac)) != 0) {
-					atomic_fetch_add(&p->luns[r->bp.lun].cksum_errors, 1);
-					STATS_ADD(r->ds, cksum_errors, 1);
-					fail_io(r, STOR_ECKSUM);
-					continue;
-				}
-			}
-			if (r->src != r->buf)
-				memcpy(r->buf, r->src, r->bp.csize);
-			continue;
-		}
-		k = atomic_load(&r->ds->keys);
-		key = k ? dskeys_data_key(k, r->ds->guid, r->ds->suite, r->bp.salt, &owned[nops])
-			: NULL;
-		if (!key) {
-			fail_io(r, k ? -ENOMEM : STOR_ENOKEY);
-			continue;
-		}
-		make_aad(r->ds, r->recno, &r->bp, aads[nops]);
-		ops[nops] = (struct crypt_op){ .key = key, .nonce = r->bp.nonce, .aad = aads[nops],
-					       .aad_len = AAD_LEN, .in = r->src, .out = r->buf,
-					       .len = r->bp.csize, .tag = r->bp.mac };
-		nops++;
+		if (r->bp.flags & BP_F_ENCRYPTED)
+			queue_open(b, r);
+		else
+			verify(p, r);
 	}
-	if (nops) {
-		size_t j = 0;
-		uint64_t t0 = stats_now_ns(), share;
+	open_sealed(p, b, recs, n);
+}
 
-		crypt_open(ops, nops);
-		share = (stats_now_ns() - t0) / nops;
-		for (size_t i = 0; i < nops; i++)
-			crypt_key_free(owned[i]);
-		for (size_t i = 0; i < n; i++) {
-			struct rec *r = &recs[i];
-			if (r->status || !r->found || !(r->bp.flags & BP_F_ENCRYPTED))
-				continue;
-			STATS_ADD(r->ds, opened, 1);
-			STATS_ADD(r->ds, open_ns, share);
-			if (ops[j].status) {
-				if (ops[j].status == STOR_EAUTH)
-					auth_failed(p, r);
-				fail_io(r, ops[j].status);
-			}
-			j++;
-		}
-	}
-	/* compressed records expand into a buffer of their logical size */
+/* Compressed records expand into a buffer of their logical size. */
+static void decompress(struct rec *recs, size_t n)
+{
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
 		uint8_t *plain;
@@ -324,13 +394,40 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			fail_io(r, err);
 		}
 	}
+}
+
+/* What was read from the LUNs goes into the cache, under its generation. */
+static void fill_cache(struct cache *dc, struct rec *recs, size_t n)
+{
 	for (size_t i = 0; dc && i < n; i++) {
 		struct rec *r = &recs[i];
 
 		if (!r->status && r->found && atomic_load(&r->ds->cache_all))
 			cache_put(dc, r->ds->guid, r->recno, r->buf, r->ds->recsize, r->gen);
 	}
-out:
+}
+
+/*
+ * Read the records of @recs into their buffers (allocated here, recordsize
+ * bytes, zeros for records never written). The caller is in a reader section.
+ */
+static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
+{
+	struct read_batch b;
+	void *scratch = read_batch_init(&b, n);
+
+	if (!scratch) {
+		for (size_t i = 0; i < n; i++)
+			fail_io(&recs[i], -ENOMEM);
+		return;
+	}
+	serve_cached(&b, recs, n);
+	if (lookup(p, &b, recs) == 0) {
+		read_extents(p, &b, recs);
+		verify_or_open(p, &b, recs, n);
+		decompress(recs, n);
+		fill_cache(b.dc, recs, n);
+	}
 	free(scratch);
 }
 
@@ -404,68 +501,81 @@ static void plan_nonces(struct rec *recs, size_t n, struct nonce_plan *plan)
 	}
 }
 
-static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
+/*
+ * The scratch of one write batch, per record: its nonce plan, seal op, AAD,
+ * extent and owned key, and a list of records one stage works on.
+ */
+struct write_batch {
+	struct nonce_plan *plan;
+	struct crypt_op *ops;
+	uint8_t (*aads)[AAD_LEN];
+	struct lun_io *ios;
+	struct rec **list; /* read_old: records needing old bytes; write_extents: records written */
+	struct crypt_key **owned;
+	size_t nops;
+};
+
+/* One zeroed allocation for all arrays, the 8-byte aligned ones first. */
+static void *write_batch_init(struct write_batch *b, size_t n)
 {
-	struct nonce_plan *plan = calloc(n, sizeof(*plan));
-	struct crypt_op *ops = calloc(n, sizeof(*ops));
-	uint8_t (*aads)[AAD_LEN] = calloc(n, sizeof(*aads));
-	struct lun_io *ios = calloc(n, sizeof(*ios));
-	struct rec **rmw = calloc(n, sizeof(*rmw));
-	struct crypt_key **owned = calloc(n, sizeof(*owned));
-	uint8_t held[STRIPES];
-	size_t nops = 0, nio = 0, nrmw = 0, nstage = 0;
-	uint64_t birth;
-	unsigned slot;
+	char *scratch = calloc(n, sizeof(*b->plan) + sizeof(*b->ops) + sizeof(*b->ios) +
+					 sizeof(*b->list) + sizeof(*b->owned) + AAD_LEN);
 
-	if (!plan || !ops || !aads || !ios || !rmw || !owned) {
-		for (size_t i = 0; i < n; i++)
-			fail_io(&recs[i], -ENOMEM);
-		goto out;
-	}
-	if (atomic_load(&p->suspended)) {
-		for (size_t i = 0; i < n; i++)
-			fail_io(&recs[i], STOR_ESUSPENDED);
-		goto out;
-	}
-	lock_stripes(p, recs, n, held);
-	slot = txg_read_enter(p);
-	plan_nonces(recs, n, plan);
+	*b = (struct write_batch){ 0 };
+	if (!scratch)
+		return NULL;
+	b->plan = (struct nonce_plan *)scratch;
+	b->ops = (struct crypt_op *)(b->plan + n);
+	b->ios = (struct lun_io *)(b->ops + n);
+	b->list = (struct rec **)(b->ios + n);
+	b->owned = (struct crypt_key **)(b->list + n);
+	b->aads = (uint8_t(*)[AAD_LEN])(b->owned + n);
+	return scratch;
+}
 
-	/* old contents of partially written records */
+/* Old contents of the records a request covers only in part (or zeroes). */
+static void read_old(struct stor_pool *p, struct write_batch *b, struct rec *recs, size_t n)
+{
+	size_t nrmw = 0;
+	struct rec *tmp;
+
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
 		if (r->status || r->kind == REC_HOLE)
 			continue;
 		if (r->kind == REC_ZERO || r->roff || r->rlen != r->ds->recsize)
-			rmw[nrmw++] = r;
+			b->list[nrmw++] = r;
 	}
-	if (nrmw) {
-		struct rec *tmp = calloc(nrmw, sizeof(*tmp));
-		if (!tmp) {
-			for (size_t i = 0; i < nrmw; i++)
-				fail_io(rmw[i], -ENOMEM);
-		} else {
-			for (size_t i = 0; i < nrmw; i++) {
-				tmp[i] = *rmw[i];
-				tmp[i].kind = REC_READ;
-				tmp[i].status = 0;
-			}
-			read_recs(p, tmp, nrmw);
-			for (size_t i = 0; i < nrmw; i++) {
-				if (tmp[i].status) {
-					if (tmp[i].buf)
-						explicit_bzero(tmp[i].buf,
-							       round_sector(tmp[i].ds->recsize));
-					free(tmp[i].buf);
-					fail_io(rmw[i], tmp[i].status);
-					continue;
-				}
-				rmw[i]->buf = tmp[i].buf;
-			}
-			free(tmp);
+	if (!nrmw)
+		return;
+	tmp = calloc(nrmw, sizeof(*tmp));
+	if (!tmp) {
+		for (size_t i = 0; i < nrmw; i++)
+			fail_io(b->list[i], -ENOMEM);
+		return;
+	}
+	for (size_t i = 0; i < nrmw; i++) {
+		tmp[i] = *b->list[i];
+		tmp[i].kind = REC_READ;
+		tmp[i].status = 0;
+	}
+	read_recs(p, tmp, nrmw);
+	for (size_t i = 0; i < nrmw; i++) {
+		if (tmp[i].status) {
+			if (tmp[i].buf)
+				explicit_bzero(tmp[i].buf, round_sector(tmp[i].ds->recsize));
+			free(tmp[i].buf);
+			fail_io(b->list[i], tmp[i].status);
+			continue;
 		}
+		b->list[i]->buf = tmp[i].buf;
 	}
-	/* the new plaintext of every record */
+	free(tmp);
+}
+
+/* The new plaintext of every record: the request's bytes over the old. */
+static void merge_new(struct rec *recs, size_t n)
+{
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
 		if (r->status || r->kind == REC_HOLE)
@@ -486,7 +596,11 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		else
 			memcpy(r->buf + r->roff, r->ubuf, r->rlen);
 	}
-	/* compress before sealing; a record that saves no sector stays raw */
+}
+
+/* Compress before sealing; a record that saves no sector stays raw. */
+static void compress(struct rec *recs, size_t n)
+{
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
 		int level = atomic_load(&r->ds->comp_level);
@@ -509,74 +623,93 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		free(r->buf);
 		r->buf = z;
 	}
-	/* a failed record fails its whole request: drop its siblings now */
+}
+
+/* A failed record fails its whole request: drop its siblings now. */
+static void fail_siblings(struct rec *recs, size_t n)
+{
 	for (size_t i = 0; i < n; i++)
-		if (recs[i].io->result)
-			recs[i].status = recs[i].status ? recs[i].status : recs[i].io->result;
+		if (recs[i].io->result && !recs[i].status)
+			recs[i].status = recs[i].io->result;
+}
 
-	birth = txg_hold(p);
-	for (size_t i = 0; i < n; i++) {
-		struct rec *r = &recs[i];
-		const struct crypt_key *key;
+/*
+ * The block pointer of each record born in txg @birth; a clear one gets its
+ * checksum, an encrypted one joins the batch to seal with its planned nonce.
+ */
+static void queue_seal(struct write_batch *b, struct rec *r, size_t i, uint64_t birth)
+{
+	const struct crypt_key *key;
 
-		if (r->status || r->kind == REC_HOLE)
-			continue;
-		r->bp = (struct bp){ .lsize = r->ds->recsize, .csize = r->ds->recsize,
-				     .psize = (uint32_t)round_sector(r->ds->recsize), .birth = birth };
-		if (r->csize) {
-			r->bp.comp = BP_COMP_ZSTD;
-			r->bp.csize = r->csize;
-			r->bp.psize = (uint32_t)round_sector(r->csize);
-		}
-		if (!r->ds->suite) {
-			if (atomic_load(&r->ds->checksum_on))
-				record_checksum(r->ds->guid, r->recno, birth, r->buf, r->bp.csize,
-						r->bp.mac);
-			continue;
-		}
-		key = dskeys_data_key(plan[i].k, r->ds->guid, r->ds->suite, plan[i].salt,
-				      &owned[nops]);
-		if (!key) {
-			fail_io(r, -ENOMEM);
-			continue;
-		}
-		r->bp.flags |= BP_F_ENCRYPTED;
-		r->bp.salt = plan[i].salt;
-		crypt_nonce(plan[i].prefix, plan[i].ctr, r->bp.nonce);
-		make_aad(r->ds, r->recno, &r->bp, aads[nops]);
-		ops[nops] = (struct crypt_op){ .key = key, .nonce = r->bp.nonce, .aad = aads[nops],
-					       .aad_len = AAD_LEN, .in = r->buf, .out = r->buf,
-					       .len = r->bp.csize, .tag = r->bp.mac };
-		nops++;
+	r->bp = (struct bp){ .lsize = r->ds->recsize, .csize = r->ds->recsize,
+			     .psize = (uint32_t)round_sector(r->ds->recsize), .birth = birth };
+	if (r->csize) {
+		r->bp.comp = BP_COMP_ZSTD;
+		r->bp.csize = r->csize;
+		r->bp.psize = (uint32_t)round_sector(r->csize);
 	}
-	if (nops) {
+	if (!r->ds->suite) {
+		if (atomic_load(&r->ds->checksum_on))
+			record_checksum(r->ds->guid, r->recno, birth, r->buf, r->bp.csize, r->bp.mac);
+		return;
+	}
+	key = dskeys_data_key(b->plan[i].k, r->ds->guid, r->ds->suite, b->plan[i].salt,
+			      &b->owned[b->nops]);
+	if (!key) {
+		fail_io(r, -ENOMEM);
+		return;
+	}
+	r->bp.flags |= BP_F_ENCRYPTED;
+	r->bp.salt = b->plan[i].salt;
+	crypt_nonce(b->plan[i].prefix, b->plan[i].ctr, r->bp.nonce);
+	make_aad(r->ds, r->recno, &r->bp, b->aads[b->nops]);
+	b->ops[b->nops] = (struct crypt_op){ .key = key, .nonce = r->bp.nonce,
+					     .aad = b->aads[b->nops], .aad_len = AAD_LEN,
+					     .in = r->buf, .out = r->buf, .len = r->bp.csize,
+					     .tag = r->bp.mac };
+	b->nops++;
+}
+
+/*
+ * Seal (encrypt and authenticate, in place) every queued record in one
+ * burst, then give each encrypted record the keyless checksum of its stored
+ * bytes, for scrub; a clear record's own checksum needs no key already.
+ */
+static void seal(struct write_batch *b, struct rec *recs, size_t n, uint64_t birth)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!recs[i].status && recs[i].kind != REC_HOLE)
+			queue_seal(b, &recs[i], i, birth);
+	if (b->nops) {
 		uint64_t t0 = stats_now_ns(), share;
 		size_t j = 0;
-		int failed = crypt_seal(ops, nops);
+		int failed = crypt_seal(b->ops, b->nops);
 
-		for (size_t i = 0; i < nops; i++)
-			crypt_key_free(owned[i]);
-		share = (stats_now_ns() - t0) / nops;
+		for (size_t i = 0; i < b->nops; i++)
+			crypt_key_free(b->owned[i]);
+		share = (stats_now_ns() - t0) / b->nops;
 		for (size_t i = 0; i < n; i++) {
 			struct rec *r = &recs[i];
 			if (r->status || !(r->bp.flags & BP_F_ENCRYPTED))
 				continue;
 			STATS_ADD(r->ds, sealed, 1);
 			STATS_ADD(r->ds, seal_ns, share);
-			if (failed && ops[j].status)
-				fail_io(r, ops[j].status);
+			if (failed && b->ops[j].status)
+				fail_io(r, b->ops[j].status);
 			j++;
 		}
 	}
-	/* the keyless checksum of an encrypted record's stored bytes, for scrub;
-	 * a clear record's own checksum needs no key already */
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
 
 		if (!r->status && !r->io->result && r->kind != REC_HOLE && r->ds->suite)
 			r->bp.cksum = hash64(r->buf, r->bp.psize);
 	}
-	/* allocate and write; any failure fails the request before anything is staged */
+}
+
+/* An extent for every record of a request still whole. */
+static void allocate(struct stor_pool *p, struct rec *recs, size_t n)
+{
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
 		unsigned lun;
@@ -591,39 +724,49 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 		}
 		r->bp.lun = (uint16_t)lun;
 		r->found = 1; /* owns an extent */
-		ios[nio++] = (struct lun_io){ p->luns[lun].lun, r->bp.sector * STOR_SECTOR, r->buf,
-					      r->bp.psize, 0 };
 	}
-	nio = 0;
-	{
-		/* only extents of requests still whole are written */
-		size_t k = 0;
-		for (size_t i = 0; i < n; i++) {
-			struct rec *r = &recs[i];
-			if (r->status || r->kind == REC_HOLE || !r->found)
-				continue;
-			if (r->io->result == 0)
-				ios[k++] = (struct lun_io){ p->luns[r->bp.lun].lun,
-							    r->bp.sector * STOR_SECTOR, r->buf,
-							    r->bp.psize, 0 };
-		}
-		if (k && lun_write_batch(ios, k))
-			for (size_t i = 0; i < k; i++)
-				if (ios[i].result < 0)
-					lunset_failed(p, ios[i].lun);
-		for (size_t i = 0; i < n; i++) {
-			struct rec *r = &recs[i];
-			if (r->status || r->kind == REC_HOLE || !r->found || r->io->result)
-				continue;
-			/* a full file system under the LUN is out of space, not a bad disk */
-			if (ios[nio++].result < 0)
-				fail_io(r, ios[nio - 1].result == -ENOSPC || ios[nio - 1].result == -EDQUOT
-						   ? STOR_ENOSPC
-						   : -EIO);
-		}
+}
+
+/*
+ * Only extents of requests still whole are written, in one batch. A failure
+ * fails its request, whose later records then count as failed too: the
+ * results are matched to the records written, not to those still whole.
+ */
+static void write_extents(struct stor_pool *p, struct write_batch *b, struct rec *recs, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &recs[i];
+		if (r->status || r->kind == REC_HOLE || !r->found || r->io->result)
+			continue;
+		b->list[k] = r;
+		b->ios[k++] = (struct lun_io){ p->luns[r->bp.lun].lun, r->bp.sector * STOR_SECTOR,
+					       r->buf, r->bp.psize, 0 };
 	}
-	/* room for every record first: a request is staged whole or not at all */
-	nstage = 0;
+	if (!k || !lun_write_batch(b->ios, k))
+		return;
+	for (size_t i = 0; i < k; i++) {
+		int res = b->ios[i].result;
+
+		if (res >= 0)
+			continue;
+		lunset_failed(p, b->ios[i].lun);
+		/* a full file system under the LUN is out of space, not a bad disk */
+		fail_io(b->list[i], res == -ENOSPC || res == -EDQUOT ? STOR_ENOSPC : -EIO);
+	}
+}
+
+/*
+ * Stage the block pointers of whole requests in the open txg, and return
+ * the extents of the others. Room for every record first: a request is
+ * staged whole or not at all.
+ */
+static void stage(struct stor_pool *p, struct write_batch *b, struct rec *recs, size_t n)
+{
+	struct cache *dc = cache_data();
+	size_t nstage = 0;
+
 	for (size_t i = 0; i < n; i++)
 		nstage += !recs[i].io->result;
 	if (nstage && txg_reserve(p, nstage) < 0) {
@@ -631,7 +774,6 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			fail_io(&recs[i], -ENOMEM);
 		nstage = 0;
 	}
-	/* stage the records of whole requests; return the extents of the others */
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
 		struct bp old, hole = { .flags = BP_F_HOLE };
@@ -643,7 +785,7 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			continue;
 		}
 		ret = txg_stage(p, r->ds->id, r->recno, r->kind == REC_HOLE ? &hole : &r->bp,
-				plan[i].k ? plan[i].k->mac : NULL, &old, &had_old);
+				b->plan[i].k ? b->plan[i].k->mac : NULL, &old, &had_old);
 		nstage--;
 		if (ret < 0) {
 			/* the metadata could not be read: this record keeps its old data */
@@ -653,7 +795,7 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 			continue;
 		}
 		/* after the stage: a reader that saw the old pointer cannot put it back */
-		cache_drop(cache_data(), r->ds->guid, r->recno);
+		cache_drop(dc, r->ds->guid, r->recno);
 		if (r->kind != REC_HOLE) {
 			atomic_fetch_add(&r->ds->used, r->bp.psize);
 			atomic_fetch_add(&r->ds->logical_used, r->bp.lsize);
@@ -665,16 +807,43 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 	}
 	if (nstage)
 		txg_unreserve(p, nstage);
+}
+
+/*
+ * Write the records of @recs: each record's stripe is held from its read
+ * of old bytes to its stage, so two batches never interleave on a record.
+ */
+static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
+{
+	struct write_batch b;
+	uint8_t held[STRIPES];
+	unsigned slot;
+	void *scratch;
+	int ret;
+
+	scratch = write_batch_init(&b, n);
+	ret = !scratch ? -ENOMEM : atomic_load(&p->suspended) ? STOR_ESUSPENDED : 0;
+	if (ret < 0) {
+		for (size_t i = 0; i < n; i++)
+			fail_io(&recs[i], ret);
+		free(scratch);
+		return;
+	}
+	lock_stripes(p, recs, n, held);
+	slot = txg_read_enter(p);
+	plan_nonces(recs, n, b.plan);
+	read_old(p, &b, recs, n);
+	merge_new(recs, n);
+	compress(recs, n);
+	fail_siblings(recs, n);
+	seal(&b, recs, n, txg_hold(p));
+	allocate(p, recs, n);
+	write_extents(p, &b, recs, n);
+	stage(p, &b, recs, n);
 	txg_rele(p);
 	txg_read_exit(p, slot);
 	unlock_stripes(p, held);
-out:
-	free(plan);
-	free(ops);
-	free(aads);
-	free(ios);
-	free(rmw);
-	free(owned);
+	free(scratch);
 }
 
 /* ---- batches of requests ---- */
