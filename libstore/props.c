@@ -74,11 +74,11 @@ int prop_compression_level(const char *v)
 int prop_sync_mode(const char *v)
 {
 	if (strcmp(v, "standard") == 0)
-		return 0;
+		return PROP_SYNC_STANDARD;
 	if (strcmp(v, "always") == 0)
-		return 1;
+		return PROP_SYNC_ALWAYS;
 	if (strcmp(v, "disabled") == 0)
-		return 2;
+		return PROP_SYNC_DISABLED;
 	return -1;
 }
 

@@ -62,7 +62,13 @@ int prop_parse_size(const char *s, unsigned long long *out);
 
 /** Decode "zstd-N"/"zstd"/"off" into a zstd level (0 = off). */
 int prop_compression_level(const char *v);
-/** Decode sync into 0 standard, 1 always, 2 disabled. */
+/** The sync property: when a write or flush commits its txg. */
+enum prop_sync {
+	PROP_SYNC_STANDARD, /* on flush, and by the txg timer */
+	PROP_SYNC_ALWAYS,   /* after every write, before it completes */
+	PROP_SYNC_DISABLED, /* flushes are no-ops: only the timer commits */
+};
+/** Decode sync into an enum prop_sync; -1 if it is none of them. */
 int prop_sync_mode(const char *v);
 
 #endif

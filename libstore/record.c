@@ -957,25 +957,28 @@ static void run_group(struct stor_pool *p, struct stor_io *ios, size_t i, size_t
 	free(recs);
 }
 
+/* Does @io complete only after a commit: a flush (no-op under sync=disabled),
+ * or any write of a sync=always dataset? */
+static int waits_for_commit(const struct stor_io *io)
+{
+	int mode = atomic_load(&io->ds->sync_mode);
+
+	if (io->op == STOR_IO_FLUSH)
+		return mode != PROP_SYNC_DISABLED;
+	return mode == PROP_SYNC_ALWAYS;
+}
+
 static void sync_after(struct stor_pool *p, struct stor_io *ios, size_t i, size_t j)
 {
 	for (size_t x = i; x < j; x++) {
-		struct stor_io *io = &ios[x];
-		int mode = atomic_load(&io->ds->sync_mode);
 		int ret;
 
-		if (io->result)
+		if (ios[x].result || !waits_for_commit(&ios[x]))
 			continue;
-		if (io->op == STOR_IO_FLUSH) {
-			if (mode == 2)
-				continue; /* sync=disabled: flushes are no-ops */
-		} else if (mode != 1) {
-			continue;
-		}
 		ret = txg_sync(p, 0);
 		for (size_t y = i; y < j; y++) /* one commit covers them all */
 			if (!ios[y].result && (ios[y].op == STOR_IO_FLUSH ||
-					       atomic_load(&ios[y].ds->sync_mode) == 1))
+					       atomic_load(&ios[y].ds->sync_mode) == PROP_SYNC_ALWAYS))
 				ios[y].result = ret;
 		return;
 	}

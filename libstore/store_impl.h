@@ -77,7 +77,8 @@ struct stor_ds {
 	int destroyed;
 
 	/* effective values of inherited properties, for the I/O path */
-	atomic_int sync_mode, comp_level, checksum_on;
+	atomic_int sync_mode; /* enum prop_sync */
+	atomic_int comp_level, checksum_on;
 	atomic_int cache_all; /* primarycache=all: records go through the data cache */
 
 	atomic_int_fast64_t used, logical_used;
