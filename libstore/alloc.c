@@ -194,22 +194,23 @@ int alloc_get(struct alloc *a, uint32_t n, unsigned *lun, uint64_t *sector)
 	return STOR_ENOSPC;
 }
 
-void alloc_set_faulted(struct alloc *a, unsigned lun)
+static void set_faulted(struct alloc *a, unsigned lun, int faulted)
 {
 	if (lun >= atomic_load(&a->nluns))
 		return;
 	pthread_mutex_lock(&a->luns[lun]->lock);
-	a->luns[lun]->faulted = 1;
+	a->luns[lun]->faulted = faulted;
 	pthread_mutex_unlock(&a->luns[lun]->lock);
+}
+
+void alloc_set_faulted(struct alloc *a, unsigned lun)
+{
+	set_faulted(a, lun, 1);
 }
 
 void alloc_clear_faulted(struct alloc *a, unsigned lun)
 {
-	if (lun >= atomic_load(&a->nluns))
-		return;
-	pthread_mutex_lock(&a->luns[lun]->lock);
-	a->luns[lun]->faulted = 0;
-	pthread_mutex_unlock(&a->luns[lun]->lock);
+	set_faulted(a, lun, 0);
 }
 
 int alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "cache.h"
 #include "meta.h"
 #include "store_impl.h"
@@ -150,16 +151,12 @@ static struct stor_ds *ds_new(struct stor_pool *p, const char *name)
 
 static int table_insert(struct stor_pool *p, struct stor_ds *ds)
 {
+	struct stor_ds **t = array_grow(p->ds, p->nds, &p->capds, sizeof(*t), 16);
 	size_t i;
 
-	if (p->nds == p->capds) {
-		size_t cap = p->capds ? p->capds * 2 : 16;
-		struct stor_ds **t = realloc(p->ds, cap * sizeof(*t));
-		if (!t)
-			return -ENOMEM;
-		p->ds = t;
-		p->capds = cap;
-	}
+	if (!t)
+		return -ENOMEM;
+	p->ds = t;
 	for (i = p->nds; i > 0 && strcmp(p->ds[i - 1]->name, ds->name) > 0; i--)
 		p->ds[i] = p->ds[i - 1];
 	p->ds[i] = ds;

@@ -63,6 +63,17 @@ static void make_aad(const struct stor_ds *ds, uint64_t recno, const struct bp *
 	put_u32(&w, bp->csize);
 }
 
+/* The crypto op of record @r: its payload @in (sealed or opened into
+ * r->buf), nonce and tag in its pointer, AAD into @aad from its place. */
+static void crypt_op_of(struct crypt_op *op, uint8_t aad[AAD_LEN], const struct crypt_key *key,
+			struct rec *r, const uint8_t *in)
+{
+	make_aad(r->ds, r->recno, &r->bp, aad);
+	*op = (struct crypt_op){ .key = key, .nonce = r->bp.nonce, .aad = aad,
+				 .aad_len = AAD_LEN, .in = in, .out = r->buf,
+				 .len = r->bp.csize, .tag = r->bp.mac };
+}
+
 static size_t round_sector(size_t n)
 {
 	return (n + STOR_SECTOR - 1) / STOR_SECTOR * STOR_SECTOR;
@@ -317,11 +328,7 @@ static void queue_open(struct read_batch *b, struct rec *r)
 		fail_io(r, k ? -ENOMEM : STOR_ENOKEY);
 		return;
 	}
-	make_aad(r->ds, r->recno, &r->bp, b->aads[b->nops]);
-	b->ops[b->nops] = (struct crypt_op){ .key = key, .nonce = r->bp.nonce,
-					     .aad = b->aads[b->nops], .aad_len = AAD_LEN,
-					     .in = r->src, .out = r->buf, .len = r->bp.csize,
-					     .tag = r->bp.mac };
+	crypt_op_of(&b->ops[b->nops], b->aads[b->nops], key, r, r->src);
 	b->nops++;
 }
 
@@ -662,11 +669,7 @@ static void queue_seal(struct write_batch *b, struct rec *r, size_t i, uint64_t 
 	r->bp.flags |= BP_F_ENCRYPTED;
 	r->bp.salt = b->plan[i].salt;
 	crypt_nonce(b->plan[i].prefix, b->plan[i].ctr, r->bp.nonce);
-	make_aad(r->ds, r->recno, &r->bp, b->aads[b->nops]);
-	b->ops[b->nops] = (struct crypt_op){ .key = key, .nonce = r->bp.nonce,
-					     .aad = b->aads[b->nops], .aad_len = AAD_LEN,
-					     .in = r->buf, .out = r->buf, .len = r->bp.csize,
-					     .tag = r->bp.mac };
+	crypt_op_of(&b->ops[b->nops], b->aads[b->nops], key, r, r->buf);
 	b->nops++;
 }
 

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "alloc.h"
+#include "array.h"
 #include "lun.h"
 #include "meta.h"
 #include "store_impl.h"
@@ -79,16 +80,14 @@ static void stage_free(struct stage *s)
 /* The stage's commit will need @mk: hold a reference once per stage. */
 static int stage_hold_mk(struct stage *s, struct mac_key *mk)
 {
+	struct mac_key **m;
+
 	if (!mk || mk->staged_txg == s->txg)
 		return 0;
-	if (s->nmks == s->capmks) {
-		size_t cap = s->capmks ? s->capmks * 2 : 16;
-		struct mac_key **m = realloc(s->mks, cap * sizeof(*m));
-		if (!m)
-			return -ENOMEM;
-		s->mks = m;
-		s->capmks = cap;
-	}
+	m = array_grow(s->mks, s->nmks, &s->capmks, sizeof(*m), 16);
+	if (!m)
+		return -ENOMEM;
+	s->mks = m;
 	s->mks[s->nmks++] = mac_key_ref(mk);
 	mk->staged_txg = s->txg;
 	return 0;
@@ -181,14 +180,11 @@ static struct stage_ent *stage_insert(struct stage *s, uint64_t ds_id, uint64_t 
 
 static int stage_free_extent(struct stage *s, const struct bp *bp)
 {
-	if (s->nfrees == s->capfrees) {
-		size_t cap = s->capfrees ? s->capfrees * 2 : 256;
-		struct extent *f = realloc(s->frees, cap * sizeof(*f));
-		if (!f)
-			return -ENOMEM;
-		s->frees = f;
-		s->capfrees = cap;
-	}
+	struct extent *f = array_grow(s->frees, s->nfrees, &s->capfrees, sizeof(*f), 256);
+
+	if (!f)
+		return -ENOMEM;
+	s->frees = f;
 	s->frees[s->nfrees++] = (struct extent){ bp->lun, bp->psize / STOR_SECTOR, bp->sector };
 	return 0;
 }

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "array.h"
 #include "hash.h"
 #include "lun.h"
 #include "meta.h"
@@ -142,15 +143,12 @@ static int visit(const void *key, size_t klen, const void *val, size_t vlen, voi
 	}
 	w->ds_used += bp.psize;
 	if (bp.flags & BP_F_ENCRYPTED) {
+		struct seen_nonce *s = array_grow(w->seen, w->nseen, &w->capseen, sizeof(*s), 1024);
+
 		w->rep->encrypted++;
-		if (w->nseen == w->capseen) {
-			size_t cap = w->capseen ? w->capseen * 2 : 1024;
-			struct seen_nonce *s = realloc(w->seen, cap * sizeof(*s));
-			if (!s)
-				return -ENOMEM;
-			w->seen = s;
-			w->capseen = cap;
-		}
+		if (!s)
+			return -ENOMEM;
+		w->seen = s;
 		w->seen[w->nseen].salt = bp.salt;
 		memcpy(w->seen[w->nseen].nonce, bp.nonce, sizeof(bp.nonce));
 		w->nseen++;
