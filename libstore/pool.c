@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Pools: create, open (import), close (export), destroy, add a LUN, status.
- * A pool owns its LUN set, its LMDB environment and the allocator; it checks
- * every LUN label on open and refuses damaged, missing or foreign LUNs. The
- * free map is rebuilt here from the block pointers (see alloc.h). Freeing a
- * pool (close, destroy, a failed open) drops its datasets from the data
- * cache: nothing read before an export is served after the next import.
+ * A pool owns its LUN set, its LMDB environment, the allocator and the pool
+ * record naming its LUNs; on open every LUN the record names is attached,
+ * and a damaged, missing or foreign one fails the import. The free map is
+ * rebuilt here from the block pointers (see alloc.h). Freeing a pool
+ * (close, destroy, a failed open) drops its datasets from the data cache:
+ * nothing read before an export is served after the next import.
  *
- * Which paths may become LUNs, their labels, faults and per-LUN status are
- * the LUN set's (lunset.c); the files of a pool in the state directory are
+ * Which paths may become LUNs, label checks, faults and per-LUN status are
+ * the LUN set's (lunset.c); the pool's files in the state directory are
  * named in statedir.c.
  *
  * Mutual dependency, by design: pool, dataset (dataset.c), key state
@@ -30,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
