@@ -52,7 +52,10 @@ int bpmac_verify_root(struct meta *m, uint64_t ds_id, const struct mac_key *mk);
 int bpmac_check_group(struct meta *m, uint64_t ds_id, const struct mac_key *mk,
 		      struct mac_seen *seen, uint64_t recno);
 
-/* One record changed by a commit: leaf(old) ^ leaf(new) (an absent pointer is zero). */
+/*
+ * The change a commit makes to @recno's group: the XOR of leaf(old) ^ leaf(new)
+ * over the group's pointers it replaces (an absent pointer is zero).
+ */
 struct bpmac_change {
 	uint64_t ds_id, recno;
 	const struct mac_key *mk;

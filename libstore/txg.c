@@ -25,8 +25,19 @@
 struct stage_ent {
 	uint64_t ds_id, recno;
 	struct bp bp;
-	struct mac_key *mk; /* encrypted datasets: held by the stage's mks */
-	uint8_t delta[MAC_LEN]; /* leaf(what the commit replaces) ^ leaf(bp), bpmac.c */
+};
+
+/*
+ * The MAC change of one group of an encrypted dataset (bpmac.c): the XOR of
+ * leaf(what the commit replaces) ^ leaf(staged pointer) over the group's
+ * pointers staged in this txg. Summed at staging time, where the replaced
+ * pointer is at hand, so the commit reads no old pointer back and handles
+ * one change per group, not one per pointer.
+ */
+struct stage_group {
+	uint64_t ds_id, group;
+	struct mac_key *mk; /* held by the stage's mks */
+	uint8_t delta[MAC_LEN];
 	int used;
 };
 
@@ -38,8 +49,12 @@ struct extent {
 
 struct stage {
 	uint64_t txg;
-	struct stage_ent *tab;
-	size_t cap, n;
+	/* entries in staging order, found through an index of 8-byte slots
+	 * small enough to stay in cache when the entries do not */
+	struct stage_ent *ents;
+	size_t n, capents;
+	uint64_t *slots;
+	size_t cap;
 	struct extent *frees;
 	size_t nfrees, capfrees;
 	struct gone {
@@ -47,6 +62,8 @@ struct stage {
 		char *name;
 	} *gone; /* destroyed datasets */
 	size_t ngone;
+	struct stage_group *groups; /* open addressing */
+	size_t gcap, ngroups;
 	struct mac_key **mks; /* a reference on the MAC key of each dataset staged */
 	size_t nmks, capmks;
 	size_t resv; /* entries txg_reserve() promised room for, not staged yet */
@@ -66,7 +83,9 @@ static void stage_free(struct stage *s)
 {
 	if (!s)
 		return;
-	free(s->tab);
+	free(s->ents);
+	free(s->slots);
+	free(s->groups);
 	free(s->frees);
 	for (size_t i = 0; i < s->ngone; i++)
 		free(s->gone[i].name);
@@ -115,45 +134,70 @@ int txg_stage_idle(struct stor_pool *p)
 	return stage_empty(p->open) && !p->syncing;
 }
 
-static size_t slot_of(uint64_t ds_id, uint64_t recno, size_t cap)
+static uint64_t hash_of(uint64_t ds_id, uint64_t recno)
 {
 	uint64_t h = (ds_id * 0x9e3779b97f4a7c15ull) ^ (recno * 0xc2b2ae3d27d4eb4full);
 
-	h ^= h >> 29;
-	return (size_t)(h & (cap - 1));
+	return h ^ (h >> 29);
+}
+
+/* A slot of the index: the hash's top 32 bits, and the entry's index + 1. */
+static uint64_t slot_make(uint64_t h, size_t idx)
+{
+	return (h & 0xffffffff00000000ull) | (uint64_t)(idx + 1);
 }
 
 static struct stage_ent *stage_find(struct stage *s, uint64_t ds_id, uint64_t recno)
 {
+	uint64_t h, v;
+
 	if (!s || s->cap == 0)
 		return NULL;
-	for (size_t i = slot_of(ds_id, recno, s->cap);; i = (i + 1) & (s->cap - 1)) {
-		struct stage_ent *e = &s->tab[i];
-		if (!e->used)
-			return NULL;
-		if (e->ds_id == ds_id && e->recno == recno)
+	h = hash_of(ds_id, recno);
+	for (size_t i = h & (s->cap - 1); (v = s->slots[i]) != 0; i = (i + 1) & (s->cap - 1)) {
+		struct stage_ent *e = &s->ents[(uint32_t)v - 1];
+
+		if ((v >> 32) == (h >> 32) && e->ds_id == ds_id && e->recno == recno)
 			return e;
 	}
+	return NULL;
 }
 
-static int stage_grow(struct stage *s)
+static void slot_put(uint64_t *slots, size_t cap, uint64_t h, size_t idx)
 {
-	size_t cap = s->cap ? s->cap * 2 : 1024;
-	struct stage_ent *tab = calloc(cap, sizeof(*tab));
+	size_t i = h & (cap - 1);
 
-	if (!tab)
-		return -ENOMEM;
-	for (size_t i = 0; i < s->cap; i++) {
-		struct stage_ent *e = &s->tab[i];
-		size_t j;
-		if (!e->used)
-			continue;
-		for (j = slot_of(e->ds_id, e->recno, cap); tab[j].used; j = (j + 1) & (cap - 1))
-			;
-		tab[j] = *e;
+	while (slots[i])
+		i = (i + 1) & (cap - 1);
+	slots[i] = slot_make(h, idx);
+}
+
+/* Room for @n more entries (stage_lock held): the index stays under 3/4 full. */
+static int stage_grow(struct stage *s, size_t n)
+{
+	size_t cap = s->cap ? s->cap : 1024, ecap = s->capents ? s->capents : 768;
+	uint64_t *slots;
+
+	while ((s->n + n) * 4 > cap * 3)
+		cap *= 2;
+	while (ecap < s->n + n)
+		ecap *= 2;
+	if (ecap != s->capents) {
+		struct stage_ent *ents = realloc(s->ents, ecap * sizeof(*ents));
+		if (!ents)
+			return -ENOMEM;
+		s->ents = ents;
+		s->capents = ecap;
 	}
-	free(s->tab);
-	s->tab = tab;
+	if (cap == s->cap)
+		return 0;
+	slots = calloc(cap, sizeof(*slots));
+	if (!slots)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->n; i++)
+		slot_put(slots, cap, hash_of(s->ents[i].ds_id, s->ents[i].recno), i);
+	free(s->slots);
+	s->slots = slots;
 	s->cap = cap;
 	return 0;
 }
@@ -161,21 +205,64 @@ static int stage_grow(struct stage *s)
 static struct stage_ent *stage_insert(struct stage *s, uint64_t ds_id, uint64_t recno)
 {
 	struct stage_ent *e = stage_find(s, ds_id, recno);
-	size_t i;
 
 	if (e)
 		return e;
-	if ((s->n + 1) * 4 > s->cap * 3 && stage_grow(s) < 0)
+	if (stage_grow(s, 1) < 0)
 		return NULL;
-	for (i = slot_of(ds_id, recno, s->cap); s->tab[i].used; i = (i + 1) & (s->cap - 1))
-		;
-	e = &s->tab[i];
+	slot_put(s->slots, s->cap, hash_of(ds_id, recno), s->n);
+	e = &s->ents[s->n++];
 	memset(e, 0, sizeof(*e));
-	e->used = 1;
 	e->ds_id = ds_id;
 	e->recno = recno;
-	s->n++;
 	return e;
+}
+
+static struct stage_group *group_slot(struct stage_group *tab, size_t cap, uint64_t ds_id,
+				      uint64_t group)
+{
+	size_t i = hash_of(ds_id, group) & (cap - 1);
+
+	while (tab[i].used && (tab[i].ds_id != ds_id || tab[i].group != group))
+		i = (i + 1) & (cap - 1);
+	return &tab[i];
+}
+
+/* Room for @n more groups (stage_lock held). */
+static int group_room(struct stage *s, size_t n)
+{
+	size_t cap = s->gcap ? s->gcap : 64;
+	struct stage_group *tab;
+
+	while ((s->ngroups + n) * 4 > cap * 3)
+		cap *= 2;
+	if (cap == s->gcap)
+		return 0;
+	tab = calloc(cap, sizeof(*tab));
+	if (!tab)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->gcap; i++)
+		if (s->groups[i].used)
+			*group_slot(tab, cap, s->groups[i].ds_id, s->groups[i].group) = s->groups[i];
+	free(s->groups);
+	s->groups = tab;
+	s->gcap = cap;
+	return 0;
+}
+
+/* XOR @delta into the change of @recno's group (stage_lock held, room made). */
+static void group_add(struct stage *s, uint64_t ds_id, uint64_t recno, struct mac_key *mk,
+		      const uint8_t delta[MAC_LEN])
+{
+	struct stage_group *g = group_slot(s->groups, s->gcap, ds_id, recno / MAC_GROUP);
+
+	if (!g->used) {
+		*g = (struct stage_group){ .ds_id = ds_id, .group = recno / MAC_GROUP, .used = 1 };
+		s->ngroups++;
+	}
+	g->mk = mk;
+	for (int i = 0; i < MAC_LEN; i++)
+		g->delta[i] ^= delta[i];
 }
 
 static int stage_free_extent(struct stage *s, const struct bp *bp)
@@ -259,9 +346,8 @@ static int lookup_committed(struct meta_txn *t, uint64_t ds_id, uint64_t recno, 
 /* Room for @n more entries, frees and MAC keys in @s (stage_lock held). */
 static int stage_room(struct stage *s, size_t n)
 {
-	while ((s->n + n) * 4 > s->cap * 3)
-		if (stage_grow(s) < 0)
-			return -ENOMEM;
+	if (stage_grow(s, n) < 0)
+		return -ENOMEM;
 	if (s->capfrees < s->nfrees + n) {
 		struct extent *f = realloc(s->frees, (s->nfrees + n) * sizeof(*f));
 		if (!f)
@@ -269,6 +355,8 @@ static int stage_room(struct stage *s, size_t n)
 		s->frees = f;
 		s->capfrees = s->nfrees + n;
 	}
+	if (group_room(s, n) < 0)
+		return -ENOMEM;
 	if (s->capmks < s->nmks + n) {
 		struct mac_key **m = realloc(s->mks, (s->nmks + n) * sizeof(*m));
 		if (!m)
@@ -338,6 +426,8 @@ int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct 
 	}
 	if (ret == 0)
 		ret = stage_hold_mk(p->open, mk);
+	if (ret == 0 && mk)
+		ret = group_room(p->open, 1);
 	if (ret == 0 && mk && *had_old) {
 		bp_encode(old, enc);
 		ret = bpmac_leaf_xor(mk, recno, enc, delta);
@@ -357,10 +447,9 @@ int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct 
 		goto out;
 	}
 	e->bp = *bp;
-	e->mk = mk;
-	/* an entry staged again in this txg sums its changes: old ^ mid ^ mid ^ new */
-	for (int i = 0; i < MAC_LEN; i++)
-		e->delta[i] ^= delta[i];
+	/* a pointer staged again in this txg sums its changes: old ^ mid ^ mid ^ new */
+	if (mk)
+		group_add(p->open, ds_id, recno, mk, delta);
 	if (!(bp->flags & BP_F_HOLE))
 		p->open->dirty[bp->lun] = 1;
 	if (p->open->resv)
@@ -465,32 +554,26 @@ static int free_gone(const void *key, size_t klen, const void *val, size_t vlen,
 	return 0;
 }
 
-/*
- * The MAC changes of a commit: each staged pointer of an encrypted dataset
- * carries leaf(what it replaces) ^ leaf(itself) from txg_stage(), where the
- * replaced pointer was at hand, so the commit reads no old pointer back.
- */
+/* The MAC changes of a commit, one per group staged (struct stage_group). */
 static int commit_macs(struct stage *s, struct meta_txn *t)
 {
 	struct bpmac_change *ch;
 	size_t n = 0;
 	int ret;
 
-	for (size_t i = 0; i < s->cap; i++)
-		n += s->tab[i].used && s->tab[i].mk;
-	if (!n)
+	if (!s->ngroups)
 		return 0;
-	ch = malloc(n * sizeof(*ch));
+	ch = malloc(s->ngroups * sizeof(*ch));
 	if (!ch)
 		return -ENOMEM;
-	n = 0;
-	for (size_t i = 0; i < s->cap; i++) {
-		struct stage_ent *e = &s->tab[i];
+	for (size_t i = 0; i < s->gcap; i++) {
+		const struct stage_group *g = &s->groups[i];
 
-		if (!e->used || !e->mk)
+		if (!g->used)
 			continue;
-		ch[n] = (struct bpmac_change){ .ds_id = e->ds_id, .recno = e->recno, .mk = e->mk };
-		memcpy(ch[n].delta, e->delta, MAC_LEN);
+		ch[n] = (struct bpmac_change){ .ds_id = g->ds_id, .recno = g->group * MAC_GROUP,
+					       .mk = g->mk };
+		memcpy(ch[n].delta, g->delta, MAC_LEN);
 		n++;
 	}
 	ret = bpmac_apply(t, ch, n);
@@ -546,10 +629,8 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	if (ret < 0)
 		return ret;
 	ret = commit_macs(s, t);
-	for (size_t i = 0; i < s->cap && ret == 0; i++) {
-		struct stage_ent *e = &s->tab[i];
-		if (!e->used)
-			continue;
+	for (size_t i = 0; i < s->n && ret == 0; i++) {
+		struct stage_ent *e = &s->ents[i];
 		bp_key(e->ds_id, e->recno, key);
 		if (e->bp.flags & BP_F_HOLE) {
 			ret = meta_del(t, META_BP, key, sizeof(key));
