@@ -3,7 +3,7 @@ noinst_LIBRARIES += libstore/libstore.a
 libstore_libstore_a_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS) $(LMDB_CFLAGS) $(ZSTD_CFLAGS) $(XXHASH_CFLAGS) $(URING_CFLAGS)
 libstore_libstore_a_SOURCES = \
 	%D%/store.h %D%/store_impl.h %D%/format.h \
-	%D%/errors.c \
+	%D%/errors.c %D%/stor_assert.h %D%/size.c %D%/name.c \
 	%D%/lun.h %D%/lun.c \
 	%D%/meta.h %D%/meta_lmdb.c \
 	%D%/alloc.h %D%/alloc.c \

@@ -51,17 +51,8 @@ const char *stor_pool_last_error(void)
 	return last_error;
 }
 
-static int pool_name_valid(const char *name)
-{
-	size_t n = strlen(name);
-
-	if (n == 0 || n >= LABEL_NAME_LEN || !isalpha((unsigned char)name[0]))
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!isalnum((unsigned char)name[i]) && !strchr("_-.:", name[i]))
-			return 0;
-	return 1;
-}
+/* stor_name_check's limit for a pool is what a LUN label can hold */
+static_assert(STOR_POOL_NAME_MAX < LABEL_NAME_LEN, "a pool name fits the LUN label");
 
 static int mkdirs(const char *dir)
 {
@@ -542,7 +533,7 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 	last_error[0] = '\0';
 	if (!opts || !opts->state_dir)
 		return -EINVAL;
-	if (!pool_name_valid(name))
+	if (stor_name_check(name, STOR_NAME_POOL) < 0)
 		return STOR_EBADNAME;
 	p = pool_alloc(name, opts);
 	if (!p)
@@ -596,7 +587,7 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 	last_error[0] = '\0';
 	if (!opts || !opts->state_dir || nluns == 0 || nluns > STOR_LUNS_MAX)
 		return -EINVAL;
-	if (!pool_name_valid(name))
+	if (stor_name_check(name, STOR_NAME_POOL) < 0)
 		return STOR_EBADNAME;
 	if (asprintf(&dir, "%s/pools", opts->state_dir) < 0)
 		return -ENOMEM;

@@ -19,6 +19,12 @@ check_PROGRAMS += %D%/test_config
 %C%_test_config_CFLAGS = $(UNIT_CFLAGS) $(INIH_CFLAGS) -DSRCDIR='"$(abs_top_srcdir)"'
 %C%_test_config_LDADD = $(INIH_LIBS) $(CRITERION_LIBS)
 
+# the rules shared by libstore, cofferd and coffer: sizes, names, error texts
+check_PROGRAMS += %D%/test_size
+%C%_test_size_SOURCES = %D%/test_size.c
+%C%_test_size_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_size_LDADD = $(UNIT_LDADD)
+
 check_PROGRAMS += %D%/test_hist
 %C%_test_hist_SOURCES = %D%/test_hist.c client/hist.c client/hist.h
 %C%_test_hist_CFLAGS = $(UNIT_CFLAGS)
