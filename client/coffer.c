@@ -178,54 +178,21 @@ static void json_print(json_t *j)
 
 /* ---- sizes ---- */
 
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	int shift = 0;
-
-	/* digits first: strtoull also takes " -5" (as 2^64 - 5) and "+5" */
-	if (!isdigit((unsigned char)s[0]))
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -1;
-	switch (toupper((unsigned char)*end)) {
-	case '\0':
-		break;
-	case 'K':
-		shift = 10;
-		break;
-	case 'M':
-		shift = 20;
-		break;
-	case 'G':
-		shift = 30;
-		break;
-	case 'T':
-		shift = 40;
-		break;
-	default:
-		return -1;
-	}
-	if (*end && end[1] && !(toupper((unsigned char)end[1]) == 'B' && !end[2]) &&
-	    !(toupper((unsigned char)end[1]) == 'I' && toupper((unsigned char)end[2]) == 'B' &&
-	      !end[3]))
-		return -1;
-	/* the wire carries sizes as JSON integers: INT64_MAX at most */
-	if (v > ((uint64_t)INT64_MAX >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
+/* A size of stor_parse_size()'s grammar that the wire can carry (a JSON integer). */
 static uint64_t size_arg(const char *s, const char *what)
 {
 	uint64_t v;
+	int ret = stor_parse_size(s, &v);
 
-	if (parse_size(s, &v) < 0) {
-		fprintf(stderr, "coffer: %s '%s': not a size (use a number with K, M, G or T)\n",
+	if (ret == 0 && v > (uint64_t)INT64_MAX)
+		ret = -ERANGE;
+	if (ret == -ERANGE) {
+		fprintf(stderr, "coffer: %s '%s': too large (at most 8E - 1 bytes)\n", what, s);
+		usage_exit();
+	}
+	if (ret < 0) {
+		fprintf(stderr,
+			"coffer: %s '%s': not a size (use a number with K, M, G, T, P or E)\n",
 			what, s);
 		usage_exit();
 	}
@@ -1827,8 +1794,8 @@ static void help(FILE *f)
 		}
 		fprintf(f, "  %-15s %s\n", t->name, t->usage);
 	}
-	fprintf(f, "\nSizes take K, M, G or T. The socket is -S, else $COFFER_SOCKET, else the "
-		   "default of cofferd.\n");
+	fprintf(f, "\nSizes take K, M, G, T, P or E (1.5G, 8KiB). The socket is -S, else "
+		   "$COFFER_SOCKET, else the default of cofferd.\n");
 }
 
 static int cmd_help(int argc, char **argv)

@@ -37,6 +37,7 @@
 #include <ini.h>
 
 #include "config.h"
+#include "store.h"
 
 #define SECTION "cofferd"
 
@@ -45,7 +46,7 @@ enum opt_type {
 	OPT_PATH,      /* absolute path, at most .max bytes */
 	OPT_MODE,      /* octal permission bits, at most .max */
 	OPT_UINT,      /* decimal integer in [.min, .max] */
-	OPT_BYTES,     /* integer with optional K/M/G/T suffix (powers of 1024) */
+	OPT_BYTES,     /* a size: stor_parse_size(), K/M/G/T/P/E suffixes (powers of 1024) */
 	OPT_BOOL,      /* yes/no, true/false, on/off, 1/0 */
 	OPT_LOGLEVEL,  /* err | warning | notice | info | debug */
 	OPT_LOGTARGET, /* stderr | syslog | absolute path */
@@ -317,33 +318,6 @@ static int parse_u64(const char *s, const char **end, uint64_t *out)
 	return 0;
 }
 
-static int parse_bytes(const char *s, uint64_t *out)
-{
-	static const char units[] = "KMGT";
-	const char *end, *u;
-	uint64_t v;
-	unsigned shift = 0;
-
-	if (parse_u64(s, &end, &v) < 0)
-		return -1;
-	if (*end) {
-		char ch = *end >= 'a' && *end <= 'z' ? (char)(*end - 'a' + 'A') : *end;
-
-		u = strchr(units, ch); /* ch is not NUL here, so no match on the terminator */
-		if (!u)
-			return -1;
-		shift = 10 * (unsigned)(u - units + 1);
-		end++;
-		/* "16M", "16MB" and "16MiB" all mean 16 * 2^20 */
-		if (strcmp(end, "") != 0 && strcmp(end, "B") != 0 && strcmp(end, "iB") != 0)
-			return -1;
-	}
-	if (shift && v > (UINT64_MAX >> shift))
-		return -1;
-	*out = v << shift;
-	return 0;
-}
-
 static int parse_bool(const char *s)
 {
 	static const char *const yes[] = { "yes", "true", "on", "1" };
@@ -361,7 +335,7 @@ static int parse_bool(const char *s)
 static void range_text(const struct config_opt *o, char *buf, size_t len)
 {
 	if (o->type == OPT_BYTES)
-		snprintf(buf, len, "a size from %llu to %llu bytes (suffixes K, M, G, T)",
+		snprintf(buf, len, "a size from %llu to %llu bytes (suffixes K, M, G, T, P, E)",
 			 (unsigned long long)o->min, (unsigned long long)o->max);
 	else
 		snprintf(buf, len, "a whole number from %llu to %llu", (unsigned long long)o->min,
@@ -426,13 +400,16 @@ static int set_value(struct config *c, const struct config_opt *o, const char *v
 		return 0;
 	case OPT_UINT:
 	case OPT_BYTES:
-		if (o->type == OPT_UINT ? (parse_u64(value, &end, &v) < 0 || *end)
-					: parse_bytes(value, &v) < 0) {
+		if (o->type == OPT_UINT)
+			n = parse_u64(value, &end, &v) < 0 || *end ? -EINVAL : 0;
+		else
+			n = stor_parse_size(value, &v); /* -ERANGE: a size, just too large */
+		if (n == -EINVAL) {
 			range_text(o, range, sizeof(range));
 			snprintf(why, whylen, "'%s' is not %s", value, range);
 			return -1;
 		}
-		if (v < o->min || v > o->max) {
+		if (n < 0 || v < o->min || v > o->max) {
 			range_text(o, range, sizeof(range));
 			snprintf(why, whylen, "'%s' is out of range: expected %s", value, range);
 			return -1;

@@ -25,7 +25,7 @@ check_PROGRAMS += %D%/test_bench
 check_PROGRAMS += %D%/test_proto
 %C%_test_proto_SOURCES = %D%/test_proto.c
 %C%_test_proto_CFLAGS = $(AM_CFLAGS) $(CRITERION_CFLAGS)
-%C%_test_proto_LDADD = daemon/libproto.a $(CRITERION_LIBS)
+%C%_test_proto_LDADD = daemon/libproto.a libstore/libstore.a $(CRITERION_LIBS)
 
 check_PROGRAMS += %D%/test_faults
 %C%_test_faults_SOURCES = %D%/test_faults.c $(E2E_FIXTURE)

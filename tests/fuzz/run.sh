@@ -28,6 +28,9 @@ CFLAGS="-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recove
 	-include $work/autoconf.h -I$top/libstore -I$top/daemon -I$top/client
 	$(pkg-config --cflags jansson libuv 2>/dev/null) -pthread"
 STORE="$(ls "$top"/libstore/*.c | grep -v crypt_ipsecmb)"
+# libstore's shared rules (sizes, names, error texts), which proto.c, config.c
+# and bench_parse.c call
+RULES="$top/libstore/size.c $top/libstore/name.c $top/libstore/errors.c"
 
 build() {
 	name=$1
@@ -40,9 +43,12 @@ build() {
 harnesses=${*:-"fuzz_proto fuzz_config fuzz_bench_parse fuzz_handlers"}
 for h in $harnesses; do
 	case $h in
-	fuzz_proto) build "$h" "$top/daemon/proto.c" -ljansson ;;
-	fuzz_config) build "$h" "$top/daemon/config.c" "$top/daemon/log.c" -linih ;;
-	fuzz_bench_parse) build "$h" "$top/client/bench_parse.c" -lm ;;
+	# shellcheck disable=SC2086
+	fuzz_proto) build "$h" "$top/daemon/proto.c" $RULES -ljansson ;;
+	# shellcheck disable=SC2086
+	fuzz_config) build "$h" "$top/daemon/config.c" "$top/daemon/log.c" $RULES -linih ;;
+	# shellcheck disable=SC2086
+	fuzz_bench_parse) build "$h" "$top/client/bench_parse.c" $RULES -lm ;;
 	fuzz_handlers)
 		# shellcheck disable=SC2086
 		build "$h" "$top/daemon/handlers.c" "$top/daemon/config.c" "$top/daemon/log.c" \
