@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: MIT
 noinst_LIBRARIES += libstore/libstore.a
+# its own headers only: a file includes from its own folder
+libstore_libstore_a_CPPFLAGS = $(AM_CPPFLAGS)
 libstore_libstore_a_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS) $(LMDB_CFLAGS) $(ZSTD_CFLAGS) $(XXHASH_CFLAGS) $(URING_CFLAGS)
 libstore_libstore_a_SOURCES = \
 	%D%/store.h %D%/store_impl.h %D%/format.h \

@@ -28,7 +28,7 @@ CFLAGS="-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recove
 	-include $work/autoconf.h -I$top/libstore -I$top/daemon -I$top/client
 	$(pkg-config --cflags jansson libuv 2>/dev/null) -pthread"
 STORE="$(ls "$top"/libstore/*.c | grep -v crypt_ipsecmb)"
-# libstore's shared rules (sizes, names, error texts), which proto.c, config.c
+# libstore's shared rules (sizes, names, error texts), which proto.c, conf.c
 # and bench_parse.c call
 RULES="$top/libstore/size.c $top/libstore/name.c $top/libstore/errors.c"
 
@@ -46,13 +46,14 @@ for h in $harnesses; do
 	# shellcheck disable=SC2086
 	fuzz_proto) build "$h" "$top/daemon/proto.c" $RULES -ljansson ;;
 	# shellcheck disable=SC2086
-	fuzz_config) build "$h" "$top/daemon/config.c" "$top/daemon/log.c" $RULES -linih ;;
+	fuzz_config) build "$h" "$top/daemon/conf.c" "$top/daemon/sockpath.c" "$top/daemon/log.c" \
+		$RULES -linih ;;
 	# shellcheck disable=SC2086
 	fuzz_bench_parse) build "$h" "$top/client/bench_parse.c" $RULES -lm ;;
 	fuzz_handlers)
 		# shellcheck disable=SC2086
-		build "$h" "$top/daemon/handlers.c" "$top/daemon/config.c" "$top/daemon/log.c" \
-			"$top/daemon/proto.c" $STORE -ljansson -linih -lcrypto -llmdb -lzstd -lxxhash -luring ;;
+		build "$h" "$top/daemon/handlers.c" "$top/daemon/conf.c" "$top/daemon/sockpath.c" \
+			"$top/daemon/log.c" "$top/daemon/proto.c" $STORE -ljansson -linih -lcrypto -llmdb -lzstd -lxxhash -luring ;;
 	*) echo "fuzz: unknown harness $h" >&2; exit 2 ;;
 	esac
 done

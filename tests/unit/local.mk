@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 # One Criterion binary per libstore module; fixture.c makes temp pools.
-UNIT_CFLAGS = $(AM_CFLAGS) $(CRITERION_CFLAGS)
+UNIT_CFLAGS = $(AM_CFLAGS) $(CRITERION_CFLAGS) $(STORE_INC) $(CLIENT_INC)
 UNIT_LDADD = $(STORE_LIBS) $(CRITERION_LIBS)
 UNIT_FIXTURE = %D%/fixture.c %D%/fixture.h
 
@@ -15,7 +15,8 @@ check_PROGRAMS += %D%/test_keys
 %C%_test_keys_LDADD = $(UNIT_LDADD)
 
 check_PROGRAMS += %D%/test_config
-%C%_test_config_SOURCES = %D%/test_config.c daemon/config.c daemon/log.c daemon/config.h daemon/log.h
+%C%_test_config_SOURCES = %D%/test_config.c daemon/conf.c daemon/log.c daemon/conf.h daemon/log.h \
+	daemon/sockpath.c daemon/sockpath.h
 %C%_test_config_CFLAGS = $(UNIT_CFLAGS) $(INIH_CFLAGS) -DSRCDIR='"$(abs_top_srcdir)"'
 %C%_test_config_LDADD = libstore/libstore.a $(INIH_LIBS) $(CRITERION_LIBS)
 

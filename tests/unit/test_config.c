@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * daemon/config.c and daemon/log.c: every option parsed, every kind of bad
+ * daemon/conf.c and daemon/log.c: every option parsed, every kind of bad
  * value reported with its line, defaults for root and other users, the
  * shipped example file and man page in step with the option table, and the
  * log targets (format, journald prefix, reopen after rotation, threads).
@@ -21,7 +21,8 @@
 
 #include <criterion/criterion.h>
 
-#include "daemon/config.h"
+#include "daemon/conf.h"
+#include "daemon/sockpath.h"
 #include "daemon/log.h"
 
 static char dir[4096];
@@ -161,9 +162,9 @@ Test(config, defaults_and_default_socket_use_the_effective_uid)
 	config_defaults_uid(&d, geteuid());
 	cr_assert_str_eq(c.socket, d.socket);
 	cr_assert_str_eq(c.state_dir, d.state_dir);
-	cr_assert_str_eq(config_default_socket(), d.socket);
+	cr_assert_str_eq(sockpath_default(), d.socket);
 	/* static storage, not a new string per call */
-	cr_assert_eq(config_default_socket(), config_default_socket());
+	cr_assert_eq(sockpath_default(), sockpath_default());
 	config_free(&d);
 }
 

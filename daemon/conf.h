@@ -1,16 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cofferd configuration: one option table (config.c) declares every key of
+ * cofferd configuration: one option table (conf.c) declares every key of
  * the [cofferd] section with its type, default and limits; the file is INI,
  * read with libinih. Command-line flags override the file.
  */
-#ifndef COFFERD_CONFIG_H
-#define COFFERD_CONFIG_H
+#ifndef COFFERD_CONF_H
+#define COFFERD_CONF_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+
+#include "sockpath.h"
 
 struct config {
 	char *socket;           /* Unix socket path */
@@ -37,8 +39,8 @@ struct config {
 	int allow_core_dumps;   /* stay dumpable (and ptrace-able by our uid); default no */
 };
 
-/* Limits the option table enforces (config.c); the daemon may rely on them. */
-#define CONFIG_SOCKET_MAX 107u               /* sun_path minus the NUL */
+/* Limits the option table enforces (conf.c); the daemon may rely on them. */
+#define CONFIG_SOCKET_MAX SOCKPATH_MAX         /* sun_path minus the NUL */
 #define CONFIG_TXG_TIMEOUT_DEFAULT 5u
 #define CONFIG_TXG_TIMEOUT_MAX 300u
 #define CONFIG_WORKERS_MAX 256u
@@ -107,12 +109,5 @@ const char *config_log_level_name(int prio);
 
 /** Free the strings of @c. */
 void config_free(struct config *c);
-
-/**
- * The default socket path for the calling user (used by the client too):
- * computed once per process from the effective uid and environment, then
- * returned from static storage. Thread-safe.
- */
-const char *config_default_socket(void);
 
 #endif

@@ -23,7 +23,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -36,7 +35,8 @@
 
 #include <ini.h>
 
-#include "config.h"
+#include "conf.h"
+#include "sockpath.h"
 #include "store.h"
 
 #define SECTION "cofferd"
@@ -186,24 +186,6 @@ static const char *xdg_dir(const char *var)
 	return v && v[0] == '/' ? v : NULL;
 }
 
-static void default_socket(uid_t uid, char *buf, size_t len)
-{
-	const char *rt = xdg_dir("XDG_RUNTIME_DIR");
-	int n;
-
-	if (uid == 0) {
-		snprintf(buf, len, "/run/coffer/cofferd.sock");
-		return;
-	}
-	/* a runtime dir too deep for sun_path falls back to /tmp */
-	if (rt) {
-		n = snprintf(buf, len, "%s/coffer/cofferd.sock", rt);
-		if (n > 0 && (size_t)n < len && (size_t)n <= CONFIG_SOCKET_MAX)
-			return;
-	}
-	snprintf(buf, len, "/tmp/coffer-%u/cofferd.sock", (unsigned)uid);
-}
-
 static char *default_state_dir(uid_t uid)
 {
 	const char *st = xdg_dir("XDG_STATE_HOME"), *home = getenv("HOME");
@@ -249,7 +231,7 @@ void config_defaults_uid(struct config *c, uid_t uid)
 			break;
 		}
 	}
-	default_socket(uid, sock, sizeof(sock));
+	sockpath_default_uid(uid, sock, sizeof(sock));
 	c->socket = xstrdup(sock);
 	c->state_dir = default_state_dir(uid);
 }
@@ -257,20 +239,6 @@ void config_defaults_uid(struct config *c, uid_t uid)
 void config_defaults(struct config *c)
 {
 	config_defaults_uid(c, geteuid());
-}
-
-static char default_socket_buf[PATH_MAX];
-static pthread_once_t default_socket_once = PTHREAD_ONCE_INIT;
-
-static void default_socket_init(void)
-{
-	default_socket(geteuid(), default_socket_buf, sizeof(default_socket_buf));
-}
-
-const char *config_default_socket(void)
-{
-	pthread_once(&default_socket_once, default_socket_init);
-	return default_socket_buf;
 }
 
 void config_free(struct config *c)
