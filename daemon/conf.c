@@ -36,6 +36,7 @@
 #include <ini.h>
 
 #include "conf.h"
+#include "proto.h"
 #include "sockpath.h"
 #include "store.h"
 
@@ -87,7 +88,7 @@ static const struct config_opt opts[] = {
 	  .def_num = CONFIG_CONNECTIONS_PER_UID_DEFAULT, .min = 1, .max = CONFIG_MAX_CONNECTIONS_MAX },
 	{ "max_requests_per_uid", OPT_UINT, FIELD(max_requests_per_uid),
 	  .def_num = CONFIG_REQUESTS_PER_UID_DEFAULT, .min = 1, .max = CONFIG_REQUESTS_PER_UID_MAX },
-	{ "max_frame", OPT_BYTES, FIELD(max_frame), .def_num = CONFIG_MAX_FRAME_DEFAULT,
+	{ "max_frame", OPT_BYTES, FIELD(max_frame), .def_num = PROTO_FRAME_DEFAULT,
 	  .min = CONFIG_MAX_FRAME_MIN, .max = CONFIG_MAX_FRAME_MAX },
 	{ "max_buffered", OPT_BYTES, FIELD(max_buffered), .def_num = CONFIG_MAX_BUFFERED_DEFAULT,
 	  .min = CONFIG_MAX_BUFFERED_MIN, .max = CONFIG_MAX_BUFFERED_MAX },

@@ -57,8 +57,7 @@ struct config {
 #define CONFIG_HELLO_TIMEOUT_MAX 3600u
 #define CONFIG_IDLE_TIMEOUT_DEFAULT 600u
 #define CONFIG_IDLE_TIMEOUT_MAX 604800u    /* a week */
-/* a 16 MiB record write plus its 16-byte I/O body header (proto.h PROTO_IO_BODY) */
-#define CONFIG_MAX_FRAME_DEFAULT ((16u << 20) + 16u)
+/* max_frame's default is proto.h's PROTO_FRAME_DEFAULT, which the client and tests see too */
 #define CONFIG_MAX_FRAME_MIN (64u << 10)
 #define CONFIG_MAX_FRAME_MAX (256u << 20)
 #define CONFIG_CACHE_SIZE_MAX (1ull << 50)   /* 1 PiB: anything larger is a typo */

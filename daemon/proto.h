@@ -50,7 +50,8 @@
 #define PROTO_IO_BODY 16u        /* handle u32, offset u64, length u32 */
 #define PROTO_HELLO_BODY 8u      /* magic u32, vmin u16, vmax u16 */
 #define PROTO_HELLO_REPLY 10u    /* magic u32, version u16, max_frame u32 */
-#define PROTO_FRAME_DEFAULT (4u << 20) /* default cap of one payload */
+/* default max_frame (cofferd.conf): a 16 MiB record write plus its I/O body */
+#define PROTO_FRAME_DEFAULT ((16u << 20) + PROTO_IO_BODY)
 #define PROTO_NAME_MAX 255u      /* pool/dataset names, as STOR_NAME_MAX */
 #define PROTO_JSON_MAX (1u << 20) /* cap of a JSON request body */
 #define PROTO_INFLIGHT_MAX 256u  /* requests in flight per connection */
