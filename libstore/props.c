@@ -12,6 +12,7 @@
 #include "crypt.h"
 #include "keys.h"
 #include "props.h"
+#include "stor_assert.h"
 #include "store.h"
 
 const struct prop_def prop_table[PROP_COUNT] = {
@@ -172,6 +173,8 @@ int prop_validate(int id, const char *value, char *out, size_t outlen)
 		canon = num;
 		break;
 	default:
+		/* callers refuse read-only properties first: a settable one is missing here */
+		STOR_ASSERT(id >= 0 && id < PROP_COUNT && (prop_table[id].flags & PROP_READONLY));
 		return STOR_EBADPROP;
 	}
 	snprintf(out, outlen, "%s", canon);

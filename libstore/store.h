@@ -21,7 +21,9 @@
  * - Fork: do not use a pool across fork(); the child must open its own.
  * - Key bytes passed in (stor_key_material) are copied; libstore cleanses its
  *   copies on unload and free. The caller cleanses its own buffer.
- * - libstore never prints; errors come back as return codes.
+ * - libstore never prints; errors come back as return codes. The one
+ *   exception is a failed internal assertion (stor_assert.h): a line on
+ *   stderr, and abort() in a build configured with --enable-debug.
  * - Return values: 0 for success, >= 0 for a count, -errno for system
  *   failures, STOR_E* (below -10000) for store conditions.
  */

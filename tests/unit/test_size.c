@@ -2,13 +2,15 @@
 /*
  * The rules every part of coffer shares (libstore/size.c, name.c,
  * errors.c): the size grammar, the name check and the error texts, tested
- * once here rather than through each caller.
+ * once here rather than through each caller; and libstore's assertion.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "stor_assert.h"
 #include "store.h"
 
 TestSuite(rules, .timeout = 10);
@@ -116,4 +118,19 @@ Test(rules, error_texts_come_from_the_one_map)
 	cr_expect_str_eq(stor_strerror(-ENOENT), strerror(ENOENT));
 	cr_expect_str_eq(stor_strerror(-20000), "unknown error");
 	cr_expect_str_eq(stor_errname(-20000), "EUNKNOWN");
+}
+
+/* STOR_FAILS_ASSERT: a debug build stops at the bug, any other reports it and falls back */
+#ifdef STOR_DEBUG
+Test(rules, a_failed_assertion_aborts_a_debug_build, .signal = SIGABRT)
+#else
+Test(rules, a_failed_assertion_reports_and_the_caller_falls_back)
+#endif
+{
+	int x = 1;
+
+	cr_assert(!STOR_FAILS_ASSERT(x == 1));
+	if (STOR_FAILS_ASSERT(x == 2))
+		x = 3;
+	cr_assert_eq(x, 3);
 }
