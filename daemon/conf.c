@@ -333,21 +333,15 @@ static int set_value(struct config *c, const struct config_opt *o, const char *v
 			}
 		break;
 	case OPT_PATH:
-		if (value[0] != '/') {
-			snprintf(why, whylen, "'%s' is not an absolute path", value);
-			return -1;
-		}
-		if (strlen(value) > o->max) {
-			snprintf(why, whylen, "path is longer than %llu bytes",
-				 (unsigned long long)o->max);
-			return -1;
-		}
-		break;
 	case OPT_LOGTARGET:
-		if (strcmp(value, "stderr") != 0 && strcmp(value, "syslog") != 0 &&
-		    value[0] != '/') {
+		/* a log target is a path too, or one of the two words */
+		if (value[0] != '/' && (o->type == OPT_PATH || (strcmp(value, "stderr") != 0 &&
+								 strcmp(value, "syslog") != 0))) {
 			snprintf(why, whylen,
-				 "'%s' is not stderr, syslog or an absolute file path", value);
+				 o->type == OPT_PATH
+					 ? "'%s' is not an absolute path"
+					 : "'%s' is not stderr, syslog or an absolute file path",
+				 value);
 			return -1;
 		}
 		if (strlen(value) > o->max) {
