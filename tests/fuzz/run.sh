@@ -16,8 +16,10 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/coffer-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 
-# the sources include <config.h> for _GNU_SOURCE and the package version
-cat >"$work/autoconf.h" <<'H'
+# the sources include <config.h> for _GNU_SOURCE and the package version:
+# a stand-in for autoconf's, found through -I$work (no folder of the tree
+# has a config.h of its own)
+cat >"$work/config.h" <<'H'
 #define _GNU_SOURCE 1
 #define PACKAGE "coffer"
 #define PACKAGE_VERSION "fuzz"
@@ -25,7 +27,7 @@ cat >"$work/autoconf.h" <<'H'
 #define VERSION "fuzz"
 H
 CFLAGS="-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-	-include $work/autoconf.h -I$top/libstore -I$top/daemon -I$top/client
+	-include $work/config.h -I$work -I$top/libstore -I$top/daemon -I$top/client
 	$(pkg-config --cflags jansson libuv 2>/dev/null) -pthread"
 STORE="$(ls "$top"/libstore/*.c | grep -v crypt_ipsecmb)"
 # libstore's shared rules (sizes, names, error texts), which proto.c, conf.c
