@@ -165,18 +165,12 @@ static double rnd_pct(uint64_t *s)
 
 static const char *errstr(int status, char *buf, size_t len)
 {
-#define STOR_MSG(name, code, msg) \
-	case code:                \
-		return msg;
-	switch (status) {
-		STOR_ERRNO_MAP(STOR_MSG)
-	}
-#undef STOR_MSG
-	if (status > -4096)
-		snprintf(buf, len, "%s", strerror(-status));
-	else
+	/* libstore's texts; a code neither errno nor the store knows keeps its number */
+	if (status <= -4096 && !strcmp(stor_errname(status), "EUNKNOWN")) {
 		snprintf(buf, len, "error %d", status);
-	return buf;
+		return buf;
+	}
+	return stor_strerror(status);
 }
 
 static void on_sigint(int sig)

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "bench_parse.h"
+#include "store.h"
 
 #define MAX_LIST 64 /* items of one (a,b,...) list */
 
@@ -99,36 +100,6 @@ __attribute__((format(printf, 3, 4))) static int perr(struct parser *p, int line
 }
 
 /* ---- values ---- */
-
-int bench_parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	double v, mul = 1;
-
-	if (!s || !*s || *s == '-')
-		return -EINVAL;
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || !isfinite(v) || v < 0)
-		return -EINVAL;
-	switch (tolower((unsigned char)*end)) {
-	case 'k': mul = 1024.0; end++; break;
-	case 'm': mul = 1024.0 * 1024; end++; break;
-	case 'g': mul = 1024.0 * 1024 * 1024; end++; break;
-	case 't': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-	}
-	if (mul > 1 && tolower((unsigned char)*end) == 'i')
-		end++;
-	if (tolower((unsigned char)*end) == 'b')
-		end++;
-	if (*end)
-		return -EINVAL;
-	v *= mul;
-	if (v != floor(v) || v >= 18446744073709551615.0)
-		return -EINVAL;
-	*out = (uint64_t)v;
-	return 0;
-}
 
 int bench_parse_time(const char *s, double *out)
 {
@@ -266,7 +237,7 @@ static int parse_for_list(struct parser *p, const struct tok *t, bool size, doub
 		uint64_t b;
 
 		if (size) {
-			if (bench_parse_size(items[i], &b) < 0 || b == 0 || b > (1u << 30))
+			if (stor_parse_size(items[i], &b) < 0 || b == 0 || b > (1u << 30))
 				return perr(p, t->line, "bad size '%s' in '%s'", items[i], t->key);
 			out[k++] = (double)b;
 		} else if (parse_num(items[i], lo, hi, &out[k++]) < 0) {
@@ -299,7 +270,7 @@ static int parse_xfer(struct parser *p, const struct tok *t, struct bench_xfer *
 		return perr(p, t->line, "bad xfersize '%s': a size or (size,pct,size,pct,...)",
 			    t->val);
 	if (n == 1) {
-		if (bench_parse_size(items[0], &b) < 0 || b == 0 || b > (1u << 30))
+		if (stor_parse_size(items[0], &b) < 0 || b == 0 || b > (1u << 30))
 			return perr(p, t->line, "bad size '%s' for 'xfersize'", items[0]);
 		x[0].size = (uint32_t)b;
 		x[0].pct = 100;
@@ -307,7 +278,7 @@ static int parse_xfer(struct parser *p, const struct tok *t, struct bench_xfer *
 		return 0;
 	}
 	for (int i = 0; i < n; i += 2) {
-		if (bench_parse_size(items[i], &b) < 0 || b == 0 || b > (1u << 30))
+		if (stor_parse_size(items[i], &b) < 0 || b == 0 || b > (1u << 30))
 			return perr(p, t->line, "bad size '%s' for 'xfersize'", items[i]);
 		x[i / 2].size = (uint32_t)b;
 		if (parse_num(items[i + 1], 0, 100, &x[i / 2].pct) < 0)
@@ -400,8 +371,8 @@ static int do_sd(struct parser *p, struct stmt *s)
 			sd.range_bytes = strpbrk(items[0], "kKmMgGtT") ||
 					 strpbrk(items[1], "kKmMgGtT");
 			if (sd.range_bytes) {
-				if (bench_parse_size(items[0], &a) < 0 ||
-				    bench_parse_size(items[1], &b) < 0 || a >= b)
+				if (stor_parse_size(items[0], &a) < 0 ||
+				    stor_parse_size(items[1], &b) < 0 || a >= b)
 					return perr(p, t->line, "bad range '%s'", t->val);
 				sd.range_lo = (double)a;
 				sd.range_hi = (double)b;
@@ -477,7 +448,7 @@ static int do_wd(struct parser *p, struct stmt *s)
 			if ((ret = parse_pct(p, t, &wd.rhpct)) < 0)
 				return ret;
 		} else if (!strcmp(t->key, "hitarea")) {
-			if (bench_parse_size(t->val, &wd.hitarea) < 0 || !wd.hitarea)
+			if (stor_parse_size(t->val, &wd.hitarea) < 0 || !wd.hitarea)
 				return perr(p, t->line, "bad size '%s' for 'hitarea'", t->val);
 		} else {
 			return perr(p, t->line, "unknown keyword '%s'", t->key);
@@ -1126,7 +1097,7 @@ int bench_args_parse(int argc, char **argv, struct bench_args *a, char *err, siz
 			a->rw = o;
 			break;
 		case OPT_BS:
-			if (bench_parse_size(o, &sz) < 0 || !sz || sz > (1u << 30)) {
+			if (stor_parse_size(o, &sz) < 0 || !sz || sz > (1u << 30)) {
 				snprintf(err, errlen, "--bs: bad size '%s'", o);
 				ret = -EINVAL;
 				goto out;

@@ -120,8 +120,7 @@ int bench_plan_parse_text(const char *fname, const char *text, struct bench_plan
 int bench_plan_parse_file(const char *path, struct bench_plan **out, char *err, size_t errlen);
 void bench_plan_free(struct bench_plan *p);
 
-/** "8k", "1m", "4096", "1.5g" (binary units) into bytes. @return 0 or -EINVAL */
-int bench_parse_size(const char *s, uint64_t *out);
+/* Sizes ("8k", "1m", "4096", "1.5g") are libstore's stor_parse_size(), as everywhere. */
 /** "30", "30s", "5m", "1h", "0.5" into seconds. @return 0 or -EINVAL */
 int bench_parse_time(const char *s, double *out);
 /** "8k" style rendering of @bytes into @buf. */

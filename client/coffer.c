@@ -176,56 +176,61 @@ static void json_print(json_t *j)
 	free(s);
 }
 
-/* ---- sizes ---- */
-
-static int parse_size(const char *s, uint64_t *out)
+/* @cmd with the one optional name argument: no name, every pool. */
+static json_t *call_optional_name(struct coffer_conn *c, const char *cmd, int argc, char **argv)
 {
-	char *end;
-	unsigned long long v;
-	int shift = 0;
+	return call(c, cmd, optind < argc ? json_pack("{s:s}", "name", argv[optind]) : NULL,
+		    optind < argc ? argv[optind] : NULL);
+}
 
-	/* digits first: strtoull also takes " -5" (as 2^64 - 5) and "+5" */
-	if (!isdigit((unsigned char)s[0]))
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -1;
-	switch (toupper((unsigned char)*end)) {
-	case '\0':
-		break;
-	case 'K':
-		shift = 10;
-		break;
-	case 'M':
-		shift = 20;
-		break;
-	case 'G':
-		shift = 30;
-		break;
-	case 'T':
-		shift = 40;
-		break;
-	default:
-		return -1;
+/* The options of a verb whose only flag is @flag (-f or -j): was it given? */
+static int only_flag(int argc, char **argv, char flag)
+{
+	const char optstring[] = { flag, '\0' };
+	int opt, given = 0;
+
+	while ((opt = getopt(argc, argv, optstring)) != -1) {
+		if (opt != flag)
+			usage_exit();
+		given = 1;
 	}
-	if (*end && end[1] && !(toupper((unsigned char)end[1]) == 'B' && !end[2]) &&
-	    !(toupper((unsigned char)end[1]) == 'I' && toupper((unsigned char)end[2]) == 'B' &&
-	      !end[3]))
-		return -1;
-	/* the wire carries sizes as JSON integers: INT64_MAX at most */
-	if (v > ((uint64_t)INT64_MAX >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
+	return given;
+}
+
+/* -H, -p and -j, which every listing takes: 1 if @opt was one of them. */
+static int listing_flag(int opt, int *noheader, int *parsable)
+{
+	switch (opt) {
+	case 'H':
+		*noheader = 1;
+		return 1;
+	case 'p':
+		*parsable = 1;
+		return 1;
+	case 'j':
+		opt_json = 1;
+		return 1;
+	}
 	return 0;
 }
 
+/* ---- sizes ---- */
+
+/* A size of stor_parse_size()'s grammar that the wire can carry (a JSON integer). */
 static uint64_t size_arg(const char *s, const char *what)
 {
 	uint64_t v;
+	int ret = stor_parse_size(s, &v);
 
-	if (parse_size(s, &v) < 0) {
-		fprintf(stderr, "coffer: %s '%s': not a size (use a number with K, M, G or T)\n",
+	if (ret == 0 && v > (uint64_t)INT64_MAX)
+		ret = -ERANGE;
+	if (ret == -ERANGE) {
+		fprintf(stderr, "coffer: %s '%s': too large (at most 8E - 1 bytes)\n", what, s);
+		usage_exit();
+	}
+	if (ret < 0) {
+		fprintf(stderr,
+			"coffer: %s '%s': not a size (use a number with K, M, G, T, P or E)\n",
 			what, s);
 		usage_exit();
 	}
@@ -246,6 +251,12 @@ static void human(uint64_t v, char *buf, size_t len)
 		snprintf(buf, len, "%llu", (unsigned long long)v);
 	else
 		snprintf(buf, len, d < 10 ? "%.2f%c" : d < 100 ? "%.1f%c" : "%.0f%c", d, units[u]);
+}
+
+/* human() of the integer member @key of @o */
+static void human_field(json_t *o, const char *key, char *buf, size_t len)
+{
+	human((uint64_t)json_integer_value(json_object_get(o, key)), buf, len);
 }
 
 static int is_size_prop(const char *p)
@@ -537,27 +548,13 @@ static int pool_list(int argc, char **argv)
 	json_t *reply, *p;
 	size_t i;
 
-	while ((opt = getopt(argc, argv, "Hpj")) != -1) {
-		switch (opt) {
-		case 'H':
-			noheader = 1;
-			break;
-		case 'p':
-			parsable = 1;
-			break;
-		case 'j':
-			opt_json = 1;
-			break;
-		default:
+	while ((opt = getopt(argc, argv, "Hpj")) != -1)
+		if (!listing_flag(opt, &noheader, &parsable))
 			usage_exit();
-		}
-	}
 	if (argc - optind > 1)
 		usage_exit();
 	c = conn_open();
-	reply = call(c, "pool_list",
-		     optind < argc ? json_pack("{s:s}", "name", argv[optind]) : NULL,
-		     optind < argc ? argv[optind] : NULL);
+	reply = call_optional_name(c, "pool_list", argc, argv);
 	if (opt_json) {
 		json_print(reply);
 	} else {
@@ -625,19 +622,13 @@ static int pool_status(int argc, char **argv)
 	struct coffer_conn *c;
 	json_t *reply, *p, *l;
 	size_t i, j;
-	int opt;
 
-	while ((opt = getopt(argc, argv, "j")) != -1) {
-		if (opt != 'j')
-			usage_exit();
+	if (only_flag(argc, argv, 'j'))
 		opt_json = 1;
-	}
 	if (argc - optind > 1)
 		usage_exit();
 	c = conn_open();
-	reply = call(c, "pool_status",
-		     optind < argc ? json_pack("{s:s}", "name", argv[optind]) : NULL,
-		     optind < argc ? argv[optind] : NULL);
+	reply = call_optional_name(c, "pool_status", argc, argv);
 	if (opt_json) {
 		json_print(reply);
 		goto out;
@@ -669,10 +660,8 @@ static int pool_status(int argc, char **argv)
 		json_array_foreach(json_object_get(p, "luns"), j, l) {
 			char sz[32], us[32];
 
-			human((uint64_t)json_integer_value(json_object_get(l, "size")), sz,
-			      sizeof(sz));
-			human((uint64_t)json_integer_value(json_object_get(l, "used")), us,
-			      sizeof(us));
+			human_field(l, "size", sz, sizeof(sz));
+			human_field(l, "used", us, sizeof(us));
 			printf("\t%-40s %-8s %8s %8s %6lld %6lld %6lld\n",
 			       json_string_value(json_object_get(l, "path")),
 			       json_string_value(json_object_get(l, "state")), sz, us,
@@ -692,13 +681,8 @@ out:
 static int pool_simple(int argc, char **argv, const char *cmd)
 {
 	struct coffer_conn *c;
-	int opt, force = 0;
+	int force = only_flag(argc, argv, 'f');
 
-	while ((opt = getopt(argc, argv, "f")) != -1) {
-		if (opt != 'f')
-			usage_exit();
-		force = 1;
-	}
 	if (argc - optind != 1)
 		usage_exit();
 	c = conn_open();
@@ -724,13 +708,10 @@ static int pool_check(int argc, char **argv)
 					      "space_errors", "bad_frees" };
 	struct coffer_conn *c;
 	json_t *reply;
-	int opt, bad = 0;
+	int bad = 0;
 
-	while ((opt = getopt(argc, argv, "j")) != -1) {
-		if (opt != 'j')
-			usage_exit();
+	if (only_flag(argc, argv, 'j'))
 		opt_json = 1;
-	}
 	if (argc - optind != 1)
 		usage_exit();
 	c = conn_open();
@@ -926,6 +907,16 @@ static int cmd_destroy(int argc, char **argv)
 	return 0;
 }
 
+/* Column @f of dataset @d as `list` shows it: "-" where it has no value. */
+static const char *list_field(json_t *d, const char *f, int parsable, char *buf, size_t len)
+{
+	const char *v = !strcmp(f, "name")
+				? json_string_value(json_object_get(d, "name"))
+				: json_string_value(json_object_get(json_object_get(d, "props"), f));
+
+	return show(f, v ? v : "-", parsable, buf, len);
+}
+
 static int cmd_list(int argc, char **argv)
 {
 	const char *fields = "name,used,volsize,recordsize,encryption,keystatus";
@@ -937,25 +928,12 @@ static int cmd_list(int argc, char **argv)
 	size_t nf = 0, i;
 
 	while ((opt = getopt(argc, argv, "rHpo:j")) != -1) {
-		switch (opt) {
-		case 'r':
+		if (opt == 'r')
 			rec = 1;
-			break;
-		case 'H':
-			noheader = 1;
-			break;
-		case 'p':
-			parsable = 1;
-			break;
-		case 'o':
+		else if (opt == 'o')
 			fields = optarg;
-			break;
-		case 'j':
-			opt_json = 1;
-			break;
-		default:
+		else if (!listing_flag(opt, &noheader, &parsable))
 			usage_exit();
-		}
 	}
 	if (argc - optind > 1)
 		usage_exit();
@@ -982,12 +960,8 @@ static int cmd_list(int argc, char **argv)
 	json_array_foreach(json_object_get(reply, "datasets"), i, d) {
 		for (size_t k = 0; k < nf; k++) {
 			char buf[64];
-			const char *v = !strcmp(f[k], "name")
-						? json_string_value(json_object_get(d, "name"))
-						: json_string_value(json_object_get(
-							  json_object_get(d, "props"), f[k]));
+			const char *v = list_field(d, f[k], parsable, buf, sizeof(buf));
 
-			v = show(f[k], v ? v : "-", parsable, buf, sizeof(buf));
 			if (strlen(v) > w[k])
 				w[k] = strlen(v);
 		}
@@ -1004,12 +978,8 @@ static int cmd_list(int argc, char **argv)
 	json_array_foreach(json_object_get(reply, "datasets"), i, d) {
 		for (size_t k = 0; k < nf; k++) {
 			char buf[64];
-			const char *v = !strcmp(f[k], "name")
-						? json_string_value(json_object_get(d, "name"))
-						: json_string_value(json_object_get(
-							  json_object_get(d, "props"), f[k]));
+			const char *v = list_field(d, f[k], parsable, buf, sizeof(buf));
 
-			v = show(f[k], v ? v : "-", parsable, buf, sizeof(buf));
 			if (noheader)
 				printf("%s%s", v, k + 1 < nf ? "\t" : "");
 			else
@@ -1031,21 +1001,9 @@ static int cmd_get(int argc, char **argv)
 	struct coffer_conn *c;
 	size_t i;
 
-	while ((opt = getopt(argc, argv, "Hpj")) != -1) {
-		switch (opt) {
-		case 'H':
-			noheader = 1;
-			break;
-		case 'p':
-			parsable = 1;
-			break;
-		case 'j':
-			opt_json = 1;
-			break;
-		default:
+	while ((opt = getopt(argc, argv, "Hpj")) != -1)
+		if (!listing_flag(opt, &noheader, &parsable))
 			usage_exit();
-		}
-	}
 	if (argc - optind < 2)
 		usage_exit();
 	c = conn_open();
@@ -1696,10 +1654,8 @@ static int cmd_stats(int argc, char **argv)
 			json_array_foreach(json_object_get(cur, "pools"), j, p) {
 				char us[32], sz[32];
 
-				human((uint64_t)json_integer_value(json_object_get(p, "used")), us,
-				      sizeof(us));
-				human((uint64_t)json_integer_value(json_object_get(p, "size")), sz,
-				      sizeof(sz));
+				human_field(p, "used", us, sizeof(us));
+				human_field(p, "size", sz, sizeof(sz));
 				printf("pool %-13s %s, %s of %s used, txg %lld, %lld open handles\n",
 				       json_string_value(json_object_get(p, "name")),
 				       json_string_value(json_object_get(p, "state")), us, sz,
@@ -1761,13 +1717,8 @@ static int cmd_ping(int argc, char **argv)
 static int cmd_labelclear(int argc, char **argv)
 {
 	struct coffer_conn *c;
-	int opt, force = 0;
+	int force = only_flag(argc, argv, 'f');
 
-	while ((opt = getopt(argc, argv, "f")) != -1) {
-		if (opt != 'f')
-			usage_exit();
-		force = 1;
-	}
 	if (argc - optind < 1)
 		usage_exit();
 	c = conn_open();
@@ -1827,8 +1778,8 @@ static void help(FILE *f)
 		}
 		fprintf(f, "  %-15s %s\n", t->name, t->usage);
 	}
-	fprintf(f, "\nSizes take K, M, G or T. The socket is -S, else $COFFER_SOCKET, else the "
-		   "default of cofferd.\n");
+	fprintf(f, "\nSizes take K, M, G, T, P or E (1.5G, 8KiB). The socket is -S, else "
+		   "$COFFER_SOCKET, else the default of cofferd.\n");
 }
 
 static int cmd_help(int argc, char **argv)

@@ -28,9 +28,7 @@
 
 #include "client.h"
 #include "proto.h"
-
-/* From daemon/config.c, which the client links for the one default. */
-const char *config_default_socket(void);
+#include "sockpath.h"
 
 #define OUT_FLUSH (1u << 20) /* send when this much is queued */
 #define IN_CHUNK (256u << 10)
@@ -66,7 +64,7 @@ const char *coffer_socket_path(const char *path)
 	env = getenv("COFFER_SOCKET");
 	if (env && env[0])
 		return env;
-	return config_default_socket();
+	return sockpath_default();
 }
 
 int coffer_fd(const struct coffer_conn *c)

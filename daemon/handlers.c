@@ -28,7 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "conf.h"
 #include "log.h"
 #include "rpc.h"
 

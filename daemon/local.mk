@@ -1,12 +1,16 @@
 # SPDX-License-Identifier: MIT
 # cofferd and the wire protocol library it shares with the client.
 noinst_LIBRARIES += %D%/libproto.a
-%C%_libproto_a_SOURCES = %D%/proto.h %D%/proto.c
+# libproto.a also carries the default socket path, so the client finds the
+# daemon without linking its config parser; it uses libstore's shared rules.
+%C%_libproto_a_SOURCES = %D%/proto.h %D%/proto.c %D%/sockpath.h %D%/sockpath.c
+%C%_libproto_a_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
 
 sbin_PROGRAMS += %D%/cofferd
 %C%_cofferd_SOURCES = \
-	%D%/main.c %D%/config.h %D%/config.c %D%/log.h %D%/log.c \
+	%D%/main.c %D%/conf.h %D%/conf.c %D%/log.h %D%/log.c \
 	%D%/rpc.h %D%/rpc.c %D%/work.c %D%/handlers.c
+%C%_cofferd_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
 %C%_cofferd_CFLAGS = $(AM_CFLAGS) $(INIH_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SYSTEMD_CFLAGS)
 %C%_cofferd_LDADD = %D%/libproto.a $(STORE_LIBS) $(INIH_LIBS) $(UV_LIBS) $(JANSSON_LIBS) \
 	$(SYSTEMD_LIBS) $(PTHREAD_LIBS)

@@ -35,7 +35,7 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "config.h"
+#include "conf.h"
 #include "log.h"
 #include "rpc.h"
 #include "store.h"

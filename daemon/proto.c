@@ -4,10 +4,12 @@
  * without its handler column, header codecs and the checks every frame goes
  * through before anything is allocated for it, name validation and the text
  * of status codes. Nothing here allocates or does I/O, so the client links it
- * without libuv or libstore.
+ * without libuv; of libstore it needs only the shared rules (name.c,
+ * errors.c), which a static link pulls in alone.
  */
 #include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
 
+#include <assert.h>
 #include <errno.h>
 #include <string.h>
 
@@ -88,56 +90,18 @@ int proto_hdr_check(const struct proto_hdr *h, uint32_t max_frame)
 	return 0;
 }
 
-static int name_char_ok(char ch)
-{
-	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-	       ch == '_' || ch == '-' || ch == '.' || ch == ':';
-}
+static_assert(PROTO_NAME_MAX == STOR_NAME_MAX, "the wire carries any name libstore takes");
 
+/* The dispatcher's spelling of stor_name_check(). */
 int proto_name_valid(const char *name, int pool_only)
 {
-	size_t n, comp = 0;
-	const char *start;
-
-	if (!name)
-		return 0;
-	n = strnlen(name, PROTO_NAME_MAX + 1);
-	if (n == 0 || n > PROTO_NAME_MAX)
-		return 0;
-	if (!((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z')))
-		return 0;
-	start = name;
-	for (size_t i = 0; i <= n; i++) {
-		char ch = name[i];
-
-		if (ch == '/' || ch == '\0') {
-			size_t len = (size_t)(name + i - start);
-
-			if (len == 0 || (len == 1 && start[0] == '.') ||
-			    (len == 2 && start[0] == '.' && start[1] == '.'))
-				return 0;
-			comp++;
-			if (pool_only && comp > 1)
-				return 0;
-			start = name + i + 1;
-			continue;
-		}
-		if (!name_char_ok(ch))
-			return 0;
-	}
-	return 1;
+	return stor_name_check(name, pool_only ? STOR_NAME_POOL : STOR_NAME_DATASET) == 0;
 }
 
+/* stor_strerror(), but for the few codes the daemon means more by than errno says. */
 const char *proto_strerror(int status)
 {
 	switch (status) {
-#define XX(name, val, msg) \
-	case (val):        \
-		return (msg);
-		STOR_ERRNO_MAP(XX)
-#undef XX
-	case 0:
-		return "success";
 	case -EPERM:
 		return "permission denied";
 	case -EPROTO:
@@ -145,8 +109,6 @@ const char *proto_strerror(int status)
 	case -ESTALE:
 		return "handle closed by an administrator (-f)";
 	default:
-		if (status < 0 && status > -4096)
-			return strerror(-status);
-		return "unknown error";
+		return stor_strerror(status);
 	}
 }

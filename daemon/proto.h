@@ -50,7 +50,8 @@
 #define PROTO_IO_BODY 16u        /* handle u32, offset u64, length u32 */
 #define PROTO_HELLO_BODY 8u      /* magic u32, vmin u16, vmax u16 */
 #define PROTO_HELLO_REPLY 10u    /* magic u32, version u16, max_frame u32 */
-#define PROTO_FRAME_DEFAULT (4u << 20) /* default cap of one payload */
+/* default max_frame (cofferd.conf): a 16 MiB record write plus its I/O body */
+#define PROTO_FRAME_DEFAULT ((16u << 20) + PROTO_IO_BODY)
 #define PROTO_NAME_MAX 255u      /* pool/dataset names, as STOR_NAME_MAX */
 #define PROTO_JSON_MAX (1u << 20) /* cap of a JSON request body */
 #define PROTO_INFLIGHT_MAX 256u  /* requests in flight per connection */
@@ -193,9 +194,10 @@ void proto_io_get(const uint8_t *p, struct proto_io *io);
 int proto_hdr_check(const struct proto_hdr *h, uint32_t max_frame);
 
 /**
- * Is @name a valid pool (@pool_only) or dataset name: 1-255 bytes of
- * [A-Za-z0-9_.:-] components separated by single '/', starting with a
- * letter, no empty component, no "." or ".." component.
+ * Is @name a valid pool (@pool_only) or dataset name: stor_name_check()
+ * of libstore/name.c, the one rule (pools 1-63 bytes, one component;
+ * datasets 1-255 bytes of [A-Za-z0-9_.:-] components separated by single
+ * '/', starting with a letter, no empty, "." or ".." component).
  */
 int proto_name_valid(const char *name, int pool_only);
 

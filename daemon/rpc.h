@@ -14,7 +14,7 @@
 #include <jansson.h>
 #include <uv.h>
 
-#include "config.h"
+#include "conf.h"
 #include "proto.h"
 #include "store.h"
 

@@ -9,7 +9,6 @@
  * u32 recordsize | u64 createtxg | u16 nprops x (u16 len | name | u16 len | value) |
  * crypto section (dskeys.c).
  */
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,34 +21,13 @@
 
 #define DS_VOLSIZE_DEFAULT (1ull << 30)
 
-/* pool/a/b: components of [A-Za-z0-9_.:-], the first is the pool's name. */
+/* A dataset name (name.c's rule) whose first component is @p's name. */
 static int ds_name_valid(const struct stor_pool *p, const char *name)
 {
-	size_t n, plen = strlen(p->name);
-	const char *c;
+	size_t plen = strlen(p->name);
 
-	if (!name)
-		return 0;
-	n = strlen(name);
-	if (n == 0 || n > STOR_NAME_MAX || strncmp(name, p->name, plen) != 0)
-		return 0;
-	if (name[plen] == '\0')
-		return 1;
-	if (name[plen] != '/')
-		return 0;
-	for (c = name + plen + 1;;) {
-		const char *end = strchr(c, '/');
-		size_t len = end ? (size_t)(end - c) : strlen(c);
-
-		if (len == 0 || (len == 1 && c[0] == '.') || (len == 2 && !strncmp(c, "..", 2)))
-			return 0;
-		for (size_t i = 0; i < len; i++)
-			if (!isalnum((unsigned char)c[i]) && !strchr("_-.:", c[i]))
-				return 0;
-		if (!end)
-			return 1;
-		c = end + 1;
-	}
+	return stor_name_check(name, STOR_NAME_DATASET) == 0 && strncmp(name, p->name, plen) == 0 &&
+	       (name[plen] == '\0' || name[plen] == '/');
 }
 
 static int cmp_name(const void *a, const void *b)
@@ -380,7 +358,7 @@ static int apply_create_props(struct stor_ds *ds, const struct stor_ds_opts *o, 
 	for (size_t i = 0; i < o->nprops; i++) {
 		char name[64], canon[256];
 		const char *eq = strchr(o->props[i], '=');
-		unsigned long long n;
+		uint64_t n;
 		int id, ret;
 
 		if (!eq || (size_t)(eq - o->props[i]) >= sizeof(name))
@@ -388,13 +366,13 @@ static int apply_create_props(struct stor_ds *ds, const struct stor_ds_opts *o, 
 		memcpy(name, o->props[i], (size_t)(eq - o->props[i]));
 		name[eq - o->props[i]] = '\0';
 		if (strcmp(name, "recordsize") == 0 || strcmp(name, "volblocksize") == 0) {
-			if (prop_parse_size(eq + 1, &n) < 0 || n > STOR_RECSIZE_MAX)
+			if (stor_parse_size(eq + 1, &n) < 0 || n > STOR_RECSIZE_MAX)
 				return -EINVAL;
 			*recsize = (uint32_t)n;
 			continue;
 		}
 		if (strcmp(name, "volsize") == 0) {
-			if (prop_parse_size(eq + 1, &n) < 0)
+			if (stor_parse_size(eq + 1, &n) < 0)
 				return -EINVAL;
 			*volsize = n;
 			continue;

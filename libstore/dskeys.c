@@ -21,6 +21,7 @@
 
 #include "cache.h"
 #include "meta.h"
+#include "stor_assert.h"
 #include "store_impl.h"
 
 /* ---- in-memory key state ---- */
@@ -82,6 +83,10 @@ static struct crypt_key *derive_data_key(struct ds_keys *k, uint64_t guid, int s
 	size_t len = crypt_suite_keylen((enum crypt_suite)suite);
 	struct crypt_key *key = NULL;
 
+	/* ds->suite was checked when its record was read (dskeys_parse), and a
+	 * clear dataset has no keys to derive from */
+	if (STOR_FAILS_ASSERT(len > 0))
+		return NULL;
 	if (keys_derive_data(k->master, guid, (unsigned)suite, salt, raw, len) < 0 ||
 	    crypt_key_new((enum crypt_suite)suite, raw, len, NULL, &key) < 0)
 		key = NULL;

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The LUN backend interface: open, label, read and write a batch of extents,
- * flush, size, close. Nothing above lun.c may assume a file descriptor; a
- * backend is a struct lun_ops, so a remote object store can slot in later.
+ * The LUN interface: open, label, read and write a batch of extents, flush,
+ * size, close. There is one backend today, files and block devices, and
+ * these functions are it (lun.c); nothing above lun.c sees its file
+ * descriptor, so a second backend (a remote object store) can later turn
+ * them into calls through a table of operations without changing a caller.
  */
 #ifndef STOR_LUN_H
 #define STOR_LUN_H

@@ -25,7 +25,7 @@
  * u32 nluns | nluns x (u64 lun guid | u64 size | u16 path length | path).
  * "pool"/"txg": u64 last committed txg.
  */
-#include <ctype.h>
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,17 +41,8 @@
 #include "meta.h"
 #include "store_impl.h"
 
-static int pool_name_valid(const char *name)
-{
-	size_t n = strlen(name);
-
-	if (n == 0 || n >= LABEL_NAME_LEN || !isalpha((unsigned char)name[0]))
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!isalnum((unsigned char)name[i]) && !strchr("_-.:", name[i]))
-			return 0;
-	return 1;
-}
+/* stor_name_check's limit for a pool is what a LUN label can hold */
+static_assert(STOR_POOL_NAME_MAX < LABEL_NAME_LEN, "a pool name fits the LUN label");
 
 static int mkdirs(const char *dir)
 {
@@ -310,7 +301,7 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 	pool_clear_error();
 	if (!opts || !opts->state_dir)
 		return -EINVAL;
-	if (!pool_name_valid(name))
+	if (stor_name_check(name, STOR_NAME_POOL) < 0)
 		return STOR_EBADNAME;
 	p = pool_alloc(name, opts);
 	if (!p)
@@ -364,7 +355,7 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 	pool_clear_error();
 	if (!opts || !opts->state_dir || nluns == 0 || nluns > STOR_LUNS_MAX)
 		return -EINVAL;
-	if (!pool_name_valid(name))
+	if (stor_name_check(name, STOR_NAME_POOL) < 0)
 		return STOR_EBADNAME;
 	if (asprintf(&dir, "%s/pools", opts->state_dir) < 0)
 		return -ENOMEM;

@@ -57,9 +57,6 @@ int prop_lookup(const char *name);
  */
 int prop_validate(int id, const char *value, char *out, size_t outlen);
 
-/** Parse sizes with K/M/G/T suffixes. @return 0 or -EINVAL */
-int prop_parse_size(const char *s, unsigned long long *out);
-
 /** Decode "zstd-N"/"zstd"/"off" into a zstd level (0 = off). */
 int prop_compression_level(const char *v);
 /** The sync property: when a write or flush commits its txg. */

@@ -21,7 +21,9 @@
  * - Fork: do not use a pool across fork(); the child must open its own.
  * - Key bytes passed in (stor_key_material) are copied; libstore cleanses its
  *   copies on unload and free. The caller cleanses its own buffer.
- * - libstore never prints; errors come back as return codes.
+ * - libstore never prints; errors come back as return codes. The one
+ *   exception is a failed internal assertion (stor_assert.h): a line on
+ *   stderr, and abort() in a build configured with --enable-debug.
  * - Return values: 0 for success, >= 0 for a count, -errno for system
  *   failures, STOR_E* (below -10000) for store conditions.
  */
@@ -71,6 +73,7 @@ const char *stor_errname(int err);
 
 /* Limits of names and sizes. */
 #define STOR_NAME_MAX 255          /* full dataset name, pool/a/b */
+#define STOR_POOL_NAME_MAX 63      /* a pool's name: it is kept in every LUN label */
 #define STOR_SECTOR 4096u          /* allocation unit on every LUN */
 #define STOR_RECSIZE_MIN 512u
 #define STOR_RECSIZE_MAX (1u << 20)
@@ -446,8 +449,34 @@ int stor_key_change(struct stor_pool *pool, const char *name, const char *const 
  */
 uint64_t stor_key_pages_unlocked(void);
 
-/** Optional debug trace hook; libstore never prints. */
-void stor_set_log(void (*fn)(void *ctx, const char *msg), void *ctx);
+/*
+ * Rules shared by libstore, cofferd and coffer: one definition each, so the
+ * daemon's frame checks, the CLI and the engine agree on what a name and a
+ * size are.
+ */
+
+/** What stor_name_check() checks @name as. */
+enum stor_name_kind {
+	STOR_NAME_POOL,    /* one component, at most STOR_POOL_NAME_MAX bytes */
+	STOR_NAME_DATASET, /* pool/a/b (a pool's own name too), at most STOR_NAME_MAX bytes */
+};
+
+/**
+ * Check the form of a pool or dataset name (name.c gives the grammar; no
+ * lookup: whether the pool or dataset exists is the caller's question).
+ * @return 0 or STOR_EBADNAME (also for NULL)
+ */
+int stor_name_check(const char *name, enum stor_name_kind kind);
+
+/**
+ * Parse a size: digits with an optional fraction and an optional suffix
+ * B, K, M, G, T, P or E (powers of 1024), each unit also written with i
+ * and/or B after it, letters in any case: 8192, 8K, 8KiB, 1.5G, 16mb.
+ * A fraction must come to a whole number of bytes (size.c gives the grammar).
+ * @param[out] out  the size in bytes, set only on success
+ * @return 0, -EINVAL (not a size), -ERANGE (above 2^64 - 1 bytes)
+ */
+int stor_parse_size(const char *s, uint64_t *out);
 
 #ifdef __cplusplus
 }

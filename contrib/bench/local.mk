@@ -4,15 +4,17 @@
 # crypt_bench: ns per record to seal/open per suite, backend and batch size
 noinst_PROGRAMS += %D%/crypt_bench
 %C%_crypt_bench_SOURCES = %D%/crypt_bench.c
-%C%_crypt_bench_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS) $(XXHASH_CFLAGS)
+%C%_crypt_bench_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS) $(XXHASH_CFLAGS) $(STORE_INC)
 %C%_crypt_bench_LDADD = $(STORE_LIBS)
 
 # engine_bench: single-thread 8 KiB random read/write rates of libstore, buffered and O_DIRECT
 noinst_PROGRAMS += %D%/engine_bench
 %C%_engine_bench_SOURCES = %D%/engine_bench.c
+%C%_engine_bench_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
 %C%_engine_bench_LDADD = $(STORE_LIBS)
 
 # cache_sim: hit ratios of the data cache's policies (S3-FIFO vs LRU) on zipfian traces with scans
 noinst_PROGRAMS += %D%/cache_sim
 %C%_cache_sim_SOURCES = %D%/cache_sim.c
+%C%_cache_sim_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
 %C%_cache_sim_LDADD = $(STORE_LIBS) -lm

@@ -154,6 +154,23 @@ Test(data, dataset_verbs_create_list_get_set_inherit_destroy)
 	cr_assert(strstr(out, "nopool: no such pool"), "%s", out);
 }
 
+/* one size grammar: what `create -V` takes, `set volsize=` takes too */
+Test(data, sizes_read_the_same_in_create_and_set)
+{
+	make_pool("tank");
+	COF_OK(NULL, "create -V 1GiB tank/v");
+	COF_OK(NULL, "set volsize=2GiB tank/v");
+	COF_OK(NULL, "get -H -p volsize tank/v");
+	cr_assert(strstr(out, "volsize\t2147483648\t"), "%s", out);
+	COF_OK(NULL, "set volsize=2.5g tank/v");
+	COF_OK(NULL, "create -V 1.5M -b 512K tank/w");
+	COF_OK(NULL, "list -H -p -o name,volsize tank/v");
+	cr_assert_str_eq(out, "tank/v\t2684354560\n");
+	COF_OK(NULL, "list -H -p -o name,volsize tank/w");
+	cr_assert_str_eq(out, "tank/w\t1572864\n");
+	cr_assert_neq(cof(NULL, "set volsize=3GiBB tank/v"), 0, "%s", out);
+}
+
 Test(data, write_read_flush_round_trip_with_offsets)
 {
 	char in[4096], back[4096];

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench_parse.h"
+#include "store.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -30,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort(); /* an error without a message */
 	bench_plan_free(p);
 	if (size < 64) {
-		bench_parse_size(text, &bytes);
+		stor_parse_size(text, &bytes);
 		bench_parse_time(text, &secs);
 	}
 	free(text);

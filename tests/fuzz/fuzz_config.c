@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer harness for the config parser (daemon/config.c): the input is
+ * libFuzzer harness for the config parser (daemon/conf.c): the input is
  * a cofferd.conf; it is loaded through config_load (libinih and the option
  * table) from a temp file, and a config that loads must dump and reload to
  * the same text.
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "conf.h"
 #include "log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

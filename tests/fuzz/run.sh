@@ -16,8 +16,10 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/coffer-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 
-# the sources include <config.h> for _GNU_SOURCE and the package version
-cat >"$work/autoconf.h" <<'H'
+# the sources include <config.h> for _GNU_SOURCE and the package version:
+# a stand-in for autoconf's, found through -I$work (no folder of the tree
+# has a config.h of its own)
+cat >"$work/config.h" <<'H'
 #define _GNU_SOURCE 1
 #define PACKAGE "coffer"
 #define PACKAGE_VERSION "fuzz"
@@ -25,9 +27,12 @@ cat >"$work/autoconf.h" <<'H'
 #define VERSION "fuzz"
 H
 CFLAGS="-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-	-include $work/autoconf.h -I$top/libstore -I$top/daemon -I$top/client
+	-include $work/config.h -I$work -I$top/libstore -I$top/daemon -I$top/client
 	$(pkg-config --cflags jansson libuv 2>/dev/null) -pthread"
 STORE="$(ls "$top"/libstore/*.c | grep -v crypt_ipsecmb)"
+# libstore's shared rules (sizes, names, error texts), which proto.c, conf.c
+# and bench_parse.c call
+RULES="$top/libstore/size.c $top/libstore/name.c $top/libstore/errors.c"
 
 build() {
 	name=$1
@@ -40,13 +45,17 @@ build() {
 harnesses=${*:-"fuzz_proto fuzz_config fuzz_bench_parse fuzz_handlers"}
 for h in $harnesses; do
 	case $h in
-	fuzz_proto) build "$h" "$top/daemon/proto.c" -ljansson ;;
-	fuzz_config) build "$h" "$top/daemon/config.c" "$top/daemon/log.c" -linih ;;
-	fuzz_bench_parse) build "$h" "$top/client/bench_parse.c" -lm ;;
+	# shellcheck disable=SC2086
+	fuzz_proto) build "$h" "$top/daemon/proto.c" $RULES -ljansson ;;
+	# shellcheck disable=SC2086
+	fuzz_config) build "$h" "$top/daemon/conf.c" "$top/daemon/sockpath.c" "$top/daemon/log.c" \
+		$RULES -linih ;;
+	# shellcheck disable=SC2086
+	fuzz_bench_parse) build "$h" "$top/client/bench_parse.c" $RULES -lm ;;
 	fuzz_handlers)
 		# shellcheck disable=SC2086
-		build "$h" "$top/daemon/handlers.c" "$top/daemon/config.c" "$top/daemon/log.c" \
-			"$top/daemon/proto.c" $STORE -ljansson -linih -lcrypto -llmdb -lzstd -lxxhash -luring ;;
+		build "$h" "$top/daemon/handlers.c" "$top/daemon/conf.c" "$top/daemon/sockpath.c" \
+			"$top/daemon/log.c" "$top/daemon/proto.c" $STORE -ljansson -linih -lcrypto -llmdb -lzstd -lxxhash -luring ;;
 	*) echo "fuzz: unknown harness $h" >&2; exit 2 ;;
 	esac
 done

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 # One Criterion binary per libstore module; fixture.c makes temp pools.
-UNIT_CFLAGS = $(AM_CFLAGS) $(CRITERION_CFLAGS)
+UNIT_CFLAGS = $(AM_CFLAGS) $(CRITERION_CFLAGS) $(STORE_INC) $(CLIENT_INC)
 UNIT_LDADD = $(STORE_LIBS) $(CRITERION_LIBS)
 UNIT_FIXTURE = %D%/fixture.c %D%/fixture.h
 
@@ -15,9 +15,16 @@ check_PROGRAMS += %D%/test_keys
 %C%_test_keys_LDADD = $(UNIT_LDADD)
 
 check_PROGRAMS += %D%/test_config
-%C%_test_config_SOURCES = %D%/test_config.c daemon/config.c daemon/log.c daemon/config.h daemon/log.h
+%C%_test_config_SOURCES = %D%/test_config.c daemon/conf.c daemon/log.c daemon/conf.h daemon/log.h \
+	daemon/sockpath.c daemon/sockpath.h
 %C%_test_config_CFLAGS = $(UNIT_CFLAGS) $(INIH_CFLAGS) -DSRCDIR='"$(abs_top_srcdir)"'
-%C%_test_config_LDADD = $(INIH_LIBS) $(CRITERION_LIBS)
+%C%_test_config_LDADD = libstore/libstore.a $(INIH_LIBS) $(CRITERION_LIBS)
+
+# the rules shared by libstore, cofferd and coffer: sizes, names, error texts
+check_PROGRAMS += %D%/test_size
+%C%_test_size_SOURCES = %D%/test_size.c
+%C%_test_size_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_size_LDADD = $(UNIT_LDADD)
 
 check_PROGRAMS += %D%/test_hist
 %C%_test_hist_SOURCES = %D%/test_hist.c client/hist.c client/hist.h
@@ -52,7 +59,7 @@ check_PROGRAMS += %D%/test_txg
 check_PROGRAMS += %D%/test_bench_parse
 %C%_test_bench_parse_SOURCES = %D%/test_bench_parse.c client/bench_parse.c client/bench_parse.h
 %C%_test_bench_parse_CFLAGS = $(UNIT_CFLAGS)
-%C%_test_bench_parse_LDADD = $(CRITERION_LIBS) -lm
+%C%_test_bench_parse_LDADD = libstore/libstore.a $(CRITERION_LIBS) -lm
 
 check_PROGRAMS += %D%/test_bench_verify
 %C%_test_bench_verify_SOURCES = %D%/test_bench_verify.c client/bench_verify.c client/bench_verify.h

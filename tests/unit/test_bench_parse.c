@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "bench_parse.h"
+#include "store.h"
 
 static char err[512];
 static struct bench_plan *pl;
@@ -268,19 +269,19 @@ Test(bench_parse, sizes_and_times)
 	uint64_t b;
 	double t;
 
-	cr_assert_eq(bench_parse_size("8k", &b), 0);
+	cr_assert_eq(stor_parse_size("8k", &b), 0);
 	cr_assert_eq(b, 8192);
-	cr_assert_eq(bench_parse_size("1M", &b), 0);
+	cr_assert_eq(stor_parse_size("1M", &b), 0);
 	cr_assert_eq(b, 1 << 20);
-	cr_assert_eq(bench_parse_size("1.5g", &b), 0);
+	cr_assert_eq(stor_parse_size("1.5g", &b), 0);
 	cr_assert_eq(b, 3ull << 29);
-	cr_assert_eq(bench_parse_size("4KiB", &b), 0);
+	cr_assert_eq(stor_parse_size("4KiB", &b), 0);
 	cr_assert_eq(b, 4096);
-	cr_assert_eq(bench_parse_size("512", &b), 0);
+	cr_assert_eq(stor_parse_size("512", &b), 0);
 	cr_assert_eq(b, 512);
-	cr_assert_lt(bench_parse_size("0.3", &b), 0);
-	cr_assert_lt(bench_parse_size("k", &b), 0);
-	cr_assert_lt(bench_parse_size("-1", &b), 0);
+	cr_assert_lt(stor_parse_size("0.3", &b), 0);
+	cr_assert_lt(stor_parse_size("k", &b), 0);
+	cr_assert_lt(stor_parse_size("-1", &b), 0);
 	cr_assert_eq(bench_parse_time("5m", &t), 0);
 	cr_assert_float_eq(t, 300, 1e-9);
 	cr_assert_eq(bench_parse_time("2h", &t), 0);

@@ -23,7 +23,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -36,7 +35,10 @@
 
 #include <ini.h>
 
-#include "config.h"
+#include "conf.h"
+#include "proto.h"
+#include "sockpath.h"
+#include "store.h"
 
 #define SECTION "cofferd"
 
@@ -45,7 +47,7 @@ enum opt_type {
 	OPT_PATH,      /* absolute path, at most .max bytes */
 	OPT_MODE,      /* octal permission bits, at most .max */
 	OPT_UINT,      /* decimal integer in [.min, .max] */
-	OPT_BYTES,     /* integer with optional K/M/G/T suffix (powers of 1024) */
+	OPT_BYTES,     /* a size: stor_parse_size(), K/M/G/T/P/E suffixes (powers of 1024) */
 	OPT_BOOL,      /* yes/no, true/false, on/off, 1/0 */
 	OPT_LOGLEVEL,  /* err | warning | notice | info | debug */
 	OPT_LOGTARGET, /* stderr | syslog | absolute path */
@@ -86,7 +88,7 @@ static const struct config_opt opts[] = {
 	  .def_num = CONFIG_CONNECTIONS_PER_UID_DEFAULT, .min = 1, .max = CONFIG_MAX_CONNECTIONS_MAX },
 	{ "max_requests_per_uid", OPT_UINT, FIELD(max_requests_per_uid),
 	  .def_num = CONFIG_REQUESTS_PER_UID_DEFAULT, .min = 1, .max = CONFIG_REQUESTS_PER_UID_MAX },
-	{ "max_frame", OPT_BYTES, FIELD(max_frame), .def_num = CONFIG_MAX_FRAME_DEFAULT,
+	{ "max_frame", OPT_BYTES, FIELD(max_frame), .def_num = PROTO_FRAME_DEFAULT,
 	  .min = CONFIG_MAX_FRAME_MIN, .max = CONFIG_MAX_FRAME_MAX },
 	{ "max_buffered", OPT_BYTES, FIELD(max_buffered), .def_num = CONFIG_MAX_BUFFERED_DEFAULT,
 	  .min = CONFIG_MAX_BUFFERED_MIN, .max = CONFIG_MAX_BUFFERED_MAX },
@@ -185,24 +187,6 @@ static const char *xdg_dir(const char *var)
 	return v && v[0] == '/' ? v : NULL;
 }
 
-static void default_socket(uid_t uid, char *buf, size_t len)
-{
-	const char *rt = xdg_dir("XDG_RUNTIME_DIR");
-	int n;
-
-	if (uid == 0) {
-		snprintf(buf, len, "/run/coffer/cofferd.sock");
-		return;
-	}
-	/* a runtime dir too deep for sun_path falls back to /tmp */
-	if (rt) {
-		n = snprintf(buf, len, "%s/coffer/cofferd.sock", rt);
-		if (n > 0 && (size_t)n < len && (size_t)n <= CONFIG_SOCKET_MAX)
-			return;
-	}
-	snprintf(buf, len, "/tmp/coffer-%u/cofferd.sock", (unsigned)uid);
-}
-
 static char *default_state_dir(uid_t uid)
 {
 	const char *st = xdg_dir("XDG_STATE_HOME"), *home = getenv("HOME");
@@ -248,7 +232,7 @@ void config_defaults_uid(struct config *c, uid_t uid)
 			break;
 		}
 	}
-	default_socket(uid, sock, sizeof(sock));
+	sockpath_default_uid(uid, sock, sizeof(sock));
 	c->socket = xstrdup(sock);
 	c->state_dir = default_state_dir(uid);
 }
@@ -256,20 +240,6 @@ void config_defaults_uid(struct config *c, uid_t uid)
 void config_defaults(struct config *c)
 {
 	config_defaults_uid(c, geteuid());
-}
-
-static char default_socket_buf[PATH_MAX];
-static pthread_once_t default_socket_once = PTHREAD_ONCE_INIT;
-
-static void default_socket_init(void)
-{
-	default_socket(geteuid(), default_socket_buf, sizeof(default_socket_buf));
-}
-
-const char *config_default_socket(void)
-{
-	pthread_once(&default_socket_once, default_socket_init);
-	return default_socket_buf;
 }
 
 void config_free(struct config *c)
@@ -317,33 +287,6 @@ static int parse_u64(const char *s, const char **end, uint64_t *out)
 	return 0;
 }
 
-static int parse_bytes(const char *s, uint64_t *out)
-{
-	static const char units[] = "KMGT";
-	const char *end, *u;
-	uint64_t v;
-	unsigned shift = 0;
-
-	if (parse_u64(s, &end, &v) < 0)
-		return -1;
-	if (*end) {
-		char ch = *end >= 'a' && *end <= 'z' ? (char)(*end - 'a' + 'A') : *end;
-
-		u = strchr(units, ch); /* ch is not NUL here, so no match on the terminator */
-		if (!u)
-			return -1;
-		shift = 10 * (unsigned)(u - units + 1);
-		end++;
-		/* "16M", "16MB" and "16MiB" all mean 16 * 2^20 */
-		if (strcmp(end, "") != 0 && strcmp(end, "B") != 0 && strcmp(end, "iB") != 0)
-			return -1;
-	}
-	if (shift && v > (UINT64_MAX >> shift))
-		return -1;
-	*out = v << shift;
-	return 0;
-}
-
 static int parse_bool(const char *s)
 {
 	static const char *const yes[] = { "yes", "true", "on", "1" };
@@ -361,7 +304,7 @@ static int parse_bool(const char *s)
 static void range_text(const struct config_opt *o, char *buf, size_t len)
 {
 	if (o->type == OPT_BYTES)
-		snprintf(buf, len, "a size from %llu to %llu bytes (suffixes K, M, G, T)",
+		snprintf(buf, len, "a size from %llu to %llu bytes (suffixes K, M, G, T, P, E)",
 			 (unsigned long long)o->min, (unsigned long long)o->max);
 	else
 		snprintf(buf, len, "a whole number from %llu to %llu", (unsigned long long)o->min,
@@ -390,21 +333,15 @@ static int set_value(struct config *c, const struct config_opt *o, const char *v
 			}
 		break;
 	case OPT_PATH:
-		if (value[0] != '/') {
-			snprintf(why, whylen, "'%s' is not an absolute path", value);
-			return -1;
-		}
-		if (strlen(value) > o->max) {
-			snprintf(why, whylen, "path is longer than %llu bytes",
-				 (unsigned long long)o->max);
-			return -1;
-		}
-		break;
 	case OPT_LOGTARGET:
-		if (strcmp(value, "stderr") != 0 && strcmp(value, "syslog") != 0 &&
-		    value[0] != '/') {
+		/* a log target is a path too, or one of the two words */
+		if (value[0] != '/' && (o->type == OPT_PATH || (strcmp(value, "stderr") != 0 &&
+								 strcmp(value, "syslog") != 0))) {
 			snprintf(why, whylen,
-				 "'%s' is not stderr, syslog or an absolute file path", value);
+				 o->type == OPT_PATH
+					 ? "'%s' is not an absolute path"
+					 : "'%s' is not stderr, syslog or an absolute file path",
+				 value);
 			return -1;
 		}
 		if (strlen(value) > o->max) {
@@ -426,13 +363,16 @@ static int set_value(struct config *c, const struct config_opt *o, const char *v
 		return 0;
 	case OPT_UINT:
 	case OPT_BYTES:
-		if (o->type == OPT_UINT ? (parse_u64(value, &end, &v) < 0 || *end)
-					: parse_bytes(value, &v) < 0) {
+		if (o->type == OPT_UINT)
+			n = parse_u64(value, &end, &v) < 0 || *end ? -EINVAL : 0;
+		else
+			n = stor_parse_size(value, &v); /* -ERANGE: a size, just too large */
+		if (n == -EINVAL) {
 			range_text(o, range, sizeof(range));
 			snprintf(why, whylen, "'%s' is not %s", value, range);
 			return -1;
 		}
-		if (v < o->min || v > o->max) {
+		if (n < 0 || v < o->min || v > o->max) {
 			range_text(o, range, sizeof(range));
 			snprintf(why, whylen, "'%s' is out of range: expected %s", value, range);
 			return -1;

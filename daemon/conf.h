@@ -1,16 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cofferd configuration: one option table (config.c) declares every key of
+ * cofferd configuration: one option table (conf.c) declares every key of
  * the [cofferd] section with its type, default and limits; the file is INI,
  * read with libinih. Command-line flags override the file.
  */
-#ifndef COFFERD_CONFIG_H
-#define COFFERD_CONFIG_H
+#ifndef COFFERD_CONF_H
+#define COFFERD_CONF_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+
+#include "sockpath.h"
 
 struct config {
 	char *socket;           /* Unix socket path */
@@ -37,8 +39,8 @@ struct config {
 	int allow_core_dumps;   /* stay dumpable (and ptrace-able by our uid); default no */
 };
 
-/* Limits the option table enforces (config.c); the daemon may rely on them. */
-#define CONFIG_SOCKET_MAX 107u               /* sun_path minus the NUL */
+/* Limits the option table enforces (conf.c); the daemon may rely on them. */
+#define CONFIG_SOCKET_MAX SOCKPATH_MAX         /* sun_path minus the NUL */
 #define CONFIG_TXG_TIMEOUT_DEFAULT 5u
 #define CONFIG_TXG_TIMEOUT_MAX 300u
 #define CONFIG_WORKERS_MAX 256u
@@ -55,8 +57,7 @@ struct config {
 #define CONFIG_HELLO_TIMEOUT_MAX 3600u
 #define CONFIG_IDLE_TIMEOUT_DEFAULT 600u
 #define CONFIG_IDLE_TIMEOUT_MAX 604800u    /* a week */
-/* a 16 MiB record write plus its 16-byte I/O body header (proto.h PROTO_IO_BODY) */
-#define CONFIG_MAX_FRAME_DEFAULT ((16u << 20) + 16u)
+/* max_frame's default is proto.h's PROTO_FRAME_DEFAULT, which the client and tests see too */
 #define CONFIG_MAX_FRAME_MIN (64u << 10)
 #define CONFIG_MAX_FRAME_MAX (256u << 20)
 #define CONFIG_CACHE_SIZE_MAX (1ull << 50)   /* 1 PiB: anything larger is a typo */
@@ -107,12 +108,5 @@ const char *config_log_level_name(int prio);
 
 /** Free the strings of @c. */
 void config_free(struct config *c);
-
-/**
- * The default socket path for the calling user (used by the client too):
- * computed once per process from the effective uid and environment, then
- * returned from static storage. Thread-safe.
- */
-const char *config_default_socket(void);
 
 #endif
