@@ -32,7 +32,7 @@
 
 #include "dispatch.h"
 #include "log.h"
-#include "stats.h"
+#include "counters.h"
 
 static struct {
 	uv_loop_t *loop;

@@ -24,7 +24,7 @@
 
 #include "handlers.h"
 #include "log.h"
-#include "stats.h"
+#include "counters.h"
 
 #define ERR(c, code, ...)                                          \
 	do {                                                       \
@@ -237,6 +237,20 @@ static int handles_on(struct hcall *c, struct ds_set *set, int force)
 		log_warn("dataset %s: %d handles revoked by uid %u", set->name, ret,
 			 (unsigned)c->peer->uid);
 	return ret;
+}
+
+/*
+ * A dataset with handles on it (@set, freed here) is refused as busy, unless
+ * @force revoked them. @what names the operation in the refusal.
+ */
+static int no_handles(struct hcall *c, struct ds_set *set, int force, const char *what)
+{
+	int ret = handles_on(c, set, force);
+
+	ds_set_free(set);
+	if (ret > 0 && !force)
+		ERR(c, -EBUSY, "%s: %sdataset is open (%d handles)", c->name, what, ret);
+	return ret < 0 ? ret : 0;
 }
 
 /* pool export/destroy -f: revoke every handle on c->pe (write lock held). */
@@ -683,10 +697,7 @@ static int h_ds_destroy(struct hcall *c)
 	struct ds_set set = { .pool = c->pool, .name = c->name, .recursive = fl != 0 };
 	int ret;
 
-	ret = handles_on(c, &set, force);
-	ds_set_free(&set);
-	if (ret > 0 && !force)
-		ERR(c, -EBUSY, "%s: dataset is open (%d handles)", c->name, ret);
+	ret = no_handles(c, &set, force, "");
 	if (ret < 0)
 		return ret;
 	ret = stor_ds_destroy(c->pool, c->name, fl);
@@ -920,10 +931,7 @@ static int h_key_unload(struct hcall *c)
 	struct ds_set set = { .pool = c->pool, .name = c->name, .by_key = 1 };
 	int ret;
 
-	ret = handles_on(c, &set, force);
-	ds_set_free(&set);
-	if (ret > 0 && !force)
-		ERR(c, -EBUSY, "%s: unload-key: dataset is open (%d handles)", c->name, ret);
+	ret = no_handles(c, &set, force, "unload-key: ");
 	if (ret < 0)
 		return ret;
 	ret = stor_key_unload(c->pool, c->name, force ? STOR_FORCE : 0);

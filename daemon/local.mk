@@ -5,7 +5,7 @@ noinst_LIBRARIES += %D%/libproto.a
 
 sbin_PROGRAMS += %D%/cofferd
 %C%_cofferd_SOURCES = \
-	%D%/main.c %D%/config.h %D%/config.c %D%/log.h %D%/log.c %D%/stats.h \
+	%D%/main.c %D%/config.h %D%/config.c %D%/log.h %D%/log.c %D%/counters.h \
 	%D%/rpc.h %D%/rpc.c %D%/dispatch.h %D%/dispatch.c %D%/handlers.h %D%/handlers.c \
 	%D%/registry.h %D%/registry.c %D%/work.h %D%/work.c
 %C%_cofferd_CFLAGS = $(AM_CFLAGS) $(INIH_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SYSTEMD_CFLAGS)

@@ -40,13 +40,13 @@
 #include "log.h"
 #include "registry.h"
 #include "rpc.h"
-#include "stats.h"
+#include "counters.h"
 #include "store.h"
 #include "work.h"
 
 static uv_signal_t sig_term, sig_int, sig_hup;
 
-/* The daemon's counters (stats.h): one instance for the process. */
+/* The daemon's counters (counters.h): one instance for the process. */
 struct daemon_stats daemon_stats;
 
 /*

@@ -613,15 +613,13 @@ int reg_revoke(const struct reg_revoke *r, int mark, unsigned timeout_ms)
 {
 	struct revoke_req q = { .what = r, .mark = mark };
 	struct timespec until;
+	uint64_t ns;
 	int ret = 0;
 
 	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	ns = (uint64_t)until.tv_nsec + (uint64_t)timeout_ms * 1000000u;
+	until.tv_sec += (time_t)(ns / 1000000000u);
+	until.tv_nsec = (long)(ns % 1000000000u);
 	pthread_mutex_lock(&rv.lock);
 	if (!rv.init) {
 		pthread_mutex_unlock(&rv.lock);

@@ -49,7 +49,7 @@
 #include "dispatch.h"
 #include "log.h"
 #include "rpc.h"
-#include "stats.h"
+#include "counters.h"
 
 #define READ_CHUNK (256u << 10)
 #define REPLY_QUEUE_MAX (8u << 20)
@@ -98,7 +98,6 @@ struct rpc_conn {
 	unsigned npend;
 	int in_flush_list;
 	struct rpc_conn *flush_next;
-	int zombie;          /* closed, on srv.zombies until its last ref goes */
 	struct rpc_conn *prev, *next;
 };
 
@@ -128,7 +127,6 @@ static struct {
 	dev_t sock_dev;      /* the inode we bound, so that exit removes no other */
 	ino_t sock_ino;
 	struct rpc_conn *conns;
-	struct rpc_conn *zombies; /* closed connections whose calls are still in flight */
 	unsigned nconns;
 	uint64_t next_id;
 	unsigned live_conns; /* allocated, not yet freed */
@@ -233,14 +231,7 @@ static void conn_unref(struct rpc_conn *conn)
 {
 	if (--conn->refs > 0)
 		return;
-	if (conn->zombie) {
-		if (conn->prev)
-			conn->prev->next = conn->next;
-		else
-			srv.zombies = conn->next;
-		if (conn->next)
-			conn->next->prev = conn->prev;
-	}
+	/* its handles lived until its calls in flight were done (registry.c) */
 	dispatch_client_fini(&conn->dc);
 	if (conn->rbuf)
 		/* a frame cut short at close may be key text */
@@ -793,13 +784,7 @@ static void conn_close(struct rpc_conn *conn)
 		srv.conns = conn->next;
 	if (conn->next)
 		conn->next->prev = conn->prev;
-	/* its handles live until its calls in flight are done: keep it findable */
-	conn->zombie = 1;
-	conn->prev = NULL;
-	conn->next = srv.zombies;
-	if (srv.zombies)
-		srv.zombies->prev = conn;
-	srv.zombies = conn;
+	conn->prev = conn->next = NULL;
 	srv.nconns--;
 	if (conn->counted) {
 		conn->counted = 0;

@@ -25,7 +25,7 @@
 #include <time.h>
 
 #include "log.h"
-#include "stats.h"
+#include "counters.h"
 #include "work.h"
 
 #define IO_BATCH 64u

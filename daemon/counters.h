@@ -5,8 +5,8 @@
  * dispatcher: calls, I/O and refusals; work.c: batches) and read by the
  * stats handler. A plain header so that no layer includes another's for them.
  */
-#ifndef COFFERD_STATS_H
-#define COFFERD_STATS_H
+#ifndef COFFERD_COUNTERS_H
+#define COFFERD_COUNTERS_H
 
 #include <stdatomic.h>
 
