@@ -22,6 +22,8 @@ struct daemon_stats {
 /** The one instance, defined in main.c. */
 extern struct daemon_stats daemon_stats;
 
-#define STATS_ADD(field, n) atomic_fetch_add_explicit(&daemon_stats.field, (n), memory_order_relaxed)
+/** Count @n events in @field. */
+#define STATS_ADD(field, n) \
+	atomic_fetch_add_explicit(&daemon_stats.field, (n), memory_order_relaxed)
 
 #endif

@@ -34,13 +34,25 @@
 #include "log.h"
 #include "counters.h"
 
+/*
+ * A command that takes the registry lock runs off the loop: a revocation
+ * holds the lock while it waits for the loop thread (registry.c).
+ */
+#define XX(num, NAME, str, fn, fl, minb, maxb)                                      \
+	_Static_assert(!((fl) & (CMD_LOCK | CMD_LOCK_WR)) || ((fl) & CMD_BLOCKING), \
+		       #NAME ": the registry lock only off the loop");
+PROTO_CMDS(XX)
+#undef XX
+
 static struct {
 	uv_loop_t *loop;
 	const struct config *cfg;
 	struct work_io *io_head, *io_tail; /* dispatched record I/O not yet handed over */
 } dsp;
 
-#define CALL_OF(ptr, member) ((struct disp_call *)((char *)(ptr)-offsetof(struct disp_call, member)))
+/* The call a work unit of it belongs to. */
+#define CALL_OF(ptr, member) \
+	((struct disp_call *)((char *)(ptr)-offsetof(struct disp_call, member)))
 
 void dispatch_init(uv_loop_t *loop, const struct config *cfg)
 {

@@ -419,9 +419,9 @@ static int h_pool_check(struct hcall *c)
 	c->reply = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "name", c->name, "records",
 			     (json_int_t)r.records, "encrypted", (json_int_t)r.encrypted,
 			     "nonce_repeats", (json_int_t)r.nonce_repeats, "cksum_errors",
-			     (json_int_t)r.cksum_errors, "extent_errors", (json_int_t)r.extent_errors,
-			     "space_errors", (json_int_t)r.space_errors, "bad_frees",
-			     (json_int_t)r.bad_frees);
+			     (json_int_t)r.cksum_errors, "extent_errors",
+			     (json_int_t)r.extent_errors, "space_errors", (json_int_t)r.space_errors,
+			     "bad_frees", (json_int_t)r.bad_frees);
 	return 0;
 }
 
@@ -666,8 +666,9 @@ static int h_ds_create(struct hcall *c)
 	/* a present volsize below one record is refused, not replaced by the default */
 	if (ret < 0 || (json_object_get(c->args, "volsize") &&
 			o.volsize < (o.recordsize ? o.recordsize : STOR_RECSIZE_DEFAULT))) {
-		snprintf(c->err, sizeof(c->err), "%s: volsize must be at least one record (%u bytes)",
-			 c->name, o.recordsize ? o.recordsize : STOR_RECSIZE_DEFAULT);
+		snprintf(c->err, sizeof(c->err),
+			 "%s: volsize must be at least one record (%u bytes)", c->name,
+			 o.recordsize ? o.recordsize : STOR_RECSIZE_DEFAULT);
 		ret = -EINVAL;
 		goto out;
 	}
@@ -898,7 +899,8 @@ static int h_ds_close(struct hcall *c)
 	    json_integer_value(h) > UINT32_MAX)
 		ERR(c, -EBADF, "ds_close: give a handle");
 	if (reg_handle_close(c->client, (uint32_t)json_integer_value(h)) < 0)
-		ERR(c, -EBADF, "ds_close: handle %lld is not open", (long long)json_integer_value(h));
+		ERR(c, -EBADF, "ds_close: handle %lld is not open",
+		    (long long)json_integer_value(h));
 	return 0;
 }
 
@@ -919,7 +921,8 @@ static int h_key_load(struct hcall *c)
 		ERR(c, ret, "%s: key already loaded", c->name);
 	if (ret < 0)
 		return fail(c, ret, NULL,
-			    ret == STOR_EAUTH || ret == STOR_ECORRUPT ? stor_pool_last_error() : NULL);
+			    ret == STOR_EAUTH || ret == STOR_ECORRUPT ? stor_pool_last_error()
+								      : NULL);
 	log_info("dataset %s: key loaded", c->name);
 	return 0;
 }
@@ -1030,7 +1033,8 @@ static int ds_io_one(const char *name, void *ctx)
 	return 0;
 }
 
-#define STAT(f) json_integer((json_int_t)atomic_load_explicit(&daemon_stats.f, memory_order_relaxed))
+#define STAT(f) \
+	json_integer((json_int_t)atomic_load_explicit(&daemon_stats.f, memory_order_relaxed))
 
 static json_t *daemon_io_json(void)
 {

@@ -106,7 +106,10 @@ struct reg_client *reg_client_new(const struct peer *p, uint64_t id);
 void reg_client_closed(struct reg_client *cl);
 /** Close every handle of @cl and free it. NULL is a no-op. */
 void reg_client_free(struct reg_client *cl);
-/** Give the open dataset @ds of @pe (whose count it took) the first free number. @return it or -ENOMEM */
+/**
+ * Give the open dataset @ds of @pe (whose count was taken for it) the first
+ * free handle number of @cl. @return the number or -ENOMEM
+ */
 int reg_handle_install(struct reg_client *cl, struct stor_ds *ds, struct pool_ent *pe);
 /** Close handle @h (once its requests are done). @return 0 or -EBADF */
 int reg_handle_close(struct reg_client *cl, uint32_t h);

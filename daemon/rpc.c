@@ -309,7 +309,8 @@ static void conn_flush(struct rpc_conn *conn)
 			c = conn->pend_head;
 			w->bufs[nb++] = uv_buf_init((char *)c->hdrbuf, PROTO_HDR_SIZE);
 			if (c->dc.payload_len)
-				w->bufs[nb++] = uv_buf_init((char *)c->dc.payload, c->dc.payload_len);
+				w->bufs[nb++] =
+					uv_buf_init((char *)c->dc.payload, c->dc.payload_len);
 			w->bytes += PROTO_HDR_SIZE + c->dc.payload_len;
 			last = c;
 			conn->pend_head = c->next;
@@ -445,7 +446,8 @@ static int handle_frame(struct rpc_conn *conn, const struct proto_hdr *h, const 
 
 	if (!r)
 		return -1;
-	if (conn->inflight > atomic_load_explicit(&daemon_stats.inflight_peak, memory_order_relaxed))
+	if (conn->inflight >
+	    atomic_load_explicit(&daemon_stats.inflight_peak, memory_order_relaxed))
 		atomic_store_explicit(&daemon_stats.inflight_peak, conn->inflight,
 				      memory_order_relaxed);
 	/* what this request will hold: its body, and for READ the reply buffer */
