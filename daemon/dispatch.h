@@ -15,6 +15,11 @@
  * then writes the header (dispatch_reply_hdr) and c->payload, and frees the
  * call with dispatch_call_free() once written or dropped. Everything here
  * runs on the loop thread except the handlers of blocking commands.
+ *
+ * A transport with a handshake of its own (a block-device front end) sets
+ * hello_done of its clients itself and speaks the table's opcodes: DS_OPEN
+ * for a handle, READ/WRITE/FLUSH/DISCARD with a body made by proto_io_put().
+ * It calls dispatch_flush() once per loop turn, as rpc.c's check handle does.
  */
 #ifndef COFFERD_DISPATCH_H
 #define COFFERD_DISPATCH_H
