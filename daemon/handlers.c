@@ -164,108 +164,30 @@ static const char *prop_hint(const char *prop)
 	return NULL;
 }
 
-/* ---- handles of clients ---- */
-
-#define REVOKE_TIMEOUT_MS 30000u /* for requests in flight on revoked handles */
-
-/* Datasets of one pool, each held open (refs) while the set lives. */
-struct ds_set {
-	struct stor_pool *pool;
-	const char *name;
-	int by_key;    /* the datasets whose encryptionroot is @name */
-	int recursive; /* else @name and, if set, its descendants */
-	struct stor_ds **v;
-	size_t n;
-};
-
-static int collect_one(const char *n, void *arg)
-{
-	struct ds_set *set = arg;
-	size_t len = strlen(set->name);
-	struct stor_prop_value v;
-	struct stor_ds *ds, **nv;
-
-	if (set->by_key) {
-		if (stor_ds_get(set->pool, n, "encryptionroot", &v) < 0 ||
-		    strcmp(v.value, set->name))
-			return 0;
-	} else if (strcmp(n, set->name) &&
-		   !(set->recursive && !strncmp(n, set->name, len) && n[len] == '/')) {
-		return 0;
-	}
-	if (stor_ds_open(set->pool, n, &ds) < 0)
-		return 0; /* destroyed meanwhile */
-	nv = realloc(set->v, (set->n + 1) * sizeof(*nv));
-	if (!nv) {
-		stor_ds_close(ds);
-		return -ENOMEM;
-	}
-	set->v = nv;
-	set->v[set->n++] = ds;
-	return 0;
-}
-
-static void ds_set_free(struct ds_set *set)
-{
-	for (size_t i = 0; i < set->n; i++)
-		stor_ds_close(set->v[i]);
-	free(set->v);
-	set->v = NULL;
-	set->n = 0;
-}
-
 /*
- * Handles the clients hold on the datasets of @set (on c->pe); with @force
- * they are revoked and closed first, whoever opened them.
- * @return their number or a negative code (c->err set)
+ * A dataset with handles on it (@which of registry.h) is refused as busy,
+ * unless @force revoked them. @what names the operation in the refusal.
  */
-static int handles_on(struct hcall *c, struct ds_set *set, int force)
+static int no_handles(struct hcall *c, int which, int force, const char *what)
 {
-	struct reg_revoke r = { .pe = c->pe, .by = c->peer->uid };
-	int ret;
+	int ret = reg_revoke_datasets(c->pe, c->name, which, force, c->peer->uid);
 
-	if (stor_ds_list(set->pool, collect_one, set) < 0)
-		return -ENOMEM;
-	if (!set->n)
-		return 0;
-	r.ds = set->v;
-	r.nds = set->n;
-	ret = reg_revoke(&r, force, REVOKE_TIMEOUT_MS);
 	if (ret < 0)
 		return fail(c, ret, "closing its handles", NULL);
-	if (force && ret > 0)
-		log_warn("dataset %s: %d handles revoked by uid %u", set->name, ret,
-			 (unsigned)c->peer->uid);
-	return ret;
-}
-
-/*
- * A dataset with handles on it (@set, freed here) is refused as busy, unless
- * @force revoked them. @what names the operation in the refusal.
- */
-static int no_handles(struct hcall *c, struct ds_set *set, int force, const char *what)
-{
-	int ret = handles_on(c, set, force);
-
-	ds_set_free(set);
 	if (ret > 0 && !force)
 		ERR(c, -EBUSY, "%s: %sdataset is open (%d handles)", c->name, what, ret);
-	return ret < 0 ? ret : 0;
+	return 0;
 }
 
 /* pool export/destroy -f: revoke every handle on c->pe (write lock held). */
 static int pool_revoke(struct hcall *c)
 {
-	struct reg_revoke r = { .pe = c->pe, .by = c->peer->uid };
 	int ret;
 
 	if (!atomic_load(&c->pe->nhandles) || !jtrue(c->args, "force"))
 		return 0;
-	ret = reg_revoke(&r, 1, REVOKE_TIMEOUT_MS);
-	if (ret < 0)
-		return fail(c, ret, "closing its handles", NULL);
-	log_warn("pool %s: %d handles revoked by uid %u", c->pe->name, ret, (unsigned)c->peer->uid);
-	return 0;
+	ret = reg_revoke_pool(c->pe, c->peer->uid);
+	return ret < 0 ? fail(c, ret, "closing its handles", NULL) : 0;
 }
 
 /* Export and destroy wait for no handle: say how many there are. */
@@ -695,10 +617,9 @@ static int h_ds_destroy(struct hcall *c)
 {
 	int force = jtrue(c->args, "force");
 	unsigned fl = jtrue(c->args, "recursive") ? STOR_RECURSIVE : 0;
-	struct ds_set set = { .pool = c->pool, .name = c->name, .recursive = fl != 0 };
 	int ret;
 
-	ret = no_handles(c, &set, force, "");
+	ret = no_handles(c, fl ? REG_DS_TREE : REG_DS_ONE, force, "");
 	if (ret < 0)
 		return ret;
 	ret = stor_ds_destroy(c->pool, c->name, fl);
@@ -931,10 +852,9 @@ static int h_key_unload(struct hcall *c)
 {
 	/* every request on a handle would fail with "key is not loaded" */
 	int force = jtrue(c->args, "force");
-	struct ds_set set = { .pool = c->pool, .name = c->name, .by_key = 1 };
 	int ret;
 
-	ret = no_handles(c, &set, force, "unload-key: ");
+	ret = no_handles(c, REG_DS_KEY, force, "unload-key: ");
 	if (ret < 0)
 		return ret;
 	ret = stor_key_unload(c->pool, c->name, force ? STOR_FORCE : 0);

@@ -489,9 +489,17 @@ void reg_handle_put(struct reg_client *cl, uint32_t hnum)
 
 /* ---- revocation ---- */
 
-/* Revocation requests of worker threads (reg_revoke), handled on the loop. */
+/* Which handles revoke_wait() finds: those on pool @pe, of datasets @ds (all if @nds is 0). */
+struct revoke_match {
+	struct pool_ent *pe;
+	struct stor_ds *const *ds;
+	size_t nds;
+	uid_t by; /* the admin asking, for the log */
+};
+
+/* Revocation requests of worker threads (revoke_wait), handled on the loop. */
 struct revoke_req {
-	const struct reg_revoke *what;
+	const struct revoke_match *what;
 	int mark;         /* revoke; 0: only count */
 	int done;
 	unsigned matched; /* handles that matched when marked */
@@ -507,7 +515,7 @@ static struct {
 	int init;
 } rv = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
-static int revoke_matches(const struct reg_revoke *r, const struct reg_handle *h)
+static int revoke_matches(const struct revoke_match *r, const struct reg_handle *h)
 {
 	if (!h->ds || h->pe != r->pe)
 		return 0;
@@ -520,7 +528,7 @@ static int revoke_matches(const struct reg_revoke *r, const struct reg_handle *h
 }
 
 /* Handles matching @r still open; with @mark, revoke them first. */
-static unsigned revoke_walk(const struct reg_revoke *r, int mark, unsigned *matched)
+static unsigned revoke_walk(const struct revoke_match *r, int mark, unsigned *matched)
 {
 	unsigned open = 0;
 
@@ -609,7 +617,13 @@ static void revoke_unlink(struct revoke_req *q)
 		}
 }
 
-int reg_revoke(const struct reg_revoke *r, int mark, unsigned timeout_ms)
+/*
+ * From a worker thread: count the handles of every client that match @r
+ * and, with @mark, revoke them (requests on them then get -ESTALE) and wait,
+ * up to @timeout_ms, until every one has no request in flight and is closed.
+ * @return the number of matching handles, -ETIMEDOUT or -ESHUTDOWN
+ */
+static int revoke_wait(const struct revoke_match *r, int mark, unsigned timeout_ms)
 {
 	struct revoke_req q = { .what = r, .mark = mark };
 	struct timespec until;
@@ -637,6 +651,82 @@ int reg_revoke(const struct reg_revoke *r, int mark, unsigned timeout_ms)
 		ret = (int)q.matched;
 	}
 	pthread_mutex_unlock(&rv.lock);
+	return ret;
+}
+
+#define REVOKE_TIMEOUT_MS 30000u /* for requests in flight on revoked handles */
+
+/* Datasets of one pool, each held open (refs) while the set lives. */
+struct ds_set {
+	struct stor_pool *pool;
+	const char *name;
+	int which; /* REG_DS_* */
+	struct stor_ds **v;
+	size_t n;
+};
+
+static int collect_one(const char *n, void *arg)
+{
+	struct ds_set *set = arg;
+	size_t len = strlen(set->name);
+	struct stor_prop_value v;
+	struct stor_ds *ds, **nv;
+
+	if (set->which == REG_DS_KEY) {
+		if (stor_ds_get(set->pool, n, "encryptionroot", &v) < 0 ||
+		    strcmp(v.value, set->name))
+			return 0;
+	} else if (strcmp(n, set->name) &&
+		   !(set->which == REG_DS_TREE && !strncmp(n, set->name, len) && n[len] == '/')) {
+		return 0;
+	}
+	if (stor_ds_open(set->pool, n, &ds) < 0)
+		return 0; /* destroyed meanwhile */
+	nv = realloc(set->v, (set->n + 1) * sizeof(*nv));
+	if (!nv) {
+		stor_ds_close(ds);
+		return -ENOMEM;
+	}
+	set->v = nv;
+	set->v[set->n++] = ds;
+	return 0;
+}
+
+static void ds_set_free(struct ds_set *set)
+{
+	for (size_t i = 0; i < set->n; i++)
+		stor_ds_close(set->v[i]);
+	free(set->v);
+	set->v = NULL;
+	set->n = 0;
+}
+
+int reg_revoke_datasets(struct pool_ent *pe, const char *name, int which, int revoke, uid_t by)
+{
+	struct ds_set set = { .pool = pe->pool, .name = name, .which = which };
+	struct revoke_match r = { .pe = pe, .by = by };
+	int ret;
+
+	ret = stor_ds_list(set.pool, collect_one, &set);
+	if (ret >= 0 && set.n) {
+		r.ds = set.v;
+		r.nds = set.n;
+		ret = revoke_wait(&r, revoke, REVOKE_TIMEOUT_MS);
+		if (revoke && ret > 0)
+			log_warn("dataset %s: %d handles revoked by uid %u", name, ret,
+				 (unsigned)by);
+	}
+	ds_set_free(&set);
+	return ret;
+}
+
+int reg_revoke_pool(struct pool_ent *pe, uid_t by)
+{
+	struct revoke_match r = { .pe = pe, .by = by };
+	int ret = revoke_wait(&r, 1, REVOKE_TIMEOUT_MS);
+
+	if (ret >= 0)
+		log_warn("pool %s: %d handles revoked by uid %u", pe->name, ret, (unsigned)by);
 	return ret;
 }
 

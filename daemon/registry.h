@@ -123,19 +123,20 @@ void reg_handle_put(struct reg_client *cl, uint32_t h);
 /** Drop a count of @pe that reg_handle_install() did not take over. */
 void reg_pool_unref(struct pool_ent *pe);
 
-/** Which handles reg_revoke() finds: those on pool @pe, of datasets @ds (all if @nds is 0). */
-struct reg_revoke {
-	struct pool_ent *pe;
-	struct stor_ds *const *ds;
-	size_t nds;
-	uid_t by; /* the admin asking, for the log */
-};
+/* Which datasets of a pool reg_revoke_datasets() means by a name. */
+#define REG_DS_ONE 0  /* the dataset itself */
+#define REG_DS_TREE 1 /* it and its descendants */
+#define REG_DS_KEY 2  /* the datasets whose encryptionroot it is */
+
 /**
- * From a worker thread: count the handles of every client that match @r
- * and, with @mark, revoke them (requests on them then get -ESTALE) and wait,
- * up to @timeout_ms, until every one has no request in flight and is closed.
- * @return the number of matching handles, -ETIMEDOUT or -ESHUTDOWN
+ * From a worker thread, registry lock held: the handles clients hold on the
+ * datasets @which of @name in @pe; with @revoke they are revoked (requests
+ * on them get -ESTALE) and closed once their requests in flight are done,
+ * waited for up to 30 s, whoever opened them; the revocation is logged.
+ * @return their number, -ENOMEM, -ETIMEDOUT or -ESHUTDOWN (daemon stopping)
  */
-int reg_revoke(const struct reg_revoke *r, int mark, unsigned timeout_ms);
+int reg_revoke_datasets(struct pool_ent *pe, const char *name, int which, int revoke, uid_t by);
+/** Likewise every handle on @pe (export -f, destroy -f). */
+int reg_revoke_pool(struct pool_ent *pe, uid_t by);
 
 #endif
