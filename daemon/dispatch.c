@@ -30,9 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "counters.h"
 #include "dispatch.h"
 #include "log.h"
-#include "counters.h"
 
 /*
  * A command that takes the registry lock runs off the loop: a revocation
@@ -50,9 +50,44 @@ static struct {
 	struct work_io *io_head, *io_tail; /* dispatched record I/O not yet handed over */
 } dsp;
 
-/* The call a work unit of it belongs to. */
-#define CALL_OF(ptr, member) \
-	((struct disp_call *)((char *)(ptr)-offsetof(struct disp_call, member)))
+/*
+ * What only a JSON command needs, apart from the call so that record I/O
+ * carries no error buffer: the handler's view, the threadpool job, the text.
+ */
+struct disp_json {
+	struct hcall h;
+	struct work_job job;    /* blocking commands */
+	struct disp_call *call;
+	char *out;              /* the reply text */
+	int locked;             /* holds the registry lock (CMD_LOCK, CMD_LOCK_WR) */
+};
+
+static int is_json(const struct disp_call *c)
+{
+	return c->cmd && (c->cmd->flags & CMD_JSON);
+}
+
+/* The JSON part of @c, made on first use. NULL: no memory */
+static struct disp_json *js_get(struct disp_call *c)
+{
+	if (!c->js && is_json(c)) {
+		c->js = calloc(1, sizeof(*c->js));
+		if (c->js) {
+			c->js->call = c;
+			c->js->h.cmd = c->cmd;
+			c->js->h.peer = &c->cl->peer;
+			c->js->h.client = c->cl->handles;
+		}
+	}
+	return c->js;
+}
+
+/* A refusal's own text, for a JSON command (the rest get a bare status). */
+#define SAY(c, ...)                                                               \
+	do {                                                                      \
+		if (js_get(c))                                                    \
+			snprintf((c)->js->h.err, sizeof((c)->js->h.err), __VA_ARGS__); \
+	} while (0)
 
 void dispatch_init(uv_loop_t *loop, const struct config *cfg)
 {
@@ -117,9 +152,11 @@ static void log_eperm(struct disp_client *cl, const char *what)
 /* The error text of a failed JSON call: the handler's, else from the error map. */
 static const char *error_text(struct disp_call *c)
 {
-	struct hcall *h = &c->h;
+	struct hcall *h = c->js ? &c->js->h : NULL;
 	const char *why;
 
+	if (!h)
+		return proto_strerror(c->status);
 	if (h->err[0])
 		return h->err;
 	why = c->status == -ENOENT && c->cmd && (c->cmd->flags & CMD_DS) && h->name
@@ -162,16 +199,18 @@ static void install_handle(struct disp_call *c)
 {
 	int n;
 
-	if (!c->h.opened || c->status < 0 || c->cl->closed)
+	struct hcall *h = c->js ? &c->js->h : NULL;
+
+	if (!h || !h->opened || c->status < 0 || c->cl->closed)
 		return; /* dispatch_call_free() closes it */
-	n = reg_handle_install(c->cl->handles, c->h.opened, c->h.opened_pe);
+	n = reg_handle_install(c->cl->handles, h->opened, h->opened_pe);
 	if (n < 0) {
 		c->status = n;
 		return;
 	}
-	c->h.opened = NULL;
-	c->h.opened_pe = NULL;
-	json_object_set_new(c->h.reply, "handle", json_integer(n));
+	h->opened = NULL;
+	h->opened_pe = NULL;
+	json_object_set_new(h->reply, "handle", json_integer(n));
 }
 
 /* The reply payload of @c into c->payload. */
@@ -179,18 +218,19 @@ static void build_reply(struct disp_call *c)
 {
 	c->payload = NULL;
 	c->payload_len = 0;
-	if (c->cmd && (c->cmd->flags & CMD_JSON)) {
-		json_t *o = c->h.reply;
+	if (is_json(c) && js_get(c)) {
+		struct disp_json *js = c->js;
+		json_t *o = js->h.reply;
 
 		if (c->status < 0) {
-			json_decref(c->h.reply);
-			o = c->h.reply = json_pack("{s:s}", "error", error_text(c));
+			json_decref(js->h.reply);
+			o = js->h.reply = json_pack("{s:s}", "error", error_text(c));
 		}
 		if (o)
-			c->json_out = json_dumps(o, JSON_COMPACT);
-		if (c->json_out) {
-			c->payload = (const uint8_t *)c->json_out;
-			c->payload_len = strlen(c->json_out);
+			js->out = json_dumps(o, JSON_COMPACT);
+		if (js->out) {
+			c->payload = (const uint8_t *)js->out;
+			c->payload_len = strlen(js->out);
 		}
 	} else if (c->hdr.op == PROTO_OP_READ && c->status == 0) {
 		c->payload = c->out;
@@ -229,21 +269,21 @@ static void fail_now(struct disp_call *c, int status)
 
 /* ---- the generic checks ---- */
 
-#define REFUSE(c, code, ...)                                                   \
-	do {                                                                   \
-		snprintf((c)->h.err, sizeof((c)->h.err), __VA_ARGS__);          \
-		return (code);                                                 \
+#define REFUSE(c, code, ...)              \
+	do {                              \
+		SAY((c), __VA_ARGS__);    \
+		return (code);            \
 	} while (0)
 
 /*
  * Step 5: the target name, the registry lock and the target's pool, its
  * state, the owner. The lock, once taken, is held until after the handler
- * (c->locked), whatever this returns.
+ * (js->locked), whatever this returns.
  */
 static int resolve(struct disp_call *c)
 {
 	unsigned fl = c->cmd->flags;
-	struct hcall *h = &c->h;
+	struct hcall *h = &c->js->h;
 	const char *s = NULL;
 	int plen;
 
@@ -260,7 +300,7 @@ static int resolve(struct disp_call *c)
 	}
 	if (fl & (CMD_LOCK | CMD_LOCK_WR)) {
 		reg_lock((fl & CMD_LOCK_WR) != 0);
-		c->locked = 1;
+		c->js->locked = 1;
 		h->pe = s ? reg_pool_of(s) : NULL;
 	}
 	if (!s)
@@ -289,22 +329,28 @@ static void run_json(struct disp_call *c)
 	int ret = resolve(c);
 
 	if (ret == 0)
-		ret = handlers_run(&c->h);
-	if (c->locked) {
-		c->locked = 0;
+		ret = handlers_run(&c->js->h);
+	if (c->js->locked) {
+		c->js->locked = 0;
 		reg_unlock();
 	}
 	c->status = ret;
 }
 
+/* The call whose threadpool job @j is. */
+static struct disp_call *call_of_job(struct work_job *j)
+{
+	return ((struct disp_json *)((char *)j - offsetof(struct disp_json, job)))->call;
+}
+
 static void job_run(struct work_job *j)
 {
-	run_json(CALL_OF(j, job));
+	run_json(call_of_job(j));
 }
 
 static void job_done(struct work_job *j, int status)
 {
-	struct disp_call *c = CALL_OF(j, job);
+	struct disp_call *c = call_of_job(j);
 
 	if (status < 0 && c->status == 0)
 		c->status = status;
@@ -313,7 +359,7 @@ static void job_done(struct work_job *j, int status)
 
 static void io_done(struct work_io *w)
 {
-	struct disp_call *c = CALL_OF(w, wio);
+	struct disp_call *c = (struct disp_call *)((char *)w - offsetof(struct disp_call, wio));
 
 	c->status = w->io.result;
 	count_io(c);
@@ -406,16 +452,17 @@ static void hello(struct disp_call *c)
 /* Step 4: the body of a JSON command is an object (an empty body is {}). */
 static int parse_json(struct disp_call *c)
 {
+	struct hcall *h = &c->js->h;
 	json_error_t jerr;
 
 	if (!c->hdr.len) {
-		c->h.args = json_object();
-		return c->h.args ? 0 : -ENOMEM;
+		h->args = json_object();
+		return h->args ? 0 : -ENOMEM;
 	}
-	c->h.args = json_loadb((const char *)c->body, c->hdr.len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!c->h.args || !json_is_object(c->h.args))
+	h->args = json_loadb((const char *)c->body, c->hdr.len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!h->args || !json_is_object(h->args))
 		REFUSE(c, -EPROTO, "%s: invalid JSON request: %s", c->cmd->name,
-		       c->h.args ? "not an object" : jerr.text);
+		       h->args ? "not an object" : jerr.text);
 	return 0;
 }
 
@@ -427,12 +474,9 @@ void dispatch_call(struct disp_call *c)
 
 	c->cmd = cmd;
 	c->handle = UINT32_MAX;
-	c->h.cmd = cmd;
-	c->h.peer = &cl->peer;
-	c->h.client = cl->handles;
 	if (!cl->hello_done && !(cmd->flags & CMD_PREHELLO)) {
 		log_info("conn %llu: %s before hello", (unsigned long long)cl->id, cmd->name);
-		snprintf(c->h.err, sizeof(c->h.err), "hello required first");
+		SAY(c, "hello required first");
 		c->close_after = 1;
 		fail_now(c, -EPROTO);
 		return;
@@ -442,9 +486,8 @@ void dispatch_call(struct disp_call *c)
 		return;
 	}
 	if ((cmd->flags & CMD_ADMIN) && !cl->peer.admin) {
-		snprintf(c->h.err, sizeof(c->h.err),
-			 "%s: permission denied (uid %u is not an administrator)", cmd->name,
-			 (unsigned)cl->peer.uid);
+		SAY(c, "%s: permission denied (uid %u is not an administrator)", cmd->name,
+		    (unsigned)cl->peer.uid);
 		fail_now(c, -EPERM);
 		return;
 	}
@@ -453,7 +496,7 @@ void dispatch_call(struct disp_call *c)
 		return;
 	}
 	STATS_ADD(admin_calls, 1);
-	ret = parse_json(c);
+	ret = js_get(c) ? parse_json(c) : -ENOMEM;
 	if (ret < 0) {
 		fail_now(c, ret);
 		return;
@@ -462,9 +505,9 @@ void dispatch_call(struct disp_call *c)
 		log_debug("conn %llu: %s %.*s", (unsigned long long)cl->id, cmd->name,
 			  (int)(c->hdr.len > 200 ? 200 : c->hdr.len), (const char *)c->body);
 	if (cmd->flags & CMD_BLOCKING) {
-		c->job.run = job_run;
-		c->job.done = job_done;
-		if (work_submit_job(dsp.loop, &c->job) < 0)
+		c->js->job.run = job_run;
+		c->js->job.done = job_done;
+		if (work_submit_job(dsp.loop, &c->js->job) < 0)
 			fail_now(c, -ENOMEM);
 		return;
 	}
@@ -478,7 +521,6 @@ void dispatch_refuse(struct disp_call *c, int status)
 	c->cmd = proto_cmd_by_op(c->hdr.op);
 	if (c->cmd && !(c->cmd->flags & CMD_JSON))
 		c->cmd = NULL;
-	c->h.cmd = c->cmd;
 	c->handle = UINT32_MAX;
 	fail_now(c, status);
 }
@@ -496,29 +538,35 @@ void dispatch_reply_hdr(const struct disp_call *c, uint8_t *buf)
 	proto_hdr_put(buf, &h);
 }
 
+/* The JSON part of a call; key material in its arguments is wiped. */
+static void js_free(struct disp_json *js)
+{
+	const char *k;
+
+	if (!js)
+		return;
+	k = json_string_value(json_object_get(js->h.args, "key_hex"));
+	if (k && (js->h.cmd->flags & CMD_SECRET))
+		explicit_bzero((char *)k, strlen(k));
+	json_decref(js->h.args);
+	json_decref(js->h.reply);
+	free(js->out);
+	if (js->h.opened) {
+		stor_ds_close(js->h.opened);
+		reg_pool_unref(js->h.opened_pe);
+	}
+	free(js);
+}
+
 void dispatch_call_free(struct disp_call *c)
 {
-	if (c->cmd && (c->cmd->flags & CMD_SECRET)) {
-		/* key material: the raw body and the parsed copy, whatever the handler did */
-		const char *k = json_string_value(json_object_get(c->h.args, "key_hex"));
-
-		if (k)
-			explicit_bzero((char *)k, strlen(k));
-		if (c->body)
-			explicit_bzero(c->body, c->hdr.len);
-	}
+	/* key material: the raw body and the parsed copy, whatever the handler did */
+	if (c->body && c->cmd && (c->cmd->flags & CMD_SECRET))
+		explicit_bzero(c->body, c->hdr.len);
 	free(c->body);
-	json_decref(c->h.args);
-	json_decref(c->h.reply);
-	free(c->json_out);
+	js_free(c->js);
 	free(c->out);
-	if (c->h.opened) {
-		stor_ds_close(c->h.opened);
-		reg_pool_unref(c->h.opened_pe);
-	}
 	c->body = NULL;
-	c->h.args = c->h.reply = NULL;
-	c->json_out = NULL;
+	c->js = NULL;
 	c->out = NULL;
-	c->h.opened = NULL;
 }

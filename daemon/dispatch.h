@@ -45,6 +45,7 @@ struct disp_client {
 };
 
 struct disp_call;
+struct disp_json;
 /** Completion of a call, on the loop thread: reply (or drop) and free it. */
 typedef void (*disp_done_fn)(struct disp_call *c);
 
@@ -62,13 +63,10 @@ struct disp_call {
 	size_t payload_len;
 	/* dispatcher's own */
 	const struct proto_cmd *cmd;
-	struct hcall h;             /* JSON commands */
-	char *json_out;
+	struct disp_json *js;       /* JSON commands only (dispatch.c) */
 	struct work_io wio;         /* record I/O */
-	uint32_t handle;            /* UINT32_MAX: none taken */
+	uint32_t handle;            /* the handle record I/O holds, UINT32_MAX: none */
 	uint8_t *out;               /* READ: the data */
-	struct work_job job;        /* blocking commands */
-	int locked;                 /* holds the registry lock (CMD_LOCK, CMD_LOCK_WR) */
 	uint8_t hello[PROTO_HELLO_REPLY];
 };
 

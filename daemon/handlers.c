@@ -22,9 +22,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "counters.h"
 #include "handlers.h"
 #include "log.h"
-#include "counters.h"
 
 #define ERR(c, code, ...)                                          \
 	do {                                                       \

@@ -36,11 +36,11 @@
 #include <systemd/sd-daemon.h>
 
 #include "config.h"
+#include "counters.h"
 #include "dispatch.h"
 #include "log.h"
 #include "registry.h"
 #include "rpc.h"
-#include "counters.h"
 #include "store.h"
 #include "work.h"
 

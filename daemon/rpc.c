@@ -46,10 +46,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "counters.h"
 #include "dispatch.h"
 #include "log.h"
 #include "rpc.h"
-#include "counters.h"
 
 #define READ_CHUNK (256u << 10)
 #define REPLY_QUEUE_MAX (8u << 20)

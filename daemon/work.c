@@ -24,8 +24,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "log.h"
 #include "counters.h"
+#include "log.h"
 #include "work.h"
 
 #define IO_BATCH 64u

@@ -19,9 +19,9 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "counters.h"
 #include "dispatch.h"
 #include "log.h"
-#include "counters.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
