@@ -9,8 +9,8 @@
  * Locking: the pool list is guarded by one rwlock (reg_lock). Imports,
  * exports, creates and destroys hold it for writing, every other call that
  * uses a pool for reading, so a pool cannot go while a call uses it. Handle
- * tables are touched on the loop thread only; rpc-independent, so any
- * transport's clients hold their handles here.
+ * tables are touched on the loop thread only. Nothing here knows a
+ * transport: the clients of any front end hold their handles here.
  */
 #ifndef COFFERD_REGISTRY_H
 #define COFFERD_REGISTRY_H

@@ -153,7 +153,7 @@ int work_start(uv_loop_t *loop, unsigned n, int io_inline)
 		return ret;
 	wq.async_init = 1;
 	if (io_inline)
-		return 0; /* no workers: tick_cb runs every batch itself */
+		return 0; /* no workers: work_submit_io() runs every batch itself */
 	wq.threads = calloc(n, sizeof(*wq.threads));
 	if (!wq.threads)
 		return -ENOMEM;
