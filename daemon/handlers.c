@@ -342,8 +342,8 @@ static int h_pool_check(struct hcall *c)
 			     (json_int_t)r.records, "encrypted", (json_int_t)r.encrypted,
 			     "nonce_repeats", (json_int_t)r.nonce_repeats, "cksum_errors",
 			     (json_int_t)r.cksum_errors, "extent_errors",
-			     (json_int_t)r.extent_errors, "space_errors", (json_int_t)r.space_errors,
-			     "bad_frees", (json_int_t)r.bad_frees);
+			     (json_int_t)r.extent_errors, "space_errors",
+			     (json_int_t)r.space_errors, "bad_frees", (json_int_t)r.bad_frees);
 	return 0;
 }
 

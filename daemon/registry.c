@@ -263,7 +263,8 @@ int reg_fini(void)
 		pools = pe->next;
 		ret = stor_pool_close(pe->pool);
 		if (ret < 0) {
-			log_err("pool %s: final commit failed: %s; writes since the last commit are lost",
+			log_err("pool %s: final commit failed: %s; writes since the last commit "
+				"are lost",
 				pe->name, stor_strerror(ret));
 			failed++;
 		} else if (pe->pool) {

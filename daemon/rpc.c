@@ -587,8 +587,8 @@ static void conn_parse(struct rpc_conn *conn)
 		if (!conn->dc.hello_done && h.len > PROTO_HELLO_BODY) {
 			/* only a HELLO may come first: its body is not read, let alone kept */
 			log_info("conn %llu (uid %u): %u-byte %s frame before hello: closed",
-				 (unsigned long long)conn->dc.id, (unsigned)conn->dc.peer.uid, h.len,
-				 proto_op_name(h.op));
+				 (unsigned long long)conn->dc.id, (unsigned)conn->dc.peer.uid,
+				 h.len, proto_op_name(h.op));
 			reply_error(conn, &h, -EPROTO, 1);
 			break;
 		}
@@ -914,8 +914,8 @@ static void on_connection(uv_stream_t *server, int status)
 		if (why[0]) {
 			/* say why in the reply to the HELLO the client is about to send, then close */
 			if (!quiet)
-				log_warn("conn %llu (uid %u): refused: %s", (unsigned long long)conn->dc.id,
-					 (unsigned)cred.uid, why);
+				log_warn("conn %llu (uid %u): refused: %s",
+					 (unsigned long long)conn->dc.id, (unsigned)cred.uid, why);
 			reply_error(conn, &h, srv.stopping ? -ESHUTDOWN : -EUSERS, 1);
 			return;
 		}
