@@ -623,10 +623,8 @@ static int h_ds_destroy(struct hcall *c)
 	if (ret < 0)
 		return ret;
 	ret = stor_ds_destroy(c->pool, c->name, fl);
-	if (ret == -EBUSY)
-		ERR(c, ret, "%s: has children or is open", c->name);
 	if (ret < 0)
-		return fail(c, ret, "destroy", NULL);
+		return fail(c, ret, "destroy", ret == -EBUSY ? "it has children or is open" : NULL);
 	log_info("dataset %s: destroyed", c->name);
 	return 0;
 }
@@ -858,10 +856,8 @@ static int h_key_unload(struct hcall *c)
 	if (ret < 0)
 		return ret;
 	ret = stor_key_unload(c->pool, c->name, force ? STOR_FORCE : 0);
-	if (ret == -EBUSY)
-		ERR(c, ret, "%s: unload-key: dataset is open", c->name);
 	if (ret < 0)
-		return fail(c, ret, "unload-key", NULL);
+		return fail(c, ret, "unload-key", ret == -EBUSY ? "the dataset is open" : NULL);
 	log_info("dataset %s: key unloaded", c->name);
 	return 0;
 }
