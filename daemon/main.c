@@ -36,11 +36,18 @@
 #include <systemd/sd-daemon.h>
 
 #include "conf.h"
+#include "counters.h"
+#include "dispatch.h"
 #include "log.h"
+#include "registry.h"
 #include "rpc.h"
 #include "store.h"
+#include "work.h"
 
 static uv_signal_t sig_term, sig_int, sig_hup;
+
+/* The daemon's counters (counters.h): one instance for the process. */
+struct daemon_stats daemon_stats;
 
 /*
  * jansson's free: key text passes through its lexer's buffers (grown by
@@ -229,6 +236,7 @@ static void detached_ready(const struct config *cfg, int *ready_fd)
 static void drained(void)
 {
 	/* every connection is gone: nothing is in flight any more */
+	reg_loop_stop();
 	work_stop();
 	uv_close((uv_handle_t *)&sig_term, NULL);
 	uv_close((uv_handle_t *)&sig_int, NULL);
@@ -415,7 +423,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	ret = handlers_init(&cfg);
+	ret = reg_init(&cfg);
 	if (ret < 0) {
 		log_err("state_dir %s: pools: %s", cfg.state_dir, strerror(-ret));
 		goto out;
@@ -426,6 +434,12 @@ int main(int argc, char **argv)
 	}
 
 	loop = uv_default_loop();
+	dispatch_init(loop, &cfg);
+	ret = reg_loop_start(loop);
+	if (ret < 0) {
+		log_err("registry: %s", uv_strerror(ret));
+		goto out_pools;
+	}
 	ret = rpc_listen(loop, &cfg);
 	if (ret < 0) {
 		log_err("socket %s: %s", cfg.socket,
@@ -452,7 +466,7 @@ int main(int argc, char **argv)
 	uv_run(loop, UV_RUN_DEFAULT);
 	status = 0;
 out_pools:
-	if (handlers_fini() && status == 0)
+	if (reg_fini() && status == 0)
 		status = 1; /* a pool lost writes at shutdown: say so in the exit status */
 	if (status == 0)
 		log_info("stopped");

@@ -59,52 +59,71 @@
 /* Header flags. */
 #define PROTO_F_REPLY 0x1u /* set by the daemon on replies */
 
-/* Command flags (the permission and limits columns of the table). */
+/*
+ * Command flags: what the dispatcher checks and resolves before a handler
+ * runs, in this order (daemon/dispatch.c), and where the call runs.
+ */
 #define CMD_ADMIN 0x01u    /* needs uid 0, the daemon's uid or the admin group */
 #define CMD_JSON 0x02u     /* JSON body */
 #define CMD_IO 0x04u       /* record I/O on a handle: goes to the I/O workers */
 #define CMD_BLOCKING 0x08u /* may block in libstore: runs off the loop */
 #define CMD_SECRET 0x10u   /* body holds key material: never logged */
 #define CMD_PREHELLO 0x20u /* allowed before HELLO */
+#define CMD_POOL 0x40u     /* "name" is a pool name (STOR_EBADNAME if not) */
+#define CMD_DS 0x80u       /* "name" is a dataset name; its pool is the part before '/' */
+#define CMD_CHILD 0x100u   /* with CMD_DS: POOL/NAME, never the pool's root dataset */
+#define CMD_NAME_OPT 0x200u /* "name" may be absent (a value that is no string counts as absent) */
+#define CMD_LOCK 0x400u    /* under the pool registry's read lock; the target's pool looked up */
+#define CMD_LOCK_WR 0x800u /* under its write lock: the pool list changes */
+#define CMD_KNOWN 0x1000u  /* the target's pool is on the list (faulted or not): -ENOENT */
+#define CMD_ONLINE 0x2000u /* ... and imported: -ENOENT, STOR_EFAULTED */
+#define CMD_NEW 0x4000u    /* the target pool is not on the list: -EEXIST */
+#define CMD_OWNER 0x8000u  /* the peer is an admin or the dataset's owner: -EPERM */
 
 #define J (CMD_JSON)
 #define JB (CMD_JSON | CMD_BLOCKING)
 #define JA (CMD_JSON | CMD_BLOCKING | CMD_ADMIN)
+#define ON_POOL (CMD_POOL | CMD_LOCK | CMD_ONLINE) /* an imported pool */
+#define ON_DS (CMD_DS | CMD_LOCK | CMD_ONLINE)     /* a dataset of an imported pool */
+#define LIST_POOL (CMD_POOL | CMD_NAME_OPT | CMD_LOCK | CMD_KNOWN)
+#define ANY_POOL (CMD_POOL | CMD_LOCK_WR)          /* a pool on the list or not */
+#define JMAX PROTO_JSON_MAX
 
 /*
  * THE command table: XX(opcode, NAME, "name", handler, flags, min body, max body).
  * It generates enum proto_op, the names used by logs and by coffer_call(),
- * and the daemon's dispatch array. The client ignores the handler column.
+ * and the daemon's handler array. The client ignores the handler column;
+ * HELLO and record I/O have no handler (the dispatcher answers them).
  */
-#define PROTO_CMDS(XX)                                                                        \
-	XX(1, HELLO, "hello", h_hello, CMD_PREHELLO, PROTO_HELLO_BODY, PROTO_HELLO_BODY)     \
-	XX(2, PING, "ping", h_ping, J, 0, PROTO_JSON_MAX)                                    \
-	XX(3, VERSION, "version", h_version, J, 0, PROTO_JSON_MAX)                           \
-	XX(4, STATS, "stats", h_stats, JB, 0, PROTO_JSON_MAX)                                \
-	XX(10, POOL_CREATE, "pool_create", h_pool_create, JA, 2, PROTO_JSON_MAX)             \
-	XX(11, POOL_ADD, "pool_add", h_pool_add, JA, 2, PROTO_JSON_MAX)                      \
-	XX(12, POOL_LIST, "pool_list", h_pool_list, JB, 0, PROTO_JSON_MAX)                   \
-	XX(13, POOL_STATUS, "pool_status", h_pool_status, JB, 0, PROTO_JSON_MAX)             \
-	XX(14, POOL_EXPORT, "pool_export", h_pool_export, JA, 2, PROTO_JSON_MAX)             \
-	XX(15, POOL_IMPORT, "pool_import", h_pool_import, JA, 0, PROTO_JSON_MAX)             \
-	XX(16, POOL_DESTROY, "pool_destroy", h_pool_destroy, JA, 2, PROTO_JSON_MAX)          \
-	XX(17, POOL_CHECK, "pool_check", h_pool_check, JA, 2, PROTO_JSON_MAX)                \
-	XX(18, POOL_CLEAR, "pool_clear", h_pool_clear, JA, 2, PROTO_JSON_MAX)                \
-	XX(19, LABELCLEAR, "labelclear", h_labelclear, JA, 2, PROTO_JSON_MAX)                \
-	XX(20, DS_CREATE, "ds_create", h_ds_create, JA | CMD_SECRET, 2, PROTO_JSON_MAX)      \
-	XX(21, DS_DESTROY, "ds_destroy", h_ds_destroy, JA, 2, PROTO_JSON_MAX)                \
-	XX(22, DS_LIST, "ds_list", h_ds_list, JB, 0, PROTO_JSON_MAX)                         \
-	XX(23, DS_GET, "ds_get", h_ds_get, JB, 2, PROTO_JSON_MAX)                            \
-	XX(24, DS_SET, "ds_set", h_ds_set, JA, 2, PROTO_JSON_MAX)                            \
-	XX(25, DS_INHERIT, "ds_inherit", h_ds_inherit, JA, 2, PROTO_JSON_MAX)                \
-	XX(26, DS_OPEN, "ds_open", h_ds_open, JB, 2, PROTO_JSON_MAX)                         \
-	XX(27, DS_CLOSE, "ds_close", h_ds_close, J, 2, PROTO_JSON_MAX)                       \
-	XX(30, KEY_LOAD, "key_load", h_key_load, JA | CMD_SECRET, 2, PROTO_JSON_MAX)         \
-	XX(31, KEY_UNLOAD, "key_unload", h_key_unload, JA, 2, PROTO_JSON_MAX)                \
-	XX(32, KEY_CHANGE, "key_change", h_key_change, JA | CMD_SECRET, 2, PROTO_JSON_MAX)   \
-	XX(40, READ, "read", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)                     \
-	XX(41, WRITE, "write", NULL, CMD_IO, PROTO_IO_BODY, UINT32_MAX)                      \
-	XX(42, FLUSH, "flush", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)                   \
+#define PROTO_CMDS(XX)                                                                       \
+	XX(1, HELLO, "hello", NULL, CMD_PREHELLO, PROTO_HELLO_BODY, PROTO_HELLO_BODY)       \
+	XX(2, PING, "ping", h_ping, J, 0, JMAX)                                              \
+	XX(3, VERSION, "version", h_version, J, 0, JMAX)                                     \
+	XX(4, STATS, "stats", h_stats, JB | ON_DS | CMD_NAME_OPT, 0, JMAX)                   \
+	XX(10, POOL_CREATE, "pool_create", h_pool_create, JA | ANY_POOL | CMD_NEW, 2, JMAX)  \
+	XX(11, POOL_ADD, "pool_add", h_pool_add, JA | ON_POOL, 2, JMAX)                      \
+	XX(12, POOL_LIST, "pool_list", h_pool_list, JB | LIST_POOL, 0, JMAX)                 \
+	XX(13, POOL_STATUS, "pool_status", h_pool_status, JB | LIST_POOL, 0, JMAX)           \
+	XX(14, POOL_EXPORT, "pool_export", h_pool_export, JA | ANY_POOL | CMD_KNOWN, 2, JMAX)\
+	XX(15, POOL_IMPORT, "pool_import", h_pool_import, JA | ANY_POOL | CMD_NAME_OPT, 0, JMAX) \
+	XX(16, POOL_DESTROY, "pool_destroy", h_pool_destroy, JA | ANY_POOL, 2, JMAX)         \
+	XX(17, POOL_CHECK, "pool_check", h_pool_check, JA | ON_POOL, 2, JMAX)                \
+	XX(18, POOL_CLEAR, "pool_clear", h_pool_clear, JA | ON_POOL, 2, JMAX)                \
+	XX(19, LABELCLEAR, "labelclear", h_labelclear, JA, 2, JMAX)                          \
+	XX(20, DS_CREATE, "ds_create", h_ds_create, JA | CMD_SECRET | ON_DS | CMD_CHILD, 2, JMAX) \
+	XX(21, DS_DESTROY, "ds_destroy", h_ds_destroy, JA | ON_DS, 2, JMAX)                  \
+	XX(22, DS_LIST, "ds_list", h_ds_list, JB | CMD_DS | CMD_NAME_OPT | CMD_LOCK, 0, JMAX)\
+	XX(23, DS_GET, "ds_get", h_ds_get, JB | ON_DS, 2, JMAX)                              \
+	XX(24, DS_SET, "ds_set", h_ds_set, JA | ON_DS, 2, JMAX)                              \
+	XX(25, DS_INHERIT, "ds_inherit", h_ds_inherit, JA | ON_DS, 2, JMAX)                  \
+	XX(26, DS_OPEN, "ds_open", h_ds_open, JB | ON_DS | CMD_OWNER, 2, JMAX)               \
+	XX(27, DS_CLOSE, "ds_close", h_ds_close, J, 2, JMAX)                                 \
+	XX(30, KEY_LOAD, "key_load", h_key_load, JA | CMD_SECRET | ON_DS, 2, JMAX)           \
+	XX(31, KEY_UNLOAD, "key_unload", h_key_unload, JA | ON_DS, 2, JMAX)                  \
+	XX(32, KEY_CHANGE, "key_change", h_key_change, JA | CMD_SECRET | ON_DS, 2, JMAX)     \
+	XX(40, READ, "read", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)                    \
+	XX(41, WRITE, "write", NULL, CMD_IO, PROTO_IO_BODY, UINT32_MAX)                     \
+	XX(42, FLUSH, "flush", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)                  \
 	XX(43, DISCARD, "discard", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)
 
 enum proto_op {

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * The cofferd server on its libuv loop: accept on the Unix socket, frame
- * requests, check them against the command table, route them (inline,
- * libuv threadpool for admin calls, I/O workers for record I/O) and write
- * the replies back, possibly out of order, with one uv_write per burst.
+ * The Unix-socket transport of cofferd on its libuv loop: accept, frame
+ * requests, hand each complete frame to the dispatcher (dispatch.h) and
+ * write the replies it completes back, possibly out of order, with one
+ * uv_write per burst. It knows no pool, handler or dataset handle: what a
+ * frame means is the dispatcher's business, the bytes and the limits are
+ * this file's.
  *
  * Invariants: only the loop thread touches a connection. A connection lives
  * while its handle is open or any of its calls is in flight (refs); a call
@@ -32,26 +34,20 @@
  * copied into a call, and the call wipes its copies when freed. Until then
  * such a frame may be moved (compaction) or the buffer grown: both wipe the
  * bytes they leave behind. A closing connection wipes what it still holds.
- *
- * Revocation (pool export -f, destroy -f, unload-key -f): a worker thread
- * asks the loop through an async handle to revoke the matching handles of
- * every connection, closed ones included, and waits until each has no
- * request in flight and is closed. A revoked handle number stays taken:
- * requests on it get -ESTALE until its owner closes it.
  */
 #include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
 
 #include <errno.h>
 #include <grp.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "counters.h"
+#include "dispatch.h"
 #include "log.h"
 #include "rpc.h"
 
@@ -64,16 +60,6 @@
 #define PARSE_QUANTUM 64u     /* frames of one connection per turn of the loop */
 #define SWEEP_MS 1000u        /* how often HELLO and idle timeouts are checked */
 #define SHUTDOWN_GRACE_MS 5000u /* then clients that do not read are cut off */
-
-struct rpc_stats rpc_stats;
-
-struct rpc_handle {
-	struct stor_ds *ds;
-	struct pool_ent *pe;
-	unsigned inflight;
-	int closing;
-	int revoked; /* by an admin's -f: -ESTALE until closed by its owner */
-};
 
 /* What one uid holds, for the per-uid limits. */
 struct uid_ent {
@@ -88,19 +74,12 @@ struct uid_ent {
 
 struct rpc_conn {
 	uv_pipe_t pipe;
-	uint64_t id;
-	uid_t uid;
-	gid_t gid;
-	pid_t pid;
-	gid_t *groups;       /* supplementary groups of the peer, from SO_PEERGROUPS */
-	int ngroups;         /* -1 if unknown */
-	int admin;
-	int hello_done;
+	struct disp_client dc; /* the peer, HELLO state, its dataset handles */
+	gid_t *groups;       /* dc.peer.groups, owned: SO_PEERGROUPS */
 	int closing;         /* handle closed or closing: no more replies */
 	int close_after;     /* close once pending replies are written */
 	int reading;
 	int parsing;         /* conn_parse is on the stack: do not re-enter */
-	int eperm_logged;
 	int counted;         /* accepted: counted in ue->nconns */
 	int backlog;         /* its turn is over; parses on in srv.kick */
 	struct uid_ent *ue;
@@ -115,20 +94,26 @@ struct rpc_conn {
 	size_t queued_bytes; /* reply bytes handed to uv_write, not yet written */
 	uint8_t *rbuf;
 	size_t rpos, rlen, rcap;
-	struct rpc_handle *handles;
-	uint32_t nhandles;
-	struct rpc_call *pend_head, *pend_tail; /* replies not yet given to uv_write */
+	struct rpc_req *pend_head, *pend_tail; /* replies not yet given to uv_write */
 	unsigned npend;
 	int in_flush_list;
 	struct rpc_conn *flush_next;
-	int zombie;          /* closed, on srv.zombies until its last ref goes */
 	struct rpc_conn *prev, *next;
+};
+
+/* One request from its frame to its written reply. */
+struct rpc_req {
+	struct disp_call dc;  /* what the dispatcher sees */
+	struct rpc_conn *conn;
+	uint8_t hdrbuf[PROTO_HDR_SIZE]; /* the reply header as written */
+	size_t charge;        /* bytes counted in the connection's inflight_bytes */
+	struct rpc_req *next;
 };
 
 struct wreq {
 	uv_write_t req;
 	struct rpc_conn *conn;
-	struct rpc_call *calls;
+	struct rpc_req *calls;
 	size_t bytes;
 	uv_buf_t bufs[];
 };
@@ -142,16 +127,13 @@ static struct {
 	dev_t sock_dev;      /* the inode we bound, so that exit removes no other */
 	ino_t sock_ino;
 	struct rpc_conn *conns;
-	struct rpc_conn *zombies; /* closed connections whose calls are still in flight */
 	unsigned nconns;
 	uint64_t next_id;
-	unsigned open_handles;
 	unsigned live_conns; /* allocated, not yet freed */
 	int stopping;
 	void (*on_drained)(void);
 	struct rpc_conn *flush_list;
 	uv_check_t tick;     /* after each poll: hand I/O to the workers, write replies */
-	struct rpc_call *io_head, *io_tail; /* parsed record I/O not yet handed over */
 	uv_timer_t grace;
 	struct uid_ent *uids;
 	uint64_t buffered;   /* read buffers + bodies and reply buffers of calls in flight */
@@ -162,62 +144,17 @@ static struct {
 	uv_timer_t sweep;    /* hello and idle timeouts */
 } srv;
 
-/* Revocation requests of worker threads (rpc_revoke), handled on the loop. */
-struct revoke_req {
-	const struct rpc_revoke *what;
-	int mark;         /* revoke; 0: only count */
-	int done;
-	unsigned matched; /* handles that matched when marked */
-	struct revoke_req *next;
-};
-
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct revoke_req *queue;  /* not yet seen by the loop */
-	struct revoke_req *active; /* marked, waiting for handles to close */
-	uv_async_t async;
-	int init;
-} rv = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
-
-static void revoke_progress(void);
-
 static void conn_close(struct rpc_conn *conn);
-static void log_eperm(struct rpc_conn *conn, const char *what);
 static void conn_parse(struct rpc_conn *conn);
 static void conn_maybe_resume(struct rpc_conn *conn);
 static void check_drained(void);
 static void conn_check_close(struct rpc_conn *conn);
 static void kick_start(void);
 
-unsigned rpc_open_handles(void)
+static void req_free(struct rpc_req *r)
 {
-	return srv.open_handles;
-}
-
-static void call_free(struct rpc_call *c)
-{
-	if (!c)
-		return;
-	if (c->cmd && (c->cmd->flags & CMD_SECRET)) {
-		/* key material: the raw body and the parsed copy, whatever the handler did */
-		const char *k = json_string_value(json_object_get(c->args, "key_hex"));
-
-		if (k)
-			explicit_bzero((char *)k, strlen(k));
-		if (c->body)
-			explicit_bzero(c->body, c->hdr.len);
-	}
-	free(c->body);
-	json_decref(c->args);
-	json_decref(c->reply);
-	free(c->json_out);
-	free(c->out);
-	if (c->opened)
-		stor_ds_close(c->opened);
-	if (c->opened_pool)
-		handlers_pool_unref(c->opened_pool);
-	free(c);
+	dispatch_call_free(&r->dc);
+	free(r);
 }
 
 /* ---- limits: per uid, and the bytes of all requests together ---- */
@@ -290,34 +227,12 @@ static void rbuf_account(struct rpc_conn *conn)
 		limits_released(NULL);
 }
 
-/* Close the dataset of handle @h; its slot stays taken while revoked. */
-static void handle_release(struct rpc_handle *h)
-{
-	stor_ds_close(h->ds);
-	handlers_pool_unref(h->pe);
-	srv.open_handles--;
-	h->ds = NULL;
-	h->pe = NULL;
-	h->closing = 0;
-}
-
 static void conn_unref(struct rpc_conn *conn)
 {
 	if (--conn->refs > 0)
 		return;
-	if (conn->zombie) {
-		if (conn->prev)
-			conn->prev->next = conn->next;
-		else
-			srv.zombies = conn->next;
-		if (conn->next)
-			conn->next->prev = conn->prev;
-	}
-	for (uint32_t i = 0; i < conn->nhandles; i++)
-		if (conn->handles[i].ds)
-			handle_release(&conn->handles[i]);
-	revoke_progress();
-	free(conn->handles);
+	/* its handles lived until its calls in flight were done (registry.c) */
+	dispatch_client_fini(&conn->dc);
 	if (conn->rbuf)
 		/* a frame cut short at close may be key text */
 		explicit_bzero(conn->rbuf, conn->rlen);
@@ -354,17 +269,17 @@ static void write_cb(uv_write_t *req, int status)
 {
 	struct wreq *w = (struct wreq *)req;
 	struct rpc_conn *conn = w->conn;
-	struct rpc_call *c = w->calls, *next;
+	struct rpc_req *c = w->calls, *next;
 
 	for (; c; c = next) {
 		next = c->next;
-		call_free(c);
+		req_free(c);
 	}
 	conn->queued_bytes -= w->bytes;
 	conn->last_active = uv_now(srv.loop);
 	free(w);
 	if (status < 0 && !conn->closing) {
-		log_debug("conn %llu: write: %s", (unsigned long long)conn->id,
+		log_debug("conn %llu: write: %s", (unsigned long long)conn->dc.id,
 			  uv_strerror(status));
 		conn_close(conn);
 	}
@@ -380,7 +295,7 @@ static void conn_flush(struct rpc_conn *conn)
 	while (conn->pend_head && !conn->closing) {
 		unsigned n = conn->npend < WRITE_BATCH ? conn->npend : WRITE_BATCH;
 		struct wreq *w = calloc(1, sizeof(*w) + 2 * n * sizeof(uv_buf_t));
-		struct rpc_call *c, *last = NULL;
+		struct rpc_req *c, *last = NULL;
 		unsigned nb = 0;
 		int ret;
 
@@ -393,13 +308,10 @@ static void conn_flush(struct rpc_conn *conn)
 		for (unsigned i = 0; i < n; i++) {
 			c = conn->pend_head;
 			w->bufs[nb++] = uv_buf_init((char *)c->hdrbuf, PROTO_HDR_SIZE);
-			if (c->payload_len) {
-				char *p = c->json_out ? c->json_out
-						      : (char *)c->out + PROTO_HDR_SIZE;
-
-				w->bufs[nb++] = uv_buf_init(p, c->payload_len);
-			}
-			w->bytes += PROTO_HDR_SIZE + c->payload_len;
+			if (c->dc.payload_len)
+				w->bufs[nb++] =
+					uv_buf_init((char *)c->dc.payload, c->dc.payload_len);
+			w->bytes += PROTO_HDR_SIZE + c->dc.payload_len;
 			last = c;
 			conn->pend_head = c->next;
 			conn->npend--;
@@ -415,7 +327,7 @@ static void conn_flush(struct rpc_conn *conn)
 			conn->queued_bytes -= w->bytes;
 			for (c = w->calls; c; c = last) {
 				last = c->next;
-				call_free(c);
+				req_free(c);
 			}
 			free(w);
 			conn_close(conn);
@@ -445,529 +357,115 @@ static void flush_all(void)
 static void tick_cb(uv_check_t *h)
 {
 	(void)h;
-	if (srv.io_head) {
-		struct rpc_call *list = srv.io_head;
-
-		srv.io_head = srv.io_tail = NULL;
-		work_submit_io(list);
-	}
+	dispatch_flush();
 	flush_all();
 }
 
-/* Fill in the reply header of @c and queue it on its connection. */
-static void reply_queue(struct rpc_call *c)
+/* Queue the reply of @r on its connection. */
+static void reply_queue(struct rpc_req *r)
 {
-	struct rpc_conn *conn = c->conn;
-	struct proto_hdr h = {
-		.op = c->hdr.op,
-		.flags = PROTO_F_REPLY,
-		.req_id = c->hdr.req_id,
-		.status = c->status,
-	};
+	struct rpc_conn *conn = r->conn;
 
-	c->payload_len = 0;
-	if (c->cmd && (c->cmd->flags & CMD_JSON)) {
-		json_t *o = c->reply;
-
-		if (c->status < 0) {
-			json_decref(c->reply);
-			o = c->reply = json_pack("{s:s}", "error",
-						 c->err[0] ? c->err : proto_strerror(c->status));
-		}
-		if (o)
-			c->json_out = json_dumps(o, JSON_COMPACT);
-		if (c->json_out)
-			c->payload_len = strlen(c->json_out);
-	} else if (c->hdr.op == PROTO_OP_READ && c->status == 0) {
-		c->payload_len = c->io.len;
-	} else if (c->hdr.op == PROTO_OP_HELLO && c->status == 0) {
-		c->json_out = malloc(PROTO_HELLO_REPLY);
-		if (c->json_out) {
-			put_u32((uint8_t *)c->json_out, PROTO_MAGIC);
-			put_u16((uint8_t *)c->json_out + 4, PROTO_VERSION);
-			put_u32((uint8_t *)c->json_out + 6, srv.cfg->max_frame);
-			c->payload_len = PROTO_HELLO_REPLY;
-		}
-	}
-	h.len = (uint32_t)c->payload_len;
-	proto_hdr_put(c->hdrbuf, &h);
-	c->next = NULL;
+	dispatch_reply_hdr(&r->dc, r->hdrbuf);
+	r->next = NULL;
 	if (conn->pend_tail)
-		conn->pend_tail->next = c;
+		conn->pend_tail->next = r;
 	else
-		conn->pend_head = c;
-	conn->pend_tail = c;
+		conn->pend_head = r;
+	conn->pend_tail = r;
 	conn->npend++;
 	flush_schedule(conn);
 }
 
-/*
- * libstore cannot print: when it could not mlock key pages (RLIMIT_MEMLOCK,
- * no CAP_IPC_LOCK), say so once, before the reply to the call that made
- * them, so an operator sees why keys may reach swap.
- */
-static void check_key_locks(void)
+/* The dispatcher's completion of a request (loop thread): its reply goes out. */
+static void req_done(struct disp_call *dc)
 {
-	static int warned;
-	uint64_t n;
+	struct rpc_req *r = (struct rpc_req *)dc; /* dc is the first member */
+	struct rpc_conn *conn = r->conn;
 
-	if (warned)
-		return;
-	n = stor_key_pages_unlocked();
-	if (n == 0)
-		return;
-	warned = 1;
-	log_warn("keys: %llu key pages could not be locked in memory (mlock): keys may be "
-		 "swapped out; raise RLIMIT_MEMLOCK (LimitMEMLOCK= in the unit)",
-		 (unsigned long long)n);
-}
-
-void rpc_call_done(struct rpc_call *c)
-{
-	struct rpc_conn *conn = c->conn;
-
-	check_key_locks();
-	if (c->cmd && (c->cmd->flags & CMD_IO) && c->handle < conn->nhandles) {
-		struct rpc_handle *h = &conn->handles[c->handle];
-
-		if (--h->inflight == 0 && h->closing && h->ds) {
-			handle_release(h);
-			revoke_progress();
-		}
-	}
-	if (c->cmd && (c->cmd->flags & CMD_IO) && c->status < 0)
-		atomic_fetch_add_explicit(&rpc_stats.io_errors, 1, memory_order_relaxed);
 	conn->inflight--;
-	conn->inflight_bytes -= c->charge;
-	srv.buffered -= c->charge;
-	c->charge = 0;
+	conn->inflight_bytes -= r->charge;
+	srv.buffered -= r->charge;
+	r->charge = 0;
 	if (conn->ue) {
 		conn->ue->inflight--;
 		limits_released(conn->ue);
 	}
-	if (c->status == -EPERM && c->cmd)
-		log_eperm(conn, c->err[0] ? c->err : c->cmd->name);
+	if (dc->close_after)
+		conn->close_after = 1;
 	if (conn->closing) {
-		call_free(c);
+		req_free(r);
 		conn_unref(conn);
 		return;
 	}
-	if (c->opened && c->status == 0) {
-		/* ds_open: install the handle in the first free slot */
-		uint32_t i;
-
-		for (i = 0; i < conn->nhandles; i++)
-			if (!conn->handles[i].ds && !conn->handles[i].revoked)
-				break;
-		if (i == conn->nhandles) {
-			uint32_t n = conn->nhandles ? conn->nhandles * 2 : 8;
-			struct rpc_handle *nh = realloc(conn->handles, n * sizeof(*nh));
-
-			if (!nh) {
-				c->status = -ENOMEM;
-				goto reply;
-			}
-			memset(nh + conn->nhandles, 0, (n - conn->nhandles) * sizeof(*nh));
-			conn->handles = nh;
-			conn->nhandles = n;
-		}
-		conn->handles[i].ds = c->opened;
-		conn->handles[i].pe = c->opened_pool;
-		conn->handles[i].inflight = 0;
-		conn->handles[i].closing = 0;
-		conn->handles[i].revoked = 0;
-		c->opened = NULL;
-		c->opened_pool = NULL;
-		srv.open_handles++;
-		json_object_set_new(c->reply, "handle", json_integer(i));
-	}
-reply:
-	reply_queue(c);
+	reply_queue(r);
 	conn_maybe_resume(conn);
 	conn_unref(conn);
 }
 
-int rpc_handle_close(struct rpc_conn *conn, uint32_t hnum)
+/* A new request of @conn for header @h, counted in flight until req_done(). */
+static struct rpc_req *req_new(struct rpc_conn *conn, const struct proto_hdr *h)
 {
-	struct rpc_handle *h;
+	struct rpc_req *r = calloc(1, sizeof(*r));
 
-	if (hnum >= conn->nhandles)
-		return -EBADF;
-	h = &conn->handles[hnum];
-	if (h->revoked) {
-		/* closing a revoked handle frees its number; it closes once drained */
-		h->revoked = 0;
-		return 0;
-	}
-	if (!h->ds || h->closing)
-		return -EBADF;
-	if (h->inflight) {
-		h->closing = 1;
-		return 0;
-	}
-	handle_release(h);
-	revoke_progress();
-	return 0;
-}
-
-/* ---- revocation ---- */
-
-static int revoke_matches(const struct rpc_revoke *r, const struct rpc_handle *h)
-{
-	if (!h->ds || h->pe != r->pe)
-		return 0;
-	if (!r->nds)
-		return 1;
-	for (size_t i = 0; i < r->nds; i++)
-		if (r->ds[i] == h->ds)
-			return 1;
-	return 0;
-}
-
-/* Handles matching @r still open on @list; with @mark, revoke them first. */
-static unsigned revoke_walk(struct rpc_conn *list, const struct rpc_revoke *r, int mark,
-			    unsigned *matched)
-{
-	unsigned open = 0;
-
-	for (struct rpc_conn *conn = list; conn; conn = conn->next) {
-		for (uint32_t i = 0; i < conn->nhandles; i++) {
-			struct rpc_handle *h = &conn->handles[i];
-
-			if (!revoke_matches(r, h))
-				continue;
-			if (mark) {
-				(*matched)++;
-				if (!h->revoked)
-					log_warn("conn %llu (uid %u pid %d): handle %u on %s "
-						 "revoked by uid %u",
-						 (unsigned long long)conn->id, (unsigned)conn->uid,
-						 (int)conn->pid, i, stor_ds_name(h->ds),
-						 (unsigned)r->by);
-				/* no tombstone on a closed connection or a handle its owner closed */
-				h->revoked = !conn->closing && !h->closing;
-				if (!h->inflight) {
-					handle_release(h);
-					continue;
-				}
-				h->closing = 1;
-			}
-			open++;
-		}
-	}
-	return open;
-}
-
-/* Handles closed: wake the requests whose handles are all gone (loop thread). */
-static void revoke_progress(void)
-{
-	pthread_mutex_lock(&rv.lock);
-	for (struct revoke_req **pp = &rv.active; *pp;) {
-		struct revoke_req *q = *pp;
-		unsigned dummy = 0;
-
-		if (revoke_walk(srv.conns, q->what, 0, &dummy) +
-			    revoke_walk(srv.zombies, q->what, 0, &dummy) ==
-		    0) {
-			q->done = 1;
-			*pp = q->next;
-			pthread_cond_broadcast(&rv.cond);
-		} else {
-			pp = &q->next;
-		}
-	}
-	pthread_mutex_unlock(&rv.lock);
-}
-
-static void revoke_cb(uv_async_t *a)
-{
-	(void)a;
-	pthread_mutex_lock(&rv.lock);
-	while (rv.queue) {
-		struct revoke_req *q = rv.queue;
-		unsigned open;
-
-		rv.queue = q->next;
-		open = revoke_walk(srv.conns, q->what, q->mark, &q->matched) +
-		       revoke_walk(srv.zombies, q->what, q->mark, &q->matched);
-		if (!q->mark)
-			q->matched = open;
-		if (!q->mark || open == 0) {
-			q->done = 1;
-		} else {
-			q->next = rv.active;
-			rv.active = q;
-		}
-	}
-	pthread_cond_broadcast(&rv.cond);
-	pthread_mutex_unlock(&rv.lock);
-}
-
-/* Take @q off whichever list holds it (rv.lock held). */
-static void revoke_unlink(struct revoke_req *q)
-{
-	for (struct revoke_req **pp = &rv.queue; *pp; pp = &(*pp)->next)
-		if (*pp == q) {
-			*pp = q->next;
-			return;
-		}
-	for (struct revoke_req **pp = &rv.active; *pp; pp = &(*pp)->next)
-		if (*pp == q) {
-			*pp = q->next;
-			return;
-		}
-}
-
-int rpc_revoke(const struct rpc_revoke *r, int mark, unsigned timeout_ms)
-{
-	struct revoke_req q = { .what = r, .mark = mark };
-	struct timespec until;
-	int ret = 0;
-
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&rv.lock);
-	if (!rv.init) {
-		pthread_mutex_unlock(&rv.lock);
-		return -ESHUTDOWN;
-	}
-	q.next = rv.queue;
-	rv.queue = &q;
-	uv_async_send(&rv.async);
-	while (!q.done && ret == 0)
-		ret = pthread_cond_timedwait(&rv.cond, &rv.lock, &until);
-	if (!q.done) {
-		revoke_unlink(&q);
-		ret = -ETIMEDOUT;
-	} else {
-		ret = (int)q.matched;
-	}
-	pthread_mutex_unlock(&rv.lock);
-	return ret;
+	if (!r)
+		return NULL;
+	r->conn = conn;
+	r->dc.cl = &conn->dc;
+	r->dc.hdr = *h;
+	r->dc.done = req_done;
+	conn->refs++;
+	conn->inflight++;
+	if (conn->ue)
+		conn->ue->inflight++;
+	return r;
 }
 
 /* ---- requests ---- */
 
-static void log_eperm(struct rpc_conn *conn, const char *what)
-{
-	atomic_fetch_add_explicit(&rpc_stats.eperm, 1, memory_order_relaxed);
-	if (conn->eperm_logged)
-		return;
-	conn->eperm_logged = 1;
-	log_warn("conn %llu (uid %u pid %d): %s%s", (unsigned long long)conn->id,
-		 (unsigned)conn->uid, (int)conn->pid, what,
-		 strstr(what, "permission denied") ? "" : ": permission denied");
-}
-
-/* Reply to a frame that never became a call (bad header, no HELLO). */
+/* Reply to a frame that never became a call (bad header, a limit). */
 static void reply_error(struct rpc_conn *conn, const struct proto_hdr *h, int status, int close)
 {
-	struct rpc_call *c = calloc(1, sizeof(*c));
+	struct rpc_req *r;
 
-	atomic_fetch_add_explicit(&rpc_stats.bad_frames, 1, memory_order_relaxed);
+	STATS_ADD(bad_frames, 1);
 	if (close)
 		conn->close_after = 1;
-	if (!c) {
+	r = req_new(conn, h);
+	if (!r) {
 		conn_close(conn);
 		return;
 	}
-	c->conn = conn;
-	c->hdr = *h;
-	c->status = status;
-	/* an unknown opcode gets a bare header; known JSON ones an error object */
-	c->cmd = proto_cmd_by_op(h->op);
-	if (c->cmd && !(c->cmd->flags & CMD_JSON))
-		c->cmd = NULL;
-	conn->refs++;
-	conn->inflight++;
-	if (conn->ue)
-		conn->ue->inflight++;
-	rpc_call_done(c);
+	dispatch_refuse(&r->dc, status);
 }
 
-static void start_io(struct rpc_conn *conn, struct rpc_call *c)
-{
-	struct proto_io io;
-	struct rpc_handle *h;
-
-	proto_io_get(c->body, &io);
-	c->handle = io.handle;
-	if (io.handle < conn->nhandles && conn->handles[io.handle].revoked) {
-		c->handle = UINT32_MAX;
-		c->status = -ESTALE; /* an admin closed it with -f */
-		rpc_call_done(c);
-		return;
-	}
-	if (io.handle >= conn->nhandles || !conn->handles[io.handle].ds ||
-	    conn->handles[io.handle].closing) {
-		c->handle = UINT32_MAX;
-		c->status = -EBADF;
-		rpc_call_done(c);
-		return;
-	}
-	h = &conn->handles[io.handle];
-	c->io.ds = h->ds;
-	c->io.off = io.off;
-	c->io.len = io.len;
-	switch (c->hdr.op) {
-	case PROTO_OP_READ:
-		if (io.len > srv.cfg->max_frame) {
-			c->status = -EMSGSIZE;
-			break;
-		}
-		c->out = malloc(PROTO_HDR_SIZE + (size_t)io.len);
-		if (!c->out) {
-			c->status = -ENOMEM;
-			break;
-		}
-		c->io.op = STOR_IO_READ;
-		c->io.buf = c->out + PROTO_HDR_SIZE;
-		break;
-	case PROTO_OP_WRITE:
-		if ((uint64_t)c->hdr.len != PROTO_IO_BODY + (uint64_t)io.len) {
-			c->status = -EPROTO;
-			break;
-		}
-		c->io.op = STOR_IO_WRITE;
-		c->io.buf = c->body + PROTO_IO_BODY;
-		break;
-	case PROTO_OP_FLUSH:
-		c->io.op = STOR_IO_FLUSH;
-		c->io.off = 0;
-		c->io.len = 0;
-		break;
-	case PROTO_OP_DISCARD:
-		c->io.op = STOR_IO_DISCARD;
-		break;
-	}
-	h->inflight++;
-	if (c->status < 0) {
-		rpc_call_done(c);
-		return;
-	}
-	/* in arrival order, for the workers at the end of this loop iteration */
-	c->next = NULL;
-	if (srv.io_tail)
-		srv.io_tail->next = c;
-	else
-		srv.io_head = c;
-	srv.io_tail = c;
-}
-
-static void do_hello(struct rpc_conn *conn, struct rpc_call *c)
-{
-	uint32_t magic = get_u32(c->body);
-	unsigned vmin = get_u16(c->body + 4), vmax = get_u16(c->body + 6);
-
-	if (magic != PROTO_MAGIC) {
-		c->status = -EPROTO;
-		conn->close_after = 1;
-	} else if (vmin > PROTO_VERSION || vmax < PROTO_VERSION_MIN) {
-		c->status = -EPROTONOSUPPORT;
-		conn->close_after = 1;
-	} else {
-		conn->hello_done = 1;
-	}
-	rpc_call_done(c);
-}
-
-/* Turn one complete frame into a call and route it. Returns -1 if the connection is closing. */
+/* Hand one complete frame to the dispatcher. Returns -1 if the connection is closing. */
 static int handle_frame(struct rpc_conn *conn, const struct proto_hdr *h, const uint8_t *body)
 {
-	struct rpc_call *c;
-	const struct proto_cmd *cmd = proto_cmd_by_op(h->op);
+	struct rpc_req *r = req_new(conn, h);
 
-	c = calloc(1, sizeof(*c));
-	if (!c)
+	if (!r)
 		return -1;
-	c->conn = conn;
-	c->hdr = *h;
-	c->cmd = cmd;
-	c->uid = conn->uid;
-	c->gid = conn->gid;
-	c->groups = conn->groups;
-	c->ngroups = conn->ngroups;
-	c->admin = conn->admin;
-	conn->refs++;
-	conn->inflight++;
-	if (conn->ue)
-		conn->ue->inflight++;
-	if (conn->inflight > atomic_load_explicit(&rpc_stats.inflight_peak, memory_order_relaxed))
-		atomic_store_explicit(&rpc_stats.inflight_peak, conn->inflight,
+	if (conn->inflight >
+	    atomic_load_explicit(&daemon_stats.inflight_peak, memory_order_relaxed))
+		atomic_store_explicit(&daemon_stats.inflight_peak, conn->inflight,
 				      memory_order_relaxed);
-	/* what this call will hold: its body, and for READ the reply buffer */
-	c->charge = h->len;
+	/* what this request will hold: its body, and for READ the reply buffer */
+	r->charge = h->len;
 	if (h->op == PROTO_OP_READ && h->len >= PROTO_IO_BODY)
-		c->charge += get_u32(body + 12);
-	conn->inflight_bytes += c->charge;
-	srv.buffered += c->charge;
+		r->charge += get_u32(body + 12);
+	conn->inflight_bytes += r->charge;
+	srv.buffered += r->charge;
 	if (h->len) {
-		c->body = malloc(h->len);
-		if (!c->body) {
-			c->status = -ENOMEM;
-			rpc_call_done(c);
+		r->dc.body = malloc(h->len);
+		if (!r->dc.body) {
+			dispatch_refuse(&r->dc, -ENOMEM);
 			return 0;
 		}
-		memcpy(c->body, body, h->len);
+		memcpy(r->dc.body, body, h->len);
 	}
-	if (!conn->hello_done && !(cmd->flags & CMD_PREHELLO)) {
-		log_info("conn %llu: %s before hello", (unsigned long long)conn->id, cmd->name);
-		c->status = -EPROTO;
-		snprintf(c->err, sizeof(c->err), "hello required first");
-		conn->close_after = 1;
-		rpc_call_done(c);
-		return -1;
-	}
-	if (cmd->flags & CMD_PREHELLO) {
-		do_hello(conn, c);
-		return conn->close_after ? -1 : 0;
-	}
-	if ((cmd->flags & CMD_ADMIN) && !conn->admin) {
-		c->status = -EPERM;
-		snprintf(c->err, sizeof(c->err),
-			 "%s: permission denied (uid %u is not an administrator)", cmd->name,
-			 (unsigned)conn->uid);
-		rpc_call_done(c);
-		return 0;
-	}
-	if (cmd->flags & CMD_IO) {
-		start_io(conn, c);
-		return 0;
-	}
-	/* JSON commands */
-	atomic_fetch_add_explicit(&rpc_stats.admin_calls, 1, memory_order_relaxed);
-	if (h->len) {
-		json_error_t jerr;
-
-		c->args = json_loadb((const char *)c->body, h->len, JSON_REJECT_DUPLICATES, &jerr);
-		if (!c->args || !json_is_object(c->args)) {
-			c->status = -EPROTO;
-			snprintf(c->err, sizeof(c->err), "%s: invalid JSON request: %s", cmd->name,
-				 c->args ? "not an object" : jerr.text);
-			rpc_call_done(c);
-			return 0;
-		}
-	} else {
-		c->args = json_object();
-	}
-	if (!(cmd->flags & CMD_SECRET))
-		log_debug("conn %llu: %s %.*s", (unsigned long long)conn->id, cmd->name,
-			  (int)(h->len > 200 ? 200 : h->len), (const char *)c->body);
-	if (cmd->flags & CMD_BLOCKING) {
-		if (work_submit_admin(srv.loop, c) < 0) {
-			c->status = -ENOMEM;
-			rpc_call_done(c);
-		}
-		return 0;
-	}
-	handlers_run(c);
-	rpc_call_done(c);
-	return 0;
+	dispatch_call(&r->dc);
+	return conn->close_after ? -1 : 0;
 }
 
 /* In the middle of a frame whose buffer is already there: it may be finished. */
@@ -1082,15 +580,15 @@ static void conn_parse(struct rpc_conn *conn)
 		ret = proto_hdr_check(&h, srv.cfg->max_frame);
 		if (ret < 0) {
 			log_info("conn %llu: bad frame (op %u, len %u): %s",
-				 (unsigned long long)conn->id, h.op, h.len, proto_strerror(ret));
+				 (unsigned long long)conn->dc.id, h.op, h.len, proto_strerror(ret));
 			reply_error(conn, &h, ret, 1);
 			break;
 		}
-		if (!conn->hello_done && h.len > PROTO_HELLO_BODY) {
+		if (!conn->dc.hello_done && h.len > PROTO_HELLO_BODY) {
 			/* only a HELLO may come first: its body is not read, let alone kept */
 			log_info("conn %llu (uid %u): %u-byte %s frame before hello: closed",
-				 (unsigned long long)conn->id, (unsigned)conn->uid, h.len,
-				 proto_op_name(h.op));
+				 (unsigned long long)conn->dc.id, (unsigned)conn->dc.peer.uid,
+				 h.len, proto_op_name(h.op));
 			reply_error(conn, &h, -EPROTO, 1);
 			break;
 		}
@@ -1137,7 +635,7 @@ static void alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
 	struct rpc_conn *conn = handle->data;
 	/* before HELLO a peer gets a page: enough for HELLO and the frames after it */
-	size_t chunk = conn->hello_done ? READ_CHUNK : PREHELLO_CHUNK;
+	size_t chunk = conn->dc.hello_done ? READ_CHUNK : PREHELLO_CHUNK;
 
 	(void)suggested;
 	if (conn->rcap - conn->rlen < chunk / 4 && conn->rpos) {
@@ -1158,7 +656,7 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 	(void)buf;
 	if (nread < 0) {
 		if (nread != UV_EOF)
-			log_debug("conn %llu: read: %s", (unsigned long long)conn->id,
+			log_debug("conn %llu: read: %s", (unsigned long long)conn->dc.id,
 				  uv_strerror((int)nread));
 		/* a truncated frame at EOF is simply dropped */
 		conn_close(conn);
@@ -1245,16 +743,16 @@ static void sweep_cb(uv_timer_t *t)
 		next = conn->next;
 		if (conn->closing || conn->close_after)
 			continue;
-		if (!conn->hello_done && now - conn->since >= hello_ms) {
+		if (!conn->dc.hello_done && now - conn->since >= hello_ms) {
 			log_info("conn %llu (uid %u): no hello within %u s: closed",
-				 (unsigned long long)conn->id, (unsigned)conn->uid,
+				 (unsigned long long)conn->dc.id, (unsigned)conn->dc.peer.uid,
 				 srv.cfg->hello_timeout);
 			conn_close(conn);
-		} else if (conn->hello_done && idle_ms && conn->reading && conn->inflight == 0 &&
+		} else if (conn->dc.hello_done && idle_ms && conn->reading && conn->inflight == 0 &&
 			   !conn->pend_head && conn->queued_bytes == 0 &&
 			   now - conn->last_active >= idle_ms) {
 			log_info("conn %llu (uid %u): idle for %u s: closed",
-				 (unsigned long long)conn->id, (unsigned)conn->uid,
+				 (unsigned long long)conn->dc.id, (unsigned)conn->dc.peer.uid,
 				 srv.cfg->idle_timeout);
 			conn_close(conn);
 		}
@@ -1270,14 +768,15 @@ static void close_cb(uv_handle_t *h)
 
 static void conn_close(struct rpc_conn *conn)
 {
-	struct rpc_call *c, *next;
+	struct rpc_req *r, *next;
 
 	if (conn->closing)
 		return;
 	conn->closing = 1;
-	for (c = conn->pend_head; c; c = next) {
-		next = c->next;
-		call_free(c);
+	dispatch_client_closed(&conn->dc);
+	for (r = conn->pend_head; r; r = next) {
+		next = r->next;
+		req_free(r);
 	}
 	conn->pend_head = conn->pend_tail = NULL;
 	conn->npend = 0;
@@ -1287,13 +786,7 @@ static void conn_close(struct rpc_conn *conn)
 		srv.conns = conn->next;
 	if (conn->next)
 		conn->next->prev = conn->prev;
-	/* its handles live until its calls in flight are done: keep it findable */
-	conn->zombie = 1;
-	conn->prev = NULL;
-	conn->next = srv.zombies;
-	if (srv.zombies)
-		srv.zombies->prev = conn;
-	srv.zombies = conn;
+	conn->prev = conn->next = NULL;
 	srv.nconns--;
 	if (conn->counted) {
 		conn->counted = 0;
@@ -1301,8 +794,8 @@ static void conn_close(struct rpc_conn *conn)
 		if (conn->ue->nconns < srv.cfg->max_connections_per_uid)
 			conn->ue->refused_logged = 0;
 	}
-	atomic_fetch_sub_explicit(&rpc_stats.conns_open, 1, memory_order_relaxed);
-	log_debug("conn %llu: closed", (unsigned long long)conn->id);
+	atomic_fetch_sub_explicit(&daemon_stats.conns_open, 1, memory_order_relaxed);
+	log_debug("conn %llu: closed", (unsigned long long)conn->dc.id);
 	uv_close((uv_handle_t *)&conn->pipe, close_cb);
 }
 
@@ -1359,7 +852,7 @@ static void on_connection(uv_stream_t *server, int status)
 		return;
 	}
 	conn->pipe.data = conn;
-	conn->id = ++srv.next_id;
+	conn->dc.id = ++srv.next_id;
 	if (uv_accept(server, (uv_stream_t *)&conn->pipe) < 0 ||
 	    uv_fileno((uv_handle_t *)&conn->pipe, &fd) < 0 ||
 	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
@@ -1376,21 +869,22 @@ static void on_connection(uv_stream_t *server, int status)
 		return;
 	}
 	conn->since = conn->last_active = uv_now(srv.loop);
-	conn->uid = cred.uid;
-	conn->gid = cred.gid;
-	conn->pid = cred.pid;
-	{
-		conn->ngroups = peer_groups(fd, &conn->groups);
-		conn->admin = handlers_is_admin(cred.uid, cred.gid, conn->groups,
-						conn->ngroups > 0 ? conn->ngroups : 0);
+	conn->dc.peer.uid = cred.uid;
+	conn->dc.peer.gid = cred.gid;
+	conn->dc.peer.pid = cred.pid;
+	conn->dc.peer.ngroups = peer_groups(fd, &conn->groups);
+	conn->dc.peer.groups = conn->groups;
+	if (dispatch_client_init(&conn->dc) < 0) {
+		conn_close_early(conn);
+		return;
 	}
 	conn->next = srv.conns;
 	if (srv.conns)
 		srv.conns->prev = conn;
 	srv.conns = conn;
 	srv.nconns++;
-	atomic_fetch_add_explicit(&rpc_stats.conns_total, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&rpc_stats.conns_open, 1, memory_order_relaxed);
+	STATS_ADD(conns_total, 1);
+	STATS_ADD(conns_open, 1);
 	{
 		/* the last admin_connections slots, at most half of them, are for administrators */
 		unsigned cap = srv.cfg->max_connections, reserve = srv.cfg->admin_connections;
@@ -1407,7 +901,7 @@ static void on_connection(uv_stream_t *server, int status)
 			snprintf(why, sizeof(why), "shutting down");
 		else if (srv.nconns > cap)
 			snprintf(why, sizeof(why), "%u connections is the limit", cap);
-		else if (!conn->admin && srv.nconns > anyone)
+		else if (!conn->dc.peer.admin && srv.nconns > anyone)
 			snprintf(why, sizeof(why),
 				 "the last %u of %u connections are kept for administrators",
 				 reserve, cap);
@@ -1420,17 +914,17 @@ static void on_connection(uv_stream_t *server, int status)
 		if (why[0]) {
 			/* say why in the reply to the HELLO the client is about to send, then close */
 			if (!quiet)
-				log_warn("conn %llu (uid %u): refused: %s", (unsigned long long)conn->id,
-					 (unsigned)cred.uid, why);
+				log_warn("conn %llu (uid %u): refused: %s",
+					 (unsigned long long)conn->dc.id, (unsigned)cred.uid, why);
 			reply_error(conn, &h, srv.stopping ? -ESHUTDOWN : -EUSERS, 1);
 			return;
 		}
 	}
 	conn->counted = 1;
 	conn->ue->nconns++;
-	log_debug("conn %llu: uid %u gid %u pid %d%s", (unsigned long long)conn->id,
+	log_debug("conn %llu: uid %u gid %u pid %d%s", (unsigned long long)conn->dc.id,
 		  (unsigned)cred.uid, (unsigned)cred.gid, (int)cred.pid,
-		  conn->admin ? " admin" : "");
+		  conn->dc.peer.admin ? " admin" : "");
 	if (uv_read_start((uv_stream_t *)&conn->pipe, alloc_cb, read_cb) == 0)
 		conn->reading = 1;
 	else
@@ -1542,11 +1036,6 @@ int rpc_listen(uv_loop_t *loop, const struct config *cfg)
 
 	srv.loop = loop;
 	srv.cfg = cfg;
-	ret = uv_async_init(loop, &rv.async, revoke_cb);
-	if (ret < 0)
-		return ret;
-	uv_unref((uv_handle_t *)&rv.async);
-	rv.init = 1;
 	uv_check_init(loop, &srv.tick);
 	uv_check_start(&srv.tick, tick_cb);
 	uv_unref((uv_handle_t *)&srv.tick);
@@ -1573,10 +1062,6 @@ static void check_drained(void)
 	if (srv.live_conns)
 		return;
 	srv.on_drained = NULL;
-	pthread_mutex_lock(&rv.lock);
-	rv.init = 0;
-	pthread_mutex_unlock(&rv.lock);
-	uv_close((uv_handle_t *)&rv.async, NULL);
 	uv_close((uv_handle_t *)&srv.tick, NULL);
 	uv_close((uv_handle_t *)&srv.grace, NULL);
 	uv_close((uv_handle_t *)&srv.kick, NULL);
@@ -1594,7 +1079,7 @@ static void grace_cb(uv_timer_t *t)
 		next = conn->next;
 		log_warn("conn %llu: closed at shutdown with %u requests in flight, "
 			 "%zu reply bytes unread",
-			 (unsigned long long)conn->id, conn->inflight, conn->queued_bytes);
+			 (unsigned long long)conn->dc.id, conn->inflight, conn->queued_bytes);
 		conn_close(conn);
 	}
 }

@@ -11,6 +11,9 @@
  *
  * Blocking admin calls (pool import, PBKDF2 in load-key...) are rare and go
  * to the libuv threadpool one by one.
+ *
+ * A request is completed through its own function pointer; this file names
+ * no layer above it (work.h).
  */
 #include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
 
@@ -21,20 +24,21 @@
 #include <string.h>
 #include <time.h>
 
+#include "counters.h"
 #include "log.h"
-#include "rpc.h"
+#include "work.h"
 
 #define IO_BATCH 64u
 
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct rpc_call *head, *tail; /* ready requests, FIFO */
+	struct work_io *head, *tail; /* ready requests, FIFO */
 	int stop;
 	pthread_t *threads;
 	unsigned nthreads;
 	pthread_mutex_t done_lock;
-	struct rpc_call *done;        /* completed, for the loop (LIFO, reversed there) */
+	struct work_io *done;        /* completed, for the loop (LIFO, reversed there) */
 	uv_async_t async;
 	int async_init;
 } wq = {
@@ -43,30 +47,6 @@ static struct {
 	.cond = PTHREAD_COND_INITIALIZER,
 	.done_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP,
 };
-
-static void count_io(const struct rpc_call *c)
-{
-	switch (c->io.op) {
-	case STOR_IO_READ:
-		atomic_fetch_add_explicit(&rpc_stats.reads, 1, memory_order_relaxed);
-		if (c->status == 0)
-			atomic_fetch_add_explicit(&rpc_stats.read_bytes, c->io.len,
-						  memory_order_relaxed);
-		break;
-	case STOR_IO_WRITE:
-		atomic_fetch_add_explicit(&rpc_stats.writes, 1, memory_order_relaxed);
-		if (c->status == 0)
-			atomic_fetch_add_explicit(&rpc_stats.write_bytes, c->io.len,
-						  memory_order_relaxed);
-		break;
-	case STOR_IO_FLUSH:
-		atomic_fetch_add_explicit(&rpc_stats.flushes, 1, memory_order_relaxed);
-		break;
-	case STOR_IO_DISCARD:
-		atomic_fetch_add_explicit(&rpc_stats.discards, 1, memory_order_relaxed);
-		break;
-	}
-}
 
 /*
  * A worker's malloc arena keeps the peak of a burst: a fill of 1 MiB writes
@@ -88,7 +68,7 @@ static void trim_now_and_then(void)
 }
 
 /* Run up to IO_BATCH requests of @batch as one stor_io_submit(). */
-static void run_batch(struct rpc_call **batch, size_t n)
+static void run_batch(struct work_io **batch, size_t n)
 {
 	struct stor_io ios[IO_BATCH];
 
@@ -97,23 +77,21 @@ static void run_batch(struct rpc_call **batch, size_t n)
 		ios[i].result = 0;
 	}
 	stor_io_submit(ios, n);
-	atomic_fetch_add_explicit(&rpc_stats.batches, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&rpc_stats.batched_ios, n, memory_order_relaxed);
-	for (size_t i = 0; i < n; i++) {
-		batch[i]->status = ios[i].result;
-		count_io(batch[i]);
-	}
+	STATS_ADD(batches, 1);
+	STATS_ADD(batched_ios, n);
+	for (size_t i = 0; i < n; i++)
+		batch[i]->io.result = ios[i].result;
 }
 
 static int run_inline; /* io_inline: batches run on the loop thread */
 
 static void *worker(void *arg)
 {
-	struct rpc_call *batch[IO_BATCH];
+	struct work_io *batch[IO_BATCH];
 
 	(void)arg;
 	for (;;) {
-		struct rpc_call *first, *last;
+		struct work_io *first, *last;
 		size_t n = 0;
 
 		pthread_mutex_lock(&wq.lock);
@@ -150,7 +128,7 @@ static void *worker(void *arg)
 
 static void async_cb(uv_async_t *h)
 {
-	struct rpc_call *list, *next;
+	struct work_io *list, *next;
 
 	(void)h;
 	pthread_mutex_lock(&wq.done_lock);
@@ -159,7 +137,7 @@ static void async_cb(uv_async_t *h)
 	pthread_mutex_unlock(&wq.done_lock);
 	for (; list; list = next) {
 		next = list->next;
-		rpc_call_done(list);
+		list->done(list);
 	}
 }
 
@@ -175,7 +153,7 @@ int work_start(uv_loop_t *loop, unsigned n, int io_inline)
 		return ret;
 	wq.async_init = 1;
 	if (io_inline)
-		return 0; /* no workers: tick_cb runs every batch itself */
+		return 0; /* no workers: work_submit_io() runs every batch itself */
 	wq.threads = calloc(n, sizeof(*wq.threads));
 	if (!wq.threads)
 		return -ENOMEM;
@@ -190,15 +168,15 @@ int work_start(uv_loop_t *loop, unsigned n, int io_inline)
 	return 0;
 }
 
-void work_submit_io(struct rpc_call *list)
+void work_submit_io(struct work_io *list)
 {
-	struct rpc_call *tail = list;
+	struct work_io *tail = list;
 
 	if (!list)
 		return;
 	if (run_inline) {
 		while (list) {
-			struct rpc_call *batch[IO_BATCH];
+			struct work_io *batch[IO_BATCH];
 			size_t n = 0;
 
 			while (list && n < IO_BATCH) {
@@ -207,7 +185,7 @@ void work_submit_io(struct rpc_call *list)
 			}
 			run_batch(batch, n);
 			for (size_t i = 0; i < n; i++)
-				rpc_call_done(batch[i]);
+				batch[i]->done(batch[i]);
 		}
 		return;
 	}
@@ -223,26 +201,24 @@ void work_submit_io(struct rpc_call *list)
 	pthread_mutex_unlock(&wq.lock);
 }
 
-static void admin_work(uv_work_t *w)
+static void job_run(uv_work_t *w)
 {
-	struct rpc_call *c = w->data;
+	struct work_job *j = w->data;
 
-	handlers_run(c);
+	j->run(j);
 }
 
-static void admin_after(uv_work_t *w, int status)
+static void job_after(uv_work_t *w, int status)
 {
-	struct rpc_call *c = w->data;
+	struct work_job *j = w->data;
 
-	if (status < 0 && c->status == 0)
-		c->status = status == UV_ECANCELED ? -ECANCELED : -EIO;
-	rpc_call_done(c);
+	j->done(j, status == 0 ? 0 : status == UV_ECANCELED ? -ECANCELED : -EIO);
 }
 
-int work_submit_admin(uv_loop_t *loop, struct rpc_call *c)
+int work_submit_job(uv_loop_t *loop, struct work_job *j)
 {
-	c->work.data = c;
-	return uv_queue_work(loop, &c->work, admin_work, admin_after);
+	j->req.data = j;
+	return uv_queue_work(loop, &j->req, job_run, job_after);
 }
 
 void work_stop(void)

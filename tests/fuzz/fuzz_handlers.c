@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer harness for the JSON admin bodies: daemon/handlers.c run for
- * real against a temporary state directory holding one pool with a clear
- * and an encrypted dataset, made in the init. The first input byte picks a
- * JSON command of the table, the rest is the body, parsed as rpc.c parses
- * it. Commands that take file paths (pool_create, pool_add) or remove the
- * fixture (pool_destroy) are left out so that the fuzzer cannot write
- * outside the temp dir. rpc.c's two symbols are stubbed.
+ * libFuzzer harness for the JSON admin bodies: daemon/dispatch.c and
+ * handlers.c run for real against a temporary state directory holding one
+ * pool with a clear and an encrypted dataset, made in the init. The first
+ * input byte picks a JSON command of the table, the rest is the body, which
+ * goes through the dispatcher's checks as a frame from a connection would
+ * (an admin peer past its HELLO). Commands that take file paths
+ * (pool_create, pool_add) or remove the fixture (pool_destroy) are left out
+ * so that the fuzzer cannot write outside the temp dir. Blocking commands
+ * run on the libuv threadpool of a loop run here until the reply is in.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -17,29 +19,14 @@
 #include <unistd.h>
 
 #include "conf.h"
+#include "counters.h"
+#include "dispatch.h"
 #include "log.h"
-#include "rpc.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-struct rpc_stats rpc_stats;
-
-int rpc_handle_close(struct rpc_conn *conn, uint32_t h)
-{
-	(void)conn;
-	(void)h;
-	return -EBADF;
-}
-
-/* No connection holds a handle here: nothing to revoke. */
-int rpc_revoke(const struct rpc_revoke *r, int mark, unsigned timeout_ms)
-{
-	(void)r;
-	(void)mark;
-	(void)timeout_ms;
-	return 0;
-}
+struct daemon_stats daemon_stats;
 
 static struct config cfg;
 static char dir[256];
@@ -51,26 +38,45 @@ static const uint16_t ops[] = {
 	PROTO_OP_KEY_UNLOAD, PROTO_OP_KEY_CHANGE,
 };
 
+static uv_loop_t *loop;
+static struct disp_client client;
+
+struct fuzz_call {
+	struct disp_call dc; /* first: the completion finds its call */
+	int done;
+};
+
+static void call_done(struct disp_call *dc)
+{
+	struct fuzz_call *fc = (struct fuzz_call *)dc;
+
+	if (dc->status < 0 && !dc->payload_len && dc->status != -ENOMEM)
+		fprintf(stderr, "%s: status %d without a message\n", proto_op_name(dc->hdr.op),
+			dc->status);
+	fc->done = 1;
+}
+
+/* One request with body @args (consumed) through the dispatcher. */
 static int call(uint16_t op, json_t *args)
 {
-	struct rpc_call c;
+	struct fuzz_call fc;
+	char *text = json_dumps(args, JSON_COMPACT);
 	int st;
 
-	memset(&c, 0, sizeof(c));
-	c.hdr.op = op;
-	c.cmd = proto_cmd_by_op(op);
-	c.admin = 1;
-	c.args = args;
-	handlers_run(&c);
-	if (c.opened) {
-		stor_ds_close(c.opened);
-		handlers_pool_unref(c.opened_pool);
-	}
-	if (c.status < 0 && !c.err[0] && c.status != -ENOMEM)
-		fprintf(stderr, "%s: status %d without a message\n", c.cmd->name, c.status);
-	st = c.status;
-	json_decref(c.reply);
-	json_decref(c.args);
+	json_decref(args);
+	if (!text)
+		return -ENOMEM;
+	memset(&fc, 0, sizeof(fc));
+	fc.dc.cl = &client;
+	fc.dc.hdr.op = op;
+	fc.dc.hdr.len = (uint32_t)strlen(text);
+	fc.dc.body = (uint8_t *)text;
+	fc.dc.done = call_done;
+	dispatch_call(&fc.dc);
+	while (!fc.done)
+		uv_run(loop, UV_RUN_ONCE);
+	st = fc.dc.status;
+	dispatch_call_free(&fc.dc);
 	return st;
 }
 
@@ -95,8 +101,18 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		fprintf(stderr, "config: %s\n", err);
 		abort();
 	}
-	if (handlers_init(&cfg) < 0)
+	if (reg_init(&cfg) < 0)
 		abort();
+	loop = uv_default_loop();
+	dispatch_init(loop, &cfg);
+	if (reg_loop_start(loop) < 0)
+		abort();
+	client.peer.uid = getuid();
+	client.peer.gid = getgid();
+	client.peer.ngroups = -1;
+	if (dispatch_client_init(&client) < 0)
+		abort();
+	client.hello_done = 1;
 	snprintf(luns[0], sizeof(luns[0]), "%s/l0", dir);
 	snprintf(luns[1], sizeof(luns[1]), "%s/l1", dir);
 	ret = call(PROTO_OP_POOL_CREATE, json_pack("{s:s, s:[s,s], s:I}", "name", "fz", "luns",
@@ -127,9 +143,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (!json_is_object(args)) {
 		json_decref(args);
-		return 0; /* rpc.c refuses it before any handler */
+		return 0; /* the dispatcher refuses it before any handler */
 	}
 	call(op, args);
+	/* a dataset the input opened is closed again: a fresh handle table */
+	dispatch_client_fini(&client);
+	if (dispatch_client_init(&client) < 0)
+		abort();
 	/* an export by the input is undone, so the next input finds the pool */
 	if (op == PROTO_OP_POOL_EXPORT)
 		call(PROTO_OP_POOL_IMPORT, json_pack("{s:s}", "name", "fz"));

@@ -54,8 +54,10 @@ for h in $harnesses; do
 	fuzz_bench_parse) build "$h" "$top/client/bench_parse.c" $RULES -lm ;;
 	fuzz_handlers)
 		# shellcheck disable=SC2086
-		build "$h" "$top/daemon/handlers.c" "$top/daemon/conf.c" "$top/daemon/sockpath.c" \
-			"$top/daemon/log.c" "$top/daemon/proto.c" $STORE -ljansson -linih -lcrypto -llmdb -lzstd -lxxhash -luring ;;
+		build "$h" "$top/daemon/dispatch.c" "$top/daemon/handlers.c" "$top/daemon/registry.c" \
+			"$top/daemon/work.c" "$top/daemon/conf.c" "$top/daemon/sockpath.c" "$top/daemon/log.c" \
+			"$top/daemon/proto.c" $STORE $(pkg-config --libs libuv 2>/dev/null || echo -luv) \
+			-ljansson -linih -lcrypto -llmdb -lzstd -lxxhash -luring ;;
 	*) echo "fuzz: unknown harness $h" >&2; exit 2 ;;
 	esac
 done

@@ -1,0 +1,572 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The dispatcher (dispatch.h): from a complete frame to a reply payload.
+ *
+ * The command table drives it, as OpenZFS's zfsdev_ioctl_common applies
+ * each ioctl's registered name check and pool check and Redis's
+ * processCommand applies a command's flags before the small handler runs:
+ *
+ *   1. HELLO first (CMD_PREHELLO), and the HELLO itself
+ *   2. permission (CMD_ADMIN)
+ *   3. record I/O (CMD_IO): the handle, then the I/O workers
+ *   4. the JSON body: an object
+ *   5. then, where the handler runs (loop or threadpool): the target name
+ *      (CMD_POOL, CMD_DS, CMD_CHILD, CMD_NAME_OPT), the registry lock
+ *      (CMD_LOCK, CMD_LOCK_WR) and the target's pool looked up under it,
+ *      its state (CMD_KNOWN, CMD_ONLINE, CMD_NEW), the owner (CMD_OWNER)
+ *   6. the handler; the registry lock is released after it
+ *   7. on the loop: a handle for a dataset the handler opened, counters, the
+ *      text of an error the handler left to us, the reply payload
+ *
+ * The error texts of the generic checks are made here and nowhere else; a
+ * handler's failure without a text of its own reads "NAME: VERB: error:
+ * DETAIL" from the error map (proto_strerror). Nothing here knows a socket.
+ */
+#include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "counters.h"
+#include "dispatch.h"
+#include "log.h"
+
+/*
+ * A command that takes the registry lock runs off the loop: a revocation
+ * holds the lock while it waits for the loop thread (registry.c).
+ */
+#define XX(num, NAME, str, fn, fl, minb, maxb)                                      \
+	_Static_assert(!((fl) & (CMD_LOCK | CMD_LOCK_WR)) || ((fl) & CMD_BLOCKING), \
+		       #NAME ": the registry lock only off the loop");
+PROTO_CMDS(XX)
+#undef XX
+
+static struct {
+	uv_loop_t *loop;
+	const struct config *cfg;
+	struct work_io *io_head, *io_tail; /* dispatched record I/O not yet handed over */
+} dsp;
+
+/*
+ * What only a JSON command needs, apart from the call so that record I/O
+ * carries no error buffer: the handler's view, the threadpool job, the text.
+ */
+struct disp_json {
+	struct hcall h;
+	struct work_job job;    /* blocking commands */
+	struct disp_call *call;
+	char *out;              /* the reply text */
+	int locked;             /* holds the registry lock (CMD_LOCK, CMD_LOCK_WR) */
+};
+
+static int is_json(const struct disp_call *c)
+{
+	return c->cmd && (c->cmd->flags & CMD_JSON);
+}
+
+/* The JSON part of @c, made on first use. NULL: no memory */
+static struct disp_json *js_get(struct disp_call *c)
+{
+	if (!c->js && is_json(c)) {
+		c->js = calloc(1, sizeof(*c->js));
+		if (c->js) {
+			c->js->call = c;
+			c->js->h.cmd = c->cmd;
+			c->js->h.peer = &c->cl->peer;
+			c->js->h.client = c->cl->handles;
+		}
+	}
+	return c->js;
+}
+
+/* A refusal's own text, for a JSON command (the rest get a bare status). */
+#define SAY(c, ...)                                                               \
+	do {                                                                      \
+		if (js_get(c))                                                    \
+			snprintf((c)->js->h.err, sizeof((c)->js->h.err), __VA_ARGS__); \
+	} while (0)
+
+void dispatch_init(uv_loop_t *loop, const struct config *cfg)
+{
+	dsp.loop = loop;
+	dsp.cfg = cfg;
+}
+
+int dispatch_client_init(struct disp_client *cl)
+{
+	cl->peer.admin = reg_is_admin(&cl->peer);
+	cl->handles = reg_client_new(&cl->peer, cl->id);
+	return cl->handles ? 0 : -ENOMEM;
+}
+
+void dispatch_client_closed(struct disp_client *cl)
+{
+	cl->closed = 1;
+	reg_client_closed(cl->handles);
+}
+
+void dispatch_client_fini(struct disp_client *cl)
+{
+	reg_client_free(cl->handles);
+	cl->handles = NULL;
+}
+
+/* ---- completion (loop thread) ---- */
+
+/*
+ * libstore cannot print: when it could not mlock key pages (RLIMIT_MEMLOCK,
+ * no CAP_IPC_LOCK), say so once, before the reply to the call that made
+ * them, so an operator sees why keys may reach swap.
+ */
+static void check_key_locks(void)
+{
+	static int warned;
+	uint64_t n;
+
+	if (warned)
+		return;
+	n = stor_key_pages_unlocked();
+	if (n == 0)
+		return;
+	warned = 1;
+	log_warn("keys: %llu key pages could not be locked in memory (mlock): keys may be "
+		 "swapped out; raise RLIMIT_MEMLOCK (LimitMEMLOCK= in the unit)",
+		 (unsigned long long)n);
+}
+
+/* The first refusal of a client is logged, every one counted. */
+static void log_eperm(struct disp_client *cl, const char *what)
+{
+	STATS_ADD(eperm, 1);
+	if (cl->eperm_logged)
+		return;
+	cl->eperm_logged = 1;
+	log_warn("conn %llu (uid %u pid %d): %s%s", (unsigned long long)cl->id,
+		 (unsigned)cl->peer.uid, (int)cl->peer.pid, what,
+		 strstr(what, "permission denied") ? "" : ": permission denied");
+}
+
+/* The error text of a failed JSON call: the handler's, else from the error map. */
+static const char *error_text(struct disp_call *c)
+{
+	struct hcall *h = c->js ? &c->js->h : NULL;
+	const char *why;
+
+	if (!h)
+		return proto_strerror(c->status);
+	if (h->err[0])
+		return h->err;
+	why = c->status == -ENOENT && c->cmd && (c->cmd->flags & CMD_DS) && h->name
+		      ? "dataset does not exist"
+		      : proto_strerror(c->status);
+	if (!h->name && !h->verb && !h->detail)
+		return why;
+	snprintf(h->err, sizeof(h->err), "%s: %s%s%s%s%s", h->name ? h->name : c->cmd->name,
+		 h->verb ? h->verb : "", h->verb ? ": " : "", why, h->detail ? ": " : "",
+		 h->detail ? h->detail : "");
+	return h->err;
+}
+
+static void count_io(const struct disp_call *c)
+{
+	const struct stor_io *io = &c->wio.io;
+
+	switch (io->op) {
+	case STOR_IO_READ:
+		STATS_ADD(reads, 1);
+		if (c->status == 0)
+			STATS_ADD(read_bytes, io->len);
+		break;
+	case STOR_IO_WRITE:
+		STATS_ADD(writes, 1);
+		if (c->status == 0)
+			STATS_ADD(write_bytes, io->len);
+		break;
+	case STOR_IO_FLUSH:
+		STATS_ADD(flushes, 1);
+		break;
+	case STOR_IO_DISCARD:
+		STATS_ADD(discards, 1);
+		break;
+	}
+}
+
+/* A dataset the handler opened gets the client's first free handle number. */
+static void install_handle(struct disp_call *c)
+{
+	int n;
+
+	struct hcall *h = c->js ? &c->js->h : NULL;
+
+	if (!h || !h->opened || c->status < 0 || c->cl->closed)
+		return; /* dispatch_call_free() closes it */
+	n = reg_handle_install(c->cl->handles, h->opened, h->opened_pe);
+	if (n < 0) {
+		c->status = n;
+		return;
+	}
+	h->opened = NULL;
+	h->opened_pe = NULL;
+	json_object_set_new(h->reply, "handle", json_integer(n));
+}
+
+/* The reply payload of @c into c->payload. */
+static void build_reply(struct disp_call *c)
+{
+	c->payload = NULL;
+	c->payload_len = 0;
+	if (is_json(c) && js_get(c)) {
+		struct disp_json *js = c->js;
+		json_t *o = js->h.reply;
+
+		if (c->status < 0) {
+			json_decref(js->h.reply);
+			o = js->h.reply = json_pack("{s:s}", "error", error_text(c));
+		}
+		if (o)
+			js->out = json_dumps(o, JSON_COMPACT);
+		if (js->out) {
+			c->payload = (const uint8_t *)js->out;
+			c->payload_len = strlen(js->out);
+		}
+	} else if (c->hdr.op == PROTO_OP_READ && c->status == 0) {
+		c->payload = c->out;
+		c->payload_len = c->wio.io.len;
+	} else if (c->hdr.op == PROTO_OP_HELLO && c->status == 0) {
+		put_u32(c->hello, PROTO_MAGIC);
+		put_u16(c->hello + 4, PROTO_VERSION);
+		put_u32(c->hello + 6, dsp.cfg->max_frame);
+		c->payload = c->hello;
+		c->payload_len = PROTO_HELLO_REPLY;
+	}
+}
+
+/* Every call ends here, on the loop thread. */
+static void complete(struct disp_call *c)
+{
+	check_key_locks();
+	if (c->handle != UINT32_MAX) {
+		reg_handle_put(c->cl->handles, c->handle);
+		c->handle = UINT32_MAX;
+	}
+	if (c->cmd && (c->cmd->flags & CMD_IO) && c->status < 0)
+		STATS_ADD(io_errors, 1);
+	install_handle(c);
+	if (c->status == -EPERM && c->cmd)
+		log_eperm(c->cl, c->cmd->flags & CMD_JSON ? error_text(c) : c->cmd->name);
+	build_reply(c);
+	c->done(c);
+}
+
+static void fail_now(struct disp_call *c, int status)
+{
+	c->status = status;
+	complete(c);
+}
+
+/* ---- the generic checks ---- */
+
+#define REFUSE(c, code, ...)              \
+	do {                              \
+		SAY((c), __VA_ARGS__);    \
+		return (code);            \
+	} while (0)
+
+/*
+ * Step 5: the target name, the registry lock and the target's pool, its
+ * state, the owner. The lock, once taken, is held until after the handler
+ * (js->locked), whatever this returns.
+ */
+static int resolve(struct disp_call *c)
+{
+	unsigned fl = c->cmd->flags;
+	struct hcall *h = &c->js->h;
+	const char *s = NULL;
+	int plen;
+
+	if (fl & (CMD_POOL | CMD_DS)) {
+		s = json_string_value(json_object_get(h->args, "name"));
+		if (!s && !(fl & CMD_NAME_OPT))
+			REFUSE(c, -EINVAL, "%s: missing 'name'", c->cmd->name);
+		if (s && !proto_name_valid(s, (fl & CMD_POOL) != 0))
+			REFUSE(c, STOR_EBADNAME, "'%.*s': invalid %s name", 64, s,
+			       (fl & CMD_POOL) ? "pool" : "dataset");
+		if (s && (fl & CMD_CHILD) && !strchr(s, '/'))
+			REFUSE(c, -EINVAL, "%s: a dataset name is POOL/NAME", s);
+		h->name = s;
+	}
+	if (fl & (CMD_LOCK | CMD_LOCK_WR)) {
+		reg_lock((fl & CMD_LOCK_WR) != 0);
+		c->js->locked = 1;
+		h->pe = s ? reg_pool_of(s) : NULL;
+	}
+	if (!s)
+		return 0;
+	plen = (int)strcspn(s, "/");
+	if ((fl & CMD_NEW) && h->pe)
+		REFUSE(c, -EEXIST, "%s: pool already exists", s);
+	if ((fl & (CMD_KNOWN | CMD_ONLINE)) && !h->pe)
+		REFUSE(c, -ENOENT, "%.*s: no such pool", plen, s);
+	if (fl & CMD_ONLINE) {
+		if (!h->pe->pool)
+			REFUSE(c, STOR_EFAULTED, "%.*s: pool is faulted: %.200s", plen, s,
+			       h->pe->error);
+		h->pool = h->pe->pool;
+	}
+	if ((fl & CMD_OWNER) && !reg_may_open(h->peer, h->pool, s))
+		REFUSE(c, -EPERM,
+		       "%s: permission denied (uid %u is neither an administrator nor the owner)",
+		       s, (unsigned)h->peer->uid);
+	return 0;
+}
+
+/* Steps 5 and 6, on whichever thread the table says. */
+static void run_json(struct disp_call *c)
+{
+	int ret = resolve(c);
+
+	if (ret == 0)
+		ret = handlers_run(&c->js->h);
+	if (c->js->locked) {
+		c->js->locked = 0;
+		reg_unlock();
+	}
+	c->status = ret;
+}
+
+/* The call whose threadpool job @j is. */
+static struct disp_call *call_of_job(struct work_job *j)
+{
+	return ((struct disp_json *)((char *)j - offsetof(struct disp_json, job)))->call;
+}
+
+static void job_run(struct work_job *j)
+{
+	run_json(call_of_job(j));
+}
+
+static void job_done(struct work_job *j, int status)
+{
+	struct disp_call *c = call_of_job(j);
+
+	if (status < 0 && c->status == 0)
+		c->status = status;
+	complete(c);
+}
+
+static void io_done(struct work_io *w)
+{
+	struct disp_call *c = (struct disp_call *)((char *)w - offsetof(struct disp_call, wio));
+
+	c->status = w->io.result;
+	count_io(c);
+	complete(c);
+}
+
+/* Step 3: record I/O on a handle of the client, for the workers. */
+static void start_io(struct disp_call *c)
+{
+	struct stor_io *io = &c->wio.io;
+	struct proto_io pio;
+	struct stor_ds *ds;
+	int ret;
+
+	proto_io_get(c->body, &pio);
+	ret = reg_handle_get(c->cl->handles, pio.handle, &ds);
+	if (ret < 0) {
+		fail_now(c, ret);
+		return;
+	}
+	c->handle = pio.handle;
+	*io = (struct stor_io){ .ds = ds, .off = pio.off, .len = pio.len };
+	switch (c->hdr.op) {
+	case PROTO_OP_READ:
+		if (pio.len > dsp.cfg->max_frame) {
+			fail_now(c, -EMSGSIZE);
+			return;
+		}
+		c->out = malloc(pio.len ? pio.len : 1);
+		if (!c->out) {
+			fail_now(c, -ENOMEM);
+			return;
+		}
+		io->op = STOR_IO_READ;
+		io->buf = c->out;
+		break;
+	case PROTO_OP_WRITE:
+		if ((uint64_t)c->hdr.len != PROTO_IO_BODY + (uint64_t)pio.len) {
+			fail_now(c, -EPROTO);
+			return;
+		}
+		io->op = STOR_IO_WRITE;
+		io->buf = c->body + PROTO_IO_BODY;
+		break;
+	case PROTO_OP_FLUSH:
+		io->op = STOR_IO_FLUSH;
+		io->off = 0;
+		io->len = 0;
+		break;
+	case PROTO_OP_DISCARD:
+		io->op = STOR_IO_DISCARD;
+		break;
+	}
+	/* in arrival order, for the workers at the end of this loop turn */
+	c->wio.done = io_done;
+	c->wio.next = NULL;
+	if (dsp.io_tail)
+		dsp.io_tail->next = &c->wio;
+	else
+		dsp.io_head = &c->wio;
+	dsp.io_tail = &c->wio;
+}
+
+void dispatch_flush(void)
+{
+	struct work_io *list = dsp.io_head;
+
+	dsp.io_head = dsp.io_tail = NULL;
+	work_submit_io(list);
+}
+
+/* Step 1: the HELLO; a bad one closes the client after its reply. */
+static void hello(struct disp_call *c)
+{
+	uint32_t magic = get_u32(c->body);
+	unsigned vmin = get_u16(c->body + 4), vmax = get_u16(c->body + 6);
+
+	if (magic != PROTO_MAGIC) {
+		c->status = -EPROTO;
+		c->close_after = 1;
+	} else if (vmin > PROTO_VERSION || vmax < PROTO_VERSION_MIN) {
+		c->status = -EPROTONOSUPPORT;
+		c->close_after = 1;
+	} else {
+		c->cl->hello_done = 1;
+	}
+	complete(c);
+}
+
+/* Step 4: the body of a JSON command is an object (an empty body is {}). */
+static int parse_json(struct disp_call *c)
+{
+	struct hcall *h = &c->js->h;
+	json_error_t jerr;
+
+	if (!c->hdr.len) {
+		h->args = json_object();
+		return h->args ? 0 : -ENOMEM;
+	}
+	h->args = json_loadb((const char *)c->body, c->hdr.len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!h->args || !json_is_object(h->args))
+		REFUSE(c, -EPROTO, "%s: invalid JSON request: %s", c->cmd->name,
+		       h->args ? "not an object" : jerr.text);
+	return 0;
+}
+
+void dispatch_call(struct disp_call *c)
+{
+	struct disp_client *cl = c->cl;
+	const struct proto_cmd *cmd = proto_cmd_by_op(c->hdr.op);
+	int ret;
+
+	c->cmd = cmd;
+	c->handle = UINT32_MAX;
+	if (!cl->hello_done && !(cmd->flags & CMD_PREHELLO)) {
+		log_info("conn %llu: %s before hello", (unsigned long long)cl->id, cmd->name);
+		SAY(c, "hello required first");
+		c->close_after = 1;
+		fail_now(c, -EPROTO);
+		return;
+	}
+	if (cmd->flags & CMD_PREHELLO) {
+		hello(c);
+		return;
+	}
+	if ((cmd->flags & CMD_ADMIN) && !cl->peer.admin) {
+		SAY(c, "%s: permission denied (uid %u is not an administrator)", cmd->name,
+		    (unsigned)cl->peer.uid);
+		fail_now(c, -EPERM);
+		return;
+	}
+	if (cmd->flags & CMD_IO) {
+		start_io(c);
+		return;
+	}
+	STATS_ADD(admin_calls, 1);
+	ret = js_get(c) ? parse_json(c) : -ENOMEM;
+	if (ret < 0) {
+		fail_now(c, ret);
+		return;
+	}
+	if (!(cmd->flags & CMD_SECRET))
+		log_debug("conn %llu: %s %.*s", (unsigned long long)cl->id, cmd->name,
+			  (int)(c->hdr.len > 200 ? 200 : c->hdr.len), (const char *)c->body);
+	if (cmd->flags & CMD_BLOCKING) {
+		c->js->job.run = job_run;
+		c->js->job.done = job_done;
+		if (work_submit_job(dsp.loop, &c->js->job) < 0)
+			fail_now(c, -ENOMEM);
+		return;
+	}
+	run_json(c);
+	complete(c);
+}
+
+void dispatch_refuse(struct disp_call *c, int status)
+{
+	/* an unknown opcode gets a bare header; known JSON ones an error object */
+	c->cmd = proto_cmd_by_op(c->hdr.op);
+	if (c->cmd && !(c->cmd->flags & CMD_JSON))
+		c->cmd = NULL;
+	c->handle = UINT32_MAX;
+	fail_now(c, status);
+}
+
+void dispatch_reply_hdr(const struct disp_call *c, uint8_t *buf)
+{
+	struct proto_hdr h = {
+		.len = (uint32_t)c->payload_len,
+		.op = c->hdr.op,
+		.flags = PROTO_F_REPLY,
+		.req_id = c->hdr.req_id,
+		.status = c->status,
+	};
+
+	proto_hdr_put(buf, &h);
+}
+
+/* The JSON part of a call; key material in its arguments is wiped. */
+static void js_free(struct disp_json *js)
+{
+	const char *k;
+
+	if (!js)
+		return;
+	k = json_string_value(json_object_get(js->h.args, "key_hex"));
+	if (k && (js->h.cmd->flags & CMD_SECRET))
+		explicit_bzero((char *)k, strlen(k));
+	json_decref(js->h.args);
+	json_decref(js->h.reply);
+	free(js->out);
+	if (js->h.opened) {
+		stor_ds_close(js->h.opened);
+		reg_pool_unref(js->h.opened_pe);
+	}
+	free(js);
+}
+
+void dispatch_call_free(struct disp_call *c)
+{
+	/* key material: the raw body and the parsed copy, whatever the handler did */
+	if (c->body && c->cmd && (c->cmd->flags & CMD_SECRET))
+		explicit_bzero(c->body, c->hdr.len);
+	free(c->body);
+	js_free(c->js);
+	free(c->out);
+	c->body = NULL;
+	c->js = NULL;
+	c->out = NULL;
+}

@@ -1,0 +1,755 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The pool registry (registry.h): the list of pools and pools.list, the
+ * handle tables of clients and their revocation, and the access rules.
+ *
+ * A pool that failed to import stays on the list as faulted with its error
+ * text; the names of listed pools are kept in <state_dir>/pools.list so a
+ * restart imports them again. Nothing here knows a socket or a request: a
+ * client is a handle table and the credentials it was opened with.
+ *
+ * Revocation (pool export -f, destroy -f, unload-key -f): a worker thread
+ * asks the loop through an async handle to revoke the matching handles of
+ * every client, closed ones included, and waits until each has no request
+ * in flight and is closed. A revoked handle number stays taken: requests on
+ * it get -ESTALE until its owner closes it.
+ */
+#include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "registry.h"
+
+static const struct config *cfg;
+static pthread_rwlock_t pools_lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct pool_ent *pools;
+static gid_t admin_gid;
+static int have_admin_gid;
+
+/* ---- pools ---- */
+
+void reg_lock(int write)
+{
+	if (write)
+		pthread_rwlock_wrlock(&pools_lock);
+	else
+		pthread_rwlock_rdlock(&pools_lock);
+}
+
+void reg_unlock(void)
+{
+	pthread_rwlock_unlock(&pools_lock);
+}
+
+struct pool_ent *reg_pools(void)
+{
+	return pools;
+}
+
+struct pool_ent *reg_pool_of(const char *name)
+{
+	size_t n = strcspn(name, "/");
+
+	for (struct pool_ent *pe = pools; pe; pe = pe->next)
+		if (strlen(pe->name) == n && !strncmp(pe->name, name, n))
+			return pe;
+	return NULL;
+}
+
+struct stor_pool_opts reg_pool_opts(uint64_t lun_size)
+{
+	return (struct stor_pool_opts){
+		.state_dir = cfg->state_dir,
+		.direct_io = cfg->direct_io,
+		.pread_only = !cfg->lun_mmap,
+		.txg_timeout_ms = cfg->txg_timeout * 1000u,
+		.lun_size = lun_size,
+	};
+}
+
+/* Link @pe into the list, which is kept in name order for listings. */
+static void pool_insert(struct pool_ent *pe)
+{
+	struct pool_ent **pp = &pools;
+
+	while (*pp && strcmp((*pp)->name, pe->name) < 0)
+		pp = &(*pp)->next;
+	pe->next = *pp;
+	*pp = pe;
+}
+
+static void pool_unlink(struct pool_ent *pe)
+{
+	for (struct pool_ent **pp = &pools; *pp; pp = &(*pp)->next) {
+		if (*pp == pe) {
+			*pp = pe->next;
+			return;
+		}
+	}
+}
+
+void reg_save(void)
+{
+	char path[PATH_MAX], tmp[PATH_MAX];
+	FILE *f;
+	int dfd;
+
+	snprintf(path, sizeof(path), "%s/pools.list", cfg->state_dir);
+	snprintf(tmp, sizeof(tmp), "%s/pools.list.tmp", cfg->state_dir);
+	f = fopen(tmp, "w");
+	if (!f) {
+		log_err("%s: %s", tmp, strerror(errno));
+		return;
+	}
+	fprintf(f, "# pools cofferd imports at start, one per line\n");
+	for (struct pool_ent *pe = pools; pe; pe = pe->next)
+		fprintf(f, "%s\n", pe->name);
+	if (fflush(f) != 0 || fsync(fileno(f)) < 0) {
+		log_err("%s: %s", tmp, strerror(errno));
+		fclose(f);
+		return;
+	}
+	fclose(f);
+	if (rename(tmp, path) < 0) {
+		log_err("%s: %s", path, strerror(errno));
+		return;
+	}
+	/* the rename is durable only once the directory is */
+	dfd = open(cfg->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fsync(dfd) < 0)
+		log_err("%s: fsync: %s", cfg->state_dir, strerror(errno));
+	if (dfd >= 0)
+		close(dfd);
+}
+
+int reg_pool_add(const char *name, struct stor_pool *pool)
+{
+	struct pool_ent *pe = calloc(1, sizeof(*pe));
+
+	if (!pe)
+		return -ENOMEM;
+	snprintf(pe->name, sizeof(pe->name), "%s", name);
+	pe->pool = pool;
+	pool_insert(pe);
+	reg_save();
+	return 0;
+}
+
+struct pool_ent *reg_pool_import(const char *name, int keep_failed, int *err)
+{
+	struct stor_pool_opts o = reg_pool_opts(0);
+	struct pool_ent *pe = calloc(1, sizeof(*pe));
+	int ret;
+
+	*err = -ENOMEM;
+	if (!pe)
+		return NULL;
+	snprintf(pe->name, sizeof(pe->name), "%s", name);
+	ret = stor_pool_open(name, &o, &pe->pool);
+	*err = ret;
+	if (ret < 0) {
+		const char *why = stor_pool_last_error();
+
+		snprintf(pe->error, sizeof(pe->error), "%s%s%s", stor_strerror(ret),
+			 why[0] ? ": " : "", why);
+		pe->pool = NULL;
+		if (!keep_failed) {
+			free(pe);
+			return NULL;
+		}
+	}
+	pool_insert(pe);
+	return pe;
+}
+
+void reg_pool_remove(struct pool_ent *pe)
+{
+	pool_unlink(pe);
+	free(pe);
+	reg_save();
+}
+
+void reg_importable(void (*fn)(const char *name, void *arg), void *arg)
+{
+	char dir[PATH_MAX];
+	struct dirent *d;
+	DIR *dp;
+
+	snprintf(dir, sizeof(dir), "%s/pools", cfg->state_dir);
+	dp = opendir(dir);
+	if (!dp)
+		return;
+	while ((d = readdir(dp))) {
+		size_t n = strlen(d->d_name);
+		char name[PROTO_NAME_MAX + 1];
+
+		if (n <= 4 || n - 4 > PROTO_NAME_MAX || strcmp(d->d_name + n - 4, ".mdb"))
+			continue;
+		memcpy(name, d->d_name, n - 4);
+		name[n - 4] = '\0';
+		if (proto_name_valid(name, 1) && !reg_pool_of(name))
+			fn(name, arg);
+	}
+	closedir(dp);
+}
+
+int reg_init(const struct config *config)
+{
+	char path[PATH_MAX], line[PROTO_NAME_MAX + 8];
+	FILE *f;
+
+	cfg = config;
+	if (cfg->admin_group && cfg->admin_group[0]) {
+		struct group *gr = getgrnam(cfg->admin_group);
+
+		if (!gr) {
+			log_err("admin_group %s: no such group", cfg->admin_group);
+			return -ESRCH;
+		}
+		admin_gid = gr->gr_gid;
+		have_admin_gid = 1;
+	}
+	snprintf(path, sizeof(path), "%s/pools.list", cfg->state_dir);
+	f = fopen(path, "r");
+	if (!f)
+		return errno == ENOENT ? 0 : -errno;
+	/* pools are imported one by one; one that fails stays listed as faulted */
+	pthread_rwlock_wrlock(&pools_lock);
+	while (fgets(line, sizeof(line), f)) {
+		struct pool_ent *pe;
+		int ret;
+
+		line[strcspn(line, "\r\n")] = '\0';
+		if (!line[0] || line[0] == '#')
+			continue;
+		if (!proto_name_valid(line, 1) || reg_pool_of(line)) {
+			log_warn("%s: ignoring '%s'", path, line);
+			continue;
+		}
+		pe = reg_pool_import(line, 1, &ret);
+		if (!pe)
+			continue;
+		if (ret < 0)
+			log_err("pool %s: import: %s", line, pe->error);
+		else
+			log_info("pool %s: imported", line);
+	}
+	pthread_rwlock_unlock(&pools_lock);
+	fclose(f);
+	return 0;
+}
+
+int reg_fini(void)
+{
+	int failed = 0;
+
+	pthread_rwlock_wrlock(&pools_lock);
+	while (pools) {
+		struct pool_ent *pe = pools;
+		int ret;
+
+		pools = pe->next;
+		ret = stor_pool_close(pe->pool);
+		if (ret < 0) {
+			log_err("pool %s: final commit failed: %s; writes since the last commit "
+				"are lost",
+				pe->name, stor_strerror(ret));
+			failed++;
+		} else if (pe->pool) {
+			log_info("pool %s: closed", pe->name);
+		}
+		free(pe);
+	}
+	pthread_rwlock_unlock(&pools_lock);
+	return failed;
+}
+
+/* ---- access ---- */
+
+/*
+ * Is @gid the peer's primary group or one of its supplementary groups: those
+ * the process really has (SO_PEERGROUPS) and, with @login or where the kernel
+ * cannot say, those the group database gives the user at login.
+ */
+static int peer_in_group(const struct peer *p, gid_t gid, int login)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	gid_t groups[256];
+	int ng = 256;
+
+	if (gid == p->gid)
+		return 1;
+	for (int i = 0; i < p->ngroups; i++)
+		if (p->groups[i] == gid)
+			return 1;
+	if (p->ngroups >= 0 && !login)
+		return 0;
+	if (getpwuid_r(p->uid, &pw, buf, sizeof(buf), &res) != 0 || !res)
+		return 0;
+	if (getgrouplist(pw.pw_name, p->gid, groups, &ng) < 0)
+		return 0;
+	for (int i = 0; i < ng; i++)
+		if (groups[i] == gid)
+			return 1;
+	return 0;
+}
+
+int reg_is_admin(const struct peer *p)
+{
+	if (p->uid == 0 || p->uid == getuid())
+		return 1;
+	/* admin_group membership counts as a login gives it, so a member added
+	 * since the peer's session started is one */
+	return have_admin_gid && peer_in_group(p, admin_gid, 1);
+}
+
+int reg_may_open(const struct peer *p, struct stor_pool *pool, const char *name)
+{
+	struct stor_prop_value v;
+	unsigned long uid, gid;
+	char *end;
+
+	if (p->admin)
+		return 1;
+	if (stor_ds_get(pool, name, "owner", &v) < 0 || !v.value[0] || !strcmp(v.value, "-"))
+		return 0;
+	/* "UID" or "UID:GID", validated by libstore when set */
+	if (v.value[0] < '0' || v.value[0] > '9')
+		return 0;
+	uid = strtoul(v.value, &end, 10);
+	if (uid == p->uid)
+		return 1;
+	if (*end == ':' && end[1] >= '0' && end[1] <= '9') {
+		gid = strtoul(end + 1, &end, 10);
+		if (gid <= UINT32_MAX && peer_in_group(p, (gid_t)gid, 0))
+			return 1;
+	}
+	return 0;
+}
+
+/* ---- handle tables ---- */
+
+struct reg_handle {
+	struct stor_ds *ds;
+	struct pool_ent *pe;
+	unsigned inflight;
+	int closing;
+	int revoked; /* by an admin's -f: -ESTALE until closed by its owner */
+};
+
+struct reg_client {
+	struct peer peer; /* uid and pid for the log of a revocation */
+	uint64_t id;
+	int closed;
+	struct reg_handle *handles;
+	uint32_t nhandles;
+	struct reg_client *prev, *next;
+};
+
+/* Every client with a table, closed ones included until their last request is done. */
+static struct reg_client *clients;
+
+static void revoke_progress(void);
+
+void reg_pool_unref(struct pool_ent *pe)
+{
+	if (pe)
+		atomic_fetch_sub(&pe->nhandles, 1);
+}
+
+/* Close the dataset of handle @h; its slot stays taken while revoked. */
+static void handle_release(struct reg_handle *h)
+{
+	stor_ds_close(h->ds);
+	reg_pool_unref(h->pe);
+	h->ds = NULL;
+	h->pe = NULL;
+	h->closing = 0;
+}
+
+struct reg_client *reg_client_new(const struct peer *p, uint64_t id)
+{
+	struct reg_client *cl = calloc(1, sizeof(*cl));
+
+	if (!cl)
+		return NULL;
+	cl->peer = *p;
+	cl->peer.groups = NULL; /* not kept: the owner's may go first */
+	cl->id = id;
+	cl->next = clients;
+	if (clients)
+		clients->prev = cl;
+	clients = cl;
+	return cl;
+}
+
+void reg_client_closed(struct reg_client *cl)
+{
+	if (cl)
+		cl->closed = 1;
+}
+
+void reg_client_free(struct reg_client *cl)
+{
+	if (!cl)
+		return;
+	if (cl->prev)
+		cl->prev->next = cl->next;
+	else
+		clients = cl->next;
+	if (cl->next)
+		cl->next->prev = cl->prev;
+	for (uint32_t i = 0; i < cl->nhandles; i++)
+		if (cl->handles[i].ds)
+			handle_release(&cl->handles[i]);
+	revoke_progress();
+	free(cl->handles);
+	free(cl);
+}
+
+int reg_handle_install(struct reg_client *cl, struct stor_ds *ds, struct pool_ent *pe)
+{
+	uint32_t i;
+
+	for (i = 0; i < cl->nhandles; i++)
+		if (!cl->handles[i].ds && !cl->handles[i].revoked)
+			break;
+	if (i == cl->nhandles) {
+		uint32_t n = cl->nhandles ? cl->nhandles * 2 : 8;
+		struct reg_handle *nh = realloc(cl->handles, n * sizeof(*nh));
+
+		if (!nh)
+			return -ENOMEM;
+		memset(nh + cl->nhandles, 0, (n - cl->nhandles) * sizeof(*nh));
+		cl->handles = nh;
+		cl->nhandles = n;
+	}
+	cl->handles[i] = (struct reg_handle){ .ds = ds, .pe = pe };
+	return (int)i;
+}
+
+int reg_handle_close(struct reg_client *cl, uint32_t hnum)
+{
+	struct reg_handle *h;
+
+	if (hnum >= cl->nhandles)
+		return -EBADF;
+	h = &cl->handles[hnum];
+	if (h->revoked) {
+		/* closing a revoked handle frees its number; it closes once drained */
+		h->revoked = 0;
+		return 0;
+	}
+	if (!h->ds || h->closing)
+		return -EBADF;
+	if (h->inflight) {
+		h->closing = 1;
+		return 0;
+	}
+	handle_release(h);
+	revoke_progress();
+	return 0;
+}
+
+int reg_handle_get(struct reg_client *cl, uint32_t hnum, struct stor_ds **ds)
+{
+	struct reg_handle *h = hnum < cl->nhandles ? &cl->handles[hnum] : NULL;
+
+	*ds = NULL;
+	if (h && h->revoked)
+		return -ESTALE; /* an admin closed it with -f */
+	if (!h || !h->ds || h->closing)
+		return -EBADF;
+	h->inflight++;
+	*ds = h->ds;
+	return 0;
+}
+
+void reg_handle_put(struct reg_client *cl, uint32_t hnum)
+{
+	struct reg_handle *h = &cl->handles[hnum];
+
+	if (--h->inflight == 0 && h->closing && h->ds) {
+		handle_release(h);
+		revoke_progress();
+	}
+}
+
+/* ---- revocation ---- */
+
+/* Which handles revoke_wait() finds: those on pool @pe, of datasets @ds (all if @nds is 0). */
+struct revoke_match {
+	struct pool_ent *pe;
+	struct stor_ds *const *ds;
+	size_t nds;
+	uid_t by; /* the admin asking, for the log */
+};
+
+/* Revocation requests of worker threads (revoke_wait), handled on the loop. */
+struct revoke_req {
+	const struct revoke_match *what;
+	int mark;         /* revoke; 0: only count */
+	int done;
+	unsigned matched; /* handles that matched when marked */
+	struct revoke_req *next;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct revoke_req *queue;  /* not yet seen by the loop */
+	struct revoke_req *active; /* marked, waiting for handles to close */
+	uv_async_t async;
+	int init;
+} rv = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+static int revoke_matches(const struct revoke_match *r, const struct reg_handle *h)
+{
+	if (!h->ds || h->pe != r->pe)
+		return 0;
+	if (!r->nds)
+		return 1;
+	for (size_t i = 0; i < r->nds; i++)
+		if (r->ds[i] == h->ds)
+			return 1;
+	return 0;
+}
+
+/* Handles matching @r still open; with @mark, revoke them first. */
+static unsigned revoke_walk(const struct revoke_match *r, int mark, unsigned *matched)
+{
+	unsigned open = 0;
+
+	for (struct reg_client *cl = clients; cl; cl = cl->next) {
+		for (uint32_t i = 0; i < cl->nhandles; i++) {
+			struct reg_handle *h = &cl->handles[i];
+
+			if (!revoke_matches(r, h))
+				continue;
+			if (mark) {
+				(*matched)++;
+				if (!h->revoked)
+					log_warn("conn %llu (uid %u pid %d): handle %u on %s "
+						 "revoked by uid %u",
+						 (unsigned long long)cl->id, (unsigned)cl->peer.uid,
+						 (int)cl->peer.pid, i, stor_ds_name(h->ds),
+						 (unsigned)r->by);
+				/* no tombstone on a closed client or a handle its owner closed */
+				h->revoked = !cl->closed && !h->closing;
+				if (!h->inflight) {
+					handle_release(h);
+					continue;
+				}
+				h->closing = 1;
+			}
+			open++;
+		}
+	}
+	return open;
+}
+
+/* Handles closed: wake the requests whose handles are all gone (loop thread). */
+static void revoke_progress(void)
+{
+	pthread_mutex_lock(&rv.lock);
+	for (struct revoke_req **pp = &rv.active; *pp;) {
+		struct revoke_req *q = *pp;
+		unsigned dummy = 0;
+
+		if (revoke_walk(q->what, 0, &dummy) == 0) {
+			q->done = 1;
+			*pp = q->next;
+			pthread_cond_broadcast(&rv.cond);
+		} else {
+			pp = &q->next;
+		}
+	}
+	pthread_mutex_unlock(&rv.lock);
+}
+
+static void revoke_cb(uv_async_t *a)
+{
+	(void)a;
+	pthread_mutex_lock(&rv.lock);
+	while (rv.queue) {
+		struct revoke_req *q = rv.queue;
+		unsigned open;
+
+		rv.queue = q->next;
+		open = revoke_walk(q->what, q->mark, &q->matched);
+		if (!q->mark)
+			q->matched = open;
+		if (!q->mark || open == 0) {
+			q->done = 1;
+		} else {
+			q->next = rv.active;
+			rv.active = q;
+		}
+	}
+	pthread_cond_broadcast(&rv.cond);
+	pthread_mutex_unlock(&rv.lock);
+}
+
+/* Take @q off whichever list holds it (rv.lock held). */
+static void revoke_unlink(struct revoke_req *q)
+{
+	for (struct revoke_req **pp = &rv.queue; *pp; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			return;
+		}
+	for (struct revoke_req **pp = &rv.active; *pp; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			return;
+		}
+}
+
+/*
+ * From a worker thread: count the handles of every client that match @r
+ * and, with @mark, revoke them (requests on them then get -ESTALE) and wait,
+ * up to @timeout_ms, until every one has no request in flight and is closed.
+ * @return the number of matching handles, -ETIMEDOUT or -ESHUTDOWN
+ */
+static int revoke_wait(const struct revoke_match *r, int mark, unsigned timeout_ms)
+{
+	struct revoke_req q = { .what = r, .mark = mark };
+	struct timespec until;
+	uint64_t ns;
+	int ret = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	ns = (uint64_t)until.tv_nsec + (uint64_t)timeout_ms * 1000000u;
+	until.tv_sec += (time_t)(ns / 1000000000u);
+	until.tv_nsec = (long)(ns % 1000000000u);
+	pthread_mutex_lock(&rv.lock);
+	if (!rv.init) {
+		pthread_mutex_unlock(&rv.lock);
+		return -ESHUTDOWN;
+	}
+	q.next = rv.queue;
+	rv.queue = &q;
+	uv_async_send(&rv.async);
+	while (!q.done && ret == 0)
+		ret = pthread_cond_timedwait(&rv.cond, &rv.lock, &until);
+	if (!q.done) {
+		revoke_unlink(&q);
+		ret = -ETIMEDOUT;
+	} else {
+		ret = (int)q.matched;
+	}
+	pthread_mutex_unlock(&rv.lock);
+	return ret;
+}
+
+#define REVOKE_TIMEOUT_MS 30000u /* for requests in flight on revoked handles */
+
+/* Datasets of one pool, each held open (refs) while the set lives. */
+struct ds_set {
+	struct stor_pool *pool;
+	const char *name;
+	int which; /* REG_DS_* */
+	struct stor_ds **v;
+	size_t n;
+};
+
+static int collect_one(const char *n, void *arg)
+{
+	struct ds_set *set = arg;
+	size_t len = strlen(set->name);
+	struct stor_prop_value v;
+	struct stor_ds *ds, **nv;
+
+	if (set->which == REG_DS_KEY) {
+		if (stor_ds_get(set->pool, n, "encryptionroot", &v) < 0 ||
+		    strcmp(v.value, set->name))
+			return 0;
+	} else if (strcmp(n, set->name) &&
+		   !(set->which == REG_DS_TREE && !strncmp(n, set->name, len) && n[len] == '/')) {
+		return 0;
+	}
+	if (stor_ds_open(set->pool, n, &ds) < 0)
+		return 0; /* destroyed meanwhile */
+	nv = realloc(set->v, (set->n + 1) * sizeof(*nv));
+	if (!nv) {
+		stor_ds_close(ds);
+		return -ENOMEM;
+	}
+	set->v = nv;
+	set->v[set->n++] = ds;
+	return 0;
+}
+
+static void ds_set_free(struct ds_set *set)
+{
+	for (size_t i = 0; i < set->n; i++)
+		stor_ds_close(set->v[i]);
+	free(set->v);
+	set->v = NULL;
+	set->n = 0;
+}
+
+int reg_revoke_datasets(struct pool_ent *pe, const char *name, int which, int revoke, uid_t by)
+{
+	struct ds_set set = { .pool = pe->pool, .name = name, .which = which };
+	struct revoke_match r = { .pe = pe, .by = by };
+	int ret;
+
+	ret = stor_ds_list(set.pool, collect_one, &set);
+	if (ret >= 0 && set.n) {
+		r.ds = set.v;
+		r.nds = set.n;
+		ret = revoke_wait(&r, revoke, REVOKE_TIMEOUT_MS);
+		if (revoke && ret > 0)
+			log_warn("dataset %s: %d handles revoked by uid %u", name, ret,
+				 (unsigned)by);
+	}
+	ds_set_free(&set);
+	return ret;
+}
+
+int reg_revoke_pool(struct pool_ent *pe, uid_t by)
+{
+	struct revoke_match r = { .pe = pe, .by = by };
+	int ret = revoke_wait(&r, 1, REVOKE_TIMEOUT_MS);
+
+	if (ret >= 0)
+		log_warn("pool %s: %d handles revoked by uid %u", pe->name, ret, (unsigned)by);
+	return ret;
+}
+
+int reg_loop_start(uv_loop_t *loop)
+{
+	int ret = uv_async_init(loop, &rv.async, revoke_cb);
+
+	if (ret < 0)
+		return ret;
+	uv_unref((uv_handle_t *)&rv.async);
+	rv.init = 1;
+	return 0;
+}
+
+void reg_loop_stop(void)
+{
+	pthread_mutex_lock(&rv.lock);
+	if (!rv.init) {
+		pthread_mutex_unlock(&rv.lock);
+		return;
+	}
+	rv.init = 0;
+	pthread_mutex_unlock(&rv.lock);
+	uv_close((uv_handle_t *)&rv.async, NULL);
+}

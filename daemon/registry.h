@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon's pool registry: the pools it serves (imported at start from
+ * <state_dir>/pools.list, created, imported, exported, destroyed), the
+ * dataset handles each client holds on them with their counts, the
+ * revocation of those handles by an administrator, and the access rules
+ * (who is an administrator, who owns a dataset).
+ *
+ * Locking: the pool list is guarded by one rwlock (reg_lock). Imports,
+ * exports, creates and destroys hold it for writing, every other call that
+ * uses a pool for reading, so a pool cannot go while a call uses it. Handle
+ * tables are touched on the loop thread only. Nothing here knows a
+ * transport: the clients of any front end hold their handles here.
+ */
+#ifndef COFFERD_REGISTRY_H
+#define COFFERD_REGISTRY_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <uv.h>
+
+#include "conf.h"
+#include "proto.h"
+#include "store.h"
+
+/** Who is calling: the peer's credentials, as the transport learnt them. */
+struct peer {
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+	const gid_t *groups; /* supplementary groups (SO_PEERGROUPS) */
+	int ngroups;         /* -1: the kernel did not say */
+	int admin;           /* reg_is_admin(), decided once per connection */
+};
+
+/** One pool of the registry. */
+struct pool_ent {
+	char name[PROTO_NAME_MAX + 1];
+	struct stor_pool *pool; /* NULL when faulted */
+	char error[512];        /* why it is faulted */
+	atomic_uint nhandles;   /* datasets open on clients */
+	struct pool_ent *next;
+};
+
+/* ---- life cycle ---- */
+
+/** Remember @cfg, resolve admin_group, import every pool of pools.list. @return 0 or -errno */
+int reg_init(const struct config *cfg);
+/** Close every pool (commits the open txg). @return how many failed their final commit */
+int reg_fini(void);
+/** Start answering revocations on @loop (the loop thread owns handle tables). */
+int reg_loop_start(uv_loop_t *loop);
+/** Stop: later revocations get -ESHUTDOWN. */
+void reg_loop_stop(void);
+
+/* ---- pools (reg_lock held as the comments say) ---- */
+
+/** Take the pool list's lock for reading, or for writing with @write. */
+void reg_lock(int write);
+void reg_unlock(void);
+/** The first pool in name order, for listings (lock held); then ->next. */
+struct pool_ent *reg_pools(void);
+/** The pool named @name, or of the dataset @name ("tank" of "tank/a"), or NULL (lock held). */
+struct pool_ent *reg_pool_of(const char *name);
+/** Options for opening or creating a pool with LUNs of @lun_size bytes (0: as found). */
+struct stor_pool_opts reg_pool_opts(uint64_t lun_size);
+/** Add the created pool @pool as @name and remember it in pools.list (write lock). */
+int reg_pool_add(const char *name, struct stor_pool *pool);
+/**
+ * Open pool @name into a new entry, listed even if it fails (faulted, with
+ * its error text), unless @keep_failed is 0; pools.list is not rewritten
+ * (reg_save). (write lock)
+ * @param[out] err  0 or the negative code of the failure
+ * @return the entry, or NULL (out of memory, or failed and not kept)
+ */
+struct pool_ent *reg_pool_import(const char *name, int keep_failed, int *err);
+/** Rewrite pools.list from the list (write lock). */
+void reg_save(void);
+/** Unlink and free @pe (its pool already closed) and rewrite pools.list (write lock). */
+void reg_pool_remove(struct pool_ent *pe);
+/** Call @fn for each pool with metadata in the state directory that is not on the list. */
+void reg_importable(void (*fn)(const char *name, void *arg), void *arg);
+
+/* ---- access rules ---- */
+
+/**
+ * Is @p an administrator: uid 0, our uid, or a member of admin_group by its
+ * gid, its supplementary groups or the group database (as a login gives them)?
+ */
+int reg_is_admin(const struct peer *p);
+/**
+ * May @p open dataset @name of @pool: an administrator, or the owner property
+ * ("UID" or "UID:GID") names its uid or one of its groups.
+ */
+int reg_may_open(const struct peer *p, struct stor_pool *pool, const char *name);
+
+/* ---- dataset handles of clients (loop thread) ---- */
+
+struct reg_client;
+
+/** A new, empty handle table for a client of @p (copied) known as @id in logs. NULL: no memory */
+struct reg_client *reg_client_new(const struct peer *p, uint64_t id);
+/** The client's connection is gone: a revocation leaves it no tombstone. */
+void reg_client_closed(struct reg_client *cl);
+/** Close every handle of @cl and free it. NULL is a no-op. */
+void reg_client_free(struct reg_client *cl);
+/**
+ * Give the open dataset @ds of @pe (whose count was taken for it) the first
+ * free handle number of @cl. @return the number or -ENOMEM
+ */
+int reg_handle_install(struct reg_client *cl, struct stor_ds *ds, struct pool_ent *pe);
+/** Close handle @h (once its requests are done). @return 0 or -EBADF */
+int reg_handle_close(struct reg_client *cl, uint32_t h);
+/**
+ * The dataset of handle @h for a request, counted in flight until
+ * reg_handle_put(). @return 0, -ESTALE (revoked by an admin), -EBADF
+ */
+int reg_handle_get(struct reg_client *cl, uint32_t h, struct stor_ds **ds);
+/** A request on @h (one reg_handle_get() that returned 0) is done. */
+void reg_handle_put(struct reg_client *cl, uint32_t h);
+/** Drop a count of @pe that reg_handle_install() did not take over. */
+void reg_pool_unref(struct pool_ent *pe);
+
+/* Which datasets of a pool reg_revoke_datasets() means by a name. */
+#define REG_DS_ONE 0  /* the dataset itself */
+#define REG_DS_TREE 1 /* it and its descendants */
+#define REG_DS_KEY 2  /* the datasets whose encryptionroot it is */
+
+/**
+ * From a worker thread, registry lock held: the handles clients hold on the
+ * datasets @which of @name in @pe; with @revoke they are revoked (requests
+ * on them get -ESTALE) and closed once their requests in flight are done,
+ * waited for up to 30 s, whoever opened them; the revocation is logged.
+ * @return their number, -ENOMEM, -ETIMEDOUT or -ESHUTDOWN (daemon stopping)
+ */
+int reg_revoke_datasets(struct pool_ent *pe, const char *name, int which, int revoke, uid_t by);
+/** Likewise every handle on @pe (export -f, destroy -f). */
+int reg_revoke_pool(struct pool_ent *pe, uid_t by);
+
+#endif
