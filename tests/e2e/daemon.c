@@ -139,14 +139,13 @@ int tdaemon_stop(struct tdaemon *d)
 	if (d->pid <= 0)
 		return -1;
 	kill(d->pid, SIGTERM);
-	for (int waited = 0; waited < 20000; waited += 20) {
-		pid_t r = waitpid(d->pid, &status, WNOHANG);
-
-		if (r == d->pid) {
+	for (double end = tdaemon_deadline(20);;) {
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
 			d->pid = -1;
 			return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 		}
-		usleep(20000);
+		if (!tdaemon_poll(end))
+			break;
 	}
 	kill(d->pid, SIGKILL);
 	waitpid(d->pid, &status, 0);
@@ -221,4 +220,20 @@ int tdaemon_cofferf(struct tdaemon *d, const char *in_file, char *out, size_t ca
 	vsnprintf(args, sizeof(args), fmt, ap);
 	va_end(ap);
 	return tdaemon_coffer(d, NULL, in_file, out, cap, args);
+}
+
+double tdaemon_deadline(double seconds)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9 + seconds;
+}
+
+bool tdaemon_poll(double deadline)
+{
+	if (tdaemon_deadline(0) >= deadline)
+		return false;
+	poll(NULL, 0, 20);
+	return true;
 }

@@ -8,6 +8,7 @@
 #define COFFER_E2E_DAEMON_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -64,6 +65,18 @@ int tdaemon_cofferf(struct tdaemon *d, const char *in_file, char *out, size_t ca
 		tdaemon_cleanup(d);       \
 		cr_skip_test(__VA_ARGS__); \
 	} while (0)
+
+/* How long an event the tests wait for may take on a loaded machine under sanitizers. */
+#define TDAEMON_WAIT_S 30
+
+/** A deadline @seconds from now (CLOCK_MONOTONIC seconds), for tdaemon_poll(). */
+double tdaemon_deadline(double seconds);
+
+/**
+ * Wait a little (20 ms) for an event, unless @deadline has passed.
+ * @return false once it has: `while (!event() && tdaemon_poll(end));`
+ */
+bool tdaemon_poll(double deadline);
 
 /** Write @len bytes to a new file @name in the temp dir; returns its path (static). */
 const char *tdaemon_file(struct tdaemon *d, const char *name, const void *data, size_t len);

@@ -500,8 +500,9 @@ Test(data, open_datasets_keep_their_pool_and_a_vanishing_client_releases_them)
 	cr_assert_eq(coffer_flush_out(c), 0);
 	coffer_close(c);
 	/* the handle goes with the connection once its requests are done */
-	for (int i = 0; i < 100 && cof(NULL, "pool export tank") != 0; i++)
-		usleep(50000);
+	for (double end = tdaemon_deadline(TDAEMON_WAIT_S);
+	     cof(NULL, "pool export tank") != 0 && tdaemon_poll(end);)
+		;
 	cr_assert_eq(cof(NULL, "pool import tank"), 0, "export never succeeded: %s", out);
 	COF_OK(NULL, "destroy tank/v");
 }

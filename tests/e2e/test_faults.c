@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -60,6 +61,8 @@ static void start(void)
 	unsetenv("COFFER_FAULT_LOG");
 }
 
+static struct timespec armed; /* the control file's mtime at the last arm */
+
 /* Arm the rules in @rules ('|' or newline separated); "" disarms. */
 static void arm(const char *rules)
 {
@@ -72,8 +75,19 @@ static void arm(const char *rules)
 	fprintf(f, "%s\n", rules);
 	fclose(f);
 	cr_assert_eq(rename(tmp, ctl), 0);
-	/* the shim compares mtimes: make sure the next arm differs */
-	usleep(20000);
+	/* the shim rereads the file when its mtime changes, and file times move
+	 * in clock ticks: touch it until its mtime differs from the last arm's */
+	for (;;) {
+		struct stat st;
+
+		cr_assert_eq(stat(ctl, &st), 0);
+		if (st.st_mtim.tv_sec != armed.tv_sec || st.st_mtim.tv_nsec != armed.tv_nsec) {
+			armed = st.st_mtim;
+			break;
+		}
+		poll(NULL, 0, 1);
+		cr_assert_eq(utimensat(AT_FDCWD, ctl, NULL, 0), 0);
+	}
 }
 
 /* Faults the shim reported so far. */

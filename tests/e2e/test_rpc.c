@@ -336,7 +336,12 @@ Test(rpc, connections_over_the_limit_are_refused_and_others_stay)
 		json_decref(r);
 		coffer_close(cs[i]);
 	}
-	usleep(100000);
+	/* the closed connections' places come free once the daemon has seen them go */
+	for (double end = tdaemon_deadline(TDAEMON_WAIT_S);
+	     coffer_connect(td.sock, &extra) == -EUSERS && tdaemon_poll(end);)
+		;
+	cr_assert_not_null(extra, "the closed connections' places never came free");
+	coffer_close(extra);
 	assert_alive();
 }
 
@@ -628,8 +633,9 @@ Test(rpc, sighup_reopens_a_log_file_moved_away)
 	cr_assert_eq(stat(logf, &st), 0, "no log file");
 	cr_assert_eq(rename(logf, moved), 0);
 	kill(td.pid, SIGHUP);
-	for (int i = 0; i < 100 && stat(logf, &st) != 0; i++)
-		usleep(20000);
+	for (double end = tdaemon_deadline(TDAEMON_WAIT_S);
+	     stat(logf, &st) != 0 && tdaemon_poll(end);)
+		;
 	cr_assert_eq(stat(logf, &st), 0, "SIGHUP did not reopen %s", logf);
 	assert_alive();
 }
@@ -741,7 +747,11 @@ Test(rpc, eperm_is_answered_every_time_and_logged_once_per_connection)
 	}
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
-	usleep(100000);
+	/* the daemon logs a refusal before it replies, and the child had every
+	 * reply: the line is there unless the log is slow to show it */
+	for (double end = tdaemon_deadline(TDAEMON_WAIT_S);
+	     !strstr(tdaemon_log(&td), "permission denied") && tdaemon_poll(end);)
+		;
 	log = tdaemon_log(&td);
 	for (const char *p = log; (p = strstr(p, "permission denied")); p++)
 		n++;

@@ -111,13 +111,14 @@ Test(stats, sighup_applies_a_new_cache_size)
 		fclose(f);
 	}
 	kill(td.pid, SIGHUP);
-	for (int i = 0; i < 50; i++) {
+	for (double end = tdaemon_deadline(TDAEMON_WAIT_S);;) {
 		j = stats_json();
 		if (jget(j, "cache", "capacity") == 1 << 20)
 			break;
 		json_decref(j);
 		j = NULL;
-		usleep(100000);
+		if (!tdaemon_poll(end))
+			break;
 	}
 	cr_assert(j, "SIGHUP did not apply cache_size = 1M:\n%s", tdaemon_log(&td));
 	json_decref(j);

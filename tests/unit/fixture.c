@@ -13,10 +13,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -235,5 +237,26 @@ void tpat_random(void *buf, size_t len, uint64_t seed)
 		x ^= x >> 7;
 		x ^= x << 17;
 		memcpy(p + i, &x, len - i < 8 ? len - i : 8);
+	}
+}
+
+double tnow(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+bool trace_for(double min_s, double max_s, bool (*enough)(void *arg), void *arg)
+{
+	double t0 = tnow();
+
+	for (;;) {
+		double t = tnow() - t0;
+
+		if (t >= max_s || (t >= min_s && enough(arg)))
+			return enough(arg);
+		poll(NULL, 0, 10);
 	}
 }

@@ -82,4 +82,15 @@ int64_t tpat_check(const void *buf, size_t len, uint64_t rec);
 /* Deterministic incompressible bytes from @seed (xorshift). */
 void tpat_random(void *buf, size_t len, uint64_t seed);
 
+/* ---- time ---- */
+
+/* CLOCK_MONOTONIC in seconds. */
+double tnow(void);
+/*
+ * Let threads race for @min_s seconds, then on until @enough(@arg) holds
+ * (they did the work the test counts), up to @max_s: a loaded machine gets
+ * the time it needs instead of failing a count. @return @enough at the end
+ */
+bool trace_for(double min_s, double max_s, bool (*enough)(void *arg), void *arg);
+
 #endif
