@@ -153,6 +153,37 @@ int tdaemon_stop(struct tdaemon *d)
 	return -1;
 }
 
+void tdaemon_start_ok(struct tdaemon *d)
+{
+	cr_assert_eq(tdaemon_start(d), 0, "cofferd did not become ready:\n%s", tdaemon_log(d));
+}
+
+void tdaemon_setup(struct tdaemon *d, const char *extra)
+{
+	tdaemon_init(d, extra);
+	tdaemon_start_ok(d);
+}
+
+void tdaemon_stop_ok(struct tdaemon *d)
+{
+	int st;
+
+	if (d->pid <= 0)
+		return; /* the test stopped it and checked the exit itself */
+	st = tdaemon_stop(d);
+	if (st != 0)
+		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(d));
+	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
+}
+
+void tdaemon_teardown(struct tdaemon *d)
+{
+	if (!d->dir[0])
+		return; /* the test cleaned up already (tdaemon_skip) */
+	tdaemon_stop_ok(d);
+	tdaemon_cleanup(d);
+}
+
 void tdaemon_cleanup(struct tdaemon *d)
 {
 	char cmd[PATH_MAX];
@@ -236,4 +267,15 @@ bool tdaemon_poll(double deadline)
 		return false;
 	poll(NULL, 0, 20);
 	return true;
+}
+
+int tdaemon_wait_readable(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int r;
+
+	do
+		r = poll(&p, 1, ms);
+	while (r < 0 && errno == EINTR);
+	return r > 0;
 }

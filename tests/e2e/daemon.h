@@ -29,6 +29,36 @@ void tdaemon_init(struct tdaemon *d, const char *extra);
 int tdaemon_start(struct tdaemon *d);
 /** SIGTERM, wait up to 20 s. @return the exit status (0 on a clean stop), -1 if killed */
 int tdaemon_stop(struct tdaemon *d);
+/** tdaemon_start(), failing the running test with the daemon's stderr unless it is ready. */
+void tdaemon_start_ok(struct tdaemon *d);
+/** A suite's .init: tdaemon_init(@d, @extra), then tdaemon_start_ok(). */
+void tdaemon_setup(struct tdaemon *d, const char *extra);
+/**
+ * Stop @d if it runs and expect a clean exit (0: an ASan leak report makes
+ * it 23), logging the daemon's stderr otherwise.
+ */
+void tdaemon_stop_ok(struct tdaemon *d);
+/**
+ * A suite's .fini: tdaemon_stop_ok() and tdaemon_cleanup(), unless the test
+ * cleaned up already (tdaemon_skip).
+ */
+void tdaemon_teardown(struct tdaemon *d);
+/*
+ * The usual fixture of a suite: `static struct tdaemon td`, set up with
+ * the config lines @extra (or NULL) by setup() and torn down by teardown(),
+ * for TestSuite(name, .init = setup, .fini = teardown).
+ */
+#define TDAEMON_FIXTURE(extra)                      \
+	static struct tdaemon td;                   \
+	static void setup(void)                     \
+	{                                           \
+		tdaemon_setup(&td, (extra));        \
+	}                                           \
+	static void teardown(void)                  \
+	{                                           \
+		tdaemon_teardown(&td);              \
+	}
+
 /** Kill a daemon still running and remove the temp dir. */
 void tdaemon_cleanup(struct tdaemon *d);
 /** The daemon's stderr so far (static buffer), for failure messages. */
@@ -77,6 +107,9 @@ double tdaemon_deadline(double seconds);
  * @return false once it has: `while (!event() && tdaemon_poll(end));`
  */
 bool tdaemon_poll(double deadline);
+
+/** Wait up to @ms for @fd to be readable (EINTR retried). @return 1 readable, 0 timeout */
+int tdaemon_wait_readable(int fd, int ms);
 
 /** Write @len bytes to a new file @name in the temp dir; returns its path (static). */
 const char *tdaemon_file(struct tdaemon *d, const char *name, const void *data, size_t len);

@@ -55,7 +55,7 @@ static void start(void)
 	setenv("ASAN_OPTIONS", env_asan, 1);
 	setenv("COFFER_FAULT_CTL", ctl, 1);
 	setenv("COFFER_FAULT_LOG", flog, 1);
-	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
+	tdaemon_start_ok(&td);
 	unsetenv("LD_PRELOAD");
 	unsetenv("COFFER_FAULT_CTL");
 	unsetenv("COFFER_FAULT_LOG");
@@ -122,13 +122,8 @@ static void setup(void)
 
 static void teardown(void)
 {
-	int st;
-
 	arm("");
-	st = tdaemon_stop(&td);
-	if (st != 0)
-		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
-	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
+	tdaemon_stop_ok(&td);
 	tdaemon_cleanup(&td);
 }
 

@@ -46,12 +46,7 @@ static char out[65536];
 
 static void teardown(void)
 {
-	int st = tdaemon_stop(&td);
-
-	if (st != 0)
-		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
-	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
-	tdaemon_cleanup(&td);
+	tdaemon_teardown(&td);
 }
 
 TestSuite(memscan, .fini = teardown, .timeout = 120);
@@ -61,7 +56,7 @@ TestSuite(memscan, .fini = teardown, .timeout = 120);
 static void start(const char *extra)
 {
 	tdaemon_init(&td, extra);
-	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
+	tdaemon_start_ok(&td);
 }
 
 static json_t *stats_json(void)

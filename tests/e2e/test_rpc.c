@@ -27,27 +27,7 @@
 #include "proto.h"
 #include "store.h"
 
-static struct tdaemon td;
-
-static void setup(void)
-{
-	tdaemon_init(&td, "max_connections = 8\nmax_frame = 1M\n");
-	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
-}
-
-static void teardown(void)
-{
-	int st;
-
-	if (!td.dir[0])
-		return; /* the test cleaned up already (tdaemon_skip) */
-	st = tdaemon_stop(&td);
-
-	if (st != 0)
-		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
-	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
-	tdaemon_cleanup(&td);
-}
+TDAEMON_FIXTURE("max_connections = 8\nmax_frame = 1M\n")
 
 TestSuite(rpc, .init = setup, .fini = teardown, .timeout = 60);
 

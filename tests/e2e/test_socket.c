@@ -35,23 +35,14 @@ static char out[16384];
 
 static void setup(void)
 {
-	tdaemon_init(&td, NULL);
-	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
+	tdaemon_setup(&td, NULL);
 }
 
 static void teardown(void)
 {
-	int st;
-
 	if (td2.dir[0])
 		tdaemon_cleanup(&td2);
-	if (!td.dir[0])
-		return;
-	st = tdaemon_stop(&td);
-	if (st != 0)
-		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
-	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
-	tdaemon_cleanup(&td);
+	tdaemon_teardown(&td);
 }
 
 TestSuite(socket, .init = setup, .fini = teardown, .timeout = 90);
@@ -227,18 +218,6 @@ Test(socket, the_daemon_refuses_a_socket_directory_it_cannot_trust)
 	}
 }
 
-/* Wait up to @ms for @fd to be readable. @return 1 readable, 0 timeout */
-static int wait_readable(int fd, int ms)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	int r;
-
-	do
-		r = poll(&p, 1, ms);
-	while (r < 0 && errno == EINTR);
-	return r > 0;
-}
-
 /*
  * A listener run by `nobody` at @path: for each of @n connections it
  * reports on @report how many bytes the client sent before hanging up
@@ -273,12 +252,12 @@ static pid_t fake_server(const char *path, struct passwd *pw, int n, int *report
 			ssize_t got = 0, r;
 			int a;
 
-			if (!wait_readable(l, 60000))
+			if (!tdaemon_wait_readable(l, 60000))
 				_exit(6);
 			a = accept(l, NULL, NULL);
 			if (a < 0)
 				_exit(7);
-			while (wait_readable(a, 10000) && (r = read(a, buf, sizeof(buf))) > 0) {
+			while (tdaemon_wait_readable(a, 10000) && (r = read(a, buf, sizeof(buf))) > 0) {
 				got += r;
 				break; /* the first bytes say enough: hang up */
 			}
@@ -291,7 +270,7 @@ static pid_t fake_server(const char *path, struct passwd *pw, int n, int *report
 	}
 	close(fds[1]);
 	close(rfd[1]);
-	cr_assert(wait_readable(fds[0], 30000), "the fake server did not start");
+	cr_assert(tdaemon_wait_readable(fds[0], 30000), "the fake server did not start");
 	cr_assert_eq(read(fds[0], &c, 1), 1, "the fake server failed");
 	close(fds[0]);
 	*report = rfd[0];
@@ -303,7 +282,7 @@ static long report_line(int fd)
 	char buf[32];
 	size_t n = 0;
 
-	while (n < sizeof(buf) - 1 && wait_readable(fd, 30000) && read(fd, buf + n, 1) == 1) {
+	while (n < sizeof(buf) - 1 && tdaemon_wait_readable(fd, 30000) && read(fd, buf + n, 1) == 1) {
 		if (buf[n] == '\n')
 			break;
 		n++;

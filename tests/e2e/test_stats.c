@@ -16,22 +16,8 @@
 
 #include "daemon.h"
 
-static struct tdaemon td;
+TDAEMON_FIXTURE("cache_size = 4M\n")
 static char out[1 << 16];
-
-static void setup(void)
-{
-	tdaemon_init(&td, "cache_size = 4M\n");
-	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not start:\n%s", tdaemon_log(&td));
-}
-
-static void teardown(void)
-{
-	int st = tdaemon_stop(&td);
-
-	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM:\n%s", tdaemon_log(&td));
-	tdaemon_cleanup(&td);
-}
 
 TestSuite(stats, .init = setup, .fini = teardown, .timeout = 90);
 
