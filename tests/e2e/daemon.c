@@ -153,6 +153,19 @@ int tdaemon_stop(struct tdaemon *d)
 	return -1;
 }
 
+void tdaemon_write_conf(struct tdaemon *d, const char *sock, const char *fmt, ...)
+{
+	FILE *f = fopen(d->conf, "w");
+	va_list ap;
+
+	cr_assert_not_null(f, "%s: %s", d->conf, strerror(errno));
+	fprintf(f, "[cofferd]\nsocket = %s\nstate_dir = %s\n", sock ? sock : d->sock, d->state);
+	va_start(ap, fmt);
+	vfprintf(f, fmt, ap);
+	va_end(ap);
+	fclose(f);
+}
+
 void tdaemon_start_ok(struct tdaemon *d)
 {
 	cr_assert_eq(tdaemon_start(d), 0, "cofferd did not become ready:\n%s", tdaemon_log(d));
@@ -278,4 +291,17 @@ int tdaemon_wait_readable(int fd, int ms)
 		r = poll(&p, 1, ms);
 	while (r < 0 && errno == EINTR);
 	return r > 0;
+}
+
+json_t *tdaemon_coffer_json(struct tdaemon *d, const char *args)
+{
+	static char out[1 << 16];
+	json_error_t e;
+	json_t *j;
+	int st = tdaemon_coffer(d, NULL, NULL, out, sizeof(out), args);
+
+	cr_assert_eq(st, 0, "coffer %s: exit %d: %s\ndaemon:\n%s", args, st, out, tdaemon_log(d));
+	j = json_loads(out, 0, &e);
+	cr_assert_not_null(j, "coffer %s is not JSON: %s\n%s", args, e.text, out);
+	return j;
 }

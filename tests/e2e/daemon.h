@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+
 struct tdaemon {
 	char dir[PATH_MAX / 4];   /* mkdtemp'd; removed by tdaemon_cleanup */
 	char sock[PATH_MAX / 4];
@@ -29,6 +31,12 @@ void tdaemon_init(struct tdaemon *d, const char *extra);
 int tdaemon_start(struct tdaemon *d);
 /** SIGTERM, wait up to 20 s. @return the exit status (0 on a clean stop), -1 if killed */
 int tdaemon_stop(struct tdaemon *d);
+/**
+ * Write @d's config anew: its socket at @sock (NULL: d->sock), its state
+ * dir, then the lines @fmt makes (more [cofferd] options).
+ */
+void tdaemon_write_conf(struct tdaemon *d, const char *sock, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /** tdaemon_start(), failing the running test with the daemon's stderr unless it is ready. */
 void tdaemon_start_ok(struct tdaemon *d);
 /** A suite's .init: tdaemon_init(@d, @extra), then tdaemon_start_ok(). */
@@ -76,6 +84,12 @@ int tdaemon_coffer(struct tdaemon *d, const char *prefix, const char *in_file, c
 /** tdaemon_coffer() with printf-style arguments. */
 int tdaemon_cofferf(struct tdaemon *d, const char *in_file, char *out, size_t cap,
 		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/**
+ * Run `coffer ARGS` (JSON output), fail the running test unless it exits 0
+ * and prints a JSON document. @return the document (the caller decrefs)
+ */
+json_t *tdaemon_coffer_json(struct tdaemon *d, const char *args);
 
 /** Run coffer and fail the running test unless it exits 0; @out is an array. */
 #define TDAEMON_COF_OK(d, out, in, ...)                                                      \

@@ -61,13 +61,7 @@ static void start(const char *extra)
 
 static json_t *stats_json(void)
 {
-	json_error_t e;
-	json_t *j;
-
-	COF_OK(NULL, "-j stats");
-	j = json_loads(out, 0, &e);
-	cr_assert_not_null(j, "stats: %s: %s", e.text, out);
-	return j;
+	return tdaemon_coffer_json(&td, "-j stats");
 }
 
 static long long process_stat(const char *name)
@@ -76,7 +70,7 @@ static long long process_stat(const char *name)
 	json_t *v = json_object_get(json_object_get(j, "process"), name);
 	long long n;
 
-	cr_assert(json_is_integer(v), "stats has no process.%s: %s", name, out);
+	cr_assert(json_is_integer(v), "stats has no process.%s: %s", name, json_dumps(j, 0));
 	n = (long long)json_integer_value(v);
 	json_decref(j);
 	return n;

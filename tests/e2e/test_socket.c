@@ -57,14 +57,8 @@ static void assert_ping(void)
 /* A second daemon's config: its own state dir, the first one's socket. */
 static void second_on_first_socket(void)
 {
-	FILE *f;
-
 	tdaemon_init(&td2, NULL);
-	f = fopen(td2.conf, "w");
-	cr_assert_not_null(f);
-	fprintf(f, "[cofferd]\nsocket = %s\nsocket_mode = 0666\nstate_dir = %s\nlog_level = debug\n",
-		td.sock, td2.state);
-	fclose(f);
+	tdaemon_write_conf(&td2, td.sock, "socket_mode = 0666\nlog_level = debug\n");
 }
 
 static void bound_socket(const char *path, int do_listen, int *fd, struct stat *st)
@@ -149,13 +143,8 @@ Test(socket, a_stopping_daemon_removes_only_the_socket_it_bound)
 /* A second daemon with its socket at @sock; it must refuse to start, saying @why. */
 static void assert_refused_dir(const char *sock, const char *why)
 {
-	FILE *f;
-
 	tdaemon_init(&td2, NULL);
-	f = fopen(td2.conf, "w");
-	cr_assert_not_null(f);
-	fprintf(f, "[cofferd]\nsocket = %s\nstate_dir = %s\n", sock, td2.state);
-	fclose(f);
+	tdaemon_write_conf(&td2, sock, "%s", "");
 	cr_assert_neq(tdaemon_start(&td2), 0, "cofferd trusted the directory of %s:\n%s", sock,
 		      tdaemon_log(&td2));
 	cr_assert(strstr(tdaemon_log(&td2), why), "want '%s' in:\n%s", why, tdaemon_log(&td2));
@@ -165,6 +154,14 @@ static void assert_refused_dir(const char *sock, const char *why)
 
 Test(socket, the_daemon_refuses_a_socket_directory_it_cannot_trust)
 {
+	static const struct {
+		const char *dir, *sock, *why;
+		mode_t mode;
+	} loose[] = {
+		{ "open", "sock", "is writable by group or others", 0777 },
+		{ "group", "sock", "is writable by group or others", 0775 },
+		{ "loose", "sub/sock", "not sticky", 0777 },
+	};
 	struct passwd *pw = getpwnam("nobody");
 	char d[1200], s[1300], real[1200];
 
@@ -176,17 +173,14 @@ Test(socket, the_daemon_refuses_a_socket_directory_it_cannot_trust)
 	cr_assert_eq(chown(d, pw->pw_uid, pw->pw_gid), 0);
 	snprintf(s, sizeof(s), "%s/sock", d);
 	assert_refused_dir(s, "is owned by uid");
-	/* ours, but others may write it */
-	snprintf(d, sizeof(d), "%.1000s/open", td.dir);
-	cr_assert_eq(mkdir(d, 0755), 0);
-	cr_assert_eq(chmod(d, 0777), 0);
-	snprintf(s, sizeof(s), "%s/sock", d);
-	assert_refused_dir(s, "is writable by group or others");
-	snprintf(d, sizeof(d), "%.1000s/group", td.dir);
-	cr_assert_eq(mkdir(d, 0775), 0);
-	cr_assert_eq(chmod(d, 0775), 0);
-	snprintf(s, sizeof(s), "%s/sock", d);
-	assert_refused_dir(s, "is writable by group or others");
+	/* ours, but others may write it; a parent others may write without the sticky bit */
+	for (size_t i = 0; i < sizeof(loose) / sizeof(loose[0]); i++) {
+		snprintf(d, sizeof(d), "%.1000s/%s", td.dir, loose[i].dir);
+		cr_assert_eq(mkdir(d, 0755), 0);
+		cr_assert_eq(chmod(d, loose[i].mode), 0);
+		snprintf(s, sizeof(s), "%s/%s", d, loose[i].sock);
+		assert_refused_dir(s, loose[i].why);
+	}
 	/* a symlink to a good directory: the link could be repointed */
 	snprintf(real, sizeof(real), "%.1000s/real", td.dir);
 	cr_assert_eq(mkdir(real, 0755), 0);
@@ -194,22 +188,13 @@ Test(socket, the_daemon_refuses_a_socket_directory_it_cannot_trust)
 	cr_assert_eq(symlink(real, d), 0);
 	snprintf(s, sizeof(s), "%s/sock", d);
 	assert_refused_dir(s, "is a symbolic link");
-	/* a parent others may write without the sticky bit */
-	snprintf(d, sizeof(d), "%.1000s/loose", td.dir);
-	cr_assert_eq(mkdir(d, 0755), 0);
-	cr_assert_eq(chmod(d, 0777), 0);
-	snprintf(s, sizeof(s), "%s/sub/sock", d);
-	assert_refused_dir(s, "not sticky");
 	/* a missing directory is made, as the daemon's own */
 	snprintf(s, sizeof(s), "%.1000s/fresh/sock", td.dir);
 	second_on_first_socket();
 	{
-		FILE *f = fopen(td2.conf, "w");
 		struct stat st;
 
-		cr_assert_not_null(f);
-		fprintf(f, "[cofferd]\nsocket = %s\nstate_dir = %s\n", s, td2.state);
-		fclose(f);
+		tdaemon_write_conf(&td2, s, "%s", "");
 		cr_assert_eq(tdaemon_start(&td2), 0, "%s", tdaemon_log(&td2));
 		snprintf(d, sizeof(d), "%.1000s/fresh", td.dir);
 		cr_assert_eq(lstat(d, &st), 0);

@@ -26,13 +26,7 @@ TestSuite(stats, .init = setup, .fini = teardown, .timeout = 90);
 
 static json_t *stats_json(void)
 {
-	json_error_t e;
-	json_t *j;
-
-	COF_OK(NULL, "stats -j");
-	j = json_loads(out, 0, &e);
-	cr_assert(j, "stats -j is not JSON: %s\n%s", e.text, out);
-	return j;
+	return tdaemon_coffer_json(&td, "stats -j");
 }
 
 static long long jget(json_t *j, const char *a, const char *b)
