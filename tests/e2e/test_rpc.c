@@ -126,7 +126,7 @@ Test(rpc, request_before_hello_is_refused_and_closed)
 	assert_alive();
 }
 
-/* HELLO with @magic and versions @lo..@hi on a new raw connection, its reply in @h. @return the fd */
+/* HELLO with @magic, versions @lo..@hi on a new raw connection; reply in @h. @return the fd */
 static int bad_hello(uint32_t id, uint32_t magic, uint16_t lo, uint16_t hi, struct proto_hdr *h)
 {
 	uint8_t buf[PROTO_HDR_SIZE + PROTO_HELLO_BODY];
