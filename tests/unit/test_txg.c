@@ -226,26 +226,37 @@ static unsigned verify(struct model *m, uint32_t recsize, unsigned round)
 	return ahead;
 }
 
-static pid_t spawn(int *rfd, struct model *m, unsigned seed, uint32_t recsize, int flush_every,
-		   const struct stor_pool_opts *opts)
+/*
+ * Fork a child that talks to the parent through a pipe. @return 0 in the
+ * child, with *fd the write end; the child's pid in the parent, *fd the read end
+ */
+static pid_t fork_piped(int *fd)
 {
-	uint64_t next[NREC];
 	int p[2];
 	pid_t pid;
 
-	for (unsigned r = 0; r < NREC; r++)
-		next[r] = m->maxgen[r] + 1;
 	cr_assert_eq(pipe(p), 0);
 	fflush(NULL);
 	pid = fork();
 	cr_assert(pid >= 0);
+	close(p[pid == 0 ? 0 : 1]);
+	*fd = p[pid == 0 ? 1 : 0];
+	return pid;
+}
+
+static pid_t spawn(int *rfd, struct model *m, unsigned seed, uint32_t recsize, int flush_every,
+		   const struct stor_pool_opts *opts)
+{
+	uint64_t next[NREC];
+	pid_t pid;
+
+	for (unsigned r = 0; r < NREC; r++)
+		next[r] = m->maxgen[r] + 1;
+	pid = fork_piped(rfd);
 	if (pid == 0) {
-		close(p[0]);
-		child(p[1], opts, next, seed, recsize, flush_every);
+		child(*rfd, opts, next, seed, recsize, flush_every);
 		_exit(0);
 	}
-	close(p[1]);
-	*rfd = p[0];
 	return pid;
 }
 
@@ -387,60 +398,80 @@ static int all_committed(struct stor_pool *pool)
 	return idle;
 }
 
-Test(txg, timer_commits_without_a_flush)
+/*
+ * Fork a child that opens the pool with @opts and writes generation 1 of
+ * records 0 .. @nrec - 1, unflushed; with @wait_commit it then waits until
+ * they are committed (up to TIMER_DEADLINE_S). SIGKILL it once it says so.
+ * @return what it said: 'w' written, 'c' committed, 't' not committed in time
+ */
+static char killed_after_writes(const struct stor_pool_opts *opts, unsigned nrec,
+				bool wait_commit)
 {
-	struct stor_pool_opts opts;
-	struct stor_ds *ds = NULL;
 	unsigned char buf[8192];
-	int p[2], status;
+	int fd, status;
 	char c = 0;
-	pid_t pid;
+	pid_t pid = fork_piped(&fd);
 
-	setup_crash_pool(8192, 32u << 20);
-	opts = tp.opts;
-	opts.txg_timeout_ms = 200;
-	cr_assert_eq(pipe(p), 0);
-	fflush(NULL);
-	pid = fork();
-	cr_assert(pid >= 0);
 	if (pid == 0) {
 		struct stor_pool *pool = NULL;
+		struct stor_ds *ds = NULL;
 		double deadline;
 
-		close(p[0]);
-		if (stor_pool_open(TPOOL_NAME, &opts, &pool) || stor_ds_open(pool, DSNAME, &ds))
+		if (stor_pool_open(TPOOL_NAME, opts, &pool) || stor_ds_open(pool, DSNAME, &ds))
 			_exit(2);
-		for (unsigned r = 0; r < 8; r++) {
+		for (unsigned r = 0; r < nrec; r++) {
 			tpat_fill(buf, sizeof(buf), r, 1);
 			if (stor_ds_write(ds, r * 8192ull, buf, sizeof(buf)))
 				_exit(2);
 		}
-		/* written, never flushed: only the timer can commit now; a loaded
-		 * machine under sanitizers may take long, so wait for the event */
-		deadline = tnow() + TIMER_DEADLINE_S;
-		while (!all_committed(pool) && tnow() < deadline)
-			poll(NULL, 0, 10);
-		if (write(p[1], all_committed(pool) ? "c" : "t", 1) != 1)
+		c = 'w';
+		if (wait_commit) {
+			/* a loaded machine under sanitizers may take long: wait for the event */
+			deadline = tnow() + TIMER_DEADLINE_S;
+			while (!all_committed(pool) && tnow() < deadline)
+				poll(NULL, 0, 10);
+			c = all_committed(pool) ? 'c' : 't';
+		}
+		if (write(fd, &c, 1) != 1)
 			_exit(3);
 		for (;;)
 			pause();
 	}
-	close(p[1]);
-	cr_assert_eq(read(p[0], &c, 1), 1, "child failed before the commit");
-	close(p[0]);
+	cr_assert_eq(read(fd, &c, 1), 1, "child failed before writing");
+	close(fd);
 	kill(pid, SIGKILL);
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFSIGNALED(status));
-	cr_assert_eq(c, 'c', "the 200 ms timer committed nothing within %d s", TIMER_DEADLINE_S);
+	return c;
+}
+
+/* Reopen the pool: records 0 .. @nrec - 1 hold generation 1, or the test fails saying @why. */
+static void assert_written(unsigned nrec, const char *why)
+{
+	unsigned char buf[8192];
+	struct stor_ds *ds = NULL;
+
 	cr_assert_eq(tpool_open(&tp), 0);
 	cr_assert_eq(stor_ds_open(tp.pool, DSNAME, &ds), 0);
-	for (unsigned r = 0; r < 8; r++) {
+	for (unsigned r = 0; r < nrec; r++) {
 		cr_assert_eq(stor_ds_read(ds, r * 8192ull, buf, sizeof(buf)), 0);
-		cr_assert_eq(tpat_check(buf, sizeof(buf), r), 1,
-			     "record %u not committed by the 200 ms timer within %d s", r,
-			     TIMER_DEADLINE_S);
+		cr_assert_eq(tpat_check(buf, sizeof(buf), r), 1, "record %u %s", r, why);
 	}
 	stor_ds_close(ds);
+}
+
+Test(txg, timer_commits_without_a_flush)
+{
+	struct stor_pool_opts opts;
+	char c;
+
+	setup_crash_pool(8192, 32u << 20);
+	opts = tp.opts;
+	opts.txg_timeout_ms = 200;
+	/* written, never flushed: only the timer can commit */
+	c = killed_after_writes(&opts, 8, true);
+	cr_assert_eq(c, 'c', "the 200 ms timer committed nothing within %d s", TIMER_DEADLINE_S);
+	assert_written(8, "not committed by the 200 ms timer");
 }
 
 Test(txg, sync_always_makes_each_write_durable)
@@ -448,50 +479,14 @@ Test(txg, sync_always_makes_each_write_durable)
 	const char *props[] = { "sync=always" };
 	struct stor_ds_opts o = { .volsize = NREC * 8192ull, .props = props, .nprops = 1 };
 	struct stor_pool_opts opts;
-	struct stor_ds *ds = NULL;
-	unsigned char buf[8192];
-	int p[2], status;
-	char c = 0;
-	pid_t pid;
 
 	tpool_init(&tp, 2, 32u << 20, NULL);
 	cr_assert_eq(stor_ds_create(tp.pool, DSNAME, &o, NULL), 0);
 	tpool_close(&tp);
 	opts = tp.opts;
 	opts.txg_timeout_ms = 60000;
-	cr_assert_eq(pipe(p), 0);
-	fflush(NULL);
-	pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		struct stor_pool *pool = NULL;
-
-		close(p[0]);
-		if (stor_pool_open(TPOOL_NAME, &opts, &pool) || stor_ds_open(pool, DSNAME, &ds))
-			_exit(2);
-		for (unsigned r = 0; r < 4; r++) {
-			tpat_fill(buf, sizeof(buf), r, 1);
-			if (stor_ds_write(ds, r * 8192ull, buf, sizeof(buf)))
-				_exit(2);
-		}
-		if (write(p[1], "w", 1) != 1)
-			_exit(3);
-		for (;;)
-			pause();
-	}
-	close(p[1]);
-	cr_assert_eq(read(p[0], &c, 1), 1, "child failed before writing");
-	close(p[0]);
-	kill(pid, SIGKILL);
-	cr_assert_eq(waitpid(pid, &status, 0), pid);
-	cr_assert_eq(tpool_open(&tp), 0);
-	cr_assert_eq(stor_ds_open(tp.pool, DSNAME, &ds), 0);
-	for (unsigned r = 0; r < 4; r++) {
-		cr_assert_eq(stor_ds_read(ds, r * 8192ull, buf, sizeof(buf)), 0);
-		cr_assert_eq(tpat_check(buf, sizeof(buf), r), 1,
-			     "record %u: sync=always write returned before it was durable", r);
-	}
-	stor_ds_close(ds);
+	cr_assert_eq(killed_after_writes(&opts, 4, false), 'w');
+	assert_written(4, "sync=always write returned before it was durable");
 }
 
 /* ---- crashes around dataset create and destroy ---- */
@@ -563,6 +558,16 @@ static int ds_seen(const char *name, void *ctx)
 	return 0;
 }
 
+/* What the child said about dataset c<rec>: its state now (an error fails the test). */
+static void ds_note(enum ds_state *st, const struct msg *m)
+{
+	cr_assert_neq(m->type, 'E', "child, step %u: %s", m->rec,
+		      stor_strerror((int)(int64_t)m->gen));
+	cr_assert_lt(m->rec, 4096u);
+	st[m->rec] = m->type == 'C' ? DS_CREATING : m->type == 'F' ? DS_FLUSHED :
+		     m->type == 'X' ? DS_DESTROYING : DS_GONE;
+}
+
 Test(txg, sigkill_around_dataset_create_and_destroy)
 {
 	enum ds_state st[4096] = { DS_NONE };
@@ -580,32 +585,21 @@ Test(txg, sigkill_around_dataset_create_and_destroy)
 		struct ds_scan sc = { .st = st, .n = 4096 };
 		struct msg msg;
 		unsigned char buf[8192];
-		int p[2], status;
+		int fd, status;
 		double end = tnow() + (50 + rand_r(&seed) % 300) / 1000.0;
 		int aimed = 0;
-		pid_t pid;
+		pid_t pid = fork_piped(&fd);
 
-		cr_assert_eq(pipe(p), 0);
-		fflush(NULL);
-		pid = fork();
-		cr_assert(pid >= 0);
-		if (pid == 0) {
-			close(p[0]);
-			ds_child(p[1], &opts, first);
-		}
-		close(p[1]);
+		if (pid == 0)
+			ds_child(fd, &opts, first);
 		while (tnow() < end) {
-			struct pollfd pfd = { .fd = p[0], .events = POLLIN };
+			struct pollfd pfd = { .fd = fd, .events = POLLIN };
 
 			if (poll(&pfd, 1, 5) <= 0)
 				continue;
-			if (read(p[0], &msg, sizeof(msg)) != (ssize_t)sizeof(msg))
+			if (read(fd, &msg, sizeof(msg)) != (ssize_t)sizeof(msg))
 				break;
-			cr_assert_neq(msg.type, 'E', "child, step %u: %s", msg.rec,
-				      stor_strerror((int)(int64_t)msg.gen));
-			cr_assert_lt(msg.rec, 4096u);
-			st[msg.rec] = msg.type == 'C' ? DS_CREATING : msg.type == 'F' ? DS_FLUSHED :
-				      msg.type == 'X' ? DS_DESTROYING : DS_GONE;
+			ds_note(st, &msg);
 			/* three rounds in four aim at the middle of a destroy */
 			if (msg.type == 'X' && round % 4 && !aimed) {
 				end = tnow() + (rand_r(&seed) % 5000) / 1e6;
@@ -617,13 +611,9 @@ Test(txg, sigkill_around_dataset_create_and_destroy)
 		}
 		kill(pid, SIGKILL);
 		cr_assert_eq(waitpid(pid, &status, 0), pid);
-		while (read(p[0], &msg, sizeof(msg)) == (ssize_t)sizeof(msg)) {
-			cr_assert_neq(msg.type, 'E', "child, step %u: %s", msg.rec,
-				      stor_strerror((int)(int64_t)msg.gen));
-			st[msg.rec] = msg.type == 'C' ? DS_CREATING : msg.type == 'F' ? DS_FLUSHED :
-				      msg.type == 'X' ? DS_DESTROYING : DS_GONE;
-		}
-		close(p[0]);
+		while (read(fd, &msg, sizeof(msg)) == (ssize_t)sizeof(msg))
+			ds_note(st, &msg);
+		close(fd);
 
 		cr_assert_eq(tpool_open(&tp), 0, "round %u: %s", round, stor_pool_last_error());
 		cr_assert_eq(stor_ds_list(tp.pool, ds_seen, &sc), 0);
