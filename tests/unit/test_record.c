@@ -842,60 +842,68 @@ static void copy_lun_bytes(unsigned from_lun, uint64_t from, unsigned to_lun, ui
 	free(b);
 }
 
-Test(record, another_records_data_in_place_is_ecksum)
+/* Write @buf as record @rec, sync, and find its one place in the LUN files. */
+static void write_and_find(uint64_t rec, const unsigned char *buf, unsigned *lun, uint64_t *off)
 {
-	static unsigned char a[REC], b[REC], got[REC];
-	unsigned la, lb;
-	uint64_t oa, ob;
-	int ret;
-
-	tpat_random(a, REC, 0xa);
-	tpat_random(b, REC, 0xb);
-	cr_assert_eq(stor_ds_write(ds, 10 * REC, a, REC), 0);
-	cr_assert_eq(stor_ds_write(ds, 20 * REC, b, REC), 0);
+	cr_assert_eq(stor_ds_write(ds, rec * REC, buf, REC), 0);
 	cr_assert_eq(stor_pool_sync(tp.pool), 0);
-	cr_assert_eq(tpool_find(&tp, a, 64, &la, &oa), 1);
-	cr_assert_eq(tpool_find(&tp, b, 64, &lb, &ob), 1);
+	cr_assert_eq(tpool_find(&tp, buf, 64, lun, off), 1);
+}
+
+/* Close the test dataset and the pool, copy @len LUN bytes, open both again. */
+static void copy_while_closed(unsigned from_lun, uint64_t from, unsigned to_lun, uint64_t to,
+			      size_t len)
+{
 	stor_ds_close(ds);
 	ds = NULL;
 	tpool_close(&tp);
-	/* record 10's bytes where record 20 lives: a valid record, the wrong place */
-	copy_lun_bytes(la, oa, lb, ob, REC);
+	copy_lun_bytes(from_lun, from, to_lun, to, len);
 	cr_assert_eq(tpool_open(&tp), 0);
 	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/vol", &ds), 0);
-	ret = stor_ds_read(ds, 20 * REC, got, REC);
-	cr_assert_eq(ret, STOR_ECKSUM, "record 20 read %s%s", stor_strerror(ret),
-		     ret == 0 && !memcmp(got, a, REC) ? " and returned record 10's data" : "");
+}
+
+/*
+ * Write @src as record @rs, then @dst as record @rd, put @src's bytes where
+ * @dst's are and read record @rd: a valid record in the wrong place (or an
+ * older version) fails its checksum and never comes back as data.
+ */
+static void misplaced_is_ecksum(uint64_t rs, const unsigned char *src, uint64_t rd,
+				const unsigned char *dst, const char *what)
+{
+	static unsigned char got[REC];
+	unsigned ls, ld;
+	uint64_t os, od;
+	int ret;
+
+	write_and_find(rs, src, &ls, &os);
+	/* copy-on-write: an overwrite lands elsewhere, the old sectors keep their bytes */
+	write_and_find(rd, dst, &ld, &od);
+	cr_assert(ls != ld || os != od, "overwrite was done in place");
+	copy_while_closed(ls, os, ld, od, REC);
+	ret = stor_ds_read(ds, rd * REC, got, REC);
+	cr_assert_eq(ret, STOR_ECKSUM, "%s: read %s%s", what, stor_strerror(ret),
+		     ret == 0 && !memcmp(got, src, REC) ? " and returned the misplaced bytes" : "");
+}
+
+Test(record, another_records_data_in_place_is_ecksum)
+{
+	static unsigned char a[REC], b[REC];
+
+	tpat_random(a, REC, 0xa);
+	tpat_random(b, REC, 0xb);
+	/* record 10's bytes where record 20 lives: a valid record, the wrong place */
+	misplaced_is_ecksum(10, a, 20, b, "record 20");
 	check_range(ds, a, 10 * REC, REC);
 }
 
 Test(record, an_older_version_in_place_is_ecksum)
 {
-	static unsigned char v1[REC], v2[REC], got[REC];
-	unsigned l1, l2;
-	uint64_t o1, o2;
-	int ret;
+	static unsigned char v1[REC], v2[REC];
 
 	tpat_random(v1, REC, 0x1);
 	tpat_random(v2, REC, 0x2);
-	cr_assert_eq(stor_ds_write(ds, 7 * REC, v1, REC), 0);
-	cr_assert_eq(stor_pool_sync(tp.pool), 0);
-	cr_assert_eq(tpool_find(&tp, v1, 64, &l1, &o1), 1);
-	/* copy-on-write: v2 lands elsewhere, v1's sectors keep their bytes */
-	cr_assert_eq(stor_ds_write(ds, 7 * REC, v2, REC), 0);
-	cr_assert_eq(stor_pool_sync(tp.pool), 0);
-	cr_assert_eq(tpool_find(&tp, v2, 64, &l2, &o2), 1);
-	cr_assert(l1 != l2 || o1 != o2, "overwrite was done in place");
-	stor_ds_close(ds);
-	ds = NULL;
-	tpool_close(&tp);
 	/* a replay of the old version where the new one lives */
-	copy_lun_bytes(l1, o1, l2, o2, REC);
-	cr_assert_eq(tpool_open(&tp), 0);
-	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/vol", &ds), 0);
-	ret = stor_ds_read(ds, 7 * REC, got, REC);
-	cr_assert_eq(ret, STOR_ECKSUM, "replayed record read %s%s", stor_strerror(ret),
-		     ret == 0 && !memcmp(got, v1, REC) ? " and returned the old version" : "");
+	misplaced_is_ecksum(7, v1, 7, v2, "replayed record");
 }
 
 Test(record, swapped_lun_files_never_give_wrong_data)
