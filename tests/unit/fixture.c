@@ -125,15 +125,21 @@ void tpool_reopen(struct tpool *tp)
 	cr_assert_eq(ret, 0, "pool open: %s (%s)", stor_strerror(ret), stor_pool_last_error());
 }
 
-struct stor_ds *tpool_ds(struct tpool *tp, const char *name, uint64_t volsize, uint32_t recsize)
+struct stor_ds *tpool_ds_opts(struct tpool *tp, const char *name, const struct stor_ds_opts *opts)
 {
-	struct stor_ds_opts o = { .volsize = volsize, .recordsize = recsize };
 	struct stor_ds *ds = NULL;
-	int ret = stor_ds_create(tp->pool, name, &o, &ds);
+	int ret = stor_ds_create(tp->pool, name, opts, &ds);
 
 	cr_assert_eq(ret, 0, "create %s: %s", name, stor_strerror(ret));
 	cr_assert_not_null(ds);
 	return ds;
+}
+
+struct stor_ds *tpool_ds(struct tpool *tp, const char *name, uint64_t volsize, uint32_t recsize)
+{
+	struct stor_ds_opts o = { .volsize = volsize, .recordsize = recsize };
+
+	return tpool_ds_opts(tp, name, &o);
 }
 
 void tpool_flip_byte(struct tpool *tp, unsigned lun, uint64_t off)

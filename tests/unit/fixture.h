@@ -56,6 +56,9 @@ void tpool_reopen(struct tpool *tp);
 /* Create dataset @name with @volsize and @recsize (0 = default), open it. */
 struct stor_ds *tpool_ds(struct tpool *tp, const char *name, uint64_t volsize, uint32_t recsize);
 
+/* Create dataset @name with @opts, open it (any failure fails the test). */
+struct stor_ds *tpool_ds_opts(struct tpool *tp, const char *name, const struct stor_ds_opts *opts);
+
 /* pwrite one changed byte (xor 0xff) at @off of LUN @lun's file. */
 void tpool_flip_byte(struct tpool *tp, unsigned lun, uint64_t off);
 
