@@ -35,6 +35,22 @@ struct tpool {
 };
 
 /*
+ * The usual fixture of a suite: `static struct tpool tp`, a pool of @nluns
+ * LUNs of @lun_size bytes made by setup() and removed by teardown(), for
+ * TestSuite(name, .init = setup, .fini = teardown).
+ */
+#define TPOOL_FIXTURE(nluns, lun_size)                           \
+	static struct tpool tp;                                  \
+	static void setup(void)                                  \
+	{                                                        \
+		tpool_init(&tp, (nluns), (lun_size), NULL);      \
+	}                                                        \
+	static void teardown(void)                               \
+	{                                                        \
+		tpool_fini(&tp);                                 \
+	}
+
+/*
  * Make a temp dir and create pool @name (TPOOL_NAME if NULL) over @nluns
  * sparse LUN files of @lun_size bytes. @opts may be NULL; its state_dir and
  * lun_size are replaced (state_dir by tp->state).

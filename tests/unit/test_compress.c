@@ -13,15 +13,7 @@
 
 #define VOL (4u << 20)
 
-static struct tpool tp;
-static void setup(void)
-{
-	tpool_init(&tp, 2, 64u << 20, NULL);
-}
-static void teardown(void)
-{
-	tpool_fini(&tp);
-}
+TPOOL_FIXTURE(2, 64u << 20)
 TestSuite(compress, .init = setup, .fini = teardown, .timeout = 60);
 
 static long long prop_ll(const char *ds, const char *prop)

@@ -18,18 +18,7 @@
 
 #include "fixture.h"
 
-static struct tpool tp;
-
-static void setup(void)
-{
-	tpool_init(&tp, 2, 16u << 20, NULL);
-}
-
-static void teardown(void)
-{
-	tpool_fini(&tp);
-}
-
+TPOOL_FIXTURE(2, 16u << 20)
 TestSuite(dataset, .init = setup, .fini = teardown, .timeout = 60);
 
 static int create(const char *name)
