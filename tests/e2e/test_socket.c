@@ -152,6 +152,14 @@ static void assert_refused_dir(const char *sock, const char *why)
 	tdaemon_cleanup(&td2);
 }
 
+/* Directory @name in the temp dir, made and then given to @pw; its path in @d. */
+static void their_dir(const struct passwd *pw, const char *name, char *d, size_t len)
+{
+	snprintf(d, len, "%.1000s/%s", td.dir, name);
+	cr_assert_eq(mkdir(d, 0755), 0);
+	cr_assert_eq(chown(d, pw->pw_uid, pw->pw_gid), 0);
+}
+
 Test(socket, the_daemon_refuses_a_socket_directory_it_cannot_trust)
 {
 	static const struct {
@@ -168,9 +176,7 @@ Test(socket, the_daemon_refuses_a_socket_directory_it_cannot_trust)
 	if (geteuid() != 0 || !pw)
 		tdaemon_skip(&td, "needs root and a 'nobody' user");
 	/* made by another user, as /tmp/coffer-UID could be */
-	snprintf(d, sizeof(d), "%.1000s/theirs", td.dir);
-	cr_assert_eq(mkdir(d, 0755), 0);
-	cr_assert_eq(chown(d, pw->pw_uid, pw->pw_gid), 0);
+	their_dir(pw, "theirs", d, sizeof(d));
 	snprintf(s, sizeof(s), "%s/sock", d);
 	assert_refused_dir(s, "is owned by uid");
 	/* ours, but others may write it; a parent others may write without the sticky bit */
@@ -287,9 +293,7 @@ Test(socket, the_client_sends_nothing_to_a_socket_another_uid_serves)
 
 	if (geteuid() != 0 || !pw)
 		tdaemon_skip(&td, "needs root and a 'nobody' user");
-	snprintf(d, sizeof(d), "%.1000s/evil", td.dir);
-	cr_assert_eq(mkdir(d, 0755), 0);
-	cr_assert_eq(chown(d, pw->pw_uid, pw->pw_gid), 0);
+	their_dir(pw, "evil", d, sizeof(d));
 	snprintf(evil, sizeof(evil), "%s/sock", d);
 	pid = fake_server(evil, pw, 2, &report);
 	memcpy(saved, td.sock, sizeof(saved));
