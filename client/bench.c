@@ -36,7 +36,7 @@ static void on_sigint(int sig)
 
 /* ---- one run ---- */
 
-/* Allocate @t's histograms and set up the engine for run @ri, then name the run. */
+/* Set up the engine for run @ri and @t's histograms, then print the run's header. */
 static int run_setup(struct engine *e, const struct bench_plan *pl, unsigned ri,
 		     const struct sdmatch *m, const double *base_iops, struct tally *t)
 {
@@ -135,11 +135,17 @@ static json_t *run_report(struct engine *e, struct tally *t, double *base_iops, 
 	return ran ? bench_report_run_json(e, t) : NULL;
 }
 
+/*
+ * Run @ri of @pl: setup, the run, its report. @base_iops holds the rate of
+ * each run so far, for the curve points. @param[out] jrun_out  its JSON
+ * object, NULL if it never started
+ */
 static int run_one(struct engine *e, const struct bench_plan *pl, unsigned ri,
 		   const struct sdmatch *m, double *base_iops, json_t **jrun_out)
 {
 	struct tally t = { 0 };
 	unsigned started = 0;
+	bool ran;
 	int ret, jret;
 
 	*jrun_out = NULL;
@@ -147,14 +153,15 @@ static int run_one(struct engine *e, const struct bench_plan *pl, unsigned ri,
 	if (ret < 0)
 		goto out;
 	ret = bench_engine_start(e, &started, t.err, sizeof(t.err));
-	if (ret == 0) {
+	ran = ret == 0;
+	if (ran) {
 		t.jint = json_array();
 		run_sample(e, pl, &t);
 	}
 	jret = bench_engine_join(e, started, &t);
 	if (jret < 0)
 		ret = jret;
-	*jrun_out = run_report(e, &t, base_iops, t.jint != NULL);
+	*jrun_out = run_report(e, &t, base_iops, ran);
 out:
 	if (t.err[0])
 		fprintf(stderr, "coffer bench: run %s: %s\n", pl->run[ri].name, t.err);
