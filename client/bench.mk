@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 # Sources of `coffer bench` (the load generator), linked into coffer by client/local.mk.
-BENCH_SOURCES = %D%/bench.c %D%/bench.h %D%/bench_parse.c %D%/bench_parse.h \
+BENCH_SOURCES = %D%/bench.c %D%/bench.h %D%/bench_run.c %D%/bench_report.c \
+	%D%/bench_parse.c %D%/bench_parse.h \
 	%D%/bench_verify.c %D%/bench_verify.h %D%/hist.c %D%/hist.h
 BENCH_LIBS = $(XXHASH_LIBS) -lm
 dist_man_MANS += %D%/coffer-bench.8

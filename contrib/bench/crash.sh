@@ -23,58 +23,17 @@ COFFER=${COFFER:-$here/../../client/coffer}
 SYNC=${SYNC:-always}
 DATASETS=${DATASETS:-2}
 SEED=${SEED:-$$}
-dir=$(mktemp -d "${TMPDIR:-/tmp}/coffer-crash.XXXXXX")
+. "$here/daemon.sh"
+daemon_init crash
 chmod 755 "$dir"
-sock=$dir/sock
-COFFER_SOCKET=$sock
-export COFFER_SOCKET
 J=$dir/journal
-pid=
-cleanup() {
-	rc=$?
-	if [ -n "$pid" ]; then
-		kill -9 "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null || true
-	fi
-	if [ "${KEEP:-0}" = 1 ] || [ "${failed:-0}" = 1 ]; then
-		echo "crash: files kept in $dir" >&2
-	else
-		rm -rf "$dir"
-	fi
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-cat >"$dir/cofferd.conf" <<C
-[cofferd]
-socket = $sock
-state_dir = $dir/state
-log_level = info
-log_target = stderr
-txg_timeout = 1
-C
+daemon_conf "txg_timeout = 1"
 printf 'crash test passphrase\n' >"$dir/pass"
 
 cof() { "$COFFER" -S "$sock" "$@"; }
 
-start() {
-	# leaks are not this test's business; a crash of cofferd is
-	ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} "$COFFERD" -f -c "$dir/cofferd.conf" \
-		>>"$dir/cofferd.log" 2>&1 &
-	pid=$!
-	i=0
-	until cof ping >/dev/null 2>&1; do
-		i=$((i + 1))
-		if [ $i -gt 200 ] || ! kill -0 "$pid" 2>/dev/null; then
-			failed=1
-			echo "crash: cofferd did not start" >&2
-			tail -n 30 "$dir/cofferd.log" >&2
-			exit 1
-		fi
-		sleep 0.05
-	done
-}
+# leaks are not this test's business; a crash of cofferd is
+start() { daemon_start detect_leaks=0; }
 
 # a pseudo-random number in [0, $1) from SEED and the cycle
 rnd() { awk -v s="$SEED" -v c="$2" -v m="$1" 'BEGIN { srand(s * 7919 + c); print int(rand() * m) }'; }

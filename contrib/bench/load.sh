@@ -18,43 +18,10 @@ COFFER=${COFFER:-$here/../../client/coffer}
 CLIENTS=${CLIENTS:-64}
 QD=${QD:-32}
 MAXCONN=${MAXCONN:-100}
-dir=$(mktemp -d "${TMPDIR:-/tmp}/coffer-load.XXXXXX")
-COFFER_SOCKET=$dir/sock
-export COFFER_SOCKET
-pid=
-cleanup() {
-	rc=$?
-	if [ -n "$pid" ]; then
-		kill -9 "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null || true
-	fi
-	if [ "$rc" != 0 ] || [ "${KEEP:-0}" = 1 ]; then
-		echo "load: files kept in $dir" >&2
-	else
-		rm -rf "$dir"
-	fi
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-cat >"$dir/cofferd.conf" <<C
-[cofferd]
-socket = $COFFER_SOCKET
-state_dir = $dir/state
-log_level = info
-log_target = stderr
-max_connections = $MAXCONN
-C
-ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:exitcode=23} "$COFFERD" -f -c "$dir/cofferd.conf" \
-	>"$dir/cofferd.log" 2>&1 &
-pid=$!
-i=0
-until "$COFFER" ping >/dev/null 2>&1; do
-	i=$((i + 1))
-	[ $i -gt 200 ] && { echo "load: cofferd did not start" >&2; cat "$dir/cofferd.log" >&2; exit 1; }
-	sleep 0.05
-done
+. "$here/daemon.sh"
+daemon_init load
+daemon_conf "max_connections = $MAXCONN"
+daemon_start detect_leaks=1:exitcode=23
 "$COFFER" pool create -s 512M load "$dir/l0" "$dir/l1" >/dev/null
 for d in $(seq 1 "$CLIENTS"); do
 	"$COFFER" create -V 4M "load/c$d" >/dev/null
@@ -63,8 +30,14 @@ done
 "$COFFER" bench -q -v --journal "$dir/journal" --datasets 'load/*' --rw randrw --rdpct 50 \
 	--bs 8k --qd "$QD" --threads "$CLIENTS" --time "$secs" >"$dir/bench.out" 2>&1 &
 bp=$!
-# past the limit: the first bench holds CLIENTS connections and more
-sleep 2
+# past the limit once the first bench holds its CLIENTS connections (and its
+# admin one): the stats call sees them open
+conns_open() {
+	n=$("$COFFER" -j stats 2>/dev/null | tr -d ' \n' |
+		sed -n 's/.*"connections_open":\([0-9]*\).*/\1/p')
+	[ "${n:-0}" -gt "$CLIENTS" ]
+}
+daemon_until 120 conns_open || { echo "load: the first bench never connected" >&2; exit 1; }
 over=0
 if "$COFFER" bench -q --datasets 'load/*' --rw randread --bs 8k --qd 1 --threads "$CLIENTS" \
 	--time 1 >"$dir/over.out" 2>&1; then

@@ -139,19 +139,62 @@ int tdaemon_stop(struct tdaemon *d)
 	if (d->pid <= 0)
 		return -1;
 	kill(d->pid, SIGTERM);
-	for (int waited = 0; waited < 20000; waited += 20) {
-		pid_t r = waitpid(d->pid, &status, WNOHANG);
-
-		if (r == d->pid) {
+	for (double end = tdaemon_deadline(20);;) {
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
 			d->pid = -1;
 			return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 		}
-		usleep(20000);
+		if (!tdaemon_poll(end))
+			break;
 	}
 	kill(d->pid, SIGKILL);
 	waitpid(d->pid, &status, 0);
 	d->pid = -1;
 	return -1;
+}
+
+void tdaemon_write_conf(struct tdaemon *d, const char *sock, const char *fmt, ...)
+{
+	FILE *f = fopen(d->conf, "w");
+	va_list ap;
+
+	cr_assert_not_null(f, "%s: %s", d->conf, strerror(errno));
+	fprintf(f, "[cofferd]\nsocket = %s\nstate_dir = %s\n", sock ? sock : d->sock, d->state);
+	va_start(ap, fmt);
+	vfprintf(f, fmt, ap);
+	va_end(ap);
+	fclose(f);
+}
+
+void tdaemon_start_ok(struct tdaemon *d)
+{
+	cr_assert_eq(tdaemon_start(d), 0, "cofferd did not become ready:\n%s", tdaemon_log(d));
+}
+
+void tdaemon_setup(struct tdaemon *d, const char *extra)
+{
+	tdaemon_init(d, extra);
+	tdaemon_start_ok(d);
+}
+
+void tdaemon_stop_ok(struct tdaemon *d)
+{
+	int st;
+
+	if (d->pid <= 0)
+		return; /* the test stopped it and checked the exit itself */
+	st = tdaemon_stop(d);
+	if (st != 0)
+		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(d));
+	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
+}
+
+void tdaemon_teardown(struct tdaemon *d)
+{
+	if (!d->dir[0])
+		return; /* the test cleaned up already (tdaemon_skip) */
+	tdaemon_stop_ok(d);
+	tdaemon_cleanup(d);
 }
 
 void tdaemon_cleanup(struct tdaemon *d)
@@ -221,4 +264,44 @@ int tdaemon_cofferf(struct tdaemon *d, const char *in_file, char *out, size_t ca
 	vsnprintf(args, sizeof(args), fmt, ap);
 	va_end(ap);
 	return tdaemon_coffer(d, NULL, in_file, out, cap, args);
+}
+
+double tdaemon_deadline(double seconds)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9 + seconds;
+}
+
+bool tdaemon_poll(double deadline)
+{
+	if (tdaemon_deadline(0) >= deadline)
+		return false;
+	poll(NULL, 0, 20);
+	return true;
+}
+
+int tdaemon_wait_readable(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int r;
+
+	do
+		r = poll(&p, 1, ms);
+	while (r < 0 && errno == EINTR);
+	return r > 0;
+}
+
+json_t *tdaemon_coffer_json(struct tdaemon *d, const char *args)
+{
+	static char out[1 << 16];
+	json_error_t e;
+	json_t *j;
+	int st = tdaemon_coffer(d, NULL, NULL, out, sizeof(out), args);
+
+	cr_assert_eq(st, 0, "coffer %s: exit %d: %s\ndaemon:\n%s", args, st, out, tdaemon_log(d));
+	j = json_loads(out, 0, &e);
+	cr_assert_not_null(j, "coffer %s is not JSON: %s\n%s", args, e.text, out);
+	return j;
 }

@@ -8,8 +8,11 @@
 #define COFFER_E2E_DAEMON_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+
+#include <jansson.h>
 
 struct tdaemon {
 	char dir[PATH_MAX / 4];   /* mkdtemp'd; removed by tdaemon_cleanup */
@@ -28,6 +31,42 @@ void tdaemon_init(struct tdaemon *d, const char *extra);
 int tdaemon_start(struct tdaemon *d);
 /** SIGTERM, wait up to 20 s. @return the exit status (0 on a clean stop), -1 if killed */
 int tdaemon_stop(struct tdaemon *d);
+/**
+ * Write @d's config anew: its socket at @sock (NULL: d->sock), its state
+ * dir, then the lines @fmt makes (more [cofferd] options).
+ */
+void tdaemon_write_conf(struct tdaemon *d, const char *sock, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/** tdaemon_start(), failing the running test with the daemon's stderr unless it is ready. */
+void tdaemon_start_ok(struct tdaemon *d);
+/** A suite's .init: tdaemon_init(@d, @extra), then tdaemon_start_ok(). */
+void tdaemon_setup(struct tdaemon *d, const char *extra);
+/**
+ * Stop @d if it runs and expect a clean exit (0: an ASan leak report makes
+ * it 23), logging the daemon's stderr otherwise.
+ */
+void tdaemon_stop_ok(struct tdaemon *d);
+/**
+ * A suite's .fini: tdaemon_stop_ok() and tdaemon_cleanup(), unless the test
+ * cleaned up already (tdaemon_skip).
+ */
+void tdaemon_teardown(struct tdaemon *d);
+/*
+ * The usual fixture of a suite: `static struct tdaemon td`, set up with
+ * the config lines @extra (or NULL) by setup() and torn down by teardown(),
+ * for TestSuite(name, .init = setup, .fini = teardown).
+ */
+#define TDAEMON_FIXTURE(extra)                      \
+	static struct tdaemon td;                   \
+	static void setup(void)                     \
+	{                                           \
+		tdaemon_setup(&td, (extra));        \
+	}                                           \
+	static void teardown(void)                  \
+	{                                           \
+		tdaemon_teardown(&td);              \
+	}
+
 /** Kill a daemon still running and remove the temp dir. */
 void tdaemon_cleanup(struct tdaemon *d);
 /** The daemon's stderr so far (static buffer), for failure messages. */
@@ -45,6 +84,12 @@ int tdaemon_coffer(struct tdaemon *d, const char *prefix, const char *in_file, c
 /** tdaemon_coffer() with printf-style arguments. */
 int tdaemon_cofferf(struct tdaemon *d, const char *in_file, char *out, size_t cap,
 		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/**
+ * Run `coffer ARGS` (JSON output), fail the running test unless it exits 0
+ * and prints a JSON document. @return the document (the caller decrefs)
+ */
+json_t *tdaemon_coffer_json(struct tdaemon *d, const char *args);
 
 /** Run coffer and fail the running test unless it exits 0; @out is an array. */
 #define TDAEMON_COF_OK(d, out, in, ...)                                                      \
@@ -64,6 +109,21 @@ int tdaemon_cofferf(struct tdaemon *d, const char *in_file, char *out, size_t ca
 		tdaemon_cleanup(d);       \
 		cr_skip_test(__VA_ARGS__); \
 	} while (0)
+
+/* How long an event the tests wait for may take on a loaded machine under sanitizers. */
+#define TDAEMON_WAIT_S 30
+
+/** A deadline @seconds from now (CLOCK_MONOTONIC seconds), for tdaemon_poll(). */
+double tdaemon_deadline(double seconds);
+
+/**
+ * Wait a little (20 ms) for an event, unless @deadline has passed.
+ * @return false once it has: `while (!event() && tdaemon_poll(end));`
+ */
+bool tdaemon_poll(double deadline);
+
+/** Wait up to @ms for @fd to be readable (EINTR retried). @return 1 readable, 0 timeout */
+int tdaemon_wait_readable(int fd, int ms);
 
 /** Write @len bytes to a new file @name in the temp dir; returns its path (static). */
 const char *tdaemon_file(struct tdaemon *d, const char *name, const void *data, size_t len);

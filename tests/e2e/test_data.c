@@ -23,33 +23,19 @@
 #include "proto.h"
 #include "store.h"
 
-static struct tdaemon td;
+TDAEMON_FIXTURE(NULL)
 static char out[65536];
-
-static void setup(void)
-{
-	tdaemon_init(&td, NULL);
-	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
-}
-
-static void teardown(void)
-{
-	int st;
-
-	if (!td.dir[0])
-		return; /* the test cleaned up already (tdaemon_skip) */
-	st = tdaemon_stop(&td);
-
-	if (st != 0)
-		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
-	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
-	tdaemon_cleanup(&td);
-}
 
 TestSuite(data, .init = setup, .fini = teardown, .timeout = 90);
 
 #define cof(in, ...) tdaemon_cofferf(&td, (in), out, sizeof(out), __VA_ARGS__)
 #define COF_OK(in, ...) TDAEMON_COF_OK(&td, out, (in), __VA_ARGS__)
+/* coffer (stdin from /dev/null) exits 0 and prints @want among the rest */
+#define COF_HAS(want, ...)                                          \
+	do {                                                        \
+		COF_OK(NULL, __VA_ARGS__);                          \
+		cr_assert(strstr(out, (want)), "%s", out);          \
+	} while (0)
 
 static void make_pool(const char *name)
 {
@@ -93,8 +79,7 @@ Test(data, pool_verbs_create_list_status_add_export_import_destroy)
 	COF_OK(NULL, "-j pool list");
 	cr_assert(strstr(out, "\"pools\""), "%s", out);
 	COF_OK(NULL, "pool add -s 32M tank %s/tank-l2", td.dir);
-	COF_OK(NULL, "pool status tank");
-	cr_assert(strstr(out, "tank-l2"), "%s", out);
+	COF_HAS("tank-l2", "pool status tank");
 	cr_assert(strstr(out, "ONLINE"), "%s", out);
 	cr_assert_eq(cof(NULL, "pool create -s 64M tank %s/x", td.dir), 1);
 	cr_assert(strstr(out, "tank") && strstr(out, "exists"), "%s", out);
@@ -102,8 +87,7 @@ Test(data, pool_verbs_create_list_status_add_export_import_destroy)
 	/* -o sets properties of the root dataset, inherited below; a bad one creates nothing */
 	COF_OK(NULL, "pool create -s 16M -o compression=zstd zp %s/zp-l0", td.dir);
 	COF_OK(NULL, "create -V 1M zp/x");
-	COF_OK(NULL, "get -H compression zp/x");
-	cr_assert(strstr(out, "zstd"), "%s", out);
+	COF_HAS("zstd", "get -H compression zp/x");
 	cr_assert_eq(cof(NULL, "pool create -s 16M -o nosuch=1 zq %s/zq-l0", td.dir), 1);
 	cr_assert(strstr(out, "nosuch"), "%s", out);
 	cr_assert_eq(cof(NULL, "pool status zq"), 1, "%s", out);
@@ -127,8 +111,7 @@ Test(data, dataset_verbs_create_list_get_set_inherit_destroy)
 	make_pool("tank");
 	COF_OK(NULL, "create -V 8M -o compression=zstd tank/a");
 	COF_OK(NULL, "create -V 1M -b 4K tank/a/b");
-	COF_OK(NULL, "list -r tank/a");
-	cr_assert(strstr(out, "tank/a/b"), "%s", out);
+	COF_HAS("tank/a/b", "list -r tank/a");
 	COF_OK(NULL, "list -H -p -o name,volsize,recordsize tank/a/b");
 	cr_assert_str_eq(out, "tank/a/b\t1048576\t4096\n");
 	COF_OK(NULL, "list -j tank/a");
@@ -136,11 +119,9 @@ Test(data, dataset_verbs_create_list_get_set_inherit_destroy)
 	COF_OK(NULL, "get -H -p compression tank/a/b");
 	cr_assert(strstr(out, "zstd") && strstr(out, "inherited"), "%s", out);
 	COF_OK(NULL, "set compression=off tank/a/b");
-	COF_OK(NULL, "get -H compression tank/a/b");
-	cr_assert(strstr(out, "off\tlocal"), "%s", out);
+	COF_HAS("off\tlocal", "get -H compression tank/a/b");
 	COF_OK(NULL, "inherit compression tank/a/b");
-	COF_OK(NULL, "get -H compression tank/a/b");
-	cr_assert(strstr(out, "zstd"), "%s", out);
+	COF_HAS("zstd", "get -H compression tank/a/b");
 	COF_OK(NULL, "get -j all tank/a");
 	cr_assert(strstr(out, "\"property\""), "%s", out);
 	cr_assert_eq(cof(NULL, "set nosuchprop=1 tank/a"), 1);
@@ -193,8 +174,7 @@ Test(data, write_read_flush_round_trip_with_offsets)
 	cr_assert_eq(cof(in, "write tank/v -o 8M"), 1);
 	cr_assert(strstr(out, "tank/v"), "%s", out);
 	cr_assert_eq(cof(NULL, "read tank/v -o 7M -l 2M"), 1);
-	COF_OK(NULL, "stats");
-	cr_assert(strstr(out, "writes"), "%s", out);
+	COF_HAS("writes", "stats");
 	COF_OK(NULL, "stats -j 1 1");
 	cr_assert(strstr(out, "\"io\""), "%s", out);
 	COF_OK(NULL, "version");
@@ -214,19 +194,16 @@ Test(data, encrypted_dataset_keys_wrong_key_unload_change)
 	       pf);
 	random_file("in", 200000, in, sizeof(in));
 	COF_OK(in, "write tank/secret");
-	COF_OK(NULL, "get -H keystatus tank/secret");
-	cr_assert(strstr(out, "available"), "%s", out);
+	COF_HAS("available", "get -H keystatus tank/secret");
 	COF_OK(NULL, "unload-key tank/secret");
-	COF_OK(NULL, "get -H keystatus tank/secret");
-	cr_assert(strstr(out, "unavailable"), "%s", out);
+	COF_HAS("unavailable", "get -H keystatus tank/secret");
 	cr_assert_eq(cof(NULL, "read -l 8192 tank/secret"), 1);
 	cr_assert(strstr(out, "run 'coffer load-key tank/secret'"), "%s", out);
 	/* wrong passphrase from stdin: clear error, nothing changes */
 	pf = pass_file("wrong", "not the passphrase\n");
 	cr_assert_eq(cof(pf, "load-key -L prompt tank/secret"), 1);
 	cr_assert(strstr(out, "incorrect key"), "%s", out);
-	COF_OK(NULL, "get -H keystatus tank/secret");
-	cr_assert(strstr(out, "unavailable"), "%s", out);
+	COF_HAS("unavailable", "get -H keystatus tank/secret");
 	COF_OK(NULL, "load-key -n tank/secret");
 	COF_OK(NULL, "get -H keystatus tank/secret");
 	cr_assert(strstr(out, "unavailable"), "-n loads nothing: %s", out);
@@ -257,8 +234,7 @@ Test(data, encrypted_dataset_keys_wrong_key_unload_change)
 	}
 	/* -a: every root with its key unloaded */
 	COF_OK(NULL, "unload-key -a");
-	COF_OK(NULL, "load-key -a");
-	cr_assert(strstr(out, "1 / 1"), "%s", out);
+	COF_HAS("1 / 1", "load-key -a");
 }
 
 Test(data, a_regular_raw_key_and_too_many_iterations_get_clear_errors)
@@ -416,11 +392,9 @@ Test(data, a_pool_with_a_missing_lun_is_faulted_and_others_carry_on)
 	cr_assert_eq(unlink(path), 0);
 	cr_assert_eq(tdaemon_start(&td), 0, "a faulted pool stopped the daemon:\n%s",
 		     tdaemon_log(&td));
-	COF_OK(NULL, "pool status bad");
-	cr_assert(strstr(out, "FAULTED"), "%s", out);
+	COF_HAS("FAULTED", "pool status bad");
 	cr_assert(strstr(out, "error:"), "%s", out);
-	COF_OK(NULL, "pool status good");
-	cr_assert(strstr(out, "ONLINE"), "%s", out);
+	COF_HAS("ONLINE", "pool status good");
 	COF_OK(NULL, "list good/a");
 	cr_assert_eq(cof(NULL, "create -V 1M bad/x"), 1);
 	cr_assert(strstr(out, "faulted"), "%s", out);
@@ -517,8 +491,9 @@ Test(data, open_datasets_keep_their_pool_and_a_vanishing_client_releases_them)
 	cr_assert_eq(coffer_flush_out(c), 0);
 	coffer_close(c);
 	/* the handle goes with the connection once its requests are done */
-	for (int i = 0; i < 100 && cof(NULL, "pool export tank") != 0; i++)
-		usleep(50000);
+	for (double end = tdaemon_deadline(TDAEMON_WAIT_S);
+	     cof(NULL, "pool export tank") != 0 && tdaemon_poll(end);)
+		;
 	cr_assert_eq(cof(NULL, "pool import tank"), 0, "export never succeeded: %s", out);
 	COF_OK(NULL, "destroy tank/v");
 }

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -54,11 +55,13 @@ static void start(void)
 	setenv("ASAN_OPTIONS", env_asan, 1);
 	setenv("COFFER_FAULT_CTL", ctl, 1);
 	setenv("COFFER_FAULT_LOG", flog, 1);
-	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
+	tdaemon_start_ok(&td);
 	unsetenv("LD_PRELOAD");
 	unsetenv("COFFER_FAULT_CTL");
 	unsetenv("COFFER_FAULT_LOG");
 }
+
+static struct timespec armed; /* the control file's mtime at the last arm */
 
 /* Arm the rules in @rules ('|' or newline separated); "" disarms. */
 static void arm(const char *rules)
@@ -72,8 +75,19 @@ static void arm(const char *rules)
 	fprintf(f, "%s\n", rules);
 	fclose(f);
 	cr_assert_eq(rename(tmp, ctl), 0);
-	/* the shim compares mtimes: make sure the next arm differs */
-	usleep(20000);
+	/* the shim rereads the file when its mtime changes, and file times move
+	 * in clock ticks: touch it until its mtime differs from the last arm's */
+	for (;;) {
+		struct stat st;
+
+		cr_assert_eq(stat(ctl, &st), 0);
+		if (st.st_mtim.tv_sec != armed.tv_sec || st.st_mtim.tv_nsec != armed.tv_nsec) {
+			armed = st.st_mtim;
+			break;
+		}
+		poll(NULL, 0, 1);
+		cr_assert_eq(utimensat(AT_FDCWD, ctl, NULL, 0), 0);
+	}
 }
 
 /* Faults the shim reported so far. */
@@ -90,25 +104,26 @@ static int injected(void)
 	return n;
 }
 
-static void setup(void)
+/* The daemon's dir and config, and the shim's control and log files in it. */
+static void init_dir(void)
 {
 	/* every LUN read must be a pread the shim can fail, also when TMPDIR is tmpfs */
 	tdaemon_init(&td, "lun_mmap = no\n");
 	snprintf(ctl, sizeof(ctl), "%s/faults", td.dir);
 	snprintf(flog, sizeof(flog), "%s/faults.log", td.dir);
+}
+
+static void setup(void)
+{
+	init_dir();
 	arm("");
 	start();
 }
 
 static void teardown(void)
 {
-	int st;
-
 	arm("");
-	st = tdaemon_stop(&td);
-	if (st != 0)
-		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
-	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
+	tdaemon_stop_ok(&td);
 	tdaemon_cleanup(&td);
 }
 
@@ -155,6 +170,30 @@ static void write_gen(struct coffer_conn *c, int h, unsigned gen)
 	}
 }
 
+/* write_gen(), then a flush that must be acknowledged. */
+static void write_gen_flushed(struct coffer_conn *c, int h, unsigned gen)
+{
+	write_gen(c, h, gen);
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+}
+
+/* Dataset @name opened, generation 1 written and flushed. */
+static struct coffer_conn *seeded(const char *name, int *h)
+{
+	struct coffer_conn *c = open_ds(name, h);
+
+	write_gen_flushed(c, *h, 1);
+	return c;
+}
+
+/* Pool tank with dataset tank/a, seeded(). */
+static struct coffer_conn *seeded_tank(int *h)
+{
+	make_pool("tank");
+	COF_OK("create -V 4M tank/a");
+	return seeded("tank/a", h);
+}
+
 /*
  * Read every record: each must hold generation @gen or fail. Returns the
  * number that failed; wrong bytes fail the test at once.
@@ -181,6 +220,23 @@ static unsigned check_gen(struct coffer_conn *c, int h, unsigned gen, int *last_
 	return failed;
 }
 
+/*
+ * Arm @rule and read back generation 1 of @h: @return the reads that
+ * failed, the last error in *err and the faults the shim injected in *n.
+ */
+static unsigned read_fault(struct coffer_conn *c, int h, const char *rule, int *err, int *n)
+{
+	int before = injected();
+	unsigned failed;
+
+	arm(rule);
+	failed = check_gen(c, h, 1, err);
+	*n = injected() - before;
+	cr_log_info("%s: %d faults injected, %u of %u reads failed (%s)", rule, *n, failed, NREC,
+		    proto_strerror(*err));
+	return failed;
+}
+
 /* pool_status of @pool as JSON (caller decrefs). */
 static json_t *pool_status(const char *pool)
 {
@@ -200,6 +256,19 @@ static json_t *pool_status(const char *pool)
 	return p;
 }
 
+/* Pool @pool is SUSPENDED, and says a metadata commit failed. */
+static void assert_suspended_by_metadata(const char *pool)
+{
+	json_t *p = pool_status(pool);
+	const char *err;
+
+	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "SUSPENDED");
+	err = json_string_value(json_object_get(p, "error"));
+	cr_assert(err && strstr(err, "metadata commit failed"), "pool status says: %s",
+		  err ? err : "(nothing)");
+	json_decref(p);
+}
+
 static const char *lun_state(json_t *pool, unsigned i)
 {
 	json_t *l = json_array_get(json_object_get(pool, "luns"), i);
@@ -214,19 +283,12 @@ static const char *lun_state(json_t *pool, unsigned i)
 Test(faults, eio_on_lun_reads_is_an_error_never_wrong_data)
 {
 	struct coffer_conn *c;
-	int h, err = 0, before;
+	int h, err = 0, n;
 	unsigned failed;
 
-	make_pool("tank");
-	COF_OK("create -V 4M tank/a");
-	c = open_ds("tank/a", &h);
-	write_gen(c, h, 1);
-	cr_assert_eq(coffer_ds_flush(c, h), 0);
-	before = injected();
-	arm("path=tank-l0;op=read;err=EIO|path=tank-l1;op=read;err=EIO");
-	failed = check_gen(c, h, 1, &err);
-	cr_log_info("read EIO: %d faults injected, %u of %u reads failed (%s)",
-		    injected() - before, failed, NREC, proto_strerror(err));
+	c = seeded_tank(&h);
+	failed = read_fault(c, h, "path=tank-l0;op=read;err=EIO|path=tank-l1;op=read;err=EIO", &err,
+			    &n);
 	cr_assert_eq(failed, NREC, "reads succeeded while every LUN read failed");
 	cr_assert_eq(err, -EIO, "got %s", proto_strerror(err));
 	/* the CLI says so in words and exits 1, and writes no data to stdout */
@@ -244,11 +306,7 @@ Test(faults, repeated_read_errors_fault_the_lun_and_new_data_avoids_it)
 	json_t *p;
 	int h;
 
-	make_pool("tank");
-	COF_OK("create -V 4M tank/a");
-	c = open_ds("tank/a", &h);
-	write_gen(c, h, 1);
-	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	c = seeded_tank(&h);
 	p = pool_status("tank");
 	cr_assert_str_eq(lun_state(p, 0), "ONLINE");
 	json_decref(p);
@@ -262,10 +320,30 @@ Test(faults, repeated_read_errors_fault_the_lun_and_new_data_avoids_it)
 		      STOR_LUN_FAULT_ERRORS);
 	json_decref(p);
 	/* new data goes to the healthy LUN only, so it reads back with l0 still failing */
-	write_gen(c, h, 2);
-	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	write_gen_flushed(c, h, 2);
 	cr_assert_eq(check_gen(c, h, 2, NULL), 0, "new records were placed on the faulted LUN");
 	coffer_close(c);
+}
+
+/*
+ * Write generation @gen of every record while writes are armed to fail:
+ * @return how many failed; *nospc (if not NULL) counts the out-of-space ones.
+ */
+static unsigned write_gen_failing(struct coffer_conn *c, int h, unsigned gen, unsigned *nospc)
+{
+	static uint8_t buf[REC];
+	unsigned failed = 0;
+
+	for (unsigned i = 0; i < NREC; i++) {
+		int ret;
+
+		fill(buf, i, gen);
+		ret = coffer_write(c, h, (uint64_t)i * REC, buf, REC);
+		failed += ret < 0;
+		if (nospc)
+			*nospc += ret == STOR_ENOSPC;
+	}
+	return failed;
 }
 
 static void write_fault(const char *rule)
@@ -276,17 +354,10 @@ static void write_fault(const char *rule)
 	int h, before;
 	json_t *p;
 
-	make_pool("tank");
-	COF_OK("create -V 4M tank/a");
-	c = open_ds("tank/a", &h);
-	write_gen(c, h, 1);
-	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	c = seeded_tank(&h);
 	before = injected();
 	arm(rule);
-	for (unsigned i = 0; i < NREC; i++) {
-		fill(buf, i, 2);
-		failed += coffer_write(c, h, (uint64_t)i * REC, buf, REC) < 0;
-	}
+	failed = write_gen_failing(c, h, 2, NULL);
 	cr_log_info("%s: %d faults injected, %u of %u writes failed", rule, injected() - before,
 		    failed, NREC);
 	cr_assert_eq(failed, NREC, "writes acknowledged while every LUN write failed");
@@ -308,8 +379,7 @@ static void write_fault(const char *rule)
 	COF_OK("pool import tank");
 	c = open_ds("tank/a", &h);
 	cr_assert_eq(check_gen(c, h, 1, NULL), 0);
-	write_gen(c, h, 3);
-	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	write_gen_flushed(c, h, 3);
 	cr_assert_eq(check_gen(c, h, 3, NULL), 0);
 	coffer_close(c);
 }
@@ -332,24 +402,15 @@ static json_int_t lun_count(json_t *pool, unsigned i, const char *field)
  */
 Test(faults, enospc_on_lun_writes_is_out_of_space_and_never_faults)
 {
-	static uint8_t buf[REC];
 	struct coffer_conn *c;
 	unsigned nospc = 0;
-	int h, ret;
+	int h;
 	json_t *p;
 
-	make_pool("tank");
-	COF_OK("create -V 4M tank/a");
-	c = open_ds("tank/a", &h);
-	write_gen(c, h, 1);
-	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	c = seeded_tank(&h);
 	arm("path=tank-l0;op=write;err=ENOSPC|path=tank-l1;op=write;err=ENOSPC");
-	for (unsigned i = 0; i < NREC; i++) {
-		fill(buf, i, 2);
-		ret = coffer_write(c, h, (uint64_t)i * REC, buf, REC);
-		cr_assert_lt(ret, 0, "write %u acknowledged while every LUN write failed", i);
-		nospc += ret == STOR_ENOSPC;
-	}
+	cr_assert_eq(write_gen_failing(c, h, 2, &nospc), NREC,
+		     "writes acknowledged while every LUN write failed");
 	arm("");
 	cr_assert_eq(nospc, NREC, "only %u of %u failed writes said out of space", nospc, NREC);
 	p = pool_status("tank");
@@ -364,8 +425,7 @@ Test(faults, enospc_on_lun_writes_is_out_of_space_and_never_faults)
 	cr_assert(strstr(out, "file system full"), "%s", out);
 	/* space again: writes go through without an export */
 	cr_assert_eq(check_gen(c, h, 1, NULL), 0);
-	write_gen(c, h, 3);
-	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	write_gen_flushed(c, h, 3);
 	cr_assert_eq(check_gen(c, h, 3, NULL), 0);
 	coffer_close(c);
 	COF_OK("pool clear tank");
@@ -381,16 +441,10 @@ Test(faults, pool_clear_lifts_a_fault_without_an_export)
 	int h;
 	json_t *p;
 
-	make_pool("tank");
-	COF_OK("create -V 4M tank/a");
-	c = open_ds("tank/a", &h);
-	write_gen(c, h, 1);
-	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	c = seeded_tank(&h);
 	arm("path=tank-l0;op=write;err=EIO|path=tank-l1;op=write;err=EIO");
-	for (unsigned i = 0; i < NREC; i++) {
-		fill(buf, i, 2);
-		cr_assert_lt(coffer_write(c, h, (uint64_t)i * REC, buf, REC), 0);
-	}
+	cr_assert_eq(write_gen_failing(c, h, 2, NULL), NREC,
+		     "writes acknowledged while every LUN write failed");
 	arm("");
 	p = pool_status("tank");
 	cr_assert_str_eq(lun_state(p, 0), "FAULTED", "%s", json_dumps(p, 0));
@@ -411,8 +465,7 @@ Test(faults, pool_clear_lifts_a_fault_without_an_export)
 	cr_assert_str_eq(lun_state(p, 1), "ONLINE", "%s", json_dumps(p, 0));
 	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "ONLINE");
 	json_decref(p);
-	write_gen(c, h, 3);
-	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	write_gen_flushed(c, h, 3);
 	cr_assert_eq(check_gen(c, h, 3, NULL), 0);
 	coffer_close(c);
 }
@@ -424,11 +477,7 @@ Test(faults, failed_fsync_is_not_acknowledged_and_acknowledged_flushes_survive)
 	json_t *p;
 	int h, ret;
 
-	make_pool("tank");
-	COF_OK("create -V 4M tank/a");
-	c = open_ds("tank/a", &h);
-	write_gen(c, h, 1);
-	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	c = seeded_tank(&h);
 	/* records 0..NREC/2 get generation 2 and an acknowledged flush */
 	for (unsigned i = 0; i < NREC / 2; i++) {
 		fill(buf, i, 2);
@@ -484,15 +533,10 @@ Test(faults, failed_metadata_commit_suspends_writes_until_a_commit_succeeds)
 {
 	struct coffer_conn *c;
 	uint8_t buf[REC];
-	const char *err;
 	json_t *p;
 	int h, ret;
 
-	make_pool("tank");
-	COF_OK("create -V 4M tank/a");
-	c = open_ds("tank/a", &h);
-	write_gen(c, h, 1);
-	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	c = seeded_tank(&h);
 	write_gen(c, h, 2);
 	arm("path=tank.mdb;op=msync;err=EIO");
 	ret = coffer_ds_flush(c, h);
@@ -501,12 +545,7 @@ Test(faults, failed_metadata_commit_suspends_writes_until_a_commit_succeeds)
 	fill(buf, 0, 9);
 	ret = coffer_write(c, h, 0, buf, REC);
 	cr_assert_lt(ret, 0, "a write was acknowledged while commits fail");
-	p = pool_status("tank");
-	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "SUSPENDED");
-	err = json_string_value(json_object_get(p, "error"));
-	cr_assert(err && strstr(err, "metadata commit failed"), "pool status says: %s",
-		  err ? err : "(nothing)");
-	json_decref(p);
+	assert_suspended_by_metadata("tank");
 	coffer_close(c);
 	/* export would drop the uncommitted writes: it refuses and the pool stays */
 	cr_assert_neq(cof("pool export tank"), 0, "export of a pool that cannot commit: %s", out);
@@ -543,9 +582,7 @@ Test(faults, failed_destroy_commit_never_deletes_a_new_dataset_of_that_name)
 	make_pool("tank");
 	COF_OK("create -V 4M tank/x");
 	COF_OK("create -V 4M tank/y");
-	c = open_ds("tank/x", &h);
-	write_gen(c, h, 1);
-	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	c = seeded("tank/x", &h);
 	coffer_close(c);
 	arm("path=tank.mdb;op=msync;err=EIO;count=1");
 	cof("destroy tank/x"); /* its commit fails; the dataset is gone from the table */
@@ -559,8 +596,7 @@ Test(faults, failed_destroy_commit_never_deletes_a_new_dataset_of_that_name)
 	coffer_close(c);
 	COF_OK("create -V 4M tank/x");
 	c = open_ds("tank/x", &h);
-	write_gen(c, h, 5);
-	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	write_gen_flushed(c, h, 5);
 	coffer_close(c);
 	cr_assert_eq(tdaemon_stop(&td), 0, "cofferd exit:\n%s", tdaemon_log(&td));
 	start();
@@ -576,20 +612,12 @@ Test(faults, failed_destroy_commit_never_deletes_a_new_dataset_of_that_name)
 Test(faults, short_reads_are_an_error_never_wrong_data)
 {
 	struct coffer_conn *c;
-	int h, err = 0, before;
+	int h, err = 0, n;
 	unsigned failed;
 
-	make_pool("tank");
-	COF_OK("create -V 4M tank/a");
-	c = open_ds("tank/a", &h);
-	write_gen(c, h, 1);
-	cr_assert_eq(coffer_ds_flush(c, h), 0);
-	before = injected();
-	arm("path=tank-l0;op=short_read|path=tank-l1;op=short_read");
-	failed = check_gen(c, h, 1, &err);
-	cr_log_info("short reads: %d faults injected, %u of %u reads failed (%s)",
-		    injected() - before, failed, NREC, proto_strerror(err));
-	cr_assert_gt(injected(), before, "no short read was injected");
+	c = seeded_tank(&h);
+	failed = read_fault(c, h, "path=tank-l0;op=short_read|path=tank-l1;op=short_read", &err, &n);
+	cr_assert_gt(n, 0, "no short read was injected");
 	cr_assert_eq(failed, NREC);
 	arm("");
 	cr_assert_eq(check_gen(c, h, 1, NULL), 0);
@@ -648,9 +676,7 @@ static void bit_flips(const char *create_args, const char *counter, int want_err
 	cr_log_info("bit flip seed %u", seed);
 	make_pool("tank");
 	COF_OK("create -V 4M %s tank/a", create_args);
-	c = open_ds("tank/a", &h);
-	write_gen(c, h, 1);
-	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	c = seeded("tank/a", &h);
 	/* both LUNs hold NREC/2 records of 8 KiB at most in their first NREC * 8 KiB */
 	for (int l = 0; l < 2; l++) {
 		snprintf(path, sizeof(path), "%s/tank-l%d", td.dir, l);
@@ -709,9 +735,7 @@ static void damaged_pool(int lmdb)
 	make_pool("bad");
 	COF_OK("create -V 4M good/a");
 	COF_OK("create -V 4M bad/a");
-	c = open_ds("good/a", &h);
-	write_gen(c, h, 1);
-	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	c = seeded("good/a", &h);
 	coffer_close(c);
 	cr_assert_eq(tdaemon_stop(&td), 0, "%s", tdaemon_log(&td));
 	if (lmdb) {
@@ -765,11 +789,7 @@ Test(faults, one_damaged_label_copy_is_repaired_at_import_and_reported)
 	json_t *p, *l;
 	int h;
 
-	make_pool("tank");
-	COF_OK("create -V 4M tank/a");
-	c = open_ds("tank/a", &h);
-	write_gen(c, h, 1);
-	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	c = seeded_tank(&h);
 	coffer_close(c);
 	cr_assert_eq(tdaemon_stop(&td), 0, "%s", tdaemon_log(&td));
 	snprintf(path, sizeof(path), "%s/tank-l1", td.dir);
@@ -805,9 +825,7 @@ static void setup_small_state(void)
 {
 	char cmd[8400];
 
-	tdaemon_init(&td, "lun_mmap = no\n");
-	snprintf(ctl, sizeof(ctl), "%s/faults", td.dir);
-	snprintf(flog, sizeof(flog), "%s/faults.log", td.dir);
+	init_dir();
 	mkdir(td.state, 0700);
 	snprintf(cmd, sizeof(cmd), "mount -t tmpfs -o size=6m coffer-test '%s' 2>/dev/null", td.state);
 	state_mounted = system(cmd) == 0;
@@ -843,9 +861,7 @@ Test(full_state, a_full_state_dir_suspends_the_pool_and_the_daemon_lives)
 {
 	struct coffer_conn *c;
 	static uint8_t buf[65536];
-	const char *err;
 	uint64_t off = 0;
-	json_t *p;
 	int h, ret = 0;
 
 	if (!state_mounted)
@@ -868,12 +884,7 @@ Test(full_state, a_full_state_dir_suspends_the_pool_and_the_daemon_lives)
 	coffer_close(c);
 	cr_assert_eq(kill(td.pid, 0), 0, "cofferd died:\n%s", tdaemon_log(&td));
 	COF_OK("ping");
-	p = pool_status("tank");
-	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "SUSPENDED");
-	err = json_string_value(json_object_get(p, "error"));
-	cr_assert(err && strstr(err, "metadata commit failed"), "pool status says: %s",
-		  err ? err : "(nothing)");
-	json_decref(p);
+	assert_suspended_by_metadata("tank");
 	/* the writes it could not commit are lost at shutdown, and it says so */
 	cr_assert_eq(tdaemon_stop(&td), 1, "exit status of a shutdown that lost writes");
 	cr_assert(strstr(tdaemon_log(&td), "final commit failed"), "%s", tdaemon_log(&td));

@@ -42,24 +42,8 @@
 #include "daemon.h"
 #include "proto.h"
 
-static struct tdaemon td;
+TDAEMON_FIXTURE(NULL)
 static char out[65536];
-
-static void setup(void)
-{
-	tdaemon_init(&td, NULL);
-	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
-}
-
-static void teardown(void)
-{
-	int st = tdaemon_stop(&td);
-
-	if (st != 0)
-		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
-	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
-	tdaemon_cleanup(&td);
-}
 
 TestSuite(hostile, .init = setup, .fini = teardown, .timeout = 60);
 

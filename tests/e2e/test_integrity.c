@@ -66,23 +66,13 @@ static void setup(void)
 	for (int i = 0; i < 32; i++)
 		k[i] = (uint8_t)(0xc3 ^ i * 53);
 	snprintf(key2, sizeof(key2), "%s", tdaemon_file(&td, "key2", k, sizeof(k)));
-	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
+	tdaemon_start_ok(&td);
 }
 
 static void teardown(void)
 {
-	int st;
-
 	tamper_close(cur_tamper);
-	if (!td.dir[0])
-		return;
-	if (td.pid > 0) {
-		st = tdaemon_stop(&td);
-		if (st != 0)
-			cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
-		cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
-	}
-	tdaemon_cleanup(&td);
+	tdaemon_teardown(&td);
 }
 
 TestSuite(integrity, .init = setup, .fini = teardown, .timeout = 80);
@@ -126,7 +116,7 @@ static const char *log_since(off_t from)
 
 static void start(void)
 {
-	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
+	tdaemon_start_ok(&td);
 }
 
 static const char *lun_path(unsigned i)

@@ -38,15 +38,7 @@ static char out[65536];
 
 static void teardown(void)
 {
-	int st;
-
-	if (!td.dir[0])
-		return;
-	st = tdaemon_stop(&td);
-	if (st != 0)
-		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
-	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
-	tdaemon_cleanup(&td);
+	tdaemon_teardown(&td);
 }
 
 TestSuite(limits, .fini = teardown, .timeout = 120);
@@ -54,18 +46,7 @@ TestSuite(limits, .fini = teardown, .timeout = 120);
 static void start(const char *extra)
 {
 	tdaemon_init(&td, extra);
-	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
-}
-
-static int wait_readable(int fd, int ms)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	int r;
-
-	do
-		r = poll(&p, 1, ms);
-	while (r < 0 && errno == EINTR);
-	return r > 0;
+	tdaemon_start_ok(&td);
 }
 
 static int raw_connect(void)
@@ -92,7 +73,7 @@ static int read_hdr(int fd, struct proto_hdr *h, int ms)
 	while (got < sizeof(b)) {
 		ssize_t r;
 
-		if (!wait_readable(fd, ms))
+		if (!tdaemon_wait_readable(fd, ms))
 			return 0;
 		r = read(fd, b + got, sizeof(b) - got);
 		if (r <= 0)
@@ -111,7 +92,7 @@ static int wait_closed(int fd, int ms)
 	for (;;) {
 		ssize_t r;
 
-		if (!wait_readable(fd, ms))
+		if (!tdaemon_wait_readable(fd, ms))
 			return 0;
 		r = read(fd, buf, sizeof(buf));
 		if (r == 0 || (r < 0 && errno == ECONNRESET))
@@ -130,31 +111,67 @@ static void assert_root_ping(void)
 }
 
 /*
- * As `nobody`: open @n_ok connections that never say HELLO, each accepted
- * (no reply), then one more that must be refused with EUSERS. The child
- * holds them until the returned pipe is closed; its verdict is on *verdict.
+ * A child run as `nobody`: it goes on while the parent holds @hold open and
+ * tells the parent how it went in one line on @verdict.
  */
-static pid_t nobody_fills(int n_ok, int *hold, int *verdict)
+struct nobody {
+	pid_t pid;
+	int hold;    /* the parent's write end (close to let the child go), the child's read end */
+	int verdict; /* the parent's read end, the child's write end */
+};
+
+/* Fork @nb; @return true in the child, which runs as nobody from here on. */
+static bool nobody_fork(struct nobody *nb)
 {
 	struct passwd *pw = getpwnam("nobody");
 	int h[2], v[2];
-	pid_t pid;
 
 	cr_assert_not_null(pw);
 	cr_assert_eq(pipe(h), 0);
 	cr_assert_eq(pipe(v), 0);
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		FILE *f;
-		struct proto_hdr hd;
-		int *fds = calloc((size_t)n_ok + 1, sizeof(int)), extra, bad = 0;
-		char c;
-
+	nb->pid = fork();
+	cr_assert_geq(nb->pid, 0);
+	if (nb->pid == 0) {
 		close(h[1]);
 		close(v[0]);
-		f = fdopen(v[1], "w");
-		if (!fds || !f || setgroups(0, NULL) || setgid(pw->pw_gid) || setuid(pw->pw_uid))
+		nb->hold = h[0];
+		nb->verdict = v[1];
+		if (setgroups(0, NULL) || setgid(pw->pw_gid) || setuid(pw->pw_uid))
+			_exit(3);
+		return true;
+	}
+	close(h[0]);
+	close(v[1]);
+	nb->hold = h[1];
+	nb->verdict = v[0];
+	return false;
+}
+
+/* Let @nb's child go and expect it to exit 0. */
+static void nobody_done(struct nobody *nb, const char *who)
+{
+	int st;
+
+	close(nb->hold);
+	close(nb->verdict);
+	cr_assert_eq(waitpid(nb->pid, &st, 0), nb->pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s status %d", who, st);
+}
+
+/*
+ * As `nobody`: open @n_ok connections that never say HELLO, each accepted
+ * (no reply), then one more that must be refused with EUSERS. The child
+ * holds them until the parent lets it go; its verdict is on nb->verdict.
+ */
+static void nobody_fills(int n_ok, struct nobody *nb)
+{
+	if (nobody_fork(nb)) {
+		int *fds = calloc((size_t)n_ok + 1, sizeof(int)), extra, bad = 0;
+		FILE *f = fdopen(nb->verdict, "w");
+		struct proto_hdr hd;
+		char c;
+
+		if (!fds || !f)
 			_exit(3);
 		for (int i = 0; i < n_ok; i++) {
 			fds[i] = raw_connect();
@@ -172,26 +189,21 @@ static pid_t nobody_fills(int n_ok, int *hold, int *verdict)
 		}
 		/* accepts are handled in order: the ones before were all taken in */
 		for (int i = 0; i < n_ok; i++)
-			bad += wait_readable(fds[i], 0);
+			bad += tdaemon_wait_readable(fds[i], 0);
 		fprintf(f, "refused %d, %d of %d earlier ones answered\n", hd.status, bad, n_ok);
 		fclose(f);
 		/* hold them until the parent is done */
-		if (read(h[0], &c, 1) < 0)
+		if (read(nb->hold, &c, 1) < 0)
 			_exit(6);
 		_exit(0);
 	}
-	close(h[0]);
-	close(v[1]);
-	*hold = h[1];
-	*verdict = v[0];
-	return pid;
 }
 
 static void read_verdict(int fd, char *buf, size_t cap)
 {
 	size_t n = 0;
 
-	while (n < cap - 1 && wait_readable(fd, 60000)) {
+	while (n < cap - 1 && tdaemon_wait_readable(fd, 60000)) {
 		ssize_t r = read(fd, buf + n, cap - 1 - n);
 
 		if (r <= 0)
@@ -206,20 +218,16 @@ static void read_verdict(int fd, char *buf, size_t cap)
 static void fill_and_ping(int n_ok)
 {
 	char verdict[256], want[64];
-	int hold, vfd, st;
-	pid_t pid;
+	struct nobody nb;
 
-	pid = nobody_fills(n_ok, &hold, &vfd);
-	read_verdict(vfd, verdict, sizeof(verdict));
+	nobody_fills(n_ok, &nb);
+	read_verdict(nb.verdict, verdict, sizeof(verdict));
 	snprintf(want, sizeof(want), "refused %d, 0 of %d", -EUSERS, n_ok);
 	cr_assert(strstr(verdict, want), "nobody: '%s' (want '%s')\ndaemon:\n%s", verdict, want,
 		  tdaemon_log(&td));
 	/* the non-admin holds what it may: root still gets in and is answered */
 	assert_root_ping();
-	close(hold);
-	close(vfd);
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+	nobody_done(&nb, "child");
 }
 
 Test(limits, idle_connections_of_one_uid_stop_at_its_limit_and_root_still_gets_in)
@@ -416,26 +424,15 @@ Test(limits, requests_over_max_buffered_wait_and_all_complete)
 
 /* As `nobody`: @n connections that pipeline PINGs as fast as the daemon takes
  * them, reading the replies, until the pipe closes; "flooding" once going. */
-static pid_t nobody_floods(int n, int *hold, int *verdict)
+static void nobody_floods(int n, struct nobody *nb)
 {
-	struct passwd *pw = getpwnam("nobody");
-	int h[2], v[2];
-	pid_t pid;
-
-	cr_assert_not_null(pw);
-	cr_assert_eq(pipe(h), 0);
-	cr_assert_eq(pipe(v), 0);
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
+	if (nobody_fork(nb)) {
 		static uint8_t batch[256 * PROTO_HDR_SIZE], junk[65536];
 		struct pollfd pf[33];
 		uint64_t replies = 0;
 		int told = 0;
 
-		close(h[1]);
-		close(v[0]);
-		if (n > 32 || setgroups(0, NULL) || setgid(pw->pw_gid) || setuid(pw->pw_uid))
+		if (n > 32)
 			_exit(3);
 		for (int i = 0; i < 256; i++) {
 			struct proto_hdr hd = { .len = 0, .op = PROTO_OP_PING, .req_id = (uint32_t)i };
@@ -456,7 +453,7 @@ static pid_t nobody_floods(int n, int *hold, int *verdict)
 				_exit(5);
 			pf[i].events = POLLIN | POLLOUT;
 		}
-		pf[n] = (struct pollfd){ .fd = h[0], .events = POLLIN };
+		pf[n] = (struct pollfd){ .fd = nb->hold, .events = POLLIN };
 		for (;;) {
 			if (poll(pf, (nfds_t)n + 1, 60000) <= 0 || pf[n].revents)
 				_exit(0); /* the parent is done */
@@ -472,37 +469,28 @@ static pid_t nobody_floods(int n, int *hold, int *verdict)
 					_exit(7);
 			}
 			if (!told && replies > 10000) {
-				if (write(v[1], "flooding\n", 9) != 9)
+				if (write(nb->verdict, "flooding\n", 9) != 9)
 					_exit(8);
 				told = 1;
 			}
 		}
 	}
-	close(h[0]);
-	close(v[1]);
-	*hold = h[1];
-	*verdict = v[0];
-	return pid;
 }
 
 /* A flood of cheap calls on other connections must not keep root waiting. */
 Test(limits, a_flood_of_pipelined_calls_does_not_hold_up_roots_ping)
 {
 	char verdict[64];
-	int hold, vfd, st;
-	pid_t pid;
+	struct nobody nb;
 
 	if (geteuid() != 0 || !getpwnam("nobody"))
 		cr_skip_test("needs root and a 'nobody' user");
 	start(NULL);
-	pid = nobody_floods(8, &hold, &vfd);
-	read_verdict(vfd, verdict, sizeof(verdict));
+	nobody_floods(8, &nb);
+	read_verdict(nb.verdict, verdict, sizeof(verdict));
 	cr_assert(strstr(verdict, "flooding"), "the flood did not start: '%s'\n%s", verdict,
 		  tdaemon_log(&td));
 	for (int i = 0; i < 5; i++)
 		assert_root_ping(); /* each within its generous bound, while the flood goes on */
-	close(hold);
-	close(vfd);
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "flooder status %d", st);
+	nobody_done(&nb, "flooder");
 }

@@ -38,22 +38,16 @@ static char mnt[4200]; /* a tmpfs this test mounted, or "" */
 static void setup(void)
 {
 	/* nogroup: a non-root admin for the link test; it exists on Debian */
-	tdaemon_init(&td, getgrnam("nogroup") ? "admin_group = nogroup\n" : NULL);
-	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
+	tdaemon_setup(&td, getgrnam("nogroup") ? "admin_group = nogroup\n" : NULL);
 }
 
 static void teardown(void)
 {
-	int st;
-
 	if (!td.dir[0])
 		return;
-	st = tdaemon_stop(&td);
+	tdaemon_stop_ok(&td);
 	if (mnt[0])
 		umount2(mnt, MNT_DETACH);
-	if (st != 0)
-		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
-	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
 	tdaemon_cleanup(&td);
 }
 

@@ -46,12 +46,7 @@ static char out[65536];
 
 static void teardown(void)
 {
-	int st = tdaemon_stop(&td);
-
-	if (st != 0)
-		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
-	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
-	tdaemon_cleanup(&td);
+	tdaemon_teardown(&td);
 }
 
 TestSuite(memscan, .fini = teardown, .timeout = 120);
@@ -61,18 +56,12 @@ TestSuite(memscan, .fini = teardown, .timeout = 120);
 static void start(const char *extra)
 {
 	tdaemon_init(&td, extra);
-	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
+	tdaemon_start_ok(&td);
 }
 
 static json_t *stats_json(void)
 {
-	json_error_t e;
-	json_t *j;
-
-	COF_OK(NULL, "-j stats");
-	j = json_loads(out, 0, &e);
-	cr_assert_not_null(j, "stats: %s: %s", e.text, out);
-	return j;
+	return tdaemon_coffer_json(&td, "-j stats");
 }
 
 static long long process_stat(const char *name)
@@ -81,7 +70,7 @@ static long long process_stat(const char *name)
 	json_t *v = json_object_get(json_object_get(j, "process"), name);
 	long long n;
 
-	cr_assert(json_is_integer(v), "stats has no process.%s: %s", name, out);
+	cr_assert(json_is_integer(v), "stats has no process.%s: %s", name, json_dumps(j, 0));
 	n = (long long)json_integer_value(v);
 	json_decref(j);
 	return n;

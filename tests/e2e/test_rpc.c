@@ -27,27 +27,7 @@
 #include "proto.h"
 #include "store.h"
 
-static struct tdaemon td;
-
-static void setup(void)
-{
-	tdaemon_init(&td, "max_connections = 8\nmax_frame = 1M\n");
-	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
-}
-
-static void teardown(void)
-{
-	int st;
-
-	if (!td.dir[0])
-		return; /* the test cleaned up already (tdaemon_skip) */
-	st = tdaemon_stop(&td);
-
-	if (st != 0)
-		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
-	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
-	tdaemon_cleanup(&td);
-}
+TDAEMON_FIXTURE("max_connections = 8\nmax_frame = 1M\n")
 
 TestSuite(rpc, .init = setup, .fini = teardown, .timeout = 60);
 
@@ -146,30 +126,33 @@ Test(rpc, request_before_hello_is_refused_and_closed)
 	assert_alive();
 }
 
-Test(rpc, hello_with_a_wrong_magic_or_version_is_refused)
+/* HELLO with @magic, versions @lo..@hi on a new raw connection; reply in @h. @return the fd */
+static int bad_hello(uint32_t id, uint32_t magic, uint16_t lo, uint16_t hi, struct proto_hdr *h)
 {
 	uint8_t buf[PROTO_HDR_SIZE + PROTO_HELLO_BODY];
-	struct proto_hdr h;
 	int fd = raw_connect();
 
-	frame(buf, PROTO_HELLO_BODY, PROTO_OP_HELLO, 7);
-	put_u32(buf + PROTO_HDR_SIZE, 0xdeadbeef);
-	put_u16(buf + PROTO_HDR_SIZE + 4, 1);
-	put_u16(buf + PROTO_HDR_SIZE + 6, 1);
+	frame(buf, PROTO_HELLO_BODY, PROTO_OP_HELLO, id);
+	put_u32(buf + PROTO_HDR_SIZE, magic);
+	put_u16(buf + PROTO_HDR_SIZE + 4, lo);
+	put_u16(buf + PROTO_HDR_SIZE + 6, hi);
 	cr_assert_eq(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
 	cr_assert_eq(read_full(fd, buf, PROTO_HDR_SIZE), PROTO_HDR_SIZE);
-	proto_hdr_get(buf, &h);
+	proto_hdr_get(buf, h);
+	return fd;
+}
+
+Test(rpc, hello_with_a_wrong_magic_or_version_is_refused)
+{
+	struct proto_hdr h;
+	uint8_t c;
+	int fd;
+
+	fd = bad_hello(7, 0xdeadbeef, 1, 1, &h);
 	cr_assert_eq(h.status, -EPROTO);
-	cr_assert_eq(read(fd, buf, 1), 0, "connection not closed");
+	cr_assert_eq(read(fd, &c, 1), 0, "connection not closed");
 	close(fd);
-	fd = raw_connect();
-	frame(buf, PROTO_HELLO_BODY, PROTO_OP_HELLO, 8);
-	put_u32(buf + PROTO_HDR_SIZE, PROTO_MAGIC);
-	put_u16(buf + PROTO_HDR_SIZE + 4, 50);
-	put_u16(buf + PROTO_HDR_SIZE + 6, 60);
-	cr_assert_eq(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
-	cr_assert_eq(read_full(fd, buf, PROTO_HDR_SIZE), PROTO_HDR_SIZE);
-	proto_hdr_get(buf, &h);
+	fd = bad_hello(8, PROTO_MAGIC, 50, 60, &h);
 	cr_assert_eq(h.status, -EPROTONOSUPPORT);
 	close(fd);
 	assert_alive();
@@ -336,7 +319,12 @@ Test(rpc, connections_over_the_limit_are_refused_and_others_stay)
 		json_decref(r);
 		coffer_close(cs[i]);
 	}
-	usleep(100000);
+	/* the closed connections' places come free once the daemon has seen them go */
+	for (double end = tdaemon_deadline(TDAEMON_WAIT_S);
+	     coffer_connect(td.sock, &extra) == -EUSERS && tdaemon_poll(end);)
+		;
+	cr_assert_not_null(extra, "the closed connections' places never came free");
+	coffer_close(extra);
 	assert_alive();
 }
 
@@ -613,23 +601,19 @@ Test(rpc, sighup_reopens_a_log_file_moved_away)
 {
 	char logf[1200], moved[1300];
 	struct stat st;
-	FILE *f;
 
 	cr_assert_eq(tdaemon_stop(&td), 0);
 	snprintf(logf, sizeof(logf), "%.1000s/file.log", td.dir);
 	snprintf(moved, sizeof(moved), "%s.1", logf);
-	f = fopen(td.conf, "w");
-	cr_assert_not_null(f);
-	fprintf(f, "[cofferd]\nsocket = %s\nsocket_mode = 0666\nstate_dir = %s\nlog_level = info\n"
-		   "log_target = %s\n",
-		td.sock, td.state, logf);
-	fclose(f);
+	tdaemon_write_conf(&td, NULL, "socket_mode = 0666\nlog_level = info\nlog_target = %s\n",
+			   logf);
 	cr_assert_eq(tdaemon_start(&td), 0, "%s", tdaemon_log(&td));
 	cr_assert_eq(stat(logf, &st), 0, "no log file");
 	cr_assert_eq(rename(logf, moved), 0);
 	kill(td.pid, SIGHUP);
-	for (int i = 0; i < 100 && stat(logf, &st) != 0; i++)
-		usleep(20000);
+	for (double end = tdaemon_deadline(TDAEMON_WAIT_S);
+	     stat(logf, &st) != 0 && tdaemon_poll(end);)
+		;
 	cr_assert_eq(stat(logf, &st), 0, "SIGHUP did not reopen %s", logf);
 	assert_alive();
 }
@@ -638,19 +622,13 @@ Test(rpc, admin_group_membership_by_gid_or_supplementary_group)
 {
 	const char *base = "setpriv --reuid=nobody --regid=nogroup";
 	char pfx[256], o[4096], args[1200];
-	FILE *f;
 	int st;
 
 	if (geteuid() != 0 || !getpwnam("nobody") || !getgrnam("users") || !getgrnam("nogroup") ||
 	    system("command -v setpriv >/dev/null") != 0)
 		tdaemon_skip(&td, "needs root, nobody, groups users and nogroup, and setpriv");
 	cr_assert_eq(tdaemon_stop(&td), 0);
-	f = fopen(td.conf, "w");
-	cr_assert_not_null(f);
-	fprintf(f, "[cofferd]\nsocket = %s\nsocket_mode = 0666\nstate_dir = %s\nlog_level = debug\n"
-		   "admin_group = users\n",
-		td.sock, td.state);
-	fclose(f);
+	tdaemon_write_conf(&td, NULL, "socket_mode = 0666\nlog_level = debug\nadmin_group = users\n");
 	cr_assert_eq(tdaemon_start(&td), 0, "%s", tdaemon_log(&td));
 	snprintf(args, sizeof(args), "pool create -s 16M g1 %.1000s/g1", td.dir);
 	snprintf(pfx, sizeof(pfx), "%s --clear-groups", base);
@@ -673,17 +651,11 @@ Test(rpc, socket_mode_and_group_come_from_the_config)
 	struct group *gr = getgrnam("users");
 	struct stat st;
 	char o[4096];
-	FILE *f;
 
 	if (geteuid() != 0 || !gr || system("command -v setpriv >/dev/null") != 0)
 		tdaemon_skip(&td, "needs root, group users and setpriv");
 	cr_assert_eq(tdaemon_stop(&td), 0);
-	f = fopen(td.conf, "w");
-	cr_assert_not_null(f);
-	fprintf(f, "[cofferd]\nsocket = %s\nsocket_mode = 0660\nsocket_group = users\n"
-		   "state_dir = %s\n",
-		td.sock, td.state);
-	fclose(f);
+	tdaemon_write_conf(&td, NULL, "socket_mode = 0660\nsocket_group = users\n");
 	cr_assert_eq(tdaemon_start(&td), 0, "%s", tdaemon_log(&td));
 	cr_assert_eq(stat(td.sock, &st), 0);
 	cr_assert_eq(st.st_mode & 0777, 0660);
@@ -741,7 +713,11 @@ Test(rpc, eperm_is_answered_every_time_and_logged_once_per_connection)
 	}
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
-	usleep(100000);
+	/* the daemon logs a refusal before it replies, and the child had every
+	 * reply: the line is there unless the log is slow to show it */
+	for (double end = tdaemon_deadline(TDAEMON_WAIT_S);
+	     !strstr(tdaemon_log(&td), "permission denied") && tdaemon_poll(end);)
+		;
 	log = tdaemon_log(&td);
 	for (const char *p = log; (p = strstr(p, "permission denied")); p++)
 		n++;

@@ -35,23 +35,14 @@ static char out[16384];
 
 static void setup(void)
 {
-	tdaemon_init(&td, NULL);
-	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not become ready:\n%s", tdaemon_log(&td));
+	tdaemon_setup(&td, NULL);
 }
 
 static void teardown(void)
 {
-	int st;
-
 	if (td2.dir[0])
 		tdaemon_cleanup(&td2);
-	if (!td.dir[0])
-		return;
-	st = tdaemon_stop(&td);
-	if (st != 0)
-		cr_log_error("cofferd exit %d:\n%s", st, tdaemon_log(&td));
-	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM");
-	tdaemon_cleanup(&td);
+	tdaemon_teardown(&td);
 }
 
 TestSuite(socket, .init = setup, .fini = teardown, .timeout = 90);
@@ -66,14 +57,8 @@ static void assert_ping(void)
 /* A second daemon's config: its own state dir, the first one's socket. */
 static void second_on_first_socket(void)
 {
-	FILE *f;
-
 	tdaemon_init(&td2, NULL);
-	f = fopen(td2.conf, "w");
-	cr_assert_not_null(f);
-	fprintf(f, "[cofferd]\nsocket = %s\nsocket_mode = 0666\nstate_dir = %s\nlog_level = debug\n",
-		td.sock, td2.state);
-	fclose(f);
+	tdaemon_write_conf(&td2, td.sock, "socket_mode = 0666\nlog_level = debug\n");
 }
 
 static void bound_socket(const char *path, int do_listen, int *fd, struct stat *st)
@@ -158,13 +143,8 @@ Test(socket, a_stopping_daemon_removes_only_the_socket_it_bound)
 /* A second daemon with its socket at @sock; it must refuse to start, saying @why. */
 static void assert_refused_dir(const char *sock, const char *why)
 {
-	FILE *f;
-
 	tdaemon_init(&td2, NULL);
-	f = fopen(td2.conf, "w");
-	cr_assert_not_null(f);
-	fprintf(f, "[cofferd]\nsocket = %s\nstate_dir = %s\n", sock, td2.state);
-	fclose(f);
+	tdaemon_write_conf(&td2, sock, "%s", "");
 	cr_assert_neq(tdaemon_start(&td2), 0, "cofferd trusted the directory of %s:\n%s", sock,
 		      tdaemon_log(&td2));
 	cr_assert(strstr(tdaemon_log(&td2), why), "want '%s' in:\n%s", why, tdaemon_log(&td2));
@@ -172,30 +152,41 @@ static void assert_refused_dir(const char *sock, const char *why)
 	tdaemon_cleanup(&td2);
 }
 
+/* Directory @name in the temp dir, made and then given to @pw; its path in @d. */
+static void their_dir(const struct passwd *pw, const char *name, char *d, size_t len)
+{
+	snprintf(d, len, "%.1000s/%s", td.dir, name);
+	cr_assert_eq(mkdir(d, 0755), 0);
+	cr_assert_eq(chown(d, pw->pw_uid, pw->pw_gid), 0);
+}
+
 Test(socket, the_daemon_refuses_a_socket_directory_it_cannot_trust)
 {
+	static const struct {
+		const char *dir, *sock, *why;
+		mode_t mode;
+	} loose[] = {
+		{ "open", "sock", "is writable by group or others", 0777 },
+		{ "group", "sock", "is writable by group or others", 0775 },
+		{ "loose", "sub/sock", "not sticky", 0777 },
+	};
 	struct passwd *pw = getpwnam("nobody");
 	char d[1200], s[1300], real[1200];
 
 	if (geteuid() != 0 || !pw)
 		tdaemon_skip(&td, "needs root and a 'nobody' user");
 	/* made by another user, as /tmp/coffer-UID could be */
-	snprintf(d, sizeof(d), "%.1000s/theirs", td.dir);
-	cr_assert_eq(mkdir(d, 0755), 0);
-	cr_assert_eq(chown(d, pw->pw_uid, pw->pw_gid), 0);
+	their_dir(pw, "theirs", d, sizeof(d));
 	snprintf(s, sizeof(s), "%s/sock", d);
 	assert_refused_dir(s, "is owned by uid");
-	/* ours, but others may write it */
-	snprintf(d, sizeof(d), "%.1000s/open", td.dir);
-	cr_assert_eq(mkdir(d, 0755), 0);
-	cr_assert_eq(chmod(d, 0777), 0);
-	snprintf(s, sizeof(s), "%s/sock", d);
-	assert_refused_dir(s, "is writable by group or others");
-	snprintf(d, sizeof(d), "%.1000s/group", td.dir);
-	cr_assert_eq(mkdir(d, 0775), 0);
-	cr_assert_eq(chmod(d, 0775), 0);
-	snprintf(s, sizeof(s), "%s/sock", d);
-	assert_refused_dir(s, "is writable by group or others");
+	/* ours, but others may write it; a parent others may write without the sticky bit */
+	for (size_t i = 0; i < sizeof(loose) / sizeof(loose[0]); i++) {
+		snprintf(d, sizeof(d), "%.1000s/%s", td.dir, loose[i].dir);
+		cr_assert_eq(mkdir(d, 0755), 0);
+		cr_assert_eq(chmod(d, loose[i].mode), 0);
+		snprintf(s, sizeof(s), "%s/%s", d, loose[i].sock);
+		assert_refused_dir(s, loose[i].why);
+	}
 	/* a symlink to a good directory: the link could be repointed */
 	snprintf(real, sizeof(real), "%.1000s/real", td.dir);
 	cr_assert_eq(mkdir(real, 0755), 0);
@@ -203,40 +194,19 @@ Test(socket, the_daemon_refuses_a_socket_directory_it_cannot_trust)
 	cr_assert_eq(symlink(real, d), 0);
 	snprintf(s, sizeof(s), "%s/sock", d);
 	assert_refused_dir(s, "is a symbolic link");
-	/* a parent others may write without the sticky bit */
-	snprintf(d, sizeof(d), "%.1000s/loose", td.dir);
-	cr_assert_eq(mkdir(d, 0755), 0);
-	cr_assert_eq(chmod(d, 0777), 0);
-	snprintf(s, sizeof(s), "%s/sub/sock", d);
-	assert_refused_dir(s, "not sticky");
 	/* a missing directory is made, as the daemon's own */
 	snprintf(s, sizeof(s), "%.1000s/fresh/sock", td.dir);
 	second_on_first_socket();
 	{
-		FILE *f = fopen(td2.conf, "w");
 		struct stat st;
 
-		cr_assert_not_null(f);
-		fprintf(f, "[cofferd]\nsocket = %s\nstate_dir = %s\n", s, td2.state);
-		fclose(f);
+		tdaemon_write_conf(&td2, s, "%s", "");
 		cr_assert_eq(tdaemon_start(&td2), 0, "%s", tdaemon_log(&td2));
 		snprintf(d, sizeof(d), "%.1000s/fresh", td.dir);
 		cr_assert_eq(lstat(d, &st), 0);
 		cr_assert_eq(st.st_mode & 07777, 0755);
 		cr_assert_eq(tdaemon_stop(&td2), 0, "%s", tdaemon_log(&td2));
 	}
-}
-
-/* Wait up to @ms for @fd to be readable. @return 1 readable, 0 timeout */
-static int wait_readable(int fd, int ms)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	int r;
-
-	do
-		r = poll(&p, 1, ms);
-	while (r < 0 && errno == EINTR);
-	return r > 0;
 }
 
 /*
@@ -273,12 +243,12 @@ static pid_t fake_server(const char *path, struct passwd *pw, int n, int *report
 			ssize_t got = 0, r;
 			int a;
 
-			if (!wait_readable(l, 60000))
+			if (!tdaemon_wait_readable(l, 60000))
 				_exit(6);
 			a = accept(l, NULL, NULL);
 			if (a < 0)
 				_exit(7);
-			while (wait_readable(a, 10000) && (r = read(a, buf, sizeof(buf))) > 0) {
+			while (tdaemon_wait_readable(a, 10000) && (r = read(a, buf, sizeof(buf))) > 0) {
 				got += r;
 				break; /* the first bytes say enough: hang up */
 			}
@@ -291,7 +261,7 @@ static pid_t fake_server(const char *path, struct passwd *pw, int n, int *report
 	}
 	close(fds[1]);
 	close(rfd[1]);
-	cr_assert(wait_readable(fds[0], 30000), "the fake server did not start");
+	cr_assert(tdaemon_wait_readable(fds[0], 30000), "the fake server did not start");
 	cr_assert_eq(read(fds[0], &c, 1), 1, "the fake server failed");
 	close(fds[0]);
 	*report = rfd[0];
@@ -303,7 +273,7 @@ static long report_line(int fd)
 	char buf[32];
 	size_t n = 0;
 
-	while (n < sizeof(buf) - 1 && wait_readable(fd, 30000) && read(fd, buf + n, 1) == 1) {
+	while (n < sizeof(buf) - 1 && tdaemon_wait_readable(fd, 30000) && read(fd, buf + n, 1) == 1) {
 		if (buf[n] == '\n')
 			break;
 		n++;
@@ -323,9 +293,7 @@ Test(socket, the_client_sends_nothing_to_a_socket_another_uid_serves)
 
 	if (geteuid() != 0 || !pw)
 		tdaemon_skip(&td, "needs root and a 'nobody' user");
-	snprintf(d, sizeof(d), "%.1000s/evil", td.dir);
-	cr_assert_eq(mkdir(d, 0755), 0);
-	cr_assert_eq(chown(d, pw->pw_uid, pw->pw_gid), 0);
+	their_dir(pw, "evil", d, sizeof(d));
 	snprintf(evil, sizeof(evil), "%s/sock", d);
 	pid = fake_server(evil, pw, 2, &report);
 	memcpy(saved, td.sock, sizeof(saved));

@@ -16,22 +16,8 @@
 
 #include "daemon.h"
 
-static struct tdaemon td;
+TDAEMON_FIXTURE("cache_size = 4M\n")
 static char out[1 << 16];
-
-static void setup(void)
-{
-	tdaemon_init(&td, "cache_size = 4M\n");
-	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not start:\n%s", tdaemon_log(&td));
-}
-
-static void teardown(void)
-{
-	int st = tdaemon_stop(&td);
-
-	cr_expect_eq(st, 0, "cofferd did not exit 0 on SIGTERM:\n%s", tdaemon_log(&td));
-	tdaemon_cleanup(&td);
-}
 
 TestSuite(stats, .init = setup, .fini = teardown, .timeout = 90);
 
@@ -40,13 +26,7 @@ TestSuite(stats, .init = setup, .fini = teardown, .timeout = 90);
 
 static json_t *stats_json(void)
 {
-	json_error_t e;
-	json_t *j;
-
-	COF_OK(NULL, "stats -j");
-	j = json_loads(out, 0, &e);
-	cr_assert(j, "stats -j is not JSON: %s\n%s", e.text, out);
-	return j;
+	return tdaemon_coffer_json(&td, "stats -j");
 }
 
 static long long jget(json_t *j, const char *a, const char *b)
@@ -111,13 +91,14 @@ Test(stats, sighup_applies_a_new_cache_size)
 		fclose(f);
 	}
 	kill(td.pid, SIGHUP);
-	for (int i = 0; i < 50; i++) {
+	for (double end = tdaemon_deadline(TDAEMON_WAIT_S);;) {
 		j = stats_json();
 		if (jget(j, "cache", "capacity") == 1 << 20)
 			break;
 		json_decref(j);
 		j = NULL;
-		usleep(100000);
+		if (!tdaemon_poll(end))
+			break;
 	}
 	cr_assert(j, "SIGHUP did not apply cache_size = 1M:\n%s", tdaemon_log(&td));
 	json_decref(j);

@@ -13,10 +13,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -123,15 +125,21 @@ void tpool_reopen(struct tpool *tp)
 	cr_assert_eq(ret, 0, "pool open: %s (%s)", stor_strerror(ret), stor_pool_last_error());
 }
 
-struct stor_ds *tpool_ds(struct tpool *tp, const char *name, uint64_t volsize, uint32_t recsize)
+struct stor_ds *tpool_ds_opts(struct tpool *tp, const char *name, const struct stor_ds_opts *opts)
 {
-	struct stor_ds_opts o = { .volsize = volsize, .recordsize = recsize };
 	struct stor_ds *ds = NULL;
-	int ret = stor_ds_create(tp->pool, name, &o, &ds);
+	int ret = stor_ds_create(tp->pool, name, opts, &ds);
 
 	cr_assert_eq(ret, 0, "create %s: %s", name, stor_strerror(ret));
 	cr_assert_not_null(ds);
 	return ds;
+}
+
+struct stor_ds *tpool_ds(struct tpool *tp, const char *name, uint64_t volsize, uint32_t recsize)
+{
+	struct stor_ds_opts o = { .volsize = volsize, .recordsize = recsize };
+
+	return tpool_ds_opts(tp, name, &o);
 }
 
 void tpool_flip_byte(struct tpool *tp, unsigned lun, uint64_t off)
@@ -235,5 +243,26 @@ void tpat_random(void *buf, size_t len, uint64_t seed)
 		x ^= x >> 7;
 		x ^= x << 17;
 		memcpy(p + i, &x, len - i < 8 ? len - i : 8);
+	}
+}
+
+double tnow(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+bool trace_for(double min_s, double max_s, bool (*enough)(void *arg), void *arg)
+{
+	double t0 = tnow();
+
+	for (;;) {
+		double t = tnow() - t0;
+
+		if (t >= max_s || (t >= min_s && enough(arg)))
+			return enough(arg);
+		poll(NULL, 0, 10);
 	}
 }

@@ -35,6 +35,22 @@ struct tpool {
 };
 
 /*
+ * The usual fixture of a suite: `static struct tpool tp`, a pool of @nluns
+ * LUNs of @lun_size bytes made by setup() and removed by teardown(), for
+ * TestSuite(name, .init = setup, .fini = teardown).
+ */
+#define TPOOL_FIXTURE(nluns, lun_size)                           \
+	static struct tpool tp;                                  \
+	static void setup(void)                                  \
+	{                                                        \
+		tpool_init(&tp, (nluns), (lun_size), NULL);      \
+	}                                                        \
+	static void teardown(void)                               \
+	{                                                        \
+		tpool_fini(&tp);                                 \
+	}
+
+/*
  * Make a temp dir and create pool @name (TPOOL_NAME if NULL) over @nluns
  * sparse LUN files of @lun_size bytes. @opts may be NULL; its state_dir and
  * lun_size are replaced (state_dir by tp->state).
@@ -55,6 +71,9 @@ void tpool_reopen(struct tpool *tp);
 
 /* Create dataset @name with @volsize and @recsize (0 = default), open it. */
 struct stor_ds *tpool_ds(struct tpool *tp, const char *name, uint64_t volsize, uint32_t recsize);
+
+/* Create dataset @name with @opts, open it (any failure fails the test). */
+struct stor_ds *tpool_ds_opts(struct tpool *tp, const char *name, const struct stor_ds_opts *opts);
 
 /* pwrite one changed byte (xor 0xff) at @off of LUN @lun's file. */
 void tpool_flip_byte(struct tpool *tp, unsigned lun, uint64_t off);
@@ -81,5 +100,16 @@ void tpat_fill(void *buf, size_t len, uint64_t rec, uint64_t gen);
 int64_t tpat_check(const void *buf, size_t len, uint64_t rec);
 /* Deterministic incompressible bytes from @seed (xorshift). */
 void tpat_random(void *buf, size_t len, uint64_t seed);
+
+/* ---- time ---- */
+
+/* CLOCK_MONOTONIC in seconds. */
+double tnow(void);
+/*
+ * Let threads race for @min_s seconds, then on until @enough(@arg) holds
+ * (they did the work the test counts), up to @max_s: a loaded machine gets
+ * the time it needs instead of failing a count. @return @enough at the end
+ */
+bool trace_for(double min_s, double max_s, bool (*enough)(void *arg), void *arg);
 
 #endif

@@ -72,7 +72,7 @@ check_PROGRAMS += %D%/test_encryption
 %C%_test_encryption_LDADD = $(UNIT_LDADD) $(LMDB_LIBS)
 
 check_PROGRAMS += %D%/test_cache
-%C%_test_cache_SOURCES = %D%/test_cache.c
+%C%_test_cache_SOURCES = %D%/test_cache.c $(UNIT_FIXTURE)
 %C%_test_cache_CFLAGS = $(UNIT_CFLAGS)
 %C%_test_cache_LDADD = $(UNIT_LDADD)
 

@@ -18,6 +18,7 @@
 #include <criterion/criterion.h>
 
 #include "cache.h"
+#include "fixture.h"
 
 TestSuite(cache, .timeout = 30);
 
@@ -375,10 +376,15 @@ static void *hammer(void *arg)
 	return NULL;
 }
 
+static bool enough_hits(void *arg)
+{
+	(void)arg;
+	return atomic_load(&thits) > 1000;
+}
+
 Test(cache, threads_racing_get_put_drop_see_whole_fresh_records)
 {
 	pthread_t th[T_THREADS];
-	struct timespec ts = { .tv_sec = 2 };
 	struct cache_stats st;
 	unsigned i, j;
 
@@ -388,7 +394,7 @@ Test(cache, threads_racing_get_put_drop_see_whole_fresh_records)
 	cr_assert_eq(cache_create_policy(1 << 20, CACHE_S3FIFO, 4, &tc), 0);
 	for (i = 0; i < T_THREADS; i++)
 		cr_assert_eq(pthread_create(&th[i], NULL, hammer, (void *)(uintptr_t)i), 0);
-	nanosleep(&ts, NULL);
+	trace_for(2, 20, enough_hits, NULL);
 	atomic_store(&tstop, true);
 	for (i = 0; i < T_THREADS; i++)
 		pthread_join(th[i], NULL);

@@ -13,15 +13,7 @@
 
 #define VOL (4u << 20)
 
-static struct tpool tp;
-static void setup(void)
-{
-	tpool_init(&tp, 2, 64u << 20, NULL);
-}
-static void teardown(void)
-{
-	tpool_fini(&tp);
-}
+TPOOL_FIXTURE(2, 64u << 20)
 TestSuite(compress, .init = setup, .fini = teardown, .timeout = 60);
 
 static long long prop_ll(const char *ds, const char *prop)
@@ -36,11 +28,8 @@ static struct stor_ds *mk(const char *name, const char *const *props, size_t n,
 			  const struct stor_key_material *key)
 {
 	struct stor_ds_opts o = { .volsize = VOL, .props = props, .nprops = n, .key = key };
-	struct stor_ds *ds = NULL;
-	int ret = stor_ds_create(tp.pool, name, &o, &ds);
 
-	cr_assert_eq(ret, 0, "create %s: %s", name, stor_strerror(ret));
-	return ds;
+	return tpool_ds_opts(&tp, name, &o);
 }
 
 static void text(uint8_t *buf, size_t len)

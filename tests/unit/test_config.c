@@ -78,6 +78,33 @@ static int load(const char *text)
 	return config_load(&c, path, err, sizeof(err));
 }
 
+/* Every option of the loaded config c is as in @w (strings compared as strings). */
+static void assert_config(const struct config *w)
+{
+	cr_assert_str_eq(c.socket, w->socket);
+	cr_assert_str_eq(c.state_dir, w->state_dir);
+	cr_assert_eq(c.socket_mode, w->socket_mode);
+	cr_assert_str_eq(c.socket_group, w->socket_group);
+	cr_assert_str_eq(c.admin_group, w->admin_group);
+	cr_assert_eq(c.cache_size, w->cache_size);
+	cr_assert_eq(c.txg_timeout, w->txg_timeout);
+	cr_assert_eq(c.workers, w->workers);
+	cr_assert_eq(c.log_level, w->log_level);
+	cr_assert_str_eq(c.log_target, w->log_target);
+	cr_assert_eq(c.max_connections, w->max_connections);
+	cr_assert_eq(c.admin_connections, w->admin_connections);
+	cr_assert_eq(c.max_connections_per_uid, w->max_connections_per_uid);
+	cr_assert_eq(c.max_requests_per_uid, w->max_requests_per_uid);
+	cr_assert_eq(c.max_frame, w->max_frame);
+	cr_assert_eq(c.max_buffered, w->max_buffered);
+	cr_assert_eq(c.hello_timeout, w->hello_timeout);
+	cr_assert_eq(c.idle_timeout, w->idle_timeout);
+	cr_assert_eq(c.direct_io, w->direct_io);
+	cr_assert_eq(c.io_inline, w->io_inline);
+	cr_assert_eq(c.lun_mmap, w->lun_mmap);
+	cr_assert_eq(c.allow_core_dumps, w->allow_core_dumps);
+}
+
 /* @text must fail with "PATH:LINE: MSG..." */
 static void assert_load_error(const char *text, int line, const char *msg)
 {
@@ -90,28 +117,30 @@ static void assert_load_error(const char *text, int line, const char *msg)
 
 Test(config, defaults_for_a_user_follow_xdg)
 {
-	cr_assert_str_eq(c.socket, "/run/user/1000/coffer/cofferd.sock");
-	cr_assert_str_eq(c.state_dir, "/home/u/.local/state/coffer");
-	cr_assert_eq(c.socket_mode, 0660);
-	cr_assert_str_eq(c.socket_group, "");
-	cr_assert_str_eq(c.admin_group, "");
-	cr_assert_eq(c.cache_size, 0);
-	cr_assert_eq(c.txg_timeout, 5);
-	cr_assert_eq(c.workers, 0);
-	cr_assert_eq(c.log_level, LOG_INFO);
-	cr_assert_str_eq(c.log_target, "stderr");
-	cr_assert_eq(c.max_connections, 1024);
-	cr_assert_eq(c.admin_connections, 16);
-	cr_assert_eq(c.max_connections_per_uid, 256);
-	cr_assert_eq(c.max_requests_per_uid, 4096);
-	cr_assert_eq(c.max_frame, (16u << 20) + 16);
-	cr_assert_eq(c.max_buffered, 1ull << 30);
-	cr_assert_eq(c.hello_timeout, 10);
-	cr_assert_eq(c.idle_timeout, 600);
-	cr_assert_eq(c.direct_io, 0);
-	cr_assert_eq(c.io_inline, 0);
-	cr_assert_eq(c.lun_mmap, 1);
-	cr_assert_eq(c.allow_core_dumps, 0);
+	assert_config(&(struct config){
+		.socket = "/run/user/1000/coffer/cofferd.sock",
+		.state_dir = "/home/u/.local/state/coffer",
+		.socket_mode = 0660,
+		.socket_group = "",
+		.admin_group = "",
+		.cache_size = 0,
+		.txg_timeout = 5,
+		.workers = 0,
+		.log_level = LOG_INFO,
+		.log_target = "stderr",
+		.max_connections = 1024,
+		.admin_connections = 16,
+		.max_connections_per_uid = 256,
+		.max_requests_per_uid = 4096,
+		.max_frame = (16u << 20) + 16,
+		.max_buffered = 1ull << 30,
+		.hello_timeout = 10,
+		.idle_timeout = 600,
+		.direct_io = 0,
+		.io_inline = 0,
+		.lun_mmap = 1,
+		.allow_core_dumps = 0,
+	});
 }
 
 Test(config, defaults_for_a_user_without_xdg)
@@ -195,28 +224,30 @@ Test(config, every_option_is_parsed)
 			  "lun_mmap = no\n"
 			  "allow_core_dumps = yes\n"),
 		     0, "%s", err);
-	cr_assert_str_eq(c.socket, "/srv/c.sock");
-	cr_assert_eq(c.socket_mode, 0600);
-	cr_assert_str_eq(c.socket_group, "storage");
-	cr_assert_str_eq(c.admin_group, "wheel");
-	cr_assert_str_eq(c.state_dir, "/srv/state");
-	cr_assert_eq(c.cache_size, 2ull << 30);
-	cr_assert_eq(c.txg_timeout, 300);
-	cr_assert_eq(c.workers, 256);
-	cr_assert_eq(c.log_level, LOG_DEBUG);
-	cr_assert_str_eq(c.log_target, "/var/log/cofferd.log");
-	cr_assert_eq(c.max_connections, 7);
-	cr_assert_eq(c.admin_connections, 0);
-	cr_assert_eq(c.max_connections_per_uid, 3);
-	cr_assert_eq(c.max_requests_per_uid, 9);
-	cr_assert_eq(c.max_frame, 64u << 10);
-	cr_assert_eq(c.max_buffered, 3u << 20);
-	cr_assert_eq(c.hello_timeout, 2);
-	cr_assert_eq(c.idle_timeout, 0);
-	cr_assert_eq(c.direct_io, 1);
-	cr_assert_eq(c.io_inline, 1);
-	cr_assert_eq(c.lun_mmap, 0);
-	cr_assert_eq(c.allow_core_dumps, 1);
+	assert_config(&(struct config){
+		.socket = "/srv/c.sock",
+		.socket_mode = 0600,
+		.socket_group = "storage",
+		.admin_group = "wheel",
+		.state_dir = "/srv/state",
+		.cache_size = 2ull << 30,
+		.txg_timeout = 300,
+		.workers = 256,
+		.log_level = LOG_DEBUG,
+		.log_target = "/var/log/cofferd.log",
+		.max_connections = 7,
+		.admin_connections = 0,
+		.max_connections_per_uid = 3,
+		.max_requests_per_uid = 9,
+		.max_frame = 64u << 10,
+		.max_buffered = 3u << 20,
+		.hello_timeout = 2,
+		.idle_timeout = 0,
+		.direct_io = 1,
+		.io_inline = 1,
+		.lun_mmap = 0,
+		.allow_core_dumps = 1,
+	});
 }
 
 Test(config, value_spellings)

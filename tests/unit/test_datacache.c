@@ -31,11 +31,8 @@ static struct stor_ds *mk(const char *name, const char *const *props, size_t n,
 			  const struct stor_key_material *key)
 {
 	struct stor_ds_opts o = { .volsize = VOL, .props = props, .nprops = n, .key = key };
-	struct stor_ds *ds = NULL;
-	int ret = stor_ds_create(tp.pool, name, &o, &ds);
 
-	cr_assert_eq(ret, 0, "create %s: %s", name, stor_strerror(ret));
-	return ds;
+	return tpool_ds_opts(&tp, name, &o);
 }
 
 static struct stor_io_stats ds_stats(const char *name)

@@ -18,18 +18,7 @@
 
 #include "fixture.h"
 
-static struct tpool tp;
-
-static void setup(void)
-{
-	tpool_init(&tp, 2, 16u << 20, NULL);
-}
-
-static void teardown(void)
-{
-	tpool_fini(&tp);
-}
-
+TPOOL_FIXTURE(2, 16u << 20)
 TestSuite(dataset, .init = setup, .fini = teardown, .timeout = 60);
 
 static int create(const char *name)
@@ -284,6 +273,19 @@ static struct stor_prop_value get(const char *name, const char *prop)
 	return v;
 }
 
+/* @prop of @name is @value, from @source (-1: unchecked), inherited from @from (NULL: unchecked). */
+static void assert_prop(const char *name, const char *prop, const char *value, int source,
+			const char *from)
+{
+	struct stor_prop_value v = get(name, prop);
+
+	cr_assert_str_eq(v.value, value, "%s %s", name, prop);
+	if (source >= 0)
+		cr_assert_eq(v.source, source, "%s %s", name, prop);
+	if (from)
+		cr_assert_str_eq(v.inherited_from, from, "%s %s", name, prop);
+}
+
 Test(dataset, properties_are_inherited_overridden_and_reverted)
 {
 	struct stor_prop_value v;
@@ -293,39 +295,20 @@ Test(dataset, properties_are_inherited_overridden_and_reverted)
 	cr_assert_eq(create("tank/a/b/c"), 0);
 	cr_assert_eq(stor_ds_set(tp.pool, "tank/a", "compression", "zstd"), 0);
 
-	v = get("tank/a", "compression");
-	cr_assert_str_eq(v.value, "zstd");
-	cr_assert_eq(v.source, STOR_SRC_LOCAL);
-
-	v = get("tank/a/b", "compression");
-	cr_assert_str_eq(v.value, "zstd");
-	cr_assert_eq(v.source, STOR_SRC_INHERITED);
-	cr_assert_str_eq(v.inherited_from, "tank/a");
-
-	v = get("tank/a/b/c", "compression");
-	cr_assert_str_eq(v.value, "zstd");
-	cr_assert_eq(v.source, STOR_SRC_INHERITED);
-	cr_assert_str_eq(v.inherited_from, "tank/a");
+	assert_prop("tank/a", "compression", "zstd", STOR_SRC_LOCAL, NULL);
+	assert_prop("tank/a/b", "compression", "zstd", STOR_SRC_INHERITED, "tank/a");
+	assert_prop("tank/a/b/c", "compression", "zstd", STOR_SRC_INHERITED, "tank/a");
 
 	cr_assert_eq(stor_ds_set(tp.pool, "tank/a/b", "compression", "off"), 0);
-	v = get("tank/a/b", "compression");
-	cr_assert_str_eq(v.value, "off");
-	cr_assert_eq(v.source, STOR_SRC_LOCAL);
-	v = get("tank/a/b/c", "compression");
-	cr_assert_str_eq(v.value, "off");
-	cr_assert_str_eq(v.inherited_from, "tank/a/b");
+	assert_prop("tank/a/b", "compression", "off", STOR_SRC_LOCAL, NULL);
+	assert_prop("tank/a/b/c", "compression", "off", -1, "tank/a/b");
 
 	/* properties survive close/open */
 	tpool_reopen(&tp);
-	v = get("tank/a/b", "compression");
-	cr_assert_str_eq(v.value, "off");
-	cr_assert_eq(v.source, STOR_SRC_LOCAL);
+	assert_prop("tank/a/b", "compression", "off", STOR_SRC_LOCAL, NULL);
 
 	cr_assert_eq(stor_ds_inherit(tp.pool, "tank/a/b", "compression"), 0);
-	v = get("tank/a/b", "compression");
-	cr_assert_str_eq(v.value, "zstd");
-	cr_assert_eq(v.source, STOR_SRC_INHERITED);
-	cr_assert_str_eq(v.inherited_from, "tank/a");
+	assert_prop("tank/a/b", "compression", "zstd", STOR_SRC_INHERITED, "tank/a");
 
 	cr_assert_eq(stor_ds_inherit(tp.pool, "tank/a", "compression"), 0);
 	v = get("tank/a/b/c", "compression");
@@ -340,15 +323,11 @@ Test(dataset, create_time_props_are_local)
 	struct stor_prop_value v;
 
 	cr_assert_eq(stor_ds_create(tp.pool, "tank/p", &o, NULL), 0);
-	v = get("tank/p", "compression");
-	cr_assert_str_eq(v.value, "zstd-3");
-	cr_assert_eq(v.source, STOR_SRC_LOCAL);
+	assert_prop("tank/p", "compression", "zstd-3", STOR_SRC_LOCAL, NULL);
 	v = get("tank/p", "primarycache");
 	cr_assert_str_eq(v.value, "metadata");
 	cr_assert_eq(create("tank/p/q"), 0);
-	v = get("tank/p/q", "primarycache");
-	cr_assert_str_eq(v.value, "metadata");
-	cr_assert_eq(v.source, STOR_SRC_INHERITED);
+	assert_prop("tank/p/q", "primarycache", "metadata", STOR_SRC_INHERITED, NULL);
 }
 
 Test(dataset, bad_create_props_are_ebadprop)
@@ -583,17 +562,11 @@ Test(dataset, create_destroy_from_threads_while_io_runs)
 
 Test(dataset, properties_set_on_the_pool_root_are_inherited)
 {
-	struct stor_prop_value v;
 	int ret;
 
 	cr_assert_eq(create("tank/a"), 0);
 	ret = stor_ds_set(tp.pool, "tank", "primarycache", "none");
 	cr_assert_eq(ret, 0, "set on the root: %s", stor_strerror(ret));
-	v = get("tank/a", "primarycache");
-	cr_assert_str_eq(v.value, "none");
-	cr_assert_eq(v.source, STOR_SRC_INHERITED);
-	cr_assert_str_eq(v.inherited_from, "tank");
-	v = get("tank/a", "sync");
-	cr_assert_str_eq(v.value, "standard");
-	cr_assert_eq(v.source, STOR_SRC_DEFAULT);
+	assert_prop("tank/a", "primarycache", "none", STOR_SRC_INHERITED, "tank");
+	assert_prop("tank/a", "sync", "standard", STOR_SRC_DEFAULT, NULL);
 }

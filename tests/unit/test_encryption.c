@@ -31,6 +31,13 @@
 #include "fixture.h"
 
 #define ITERS "pbkdf2iters=100000"
+/* Options of a test dataset: @n properties @props, key @key. */
+#define DS_OPTS(p_, n_, k_)                                                             \
+	(struct stor_ds_opts)                                                            \
+	{                                                                                \
+		.volsize = VOLSIZE, .recordsize = RECSIZE, .props = (p_), .nprops = (n_), \
+		.key = (k_)                                                              \
+	}
 #define LUN_SIZE (64ull << 20)
 #define VOLSIZE (1ull << 20)
 #define RECSIZE 8192u
@@ -65,8 +72,7 @@ static struct stor_ds *enc_ds(struct tpool *tp, const char *name, const char *su
 {
 	char enc[64];
 	const char *props[] = { enc, "keyformat=passphrase", ITERS };
-	struct stor_ds_opts o = { .volsize = VOLSIZE, .recordsize = RECSIZE, .props = props,
-				  .nprops = 3, .key = key };
+	struct stor_ds_opts o = DS_OPTS(props, 3, key);
 	struct stor_ds *ds = NULL;
 	int ret;
 
@@ -74,6 +80,21 @@ static struct stor_ds *enc_ds(struct tpool *tp, const char *name, const char *su
 	ret = stor_ds_create(tp->pool, name, &o, &ds);
 	cr_assert_eq(ret, 0, "create %s (%s): %s", name, suite, stor_strerror(ret));
 	return ds;
+}
+
+/* A new one-LUN pool in @tp holding enc_ds() @name. */
+static struct stor_ds *pool_with_enc_ds(struct tpool *tp, const char *name, const char *suite,
+					const struct stor_key_material *key)
+{
+	tpool_init(tp, 1, LUN_SIZE, NULL);
+	return enc_ds(tp, name, suite, key);
+}
+
+/* A new one-LUN pool in @tp; @return what creating dataset @name in it with @o returned. */
+static int pool_and_create(struct tpool *tp, const char *name, const struct stor_ds_opts *o)
+{
+	tpool_init(tp, 1, LUN_SIZE, NULL);
+	return stor_ds_create(tp->pool, name, o, NULL);
 }
 
 static struct stor_ds *open_ds(struct tpool *tp, const char *name)
@@ -465,14 +486,21 @@ static void tamper_setup(struct tpool *tp)
 	uint8_t buf[RECSIZE];
 	struct stor_ds *ds;
 
-	tpool_init(tp, 1, LUN_SIZE, NULL);
-	ds = enc_ds(tp, "tank/a", "aes-256-gcm", &pass_a);
+	ds = pool_with_enc_ds(tp, "tank/a", "aes-256-gcm", &pass_a);
 	for (uint64_t r = 0; r < 4; r++) {
 		tpat_fill(buf, sizeof(buf), r, 1);
 		write_ok(ds, r * RECSIZE, buf, sizeof(buf));
 	}
 	stor_ds_close(ds);
 	tpool_close(tp);
+}
+
+/* tamper_setup(), then the closed pool's LMDB open in @l. @return tank/a's id */
+static uint64_t tamper_open(struct tpool *tp, struct lm *l)
+{
+	tamper_setup(tp);
+	lm_open(l, tp);
+	return lm_ds_id(l, "tank/a");
 }
 
 Test(encryption, flipped_ciphertext_byte_is_rejected)
@@ -483,9 +511,7 @@ Test(encryption, flipped_ciphertext_byte_is_rejected)
 	uint64_t id, sector;
 	unsigned lun;
 
-	tamper_setup(&tp);
-	lm_open(&l, &tp);
-	id = lm_ds_id(&l, "tank/a");
+	id = tamper_open(&tp, &l);
 	lm_bp_get(&l, id, 1, bp);
 	lm_close(&l, false);
 	lun = (unsigned)(bp[BP_OFF_LUN] << 8 | bp[BP_OFF_LUN + 1]);
@@ -502,9 +528,7 @@ Test(encryption, swapped_block_pointers_are_rejected)
 	struct lm l;
 	uint64_t id;
 
-	tamper_setup(&tp);
-	lm_open(&l, &tp);
-	id = lm_ds_id(&l, "tank/a");
+	id = tamper_open(&tp, &l);
 	lm_bp_get(&l, id, 0, b0);
 	lm_bp_get(&l, id, 1, b1);
 	lm_bp_put(&l, id, 0, b1);
@@ -584,9 +608,7 @@ Test(encryption, replayed_old_version_is_rejected)
 	uint64_t id;
 	int ret;
 
-	tamper_setup(&tp);
-	lm_open(&l, &tp);
-	id = lm_ds_id(&l, "tank/a");
+	id = tamper_open(&tp, &l);
 	lm_bp_get(&l, id, 1, old);
 	lm_close(&l, false);
 
@@ -645,8 +667,7 @@ Test(encryption, wrong_keys_double_load_and_noop)
 	uint8_t raw_bad[32];
 	const struct stor_key_material ka = { raw_a, 32 }, kbad = { raw_bad, 32 };
 	const char *rprops[] = { "encryption=aes-128-gcm", "keyformat=raw" };
-	struct stor_ds_opts o = { .volsize = VOLSIZE, .recordsize = RECSIZE, .props = rprops,
-				  .nprops = 2, .key = &ka };
+	struct stor_ds_opts o = DS_OPTS(rprops, 2, &ka);
 	uint8_t buf[RECSIZE];
 	struct stor_ds *ds;
 	struct tpool tp;
@@ -654,8 +675,7 @@ Test(encryption, wrong_keys_double_load_and_noop)
 
 	memcpy(raw_bad, raw_a, 32);
 	raw_bad[31] ^= 1;
-	tpool_init(&tp, 1, LUN_SIZE, NULL);
-	ds = enc_ds(&tp, "tank/p", "aes-256-ccm", &pass_a);
+	ds = pool_with_enc_ds(&tp, "tank/p", "aes-256-ccm", &pass_a);
 	tpat_fill(buf, sizeof(buf), 0, 1);
 	write_ok(ds, 0, buf, sizeof(buf));
 	stor_ds_close(ds);
@@ -705,8 +725,7 @@ Test(encryption, change_key_then_only_the_new_key_loads)
 
 	for (int i = 0; i < 32; i++)
 		raw[i] = (uint8_t)(0x40 + i);
-	tpool_init(&tp, 1, LUN_SIZE, NULL);
-	ds = enc_ds(&tp, "tank/c", "aes-256-ccm", &pass_a);
+	ds = pool_with_enc_ds(&tp, "tank/c", "aes-256-ccm", &pass_a);
 	tpat_fill(buf, sizeof(buf), 5, 9);
 	write_ok(ds, 5 * RECSIZE, buf, sizeof(buf));
 	stor_ds_close(ds);
@@ -778,14 +797,12 @@ Test(encryption, pbkdf2iters_above_the_bound_are_refused_at_create_change_and_lo
 {
 	static const char *const big[] = { "keyformat=passphrase", "pbkdf2iters=10000001" };
 	static const char *const huge[] = { "keyformat=passphrase", "pbkdf2iters=50000000" };
-	struct stor_ds_opts o = { .volsize = VOLSIZE, .recordsize = RECSIZE, .props = big,
-				  .nprops = 2, .key = &pass_a };
+	struct stor_ds_opts o = DS_OPTS(big, 2, &pass_a);
 	struct stor_ds *ds;
 	struct tpool tp;
 	int ret;
 
-	tpool_init(&tp, 1, LUN_SIZE, NULL);
-	ret = stor_ds_create(tp.pool, "tank/big", &o, NULL);
+	ret = pool_and_create(&tp, "tank/big", &o);
 	cr_assert_eq(ret, STOR_EITERS, "create with 10000001 iterations: %s", stor_errname(ret));
 	cr_assert_str_eq(stor_strerror(ret), "pbkdf2iters must be 100000 to 10000000");
 	ds = enc_ds(&tp, "tank/c", "aes-256-ccm", &pass_a);
@@ -817,14 +834,12 @@ Test(encryption, regular_raw_and_hex_keys_are_refused_at_create_and_change_key)
 	uint8_t zero[32] = { 0 }, good[32];
 	const struct stor_key_material kzero = { zero, 32 }, kgood = { good, 32 };
 	const struct stor_key_material khex = { (const uint8_t *)hex, 64 };
-	struct stor_ds_opts o = { .volsize = VOLSIZE, .recordsize = RECSIZE, .props = rprops,
-				  .nprops = 2, .key = &kzero };
+	struct stor_ds_opts o = DS_OPTS(rprops, 2, &kzero);
 	struct stor_ds *ds;
 	struct tpool tp;
 	int ret;
 
-	tpool_init(&tp, 1, LUN_SIZE, NULL);
-	ret = stor_ds_create(tp.pool, "tank/z", &o, NULL);
+	ret = pool_and_create(&tp, "tank/z", &o);
 	cr_assert_eq(ret, STOR_EWEAKKEY, "all-zero raw key: %s", stor_errname(ret));
 	cr_assert_eq(stor_ds_open(tp.pool, "tank/z", &ds), -ENOENT);
 	/* "abab...": one byte value in hex */
@@ -896,8 +911,7 @@ Test(encryption, change_key_and_keylocation_commit_with_the_key_file_alone)
 
 	for (int i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", (unsigned)(i * 41 + 3) & 0xff);
-	tpool_init(&tp, 1, LUN_SIZE, NULL);
-	ds = enc_ds(&tp, "tank/c", "aes-256-ccm", &pass_a);
+	ds = pool_with_enc_ds(&tp, "tank/c", "aes-256-ccm", &pass_a);
 	tpat_fill(buf, sizeof(buf), 3, 1);
 	write_ok(ds, 3 * RECSIZE, buf, sizeof(buf));
 	stor_ds_close(ds);
@@ -960,8 +974,7 @@ Test(encryption, unload_then_io_fails)
 	struct tpool tp;
 	int ret;
 
-	tpool_init(&tp, 1, LUN_SIZE, NULL);
-	ds = enc_ds(&tp, "tank/u", "aes-128-ccm", &pass_a);
+	ds = pool_with_enc_ds(&tp, "tank/u", "aes-128-ccm", &pass_a);
 	tpat_fill(buf, sizeof(buf), 0, 1);
 	write_ok(ds, 0, buf, sizeof(buf));
 	assert_prop(&tp, "tank/u", "keystatus", "available");
@@ -1000,8 +1013,7 @@ Test(encryption, child_inherits_encryption_root)
 	struct tpool tp;
 	int ret;
 
-	tpool_init(&tp, 1, LUN_SIZE, NULL);
-	ds = enc_ds(&tp, "tank/p", "aes-192-ccm", &pass_a);
+	ds = pool_with_enc_ds(&tp, "tank/p", "aes-192-ccm", &pass_a);
 	stor_ds_close(ds);
 	ret = stor_ds_create(tp.pool, "tank/p/c", &o, &ds);
 	cr_assert_eq(ret, 0, "create child: %s", stor_strerror(ret));
@@ -1431,6 +1443,21 @@ static void state_files(struct tpool *tp, const char *suffix, bool save)
 	}
 }
 
+/* Open the pool again and write records 1 to 8 of tank/a, generation @gen. */
+static void rewrite_records(struct tpool *tp, uint64_t gen)
+{
+	uint8_t buf[RECSIZE];
+	struct stor_ds *ds;
+
+	cr_assert_eq(tpool_open(tp), 0);
+	load_key(tp, "tank/a", &pass_a);
+	ds = open_ds(tp, "tank/a");
+	for (uint64_t r = 1; r < 9; r++)
+		write_ok(ds, r * RECSIZE, (tpat_fill(buf, RECSIZE, r, gen), buf), RECSIZE);
+	stor_ds_close(ds);
+	tpool_close(tp);
+}
+
 /*
  * A state_dir restored from a backup (or a VM reverted) puts the metadata
  * back in time; nonces must still never repeat under one key, which a
@@ -1444,31 +1471,18 @@ Test(encryption, nonces_stay_unique_across_a_metadata_rollback)
 	struct tpool tp;
 	size_t n;
 
-	tpool_init(&tp, 1, LUN_SIZE, NULL);
-	ds = enc_ds(&tp, "tank/a", "aes-256-gcm", &pass_a);
+	ds = pool_with_enc_ds(&tp, "tank/a", "aes-256-gcm", &pass_a);
 	write_ok(ds, 0, (tpat_fill(buf, RECSIZE, 0, 1), buf), RECSIZE);
 	stor_ds_close(ds);
 	tpool_close(&tp);
 	state_files(&tp, ".old", true);
 	/* writes after the backup... */
-	cr_assert_eq(tpool_open(&tp), 0);
-	load_key(&tp, "tank/a", &pass_a);
-	ds = open_ds(&tp, "tank/a");
-	for (uint64_t r = 1; r < 9; r++)
-		write_ok(ds, r * RECSIZE, (tpat_fill(buf, RECSIZE, r, 2), buf), RECSIZE);
-	stor_ds_close(ds);
-	tpool_close(&tp);
+	rewrite_records(&tp, 2);
 	n = lm_nonces(&tp, "tank/a", ids, 64);
 	cr_assert_eq(n, 9);
 	/* ...then the backup is put back and the same records written again */
 	state_files(&tp, ".old", false);
-	cr_assert_eq(tpool_open(&tp), 0);
-	load_key(&tp, "tank/a", &pass_a);
-	ds = open_ds(&tp, "tank/a");
-	for (uint64_t r = 1; r < 9; r++)
-		write_ok(ds, r * RECSIZE, (tpat_fill(buf, RECSIZE, r, 3), buf), RECSIZE);
-	stor_ds_close(ds);
-	tpool_close(&tp);
+	rewrite_records(&tp, 3);
 	/* record 0 (first in key order) is the one pointer both timelines share */
 	cr_assert_eq(lm_nonces(&tp, "tank/a", again, 9), 9);
 	memcpy(ids + n, again + 1, 8 * sizeof(*ids));
@@ -1507,9 +1521,7 @@ Test(encryption, clear_flagged_pointer_in_encrypted_dataset_is_rejected)
 	uint64_t id;
 	int fd;
 
-	tamper_setup(&tp);
-	lm_open(&l, &tp);
-	id = lm_ds_id(&l, "tank/a");
+	id = tamper_open(&tp, &l);
 	lm_bp_get(&l, id, 1, bp);
 	bp[BP_OFF_FLAGS] = 0;
 	bp[BP_OFF_COMP] = 0;
@@ -1536,9 +1548,7 @@ Test(encryption, deleted_or_reflagged_pointer_is_rejected)
 	struct lm l;
 	uint64_t id;
 
-	tamper_setup(&tp);
-	lm_open(&l, &tp);
-	id = lm_ds_id(&l, "tank/a");
+	id = tamper_open(&tp, &l);
 	lm_bp_del(&l, id, 2);
 	lm_bp_get(&l, id, 3, bp);
 	bp[BP_OFF_COMP] = 1;
@@ -1693,8 +1703,7 @@ Test(encryption, a_damaged_key_file_copy_is_rewritten_from_the_other)
 	struct tpool tp;
 	int ret;
 
-	tpool_init(&tp, 1, LUN_SIZE, NULL);
-	stor_ds_close(enc_ds(&tp, "tank/a", "aes-256-gcm", &pass_a));
+	stor_ds_close(pool_with_enc_ds(&tp, "tank/a", "aes-256-gcm", &pass_a));
 	for (int copy = 0; copy < 2; copy++) {
 		tpool_close(&tp);
 		keyfile_damage(&tp, copy);

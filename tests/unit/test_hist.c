@@ -56,24 +56,25 @@ Test(hist, buckets_tile_the_value_range_without_gaps)
 
 Test(hist, small_values_are_exact)
 {
+	static const double pcts[] = { 50, 90, 99, 100 };
+
 	for (uint64_t v = 1; v <= 100; v++)
 		hist_add(h, v);
-	cr_assert_eq(hist_percentile(h, 50), 50);
-	cr_assert_eq(hist_percentile(h, 90), 90);
-	cr_assert_eq(hist_percentile(h, 99), 99);
-	cr_assert_eq(hist_percentile(h, 100), 100);
+	/* the value of rank k is k */
+	for (unsigned i = 0; i < sizeof(pcts) / sizeof(pcts[0]); i++)
+		cr_assert_eq(hist_percentile(h, pcts[i]), (uint64_t)pcts[i], "p%g", pcts[i]);
 	cr_assert_float_eq(hist_mean(h), 50.5, 1e-9);
 }
 
 Test(hist, uniform_distribution_percentiles_within_bucket_precision)
 {
+	static const double pcts[] = { 50, 90, 99, 99.9 };
+
 	/* 1..1,000,000 ns: the value of rank k is k */
 	for (uint64_t v = 1; v <= 1000000; v++)
 		hist_add(h, v);
-	assert_close(hist_percentile(h, 50), 500000);
-	assert_close(hist_percentile(h, 90), 900000);
-	assert_close(hist_percentile(h, 99), 990000);
-	assert_close(hist_percentile(h, 99.9), 999000);
+	for (unsigned i = 0; i < sizeof(pcts) / sizeof(pcts[0]); i++)
+		assert_close(hist_percentile(h, pcts[i]), (uint64_t)(pcts[i] * 10000));
 	cr_assert_eq(hist_percentile(h, 100), 1000000);
 	cr_assert_eq(h->min, 1);
 	cr_assert_float_eq(hist_stddev(h), 1000000 / sqrt(12.0), 1.0);

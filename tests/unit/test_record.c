@@ -453,12 +453,13 @@ Test(record_full, enospc_leaves_every_earlier_write_intact)
 		cr_assert_eq(stor_ds_read(d, (uint64_t)i * REC, buf, REC), 0);
 		cr_assert_eq(tpat_check(buf, REC, i), 1, "record %u", i);
 	}
-	/* an overwrite needs a new extent first: refused or done, never torn */
+	/* an overwrite needs a new extent before the old one is freed (copy on
+	 * write), and the record just refused was as large: refused, not torn */
 	tpat_fill(buf, REC, 0, 2);
 	ret = stor_ds_write(d, 0, buf, REC);
-	cr_assert(ret == 0 || ret == STOR_ENOSPC, "overwrite when full: %s", stor_strerror(ret));
+	cr_assert_eq(ret, STOR_ENOSPC, "overwrite when full: %s", stor_strerror(ret));
 	cr_assert_eq(stor_ds_read(d, 0, buf, REC), 0);
-	cr_assert_eq(tpat_check(buf, REC, 0), ret == 0 ? 2 : 1);
+	cr_assert_eq(tpat_check(buf, REC, 0), 1);
 	before = n;
 	ret = stor_pool_sync(small.pool);
 	cr_assert_eq(ret, 0, "sync of a full pool: %s", stor_strerror(ret));
@@ -526,7 +527,7 @@ struct tshared {
 struct targ {
 	struct tshared *sh;
 	unsigned id;
-	unsigned long reads, writes;
+	atomic_ulong reads, writes; /* polled by the test while the thread runs */
 };
 
 static void tfail(struct tshared *sh, const char *what, unsigned rec, long gen, long ret)
@@ -636,13 +637,25 @@ static void *tworker(void *p)
 	return NULL;
 }
 
+/* The counts the test asserts, reached by the threads in @arg (struct targ[TTHREADS]). */
+static bool enough_ios(void *arg)
+{
+	const struct targ *a = arg;
+	unsigned long reads = 0, writes = 0;
+
+	for (unsigned i = 0; i < TTHREADS; i++) {
+		reads += atomic_load(&a[i].reads);
+		writes += atomic_load(&a[i].writes);
+	}
+	return reads > 100 && writes > 100;
+}
+
 Test(record, concurrent_readers_and_writers_see_whole_generations, .timeout = 60)
 {
 	static struct tshared sh;
 	struct targ args[TTHREADS];
 	pthread_t th[TTHREADS];
 	unsigned char buf[REC];
-	struct timespec d = { .tv_sec = 3 };
 	unsigned long reads = 0, writes = 0;
 
 	sh.ds = ds;
@@ -657,7 +670,7 @@ Test(record, concurrent_readers_and_writers_see_whole_generations, .timeout = 60
 		args[i] = (struct targ){ .sh = &sh, .id = i };
 		cr_assert_eq(pthread_create(&th[i], NULL, tworker, &args[i]), 0);
 	}
-	nanosleep(&d, NULL);
+	trace_for(3, 40, enough_ios, args);
 	atomic_store(&sh.stop, 1);
 	for (unsigned i = 0; i < TTHREADS; i++) {
 		pthread_join(th[i], NULL);
@@ -666,7 +679,7 @@ Test(record, concurrent_readers_and_writers_see_whole_generations, .timeout = 60
 	}
 	cr_assert_eq(atomic_load(&sh.errors), 0, "%d errors, first: %s", atomic_load(&sh.errors),
 		     sh.msg);
-	cr_log_info("%lu record reads, %lu record writes in 3 s from %d threads", reads, writes,
+	cr_log_info("%lu record reads, %lu record writes from %d threads", reads, writes,
 		    TTHREADS);
 	cr_assert_gt(reads, 100);
 	cr_assert_gt(writes, 100);
@@ -829,60 +842,68 @@ static void copy_lun_bytes(unsigned from_lun, uint64_t from, unsigned to_lun, ui
 	free(b);
 }
 
-Test(record, another_records_data_in_place_is_ecksum)
+/* Write @buf as record @rec, sync, and find its one place in the LUN files. */
+static void write_and_find(uint64_t rec, const unsigned char *buf, unsigned *lun, uint64_t *off)
 {
-	static unsigned char a[REC], b[REC], got[REC];
-	unsigned la, lb;
-	uint64_t oa, ob;
-	int ret;
-
-	tpat_random(a, REC, 0xa);
-	tpat_random(b, REC, 0xb);
-	cr_assert_eq(stor_ds_write(ds, 10 * REC, a, REC), 0);
-	cr_assert_eq(stor_ds_write(ds, 20 * REC, b, REC), 0);
+	cr_assert_eq(stor_ds_write(ds, rec * REC, buf, REC), 0);
 	cr_assert_eq(stor_pool_sync(tp.pool), 0);
-	cr_assert_eq(tpool_find(&tp, a, 64, &la, &oa), 1);
-	cr_assert_eq(tpool_find(&tp, b, 64, &lb, &ob), 1);
+	cr_assert_eq(tpool_find(&tp, buf, 64, lun, off), 1);
+}
+
+/* Close the test dataset and the pool, copy @len LUN bytes, open both again. */
+static void copy_while_closed(unsigned from_lun, uint64_t from, unsigned to_lun, uint64_t to,
+			      size_t len)
+{
 	stor_ds_close(ds);
 	ds = NULL;
 	tpool_close(&tp);
-	/* record 10's bytes where record 20 lives: a valid record, the wrong place */
-	copy_lun_bytes(la, oa, lb, ob, REC);
+	copy_lun_bytes(from_lun, from, to_lun, to, len);
 	cr_assert_eq(tpool_open(&tp), 0);
 	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/vol", &ds), 0);
-	ret = stor_ds_read(ds, 20 * REC, got, REC);
-	cr_assert_eq(ret, STOR_ECKSUM, "record 20 read %s%s", stor_strerror(ret),
-		     ret == 0 && !memcmp(got, a, REC) ? " and returned record 10's data" : "");
+}
+
+/*
+ * Write @src as record @rs, then @dst as record @rd, put @src's bytes where
+ * @dst's are and read record @rd: a valid record in the wrong place (or an
+ * older version) fails its checksum and never comes back as data.
+ */
+static void misplaced_is_ecksum(uint64_t rs, const unsigned char *src, uint64_t rd,
+				const unsigned char *dst, const char *what)
+{
+	static unsigned char got[REC];
+	unsigned ls, ld;
+	uint64_t os, od;
+	int ret;
+
+	write_and_find(rs, src, &ls, &os);
+	/* copy-on-write: an overwrite lands elsewhere, the old sectors keep their bytes */
+	write_and_find(rd, dst, &ld, &od);
+	cr_assert(ls != ld || os != od, "overwrite was done in place");
+	copy_while_closed(ls, os, ld, od, REC);
+	ret = stor_ds_read(ds, rd * REC, got, REC);
+	cr_assert_eq(ret, STOR_ECKSUM, "%s: read %s%s", what, stor_strerror(ret),
+		     ret == 0 && !memcmp(got, src, REC) ? " and returned the misplaced bytes" : "");
+}
+
+Test(record, another_records_data_in_place_is_ecksum)
+{
+	static unsigned char a[REC], b[REC];
+
+	tpat_random(a, REC, 0xa);
+	tpat_random(b, REC, 0xb);
+	/* record 10's bytes where record 20 lives: a valid record, the wrong place */
+	misplaced_is_ecksum(10, a, 20, b, "record 20");
 	check_range(ds, a, 10 * REC, REC);
 }
 
 Test(record, an_older_version_in_place_is_ecksum)
 {
-	static unsigned char v1[REC], v2[REC], got[REC];
-	unsigned l1, l2;
-	uint64_t o1, o2;
-	int ret;
+	static unsigned char v1[REC], v2[REC];
 
 	tpat_random(v1, REC, 0x1);
 	tpat_random(v2, REC, 0x2);
-	cr_assert_eq(stor_ds_write(ds, 7 * REC, v1, REC), 0);
-	cr_assert_eq(stor_pool_sync(tp.pool), 0);
-	cr_assert_eq(tpool_find(&tp, v1, 64, &l1, &o1), 1);
-	/* copy-on-write: v2 lands elsewhere, v1's sectors keep their bytes */
-	cr_assert_eq(stor_ds_write(ds, 7 * REC, v2, REC), 0);
-	cr_assert_eq(stor_pool_sync(tp.pool), 0);
-	cr_assert_eq(tpool_find(&tp, v2, 64, &l2, &o2), 1);
-	cr_assert(l1 != l2 || o1 != o2, "overwrite was done in place");
-	stor_ds_close(ds);
-	ds = NULL;
-	tpool_close(&tp);
 	/* a replay of the old version where the new one lives */
-	copy_lun_bytes(l1, o1, l2, o2, REC);
-	cr_assert_eq(tpool_open(&tp), 0);
-	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/vol", &ds), 0);
-	ret = stor_ds_read(ds, 7 * REC, got, REC);
-	cr_assert_eq(ret, STOR_ECKSUM, "replayed record read %s%s", stor_strerror(ret),
-		     ret == 0 && !memcmp(got, v1, REC) ? " and returned the old version" : "");
+	misplaced_is_ecksum(7, v1, 7, v2, "replayed record");
 }
 
 Test(record, swapped_lun_files_never_give_wrong_data)
@@ -900,42 +921,64 @@ Test(record, swapped_lun_files_never_give_wrong_data)
 	cr_assert_eq(rename(tp.lun[0], tmp), 0);
 	cr_assert_eq(rename(tp.lun[1], tp.lun[0]), 0);
 	cr_assert_eq(rename(tmp, tp.lun[1]), 0);
-	/* refusing the pool is fine (the label's index is wrong), and so is finding
-	 * each LUN by its GUID; reading one LUN's sectors for another's is not */
+	/* the pool opens its LUNs by the paths it recorded and checks each
+	 * label's LUN GUID and index: LUN 0's file now holds LUN 1's label */
 	ret = tpool_open(&tp);
-	if (ret != 0) {
-		cr_assert(ret == STOR_ELABEL || ret == STOR_EFOREIGN || ret == STOR_ECORRUPT,
-			  "refused with %s", stor_strerror(ret));
-		cr_assert_neq(stor_pool_last_error()[0], '\0');
-		cr_log_info("swapped LUNs refused: %s", stor_pool_last_error());
-		return;
-	}
-	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/vol", &ds), 0);
-	check_range(ds, buf, 0, sizeof(buf));
+	cr_assert_eq(ret, STOR_EFOREIGN, "swapped LUNs: %s", stor_strerror(ret));
+	cr_assert(strstr(stor_pool_last_error(), "lun 0"), "%s", stor_pool_last_error());
+	cr_log_info("swapped LUNs refused: %s", stor_pool_last_error());
 }
 
-Test(record, truncated_lun_never_gives_wrong_data)
+/*
+ * Write 64 random records, truncate LUN 1's file to @size and open the pool
+ * again. @return what the open returned; @buf holds the records.
+ */
+static int open_truncated(unsigned char *buf, size_t len, off_t size)
 {
-	static unsigned char buf[64 * REC], got[REC];
-	int ret;
-
-	tpat_random(buf, sizeof(buf), 0x77);
-	cr_assert_eq(stor_ds_write(ds, 0, buf, sizeof(buf)), 0);
+	tpat_random(buf, len, 0x77);
+	cr_assert_eq(stor_ds_write(ds, 0, buf, len), 0);
 	stor_ds_close(ds);
 	ds = NULL;
 	tpool_close(&tp);
-	cr_assert_eq(truncate(tp.lun[1], (off_t)(1u << 20) + 4096), 0);
-	ret = tpool_open(&tp);
-	if (ret != 0) {
-		cr_assert_neq(stor_pool_last_error()[0], '\0', "refused (%s) without a reason",
-			      stor_strerror(ret));
-		cr_log_info("truncated LUN refused: %s", stor_pool_last_error());
-		return;
-	}
+	cr_assert_eq(truncate(tp.lun[1], size), 0);
+	return tpool_open(&tp);
+}
+
+/* Below the smallest LUN (a label, the data offset, a sector): refused with a reason. */
+Test(record, lun_truncated_below_the_minimum_size_is_refused)
+{
+	static unsigned char buf[64 * REC];
+	int ret = open_truncated(buf, sizeof(buf), (off_t)(1u << 20) + 4096);
+
+	cr_assert_eq(ret, -EINVAL, "got %s", stor_strerror(ret));
+	cr_assert_neq(stor_pool_last_error()[0], '\0', "refused (%s) without a reason",
+		      stor_strerror(ret));
+	cr_log_info("truncated LUN refused: %s", stor_pool_last_error());
+}
+
+/* Cut through its records: the import's block-pointer walk finds them out of range. */
+Test(record, lun_truncated_through_its_records_is_refused)
+{
+	static unsigned char buf[64 * REC];
+	int ret = open_truncated(buf, sizeof(buf), (off_t)(1u << 20) + 65536);
+
+	cr_assert_eq(ret, STOR_ECORRUPT, "got %s", stor_strerror(ret));
+	cr_assert(strstr(stor_pool_last_error(), "out of range"), "refused (%s): %s",
+		  stor_strerror(ret), stor_pool_last_error());
+}
+
+/* Cut past its last record: the pool opens and every record reads back as written. */
+Test(record, lun_truncated_past_its_records_never_gives_wrong_data)
+{
+	static unsigned char buf[64 * REC], got[REC];
+	int ret = open_truncated(buf, sizeof(buf), (off_t)(16u << 20));
+
+	cr_assert_eq(ret, 0, "got %s: %s", stor_strerror(ret), stor_pool_last_error());
 	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/vol", &ds), 0);
 	for (unsigned r = 0; r < 64; r++) {
 		ret = stor_ds_read(ds, (uint64_t)r * REC, got, REC);
-		cr_assert(ret < 0 || memcmp(got, buf + r * REC, REC) == 0,
+		cr_assert_eq(ret, 0, "record %u: %s", r, stor_strerror(ret));
+		cr_assert(memcmp(got, buf + r * REC, REC) == 0,
 			  "record %u: read succeeded with wrong data", r);
 	}
 }

@@ -7,15 +7,7 @@
 
 #include "fixture.h"
 
-static struct tpool tp;
-static void setup(void)
-{
-	tpool_init(&tp, 2, 32u << 20, NULL);
-}
-static void teardown(void)
-{
-	tpool_fini(&tp);
-}
+TPOOL_FIXTURE(2, 32u << 20)
 TestSuite(stats, .init = setup, .fini = teardown, .timeout = 60);
 
 static uint64_t lat_total(const struct stor_io_stats *st)

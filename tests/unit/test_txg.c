@@ -25,9 +25,12 @@
 #include <criterion/criterion.h>
 
 #include "fixture.h"
+#include "store_impl.h" /* the pool's stage lock, for all_committed() */
+#include "txg.h"
 
 #define DSNAME TPOOL_NAME "/crash"
 #define NREC 64
+#define TIMER_DEADLINE_S 30 /* generous: the test passes as soon as the commit is seen */
 
 static struct tpool tp;
 
@@ -56,14 +59,6 @@ static void teardown(void)
 }
 
 TestSuite(txg, .fini = teardown, .timeout = 90);
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void send_msg(int fd, char type, unsigned rec, uint64_t gen)
 {
@@ -231,26 +226,37 @@ static unsigned verify(struct model *m, uint32_t recsize, unsigned round)
 	return ahead;
 }
 
-static pid_t spawn(int *rfd, struct model *m, unsigned seed, uint32_t recsize, int flush_every,
-		   const struct stor_pool_opts *opts)
+/*
+ * Fork a child that talks to the parent through a pipe. @return 0 in the
+ * child, with *fd the write end; the child's pid in the parent, *fd the read end
+ */
+static pid_t fork_piped(int *fd)
 {
-	uint64_t next[NREC];
 	int p[2];
 	pid_t pid;
 
-	for (unsigned r = 0; r < NREC; r++)
-		next[r] = m->maxgen[r] + 1;
 	cr_assert_eq(pipe(p), 0);
 	fflush(NULL);
 	pid = fork();
 	cr_assert(pid >= 0);
+	close(p[pid == 0 ? 0 : 1]);
+	*fd = p[pid == 0 ? 1 : 0];
+	return pid;
+}
+
+static pid_t spawn(int *rfd, struct model *m, unsigned seed, uint32_t recsize, int flush_every,
+		   const struct stor_pool_opts *opts)
+{
+	uint64_t next[NREC];
+	pid_t pid;
+
+	for (unsigned r = 0; r < NREC; r++)
+		next[r] = m->maxgen[r] + 1;
+	pid = fork_piped(rfd);
 	if (pid == 0) {
-		close(p[0]);
-		child(p[1], opts, next, seed, recsize, flush_every);
+		child(*rfd, opts, next, seed, recsize, flush_every);
 		_exit(0);
 	}
-	close(p[1]);
-	*rfd = p[0];
 	return pid;
 }
 
@@ -291,7 +297,7 @@ static void random_kills(const char *prop, unsigned min_rounds, double budget)
 	struct stor_pool_opts opts;
 	unsigned seed = 20261129, rounds = 0, ahead = 0;
 	unsigned long flushes = 0;
-	double t0 = now();
+	double t0 = tnow();
 
 	/*
 	 * A pool with room for the live records and half as much again: the
@@ -303,7 +309,7 @@ static void random_kills(const char *prop, unsigned min_rounds, double budget)
 	opts = tp.opts;
 	opts.txg_timeout_ms = 100; /* the timer commits too, between explicit flushes */
 	/* at least min_rounds kills, and more while time allows */
-	while (rounds < min_rounds || (rounds < 60 && now() - t0 < budget)) {
+	while (rounds < min_rounds || (rounds < 60 && tnow() - t0 < budget)) {
 		struct model before = m;
 		int fd, got = 0;
 		pid_t pid = spawn(&fd, &m, seed + rounds, 8192, 1 + rounds % 8, &opts);
@@ -315,7 +321,7 @@ static void random_kills(const char *prop, unsigned min_rounds, double budget)
 				got = drain(fd, &m, 5000);
 			cr_assert_gt(got, 0, "round %u: child died before writing", rounds);
 		}
-		for (double end = now() + delay / 1000.0; now() < end;)
+		for (double end = tnow() + delay / 1000.0; tnow() < end;)
 			drain(fd, &m, 5);
 		kill_and_reap(pid, fd, &m);
 		for (unsigned r = 0; r < NREC; r++)
@@ -324,7 +330,7 @@ static void random_kills(const char *prop, unsigned min_rounds, double budget)
 		rounds++;
 	}
 	cr_log_info("%u kills in %.1f s, %lu record changes kept, %u found past their flush",
-		    rounds, now() - t0, flushes, ahead);
+		    rounds, tnow() - t0, flushes, ahead);
 	cr_assert_gt(flushes, 0, "the children never flushed: the test proved nothing");
 
 	/* the crashes leaked no space: with every record discarded nothing is in use */
@@ -371,62 +377,101 @@ Test(txg, unflushed_large_records_may_be_lost_but_never_torn)
 		while (!got)
 			got = drain(fd, &m, 5000);
 		cr_assert_gt(got, 0, "round %u: child died before writing", rounds);
-		for (double end = now() + (rand_r(&seed) % 150) / 1000.0; now() < end;)
+		for (double end = tnow() + (rand_r(&seed) % 150) / 1000.0; tnow() < end;)
 			drain(fd, &m, 5);
 		kill_and_reap(pid, fd, &m);
 		verify(&m, recsize, rounds);
 	}
 }
 
-Test(txg, timer_commits_without_a_flush)
+/*
+ * Whether the timer has committed everything written: nothing staged and
+ * nothing being committed (txg.h; the test looks inside the pool for it).
+ */
+static int all_committed(struct stor_pool *pool)
 {
-	struct stor_pool_opts opts;
-	struct stor_ds *ds = NULL;
-	unsigned char buf[8192];
-	struct timespec wait = { .tv_nsec = 600 * 1000 * 1000 };
-	int p[2], status;
-	char c = 0;
-	pid_t pid;
+	int idle;
 
-	setup_crash_pool(8192, 32u << 20);
-	opts = tp.opts;
-	opts.txg_timeout_ms = 200;
-	cr_assert_eq(pipe(p), 0);
-	fflush(NULL);
-	pid = fork();
-	cr_assert(pid >= 0);
+	pthread_mutex_lock(&pool->stage_lock);
+	idle = txg_stage_idle(pool);
+	pthread_mutex_unlock(&pool->stage_lock);
+	return idle;
+}
+
+/*
+ * Fork a child that opens the pool with @opts and writes generation 1 of
+ * records 0 .. @nrec - 1, unflushed; with @wait_commit it then waits until
+ * they are committed (up to TIMER_DEADLINE_S). SIGKILL it once it says so.
+ * @return what it said: 'w' written, 'c' committed, 't' not committed in time
+ */
+static char killed_after_writes(const struct stor_pool_opts *opts, unsigned nrec,
+				bool wait_commit)
+{
+	unsigned char buf[8192];
+	int fd, status;
+	char c = 0;
+	pid_t pid = fork_piped(&fd);
+
 	if (pid == 0) {
 		struct stor_pool *pool = NULL;
+		struct stor_ds *ds = NULL;
+		double deadline;
 
-		close(p[0]);
-		if (stor_pool_open(TPOOL_NAME, &opts, &pool) || stor_ds_open(pool, DSNAME, &ds))
+		if (stor_pool_open(TPOOL_NAME, opts, &pool) || stor_ds_open(pool, DSNAME, &ds))
 			_exit(2);
-		for (unsigned r = 0; r < 8; r++) {
+		for (unsigned r = 0; r < nrec; r++) {
 			tpat_fill(buf, sizeof(buf), r, 1);
 			if (stor_ds_write(ds, r * 8192ull, buf, sizeof(buf)))
 				_exit(2);
 		}
-		/* written, never flushed: only the timer can commit now */
-		if (write(p[1], "w", 1) != 1)
+		c = 'w';
+		if (wait_commit) {
+			/* a loaded machine under sanitizers may take long: wait for the event */
+			deadline = tnow() + TIMER_DEADLINE_S;
+			while (!all_committed(pool) && tnow() < deadline)
+				poll(NULL, 0, 10);
+			c = all_committed(pool) ? 'c' : 't';
+		}
+		if (write(fd, &c, 1) != 1)
 			_exit(3);
 		for (;;)
 			pause();
 	}
-	close(p[1]);
-	cr_assert_eq(read(p[0], &c, 1), 1, "child failed before writing");
-	close(p[0]);
-	nanosleep(&wait, NULL);
+	cr_assert_eq(read(fd, &c, 1), 1, "child failed before writing");
+	close(fd);
 	kill(pid, SIGKILL);
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFSIGNALED(status));
+	return c;
+}
+
+/* Reopen the pool: records 0 .. @nrec - 1 hold generation 1, or the test fails saying @why. */
+static void assert_written(unsigned nrec, const char *why)
+{
+	unsigned char buf[8192];
+	struct stor_ds *ds = NULL;
+
 	cr_assert_eq(tpool_open(&tp), 0);
 	cr_assert_eq(stor_ds_open(tp.pool, DSNAME, &ds), 0);
-	for (unsigned r = 0; r < 8; r++) {
+	for (unsigned r = 0; r < nrec; r++) {
 		cr_assert_eq(stor_ds_read(ds, r * 8192ull, buf, sizeof(buf)), 0);
-		cr_assert_eq(tpat_check(buf, sizeof(buf), r), 1,
-			     "record %u not committed by the 200 ms timer within 600 ms", r);
+		cr_assert_eq(tpat_check(buf, sizeof(buf), r), 1, "record %u %s", r, why);
 	}
 	stor_ds_close(ds);
+}
+
+Test(txg, timer_commits_without_a_flush)
+{
+	struct stor_pool_opts opts;
+	char c;
+
+	setup_crash_pool(8192, 32u << 20);
+	opts = tp.opts;
+	opts.txg_timeout_ms = 200;
+	/* written, never flushed: only the timer can commit */
+	c = killed_after_writes(&opts, 8, true);
+	cr_assert_eq(c, 'c', "the 200 ms timer committed nothing within %d s", TIMER_DEADLINE_S);
+	assert_written(8, "not committed by the 200 ms timer");
 }
 
 Test(txg, sync_always_makes_each_write_durable)
@@ -434,50 +479,14 @@ Test(txg, sync_always_makes_each_write_durable)
 	const char *props[] = { "sync=always" };
 	struct stor_ds_opts o = { .volsize = NREC * 8192ull, .props = props, .nprops = 1 };
 	struct stor_pool_opts opts;
-	struct stor_ds *ds = NULL;
-	unsigned char buf[8192];
-	int p[2], status;
-	char c = 0;
-	pid_t pid;
 
 	tpool_init(&tp, 2, 32u << 20, NULL);
 	cr_assert_eq(stor_ds_create(tp.pool, DSNAME, &o, NULL), 0);
 	tpool_close(&tp);
 	opts = tp.opts;
 	opts.txg_timeout_ms = 60000;
-	cr_assert_eq(pipe(p), 0);
-	fflush(NULL);
-	pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		struct stor_pool *pool = NULL;
-
-		close(p[0]);
-		if (stor_pool_open(TPOOL_NAME, &opts, &pool) || stor_ds_open(pool, DSNAME, &ds))
-			_exit(2);
-		for (unsigned r = 0; r < 4; r++) {
-			tpat_fill(buf, sizeof(buf), r, 1);
-			if (stor_ds_write(ds, r * 8192ull, buf, sizeof(buf)))
-				_exit(2);
-		}
-		if (write(p[1], "w", 1) != 1)
-			_exit(3);
-		for (;;)
-			pause();
-	}
-	close(p[1]);
-	cr_assert_eq(read(p[0], &c, 1), 1, "child failed before writing");
-	close(p[0]);
-	kill(pid, SIGKILL);
-	cr_assert_eq(waitpid(pid, &status, 0), pid);
-	cr_assert_eq(tpool_open(&tp), 0);
-	cr_assert_eq(stor_ds_open(tp.pool, DSNAME, &ds), 0);
-	for (unsigned r = 0; r < 4; r++) {
-		cr_assert_eq(stor_ds_read(ds, r * 8192ull, buf, sizeof(buf)), 0);
-		cr_assert_eq(tpat_check(buf, sizeof(buf), r), 1,
-			     "record %u: sync=always write returned before it was durable", r);
-	}
-	stor_ds_close(ds);
+	cr_assert_eq(killed_after_writes(&opts, 4, false), 'w');
+	assert_written(4, "sync=always write returned before it was durable");
 }
 
 /* ---- crashes around dataset create and destroy ---- */
@@ -549,6 +558,16 @@ static int ds_seen(const char *name, void *ctx)
 	return 0;
 }
 
+/* What the child said about dataset c<rec>: its state now (an error fails the test). */
+static void ds_note(enum ds_state *st, const struct msg *m)
+{
+	cr_assert_neq(m->type, 'E', "child, step %u: %s", m->rec,
+		      stor_strerror((int)(int64_t)m->gen));
+	cr_assert_lt(m->rec, 4096u);
+	st[m->rec] = m->type == 'C' ? DS_CREATING : m->type == 'F' ? DS_FLUSHED :
+		     m->type == 'X' ? DS_DESTROYING : DS_GONE;
+}
+
 Test(txg, sigkill_around_dataset_create_and_destroy)
 {
 	enum ds_state st[4096] = { DS_NONE };
@@ -566,50 +585,35 @@ Test(txg, sigkill_around_dataset_create_and_destroy)
 		struct ds_scan sc = { .st = st, .n = 4096 };
 		struct msg msg;
 		unsigned char buf[8192];
-		int p[2], status;
-		double end = now() + (50 + rand_r(&seed) % 300) / 1000.0;
+		int fd, status;
+		double end = tnow() + (50 + rand_r(&seed) % 300) / 1000.0;
 		int aimed = 0;
-		pid_t pid;
+		pid_t pid = fork_piped(&fd);
 
-		cr_assert_eq(pipe(p), 0);
-		fflush(NULL);
-		pid = fork();
-		cr_assert(pid >= 0);
-		if (pid == 0) {
-			close(p[0]);
-			ds_child(p[1], &opts, first);
-		}
-		close(p[1]);
-		while (now() < end) {
-			struct pollfd pfd = { .fd = p[0], .events = POLLIN };
+		if (pid == 0)
+			ds_child(fd, &opts, first);
+		while (tnow() < end) {
+			struct pollfd pfd = { .fd = fd, .events = POLLIN };
 
 			if (poll(&pfd, 1, 5) <= 0)
 				continue;
-			if (read(p[0], &msg, sizeof(msg)) != (ssize_t)sizeof(msg))
+			if (read(fd, &msg, sizeof(msg)) != (ssize_t)sizeof(msg))
 				break;
-			cr_assert_neq(msg.type, 'E', "child, step %u: %s", msg.rec,
-				      stor_strerror((int)(int64_t)msg.gen));
-			cr_assert_lt(msg.rec, 4096u);
-			st[msg.rec] = msg.type == 'C' ? DS_CREATING : msg.type == 'F' ? DS_FLUSHED :
-				      msg.type == 'X' ? DS_DESTROYING : DS_GONE;
+			ds_note(st, &msg);
 			/* three rounds in four aim at the middle of a destroy */
 			if (msg.type == 'X' && round % 4 && !aimed) {
-				end = now() + (rand_r(&seed) % 5000) / 1e6;
+				end = tnow() + (rand_r(&seed) % 5000) / 1e6;
 				aimed = 1;
-				while (now() < end)
+				while (tnow() < end)
 					;
 				break;
 			}
 		}
 		kill(pid, SIGKILL);
 		cr_assert_eq(waitpid(pid, &status, 0), pid);
-		while (read(p[0], &msg, sizeof(msg)) == (ssize_t)sizeof(msg)) {
-			cr_assert_neq(msg.type, 'E', "child, step %u: %s", msg.rec,
-				      stor_strerror((int)(int64_t)msg.gen));
-			st[msg.rec] = msg.type == 'C' ? DS_CREATING : msg.type == 'F' ? DS_FLUSHED :
-				      msg.type == 'X' ? DS_DESTROYING : DS_GONE;
-		}
-		close(p[0]);
+		while (read(fd, &msg, sizeof(msg)) == (ssize_t)sizeof(msg))
+			ds_note(st, &msg);
+		close(fd);
 
 		cr_assert_eq(tpool_open(&tp), 0, "round %u: %s", round, stor_pool_last_error());
 		cr_assert_eq(stor_ds_list(tp.pool, ds_seen, &sc), 0);
