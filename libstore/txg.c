@@ -386,51 +386,74 @@ void txg_unreserve(struct stor_pool *p, size_t n)
 	pthread_mutex_unlock(&p->stage_lock);
 }
 
-int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct bp *bp,
-	      struct mac_key *mk, struct bp *old, int *had_old)
+/* The pointer @recno has now (stage_lock held): in a stage, else in LMDB. */
+static int find_current(struct stor_pool *p, uint64_t ds_id, uint64_t recno, struct bp *old,
+			int *had_old)
 {
+	struct stage_ent *e = stage_find(p->open, ds_id, recno);
 	struct meta_txn *t = NULL;
-	struct stage_ent *e;
-	uint8_t delta[MAC_LEN] = { 0 }, enc[BP_LEN];
-	int ret = 0;
+	int ret;
 
 	*had_old = 0;
-	/* the MAC change of this pointer, as the commit will need it: its own
-	 * leaf now, the leaf of what it replaces once that is known */
-	if (mk && !(bp->flags & BP_F_HOLE)) {
-		bp_encode(bp, enc);
-		ret = bpmac_leaf_xor(mk, recno, enc, delta);
-		if (ret < 0)
-			return ret;
-	}
-	pthread_mutex_lock(&p->stage_lock);
-	e = stage_find(p->open, ds_id, recno);
 	if (!e)
 		e = stage_find(p->syncing, ds_id, recno);
 	if (e) {
-		if (!(e->bp.flags & BP_F_HOLE)) {
+		*had_old = !(e->bp.flags & BP_F_HOLE);
+		if (*had_old)
 			*old = e->bp;
-			*had_old = 1;
-		}
-	} else {
-		/* snapshot taken under stage_lock: consistent with the stages */
-		ret = meta_rtxn_get(p->meta, &t);
-		if (ret == 0) {
-			ret = lookup_committed(t, ds_id, recno, old);
-			meta_rtxn_put(t);
-			if (ret == 0)
-				*had_old = 1;
-			else if (ret == -ENOENT)
-				ret = 0;
-		}
+		return 0;
 	}
-	if (ret == 0)
-		ret = stage_hold_mk(p->open, mk);
-	if (ret == 0 && mk)
-		ret = group_room(p->open, 1);
-	if (ret == 0 && mk && *had_old) {
+	/* snapshot taken under stage_lock: consistent with the stages */
+	ret = meta_rtxn_get(p->meta, &t);
+	if (ret < 0)
+		return ret;
+	ret = lookup_committed(t, ds_id, recno, old);
+	meta_rtxn_put(t);
+	*had_old = ret == 0;
+	return ret == -ENOENT ? 0 : ret;
+}
+
+/* leaf(@old) ^ leaf(@bp) into @delta; a hole or no @old has no leaf (bpmac.c). */
+static int mac_delta(const struct mac_key *mk, uint64_t recno, const struct bp *bp,
+		     const struct bp *old, uint8_t delta[MAC_LEN])
+{
+	uint8_t enc[BP_LEN];
+	int ret = 0;
+
+	if (!(bp->flags & BP_F_HOLE)) {
+		bp_encode(bp, enc);
+		ret = bpmac_leaf_xor(mk, recno, enc, delta);
+	}
+	if (ret == 0 && old) {
 		bp_encode(old, enc);
 		ret = bpmac_leaf_xor(mk, recno, enc, delta);
+	}
+	return ret;
+}
+
+/*
+ * The record is the caller's (its stripe is locked) and the open txg cannot
+ * close (the caller holds it), so what find_current() saw stays true while
+ * stage_lock, which every writer and reader of the pool takes, is dropped
+ * for the PRFs of the MAC change.
+ */
+int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct bp *bp,
+	      struct mac_key *mk, struct bp *old, int *had_old)
+{
+	struct stage_ent *e;
+	uint8_t delta[MAC_LEN] = { 0 };
+	int ret;
+
+	pthread_mutex_lock(&p->stage_lock);
+	ret = find_current(p, ds_id, recno, old, had_old);
+	if (ret == 0 && mk) {
+		pthread_mutex_unlock(&p->stage_lock);
+		ret = mac_delta(mk, recno, bp, *had_old ? old : NULL, delta);
+		pthread_mutex_lock(&p->stage_lock);
+		if (ret == 0)
+			ret = stage_hold_mk(p->open, mk);
+		if (ret == 0)
+			ret = group_room(p->open, 1);
 	}
 	if (ret < 0)
 		goto out;
