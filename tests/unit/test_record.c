@@ -3,12 +3,16 @@
  * Record I/O: round trips at any offset and length against an in-memory
  * shadow of the volume, zero reads that take no space, discard, range
  * checks, a full pool, damaged data on a LUN, batches over two datasets,
- * concurrent readers and writers, and records of 512 B and 1 MiB.
+ * concurrent readers and writers, a LUN that refuses writes in the middle
+ * of a batch, and records of 512 B and 1 MiB.
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1085,6 +1089,95 @@ Test(record_direct, a_batch_larger_than_a_ring_round_trips)
 	tpool_fini(dpp);
 	free(w);
 	free(r);
+}
+
+/*
+ * Point every descriptor this process holds on LUN file @path at a read-only
+ * open of the same file: from now on its writes fail (EBADF), reads work.
+ */
+static void lun_refuse_writes(const char *path)
+{
+	char want[PATH_MAX], link[64], got[PATH_MAX];
+	struct dirent *de;
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	cr_assert(realpath(path, want), "realpath %s", path);
+	cr_assert(d);
+	while ((de = readdir(d))) {
+		ssize_t len;
+		int fd = atoi(de->d_name), ro;
+
+		if (de->d_name[0] == '.' || fd == dirfd(d))
+			continue;
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		len = readlink(link, got, sizeof(got) - 1);
+		if (len < 0)
+			continue;
+		got[len] = '\0';
+		if (strcmp(got, want))
+			continue;
+		ro = open(path, O_RDONLY);
+		cr_assert(ro >= 0);
+		cr_assert(dup2(ro, fd) == fd);
+		close(ro);
+		n++;
+	}
+	closedir(d);
+	cr_assert(n > 0, "no descriptor of %s", path);
+}
+
+/*
+ * One batch of requests of one and two records, over two LUNs of which one
+ * refuses writes: the allocator alternates LUNs, so every two-record
+ * request has one record on each. A request whose extent failed must fail,
+ * whatever failed before it in the batch, and keep its old bytes; every
+ * request that succeeds must read back what it wrote.
+ */
+Test(record, a_failed_extent_fails_its_own_request_and_no_other)
+{
+	enum { REQS = 8 };
+	const uint32_t rs = REC;
+	struct stor_io io[REQS];
+	uint8_t *buf = malloc(2 * REQS * rs), *back = malloc(2 * rs);
+	uint64_t rec = 0;
+	int failed = 0, ok = 0;
+
+	cr_assert(buf && back);
+	for (uint64_t r = 0; r < 2 * REQS; r++) {
+		tpat_fill(buf, rs, r, 1);
+		cr_assert_eq(stor_ds_write(ds, r * rs, buf, rs), 0);
+	}
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	lun_refuse_writes(tp.lun[0]);
+	for (int i = 0; i < REQS; i++) {
+		uint32_t nrec = i % 2 ? 1 : 2;
+
+		for (uint32_t k = 0; k < nrec; k++)
+			tpat_fill(buf + (rec + k) * rs, rs, rec + k, 2);
+		io[i] = (struct stor_io){ ds, STOR_IO_WRITE, rec * rs, (uint64_t)nrec * rs,
+					  buf + rec * rs, 0 };
+		rec += nrec;
+	}
+	stor_io_submit(io, REQS);
+	for (int i = 0; i < REQS; i++) {
+		uint64_t first = io[i].off / rs, nrec = io[i].len / rs;
+		int64_t want = io[i].result ? 1 : 2;
+
+		cr_assert_eq(stor_ds_read(ds, io[i].off, back, io[i].len), 0, "read of request %d", i);
+		for (uint64_t k = 0; k < nrec; k++)
+			cr_expect_eq(tpat_check(back + k * rs, rs, first + k), want,
+				     "request %d (result %d): record %" PRIu64 " holds generation %" PRId64
+				     ", not %" PRId64, i, io[i].result, first + k,
+				     tpat_check(back + k * rs, rs, first + k), want);
+		failed += io[i].result != 0;
+		ok += io[i].result == 0;
+	}
+	/* every two-record request had a record on the LUN that refuses writes */
+	cr_expect_geq(failed, REQS / 2, "%d requests failed", failed);
+	cr_expect_gt(ok, 0, "no request succeeded");
+	free(buf);
+	free(back);
 }
 
 Test(record, io_submit_applies_overlapping_requests_in_array_order)
