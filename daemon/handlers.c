@@ -53,17 +53,6 @@ static int jtrue(json_t *args, const char *key)
 
 /* ---- arguments ---- */
 
-static int hexval(int ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 /*
  * Key material travels hex-encoded in "key_hex" (JSON strings must be text;
  * raw keys are binary). The decoded copy and the JSON text are wiped here.
@@ -84,16 +73,11 @@ static int arg_key(struct hcall *c, uint8_t **buf, struct stor_key_material *key
 	*buf = malloc(n / 2 + 1);
 	if (!*buf)
 		return -ENOMEM;
-	for (size_t i = 0; i < n / 2; i++) {
-		int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-
-		if (hi < 0 || lo < 0) {
-			explicit_bzero(*buf, n / 2);
-			free(*buf);
-			*buf = NULL;
-			ERR(c, -EINVAL, "key material: bad encoding");
-		}
-		(*buf)[i] = (uint8_t)(hi << 4 | lo);
+	if (stor_hex_decode(s, n, *buf, NULL) < 0) {
+		explicit_bzero(*buf, n / 2);
+		free(*buf);
+		*buf = NULL;
+		ERR(c, -EINVAL, "key material: bad encoding");
 	}
 	explicit_bzero((char *)s, n);
 	key->data = *buf;

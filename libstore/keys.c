@@ -114,6 +114,26 @@ static int hexval(uint8_t c)
 	return -1;
 }
 
+int stor_hex_decode(const char *hex, size_t n, uint8_t *out, size_t *bad)
+{
+	for (size_t i = 0; i + 1 < n; i += 2) {
+		int hi = hexval((uint8_t)hex[i]), lo = hexval((uint8_t)hex[i + 1]);
+
+		if (hi < 0 || lo < 0) {
+			if (bad)
+				*bad = hi < 0 ? i : i + 1;
+			return -EINVAL;
+		}
+		out[i / 2] = (uint8_t)(hi << 4 | lo);
+	}
+	if (n % 2) {
+		if (bad)
+			*bad = n - 1;
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int keys_pbkdf2_sha512(const uint8_t *pass, size_t passlen, const uint8_t *salt, size_t saltlen,
 		       uint32_t iters, uint8_t *out, size_t outlen)
 {
@@ -179,7 +199,7 @@ int keys_derive_wrapping(enum stor_keyformat fmt, const struct stor_key_material
 			 uint8_t wk[KEYS_WRAPKEY_LEN])
 {
 	const uint8_t *d;
-	size_t len;
+	size_t len, bad = 0;
 	int ret = -EINVAL;
 
 	if (!m || (!m->data && m->len)) {
@@ -209,15 +229,9 @@ int keys_derive_wrapping(enum stor_keyformat fmt, const struct stor_key_material
 				  2 * KEYS_WRAPKEY_LEN, len);
 			goto out;
 		}
-		for (size_t i = 0; i < KEYS_WRAPKEY_LEN; i++) {
-			int hi = hexval(d[2 * i]), lo = hexval(d[2 * i + 1]);
-
-			if (hi < 0 || lo < 0) {
-				set_error("hex key has a non-hex character at offset %zu",
-					  hi < 0 ? 2 * i : 2 * i + 1);
-				goto out;
-			}
-			wk[i] = (uint8_t)(hi << 4 | lo);
+		if (stor_hex_decode((const char *)d, len, wk, &bad) < 0) {
+			set_error("hex key has a non-hex character at offset %zu", bad);
+			goto out;
 		}
 		ret = 0;
 		break;

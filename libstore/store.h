@@ -245,6 +245,13 @@ struct stor_key_material {
 	size_t len;
 };
 
+/**
+ * Decode @n hex digits (either case) of @hex into @n / 2 bytes of @out.
+ * @return 0, or -EINVAL with *@bad (if not NULL) the offset of the first
+ *         character that is not a hex digit (@n - 1 for an odd @n)
+ */
+int stor_hex_decode(const char *hex, size_t n, uint8_t *out, size_t *bad);
+
 /* ---- datasets ---- */
 
 /**
