@@ -296,11 +296,22 @@ static int label_decode(const uint8_t *buf, struct lun_label *lab)
 	lab->nluns = get_u32(&p);
 	get_bytes(&p, lab->pool_name, LABEL_NAME_LEN);
 	lab->pool_name[LABEL_NAME_LEN - 1] = '\0';
+	lab->hostid = get_u32(&p);
+	lab->state = get_u32(&p);
 	sum = get_u64(&p);
-	if (magic != LUN_MAGIC || sum != XXH64(buf, LABEL_LEN - 8, 0))
+	if (magic != LUN_MAGIC)
 		return STOR_ELABEL;
-	if (lab->version != FORMAT_VERSION)
-		return STOR_EFORMAT;
+	/* versions 2 and 3 end before the host id: their checksum sits there,
+	 * and a sound old label says "another version", not "damaged" */
+	if (lab->version != FORMAT_VERSION) {
+		const uint8_t *q = buf + LABEL_LEN_V3 - 8;
+
+		return lab->version < FORMAT_VERSION && get_u64(&q) != XXH64(buf, LABEL_LEN_V3 - 8, 0)
+			       ? STOR_ELABEL
+			       : STOR_EFORMAT;
+	}
+	if (sum != XXH64(buf, LABEL_LEN - 8, 0))
+		return STOR_ELABEL;
 	return 0;
 }
 
@@ -318,6 +329,8 @@ static void label_encode(uint8_t *buf, const struct lun_label *lab)
 	put_u32(&p, lab->nluns);
 	memcpy(p, lab->pool_name, strnlen(lab->pool_name, LABEL_NAME_LEN - 1));
 	p += LABEL_NAME_LEN;
+	put_u32(&p, lab->hostid);
+	put_u32(&p, lab->state);
 	put_u64(&p, XXH64(buf, LABEL_LEN - 8, 0));
 }
 
