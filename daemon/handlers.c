@@ -597,6 +597,7 @@ struct import_scan {
 	const char *name;  /* NULL: any */
 	uint64_t guid;     /* 0: any */
 	json_t *found;     /* listing: the pools not imported */
+	int imported;      /* the pool looked for is imported already */
 	unsigned matches;
 	json_t *match;     /* the last match, as found_json() */
 	char **paths;      /* its LUN paths (NULL where missing) */
@@ -615,14 +616,17 @@ static void scan_paths_free(struct import_scan *s)
 static int scan_one(const struct stor_scan_pool *sp, void *arg)
 {
 	struct import_scan *s = arg;
+	int want = s->guid ? sp->guid == s->guid : s->name && !strcmp(sp->name, s->name);
 
-	if (imported_guid(sp->guid))
+	if (imported_guid(sp->guid)) {
+		s->imported |= want;
 		return 0;
+	}
 	if (s->found) {
 		json_array_append_new(s->found, found_json(sp));
 		return 0;
 	}
-	if (s->guid ? sp->guid != s->guid : strcmp(sp->name, s->name) != 0)
+	if (!want)
 		return 0;
 	s->matches++;
 	json_decref(s->match);
@@ -730,6 +734,11 @@ static int h_pool_import(struct hcall *c)
 			 "%s: %u pools of that name found; import one by its GUID (see 'coffer pool "
 			 "import')",
 			 what, s.matches);
+		ret = -EEXIST;
+		goto out;
+	}
+	if (s.matches == 0 && s.imported) {
+		snprintf(c->err, sizeof(c->err), "%s: pool is already imported", what);
 		ret = -EEXIST;
 		goto out;
 	}

@@ -12,6 +12,8 @@
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,15 +59,20 @@ static void teardown(void)
 TestSuite(import, .init = setup, .fini = teardown, .timeout = 120);
 
 #define cof(...) tdaemon_cofferf(&td, NULL, out, sizeof(out), __VA_ARGS__)
-#define COF_OK(...) TDAEMON_COF_OK(&td, out, NULL, __VA_ARGS__)
+#define COF_OK(in, ...) TDAEMON_COF_OK(&td, out, (in), __VA_ARGS__)
 
-static const char *at(const char *fmt, int i)
+/* td.dir/NAME, NAME made by @fmt; eight at a time stay valid. */
+static const char *at(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static const char *at(const char *fmt, ...)
 {
 	static char path[8][4200];
 	static int n;
 	char *p = path[n++ % 8], name[64];
+	va_list ap;
 
-	snprintf(name, sizeof(name), fmt, i);
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof(name), fmt, ap);
+	va_end(ap);
 	snprintf(p, 4200, "%s/%s", td.dir, name);
 	return p;
 }
@@ -133,6 +140,7 @@ Test(import, moved_luns_are_listed_and_imported_from_where_they_are)
 	COF_OK(NULL, "pool import");
 	cr_assert(!strstr(out, "pool: tank"), "%s", out);
 	cr_assert_neq(cof("pool import -d %s/b tank", td.dir), 0);
+	cr_assert(strstr(out, "already imported"), "%s", out);
 	/* the record holds the new paths: a restart imports it from pools.list */
 	tdaemon_stop_ok(&td);
 	start_as(NULL);

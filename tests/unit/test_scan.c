@@ -138,7 +138,7 @@ Test(scan, a_lun_with_both_label_copies_damaged_is_missing)
 Test(scan, files_that_are_no_luns_are_ignored_and_links_not_followed)
 {
 	char path[PATH_MAX + 64], sub[PATH_MAX];
-	uint8_t junk[LUN_SIZE / 8];
+	static uint8_t junk[LUN_SIZE / 8];
 	struct seen s;
 
 	export(&tp);
