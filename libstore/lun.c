@@ -301,18 +301,14 @@ static int label_decode(const uint8_t *buf, struct lun_label *lab)
 	sum = get_u64(&p);
 	if (magic != LUN_MAGIC)
 		return STOR_ELABEL;
-	/* versions 2 and 3 end before the host id: their checksum sits there,
-	 * and a sound old label says "another version", not "damaged" */
-	if (lab->version != FORMAT_VERSION) {
-		const uint8_t *q = buf + LABEL_LEN_V3 - 8;
-
-		return lab->version < FORMAT_VERSION && get_u64(&q) != XXH64(buf, LABEL_LEN_V3 - 8, 0)
-			       ? STOR_ELABEL
-			       : STOR_EFORMAT;
-	}
-	if (sum != XXH64(buf, LABEL_LEN - 8, 0))
-		return STOR_ELABEL;
-	return 0;
+	if (sum == XXH64(buf, LABEL_LEN - 8, 0))
+		return lab->version == FORMAT_VERSION ? 0 : STOR_EFORMAT;
+	/* versions 2 and 3 end before the host id, their checksum where it is
+	 * now: a sound old label says "another version", not "damaged" */
+	p = buf + LABEL_LEN_V3 - 8;
+	if (lab->version < FORMAT_VERSION && get_u64(&p) == XXH64(buf, LABEL_LEN_V3 - 8, 0))
+		return STOR_EFORMAT;
+	return STOR_ELABEL;
 }
 
 static void label_encode(uint8_t *buf, const struct lun_label *lab)
