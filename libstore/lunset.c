@@ -11,8 +11,10 @@
  * becomes a LUN (lun_take) only if it is not a symbolic link, not inside
  * the state directory, and blank or a LUN of a pool with no metadata here;
  * STOR_FORCE lifts all but the state directory and a pool that has
- * metadata. At import one damaged label copy is rewritten from the other.
- * Every refusal leaves its reason in pool_set_error().
+ * metadata. At import one damaged label copy is rewritten from the other,
+ * and labels active under another host id refuse the pool unless forced;
+ * lunset_mark() then writes who has the pool now (import, create, add) or
+ * that it was exported. Every refusal leaves its reason in pool_set_error().
  */
 #include <errno.h>
 #include <limits.h>

@@ -43,7 +43,7 @@ check_PROGRAMS += %D%/test_pool
 
 check_PROGRAMS += %D%/test_scan
 %C%_test_scan_SOURCES = %D%/test_scan.c $(UNIT_FIXTURE)
-%C%_test_scan_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_scan_CFLAGS = $(UNIT_CFLAGS) $(XXHASH_CFLAGS)
 %C%_test_scan_LDADD = $(UNIT_LDADD)
 
 check_PROGRAMS += %D%/test_dataset

@@ -14,8 +14,10 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <xxhash.h>
 
 #include "fixture.h"
+#include "format.h"
 
 #define LUN_SIZE (8u << 20)
 
@@ -385,4 +387,44 @@ Test(scan, a_new_name_taken_is_refused)
 	cr_assert_eq(ret, -EEXIST, "got %s", stor_strerror(ret));
 	tp.opts.new_name = NULL;
 	cr_assert_eq(tpool_open(&tp), 0, "%s", stor_pool_last_error());
+}
+
+/* A sound label of format version 3 (no host id, no state) at both copies. */
+static void write_v3_label(const char *path, uint64_t size)
+{
+	uint8_t buf[4096] = { 0 }, *w = buf;
+	char name[LABEL_NAME_LEN] = "old";
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(ftruncate(fd, (off_t)size), 0);
+	put_u64(&w, LUN_MAGIC);
+	put_u32(&w, 3);
+	put_u32(&w, 0);
+	put_u64(&w, 0x1234);
+	put_u64(&w, 0x5678);
+	put_u64(&w, size);
+	put_u32(&w, 1);
+	put_bytes(&w, name, sizeof(name));
+	put_u64(&w, XXH64(buf, LABEL_LEN_V3 - 8, 0));
+	cr_assert_eq(pwrite(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
+	cr_assert_eq(pwrite(fd, buf, sizeof(buf), (off_t)(size - 4096)), (ssize_t)sizeof(buf));
+	close(fd);
+}
+
+Test(scan, a_label_of_version_3_is_another_format_and_not_listed)
+{
+	char path[PATH_MAX + 16];
+	struct seen s;
+	int ret;
+
+	export(&tp);
+	snprintf(path, sizeof(path), "%s/v3", tp.dir);
+	write_v3_label(path, LUN_SIZE);
+	scan(tp.dir, &s);
+	cr_assert_eq(s.n, 1);
+	cr_assert_str_eq(s.pool[0].name, "tank");
+	/* what labelclear says of it: another version, not damage */
+	ret = stor_lun_labelclear(path, &tp.opts, 0);
+	cr_assert_eq(ret, STOR_EFORMAT, "got %s (%s)", stor_strerror(ret), stor_pool_last_error());
 }
