@@ -734,29 +734,97 @@ static int pool_check(int argc, char **argv)
 	return bad ? 1 : 0;
 }
 
+/* One pool found by scanning LUN labels, as zpool import lists it. */
+static void print_found(json_t *p)
+{
+	json_t *v;
+	size_t i;
+	long long nluns = (long long)json_integer_value(json_object_get(p, "nluns"));
+	const char *state = json_string_value(json_object_get(p, "state"));
+	int complete = json_is_true(json_object_get(p, "complete"));
+
+	printf("   pool: %s\n   guid: %s\n", json_string_value(json_object_get(p, "name")),
+	       json_string_value(json_object_get(p, "guid")));
+	if (!strcmp(state, "ACTIVE") && !json_is_true(json_object_get(p, "this_host")))
+		printf("  state: ACTIVE on host %s (not exported; import with -f only if that "
+		       "host no longer uses it)\n",
+		       json_string_value(json_object_get(p, "hostid")));
+	else
+		printf("  state: %s\n", state);
+	printf("   luns: %lld of %lld found%s\n",
+	       (long long)json_integer_value(json_object_get(p, "found")), nluns,
+	       complete ? "" : "; cannot import");
+	json_array_foreach(json_object_get(p, "luns"), i, v)
+		printf("\t%lld  %s\n", (long long)json_integer_value(json_object_get(v, "index")),
+		       json_string_value(json_object_get(v, "path")));
+	json_array_foreach(json_object_get(p, "missing"), i, v)
+		printf("\t%lld  missing\n", (long long)json_integer_value(v));
+	if (!json_is_true(json_object_get(p, "metadata")))
+		printf("   note: no metadata for it in the daemon's state directory\n");
+}
+
+/* A 16-digit hex argument is a pool GUID, as the listing prints it. */
+static int is_guid(const char *s)
+{
+	return strlen(s) == 16 && strspn(s, "0123456789abcdefABCDEF") == 16;
+}
+
 static int pool_import(int argc, char **argv)
 {
+	json_t *args = json_object(), *dirs = NULL, *reply, *v;
 	struct coffer_conn *c;
-	json_t *reply, *v;
-	size_t i;
+	int opt, force = 0;
+	size_t i, n = 0;
 
-	if (getopt(argc, argv, "") != -1)
+	while ((opt = getopt(argc, argv, "d:f")) != -1) {
+		if (opt == 'f') {
+			force = 1;
+		} else if (opt == 'd') {
+			char *p = abs_path(optarg);
+
+			if (!dirs)
+				dirs = json_array();
+			json_array_append_new(dirs, json_string(p));
+			free(p);
+		} else {
+			usage_exit();
+		}
+	}
+	if (argc - optind > 2)
 		usage_exit();
-	if (argc - optind > 1)
-		usage_exit();
+	if (dirs)
+		json_object_set_new(args, "dirs", dirs);
+	if (argc - optind == 2)
+		json_object_set_new(args, "new_name", json_string(argv[optind + 1]));
 	c = conn_open();
 	if (optind < argc) {
-		json_decref(call(c, "pool_import", json_pack("{s:s}", "name", argv[optind]),
-				 argv[optind]));
+		const char *target = argv[optind];
+
+		json_object_set_new(args, is_guid(target) ? "guid" : "name", json_string(target));
+		json_object_set_new(args, "force", json_boolean(force));
+		reply = call(c, "pool_import", args, is_guid(target) ? NULL : target);
+		if (!opt_json && (is_guid(target) || argc - optind == 2))
+			printf("imported %s as %s\n", target,
+			       json_string_value(json_object_get(reply, "name")));
+		json_decref(reply);
 	} else {
-		reply = call(c, "pool_import", NULL, NULL);
+		reply = call(c, "pool_import", args, NULL);
+		n = json_array_size(json_object_get(reply, "importable")) +
+		    json_array_size(json_object_get(reply, "found"));
 		if (opt_json)
 			json_print(reply);
-		else if (json_array_size(json_object_get(reply, "importable")) == 0)
+		else if (n == 0)
 			printf("no pools available to import\n");
-		else
-			json_array_foreach(json_object_get(reply, "importable"), i, v)
-				printf("   pool: %s\n", json_string_value(v));
+		json_array_foreach(json_object_get(reply, "importable"), i, v)
+			if (!opt_json)
+				printf("   pool: %s\n  state: EXPORTED (metadata in the state "
+				       "directory)\n\n",
+				       json_string_value(v));
+		json_array_foreach(json_object_get(reply, "found"), i, v)
+			if (!opt_json) {
+				print_found(v);
+				printf("\n");
+			}
 		json_decref(reply);
 	}
 	coffer_close(c);
@@ -794,7 +862,7 @@ static const struct cmd pool_cmds[] = {
 	{ "status", pool_status, "[-j] [POOL]" },
 	{ "check", pool_check, "[-j] POOL" },
 	{ "export", pool_export, "[-f] POOL" },
-	{ "import", pool_import, "[POOL]" },
+	{ "import", pool_import, "[-d DIR]... [-f] [POOL|GUID [NEWNAME]]" },
 	{ "destroy", pool_destroy, "[-f] POOL" },
 	{ "clear", pool_clear, "POOL [LUN]" },
 	{ NULL, NULL, NULL },

@@ -51,6 +51,7 @@ enum opt_type {
 	OPT_BOOL,      /* yes/no, true/false, on/off, 1/0 */
 	OPT_LOGLEVEL,  /* err | warning | notice | info | debug */
 	OPT_LOGTARGET, /* stderr | syslog | absolute path */
+	OPT_PATHS,     /* absolute paths separated by ':', "" allowed, at most .max bytes */
 };
 
 struct config_opt {
@@ -73,6 +74,7 @@ static const struct config_opt opts[] = {
 	{ "socket_group", OPT_STRING, FIELD(socket_group), .def_str = "" },
 	{ "admin_group", OPT_STRING, FIELD(admin_group), .def_str = "" },
 	{ "state_dir", OPT_PATH, FIELD(state_dir), .def_str = NULL, .max = PATH_MAX - 1 },
+	{ "lun_search", OPT_PATHS, FIELD(lun_search), .def_str = "", .max = CONFIG_LUN_SEARCH_MAX },
 	{ "cache_size", OPT_BYTES, FIELD(cache_size), .def_num = 0, .max = CONFIG_CACHE_SIZE_MAX },
 	{ "txg_timeout", OPT_UINT, FIELD(txg_timeout), .def_num = CONFIG_TXG_TIMEOUT_DEFAULT,
 	  .min = 1, .max = CONFIG_TXG_TIMEOUT_MAX },
@@ -224,6 +226,7 @@ void config_defaults_uid(struct config *c, uid_t uid)
 		case OPT_STRING:
 		case OPT_PATH:
 		case OPT_LOGTARGET:
+		case OPT_PATHS:
 			if (o->def_str)
 				*str_field(c, o) = xstrdup(o->def_str);
 			break;
@@ -249,7 +252,8 @@ void config_free(struct config *c)
 	for (size_t i = 0; i < NOPTS; i++) {
 		const struct config_opt *o = &opts[i];
 
-		if (o->type == OPT_STRING || o->type == OPT_PATH || o->type == OPT_LOGTARGET) {
+		if (o->type == OPT_STRING || o->type == OPT_PATH || o->type == OPT_LOGTARGET ||
+		    o->type == OPT_PATHS) {
 			free(*str_field(c, o));
 			*str_field(c, o) = NULL;
 		}
@@ -264,7 +268,8 @@ static void config_copy(struct config *dst, const struct config *src)
 		const struct config_opt *o = &opts[i];
 		char **f = str_field(dst, o);
 
-		if ((o->type == OPT_STRING || o->type == OPT_PATH || o->type == OPT_LOGTARGET) &&
+		if ((o->type == OPT_STRING || o->type == OPT_PATH || o->type == OPT_LOGTARGET ||
+		    o->type == OPT_PATHS) &&
 		    *f)
 			*f = xstrdup(*f);
 	}
@@ -348,6 +353,21 @@ static int set_value(struct config *c, const struct config_opt *o, const char *v
 			snprintf(why, whylen, "path is longer than %llu bytes",
 				 (unsigned long long)o->max);
 			return -1;
+		}
+		break;
+	case OPT_PATHS:
+		if (strlen(value) > o->max) {
+			snprintf(why, whylen, "longer than %llu bytes", (unsigned long long)o->max);
+			return -1;
+		}
+		/* each one absolute, none empty, no comment character (config_dump) */
+		for (const char *s = value; *s; s += strcspn(s, ":"), s += *s == ':') {
+			if (*s != '/' || strcspn(s, ";#") < strcspn(s, ":")) {
+				snprintf(why, whylen,
+					 "'%s' is not a list of absolute directories separated by ':'",
+					 value);
+				return -1;
+			}
 		}
 		break;
 	case OPT_MODE:
@@ -619,6 +639,7 @@ int config_dump(const struct config *c, FILE *f)
 		case OPT_STRING:
 		case OPT_PATH:
 		case OPT_LOGTARGET:
+		case OPT_PATHS:
 			s = *(char *const *)((const char *)c + o->offset);
 			/* no spaces: a value that loaded from a line of the longest
 			 * length must fit on one line again */

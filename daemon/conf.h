@@ -20,6 +20,7 @@ struct config {
 	char *socket_group;     /* group owning the socket; NULL/"" = daemon's gid */
 	char *admin_group;      /* members may administer; NULL/"" = none besides root and the daemon's uid */
 	char *state_dir;        /* pools/<pool>.mdb and pools.conf live here */
+	char *lun_search;       /* directories pool import scans for LUNs, ':'-separated; "" = none */
 	uint64_t cache_size;    /* data cache bytes, 0 = off */
 	unsigned txg_timeout;   /* seconds between txg commits */
 	unsigned workers;       /* worker threads for record I/O; 0 = number of CPUs */
@@ -41,6 +42,7 @@ struct config {
 
 /* Limits the option table enforces (conf.c); the daemon may rely on them. */
 #define CONFIG_SOCKET_MAX SOCKPATH_MAX         /* sun_path minus the NUL */
+#define CONFIG_LUN_SEARCH_MAX 4095u       /* bytes of the whole lun_search list */
 #define CONFIG_TXG_TIMEOUT_DEFAULT 5u
 #define CONFIG_TXG_TIMEOUT_MAX 300u
 #define CONFIG_WORKERS_MAX 256u

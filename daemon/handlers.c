@@ -15,6 +15,7 @@
 #include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -474,9 +475,10 @@ static int h_pool_export(struct hcall *c)
 		    "%s: final commit failed: %s; the pool stays imported (export -f drops "
 		    "what is not committed)",
 		    c->name, stor_strerror(ret));
-	ret = stor_pool_close(c->pe->pool);
+	ret = stor_pool_export(c->pe->pool);
 	if (ret < 0)
-		log_err("pool %s: close: %s; writes since the last commit are lost", c->name,
+		log_err("pool %s: export: %s; writes since the last commit may be lost, and its "
+			"labels may not say exported", c->name,
 			stor_strerror(ret));
 	reg_pool_remove(c->pe);
 	c->pe = NULL;
@@ -485,35 +487,314 @@ static int h_pool_export(struct hcall *c)
 	return 0;
 }
 
+/* ---- pool import ---- */
+
+/* Where an import looks: the request's "dirs" (-d), else lun_search. */
+struct import_dirs {
+	char *buf;        /* lun_search, split in place */
+	const char **v;
+	size_t n;
+	int given;        /* from -d: a pool not found there is an error */
+};
+
+static void import_dirs_free(struct import_dirs *d)
+{
+	free(d->buf);
+	free(d->v);
+}
+
+static int import_dirs(struct hcall *c, struct import_dirs *d)
+{
+	size_t n = 1;
+	char *s, *tok;
+	int ret;
+
+	*d = (struct import_dirs){ 0 };
+	if (json_object_get(c->args, "dirs")) {
+		d->given = 1;
+		ret = arg_strv(c, "dirs", &d->v, &d->n);
+		for (size_t i = 0; ret == 0 && i < d->n; i++)
+			if (d->v[i][0] != '/') {
+				snprintf(c->err, sizeof(c->err),
+					 "import: directory '%.200s' is not absolute", d->v[i]);
+				ret = -EINVAL;
+			}
+		return ret;
+	}
+	d->buf = strdup(reg_lun_search());
+	for (const char *p = d->buf; p && *p; p++)
+		n += *p == ':';
+	d->v = d->buf ? calloc(n + 1, sizeof(*d->v)) : NULL;
+	if (!d->v)
+		return -ENOMEM;
+	for (s = d->buf; (tok = strsep(&s, ":"));)
+		if (tok[0])
+			d->v[d->n++] = tok;
+	return 0;
+}
+
+/* Is the pool of GUID @guid imported here? (registry lock held) */
+static int imported_guid(uint64_t guid)
+{
+	for (struct pool_ent *pe = reg_pools(); pe; pe = pe->next) {
+		struct stor_pool_stat st;
+
+		if (pe->pool && stor_pool_stat(pe->pool, &st) == 0 && st.guid == guid)
+			return 1;
+	}
+	return 0;
+}
+
+static int has_metadata(const char *name)
+{
+	struct stor_pool_opts o = reg_pool_opts(0);
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/pools/%s.mdb", o.state_dir, name);
+	return access(path, F_OK) == 0;
+}
+
+static json_t *found_json(const struct stor_scan_pool *sp)
+{
+	char guid[24], host[16];
+	json_t *luns = json_array(), *missing = json_array();
+
+	snprintf(guid, sizeof(guid), "%016llx", (unsigned long long)sp->guid);
+	snprintf(host, sizeof(host), "%08x", (unsigned)sp->hostid);
+	for (unsigned i = 0; i < sp->nluns; i++) {
+		if (sp->paths[i])
+			json_array_append_new(luns, json_pack("{s:i,s:s}", "index", (int)i, "path",
+							      sp->paths[i]));
+		else
+			json_array_append_new(missing, json_integer((json_int_t)i));
+	}
+	return json_pack("{s:s,s:s,s:s,s:s,s:b,s:i,s:i,s:b,s:b,s:o,s:o}", "name", sp->name,
+			 "guid", guid, "state",
+			 sp->state == STOR_SCAN_EXPORTED ? "EXPORTED" : "ACTIVE", "hostid", host,
+			 "this_host", sp->hostid == stor_hostid(), "nluns", (int)sp->nluns, "found",
+			 (int)sp->nfound, "complete", sp->complete, "metadata",
+			 has_metadata(sp->name), "luns", luns, "missing", missing);
+}
+
+/* What an import by scanning looks for, and what it found. */
+struct import_scan {
+	const char *name;  /* NULL: any */
+	uint64_t guid;     /* 0: any */
+	json_t *found;     /* listing: the pools not imported */
+	int imported;      /* the pool looked for is imported already */
+	unsigned matches;
+	json_t *match;     /* the last match, as found_json() */
+	char **paths;      /* its LUN paths (NULL where missing) */
+	unsigned npaths;
+};
+
+static void scan_paths_free(struct import_scan *s)
+{
+	for (unsigned i = 0; i < s->npaths; i++)
+		free(s->paths[i]);
+	free(s->paths);
+	s->paths = NULL;
+	s->npaths = 0;
+}
+
+static int scan_one(const struct stor_scan_pool *sp, void *arg)
+{
+	struct import_scan *s = arg;
+	int want = s->guid ? sp->guid == s->guid : s->name && !strcmp(sp->name, s->name);
+
+	if (imported_guid(sp->guid)) {
+		s->imported |= want;
+		return 0;
+	}
+	if (s->found) {
+		json_array_append_new(s->found, found_json(sp));
+		return 0;
+	}
+	if (!want)
+		return 0;
+	s->matches++;
+	json_decref(s->match);
+	s->match = found_json(sp);
+	scan_paths_free(s);
+	s->paths = calloc(sp->nluns, sizeof(*s->paths));
+	if (!s->paths)
+		return -ENOMEM;
+	s->npaths = sp->nluns;
+	for (unsigned i = 0; i < sp->nluns; i++)
+		if (sp->paths[i] && !(s->paths[i] = strdup(sp->paths[i])))
+			return -ENOMEM;
+	return 0;
+}
+
 static void importable_one(const char *name, void *arg)
 {
-	json_array_append_new(arg, json_string(name));
+	json_t *found = json_object_get(arg, "found");
+	json_t *v;
+	size_t i;
+
+	/* a pool found on its LUNs is listed there, with its metadata noted */
+	json_array_foreach(found, i, v)
+		if (!strcmp(json_string_value(json_object_get(v, "name")), name))
+			return;
+	json_array_append_new(json_object_get(arg, "importable"), json_string(name));
+}
+
+static int import_list(struct hcall *c, struct import_dirs *d)
+{
+	struct import_scan s = { .found = json_array() };
+	int ret = stor_pool_scan(d->v, d->n, scan_one, &s);
+
+	c->reply = json_pack("{s:o,s:o}", "importable", json_array(), "found", s.found);
+	if (ret < 0)
+		return fail(c, ret, "scan", NULL);
+	/* with -d, only what is there (zpool import -d) */
+	if (!d->given)
+		reg_importable(importable_one, c->reply);
+	return 0;
+}
+
+/* The missing LUNs of @match for the refusal of an incomplete pool. */
+static void missing_text(json_t *match, char *buf, size_t len)
+{
+	json_t *v;
+	size_t i, at = 0;
+
+	buf[0] = '\0';
+	json_array_foreach(json_object_get(match, "missing"), i, v)
+		if (at < len)
+			at += (size_t)snprintf(buf + at, len - at, "%s%lld", i ? ", " : "",
+					       (long long)json_integer_value(v));
 }
 
 static int h_pool_import(struct hcall *c)
 {
-	json_t *a;
-	int ret, was_listed = c->pe != NULL;
+	const char *guid_s = jstr(c->args, "guid"), *new_name = jstr(c->args, "new_name");
+	struct import_scan s = { .name = c->name };
+	struct stor_pool_opts o = reg_pool_opts(0);
+	struct import_dirs d;
+	const char *name = c->name;
+	char what[64];
+	int ret, was_listed;
 
-	if (!c->name) {
-		a = json_array();
-		reg_importable(importable_one, a);
-		c->reply = json_pack("{s:o}", "importable", a);
-		return 0;
+	ret = import_dirs(c, &d);
+	if (ret < 0)
+		goto out;
+	if (guid_s) {
+		char *end;
+
+		errno = 0;
+		s.guid = strtoull(guid_s, &end, 16);
+		if (errno || end == guid_s || *end || !s.guid) {
+			snprintf(c->err, sizeof(c->err), "import: '%.64s' is not a pool GUID", guid_s);
+			ret = -EINVAL;
+			goto out;
+		}
 	}
-	if (c->pe && c->pe->pool)
-		ERR(c, -EEXIST, "%s: pool is already imported", c->name);
-	if (c->pe) {
+	if (!c->name && !guid_s) {
+		ret = new_name ? -EINVAL : import_list(c, &d);
+		if (new_name)
+			snprintf(c->err, sizeof(c->err), "import: a new name needs the pool to rename");
+		goto out;
+	}
+	/* the dispatcher checked "name"; the new name is ours to check */
+	if (new_name && !proto_name_valid(new_name, 1)) {
+		snprintf(c->err, sizeof(c->err), "'%.64s': invalid pool name", new_name);
+		ret = STOR_EBADNAME;
+		goto out;
+	}
+	if (new_name && reg_pool_of(new_name)) {
+		snprintf(c->err, sizeof(c->err), "%s: pool already exists", new_name);
+		ret = -EEXIST;
+		goto out;
+	}
+	snprintf(what, sizeof(what), "%s", c->name ? c->name : guid_s);
+	ret = d.n ? stor_pool_scan(d.v, d.n, scan_one, &s) : 0;
+	if (ret < 0) {
+		ret = fail(c, ret, "scan", NULL);
+		goto out;
+	}
+	if (s.matches > 1) {
+		snprintf(c->err, sizeof(c->err),
+			 "%s: %u pools of that name found; import one by its GUID (see 'coffer pool "
+			 "import')",
+			 what, s.matches);
+		ret = -EEXIST;
+		goto out;
+	}
+	if (s.matches == 0 && s.imported) {
+		snprintf(c->err, sizeof(c->err), "%s: pool is already imported", what);
+		ret = -EEXIST;
+		goto out;
+	}
+	if (s.matches == 0 && (d.given || guid_s)) {
+		snprintf(c->err, sizeof(c->err), "%s: no such pool found%s%s", what,
+			 d.given ? " in the directories given" : "",
+			 d.given ? "" : " by scanning lun_search");
+		ret = -ENOENT;
+		goto out;
+	}
+	if (s.matches) {
+		name = json_string_value(json_object_get(s.match, "name"));
+		if (!proto_name_valid(name, 1)) {
+			snprintf(c->err, sizeof(c->err), "%s: its labels name it '%.64s', not a valid "
+				 "pool name", what, name);
+			ret = STOR_EBADNAME;
+			goto out;
+		}
+		if (!json_is_true(json_object_get(s.match, "complete"))) {
+			char miss[256];
+
+			missing_text(s.match, miss, sizeof(miss));
+			snprintf(c->err, sizeof(c->err),
+				 "%s: LUN %s of %lld not found; add the directory that holds it "
+				 "(-d)",
+				 what, miss,
+				 (long long)json_integer_value(json_object_get(s.match, "nluns")));
+			ret = -ENOENT;
+			goto out;
+		}
+		o.lun_paths = (const char *const *)s.paths;
+		o.nlun_paths = s.npaths;
+		c->pe = reg_pool_of(name); /* a GUID names the pool only now */
+	}
+	o.force = jtrue(c->args, "force");
+	o.new_name = new_name && strcmp(new_name, name) ? new_name : NULL;
+	if (c->pe && c->pe->pool) {
+		snprintf(c->err, sizeof(c->err), "%s: pool is already imported", name);
+		ret = -EEXIST;
+		goto out;
+	}
+	was_listed = c->pe != NULL;
+	if (c->pe && !o.new_name) {
 		/* a faulted pool: try again */
 		reg_pool_remove(c->pe);
 		c->pe = NULL;
 	}
-	/* a pool that never imported is not remembered; a faulted one stays */
-	if (!reg_pool_import(c->name, was_listed, &ret) || ret < 0)
-		return fail(c, ret, "import", stor_pool_last_error());
+	/* a pool that never imported is not remembered; a faulted one stays
+	 * (under its old name, when the import was to rename it) */
+	if (!reg_pool_import(name, &o, was_listed && !o.new_name, &ret) || ret < 0) {
+		if (ret == STOR_EHOSTID)
+			snprintf(c->err, sizeof(c->err), "%s: %s", name, stor_pool_last_error());
+		else
+			ret = fail(c, ret, "import", stor_pool_last_error());
+		goto out;
+	}
+	if (c->pe) {
+		reg_pool_remove(c->pe); /* the faulted entry of the old name */
+		c->pe = NULL;
+	}
 	reg_save();
-	log_info("pool %s: imported", c->name);
-	return 0;
+	if (o.new_name)
+		log_info("pool %s: imported as %s", name, o.new_name);
+	else
+		log_info("pool %s: imported%s", name,
+			 s.matches ? " from the LUNs found by scanning" : "");
+	c->reply = json_pack("{s:s}", "name", o.new_name ? o.new_name : name);
+out:
+	json_decref(s.match);
+	scan_paths_free(&s);
+	import_dirs_free(&d);
+	return ret;
 }
 
 static int h_pool_destroy(struct hcall *c)

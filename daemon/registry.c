@@ -147,16 +147,18 @@ int reg_pool_add(const char *name, struct stor_pool *pool)
 	return 0;
 }
 
-struct pool_ent *reg_pool_import(const char *name, int keep_failed, int *err)
+struct pool_ent *reg_pool_import(const char *name, const struct stor_pool_opts *opts,
+				 int keep_failed, int *err)
 {
-	struct stor_pool_opts o = reg_pool_opts(0);
+	struct stor_pool_opts o = opts ? *opts : reg_pool_opts(0);
 	struct pool_ent *pe = calloc(1, sizeof(*pe));
 	int ret;
 
 	*err = -ENOMEM;
 	if (!pe)
 		return NULL;
-	snprintf(pe->name, sizeof(pe->name), "%s", name);
+	/* renamed on import: listed under the name it gets */
+	snprintf(pe->name, sizeof(pe->name), "%s", o.new_name ? o.new_name : name);
 	ret = stor_pool_open(name, &o, &pe->pool);
 	*err = ret;
 	if (ret < 0) {
@@ -205,6 +207,11 @@ void reg_importable(void (*fn)(const char *name, void *arg), void *arg)
 	closedir(dp);
 }
 
+const char *reg_lun_search(void)
+{
+	return cfg->lun_search ? cfg->lun_search : "";
+}
+
 int reg_init(const struct config *config)
 {
 	char path[PATH_MAX], line[PROTO_NAME_MAX + 8];
@@ -238,7 +245,7 @@ int reg_init(const struct config *config)
 			log_warn("%s: ignoring '%s'", path, line);
 			continue;
 		}
-		pe = reg_pool_import(line, 1, &ret);
+		pe = reg_pool_import(line, NULL, 1, &ret);
 		if (!pe)
 			continue;
 		if (ret < 0)

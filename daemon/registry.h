@@ -69,19 +69,23 @@ struct stor_pool_opts reg_pool_opts(uint64_t lun_size);
 /** Add the created pool @pool as @name and remember it in pools.list (write lock). */
 int reg_pool_add(const char *name, struct stor_pool *pool);
 /**
- * Open pool @name into a new entry, listed even if it fails (faulted, with
- * its error text), unless @keep_failed is 0; pools.list is not rewritten
- * (reg_save). (write lock)
+ * Open pool @name with @opts (NULL: reg_pool_opts(0)) into a new entry
+ * (named opts->new_name when the open renames it),
+ * listed even if it fails (faulted, with its error text), unless
+ * @keep_failed is 0; pools.list is not rewritten (reg_save). (write lock)
  * @param[out] err  0 or the negative code of the failure
  * @return the entry, or NULL (out of memory, or failed and not kept)
  */
-struct pool_ent *reg_pool_import(const char *name, int keep_failed, int *err);
+struct pool_ent *reg_pool_import(const char *name, const struct stor_pool_opts *opts,
+				 int keep_failed, int *err);
 /** Rewrite pools.list from the list (write lock). */
 void reg_save(void);
 /** Unlink and free @pe (its pool already closed) and rewrite pools.list (write lock). */
 void reg_pool_remove(struct pool_ent *pe);
 /** Call @fn for each pool with metadata in the state directory that is not on the list. */
 void reg_importable(void (*fn)(const char *name, void *arg), void *arg);
+/** The lun_search directories of the configuration, ':'-separated ("" = none). */
+const char *reg_lun_search(void);
 
 /* ---- access rules ---- */
 

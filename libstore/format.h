@@ -18,11 +18,19 @@
  *   u64 magic "COFFLUN\0" | u32 version | u32 lun index | u64 pool guid |
  *   u64 lun guid | u64 size in bytes (whole LUN at labelling) |
  *   u32 nluns at labelling | u8[64] pool name |
+ *   u32 host id (of the host that last imported the pool; 0 = none) |
+ *   u32 pool state (LABEL_ACTIVE: imported, LABEL_EXPORTED: cleanly exported) |
  *   u64 xxh64 of everything before it (seed 0)
+ * What a scan needs to put a pool back together from LUNs found anywhere is
+ * here: pool guid and name, lun guid, index and nluns. Import refuses a pool
+ * whose labels are active under another host id unless forced (as ZFS does
+ * with the hostid in its vdev labels), writes them active under its own id,
+ * and export writes them exported.
  *
  * Format versions: 2 had one label and data up to the end of the LUN; 3 adds
  * the end copy, so a version 2 LUN is refused (STOR_EFORMAT), never read
- * with data where the end copy would go.
+ * with data where the end copy would go; 4 adds host id and pool state, so
+ * a version 3 label is refused too.
  *
  * LMDB (one environment per pool, file <state_dir>/pools/<pool>.mdb):
  *   "pool": "config" -> pool record (meta_pool_* in pool.c)
@@ -40,14 +48,18 @@
 #include <string.h>
 
 #define LUN_MAGIC 0x434f46464c554e00ull /* "COFFLUN\0" */
-#define FORMAT_VERSION 3u
+#define FORMAT_VERSION 4u
 #define LUN_LABEL_SIZE 4096u
 #define LUN_DATA_OFF (1u << 20)
 #define LUN_LABELS 2u /* copies: 0 at the front, 1 at the end */
 /* Smallest LUN: front area, one data sector, the end copy. */
 #define LUN_MIN_SIZE (LUN_DATA_OFF + 4096u + LUN_LABEL_SIZE)
 #define LABEL_NAME_LEN 64u
-#define LABEL_LEN (8 + 4 + 4 + 8 + 8 + 8 + 4 + LABEL_NAME_LEN + 8)
+#define LABEL_LEN (8 + 4 + 4 + 8 + 8 + 8 + 4 + LABEL_NAME_LEN + 4 + 4 + 8)
+#define LABEL_LEN_V3 (LABEL_LEN - 4 - 4) /* versions 2 and 3: no host id, no state */
+/* Pool state in a label. */
+#define LABEL_ACTIVE 0u
+#define LABEL_EXPORTED 1u
 
 /*
  * Block pointer, BP_LEN bytes:

@@ -296,12 +296,19 @@ static int label_decode(const uint8_t *buf, struct lun_label *lab)
 	lab->nluns = get_u32(&p);
 	get_bytes(&p, lab->pool_name, LABEL_NAME_LEN);
 	lab->pool_name[LABEL_NAME_LEN - 1] = '\0';
+	lab->hostid = get_u32(&p);
+	lab->state = get_u32(&p);
 	sum = get_u64(&p);
-	if (magic != LUN_MAGIC || sum != XXH64(buf, LABEL_LEN - 8, 0))
+	if (magic != LUN_MAGIC)
 		return STOR_ELABEL;
-	if (lab->version != FORMAT_VERSION)
+	if (sum == XXH64(buf, LABEL_LEN - 8, 0))
+		return lab->version == FORMAT_VERSION ? 0 : STOR_EFORMAT;
+	/* versions 2 and 3 end before the host id, their checksum where it is
+	 * now: a sound old label says "another version", not "damaged" */
+	p = buf + LABEL_LEN_V3 - 8;
+	if (lab->version < FORMAT_VERSION && get_u64(&p) == XXH64(buf, LABEL_LEN_V3 - 8, 0))
 		return STOR_EFORMAT;
-	return 0;
+	return STOR_ELABEL;
 }
 
 static void label_encode(uint8_t *buf, const struct lun_label *lab)
@@ -318,6 +325,8 @@ static void label_encode(uint8_t *buf, const struct lun_label *lab)
 	put_u32(&p, lab->nluns);
 	memcpy(p, lab->pool_name, strnlen(lab->pool_name, LABEL_NAME_LEN - 1));
 	p += LABEL_NAME_LEN;
+	put_u32(&p, lab->hostid);
+	put_u32(&p, lab->state);
 	put_u64(&p, XXH64(buf, LABEL_LEN - 8, 0));
 }
 

@@ -24,6 +24,8 @@ struct lun_label {
 	uint64_t size;
 	uint32_t nluns;
 	char pool_name[LABEL_NAME_LEN];
+	uint32_t hostid; /* the host that last imported the pool */
+	uint32_t state;  /* LABEL_ACTIVE or LABEL_EXPORTED */
 };
 
 /** One extent of a batch: @off is a byte offset into the LUN's data area. */

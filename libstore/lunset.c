@@ -11,8 +11,10 @@
  * becomes a LUN (lun_take) only if it is not a symbolic link, not inside
  * the state directory, and blank or a LUN of a pool with no metadata here;
  * STOR_FORCE lifts all but the state directory and a pool that has
- * metadata. At import one damaged label copy is rewritten from the other.
- * Every refusal leaves its reason in pool_set_error().
+ * metadata. At import one damaged label copy is rewritten from the other,
+ * and labels active under another host id refuse the pool unless forced;
+ * lunset_mark() then writes who has the pool now (import, create, add) or
+ * that it was exported. Every refusal leaves its reason in pool_set_error().
  */
 #include <errno.h>
 #include <limits.h>
@@ -75,6 +77,15 @@ int lunset_attach(struct stor_pool *p, unsigned idx, const char *path, uint64_t 
 			       idx, path, lab.pool_name, (unsigned long long)lab.pool_guid,
 			       lab.index);
 		ret = STOR_EFOREIGN;
+		goto fail;
+	}
+	/* another host may have it open still: it did not export it */
+	if (lab.state != LABEL_EXPORTED && lab.hostid && lab.hostid != stor_hostid() &&
+	    !p->opts.force) {
+		pool_set_error("pool was last used by host %08x (this host is %08x) and not "
+			       "exported; use -f",
+			       (unsigned)lab.hostid, (unsigned)stor_hostid());
+		ret = STOR_EHOSTID;
 		goto fail;
 	}
 	ret = alloc_add_lun(p->alloc, lun_data_size(l) / STOR_SECTOR);
@@ -233,6 +244,8 @@ int lunset_prepare(struct stor_pool *p, const char *path, uint64_t size, unsigne
 	lab.size = lun_size(n->lun);
 	lab.nluns = n->idx + 1;
 	snprintf(lab.pool_name, sizeof(lab.pool_name), "%s", p->name);
+	lab.hostid = stor_hostid();
+	lab.state = LABEL_ACTIVE;
 	ret = alloc_map_new(lun_data_size(n->lun) / STOR_SECTOR, &n->map);
 	if (ret == 0)
 		ret = lun_label_write(n->lun, &lab);
@@ -269,6 +282,34 @@ void lunset_close(struct stor_pool *p)
 {
 	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
 		lun_close(p->luns[i].lun);
+}
+
+int lunset_mark(struct stor_pool *p, unsigned state)
+{
+	unsigned n = atomic_load(&p->nluns);
+	uint32_t host = stor_hostid();
+	int ret = 0;
+
+	for (unsigned i = 0; ret == 0 && i < n; i++) {
+		struct lun_label lab;
+		unsigned bad;
+
+		ret = lun_label_read(p->luns[i].lun, &lab, &bad);
+		if (ret < 0) {
+			pool_set_error("lun %u (%s): label: %s", i, lun_path(p->luns[i].lun),
+				       stor_strerror(ret));
+			break;
+		}
+		lab.hostid = host;
+		lab.state = state;
+		lab.nluns = n;
+		snprintf(lab.pool_name, sizeof(lab.pool_name), "%s", p->name);
+		ret = lun_label_write(p->luns[i].lun, &lab);
+		if (ret < 0)
+			pool_set_error("lun %u (%s): label write: %s", i, lun_path(p->luns[i].lun),
+				       stor_strerror(ret));
+	}
+	return ret;
 }
 
 int lunset_wipe(struct stor_pool *p)

@@ -21,6 +21,10 @@
  * are one subsystem in four files. No unit they call calls back into any
  * of them, so the circle ends here (see store_impl.h).
  *
+ * The labels say who has the pool (lunset_mark): active under this host's
+ * id from open (import) and create, exported by stor_pool_export(); a pool
+ * opened at LUN paths a scan found gets its record rewritten with them.
+ *
  * Pool record ("pool"/"config"): u32 version | u64 guid | u64 next dataset id |
  * u32 nluns | nluns x (u64 lun guid | u64 size | u16 path length | path).
  * "pool"/"txg": u64 last committed txg.
@@ -233,6 +237,9 @@ static int load_config(struct stor_pool *p, uint64_t *txg)
 			goto out;
 		get_bytes(&r, path, plen);
 		path[plen] = '\0';
+		/* a LUN a scan found elsewhere: there, and the record follows */
+		if (i < p->opts.nlun_paths && p->opts.lun_paths[i])
+			snprintf(path, sizeof(path), "%s", p->opts.lun_paths[i]);
 		ret = lunset_attach(p, i, path, guid);
 		if (ret < 0)
 			goto out;
@@ -303,11 +310,22 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 		return -EINVAL;
 	if (stor_name_check(name, STOR_NAME_POOL) < 0)
 		return STOR_EBADNAME;
+	if (opts->new_name && (stor_name_check(opts->new_name, STOR_NAME_POOL) < 0))
+		return STOR_EBADNAME;
+	if (opts->new_name && statedir_has_pool(opts->state_dir, opts->new_name) > 0) {
+		pool_set_error("pool %s: a pool of that name has metadata in %s", opts->new_name,
+			       opts->state_dir);
+		return -EEXIST;
+	}
 	p = pool_alloc(name, opts);
 	if (!p)
 		return -ENOMEM;
 	if (access(p->path, F_OK) < 0) {
 		ret = -errno;
+		if (ret == -ENOENT && opts->lun_paths)
+			pool_set_error("no metadata for pool %s in %s; the LUNs alone do not "
+				       "import it yet: restore %s",
+				       name, opts->state_dir, p->path);
 		goto fail;
 	}
 	ret = pool_lock(p);
@@ -320,6 +338,8 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 		goto fail;
 	}
 	ret = load_config(p, &txg);
+	if (ret == 0)
+		ret = pool_follow_name(p);
 	if (ret < 0)
 		goto fail;
 	ret = ds_load_all(p);
@@ -331,11 +351,21 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 		goto fail;
 	}
 	ret = rebuild_space(p);
+	/* the record names the LUNs where they are now; the labels say who has them */
+	if (ret == 0 && opts->lun_paths)
+		ret = pool_save_config(p);
+	if (ret == 0 && opts->new_name && strcmp(opts->new_name, name))
+		ret = pool_rename(p, opts->new_name);
+	if (ret == 0)
+		ret = lunset_mark(p, LABEL_ACTIVE);
 	if (ret < 0)
 		goto fail;
 	ret = txg_init(p, txg);
 	if (ret < 0)
 		goto fail;
+	p->opts.lun_paths = NULL; /* the caller's */
+	p->opts.nlun_paths = 0;
+	p->opts.new_name = NULL;
 	*out = p;
 	return 0;
 fail:
@@ -393,6 +423,8 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 	if (ret < 0)
 		goto fail;
 	ret = pool_create_root(p);
+	if (ret == 0)
+		ret = lunset_mark(p, LABEL_ACTIVE); /* every label counts every LUN */
 	if (ret < 0)
 		goto fail;
 	*out = p;
@@ -431,6 +463,10 @@ int stor_pool_add_lun(struct stor_pool *p, const char *path, uint64_t size, unsi
 		else
 			lunset_abandon(p, &n);
 	}
+	/* the others' labels count it too, so a scan that misses it knows it
+	 * is missing; a failure here costs only that hint (import rewrites them) */
+	if (ret == 0 && p->meta)
+		lunset_mark(p, LABEL_ACTIVE);
 	pthread_mutex_unlock(&p->admin);
 	return ret;
 }
@@ -447,6 +483,20 @@ int stor_pool_close(struct stor_pool *p)
 	if (!p)
 		return 0;
 	ret = txg_fini(p);
+	pool_free(p);
+	return ret;
+}
+
+int stor_pool_export(struct stor_pool *p)
+{
+	int ret;
+
+	if (!p)
+		return 0;
+	ret = txg_fini(p);
+	/* only a pool whose last txg is on the LUNs is cleanly exported */
+	if (ret == 0)
+		ret = lunset_mark(p, LABEL_EXPORTED);
 	pool_free(p);
 	return ret;
 }

@@ -6,8 +6,8 @@
  *   <state_dir>/pools/<pool>.mdb-lock       LMDB's reader table
  *   <state_dir>/pools/<pool>.mdb.lock       flock'ed: one opener (pool.c)
  *   <state_dir>/pools/<pool>.keys, .keys.1  the key file's copies (keyfile.c)
- * One place names them, so create, destroy, the key file and the LUN checks
- * agree. Nothing here opens a pool or knows what the files hold.
+ * One place names them, so create, destroy, rename, the key file and the
+ * LUN checks agree. Nothing here opens a pool or knows what the files hold.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -68,6 +68,50 @@ void statedir_keyfile_path(const char *meta_path, int copy, char *out, size_t le
 
 	/* pools/<pool>.mdb -> pools/<pool>.keys, pools/<pool>.keys.1 */
 	snprintf(out, len, "%.*s.keys%s", (int)(n > 4 ? n - 4 : n), meta_path, copy ? ".1" : "");
+}
+
+/* The names of a pool's files, as suffixes of its meta path ("": the .mdb). */
+static const char *const pool_files[] = { "", "-lock", ".lock" };
+
+static void file_of(const char *meta_path, int i, char *out, size_t len)
+{
+	if (i < 3)
+		snprintf(out, len, "%s%s", meta_path, pool_files[i]);
+	else
+		statedir_keyfile_path(meta_path, i - 3, out, len);
+}
+
+int statedir_rename_pool(const char *from, const char *to)
+{
+	char a[4200], b[4200];
+	unsigned made = 0;
+	int ret = 0;
+
+	/* links first: at every moment each file has at least one of its names */
+	for (int i = 0; ret == 0 && i < 5; i++) {
+		file_of(from, i, a, sizeof(a));
+		file_of(to, i, b, sizeof(b));
+		/* a lock file left by a pool of that name destroyed long ago */
+		if (i == 1 || i == 2)
+			unlink(b);
+		if (link(a, b) == 0)
+			made |= 1u << i;
+		else if (!(errno == ENOENT && i > 0))
+			ret = -errno;
+	}
+	for (int i = 0; ret < 0 && i < 5; i++) {
+		file_of(to, i, b, sizeof(b));
+		if (made & (1u << i))
+			unlink(b);
+	}
+	if (ret == 0)
+		ret = statedir_sync(to);
+	for (int i = 0; ret == 0 && i < 5; i++) {
+		file_of(from, i, a, sizeof(a));
+		if (made & (1u << i))
+			unlink(a);
+	}
+	return ret == 0 ? statedir_sync(to) : ret;
 }
 
 int statedir_remove_pool(const char *meta_path)

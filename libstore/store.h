@@ -58,7 +58,8 @@ extern "C" {
 	XX(ESUSPENDED, -10017, "pool is suspended after a failed flush or metadata commit (see pool status)") \
 	XX(EITERS, -10018, "pbkdf2iters must be 100000 to 10000000")                           \
 	XX(EWEAKKEY, -10019, "raw key is all zero or too regular; use 32 random bytes")        \
-	XX(ENOTBLANK, -10020, "LUN is not blank: it may hold a file system or other data")
+	XX(ENOTBLANK, -10020, "LUN is not blank: it may hold a file system or other data")    \
+	XX(EHOSTID, -10021, "pool was last used by another host; use -f")
 
 enum {
 #define XX(name, val, msg) STOR_##name = (val),
@@ -91,7 +92,15 @@ struct stor_pool_opts {
 	unsigned txg_timeout_ms; /**< commit the open txg at least this often; 0 = 5000 */
 	uint64_t lun_size;       /**< create: size of LUN files that do not exist yet */
 	size_t map_size;         /**< LMDB map size; 0 = 4 GiB */
-	int force;               /**< create: take LUNs as STOR_FORCE does for add */
+	int force;               /**< create: take LUNs as STOR_FORCE does for add;
+				  *   open: import a pool another host id holds */
+	/** open: the path of LUN i as stor_pool_scan() found it, for i below
+	 *  nlun_paths (a NULL entry: the recorded path); the pool record is
+	 *  rewritten with these after the open */
+	const char *const *lun_paths;
+	unsigned nlun_paths;
+	/** open: rename the pool to this (dataset names, state files, labels) */
+	const char *new_name;
 };
 
 /** LUN calls, unload-key: do what would otherwise be refused (see each call). */
@@ -112,17 +121,67 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 
 /**
  * Open (import) an existing pool: read its metadata, check every LUN label
- * (magic, format version, pool GUID, LUN index, checksum).
- * @return 0, -ENOENT (no such pool), STOR_ELABEL (damaged label),
- *         STOR_EFOREIGN (LUN of another pool), STOR_EFORMAT, STOR_ECORRUPT,
- *         -errno (missing LUN: -ENOENT with stor_pool_last_error() naming it)
+ * (magic, format version, pool GUID, LUN index, checksum, host id), then
+ * write the labels active under this host's id (stor_hostid()). LUNs are
+ * opened at opts->lun_paths where given (a pool whose LUNs moved while it
+ * was exported), else at the paths the pool record names. With
+ * opts->new_name the pool is renamed once it has opened (-EEXIST if a pool
+ * of that name has metadata in opts->state_dir).
+ * @return 0, -ENOENT (no such pool; with opts->lun_paths and no metadata in
+ *         opts->state_dir, stor_pool_last_error() says so), STOR_ELABEL
+ *         (damaged label), STOR_EFOREIGN (LUN of another pool),
+ *         STOR_EHOSTID (labels active under another host id and no
+ *         opts->force), STOR_EFORMAT, STOR_ECORRUPT, -errno (missing LUN:
+ *         -ENOENT with stor_pool_last_error() naming it)
  */
 int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct stor_pool **out);
 
-/** Commit the open txg and close (export) the pool; its records leave the
- * data cache, wiped, so an import reads what the LUNs hold by then. NULL is a
- * no-op. */
+/** Commit the open txg and close the pool; its records leave the data
+ * cache, wiped, so an import reads what the LUNs hold by then. The labels
+ * stay active (a daemon stopping: the same host imports it again). NULL is
+ * a no-op. */
 int stor_pool_close(struct stor_pool *pool);
+
+/** stor_pool_close(), and once the final commit succeeded the labels are
+ * written exported, so any host imports the pool without force. */
+int stor_pool_export(struct stor_pool *pool);
+
+/**
+ * This host's id, as labels carry it: $COFFER_HOSTID (hex; meant for tests
+ * that play two hosts on one machine), else the 4 bytes of /etc/hostid
+ * (what gethostid() and ZFS read), else derived from /etc/machine-id, else 0
+ * (no id: never refused, never refuses).
+ */
+uint32_t stor_hostid(void);
+
+/* ---- import by scanning ---- */
+
+/** A pool stor_pool_scan() found, put together from the labels it read. */
+struct stor_scan_pool {
+	char name[STOR_POOL_NAME_MAX + 1];
+	uint64_t guid;
+	unsigned state;           /**< STOR_SCAN_ACTIVE or STOR_SCAN_EXPORTED */
+	uint32_t hostid;          /**< the host that last imported it */
+	unsigned nluns;           /**< LUNs the pool has, as its labels say */
+	unsigned nfound;          /**< of those, found */
+	const char *const *paths; /**< nluns entries: the path of LUN i, NULL if missing */
+	int complete;             /**< every LUN found */
+};
+#define STOR_SCAN_ACTIVE 0u   /**< imported, or not cleanly exported (any label says so) */
+#define STOR_SCAN_EXPORTED 1u /**< every label found says exported */
+/**
+ * Read the labels of the regular files and block devices directly in each
+ * of @dirs (a symbolic link only if it leads to a block device, as in
+ * /dev/disk/by-id; no recursion), group them by pool GUID and call @fn for
+ * each pool, in GUID order. Files that cannot be opened or carry no sound
+ * label of this format are skipped, as is a directory that cannot be read;
+ * a LUN seen twice (two links to one device) counts once, under its first
+ * path. Nothing is written or claimed. @fn's argument lives only during the
+ * call; a non-zero return stops the scan.
+ * @return the number of pools found, the first non-zero of @fn, or -ENOMEM
+ */
+int stor_pool_scan(const char *const *dirs, size_t ndirs,
+		   int (*fn)(const struct stor_scan_pool *pool, void *ctx), void *ctx);
 
 /**
  * Destroy a closed pool: wipe its LUN labels and remove its metadata. A pool

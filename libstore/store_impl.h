@@ -160,6 +160,13 @@ int pool_error_set(void);
 int pool_create_root(struct stor_pool *p);
 int pool_save_config(struct stor_pool *p);
 
+/* pool_rename.c: a pool renamed on import */
+/** Bring dataset record keys named for another pool in line with p->name
+ *  (a rename cut short); before the datasets load. */
+int pool_follow_name(struct stor_pool *p);
+/** Rename the open pool @p to @name: dataset records, state files, memory. */
+int pool_rename(struct stor_pool *p, const char *name);
+
 /* lunset.c: the pool's LUNs, p->luns[0, nluns) */
 /** Open LUN @idx of a pool being imported and check its label names this
  *  pool, @guid and @idx; then it joins the set and the allocator. */
@@ -181,6 +188,9 @@ void lunset_publish(struct stor_pool *p, struct lunset_new *n);
 /** Undo lunset_prepare(): wipe the label, close (the claim goes). */
 void lunset_abandon(struct stor_pool *p, struct lunset_new *n);
 void lunset_close(struct stor_pool *p);
+/** Rewrite every LUN's label with this host's id, @state (LABEL_ACTIVE,
+ *  LABEL_EXPORTED), the pool's name and its LUN count; the first error. */
+int lunset_mark(struct stor_pool *p, unsigned state);
 /** Wipe every LUN's label (destroy, a failed create); the first error. */
 int lunset_wipe(struct stor_pool *p);
 /** Note that I/O on @lun failed; fault it when errors pile up. */
@@ -217,6 +227,9 @@ char *statedir_of(const char *meta_path, const char *name);
 int statedir_has_pool(const char *state_dir, const char *name);
 /** Path of key file copy @copy (0 or 1) of the pool whose metadata is @meta_path. */
 void statedir_keyfile_path(const char *meta_path, int copy, char *out, size_t len);
+/** Give the files of the pool at @from (a meta path) the names of @to:
+ *  -EEXIST if one is taken (nothing renamed then). */
+int statedir_rename_pool(const char *from, const char *to);
 /** Remove the metadata, its lock files and the key file copies of a pool.
  *  @return 0 or -errno of removing the metadata itself */
 int statedir_remove_pool(const char *meta_path);

@@ -47,6 +47,11 @@ check_PROGRAMS += %D%/test_luns
 %C%_test_luns_CFLAGS = $(E2E_CFLAGS)
 %C%_test_luns_LDADD = $(E2E_LDADD)
 
+check_PROGRAMS += %D%/test_import
+%C%_test_import_SOURCES = %D%/test_import.c $(E2E_FIXTURE)
+%C%_test_import_CFLAGS = $(E2E_CFLAGS)
+%C%_test_import_LDADD = $(E2E_LDADD)
+
 check_PROGRAMS += %D%/test_hostile
 %C%_test_hostile_SOURCES = %D%/test_hostile.c $(E2E_FIXTURE)
 %C%_test_hostile_CFLAGS = $(E2E_CFLAGS) $(LMDB_CFLAGS)

@@ -41,6 +41,11 @@ check_PROGRAMS += %D%/test_pool
 %C%_test_pool_CFLAGS = $(UNIT_CFLAGS)
 %C%_test_pool_LDADD = $(UNIT_LDADD)
 
+check_PROGRAMS += %D%/test_scan
+%C%_test_scan_SOURCES = %D%/test_scan.c $(UNIT_FIXTURE)
+%C%_test_scan_CFLAGS = $(UNIT_CFLAGS) $(XXHASH_CFLAGS)
+%C%_test_scan_LDADD = $(UNIT_LDADD)
+
 check_PROGRAMS += %D%/test_dataset
 %C%_test_dataset_SOURCES = %D%/test_dataset.c $(UNIT_FIXTURE)
 %C%_test_dataset_CFLAGS = $(UNIT_CFLAGS)
