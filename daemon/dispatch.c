@@ -245,8 +245,27 @@ static void build_reply(struct disp_call *c)
 }
 
 /* Every call ends here, on the loop thread. */
+/*
+ * Key material of a CMD_SECRET call: the raw body and the parsed key_hex.
+ * Wiped as soon as the handler is done, before the reply can reach the
+ * client, and again when the call is freed, whatever path it took.
+ */
+static void wipe_secret(struct disp_call *c)
+{
+	const char *k;
+
+	if (!c->cmd || !(c->cmd->flags & CMD_SECRET))
+		return;
+	if (c->body)
+		explicit_bzero(c->body, c->hdr.len);
+	k = c->js ? json_string_value(json_object_get(c->js->h.args, "key_hex")) : NULL;
+	if (k)
+		explicit_bzero((char *)k, strlen(k));
+}
+
 static void complete(struct disp_call *c)
 {
+	wipe_secret(c);
 	check_key_locks();
 	if (c->handle != UINT32_MAX) {
 		reg_handle_put(c->cl->handles, c->handle);
@@ -538,16 +557,11 @@ void dispatch_reply_hdr(const struct disp_call *c, uint8_t *buf)
 	proto_hdr_put(buf, &h);
 }
 
-/* The JSON part of a call; key material in its arguments is wiped. */
+/* The JSON part of a call (its key material wiped by wipe_secret). */
 static void js_free(struct disp_json *js)
 {
-	const char *k;
-
 	if (!js)
 		return;
-	k = json_string_value(json_object_get(js->h.args, "key_hex"));
-	if (k && (js->h.cmd->flags & CMD_SECRET))
-		explicit_bzero((char *)k, strlen(k));
 	json_decref(js->h.args);
 	json_decref(js->h.reply);
 	free(js->out);
@@ -560,9 +574,7 @@ static void js_free(struct disp_json *js)
 
 void dispatch_call_free(struct disp_call *c)
 {
-	/* key material: the raw body and the parsed copy, whatever the handler did */
-	if (c->body && c->cmd && (c->cmd->flags & CMD_SECRET))
-		explicit_bzero(c->body, c->hdr.len);
+	wipe_secret(c);
 	free(c->body);
 	js_free(c->js);
 	free(c->out);

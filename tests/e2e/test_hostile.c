@@ -45,7 +45,8 @@
 TDAEMON_FIXTURE(NULL)
 static char out[65536];
 
-TestSuite(hostile, .init = setup, .fini = teardown, .timeout = 60);
+/* the key scans take ~20 s under ASan on a quiet machine; CI may be loaded */
+TestSuite(hostile, .init = setup, .fini = teardown, .timeout = 180);
 
 #define cof(...) tdaemon_cofferf(&td, NULL, out, sizeof(out), __VA_ARGS__)
 #define COF_OK(...) TDAEMON_COF_OK(&td, out, NULL, __VA_ARGS__)
