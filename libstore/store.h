@@ -58,7 +58,8 @@ extern "C" {
 	XX(ESUSPENDED, -10017, "pool is suspended after a failed flush or metadata commit (see pool status)") \
 	XX(EITERS, -10018, "pbkdf2iters must be 100000 to 10000000")                           \
 	XX(EWEAKKEY, -10019, "raw key is all zero or too regular; use 32 random bytes")        \
-	XX(ENOTBLANK, -10020, "LUN is not blank: it may hold a file system or other data")
+	XX(ENOTBLANK, -10020, "LUN is not blank: it may hold a file system or other data")         \
+	XX(EMETAFULL, -10021, "pool metadata is full: its map is at its largest or the state directory's file system has no room")
 
 enum {
 #define XX(name, val, msg) STOR_##name = (val),
