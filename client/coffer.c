@@ -261,9 +261,12 @@ static void human_field(json_t *o, const char *key, char *buf, size_t len)
 
 static int is_size_prop(const char *p)
 {
-	static const char *const sz[] = { "used",	  "volsize",	"recordsize", "size",
-					  "free",	  "available", "avail",	      "logicalused",
-					  "referenced", NULL };
+	static const char *const sz[] = { "used",	    "volsize",	      "recordsize",
+					  "size",	    "free",	      "available",
+					  "avail",	    "logicalused",    "referenced",
+					  "refer",	    "usedbydataset",  "usedbychildren",
+					  "usedbyrefreservation", "refreservation", "reservation",
+					  NULL };
 
 	for (int i = 0; sz[i]; i++)
 		if (!strcmp(p, sz[i]))
@@ -825,8 +828,12 @@ static int cmd_create(int argc, char **argv)
 	uint8_t key[KEY_MAX];
 	int opt;
 
-	while ((opt = getopt(argc, argv, "V:b:o:")) != -1) {
+	while ((opt = getopt(argc, argv, "sV:b:o:")) != -1) {
 		switch (opt) {
+		case 's':
+			/* sparse, as zfs create -s: no refreservation */
+			json_array_append_new(props, json_string("refreservation=none"));
+			break;
 		case 'V':
 			volsize = size_arg(optarg, "-V");
 			have_volsize = 1;
@@ -907,19 +914,26 @@ static int cmd_destroy(int argc, char **argv)
 	return 0;
 }
 
+/* The property a `list` column names: zfs list's short names too. */
+static const char *long_name(const char *f)
+{
+	return !strcmp(f, "avail") ? "available" : !strcmp(f, "refer") ? "referenced" : f;
+}
+
 /* Column @f of dataset @d as `list` shows it: "-" where it has no value. */
 static const char *list_field(json_t *d, const char *f, int parsable, char *buf, size_t len)
 {
-	const char *v = !strcmp(f, "name")
-				? json_string_value(json_object_get(d, "name"))
-				: json_string_value(json_object_get(json_object_get(d, "props"), f));
+	const char *v =
+		!strcmp(f, "name")
+			? json_string_value(json_object_get(d, "name"))
+			: json_string_value(json_object_get(json_object_get(d, "props"), long_name(f)));
 
 	return show(f, v ? v : "-", parsable, buf, len);
 }
 
 static int cmd_list(int argc, char **argv)
 {
-	const char *fields = "name,used,volsize,recordsize,encryption,keystatus";
+	const char *fields = "name,used,avail,refer,volsize,recordsize,encryption,keystatus";
 	int opt, rec = 0, noheader = 0, parsable = 0;
 	json_t *props = json_array(), *args, *reply, *d;
 	char *fcopy, *tok, *save = NULL;
@@ -941,7 +955,7 @@ static int cmd_list(int argc, char **argv)
 	for (tok = strtok_r(fcopy, ",", &save); tok && nf < 64; tok = strtok_r(NULL, ",", &save)) {
 		f[nf++] = tok;
 		if (strcmp(tok, "name"))
-			json_array_append_new(props, json_string(tok));
+			json_array_append_new(props, json_string(long_name(tok)));
 	}
 	args = json_pack("{s:o, s:b}", "props", props, "recursive", rec);
 	if (optind < argc)
@@ -1745,7 +1759,7 @@ static int cmd_help(int argc, char **argv);
 
 static const struct cmd cmds[] = {
 	{ "pool", cmd_pool, "create|add|list|status|check|clear|export|import|destroy ..." },
-	{ "create", cmd_create, "[-V SIZE] [-b RECORDSIZE] [-o prop=val]... POOL/NAME" },
+	{ "create", cmd_create, "[-s] [-V SIZE] [-b RECORDSIZE] [-o prop=val]... POOL/NAME" },
 	{ "destroy", cmd_destroy, "[-r] [-f] DATASET" },
 	{ "list", cmd_list, "[-r] [-H] [-p] [-o field[,field]...] [-j] [DATASET]" },
 	{ "get", cmd_get, "[-H] [-p] [-j] PROP[,PROP]...|all DATASET..." },
