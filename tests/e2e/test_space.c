@@ -73,7 +73,7 @@ Test(space, thick_by_default_sparse_with_s_and_the_neighbour_cannot_eat_the_rese
 	cr_assert_neq(cof("get volsize tank/big"), 0, "refused: not made");
 	COF_OK("create -s -V 10G tank/big");
 	COF_OK("create -V 2M tank/thick");
-	COF_OK("-H -p get refreservation tank/thick tank/big");
+	COF_OK("get -H -p refreservation tank/thick tank/big");
 	cr_assert(strstr(out, "tank/thick\trefreservation\t2097152\tlocal") &&
 			  strstr(out, "tank/big\trefreservation\tnone\tlocal"),
 		  "%s", out);

@@ -751,7 +751,7 @@ Test(record, compressed_records_round_trip)
 	check_range(z, buf, 0, sizeof(buf));
 	check_range(z, rnd, 64 * REC, sizeof(rnd));
 	cr_assert_eq(stor_pool_sync(tp.pool), 0);
-	used = ds_used(TPOOL_NAME "/z", "used");
+	used = ds_used(TPOOL_NAME "/z", "referenced");
 	lused = ds_used(TPOOL_NAME "/z", "logicalused");
 	cr_assert_eq(lused, sizeof(buf) + sizeof(rnd));
 	cr_assert_leq(used, sizeof(buf) + sizeof(rnd));
@@ -823,7 +823,7 @@ Test(record, zstd_records_take_less_space)
 		tpat_fill(buf + r * REC, REC, r, 7);
 	cr_assert_eq(stor_ds_write(z, 0, buf, sizeof(buf)), 0);
 	cr_assert_eq(stor_pool_sync(tp.pool), 0);
-	used = ds_used(TPOOL_NAME "/z", "used");
+	used = ds_used(TPOOL_NAME "/z", "referenced");
 	/* every record is one repeated word: one sector each at most */
 	cr_assert_leq(used, 64 * STOR_SECTOR, "zstd saved nothing: used %llu",
 		      (unsigned long long)used);

@@ -6,6 +6,7 @@
  * does. Pools of a few MiB, so the numbers are known.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
