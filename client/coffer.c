@@ -100,6 +100,9 @@ static const char *hint(int status, const char *obj, int no_pool, char *buf, siz
 	case STOR_EFAULTED:
 		return "; see 'coffer pool status' and fix the LUN, then 'coffer pool import'";
 	case STOR_ENOSPC:
+		/* a reservation the pool cannot guarantee: the daemon's text says what to do */
+		if (!cur_prefix[0] && (!strcmp(cur_cmd->name, "create") || !strcmp(cur_cmd->name, "set")))
+			return "";
 		return "; add a LUN with 'coffer pool add' or free space";
 	case STOR_ERANGE:
 		return "; stay within the dataset's volsize";
@@ -239,18 +242,7 @@ static uint64_t size_arg(const char *s, const char *what)
 
 static void human(uint64_t v, char *buf, size_t len)
 {
-	static const char units[] = "BKMGTPE";
-	double d = (double)v;
-	int u = 0;
-
-	while (d >= 1024 && u < 6) {
-		d /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(buf, len, "%llu", (unsigned long long)v);
-	else
-		snprintf(buf, len, d < 10 ? "%.2f%c" : d < 100 ? "%.1f%c" : "%.0f%c", d, units[u]);
+	stor_format_size(v, buf, len);
 }
 
 /* human() of the integer member @key of @o */

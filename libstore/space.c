@@ -223,23 +223,6 @@ void space_of_locked(struct stor_pool *p, struct stor_ds *ds, struct space_view 
 	v->children = v->used - v->own - v->rr;
 }
 
-/* "1.5M": the unit of the size, as coffer shows sizes */
-static void human(uint64_t v, char *buf, size_t len)
-{
-	static const char units[] = "BKMGTPE";
-	double d = (double)v;
-	int u = 0;
-
-	while (d >= 1024 && u < 6) {
-		d /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(buf, len, "%llu", (unsigned long long)v);
-	else
-		snprintf(buf, len, d < 10 ? "%.1f%c" : "%.0f%c", d, units[u]);
-}
-
 int space_promise_locked(struct stor_pool *p, struct stor_ds *from, uint64_t need,
 			 const char *hint)
 {
@@ -265,8 +248,8 @@ int space_promise_locked(struct stor_pool *p, struct stor_ds *from, uint64_t nee
 	if (room < need) {
 		atomic_fetch_sub(&p->resv_total, need);
 		pthread_mutex_unlock(&p->space_lock);
-		human(room, a, sizeof(a));
-		human(need, b, sizeof(b));
+		stor_format_size(room, a, sizeof(a));
+		stor_format_size(need, b, sizeof(b));
 		pool_set_error("not enough space: %s available, %s needed%s%s", a, b,
 			       hint ? "; " : "", hint ? hint : "");
 		return STOR_ENOSPC;

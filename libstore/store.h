@@ -479,6 +479,12 @@ int stor_name_check(const char *name, enum stor_name_kind kind);
  */
 int stor_parse_size(const char *s, uint64_t *out);
 
+/**
+ * Write @v bytes as coffer shows sizes: bytes below 1K, else three
+ * significant digits and a unit of 1024 ("1.50M", "10.0G", "128G").
+ */
+void stor_format_size(uint64_t v, char *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

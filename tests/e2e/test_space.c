@@ -67,7 +67,7 @@ Test(space, thick_by_default_sparse_with_s_and_the_neighbour_cannot_eat_the_rese
 	/* 8 MiB of data space (each LUN's first MiB holds its label), slop 2 MiB */
 	COF_OK("pool create -s 5M tank %s/l0 %s/l1", td.dir, td.dir);
 	cr_assert_eq(cof("create -V 10G tank/big"), 1, "%s", out);
-	cr_assert(strstr(out, "not enough space: ") && strstr(out, "10G needed") &&
+	cr_assert(strstr(out, "not enough space: ") && strstr(out, "10.0G needed") &&
 			  strstr(out, "use -s for a sparse volume"),
 		  "%s", out);
 	cr_assert_neq(cof("get volsize tank/big"), 0, "refused: not made");

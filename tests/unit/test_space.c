@@ -72,7 +72,7 @@ Test(space, a_thick_volume_larger_than_the_pool_is_refused_and_a_sparse_one_is_n
 	cr_assert_eq(ret, STOR_ENOSPC, "got %s", stor_strerror(ret));
 	cr_assert_null(ds);
 	cr_assert(strstr(stor_pool_last_error(), "not enough space: ") &&
-			  strstr(stor_pool_last_error(), "10G needed; use -s for a sparse volume"),
+			  strstr(stor_pool_last_error(), "10.0G needed; use -s for a sparse volume"),
 		  "%s", stor_pool_last_error());
 	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/big", &ds), -ENOENT, "nothing was made");
 	ret = mkvol(TPOOL_NAME "/big", 10ull << 30, 1, &ds);
