@@ -210,3 +210,32 @@ Test(space, get_reports_used_available_and_referenced_as_zfs_does)
 	stor_ds_close(t);
 	stor_ds_close(s);
 }
+
+/* A reservation covers the dataset and its descendants: a child writes into it, a neighbour cannot. */
+Test(space, a_parents_reservation_is_kept_for_its_children)
+{
+	struct stor_pool_stat st;
+	struct stor_ds *child, *other;
+	unsigned got, n;
+	int last;
+
+	tpool_init(&tp, 2, 5 * MIB, NULL); /* 8 MiB of data space, slop 2 MiB */
+	cr_assert_eq(stor_pool_stat(tp.pool, &st), 0);
+	cr_assert_eq(stor_ds_create(tp.pool, TPOOL_NAME "/p", NULL, NULL), 0, "a container: sparse");
+	cr_assert_eq(prop_u64(TPOOL_NAME "/p", "refreservation"), 0);
+	cr_assert_eq(stor_ds_set(tp.pool, TPOOL_NAME "/p", "reservation", "3M"), 0);
+	cr_assert_eq(mkvol(TPOOL_NAME "/p/c", 64 * MIB, 1, &child), 0);
+	cr_assert_eq(mkvol(TPOOL_NAME "/other", 64 * MIB, 1, &other), 0);
+	got = fill(other, 0, 8192, 1, &last);
+	cr_assert_eq(last, STOR_ENOSPC, "the neighbour: %s", stor_strerror(last));
+	cr_assert_eq(got, (st.size - 2 * MIB - 3 * MIB) / REC, "the neighbour wrote %u records", got);
+	n = fill(child, 0, 3 * MIB / REC, 2, &last);
+	cr_assert_eq(last, 0, "the child after %u records: %s", n, stor_strerror(last));
+	cr_assert_eq(prop_u64(TPOOL_NAME "/p", "used"), 3 * MIB);
+	cr_assert_eq(prop_u64(TPOOL_NAME "/p", "usedbychildren"), 3 * MIB);
+	/* the reservation is used up: the next record of new data has nowhere to go */
+	cr_assert_eq(fill(child, 3 * MIB / REC, 3 * MIB / REC + 1, 2, &last), 0);
+	cr_assert_eq(last, STOR_ENOSPC, "%s", stor_strerror(last));
+	stor_ds_close(child);
+	stor_ds_close(other);
+}
