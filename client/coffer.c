@@ -100,6 +100,9 @@ static const char *hint(int status, const char *obj, int no_pool, char *buf, siz
 	case STOR_EFAULTED:
 		return "; see 'coffer pool status' and fix the LUN, then 'coffer pool import'";
 	case STOR_ENOSPC:
+		/* a reservation the pool cannot guarantee: the daemon's text says what to do */
+		if (!cur_prefix[0] && (!strcmp(cur_cmd->name, "create") || !strcmp(cur_cmd->name, "set")))
+			return "";
 		return "; add a LUN with 'coffer pool add' or free space";
 	case STOR_ERANGE:
 		return "; stay within the dataset's volsize";
@@ -239,18 +242,7 @@ static uint64_t size_arg(const char *s, const char *what)
 
 static void human(uint64_t v, char *buf, size_t len)
 {
-	static const char units[] = "BKMGTPE";
-	double d = (double)v;
-	int u = 0;
-
-	while (d >= 1024 && u < 6) {
-		d /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(buf, len, "%llu", (unsigned long long)v);
-	else
-		snprintf(buf, len, d < 10 ? "%.2f%c" : d < 100 ? "%.1f%c" : "%.0f%c", d, units[u]);
+	stor_format_size(v, buf, len);
 }
 
 /* human() of the integer member @key of @o */
@@ -261,9 +253,12 @@ static void human_field(json_t *o, const char *key, char *buf, size_t len)
 
 static int is_size_prop(const char *p)
 {
-	static const char *const sz[] = { "used",	  "volsize",	"recordsize", "size",
-					  "free",	  "available", "avail",	      "logicalused",
-					  "referenced", NULL };
+	static const char *const sz[] = { "used",	    "volsize",	      "recordsize",
+					  "size",	    "free",	      "available",
+					  "avail",	    "logicalused",    "referenced",
+					  "refer",	    "usedbydataset",  "usedbychildren",
+					  "usedbyrefreservation", "refreservation", "reservation",
+					  NULL };
 
 	for (int i = 0; sz[i]; i++)
 		if (!strcmp(p, sz[i]))
@@ -893,8 +888,12 @@ static int cmd_create(int argc, char **argv)
 	uint8_t key[KEY_MAX];
 	int opt;
 
-	while ((opt = getopt(argc, argv, "V:b:o:")) != -1) {
+	while ((opt = getopt(argc, argv, "sV:b:o:")) != -1) {
 		switch (opt) {
+		case 's':
+			/* sparse, as zfs create -s: no refreservation */
+			json_array_append_new(props, json_string("refreservation=none"));
+			break;
 		case 'V':
 			volsize = size_arg(optarg, "-V");
 			have_volsize = 1;
@@ -975,19 +974,26 @@ static int cmd_destroy(int argc, char **argv)
 	return 0;
 }
 
+/* The property a `list` column names: zfs list's short names too. */
+static const char *long_name(const char *f)
+{
+	return !strcmp(f, "avail") ? "available" : !strcmp(f, "refer") ? "referenced" : f;
+}
+
 /* Column @f of dataset @d as `list` shows it: "-" where it has no value. */
 static const char *list_field(json_t *d, const char *f, int parsable, char *buf, size_t len)
 {
-	const char *v = !strcmp(f, "name")
-				? json_string_value(json_object_get(d, "name"))
-				: json_string_value(json_object_get(json_object_get(d, "props"), f));
+	const char *v =
+		!strcmp(f, "name")
+			? json_string_value(json_object_get(d, "name"))
+			: json_string_value(json_object_get(json_object_get(d, "props"), long_name(f)));
 
 	return show(f, v ? v : "-", parsable, buf, len);
 }
 
 static int cmd_list(int argc, char **argv)
 {
-	const char *fields = "name,used,volsize,recordsize,encryption,keystatus";
+	const char *fields = "name,used,avail,refer,volsize,recordsize,encryption,keystatus";
 	int opt, rec = 0, noheader = 0, parsable = 0;
 	json_t *props = json_array(), *args, *reply, *d;
 	char *fcopy, *tok, *save = NULL;
@@ -1009,7 +1015,7 @@ static int cmd_list(int argc, char **argv)
 	for (tok = strtok_r(fcopy, ",", &save); tok && nf < 64; tok = strtok_r(NULL, ",", &save)) {
 		f[nf++] = tok;
 		if (strcmp(tok, "name"))
-			json_array_append_new(props, json_string(tok));
+			json_array_append_new(props, json_string(long_name(tok)));
 	}
 	args = json_pack("{s:o, s:b}", "props", props, "recursive", rec);
 	if (optind < argc)
@@ -1813,7 +1819,7 @@ static int cmd_help(int argc, char **argv);
 
 static const struct cmd cmds[] = {
 	{ "pool", cmd_pool, "create|add|list|status|check|clear|export|import|destroy ..." },
-	{ "create", cmd_create, "[-V SIZE] [-b RECORDSIZE] [-o prop=val]... POOL/NAME" },
+	{ "create", cmd_create, "[-s] [-V SIZE] [-b RECORDSIZE] [-o prop=val]... POOL/NAME" },
 	{ "destroy", cmd_destroy, "[-r] [-f] DATASET" },
 	{ "list", cmd_list, "[-r] [-H] [-p] [-o field[,field]...] [-j] [DATASET]" },
 	{ "get", cmd_get, "[-H] [-p] [-j] PROP[,PROP]...|all DATASET..." },

@@ -866,9 +866,9 @@ static int h_ds_create(struct hcall *c)
 	ret = stor_ds_create(c->pool, c->name, &o, NULL);
 	if (ret < 0) {
 		fail(c, ret, "create",
-		     ret == -EBUSY			? stor_pool_last_error()
-		     : ret == STOR_EBADPROP ? props_hint(props, nprops)
-					    : NULL);
+		     ret == -EBUSY || ret == STOR_ENOSPC ? stor_pool_last_error()
+		     : ret == STOR_EBADPROP		 ? props_hint(props, nprops)
+							 : NULL);
 		goto out;
 	}
 	log_info("dataset %s: created", c->name);
@@ -1042,7 +1042,10 @@ static int h_ds_set(struct hcall *c)
 		ERR(c, STOR_EBADPROP, "%s: give a property and a value", c->name);
 	ret = stor_ds_set(c->pool, c->name, prop, value);
 	if (ret < 0)
-		return fail(c, ret, "set", ret == STOR_EBADPROP ? prop_hint(prop) : NULL);
+		return fail(c, ret, "set",
+			    ret == STOR_EBADPROP  ? prop_hint(prop)
+			    : ret == STOR_ENOSPC ? stor_pool_last_error()
+						 : NULL);
 	return 0;
 }
 

@@ -26,6 +26,8 @@ struct alloc {
 	atomic_uint nluns;
 	atomic_uint rotor;
 	atomic_uint_fast64_t bad_frees; /* refused alloc_put()s */
+	/* over every LUN, for space accounting (space.c) without taking each lock */
+	atomic_uint_fast64_t total, used;
 };
 
 int alloc_create(struct alloc **out)
@@ -80,6 +82,8 @@ void alloc_add_map(struct alloc *a, struct alloc_map *map)
 	unsigned n = atomic_load(&a->nluns);
 
 	a->luns[n] = (struct lun_map *)map;
+	atomic_fetch_add(&a->used, a->luns[n]->used);
+	atomic_fetch_add(&a->total, a->luns[n]->nsectors);
 	atomic_store(&a->nluns, n + 1); /* publish after the map is complete */
 }
 
@@ -131,6 +135,7 @@ int alloc_mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
 		}
 	set_range(m->bits, sector, n, 1);
 	m->used += n;
+	atomic_fetch_add(&a->used, n);
 out:
 	pthread_mutex_unlock(&m->lock);
 	return ret;
@@ -185,6 +190,7 @@ int alloc_get(struct alloc *a, uint32_t n, unsigned *lun, uint64_t *sector)
 			m->used += n;
 			m->cursor = s + n;
 			pthread_mutex_unlock(&m->lock);
+			atomic_fetch_add(&a->used, n);
 			*lun = l;
 			*sector = s;
 			return 0;
@@ -232,6 +238,7 @@ int alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
 	if (ret == 0) {
 		set_range(m->bits, sector, n, 0);
 		m->used -= n;
+		atomic_fetch_sub(&a->used, n);
 	}
 	pthread_mutex_unlock(&m->lock);
 	if (ret < 0)
@@ -256,4 +263,10 @@ void alloc_usage(struct alloc *a, unsigned lun, uint64_t *used, uint64_t *total)
 	*used = m->used;
 	*total = m->nsectors;
 	pthread_mutex_unlock(&m->lock);
+}
+
+void alloc_totals(struct alloc *a, uint64_t *used, uint64_t *total)
+{
+	*used = atomic_load(&a->used);
+	*total = atomic_load(&a->total);
 }

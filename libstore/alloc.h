@@ -41,5 +41,7 @@ int alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
 uint64_t alloc_bad_frees(struct alloc *a);
 /** Sectors in use and in all on LUN @lun. */
 void alloc_usage(struct alloc *a, unsigned lun, uint64_t *used, uint64_t *total);
+/** Sectors in use and in all over every LUN; lock-free, so a moment's view. */
+void alloc_totals(struct alloc *a, uint64_t *used, uint64_t *total);
 
 #endif

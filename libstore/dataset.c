@@ -346,9 +346,10 @@ int ds_load_all(struct stor_pool *p)
 		ret = check_crypto(p, p->ds[i]);
 		if (ret < 0)
 			return ret;
+		space_props_locked(p, p->ds[i]);
 	}
 	refresh_effective(p, ds_find_locked(p, p->name));
-	return 0;
+	return space_sync_locked(p);
 }
 
 /* Apply "name=value" options of a create; volsize and recordsize are geometry. */
@@ -393,14 +394,45 @@ static int apply_create_props(struct stor_ds *ds, const struct stor_ds_opts *o, 
 	return 0;
 }
 
+/* A local refreservation that is "auto" becomes the size it stands for. */
+static int resolve_auto(struct stor_ds *ds, uint64_t volsize)
+{
+	uint64_t n = space_auto_refres(volsize, ds->recsize);
+	char num[32];
+
+	if (!ds->local[PROP_REFRESERVATION] || strcmp(ds->local[PROP_REFRESERVATION], "auto") != 0)
+		return 0;
+	snprintf(num, sizeof(num), "%llu", (unsigned long long)n);
+	free(ds->local[PROP_REFRESERVATION]);
+	ds->local[PROP_REFRESERVATION] = strdup(n ? num : "none");
+	return ds->local[PROP_REFRESERVATION] ? 0 : -ENOMEM;
+}
+
+/*
+ * Volumes are thick unless created sparse (-s: refreservation=none), as in
+ * ZFS: a refreservation of every record the volume can hold, so that a
+ * write into it never finds the pool full. A dataset created without a
+ * size (a container of others, as a ZFS filesystem is) is not: its 1 GiB
+ * default is no promise anyone asked for.
+ */
+static int thick_by_default(struct stor_ds *ds, int volume)
+{
+	if (volume && !ds->local[PROP_REFRESERVATION]) {
+		ds->local[PROP_REFRESERVATION] = strdup("auto");
+		if (!ds->local[PROP_REFRESERVATION])
+			return -ENOMEM;
+	}
+	return resolve_auto(ds, atomic_load(&ds->volsize));
+}
+
 static int ds_create_locked(struct stor_pool *p, const char *name, const struct stor_ds_opts *o,
 			    struct stor_ds **out)
 {
 	static const struct stor_ds_opts none;
 	struct stor_ds *ds = NULL, *parent = NULL;
-	uint64_t volsize;
+	uint64_t volsize, promised = 0;
 	uint32_t recsize;
-	int ret;
+	int ret, sized;
 
 	if (!o)
 		o = &none;
@@ -430,6 +462,9 @@ static int ds_create_locked(struct stor_pool *p, const char *name, const struct 
 	ret = apply_create_props(ds, o, &volsize, &recsize);
 	if (ret < 0)
 		goto fail;
+	sized = o->volsize != 0;
+	for (size_t i = 0; i < o->nprops; i++)
+		sized |= strncmp(o->props[i], "volsize=", 8) == 0;
 	if (!parent)
 		volsize = 0; /* the pool's root dataset holds properties, no data */
 	ret = -EINVAL;
@@ -439,6 +474,17 @@ static int ds_create_locked(struct stor_pool *p, const char *name, const struct 
 		goto fail; /* a volume holds one record at least */
 	atomic_store(&ds->volsize, volsize);
 	ds->recsize = recsize;
+	ret = thick_by_default(ds, parent != NULL && sized);
+	if (ret < 0)
+		goto fail;
+	space_props_locked(p, ds);
+	promised = atomic_load(&ds->refres) > atomic_load(&ds->res) ? atomic_load(&ds->refres)
+								    : atomic_load(&ds->res);
+	ret = space_promise_locked(p, parent, promised, "use -s for a sparse volume");
+	if (ret < 0) {
+		promised = 0;
+		goto fail;
+	}
 	ds->id = p->next_ds_id;
 	ds->createtxg = atomic_load(&p->synced_txg) + 1;
 	ret = keys_random(&ds->guid, sizeof(ds->guid));
@@ -462,12 +508,15 @@ static int ds_create_locked(struct stor_pool *p, const char *name, const struct 
 	if (ret < 0)
 		goto fail; /* the record is saved: it reappears at the next import */
 	refresh_effective(p, ds);
+	space_sync_locked(p); /* counts its reservation: the promise is kept */
+	space_unpromise_locked(p, promised);
 	if (out) {
 		atomic_fetch_add(&ds->refs, 1);
 		*out = ds;
 	}
 	return 0;
 fail:
+	space_unpromise_locked(p, promised);
 	ds_free(ds);
 	return ret;
 }
@@ -546,6 +595,8 @@ int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 			break;
 		gone[ngone++] = d;
 	}
+	if (ngone)
+		space_sync_locked(p); /* before they are freed: the write path reads it */
 	/* under the admin lock: no dataset of the same name is created meanwhile */
 	if (ngone) {
 		int r = txg_sync(p, 0);
@@ -662,13 +713,28 @@ static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct s
 		v->source = STOR_SRC_FIXED;
 		return;
 	case PROP_USED:
+	case PROP_AVAILABLE:
+	case PROP_REFERENCED:
+	case PROP_USEDBYDATASET:
+	case PROP_USEDBYCHILDREN:
+	case PROP_USEDBYREFRESERVATION: {
+		struct space_view sv;
+		uint64_t n;
+
+		space_of_locked(p, ds, &sv);
+		n = id == PROP_USED		 ? sv.used
+		    : id == PROP_AVAILABLE	 ? sv.available
+		    : id == PROP_USEDBYCHILDREN ? sv.children
+		    : id == PROP_USEDBYREFRESERVATION ? sv.rr
+						 : sv.own;
+		snprintf(v->value, sizeof(v->value), "%llu", (unsigned long long)n);
+		return;
+	}
 	case PROP_LOGICALUSED:
 	case PROP_COMPRESSRATIO:
 		used = atomic_load(&ds->used);
 		lused = atomic_load(&ds->logical_used);
-		if (id == PROP_USED)
-			snprintf(v->value, sizeof(v->value), "%lld", (long long)used);
-		else if (id == PROP_LOGICALUSED)
+		if (id == PROP_LOGICALUSED)
 			snprintf(v->value, sizeof(v->value), "%lld", (long long)lused);
 		else
 			snprintf(v->value, sizeof(v->value), "%.2fx",
@@ -733,6 +799,104 @@ int stor_ds_get_all(struct stor_pool *p, const char *name,
 	return ret;
 }
 
+/* More bytes the pool must promise when @ds's reservations become @refres, @res. */
+static uint64_t more_promised(struct stor_pool *p, struct stor_ds *ds, uint64_t refres,
+			      uint64_t res)
+{
+	uint64_t had = atomic_load(&ds->refres), own, rr, more = 0;
+	struct space_view sv;
+	int64_t u = atomic_load(&ds->used);
+
+	own = u > 0 ? (uint64_t)u : 0;
+	rr = refres > own ? refres - own : 0;
+	if (refres > had && rr > (had > own ? had - own : 0))
+		more = rr - (had > own ? had - own : 0);
+	if (res > atomic_load(&ds->res)) {
+		space_of_locked(p, ds, &sv);
+		/* the tree grows by @more first; the reservation covers beyond it */
+		uint64_t tree = sv.used + more, was = atomic_load(&ds->res);
+		uint64_t floor = tree > was ? tree : was;
+		if (res > floor)
+			more += res - floor;
+	}
+	return more;
+}
+
+/*
+ * A change of volsize, refreservation or reservation: promised first, so
+ * the pool never guarantees more than it has, and given back if the
+ * record cannot be saved. A thick volume's refreservation grows with it.
+ */
+static int set_space_locked(struct stor_pool *p, struct stor_ds *ds, int id, const char *canon)
+{
+	uint64_t was = atomic_load(&ds->volsize), vol = was, more;
+	char *old_rr = ds->local[PROP_REFRESERVATION], *old_r = ds->local[PROP_RESERVATION];
+	char *nv = NULL, num[32];
+	int ret, volume = strcmp(ds->name, p->name) != 0;
+
+	if (id == PROP_VOLSIZE) {
+		vol = canon ? strtoull(canon, NULL, 10) : 0;
+		if (!canon || vol % ds->recsize || vol < was || !volume)
+			return -EINVAL; /* volumes grow; shrinking would drop data */
+		if (atomic_load(&ds->refres) &&
+		    atomic_load(&ds->refres) == space_auto_refres(was, ds->recsize)) {
+			snprintf(num, sizeof(num), "%llu",
+				 (unsigned long long)space_auto_refres(vol, ds->recsize));
+			canon = num;
+			id = PROP_REFRESERVATION;
+		} else {
+			canon = NULL;
+		}
+	} else if (canon && id == PROP_REFRESERVATION && strcmp(canon, "auto") == 0) {
+		uint64_t n = volume ? space_auto_refres(vol, ds->recsize) : 0;
+		snprintf(num, sizeof(num), "%llu", (unsigned long long)n);
+		canon = n ? num : "none";
+	}
+	if (canon) {
+		nv = strdup(canon);
+		if (!nv)
+			return -ENOMEM;
+	}
+	more = more_promised(p, ds,
+			     id == PROP_REFRESERVATION ? prop_reservation_bytes(canon, 0)
+						       : atomic_load(&ds->refres),
+			     id == PROP_RESERVATION ? prop_reservation_bytes(canon, 0)
+						    : atomic_load(&ds->res));
+	ret = space_promise_locked(p, id == PROP_RESERVATION ? parent_of(p, ds) : ds, more,
+				   id == PROP_RESERVATION ? NULL
+				   : vol != was ? "the volume is thick: set refreservation=none to "
+						  "make it sparse"
+						: NULL);
+	if (ret < 0) {
+		free(nv);
+		return ret;
+	}
+	if (nv || !canon) {
+		if (id == PROP_REFRESERVATION)
+			ds->local[PROP_REFRESERVATION] = nv;
+		else if (id == PROP_RESERVATION)
+			ds->local[PROP_RESERVATION] = nv;
+	}
+	atomic_store(&ds->volsize, vol);
+	ret = ds_save(p, ds);
+	if (ret < 0) {
+		/* not saved: not changed */
+		atomic_store(&ds->volsize, was);
+		ds->local[PROP_REFRESERVATION] = old_rr;
+		ds->local[PROP_RESERVATION] = old_r;
+		free(nv);
+	} else {
+		if (ds->local[PROP_REFRESERVATION] != old_rr)
+			free(old_rr);
+		if (ds->local[PROP_RESERVATION] != old_r)
+			free(old_r);
+	}
+	space_props_locked(p, ds);
+	space_sync_locked(p);
+	space_unpromise_locked(p, more);
+	return ret;
+}
+
 static int set_locked(struct stor_pool *p, struct stor_ds *ds, int id, const char *value)
 {
 	char canon[256] = "", *old;
@@ -743,21 +907,8 @@ static int set_locked(struct stor_pool *p, struct stor_ds *ds, int id, const cha
 		if (ret < 0)
 			return ret;
 	}
-	if (id == PROP_VOLSIZE) {
-		unsigned long long n = strtoull(canon, NULL, 10);
-		if (!value || n % ds->recsize || n < atomic_load(&ds->volsize) ||
-		    strcmp(ds->name, p->name) == 0)
-			return -EINVAL; /* volumes grow; shrinking would drop data */
-		{
-			uint64_t was = atomic_load(&ds->volsize);
-
-			atomic_store(&ds->volsize, n);
-			ret = ds_save(p, ds);
-			if (ret < 0)
-				atomic_store(&ds->volsize, was); /* not saved: not grown */
-			return ret;
-		}
-	}
+	if (id == PROP_VOLSIZE || id == PROP_REFRESERVATION || id == PROP_RESERVATION)
+		return set_space_locked(p, ds, id, value ? canon : NULL);
 	old = ds->local[id];
 	ds->local[id] = value ? strdup(canon) : NULL;
 	if (value && !ds->local[id]) {
@@ -793,6 +944,7 @@ int stor_ds_set(struct stor_pool *p, const char *name, const char *prop, const c
 	ret = check_settable(id);
 	if (ret < 0)
 		return ret;
+	pool_set_error("%s", "");
 	pthread_mutex_lock(&p->admin);
 	ds = ds_find_locked(p, name);
 	if (!ds)

@@ -8,7 +8,7 @@ libstore_libstore_a_SOURCES = \
 	%D%/errors.c %D%/pool_error.c %D%/statedir.c %D%/stor_assert.h %D%/size.c %D%/name.c \
 	%D%/lun.h %D%/lun.c %D%/lunset.c %D%/scan.c %D%/hostid.c %D%/pool_rename.c \
 	%D%/meta.h %D%/meta_lmdb.c \
-	%D%/alloc.h %D%/alloc.c %D%/array.h \
+	%D%/alloc.h %D%/alloc.c %D%/array.h %D%/space.c \
 	%D%/pool.c \
 	%D%/props.h %D%/props.c \
 	%D%/dataset.c \

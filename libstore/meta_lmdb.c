@@ -16,7 +16,7 @@
  * file system is full would be a SIGBUS that takes the daemon down: before
  * a write transaction begins, the pages it may touch are allocated
  * (posix_fallocate) up to the last used page plus headroom, and a file
- * system without room makes that transaction fail with -ENOSPC instead.
+ * system without room makes that transaction fail with STOR_EMETAFULL instead.
  * A map that fills doubles (meta_grow, up to META_MAP_MAX) once every
  * transaction of the process has ended, which LMDB requires; each
  * transaction holds a shared lock for that, from begin (or get) to its end.
@@ -73,7 +73,10 @@ static int lmdb_error(int rc)
 		return -EEXIST;
 	case MDB_MAP_FULL:
 	case MDB_TXN_FULL:
-		return -ENOSPC;
+		return -ENOSPC; /* the map grows (meta_grow); note_full says when it cannot */
+	case ENOSPC:
+	case EDQUOT:
+		return STOR_EMETAFULL; /* the state directory's file system, not the pool */
 	case MDB_READERS_FULL:
 		return -EAGAIN;
 	case MDB_CORRUPTED:
@@ -178,7 +181,7 @@ int meta_reserve(struct meta *m, size_t extra)
 		return 0;
 	rc = posix_fallocate(fd, (off_t)have, (off_t)(need - have));
 	if (rc)
-		return rc == ENOSPC ? -ENOSPC : -rc;
+		return rc == ENOSPC || rc == EDQUOT ? STOR_EMETAFULL : -rc;
 	while (have < need && !atomic_compare_exchange_weak(&m->reserved, &have, need))
 		;
 	return 0;
@@ -215,8 +218,11 @@ int meta_txn_begin(struct meta *m, struct meta_txn **out)
 
 static int note_full(struct meta *m, int rc)
 {
-	if (rc == MDB_MAP_FULL)
+	if (rc == MDB_MAP_FULL) {
 		atomic_store(&m->map_full, 1);
+		if (m->map_size >= META_MAP_MAX)
+			return STOR_EMETAFULL; /* no larger map to grow into */
+	}
 	return lmdb_error(rc);
 }
 

@@ -82,6 +82,7 @@ static struct stor_pool *pool_alloc(const char *name, const struct stor_pool_opt
 	p->name = strdup(name);
 	p->path = statedir_meta_path(opts->state_dir, name);
 	pthread_mutex_init(&p->admin, NULL);
+	space_init(p);
 	for (int i = 0; i < STRIPES; i++)
 		pthread_mutex_init(&p->stripes[i], NULL);
 	if (!p->name || !p->path || alloc_create(&p->alloc) < 0) {
@@ -116,6 +117,7 @@ static void pool_free(struct stor_pool *p)
 	for (int i = 0; i < STRIPES; i++)
 		pthread_mutex_destroy(&p->stripes[i]);
 	pthread_mutex_destroy(&p->admin);
+	space_fini(p);
 	free(p->name);
 	free(p->path);
 	free(p);

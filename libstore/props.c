@@ -44,6 +44,15 @@ int prop_compression_level(const char *v)
 	return -1;
 }
 
+uint64_t prop_reservation_bytes(const char *v, uint64_t auto_bytes)
+{
+	if (!v || strcmp(v, "none") == 0)
+		return 0;
+	if (strcmp(v, "auto") == 0)
+		return auto_bytes;
+	return strtoull(v, NULL, 10);
+}
+
 int prop_sync_mode(const char *v)
 {
 	if (strcmp(v, "standard") == 0)
@@ -165,6 +174,20 @@ int prop_validate(int id, const char *value, char *out, size_t outlen)
 			return STOR_EITERS; /* a number, but one we refuse: say which */
 		snprintf(num, sizeof(num), "%llu", (unsigned long long)n);
 		canon = num;
+		break;
+	case PROP_REFRESERVATION:
+	case PROP_RESERVATION:
+		/* "auto" (refreservation only) is resolved to a size by dataset.c */
+		if (strcmp(value, "none") == 0 || (id == PROP_REFRESERVATION && strcmp(value, "auto") == 0))
+			break;
+		if (stor_parse_size(value, &n) < 0)
+			return STOR_EBADPROP;
+		if (n == 0)
+			canon = "none";
+		else {
+			snprintf(num, sizeof(num), "%llu", (unsigned long long)n);
+			canon = num;
+		}
 		break;
 	case PROP_VOLSIZE:
 		if (stor_parse_size(value, &n) < 0 || n == 0)

@@ -4,6 +4,7 @@
 #define STOR_PROPS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define PROP_INHERIT 0x1u  /* children inherit the value unless set locally */
 #define PROP_READONLY 0x2u /* computed; never set */
@@ -16,7 +17,14 @@
 	XX(CREATETXG, "createtxg", PROP_READONLY, NULL)                                    \
 	XX(VOLSIZE, "volsize", 0, NULL)                                                    \
 	XX(RECORDSIZE, "recordsize", PROP_READONLY, NULL)                                  \
+	XX(REFRESERVATION, "refreservation", 0, "none")                                    \
+	XX(RESERVATION, "reservation", 0, "none")                                          \
 	XX(USED, "used", PROP_READONLY, NULL)                                              \
+	XX(AVAILABLE, "available", PROP_READONLY, NULL)                                    \
+	XX(REFERENCED, "referenced", PROP_READONLY, NULL)                                  \
+	XX(USEDBYDATASET, "usedbydataset", PROP_READONLY, NULL)                            \
+	XX(USEDBYCHILDREN, "usedbychildren", PROP_READONLY, NULL)                          \
+	XX(USEDBYREFRESERVATION, "usedbyrefreservation", PROP_READONLY, NULL)              \
 	XX(LOGICALUSED, "logicalused", PROP_READONLY, NULL)                                \
 	XX(COMPRESSRATIO, "compressratio", PROP_READONLY, NULL)                            \
 	XX(COMPRESSION, "compression", PROP_INHERIT, "off")                                \
@@ -56,6 +64,9 @@ int prop_lookup(const char *name);
  *         KEYS_PBKDF2_MIN..KEYS_PBKDF2_MAX)
  */
 int prop_validate(int id, const char *value, char *out, size_t outlen);
+
+/** A reservation's value in bytes: "none" is 0, "auto" is @auto_bytes. */
+uint64_t prop_reservation_bytes(const char *v, uint64_t auto_bytes);
 
 /** Decode "zstd-N"/"zstd"/"off" into a zstd level (0 = off). */
 int prop_compression_level(const char *v);

@@ -710,7 +710,25 @@ static void seal(struct write_batch *b, struct rec *recs, size_t n, uint64_t bir
 	}
 }
 
-/* An extent for every record of a request still whole. */
+/*
+ * May @r keep the extent it was just given (space.c's rules)? New data may
+ * not use the slop or others' reservations; an overwrite no larger than
+ * the record's old extent may use the slop. The old pointer is looked up
+ * only when that is the question: a pool far from full never asks.
+ */
+static int admit(struct stor_pool *p, struct rec *r)
+{
+	struct bp old;
+	int found = 0;
+
+	if (space_admit(p, r->ds, r->bp.psize, 0) == 0)
+		return 0;
+	if (txg_lookup(p, 1, &r->ds->id, &r->recno, &old, &found) < 0 || !found)
+		return STOR_ENOSPC;
+	return space_admit(p, r->ds, r->bp.psize, old.psize);
+}
+
+/* An extent for every record of a request still whole, charged to its dataset. */
 static void allocate(struct stor_pool *p, struct rec *recs, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -725,9 +743,26 @@ static void allocate(struct stor_pool *p, struct rec *recs, size_t n)
 			fail_io(r, ret);
 			continue;
 		}
+		/* charged before the check, so what it draws from its own
+		 * reservation is seen by the next record's check */
+		atomic_fetch_add(&r->ds->used, r->bp.psize);
+		ret = admit(p, r);
+		if (ret < 0) {
+			atomic_fetch_sub(&r->ds->used, r->bp.psize);
+			alloc_put(p->alloc, lun, r->bp.sector, r->bp.psize / STOR_SECTOR);
+			fail_io(r, ret);
+			continue;
+		}
 		r->bp.lun = (uint16_t)lun;
 		r->found = 1; /* owns an extent */
 	}
+}
+
+/* Give back the extent of a record that will not be staged. */
+static void unallocate(struct stor_pool *p, struct rec *r)
+{
+	atomic_fetch_sub(&r->ds->used, r->bp.psize);
+	alloc_put(p->alloc, r->bp.lun, r->bp.sector, r->bp.psize / STOR_SECTOR);
 }
 
 /*
@@ -784,7 +819,7 @@ static void stage(struct stor_pool *p, struct write_batch *b, struct rec *recs, 
 
 		if (r->io->result) {
 			if (r->found && r->kind != REC_HOLE)
-				alloc_put(p->alloc, r->bp.lun, r->bp.sector, r->bp.psize / STOR_SECTOR);
+				unallocate(p, r);
 			continue;
 		}
 		ret = txg_stage(p, r->ds->id, r->recno, r->kind == REC_HOLE ? &hole : &r->bp,
@@ -793,16 +828,14 @@ static void stage(struct stor_pool *p, struct write_batch *b, struct rec *recs, 
 		if (ret < 0) {
 			/* the metadata could not be read: this record keeps its old data */
 			if (r->kind != REC_HOLE)
-				alloc_put(p->alloc, r->bp.lun, r->bp.sector, r->bp.psize / STOR_SECTOR);
+				unallocate(p, r);
 			fail_io(r, ret);
 			continue;
 		}
 		/* after the stage: a reader that saw the old pointer cannot put it back */
 		cache_drop(dc, r->ds->guid, r->recno);
-		if (r->kind != REC_HOLE) {
-			atomic_fetch_add(&r->ds->used, r->bp.psize);
-			atomic_fetch_add(&r->ds->logical_used, r->bp.lsize);
-		}
+		if (r->kind != REC_HOLE)
+			atomic_fetch_add(&r->ds->logical_used, r->bp.lsize); /* used: at allocation */
 		if (had_old) {
 			atomic_fetch_sub(&r->ds->used, old.psize);
 			atomic_fetch_sub(&r->ds->logical_used, old.lsize);

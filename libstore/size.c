@@ -14,9 +14,12 @@
  * whole bytes (1.5G, 0.5K); 0.3 or 1.1K are not sizes. No sign, no spaces,
  * no exponent, no hex. The value is computed exactly (no floating point):
  * the fraction must be a whole number of bytes and the result fit in 64 bits.
+ * stor_format_size() writes a size the way coffer shows it, for the CLI and
+ * for libstore's texts alike.
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "store.h"
 
@@ -109,4 +112,20 @@ int stor_parse_size(const char *s, uint64_t *out)
 		return -ERANGE;
 	*out = whole + part;
 	return 0;
+}
+
+void stor_format_size(uint64_t v, char *buf, size_t len)
+{
+	static const char units[] = "BKMGTPE";
+	double d = (double)v;
+	int u = 0;
+
+	while (d >= 1024 && u < 6) {
+		d /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%llu", (unsigned long long)v);
+	else
+		snprintf(buf, len, d < 10 ? "%.2f%c" : d < 100 ? "%.1f%c" : "%.0f%c", d, units[u]);
 }

@@ -58,8 +58,9 @@ extern "C" {
 	XX(ESUSPENDED, -10017, "pool is suspended after a failed flush or metadata commit (see pool status)") \
 	XX(EITERS, -10018, "pbkdf2iters must be 100000 to 10000000")                           \
 	XX(EWEAKKEY, -10019, "raw key is all zero or too regular; use 32 random bytes")        \
-	XX(ENOTBLANK, -10020, "LUN is not blank: it may hold a file system or other data")    \
-	XX(EHOSTID, -10021, "pool was last used by another host; use -f")
+	XX(ENOTBLANK, -10020, "LUN is not blank: it may hold a file system or other data")         \
+	XX(EHOSTID, -10021, "pool was last used by another host; use -f")                          \
+	XX(EMETAFULL, -10022, "pool metadata is full: its map is at its largest or the state directory's file system has no room")
 
 enum {
 #define XX(name, val, msg) STOR_##name = (val),
@@ -543,6 +544,12 @@ int stor_name_check(const char *name, enum stor_name_kind kind);
  * @return 0, -EINVAL (not a size), -ERANGE (above 2^64 - 1 bytes)
  */
 int stor_parse_size(const char *s, uint64_t *out);
+
+/**
+ * Write @v bytes as coffer shows sizes: bytes below 1K, else three
+ * significant digits and a unit of 1024 ("1.50M", "10.0G", "128G").
+ */
+void stor_format_size(uint64_t v, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

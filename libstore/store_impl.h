@@ -81,7 +81,8 @@ struct stor_ds {
 	atomic_int comp_level, checksum_on;
 	atomic_int cache_all; /* primarycache=all: records go through the data cache */
 
-	atomic_int_fast64_t used, logical_used;
+	atomic_int_fast64_t used, logical_used; /* used: charged when allocated */
+	_Atomic uint64_t refres, res; /* refreservation, reservation in bytes (space.c) */
 	struct ds_stats stats;
 
 	/* encryption: fixed at creation */
@@ -136,6 +137,16 @@ struct stor_pool {
 	pthread_mutex_t sync_lock; /* one txg_read_synchronize at a time */
 	_Atomic uint64_t read_epoch;
 	atomic_long readers[2];
+
+	/* space.c: a copy of the dataset table for the write path, which may
+	 * not take the admin lock, and the reservations promised */
+	pthread_mutex_t space_lock;
+	struct stor_ds **sp_ds; /* sorted by name, as p->ds */
+	int *sp_parent;         /* index of each one's parent, -1 for the root */
+	uint64_t *sp_tree;      /* scratch of the computation */
+	size_t sp_n;
+	uint64_t sp_pending;          /* promised to datasets not yet in sp_ds */
+	_Atomic uint64_t resv_total;  /* every reservation and promise: U at most */
 };
 
 /* dataset.c */
@@ -149,6 +160,39 @@ struct meta_txn;
 int ds_save_txn(struct meta_txn *t, struct stor_ds *ds);
 /** Effective (local or inherited) value of @id for @ds; admin lock held. */
 const char *ds_prop_locked(struct stor_pool *p, struct stor_ds *ds, int id, struct stor_ds **from);
+
+/* space.c: reservations and slop (its head comment gives the rules) */
+void space_init(struct stor_pool *p);
+void space_fini(struct stor_pool *p);
+/** Bytes of the pool that ordinary writes leave free, for a pool of @size. */
+uint64_t space_slop(uint64_t size);
+/** refreservation=auto of a volume: every record in whole sectors. */
+uint64_t space_auto_refres(uint64_t volsize, uint32_t recsize);
+/** Cache ds->refres and ds->res from its properties; admin lock held. */
+void space_props_locked(struct stor_pool *p, struct stor_ds *ds);
+/** Copy the dataset table after a change of it or of a reservation. */
+int space_sync_locked(struct stor_pool *p);
+/**
+ * May @ds keep @n bytes just allocated (and charged to ds->used)? @replaces
+ * is the size of the extent the record had, 0 for new data.
+ * @return 0 or STOR_ENOSPC
+ */
+int space_admit(struct stor_pool *p, struct stor_ds *ds, uint64_t n, uint64_t replaces);
+/** What `get` reports of a dataset's space. */
+struct space_view {
+	uint64_t own, rr, children, used, available;
+};
+void space_of_locked(struct stor_pool *p, struct stor_ds *ds, struct space_view *v);
+/**
+ * Promise @need more bytes of reservation, under @from and its ancestors'
+ * reservations (NULL: the pool's); refused with STOR_ENOSPC and a text
+ * ("not enough space: N available, M needed; @hint") when the pool cannot
+ * guarantee them. Undo with space_unpromise_locked() once the dataset's
+ * new reservation is counted (space_sync_locked) or was not made.
+ */
+int space_promise_locked(struct stor_pool *p, struct stor_ds *from, uint64_t need,
+			 const char *hint);
+void space_unpromise_locked(struct stor_pool *p, uint64_t need);
 
 /* pool_error.c: the text stor_pool_last_error() returns, per thread */
 void pool_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

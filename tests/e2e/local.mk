@@ -81,3 +81,8 @@ check_PROGRAMS += %D%/test_limits
 %C%_test_limits_SOURCES = %D%/test_limits.c $(E2E_FIXTURE)
 %C%_test_limits_CFLAGS = $(E2E_CFLAGS)
 %C%_test_limits_LDADD = $(E2E_LDADD)
+
+check_PROGRAMS += %D%/test_space
+%C%_test_space_SOURCES = %D%/test_space.c $(E2E_FIXTURE)
+%C%_test_space_CFLAGS = $(E2E_CFLAGS)
+%C%_test_space_LDADD = $(E2E_LDADD)

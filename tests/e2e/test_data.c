@@ -139,7 +139,7 @@ Test(data, dataset_verbs_create_list_get_set_inherit_destroy)
 Test(data, sizes_read_the_same_in_create_and_set)
 {
 	make_pool("tank");
-	COF_OK(NULL, "create -V 1GiB tank/v");
+	COF_OK(NULL, "create -s -V 1GiB tank/v"); /* sparse: larger than the pool */
 	COF_OK(NULL, "set volsize=2GiB tank/v");
 	COF_OK(NULL, "get -H -p volsize tank/v");
 	cr_assert(strstr(out, "volsize\t2147483648\t"), "%s", out);

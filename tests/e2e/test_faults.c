@@ -885,6 +885,15 @@ Test(full_state, a_full_state_dir_suspends_the_pool_and_the_daemon_lives)
 	cr_assert_eq(kill(td.pid, 0), 0, "cofferd died:\n%s", tdaemon_log(&td));
 	COF_OK("ping");
 	assert_suspended_by_metadata("tank");
+	{
+		/* the metadata is full, not the pool: its LUNs have room */
+		json_t *p = pool_status("tank");
+		const char *err = json_string_value(json_object_get(p, "error"));
+
+		cr_assert(err && strstr(err, "pool metadata is full"), "pool status says: %s",
+			  err ? err : "(nothing)");
+		json_decref(p);
+	}
 	/* the writes it could not commit are lost at shutdown, and it says so */
 	cr_assert_eq(tdaemon_stop(&td), 1, "exit status of a shutdown that lost writes");
 	cr_assert(strstr(tdaemon_log(&td), "final commit failed"), "%s", tdaemon_log(&td));

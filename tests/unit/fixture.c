@@ -125,10 +125,27 @@ void tpool_reopen(struct tpool *tp)
 	cr_assert_eq(ret, 0, "pool open: %s (%s)", stor_strerror(ret), stor_pool_last_error());
 }
 
+/*
+ * Test volumes are sparse (refreservation=none) unless the test says
+ * otherwise: most are far larger than the tiny pools they live in.
+ */
 struct stor_ds *tpool_ds_opts(struct tpool *tp, const char *name, const struct stor_ds_opts *opts)
 {
+	static const struct stor_ds_opts none;
+	const char *props[64];
+	struct stor_ds_opts o = opts ? *opts : none;
 	struct stor_ds *ds = NULL;
-	int ret = stor_ds_create(tp->pool, name, opts, &ds);
+	int ret, given = 0;
+
+	cr_assert_lt(o.nprops, 63);
+	for (size_t i = 0; i < o.nprops; i++) {
+		props[i] = o.props[i];
+		given |= strncmp(o.props[i], "refreservation=", 15) == 0;
+	}
+	if (!given)
+		props[o.nprops++] = "refreservation=none";
+	o.props = props;
+	ret = stor_ds_create(tp->pool, name, &o, &ds);
 
 	cr_assert_eq(ret, 0, "create %s: %s", name, stor_strerror(ret));
 	cr_assert_not_null(ds);

@@ -97,3 +97,8 @@ check_PROGRAMS += %D%/test_datacache
 %C%_test_datacache_LDADD = $(UNIT_LDADD)
 
 TESTS += $(check_PROGRAMS)
+
+check_PROGRAMS += %D%/test_space
+%C%_test_space_SOURCES = %D%/test_space.c $(UNIT_FIXTURE)
+%C%_test_space_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_space_LDADD = $(UNIT_LDADD)

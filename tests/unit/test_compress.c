@@ -51,9 +51,9 @@ Test(compress, compressible_data_takes_less_space_and_reads_back)
 	cr_assert_eq(stor_ds_write(r, 0, in, VOL), 0);
 	cr_assert_eq(stor_pool_sync(tp.pool), 0);
 	/* 8 KiB records shrink to at best one 4 KiB sector */
-	cr_assert_leq(prop_ll("tank/z", "used") * 2, prop_ll("tank/raw", "used"),
-		     "compressed %lld vs raw %lld", prop_ll("tank/z", "used"),
-		     prop_ll("tank/raw", "used"));
+	cr_assert_leq(prop_ll("tank/z", "referenced") * 2, prop_ll("tank/raw", "referenced"),
+		     "compressed %lld vs raw %lld", prop_ll("tank/z", "referenced"),
+		     prop_ll("tank/raw", "referenced"));
 	cr_assert_eq(prop_ll("tank/z", "logicalused"), VOL);
 	stor_ds_close(c);
 	stor_ds_close(r);
@@ -85,7 +85,7 @@ Test(compress, incompressible_data_costs_no_more_than_raw)
 	cr_assert_eq(stor_ds_write(c, 0, in, VOL), 0);
 	cr_assert_eq(stor_ds_write(r, 0, in, VOL), 0);
 	cr_assert_eq(stor_pool_sync(tp.pool), 0);
-	cr_assert_eq(prop_ll("tank/z", "used"), prop_ll("tank/raw", "used"));
+	cr_assert_eq(prop_ll("tank/z", "referenced"), prop_ll("tank/raw", "referenced"));
 	cr_assert_eq(stor_ds_read(c, 0, out, VOL), 0);
 	cr_assert(memcmp(in, out, VOL) == 0);
 	stor_ds_close(c);
@@ -107,10 +107,10 @@ Test(compress, property_is_inherited_and_applies_to_new_writes)
 	cr_assert_eq(stor_ds_set(tp.pool, "tank/p", "compression", "off"), 0);
 	text(in, VOL);
 	cr_assert_eq(stor_ds_write(child, 0, in, VOL), 0);
-	cr_assert_eq(prop_ll("tank/p/c", "used"), VOL, "compression=off still compressed");
+	cr_assert_eq(prop_ll("tank/p/c", "referenced"), VOL, "compression=off still compressed");
 	cr_assert_eq(stor_ds_set(tp.pool, "tank/p", "compression", "zstd"), 0);
 	cr_assert_eq(stor_ds_write(child, 0, in, VOL), 0);
-	cr_assert_leq(prop_ll("tank/p/c", "used"), VOL / 2);
+	cr_assert_leq(prop_ll("tank/p/c", "referenced"), VOL / 2);
 	cr_assert_eq(stor_ds_set(tp.pool, "tank/p", "compression", "lz4"), STOR_EBADPROP);
 	stor_ds_close(parent);
 	stor_ds_close(child);
@@ -133,7 +133,7 @@ Test(compress, compressed_encrypted_records_survive_a_restart)
 	text(in, VOL);
 	cr_assert_eq(stor_ds_write(ds, 0, in, VOL), 0);
 	cr_assert_eq(stor_pool_sync(tp.pool), 0);
-	cr_assert_leq(prop_ll("tank/ez", "used"), VOL / 2);
+	cr_assert_leq(prop_ll("tank/ez", "referenced"), VOL / 2);
 	/* the LUNs hold neither the plaintext nor its zstd form in clear */
 	cr_assert_eq(tpool_find(&tp, in, 64, &lun, &off), 0);
 	stor_ds_close(ds);

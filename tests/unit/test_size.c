@@ -134,3 +134,18 @@ Test(rules, a_failed_assertion_reports_and_the_caller_falls_back)
 		x = 3;
 	cr_assert_eq(x, 3);
 }
+
+Test(rules, sizes_are_shown_with_three_digits_and_a_unit_of_1024)
+{
+	static const struct {
+		uint64_t v;
+		const char *s;
+	} cases[] = { { 0, "0" },	     { 1023, "1023" },	      { 1024, "1.00K" },
+		      { 1536 << 10, "1.50M" }, { 10ull << 30, "10.0G" }, { 128ull << 30, "128G" } };
+	char buf[32];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		stor_format_size(cases[i].v, buf, sizeof(buf));
+		cr_expect_str_eq(buf, cases[i].s, "%llu", (unsigned long long)cases[i].v);
+	}
+}

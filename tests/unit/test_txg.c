@@ -276,8 +276,10 @@ static void kill_and_reap(pid_t pid, int fd, struct model *m)
 
 static void setup_crash_pool_props(uint32_t recsize, uint64_t lun_size, const char *prop)
 {
+	/* sparse: the crash cycles fill a volume larger than the pool */
+	const char *props[] = { "refreservation=none", prop };
 	struct stor_ds_opts o = { .volsize = (uint64_t)NREC * recsize, .recordsize = recsize,
-				  .props = &prop, .nprops = prop ? 1 : 0 };
+				  .props = props, .nprops = prop ? 2 : 1 };
 	int ret;
 
 	tpool_init(&tp, 2, lun_size, NULL);
@@ -303,9 +305,10 @@ static void random_kills(const char *prop, unsigned min_rounds, double budget)
 	 * A pool with room for the live records and half as much again: the
 	 * next-fit allocator comes back to freed sectors within a few txgs, so
 	 * an extent reused before the txg that freed it is durable shows up as
-	 * a record with the wrong data.
+	 * a record with the wrong data. The slop space of so small a pool is
+	 * half of it (space.c), which new data cannot use: twice that.
 	 */
-	setup_crash_pool_props(8192, (1u << 20) + NREC * 8192 * 3 / 4, prop);
+	setup_crash_pool_props(8192, (1u << 20) + NREC * 8192 * 3 / 2, prop);
 	opts = tp.opts;
 	opts.txg_timeout_ms = 100; /* the timer commits too, between explicit flushes */
 	/* at least min_rounds kills, and more while time allows */

@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Space accounting: reservations, slop space, and what a write may take.
+ *
+ * The allocator (alloc.c) knows free sectors; this file knows who may use
+ * them. A dataset's refreservation guarantees room for its own data, its
+ * reservation room for it and its descendants, as ZFS has them. Per dataset
+ * (own = bytes its block pointers reference, charged at allocation):
+ *   rr     = max(0, refreservation - own)          usedbyrefreservation
+ *   tree   = own + rr + sum of charged(children)   used
+ *   charged = max(tree, reservation)               what its parent counts
+ *   head   = max(0, reservation - tree)            reservation not yet used
+ * U, the space promised and not yet used, is the sum of rr + head over all
+ * datasets. The invariant every write of new data keeps:
+ *   free >= slop + U
+ * so nobody's writes eat another's reservation, and slop (space.c's
+ * space_slop) stays free for what must succeed on a full pool: overwrites
+ * of existing records (which need a new extent before the old one is freed
+ * by the commit), and the allocations of txg commits. An overwrite whose
+ * new extent is no larger than the old one only needs free >= U.
+ *
+ * The check runs after the allocation and the charge (lock-free fast path
+ * against the sum of all reservations, an upper bound of U; the exact U
+ * under space_lock only when that fails), so two writers racing for the
+ * last space may both be refused but never both admitted. The admin lock
+ * is never taken here: admin calls hold it across commits that wait for
+ * writers. Lock order: admin, then space_lock.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "store_impl.h"
+
+#define SLOP_MIN (2ull << 20)   /* a few txgs of overwrites on a tiny pool */
+#define SLOP_MAX (128ull << 30) /* ZFS's cap */
+
+uint64_t space_slop(uint64_t size)
+{
+	uint64_t s = size / 32;
+
+	if (s < SLOP_MIN)
+		s = SLOP_MIN;
+	if (s > size / 2)
+		s = size / 2;
+	return s > SLOP_MAX ? SLOP_MAX : s;
+}
+
+void space_init(struct stor_pool *p)
+{
+	pthread_mutex_init(&p->space_lock, NULL);
+}
+
+void space_fini(struct stor_pool *p)
+{
+	pthread_mutex_destroy(&p->space_lock);
+	free(p->sp_ds);
+	free(p->sp_parent);
+	free(p->sp_tree);
+}
+
+uint64_t space_auto_refres(uint64_t volsize, uint32_t recsize)
+{
+	uint64_t per = (recsize + STOR_SECTOR - 1) / STOR_SECTOR * STOR_SECTOR;
+
+	/* every record takes whole sectors: a 512-byte record takes 4 KiB */
+	return recsize ? volsize / recsize * per : 0;
+}
+
+void space_props_locked(struct stor_pool *p, struct stor_ds *ds)
+{
+	uint64_t aut = space_auto_refres(atomic_load(&ds->volsize), ds->recsize);
+
+	atomic_store(&ds->refres, prop_reservation_bytes(ds->local[PROP_REFRESERVATION], aut));
+	atomic_store(&ds->res, prop_reservation_bytes(ds->local[PROP_RESERVATION], 0));
+	(void)p;
+}
+
+int space_sync_locked(struct stor_pool *p)
+{
+	struct stor_ds **d = NULL;
+	int *par = NULL;
+	uint64_t *tree = NULL, total = 0;
+	size_t n = p->nds;
+
+	d = malloc((n ? n : 1) * sizeof(*d));
+	par = malloc((n ? n : 1) * sizeof(*par));
+	tree = malloc((n ? n : 1) * sizeof(*tree));
+	if (!d || !par || !tree) {
+		free(d);
+		free(par);
+		free(tree);
+		/* no copy at all rather than one with datasets that may be gone:
+		 * reservations go unenforced until the next change of the table */
+		pthread_mutex_lock(&p->space_lock);
+		p->sp_n = 0;
+		pthread_mutex_unlock(&p->space_lock);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		d[i] = p->ds[i];
+		total += atomic_load(&d[i]->refres) + atomic_load(&d[i]->res);
+		par[i] = -1;
+		/* the table is sorted: a parent is the nearest earlier prefix + '/' */
+		for (size_t j = i; j-- > 0;) {
+			size_t l = strlen(d[j]->name);
+			if (strncmp(d[i]->name, d[j]->name, l) == 0 && d[i]->name[l] == '/' &&
+			    !strchr(d[i]->name + l + 1, '/')) {
+				par[i] = (int)j;
+				break;
+			}
+		}
+	}
+	pthread_mutex_lock(&p->space_lock);
+	free(p->sp_ds);
+	free(p->sp_parent);
+	free(p->sp_tree);
+	p->sp_ds = d;
+	p->sp_parent = par;
+	p->sp_tree = tree;
+	p->sp_n = n;
+	atomic_store(&p->resv_total, total + p->sp_pending);
+	pthread_mutex_unlock(&p->space_lock);
+	return 0;
+}
+
+/* rr of dataset @i, from its atomic counters */
+static uint64_t rr_of(const struct stor_ds *ds)
+{
+	int64_t own = atomic_load(&ds->used);
+	uint64_t refres = atomic_load(&ds->refres);
+
+	return own < 0 ? refres : refres > (uint64_t)own ? refres - (uint64_t)own : 0;
+}
+
+static uint64_t own_of(const struct stor_ds *ds)
+{
+	int64_t own = atomic_load(&ds->used);
+
+	return own > 0 ? (uint64_t)own : 0;
+}
+
+/* tree of every dataset into sp_tree; @return U. space_lock held. */
+static uint64_t compute_locked(struct stor_pool *p)
+{
+	uint64_t u = p->sp_pending;
+
+	for (size_t i = 0; i < p->sp_n; i++)
+		p->sp_tree[i] = own_of(p->sp_ds[i]) + rr_of(p->sp_ds[i]);
+	/* descendants sort after their ancestors: children are done first */
+	for (size_t i = p->sp_n; i-- > 0;) {
+		uint64_t res = atomic_load(&p->sp_ds[i]->res), t = p->sp_tree[i];
+
+		u += rr_of(p->sp_ds[i]) + (res > t ? res - t : 0);
+		if (p->sp_parent[i] >= 0)
+			p->sp_tree[p->sp_parent[i]] += res > t ? res : t;
+	}
+	return u;
+}
+
+static int index_of(struct stor_pool *p, const struct stor_ds *ds)
+{
+	for (size_t i = 0; i < p->sp_n; i++)
+		if (p->sp_ds[i] == ds)
+			return (int)i;
+	return -1;
+}
+
+static void pool_bytes(struct stor_pool *p, uint64_t *free_b, uint64_t *size)
+{
+	uint64_t used, total;
+
+	alloc_totals(p->alloc, &used, &total);
+	*size = total * STOR_SECTOR;
+	*free_b = (total - used) * STOR_SECTOR;
+}
+
+int space_admit(struct stor_pool *p, struct stor_ds *ds, uint64_t n, uint64_t replaces)
+{
+	uint64_t fr, size, slop, need, u;
+
+	(void)ds;
+	pool_bytes(p, &fr, &size);
+	slop = space_slop(size);
+	/* an overwrite no larger than its old extent may use the slop */
+	need = replaces >= n ? 0 : slop;
+	if (fr >= need + atomic_load(&p->resv_total))
+		return 0;
+	pthread_mutex_lock(&p->space_lock);
+	u = compute_locked(p);
+	pthread_mutex_unlock(&p->space_lock);
+	return fr >= need + u ? 0 : STOR_ENOSPC;
+}
+
+/* base: what anyone may still take; plus the headroom of @i and its ancestors */
+static uint64_t room_locked(struct stor_pool *p, int i, uint64_t fr, uint64_t slop)
+{
+	uint64_t u = compute_locked(p), room = fr > slop + u ? fr - slop - u : 0;
+
+	for (; i >= 0; i = p->sp_parent[i]) {
+		uint64_t res = atomic_load(&p->sp_ds[i]->res);
+		room += res > p->sp_tree[i] ? res - p->sp_tree[i] : 0;
+	}
+	return room;
+}
+
+void space_of_locked(struct stor_pool *p, struct stor_ds *ds, struct space_view *v)
+{
+	uint64_t fr, size;
+	int i;
+
+	memset(v, 0, sizeof(*v));
+	pool_bytes(p, &fr, &size);
+	v->own = own_of(ds);
+	v->rr = rr_of(ds);
+	pthread_mutex_lock(&p->space_lock);
+	i = index_of(p, ds);
+	v->available = room_locked(p, i, fr, space_slop(size)) + v->rr;
+	v->used = i >= 0 ? p->sp_tree[i] : v->own + v->rr;
+	pthread_mutex_unlock(&p->space_lock);
+	v->children = v->used - v->own - v->rr;
+}
+
+int space_promise_locked(struct stor_pool *p, struct stor_ds *from, uint64_t need,
+			 const char *hint)
+{
+	uint64_t fr, size, room;
+	char a[32], b[32];
+
+	if (!need)
+		return 0;
+	/* counted before the free space is read: a writer racing with us sees it */
+	pthread_mutex_lock(&p->space_lock);
+	atomic_fetch_add(&p->resv_total, need);
+	pool_bytes(p, &fr, &size);
+	room = room_locked(p, from ? index_of(p, from) : -1, fr, space_slop(size));
+	for (int i = 0; i < 2 && room < need; i++) {
+		/* extents freed by a destroy come back only when its txg is
+		 * durable, and the next one (txg.c): commit before refusing */
+		pthread_mutex_unlock(&p->space_lock);
+		txg_sync(p, 0);
+		pthread_mutex_lock(&p->space_lock);
+		pool_bytes(p, &fr, &size);
+		room = room_locked(p, from ? index_of(p, from) : -1, fr, space_slop(size));
+	}
+	if (room < need) {
+		atomic_fetch_sub(&p->resv_total, need);
+		pthread_mutex_unlock(&p->space_lock);
+		stor_format_size(room, a, sizeof(a));
+		stor_format_size(need, b, sizeof(b));
+		pool_set_error("not enough space: %s available, %s needed%s%s", a, b,
+			       hint ? "; " : "", hint ? hint : "");
+		return STOR_ENOSPC;
+	}
+	p->sp_pending += need; /* until space_sync_locked() counts the dataset */
+	pthread_mutex_unlock(&p->space_lock);
+	return 0;
+}
+
+void space_unpromise_locked(struct stor_pool *p, uint64_t need)
+{
+	if (!need)
+		return;
+	pthread_mutex_lock(&p->space_lock);
+	p->sp_pending -= need;
+	atomic_fetch_sub(&p->resv_total, need);
+	pthread_mutex_unlock(&p->space_lock);
+}

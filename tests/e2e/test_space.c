@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: MIT
+/*
+ * E2E: space through the daemon and coffer. Thick volumes are the default
+ * and a pool refuses one it cannot guarantee, with a text that says what
+ * to do; -s makes a sparse one. A thick volume keeps its room while a
+ * sparse neighbour fills the pool. On a pool filled to "out of space" by
+ * ordinary writes, overwrites, flush, destroy and export still succeed.
+ * `get` and `list` report the space as zfs does.
+ */
+#include <config.h> /* the autoconf header: _GNU_SOURCE */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+
+#include "client.h"
+#include "daemon.h"
+#include "proto.h"
+#include "store.h"
+
+TDAEMON_FIXTURE(NULL)
+static char out[65536];
+
+TestSuite(space, .init = setup, .fini = teardown, .timeout = 120);
+
+#define cof(...) tdaemon_cofferf(&td, NULL, out, sizeof(out), __VA_ARGS__)
+#define COF_OK(...) TDAEMON_COF_OK(&td, out, NULL, __VA_ARGS__)
+
+#define REC 8192u
+#define CHUNK (16 * REC)
+
+static struct coffer_conn *open_ds(const char *name, int *h)
+{
+	struct coffer_conn *c = NULL;
+
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	*h = coffer_ds_open(c, name, NULL, NULL);
+	cr_assert_geq(*h, 0, "open %s: %d\n%s", name, *h, tdaemon_log(&td));
+	return c;
+}
+
+/* Write CHUNKs of @gen from @off until one fails or @end; @return that status. */
+static int fill(struct coffer_conn *c, int h, uint64_t *off, uint64_t end, int gen)
+{
+	static uint8_t buf[CHUNK];
+	int ret = 0;
+
+	while (ret == 0 && *off + CHUNK <= end) {
+		memset(buf, gen, sizeof(buf));
+		buf[0] = (uint8_t)(*off / CHUNK);
+		ret = coffer_write(c, h, *off, buf, CHUNK);
+		if (ret == 0)
+			*off += CHUNK;
+	}
+	return ret;
+}
+
+Test(space, thick_by_default_sparse_with_s_and_the_neighbour_cannot_eat_the_reservation)
+{
+	struct coffer_conn *c, *t;
+	uint64_t off = 0;
+	int h, ht, ret;
+
+	/* 8 MiB of data space (each LUN's first MiB holds its label), slop 2 MiB */
+	COF_OK("pool create -s 5M tank %s/l0 %s/l1", td.dir, td.dir);
+	cr_assert_eq(cof("create -V 10G tank/big"), 1, "%s", out);
+	cr_assert(strstr(out, "not enough space: ") && strstr(out, "10.0G needed") &&
+			  strstr(out, "use -s for a sparse volume"),
+		  "%s", out);
+	cr_assert_neq(cof("get volsize tank/big"), 0, "refused: not made");
+	COF_OK("create -s -V 10G tank/big");
+	COF_OK("create -V 2M tank/thick");
+	COF_OK("get -H -p refreservation tank/thick tank/big");
+	cr_assert(strstr(out, "tank/thick\trefreservation\t2097152\tlocal") &&
+			  strstr(out, "tank/big\trefreservation\tnone\tlocal"),
+		  "%s", out);
+	/* growing the thick one past what the pool has is refused; the sparse one grows */
+	cr_assert_eq(cof("set volsize=64M tank/thick"), 1, "%s", out);
+	cr_assert(strstr(out, "not enough space"), "%s", out);
+	COF_OK("set volsize=20G tank/big");
+
+	c = open_ds("tank/big", &h);
+	ret = fill(c, h, &off, 20ull << 30, 1);
+	cr_assert_eq(ret, STOR_ENOSPC, "the sparse one: %s", proto_strerror(ret));
+	/* 8 MiB less slop and the thick one's 2 MiB, in whole chunks */
+	cr_assert(off > (4u << 20) - 2 * CHUNK && off <= 4u << 20, "the sparse one wrote %llu",
+		  (unsigned long long)off);
+	t = open_ds("tank/thick", &ht);
+	off = 0;
+	ret = fill(t, ht, &off, 2u << 20, 2);
+	cr_assert_eq(ret, 0, "the thick one at %llu: %s", (unsigned long long)off,
+		     proto_strerror(ret));
+	cr_assert_eq(off, 2u << 20);
+	cr_assert_eq(coffer_ds_flush(t, ht), 0);
+	coffer_close(t);
+	coffer_close(c);
+}
+
+Test(space, a_full_pool_overwrites_flushes_destroys_and_exports)
+{
+	struct coffer_conn *c;
+	uint64_t off = 0, full, o2;
+	int h, ret;
+
+	COF_OK("pool create -s 2M tank %s/l0 %s/l1", td.dir, td.dir); /* 2 MiB of data, slop 1 MiB */
+	COF_OK("create -s -V 64M tank/a");
+	COF_OK("create -s -V 64M tank/b");
+	c = open_ds("tank/a", &h);
+	ret = fill(c, h, &off, 64u << 20, 1);
+	cr_assert_eq(ret, STOR_ENOSPC, "%s", proto_strerror(ret));
+	full = off;
+	cr_assert_gt(full, 0);
+	for (int gen = 2; gen <= 4; gen++) {
+		o2 = 0;
+		ret = fill(c, h, &o2, full, gen);
+		cr_assert_eq(ret, 0, "overwrite pass %d at %llu: %s", gen, (unsigned long long)o2,
+			     proto_strerror(ret));
+	}
+	cr_assert_eq(coffer_ds_flush(c, h), 0, "flush of a full pool");
+	o2 = full;
+	cr_assert_eq(fill(c, h, &o2, full + CHUNK, 5), STOR_ENOSPC, "new data is still refused");
+	coffer_close(c);
+	COF_OK("destroy tank/b");
+	COF_OK("pool export tank");
+	COF_OK("pool import tank");
+	c = open_ds("tank/a", &h);
+	{
+		static uint8_t buf[CHUNK];
+		cr_assert_eq(coffer_read(c, h, full - CHUNK, buf, CHUNK), 0);
+		cr_assert_eq(buf[1], 4, "the last overwrite is what reads back");
+	}
+	coffer_close(c);
+}
+
+Test(space, get_and_list_report_used_avail_refer)
+{
+	json_t *j, *p, *v;
+	size_t i;
+	uint64_t used = 0, refres = 0, rr = 0, refer = 0;
+
+	COF_OK("pool create -s 4M tank %s/l0 %s/l1", td.dir, td.dir);
+	COF_OK("create -V 1M tank/t");
+	COF_OK("list");
+	cr_assert(strstr(out, "NAME") && strstr(out, "USED") && strstr(out, "AVAIL") &&
+			  strstr(out, "REFER"),
+		  "%s", out);
+	j = tdaemon_coffer_json(&td, "-j get all tank/t");
+	p = json_object_get(j, "props");
+	json_array_foreach(p, i, v) {
+		const char *k = json_string_value(json_object_get(v, "property"));
+		uint64_t n = strtoull(json_string_value(json_object_get(v, "value")), NULL, 10);
+
+		if (!strcmp(k, "used"))
+			used = n;
+		else if (!strcmp(k, "refreservation"))
+			refres = n;
+		else if (!strcmp(k, "usedbyrefreservation"))
+			rr = n;
+		else if (!strcmp(k, "referenced"))
+			refer = n;
+	}
+	json_decref(j);
+	cr_assert_eq(refres, 1u << 20);
+	cr_assert_eq(rr, 1u << 20, "nothing written: all of it unused");
+	cr_assert_eq(refer, 0);
+	cr_assert_eq(used, 1u << 20, "used counts the unused refreservation");
+}
