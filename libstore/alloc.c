@@ -194,6 +194,25 @@ int alloc_get(struct alloc *a, uint32_t n, unsigned *lun, uint64_t *sector)
 	return STOR_ENOSPC;
 }
 
+int alloc_get_on(struct alloc *a, unsigned lun, uint32_t n, uint64_t *sector)
+{
+	struct lun_map *m;
+	int ret = STOR_ENOSPC;
+
+	if (lun >= atomic_load(&a->nluns) || n == 0)
+		return STOR_ENOSPC;
+	m = a->luns[lun];
+	pthread_mutex_lock(&m->lock);
+	if (!m->faulted && find_run(m, n, sector) == 0) {
+		set_range(m->bits, *sector, n, 1);
+		m->used += n;
+		m->cursor = *sector + n;
+		ret = 0;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return ret;
+}
+
 static void set_faulted(struct alloc *a, unsigned lun, int faulted)
 {
 	if (lun >= atomic_load(&a->nluns))

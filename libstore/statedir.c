@@ -6,6 +6,8 @@
  *   <state_dir>/pools/<pool>.mdb-lock       LMDB's reader table
  *   <state_dir>/pools/<pool>.mdb.lock       flock'ed: one opener (pool.c)
  *   <state_dir>/pools/<pool>.keys, .keys.1  the key file's copies (keyfile.c)
+ *   <state_dir>/pools/<pool>.luns           the LUN paths, one a line: where an
+ *                                           import finds the LUNs without LMDB (pool.c)
  * One place names them, so create, destroy, the key file and the LUN checks
  * agree. Nothing here opens a pool or knows what the files hold.
  */
@@ -70,6 +72,13 @@ void statedir_keyfile_path(const char *meta_path, int copy, char *out, size_t le
 	snprintf(out, len, "%.*s.keys%s", (int)(n > 4 ? n - 4 : n), meta_path, copy ? ".1" : "");
 }
 
+void statedir_luns_path(const char *meta_path, char *out, size_t len)
+{
+	size_t n = strlen(meta_path);
+
+	snprintf(out, len, "%.*s.luns", (int)(n > 4 ? n - 4 : n), meta_path);
+}
+
 int statedir_remove_pool(const char *meta_path)
 {
 	const char *const suffix[] = { "-lock", ".lock" };
@@ -84,5 +93,7 @@ int statedir_remove_pool(const char *meta_path)
 		statedir_keyfile_path(meta_path, copy, path, sizeof(path));
 		unlink(path);
 	}
+	statedir_luns_path(meta_path, path, sizeof(path));
+	unlink(path);
 	return ret;
 }
