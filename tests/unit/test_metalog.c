@@ -168,8 +168,10 @@ static void smash(unsigned lun, uint64_t off, size_t len)
 
 	cr_assert_geq(fd, 0);
 	memset(junk, 0xa5, sizeof(junk));
-	for (size_t o = 0; o < len; o += sizeof(junk))
-		cr_assert_eq(pwrite(fd, junk, sizeof(junk), (off_t)(off + o)), (ssize_t)sizeof(junk));
+	for (size_t o = 0; o < len; o += sizeof(junk)) {
+		size_t k = len - o < sizeof(junk) ? len - o : sizeof(junk);
+		cr_assert_eq(pwrite(fd, junk, k, (off_t)(off + o)), (ssize_t)k);
+	}
 	close(fd);
 }
 
