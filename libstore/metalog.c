@@ -62,6 +62,8 @@ struct metalog {
 	uint64_t log_bytes, ckpt_bytes;
 	unsigned nrecs;
 	char note[512];
+	int fs_full_noted;
+	unsigned ring_ready; /* LUNs [0, ring_ready) have every ring slot allocated */
 	_Atomic uint64_t bytes, records;
 };
 
@@ -309,6 +311,15 @@ static unsigned write_ubs(struct stor_pool *p, uint64_t txg, uint64_t seq, const
 
 	if (posix_memalign((void **)&ub, STOR_SECTOR, UB_SIZE))
 		return 0;
+	/* a LUN new to the pool (this pool's creation, an add) gets its whole
+	 * ring written first: its slots then never need space of a file system
+	 * that data filled, and a sparse LUN reads zero there anyway */
+	for (unsigned i = p->mlog->ring_ready; i < nluns; i++) {
+		memset(ub, 0, UB_SIZE);
+		for (unsigned s = 0; s < UB_SLOTS; s++)
+			lun_reserved_io(p->luns[i].lun, 1, ub, UB_SIZE, UB_OFF + s * UB_SIZE);
+	}
+	p->mlog->ring_ready = nluns;
 	ub_encode(ub, p->guid, txg, seq, head);
 	for (unsigned i = 0; i < nluns; i++) {
 		struct lun *l = p->luns[i].lun;
@@ -399,11 +410,28 @@ int metalog_commit(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
 			written++;
 		}
 	}
-	m.ncopies = (uint8_t)written;
 	if (!written) {
+		int full_fs = 1;
+
+		for (unsigned c = 0; c < m.ncopies; c++)
+			full_fs &= io[c].result == -ENOSPC || io[c].result == -EDQUOT;
+		unplace(p, &m);
+		m.ncopies = 0;
 		ret = -EIO;
+		if (full_fs) {
+			/* the file systems under the LUNs are full: LMDB commits alone
+			 * (ahead of the LUNs until a checkpoint gets through) rather
+			 * than refusing every write */
+			ml->force_full = 1;
+			if (!ml->fs_full_noted)
+				add_note(ml, "metadata log not written (file system full): the "
+					 "LUNs lag LMDB until a checkpoint is written");
+			ml->fs_full_noted = 1;
+			ret = 0;
+		}
 		goto out;
 	}
+	m.ncopies = (uint8_t)written;
 	if (write_ubs(p, txg, seq, &m) == 0) {
 		ret = -EIO; /* the record's extents stay taken: an uberblock may name it */
 		goto out;
@@ -786,6 +814,7 @@ int metalog_import(struct stor_pool *p, struct metalog_luns *L, struct meta *m, 
 	if (ret < 0)
 		goto out;
 	/* the log as the next commit continues it */
+	ml->ring_ready = L->n;
 	ml->seq = ubs[pick].seq;
 	ml->head = ubs[pick].head;
 	ml->have_head = 1;
