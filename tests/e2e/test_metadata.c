@@ -31,13 +31,7 @@ TestSuite(metadata, .init = setup, .fini = teardown, .timeout = 120);
 
 static void random_file(const char *name, size_t len, char *path, size_t cap)
 {
-	uint8_t *buf = malloc(len);
-
-	cr_assert_not_null(buf);
-	for (size_t i = 0; i < len; i++)
-		buf[i] = (uint8_t)(rand() >> 7);
-	snprintf(path, cap, "%s", tdaemon_file(&td, name, buf, len));
-	free(buf);
+	tdaemon_random_file(&td, name, len, path, cap);
 }
 
 /* Dataset @ds reads back as the file @in. */
