@@ -62,7 +62,7 @@ struct metalog {
 	uint64_t log_bytes, ckpt_bytes;
 	unsigned nrecs;
 	char note[512];
-	int fs_full_noted;
+	int lag_noted;
 	unsigned ring_ready; /* LUNs [0, ring_ready) have every ring slot allocated */
 	_Atomic uint64_t bytes, records;
 };
@@ -332,6 +332,21 @@ static unsigned write_ubs(struct stor_pool *p, uint64_t txg, uint64_t seq, const
 	return ok;
 }
 
+/*
+ * No room for the record (a pool or a file system that data filled): LMDB
+ * commits alone, ahead of the LUNs, rather than every write being refused,
+ * and each commit tries a checkpoint until one gets through. A state
+ * directory lost meanwhile loses the txgs since the last record.
+ */
+static int lag(struct metalog *ml, const char *why)
+{
+	ml->force_full = 1;
+	if (!ml->lag_noted)
+		add_note(ml, "%s: the LUNs lag LMDB until a checkpoint is written", why);
+	ml->lag_noted = 1;
+	return 0;
+}
+
 int metalog_commit(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
 {
 	struct metalog *ml = p->mlog;
@@ -395,6 +410,10 @@ int metalog_commit(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
 	m.cksum = XXH64(rec, len, 0);
 
 	ret = place_copies(p, seq, m.nsect, &m);
+	if (ret == STOR_ENOSPC) {
+		ret = lag(ml, "no room for the metadata log (pool full)");
+		goto out;
+	}
 	if (ret < 0)
 		goto out;
 	for (unsigned c = 0; c < m.ncopies; c++)
@@ -417,18 +436,7 @@ int metalog_commit(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
 			full_fs &= io[c].result == -ENOSPC || io[c].result == -EDQUOT;
 		unplace(p, &m);
 		m.ncopies = 0;
-		ret = -EIO;
-		if (full_fs) {
-			/* the file systems under the LUNs are full: LMDB commits alone
-			 * (ahead of the LUNs until a checkpoint gets through) rather
-			 * than refusing every write */
-			ml->force_full = 1;
-			if (!ml->fs_full_noted)
-				add_note(ml, "metadata log not written (file system full): the "
-					 "LUNs lag LMDB until a checkpoint is written");
-			ml->fs_full_noted = 1;
-			ret = 0;
-		}
+		ret = full_fs ? lag(ml, "metadata log not written (file system full)") : -EIO;
 		goto out;
 	}
 	m.ncopies = (uint8_t)written;
@@ -440,6 +448,7 @@ int metalog_commit(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
 	ml->seq = seq;
 	ml->head = m;
 	ml->have_head = 1;
+	ml->lag_noted = 0;
 	if (full) {
 		pthread_mutex_lock(&ml->lock);
 		for (size_t i = 0; i < ml->nlive && ret == 0; i++)
