@@ -645,6 +645,8 @@ static int pool_status(int argc, char **argv)
 			       err, json_string_value(json_object_get(p, "name")));
 		if (json_object_get(p, "key_file"))
 			printf("  keys: %s\n", json_string_value(json_object_get(p, "key_file")));
+		if (json_object_get(p, "metadata"))
+			printf("  metadata: %s\n", json_string_value(json_object_get(p, "metadata")));
 		if (json_object_get(p, "txg"))
 			printf("   txg: %lld\n",
 			       (long long)json_integer_value(json_object_get(p, "txg")));

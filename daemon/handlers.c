@@ -266,10 +266,13 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 		json_object_set_new(o, "bad_frees", json_integer((json_int_t)st.bad_frees));
 	if (st.key_file[0])
 		json_object_set_new(o, "key_file", json_string(st.key_file));
+	if (st.meta_log[0])
+		json_object_set_new(o, "metadata", json_string(st.meta_log));
 	json_object_set_new(o, "guid", json_integer((json_int_t)st.guid));
 	json_object_set_new(o, "size", json_integer((json_int_t)st.size));
 	json_object_set_new(o, "used", json_integer((json_int_t)st.used));
-	json_object_set_new(o, "free", json_integer((json_int_t)(st.size - st.used)));
+	json_object_set_new(o, "metadata_used", json_integer((json_int_t)st.meta_used));
+	json_object_set_new(o, "free", json_integer((json_int_t)(st.size - st.used - st.meta_used)));
 	json_object_set_new(o, "nluns", json_integer(st.nluns));
 	json_object_set_new(o, "txg", json_integer((json_int_t)st.txg));
 	json_object_set_new(o, "logical_used", json_integer((json_int_t)st.logical_used));

@@ -3,6 +3,11 @@
  * One bitmap per LUN (a set bit is a used sector), each under its own lock,
  * with a next-fit cursor; successive allocations rotate over the LUNs so
  * records are striped. Owns no persistent state (see alloc.h).
+ *
+ * Metadata reserve: a txg commit writes its log record (metalog.c) into
+ * the data space, so a pool that data filled could not commit the txg
+ * that would free space. alloc_get() leaves meta_reserve() sectors of
+ * each LUN to alloc_get_on(), which the log uses.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -141,6 +146,18 @@ out:
 	return ret;
 }
 
+/* Sectors of a LUN of @nsectors that only metadata may take: 1/16, at least
+ * 8 on a LUN of 128 or more, at most 256 (1 MiB). Room for the log record
+ * of a txg that filled a small pool, in two copies. */
+static uint64_t meta_reserve(uint64_t nsectors)
+{
+	uint64_t r = nsectors / 16;
+
+	if (r < 8 && nsectors >= 128)
+		r = 8;
+	return r > 256 ? 256 : r;
+}
+
 /* Next fit: a run of n clear bits from the cursor, wrapping once. */
 static int find_run(struct lun_map *m, uint32_t n, uint64_t *out)
 {
@@ -185,7 +202,8 @@ int alloc_get(struct alloc *a, uint32_t n, unsigned *lun, uint64_t *sector)
 		uint64_t s;
 
 		pthread_mutex_lock(&m->lock);
-		if (!m->faulted && find_run(m, n, &s) == 0) {
+		if (!m->faulted && m->nsectors - m->used >= n + meta_reserve(m->nsectors) &&
+		    find_run(m, n, &s) == 0) {
 			set_range(m->bits, s, n, 1);
 			m->used += n;
 			m->cursor = s + n;
@@ -198,6 +216,25 @@ int alloc_get(struct alloc *a, uint32_t n, unsigned *lun, uint64_t *sector)
 		pthread_mutex_unlock(&m->lock);
 	}
 	return STOR_ENOSPC;
+}
+
+int alloc_get_on(struct alloc *a, unsigned lun, uint32_t n, uint64_t *sector)
+{
+	struct lun_map *m;
+	int ret = STOR_ENOSPC;
+
+	if (lun >= atomic_load(&a->nluns) || n == 0)
+		return STOR_ENOSPC;
+	m = a->luns[lun];
+	pthread_mutex_lock(&m->lock);
+	if (!m->faulted && find_run(m, n, sector) == 0) {
+		set_range(m->bits, *sector, n, 1);
+		m->used += n;
+		m->cursor = *sector + n;
+		ret = 0;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return ret;
 }
 
 static void set_faulted(struct alloc *a, unsigned lun, int faulted)

@@ -25,9 +25,12 @@ void alloc_add_map(struct alloc *a, struct alloc_map *map);
 void alloc_map_free(struct alloc_map *map);
 /** Mark an extent used (import). @return 0 or STOR_ECORRUPT (overlap, out of range) */
 int alloc_mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
-/** Allocate @n contiguous sectors, striping successive calls over the LUNs.
+/** Allocate @n contiguous sectors, striping successive calls over the LUNs,
+ *  leaving each LUN's metadata reserve (alloc.c) to alloc_get_on().
  *  @return 0 or STOR_ENOSPC */
 int alloc_get(struct alloc *a, uint32_t n, unsigned *lun, uint64_t *sector);
+/** Allocate @n contiguous sectors on LUN @lun (metadata copies). @return 0 or STOR_ENOSPC */
+int alloc_get_on(struct alloc *a, unsigned lun, uint32_t n, uint64_t *sector);
 /** Place no new extent on LUN @lun (faulted). */
 void alloc_set_faulted(struct alloc *a, unsigned lun);
 /** Place new extents on LUN @lun again (pool clear). */

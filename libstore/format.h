@@ -5,7 +5,8 @@
  *
  * LUN of size bytes; end = size rounded down to 4 KiB, minus LUN_LABEL_SIZE:
  *   [0, 4 KiB)            label copy 0 (front)
- *   [4 KiB, 1 MiB)        reserved, zero
+ *   [4 KiB, 516 KiB)      the uberblock ring: UB_SLOTS slots of UB_SIZE bytes
+ *   [516 KiB, 1 MiB)      reserved, zero
  *   [1 MiB, end)          data sectors of STOR_SECTOR bytes; sector n of LUN i
  *                         is at byte LUN_DATA_OFF + n * 4096
  *   [end, end + 4 KiB)    label copy 1 (end), the same bytes as copy 0
@@ -29,8 +30,52 @@
  *
  * Format versions: 2 had one label and data up to the end of the LUN; 3 adds
  * the end copy, so a version 2 LUN is refused (STOR_EFORMAT), never read
- * with data where the end copy would go; 4 adds host id and pool state, so
- * a version 3 label is refused too.
+ * with data where the end copy would go. 4 adds the host id and pool state
+ * to the label and puts the pool's metadata on its LUNs (below), so a
+ * version 3 pool, whose LUNs lack both, is refused too.
+ *
+ * Metadata on the LUNs (metalog.c). LMDB in the state directory is a cache
+ * of it: everything an import needs (the four LMDB tables and the key
+ * file's bytes) is on the LUNs, as a log of redo records:
+ * - A log record holds the ops (meta.h: table, put or delete, key, value)
+ *   of one txg commit: its block pointers and MAC rows and every LMDB
+ *   transaction committed since the previous record (dataset records,
+ *   properties, the pool record), and the key file when it changed. A
+ *   checkpoint is a record of kind MLOG_FULL holding every row of every
+ *   table; the log starts at the newest checkpoint and each record names
+ *   the one before it, so an import walks back from the newest to the
+ *   checkpoint and replays forward.
+ * - Each record is written whole, in copies (ditto blocks) on different
+ *   LUNs (MLOG_COPIES on three or more LUNs, else two), as extents of the
+ *   data area taken from the allocator; they are not block pointers, so an
+ *   import marks the extents of the log it walked as used. The extents of a
+ *   log replaced by a checkpoint are freed once that checkpoint's commit is
+ *   done. A record is padded to whole sectors.
+ * - The uberblock ring: every commit writes an uberblock into slot
+ *   seq % UB_SLOTS of every LUN, after the record copies are durable and
+ *   before LMDB commits; it names the newest record. An import takes the
+ *   newest uberblock (highest seq) that verifies on any LUN and whose log
+ *   verifies (each record from any sound copy), else the next older one.
+ *   The uberblock is the commit point: a crash leaves the old or the new
+ *   txg, and an LMDB behind the newest uberblock gets the missing records
+ *   replayed; a missing or unreadable LMDB is rebuilt from the log.
+ * Why a redo log and not a copy of LMDB each txg: a txg changes a few
+ * pointers of a large tree; the log costs what changed, and the checkpoint
+ * (written when the log since the last one outgrows it, MLOG_MIN_CKPT at
+ * least) keeps the walk at an import short and the cost amortised at twice
+ * the bytes that changed. LMDB's own file layout is never on the LUNs.
+ *
+ * Record pointer (MPTR_LEN bytes): u8 copies | MLOG_COPIES x (u16 lun |
+ * u64 sector) | u32 sectors | u32 length in bytes | u64 xxh64 of those bytes.
+ * Log record: u64 magic "COFFMLOG" | u32 version | u32 kind | u64 pool guid |
+ * u64 txg | u64 seq | record pointer of the previous record (copies 0 for a
+ * checkpoint) | u32 length of the ops | ops | zero to the sector's end.
+ * Uberblock (UB_LEN bytes, rest of its slot zero): u64 magic "COFFUBER" |
+ * u32 version | u32 reserved | u64 pool guid | u64 txg | u64 seq |
+ * record pointer of the newest record | u64 xxh64 of everything before it.
+ * The key file's bytes travel as ops of table MLOG_TABLE_KEYS (never in
+ * LMDB: keyfile.c says why); wrapped keys a change-key replaced may stay in
+ * freed log extents until those are reused, as freed records do.
  *
  * LMDB (one environment per pool, file <state_dir>/pools/<pool>.mdb):
  *   "pool": "config" -> pool record (meta_pool_* in pool.c)
@@ -82,6 +127,24 @@
 #define MAC_LEN 16
 #define MAC_ROOT UINT64_MAX
 #define MAC_ROOT_LEN (MAC_LEN + MAC_LEN) /* accumulator | tag */
+
+/* Metadata on the LUNs (see the head comment). */
+#define UB_OFF 4096u
+#define UB_SIZE 4096u
+#define UB_SLOTS 128u
+#define UB_MAGIC 0x434f464655424552ull   /* "COFFUBER" */
+#define MLOG_MAGIC 0x434f46464d4c4f47ull /* "COFFMLOG" */
+#define MLOG_COPIES 3u
+#define MLOG_DELTA 1u
+#define MLOG_FULL 2u
+#define MLOG_TABLE_KEYS 0x80u
+#define MLOG_MIN_CKPT (256u << 10) /* bytes of log (whole sectors, one copy) */
+#define MLOG_MAX_RECORDS 128u /* a checkpoint at the latest after this many records */
+#define MPTR_LEN (1 + MLOG_COPIES * (2 + 8) + 4 + 4 + 8)
+#define MLOG_HEAD_LEN (8 + 4 + 4 + 8 + 8 + 8 + MPTR_LEN + 4)
+#define UB_LEN (8 + 4 + 4 + 8 + 8 + 8 + MPTR_LEN + 8)
+static_assert(UB_OFF + UB_SLOTS * UB_SIZE <= LUN_DATA_OFF, "the ring fits the reserved area");
+static_assert(UB_LEN <= UB_SIZE, "an uberblock fits its slot");
 
 static_assert(BP_LEN == 76, "block pointer is 76 bytes");
 static_assert(LABEL_LEN <= LUN_LABEL_SIZE, "label fits its sector");

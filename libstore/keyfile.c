@@ -22,6 +22,11 @@
  * rewrites the other from it when it is missing, damaged or older, and
  * says so in pool status. Both copies bad refuse the import, naming both.
  *
+ * The LUNs hold the key file too (metalog.c): each save hands its bytes to
+ * the next txg's log record, and an import whose copies here are missing,
+ * damaged or older than the LUNs' writes both from the LUNs' bytes
+ * (keyfile_restore) before it loads them.
+ *
  * Layout, big-endian: u64 magic "COFFKEYS" | u32 version | u64 generation |
  * u32 count | count x (u64 dataset guid | u64 root dataset id |
  * u8 keyformat | u32 iterations | salt | wrapped key | u16 length |
@@ -36,6 +41,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "metalog.h"
 #include "store_impl.h"
 
 #define KEYFILE_MAGIC 0x434f46464b455953ull /* "COFFKEYS" */
@@ -153,6 +159,9 @@ int keyfile_save(struct stor_pool *p, struct stor_ds *extra)
 	statedir_keyfile_path(p->path, 0, path, sizeof(path));
 	ret = write_file(path, buf, len);
 	if (ret == 0) {
+		/* the LUNs get it with the next txg; failing that, the next
+		 * save or import offers it again */
+		metalog_keys(p, buf, len);
 		p->keyfile_gen++;
 		statedir_keyfile_path(p->path, 1, path, sizeof(path));
 		if (write_file(path, buf, len) < 0)
@@ -338,6 +347,49 @@ bad:
 static const char *copy_state(int rc)
 {
 	return rc == -ENOENT ? "missing" : rc == STOR_EFORMAT ? "of another format" : "damaged";
+}
+
+/* The generation of the key file bytes @buf, if their frame is sound. */
+static int frame_gen(const uint8_t *buf, size_t len, uint64_t *gen)
+{
+	const uint8_t *r = buf + len - 8;
+
+	if (len < HEAD_LEN + 8 || get_u64(&r) != XXH64(buf, len - 8, 0))
+		return STOR_ECORRUPT;
+	r = buf;
+	if (get_u64(&r) != KEYFILE_MAGIC || get_u32(&r) != KEYFILE_VERSION)
+		return STOR_ECORRUPT;
+	*gen = get_u64(&r);
+	return 0;
+}
+
+int keyfile_restore(struct stor_pool *p, const uint8_t *buf, size_t len)
+{
+	char path[KEYFILE_COPIES][4200];
+	uint64_t lgen, gen;
+	int newer = 1, ret = 0;
+
+	if (!buf || frame_gen(buf, len, &lgen) < 0)
+		return 0; /* nothing sound on the LUNs: the copies here decide */
+	for (int i = 0; i < KEYFILE_COPIES; i++) {
+		uint8_t *have = NULL;
+		size_t hlen = 0;
+
+		statedir_keyfile_path(p->path, i, path[i], sizeof(path[i]));
+		if (read_file(path[i], &have, &hlen, &gen) == 0) {
+			if (gen >= lgen)
+				newer = 0;
+			keys_secure_free(have, hlen);
+		}
+	}
+	if (!newer)
+		return 0;
+	for (int i = 0; i < KEYFILE_COPIES && ret == 0; i++)
+		ret = write_file(path[i], buf, len);
+	if (ret < 0)
+		pool_set_error("pool %s: key file %s: rebuilding it from the LUNs: %s", p->name,
+			       path[0], stor_strerror(ret));
+	return ret < 0 ? ret : 1;
 }
 
 int keyfile_load(struct stor_pool *p)

@@ -396,7 +396,28 @@ int lun_label_repair(struct lun *l, const struct lun_label *lab, unsigned copies
 
 int lun_label_wipe(struct lun *l)
 {
-	return label_put(l, NULL, (1u << LUN_LABELS) - 1);
+	uint8_t *zero = NULL;
+	int ret;
+
+	/* the uberblock ring goes too: a wiped LUN is blank, and names no log */
+	if (posix_memalign((void **)&zero, STOR_SECTOR, (size_t)UB_SLOTS * UB_SIZE))
+		return -ENOMEM;
+	memset(zero, 0, (size_t)UB_SLOTS * UB_SIZE);
+	ret = pio(l, 1, zero, (size_t)UB_SLOTS * UB_SIZE, UB_OFF);
+	free(zero);
+	return ret < 0 ? ret : label_put(l, NULL, (1u << LUN_LABELS) - 1);
+}
+
+int lun_reserved_io(struct lun *l, int write, void *buf, size_t len, uint64_t off)
+{
+	int ret;
+
+	if (off < LUN_LABEL_SIZE || off + len > LUN_DATA_OFF || off + len < off)
+		return -EINVAL;
+	ret = pio(l, write, buf, len, off);
+	if (ret < 0)
+		atomic_fetch_add(write ? &l->write_errors : &l->read_errors, 1);
+	return ret;
 }
 
 int lun_is_blank(struct lun *l)

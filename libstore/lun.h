@@ -93,6 +93,13 @@ int lun_label_wipe(struct lun *l);
  */
 int lun_is_blank(struct lun *l);
 
+/**
+ * Read or write @len bytes at byte @off of the reserved area between the
+ * front label and the data area (format.h: the uberblock ring), no flush.
+ * @buf is 4 KiB aligned for O_DIRECT. @return 0, -EINVAL (outside), -errno
+ */
+int lun_reserved_io(struct lun *l, int write, void *buf, size_t len, uint64_t off);
+
 int lun_is_direct(const struct lun *l);
 /** The extent at @off of a LUN opened with LUN_MAP whose file is on tmpfs,
  *  readable in place; NULL otherwise (read it with lun_read_batch). */

@@ -14,6 +14,37 @@ struct meta_txn;
 
 enum meta_table { META_POOL = 0, META_DS, META_BP, META_MAC, META_NTABLES };
 
+/*
+ * The redo log of write transactions (metalog.c writes it to the LUNs):
+ * every meta_put and meta_del of a transaction is captured as an op,
+ *   u8 table | u8 kind (META_OP_PUT, META_OP_DEL) | u16 key length |
+ *   u32 value length (0 for a delete) | key | value
+ * big-endian. A committed transaction's ops join the store's pending log,
+ * in commit order, until a transaction takes them with meta_txn_log().
+ * Tables at or above META_NTABLES are not LMDB's (metalog.c's key file).
+ */
+#define META_OP_PUT 0u
+#define META_OP_DEL 1u
+#define META_OP_HEAD 8u
+
+struct meta_redo {
+	uint8_t *buf;
+	size_t len, cap;
+};
+
+struct meta_op {
+	unsigned table, kind;
+	const uint8_t *key, *val;
+	size_t klen, vlen;
+};
+
+/** Append one op to @r. @return 0 or -ENOMEM */
+int meta_redo_add(struct meta_redo *r, unsigned table, unsigned kind, const void *key,
+		  size_t klen, const void *val, size_t vlen);
+void meta_redo_free(struct meta_redo *r);
+/** The op at *@p (moved past it). @return 1, 0 at @end, STOR_ECORRUPT */
+int meta_redo_next(const uint8_t **p, const uint8_t *end, struct meta_op *op);
+
 #define META_CREATE 0x1u
 
 /** Open (or with META_CREATE create) the store in file @path. */
@@ -39,6 +70,20 @@ int meta_txn_begin(struct meta *m, struct meta_txn **out);
 int meta_txn_commit(struct meta_txn *t);
 /** Abort and free @t. NULL is a no-op. */
 void meta_txn_abort(struct meta_txn *t);
+
+/** Capture nothing of @t (a replay of ops that are on the LUNs already). */
+void meta_txn_nolog(struct meta_txn *t);
+/**
+ * The ops of every transaction committed since the last taker, then those
+ * of @t so far, in one malloc'ed buffer (the caller frees it). They leave
+ * the pending log when @t commits; if it fails they stay.
+ * @return 0 or -ENOMEM
+ */
+int meta_txn_log(struct meta_txn *t, uint8_t **buf, size_t *len);
+/** Bytes of ops committed and not yet taken by meta_txn_log(). */
+size_t meta_pending(struct meta *m);
+/** Delete every key of @tab (read-write txn). */
+int meta_clear(struct meta_txn *t, enum meta_table tab);
 
 /** A read-only snapshot, recycled between calls (mdb_txn_reset/renew). */
 int meta_rtxn_get(struct meta *m, struct meta_txn **out);

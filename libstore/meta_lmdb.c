@@ -20,6 +20,12 @@
  * A map that fills doubles (meta_grow, up to META_MAP_MAX) once every
  * transaction of the process has ended, which LMDB requires; each
  * transaction holds a shared lock for that, from begin (or get) to its end.
+ *
+ * Redo capture (meta.h): each put and delete of a write transaction is
+ * copied into the transaction's redo buffer; at commit the buffer joins the
+ * pending log under plock, which is held across mdb_txn_commit so that the
+ * pending log holds exactly the committed transactions in commit order (a
+ * failed commit takes its ops out before any other writer can take them).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -52,12 +58,17 @@ struct meta {
 	pthread_mutex_t rlock;
 	struct meta_txn *rfree[RTXN_CACHE];
 	unsigned nrfree;
+	pthread_mutex_t plock; /* pending */
+	struct meta_redo pending;
+	_Atomic size_t npending;
 };
 
 struct meta_txn {
 	struct meta *m;
 	MDB_txn *txn;
 	int rdonly;
+	int nolog, logged;
+	struct meta_redo redo;
 };
 
 static const char *const table_names[META_NTABLES] = { "pool", "ds", "bp", "mac" };
@@ -100,6 +111,7 @@ int meta_open(const char *path, size_t map_size, unsigned flags, struct meta **o
 	if (!m)
 		return -ENOMEM;
 	pthread_mutex_init(&m->rlock, NULL);
+	pthread_mutex_init(&m->plock, NULL);
 	pthread_rwlock_init(&m->resize, NULL);
 	rc = mdb_env_create(&m->env);
 	if (rc)
@@ -144,6 +156,7 @@ fail:
 	if (m->env)
 		mdb_env_close(m->env);
 	pthread_mutex_destroy(&m->rlock);
+	pthread_mutex_destroy(&m->plock);
 	pthread_rwlock_destroy(&m->resize);
 	free(m);
 	return lmdb_error(rc);
@@ -158,9 +171,68 @@ void meta_close(struct meta *m)
 		free(m->rfree[i]);
 	}
 	mdb_env_close(m->env);
+	meta_redo_free(&m->pending);
 	pthread_mutex_destroy(&m->rlock);
+	pthread_mutex_destroy(&m->plock);
 	pthread_rwlock_destroy(&m->resize);
 	free(m);
+}
+
+int meta_redo_add(struct meta_redo *r, unsigned table, unsigned kind, const void *key,
+		  size_t klen, const void *val, size_t vlen)
+{
+	size_t need = r->len + META_OP_HEAD + klen + vlen;
+	uint8_t *w;
+
+	if (klen > UINT16_MAX || vlen > UINT32_MAX)
+		return -EINVAL;
+	if (need > r->cap) {
+		size_t cap = r->cap ? r->cap : 4096;
+		while (cap < need)
+			cap *= 2;
+		w = realloc(r->buf, cap);
+		if (!w)
+			return -ENOMEM;
+		r->buf = w;
+		r->cap = cap;
+	}
+	w = r->buf + r->len;
+	put_u8(&w, (uint8_t)table);
+	put_u8(&w, (uint8_t)kind);
+	put_u16(&w, (uint16_t)klen);
+	put_u32(&w, (uint32_t)vlen);
+	put_bytes(&w, key, klen);
+	if (vlen)
+		put_bytes(&w, val, vlen);
+	r->len = need;
+	return 0;
+}
+
+void meta_redo_free(struct meta_redo *r)
+{
+	free(r->buf);
+	*r = (struct meta_redo){ 0 };
+}
+
+int meta_redo_next(const uint8_t **p, const uint8_t *end, struct meta_op *op)
+{
+	const uint8_t *r = *p;
+
+	if (r == end)
+		return 0;
+	if (end - r < META_OP_HEAD)
+		return STOR_ECORRUPT;
+	op->table = get_u8(&r);
+	op->kind = get_u8(&r);
+	op->klen = get_u16(&r);
+	op->vlen = get_u32(&r);
+	if (op->kind > META_OP_DEL || (size_t)(end - r) < op->klen + op->vlen ||
+	    (op->kind == META_OP_DEL && op->vlen))
+		return STOR_ECORRUPT;
+	op->key = r;
+	op->val = r + op->klen;
+	*p = r + op->klen + op->vlen;
+	return 1;
 }
 
 int meta_reserve(struct meta *m, size_t extra)
@@ -229,11 +301,90 @@ static int note_full(struct meta *m, int rc)
 int meta_txn_commit(struct meta_txn *t)
 {
 	struct meta *m = t->m;
-	int rc = mdb_txn_commit(t->txn);
+	size_t before;
+	int rc = 0;
 
+	pthread_mutex_lock(&m->plock);
+	before = m->pending.len;
+	if (t->logged) {
+		/* taken into a log record on the LUNs: out of the pending log
+		 * once LMDB has them too */
+	} else if (!t->nolog && t->redo.len) {
+		if (m->pending.cap < before + t->redo.len) {
+			size_t cap = m->pending.cap ? m->pending.cap : 4096;
+			uint8_t *b;
+
+			while (cap < before + t->redo.len)
+				cap *= 2;
+			b = realloc(m->pending.buf, cap);
+			if (b) {
+				m->pending.buf = b;
+				m->pending.cap = cap;
+			} else {
+				rc = -ENOMEM;
+			}
+		}
+		if (rc == 0) {
+			memcpy(m->pending.buf + before, t->redo.buf, t->redo.len);
+			m->pending.len = before + t->redo.len;
+		}
+	}
+	if (rc < 0) {
+		mdb_txn_abort(t->txn);
+		pthread_mutex_unlock(&m->plock);
+		pthread_rwlock_unlock(&m->resize);
+		meta_redo_free(&t->redo);
+		free(t);
+		return rc;
+	}
+	rc = mdb_txn_commit(t->txn);
+	if (rc)
+		m->pending.len = before; /* never committed: never logged */
+	else if (t->logged)
+		m->pending.len = 0;
+	atomic_store(&m->npending, m->pending.len);
+	pthread_mutex_unlock(&m->plock);
 	pthread_rwlock_unlock(&m->resize);
+	meta_redo_free(&t->redo);
 	free(t);
 	return note_full(m, rc);
+}
+
+void meta_txn_nolog(struct meta_txn *t)
+{
+	t->nolog = 1;
+}
+
+int meta_txn_log(struct meta_txn *t, uint8_t **buf, size_t *len)
+{
+	struct meta *m = t->m;
+	uint8_t *b;
+
+	/* this transaction holds LMDB's writer lock: no other commit adds to
+	 * the pending log before this one commits or aborts */
+	pthread_mutex_lock(&m->plock);
+	b = malloc(m->pending.len + t->redo.len + 1);
+	if (b) {
+		if (m->pending.len)
+			memcpy(b, m->pending.buf, m->pending.len);
+		if (t->redo.len)
+			memcpy(b + m->pending.len, t->redo.buf, t->redo.len);
+		*len = m->pending.len + t->redo.len;
+		t->logged = 1;
+	}
+	pthread_mutex_unlock(&m->plock);
+	*buf = b;
+	return b ? 0 : -ENOMEM;
+}
+
+size_t meta_pending(struct meta *m)
+{
+	return atomic_load(&m->npending);
+}
+
+int meta_clear(struct meta_txn *t, enum meta_table tab)
+{
+	return lmdb_error(mdb_drop(t->txn, t->m->dbi[tab], 0));
 }
 
 int meta_grow(struct meta *m)
@@ -267,6 +418,7 @@ void meta_txn_abort(struct meta_txn *t)
 	}
 	mdb_txn_abort(t->txn);
 	pthread_rwlock_unlock(&t->m->resize);
+	meta_redo_free(&t->redo);
 	free(t);
 }
 
@@ -344,15 +496,21 @@ int meta_put(struct meta_txn *t, enum meta_table tab, const void *key, size_t kl
 	     const void *val, size_t vlen)
 {
 	MDB_val k = { klen, (void *)key }, v = { vlen, (void *)val };
+	int rc = mdb_put(t->txn, t->m->dbi[tab], &k, &v, 0);
 
-	return note_full(t->m, mdb_put(t->txn, t->m->dbi[tab], &k, &v, 0));
+	if (rc)
+		return note_full(t->m, rc);
+	return t->nolog ? 0 : meta_redo_add(&t->redo, tab, META_OP_PUT, key, klen, val, vlen);
 }
 
 int meta_del(struct meta_txn *t, enum meta_table tab, const void *key, size_t klen)
 {
 	MDB_val k = { klen, (void *)key };
+	int rc = mdb_del(t->txn, t->m->dbi[tab], &k, NULL);
 
-	return note_full(t->m, mdb_del(t->txn, t->m->dbi[tab], &k, NULL));
+	if (rc)
+		return note_full(t->m, rc);
+	return t->nolog ? 0 : meta_redo_add(&t->redo, tab, META_OP_DEL, key, klen, NULL, 0);
 }
 
 int meta_iter(struct meta_txn *t, enum meta_table tab, const void *prefix, size_t plen, int del,
@@ -373,6 +531,12 @@ int meta_iter(struct meta_txn *t, enum meta_table tab, const void *prefix, size_
 		if (ret)
 			break;
 		if (del) {
+			if (!t->nolog) {
+				ret = meta_redo_add(&t->redo, tab, META_OP_DEL, k.mv_data,
+						    k.mv_size, NULL, 0);
+				if (ret)
+					break;
+			}
 			rc = mdb_cursor_del(cur, 0);
 			if (rc)
 				break;

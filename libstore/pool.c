@@ -25,6 +25,17 @@
  * id from open (import) and create, exported by stor_pool_export(); a pool
  * opened at LUN paths a scan found gets its record rewritten with them.
  *
+ * Import and LMDB as a cache (metalog.c keeps the metadata on the LUNs):
+ * the LUNs are looked for where the pool record in LMDB says, or when LMDB
+ * is missing or does not open, where <pool>.luns (rewritten with every
+ * pool record) says. Their newest log decides: an LMDB at the same txg is
+ * used as it is, one behind gets the missing records replayed, a missing
+ * or unreadable one is rebuilt whole into <pool>.mdb.rebuild and renamed
+ * into place (a crash meanwhile leaves no half-built cache), and the key
+ * file is rewritten from the LUNs when its copies here are gone or older.
+ * An LMDB ahead of the LUNs (their uberblocks lost) is used, and the next
+ * commit, made at once, writes a checkpoint of it.
+ *
  * Pool record ("pool"/"config"): u32 version | u64 guid | u64 next dataset id |
  * u32 nluns | nluns x (u64 lun guid | u64 size | u16 path length | path).
  * "pool"/"txg": u64 last committed txg.
@@ -43,6 +54,7 @@
 #include "cache.h"
 #include "lun.h"
 #include "meta.h"
+#include "metalog.h"
 #include "store_impl.h"
 
 /* stor_name_check's limit for a pool is what a LUN label can hold */
@@ -85,7 +97,9 @@ static struct stor_pool *pool_alloc(const char *name, const struct stor_pool_opt
 	space_init(p);
 	for (int i = 0; i < STRIPES; i++)
 		pthread_mutex_init(&p->stripes[i], NULL);
-	if (!p->name || !p->path || alloc_create(&p->alloc) < 0) {
+	if (!p->name || !p->path || alloc_create(&p->alloc) < 0 || metalog_create(&p->mlog) < 0) {
+		alloc_destroy(p->alloc);
+		metalog_free(p->mlog);
 		free(p->name);
 		free(p->path);
 		free(p);
@@ -111,6 +125,7 @@ static void pool_free(struct stor_pool *p)
 	free(p->ds);
 	lunset_close(p);
 	meta_close(p->meta);
+	metalog_free(p->mlog);
 	alloc_destroy(p->alloc);
 	if (p->lock_fd >= 0)
 		close(p->lock_fd); /* releases the flock */
@@ -143,6 +158,29 @@ static int pool_lock(struct stor_pool *p)
 		return err;
 	}
 	return 0;
+}
+
+/* <pool>.luns: the paths of the first @n LUNs, replaced whole. Best effort:
+ * LMDB's pool record is what an import reads while LMDB is there. */
+static void save_hint(struct stor_pool *p, unsigned n)
+{
+	char path[4200], tmp[4300];
+	FILE *f;
+	int ok;
+
+	statedir_luns_path(p->path, path, sizeof(path));
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	f = fopen(tmp, "we");
+	if (!f)
+		return;
+	for (unsigned i = 0; i < n; i++)
+		fprintf(f, "%s\n", lun_path(p->luns[i].lun));
+	ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+	ok = fclose(f) == 0 && ok;
+	if (!ok || rename(tmp, path) < 0)
+		unlink(tmp);
+	else
+		statedir_sync(path);
 }
 
 /* The pool record naming the first @n LUNs of p->luns. */
@@ -179,6 +217,8 @@ static int save_config(struct stor_pool *p, unsigned n)
 	}
 	meta_txn_abort(t);
 	free(buf);
+	if (ret == 0)
+		save_hint(p, n);
 	return ret;
 }
 
@@ -187,7 +227,58 @@ int pool_save_config(struct stor_pool *p)
 	return save_config(p, atomic_load(&p->nluns));
 }
 
-static int load_config(struct stor_pool *p, uint64_t *txg)
+/* LUN paths an import looks at, before it knows which LUNs the pool has. */
+struct lun_paths {
+	char *path[STOR_LUNS_MAX];
+	unsigned n;
+};
+
+static void paths_free(struct lun_paths *lp)
+{
+	for (unsigned i = 0; i < lp->n; i++)
+		free(lp->path[i]);
+	lp->n = 0;
+}
+
+static int paths_add(struct lun_paths *lp, const char *path)
+{
+	for (unsigned i = 0; i < lp->n; i++)
+		if (!strcmp(lp->path[i], path))
+			return 0;
+	if (lp->n >= STOR_LUNS_MAX)
+		return 0;
+	lp->path[lp->n] = strdup(path);
+	if (!lp->path[lp->n])
+		return -ENOMEM;
+	lp->n++;
+	return 0;
+}
+
+/* The paths <pool>.luns lists; none if it is missing. */
+static int read_hint(struct stor_pool *p, struct lun_paths *lp)
+{
+	char path[4200], line[4200];
+	FILE *f;
+	int ret = 0;
+
+	statedir_luns_path(p->path, path, sizeof(path));
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (ret == 0 && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (line[0])
+			ret = paths_add(lp, line);
+	}
+	fclose(f);
+	return ret;
+}
+
+/*
+ * Read the pool record: guid, next dataset id, and every LUN, which is
+ * attached - or with @lp only noted there, for the import to look at.
+ */
+static int load_config(struct stor_pool *p, uint64_t *txg, struct lun_paths *lp)
 {
 	struct meta_txn *t = NULL;
 	const uint8_t *r, *end;
@@ -207,7 +298,8 @@ static int load_config(struct stor_pool *p, uint64_t *txg)
 	}
 	ret = meta_get(t, META_POOL, "config", 6, &v, &vlen);
 	if (ret < 0) {
-		pool_set_error("pool %s: no pool record in %s", p->name, p->path);
+		if (!lp)
+			pool_set_error("pool %s: no pool record in %s", p->name, p->path);
 		ret = ret == -ENOENT ? STOR_ECORRUPT : ret;
 		goto out;
 	}
@@ -242,7 +334,7 @@ static int load_config(struct stor_pool *p, uint64_t *txg)
 		/* a LUN a scan found elsewhere: there, and the record follows */
 		if (i < p->opts.nlun_paths && p->opts.lun_paths[i])
 			snprintf(path, sizeof(path), "%s", p->opts.lun_paths[i]);
-		ret = lunset_attach(p, i, path, guid);
+		ret = lp ? paths_add(lp, path) : lunset_attach(p, i, path, guid);
 		if (ret < 0)
 			goto out;
 		ret = STOR_ECORRUPT;
@@ -300,11 +392,149 @@ static int rebuild_space(struct stor_pool *p)
 	return ret;
 }
 
+/* Open for reading the LUNs among @lp whose label is this pool's, by index. */
+static void peek_luns(struct stor_pool *p, const struct lun_paths *lp, struct metalog_luns *L)
+{
+	L->guid = p->guid;
+	for (unsigned i = 0; i < lp->n; i++) {
+		struct lun *l = NULL;
+		struct lun_label lab;
+		unsigned bad;
+
+		if (lun_open(lp->path[i], LUN_PEEK, 0, &l) < 0)
+			continue;
+		if (lun_label_read(l, &lab, &bad) == 0 &&
+		    (L->guid ? lab.pool_guid == L->guid : !strcmp(lab.pool_name, p->name)) &&
+		    lab.index < STOR_LUNS_MAX && !L->lun[lab.index]) {
+			L->guid = lab.pool_guid;
+			L->lun[lab.index] = l;
+			if (lab.index >= L->n)
+				L->n = lab.index + 1;
+			continue;
+		}
+		lun_close(l);
+	}
+}
+
+static void unpeek_luns(struct metalog_luns *L)
+{
+	for (unsigned i = 0; i < L->n; i++)
+		lun_close(L->lun[i]);
+	L->n = 0;
+}
+
+/* Build <pool>.mdb anew from the log on the LUNs of @L, then put it in place. */
+static int rebuild_meta(struct stor_pool *p, struct metalog_luns *L)
+{
+	char tmp[4200], lock[4300];
+	struct meta *m = NULL;
+	uint64_t log_txg;
+	int ret;
+
+	snprintf(tmp, sizeof(tmp), "%.4090s.rebuild", p->path);
+	snprintf(lock, sizeof(lock), "%s-lock", tmp);
+	unlink(tmp);
+	unlink(lock);
+	ret = meta_open(tmp, p->opts.map_size, META_CREATE, &m);
+	if (ret == 0)
+		ret = metalog_import(p, L, m, 0, &log_txg);
+	meta_close(m);
+	if (ret == 0) {
+		pool_set_error("pool %s: no metadata in %s, and none on the %u LUNs found", p->name,
+			       p->path, L->n);
+		ret = -ENOENT;
+	} else if (ret < 0 && !pool_error_set()) {
+		pool_set_error("pool %s: rebuilding %s from the LUNs: %s", p->name, p->path,
+			       stor_strerror(ret));
+	}
+	if (ret > 0) {
+		ret = rename(tmp, p->path) < 0 ? -errno : statedir_sync(p->path);
+		if (ret == 0)
+			metalog_notef(p, "metadata rebuilt from the LUNs at txg %llu",
+				      (unsigned long long)log_txg);
+	}
+	if (ret < 0)
+		unlink(tmp);
+	unlink(lock);
+	return ret;
+}
+
+/*
+ * Make p->meta the cache of the LUNs' newest txg (pool.c head comment).
+ * On success the LUNs are known by their paths in the pool record.
+ */
+static int open_meta(struct stor_pool *p, int have)
+{
+	struct metalog_luns *L = calloc(1, sizeof(*L));
+	struct lun_paths lp = { 0 };
+	uint64_t txg = 0, log_txg = 0;
+	int ret = L ? 0 : -ENOMEM, r;
+
+	if (ret == 0 && have) {
+		ret = meta_open(p->path, p->opts.map_size, 0, &p->meta);
+		if (ret == 0)
+			ret = load_config(p, &txg, &lp);
+	}
+	if (ret < 0 || !have) {
+		int why = ret;
+
+		paths_free(&lp);
+		ret = L ? read_hint(p, &lp) : -ENOMEM;
+		/* and the LUNs a scan found (pool import -d) */
+		for (unsigned i = 0; ret == 0 && i < p->opts.nlun_paths; i++)
+			if (p->opts.lun_paths[i])
+				ret = paths_add(&lp, p->opts.lun_paths[i]);
+		if (ret == 0 && lp.n == 0)
+			ret = have ? why : -ENOENT; /* nowhere to look for the LUNs */
+		if (ret < 0) {
+			if (have && ret != -ENOENT && !pool_error_set())
+				pool_set_error("pool %s: metadata %s: %s", p->name, p->path,
+					       stor_strerror(ret));
+			goto out;
+		}
+		if (have)
+			metalog_notef(p, "%s did not open (%s)", p->path, stor_strerror(why));
+		meta_close(p->meta);
+		p->meta = NULL;
+		p->guid = 0;
+	}
+	peek_luns(p, &lp, L);
+	if (p->meta) {
+		r = metalog_import(p, L, p->meta, txg, &log_txg);
+		if (r < 0)
+			metalog_notef(p, "metadata on the LUNs does not verify (%s): LMDB at txg "
+				      "%llu used, a checkpoint of it written",
+				      stor_strerror(r), (unsigned long long)txg);
+		else if (r > 0 && log_txg < txg)
+			metalog_notef(p, "LMDB at txg %llu is ahead of the LUNs (txg %llu): a "
+				      "checkpoint of it written",
+				      (unsigned long long)txg, (unsigned long long)log_txg);
+		else if (r > 0 && log_txg > txg)
+			metalog_notef(p, "LMDB at txg %llu brought up to txg %llu from the LUNs",
+				      (unsigned long long)txg, (unsigned long long)log_txg);
+		if (r <= 0 || log_txg < txg)
+			metalog_force_checkpoint(p);
+		if (r == 0)
+			metalog_notef(p, "no metadata on the LUNs yet: a checkpoint written");
+	} else {
+		ret = rebuild_meta(p, L);
+		if (ret == 0)
+			ret = meta_open(p->path, p->opts.map_size, 0, &p->meta);
+	}
+	unpeek_luns(L);
+out:
+	paths_free(&lp);
+	free(L);
+	return ret;
+}
+
 int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct stor_pool **out)
 {
 	struct stor_pool *p = NULL;
 	uint64_t txg;
-	int ret;
+	const uint8_t *kb;
+	size_t klen;
+	int ret, have;
 
 	*out = NULL;
 	pool_clear_error();
@@ -322,30 +552,33 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 	p = pool_alloc(name, opts);
 	if (!p)
 		return -ENOMEM;
-	if (access(p->path, F_OK) < 0) {
-		ret = -errno;
-		if (ret == -ENOENT && opts->lun_paths)
-			pool_set_error("no metadata for pool %s in %s; the LUNs alone do not "
-				       "import it yet: restore %s",
-				       name, opts->state_dir, p->path);
-		goto fail;
+	have = access(p->path, F_OK) == 0;
+	if (!have && !opts->lun_paths) {
+		/* no metadata here: a pool only if <pool>.luns says where its LUNs are */
+		char hint[4200];
+
+		statedir_luns_path(p->path, hint, sizeof(hint));
+		if (access(hint, F_OK) < 0) {
+			ret = -ENOENT;
+			goto fail;
+		}
 	}
 	ret = pool_lock(p);
 	if (ret < 0)
 		goto fail;
-	ret = meta_open(p->path, opts->map_size, 0, &p->meta);
-	if (ret < 0) {
-		if (ret != -ENOENT)
-			pool_set_error("pool %s: metadata %s: %s", name, p->path, stor_strerror(ret));
+	ret = open_meta(p, have);
+	if (ret < 0)
 		goto fail;
-	}
-	ret = load_config(p, &txg);
+	ret = load_config(p, &txg, NULL);
 	if (ret == 0)
 		ret = pool_follow_name(p);
 	if (ret < 0)
 		goto fail;
 	ret = ds_load_all(p);
-	if (ret == 0)
+	kb = metalog_keys_get(p, &klen);
+	if (ret == 0 && (ret = keyfile_restore(p, kb, klen)) > 0)
+		metalog_notef(p, "key file rebuilt from the LUNs");
+	if (ret >= 0)
 		ret = keyfile_load(p);
 	if (ret < 0) {
 		if (!pool_error_set())
@@ -353,6 +586,8 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 		goto fail;
 	}
 	ret = rebuild_space(p);
+	if (ret == 0)
+		ret = metalog_mark(p);
 	/* the record names the LUNs where they are now; the labels say who has them */
 	if (ret == 0 && opts->lun_paths)
 		ret = pool_save_config(p);
@@ -368,9 +603,14 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 	p->opts.lun_paths = NULL; /* the caller's */
 	p->opts.nlun_paths = 0;
 	p->opts.new_name = NULL;
+	/* a checkpoint due (LMDB ahead of the LUNs, or they have none): now,
+	 * not at the next write; a failure is retried with every commit */
+	if (metalog_dirty(p))
+		txg_sync(p, 0);
 	*out = p;
 	return 0;
 fail:
+	txg_fini(p);
 	pool_free(p);
 	return ret;
 }
@@ -429,6 +669,10 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 		ret = lunset_mark(p, LABEL_ACTIVE); /* every label counts every LUN */
 	if (ret < 0)
 		goto fail;
+	/* the first checkpoint: from now on the pool imports from its LUNs */
+	ret = txg_sync(p, 0);
+	if (ret < 0)
+		goto fail;
 	*out = p;
 	return 0;
 fail:
@@ -437,6 +681,8 @@ fail:
 		unlink(p->path);
 		char lock[4200];
 		snprintf(lock, sizeof(lock), "%s-lock", p->path);
+		unlink(lock);
+		statedir_luns_path(p->path, lock, sizeof(lock));
 		unlink(lock);
 	}
 	lunset_wipe(p);
@@ -470,6 +716,10 @@ int stor_pool_add_lun(struct stor_pool *p, const char *path, uint64_t size, unsi
 	if (ret == 0 && p->meta)
 		lunset_mark(p, LABEL_ACTIVE);
 	pthread_mutex_unlock(&p->admin);
+	/* the new LUN gets its uberblocks, and the LUNs the new pool record,
+	 * now; a failure is retried with every commit */
+	if (ret == 0 && p->open)
+		txg_sync(p, 0);
 	return ret;
 }
 
@@ -541,11 +791,16 @@ int stor_pool_stat(struct stor_pool *p, struct stor_pool_stat *st)
 		st->size += total * STOR_SECTOR;
 		st->used += used * STOR_SECTOR;
 	}
+	/* the metadata log is not the datasets' space: counted apart */
+	st->meta_used = metalog_sectors(p) * STOR_SECTOR;
+	st->used -= st->meta_used < st->used ? st->meta_used : st->used;
 	st->txg = atomic_load(&p->synced_txg);
 	st->suspended = atomic_load(&p->suspended);
 	st->suspend_error = atomic_load(&p->suspend_error);
 	snprintf(st->key_file, sizeof(st->key_file), "%s", p->keyfile_note);
 	st->bad_frees = alloc_bad_frees(p->alloc);
+	snprintf(st->meta_log, sizeof(st->meta_log), "%s", metalog_note(p));
+	metalog_counters(p, &st->meta_bytes, &st->meta_records);
 	pthread_mutex_lock(&p->admin);
 	st->ndatasets = (unsigned)p->nds;
 	for (size_t i = 0; i < p->nds; i++)

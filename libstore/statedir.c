@@ -6,8 +6,10 @@
  *   <state_dir>/pools/<pool>.mdb-lock       LMDB's reader table
  *   <state_dir>/pools/<pool>.mdb.lock       flock'ed: one opener (pool.c)
  *   <state_dir>/pools/<pool>.keys, .keys.1  the key file's copies (keyfile.c)
- * One place names them, so create, destroy, rename, the key file and the
- * LUN checks agree. Nothing here opens a pool or knows what the files hold.
+ *   <state_dir>/pools/<pool>.luns           the LUN paths, one a line: where an
+ *                                           import finds the LUNs without LMDB (pool.c)
+ * One place names them, so create, destroy, rename, the key file and the LUN checks
+ * agree. Nothing here opens a pool or knows what the files hold.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -73,12 +75,16 @@ void statedir_keyfile_path(const char *meta_path, int copy, char *out, size_t le
 /* The names of a pool's files, as suffixes of its meta path ("": the .mdb). */
 static const char *const pool_files[] = { "", "-lock", ".lock" };
 
+#define POOL_FILES 6 /* the three above, two key file copies, the LUN list */
+
 static void file_of(const char *meta_path, int i, char *out, size_t len)
 {
 	if (i < 3)
 		snprintf(out, len, "%s%s", meta_path, pool_files[i]);
-	else
+	else if (i < 5)
 		statedir_keyfile_path(meta_path, i - 3, out, len);
+	else
+		statedir_luns_path(meta_path, out, len);
 }
 
 int statedir_rename_pool(const char *from, const char *to)
@@ -88,7 +94,7 @@ int statedir_rename_pool(const char *from, const char *to)
 	int ret = 0;
 
 	/* links first: at every moment each file has at least one of its names */
-	for (int i = 0; ret == 0 && i < 5; i++) {
+	for (int i = 0; ret == 0 && i < POOL_FILES; i++) {
 		file_of(from, i, a, sizeof(a));
 		file_of(to, i, b, sizeof(b));
 		/* a lock file left by a pool of that name destroyed long ago */
@@ -99,19 +105,26 @@ int statedir_rename_pool(const char *from, const char *to)
 		else if (!(errno == ENOENT && i > 0))
 			ret = -errno;
 	}
-	for (int i = 0; ret < 0 && i < 5; i++) {
+	for (int i = 0; ret < 0 && i < POOL_FILES; i++) {
 		file_of(to, i, b, sizeof(b));
 		if (made & (1u << i))
 			unlink(b);
 	}
 	if (ret == 0)
 		ret = statedir_sync(to);
-	for (int i = 0; ret == 0 && i < 5; i++) {
+	for (int i = 0; ret == 0 && i < POOL_FILES; i++) {
 		file_of(from, i, a, sizeof(a));
 		if (made & (1u << i))
 			unlink(a);
 	}
 	return ret == 0 ? statedir_sync(to) : ret;
+}
+
+void statedir_luns_path(const char *meta_path, char *out, size_t len)
+{
+	size_t n = strlen(meta_path);
+
+	snprintf(out, len, "%.*s.luns", (int)(n > 4 ? n - 4 : n), meta_path);
 }
 
 int statedir_remove_pool(const char *meta_path)
@@ -128,5 +141,7 @@ int statedir_remove_pool(const char *meta_path)
 		statedir_keyfile_path(meta_path, copy, path, sizeof(path));
 		unlink(path);
 	}
+	statedir_luns_path(meta_path, path, sizeof(path));
+	unlink(path);
 	return ret;
 }

@@ -253,7 +253,8 @@ struct stor_pool_stat {
 	uint64_t guid;
 	unsigned nluns;
 	uint64_t size;      /**< data space over all LUNs, bytes */
-	uint64_t used;      /**< allocated, bytes (committed and staged) */
+	uint64_t used;      /**< allocated to datasets, bytes (committed and staged) */
+	uint64_t meta_used; /**< allocated to the metadata log on the LUNs, bytes */
 	uint64_t txg;       /**< last committed txg */
 	unsigned ndatasets;
 	uint64_t logical_used; /**< bytes of records before compression, over all datasets */
@@ -261,6 +262,9 @@ struct stor_pool_stat {
 	int suspend_error;     /**< what the failed LUN flush or metadata commit returned */
 	uint64_t bad_frees;    /**< double frees the allocator refused since import */
 	char key_file[512];    /**< a copy of the key file repaired or not written, or "" */
+	char meta_log[512];    /**< at import: metadata copies ignored or repaired, a rebuild, or "" */
+	uint64_t meta_bytes;   /**< metadata (log records, uberblocks) written to the LUNs since import */
+	uint64_t meta_records; /**< log records written since import */
 };
 
 /*

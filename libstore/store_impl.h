@@ -7,6 +7,7 @@
  *   pool, dataset, dskeys, keyfile  one subsystem, mutually dependent (pool.c
  *                                 says why); stats.c, verify.c beside it
  *   txg.c, lunset.c, bpmac.c      commits, the LUN set, block pointer MACs
+ *   metalog.c                     the metadata log on the LUNs (txg.c, pool.c)
  *   lun, alloc, meta_lmdb, bp, cache, crypt*, keys, compress, props,
  *   statedir, pool_error, errors  leaves
  */
@@ -112,6 +113,7 @@ struct stor_pool {
 	uint64_t guid;
 	uint64_t next_ds_id;
 	struct meta *meta;
+	struct metalog *mlog; /* the metadata on the LUNs (metalog.c) */
 	struct alloc *alloc;
 	struct pool_lun luns[STOR_LUNS_MAX];
 	atomic_uint nluns;
@@ -274,6 +276,9 @@ void statedir_keyfile_path(const char *meta_path, int copy, char *out, size_t le
 /** Give the files of the pool at @from (a meta path) the names of @to:
  *  -EEXIST if one is taken (nothing renamed then). */
 int statedir_rename_pool(const char *from, const char *to);
+/** Path of the list of LUN paths of the pool whose metadata is @meta_path:
+ *  where an import looks for its LUNs when the metadata is missing. */
+void statedir_luns_path(const char *meta_path, char *out, size_t len);
 /** Remove the metadata, its lock files and the key file copies of a pool.
  *  @return 0 or -errno of removing the metadata itself */
 int statedir_remove_pool(const char *meta_path);
@@ -283,5 +288,9 @@ int statedir_remove_pool(const char *meta_path);
 int keyfile_save(struct stor_pool *p, struct stor_ds *extra);
 /** Fill the key fields of the pool's encrypted datasets from the key file. */
 int keyfile_load(struct stor_pool *p);
+/** The key file's bytes as the LUNs hold them: write both copies when neither
+ *  is sound and as new (a state directory lost or restored from an older copy).
+ *  @return 1 rewritten, 0 nothing to do, or an error */
+int keyfile_restore(struct stor_pool *p, const uint8_t *buf, size_t len);
 
 #endif

@@ -2,7 +2,9 @@
 /*
  * Transaction groups (see txg.h). Invariants:
  * - a block pointer reaches LMDB only after the LUN data it points to has
- *   been fsync'ed (commit: fsync dirty LUNs, then one LMDB transaction);
+ *   been fsync'ed, and LMDB commits only after the txg's log record and
+ *   uberblocks are durable on the LUNs (commit: fsync dirty LUNs, build the
+ *   LMDB transaction, metalog_commit, then the LMDB commit);
  * - an extent freed in txg N goes back to the allocator only after N is
  *   durable and every reader section that might have looked it up is over;
  * - lookups see the open txg, then the committing one, then LMDB, all taken
@@ -20,6 +22,7 @@
 #include "array.h"
 #include "lun.h"
 #include "meta.h"
+#include "metalog.h"
 #include "store_impl.h"
 
 struct stage_ent {
@@ -680,6 +683,9 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	put_u64(&w, s->txg);
 	if (ret == 0)
 		ret = meta_put(t, META_POOL, "txg", 3, txgbuf, sizeof(txgbuf));
+	/* the LUNs get the txg before LMDB does: LMDB is their cache */
+	if (ret == 0)
+		ret = metalog_commit(p, t, s->txg);
 	if (ret < 0) {
 		meta_txn_abort(t);
 		s->nfrees = nfrees_before;
@@ -688,6 +694,8 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	ret = meta_txn_commit(t);
 	if (ret < 0)
 		s->nfrees = nfrees_before;
+	else
+		metalog_committed(p);
 	return ret;
 }
 
@@ -713,7 +721,9 @@ int txg_sync(struct stor_pool *p, uint64_t min)
 			}
 			pthread_rwlock_wrlock(&p->hold);
 			pthread_mutex_lock(&p->stage_lock);
-			if (stage_empty(p->open)) {
+			/* nothing staged, and no metadata committed since the last
+			 * record (a dataset created, a property set, a key changed) */
+			if (stage_empty(p->open) && !meta_pending(p->meta) && !metalog_dirty(p)) {
 				pthread_mutex_unlock(&p->stage_lock);
 				pthread_rwlock_unlock(&p->hold);
 				stage_free(next);

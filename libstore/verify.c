@@ -5,8 +5,9 @@
  * dataset under one key salt with one nonce are a (key, nonce) pair used
  * twice (crypt.c's nonce scheme says why there are none); a record whose
  * stored bytes do not match the keyless checksum in its pointer is damaged.
- * Space: every extent is referenced by one pointer only, each LUN's
- * allocator counts exactly the sectors the pointers reference, and each
+ * Space: every extent is referenced by one pointer (or by the metadata log
+ * on the LUNs, metalog.c) only, each LUN's allocator counts exactly the
+ * sectors the pointers and the log reference, and each
  * dataset's used space is the sum of its pointers.
  * Pointers are visited in key order, so a dataset's records come together.
  */
@@ -19,6 +20,7 @@
 #include "hash.h"
 #include "lun.h"
 #include "meta.h"
+#include "metalog.h"
 #include "store_impl.h"
 
 struct seen_nonce {
@@ -80,6 +82,18 @@ static int reference(struct walk *w, const struct bp *bp)
 	}
 	w->nref[bp->lun] += n;
 	return twice;
+}
+
+/* An extent of the metadata log: referenced like a record's. */
+static int log_extent(unsigned lun, uint64_t sector, uint32_t n, void *ctx)
+{
+	struct walk *w = ctx;
+	struct bp bp = { .lun = (uint16_t)lun, .sector = sector, .psize = n * STOR_SECTOR };
+
+	if (lun >= atomic_load(&w->p->nluns) ||
+	    sector + n > lun_data_size(w->p->luns[lun].lun) / STOR_SECTOR || reference(w, &bp))
+		w->rep->extent_errors++;
+	return 0;
 }
 
 static int check_extent(struct walk *w, const struct bp *bp)
@@ -204,6 +218,7 @@ int stor_pool_verify(struct stor_pool *p, struct stor_verify_report *rep)
 			goto out;
 		}
 	}
+	metalog_extents(p, log_extent, &w);
 	ret = meta_rtxn_get(p->meta, &t);
 	if (ret < 0)
 		goto out;

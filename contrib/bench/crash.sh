@@ -8,13 +8,18 @@
 # missing (stale generation), a torn record (bad checksum), another
 # record's data or a read error fails the run; so does a pool that does not
 # import or whose offline check (coffer pool check) finds an extent owned
-# twice, space miscounted or a nonce used twice.
+# twice, space miscounted or a nonce used twice. Before every LOSS-th
+# restart the pool's LMDB and key files are deleted from the state
+# directory (pools.list and the LUN list stay), so that import rebuilds
+# them from the metadata on the LUNs: the same checks hold.
 #
 # Usage: crash.sh [CYCLES]   (default 50)
 # Environment: COFFERD, COFFER (binaries; default: the build tree's),
 #   SYNC (the datasets' sync property; default always, so every write the
 #   bench saw acknowledged is also flushed and the journal claims only
-#   durable generations), DATASETS (default 2), SEED (for the kill times).
+#   durable generations), DATASETS (default 2), SEED (for the kill times),
+#   LOSS (delete the LMDB and key files before every LOSS-th restart;
+#   default 2, 0 never).
 set -eu
 cycles=${1:-50}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,6 +28,7 @@ COFFER=${COFFER:-$here/../../client/coffer}
 SYNC=${SYNC:-always}
 DATASETS=${DATASETS:-2}
 SEED=${SEED:-$$}
+LOSS=${LOSS:-2}
 . "$here/daemon.sh"
 daemon_init crash
 chmod 755 "$dir"
@@ -68,7 +74,7 @@ churn() {
 	done
 }
 
-survived=0 verified=0 errors=0 killed_mid=0 records=0 checked=0 luns=2
+survived=0 verified=0 errors=0 killed_mid=0 records=0 checked=0 luns=2 rebuilt=0
 for c in $(seq 1 "$cycles"); do
 	# writes and reads at queue depth 16 from the journal's generations on
 	cof bench -q -vr "$J" --datasets 'crash/v*' --rw randrw --rdpct 30 --bs 8k --qd 16 \
@@ -89,6 +95,12 @@ for c in $(seq 1 "$cycles"); do
 	if wait "$bp"; then :; else killed_mid=$((killed_mid + 1)); fi
 	wait "$cp" 2>/dev/null || true
 	wait 2>/dev/null || true
+	if [ "$LOSS" -gt 0 ] && [ $((c % LOSS)) = 0 ]; then
+		# the state directory lost its cache of the pool: import from the LUNs
+		rm -f "$dir/state/pools/crash.mdb" "$dir/state/pools/crash.mdb-lock" \
+			"$dir/state/pools/crash.keys" "$dir/state/pools/crash.keys.1"
+		rebuilt=$((rebuilt + 1))
+	fi
 	start
 	for d in $(seq 1 "$DATASETS"); do
 		cof load-key "crash/v$d" >/dev/null 2>&1 || true
@@ -118,5 +130,5 @@ for c in $(seq 1 "$cycles"); do
 	fi
 	[ $((c % 10)) = 0 ] && echo "crash: $c cycles, $survived verified clean"
 done
-echo "crash: cycles=$cycles survived=$survived killed_mid_run=$killed_mid verify_runs=$verified records_checked=$records validation_errors=$errors pool_checks_clean=$checked sync=$SYNC"
+echo "crash: cycles=$cycles survived=$survived killed_mid_run=$killed_mid verify_runs=$verified records_checked=$records validation_errors=$errors pool_checks_clean=$checked lmdb_rebuilt=$rebuilt sync=$SYNC"
 [ "${failed:-0}" = 0 ] && [ "$survived" = "$cycles" ] && [ "$checked" = "$cycles" ]

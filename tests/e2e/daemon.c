@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -252,6 +253,17 @@ const char *tdaemon_file(struct tdaemon *d, const char *name, const void *data, 
 	cr_assert_eq(write(fd, data, len), (ssize_t)len);
 	close(fd);
 	return path;
+}
+
+void tdaemon_random_file(struct tdaemon *d, const char *name, size_t len, char *path, size_t cap)
+{
+	uint8_t *buf = malloc(len);
+
+	cr_assert_not_null(buf);
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)(rand() >> 7);
+	snprintf(path, cap, "%s", tdaemon_file(d, name, buf, len));
+	free(buf);
 }
 
 int tdaemon_cofferf(struct tdaemon *d, const char *in_file, char *out, size_t cap,

@@ -127,5 +127,7 @@ int tdaemon_wait_readable(int fd, int ms);
 
 /** Write @len bytes to a new file @name in the temp dir; returns its path (static). */
 const char *tdaemon_file(struct tdaemon *d, const char *name, const void *data, size_t len);
+/** Like tdaemon_file, with @len bytes of rand() into @path (@cap bytes). */
+void tdaemon_random_file(struct tdaemon *d, const char *name, size_t len, char *path, size_t cap);
 
 #endif

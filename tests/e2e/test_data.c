@@ -52,13 +52,7 @@ static const char *pass_file(const char *name, const char *pass)
 
 static void random_file(const char *name, size_t len, char *path, size_t cap)
 {
-	uint8_t *buf = malloc(len);
-
-	cr_assert_not_null(buf);
-	for (size_t i = 0; i < len; i++)
-		buf[i] = (uint8_t)(rand() >> 7);
-	snprintf(path, cap, "%s", tdaemon_file(&td, name, buf, len));
-	free(buf);
+	tdaemon_random_file(&td, name, len, path, cap);
 }
 
 static int files_equal(const char *a, const char *b)

@@ -96,6 +96,11 @@ check_PROGRAMS += %D%/test_datacache
 %C%_test_datacache_CFLAGS = $(UNIT_CFLAGS)
 %C%_test_datacache_LDADD = $(UNIT_LDADD)
 
+check_PROGRAMS += %D%/test_metalog
+%C%_test_metalog_SOURCES = %D%/test_metalog.c $(UNIT_FIXTURE)
+%C%_test_metalog_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_metalog_LDADD = $(UNIT_LDADD)
+
 TESTS += $(check_PROGRAMS)
 
 check_PROGRAMS += %D%/test_space

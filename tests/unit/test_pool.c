@@ -533,6 +533,10 @@ Test(pool, destroy_of_a_pool_that_no_longer_imports_forgets_it)
 	cr_assert_geq(fd, 0);
 	cr_assert_eq(pwrite(fd, junk, sizeof(junk), 0), (ssize_t)sizeof(junk));
 	close(fd);
+	/* damaged LMDB is rebuilt from the LUNs; without its LUN list there is
+	 * nowhere to look, and the pool no longer imports */
+	snprintf(junk, sizeof(junk), "%s/pools/%s.luns", tp.state, TPOOL_NAME);
+	cr_assert_eq(unlink(junk), 0);
 	cr_assert_lt(stor_pool_open(TPOOL_NAME, &tp.opts, &p), 0);
 	cr_assert_eq(stor_pool_destroy(TPOOL_NAME, &tp.opts), 0);
 	cr_assert_eq(stor_pool_open(TPOOL_NAME, &tp.opts, &p), -ENOENT);
@@ -720,12 +724,12 @@ Test(pool, lun_of_an_open_pool_is_in_use_here_and_in_other_processes)
 /* The state a crash between labels and metadata leaves: labels, no metadata. */
 static void half_created(const char *name, char lun[PATH_MAX])
 {
-	static const char *const ext[] = { ".mdb", ".mdb-lock", ".mdb.lock", ".keys" };
+	static const char *const ext[] = { ".mdb", ".mdb-lock", ".mdb.lock", ".keys", ".luns" };
 	char path[PATH_MAX + 32];
 
 	snprintf(lun, PATH_MAX, "%s/%s-l0", tp.dir, name);
 	cr_assert_eq(create1(name, lun, 0), 0);
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		snprintf(path, sizeof(path), "%s/pools/%s%s", tp.state, name, ext[i]);
 		unlink(path);
 	}

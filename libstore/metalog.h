@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The pool's metadata on its LUNs (format.h: log records, checkpoints, the
+ * uberblock ring), of which LMDB is the cache. txg.c calls metalog_commit()
+ * inside each txg's LMDB transaction; pool.c calls metalog_import() before
+ * it reads LMDB, to replay what LMDB lacks or to rebuild it whole.
+ */
+#ifndef STOR_METALOG_H
+#define STOR_METALOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+struct stor_pool;
+struct meta;
+struct meta_txn;
+struct metalog;
+
+int metalog_create(struct metalog **out);
+void metalog_free(struct metalog *ml);
+
+/** The key file now holds @buf (its whole bytes): the next commit logs them. */
+int metalog_keys(struct stor_pool *p, const uint8_t *buf, size_t len);
+/** The newest key file bytes the LUNs hold (after metalog_import), or NULL. */
+const uint8_t *metalog_keys_get(struct stor_pool *p, size_t *len);
+/** Has the next commit something to write even with no block pointer staged? */
+int metalog_dirty(struct stor_pool *p);
+
+/**
+ * Write the log record of the txg @txg whose LMDB transaction @t holds
+ * every change (or a checkpoint of all of @t), its copies durable, then an
+ * uberblock on every LUN, durable. The caller commits @t next.
+ * @return 0, -ENOMEM, STOR_ENOSPC, -EIO (no copy or no uberblock written)
+ */
+int metalog_commit(struct stor_pool *p, struct meta_txn *t, uint64_t txg);
+/** The LMDB commit after metalog_commit() succeeded: free what the log no longer needs. */
+void metalog_committed(struct stor_pool *p);
+
+/** The LUNs an import reads, by label index; NULL where none was found. */
+struct metalog_luns {
+	struct lun *lun[STOR_LUNS_MAX];
+	unsigned n; /* one past the highest index found */
+	uint64_t guid;
+};
+
+/**
+ * Find the newest uberblock on @luns and walk its log. With @m (an LMDB
+ * whose "pool"/"txg" is @have_txg), replay into it the records newer than
+ * that; a record set that starts past it with a checkpoint replaces every
+ * table. Remembers the log's extents and key file for the open pool.
+ * @return 1 (a log was found), 0 (no uberblock on any LUN), or an error
+ *         (STOR_ECORRUPT: uberblocks but no log that verifies)
+ */
+int metalog_import(struct stor_pool *p, struct metalog_luns *luns, struct meta *m,
+		   uint64_t have_txg, uint64_t *log_txg);
+/** Mark the log's extents used in the pool's allocator (after its LUNs joined). */
+int metalog_mark(struct stor_pool *p);
+/** Write a checkpoint with the next commit (LMDB is ahead of the LUNs, or has no log yet). */
+void metalog_force_checkpoint(struct stor_pool *p);
+/** Add a sentence to the pool status line of metalog_note(). */
+void metalog_notef(struct stor_pool *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** A line for pool status: which copy was damaged or ignored at import, or "". */
+const char *metalog_note(struct stor_pool *p);
+typedef int (*metalog_extent_fn)(unsigned lun, uint64_t sector, uint32_t n, void *ctx);
+/** Call @fn for every extent the log holds; stops at a non-zero return. */
+int metalog_extents(struct stor_pool *p, metalog_extent_fn fn, void *ctx);
+/** Sectors the log holds, over all LUNs. */
+uint64_t metalog_sectors(struct stor_pool *p);
+/** Bytes and records written to the LUNs since the pool was opened. */
+void metalog_counters(struct stor_pool *p, uint64_t *bytes, uint64_t *records);
+
+#endif

@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The pool's metadata on its LUNs (metalog.c): a pool whose LMDB and key
+ * files are gone imports from its LUNs alone with every flushed record, its
+ * keys load with the same passphrase and its MACs verify; an LMDB one txg
+ * behind gets the missing record replayed; a damaged uberblock ring or log
+ * copy is ignored for the sound one, and pool status says so.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fixture.h"
+
+#define LUN_SIZE (16ull << 20)
+#define REC 8192u
+#define NREC 32u
+#define VOL ((uint64_t)NREC * REC)
+
+TPOOL_FIXTURE(3, LUN_SIZE)
+TestSuite(metalog, .init = setup, .fini = teardown, .timeout = 120);
+
+static const struct stor_key_material pass = { (const uint8_t *)"correct horse battery", 21 };
+
+static void make_datasets(void)
+{
+	const char *props[] = { "encryption=aes-256-ccm", "keyformat=passphrase",
+				"pbkdf2iters=100000" };
+	struct stor_ds_opts o = { .volsize = VOL, .recordsize = REC, .props = props, .nprops = 3,
+				  .key = &pass };
+	int ret;
+
+	stor_ds_close(tpool_ds(&tp, "tank/clear", VOL, REC));
+	ret = stor_ds_create(tp.pool, "tank/enc", &o, NULL);
+	cr_assert_eq(ret, 0, "create tank/enc: %s", stor_strerror(ret));
+}
+
+/* Write generation @gen of every record of both datasets. */
+static void write_gen(uint64_t gen)
+{
+	static const char *const names[] = { "tank/clear", "tank/enc" };
+	uint8_t buf[REC];
+
+	stor_key_load(tp.pool, "tank/enc", &pass, 0); /* loaded already, or now */
+	for (int d = 0; d < 2; d++) {
+		struct stor_ds *ds = NULL;
+
+		cr_assert_eq(stor_ds_open(tp.pool, names[d], &ds), 0);
+		for (unsigned r = 0; r < NREC; r++) {
+			tpat_fill(buf, sizeof(buf), r + 1000u * d, gen);
+			cr_assert_eq(stor_ds_write(ds, (uint64_t)r * REC, buf, sizeof(buf)), 0);
+		}
+		stor_ds_close(ds);
+	}
+}
+
+/* Every record of both datasets reads back as generation @gen; the pool verifies. */
+static void check_gen(uint64_t gen)
+{
+	static const char *const names[] = { "tank/clear", "tank/enc" };
+	struct stor_verify_report rep;
+	uint8_t buf[REC];
+	int ret;
+
+	ret = stor_key_load(tp.pool, "tank/enc", &pass, 0);
+	cr_assert(ret == 0 || ret == -EEXIST || ret == -EALREADY, "load-key: %s",
+		  stor_strerror(ret));
+	for (int d = 0; d < 2; d++) {
+		struct stor_ds *ds = NULL;
+
+		cr_assert_eq(stor_ds_open(tp.pool, names[d], &ds), 0, "open %s", names[d]);
+		for (unsigned r = 0; r < NREC; r++) {
+			ret = stor_ds_read(ds, (uint64_t)r * REC, buf, sizeof(buf));
+			cr_assert_eq(ret, 0, "%s record %u: %s", names[d], r, stor_strerror(ret));
+			cr_assert_eq(tpat_check(buf, sizeof(buf), r + 1000u * d), (int64_t)gen,
+				     "%s record %u", names[d], r);
+		}
+		stor_ds_close(ds);
+	}
+	ret = stor_pool_verify(tp.pool, &rep);
+	cr_assert_eq(ret, 0, "verify: %s", stor_strerror(ret));
+	cr_assert_eq(rep.extent_errors + rep.space_errors + rep.bad_frees + rep.cksum_errors +
+			     rep.nonce_repeats,
+		     0, "verify: %llu extent, %llu space errors", (unsigned long long)rep.extent_errors,
+		     (unsigned long long)rep.space_errors);
+}
+
+static void state_file(const char *ext, char *out, size_t len)
+{
+	snprintf(out, len, "%s/pools/%s%s", tp.state, TPOOL_NAME, ext);
+}
+
+static void remove_state(int keys)
+{
+	static const char *const ext[] = { ".mdb", ".mdb-lock", ".keys", ".keys.1" };
+	char path[PATH_MAX + 64];
+
+	for (int i = 0; i < (keys ? 4 : 2); i++) {
+		state_file(ext[i], path, sizeof(path));
+		unlink(path);
+	}
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	char cmd[3 * PATH_MAX];
+
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", from, to);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+static void status_says(const char *what)
+{
+	struct stor_pool_stat st;
+
+	cr_assert_eq(stor_pool_stat(tp.pool, &st), 0);
+	cr_assert(strstr(st.meta_log, what), "pool status says '%s', not '%s'", st.meta_log, what);
+}
+
+Test(metalog, a_pool_without_its_lmdb_and_key_files_imports_from_its_luns)
+{
+	make_datasets();
+	write_gen(1);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	write_gen(2);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	tpool_close(&tp);
+	remove_state(1);
+	cr_assert_eq(tpool_open(&tp), 0, "import: %s", stor_pool_last_error());
+	status_says("metadata rebuilt from the LUNs");
+	status_says("key file rebuilt from the LUNs");
+	check_gen(2);
+	/* and it goes on as a pool: writes, commits, another import */
+	write_gen(3);
+	tpool_reopen(&tp);
+	check_gen(3);
+}
+
+Test(metalog, an_lmdb_one_txg_behind_gets_the_missing_txg_replayed)
+{
+	char mdb[PATH_MAX + 64], old[PATH_MAX + 64];
+
+	make_datasets();
+	write_gen(1);
+	tpool_reopen(&tp);
+	tpool_close(&tp);
+	state_file(".mdb", mdb, sizeof(mdb));
+	state_file(".mdb.old", old, sizeof(old));
+	copy_file(mdb, old);
+	cr_assert_eq(tpool_open(&tp), 0);
+	write_gen(2);
+	tpool_close(&tp);
+	remove_state(0);
+	copy_file(old, mdb);
+	cr_assert_eq(tpool_open(&tp), 0, "import: %s", stor_pool_last_error());
+	status_says("brought up to txg");
+	check_gen(2);
+}
+
+/* Overwrite [@off, @off + @len) of LUN @lun's file with a byte pattern. */
+static void smash(unsigned lun, uint64_t off, size_t len)
+{
+	uint8_t junk[4096];
+	int fd = open(tp.lun[lun], O_WRONLY);
+
+	cr_assert_geq(fd, 0);
+	memset(junk, 0xa5, sizeof(junk));
+	for (size_t o = 0; o < len; o += sizeof(junk)) {
+		size_t k = len - o < sizeof(junk) ? len - o : sizeof(junk);
+		cr_assert_eq(pwrite(fd, junk, k, (off_t)(off + o)), (ssize_t)k);
+	}
+	close(fd);
+}
+
+Test(metalog, a_lun_whose_uberblock_ring_is_overwritten_imports_from_the_others)
+{
+	make_datasets();
+	write_gen(1);
+	tpool_close(&tp);
+	remove_state(1);
+	smash(0, 4096, 128 * 4096);
+	cr_assert_eq(tpool_open(&tp), 0, "import: %s", stor_pool_last_error());
+	status_says("lun 0: uberblock");
+	check_gen(1);
+}
+
+/* Sectors of the data area of LUN @lun holding a log record (magic "COFFMLOG"). */
+static unsigned find_log(unsigned lun, uint64_t *offs, unsigned max)
+{
+	static const uint8_t magic[8] = { 'C', 'O', 'F', 'F', 'M', 'L', 'O', 'G' };
+	uint8_t buf[4096];
+	unsigned n = 0;
+	int fd = open(tp.lun[lun], O_RDONLY);
+
+	cr_assert_geq(fd, 0);
+	for (uint64_t off = 1u << 20; n < max && pread(fd, buf, sizeof(buf), (off_t)off) ==
+						       (ssize_t)sizeof(buf); off += sizeof(buf))
+		if (!memcmp(buf, magic, sizeof(magic)))
+			offs[n++] = off;
+	close(fd);
+	return n;
+}
+
+Test(metalog, a_damaged_log_copy_is_read_from_another_lun)
+{
+	uint64_t offs[64];
+	unsigned n;
+
+	make_datasets();
+	write_gen(1);
+	tpool_close(&tp);
+	remove_state(1);
+	/* every record copy on LUN 0 damaged: each has another copy elsewhere */
+	n = find_log(0, offs, 64);
+	cr_assert_gt(n, 0, "no log record on lun 0");
+	for (unsigned i = 0; i < n; i++)
+		smash(0, offs[i] + 64, 4096 - 64);
+	cr_assert_eq(tpool_open(&tp), 0, "import: %s", stor_pool_last_error());
+	status_says("copy on lun 0");
+	check_gen(1);
+}
