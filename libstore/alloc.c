@@ -31,7 +31,8 @@ struct alloc {
 	atomic_uint nluns;
 	atomic_uint rotor;
 	atomic_uint_fast64_t bad_frees; /* refused alloc_put()s */
-	/* over every LUN, for space accounting (space.c) without taking each lock */
+	/* over every LUN, for space accounting (space.c) without taking each lock:
+	 * data only, so the metadata log (in its reserve) never moves them */
 	atomic_uint_fast64_t total, used;
 };
 
@@ -82,13 +83,25 @@ void alloc_map_free(struct alloc_map *map)
 	free(m);
 }
 
+/* Sectors of a LUN of @nsectors that only metadata may take: 1/16, at least
+ * 8 on a LUN of 128 or more, at most 256 (1 MiB). Room for the log record
+ * of a txg that filled a small pool, in two copies. */
+static uint64_t meta_reserve(uint64_t nsectors)
+{
+	uint64_t r = nsectors / 16;
+
+	if (r < 8 && nsectors >= 128)
+		r = 8;
+	return r > 256 ? 256 : r;
+}
+
 void alloc_add_map(struct alloc *a, struct alloc_map *map)
 {
 	unsigned n = atomic_load(&a->nluns);
 
 	a->luns[n] = (struct lun_map *)map;
 	atomic_fetch_add(&a->used, a->luns[n]->used);
-	atomic_fetch_add(&a->total, a->luns[n]->nsectors);
+	atomic_fetch_add(&a->total, a->luns[n]->nsectors - meta_reserve(a->luns[n]->nsectors));
 	atomic_store(&a->nluns, n + 1); /* publish after the map is complete */
 }
 
@@ -120,7 +133,7 @@ static void set_range(uint64_t *b, uint64_t s, uint32_t n, int on)
 	}
 }
 
-int alloc_mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
+static int mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n, int meta)
 {
 	struct lun_map *m;
 	int ret = 0;
@@ -140,23 +153,23 @@ int alloc_mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
 		}
 	set_range(m->bits, sector, n, 1);
 	m->used += n;
-	atomic_fetch_add(&a->used, n);
+	if (!meta)
+		atomic_fetch_add(&a->used, n);
 out:
 	pthread_mutex_unlock(&m->lock);
 	return ret;
 }
 
-/* Sectors of a LUN of @nsectors that only metadata may take: 1/16, at least
- * 8 on a LUN of 128 or more, at most 256 (1 MiB). Room for the log record
- * of a txg that filled a small pool, in two copies. */
-static uint64_t meta_reserve(uint64_t nsectors)
+int alloc_mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
 {
-	uint64_t r = nsectors / 16;
-
-	if (r < 8 && nsectors >= 128)
-		r = 8;
-	return r > 256 ? 256 : r;
+	return mark(a, lun, sector, n, 0);
 }
+
+int alloc_mark_meta(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
+{
+	return mark(a, lun, sector, n, 1);
+}
+
 
 /* Next fit: a run of n clear bits from the cursor, wrapping once. */
 static int find_run(struct lun_map *m, uint32_t n, uint64_t *out)
@@ -256,7 +269,7 @@ void alloc_clear_faulted(struct alloc *a, unsigned lun)
 	set_faulted(a, lun, 0);
 }
 
-int alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
+static int put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n, int meta)
 {
 	struct lun_map *m;
 	int ret = 0;
@@ -275,12 +288,23 @@ int alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
 	if (ret == 0) {
 		set_range(m->bits, sector, n, 0);
 		m->used -= n;
-		atomic_fetch_sub(&a->used, n);
+		if (!meta)
+			atomic_fetch_sub(&a->used, n);
 	}
 	pthread_mutex_unlock(&m->lock);
 	if (ret < 0)
 		atomic_fetch_add(&a->bad_frees, 1);
 	return ret;
+}
+
+int alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
+{
+	return put(a, lun, sector, n, 0);
+}
+
+int alloc_put_meta(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
+{
+	return put(a, lun, sector, n, 1);
 }
 
 uint64_t alloc_bad_frees(struct alloc *a)

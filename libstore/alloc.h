@@ -25,6 +25,8 @@ void alloc_add_map(struct alloc *a, struct alloc_map *map);
 void alloc_map_free(struct alloc_map *map);
 /** Mark an extent used (import). @return 0 or STOR_ECORRUPT (overlap, out of range) */
 int alloc_mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
+/** The same for an extent of the metadata log: not counted in alloc_totals(). */
+int alloc_mark_meta(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
 /** Allocate @n contiguous sectors, striping successive calls over the LUNs,
  *  leaving each LUN's metadata reserve (alloc.c) to alloc_get_on().
  *  @return 0 or STOR_ENOSPC */
@@ -40,6 +42,8 @@ void alloc_clear_faulted(struct alloc *a, unsigned lun);
  * counted, never half applied. @return 0 or STOR_ECORRUPT
  */
 int alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
+/** Free an extent of the metadata log (taken by alloc_get_on or alloc_mark_meta). */
+int alloc_put_meta(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
 /** How many alloc_put() calls were refused. */
 uint64_t alloc_bad_frees(struct alloc *a);
 /** Sectors in use and in all on LUN @lun. */

@@ -284,7 +284,7 @@ static int place_copies(struct stor_pool *p, uint64_t seq, uint32_t nsect, struc
 static void unplace(struct stor_pool *p, const struct mptr *m)
 {
 	for (unsigned c = 0; c < m->ncopies; c++)
-		alloc_put(p->alloc, m->lun[c], m->sector[c], m->nsect);
+		alloc_put_meta(p->alloc, m->lun[c], m->sector[c], m->nsect);
 }
 
 static void ub_encode(uint8_t *buf, uint64_t guid, uint64_t txg, uint64_t seq,
@@ -489,7 +489,7 @@ void metalog_committed(struct stor_pool *p)
 
 	pthread_mutex_lock(&ml->lock);
 	for (size_t i = 0; i < ml->ndead; i++)
-		alloc_put(p->alloc, ml->dead[i].lun, ml->dead[i].sector, ml->dead[i].n);
+		alloc_put_meta(p->alloc, ml->dead[i].lun, ml->dead[i].sector, ml->dead[i].n);
 	ml->ndead = 0;
 	pthread_mutex_unlock(&ml->lock);
 }
@@ -857,7 +857,7 @@ int metalog_mark(struct stor_pool *p)
 	struct metalog *ml = p->mlog;
 
 	for (size_t i = 0; i < ml->nlive; i++) {
-		int ret = alloc_mark(p->alloc, ml->live[i].lun, ml->live[i].sector, ml->live[i].n);
+		int ret = alloc_mark_meta(p->alloc, ml->live[i].lun, ml->live[i].sector, ml->live[i].n);
 
 		if (ret < 0) {
 			pool_set_error("pool %s: metadata log extent on lun %u sector %llu overlaps "

@@ -61,7 +61,7 @@ static int fill(struct coffer_conn *c, int h, uint64_t *off, uint64_t end, int g
 Test(space, thick_by_default_sparse_with_s_and_the_neighbour_cannot_eat_the_reservation)
 {
 	struct coffer_conn *c, *t;
-	uint64_t off = 0;
+	uint64_t off = 0, avail;
 	int h, ht, ret;
 
 	/* 8 MiB of data space (each LUN's first MiB holds its label), slop 2 MiB */
@@ -82,12 +82,17 @@ Test(space, thick_by_default_sparse_with_s_and_the_neighbour_cannot_eat_the_rese
 	cr_assert(strstr(out, "not enough space"), "%s", out);
 	COF_OK("set volsize=20G tank/big");
 
+	COF_OK("get -H -p available tank/big");
+	/* NAME\tPROPERTY\tVALUE\tSOURCE */
+	avail = strtoull(strchr(strchr(out, '\t') + 1, '\t') + 1, NULL, 10);
+	cr_assert(avail > 0 && avail <= 4u << 20, "available %s", out);
 	c = open_ds("tank/big", &h);
 	ret = fill(c, h, &off, 20ull << 30, 1);
 	cr_assert_eq(ret, STOR_ENOSPC, "the sparse one: %s", proto_strerror(ret));
-	/* 8 MiB less slop and the thick one's 2 MiB, in whole chunks */
-	cr_assert(off > (4u << 20) - 2 * CHUNK && off <= 4u << 20, "the sparse one wrote %llu",
-		  (unsigned long long)off);
+	/* what it was told it has (8 MiB less slop, the metadata reserve and the
+	 * thick one's 2 MiB), in whole chunks */
+	cr_assert(off > avail - 2 * CHUNK && off <= avail, "the sparse one wrote %llu of %llu",
+		  (unsigned long long)off, (unsigned long long)avail);
 	t = open_ds("tank/thick", &ht);
 	off = 0;
 	ret = fill(t, ht, &off, 2u << 20, 2);
