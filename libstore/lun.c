@@ -613,17 +613,98 @@ int lun_write_batch(struct lun_io *ios, size_t n)
 	return batch(ios, n, 1);
 }
 
-int lun_flush(struct lun *l)
+static int flush_result(struct lun *l, int err)
 {
-	if (fdatasync(l->fd) < 0) {
-		int err = errno;
-
+	if (err) {
 		atomic_fetch_add(err == ENOSPC || err == EDQUOT ? &l->nospace_errors
 								 : &l->write_errors,
 				 1);
 		return -err;
 	}
 	return 0;
+}
+
+int lun_flush(struct lun *l)
+{
+	return flush_result(l, fdatasync(l->fd) < 0 ? errno : 0);
+}
+
+/* Submit @n (<= RING_ENTRIES) fdatasyncs and wait for all; those the ring
+ * did not take keep result 1. */
+static int ring_flush(struct io_uring *u, struct lun **luns, int *res, unsigned n)
+{
+	unsigned queued = 0;
+	int ret = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(u);
+
+		io_uring_prep_fsync(sqe, luns[i]->fd, IORING_FSYNC_DATASYNC);
+		sqe->user_data = i;
+	}
+	while (queued < n) {
+		ret = io_uring_submit(u);
+		if (ret == -EINTR)
+			continue;
+		if (ret <= 0)
+			break;
+		queued += (unsigned)ret;
+		ret = 0;
+	}
+	for (unsigned k = 0; k < queued;) {
+		struct io_uring_cqe *cqe;
+
+		ret = io_uring_wait_cqe(u, &cqe);
+		if (ret == -EINTR)
+			continue;
+		if (ret < 0)
+			abort(); /* fsyncs in flight on our descriptors: no way out */
+		res[cqe->user_data] = cqe->res == -EINTR || cqe->res == -EAGAIN ? 1 : -cqe->res;
+		io_uring_cqe_seen(u, cqe);
+		k++;
+	}
+	return queued < n ? (ret < 0 ? ret : -EIO) : 0;
+}
+
+static int all_direct_luns(struct lun **luns, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!(luns[i]->flags & LUN_DIRECT))
+			return 0;
+	return n > 1;
+}
+
+/*
+ * A txg commit flushes every LUN it wrote: on O_DIRECT LUNs one fdatasync
+ * each, all in flight at once (io_uring runs them in parallel), so a round
+ * costs the slowest LUN's flush, not the sum of all. Buffered LUNs keep
+ * fdatasync in a row, as their reads and writes keep pread/pwrite.
+ */
+int lun_flush_batch(struct lun **luns, int *results, size_t n)
+{
+	struct ring *r = all_direct_luns(luns, n) ? ring_get() : NULL;
+	int failed = 0;
+
+	for (size_t i = 0; i < n; i++)
+		results[i] = 1; /* not run yet: positive, an errno once run */
+	for (size_t i = 0; r && i < n; i += RING_ENTRIES) {
+		unsigned k = n - i < RING_ENTRIES ? (unsigned)(n - i) : RING_ENTRIES;
+
+		if (ring_flush(&r->uring, luns + i, results + i, k) < 0) {
+			io_uring_queue_exit(&r->uring);
+			free(r);
+			r = NULL;
+		}
+	}
+	if (r)
+		ring_put(r);
+	for (size_t i = 0; i < n; i++) {
+		if (results[i] == 1)
+			results[i] = fdatasync(luns[i]->fd) < 0 ? errno : 0;
+		results[i] = flush_result(luns[i], results[i]);
+		failed += results[i] < 0;
+	}
+	return failed;
 }
 
 void lun_counters(const struct lun *l, struct lun_counters *c)

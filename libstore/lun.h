@@ -111,6 +111,9 @@ int lun_read_batch(struct lun_io *ios, size_t n);
 int lun_write_batch(struct lun_io *ios, size_t n);
 /** Make all written data durable. */
 int lun_flush(struct lun *l);
+/** lun_flush() @n LUNs at once; @results[i] gets 0 or -errno.
+ *  @return the number that failed */
+int lun_flush_batch(struct lun **luns, int *results, size_t n);
 
 /** Error counters, for pool status. */
 struct lun_counters {

@@ -46,6 +46,14 @@ struct mptr {
 	uint64_t cksum;
 };
 
+/* the record metalog_write() put on the LUNs, for metalog_publish() */
+struct pending {
+	int on, full;
+	struct mptr m;
+	uint64_t txg, seq, keys_ver;
+	size_t len;
+};
+
 struct metalog {
 	pthread_mutex_t lock; /* keys, note */
 	uint8_t *keys;
@@ -64,6 +72,7 @@ struct metalog {
 	char note[512];
 	int lag_noted;
 	unsigned ring_ready; /* LUNs [0, ring_ready) have every ring slot allocated */
+	struct pending pend;
 	_Atomic uint64_t bytes, records;
 };
 
@@ -303,14 +312,20 @@ static void ub_encode(uint8_t *buf, uint64_t guid, uint64_t txg, uint64_t seq,
 	put_u64(&w, XXH64(buf, UB_LEN - 8, 0));
 }
 
-/* Write the uberblock on every LUN, each durable. @return how many made it. */
+/* Write the uberblock on every LUN, then flush them all at once.
+ * @return how many are durable */
 static unsigned write_ubs(struct stor_pool *p, uint64_t txg, uint64_t seq, const struct mptr *head)
 {
-	unsigned nluns = atomic_load(&p->nluns), ok = 0;
+	unsigned nluns = atomic_load(&p->nluns), ok = 0, n = 0;
+	struct lun **luns = calloc(nluns ? nluns : 1, sizeof(*luns));
+	int *res = calloc(nluns ? nluns : 1, sizeof(*res));
 	uint8_t *ub = NULL;
 
-	if (posix_memalign((void **)&ub, STOR_SECTOR, UB_SIZE))
+	if (!luns || !res || posix_memalign((void **)&ub, STOR_SECTOR, UB_SIZE)) {
+		free(luns);
+		free(res);
 		return 0;
+	}
 	/* a LUN new to the pool (this pool's creation, an add) gets its whole
 	 * ring written first: its slots then never need space of a file system
 	 * that data filled, and a sparse LUN reads zero there anyway */
@@ -324,11 +339,13 @@ static unsigned write_ubs(struct stor_pool *p, uint64_t txg, uint64_t seq, const
 	for (unsigned i = 0; i < nluns; i++) {
 		struct lun *l = p->luns[i].lun;
 
-		if (lun_reserved_io(l, 1, ub, UB_SIZE, UB_OFF + (seq % UB_SLOTS) * UB_SIZE) == 0 &&
-		    lun_flush(l) == 0)
-			ok++;
+		if (lun_reserved_io(l, 1, ub, UB_SIZE, UB_OFF + (seq % UB_SLOTS) * UB_SIZE) == 0)
+			luns[n++] = l;
 	}
+	ok = n - (unsigned)lun_flush_batch(luns, res, n);
 	free(ub);
+	free(luns);
+	free(res);
 	return ok;
 }
 
@@ -347,7 +364,12 @@ static int lag(struct metalog *ml, const char *why)
 	return 0;
 }
 
-int metalog_commit(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
+static int no_space(int err)
+{
+	return err == -ENOSPC || err == -EDQUOT;
+}
+
+int metalog_write(struct stor_pool *p, struct meta_txn *t, uint64_t txg, uint8_t *flush)
 {
 	struct metalog *ml = p->mlog;
 	struct meta_redo body = { 0 };
@@ -359,6 +381,7 @@ int metalog_commit(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
 	unsigned written = 0, nluns = atomic_load(&p->nluns);
 	int full, ret;
 
+	ml->pend.on = 0;
 	/* the log may grow to the checkpoint's size (so checkpoints cost no more
 	 * than the log), at least MLOG_MIN_CKPT, but on a small pool no more
 	 * than 1/128 of its space */
@@ -423,9 +446,10 @@ int metalog_commit(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
 	/* a copy that did not reach its LUN is left out of the pointer: fewer
 	 * copies beat no commit; the extent stays taken until the next import */
 	for (unsigned c = 0; c < m.ncopies; c++) {
-		if (io[c].result == 0 && lun_flush(io[c].lun) == 0) {
+		if (io[c].result == 0) {
 			m.lun[written] = m.lun[c];
 			m.sector[written] = m.sector[c];
+			flush[m.lun[c]] = 1;
 			written++;
 		}
 	}
@@ -433,23 +457,60 @@ int metalog_commit(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
 		int full_fs = 1;
 
 		for (unsigned c = 0; c < m.ncopies; c++)
-			full_fs &= io[c].result == -ENOSPC || io[c].result == -EDQUOT;
+			full_fs &= no_space(io[c].result);
 		unplace(p, &m);
-		m.ncopies = 0;
 		ret = full_fs ? lag(ml, "metadata log not written (file system full)") : -EIO;
 		goto out;
 	}
 	m.ncopies = (uint8_t)written;
-	if (write_ubs(p, txg, seq, &m) == 0) {
-		ret = -EIO; /* the record's extents stay taken: an uberblock may name it */
-		goto out;
+	ml->pend = (struct pending){ 1, full, m, txg, seq, keys_ver, len };
+out:
+	free(rec);
+	meta_redo_free(&body);
+	return ret;
+}
+
+void metalog_abort(struct stor_pool *p)
+{
+	struct metalog *ml = p->mlog;
+
+	if (ml->pend.on)
+		unplace(p, &ml->pend.m);
+	ml->pend.on = 0;
+}
+
+int metalog_publish(struct stor_pool *p, const int *flushed)
+{
+	struct metalog *ml = p->mlog;
+	struct mptr m;
+	unsigned written = 0, nluns = atomic_load(&p->nluns);
+	int ret = 0, full_fs = 1;
+
+	if (!ml->pend.on)
+		return 0; /* lagging: LMDB commits alone */
+	ml->pend.on = 0;
+	m = ml->pend.m;
+	for (unsigned c = 0; c < m.ncopies; c++) {
+		if (flushed[m.lun[c]] == 0) {
+			m.lun[written] = m.lun[c];
+			m.sector[written] = m.sector[c];
+			written++;
+		}
+		full_fs &= no_space(flushed[m.lun[c]]);
 	}
+	if (!written) {
+		unplace(p, &ml->pend.m);
+		return full_fs ? lag(ml, "metadata log not written (file system full)") : -EIO;
+	}
+	m.ncopies = (uint8_t)written;
+	if (write_ubs(p, ml->pend.txg, ml->pend.seq, &m) == 0)
+		return -EIO; /* the record's extents stay taken: an uberblock may name it */
 	/* the LUNs name this record now, whatever LMDB does next */
-	ml->seq = seq;
+	ml->seq = ml->pend.seq;
 	ml->head = m;
 	ml->have_head = 1;
 	ml->lag_noted = 0;
-	if (full) {
+	if (ml->pend.full) {
 		pthread_mutex_lock(&ml->lock);
 		for (size_t i = 0; i < ml->nlive && ret == 0; i++)
 			ret = ext_push(&ml->dead, &ml->ndead, &ml->capdead, ml->live[i]);
@@ -457,7 +518,7 @@ int metalog_commit(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
 		pthread_mutex_unlock(&ml->lock);
 		ml->log_bytes = 0;
 		ml->nrecs = 0;
-		ml->ckpt_bytes = len;
+		ml->ckpt_bytes = ml->pend.len;
 		ml->force_full = 0;
 	} else {
 		ml->log_bytes += (uint64_t)m.nsect * STOR_SECTOR;
@@ -467,20 +528,13 @@ int metalog_commit(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
 	for (unsigned c = 0; c < m.ncopies && ret == 0; c++)
 		ret = ext_push(&ml->live, &ml->nlive, &ml->caplive,
 			       (struct mext){ m.lun[c], m.nsect, m.sector[c] });
-	ml->keys_logged = keys_ver;
+	ml->keys_logged = ml->pend.keys_ver;
 	pthread_mutex_unlock(&ml->lock);
 	atomic_fetch_add(&ml->bytes, (uint64_t)m.nsect * STOR_SECTOR * m.ncopies +
 					     (uint64_t)UB_SIZE * nluns);
 	atomic_fetch_add(&ml->records, 1);
 	/* an allocation failure above only leaks extents until the next import */
-	ret = 0;
-	m.ncopies = 0;
-out:
-	if (ret < 0 && m.ncopies && !written)
-		unplace(p, &m);
-	free(rec);
-	meta_redo_free(&body);
-	return ret;
+	return 0;
 }
 
 void metalog_committed(struct stor_pool *p)

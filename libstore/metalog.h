@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The pool's metadata on its LUNs (format.h: log records, checkpoints, the
- * uberblock ring), of which LMDB is the cache. txg.c calls metalog_commit()
- * inside each txg's LMDB transaction; pool.c calls metalog_import() before
- * it reads LMDB, to replay what LMDB lacks or to rebuild it whole.
+ * uberblock ring), of which LMDB is the cache. txg.c calls metalog_write()
+ * and metalog_publish() inside each txg's LMDB transaction; pool.c calls
+ * metalog_import() before it reads LMDB, to replay what LMDB lacks or to
+ * rebuild it whole.
  */
 #ifndef STOR_METALOG_H
 #define STOR_METALOG_H
@@ -30,12 +31,23 @@ int metalog_dirty(struct stor_pool *p);
 
 /**
  * Write the log record of the txg @txg whose LMDB transaction @t holds
- * every change (or a checkpoint of all of @t), its copies durable, then an
- * uberblock on every LUN, durable. The caller commits @t next.
- * @return 0, -ENOMEM, STOR_ENOSPC, -EIO (no copy or no uberblock written)
+ * every change (or a checkpoint of all of @t) to its ditto copies, not yet
+ * durable, and set @flush[lun] for each LUN that took one. The caller
+ * flushes those LUNs (with the txg's data, in one round), then calls
+ * metalog_publish() with the results, or metalog_abort().
+ * @return 0 (also when the pool has no room: then LMDB commits alone and the
+ *         LUNs lag), -ENOMEM, -EIO (no copy written)
  */
-int metalog_commit(struct stor_pool *p, struct meta_txn *t, uint64_t txg);
-/** The LMDB commit after metalog_commit() succeeded: free what the log no longer needs. */
+int metalog_write(struct stor_pool *p, struct meta_txn *t, uint64_t txg, uint8_t *flush);
+/**
+ * The copies' LUNs were flushed (@flushed[lun]: 0 or -errno): name the
+ * record in an uberblock on every LUN, durable. The caller commits @t next.
+ * @return 0, -EIO (no copy or no uberblock durable)
+ */
+int metalog_publish(struct stor_pool *p, const int *flushed);
+/** The commit failed after metalog_write(): give the record's extents back. */
+void metalog_abort(struct stor_pool *p);
+/** The LMDB commit after metalog_publish() succeeded: free what the log no longer needs. */
 void metalog_committed(struct stor_pool *p);
 
 /** The LUNs an import reads, by label index; NULL where none was found. */

@@ -3,8 +3,9 @@
  * Transaction groups (see txg.h). Invariants:
  * - a block pointer reaches LMDB only after the LUN data it points to has
  *   been fsync'ed, and LMDB commits only after the txg's log record and
- *   uberblocks are durable on the LUNs (commit: fsync dirty LUNs, build the
- *   LMDB transaction, metalog_commit, then the LMDB commit);
+ *   uberblocks are durable on the LUNs (commit: build the LMDB transaction,
+ *   write the log record's copies, fsync them and the txg's data LUNs in
+ *   one round, write and fsync the uberblocks, then the LMDB commit);
  * - an extent freed in txg N goes back to the allocator only after N is
  *   durable and every reader section that might have looked it up is over;
  * - lookups see the open txg, then the committing one, then LMDB, all taken
@@ -628,26 +629,61 @@ static int forget_record(struct meta_txn *t, const struct gone *g)
 	return meta_del(t, META_DS, g->name, strlen(g->name));
 }
 
+/*
+ * One flush round for the txg: the LUNs its data went to and those its log
+ * record's copies went to, all at once. @res[lun] gets each result.
+ */
+static int flush_round(struct stor_pool *p, struct stage *s, const uint8_t *want, int *res)
+{
+	struct lun **luns = NULL;
+	unsigned *idx = NULL, n = 0, nluns = atomic_load(&p->nluns);
+	int *r = NULL, ret = 0;
+
+	if (!(luns = malloc(nluns * sizeof(*luns) + 1)) || !(idx = malloc(nluns * sizeof(*idx) + 1)) ||
+	    !(r = malloc(nluns * sizeof(*r) + 1))) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (unsigned i = 0; i < nluns; i++) {
+		res[i] = 0;
+		if (want[i] || s->dirty[i]) {
+			luns[n] = p->luns[i].lun;
+			idx[n++] = i;
+		}
+	}
+	lun_flush_batch(luns, r, n);
+	for (unsigned k = 0; k < n; k++) {
+		unsigned i = idx[k];
+
+		res[i] = r[k];
+		if (!s->dirty[i])
+			continue;
+		if (r[k] < 0 && ret == 0) {
+			/* after a failed fsync the kernel may have dropped the dirty
+			 * pages: a retry could "succeed" over lost data, so stop */
+			atomic_store(&p->suspend_error, r[k]);
+			atomic_store(&p->suspended, STOR_SUSPEND_LUN);
+			lunset_failed(p, p->luns[i].lun);
+			ret = r[k];
+		}
+	}
+	if (ret == 0)
+		memset(s->dirty, 0, nluns);
+out:
+	free(luns);
+	free(idx);
+	free(r);
+	return ret;
+}
+
 static int commit_stage(struct stor_pool *p, struct stage *s)
 {
 	struct meta_txn *t = NULL;
 	uint8_t key[BP_KEY_LEN], val[BP_LEN], txgbuf[8], *w;
-	int ret = 0;
+	uint8_t *want = NULL;
+	int *flushed = NULL;
+	int ret = 0, written = 0;
 
-	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
-		if (!s->dirty[i])
-			continue;
-		ret = lun_flush(p->luns[i].lun);
-		if (ret < 0) {
-			/* after a failed fsync the kernel may have dropped the dirty
-			 * pages: a retry could "succeed" over lost data, so stop */
-			atomic_store(&p->suspend_error, ret);
-			atomic_store(&p->suspended, STOR_SUSPEND_LUN);
-			lunset_failed(p, p->luns[i].lun);
-			return ret;
-		}
-		s->dirty[i] = 0;
-	}
 	/* room for every pointer, its MAC group and the tree pages above, twice over */
 	ret = meta_reserve(p->meta, s->n * 2 * (BP_KEY_LEN + BP_LEN + 2 * MAC_LEN + 64));
 	if (ret == 0)
@@ -683,9 +719,24 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	put_u64(&w, s->txg);
 	if (ret == 0)
 		ret = meta_put(t, META_POOL, "txg", 3, txgbuf, sizeof(txgbuf));
-	/* the LUNs get the txg before LMDB does: LMDB is their cache */
+	if (ret == 0 && (!(want = calloc(STOR_LUNS_MAX, 1)) ||
+			 !(flushed = calloc(STOR_LUNS_MAX, sizeof(*flushed)))))
+		ret = -ENOMEM;
+	/* the LUNs get the txg before LMDB does (LMDB is their cache): the log
+	 * record's copies go out with the txg's data, one flush round makes both
+	 * durable, then the uberblocks name the record */
+	if (ret == 0) {
+		ret = metalog_write(p, t, s->txg, want);
+		written = ret == 0;
+	}
 	if (ret == 0)
-		ret = metalog_commit(p, t, s->txg);
+		ret = flush_round(p, s, want, flushed);
+	if (ret == 0)
+		ret = metalog_publish(p, flushed);
+	else if (written)
+		metalog_abort(p);
+	free(want);
+	free(flushed);
 	if (ret < 0) {
 		meta_txn_abort(t);
 		s->nfrees = nfrees_before;
