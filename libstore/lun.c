@@ -532,13 +532,34 @@ static void ring_reap(struct io_uring *u, struct lun_io *ios, unsigned n, int wr
 	}
 }
 
+/* Submit the @n prepared entries. @return how many the ring took; *@err
+ * says why it took no more (0, or -errno) */
+static unsigned ring_submit(struct io_uring *u, unsigned n, int *err)
+{
+	unsigned queued = 0;
+
+	*err = 0;
+	while (queued < n) {
+		int ret = io_uring_submit(u);
+
+		if (ret == -EINTR)
+			continue;
+		if (ret <= 0) {
+			*err = ret < 0 ? ret : -EIO;
+			break;
+		}
+		queued += (unsigned)ret;
+	}
+	return queued;
+}
+
 /* Submit @n (<= RING_ENTRIES) extents and wait for all. @return -errno if
  * the ring failed before taking them all; those it did not take keep
  * result 1 (not run). */
 static int ring_run(struct io_uring *u, struct lun_io *ios, unsigned n, int write)
 {
-	unsigned queued = 0;
-	int ret = 0;
+	unsigned queued;
+	int ret;
 
 	for (unsigned i = 0; i < n; i++) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(u);
@@ -552,17 +573,9 @@ static int ring_run(struct io_uring *u, struct lun_io *ios, unsigned n, int writ
 					   LUN_DATA_OFF + io->off);
 		sqe->user_data = i;
 	}
-	while (queued < n) {
-		ret = io_uring_submit(u);
-		if (ret == -EINTR)
-			continue;
-		if (ret <= 0)
-			break;
-		queued += (unsigned)ret;
-		ret = 0;
-	}
+	queued = ring_submit(u, n, &ret);
 	ring_reap(u, ios, queued, write);
-	return queued < n ? (ret < 0 ? ret : -EIO) : 0;
+	return ret;
 }
 
 static int all_direct(const struct lun_io *ios, size_t n)
@@ -633,8 +646,8 @@ int lun_flush(struct lun *l)
  * did not take keep result 1. */
 static int ring_flush(struct io_uring *u, struct lun **luns, int *res, unsigned n)
 {
-	unsigned queued = 0;
-	int ret = 0;
+	unsigned queued;
+	int err, ret;
 
 	for (unsigned i = 0; i < n; i++) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(u);
@@ -642,15 +655,7 @@ static int ring_flush(struct io_uring *u, struct lun **luns, int *res, unsigned 
 		io_uring_prep_fsync(sqe, luns[i]->fd, IORING_FSYNC_DATASYNC);
 		sqe->user_data = i;
 	}
-	while (queued < n) {
-		ret = io_uring_submit(u);
-		if (ret == -EINTR)
-			continue;
-		if (ret <= 0)
-			break;
-		queued += (unsigned)ret;
-		ret = 0;
-	}
+	queued = ring_submit(u, n, &err);
 	for (unsigned k = 0; k < queued;) {
 		struct io_uring_cqe *cqe;
 
@@ -663,7 +668,7 @@ static int ring_flush(struct io_uring *u, struct lun **luns, int *res, unsigned 
 		io_uring_cqe_seen(u, cqe);
 		k++;
 	}
-	return queued < n ? (ret < 0 ? ret : -EIO) : 0;
+	return err;
 }
 
 static int all_direct_luns(struct lun **luns, size_t n)
