@@ -19,6 +19,12 @@
  * by the commit), and the allocations of txg commits. An overwrite whose
  * new extent is no larger than the old one only needs free >= U.
  *
+ * The slop is not the allocator's metadata reserve (alloc.c), though both
+ * keep room for a full pool: the slop is counted over the pool, and lets
+ * overwrites through; the reserve is kept on every LUN, because a txg's log
+ * record goes in copies on different LUNs, which free space counted over
+ * the pool (possibly all on one LUN) cannot promise.
+ *
  * The check runs after the allocation and the charge (lock-free fast path
  * against the sum of all reservations, an upper bound of U; the exact U
  * under space_lock only when that fails), so two writers racing for the
