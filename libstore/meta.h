@@ -66,7 +66,14 @@ int meta_reserve(struct meta *m, size_t extra);
 int meta_grow(struct meta *m);
 /** Begin a read-write transaction (one at a time; others wait); -ENOSPC if no room (meta_reserve). */
 int meta_txn_begin(struct meta *m, struct meta_txn **out);
-/** Commit and free @t, even on failure. Durable when it returns 0. */
+/** Begin one whose changes the LUNs hold durable already (a txg's, after its
+ *  log record): its commit may be undone by a system crash; meta_sync() after
+ *  it when the LUNs did not take them after all. */
+int meta_txn_begin_cached(struct meta *m, struct meta_txn **out);
+/** Make every committed transaction durable. */
+int meta_sync(struct meta *m);
+/** Commit and free @t, even on failure. Durable when it returns 0 (but see
+ *  meta_txn_begin_cached). */
 int meta_txn_commit(struct meta_txn *t);
 /** Abort and free @t. NULL is a no-op. */
 void meta_txn_abort(struct meta_txn *t);

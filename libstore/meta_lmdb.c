@@ -259,7 +259,7 @@ int meta_reserve(struct meta *m, size_t extra)
 	return 0;
 }
 
-int meta_txn_begin(struct meta *m, struct meta_txn **out)
+static int txn_begin(struct meta *m, unsigned flags, struct meta_txn **out)
 {
 	struct meta_txn *t;
 	int rc;
@@ -270,7 +270,7 @@ int meta_txn_begin(struct meta *m, struct meta_txn **out)
 		return -ENOMEM;
 	t->m = m;
 	pthread_rwlock_rdlock(&m->resize);
-	rc = mdb_txn_begin(m->env, NULL, 0, &t->txn);
+	rc = mdb_txn_begin(m->env, NULL, flags, &t->txn);
 	if (rc) {
 		pthread_rwlock_unlock(&m->resize);
 		free(t);
@@ -286,6 +286,29 @@ int meta_txn_begin(struct meta *m, struct meta_txn **out)
 	}
 	*out = t;
 	return 0;
+}
+
+int meta_txn_begin(struct meta *m, struct meta_txn **out)
+{
+	return txn_begin(m, 0, out);
+}
+
+/*
+ * A txg's transaction is durable on the LUNs (metalog.c) before LMDB
+ * commits it, so LMDB keeps only its cache's integrity: MDB_NOMETASYNC
+ * syncs the data pages but not the meta page that names them, which the
+ * next commit's sync (or the kernel) writes. A system crash may undo the
+ * last such commit, and the import then replays it from the log; one
+ * fdatasync per txg less.
+ */
+int meta_txn_begin_cached(struct meta *m, struct meta_txn **out)
+{
+	return txn_begin(m, MDB_NOMETASYNC, out);
+}
+
+int meta_sync(struct meta *m)
+{
+	return lmdb_error(mdb_env_sync(m->env, 1));
 }
 
 static int note_full(struct meta *m, int rc)

@@ -487,7 +487,7 @@ int metalog_publish(struct stor_pool *p, const int *flushed)
 	int ret = 0, full_fs = 1;
 
 	if (!ml->pend.on)
-		return 0; /* lagging: LMDB commits alone */
+		return 0; /* lagging: LMDB commits alone, and must be durable itself */
 	ml->pend.on = 0;
 	m = ml->pend.m;
 	for (unsigned c = 0; c < m.ncopies; c++) {
@@ -534,7 +534,7 @@ int metalog_publish(struct stor_pool *p, const int *flushed)
 					     (uint64_t)UB_SIZE * nluns);
 	atomic_fetch_add(&ml->records, 1);
 	/* an allocation failure above only leaks extents until the next import */
-	return 0;
+	return 1;
 }
 
 void metalog_committed(struct stor_pool *p)

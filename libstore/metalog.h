@@ -42,7 +42,8 @@ int metalog_write(struct stor_pool *p, struct meta_txn *t, uint64_t txg, uint8_t
 /**
  * The copies' LUNs were flushed (@flushed[lun]: 0 or -errno): name the
  * record in an uberblock on every LUN, durable. The caller commits @t next.
- * @return 0, -EIO (no copy or no uberblock durable)
+ * @return 1 (the LUNs hold the txg), 0 (no room: LMDB alone holds it), -EIO
+ *         (no copy or no uberblock durable)
  */
 int metalog_publish(struct stor_pool *p, const int *flushed);
 /** The commit failed after metalog_write(): give the record's extents back. */

@@ -682,12 +682,12 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	uint8_t key[BP_KEY_LEN], val[BP_LEN], txgbuf[8], *w;
 	uint8_t *want = NULL;
 	int *flushed = NULL;
-	int ret = 0, written = 0;
+	int ret = 0, written = 0, on_luns = 0;
 
 	/* room for every pointer, its MAC group and the tree pages above, twice over */
 	ret = meta_reserve(p->meta, s->n * 2 * (BP_KEY_LEN + BP_LEN + 2 * MAC_LEN + 64));
 	if (ret == 0)
-		ret = meta_txn_begin(p->meta, &t);
+		ret = meta_txn_begin_cached(p->meta, &t);
 	if (ret < 0)
 		return ret;
 	ret = commit_macs(s, t);
@@ -731,10 +731,13 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	}
 	if (ret == 0)
 		ret = flush_round(p, s, want, flushed);
-	if (ret == 0)
+	if (ret == 0) {
 		ret = metalog_publish(p, flushed);
-	else if (written)
+		on_luns = ret == 1;
+		ret = ret < 0 ? ret : 0;
+	} else if (written) {
 		metalog_abort(p);
+	}
 	free(want);
 	free(flushed);
 	if (ret < 0) {
@@ -743,11 +746,18 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 		return ret;
 	}
 	ret = meta_txn_commit(t);
-	if (ret < 0)
+	if (ret < 0) {
 		s->nfrees = nfrees_before;
-	else
-		metalog_committed(p);
-	return ret;
+		return ret;
+	}
+	metalog_committed(p);
+	/* a txg the log could not take lives in LMDB alone: sync all of it. A
+	 * failure is not a failed commit (retrying would apply the MAC changes
+	 * twice): LMDB has it, and the next commit's sync writes it out */
+	if (!on_luns && (ret = meta_sync(p->meta)) < 0)
+		metalog_notef(p, "LMDB sync failed after txg %llu: %s", (unsigned long long)s->txg,
+			      stor_strerror(ret));
+	return 0;
 }
 
 int txg_sync(struct stor_pool *p, uint64_t min)
