@@ -46,12 +46,28 @@ struct mptr {
 	uint64_t cksum;
 };
 
+/*
+ * A txg's record is written in parts of at most PART_MAX_SECT sectors (an
+ * op is never split): copy-on-write leaves the free space in short runs,
+ * and a checkpoint of a large pool would need a run no LUN has. The parts
+ * share the txg, take consecutive seqs and each names the one before; a
+ * checkpoint's first part is its MLOG_FULL record, the others deltas, so
+ * the import replays them in order like any records.
+ */
+#define PART_MAX_SECT 64u /* 256 KiB */
+
+struct part {
+	size_t off, len; /* the slice of the ops */
+	struct mptr m;
+};
+
 /* the record metalog_write() put on the LUNs, for metalog_publish() */
 struct pending {
 	int on, full;
-	struct mptr m;
-	uint64_t txg, seq, keys_ver;
-	size_t len;
+	struct part *parts;
+	size_t nparts;
+	uint64_t txg, seq, keys_ver; /* seq: the last part's */
+	uint64_t bytes;              /* of one copy of every part */
 };
 
 struct metalog {
@@ -95,6 +111,7 @@ void metalog_free(struct metalog *ml)
 		keys_secure_free(ml->keys, ml->keys_len);
 	free(ml->live);
 	free(ml->dead);
+	free(ml->pend.parts);
 	pthread_mutex_destroy(&ml->lock);
 	free(ml);
 }
@@ -369,17 +386,157 @@ static int no_space(int err)
 	return err == -ENOSPC || err == -EDQUOT;
 }
 
+/* Split @body into parts of at most @max bytes with their head; an op is
+ * never split (a part holds at least one). */
+static int split(const struct meta_redo *body, size_t max, struct part **out, size_t *nout)
+{
+	const uint8_t *p = body->buf, *end = body->buf + body->len, *at = p;
+	size_t n = 0, cap = 0, room = max > MLOG_HEAD_LEN ? max - MLOG_HEAD_LEN : 1;
+	struct part *v = NULL, *g;
+	struct meta_op op;
+	int ret;
+
+	*out = NULL;
+	*nout = 0;
+	for (;;) {
+		const uint8_t *before = p;
+
+		ret = body->len ? meta_redo_next(&p, end, &op) : 0;
+		if (ret < 0) {
+			free(v);
+			return ret;
+		}
+		/* close the part when this op would overflow it, or at the end */
+		if ((ret == 0 && (at < before || n == 0)) ||
+		    (ret == 1 && before > at && (size_t)(p - at) > room)) {
+			if (!(g = array_grow(v, n, &cap, sizeof(*v), 8))) {
+				free(v);
+				return -ENOMEM;
+			}
+			v = g;
+			v[n++] = (struct part){ .off = (size_t)(at - body->buf), .len = (size_t)(before - at) };
+			at = before;
+		}
+		if (ret == 0)
+			break;
+	}
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+static void unplace_parts(struct stor_pool *p, struct part *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		unplace(p, &v[i].m);
+}
+
+/* Split and place the record in parts of PART_MAX_SECT sectors, smaller
+ * ones while the LUNs have no run that long. STOR_ENOSPC: not even in
+ * parts of one sector each. */
+static int place_parts(struct stor_pool *p, const struct meta_redo *body, uint64_t seq,
+		       struct part **out, size_t *nout)
+{
+	for (uint32_t psect = PART_MAX_SECT; psect; psect /= 4) {
+		struct part *v;
+		size_t n, k = 0;
+		int ret = split(body, (size_t)psect * STOR_SECTOR, &v, &n);
+
+		if (ret < 0)
+			return ret;
+		for (; k < n; k++) {
+			size_t len = MLOG_HEAD_LEN + v[k].len;
+
+			if (len > UINT32_MAX) {
+				unplace_parts(p, v, k);
+				free(v);
+				return -E2BIG;
+			}
+			v[k].m.len = (uint32_t)len;
+			v[k].m.nsect = (uint32_t)((len + STOR_SECTOR - 1) / STOR_SECTOR);
+			if (place_copies(p, seq + k, v[k].m.nsect, &v[k].m) < 0)
+				break;
+		}
+		if (k == n) {
+			*out = v;
+			*nout = n;
+			return 0;
+		}
+		unplace_parts(p, v, k);
+		free(v);
+	}
+	return STOR_ENOSPC;
+}
+
+/* Each part in its sectors of @buf: head, naming the part before it (the
+ * previous txg's last for the first part of a delta), then its ops. */
+static void encode_parts(struct stor_pool *p, const struct meta_redo *body, struct part *v,
+			 size_t n, int full, uint64_t txg, uint64_t seq, uint8_t *buf)
+{
+	struct mptr none = { 0 };
+
+	for (size_t k = 0; k < n; k++) {
+		uint8_t *rec = buf, *w = rec;
+
+		memset(rec + v[k].m.len, 0, (size_t)v[k].m.nsect * STOR_SECTOR - v[k].m.len);
+		put_u64(&w, MLOG_MAGIC);
+		put_u32(&w, FORMAT_VERSION);
+		put_u32(&w, full && k == 0 ? MLOG_FULL : MLOG_DELTA);
+		put_u64(&w, p->guid);
+		put_u64(&w, txg);
+		put_u64(&w, seq + k);
+		mptr_put(&w, k ? &v[k - 1].m : full ? &none : &p->mlog->head);
+		put_u32(&w, (uint32_t)v[k].len);
+		if (v[k].len)
+			put_bytes(&w, body->buf + v[k].off, v[k].len);
+		v[k].m.cksum = XXH64(rec, v[k].m.len, 0);
+		buf += (size_t)v[k].m.nsect * STOR_SECTOR;
+	}
+}
+
+/* Keep the copies of each part whose LUN result in @res (indexed by copy,
+ * or by LUN with @by_lun) is 0; @return 0, or the first part left with none
+ * (all its copies failed for want of space: *@full_fs). */
+static int keep_good(struct part *v, size_t n, const int *res, int by_lun, int *full_fs)
+{
+	size_t x = 0;
+	int lost = 0;
+
+	*full_fs = 1;
+	for (size_t k = 0; k < n; k++) {
+		struct mptr *m = &v[k].m;
+		unsigned written = 0;
+
+		for (unsigned c = 0; c < m->ncopies; c++, x++) {
+			int r = by_lun ? res[m->lun[c]] : res[x];
+
+			if (r == 0) {
+				m->lun[written] = m->lun[c];
+				m->sector[written] = m->sector[c];
+				written++;
+			} else {
+				*full_fs &= no_space(r);
+			}
+		}
+		if (!written)
+			lost = 1;
+		else
+			m->ncopies = (uint8_t)written;
+	}
+	return lost;
+}
+
 int metalog_write(struct stor_pool *p, struct meta_txn *t, uint64_t txg, uint8_t *flush)
 {
 	struct metalog *ml = p->mlog;
 	struct meta_redo body = { 0 };
-	struct lun_io io[MLOG_COPIES];
-	uint64_t seq = ml->seq + 1, keys_ver = 0, limit;
-	struct mptr m = { 0 };
-	uint8_t *rec = NULL, *w;
-	size_t len;
-	unsigned written = 0, nluns = atomic_load(&p->nluns);
-	int full, ret;
+	struct lun_io *io = NULL;
+	struct part *v = NULL;
+	uint64_t seq = ml->seq + 1, keys_ver = 0, limit, total = 0;
+	uint8_t *buf = NULL;
+	size_t n = 0, nio = 0;
+	unsigned nluns = atomic_load(&p->nluns);
+	int *res = NULL, full, full_fs, ret;
 
 	ml->pend.on = 0;
 	/* the log may grow to the checkpoint's size (so checkpoints cost no more
@@ -387,11 +544,11 @@ int metalog_write(struct stor_pool *p, struct meta_txn *t, uint64_t txg, uint8_t
 	 * than 1/128 of its space */
 	limit = MLOG_MIN_CKPT;
 	{
-		uint64_t space = 0, used, total;
+		uint64_t space = 0, used, tot;
 
 		for (unsigned i = 0; i < nluns; i++) {
-			alloc_usage(p->alloc, i, &used, &total);
-			space += total * STOR_SECTOR;
+			alloc_usage(p->alloc, i, &used, &tot);
+			space += tot * STOR_SECTOR;
 		}
 		if (limit > space / 128)
 			limit = space / 128;
@@ -403,69 +560,50 @@ int metalog_write(struct stor_pool *p, struct meta_txn *t, uint64_t txg, uint8_t
 	ret = record_body(ml, t, full, &body, &keys_ver);
 	if (ret < 0)
 		goto out;
-	len = MLOG_HEAD_LEN + body.len;
-	if (len > UINT32_MAX) {
-		ret = -E2BIG;
-		goto out;
-	}
-	m.nsect = (uint32_t)((len + STOR_SECTOR - 1) / STOR_SECTOR);
-	m.len = (uint32_t)len;
-	if (posix_memalign((void **)&rec, STOR_SECTOR, (size_t)m.nsect * STOR_SECTOR)) {
-		rec = NULL;
-		ret = -ENOMEM;
-		goto out;
-	}
-	memset(rec + len, 0, (size_t)m.nsect * STOR_SECTOR - len);
-	w = rec;
-	put_u64(&w, MLOG_MAGIC);
-	put_u32(&w, FORMAT_VERSION);
-	put_u32(&w, full ? MLOG_FULL : MLOG_DELTA);
-	put_u64(&w, p->guid);
-	put_u64(&w, txg);
-	put_u64(&w, seq);
-	{
-		struct mptr none = { 0 };
-		mptr_put(&w, full ? &none : &ml->head);
-	}
-	put_u32(&w, (uint32_t)body.len);
-	if (body.len)
-		put_bytes(&w, body.buf, body.len);
-	m.cksum = XXH64(rec, len, 0);
-
-	ret = place_copies(p, seq, m.nsect, &m);
+	ret = place_parts(p, &body, seq, &v, &n);
 	if (ret == STOR_ENOSPC) {
 		ret = lag(ml, "no room for the metadata log (pool full)");
 		goto out;
 	}
 	if (ret < 0)
 		goto out;
-	for (unsigned c = 0; c < m.ncopies; c++)
-		io[c] = (struct lun_io){ p->luns[m.lun[c]].lun, m.sector[c] * STOR_SECTOR, rec,
-					 (size_t)m.nsect * STOR_SECTOR, 0 };
-	lun_write_batch(io, m.ncopies);
+	for (size_t k = 0; k < n; k++) {
+		total += (uint64_t)v[k].m.nsect * STOR_SECTOR;
+		nio += v[k].m.ncopies;
+	}
+	if (posix_memalign((void **)&buf, STOR_SECTOR, (size_t)total) ||
+	    !(io = calloc(nio, sizeof(*io))) || !(res = calloc(nio, sizeof(*res)))) {
+		unplace_parts(p, v, n);
+		ret = -ENOMEM;
+		goto out;
+	}
+	encode_parts(p, &body, v, n, full, txg, seq, buf);
+	nio = 0;
+	for (size_t k = 0, off = 0; k < n; off += (size_t)v[k].m.nsect * STOR_SECTOR, k++)
+		for (unsigned c = 0; c < v[k].m.ncopies; c++)
+			io[nio++] = (struct lun_io){ p->luns[v[k].m.lun[c]].lun,
+						     v[k].m.sector[c] * STOR_SECTOR, buf + off,
+						     (size_t)v[k].m.nsect * STOR_SECTOR, 0 };
+	lun_write_batch(io, nio);
+	for (size_t x = 0; x < nio; x++)
+		res[x] = io[x].result;
 	/* a copy that did not reach its LUN is left out of the pointer: fewer
 	 * copies beat no commit; the extent stays taken until the next import */
-	for (unsigned c = 0; c < m.ncopies; c++) {
-		if (io[c].result == 0) {
-			m.lun[written] = m.lun[c];
-			m.sector[written] = m.sector[c];
-			flush[m.lun[c]] = 1;
-			written++;
-		}
-	}
-	if (!written) {
-		int full_fs = 1;
-
-		for (unsigned c = 0; c < m.ncopies; c++)
-			full_fs &= no_space(io[c].result);
-		unplace(p, &m);
+	if (keep_good(v, n, res, 0, &full_fs)) {
+		unplace_parts(p, v, n);
 		ret = full_fs ? lag(ml, "metadata log not written (file system full)") : -EIO;
 		goto out;
 	}
-	m.ncopies = (uint8_t)written;
-	ml->pend = (struct pending){ 1, full, m, txg, seq, keys_ver, len };
+	for (size_t k = 0; k < n; k++)
+		for (unsigned c = 0; c < v[k].m.ncopies; c++)
+			flush[v[k].m.lun[c]] = 1;
+	ml->pend = (struct pending){ 1, full, v, n, txg, seq + n - 1, keys_ver, total };
+	v = NULL;
 out:
-	free(rec);
+	free(v);
+	free(buf);
+	free(io);
+	free(res);
 	meta_redo_free(&body);
 	return ret;
 }
@@ -475,63 +613,61 @@ void metalog_abort(struct stor_pool *p)
 	struct metalog *ml = p->mlog;
 
 	if (ml->pend.on)
-		unplace(p, &ml->pend.m);
-	ml->pend.on = 0;
+		unplace_parts(p, ml->pend.parts, ml->pend.nparts);
+	free(ml->pend.parts);
+	ml->pend = (struct pending){ 0 };
 }
 
 int metalog_publish(struct stor_pool *p, const int *flushed)
 {
 	struct metalog *ml = p->mlog;
-	struct mptr m;
-	unsigned written = 0, nluns = atomic_load(&p->nluns);
-	int ret = 0, full_fs = 1;
+	struct pending pd = ml->pend;
+	unsigned nluns = atomic_load(&p->nluns);
+	uint64_t bytes = (uint64_t)UB_SIZE * nluns;
+	int ret = 0, full_fs;
 
-	if (!ml->pend.on)
+	ml->pend = (struct pending){ 0 };
+	if (!pd.on)
 		return 0; /* lagging: LMDB commits alone, and must be durable itself */
-	ml->pend.on = 0;
-	m = ml->pend.m;
-	for (unsigned c = 0; c < m.ncopies; c++) {
-		if (flushed[m.lun[c]] == 0) {
-			m.lun[written] = m.lun[c];
-			m.sector[written] = m.sector[c];
-			written++;
-		}
-		full_fs &= no_space(flushed[m.lun[c]]);
-	}
-	if (!written) {
-		unplace(p, &ml->pend.m);
+	if (keep_good(pd.parts, pd.nparts, flushed, 1, &full_fs)) {
+		unplace_parts(p, pd.parts, pd.nparts);
+		free(pd.parts);
 		return full_fs ? lag(ml, "metadata log not written (file system full)") : -EIO;
 	}
-	m.ncopies = (uint8_t)written;
-	if (write_ubs(p, ml->pend.txg, ml->pend.seq, &m) == 0)
+	if (write_ubs(p, pd.txg, pd.seq, &pd.parts[pd.nparts - 1].m) == 0) {
+		free(pd.parts);
 		return -EIO; /* the record's extents stay taken: an uberblock may name it */
+	}
 	/* the LUNs name this record now, whatever LMDB does next */
-	ml->seq = ml->pend.seq;
-	ml->head = m;
+	ml->seq = pd.seq;
+	ml->head = pd.parts[pd.nparts - 1].m;
 	ml->have_head = 1;
 	ml->lag_noted = 0;
-	if (ml->pend.full) {
-		pthread_mutex_lock(&ml->lock);
+	pthread_mutex_lock(&ml->lock);
+	if (pd.full) {
 		for (size_t i = 0; i < ml->nlive && ret == 0; i++)
 			ret = ext_push(&ml->dead, &ml->ndead, &ml->capdead, ml->live[i]);
 		ml->nlive = 0;
-		pthread_mutex_unlock(&ml->lock);
 		ml->log_bytes = 0;
 		ml->nrecs = 0;
-		ml->ckpt_bytes = ml->pend.len;
+		ml->ckpt_bytes = pd.bytes;
 		ml->force_full = 0;
 	} else {
-		ml->log_bytes += (uint64_t)m.nsect * STOR_SECTOR;
+		ml->log_bytes += pd.bytes;
 		ml->nrecs++;
 	}
-	pthread_mutex_lock(&ml->lock);
-	for (unsigned c = 0; c < m.ncopies && ret == 0; c++)
-		ret = ext_push(&ml->live, &ml->nlive, &ml->caplive,
-			       (struct mext){ m.lun[c], m.nsect, m.sector[c] });
-	ml->keys_logged = ml->pend.keys_ver;
+	for (size_t k = 0; k < pd.nparts; k++) {
+		const struct mptr *m = &pd.parts[k].m;
+
+		for (unsigned c = 0; c < m->ncopies && ret == 0; c++)
+			ret = ext_push(&ml->live, &ml->nlive, &ml->caplive,
+				       (struct mext){ m->lun[c], m->nsect, m->sector[c] });
+		bytes += (uint64_t)m->nsect * STOR_SECTOR * m->ncopies;
+	}
+	ml->keys_logged = pd.keys_ver;
 	pthread_mutex_unlock(&ml->lock);
-	atomic_fetch_add(&ml->bytes, (uint64_t)m.nsect * STOR_SECTOR * m.ncopies +
-					     (uint64_t)UB_SIZE * nluns);
+	free(pd.parts);
+	atomic_fetch_add(&ml->bytes, bytes);
 	atomic_fetch_add(&ml->records, 1);
 	/* an allocation failure above only leaks extents until the next import */
 	return 1;
@@ -590,7 +726,7 @@ struct ub {
 struct rec {
 	uint8_t *buf; /* the record's bytes, MLOG_HEAD_LEN + ops */
 	struct mptr where, prev;
-	uint64_t txg;
+	uint64_t txg, seq;
 	uint32_t kind;
 	const uint8_t *ops;
 	size_t olen;
@@ -717,7 +853,7 @@ static int read_record(struct metalog *ml, struct metalog_luns *L, const struct 
 		if (get_u64(&r) != guid || (out->kind != MLOG_DELTA && out->kind != MLOG_FULL))
 			goto bad;
 		out->txg = get_u64(&r);
-		get_u64(&r); /* seq */
+		out->seq = get_u64(&r);
 		if (mptr_get(&r, &out->prev) < 0)
 			goto bad;
 		olen = get_u32(&r);
@@ -752,10 +888,6 @@ static int walk(struct metalog *ml, struct metalog_luns *L, const struct mptr *h
 	for (;;) {
 		struct rec *g;
 
-		if (n > 2 * MLOG_MAX_RECORDS + 2) {
-			ret = STOR_ECORRUPT; /* a loop, or not ours */
-			break;
-		}
 		g = array_grow(v, n, &cap, sizeof(*v), 16);
 		if (!g) {
 			ret = -ENOMEM;
@@ -767,6 +899,10 @@ static int walk(struct metalog *ml, struct metalog_luns *L, const struct mptr *h
 			break;
 		v[n].where = at; /* where it is, kept for the extents */
 		n++;
+		if (n > 1 && (v[n - 1].seq >= v[n - 2].seq || v[n - 1].txg > v[n - 2].txg)) {
+			ret = STOR_ECORRUPT; /* a loop, or not ours */
+			break;
+		}
 		if (v[n - 1].kind == MLOG_FULL) {
 			*out = v;
 			*nout = n;
@@ -883,16 +1019,22 @@ int metalog_import(struct stor_pool *p, struct metalog_luns *L, struct meta *m, 
 	ml->have_head = 1;
 	ml->nlive = 0;
 	ml->log_bytes = 0;
-	ml->nrecs = (unsigned)n - 1;
+	ml->ckpt_bytes = 0;
+	ml->nrecs = 0;
 	for (size_t i = 0; i < n && ret == 0; i++) {
+		uint64_t bytes = (uint64_t)v[i].where.nsect * STOR_SECTOR;
+
 		for (unsigned c = 0; c < v[i].where.ncopies && ret == 0; c++)
 			ret = ext_push(&ml->live, &ml->nlive, &ml->caplive,
 				       (struct mext){ v[i].where.lun[c], v[i].where.nsect,
 						      v[i].where.sector[c] });
-		if (v[i].kind == MLOG_FULL)
-			ml->ckpt_bytes = v[i].where.len;
-		else
-			ml->log_bytes += v[i].where.len;
+		/* the checkpoint's parts share its txg; a txg after it is a record */
+		if (v[i].txg == v[n - 1].txg) {
+			ml->ckpt_bytes += bytes;
+		} else {
+			ml->log_bytes += bytes;
+			ml->nrecs += i == 0 || v[i].txg != v[i - 1].txg;
+		}
 	}
 	pthread_mutex_lock(&ml->lock);
 	ml->keys_logged = ml->keys_ver;
