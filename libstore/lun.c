@@ -679,6 +679,80 @@ static int all_direct_luns(struct lun **luns, size_t n)
 	return n > 1;
 }
 
+/* @n (<= RING_ENTRIES) writes of @buf at @off, each durable (RWF_DSYNC) */
+static int ring_write_sync(struct io_uring *u, struct lun **luns, int *res, unsigned n,
+			   const void *buf, size_t len, uint64_t off)
+{
+	unsigned queued;
+	int err, ret;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(u);
+
+		io_uring_prep_write(sqe, luns[i]->fd, buf, (unsigned)len, off);
+		sqe->rw_flags = RWF_DSYNC;
+		sqe->user_data = i;
+	}
+	queued = ring_submit(u, n, &err);
+	for (unsigned k = 0; k < queued;) {
+		struct io_uring_cqe *cqe;
+
+		ret = io_uring_wait_cqe(u, &cqe);
+		if (ret == -EINTR)
+			continue;
+		if (ret < 0)
+			abort(); /* writes in flight from our buffer: no way out */
+		/* a short or interrupted write is done again below, in a row */
+		res[cqe->user_data] = cqe->res == (int)len ? 0 : 1;
+		if (cqe->res < 0 && cqe->res != -EINTR && cqe->res != -EAGAIN)
+			res[cqe->user_data] = -cqe->res;
+		io_uring_cqe_seen(u, cqe);
+		k++;
+	}
+	return err;
+}
+
+/*
+ * The same block written durable into the reserved area of @n LUNs (an
+ * uberblock): on O_DIRECT LUNs all at once, each write its own flush
+ * (RWF_DSYNC), so a round costs one write's latency; otherwise one LUN
+ * after the other, pwrite then fdatasync.
+ */
+int lun_reserved_write_sync(struct lun **luns, int *results, size_t n, const void *buf,
+			    size_t len, uint64_t off)
+{
+	struct ring *r = NULL;
+	int failed = 0;
+
+	if (off < LUN_LABEL_SIZE || off + len > LUN_DATA_OFF || off + len < off)
+		return -EINVAL;
+	if (all_direct_luns(luns, n))
+		r = ring_get();
+	for (size_t i = 0; i < n; i++)
+		results[i] = 1; /* not run yet: positive, an errno once run */
+	for (size_t i = 0; r && i < n; i += RING_ENTRIES) {
+		unsigned k = n - i < RING_ENTRIES ? (unsigned)(n - i) : RING_ENTRIES;
+
+		if (ring_write_sync(&r->uring, luns + i, results + i, k, buf, len, off) < 0) {
+			io_uring_queue_exit(&r->uring);
+			free(r);
+			r = NULL;
+		}
+	}
+	if (r)
+		ring_put(r);
+	for (size_t i = 0; i < n; i++) {
+		if (results[i] == 1) {
+			int ret = pio(luns[i], 1, (void *)buf, len, off);
+
+			results[i] = ret < 0 ? -ret : fdatasync(luns[i]->fd) < 0 ? errno : 0;
+		}
+		results[i] = flush_result(luns[i], results[i]);
+		failed += results[i] < 0;
+	}
+	return failed;
+}
+
 /*
  * A txg commit flushes every LUN it wrote: on O_DIRECT LUNs one fdatasync
  * each, all in flight at once (io_uring runs them in parallel), so a round

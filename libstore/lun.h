@@ -114,6 +114,10 @@ int lun_flush(struct lun *l);
 /** lun_flush() @n LUNs at once; @results[i] gets 0 or -errno.
  *  @return the number that failed */
 int lun_flush_batch(struct lun **luns, int *results, size_t n);
+/** Write @buf at @off of the reserved area of @n LUNs, each durable;
+ *  @results[i] gets 0 or -errno. @return the number that failed, -EINVAL */
+int lun_reserved_write_sync(struct lun **luns, int *results, size_t n, const void *buf,
+			    size_t len, uint64_t off);
 
 /** Error counters, for pool status. */
 struct lun_counters {

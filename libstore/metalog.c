@@ -329,11 +329,12 @@ static void ub_encode(uint8_t *buf, uint64_t guid, uint64_t txg, uint64_t seq,
 	put_u64(&w, XXH64(buf, UB_LEN - 8, 0));
 }
 
-/* Write the uberblock on every LUN, then flush them all at once.
+/* Write the uberblock on every LUN, durable, all at once.
  * @return how many are durable */
 static unsigned write_ubs(struct stor_pool *p, uint64_t txg, uint64_t seq, const struct mptr *head)
 {
 	unsigned nluns = atomic_load(&p->nluns), ok = 0, n = 0;
+	int failed;
 	struct lun **luns = calloc(nluns ? nluns : 1, sizeof(*luns));
 	int *res = calloc(nluns ? nluns : 1, sizeof(*res));
 	uint8_t *ub = NULL;
@@ -353,13 +354,11 @@ static unsigned write_ubs(struct stor_pool *p, uint64_t txg, uint64_t seq, const
 	}
 	p->mlog->ring_ready = nluns;
 	ub_encode(ub, p->guid, txg, seq, head);
-	for (unsigned i = 0; i < nluns; i++) {
-		struct lun *l = p->luns[i].lun;
-
-		if (lun_reserved_io(l, 1, ub, UB_SIZE, UB_OFF + (seq % UB_SLOTS) * UB_SIZE) == 0)
-			luns[n++] = l;
-	}
-	ok = n - (unsigned)lun_flush_batch(luns, res, n);
+	for (unsigned i = 0; i < nluns; i++)
+		luns[n++] = p->luns[i].lun;
+	failed = lun_reserved_write_sync(luns, res, n, ub, UB_SIZE,
+					 UB_OFF + (seq % UB_SLOTS) * UB_SIZE);
+	ok = failed < 0 ? 0 : n - (unsigned)failed;
 	free(ub);
 	free(luns);
 	free(res);
