@@ -139,7 +139,7 @@
 #define MLOG_FULL 2u
 #define MLOG_TABLE_KEYS 0x80u
 #define MLOG_MIN_CKPT (256u << 10) /* bytes of log (whole sectors, one copy) */
-#define MLOG_MAX_RECORDS 128u /* a checkpoint at the latest after this many records */
+#define MLOG_MAX_RECORDS 4096u /* a checkpoint at the latest after this many records */
 #define MPTR_LEN (1 + MLOG_COPIES * (2 + 8) + 4 + 4 + 8)
 #define MLOG_HEAD_LEN (8 + 4 + 4 + 8 + 8 + 8 + MPTR_LEN + 4)
 #define UB_LEN (8 + 4 + 4 + 8 + 8 + 8 + MPTR_LEN + 8)
