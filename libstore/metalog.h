@@ -55,6 +55,14 @@ struct metalog_luns {
  */
 int metalog_import(struct stor_pool *p, struct metalog_luns *luns, struct meta *m,
 		   uint64_t have_txg, uint64_t *log_txg);
+/**
+ * Rewrite in place what metalog_import() found damaged beside a sound copy:
+ * each log record copy that did not verify, from a copy that did, and the
+ * uberblock it took into the ring of each LUN that lacks it; each durable.
+ * Call once the pool's LUNs are writable. Notes say what was repaired.
+ * @return how many could not be (a checkpoint at the next commit replaces them)
+ */
+int metalog_repair(struct stor_pool *p);
 /** Mark the log's extents used in the pool's allocator (after its LUNs joined). */
 int metalog_mark(struct stor_pool *p);
 /** Write a checkpoint with the next commit (LMDB is ahead of the LUNs, or has no log yet). */

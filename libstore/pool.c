@@ -597,6 +597,7 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 		ret = lunset_mark(p, LABEL_ACTIVE);
 	if (ret < 0)
 		goto fail;
+	metalog_repair(p); /* what it could not repair, the checkpoint below replaces */
 	ret = txg_init(p, txg);
 	if (ret < 0)
 		goto fail;

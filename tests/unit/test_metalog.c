@@ -4,7 +4,9 @@
  * files are gone imports from its LUNs alone with every flushed record, its
  * keys load with the same passphrase and its MACs verify; an LMDB one txg
  * behind gets the missing record replayed; a damaged uberblock ring or log
- * copy is ignored for the sound one, and pool status says so.
+ * copy is ignored for the sound one, repaired in place, and pool status
+ * says so; a txg only a minority of the LUNs hold loses to an older one
+ * when a copy of its record does not verify.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -220,5 +222,159 @@ Test(metalog, a_damaged_log_copy_is_read_from_another_lun)
 		smash(0, offs[i] + 64, 4096 - 64);
 	cr_assert_eq(tpool_open(&tp), 0, "import: %s", stor_pool_last_error());
 	status_says("copy on lun 0");
+	check_gen(1);
+}
+
+/* The big-endian u64 at @b (format.h). */
+static uint64_t be64(const uint8_t *b)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | b[i];
+	return v;
+}
+
+/* Offset of the seq of an uberblock or a log record: magic, version, kind/pad, guid, txg. */
+#define SEQ_OFF 32
+
+/* The newest uberblock sequence number in LUN @lun's ring. */
+static uint64_t ring_newest(unsigned lun)
+{
+	static const uint8_t magic[8] = { 'C', 'O', 'F', 'F', 'U', 'B', 'E', 'R' };
+	uint8_t buf[4096];
+	uint64_t newest = 0;
+	int fd = open(tp.lun[lun], O_RDONLY);
+
+	cr_assert_geq(fd, 0);
+	for (unsigned s = 0; s < 128; s++) {
+		uint64_t seq;
+
+		cr_assert_eq(pread(fd, buf, sizeof(buf), (off_t)(4096 + s * 4096)),
+			     (ssize_t)sizeof(buf));
+		if (memcmp(buf, magic, sizeof(magic)))
+			continue;
+		seq = be64(buf + SEQ_OFF);
+		if (seq > newest)
+			newest = seq;
+	}
+	close(fd);
+	return newest;
+}
+
+/* Zero every slot of LUN @lun's ring holding a sequence number above @seq. */
+static void ring_forget_after(unsigned lun, uint64_t seq)
+{
+	uint8_t buf[4096], zero[4096] = { 0 };
+	int fd = open(tp.lun[lun], O_RDWR);
+
+	cr_assert_geq(fd, 0);
+	for (unsigned s = 0; s < 128; s++) {
+		cr_assert_eq(pread(fd, buf, sizeof(buf), (off_t)(4096 + s * 4096)),
+			     (ssize_t)sizeof(buf));
+		if (!memcmp(buf, "COFFUBER", 8) && be64(buf + SEQ_OFF) > seq)
+			cr_assert_eq(pwrite(fd, zero, sizeof(zero), (off_t)(4096 + s * 4096)),
+				     (ssize_t)sizeof(zero));
+	}
+	close(fd);
+}
+
+/* Damage the copies on LUN @lun of every log record whose seq is above @seq. */
+static unsigned smash_records_after(unsigned lun, uint64_t seq)
+{
+	uint64_t offs[256];
+	unsigned n = find_log(lun, offs, 256), hit = 0;
+	int fd = open(tp.lun[lun], O_RDONLY);
+
+	cr_assert_geq(fd, 0);
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t at[8];
+
+		cr_assert_eq(pread(fd, at, sizeof(at), (off_t)(offs[i] + SEQ_OFF)), (ssize_t)sizeof(at));
+		if (be64(at) > seq) {
+			smash(lun, offs[i] + 64, 4096 - 64);
+			hit++;
+		}
+	}
+	close(fd);
+	return hit;
+}
+
+Test(metalog, a_txg_on_a_minority_of_luns_with_a_damaged_copy_loses_to_the_one_most_hold)
+{
+	uint64_t agreed;
+	unsigned hit = 0;
+
+	make_datasets();
+	write_gen(1);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	agreed = ring_newest(1);
+	write_gen(2);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	tpool_close(&tp);
+	remove_state(1);
+	/* LUN 0 alone got the uberblocks after gen 1 (a crash among the
+	 * uberblock writes, as the others never got them), and one copy of
+	 * each of those records is damaged */
+	cr_assert_gt(ring_newest(0), agreed);
+	ring_forget_after(1, agreed);
+	ring_forget_after(2, agreed);
+	for (unsigned l = 1; l < 3; l++)
+		hit += smash_records_after(l, agreed);
+	cr_assert_gt(hit, 0, "no record after seq %llu", (unsigned long long)agreed);
+	cr_assert_eq(tpool_open(&tp), 0, "import: %s", stor_pool_last_error());
+	status_says("is on 1 of 3 LUNs");
+	check_gen(1);
+}
+
+Test(metalog, a_txg_on_a_minority_of_luns_whose_copies_all_verify_is_taken)
+{
+	uint64_t agreed;
+
+	make_datasets();
+	write_gen(1);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	agreed = ring_newest(1);
+	write_gen(2);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	tpool_close(&tp);
+	remove_state(1);
+	/* a crash after LUN 0's uberblock write: the txg is whole, take it */
+	ring_forget_after(1, agreed);
+	ring_forget_after(2, agreed);
+	cr_assert_eq(tpool_open(&tp), 0, "import: %s", stor_pool_last_error());
+	status_says("lun 1: uberblock");
+	check_gen(2);
+}
+
+Test(metalog, damaged_copies_are_repaired_in_place_so_the_other_copies_may_fail_next)
+{
+	uint64_t offs[64];
+	unsigned n;
+
+	make_datasets();
+	write_gen(1);
+	tpool_close(&tp);
+	/* LUN 0's metadata: its ring and every log record copy on it */
+	smash(0, 4096, 128 * 4096);
+	n = find_log(0, offs, 64);
+	cr_assert_gt(n, 0, "no log record on lun 0");
+	for (unsigned i = 0; i < n; i++)
+		smash(0, offs[i] + 64, 4096 - 64);
+	cr_assert_eq(tpool_open(&tp), 0, "import: %s", stor_pool_last_error());
+	status_says("lun 0: uberblock");
+	status_says("copy on lun 0");
+	status_says("repaired from lun");
+	tpool_close(&tp);
+	/* now the other LUNs lose theirs: only the repaired copies on LUN 0 remain */
+	remove_state(1);
+	for (unsigned l = 1; l < 3; l++) {
+		smash(l, 4096, 128 * 4096);
+		n = find_log(l, offs, 64);
+		for (unsigned i = 0; i < n; i++)
+			smash(l, offs[i] + 64, 4096 - 64);
+	}
+	cr_assert_eq(tpool_open(&tp), 0, "second import: %s", stor_pool_last_error());
+	status_says("copy on lun 1");
 	check_gen(1);
 }
