@@ -785,15 +785,23 @@ static int apply(struct metalog *ml, struct meta_txn *t, const struct rec *r, in
 	return ret;
 }
 
-/* Bring @m up to the log @v (v[0] newest) from txg @have_txg. */
-static int replay(struct metalog *ml, struct meta *m, struct rec *v, size_t n, uint64_t have_txg)
+/* Bring @m up to the log @v (v[0] newest) from txg @have_txg, telling
+ * the pool's progress hook before the first record and after each. */
+static int replay(struct stor_pool *p, struct meta *m, struct rec *v, size_t n, uint64_t have_txg)
 {
+	struct metalog *ml = p->mlog;
 	struct meta_txn *t = NULL;
 	size_t total = 0;
 	int full = v[n - 1].txg > have_txg, ret;
+	struct stor_progress pr = { .rebuild = full };
 
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		total += v[i].olen;
+		if (full || v[i].txg > have_txg) {
+			pr.records_total++;
+			pr.bytes_total += v[i].olen;
+		}
+	}
 	ret = m ? meta_reserve(m, total * 2) : 0;
 	if (ret == 0 && m)
 		ret = meta_txn_begin(m, &t);
@@ -803,9 +811,17 @@ static int replay(struct metalog *ml, struct meta *m, struct rec *v, size_t n, u
 		meta_txn_nolog(t); /* these ops are on the LUNs already */
 	for (unsigned tab = 0; full && t && tab < META_NTABLES && ret == 0; tab++)
 		ret = meta_clear(t, tab);
+	if (p->opts.progress && t && pr.records_total)
+		p->opts.progress(&pr, p->opts.progress_arg);
 	for (size_t i = n; i-- > 0 && ret == 0;) {
 		int skip = !t || (full ? 0 : v[i].txg <= have_txg);
+
 		ret = apply(ml, t, &v[i], skip);
+		if (ret == 0 && !skip && p->opts.progress) {
+			pr.records++;
+			pr.bytes += v[i].olen;
+			p->opts.progress(&pr, p->opts.progress_arg);
+		}
 	}
 	if (!t)
 		return ret;
@@ -940,7 +956,7 @@ int metalog_import(struct stor_pool *p, struct metalog_luns *L, struct meta *m, 
 	if (note_fixes(ml, v, n) < 0)
 		add_note(ml, "out of memory keeping damaged log copies to repair: a checkpoint "
 			 "replaces them");
-	ret = replay(ml, m, v, n, have_txg);
+	ret = replay(p, m, v, n, have_txg);
 	if (ret < 0)
 		goto out;
 	/* the log as the next commit continues it */

@@ -378,3 +378,69 @@ Test(metalog, damaged_copies_are_repaired_in_place_so_the_other_copies_may_fail_
 	status_says("copy on lun 1");
 	check_gen(1);
 }
+
+/* What the progress hook saw: every call in order. */
+struct seen {
+	unsigned calls, bad_order;
+	struct stor_progress first, last;
+};
+
+static void on_progress(const struct stor_progress *pr, void *arg)
+{
+	struct seen *s = arg;
+
+	if (s->calls == 0)
+		s->first = *pr;
+	else if (pr->records < s->last.records || pr->bytes < s->last.bytes ||
+		 pr->records_total != s->last.records_total || pr->records > pr->records_total ||
+		 pr->bytes > pr->bytes_total)
+		s->bad_order++;
+	s->last = *pr;
+	s->calls++;
+}
+
+Test(metalog, a_rebuild_and_a_replay_report_progress_through_the_open_hook)
+{
+	char mdb[PATH_MAX + 64], old[PATH_MAX + 64];
+	struct seen s = { 0 };
+
+	make_datasets();
+	write_gen(1);
+	tpool_close(&tp);
+	state_file(".mdb", mdb, sizeof(mdb));
+	state_file(".mdb.old", old, sizeof(old));
+	copy_file(mdb, old);
+	/* LMDB current: nothing to replay, no call */
+	tp.opts.progress = on_progress;
+	tp.opts.progress_arg = &s;
+	cr_assert_eq(tpool_open(&tp), 0);
+	cr_assert_eq(s.calls, 0, "%u progress calls with nothing to replay", s.calls);
+	write_gen(2);
+	tpool_close(&tp);
+	/* one txg behind: a replay of what it lacks */
+	remove_state(0);
+	copy_file(old, mdb);
+	cr_assert_eq(tpool_open(&tp), 0, "import: %s", stor_pool_last_error());
+	cr_assert_geq(s.calls, 2);
+	cr_assert_eq(s.first.records, 0);
+	cr_assert_eq(s.last.rebuild, 0);
+	cr_assert_gt(s.last.records_total, 0);
+	cr_assert_eq(s.last.records, s.last.records_total);
+	cr_assert_eq(s.last.bytes, s.last.bytes_total);
+	cr_assert_eq(s.bad_order, 0);
+	tpool_close(&tp);
+	/* LMDB gone: a rebuild of every record from the checkpoint on */
+	s = (struct seen){ 0 };
+	remove_state(1);
+	cr_assert_eq(tpool_open(&tp), 0, "import: %s", stor_pool_last_error());
+	tp.opts.progress = NULL;
+	cr_assert_eq(s.last.rebuild, 1);
+	cr_assert_eq(s.calls, s.last.records_total + 1, "%u calls for %llu records", s.calls,
+		     (unsigned long long)s.last.records_total);
+	cr_assert_eq(s.last.records, s.last.records_total);
+	cr_assert_gt(s.last.bytes, (uint64_t)NREC * 2 * 30, "%llu bytes for %u block pointers",
+		     (unsigned long long)s.last.bytes, NREC * 2);
+	cr_assert_eq(s.last.bytes, s.last.bytes_total);
+	cr_assert_eq(s.bad_order, 0);
+	check_gen(2);
+}
