@@ -5,7 +5,9 @@
  * and the key file when it changed - in ditto copies on different LUNs,
  * then an uberblock naming it on every LUN, before LMDB commits. Now and
  * then the record is a checkpoint of every table instead, and the log
- * before it is freed once that commit is done.
+ * before it is freed once that commit is done. A checkpoint due only to
+ * keep the log short that finds no room (a full pool) is put off: a delta
+ * record is written instead, up to twice MLOG_MAX_RECORDS of them.
  *
  * Invariants: the uberblock is written only after every copy it names is
  * durable, and LMDB commits only after the uberblock is; so an import finds
@@ -373,8 +375,11 @@ static unsigned write_ubs(struct stor_pool *p, uint64_t txg, uint64_t seq, const
 /*
  * No room for the record (a pool or a file system that data filled): LMDB
  * commits alone, ahead of the LUNs, rather than every write being refused,
- * and each commit tries a checkpoint until one gets through. A state
- * directory lost meanwhile loses the txgs since the last record.
+ * and each commit tries a checkpoint until one gets through. A crash
+ * meanwhile loses nothing acknowledged: LMDB is durable, the import takes
+ * it as ahead of the LUNs and writes the checkpoint, with the key file of
+ * the state directory when it is newer than the LUNs' (keyfile_restore).
+ * A state directory lost meanwhile loses the txgs since the last record.
  */
 static int lag(struct metalog *ml, const char *why)
 {
@@ -385,6 +390,46 @@ static int lag(struct metalog *ml, const char *why)
 	return 0;
 }
 
+/* The record of txg @txg (a checkpoint when @full) in *@rec, sized in @m. */
+static int build_record(struct stor_pool *p, struct meta_txn *t, uint64_t txg, uint64_t seq,
+			int full, struct meta_redo *body, uint8_t **rec, struct mptr *m,
+			uint64_t *keys_ver)
+{
+	struct metalog *ml = p->mlog;
+	size_t len;
+	uint8_t *w;
+	int ret = record_body(ml, t, full, body, keys_ver);
+
+	if (ret < 0)
+		return ret;
+	len = MLOG_HEAD_LEN + body->len;
+	if (len > UINT32_MAX)
+		return -E2BIG;
+	m->nsect = (uint32_t)((len + STOR_SECTOR - 1) / STOR_SECTOR);
+	m->len = (uint32_t)len;
+	if (posix_memalign((void **)rec, STOR_SECTOR, (size_t)m->nsect * STOR_SECTOR)) {
+		*rec = NULL;
+		return -ENOMEM;
+	}
+	memset(*rec + len, 0, (size_t)m->nsect * STOR_SECTOR - len);
+	w = *rec;
+	put_u64(&w, MLOG_MAGIC);
+	put_u32(&w, FORMAT_VERSION);
+	put_u32(&w, full ? MLOG_FULL : MLOG_DELTA);
+	put_u64(&w, p->guid);
+	put_u64(&w, txg);
+	put_u64(&w, seq);
+	{
+		struct mptr none = { 0 };
+		mptr_put(&w, full ? &none : &ml->head);
+	}
+	put_u32(&w, (uint32_t)body->len);
+	if (body->len)
+		put_bytes(&w, body->buf, body->len);
+	m->cksum = XXH64(*rec, len, 0);
+	return 0;
+}
+
 int metalog_commit(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
 {
 	struct metalog *ml = p->mlog;
@@ -392,10 +437,10 @@ int metalog_commit(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
 	struct lun_io io[MLOG_COPIES];
 	uint64_t seq = ml->seq + 1, keys_ver = 0, limit;
 	struct mptr m = { 0 };
-	uint8_t *rec = NULL, *w;
+	uint8_t *rec = NULL;
 	size_t len;
 	unsigned written = 0, nluns = atomic_load(&p->nluns);
-	int full, ret;
+	int full, need_full, ret;
 
 	/* the log may grow to the checkpoint's size (so checkpoints cost no more
 	 * than the log), at least MLOG_MIN_CKPT, but on a small pool no more
@@ -413,41 +458,25 @@ int metalog_commit(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
 	}
 	if (limit < ml->ckpt_bytes)
 		limit = ml->ckpt_bytes;
-	full = !ml->have_head || ml->force_full || ml->nrecs >= MLOG_MAX_RECORDS ||
-	       ml->log_bytes >= limit;
-	ret = record_body(ml, t, full, &body, &keys_ver);
-	if (ret < 0)
-		goto out;
-	len = MLOG_HEAD_LEN + body.len;
-	if (len > UINT32_MAX) {
-		ret = -E2BIG;
-		goto out;
-	}
-	m.nsect = (uint32_t)((len + STOR_SECTOR - 1) / STOR_SECTOR);
-	m.len = (uint32_t)len;
-	if (posix_memalign((void **)&rec, STOR_SECTOR, (size_t)m.nsect * STOR_SECTOR)) {
+	/* a checkpoint the log needs (none yet, or LMDB ahead of it), or one
+	 * only due to keep the log short: that one, when it finds no room,
+	 * gives way to a delta record while the log may still grow */
+	need_full = !ml->have_head || ml->force_full || ml->nrecs >= 2 * MLOG_MAX_RECORDS;
+	full = need_full || ml->nrecs >= MLOG_MAX_RECORDS || ml->log_bytes >= limit;
+	for (;;) {
+		ret = build_record(p, t, txg, seq, full, &body, &rec, &m, &keys_ver);
+		if (ret < 0)
+			goto out;
+		len = m.len;
+		ret = place_copies(p, seq, m.nsect, &m);
+		if (ret != STOR_ENOSPC || !full || need_full)
+			break;
+		full = 0;
+		free(rec);
 		rec = NULL;
-		ret = -ENOMEM;
-		goto out;
+		meta_redo_free(&body);
+		body = (struct meta_redo){ 0 };
 	}
-	memset(rec + len, 0, (size_t)m.nsect * STOR_SECTOR - len);
-	w = rec;
-	put_u64(&w, MLOG_MAGIC);
-	put_u32(&w, FORMAT_VERSION);
-	put_u32(&w, full ? MLOG_FULL : MLOG_DELTA);
-	put_u64(&w, p->guid);
-	put_u64(&w, txg);
-	put_u64(&w, seq);
-	{
-		struct mptr none = { 0 };
-		mptr_put(&w, full ? &none : &ml->head);
-	}
-	put_u32(&w, (uint32_t)body.len);
-	if (body.len)
-		put_bytes(&w, body.buf, body.len);
-	m.cksum = XXH64(rec, len, 0);
-
-	ret = place_copies(p, seq, m.nsect, &m);
 	if (ret == STOR_ENOSPC) {
 		ret = lag(ml, "no room for the metadata log (pool full)");
 		goto out;
