@@ -577,6 +577,17 @@ int metalog_extents(struct stor_pool *p, metalog_extent_fn fn, void *ctx)
 	return ret;
 }
 
+uint64_t metalog_space_for(uint64_t records)
+{
+	/* a redo op per pointer: its head, the "bp" key (dataset id, record)
+	 * and the pointer; a "mac" row per MAC_GROUP pointers, rounded up */
+	const uint64_t bp_row = META_OP_HEAD + 16 + BP_LEN;
+	const uint64_t mac_row = META_OP_HEAD + 16 + MAC_LEN;
+	uint64_t per_copy = records * bp_row + (records + MAC_GROUP - 1) / MAC_GROUP * mac_row;
+
+	return per_copy * MLOG_COPIES * 2;
+}
+
 static int count_one(unsigned lun, uint64_t sector, uint32_t n, void *ctx)
 {
 	(void)lun;

@@ -74,6 +74,13 @@ const char *metalog_note(struct stor_pool *p);
 typedef int (*metalog_extent_fn)(unsigned lun, uint64_t sector, uint32_t n, void *ctx);
 /** Call @fn for every extent the log holds; stops at a non-zero return. */
 int metalog_extents(struct stor_pool *p, metalog_extent_fn fn, void *ctx);
+/**
+ * Bytes the log may hold for @records block pointers of one dataset, over
+ * all copies: the row of each (and its share of a MAC row) in MLOG_COPIES
+ * copies of a checkpoint and of as much log again, which is when the next
+ * checkpoint is due (metalog_commit). A bound for reservations (space.c).
+ */
+uint64_t metalog_space_for(uint64_t records);
 /** Sectors the log holds, over all LUNs. */
 uint64_t metalog_sectors(struct stor_pool *p);
 /** Bytes and records written to the LUNs since the pool was opened. */
