@@ -766,6 +766,26 @@ static int is_guid(const char *s)
 	return strlen(s) == 16 && strspn(s, "0123456789abcdefABCDEF") == 16;
 }
 
+/* What an import did to the metadata, when it did anything: the rebuild
+ * or replay from the LUNs with its size and time, and what it repaired. */
+static void print_import(const json_t *reply)
+{
+	const json_t *r = json_object_get(reply, "replayed");
+	const char *note = json_string_value(json_object_get(reply, "metadata"));
+	char b[32];
+
+	if (r) {
+		human((uint64_t)json_integer_value(json_object_get(r, "bytes")), b, sizeof(b));
+		printf("%s: %lld log records (%s) in %.1f s\n",
+		       json_is_true(json_object_get(r, "rebuild")) ? "rebuilt from the LUNs"
+								  : "replayed from the LUNs",
+		       (long long)json_integer_value(json_object_get(r, "records")), b,
+		       json_real_value(json_object_get(r, "seconds")));
+	}
+	if (note)
+		printf("metadata: %s\n", note);
+}
+
 static int pool_import(int argc, char **argv)
 {
 	json_t *args = json_object(), *dirs = NULL, *reply, *v;
@@ -803,6 +823,10 @@ static int pool_import(int argc, char **argv)
 		if (!opt_json && (is_guid(target) || argc - optind == 2))
 			printf("imported %s as %s\n", target,
 			       json_string_value(json_object_get(reply, "name")));
+		if (opt_json)
+			json_print(reply);
+		else
+			print_import(reply);
 		json_decref(reply);
 	} else {
 		reply = call(c, "pool_import", args, NULL);

@@ -669,6 +669,22 @@ static void missing_text(json_t *match, char *buf, size_t len)
 					       (long long)json_integer_value(v));
 }
 
+/* What an import reply tells besides the name: what the LUNs' metadata
+ * needed (rebuilt, replayed, repaired) and the replay's size and time. */
+static void import_says(json_t *reply, const struct pool_ent *pe)
+{
+	struct stor_pool_stat st;
+
+	if (stor_pool_stat(pe->pool, &st) == 0 && st.meta_log[0])
+		json_object_set_new(reply, "metadata", json_string(st.meta_log));
+	if (pe->replayed.records_total)
+		json_object_set_new(reply, "replayed",
+				    json_pack("{s:b,s:I,s:I,s:f}", "rebuild", pe->replayed.rebuild,
+					      "records", (json_int_t)pe->replayed.records,
+					      "bytes", (json_int_t)pe->replayed.bytes, "seconds",
+					      pe->replay_secs));
+}
+
 static int h_pool_import(struct hcall *c)
 {
 	const char *guid_s = jstr(c->args, "guid"), *new_name = jstr(c->args, "new_name");
@@ -676,6 +692,7 @@ static int h_pool_import(struct hcall *c)
 	struct stor_pool_opts o = reg_pool_opts(0);
 	struct import_dirs d;
 	const char *name = c->name;
+	struct pool_ent *pe;
 	char what[64];
 	int ret, was_listed;
 
@@ -775,7 +792,7 @@ static int h_pool_import(struct hcall *c)
 	}
 	/* a pool that never imported is not remembered; a faulted one stays
 	 * (under its old name, when the import was to rename it) */
-	if (!reg_pool_import(name, &o, was_listed && !o.new_name, &ret) || ret < 0) {
+	if (!(pe = reg_pool_import(name, &o, was_listed && !o.new_name, &ret)) || ret < 0) {
 		if (ret == STOR_EHOSTID)
 			snprintf(c->err, sizeof(c->err), "%s: %s", name, stor_pool_last_error());
 		else
@@ -793,6 +810,7 @@ static int h_pool_import(struct hcall *c)
 		log_info("pool %s: imported%s", name,
 			 s.matches ? " from the LUNs found by scanning" : "");
 	c->reply = json_pack("{s:s}", "name", o.new_name ? o.new_name : name);
+	import_says(c->reply, pe);
 out:
 	json_decref(s.match);
 	scan_paths_free(&s);

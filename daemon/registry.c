@@ -147,11 +147,55 @@ int reg_pool_add(const char *name, struct stor_pool *pool)
 	return 0;
 }
 
+static double since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* An import's replay into LMDB, logged at its start, every few seconds and at its end. */
+struct replay_log {
+	struct pool_ent *pe;
+	struct timespec start;
+	double logged; /* seconds since start of the last line */
+};
+
+static void replay_progress(const struct stor_progress *pr, void *arg)
+{
+	struct replay_log *rl = arg;
+	const char *what = pr->rebuild ? "rebuilding its LMDB file from the LUNs"
+				       : "replaying the LUNs' newest txgs into LMDB";
+	double t;
+
+	if (pr->records == 0) {
+		clock_gettime(CLOCK_MONOTONIC, &rl->start);
+		rl->logged = 0;
+		log_info("pool %s: %s: %llu records, %llu bytes", rl->pe->name, what,
+			 (unsigned long long)pr->records_total, (unsigned long long)pr->bytes_total);
+	}
+	t = since(&rl->start);
+	rl->pe->replayed = *pr;
+	rl->pe->replay_secs = t;
+	if (pr->records == pr->records_total)
+		log_info("pool %s: %s: done, %llu records, %llu bytes in %.1f s", rl->pe->name,
+			 what, (unsigned long long)pr->records, (unsigned long long)pr->bytes, t);
+	else if (t - rl->logged >= 2.0) {
+		rl->logged = t;
+		log_info("pool %s: %s: %llu of %llu records, %llu of %llu bytes", rl->pe->name,
+			 what, (unsigned long long)pr->records,
+			 (unsigned long long)pr->records_total, (unsigned long long)pr->bytes,
+			 (unsigned long long)pr->bytes_total);
+	}
+}
+
 struct pool_ent *reg_pool_import(const char *name, const struct stor_pool_opts *opts,
 				 int keep_failed, int *err)
 {
 	struct stor_pool_opts o = opts ? *opts : reg_pool_opts(0);
 	struct pool_ent *pe = calloc(1, sizeof(*pe));
+	struct replay_log rl = { .pe = pe };
 	int ret;
 
 	*err = -ENOMEM;
@@ -159,6 +203,8 @@ struct pool_ent *reg_pool_import(const char *name, const struct stor_pool_opts *
 		return NULL;
 	/* renamed on import: listed under the name it gets */
 	snprintf(pe->name, sizeof(pe->name), "%s", o.new_name ? o.new_name : name);
+	o.progress = replay_progress;
+	o.progress_arg = &rl;
 	ret = stor_pool_open(name, &o, &pe->pool);
 	*err = ret;
 	if (ret < 0) {

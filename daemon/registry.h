@@ -41,6 +41,9 @@ struct pool_ent {
 	struct stor_pool *pool; /* NULL when faulted */
 	char error[512];        /* why it is faulted */
 	atomic_uint nhandles;   /* datasets open on clients */
+	/* what the import replayed into LMDB from the LUNs (records_total 0: nothing) */
+	struct stor_progress replayed;
+	double replay_secs;
 	struct pool_ent *next;
 };
 

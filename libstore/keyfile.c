@@ -366,24 +366,40 @@ static int frame_gen(const uint8_t *buf, size_t len, uint64_t *gen)
 int keyfile_restore(struct stor_pool *p, const uint8_t *buf, size_t len)
 {
 	char path[KEYFILE_COPIES][4200];
-	uint64_t lgen, gen;
-	int newer = 1, ret = 0;
+	uint64_t lgen = 0, gen, best_gen = 0;
+	uint8_t *best = NULL;
+	size_t best_len = 0;
+	int newer, ret = 0;
 
-	if (!buf || frame_gen(buf, len, &lgen) < 0)
-		return 0; /* nothing sound on the LUNs: the copies here decide */
+	newer = buf && frame_gen(buf, len, &lgen) == 0;
 	for (int i = 0; i < KEYFILE_COPIES; i++) {
 		uint8_t *have = NULL;
 		size_t hlen = 0;
 
 		statedir_keyfile_path(p->path, i, path[i], sizeof(path[i]));
 		if (read_file(path[i], &have, &hlen, &gen) == 0) {
-			if (gen >= lgen)
-				newer = 0;
-			keys_secure_free(have, hlen);
+			if (!best || gen > best_gen) {
+				if (best)
+					keys_secure_free(best, best_len);
+				best = have;
+				best_len = hlen;
+				best_gen = gen;
+			} else {
+				keys_secure_free(have, hlen);
+			}
 		}
 	}
-	if (!newer)
-		return 0;
+	if (best && (!newer || best_gen > lgen)) {
+		/* the copy here is newer than the LUNs' (they lagged, or hold
+		 * none): the next commit logs it, not the older one */
+		ret = metalog_keys(p, best, best_len);
+		keys_secure_free(best, best_len);
+		return ret;
+	}
+	if (best)
+		keys_secure_free(best, best_len);
+	if (!newer || best_gen == lgen)
+		return 0; /* nothing sound on the LUNs, or the same here */
 	for (int i = 0; i < KEYFILE_COPIES && ret == 0; i++)
 		ret = write_file(path[i], buf, len);
 	if (ret < 0)

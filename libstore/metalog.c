@@ -5,13 +5,36 @@
  * and the key file when it changed - in ditto copies on different LUNs,
  * then an uberblock naming it on every LUN, before LMDB commits. Now and
  * then the record is a checkpoint of every table instead, and the log
- * before it is freed once that commit is done.
+ * before it is freed once that commit is done. A checkpoint due only to
+ * keep the log short that finds no room (a full pool) is put off: a delta
+ * record is written instead, up to twice MLOG_MAX_RECORDS of them.
  *
  * Invariants: the uberblock is written only after every copy it names is
  * durable, and LMDB commits only after the uberblock is; so an import finds
  * on the LUNs every txg LMDB has, and at most the one txg more that a crash
  * interrupted, which it replays. The log's extents are the allocator's like
  * any others, known at import from the walk (metalog_mark).
+ *
+ * Which txg an import takes: the candidates are the distinct uberblocks
+ * found on the LUNs (seq and record checksum), newest first, and each must
+ * have a log that verifies (every record from at least one copy, back to
+ * its checkpoint). One that a majority of the pool's LUNs hold (n/2 + 1 of
+ * n) is taken. One that fewer hold - a commit a crash cut short among its
+ * uberblock writes, or a stale or damaged ring - is taken only if every
+ * copy of its newest record verifies too; otherwise the next older one is
+ * judged the same way. When none passes, the newest whose log verifies is
+ * taken after all (a pool that lost most of its rings still imports). This
+ * passes over nothing acknowledged: a commit succeeds only once a majority
+ * holds its uberblock, so a minority one was never promised to a writer,
+ * and ZFS's "newest uberblock whose tree verifies" becomes "newest that
+ * enough LUNs agree on, or that nothing about is in doubt".
+ *
+ * Repair: every copy of every record the taken log names is read, and each
+ * that does not verify is rewritten in place from a sound one, as is the
+ * taken uberblock's slot on each LUN that lacks it (metalog_repair, once
+ * the LUNs are writable); pool status names each copy and LUN repaired.
+ * What cannot be rewritten is superseded by a checkpoint at the next
+ * commit.
  *
  * It reads and writes only LUNs and LMDB through meta.h; it never decides
  * which LUNs a pool has (pool.c hands them in) and never prints.
@@ -36,6 +59,14 @@ struct mext {
 	uint16_t lun;
 	uint32_t n;
 	uint64_t sector;
+};
+
+/* A log record copy import found damaged, and the sound bytes for it. */
+struct mfix {
+	uint16_t lun, from;
+	uint32_t nsect;
+	uint64_t sector, txg;
+	uint8_t *buf;
 };
 
 struct mptr {
@@ -89,6 +120,11 @@ struct metalog {
 	int lag_noted;
 	unsigned ring_ready; /* LUNs [0, ring_ready) have every ring slot allocated */
 	struct pending pend;
+	/* found damaged at import, repaired by metalog_repair() */
+	struct mfix *fix;
+	size_t nfix, capfix;
+	unsigned *ub_fix, ub_fix_n; /* LUNs lacking the uberblock import took */
+	uint64_t ub_txg;
 	_Atomic uint64_t bytes, records;
 };
 
@@ -112,6 +148,10 @@ void metalog_free(struct metalog *ml)
 	free(ml->live);
 	free(ml->dead);
 	free(ml->pend.parts);
+	for (size_t i = 0; i < ml->nfix; i++)
+		free(ml->fix[i].buf);
+	free(ml->fix);
+	free(ml->ub_fix);
 	pthread_mutex_destroy(&ml->lock);
 	free(ml);
 }
@@ -368,8 +408,11 @@ static unsigned write_ubs(struct stor_pool *p, uint64_t txg, uint64_t seq, const
 /*
  * No room for the record (a pool or a file system that data filled): LMDB
  * commits alone, ahead of the LUNs, rather than every write being refused,
- * and each commit tries a checkpoint until one gets through. A state
- * directory lost meanwhile loses the txgs since the last record.
+ * and each commit tries a checkpoint until one gets through. A crash
+ * meanwhile loses nothing acknowledged: LMDB is durable, the import takes
+ * it as ahead of the LUNs and writes the checkpoint, with the key file of
+ * the state directory when it is newer than the LUNs' (keyfile_restore).
+ * A state directory lost meanwhile loses the txgs since the last record.
  */
 static int lag(struct metalog *ml, const char *why)
 {
@@ -535,7 +578,7 @@ int metalog_write(struct stor_pool *p, struct meta_txn *t, uint64_t txg, uint8_t
 	uint8_t *buf = NULL;
 	size_t n = 0, nio = 0;
 	unsigned nluns = atomic_load(&p->nluns);
-	int *res = NULL, full, full_fs, ret;
+	int *res = NULL, full, need_full, full_fs, ret;
 
 	ml->pend.on = 0;
 	/* the log may grow to the checkpoint's size (so checkpoints cost no more
@@ -554,12 +597,22 @@ int metalog_write(struct stor_pool *p, struct meta_txn *t, uint64_t txg, uint8_t
 	}
 	if (limit < ml->ckpt_bytes)
 		limit = ml->ckpt_bytes;
-	full = !ml->have_head || ml->force_full || ml->nrecs >= MLOG_MAX_RECORDS ||
-	       ml->log_bytes >= limit;
-	ret = record_body(ml, t, full, &body, &keys_ver);
-	if (ret < 0)
-		goto out;
-	ret = place_parts(p, &body, seq, &v, &n);
+	/* a checkpoint the log needs (none yet, or LMDB ahead of it), or one
+	 * only due to keep the log short: that one, when it finds no room,
+	 * gives way to a delta record while the log may still grow */
+	need_full = !ml->have_head || ml->force_full || ml->nrecs >= 2 * MLOG_MAX_RECORDS;
+	full = need_full || ml->nrecs >= MLOG_MAX_RECORDS || ml->log_bytes >= limit;
+	for (;;) {
+		ret = record_body(ml, t, full, &body, &keys_ver);
+		if (ret < 0)
+			goto out;
+		ret = place_parts(p, &body, seq, &v, &n);
+		if (ret != STOR_ENOSPC || !full || need_full)
+			break;
+		full = 0;
+		meta_redo_free(&body);
+		body = (struct meta_redo){ 0 };
+	}
 	if (ret == STOR_ENOSPC) {
 		ret = lag(ml, "no room for the metadata log (pool full)");
 		goto out;
@@ -633,7 +686,9 @@ int metalog_publish(struct stor_pool *p, const int *flushed)
 		free(pd.parts);
 		return full_fs ? lag(ml, "metadata log not written (file system full)") : -EIO;
 	}
-	if (write_ubs(p, pd.txg, pd.seq, &pd.parts[pd.nparts - 1].m) == 0) {
+	/* a txg is acknowledged only once most LUNs hold its uberblock: the
+	 * import rule (head comment) may pass over one that fewer hold */
+	if (write_ubs(p, pd.txg, pd.seq, &pd.parts[pd.nparts - 1].m) < nluns / 2 + 1) {
 		free(pd.parts);
 		return -EIO; /* the record's extents stay taken: an uberblock may name it */
 	}
@@ -697,6 +752,17 @@ int metalog_extents(struct stor_pool *p, metalog_extent_fn fn, void *ctx)
 	return ret;
 }
 
+uint64_t metalog_space_for(uint64_t records)
+{
+	/* a redo op per pointer: its head, the "bp" key (dataset id, record)
+	 * and the pointer; a "mac" row per MAC_GROUP pointers, rounded up */
+	const uint64_t bp_row = META_OP_HEAD + 16 + BP_LEN;
+	const uint64_t mac_row = META_OP_HEAD + 16 + MAC_LEN;
+	uint64_t per_copy = records * bp_row + (records + MAC_GROUP - 1) / MAC_GROUP * mac_row;
+
+	return per_copy * MLOG_COPIES * 2;
+}
+
 static int count_one(unsigned lun, uint64_t sector, uint32_t n, void *ctx)
 {
 	(void)lun;
@@ -729,6 +795,7 @@ struct rec {
 	uint32_t kind;
 	const uint8_t *ops;
 	size_t olen;
+	unsigned bad, good; /* copies that do not verify (bits); the one read */
 };
 
 static int ub_decode(const uint8_t *buf, uint64_t guid, struct ub *u)
@@ -799,49 +866,41 @@ static int read_ubs(struct metalog_luns *L, struct ub **out, size_t *nout, uint6
 	return 0;
 }
 
-/* Read the record @m names from any sound copy, noting each bad one. */
-static int read_record(struct metalog *ml, struct metalog_luns *L, const struct mptr *m,
-		       uint64_t guid, struct rec *out)
+/* Read the record @m names from any sound copy; r->bad gets a bit for
+ * every copy that does not verify (unreadable, or another checksum). */
+static int read_record(struct metalog_luns *L, const struct mptr *m, uint64_t guid, struct rec *out)
 {
 	size_t sz = (size_t)m->nsect * STOR_SECTOR;
-	uint8_t *buf = NULL;
+	uint8_t *buf = NULL, *other = NULL;
 	int good = -1;
 
-	if (posix_memalign((void **)&buf, STOR_SECTOR, sz))
+	out->bad = 0;
+	if (posix_memalign((void **)&buf, STOR_SECTOR, sz) ||
+	    posix_memalign((void **)&other, STOR_SECTOR, sz)) {
+		free(buf);
 		return -ENOMEM;
-	for (unsigned c = 0; c < m->ncopies && good < 0; c++) {
-		struct lun_io io = { L->lun[m->lun[c]], m->sector[c] * STOR_SECTOR, buf, sz, 0 };
-		const uint8_t *r = buf;
-
-		if (m->lun[c] >= L->n || !io.lun || lun_read_batch(&io, 1) ||
-		    XXH64(buf, m->len, 0) != m->cksum || get_u64(&r) != MLOG_MAGIC)
-			continue;
-		good = (int)c;
 	}
+	/* every copy, so the import knows each damaged one and repairs it */
+	for (unsigned c = 0; c < m->ncopies; c++) {
+		uint8_t *into = good < 0 ? buf : other;
+		struct lun_io io = { m->lun[c] < L->n ? L->lun[m->lun[c]] : NULL,
+				     m->sector[c] * STOR_SECTOR, into, sz, 0 };
+		const uint8_t *r = into;
+
+		if (!io.lun || lun_read_batch(&io, 1) || XXH64(into, m->len, 0) != m->cksum ||
+		    get_u64(&r) != MLOG_MAGIC) {
+			out->bad |= 1u << c;
+			continue;
+		}
+		if (good < 0)
+			good = (int)c;
+	}
+	free(other);
 	if (good < 0) {
 		free(buf);
 		return STOR_ECORRUPT;
 	}
-	/* the other copies too, so status names every damaged one; a checkpoint
-	 * at the first commit replaces them all */
-	for (unsigned c = 0; c < m->ncopies; c++) {
-		uint8_t *other = NULL;
-		struct lun_io io = { NULL, m->sector[c] * STOR_SECTOR, NULL, sz, 0 };
-		int sound = c == (unsigned)good;
-
-		if (!sound && m->lun[c] < L->n && (io.lun = L->lun[m->lun[c]]) &&
-		    !posix_memalign((void **)&other, STOR_SECTOR, sz)) {
-			io.buf = other;
-			sound = !lun_read_batch(&io, 1) && XXH64(other, m->len, 0) == m->cksum;
-		}
-		free(other);
-		if (!sound) {
-			add_note(ml, "metadata log copy on lun %u sector %llu damaged, read from "
-				 "lun %u; rewritten by a checkpoint",
-				 m->lun[c], (unsigned long long)m->sector[c], m->lun[good]);
-			ml->force_full = 1;
-		}
-	}
+	out->good = (unsigned)good;
 	{
 		const uint8_t *r = buf + 8;
 		uint32_t olen;
@@ -876,8 +935,7 @@ static void recs_free(struct rec *v, size_t n)
 }
 
 /* From @head back to its checkpoint: v[0] newest, v[n-1] the checkpoint. */
-static int walk(struct metalog *ml, struct metalog_luns *L, const struct mptr *head,
-		struct rec **out, size_t *nout)
+static int walk(struct metalog_luns *L, const struct mptr *head, struct rec **out, size_t *nout)
 {
 	struct rec *v = NULL;
 	size_t n = 0, cap = 0;
@@ -893,7 +951,7 @@ static int walk(struct metalog *ml, struct metalog_luns *L, const struct mptr *h
 			break;
 		}
 		v = g;
-		ret = read_record(ml, L, &at, L->guid, &v[n]);
+		ret = read_record(L, &at, L->guid, &v[n]);
 		if (ret < 0)
 			break;
 		v[n].where = at; /* where it is, kept for the extents */
@@ -942,15 +1000,23 @@ static int apply(struct metalog *ml, struct meta_txn *t, const struct rec *r, in
 	return ret;
 }
 
-/* Bring @m up to the log @v (v[0] newest) from txg @have_txg. */
-static int replay(struct metalog *ml, struct meta *m, struct rec *v, size_t n, uint64_t have_txg)
+/* Bring @m up to the log @v (v[0] newest) from txg @have_txg, telling
+ * the pool's progress hook before the first record and after each. */
+static int replay(struct stor_pool *p, struct meta *m, struct rec *v, size_t n, uint64_t have_txg)
 {
+	struct metalog *ml = p->mlog;
 	struct meta_txn *t = NULL;
 	size_t total = 0;
 	int full = v[n - 1].txg > have_txg, ret;
+	struct stor_progress pr = { .rebuild = full };
 
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		total += v[i].olen;
+		if (full || v[i].txg > have_txg) {
+			pr.records_total++;
+			pr.bytes_total += v[i].olen;
+		}
+	}
 	ret = m ? meta_reserve(m, total * 2) : 0;
 	if (ret == 0 && m)
 		ret = meta_txn_begin(m, &t);
@@ -960,9 +1026,17 @@ static int replay(struct metalog *ml, struct meta *m, struct rec *v, size_t n, u
 		meta_txn_nolog(t); /* these ops are on the LUNs already */
 	for (unsigned tab = 0; full && t && tab < META_NTABLES && ret == 0; tab++)
 		ret = meta_clear(t, tab);
+	if (p->opts.progress && t && pr.records_total)
+		p->opts.progress(&pr, p->opts.progress_arg);
 	for (size_t i = n; i-- > 0 && ret == 0;) {
 		int skip = !t || (full ? 0 : v[i].txg <= have_txg);
+
 		ret = apply(ml, t, &v[i], skip);
+		if (ret == 0 && !skip && p->opts.progress) {
+			pr.records++;
+			pr.bytes += v[i].olen;
+			p->opts.progress(&pr, p->opts.progress_arg);
+		}
 	}
 	if (!t)
 		return ret;
@@ -973,14 +1047,56 @@ static int replay(struct metalog *ml, struct meta *m, struct rec *v, size_t n, u
 	return meta_txn_commit(t);
 }
 
+/* How many LUNs hold the uberblock ubs[i] (the same seq and record). */
+static unsigned ub_holders(const struct ub *ubs, size_t n, size_t i)
+{
+	unsigned k = 0;
+
+	for (size_t j = 0; j < n; j++)
+		k += ubs[j].seq == ubs[i].seq && ubs[j].head.cksum == ubs[i].head.cksum;
+	return k;
+}
+
+static int same_ub(const struct ub *a, const struct ub *b)
+{
+	return a->seq == b->seq && a->head.cksum == b->head.cksum;
+}
+
+/* Keep what import found damaged in the log @v, for metalog_repair(). */
+static int note_fixes(struct metalog *ml, const struct rec *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t sz = (size_t)v[i].where.nsect * STOR_SECTOR;
+
+		for (unsigned c = 0; c < v[i].where.ncopies; c++) {
+			struct mfix f = { v[i].where.lun[c], (uint16_t)v[i].where.lun[v[i].good],
+					  v[i].where.nsect, v[i].where.sector[c], v[i].txg, NULL };
+			struct mfix *g;
+
+			if (!(v[i].bad & (1u << c)))
+				continue;
+			g = array_grow(ml->fix, ml->nfix, &ml->capfix, sizeof(*g), 8);
+			if (!g || posix_memalign((void **)&f.buf, STOR_SECTOR, sz)) {
+				ml->force_full = 1; /* not repaired in place: a checkpoint */
+				return -ENOMEM;
+			}
+			ml->fix = g;
+			memcpy(f.buf, v[i].buf, sz);
+			ml->fix[ml->nfix++] = f;
+		}
+	}
+	return 0;
+}
+
 int metalog_import(struct stor_pool *p, struct metalog_luns *L, struct meta *m, uint64_t have_txg,
 		   uint64_t *log_txg)
 {
 	struct metalog *ml = p->mlog;
 	uint64_t *newest = calloc(L->n + 1, sizeof(*newest));
 	struct ub *ubs = NULL;
-	struct rec *v = NULL;
-	size_t nubs = 0, n = 0, pick;
+	struct rec *v = NULL, *fallback = NULL;
+	size_t nubs = 0, n = 0, nfallback = 0, pick, fpick = 0;
+	unsigned quorum = L->n / 2 + 1;
 	int ret;
 
 	*log_txg = 0;
@@ -989,26 +1105,73 @@ int metalog_import(struct stor_pool *p, struct metalog_luns *L, struct meta *m, 
 	ret = read_ubs(L, &ubs, &nubs, newest);
 	if (ret < 0 || !nubs)
 		goto out;
+	/* the rule of the head comment: the newest uberblock that a majority
+	 * holds, or that fewer hold and nothing of its newest record is in
+	 * doubt, if its log verifies; failing that, the newest that verifies */
 	ret = STOR_ECORRUPT;
 	for (pick = 0; pick < nubs; pick++) {
-		if (pick && ubs[pick].seq == ubs[pick - 1].seq &&
-		    ubs[pick].head.cksum == ubs[pick - 1].head.cksum)
-			continue; /* the same uberblock from another LUN: its log failed already */
-		ret = walk(ml, L, &ubs[pick].head, &v, &n);
-		if (ret != STOR_ECORRUPT)
+		unsigned holders;
+
+		if (pick && same_ub(&ubs[pick], &ubs[pick - 1]))
+			continue; /* the same uberblock from another LUN: judged already */
+		holders = ub_holders(ubs, nubs, pick);
+		ret = walk(L, &ubs[pick].head, &v, &n);
+		if (ret == STOR_ECORRUPT) {
+			add_note(ml, "uberblock txg %llu (on %u of %u LUNs): its log does not "
+				 "verify, an older one used",
+				 (unsigned long long)ubs[pick].txg, holders, L->n);
+			continue;
+		}
+		if (ret < 0 || holders >= quorum || v[0].bad == 0)
 			break;
-		add_note(ml, "uberblock txg %llu (lun %u): its log does not verify, an older one used",
-			 (unsigned long long)ubs[pick].txg, ubs[pick].lun);
+		add_note(ml, "uberblock txg %llu is on %u of %u LUNs and a copy of its record on "
+			 "lun %u does not verify: an older txg that more LUNs hold is preferred",
+			 (unsigned long long)ubs[pick].txg, holders, L->n,
+			 v[0].where.lun[__builtin_ctz(v[0].bad)]);
+		if (!fallback) {
+			fallback = v;
+			nfallback = n;
+			fpick = pick;
+		} else {
+			recs_free(v, n);
+		}
+		v = NULL;
+		n = 0;
+		ret = STOR_ECORRUPT;
+	}
+	if (ret == STOR_ECORRUPT && fallback) {
+		add_note(ml, "no older txg verifies: txg %llu used",
+			 (unsigned long long)ubs[fpick].txg);
+		v = fallback;
+		n = nfallback;
+		pick = fpick;
+		fallback = NULL;
+		nfallback = 0;
+		ret = 0;
 	}
 	if (ret < 0)
 		goto out;
-	for (unsigned i = 0; i < L->n; i++)
-		if (L->lun[i] && newest[i] < ubs[pick].seq) {
-			add_note(ml, "lun %u: uberblock of txg %llu missing or damaged; rewritten",
-				 i, (unsigned long long)ubs[pick].txg);
+	/* what is damaged is repaired in place once the LUNs are writable */
+	ml->ub_fix_n = 0;
+	free(ml->ub_fix);
+	ml->ub_fix = calloc(L->n + 1, sizeof(*ml->ub_fix));
+	for (unsigned i = 0; i < L->n; i++) {
+		int has = 0;
+
+		for (size_t j = 0; j < nubs && !has; j++)
+			has = ubs[j].lun == i && same_ub(&ubs[j], &ubs[pick]);
+		if (!L->lun[i] || has)
+			continue;
+		if (ml->ub_fix)
+			ml->ub_fix[ml->ub_fix_n++] = i;
+		else
 			ml->force_full = 1; /* a commit at import writes every LUN's */
-		}
-	ret = replay(ml, m, v, n, have_txg);
+	}
+	ml->ub_txg = ubs[pick].txg;
+	if (note_fixes(ml, v, n) < 0)
+		add_note(ml, "out of memory keeping damaged log copies to repair: a checkpoint "
+			 "replaces them");
+	ret = replay(p, m, v, n, have_txg);
 	if (ret < 0)
 		goto out;
 	/* the log as the next commit continues it */
@@ -1042,6 +1205,7 @@ int metalog_import(struct stor_pool *p, struct metalog_luns *L, struct meta *m, 
 	ret = ret < 0 ? ret : 1;
 out:
 	recs_free(v, n);
+	recs_free(fallback, nfallback);
 	free(ubs);
 	free(newest);
 	return ret;
@@ -1063,4 +1227,67 @@ int metalog_mark(struct stor_pool *p)
 		}
 	}
 	return 0;
+}
+
+int metalog_repair(struct stor_pool *p)
+{
+	struct metalog *ml = p->mlog;
+	unsigned nluns = atomic_load(&p->nluns);
+	uint8_t *ub = NULL;
+	unsigned failed = 0;
+
+	for (size_t i = 0; i < ml->nfix; i++) {
+		struct mfix *f = &ml->fix[i];
+		struct lun_io io = { f->lun < nluns ? p->luns[f->lun].lun : NULL,
+				     f->sector * STOR_SECTOR, f->buf, (size_t)f->nsect * STOR_SECTOR,
+				     0 };
+		int ret = io.lun ? 0 : -ENODEV;
+
+		if (ret == 0) {
+			lun_write_batch(&io, 1);
+			ret = io.result ? io.result : lun_flush(io.lun);
+		}
+		if (ret < 0) {
+			failed++;
+			add_note(ml, "metadata log copy on lun %u sector %llu (txg %llu) damaged, "
+				 "read from lun %u; not repaired (%s), a checkpoint replaces it",
+				 f->lun, (unsigned long long)f->sector, (unsigned long long)f->txg,
+				 f->from, stor_strerror(ret));
+		} else {
+			add_note(ml, "metadata log copy on lun %u sector %llu (txg %llu) damaged; "
+				 "repaired from lun %u",
+				 f->lun, (unsigned long long)f->sector, (unsigned long long)f->txg,
+				 f->from);
+		}
+		free(f->buf);
+	}
+	ml->nfix = 0;
+	if (ml->ub_fix_n && posix_memalign((void **)&ub, STOR_SECTOR, UB_SIZE))
+		ub = NULL;
+	for (unsigned i = 0; i < ml->ub_fix_n; i++) {
+		unsigned lun = ml->ub_fix[i];
+		struct lun *l = lun < nluns ? p->luns[lun].lun : NULL;
+		int ret = l && ub ? 0 : -ENOMEM;
+
+		if (ret == 0) {
+			ub_encode(ub, p->guid, ml->ub_txg, ml->seq, &ml->head);
+			ret = lun_reserved_io(l, 1, ub, UB_SIZE, UB_OFF + (ml->seq % UB_SLOTS) * UB_SIZE);
+			if (ret == 0)
+				ret = lun_flush(l);
+		}
+		if (ret < 0) {
+			failed++;
+			add_note(ml, "lun %u: uberblock of txg %llu missing or damaged; not repaired "
+				 "(%s), the next commit writes it",
+				 lun, (unsigned long long)ml->ub_txg, stor_strerror(ret));
+		} else {
+			add_note(ml, "lun %u: uberblock of txg %llu missing or damaged; repaired", lun,
+				 (unsigned long long)ml->ub_txg);
+		}
+	}
+	free(ub);
+	ml->ub_fix_n = 0;
+	if (failed)
+		ml->force_full = 1; /* what was not repaired, a checkpoint supersedes */
+	return (int)failed;
 }

@@ -68,6 +68,14 @@ struct metalog_luns {
  */
 int metalog_import(struct stor_pool *p, struct metalog_luns *luns, struct meta *m,
 		   uint64_t have_txg, uint64_t *log_txg);
+/**
+ * Rewrite in place what metalog_import() found damaged beside a sound copy:
+ * each log record copy that did not verify, from a copy that did, and the
+ * uberblock it took into the ring of each LUN that lacks it; each durable.
+ * Call once the pool's LUNs are writable. Notes say what was repaired.
+ * @return how many could not be (a checkpoint at the next commit replaces them)
+ */
+int metalog_repair(struct stor_pool *p);
 /** Mark the log's extents used in the pool's allocator (after its LUNs joined). */
 int metalog_mark(struct stor_pool *p);
 /** Write a checkpoint with the next commit (LMDB is ahead of the LUNs, or has no log yet). */
@@ -79,6 +87,13 @@ const char *metalog_note(struct stor_pool *p);
 typedef int (*metalog_extent_fn)(unsigned lun, uint64_t sector, uint32_t n, void *ctx);
 /** Call @fn for every extent the log holds; stops at a non-zero return. */
 int metalog_extents(struct stor_pool *p, metalog_extent_fn fn, void *ctx);
+/**
+ * Bytes the log may hold for @records block pointers of one dataset, over
+ * all copies: the row of each (and its share of a MAC row) in MLOG_COPIES
+ * copies of a checkpoint and of as much log again, which is when the next
+ * checkpoint is due (metalog_commit). A bound for reservations (space.c).
+ */
+uint64_t metalog_space_for(uint64_t records);
 /** Sectors the log holds, over all LUNs. */
 uint64_t metalog_sectors(struct stor_pool *p);
 /** Bytes and records written to the LUNs since the pool was opened. */

@@ -597,12 +597,14 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 		ret = lunset_mark(p, LABEL_ACTIVE);
 	if (ret < 0)
 		goto fail;
+	metalog_repair(p); /* what it could not repair, the checkpoint below replaces */
 	ret = txg_init(p, txg);
 	if (ret < 0)
 		goto fail;
 	p->opts.lun_paths = NULL; /* the caller's */
 	p->opts.nlun_paths = 0;
 	p->opts.new_name = NULL;
+	p->opts.progress = NULL;
 	/* a checkpoint due (LMDB ahead of the LUNs, or they have none): now,
 	 * not at the next write; a failure is retried with every commit */
 	if (metalog_dirty(p))

@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "metalog.h"
 #include "store_impl.h"
 
 #define SLOP_MIN (2ull << 20)   /* a few txgs of overwrites on a tiny pool */
@@ -67,12 +68,23 @@ void space_fini(struct stor_pool *p)
 	free(p->sp_tree);
 }
 
+/*
+ * A thick volume's refreservation: its data in whole sectors (a 512-byte
+ * record takes 4 KiB), and the metadata its records will need on the LUNs
+ * (metalog_space_for: each block pointer and its share of a MAC row, in
+ * every copy of a checkpoint and of the log that may follow it before the
+ * next), as ZFS's counts a volume's indirect blocks, so that writing all
+ * of the volume never finds its log out of room.
+ */
 uint64_t space_auto_refres(uint64_t volsize, uint32_t recsize)
 {
-	uint64_t per = (recsize + STOR_SECTOR - 1) / STOR_SECTOR * STOR_SECTOR;
+	uint64_t per = (recsize + STOR_SECTOR - 1) / STOR_SECTOR * STOR_SECTOR, records, meta;
 
-	/* every record takes whole sectors: a 512-byte record takes 4 KiB */
-	return recsize ? volsize / recsize * per : 0;
+	if (!recsize)
+		return 0;
+	records = volsize / recsize;
+	meta = metalog_space_for(records);
+	return records * per + (meta + STOR_SECTOR - 1) / STOR_SECTOR * STOR_SECTOR;
 }
 
 void space_props_locked(struct stor_pool *p, struct stor_ds *ds)

@@ -86,6 +86,15 @@ struct stor_pool;
 struct stor_ds;
 
 /** Pool-wide options. All-zero means defaults. */
+/** How far an import has brought LMDB up from the log on the LUNs. */
+struct stor_progress {
+	uint64_t records, records_total; /**< log records applied, of those to apply */
+	uint64_t bytes, bytes_total;     /**< their bytes */
+	int rebuild;                     /**< 1: LMDB built anew, 0: brought up to date */
+};
+/** Called by an import from the thread that opens the pool; must not call into the pool. */
+typedef void (*stor_progress_fn)(const struct stor_progress *pr, void *arg);
+
 struct stor_pool_opts {
 	const char *state_dir;   /**< holds pools/<pool>.mdb; required */
 	int direct_io;           /**< open LUNs with O_DIRECT */
@@ -102,6 +111,10 @@ struct stor_pool_opts {
 	unsigned nlun_paths;
 	/** open: rename the pool to this (dataset names, state files, labels) */
 	const char *new_name;
+	/** open: called before the first and after every log record replayed
+	 *  into LMDB (a rebuild, or an LMDB behind the LUNs); NULL for none */
+	stor_progress_fn progress;
+	void *progress_arg;
 };
 
 /** LUN calls, unload-key: do what would otherwise be refused (see each call). */

@@ -289,7 +289,9 @@ int keyfile_save(struct stor_pool *p, struct stor_ds *extra);
 /** Fill the key fields of the pool's encrypted datasets from the key file. */
 int keyfile_load(struct stor_pool *p);
 /** The key file's bytes as the LUNs hold them: write both copies when neither
- *  is sound and as new (a state directory lost or restored from an older copy).
+ *  is sound and as new (a state directory lost or restored from an older copy);
+ *  when a copy here is newer than the LUNs' (they lagged), hand it to the
+ *  metadata log for the next commit instead.
  *  @return 1 rewritten, 0 nothing to do, or an error */
 int keyfile_restore(struct stor_pool *p, const uint8_t *buf, size_t len);
 

@@ -5,10 +5,14 @@
  * the daemon stopped; its LMDB and key files deleted (pools.list kept, so
  * the name is known); a new daemon imports the pool from its LUNs: every
  * byte reads back, the key loads with the same passphrase, pool check is
- * clean and pool status says the metadata was rebuilt.
+ * clean and pool status says the metadata was rebuilt. And a LUN whose
+ * metadata (uberblock ring, log record copies) is junk: the import repairs
+ * it from the other LUNs and says so, with the rebuild's size and time, so
+ * that the other LUNs' copies may fail next.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +83,72 @@ Test(metadata, a_pool_whose_lmdb_and_key_files_are_gone_imports_from_its_luns)
 	if (strstr(out, "unavailable"))
 		COF_OK(NULL, "load-key tank/secret");
 	reads_back("tank/secret", secret, 1 << 20);
+	COF_OK(NULL, "pool check tank");
+	cr_assert(strstr(out, "no errors"), "%s", out);
+}
+
+/* Overwrite LUN file @path's uberblock ring and every log record copy on it with junk. */
+static unsigned smash_metadata(const char *path)
+{
+	uint8_t buf[4096], junk[4096];
+	unsigned n = 0;
+	int fd = open(path, O_RDWR);
+
+	cr_assert_geq(fd, 0, "%s", path);
+	memset(junk, 0x5a, sizeof(junk));
+	for (off_t off = 4096; off < 4096 + 128 * 4096; off += 4096)
+		cr_assert_eq(pwrite(fd, junk, sizeof(junk), off), (ssize_t)sizeof(junk));
+	for (off_t off = 1 << 20; pread(fd, buf, sizeof(buf), off) == (ssize_t)sizeof(buf);
+	     off += 4096)
+		if (!memcmp(buf, "COFFMLOG", 8)) {
+			cr_assert_eq(pwrite(fd, junk, sizeof(junk) - 64, off + 64),
+				     (ssize_t)sizeof(junk) - 64);
+			n++;
+		}
+	close(fd);
+	return n;
+}
+
+static void remove_lmdb(void)
+{
+	char cmd[8192];
+
+	snprintf(cmd, sizeof(cmd), "rm -f %s/pools/tank.mdb %s/pools/tank.mdb-lock", td.state,
+		 td.state);
+	cr_assert_eq(system(cmd), 0);
+}
+
+Test(metadata, a_lun_whose_metadata_is_junk_is_repaired_at_import_and_the_reply_says_so)
+{
+	char data[4096], lun[4200];
+
+	/* two LUNs: every record has a copy on each */
+	COF_OK(NULL, "pool create -s 32M tank %s/l0 %s/l1", td.dir, td.dir);
+	COF_OK(NULL, "create -V 2M tank/vol");
+	random_file("vol.in", 1 << 20, data, sizeof(data));
+	COF_OK(data, "write tank/vol");
+	COF_OK(NULL, "flush tank/vol");
+	COF_OK(NULL, "pool export tank");
+	remove_lmdb();
+	snprintf(lun, sizeof(lun), "%s/l0", td.dir);
+	cr_assert_gt(smash_metadata(lun), 0, "no log record on %s", lun);
+	COF_OK(NULL, "pool import -d %s tank", td.dir);
+	cr_assert(strstr(out, "rebuilt from the LUNs:") && strstr(out, "log records"), "%s", out);
+	cr_assert(strstr(out, "lun 0: uberblock") && strstr(out, "repaired"), "%s", out);
+	cr_assert(strstr(out, "copy on lun 0") && strstr(out, "repaired from lun"), "%s", out);
+	cr_assert(strstr(tdaemon_log(&td), "rebuilding its LMDB file from the LUNs: done"), "%s",
+		  tdaemon_log(&td));
+	COF_OK(NULL, "pool status tank");
+	cr_assert(strstr(out, "repaired from lun"), "%s", out);
+	reads_back("tank/vol", data, 1 << 20);
+	/* now the other LUN's copies are lost: LUN 0's repaired ones carry the pool */
+	COF_OK(NULL, "pool export tank");
+	remove_lmdb();
+	snprintf(lun, sizeof(lun), "%s/l1", td.dir);
+	smash_metadata(lun);
+	COF_OK(NULL, "pool import -d %s tank", td.dir);
+	cr_assert(strstr(out, "copy on lun 1"), "%s", out);
+	reads_back("tank/vol", data, 1 << 20);
 	COF_OK(NULL, "pool check tank");
 	cr_assert(strstr(out, "no errors"), "%s", out);
 }

@@ -4,7 +4,9 @@
  * files are gone imports from its LUNs alone with every flushed record, its
  * keys load with the same passphrase and its MACs verify; an LMDB one txg
  * behind gets the missing record replayed; a damaged uberblock ring or log
- * copy is ignored for the sound one, and pool status says so.
+ * copy is ignored for the sound one, repaired in place, and pool status
+ * says so; a txg only a minority of the LUNs hold loses to an older one
+ * when a copy of its record does not verify.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -13,7 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "fixture.h"
+#include "store_impl.h"
 
 #define LUN_SIZE (16ull << 20)
 #define REC 8192u
@@ -221,4 +225,300 @@ Test(metalog, a_damaged_log_copy_is_read_from_another_lun)
 	cr_assert_eq(tpool_open(&tp), 0, "import: %s", stor_pool_last_error());
 	status_says("copy on lun 0");
 	check_gen(1);
+}
+
+/* The big-endian u64 at @b (format.h). */
+static uint64_t be64(const uint8_t *b)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | b[i];
+	return v;
+}
+
+/* Offset of the seq of an uberblock or a log record: magic, version, kind/pad, guid, txg. */
+#define SEQ_OFF 32
+
+/* The newest uberblock sequence number in LUN @lun's ring. */
+static uint64_t ring_newest(unsigned lun)
+{
+	static const uint8_t magic[8] = { 'C', 'O', 'F', 'F', 'U', 'B', 'E', 'R' };
+	uint8_t buf[4096];
+	uint64_t newest = 0;
+	int fd = open(tp.lun[lun], O_RDONLY);
+
+	cr_assert_geq(fd, 0);
+	for (unsigned s = 0; s < 128; s++) {
+		uint64_t seq;
+
+		cr_assert_eq(pread(fd, buf, sizeof(buf), (off_t)(4096 + s * 4096)),
+			     (ssize_t)sizeof(buf));
+		if (memcmp(buf, magic, sizeof(magic)))
+			continue;
+		seq = be64(buf + SEQ_OFF);
+		if (seq > newest)
+			newest = seq;
+	}
+	close(fd);
+	return newest;
+}
+
+/* Zero every slot of LUN @lun's ring holding a sequence number above @seq. */
+static void ring_forget_after(unsigned lun, uint64_t seq)
+{
+	uint8_t buf[4096], zero[4096] = { 0 };
+	int fd = open(tp.lun[lun], O_RDWR);
+
+	cr_assert_geq(fd, 0);
+	for (unsigned s = 0; s < 128; s++) {
+		cr_assert_eq(pread(fd, buf, sizeof(buf), (off_t)(4096 + s * 4096)),
+			     (ssize_t)sizeof(buf));
+		if (!memcmp(buf, "COFFUBER", 8) && be64(buf + SEQ_OFF) > seq)
+			cr_assert_eq(pwrite(fd, zero, sizeof(zero), (off_t)(4096 + s * 4096)),
+				     (ssize_t)sizeof(zero));
+	}
+	close(fd);
+}
+
+/* Damage the copies on LUN @lun of every log record whose seq is above @seq. */
+static unsigned smash_records_after(unsigned lun, uint64_t seq)
+{
+	uint64_t offs[256];
+	unsigned n = find_log(lun, offs, 256), hit = 0;
+	int fd = open(tp.lun[lun], O_RDONLY);
+
+	cr_assert_geq(fd, 0);
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t at[8];
+
+		cr_assert_eq(pread(fd, at, sizeof(at), (off_t)(offs[i] + SEQ_OFF)), (ssize_t)sizeof(at));
+		if (be64(at) > seq) {
+			smash(lun, offs[i] + 64, 4096 - 64);
+			hit++;
+		}
+	}
+	close(fd);
+	return hit;
+}
+
+Test(metalog, a_txg_on_a_minority_of_luns_with_a_damaged_copy_loses_to_the_one_most_hold)
+{
+	uint64_t agreed;
+	unsigned hit = 0;
+
+	make_datasets();
+	write_gen(1);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	agreed = ring_newest(1);
+	write_gen(2);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	tpool_close(&tp);
+	remove_state(1);
+	/* LUN 0 alone got the uberblocks after gen 1 (a crash among the
+	 * uberblock writes, as the others never got them), and one copy of
+	 * each of those records is damaged */
+	cr_assert_gt(ring_newest(0), agreed);
+	ring_forget_after(1, agreed);
+	ring_forget_after(2, agreed);
+	for (unsigned l = 1; l < 3; l++)
+		hit += smash_records_after(l, agreed);
+	cr_assert_gt(hit, 0, "no record after seq %llu", (unsigned long long)agreed);
+	cr_assert_eq(tpool_open(&tp), 0, "import: %s", stor_pool_last_error());
+	status_says("is on 1 of 3 LUNs");
+	check_gen(1);
+}
+
+Test(metalog, a_txg_on_a_minority_of_luns_whose_copies_all_verify_is_taken)
+{
+	uint64_t agreed;
+
+	make_datasets();
+	write_gen(1);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	agreed = ring_newest(1);
+	write_gen(2);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	tpool_close(&tp);
+	remove_state(1);
+	/* a crash after LUN 0's uberblock write: the txg is whole, take it */
+	ring_forget_after(1, agreed);
+	ring_forget_after(2, agreed);
+	cr_assert_eq(tpool_open(&tp), 0, "import: %s", stor_pool_last_error());
+	status_says("lun 1: uberblock");
+	check_gen(2);
+}
+
+Test(metalog, damaged_copies_are_repaired_in_place_so_the_other_copies_may_fail_next)
+{
+	uint64_t offs[64];
+	unsigned n;
+
+	make_datasets();
+	write_gen(1);
+	tpool_close(&tp);
+	/* LUN 0's metadata: its ring and every log record copy on it */
+	smash(0, 4096, 128 * 4096);
+	n = find_log(0, offs, 64);
+	cr_assert_gt(n, 0, "no log record on lun 0");
+	for (unsigned i = 0; i < n; i++)
+		smash(0, offs[i] + 64, 4096 - 64);
+	cr_assert_eq(tpool_open(&tp), 0, "import: %s", stor_pool_last_error());
+	status_says("lun 0: uberblock");
+	status_says("copy on lun 0");
+	status_says("repaired from lun");
+	tpool_close(&tp);
+	/* now the other LUNs lose theirs: only the repaired copies on LUN 0 remain */
+	remove_state(1);
+	for (unsigned l = 1; l < 3; l++) {
+		smash(l, 4096, 128 * 4096);
+		n = find_log(l, offs, 64);
+		for (unsigned i = 0; i < n; i++)
+			smash(l, offs[i] + 64, 4096 - 64);
+	}
+	cr_assert_eq(tpool_open(&tp), 0, "second import: %s", stor_pool_last_error());
+	status_says("copy on lun 1");
+	check_gen(1);
+}
+
+/* What the progress hook saw: every call in order. */
+struct seen {
+	unsigned calls, bad_order;
+	struct stor_progress first, last;
+};
+
+static void on_progress(const struct stor_progress *pr, void *arg)
+{
+	struct seen *s = arg;
+
+	if (s->calls == 0)
+		s->first = *pr;
+	else if (pr->records < s->last.records || pr->bytes < s->last.bytes ||
+		 pr->records_total != s->last.records_total || pr->records > pr->records_total ||
+		 pr->bytes > pr->bytes_total)
+		s->bad_order++;
+	s->last = *pr;
+	s->calls++;
+}
+
+Test(metalog, a_rebuild_and_a_replay_report_progress_through_the_open_hook)
+{
+	char mdb[PATH_MAX + 64], old[PATH_MAX + 64];
+	struct seen s = { 0 };
+
+	make_datasets();
+	write_gen(1);
+	tpool_close(&tp);
+	state_file(".mdb", mdb, sizeof(mdb));
+	state_file(".mdb.old", old, sizeof(old));
+	copy_file(mdb, old);
+	/* LMDB current: nothing to replay, no call */
+	tp.opts.progress = on_progress;
+	tp.opts.progress_arg = &s;
+	cr_assert_eq(tpool_open(&tp), 0);
+	cr_assert_eq(s.calls, 0, "%u progress calls with nothing to replay", s.calls);
+	write_gen(2);
+	tpool_close(&tp);
+	/* one txg behind: a replay of what it lacks */
+	remove_state(0);
+	copy_file(old, mdb);
+	cr_assert_eq(tpool_open(&tp), 0, "import: %s", stor_pool_last_error());
+	cr_assert_geq(s.calls, 2);
+	cr_assert_eq(s.first.records, 0);
+	cr_assert_eq(s.last.rebuild, 0);
+	cr_assert_gt(s.last.records_total, 0);
+	cr_assert_eq(s.last.records, s.last.records_total);
+	cr_assert_eq(s.last.bytes, s.last.bytes_total);
+	cr_assert_eq(s.bad_order, 0);
+	tpool_close(&tp);
+	/* LMDB gone: a rebuild of every record from the checkpoint on */
+	s = (struct seen){ 0 };
+	remove_state(1);
+	cr_assert_eq(tpool_open(&tp), 0, "import: %s", stor_pool_last_error());
+	tp.opts.progress = NULL;
+	cr_assert_eq(s.last.rebuild, 1);
+	cr_assert_eq(s.calls, s.last.records_total + 1, "%u calls for %llu records", s.calls,
+		     (unsigned long long)s.last.records_total);
+	cr_assert_eq(s.last.records, s.last.records_total);
+	cr_assert_gt(s.last.bytes, (uint64_t)NREC * 2 * 30, "%llu bytes for %u block pointers",
+		     (unsigned long long)s.last.bytes, NREC * 2);
+	cr_assert_eq(s.last.bytes, s.last.bytes_total);
+	cr_assert_eq(s.bad_order, 0);
+	check_gen(2);
+}
+
+/* Take every free sector of every LUN, the metadata reserve too: no log record fits. */
+static void exhaust_space(void)
+{
+	for (unsigned l = 0; l < tp.nluns; l++) {
+		uint64_t sector;
+		unsigned taken = 0;
+
+		while (alloc_get_on(tp.pool->alloc, l, 1, &sector) == 0)
+			taken++;
+		cr_assert_gt(taken, 0, "lun %u had no free sector", l);
+	}
+}
+
+/* Copy (@save) or put back every file of the pool: LUNs, LMDB, key files. */
+static void image(int save)
+{
+	static const char *const ext[] = { ".mdb", ".keys", ".keys.1" };
+	char from[PATH_MAX + 64], to[PATH_MAX + 80];
+
+	for (unsigned i = 0; i < tp.nluns + 3; i++) {
+		if (i < tp.nluns)
+			snprintf(from, sizeof(from), "%s", tp.lun[i]);
+		else
+			state_file(ext[i - tp.nluns], from, sizeof(from));
+		snprintf(to, sizeof(to), "%s.crash", from);
+		if (save)
+			copy_file(from, to);
+		else
+			copy_file(to, from);
+	}
+}
+
+static const struct stor_key_material pass2 = { (const uint8_t *)"staple battery horse", 20 };
+
+Test(metalog, a_crash_while_the_luns_lag_a_full_pool_loses_nothing_acknowledged)
+{
+	const char *props[] = { "keyformat=passphrase", "pbkdf2iters=100000" };
+	struct stor_pool_stat st;
+
+	make_datasets();
+	write_gen(1);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	/* gen 2 staged, then no room for its log record: LMDB commits alone */
+	write_gen(2);
+	exhaust_space();
+	cr_assert_eq(stor_pool_sync(tp.pool), 0, "the flush of gen 2 was not acknowledged");
+	status_says("the LUNs lag LMDB");
+	/* and a key change while they lag: the key file here is newer than the LUNs' */
+	cr_assert_eq(stor_key_change(tp.pool, "tank/enc", props, 2, &pass2), 0);
+	cr_assert_eq(stor_pool_stat(tp.pool, &st), 0);
+	/* the files as a SIGKILL now leaves them: every acknowledged write is durable */
+	image(1);
+	tpool_close(&tp);
+	image(0);
+	remove_state(0); /* the lock file; the image's LMDB stays */
+	{
+		char from[PATH_MAX + 80], to[PATH_MAX + 64];
+
+		state_file(".mdb", to, sizeof(to));
+		snprintf(from, sizeof(from), "%s.crash", to);
+		copy_file(from, to);
+	}
+	cr_assert_eq(tpool_open(&tp), 0, "import after the crash: %s", stor_pool_last_error());
+	status_says("ahead of the LUNs");
+	cr_assert_eq(stor_key_load(tp.pool, "tank/enc", &pass2, 0), 0, "the new passphrase");
+	check_gen(2);
+	/* the checkpoint at that import caught the LUNs up: they alone carry gen 2 and the new key */
+	tpool_close(&tp);
+	remove_state(1);
+	cr_assert_eq(tpool_open(&tp), 0, "import from the LUNs: %s", stor_pool_last_error());
+	status_says("metadata rebuilt from the LUNs");
+	cr_assert_eq(stor_key_load(tp.pool, "tank/enc", &pass2, 0), 0,
+		     "the key changed while the LUNs lagged is lost");
+	check_gen(2);
 }

@@ -35,6 +35,19 @@ static int mkvol(const char *name, uint64_t volsize, int sparse, struct stor_ds 
 	return stor_ds_create(tp.pool, name, &o, out);
 }
 
+/*
+ * A thick volume's refreservation of @volsize (REC records): its data, and
+ * its metadata on the LUNs - per block pointer a 100-byte log row, per 256 a
+ * 40-byte MAC row, in 3 copies of a checkpoint and of as much log again -
+ * in whole sectors.
+ */
+static uint64_t thick_refres(uint64_t volsize)
+{
+	uint64_t n = volsize / REC, meta = (n * 100 + (n + 255) / 256 * 40) * 3 * 2;
+
+	return volsize + (meta + 4095) / 4096 * 4096;
+}
+
 static uint64_t prop_u64(const char *name, const char *prop)
 {
 	struct stor_prop_value v;
@@ -72,7 +85,7 @@ Test(space, a_thick_volume_larger_than_the_pool_is_refused_and_a_sparse_one_is_n
 	cr_assert_eq(ret, STOR_ENOSPC, "got %s", stor_strerror(ret));
 	cr_assert_null(ds);
 	cr_assert(strstr(stor_pool_last_error(), "not enough space: ") &&
-			  strstr(stor_pool_last_error(), "10.0G needed; use -s for a sparse volume"),
+			  strstr(stor_pool_last_error(), "10.7G needed; use -s for a sparse volume"),
 		  "%s", stor_pool_last_error());
 	cr_assert_eq(stor_ds_open(tp.pool, TPOOL_NAME "/big", &ds), -ENOENT, "nothing was made");
 	ret = mkvol(TPOOL_NAME "/big", 10ull << 30, 1, &ds);
@@ -165,9 +178,9 @@ Test(space, a_thick_volume_grows_only_when_the_pool_can_guarantee_it)
 	cr_assert_eq(ret, STOR_ENOSPC, "%s", stor_strerror(ret));
 	cr_assert(strstr(stor_pool_last_error(), "not enough space"), "%s", stor_pool_last_error());
 	cr_assert_eq(stor_ds_volsize(ds), 2 * MIB, "refused: not grown");
-	cr_assert_eq(prop_u64(TPOOL_NAME "/t", "refreservation"), 2 * MIB);
+	cr_assert_eq(prop_u64(TPOOL_NAME "/t", "refreservation"), thick_refres(2 * MIB));
 	cr_assert_eq(stor_ds_set(tp.pool, TPOOL_NAME "/t", "volsize", "3M"), 0);
-	cr_assert_eq(prop_u64(TPOOL_NAME "/t", "refreservation"), 3 * MIB, "grows with it");
+	cr_assert_eq(prop_u64(TPOOL_NAME "/t", "refreservation"), thick_refres(3 * MIB), "grows with it");
 	/* sparse, it grows past the pool */
 	cr_assert_eq(stor_ds_set(tp.pool, TPOOL_NAME "/t", "refreservation", "none"), 0);
 	cr_assert_eq(stor_ds_set(tp.pool, TPOOL_NAME "/t", "volsize", "1G"), 0);
@@ -199,12 +212,12 @@ Test(space, get_reports_used_available_and_referenced_as_zfs_does)
 	cr_assert_eq(stor_pool_sync(tp.pool), 0);
 	cr_assert_eq(stor_pool_stat(tp.pool, &st), 0);
 	fr = st.size - st.used;
-	rr = 1 * MIB - 2 * REC;
-	cr_assert_eq(prop_u64(TPOOL_NAME "/t", "refreservation"), 1 * MIB);
+	rr = thick_refres(1 * MIB) - 2 * REC;
+	cr_assert_eq(prop_u64(TPOOL_NAME "/t", "refreservation"), thick_refres(1 * MIB));
 	cr_assert_eq(prop_u64(TPOOL_NAME "/t", "referenced"), 2 * REC);
 	cr_assert_eq(prop_u64(TPOOL_NAME "/t", "usedbydataset"), 2 * REC);
 	cr_assert_eq(prop_u64(TPOOL_NAME "/t", "usedbyrefreservation"), rr);
-	cr_assert_eq(prop_u64(TPOOL_NAME "/t", "used"), 1 * MIB);
+	cr_assert_eq(prop_u64(TPOOL_NAME "/t", "used"), thick_refres(1 * MIB));
 	/* free space less slop, less what of the metadata reserve (at most 1/16
 	 * of each LUN, alloc.c) the log does not use yet */
 	avail = prop_u64(TPOOL_NAME "/t", "available");
@@ -213,8 +226,8 @@ Test(space, get_reports_used_available_and_referenced_as_zfs_does)
 	cr_assert_eq(prop_u64(TPOOL_NAME "/s", "used"), REC);
 	cr_assert_eq(prop_u64(TPOOL_NAME "/s", "usedbyrefreservation"), 0);
 	cr_assert_eq(prop_u64(TPOOL_NAME "/s", "available"), avail - rr);
-	cr_assert_eq(prop_u64(TPOOL_NAME, "usedbychildren"), 1 * MIB + REC);
-	cr_assert_eq(prop_u64(TPOOL_NAME, "used"), 1 * MIB + REC);
+	cr_assert_eq(prop_u64(TPOOL_NAME, "usedbychildren"), thick_refres(1 * MIB) + REC);
+	cr_assert_eq(prop_u64(TPOOL_NAME, "used"), thick_refres(1 * MIB) + REC);
 	cr_assert_eq(prop_u64(TPOOL_NAME, "available"), avail - rr);
 	stor_ds_close(t);
 	stor_ds_close(s);
@@ -251,4 +264,43 @@ Test(space, a_parents_reservation_is_kept_for_its_children)
 	cr_assert_eq(last, STOR_ENOSPC, "%s", stor_strerror(last));
 	stor_ds_close(child);
 	stor_ds_close(other);
+}
+
+/*
+ * A thick volume reserves the metadata its records will need too: one whose
+ * data alone fits what is available but not with its block pointers in the
+ * log is refused, and one that fits with them can be written whole.
+ */
+Test(space, a_thick_volume_reserves_room_for_its_metadata_too)
+{
+	struct stor_pool_stat st;
+	struct stor_ds *ds = NULL;
+	uint64_t avail, v;
+	unsigned n;
+	int last, ret;
+
+	tpool_init(&tp, 2, 4 * MIB, NULL); /* 6 MiB of data space, slop 2 MiB */
+	avail = prop_u64(TPOOL_NAME, "available");
+	v = avail / REC * REC;
+	cr_assert_gt(thick_refres(v), avail, "pool too large to tell: %llu available",
+		     (unsigned long long)avail);
+	ret = mkvol(TPOOL_NAME "/data-only", v, 0, &ds);
+	cr_assert_eq(ret, STOR_ENOSPC, "a volume of all the space, no room for its metadata: %s",
+		     stor_strerror(ret));
+	cr_assert(strstr(stor_pool_last_error(), "not enough space"), "%s", stor_pool_last_error());
+	while (thick_refres(v) > avail)
+		v -= REC;
+	cr_assert_eq(mkvol(TPOOL_NAME "/fits", v, 0, &ds), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(prop_u64(TPOOL_NAME "/fits", "refreservation"), thick_refres(v));
+	n = fill(ds, 0, (unsigned)(v / REC), 1, &last);
+	cr_assert_eq(n, v / REC, "record %u of %llu refused: %s", n, (unsigned long long)(v / REC),
+		     stor_strerror(last));
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	cr_assert_eq(stor_pool_stat(tp.pool, &st), 0);
+	cr_assert_null(strstr(st.meta_log, "lag"), "%s", st.meta_log);
+	/* and overwrites of all of it still go through */
+	n = fill(ds, 0, (unsigned)(v / REC), 2, &last);
+	cr_assert_eq(n, v / REC, "overwrite %u refused: %s", n, stor_strerror(last));
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	stor_ds_close(ds);
 }
