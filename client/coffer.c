@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -786,11 +787,98 @@ static void print_import(const json_t *reply)
 		printf("metadata: %s\n", note);
 }
 
+/*
+ * While an import runs, a terminal shows how far its rebuild (or replay)
+ * of the pool's LMDB file from the LUNs is: a second connection asks the
+ * daemon every half second (import_progress takes no pool lock, which the
+ * import holds) and one line on stderr is rewritten in place.
+ */
+struct import_watch {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int stop, shown;
+};
+
+static void *import_watch_main(void *arg)
+{
+	struct import_watch *w = arg;
+	struct coffer_conn *c = NULL;
+	int stop = 0;
+
+	if (coffer_connect(opt_socket, &c) < 0)
+		return NULL;
+	while (!stop) {
+		struct timespec ts;
+		json_t *args = json_object(), *r = NULL;
+		char err[256], b[32], t[32];
+		int ret = coffer_call(c, "import_progress", args, &r, err, sizeof(err));
+
+		json_decref(args);
+		if (ret < 0)
+			break; /* an older daemon: no progress to show */
+		if (json_is_true(json_object_get(r, "running"))) {
+			human((uint64_t)json_integer_value(json_object_get(r, "bytes")), b, sizeof(b));
+			human((uint64_t)json_integer_value(json_object_get(r, "bytes_total")), t,
+			      sizeof(t));
+			fprintf(stderr, "\r%s: %s the LUNs: %lld of %lld log records, %s of %s, %.0f s ",
+				json_string_value(json_object_get(r, "pool")),
+				json_is_true(json_object_get(r, "rebuild")) ? "rebuilding from"
+									   : "replaying from",
+				(long long)json_integer_value(json_object_get(r, "records")),
+				(long long)json_integer_value(json_object_get(r, "records_total")), b,
+				t, json_real_value(json_object_get(r, "seconds")));
+			w->shown = 1;
+		}
+		json_decref(r);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 500000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&w->lock);
+		if (!w->stop)
+			pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+		stop = w->stop;
+		pthread_mutex_unlock(&w->lock);
+	}
+	coffer_close(c);
+	return NULL;
+}
+
+/* Watch the import on a terminal (stderr); @return 0 if not watching. */
+static int import_watch_start(struct import_watch *w)
+{
+	*w = (struct import_watch){ .stop = 0 };
+	if (opt_json || !isatty(STDERR_FILENO))
+		return 0;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	return pthread_create(&w->thread, NULL, import_watch_main, w) == 0;
+}
+
+static void import_watch_stop(struct import_watch *w, int watching)
+{
+	if (!watching)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stop = 1;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->thread, NULL);
+	if (w->shown)
+		fputc('\n', stderr);
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->lock);
+}
+
 static int pool_import(int argc, char **argv)
 {
 	json_t *args = json_object(), *dirs = NULL, *reply, *v;
 	struct coffer_conn *c;
-	int opt, force = 0;
+	struct import_watch watch;
+	int opt, force = 0, watching;
 	size_t i, n = 0;
 
 	while ((opt = getopt(argc, argv, "d:f")) != -1) {
@@ -819,7 +907,18 @@ static int pool_import(int argc, char **argv)
 
 		json_object_set_new(args, is_guid(target) ? "guid" : "name", json_string(target));
 		json_object_set_new(args, "force", json_boolean(force));
-		reply = call(c, "pool_import", args, is_guid(target) ? NULL : target);
+		watching = import_watch_start(&watch);
+		{
+			json_t *r = NULL;
+			char err[512];
+			int ret = coffer_call(c, "pool_import", args, &r, err, sizeof(err));
+
+			json_decref(args);
+			import_watch_stop(&watch, watching);
+			if (ret < 0)
+				die_call(ret, is_guid(target) ? NULL : target, err);
+			reply = r;
+		}
 		if (!opt_json && (is_guid(target) || argc - optind == 2))
 			printf("imported %s as %s\n", target,
 			       json_string_value(json_object_get(reply, "name")));

@@ -43,6 +43,9 @@ struct config {
 /* Limits the option table enforces (conf.c); the daemon may rely on them. */
 #define CONFIG_SOCKET_MAX SOCKPATH_MAX         /* sun_path minus the NUL */
 #define CONFIG_LUN_SEARCH_MAX 4095u       /* bytes of the whole lun_search list */
+/* the block devices, as ZFS scans them: stable names first (a LUN seen twice
+ * keeps its first path), then every device node; only labels are read */
+#define CONFIG_LUN_SEARCH_DEFAULT "/dev/disk/by-id:/dev"
 #define CONFIG_TXG_TIMEOUT_DEFAULT 5u
 #define CONFIG_TXG_TIMEOUT_MAX 300u
 #define CONFIG_WORKERS_MAX 256u

@@ -194,6 +194,24 @@ static int h_ping(struct hcall *c)
 	return 0;
 }
 
+/* The import replaying its log now: what `coffer pool import` shows on a terminal. */
+static int h_import_progress(struct hcall *c)
+{
+	struct reg_import_progress ip;
+
+	reg_import_progress(&ip);
+	if (!ip.running)
+		c->reply = json_pack("{s:b}", "running", 0);
+	else
+		c->reply = json_pack("{s:b,s:s,s:b,s:I,s:I,s:I,s:I,s:f}", "running", 1, "pool",
+				     ip.pool, "rebuild", ip.pr.rebuild, "records",
+				     (json_int_t)ip.pr.records, "records_total",
+				     (json_int_t)ip.pr.records_total, "bytes", (json_int_t)ip.pr.bytes,
+				     "bytes_total", (json_int_t)ip.pr.bytes_total, "seconds",
+				     ip.seconds);
+	return 0;
+}
+
 static int h_version(struct hcall *c)
 {
 	/* the pid lets coffer bench read the daemon's CPU time from /proc */

@@ -100,6 +100,7 @@
 	XX(2, PING, "ping", h_ping, J, 0, JMAX)                                              \
 	XX(3, VERSION, "version", h_version, J, 0, JMAX)                                     \
 	XX(4, STATS, "stats", h_stats, JB | ON_DS | CMD_NAME_OPT, 0, JMAX)                   \
+	XX(5, IMPORT_PROGRESS, "import_progress", h_import_progress, J, 0, JMAX)             \
 	XX(10, POOL_CREATE, "pool_create", h_pool_create, JA | ANY_POOL | CMD_NEW, 2, JMAX)  \
 	XX(11, POOL_ADD, "pool_add", h_pool_add, JA | ON_POOL, 2, JMAX)                      \
 	XX(12, POOL_LIST, "pool_list", h_pool_list, JB | LIST_POOL, 0, JMAX)                 \

@@ -155,6 +155,18 @@ static double since(const struct timespec *t0)
 	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+/* The import replaying now, for import_progress: imports hold the registry's
+ * write lock, so this has its own, and the loop thread reads it at once */
+static pthread_mutex_t progress_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct reg_import_progress progress;
+
+void reg_import_progress(struct reg_import_progress *out)
+{
+	pthread_mutex_lock(&progress_lock);
+	*out = progress;
+	pthread_mutex_unlock(&progress_lock);
+}
+
 /* An import's replay into LMDB, logged at its start, every few seconds and at its end. */
 struct replay_log {
 	struct pool_ent *pe;
@@ -178,6 +190,12 @@ static void replay_progress(const struct stor_progress *pr, void *arg)
 	t = since(&rl->start);
 	rl->pe->replayed = *pr;
 	rl->pe->replay_secs = t;
+	pthread_mutex_lock(&progress_lock);
+	progress.running = pr->records < pr->records_total;
+	snprintf(progress.pool, sizeof(progress.pool), "%s", rl->pe->name);
+	progress.pr = *pr;
+	progress.seconds = t;
+	pthread_mutex_unlock(&progress_lock);
 	if (pr->records == pr->records_total)
 		log_info("pool %s: %s: done, %llu records, %llu bytes in %.1f s", rl->pe->name,
 			 what, (unsigned long long)pr->records, (unsigned long long)pr->bytes, t);
@@ -206,6 +224,9 @@ struct pool_ent *reg_pool_import(const char *name, const struct stor_pool_opts *
 	o.progress = replay_progress;
 	o.progress_arg = &rl;
 	ret = stor_pool_open(name, &o, &pe->pool);
+	pthread_mutex_lock(&progress_lock);
+	progress.running = 0; /* a failed replay ends here too */
+	pthread_mutex_unlock(&progress_lock);
 	*err = ret;
 	if (ret < 0) {
 		const char *why = stor_pool_last_error();

@@ -87,6 +87,16 @@ void reg_save(void);
 void reg_pool_remove(struct pool_ent *pe);
 /** Call @fn for each pool with metadata in the state directory that is not on the list. */
 void reg_importable(void (*fn)(const char *name, void *arg), void *arg);
+/** How far the import running now (if any) has replayed its log into LMDB. */
+struct reg_import_progress {
+	int running;                    /* an import is bringing LMDB up from the LUNs */
+	char pool[PROTO_NAME_MAX + 1];
+	struct stor_progress pr;
+	double seconds;
+};
+/** A copy of the progress of the import running now; takes no registry lock. */
+void reg_import_progress(struct reg_import_progress *out);
+
 /** The lun_search directories of the configuration, ':'-separated ("" = none). */
 const char *reg_lun_search(void);
 

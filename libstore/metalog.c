@@ -975,13 +975,23 @@ static int walk(struct metalog_luns *L, const struct mptr *head, struct rec **ou
 	return ret;
 }
 
-static int apply(struct metalog *ml, struct meta_txn *t, const struct rec *r, int keys_only)
+/* Apply the ops of @r to @t (only its key file with @keys_only); with @pr,
+ * tell @pl's progress hook every MiB of a large record as well. */
+static int apply(struct stor_pool *pl, struct meta_txn *t, const struct rec *r, int keys_only,
+		 struct stor_progress *pr)
 {
-	const uint8_t *p = r->ops, *end = r->ops + r->olen;
+	struct metalog *ml = pl->mlog;
+	const uint8_t *p = r->ops, *end = r->ops + r->olen, *told = r->ops;
+	uint64_t base = pr ? pr->bytes : 0;
 	struct meta_op op;
 	int ret;
 
 	while ((ret = meta_redo_next(&p, end, &op)) == 1) {
+		if (pr && p - told >= (1 << 20)) {
+			told = p;
+			pr->bytes = base + (uint64_t)(p - r->ops);
+			pl->opts.progress(pr, pl->opts.progress_arg);
+		}
 		if (op.table == MLOG_TABLE_KEYS) {
 			ret = set_keys(ml, op.val, op.vlen);
 		} else if (op.table >= META_NTABLES) {
@@ -1001,10 +1011,10 @@ static int apply(struct metalog *ml, struct meta_txn *t, const struct rec *r, in
 }
 
 /* Bring @m up to the log @v (v[0] newest) from txg @have_txg, telling
- * the pool's progress hook before the first record and after each. */
+ * the pool's progress hook before the first record, after each, and every
+ * MiB within one (a checkpoint of a large pool is one record). */
 static int replay(struct stor_pool *p, struct meta *m, struct rec *v, size_t n, uint64_t have_txg)
 {
-	struct metalog *ml = p->mlog;
 	struct meta_txn *t = NULL;
 	size_t total = 0;
 	int full = v[n - 1].txg > have_txg, ret;
@@ -1030,11 +1040,13 @@ static int replay(struct stor_pool *p, struct meta *m, struct rec *v, size_t n, 
 		p->opts.progress(&pr, p->opts.progress_arg);
 	for (size_t i = n; i-- > 0 && ret == 0;) {
 		int skip = !t || (full ? 0 : v[i].txg <= have_txg);
+		struct stor_progress *tell = !skip && p->opts.progress ? &pr : NULL;
+		uint64_t before = pr.bytes;
 
-		ret = apply(ml, t, &v[i], skip);
-		if (ret == 0 && !skip && p->opts.progress) {
+		ret = apply(p, t, &v[i], skip, tell);
+		if (ret == 0 && tell) {
 			pr.records++;
-			pr.bytes += v[i].olen;
+			pr.bytes = before + v[i].olen;
 			p->opts.progress(&pr, p->opts.progress_arg);
 		}
 	}

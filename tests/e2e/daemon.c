@@ -61,8 +61,10 @@ void tdaemon_init(struct tdaemon *d, const char *extra)
 		"log_target = stderr\n"
 		"workers = 2\n"
 		"txg_timeout = 1\n"
-		"%s",
-		d->sock, d->state, extra ? extra : "");
+		"%s%s",
+		d->sock, d->state,
+		/* the host's block devices are no test's business */
+		extra && strstr(extra, "lun_search") ? "" : "lun_search =\n", extra ? extra : "");
 	fclose(f);
 }
 
@@ -160,7 +162,8 @@ void tdaemon_write_conf(struct tdaemon *d, const char *sock, const char *fmt, ..
 	va_list ap;
 
 	cr_assert_not_null(f, "%s: %s", d->conf, strerror(errno));
-	fprintf(f, "[cofferd]\nsocket = %s\nstate_dir = %s\n", sock ? sock : d->sock, d->state);
+	fprintf(f, "[cofferd]\nsocket = %s\nstate_dir = %s\n%s", sock ? sock : d->sock, d->state,
+		strstr(fmt, "lun_search") ? "" : "lun_search =\n");
 	va_start(ap, fmt);
 	vfprintf(f, fmt, ap);
 	va_end(ap);

@@ -880,8 +880,9 @@ Test(full_state, a_full_state_dir_suspends_the_pool_and_the_daemon_lives)
 
 	if (!state_mounted)
 		cr_skip_test("cannot mount a tmpfs for the state directory (not root?)");
-	COF_OK("pool create -s 1200M tank %s/l0", td.dir);
-	COF_OK("create -s -V 1G -o recordsize=4K tank/a"); /* sparse: the state dir fills, not the pool */
+	/* room for the volume and the metadata its refreservation counts */
+	COF_OK("pool create -s 1300M tank %s/l0", td.dir);
+	COF_OK("create -V 1G -o recordsize=4K tank/a");
 	c = open_ds("tank/a", &h);
 	memset(buf, 0x5c, sizeof(buf));
 	/* about 100 bytes of metadata per 4 KiB record: 6 MiB fill within 1 GiB */

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -151,4 +152,52 @@ Test(metadata, a_lun_whose_metadata_is_junk_is_repaired_at_import_and_the_reply_
 	reads_back("tank/vol", data, 1 << 20);
 	COF_OK(NULL, "pool check tank");
 	cr_assert(strstr(out, "no errors"), "%s", out);
+}
+
+/*
+ * On a terminal, pool import watches the rebuild over a second connection
+ * (import_progress) and ends with the summary; the daemon answers
+ * import_progress at any time, with nothing running once the import is done.
+ */
+Test(metadata, an_import_on_a_terminal_watches_the_rebuild_and_sums_it_up)
+{
+	const char *bin = getenv("COFFER") ? getenv("COFFER") : "../../client/coffer";
+	char data[4096], cmd[16384], err[256];
+	struct coffer_conn *c;
+	json_t *r = NULL, *args;
+	int status;
+
+	COF_OK(NULL, "pool create -s 32M tank %s/l0 %s/l1", td.dir, td.dir);
+	COF_OK(NULL, "create -V 2M tank/vol");
+	random_file("vol.in", 1 << 20, data, sizeof(data));
+	COF_OK(data, "write tank/vol");
+	COF_OK(NULL, "flush tank/vol");
+	COF_OK(NULL, "pool export tank");
+	remove_lmdb();
+	/* script(1) gives coffer a terminal; its output lands in out.tty */
+	snprintf(cmd, sizeof(cmd),
+		 "script -qec \"'%s' -S '%s' pool import -d '%s' tank\" /dev/null "
+		 "> '%s/out.tty' 2>&1 < /dev/null",
+		 bin, td.sock, td.dir, td.dir);
+	status = system(cmd);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: %d", cmd, status);
+	snprintf(cmd, sizeof(cmd), "%s/out.tty", td.dir);
+	{
+		FILE *f = fopen(cmd, "r");
+		size_t n;
+
+		cr_assert_not_null(f);
+		n = fread(out, 1, sizeof(out) - 1, f);
+		out[n] = '\0';
+		fclose(f);
+	}
+	cr_assert(strstr(out, "rebuilt from the LUNs:") && strstr(out, "log records"), "%s", out);
+	reads_back("tank/vol", data, 1 << 20);
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	args = json_object();
+	cr_assert_eq(coffer_call(c, "import_progress", args, &r, err, sizeof(err)), 0, "%s", err);
+	json_decref(args);
+	cr_assert(json_is_false(json_object_get(r, "running")), "%s", json_dumps(r, 0));
+	json_decref(r);
+	coffer_close(c);
 }

@@ -814,3 +814,17 @@ Test(config, group_names_are_the_portable_set)
 	cr_assert_str_eq(c.admin_group, "storage-admins_2.x");
 	cr_assert_eq(load("[cofferd]\nadmin_group = domain admins\n"), 0, "%s", err);
 }
+
+/* pool import scans the block devices unless told otherwise, as zpool import does */
+Test(config, lun_search_scans_the_block_devices_by_default_and_empty_turns_it_off)
+{
+	config_free(&c);
+	config_defaults_uid(&c, 0);
+	cr_assert_str_eq(c.lun_search, "/dev/disk/by-id:/dev");
+	config_free(&c);
+	config_defaults_uid(&c, 1000);
+	/* users too: what they cannot open is skipped */
+	cr_assert_str_eq(c.lun_search, "/dev/disk/by-id:/dev");
+	cr_assert_eq(load("[cofferd]\nlun_search =\n"), 0, "%s", err);
+	cr_assert_str_eq(c.lun_search, "");
+}
