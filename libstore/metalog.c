@@ -419,11 +419,11 @@ int metalog_commit(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
 	for (unsigned c = 0; c < m.ncopies; c++)
 		io[c] = (struct lun_io){ p->luns[m.lun[c]].lun, m.sector[c] * STOR_SECTOR, rec,
 					 (size_t)m.nsect * STOR_SECTOR, 0 };
-	lun_write_batch(io, m.ncopies);
+	mirror_write_copies(p, io, m.lun, m.ncopies);
 	/* a copy that did not reach its LUN is left out of the pointer: fewer
 	 * copies beat no commit; the extent stays taken until the next import */
 	for (unsigned c = 0; c < m.ncopies; c++) {
-		if (io[c].result == 0 && lun_flush(io[c].lun) == 0) {
+		if (io[c].result == 0 && mirror_flush(p, m.lun[c]) == 0) {
 			m.lun[written] = m.lun[c];
 			m.sector[written] = m.sector[c];
 			written++;

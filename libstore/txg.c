@@ -637,7 +637,7 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
 		if (!s->dirty[i])
 			continue;
-		ret = lun_flush(p->luns[i].lun);
+		ret = mirror_flush(p, i); /* every side in service of its vdev */
 		if (ret < 0) {
 			/* after a failed fsync the kernel may have dropped the dirty
 			 * pages: a retry could "succeed" over lost data, so stop */
