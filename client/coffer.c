@@ -448,12 +448,50 @@ static char *abs_path(const char *p)
 	return out;
 }
 
+/*
+ * The vdevs of create and add, as zpool writes them: LUN paths, each a vdev
+ * of its own, then "mirror" followed by the paths of its sides, as many
+ * times as there are mirrors. Each vdev goes into @vdevs as an array of
+ * absolute paths.
+ */
+static void parse_vdevs(int argc, char **argv, json_t *vdevs)
+{
+	json_t *mirror = NULL;
+
+	for (int i = 0; i < argc; i++) {
+		char *p;
+
+		if (!strcmp(argv[i], "mirror")) {
+			if (mirror && json_array_size(mirror) < 2)
+				die("mirror: give 2 to %u LUNs", STOR_MIRROR_MAX);
+			mirror = json_array();
+			json_array_append_new(vdevs, mirror);
+			continue;
+		}
+		p = abs_path(argv[i]);
+		if (mirror) {
+			if (json_array_size(mirror) == STOR_MIRROR_MAX)
+				die("mirror: give 2 to %u LUNs", STOR_MIRROR_MAX);
+			json_array_append_new(mirror, json_string(p));
+		} else {
+			json_array_append_new(vdevs, json_pack("[s]", p));
+		}
+		free(p);
+	}
+	if (mirror && json_array_size(mirror) < 2)
+		die("mirror: give 2 to %u LUNs", STOR_MIRROR_MAX);
+	if (!json_array_size(vdevs))
+		usage_exit();
+}
+
 static int pool_create(int argc, char **argv)
 {
-	json_t *luns = json_array(), *props = json_array();
+	json_t *luns = json_array(), *props = json_array(), *vdevs = json_array(),
+	       *sides = json_array(), *v;
 	uint64_t size = 0;
 	struct coffer_conn *c;
-	int opt, force = 0;
+	int opt, force = 0, mirrors = 0;
+	size_t i;
 
 	while ((opt = getopt(argc, argv, "fo:s:")) != -1) {
 		switch (opt) {
@@ -474,16 +512,23 @@ static int pool_create(int argc, char **argv)
 	}
 	if (argc - optind < 2)
 		usage_exit();
-	for (int i = optind + 1; i < argc; i++) {
-		char *p = abs_path(argv[i]);
-
-		json_array_append_new(luns, json_string(p));
-		free(p);
+	parse_vdevs(argc - optind - 1, argv + optind + 1, vdevs);
+	json_array_foreach(vdevs, i, v) {
+		json_array_extend(luns, v);
+		json_array_append_new(sides, json_integer((json_int_t)json_array_size(v)));
+		mirrors |= json_array_size(v) > 1;
 	}
+	json_decref(vdevs);
 	c = conn_open();
 	{
 		json_t *args = json_pack("{s:s, s:o, s:o, s:b}", "name", argv[optind], "luns", luns,
 					 "props", props, "force", force);
+
+		/* only a pool with mirrors says how the LUNs group */
+		if (mirrors)
+			json_object_set_new(args, "sides", sides);
+		else
+			json_decref(sides);
 
 		/* only a size given: without one, existing LUNs keep theirs */
 		if (size)
@@ -496,9 +541,11 @@ static int pool_create(int argc, char **argv)
 
 static int pool_add(int argc, char **argv)
 {
+	json_t *vdevs = json_array(), *v;
 	uint64_t size = 0;
 	struct coffer_conn *c;
 	int opt, force = 0;
+	size_t i;
 
 	while ((opt = getopt(argc, argv, "fs:")) != -1) {
 		if (opt == 'f')
@@ -510,18 +557,21 @@ static int pool_add(int argc, char **argv)
 	}
 	if (argc - optind < 2)
 		usage_exit();
+	parse_vdevs(argc - optind - 1, argv + optind + 1, vdevs);
 	c = conn_open();
-	for (int i = optind + 1; i < argc; i++) {
-		char *p = abs_path(argv[i]);
+	/* one vdev per call: each joins whole or not at all */
+	json_array_foreach(vdevs, i, v) {
+		json_t *args = json_pack("{s:s, s:b}", "name", argv[optind], "force", force);
 
-		json_t *args = json_pack("{s:s, s:s, s:b}", "name", argv[optind], "lun", p,
-					 "force", force);
-
+		if (json_array_size(v) > 1)
+			json_object_set(args, "mirror", v);
+		else
+			json_object_set(args, "lun", json_array_get(v, 0));
 		if (size)
 			json_object_set_new(args, "size", json_integer((json_int_t)size));
 		json_decref(call(c, "pool_add", args, argv[optind]));
-		free(p);
 	}
+	json_decref(vdevs);
 	coffer_close(c);
 	return 0;
 }
@@ -613,10 +663,67 @@ static void lun_notes(json_t *l)
 		       r[0] ? "rewritten from the sound copy" : "could not be rewritten");
 }
 
+/* A LUN's row of the status tree, indented by @depth. */
+static void lun_row(json_t *l, int depth)
+{
+	char sz[32], us[32];
+	long long fixed = (long long)json_integer_value(json_object_get(l, "repaired"));
+
+	human_field(l, "size", sz, sizeof(sz));
+	human_field(l, "used", us, sizeof(us));
+	printf("\t%*s%-*s %-8s %8s %8s %6lld %6lld %6lld\n", depth, "", 40 - depth,
+	       json_string_value(json_object_get(l, "path")),
+	       json_string_value(json_object_get(l, "state")), sz, us,
+	       (long long)json_integer_value(json_object_get(l, "read_errors")),
+	       (long long)json_integer_value(json_object_get(l, "write_errors")),
+	       (long long)json_integer_value(json_object_get(l, "cksum_errors")));
+	if (fixed)
+		printf("\t  %lld bad copies rewritten from another side\n", fixed);
+	lun_notes(l);
+}
+
+/* The scan line of zpool status: a scrub running, paused, done or stopped. */
+static void scan_line(json_t *scan)
+{
+	const char *state = json_string_value(json_object_get(scan, "state"));
+	long long errors = (long long)json_integer_value(json_object_get(scan, "errors"));
+	uint64_t total = (uint64_t)json_integer_value(json_object_get(scan, "total"));
+	uint64_t done = (uint64_t)json_integer_value(json_object_get(scan, "examined"));
+	uint64_t rate = (uint64_t)json_integer_value(json_object_get(scan, "rate"));
+	time_t start = (time_t)json_integer_value(json_object_get(scan, "start"));
+	time_t end = (time_t)json_integer_value(json_object_get(scan, "end"));
+	char ex[32], tot[32], fix[32], rt[32], when[64];
+	int going;
+
+	if (!state || !strcmp(state, "none"))
+		return;
+	going = !strcmp(state, "scanning") || !strcmp(state, "paused");
+	human_field(scan, "examined", ex, sizeof(ex));
+	human_field(scan, "total", tot, sizeof(tot));
+	human_field(scan, "repaired", fix, sizeof(fix));
+	human(rate, rt, sizeof(rt));
+	strftime(when, sizeof(when), "%F %T", localtime(going ? &start : &end));
+	if (!strcmp(state, "scanning")) {
+		printf("  scan: scrub in progress since %s\n\t%s of %s examined at %s/s, %s "
+		       "repaired, %lld errors",
+		       when, ex, tot, rt, fix, errors);
+		if (rate && total > done)
+			printf(", %llu s to go", (unsigned long long)((total - done) / rate));
+		printf("\n");
+	} else if (!strcmp(state, "paused")) {
+		printf("  scan: scrub paused, started %s\n\t%s of %s examined, %s repaired, %lld "
+		       "errors\n",
+		       when, ex, tot, fix, errors);
+	} else {
+		printf("  scan: scrub %s %s: %s examined, %s repaired, %lld errors\n", state, when,
+		       ex, fix, errors);
+	}
+}
+
 static int pool_status(int argc, char **argv)
 {
 	struct coffer_conn *c;
-	json_t *reply, *p, *l;
+	json_t *reply, *p, *l, *v;
 	size_t i, j;
 
 	if (only_flag(argc, argv, 'j'))
@@ -653,20 +760,25 @@ static int pool_status(int argc, char **argv)
 			       (long long)json_integer_value(json_object_get(p, "txg")));
 		if (!json_object_get(p, "luns"))
 			continue;
-		printf("config:\n\t%-40s %-8s %8s %8s %6s %6s %6s\n", "LUN", "STATE", "SIZE", "USED",
+		scan_line(json_object_get(p, "scan"));
+		printf("config:\n\t%-40s %-8s %8s %8s %6s %6s %6s\n", "NAME", "STATE", "SIZE", "USED",
 		       "READ", "WRITE", "CKSUM");
-		json_array_foreach(json_object_get(p, "luns"), j, l) {
-			char sz[32], us[32];
+		printf("\t%-40s %-8s\n", json_string_value(json_object_get(p, "name")),
+		       json_string_value(json_object_get(p, "state")));
+		json_array_foreach(json_object_get(p, "vdevs"), j, v) {
+			json_t *luns = json_object_get(p, "luns"), *k;
+			const char *name = json_string_value(json_object_get(v, "name"));
+			size_t x;
 
-			human_field(l, "size", sz, sizeof(sz));
-			human_field(l, "used", us, sizeof(us));
-			printf("\t%-40s %-8s %8s %8s %6lld %6lld %6lld\n",
-			       json_string_value(json_object_get(l, "path")),
-			       json_string_value(json_object_get(l, "state")), sz, us,
-			       (long long)json_integer_value(json_object_get(l, "read_errors")),
-			       (long long)json_integer_value(json_object_get(l, "write_errors")),
-			       (long long)json_integer_value(json_object_get(l, "cksum_errors")));
-			lun_notes(l);
+			/* a mirror is a row of its own, its sides under it (zpool status) */
+			if (name)
+				printf("\t  %-38s %-8s\n", name,
+				       json_string_value(json_object_get(v, "state")));
+			json_array_foreach(json_object_get(v, "luns"), x, k) {
+				l = json_array_get(luns, (size_t)json_integer_value(k));
+				if (l)
+					lun_row(l, name ? 4 : 2);
+			}
 		}
 	}
 out:
@@ -975,9 +1087,34 @@ static int pool_clear(int argc, char **argv)
 	return 0;
 }
 
+/* scrub POOL: start or resume; -p pauses, -s stops */
+static int pool_scrub(int argc, char **argv)
+{
+	struct coffer_conn *c;
+	int opt, pause = 0, stop = 0;
+
+	while ((opt = getopt(argc, argv, "ps")) != -1) {
+		if (opt == 'p')
+			pause = 1;
+		else if (opt == 's')
+			stop = 1;
+		else
+			usage_exit();
+	}
+	if (argc - optind != 1 || (pause && stop))
+		usage_exit();
+	c = conn_open();
+	json_decref(call(c, "pool_scrub",
+			 json_pack("{s:s, s:b, s:b}", "name", argv[optind], "pause", pause, "stop",
+				   stop),
+			 argv[optind]));
+	coffer_close(c);
+	return 0;
+}
+
 static const struct cmd pool_cmds[] = {
-	{ "create", pool_create, "[-f] [-o prop=val]... [-s SIZE] POOL LUN..." },
-	{ "add", pool_add, "[-f] [-s SIZE] POOL LUN..." },
+	{ "create", pool_create, "[-f] [-o prop=val]... [-s SIZE] POOL VDEV..." },
+	{ "add", pool_add, "[-f] [-s SIZE] POOL VDEV..." },
 	{ "list", pool_list, "[-H] [-p] [-j] [POOL]" },
 	{ "status", pool_status, "[-j] [POOL]" },
 	{ "check", pool_check, "[-j] POOL" },
@@ -985,6 +1122,7 @@ static const struct cmd pool_cmds[] = {
 	{ "import", pool_import, "[-d DIR]... [-f] [POOL|GUID [NEWNAME]]" },
 	{ "destroy", pool_destroy, "[-f] POOL" },
 	{ "clear", pool_clear, "POOL [LUN]" },
+	{ "scrub", pool_scrub, "[-p | -s] POOL" },
 	{ NULL, NULL, NULL },
 };
 

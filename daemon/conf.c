@@ -79,6 +79,8 @@ static const struct config_opt opts[] = {
 	{ "cache_size", OPT_BYTES, FIELD(cache_size), .def_num = 0, .max = CONFIG_CACHE_SIZE_MAX },
 	{ "txg_timeout", OPT_UINT, FIELD(txg_timeout), .def_num = CONFIG_TXG_TIMEOUT_DEFAULT,
 	  .min = 1, .max = CONFIG_TXG_TIMEOUT_MAX },
+	{ "scrub_rate", OPT_BYTES, FIELD(scrub_rate), .def_num = CONFIG_SCRUB_RATE_DEFAULT,
+	  .max = CONFIG_SCRUB_RATE_MAX },
 	{ "workers", OPT_UINT, FIELD(workers), .def_num = 0, .max = CONFIG_WORKERS_MAX },
 	{ "log_level", OPT_LOGLEVEL, FIELD(log_level), .def_num = LOG_INFO },
 	{ "log_target", OPT_LOGTARGET, FIELD(log_target), .def_str = "stderr",

@@ -23,6 +23,7 @@ struct config {
 	char *lun_search;       /* directories pool import scans for LUNs, ':'-separated; "" = none */
 	uint64_t cache_size;    /* data cache bytes, 0 = off */
 	unsigned txg_timeout;   /* seconds between txg commits */
+	uint64_t scrub_rate;    /* bytes per second a scrub reads at most; 0 = no limit */
 	unsigned workers;       /* worker threads for record I/O; 0 = number of CPUs */
 	int log_level;          /* syslog priority: LOG_ERR .. LOG_DEBUG */
 	char *log_target;       /* "stderr", "syslog" or a file path */
@@ -48,6 +49,8 @@ struct config {
 #define CONFIG_LUN_SEARCH_DEFAULT "/dev/disk/by-id:/dev"
 #define CONFIG_TXG_TIMEOUT_DEFAULT 5u
 #define CONFIG_TXG_TIMEOUT_MAX 300u
+#define CONFIG_SCRUB_RATE_DEFAULT (64ull << 20)
+#define CONFIG_SCRUB_RATE_MAX (1ull << 40)
 #define CONFIG_WORKERS_MAX 256u
 #define CONFIG_MAX_CONNECTIONS_DEFAULT 1024u
 #define CONFIG_MAX_CONNECTIONS_MAX 65536u

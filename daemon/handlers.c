@@ -231,6 +231,8 @@ static json_t *lun_json(const struct stor_lun_stat *ls)
 	json_object_set_new(o, "write_errors", json_integer((json_int_t)ls->write_errors));
 	json_object_set_new(o, "cksum_errors", json_integer((json_int_t)ls->cksum_errors));
 	json_object_set_new(o, "nospace_errors", json_integer((json_int_t)ls->nospace_errors));
+	json_object_set_new(o, "repaired", json_integer((json_int_t)ls->repaired));
+	json_object_set_new(o, "vdev", json_integer(ls->vdev));
 	json_object_set_new(o, "state", json_string(ls->faulted ? "FAULTED" : "ONLINE"));
 	if (ls->label_damaged) {
 		static const char *const copy[] = { "front", "end" };
@@ -246,6 +248,30 @@ static json_t *lun_json(const struct stor_lun_stat *ls)
 		json_object_set_new(o, "label_repaired", r);
 	}
 	return o;
+}
+
+/* The scrub's state and counts, as zpool status's scan line. */
+static json_t *scan_json(struct stor_pool *pool)
+{
+	static const char *const state[] = { "none", "scanning", "paused", "finished",
+					     "canceled" };
+	struct stor_scrub_stat ss;
+
+	stor_pool_scrub_stat(pool, &ss);
+	return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "function", "scrub",
+			 "state", state[ss.state], "total", (json_int_t)ss.total, "examined",
+			 (json_int_t)ss.examined, "repaired", (json_int_t)ss.repaired, "errors",
+			 (json_int_t)ss.errors, "start", (json_int_t)ss.start, "end",
+			 (json_int_t)ss.end, "rate", (json_int_t)ss.rate);
+}
+
+/* A mirror serves while one side does. */
+static void vdev_state(json_t *v, unsigned nlun, unsigned nfaulted)
+{
+	if (v)
+		json_object_set_new(v, "state", json_string(!nfaulted	      ? "ONLINE"
+							    : nfaulted < nlun ? "DEGRADED"
+									      : "FAULTED"));
 }
 
 static json_t *pool_json(struct pool_ent *pe, int luns)
@@ -297,9 +323,11 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 	json_object_set_new(o, "datasets", json_integer(st.ndatasets));
 	json_object_set_new(o, "handles", json_integer(atomic_load(&pe->nhandles)));
 	if (luns) {
-		json_t *a = json_array();
+		json_t *a = json_array(), *vdevs = json_array(), *v = NULL;
+		unsigned nmirror = 0, nlun = 0, nfaulted = 0;
 		int faulted = 0;
 
+		/* the tree of zpool status: each vdev, a mirror with its sides */
 		for (unsigned i = 0;; i++) {
 			struct stor_lun_stat ls;
 
@@ -307,8 +335,25 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 				break;
 			faulted += ls.faulted != 0;
 			json_array_append_new(a, lun_json(&ls));
+			if (ls.vdev == i) {
+				vdev_state(v, nlun, nfaulted);
+				v = json_pack("{s:s, s:[]}", "type", ls.sides > 1 ? "mirror" : "lun",
+					      "luns");
+				if (ls.sides > 1)
+					json_object_set_new(v, "name",
+							    json_sprintf("mirror-%u", nmirror++));
+				json_array_append_new(vdevs, v);
+				nlun = nfaulted = 0;
+			}
+			if (v)
+				json_array_append_new(json_object_get(v, "luns"), json_integer(i));
+			nlun++;
+			nfaulted += ls.faulted != 0;
 		}
+		vdev_state(v, nlun, nfaulted);
 		json_object_set_new(o, "luns", a);
+		json_object_set_new(o, "scan", scan_json(pe->pool));
+		json_object_set_new(o, "vdevs", vdevs);
 		/* a pool with faulted LUNs still serves what it holds: degraded, not faulted */
 		if (faulted && !st.suspended)
 			json_object_set_new(o, "state", json_string("DEGRADED"));
@@ -383,11 +428,44 @@ static int root_props(struct hcall *c, struct stor_pool *pool, const char **prop
 	return 0;
 }
 
+/*
+ * "sides" of a create: how many of the paths each vdev takes in order (1 a
+ * LUN of its own, 2.. a mirror); absent, every LUN is its own vdev.
+ */
+static int arg_sides(struct hcall *c, size_t nluns, unsigned **out, unsigned *nvdevs)
+{
+	json_t *a = json_object_get(c->args, "sides"), *e;
+	size_t i, sum = 0;
+
+	*out = NULL;
+	*nvdevs = 0;
+	if (!a)
+		return 0;
+	if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > nluns)
+		ERR(c, -EINVAL, "%s: 'sides' must be an array of LUN counts", c->name);
+	*out = calloc(json_array_size(a), sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	json_array_foreach(a, i, e) {
+		json_int_t k = json_integer_value(e);
+
+		if (!json_is_integer(e) || k < 1 || k > STOR_MIRROR_MAX)
+			ERR(c, -EINVAL, "%s: a mirror has 2 to %u LUNs", c->name, STOR_MIRROR_MAX);
+		(*out)[i] = (unsigned)k;
+		sum += (size_t)k;
+	}
+	*nvdevs = (unsigned)json_array_size(a);
+	if (sum != nluns)
+		ERR(c, -EINVAL, "%s: the vdevs take %zu LUNs, %zu given", c->name, sum, nluns);
+	return 0;
+}
+
 static int h_pool_create(struct hcall *c)
 {
 	json_t *luns = json_object_get(c->args, "luns");
 	const char **paths = NULL, **props = NULL;
 	size_t n = 0, nprops = 0;
+	unsigned *sides = NULL, nvdevs = 0;
 	struct stor_pool_opts o;
 	struct stor_pool *pool = NULL;
 	uint64_t size;
@@ -410,10 +488,14 @@ static int h_pool_create(struct hcall *c)
 		ret = lun_missing(c, paths[i], size);
 	if (ret == 0)
 		ret = arg_strv(c, "props", &props, &nprops);
+	if (ret == 0)
+		ret = arg_sides(c, n, &sides, &nvdevs);
 	if (ret < 0)
 		goto out;
 	o = reg_pool_opts(size);
 	o.force = jtrue(c->args, "force");
+	o.vdev_sides = sides;
+	o.nvdevs = nvdevs;
 	ret = stor_pool_create(c->name, paths, (unsigned)n, &o, &pool);
 	if (ret < 0) {
 		ret = fail(c, ret, "create", stor_pool_last_error());
@@ -433,26 +515,49 @@ static int h_pool_create(struct hcall *c)
 out:
 	free(paths);
 	free(props);
+	free(sides);
 	return ret;
 }
 
+/* One vdev: "lun", a LUN of its own, or "mirror", the paths of its sides. */
 static int h_pool_add(struct hcall *c)
 {
-	const char *lun = jstr(c->args, "lun");
+	const char *lun = jstr(c->args, "lun"), **sides = NULL;
+	unsigned flags = jtrue(c->args, "force") ? STOR_FORCE : 0;
+	size_t n = 0;
 	uint64_t size;
 	int ret;
 
-	if (!lun || lun[0] != '/')
-		ERR(c, -EINVAL, "%s: give an absolute LUN path", c->name);
-	ret = arg_size(c, "size", INT64_MAX, &size);
-	if (ret == 0)
-		ret = lun_missing(c, lun, size);
+	ret = arg_strv(c, "mirror", &sides, &n);
 	if (ret < 0)
 		return ret;
-	ret = stor_pool_add_lun(c->pool, lun, size, jtrue(c->args, "force") ? STOR_FORCE : 0);
-	if (ret < 0)
-		return fail(c, ret, "add", stor_pool_last_error());
-	return 0;
+	if (!sides) {
+		sides = calloc(1, sizeof(*sides));
+		if (!sides)
+			return -ENOMEM;
+		sides[0] = lun;
+		n = lun ? 1 : 0;
+	} else if (n < 2 || n > STOR_MIRROR_MAX || lun) {
+		free(sides);
+		ERR(c, -EINVAL, "%s: a mirror has 2 to %u LUNs", c->name, STOR_MIRROR_MAX);
+	}
+	ret = n ? 0 : -EINVAL;
+	for (size_t i = 0; ret == 0 && i < n; i++)
+		ret = sides[i][0] == '/' ? 0 : -EINVAL;
+	if (ret < 0) {
+		free(sides);
+		ERR(c, -EINVAL, "%s: give an absolute LUN path", c->name);
+	}
+	ret = arg_size(c, "size", INT64_MAX, &size);
+	for (size_t i = 0; ret == 0 && i < n; i++)
+		ret = lun_missing(c, sides[i], size);
+	if (ret == 0)
+		ret = n == 1 ? stor_pool_add_lun(c->pool, sides[0], size, flags)
+			     : stor_pool_add_mirror(c->pool, sides, (unsigned)n, size, flags);
+	if (ret < 0 && !c->err[0])
+		ret = fail(c, ret, "add", stor_pool_last_error());
+	free(sides);
+	return ret;
 }
 
 static int h_pool_clear(struct hcall *c)
@@ -463,6 +568,26 @@ static int h_pool_clear(struct hcall *c)
 	if (ret < 0)
 		return fail(c, ret, "clear", ret == -ENOENT ? stor_pool_last_error() : NULL);
 	log_info("pool %s: errors cleared on %.200s", c->name, lun ? lun : "every LUN");
+	return 0;
+}
+
+/* Start or resume ("pause", "stop": those) the pool's scrub. */
+static int h_pool_scrub(struct hcall *c)
+{
+	int what = jtrue(c->args, "stop")    ? STOR_SCRUB_STOP
+		   : jtrue(c->args, "pause") ? STOR_SCRUB_PAUSE
+					     : STOR_SCRUB_START;
+	int ret = stor_pool_scrub(c->pool, what);
+
+	if (ret == -EBUSY)
+		ERR(c, ret, "%s: a scrub is running; pause it with -p or stop it with -s", c->name);
+	if (ret == -ENOENT)
+		ERR(c, ret, "%s: no scrub is %s", c->name,
+		    what == STOR_SCRUB_PAUSE ? "running" : "running or paused");
+	if (ret < 0)
+		return fail(c, ret, "scrub", NULL);
+	log_info("pool %s: scrub %s", c->name,
+		 what == STOR_SCRUB_STOP ? "stopped" : what == STOR_SCRUB_PAUSE ? "paused" : "started");
 	return 0;
 }
 

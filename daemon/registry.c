@@ -75,6 +75,7 @@ struct stor_pool_opts reg_pool_opts(uint64_t lun_size)
 		.direct_io = cfg->direct_io,
 		.pread_only = !cfg->lun_mmap,
 		.txg_timeout_ms = cfg->txg_timeout * 1000u,
+		.scrub_rate = cfg->scrub_rate,
 		.lun_size = lun_size,
 	};
 }

@@ -28,6 +28,15 @@
  * with the hostid in its vdev labels), writes them active under its own id,
  * and export writes them exported.
  *
+ * A LUN of a mirror vdev (mirror.c) carries a version 5 label: the version
+ * 4 fields and checksum, then u32 vdev (index of the vdev's first LUN) |
+ * u32 sides (the mirror's width) | u64 xxh64 of everything before it. The
+ * first checksum stays where version 4 has it, so a coffer that predates
+ * mirrors reads a sound label of another version and refuses the LUN
+ * (STOR_EFORMAT) rather than striping over a mirror's sides. Nothing else
+ * changes: a pool without mirrors is byte for byte a version 4 pool, and
+ * every other structure keeps FORMAT_VERSION.
+ *
  * Format versions: 2 had one label and data up to the end of the LUN; 3 adds
  * the end copy, so a version 2 LUN is refused (STOR_EFORMAT), never read
  * with data where the end copy would go. 4 adds the host id and pool state
@@ -102,6 +111,8 @@
 #define LABEL_NAME_LEN 64u
 #define LABEL_LEN (8 + 4 + 4 + 8 + 8 + 8 + 4 + LABEL_NAME_LEN + 4 + 4 + 8)
 #define LABEL_LEN_V3 (LABEL_LEN - 4 - 4) /* versions 2 and 3: no host id, no state */
+#define LABEL_VERSION_MIRROR 5u
+#define LABEL_LEN_MIRROR (LABEL_LEN + 4 + 4 + 8)
 /* Pool state in a label. */
 #define LABEL_ACTIVE 0u
 #define LABEL_EXPORTED 1u
@@ -147,7 +158,7 @@ static_assert(UB_OFF + UB_SLOTS * UB_SIZE <= LUN_DATA_OFF, "the ring fits the re
 static_assert(UB_LEN <= UB_SIZE, "an uberblock fits its slot");
 
 static_assert(BP_LEN == 76, "block pointer is 76 bytes");
-static_assert(LABEL_LEN <= LUN_LABEL_SIZE, "label fits its sector");
+static_assert(LABEL_LEN_MIRROR <= LUN_LABEL_SIZE, "label fits its sector");
 
 /* Record flags in a block pointer. */
 #define BP_F_ENCRYPTED 0x1u

@@ -299,8 +299,22 @@ static int label_decode(const uint8_t *buf, struct lun_label *lab)
 	lab->hostid = get_u32(&p);
 	lab->state = get_u32(&p);
 	sum = get_u64(&p);
+	lab->vdev = lab->index;
+	lab->sides = 1;
 	if (magic != LUN_MAGIC)
 		return STOR_ELABEL;
+	if (sum == XXH64(buf, LABEL_LEN - 8, 0) && lab->version == LABEL_VERSION_MIRROR) {
+		/* the mirror's layout follows, under a checksum of its own */
+		lab->vdev = get_u32(&p);
+		lab->sides = get_u32(&p);
+		sum = get_u64(&p);
+		if (sum != XXH64(buf, LABEL_LEN_MIRROR - 8, 0))
+			return STOR_ELABEL;
+		lab->version = FORMAT_VERSION;
+		return lab->sides >= 2 && lab->sides <= STOR_MIRROR_MAX && lab->vdev <= lab->index
+			       ? 0
+			       : STOR_ELABEL;
+	}
 	if (sum == XXH64(buf, LABEL_LEN - 8, 0))
 		return lab->version == FORMAT_VERSION ? 0 : STOR_EFORMAT;
 	/* versions 2 and 3 end before the host id, their checksum where it is
@@ -317,7 +331,7 @@ static void label_encode(uint8_t *buf, const struct lun_label *lab)
 
 	memset(buf, 0, LUN_LABEL_SIZE);
 	put_u64(&p, LUN_MAGIC);
-	put_u32(&p, FORMAT_VERSION);
+	put_u32(&p, lab->sides > 1 ? LABEL_VERSION_MIRROR : FORMAT_VERSION);
 	put_u32(&p, lab->index);
 	put_u64(&p, lab->pool_guid);
 	put_u64(&p, lab->lun_guid);
@@ -328,6 +342,11 @@ static void label_encode(uint8_t *buf, const struct lun_label *lab)
 	put_u32(&p, lab->hostid);
 	put_u32(&p, lab->state);
 	put_u64(&p, XXH64(buf, LABEL_LEN - 8, 0));
+	if (lab->sides > 1) {
+		put_u32(&p, lab->vdev);
+		put_u32(&p, lab->sides);
+		put_u64(&p, XXH64(buf, LABEL_LEN_MIRROR - 8, 0));
+	}
 }
 
 int lun_label_read(struct lun *l, struct lun_label *lab, unsigned *bad)

@@ -26,6 +26,8 @@ struct lun_label {
 	char pool_name[LABEL_NAME_LEN];
 	uint32_t hostid; /* the host that last imported the pool */
 	uint32_t state;  /* LABEL_ACTIVE or LABEL_EXPORTED */
+	uint32_t vdev;   /* index of the first LUN of its vdev (itself unless a mirror side) */
+	uint32_t sides;  /* LUNs of its vdev: 1, or a mirror's width */
 };
 
 /** One extent of a batch: @off is a byte offset into the LUN's data area. */

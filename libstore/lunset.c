@@ -3,7 +3,9 @@
  * The LUN set of a pool: p->luns[0, nluns) and what may join it. Import
  * attaches each LUN the pool record names and checks its label; an add
  * takes a path, labels it and publishes it; faults, error counters, clear,
- * per-LUN status and labelclear work on the set. lun.c is one LUN and knows
+ * per-LUN status and labelclear work on the set; a mirror's sides join it
+ * as LUNs of their own that the allocator gives no space (mirror.c says
+ * why). lun.c is one LUN and knows
  * no pool; pool.c owns the pool record naming the set and orders an add
  * around it (stor_pool_add_lun), so nothing here writes metadata.
  *
@@ -88,9 +90,21 @@ int lunset_attach(struct stor_pool *p, unsigned idx, const char *path, uint64_t 
 		ret = STOR_EHOSTID;
 		goto fail;
 	}
-	ret = alloc_add_lun(p->alloc, lun_data_size(l) / STOR_SECTOR);
+	/* a mirror's sides follow its first LUN; only that one has space */
+	if (lab.vdev != idx &&
+	    (lab.vdev > idx || p->luns[lab.vdev].vdev != lab.vdev ||
+	     p->luns[lab.vdev].nsides >= lab.sides || p->luns[lab.vdev].nsides >= STOR_MIRROR_MAX ||
+	     lun_data_size(l) < lun_data_size(p->luns[lab.vdev].lun))) {
+		pool_set_error("lun %u (%s): label names it a side of a mirror of %u LUNs from lun "
+			       "%u, which the pool does not have",
+			       idx, path, lab.sides, lab.vdev);
+		ret = STOR_ECORRUPT;
+		goto fail;
+	}
+	ret = alloc_add_lun(p->alloc, lab.vdev == idx ? lun_data_size(l) / STOR_SECTOR : 0);
 	if (ret < 0)
 		goto fail;
+	mirror_join(p, idx, lab.vdev, lab.vdev == idx ? 0 : p->luns[lab.vdev].nsides);
 	/* the sound copy is this pool's: rewrite the other as it is, so both
 	 * read the same (a file grown since labelling gets its end copy at the
 	 * new end; the old one is free space now) */
@@ -227,15 +241,29 @@ out:
 }
 
 int lunset_prepare(struct stor_pool *p, const char *path, uint64_t size, unsigned flags,
+		   const struct lunset_new *prev, unsigned side, unsigned sides,
 		   struct lunset_new *n)
 {
 	struct lun_label lab = { 0 };
+	unsigned vdev;
 	int ret;
 
-	*n = (struct lunset_new){ .idx = atomic_load(&p->nluns) };
+	*n = (struct lunset_new){ .idx = prev ? prev->idx + 1 : atomic_load(&p->nluns) };
 	ret = n->idx >= STOR_LUNS_MAX ? -E2BIG : lun_take(p, n->idx, path, size, flags, &n->lun);
 	if (ret < 0)
 		return ret;
+	vdev = side ? p->luns[prev->idx].vdev : n->idx;
+	if (side && lun_data_size(n->lun) != lun_data_size(p->luns[vdev].lun)) {
+		pool_set_error("lun %u (%s): %llu bytes of data, but the mirror's first side (%s) "
+			       "has %llu; the sides of a mirror are of one size",
+			       n->idx, path, (unsigned long long)lun_data_size(n->lun),
+			       lun_path(p->luns[vdev].lun),
+			       (unsigned long long)lun_data_size(p->luns[vdev].lun));
+		ret = -EINVAL;
+		goto fail;
+	}
+	lab.vdev = vdev;
+	lab.sides = sides;
 	lab.index = n->idx;
 	lab.pool_guid = p->guid;
 	ret = keys_random(&lab.lun_guid, sizeof(lab.lun_guid));
@@ -246,7 +274,7 @@ int lunset_prepare(struct stor_pool *p, const char *path, uint64_t size, unsigne
 	snprintf(lab.pool_name, sizeof(lab.pool_name), "%s", p->name);
 	lab.hostid = stor_hostid();
 	lab.state = LABEL_ACTIVE;
-	ret = alloc_map_new(lun_data_size(n->lun) / STOR_SECTOR, &n->map);
+	ret = alloc_map_new(side ? 0 : lun_data_size(n->lun) / STOR_SECTOR, &n->map);
 	if (ret == 0)
 		ret = lun_label_write(n->lun, &lab);
 	if (ret < 0)
@@ -254,6 +282,7 @@ int lunset_prepare(struct stor_pool *p, const char *path, uint64_t size, unsigne
 	n->labelled = 1;
 	p->luns[n->idx].lun = n->lun; /* not visible before nluns says so */
 	p->luns[n->idx].guid = lab.lun_guid;
+	mirror_join(p, n->idx, vdev, side);
 	return 0;
 fail:
 	lunset_abandon(p, n);
@@ -269,8 +298,14 @@ void lunset_publish(struct stor_pool *p, struct lunset_new *n)
 
 void lunset_abandon(struct stor_pool *p, struct lunset_new *n)
 {
-	if (n->idx < STOR_LUNS_MAX)
-		p->luns[n->idx].lun = NULL;
+	if (n->idx < STOR_LUNS_MAX) {
+		struct pool_lun *l = &p->luns[n->idx];
+
+		/* a vdev is abandoned whole: its first LUN forgets its sides */
+		l->lun = NULL;
+		if (l->vdev == n->idx)
+			l->nsides = 0;
+	}
 	alloc_map_free(n->map);
 	if (n->lun && n->labelled)
 		lun_label_wipe(n->lun);
@@ -331,9 +366,13 @@ void lunset_failed(struct stor_pool *p, struct lun *l)
 
 		if (p->luns[i].lun != l)
 			continue;
+		/* a mirror side with a sound sibling goes out; the last one
+		 * stops new data on its vdev as a LUN of its own does */
+		if (mirror_side_failed(p, i, 0))
+			return;
 		lun_counters(l, &c);
 		if (c.read_errors + c.write_errors >= STOR_LUN_FAULT_ERRORS)
-			alloc_set_faulted(p->alloc, i);
+			alloc_set_faulted(p->alloc, p->luns[i].vdev);
 		return;
 	}
 }
@@ -348,7 +387,14 @@ int stor_pool_lun_stat(struct stor_pool *p, unsigned idx, struct stor_lun_stat *
 		return -ENOENT;
 	memset(st, 0, sizeof(*st));
 	snprintf(st->path, sizeof(st->path), "%s", lun_path(p->luns[idx].lun));
-	alloc_usage(p->alloc, idx, &used, &total);
+	st->vdev = p->luns[idx].vdev;
+	st->sides = p->luns[st->vdev].nsides ? p->luns[st->vdev].nsides : 1;
+	for (unsigned s = 0; s < st->sides; s++)
+		if (p->luns[st->vdev].side[s] == idx)
+			st->side = s;
+	st->repaired = atomic_load(&p->luns[idx].repaired);
+	/* every side holds what its vdev's first LUN has allocated */
+	alloc_usage(p->alloc, st->vdev, &used, &total);
 	st->size = total * STOR_SECTOR;
 	st->used = used * STOR_SECTOR;
 	lun_counters(p->luns[idx].lun, &c);
@@ -356,7 +402,8 @@ int stor_pool_lun_stat(struct stor_pool *p, unsigned idx, struct stor_lun_stat *
 	st->write_errors = c.write_errors;
 	st->nospace_errors = c.nospace_errors;
 	st->cksum_errors = atomic_load(&p->luns[idx].cksum_errors);
-	st->faulted = c.read_errors + c.write_errors >= STOR_LUN_FAULT_ERRORS;
+	st->faulted = c.read_errors + c.write_errors >= STOR_LUN_FAULT_ERRORS ||
+		      atomic_load(&p->luns[idx].out);
 	st->label_damaged = p->luns[idx].label_damaged;
 	st->label_repaired = p->luns[idx].label_repaired;
 	return 0;
@@ -396,6 +443,7 @@ int stor_pool_clear(struct stor_pool *p, const char *lun)
 		/* counters first: a fault decided meanwhile sees them at zero */
 		lun_counters_reset(p->luns[i].lun);
 		atomic_store(&p->luns[i].cksum_errors, 0);
+		atomic_store(&p->luns[i].repaired, 0);
 		alloc_clear_faulted(p->alloc, i);
 	}
 	return 0;

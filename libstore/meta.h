@@ -112,5 +112,10 @@ typedef int (*meta_iter_fn)(const void *key, size_t klen, const void *val, size_
  */
 int meta_iter(struct meta_txn *t, enum meta_table tab, const void *prefix, size_t plen, int del,
 	      meta_iter_fn fn, void *ctx);
+/** Call @fn for every key of @tab from the first at or after @from, in key
+ *  order, until @fn returns non-zero (its value is returned): a walk that
+ *  resumes where it stopped (scrub.c). */
+int meta_iter_from(struct meta_txn *t, enum meta_table tab, const void *from, size_t flen,
+		   meta_iter_fn fn, void *ctx);
 
 #endif

@@ -577,3 +577,22 @@ int meta_iter(struct meta_txn *t, enum meta_table tab, const void *prefix, size_
 		return ret;
 	return rc == MDB_NOTFOUND ? 0 : lmdb_error(rc);
 }
+
+int meta_iter_from(struct meta_txn *t, enum meta_table tab, const void *from, size_t flen,
+		   meta_iter_fn fn, void *ctx)
+{
+	MDB_cursor *cur = NULL;
+	MDB_val k = { flen, (void *)from }, v;
+	int rc, ret = 0;
+
+	rc = mdb_cursor_open(t->txn, t->m->dbi[tab], &cur);
+	if (rc)
+		return lmdb_error(rc);
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && ret == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+		ret = fn(k.mv_data, k.mv_size, v.mv_data, v.mv_size, ctx);
+	mdb_cursor_close(cur);
+	if (ret)
+		return ret;
+	return rc == MDB_NOTFOUND ? 0 : lmdb_error(rc);
+}

@@ -371,7 +371,8 @@ static void ub_encode(uint8_t *buf, uint64_t guid, uint64_t txg, uint64_t seq,
 
 /* Write the uberblock on every LUN, durable, all at once.
  * @return how many are durable */
-static unsigned write_ubs(struct stor_pool *p, uint64_t txg, uint64_t seq, const struct mptr *head)
+static unsigned write_ubs(struct stor_pool *p, uint64_t txg, uint64_t seq, const struct mptr *head,
+			  unsigned *tried)
 {
 	unsigned nluns = atomic_load(&p->nluns), ok = 0, n = 0;
 	int failed;
@@ -394,8 +395,11 @@ static unsigned write_ubs(struct stor_pool *p, uint64_t txg, uint64_t seq, const
 	}
 	p->mlog->ring_ready = nluns;
 	ub_encode(ub, p->guid, txg, seq, head);
+	/* not on a mirror side out of service: it lacks extents since */
 	for (unsigned i = 0; i < nluns; i++)
-		luns[n++] = p->luns[i].lun;
+		if (!atomic_load(&p->luns[i].out))
+			luns[n++] = p->luns[i].lun;
+	*tried = n;
 	failed = lun_reserved_write_sync(luns, res, n, ub, UB_SIZE,
 					 UB_OFF + (seq % UB_SLOTS) * UB_SIZE);
 	ok = failed < 0 ? 0 : n - (unsigned)failed;
@@ -636,7 +640,9 @@ int metalog_write(struct stor_pool *p, struct meta_txn *t, uint64_t txg, uint8_t
 			io[nio++] = (struct lun_io){ p->luns[v[k].m.lun[c]].lun,
 						     v[k].m.sector[c] * STOR_SECTOR, buf + off,
 						     (size_t)v[k].m.nsect * STOR_SECTOR, 0 };
-	lun_write_batch(io, nio);
+	/* to every side in service of each copy's vdev */
+	for (size_t k = 0, x = 0; k < n; x += v[k].m.ncopies, k++)
+		mirror_write_copies(p, io + x, v[k].m.lun, v[k].m.ncopies);
 	for (size_t x = 0; x < nio; x++)
 		res[x] = io[x].result;
 	/* a copy that did not reach its LUN is left out of the pointer: fewer
@@ -676,6 +682,7 @@ int metalog_publish(struct stor_pool *p, const int *flushed)
 	struct pending pd = ml->pend;
 	unsigned nluns = atomic_load(&p->nluns);
 	uint64_t bytes = (uint64_t)UB_SIZE * nluns;
+	unsigned tried = 0;
 	int ret = 0, full_fs;
 
 	ml->pend = (struct pending){ 0 };
@@ -688,7 +695,7 @@ int metalog_publish(struct stor_pool *p, const int *flushed)
 	}
 	/* a txg is acknowledged only once most LUNs hold its uberblock: the
 	 * import rule (head comment) may pass over one that fewer hold */
-	if (write_ubs(p, pd.txg, pd.seq, &pd.parts[pd.nparts - 1].m) < nluns / 2 + 1) {
+	if (write_ubs(p, pd.txg, pd.seq, &pd.parts[pd.nparts - 1].m, &tried) < tried / 2 + 1) {
 		free(pd.parts);
 		return -EIO; /* the record's extents stay taken: an uberblock may name it */
 	}

@@ -37,7 +37,10 @@
  * commit, made at once, writes a checkpoint of it.
  *
  * Pool record ("pool"/"config"): u32 version | u64 guid | u64 next dataset id |
- * u32 nluns | nluns x (u64 lun guid | u64 size | u16 path length | path).
+ * u32 nluns | nluns x (u64 lun guid | u64 size | u16 path length | path),
+ * and in a pool with mirrors: u32 nluns | nluns x u32 vdev (the index of
+ * the first LUN of each LUN's vdev, mirror.c). A pool without mirrors has
+ * no such tail, as before mirrors; with one, the labels must agree with it.
  * "pool"/"txg": u64 last committed txg.
  */
 #include <assert.h>
@@ -112,6 +115,7 @@ static void pool_free(struct stor_pool *p)
 {
 	if (!p)
 		return;
+	scrub_fini(p); /* it writes LMDB: first */
 	/*
 	 * The data cache is process-wide and keyed by dataset GUID: entries
 	 * left behind would be served after the next import, though the LUNs
@@ -191,8 +195,14 @@ static int save_config(struct stor_pool *p, unsigned n)
 	uint8_t *buf, *w;
 	int ret;
 
-	for (unsigned i = 0; i < n; i++)
+	int mirrors = 0;
+
+	for (unsigned i = 0; i < n; i++) {
 		len += 8 + 8 + 2 + strlen(lun_path(p->luns[i].lun));
+		mirrors |= mirror_is_side(p, i);
+	}
+	if (mirrors)
+		len += 4 + 4 * (size_t)n;
 	buf = malloc(len);
 	if (!buf)
 		return -ENOMEM;
@@ -207,6 +217,11 @@ static int save_config(struct stor_pool *p, unsigned n)
 		put_u64(&w, lun_data_size(p->luns[i].lun) + LUN_DATA_OFF);
 		put_u16(&w, (uint16_t)strlen(path));
 		put_bytes(&w, path, strlen(path));
+	}
+	if (mirrors) {
+		put_u32(&w, n);
+		for (unsigned i = 0; i < n; i++)
+			put_u32(&w, p->luns[i].vdev);
 	}
 	ret = meta_txn_begin(p->meta, &t);
 	if (ret == 0)
@@ -274,6 +289,28 @@ static int read_hint(struct stor_pool *p, struct lun_paths *lp)
 	return ret;
 }
 
+/* The vdevs the pool record's tail (or its absence) says are the ones the
+ * labels of the attached LUNs gave. */
+static int check_layout(struct stor_pool *p, uint32_t n, const uint8_t *r, const uint8_t *end)
+{
+	int tail = end - r >= 4;
+
+	if (tail && ((size_t)(end - r) < 4 + 4 * (size_t)n || get_u32(&r) != n))
+		return STOR_ECORRUPT;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t vdev = tail ? get_u32(&r) : i;
+
+		if (vdev != p->luns[i].vdev) {
+			pool_set_error("pool %s: lun %u (%s): its label puts it in the vdev of lun "
+				       "%u, the pool record in that of lun %u",
+				       p->name, i, lun_path(p->luns[i].lun), p->luns[i].vdev,
+				       vdev);
+			return STOR_ECORRUPT;
+		}
+	}
+	return 0;
+}
+
 /*
  * Read the pool record: guid, next dataset id, and every LUN, which is
  * attached - or with @lp only noted there, for the import to look at.
@@ -339,7 +376,7 @@ static int load_config(struct stor_pool *p, uint64_t *txg, struct lun_paths *lp)
 			goto out;
 		ret = STOR_ECORRUPT;
 	}
-	ret = 0;
+	ret = lp ? 0 : check_layout(p, n, r, end);
 out:
 	meta_rtxn_put(t);
 	return ret;
@@ -609,13 +646,21 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 	 * not at the next write; a failure is retried with every commit */
 	if (metalog_dirty(p))
 		txg_sync(p, 0);
+	/* a scrub that was running goes on */
+	ret = scrub_init(p);
+	if (ret < 0)
+		goto fail;
 	*out = p;
 	return 0;
 fail:
+	scrub_fini(p);
 	txg_fini(p);
 	pool_free(p);
 	return ret;
 }
+
+static int add_vdev(struct stor_pool *p, const char *const *paths, unsigned sides,
+		    uint64_t size, unsigned flags);
 
 int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 		     const struct stor_pool_opts *opts, struct stor_pool **out)
@@ -629,6 +674,17 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 	pool_clear_error();
 	if (!opts || !opts->state_dir || nluns == 0 || nluns > STOR_LUNS_MAX)
 		return -EINVAL;
+	if (opts->vdev_sides) {
+		unsigned sum = 0;
+
+		for (unsigned v = 0; v < opts->nvdevs; v++) {
+			if (opts->vdev_sides[v] < 1 || opts->vdev_sides[v] > STOR_MIRROR_MAX)
+				return -EINVAL;
+			sum += opts->vdev_sides[v];
+		}
+		if (sum != nluns)
+			return -EINVAL;
+	}
 	if (stor_name_check(name, STOR_NAME_POOL) < 0)
 		return STOR_EBADNAME;
 	if (asprintf(&dir, "%s/pools", opts->state_dir) < 0)
@@ -652,10 +708,13 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 	if (ret < 0)
 		goto fail;
 	p->next_ds_id = 1;
-	for (unsigned i = 0; i < nluns; i++) {
-		ret = stor_pool_add_lun(p, luns[i], opts->lun_size, opts->force ? STOR_FORCE : 0);
+	for (unsigned v = 0, i = 0; i < nluns; v++) {
+		unsigned sides = opts->vdev_sides ? opts->vdev_sides[v] : 1;
+
+		ret = add_vdev(p, luns + i, sides, opts->lun_size, opts->force ? STOR_FORCE : 0);
 		if (ret < 0)
 			goto fail;
+		i += sides;
 	}
 	ret = meta_open(p->path, opts->map_size, META_CREATE, &p->meta);
 	if (ret < 0)
@@ -673,6 +732,8 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 		goto fail;
 	/* the first checkpoint: from now on the pool imports from its LUNs */
 	ret = txg_sync(p, 0);
+	if (ret == 0)
+		ret = scrub_init(p);
 	if (ret < 0)
 		goto fail;
 	*out = p;
@@ -699,19 +760,29 @@ fail:
  * it, and no txg can commit a pointer to a LUN the durable record lacks;
  * on failure the label is wiped and nothing was published.
  */
-int stor_pool_add_lun(struct stor_pool *p, const char *path, uint64_t size, unsigned flags)
+static int add_vdev(struct stor_pool *p, const char *const *paths, unsigned sides,
+		    uint64_t size, unsigned flags)
 {
-	struct lunset_new n;
-	int ret;
+	struct lunset_new n[STOR_MIRROR_MAX];
+	unsigned k = 0;
+	int ret = 0;
 
+	if (sides < 1 || sides > STOR_MIRROR_MAX)
+		return -EINVAL;
 	pthread_mutex_lock(&p->admin);
-	ret = lunset_prepare(p, path, size, flags, &n);
-	if (ret == 0) {
-		ret = p->meta ? save_config(p, n.idx + 1) : 0;
+	/* a mirror joins whole: every side labelled before the record names any */
+	for (; k < sides && ret == 0; k++)
+		ret = lunset_prepare(p, paths[k], size, flags, k ? &n[k - 1] : NULL, k, sides,
+				     &n[k]);
+	if (ret < 0)
+		k--; /* the failed one left nothing behind */
+	else if (p->meta)
+		ret = save_config(p, n[sides - 1].idx + 1);
+	for (unsigned i = 0; i < k; i++) {
 		if (ret == 0)
-			lunset_publish(p, &n);
+			lunset_publish(p, &n[i]);
 		else
-			lunset_abandon(p, &n);
+			lunset_abandon(p, &n[k - 1 - i]);
 	}
 	/* the others' labels count it too, so a scan that misses it knows it
 	 * is missing; a failure here costs only that hint (import rewrites them) */
@@ -725,6 +796,20 @@ int stor_pool_add_lun(struct stor_pool *p, const char *path, uint64_t size, unsi
 	return ret;
 }
 
+int stor_pool_add_lun(struct stor_pool *p, const char *path, uint64_t size, unsigned flags)
+{
+	return add_vdev(p, &path, 1, size, flags);
+}
+
+int stor_pool_add_mirror(struct stor_pool *p, const char *const *paths, unsigned n,
+			 uint64_t size, unsigned flags)
+{
+	if (n < 2 || n > STOR_MIRROR_MAX)
+		return -EINVAL;
+	pool_clear_error();
+	return add_vdev(p, paths, n, size, flags);
+}
+
 int stor_pool_sync(struct stor_pool *p)
 {
 	return txg_sync(p, 0);
@@ -736,6 +821,7 @@ int stor_pool_close(struct stor_pool *p)
 
 	if (!p)
 		return 0;
+	scrub_fini(p);
 	ret = txg_fini(p);
 	pool_free(p);
 	return ret;
@@ -747,6 +833,7 @@ int stor_pool_export(struct stor_pool *p)
 
 	if (!p)
 		return 0;
+	scrub_fini(p);
 	ret = txg_fini(p);
 	/* only a pool whose last txg is on the LUNs is cleanly exported */
 	if (ret == 0)
@@ -774,6 +861,7 @@ int stor_pool_destroy(const char *name, const struct stor_pool_opts *opts)
 		free(path);
 		return ret;
 	}
+	scrub_fini(p);
 	ret = lunset_wipe(p);
 	r = statedir_remove_pool(p->path);
 	txg_fini(p);

@@ -5,10 +5,11 @@
  * bursts and the LUNs see one batch of extents:
  *   read  = serve_cached -> lookup (block pointers) -> read_extents ->
  *           verify_or_open (checksum, or decrypt and authenticate) ->
+ *           heal (a mirror's other sides, for a copy that failed) ->
  *           decompress -> fill_cache; then the caller copies out
  *   write = plan_nonces -> read_old (partial records) -> merge_new ->
- *           compress -> seal (or checksum) -> allocate -> write_extents ->
- *           stage (block pointers in the open txg)
+ *           compress -> seal (or checksum) -> allocate -> write_extents
+ *           (every side of a mirror) -> stage (block pointers in the open txg)
  * A request either happens whole or fails whole: nothing is staged for a
  * request any of whose records failed, so a full pool never leaves a write
  * half done. The stages are static in this one file: they are the per-record
@@ -43,6 +44,8 @@ struct rec {
 	uint32_t csize; /* write: compressed payload bytes, 0 if stored raw */
 	int cached;     /* read: served by the data cache */
 	uint64_t gen;   /* read: cache generation taken before the lookup */
+	unsigned side;  /* read: the LUN the stored bytes came from (a mirror's side) */
+	int retry;      /* read: the error of that copy, for another side to mend */
 	int status;
 };
 
@@ -110,8 +113,20 @@ static int reads_into_ubuf(const struct rec *r, const struct lun *lun)
 static void auth_failed(struct stor_pool *p, struct rec *r)
 {
 	if (r->found && r->bp.lun < atomic_load(&p->nluns))
-		atomic_fetch_add(&p->luns[r->bp.lun].cksum_errors, 1);
+		atomic_fetch_add(&p->luns[r->side].cksum_errors, 1);
 	STATS_ADD(r->ds, auth_errors, 1);
+}
+
+/*
+ * The copy of a record failed with @err: on a mirror another side may mend
+ * it (heal), so only mark it; else the record fails.
+ */
+static void copy_failed(struct stor_pool *p, struct rec *r, int err)
+{
+	if (mirror_is_side(p, r->side))
+		r->retry = err;
+	else
+		fail_io(r, err);
 }
 
 /*
@@ -264,7 +279,8 @@ static void read_extents(struct stor_pool *p, struct read_batch *b, struct rec *
 		sz = r->found ? r->bp.psize : 0;
 		if (sz < r->ds->recsize)
 			sz = round_sector(r->ds->recsize);
-		lun = r->found ? p->luns[r->bp.lun].lun : NULL;
+		r->side = r->found ? mirror_read_side(p, r->bp.lun) : 0;
+		lun = r->found ? p->luns[r->side].lun : NULL;
 		r->src = lun ? lun_mapped(lun, r->bp.sector * STOR_SECTOR, r->bp.psize) : NULL;
 		if (reads_into_ubuf(r, lun))
 			r->buf = r->ubuf;
@@ -291,7 +307,7 @@ static void read_extents(struct stor_pool *p, struct read_batch *b, struct rec *
 		if (r->status || !r->found || r->src)
 			continue;
 		if (b->ios[nio++].result < 0)
-			fail_io(r, -EIO);
+			copy_failed(p, r, -EIO);
 		else
 			r->src = r->buf;
 	}
@@ -306,7 +322,11 @@ static void verify(struct stor_pool *p, struct rec *r)
 
 		record_checksum(r->ds->guid, r->recno, r->bp.birth, r->src, r->bp.csize, mac);
 		if (memcmp(mac, r->bp.mac, sizeof(mac)) != 0) {
-			atomic_fetch_add(&p->luns[r->bp.lun].cksum_errors, 1);
+			atomic_fetch_add(&p->luns[r->side].cksum_errors, 1);
+			if (mirror_is_side(p, r->side)) {
+				r->retry = STOR_ECKSUM;
+				return;
+			}
 			STATS_ADD(r->ds, cksum_errors, 1);
 			fail_io(r, STOR_ECKSUM);
 			return;
@@ -348,11 +368,14 @@ static void open_sealed(struct stor_pool *p, struct read_batch *b, struct rec *r
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
 
-		if (r->status || !r->found || !(r->bp.flags & BP_F_ENCRYPTED))
+		if (r->status || r->retry || !r->found || !(r->bp.flags & BP_F_ENCRYPTED))
 			continue;
 		STATS_ADD(r->ds, opened, 1);
 		STATS_ADD(r->ds, open_ns, share);
-		if (b->ops[j].status) {
+		if (b->ops[j].status == STOR_EAUTH && mirror_is_side(p, r->side)) {
+			atomic_fetch_add(&p->luns[r->side].cksum_errors, 1);
+			r->retry = STOR_EAUTH;
+		} else if (b->ops[j].status) {
 			if (b->ops[j].status == STOR_EAUTH)
 				auth_failed(p, r);
 			fail_io(r, b->ops[j].status);
@@ -367,7 +390,7 @@ static void verify_or_open(struct stor_pool *p, struct read_batch *b, struct rec
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
 
-		if (r->status || !r->found)
+		if (r->status || r->retry || !r->found)
 			continue;
 		if (r->bp.flags & BP_F_ENCRYPTED)
 			queue_open(b, r);
@@ -375,6 +398,58 @@ static void verify_or_open(struct stor_pool *p, struct read_batch *b, struct rec
 			verify(p, r);
 	}
 	open_sealed(p, b, recs, n);
+}
+
+/*
+ * A copy that failed (read error, checksum, tag) on a mirror: a sound copy
+ * from another side (mirror_recover, which rewrites the bad ones) is checked
+ * or opened again, one record at a time; this is the rare path. Without a
+ * sound copy the record fails as it would have on a LUN of its own.
+ */
+static void heal(struct stor_pool *p, struct rec *recs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &recs[i];
+		struct mirror_ext e = { &r->bp, r->ds->guid, r->recno };
+		int err = r->retry;
+
+		if (!err || r->status)
+			continue;
+		r->retry = 0;
+		if (mirror_recover(p, &e, r->side, err, r->buf) < 0) {
+			if (err == STOR_EAUTH)
+				STATS_ADD(r->ds, auth_errors, 1);
+			else if (err == STOR_ECKSUM)
+				STATS_ADD(r->ds, cksum_errors, 1);
+			fail_io(r, err);
+			continue;
+		}
+		r->src = r->buf;
+		if (r->bp.flags & BP_F_ENCRYPTED) {
+			struct read_batch one = { .ops = &(struct crypt_op){ 0 },
+						  .owned = &(struct crypt_key *){ NULL },
+						  .aads = &(uint8_t[AAD_LEN]){ 0 } };
+
+			queue_open(&one, r);
+			if (!one.nops)
+				continue;
+			crypt_open(one.ops, 1);
+			crypt_key_free(one.owned[0]);
+			STATS_ADD(r->ds, opened, 1);
+			if (one.ops[0].status) {
+				if (one.ops[0].status == STOR_EAUTH)
+					STATS_ADD(r->ds, auth_errors, 1);
+				fail_io(r, one.ops[0].status);
+			}
+		} else {
+			verify(p, r);
+			if (r->retry) { /* sound by the checksum mirror_recover read: cannot be */
+				r->retry = 0;
+				STATS_ADD(r->ds, cksum_errors, 1);
+				fail_io(r, STOR_ECKSUM);
+			}
+		}
+	}
 }
 
 /* Compressed records expand into a buffer of their logical size. */
@@ -432,6 +507,7 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 	if (lookup(p, &b, recs) == 0) {
 		read_extents(p, &b, recs);
 		verify_or_open(p, &b, recs, n);
+		heal(p, recs, n);
 		decompress(recs, n);
 		fill_cache(b.dc, recs, n);
 	}
@@ -510,14 +586,17 @@ static void plan_nonces(struct rec *recs, size_t n, struct nonce_plan *plan)
 
 /*
  * The scratch of one write batch, per record: its nonce plan, seal op, AAD,
- * extent and owned key, and a list of records one stage works on.
+ * extents (one per side of a mirror) and owned key, and a list of records
+ * one stage works on.
  */
 struct write_batch {
 	struct nonce_plan *plan;
 	struct crypt_op *ops;
 	uint8_t (*aads)[AAD_LEN];
-	struct lun_io *ios;
-	struct rec **list; /* read_old: records needing old bytes; write_extents: records written */
+	struct lun_io *ios; /* STOR_MIRROR_MAX per record */
+	struct rec **list;  /* read_old: records needing old bytes; write_extents: the record
+			       of each extent written */
+	unsigned *side;     /* write_extents: the LUN of each extent written */
 	struct crypt_key **owned;
 	size_t nops;
 };
@@ -525,8 +604,10 @@ struct write_batch {
 /* One zeroed allocation for all arrays, the 8-byte aligned ones first. */
 static void *write_batch_init(struct write_batch *b, size_t n)
 {
-	char *scratch = calloc(n, sizeof(*b->plan) + sizeof(*b->ops) + sizeof(*b->ios) +
-					 sizeof(*b->list) + sizeof(*b->owned) + AAD_LEN);
+	const size_t m = STOR_MIRROR_MAX;
+	char *scratch = calloc(n, sizeof(*b->plan) + sizeof(*b->ops) + m * sizeof(*b->ios) +
+					 m * sizeof(*b->list) + sizeof(*b->owned) +
+					 m * sizeof(*b->side) + AAD_LEN);
 
 	*b = (struct write_batch){ 0 };
 	if (!scratch)
@@ -534,9 +615,10 @@ static void *write_batch_init(struct write_batch *b, size_t n)
 	b->plan = (struct nonce_plan *)scratch;
 	b->ops = (struct crypt_op *)(b->plan + n);
 	b->ios = (struct lun_io *)(b->ops + n);
-	b->list = (struct rec **)(b->ios + n);
-	b->owned = (struct crypt_key **)(b->list + n);
-	b->aads = (uint8_t(*)[AAD_LEN])(b->owned + n);
+	b->list = (struct rec **)(b->ios + m * n);
+	b->owned = (struct crypt_key **)(b->list + m * n);
+	b->side = (unsigned *)(b->owned + n);
+	b->aads = (uint8_t(*)[AAD_LEN])(b->side + m * n);
 	return scratch;
 }
 
@@ -766,32 +848,51 @@ static void unallocate(struct stor_pool *p, struct rec *r)
 }
 
 /*
- * Only extents of requests still whole are written, in one batch. A failure
+ * Only extents of requests still whole are written, in one batch, to every
+ * side in service of a mirror. A record fails when no side took it, which
  * fails its request, whose later records then count as failed too: the
- * results are matched to the records written, not to those still whole.
+ * results are matched to the records written, not to those still whole. A
+ * side that missed a write another side took goes out of service.
  */
 static void write_extents(struct stor_pool *p, struct write_batch *b, struct rec *recs, size_t n)
 {
+	unsigned sides[STOR_MIRROR_MAX];
 	size_t k = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
+		unsigned ns;
+
 		if (r->status || r->kind == REC_HOLE || !r->found || r->io->result)
 			continue;
-		b->list[k] = r;
-		b->ios[k++] = (struct lun_io){ p->luns[r->bp.lun].lun, r->bp.sector * STOR_SECTOR,
-					       r->buf, r->bp.psize, 0 };
+		ns = mirror_sides(p, r->bp.lun, sides);
+		if (!ns)
+			fail_io(r, -EIO);
+		for (unsigned s = 0; s < ns; s++) {
+			b->list[k] = r;
+			b->side[k] = sides[s];
+			b->ios[k++] = (struct lun_io){ p->luns[sides[s]].lun,
+						       r->bp.sector * STOR_SECTOR, r->buf,
+						       r->bp.psize, 0 };
+		}
 	}
 	if (!k || !lun_write_batch(b->ios, k))
 		return;
-	for (size_t i = 0; i < k; i++) {
-		int res = b->ios[i].result;
+	for (size_t i = 0, j; i < k; i = j) {
+		int ok = 0, res = 0;
 
-		if (res >= 0)
-			continue;
-		lunset_failed(p, b->ios[i].lun);
+		for (j = i; j < k && b->list[j] == b->list[i]; j++) {
+			if (b->ios[j].result >= 0)
+				ok++;
+			else
+				res = b->ios[j].result;
+		}
+		for (size_t x = i; x < j; x++)
+			if (b->ios[x].result < 0 && !(ok && mirror_side_failed(p, b->side[x], 1)))
+				lunset_failed(p, b->ios[x].lun);
 		/* a full file system under the LUN is out of space, not a bad disk */
-		fail_io(b->list[i], res == -ENOSPC || res == -EDQUOT ? STOR_ENOSPC : -EIO);
+		if (!ok)
+			fail_io(b->list[i], res == -ENOSPC || res == -EDQUOT ? STOR_ENOSPC : -EIO);
 	}
 }
 

@@ -81,6 +81,8 @@ const char *stor_errname(int err);
 #define STOR_RECSIZE_MAX (1u << 20)
 #define STOR_RECSIZE_DEFAULT 8192u
 #define STOR_LUNS_MAX 1024u
+/** Most sides of a mirror vdev. */
+#define STOR_MIRROR_MAX 3u
 
 struct stor_pool;
 struct stor_ds;
@@ -115,6 +117,14 @@ struct stor_pool_opts {
 	 *  into LMDB (a rebuild, or an LMDB behind the LUNs); NULL for none */
 	stor_progress_fn progress;
 	void *progress_arg;
+	/** create: the LUNs in vdevs, in order: vdev v is the next vdev_sides[v]
+	 *  paths, 1 a LUN of its own (a stripe), 2..STOR_MIRROR_MAX a mirror
+	 *  whose sides hold the same bytes. NULL: every LUN a vdev of its own. */
+	const unsigned *vdev_sides;
+	unsigned nvdevs;
+	/** scrub: bytes per second it reads at most, so foreground I/O keeps
+	 *  its pace; 0 = as fast as the LUNs go */
+	uint64_t scrub_rate;
 };
 
 /** LUN calls, unload-key: do what would otherwise be refused (see each call). */
@@ -220,6 +230,16 @@ int stor_pool_destroy(const char *name, const struct stor_pool_opts *opts);
 int stor_pool_add_lun(struct stor_pool *pool, const char *path, uint64_t size, unsigned flags);
 
 /**
+ * Add a mirror of @n LUNs (2..STOR_MIRROR_MAX; 1 is stor_pool_add_lun) to
+ * an open pool as one vdev: every extent placed on it is written to each
+ * side. The sides' data areas must be of one size. Each path is refused as
+ * stor_pool_add_lun() says; on failure none joins the pool.
+ * @return 0, -EINVAL (@n out of range, sizes differ), or as stor_pool_add_lun()
+ */
+int stor_pool_add_mirror(struct stor_pool *pool, const char *const *paths, unsigned n,
+			 uint64_t size, unsigned flags);
+
+/**
  * Reset the error counters of LUN @lun of @pool (its path, or its index as
  * a decimal string; NULL: every LUN) and place new data on it again if it
  * was faulted. @return 0 or -ENOENT (no such LUN)
@@ -239,6 +259,40 @@ int stor_lun_labelclear(const char *path, const struct stor_pool_opts *opts, uns
 /** Commit the open txg now: fsync LUN data, then one LMDB transaction. */
 int stor_pool_sync(struct stor_pool *pool);
 
+/* ---- scrub ---- */
+
+enum stor_scrub_state {
+	STOR_SCRUB_NONE = 0,     /**< never scrubbed */
+	STOR_SCRUB_RUNNING = 1,  /**< in progress (resumes after an import) */
+	STOR_SCRUB_PAUSED = 2,   /**< stopped where it was: STOR_SCRUB_START resumes */
+	STOR_SCRUB_FINISHED = 3, /**< every extent examined */
+	STOR_SCRUB_CANCELED = 4  /**< stopped for good */
+};
+/** What stor_pool_scrub() does. */
+#define STOR_SCRUB_START 0 /**< start, or resume a paused scrub; -EBUSY if one runs */
+#define STOR_SCRUB_PAUSE 1 /**< pause a running scrub; -ENOENT if none runs */
+#define STOR_SCRUB_STOP 2  /**< cancel a running or paused scrub; -ENOENT if none */
+/**
+ * Scrub @pool in the background: read every allocated extent on every side
+ * of its vdev, check it against the keyless checksum in its block pointer
+ * (no key is needed), and rewrite a bad copy from a sound side of its
+ * mirror. Paced to opts->scrub_rate bytes per second. Where it is, and what
+ * it found, is kept in the pool's metadata, so a scrub running when the pool
+ * closed goes on after the next import. @return 0, -EBUSY, -ENOENT, -EINVAL
+ */
+int stor_pool_scrub(struct stor_pool *pool, int what);
+struct stor_scrub_stat {
+	int state;          /**< enum stor_scrub_state */
+	uint64_t total;     /**< bytes allocated when it started */
+	uint64_t examined;  /**< bytes of extents examined (each once, whatever its sides) */
+	uint64_t repaired;  /**< bytes of bad copies rewritten */
+	uint64_t errors;    /**< extents with no sound copy on any side */
+	uint64_t start;     /**< unix seconds it started, 0 if never */
+	uint64_t end;       /**< unix seconds it finished or was canceled, 0 while not */
+	uint64_t rate;      /**< bytes per second examined since it (re)started */
+};
+int stor_pool_scrub_stat(struct stor_pool *pool, struct stor_scrub_stat *st);
+
 /**
  * A human-readable line about the last failure of pool create/open in this
  * thread ("lun 2 (/x/l2): label names another pool"), or "" if none.
@@ -253,7 +307,12 @@ struct stor_lun_stat {
 	uint64_t write_errors;
 	uint64_t cksum_errors;
 	uint64_t nospace_errors; /**< writes the file system had no space for; never fault */
-	int faulted;         /**< too many I/O errors: no new data is placed on it */
+	int faulted;         /**< too many I/O errors: no new data is placed on it; a
+			      *   mirror side: out of service (not read or written) */
+	unsigned vdev;       /**< index of the first LUN of its vdev (its own for a stripe) */
+	unsigned sides;      /**< LUNs in its vdev: 1, or the mirror's width */
+	unsigned side;       /**< its place among them, 0-based */
+	uint64_t repaired;   /**< bad copies of extents rewritten from another side */
 	unsigned label_damaged;  /**< label copies damaged at import: 1 front, 2 end */
 	unsigned label_repaired; /**< of those, rewritten from the sound copy */
 };

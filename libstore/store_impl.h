@@ -101,6 +101,14 @@ struct pool_lun {
 	uint64_t guid;
 	atomic_uint_fast64_t cksum_errors;
 	unsigned label_damaged, label_repaired; /* label copies at import (lun_label_read bits) */
+	/* the vdev (mirror.c): the index of its first LUN, the one block
+	 * pointers name; that one lists every side, itself first */
+	unsigned vdev;
+	unsigned nsides;
+	uint16_t side[STOR_MIRROR_MAX];
+	atomic_int out; /* a mirror side out of service: it missed a write */
+	atomic_uint_fast64_t repaired;
+	atomic_uint turn; /* on the first LUN: which side the next read goes to */
 };
 
 struct stor_pool {
@@ -114,6 +122,7 @@ struct stor_pool {
 	uint64_t next_ds_id;
 	struct meta *meta;
 	struct metalog *mlog; /* the metadata on the LUNs (metalog.c) */
+	struct scrub *scrub;  /* scrub.c */
 	struct alloc *alloc;
 	struct pool_lun luns[STOR_LUNS_MAX];
 	atomic_uint nluns;
@@ -224,10 +233,13 @@ struct lunset_new {
 	unsigned idx;
 	int labelled;
 };
-/** Take @path as the next LUN of @p (refusing what must not be taken
- *  over) and label it; p->luns[idx] is set but nluns does not count it.
- *  Admin lock held. On failure nothing is left behind. */
+/** Take @path as the LUN after @prev (NULL: the next LUN of @p), refusing
+ *  what must not be taken over, and label it as side @side of a vdev of
+ *  @sides LUNs whose first is @prev's first (side 0: itself); p->luns[idx]
+ *  is set but nluns does not count it. Admin lock held. On failure nothing
+ *  is left behind. */
 int lunset_prepare(struct stor_pool *p, const char *path, uint64_t size, unsigned flags,
+		   const struct lunset_new *prev, unsigned side, unsigned sides,
 		   struct lunset_new *n);
 /** Count the prepared LUN in nluns and give its space to the allocator. */
 void lunset_publish(struct stor_pool *p, struct lunset_new *n);
@@ -241,6 +253,56 @@ int lunset_mark(struct stor_pool *p, unsigned state);
 int lunset_wipe(struct stor_pool *p);
 /** Note that I/O on @lun failed; fault it when errors pile up. */
 void lunset_failed(struct stor_pool *p, struct lun *lun);
+
+/* mirror.c: the sides of a vdev; block pointers name its first LUN */
+/** Make LUN @idx side @side of the vdev whose first LUN is @vdev. */
+void mirror_join(struct stor_pool *p, unsigned idx, unsigned vdev, unsigned side);
+/** Is LUN @idx a side of a mirror? */
+int mirror_is_side(const struct stor_pool *p, unsigned idx);
+/** The sides of the vdev whose first LUN is @vdev that are in service, into
+ *  @out; a LUN of its own is its one side, whatever its state. */
+unsigned mirror_sides(struct stor_pool *p, unsigned vdev, unsigned out[STOR_MIRROR_MAX]);
+/** The side a read of an extent of vdev @vdev goes to, turning over them. */
+unsigned mirror_read_side(struct stor_pool *p, unsigned vdev);
+/** I/O on LUN @idx failed (@write: it missed a write): a mirror side with
+ *  a sound sibling goes out of service. @return 1 if it did */
+int mirror_side_failed(struct stor_pool *p, unsigned idx, int write);
+/** fsync every side in service of vdev @vdev; a side whose fsync fails goes
+ *  out while one succeeded. @return 0, or the error when none did */
+int mirror_flush(struct stor_pool *p, unsigned vdev);
+/** Write each of @ios (@n <= MLOG_COPIES; the metadata log's copies, on
+ *  vdevs @vdev) to every side in service of its vdev; its result is 0 when
+ *  any side took it, and a side that missed it then goes out of service. */
+struct lun_io;
+void mirror_write_copies(struct stor_pool *p, struct lun_io *ios, const uint16_t *vdev,
+			 unsigned n);
+/** The extent a read is repairing: where, and how to tell sound bytes. */
+struct mirror_ext {
+	const struct bp *bp;
+	uint64_t guid, recno; /* dataset GUID and record: a clear record's checksum */
+};
+/**
+ * Sound stored bytes of @e into @buf (bp->psize bytes, sector-aligned) from a
+ * side other than @bad, whose copy failed (read error, checksum, tag):
+ * every side whose copy is bad is rewritten from the sound one and counted
+ * as repaired. Sound means the keyless checksum of the stored bytes (or a
+ * clear record's checksum) matches; without either only a read error is
+ * recoverable. @return 0, or @err when @bad's own copy is sound (the
+ * pointer, not the bytes, is wrong) or no side has a sound copy
+ */
+int mirror_recover(struct stor_pool *p, const struct mirror_ext *e, unsigned bad, int err,
+		   uint8_t *buf);
+
+/** Read the extent of @e on every side in service of its vdev and rewrite
+ *  the bad copies from a sound one (scrub); @fixed grows by the bytes
+ *  rewritten. @return 0, STOR_ECKSUM or -EIO (no sound copy), -ENOMEM */
+int mirror_check_extent(struct stor_pool *p, const struct mirror_ext *e, uint64_t *fixed);
+
+/* scrub.c: the pool's scrub thread (store.h: stor_pool_scrub) */
+/** Load the scrub's row; one that was running goes on. After txg_init. */
+int scrub_init(struct stor_pool *p);
+/** Stop the thread (a close), keeping the row as it is. NULL-safe. */
+void scrub_fini(struct stor_pool *p);
 
 /* dskeys.c: key state of datasets (load, unload, change, nonces) */
 int dskeys_create(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *parent,

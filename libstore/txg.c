@@ -630,48 +630,70 @@ static int forget_record(struct meta_txn *t, const struct gone *g)
 }
 
 /*
- * One flush round for the txg: the LUNs its data went to and those its log
- * record's copies went to, all at once. @res[lun] gets each result.
+ * One flush round for the txg: every side in service of the vdevs its data
+ * went to and of those its log record's copies went to, all at once.
+ * @res[vdev] gets each vdev's result: 0 when a side of it is durable (a
+ * side that failed goes out of service, as mirror_flush() has it).
  */
 static int flush_round(struct stor_pool *p, struct stage *s, const uint8_t *want, int *res)
 {
 	struct lun **luns = NULL;
-	unsigned *idx = NULL, n = 0, nluns = atomic_load(&p->nluns);
+	unsigned *idx = NULL, *side = NULL, *ok = NULL, n = 0, nluns = atomic_load(&p->nluns);
 	int *r = NULL, ret = 0;
 
 	if (!(luns = malloc(nluns * sizeof(*luns) + 1)) || !(idx = malloc(nluns * sizeof(*idx) + 1)) ||
+	    !(side = malloc(nluns * sizeof(*side) + 1)) || !(ok = calloc(nluns + 1, sizeof(*ok))) ||
 	    !(r = malloc(nluns * sizeof(*r) + 1))) {
 		ret = -ENOMEM;
 		goto out;
 	}
 	for (unsigned i = 0; i < nluns; i++) {
+		unsigned sides[STOR_MIRROR_MAX], ns;
+
 		res[i] = 0;
-		if (want[i] || s->dirty[i]) {
-			luns[n] = p->luns[i].lun;
+		if (!want[i] && !s->dirty[i])
+			continue;
+		ns = mirror_sides(p, i, sides);
+		res[i] = ns ? 0 : -EIO;
+		for (unsigned k = 0; k < ns && n < nluns; k++) {
+			luns[n] = p->luns[sides[k]].lun;
+			side[n] = sides[k];
 			idx[n++] = i;
 		}
 	}
 	lun_flush_batch(luns, r, n);
 	for (unsigned k = 0; k < n; k++) {
+		if (r[k] == 0)
+			ok[idx[k]]++;
+		else if (res[idx[k]] == 0)
+			res[idx[k]] = r[k];
+	}
+	for (unsigned k = 0; k < n; k++) {
 		unsigned i = idx[k];
 
-		res[i] = r[k];
-		if (!s->dirty[i])
-			continue;
-		if (r[k] < 0 && ret == 0) {
-			/* after a failed fsync the kernel may have dropped the dirty
-			 * pages: a retry could "succeed" over lost data, so stop */
-			atomic_store(&p->suspend_error, r[k]);
-			atomic_store(&p->suspended, STOR_SUSPEND_LUN);
-			lunset_failed(p, p->luns[i].lun);
-			ret = r[k];
+		if (ok[i]) {
+			res[i] = 0;
+			if (r[k] < 0)
+				mirror_side_failed(p, side[k], 1);
 		}
+	}
+	for (unsigned i = 0; i < nluns; i++) {
+		if (!s->dirty[i] || res[i] == 0 || ret < 0)
+			continue;
+		/* after a failed fsync the kernel may have dropped the dirty
+		 * pages: a retry could "succeed" over lost data, so stop */
+		atomic_store(&p->suspend_error, res[i]);
+		atomic_store(&p->suspended, STOR_SUSPEND_LUN);
+		lunset_failed(p, p->luns[i].lun);
+		ret = res[i];
 	}
 	if (ret == 0)
 		memset(s->dirty, 0, nluns);
 out:
 	free(luns);
 	free(idx);
+	free(side);
+	free(ok);
 	free(r);
 	return ret;
 }

@@ -47,6 +47,11 @@ check_PROGRAMS += %D%/test_metadata
 %C%_test_metadata_CFLAGS = $(E2E_CFLAGS)
 %C%_test_metadata_LDADD = $(E2E_LDADD)
 
+check_PROGRAMS += %D%/test_mirror
+%C%_test_mirror_SOURCES = %D%/test_mirror.c $(E2E_FIXTURE)
+%C%_test_mirror_CFLAGS = $(E2E_CFLAGS)
+%C%_test_mirror_LDADD = $(E2E_LDADD)
+
 check_PROGRAMS += %D%/test_luns
 %C%_test_luns_SOURCES = %D%/test_luns.c $(E2E_FIXTURE)
 %C%_test_luns_CFLAGS = $(E2E_CFLAGS)

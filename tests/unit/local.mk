@@ -36,6 +36,11 @@ check_PROGRAMS += %D%/test_durability
 %C%_test_durability_CFLAGS = $(UNIT_CFLAGS)
 %C%_test_durability_LDADD = $(UNIT_LDADD) -lpthread
 
+check_PROGRAMS += %D%/test_mirror
+%C%_test_mirror_SOURCES = %D%/test_mirror.c $(UNIT_FIXTURE)
+%C%_test_mirror_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_mirror_LDADD = $(UNIT_LDADD)
+
 check_PROGRAMS += %D%/test_pool
 %C%_test_pool_SOURCES = %D%/test_pool.c $(UNIT_FIXTURE)
 %C%_test_pool_CFLAGS = $(UNIT_CFLAGS)

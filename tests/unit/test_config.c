@@ -88,6 +88,7 @@ static void assert_config(const struct config *w)
 	cr_assert_str_eq(c.admin_group, w->admin_group);
 	cr_assert_eq(c.cache_size, w->cache_size);
 	cr_assert_eq(c.txg_timeout, w->txg_timeout);
+	cr_assert_eq(c.scrub_rate, w->scrub_rate);
 	cr_assert_eq(c.workers, w->workers);
 	cr_assert_eq(c.log_level, w->log_level);
 	cr_assert_str_eq(c.log_target, w->log_target);
@@ -125,6 +126,7 @@ Test(config, defaults_for_a_user_follow_xdg)
 		.admin_group = "",
 		.cache_size = 0,
 		.txg_timeout = 5,
+		.scrub_rate = 64u << 20,
 		.workers = 0,
 		.log_level = LOG_INFO,
 		.log_target = "stderr",
@@ -208,6 +210,7 @@ Test(config, every_option_is_parsed)
 			  "state_dir = /srv/state\n"
 			  "cache_size = 2G\n"
 			  "txg_timeout = 300\n"
+			  "scrub_rate = 1M\n"
 			  "workers = 256\n"
 			  "log_level = debug\n"
 			  "log_target = /var/log/cofferd.log\n"
@@ -232,6 +235,7 @@ Test(config, every_option_is_parsed)
 		.state_dir = "/srv/state",
 		.cache_size = 2ull << 30,
 		.txg_timeout = 300,
+		.scrub_rate = 1u << 20,
 		.workers = 256,
 		.log_level = LOG_DEBUG,
 		.log_target = "/var/log/cofferd.log",
@@ -562,6 +566,7 @@ Test(config, shipped_example_lists_every_option_with_its_default)
 	cr_assert_str_eq(got.admin_group, root.admin_group);
 	cr_assert_eq(got.cache_size, root.cache_size);
 	cr_assert_eq(got.txg_timeout, root.txg_timeout);
+	cr_assert_eq(got.scrub_rate, root.scrub_rate);
 	cr_assert_eq(got.workers, root.workers);
 	cr_assert_eq(got.log_level, root.log_level);
 	cr_assert_str_eq(got.log_target, root.log_target);

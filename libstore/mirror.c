@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Mirror vdevs, after OpenZFS's vdev_mirror.c. A vdev is one LUN or a
+ * mirror of 2..STOR_MIRROR_MAX LUNs whose data areas are of one size.
+ * Block pointers and the metadata log name a vdev by its first LUN, so a
+ * pool without mirrors is what it always was and every index on disk is a
+ * LUN's. Only the first LUN of a vdev has space in the allocator (the other
+ * sides get an empty map, lunset.c): an extent lies at the same sector on
+ * every side.
+ *
+ * Writes go to every side in service. A side that fails a write or an
+ * fsync while another succeeds goes out of service: it lacks that extent,
+ * so it is neither read nor written again until it is resilvered; the
+ * write fails only when no side took it, as on a LUN of its own. Reads turn
+ * over the sides in service. A copy that fails its read or its check is
+ * looked for on the other sides (mirror_recover) and every bad copy is
+ * rewritten from the sound one. Sound is what the keyless checksum of the
+ * stored bytes (or a clear record's checksum) says, so this works with the
+ * dataset's key unloaded, and a copy nothing can vouch for is never served
+ * in place of one that failed its check.
+ *
+ * Owns the sides' fields of struct pool_lun; never writes metadata.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash.h"
+#include "lun.h"
+#include "stor_assert.h"
+#include "store_impl.h"
+
+/* Taking a side out of service: two failing at once must not both go. */
+static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void mirror_join(struct stor_pool *p, unsigned idx, unsigned vdev, unsigned side)
+{
+	struct pool_lun *first = &p->luns[vdev];
+
+	p->luns[idx].vdev = vdev;
+	first->side[side] = (uint16_t)idx;
+	if (first->nsides < side + 1)
+		first->nsides = side + 1;
+}
+
+int mirror_is_side(const struct stor_pool *p, unsigned idx)
+{
+	return p->luns[p->luns[idx].vdev].nsides > 1;
+}
+
+unsigned mirror_sides(struct stor_pool *p, unsigned vdev, unsigned out[STOR_MIRROR_MAX])
+{
+	const struct pool_lun *first = &p->luns[vdev];
+	unsigned n = 0;
+
+	if (first->nsides <= 1) {
+		out[0] = vdev;
+		return 1;
+	}
+	for (unsigned s = 0; s < first->nsides; s++)
+		if (!atomic_load(&p->luns[first->side[s]].out))
+			out[n++] = first->side[s];
+	return n;
+}
+
+unsigned mirror_read_side(struct stor_pool *p, unsigned vdev)
+{
+	unsigned sides[STOR_MIRROR_MAX], n;
+
+	if (p->luns[vdev].nsides <= 1)
+		return vdev;
+	n = mirror_sides(p, vdev, sides);
+	if (n == 0)
+		return vdev;
+	return sides[atomic_fetch_add(&p->luns[vdev].turn, 1) % n];
+}
+
+int mirror_side_failed(struct stor_pool *p, unsigned idx, int write)
+{
+	unsigned sides[STOR_MIRROR_MAX], n, vdev = p->luns[idx].vdev;
+	struct lun_counters c;
+	int taken = 0;
+
+	if (!mirror_is_side(p, idx))
+		return 0;
+	if (atomic_load(&p->luns[idx].out))
+		return 1; /* out already: its errors are no longer its vdev's */
+	lun_counters(p->luns[idx].lun, &c);
+	/* a missed write leaves a hole in the copy; read errors may pass */
+	if (!write && c.read_errors + c.write_errors < STOR_LUN_FAULT_ERRORS)
+		return 0;
+	pthread_mutex_lock(&out_lock);
+	n = mirror_sides(p, vdev, sides);
+	for (unsigned s = 0; s < n && !taken; s++)
+		taken = sides[s] != idx;
+	if (taken)
+		atomic_store(&p->luns[idx].out, 1);
+	pthread_mutex_unlock(&out_lock);
+	return taken;
+}
+
+int mirror_flush(struct stor_pool *p, unsigned vdev)
+{
+	unsigned sides[STOR_MIRROR_MAX], n = mirror_sides(p, vdev, sides), ok = 0;
+	int res[STOR_MIRROR_MAX] = { 0 }, first = -EIO;
+
+	for (unsigned s = 0; s < n; s++) {
+		res[s] = lun_flush(p->luns[sides[s]].lun);
+		if (res[s] == 0)
+			ok++;
+		else if (first == -EIO)
+			first = res[s];
+	}
+	if (n == 1)
+		return res[0];
+	if (!ok)
+		return first;
+	for (unsigned s = 0; s < n; s++)
+		if (res[s] < 0)
+			mirror_side_failed(p, sides[s], 1);
+	return 0;
+}
+
+enum verdict { SOUND, BAD, UNKNOWN };
+
+/* What the block pointer says of the stored bytes in @buf, keyless. */
+static enum verdict judge(const struct mirror_ext *e, const uint8_t *buf)
+{
+	const struct bp *bp = e->bp;
+	uint8_t mac[16];
+
+	if (bp->flags & BP_F_ENCRYPTED) {
+		if (!bp->cksum)
+			return UNKNOWN;
+		return hash64(buf, bp->psize) == bp->cksum ? SOUND : BAD;
+	}
+	if (!memcmp(bp->mac, (uint8_t[16]){ 0 }, sizeof(mac)))
+		return UNKNOWN; /* checksum=off */
+	record_checksum(e->guid, e->recno, bp->birth, buf, bp->csize, mac);
+	return memcmp(mac, bp->mac, sizeof(mac)) ? BAD : SOUND;
+}
+
+static int read_side(struct stor_pool *p, unsigned idx, const struct bp *bp, uint8_t *buf)
+{
+	struct lun_io io = { p->luns[idx].lun, bp->sector * STOR_SECTOR, buf, bp->psize, 0 };
+
+	if (lun_read_batch(&io, 1) == 0)
+		return 0;
+	mirror_side_failed(p, idx, 0);
+	return io.result;
+}
+
+int mirror_recover(struct stor_pool *p, const struct mirror_ext *e, unsigned bad, int err,
+		   uint8_t *buf)
+{
+	unsigned sides[STOR_MIRROR_MAX], n, nbad = 0, badv[STOR_MIRROR_MAX];
+	struct lun_io ios[STOR_MIRROR_MAX];
+	int good = -1;
+	enum verdict v;
+
+	n = mirror_sides(p, p->luns[bad].vdev, sides);
+	if (p->luns[p->luns[bad].vdev].nsides <= 1)
+		return err;
+	/* the copy that failed, once more: sound bytes that failed to open
+	 * mean the pointer is wrong, and no other side can help */
+	if (read_side(p, bad, e->bp, buf) == 0) {
+		v = judge(e, buf);
+		if (v == SOUND || (v == UNKNOWN && err == -EIO))
+			return err == -EIO ? 0 : err;
+	}
+	badv[nbad++] = bad;
+	for (unsigned s = 0; s < n && good < 0; s++) {
+		if (sides[s] == bad)
+			continue;
+		if (read_side(p, sides[s], e->bp, buf) < 0) {
+			badv[nbad++] = sides[s];
+			continue;
+		}
+		v = judge(e, buf);
+		if (v == SOUND || (v == UNKNOWN && err == -EIO)) {
+			good = (int)sides[s];
+		} else {
+			atomic_fetch_add(&p->luns[sides[s]].cksum_errors, 1);
+			badv[nbad++] = sides[s];
+		}
+	}
+	if (good < 0)
+		return err;
+	/* a side out of service is resilvered whole, not extent by extent */
+	for (unsigned i = 0; i < nbad; i++)
+		if (atomic_load(&p->luns[badv[i]].out))
+			badv[i--] = badv[--nbad];
+	for (unsigned i = 0; i < nbad; i++)
+		ios[i] = (struct lun_io){ p->luns[badv[i]].lun, e->bp->sector * STOR_SECTOR, buf,
+					  e->bp->psize, 0 };
+	if (nbad)
+		lun_write_batch(ios, nbad);
+	for (unsigned i = 0; i < nbad; i++) {
+		if (ios[i].result == 0)
+			atomic_fetch_add(&p->luns[badv[i]].repaired, 1);
+		else
+			mirror_side_failed(p, badv[i], 1);
+	}
+	return 0;
+}
+
+void mirror_write_copies(struct stor_pool *p, struct lun_io *ios, const uint16_t *vdev,
+			 unsigned n)
+{
+	struct lun_io all[MLOG_COPIES * STOR_MIRROR_MAX];
+	unsigned owner[MLOG_COPIES * STOR_MIRROR_MAX], at[MLOG_COPIES * STOR_MIRROR_MAX];
+	unsigned sides[STOR_MIRROR_MAX], k = 0;
+
+	STOR_ASSERT(n <= MLOG_COPIES);
+	for (unsigned c = 0; c < n && c < MLOG_COPIES; c++) {
+		unsigned ns = mirror_sides(p, vdev[c], sides);
+
+		ios[c].result = -EIO;
+		for (unsigned s = 0; s < ns; s++) {
+			all[k] = ios[c];
+			all[k].lun = p->luns[sides[s]].lun;
+			owner[k] = c;
+			at[k++] = sides[s];
+		}
+	}
+	lun_write_batch(all, k);
+	for (unsigned x = 0; x < k; x++)
+		if (all[x].result == 0)
+			ios[owner[x]].result = 0;
+	/* a copy no side took fails with a side's error, as on a LUN of its own */
+	for (unsigned x = 0; x < k; x++) {
+		if (all[x].result == 0)
+			continue;
+		if (ios[owner[x]].result < 0)
+			ios[owner[x]].result = all[x].result;
+		else
+			mirror_side_failed(p, at[x], 1);
+	}
+}
+
+int mirror_check_extent(struct stor_pool *p, const struct mirror_ext *e, uint64_t *fixed)
+{
+	unsigned sides[STOR_MIRROR_MAX], n = mirror_sides(p, e->bp->lun, sides), nbad = 0;
+	unsigned bad[STOR_MIRROR_MAX], nread = 0;
+	struct lun_io ios[STOR_MIRROR_MAX];
+	uint8_t *good = NULL, *tmp = NULL, *swap;
+	int have_good = 0, ret = 0;
+
+	if (posix_memalign((void **)&good, STOR_SECTOR, e->bp->psize))
+		return -ENOMEM;
+	if (posix_memalign((void **)&tmp, STOR_SECTOR, e->bp->psize)) {
+		free(good);
+		return -ENOMEM;
+	}
+	for (unsigned s = 0; s < n; s++) {
+		if (read_side(p, sides[s], e->bp, tmp) < 0) {
+			bad[nbad++] = sides[s];
+			continue;
+		}
+		nread++;
+		if (judge(e, tmp) == BAD) {
+			atomic_fetch_add(&p->luns[sides[s]].cksum_errors, 1);
+			bad[nbad++] = sides[s];
+		} else if (!have_good) {
+			swap = good;
+			good = tmp;
+			tmp = swap;
+			have_good = 1;
+		}
+	}
+	if (!have_good) {
+		ret = nread ? STOR_ECKSUM : -EIO;
+	} else if (nbad) {
+		for (unsigned i = 0; i < nbad; i++)
+			ios[i] = (struct lun_io){ p->luns[bad[i]].lun, e->bp->sector * STOR_SECTOR,
+						  good, e->bp->psize, 0 };
+		lun_write_batch(ios, nbad);
+		for (unsigned i = 0; i < nbad; i++) {
+			if (ios[i].result == 0) {
+				atomic_fetch_add(&p->luns[bad[i]].repaired, 1);
+				*fixed += e->bp->psize;
+			} else {
+				mirror_side_failed(p, bad[i], 1);
+			}
+		}
+	}
+	free(good);
+	free(tmp);
+	return ret;
+}

@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: MIT
+/*
+ * E2E: mirror vdevs through the real cofferd and coffer, on real LUN files.
+ * What must hold: every extent is on every side; junk over random 64 KiB
+ * ranges of one side's data region never reaches a reader, the bad copies
+ * are rewritten and counted per LUN, and the other side damaged at the same
+ * places afterwards still reads back; a 3-way mirror with two sides damaged
+ * at different places reads back; a record damaged on both sides fails
+ * (ECKSUM) and nothing else does; status shows the tree and clear resets
+ * the counts; a malformed vdev list changes nothing.
+ */
+#include <config.h> /* the autoconf header: _GNU_SOURCE */
+
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+
+#include "daemon.h"
+
+#define DATA_OFF (1u << 20) /* LUN_DATA_OFF of libstore/format.h */
+#define LUN_SIZE (24u << 20)
+#define VOL (2u << 20)
+#define JUNK (64u << 10)
+
+TDAEMON_FIXTURE(NULL)
+TestSuite(mirror, .init = setup, .fini = teardown, .timeout = 120);
+
+static char out[1 << 17];
+#define cof(in, ...) tdaemon_cofferf(&td, (in), out, sizeof(out), __VA_ARGS__)
+#define COF_OK(in, ...) TDAEMON_COF_OK(&td, out, (in), __VA_ARGS__)
+
+static const char *lun(const char *name)
+{
+	static char path[8][4096];
+	static int k;
+	char *p = path[k++ % 8];
+
+	snprintf(p, 4096, "%s/%s", td.dir, name);
+	return p;
+}
+
+static int files_equal(const char *a, const char *b)
+{
+	char cmd[2 * 4096 + 32];
+
+	snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s'", a, b);
+	return system(cmd) == 0;
+}
+
+/* Read dataset @ds whole into a file; does it equal @want? */
+static int reads_back(const char *ds, const char *want)
+{
+	char back[4096], args[8192];
+
+	snprintf(back, sizeof(back), "%s/back", td.dir);
+	snprintf(args, sizeof(args), "read -l %u %s > '%s'", VOL, ds, back);
+	if (tdaemon_coffer(&td, NULL, NULL, out, sizeof(out), args) != 0)
+		return 0;
+	return files_equal(want, back);
+}
+
+/* Junk over @len bytes at @off of file @path. */
+static void junk(const char *path, uint64_t off, size_t len, unsigned seed)
+{
+	char *b = malloc(len);
+	int fd = open(path, O_WRONLY);
+
+	cr_assert(b && fd >= 0, "%s", path);
+	srand(seed);
+	for (size_t i = 0; i < len; i++)
+		b[i] = (char)rand();
+	cr_assert_eq(pwrite(fd, b, len, (off_t)off), (ssize_t)len);
+	close(fd);
+	free(b);
+}
+
+/* The LUNs of pool @pool as -j pool status lists them (the caller decrefs). */
+static json_t *status(const char *pool)
+{
+	char args[256];
+	json_t *j, *p;
+
+	snprintf(args, sizeof(args), "-j pool status %s", pool);
+	j = tdaemon_coffer_json(&td, args);
+	p = json_array_get(json_object_get(j, "pools"), 0);
+	cr_assert_not_null(p);
+	json_incref(p);
+	json_decref(j);
+	return p;
+}
+
+static long long lun_count(json_t *p, size_t i, const char *key)
+{
+	return (long long)json_integer_value(
+		json_object_get(json_array_get(json_object_get(p, "luns"), i), key));
+}
+
+/* A clear and an encrypted dataset of random bytes, written and flushed. */
+static void fill(char clear[4096], char enc[4096])
+{
+	const char *pf = tdaemon_file(&td, "pass", "correct horse battery", 21);
+
+	COF_OK(NULL, "create -V %u tank/c", VOL);
+	COF_OK(NULL,
+	       "create -V %u -o encryption=aes-256-ccm -o keyformat=passphrase "
+	       "-o keylocation=file://%s -o pbkdf2iters=100000 tank/e",
+	       VOL, pf);
+	tdaemon_random_file(&td, "c.in", VOL, clear, 4096);
+	tdaemon_random_file(&td, "e.in", VOL, enc, 4096);
+	COF_OK(clear, "write tank/c");
+	COF_OK(enc, "write tank/e");
+	COF_OK(NULL, "flush tank/c");
+	COF_OK(NULL, "flush tank/e");
+}
+
+/* Random 64 KiB ranges over the first @span bytes of the data region. */
+#define NRANGES 24
+static uint64_t ranges[NRANGES];
+
+static void pick_ranges(uint64_t span, unsigned seed)
+{
+	srand(seed);
+	for (int i = 0; i < NRANGES; i++)
+		ranges[i] = DATA_OFF + (uint64_t)(rand() % (int)(span / JUNK)) * JUNK;
+}
+
+static json_t *scrub_done(void);
+static long long scan_count(json_t *scan, const char *key);
+
+Test(mirror, junk_on_one_side_then_the_other_never_reaches_a_reader)
+{
+	char clear[4096], enc[4096];
+	long long repaired, cksum;
+	json_t *p, *scan;
+
+	COF_OK(NULL, "pool create -s %u tank mirror %s %s", LUN_SIZE, lun("l0"), lun("l1"));
+	fill(clear, enc);
+	p = status("tank");
+	cr_assert_str_eq(json_string_value(json_object_get(
+				 json_array_get(json_object_get(p, "vdevs"), 0), "type")),
+			 "mirror");
+	cr_assert_eq(json_array_size(json_object_get(p, "vdevs")), 1);
+	json_decref(p);
+
+	/* both datasets sit in the first 2 x 2 MiB and the log: damage those */
+	pick_ranges(6u << 20, 17);
+	for (int i = 0; i < NRANGES; i++)
+		junk(lun("l0"), ranges[i], JUNK, (unsigned)i);
+	cr_assert(reads_back("tank/c", clear), "clear dataset: %s\n%s", out, tdaemon_log(&td));
+	cr_assert(reads_back("tank/e", enc), "encrypted dataset: %s\n%s", out, tdaemon_log(&td));
+	p = status("tank");
+	repaired = lun_count(p, 0, "repaired");
+	cksum = lun_count(p, 0, "cksum_errors");
+	cr_assert_gt(repaired, 0, "repairs are counted on the damaged side");
+	cr_assert_eq(repaired, cksum, "every bad copy found was rewritten");
+	cr_assert_eq(lun_count(p, 1, "cksum_errors"), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "ONLINE");
+	json_decref(p);
+	COF_OK(NULL, "pool status tank");
+	cr_assert(strstr(out, "mirror-0") && strstr(out, "rewritten from another side"), "%s",
+		  out);
+
+	/* reads turn over the sides, so some bad copies were never read: a
+	 * scrub, keys unloaded, mends the rest and a second one finds nothing */
+	COF_OK(NULL, "unload-key tank/e");
+	COF_OK(NULL, "pool scrub tank");
+	scan = scrub_done();
+	cr_assert_eq(scan_count(scan, "errors"), 0);
+	json_decref(scan);
+	COF_OK(NULL, "pool scrub tank");
+	scan = scrub_done();
+	cr_assert_eq(scan_count(scan, "repaired"), 0, "a second scrub finds nothing");
+	json_decref(scan);
+	COF_OK(NULL, "load-key tank/e");
+
+	/* every copy on l0 is sound now: the other side may go bad */
+	for (int i = 0; i < NRANGES; i++)
+		junk(lun("l1"), ranges[i], JUNK, 100u + (unsigned)i);
+	cr_assert(reads_back("tank/c", clear), "clear, other side: %s", out);
+	cr_assert(reads_back("tank/e", enc), "encrypted, other side: %s", out);
+	p = status("tank");
+	cr_assert_gt(lun_count(p, 1, "repaired"), 0);
+	json_decref(p);
+
+	/* clear resets the counts */
+	COF_OK(NULL, "pool clear tank");
+	p = status("tank");
+	cr_assert_eq(lun_count(p, 0, "repaired") + lun_count(p, 1, "repaired") +
+			     lun_count(p, 0, "cksum_errors") + lun_count(p, 1, "cksum_errors"),
+		     0);
+	json_decref(p);
+
+	/* and the pool imports from its mirror's labels */
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	COF_OK(NULL, "load-key tank/e");
+	cr_assert(reads_back("tank/c", clear), "after restart: %s", out);
+	cr_assert(reads_back("tank/e", enc), "after restart: %s", out);
+}
+
+Test(mirror, three_sides_two_damaged_at_different_places)
+{
+	char clear[4096], enc[4096];
+
+	COF_OK(NULL, "pool create -s %u tank mirror %s %s %s", LUN_SIZE, lun("l0"), lun("l1"),
+	       lun("l2"));
+	fill(clear, enc);
+	pick_ranges(6u << 20, 5);
+	for (int i = 0; i < NRANGES; i++)
+		junk(lun(i % 2 ? "l0" : "l1"), ranges[i], JUNK, (unsigned)i);
+	/* ranges of l0 and l1 may overlap: l2 still has every copy */
+	cr_assert(reads_back("tank/c", clear), "%s", out);
+	cr_assert(reads_back("tank/e", enc), "%s", out);
+}
+
+/* Where the first 64 bytes of @file's record @rec are in LUN file @path. */
+static uint64_t find_record(const char *path, const char *file, unsigned rec)
+{
+	char want[64];
+	struct stat st;
+	char *buf;
+	char *hit;
+	int fd = open(file, O_RDONLY);
+	uint64_t off;
+
+	cr_assert(fd >= 0);
+	cr_assert_eq(pread(fd, want, sizeof(want), (off_t)rec * 8192), (ssize_t)sizeof(want));
+	close(fd);
+	fd = open(path, O_RDONLY);
+	cr_assert(fd >= 0 && fstat(fd, &st) == 0);
+	buf = malloc((size_t)st.st_size);
+	cr_assert_not_null(buf);
+	cr_assert_eq(pread(fd, buf, (size_t)st.st_size, 0), st.st_size);
+	close(fd);
+	hit = memmem(buf, (size_t)st.st_size, want, sizeof(want));
+	cr_assert_not_null(hit, "record %u of %s is on %s", rec, file, path);
+	off = (uint64_t)(hit - buf);
+	free(buf);
+	return off;
+}
+
+Test(mirror, both_sides_damaged_fail_that_record_only)
+{
+	char clear[4096], enc[4096], args[256];
+	uint64_t off;
+
+	COF_OK(NULL, "pool create -s %u tank mirror %s %s", LUN_SIZE, lun("l0"), lun("l1"));
+	fill(clear, enc);
+	off = find_record(lun("l0"), clear, 9);
+	cr_assert_eq(off, find_record(lun("l1"), clear, 9), "one sector on every side");
+	junk(lun("l0"), off, 512, 1);
+	junk(lun("l1"), off + 1024, 512, 2);
+	cr_assert_eq(cof(NULL, "read -o %u -l 8192 tank/c", 9 * 8192), 1);
+	cr_assert(strstr(out, "checksum"), "%s", out);
+	for (unsigned r = 0; r < VOL / 8192; r++) {
+		if (r == 9)
+			continue;
+		snprintf(args, sizeof(args), "read -o %u -l 8192 tank/c > /dev/null", r * 8192);
+		cr_assert_eq(tdaemon_coffer(&td, NULL, NULL, out, sizeof(out), args), 0,
+			     "record %u: %s", r, out);
+	}
+	cr_assert(reads_back("tank/e", enc), "the other dataset: %s", out);
+}
+
+Test(mirror, add_a_mirror_and_refuse_malformed_vdevs)
+{
+	json_t *p, *v;
+
+	COF_OK(NULL, "pool create -s %u tank %s", LUN_SIZE, lun("l0"));
+	COF_OK(NULL, "pool add -s %u tank mirror %s %s", LUN_SIZE, lun("m0"), lun("m1"));
+	p = status("tank");
+	v = json_object_get(p, "vdevs");
+	cr_assert_eq(json_array_size(v), 2);
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(v, 0), "type")), "lun");
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(v, 1), "name")),
+			 "mirror-0");
+	cr_assert_eq(lun_count(p, 2, "vdev"), 1);
+	json_decref(p);
+
+	/* one side, four sides, sides of two sizes: refused, nothing made */
+	cr_assert_neq(cof(NULL, "pool create -s %u t2 mirror %s", LUN_SIZE, lun("x0")), 0);
+	cr_assert(strstr(out, "mirror: give 2 to 3 LUNs"), "%s", out);
+	cr_assert_neq(cof(NULL, "pool create -s %u t2 mirror %s %s %s %s", LUN_SIZE, lun("x0"),
+			  lun("x1"), lun("x2"), lun("x3")),
+		      0);
+	cr_assert_neq(cof(NULL, "pool add -s %u tank mirror %s", LUN_SIZE, lun("x0")), 0);
+	{
+		int fd = open(lun("big"), O_CREAT | O_WRONLY, 0600);
+
+		cr_assert(fd >= 0);
+		cr_assert_eq(ftruncate(fd, 2 * (off_t)LUN_SIZE), 0);
+		close(fd);
+	}
+	cr_assert_eq(cof(NULL, "pool create -s %u t2 mirror %s %s", LUN_SIZE, lun("x0"),
+			 lun("big")),
+		     1);
+	cr_assert(strstr(out, "of one size"), "%s", out);
+	cr_assert_eq(cof(NULL, "pool status t2"), 1, "no pool t2: %s", out);
+}
+
+/* -j pool status's scan, once the scrub is no longer running (bounded). */
+static json_t *scrub_done(void)
+{
+	double end = tdaemon_deadline(TDAEMON_WAIT_S);
+
+	for (;;) {
+		json_t *p = status("tank"), *scan = json_object_get(p, "scan");
+		const char *state = json_string_value(json_object_get(scan, "state"));
+
+		cr_assert_not_null(state);
+		if (strcmp(state, "scanning")) {
+			json_incref(scan);
+			json_decref(p);
+			return scan;
+		}
+		json_decref(p);
+		cr_assert(tdaemon_poll(end), "scrub still running");
+	}
+}
+
+static long long scan_count(json_t *scan, const char *key)
+{
+	return (long long)json_integer_value(json_object_get(scan, key));
+}
+
+Test(mirror, scrub_with_keys_unloaded_repairs_then_finds_nothing)
+{
+	char clear[4096], enc[4096];
+	json_t *scan;
+
+	COF_OK(NULL, "pool create -s %u tank mirror %s %s", LUN_SIZE, lun("l0"), lun("l1"));
+	fill(clear, enc);
+	pick_ranges(6u << 20, 29);
+	for (int i = 0; i < NRANGES; i++)
+		junk(lun("l0"), ranges[i], JUNK, (unsigned)i);
+	COF_OK(NULL, "unload-key tank/e");
+	COF_OK(NULL, "pool scrub tank");
+	scan = scrub_done();
+	cr_assert_str_eq(json_string_value(json_object_get(scan, "state")), "finished");
+	cr_assert_gt(scan_count(scan, "repaired"), 0);
+	cr_assert_eq(scan_count(scan, "errors"), 0);
+	cr_assert_geq(scan_count(scan, "examined"), 2 * VOL);
+	json_decref(scan);
+	COF_OK(NULL, "pool status tank");
+	cr_assert(strstr(out, "scan: scrub finished"), "%s", out);
+
+	COF_OK(NULL, "pool scrub tank");
+	scan = scrub_done();
+	cr_assert_eq(scan_count(scan, "repaired"), 0, "a second scrub finds nothing");
+	cr_assert_eq(scan_count(scan, "errors"), 0);
+	json_decref(scan);
+	cr_assert_neq(cof(NULL, "pool scrub -p tank"), 0, "nothing to pause: %s", out);
+
+	/* l0 holds everything again: l1 may go bad at the same places */
+	for (int i = 0; i < NRANGES; i++)
+		junk(lun("l1"), ranges[i], JUNK, 50u + (unsigned)i);
+	COF_OK(NULL, "load-key tank/e");
+	cr_assert(reads_back("tank/c", clear), "%s", out);
+	cr_assert(reads_back("tank/e", enc), "%s", out);
+}

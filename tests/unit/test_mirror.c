@@ -1,0 +1,455 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Mirror vdevs in the engine: the layout in labels and the pool record
+ * (kept across an import), one vdev's space however many sides, every
+ * extent on every side, a stripe pool's labels still version 4, sides of
+ * different sizes refused, and self-healing reads: a copy damaged on one
+ * side (or on two of three) reads back right and is rewritten; damaged on
+ * every side, that record fails and no other. Scrub: it mends copies no
+ * read touched, a second one finds nothing, it goes on after an import and
+ * keeps a pause; on a stripe pool it counts what it cannot mend.
+ */
+#include "config.h" /* _GNU_SOURCE: memmem */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "format.h"
+
+#define LUN_SIZE (16u << 20)
+#define REC 8192u
+#define NREC 64u
+
+static struct tpool tp;
+
+static void mirror_pool(unsigned nluns, const unsigned *sides, unsigned nvdevs)
+{
+	struct stor_pool_opts o = { .vdev_sides = sides, .nvdevs = nvdevs };
+
+	tpool_init(&tp, nluns, LUN_SIZE, &o);
+	tp.opts.vdev_sides = NULL; /* create only */
+	tp.opts.nvdevs = 0;
+}
+
+static void teardown(void)
+{
+	tpool_fini(&tp);
+}
+
+TestSuite(mirror, .fini = teardown, .timeout = 60);
+
+static void write_all(struct stor_ds *ds)
+{
+	uint8_t buf[REC];
+
+	for (uint64_t r = 0; r < NREC; r++) {
+		tpat_fill(buf, sizeof(buf), r, 7);
+		cr_assert_eq(stor_ds_write(ds, r * REC, buf, sizeof(buf)), 0);
+	}
+	cr_assert_eq(stor_ds_flush(ds), 0);
+}
+
+/* Every record reads back as written; the count of those that do not. */
+static unsigned read_all(struct stor_ds *ds, uint64_t skip)
+{
+	uint8_t buf[REC];
+	unsigned bad = 0;
+
+	for (uint64_t r = 0; r < NREC; r++) {
+		int ret = stor_ds_read(ds, r * REC, buf, sizeof(buf));
+
+		if (r == skip) {
+			bad += ret < 0;
+			continue;
+		}
+		cr_assert_eq(ret, 0, "record %llu: %s", (unsigned long long)r, stor_strerror(ret));
+		cr_assert_eq(tpat_check(buf, sizeof(buf), r), 7, "record %llu",
+			     (unsigned long long)r);
+	}
+	return bad;
+}
+
+/* Overwrite @len bytes at @off of LUN file @lun with junk. */
+static void junk(unsigned lun, uint64_t off, size_t len)
+{
+	uint8_t *b = malloc(len);
+	int fd = open(tp.lun[lun], O_WRONLY);
+
+	cr_assert(b && fd >= 0);
+	tpat_random(b, len, off ^ lun);
+	cr_assert_eq(pwrite(fd, b, len, (off_t)off), (ssize_t)len);
+	close(fd);
+	free(b);
+}
+
+/* Where @len bytes of @pat first are in LUN file @lun, or -1. */
+static int64_t first_at(unsigned lun, const void *pat, size_t len)
+{
+	int fd = open(tp.lun[lun], O_RDONLY);
+	off_t size = fd >= 0 ? lseek(fd, 0, SEEK_END) : -1;
+	uint8_t *buf = size > 0 ? malloc((size_t)size) : NULL;
+	const uint8_t *hit;
+	int64_t at = -1;
+
+	cr_assert(buf && pread(fd, buf, (size_t)size, 0) == size);
+	close(fd);
+	hit = memmem(buf, (size_t)size, pat, len);
+	if (hit)
+		at = hit - buf;
+	free(buf);
+	return at;
+}
+
+/* The file offset of record @r on every side (the same: one sector). */
+static uint64_t where(uint64_t r, unsigned nsides)
+{
+	uint8_t word[8 * 4];
+	int64_t at = -1;
+
+	tpat_fill(word, sizeof(word), r, 7);
+	for (unsigned i = 0; i < nsides; i++) {
+		int64_t x = first_at(i, word, sizeof(word));
+
+		cr_assert_geq(x, 0, "record %llu is on side %u", (unsigned long long)r, i);
+		cr_assert(i == 0 || x == at, "record %llu: one place on every side",
+			  (unsigned long long)r);
+		at = x;
+	}
+	return (uint64_t)at;
+}
+
+static uint32_t label_version(unsigned lun)
+{
+	uint8_t b[12];
+	const uint8_t *p = b + 8;
+	int fd = open(tp.lun[lun], O_RDONLY);
+
+	cr_assert(fd >= 0);
+	cr_assert_eq(pread(fd, b, sizeof(b), 0), (ssize_t)sizeof(b));
+	close(fd);
+	return get_u32(&p);
+}
+
+Test(mirror, one_vdev_of_two_sides_holds_every_record_on_both)
+{
+	static const unsigned sides[] = { 2 };
+	struct stor_pool_stat st;
+	struct stor_lun_stat ls;
+	struct stor_ds *ds;
+
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_all(ds);
+	for (uint64_t r = 0; r < NREC; r += 9)
+		where(r, 2);
+	cr_assert_eq(stor_pool_stat(tp.pool, &st), 0);
+	cr_assert_lt(st.size, LUN_SIZE, "a mirror's space is one side's, not the sum");
+	cr_assert_eq(stor_pool_lun_stat(tp.pool, 1, &ls), 0);
+	cr_assert_eq(ls.vdev, 0);
+	cr_assert_eq(ls.sides, 2);
+	cr_assert_eq(ls.side, 1);
+	cr_assert_eq(label_version(0), LABEL_VERSION_MIRROR);
+	cr_assert_eq(label_version(1), LABEL_VERSION_MIRROR);
+	stor_ds_close(ds);
+	tpool_reopen(&tp);
+	cr_assert_eq(stor_pool_lun_stat(tp.pool, 1, &ls), 0);
+	cr_assert_eq(ls.vdev, 0, "the layout survives an import");
+	cr_assert_eq(ls.sides, 2);
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	read_all(ds, UINT64_MAX);
+	stor_ds_close(ds);
+}
+
+Test(mirror, a_stripe_pool_keeps_version_4_labels)
+{
+	struct stor_lun_stat ls;
+
+	tpool_init(&tp, 2, LUN_SIZE, NULL);
+	cr_assert_eq(label_version(0), FORMAT_VERSION);
+	cr_assert_eq(label_version(1), FORMAT_VERSION);
+	cr_assert_eq(stor_pool_lun_stat(tp.pool, 1, &ls), 0);
+	cr_assert_eq(ls.vdev, 1);
+	cr_assert_eq(ls.sides, 1);
+}
+
+Test(mirror, sides_of_different_sizes_are_refused)
+{
+	static const unsigned sides[] = { 2 };
+	struct stor_pool_opts o = { .lun_size = LUN_SIZE };
+	struct stor_pool *p = NULL;
+	char big[PATH_MAX];
+	const char *v[2];
+	int ret;
+
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	snprintf(big, sizeof(big), "%s/big", tp.dir);
+	{
+		int fd = open(big, O_CREAT | O_WRONLY, 0600);
+		cr_assert(fd >= 0);
+		cr_assert_eq(ftruncate(fd, 2 * LUN_SIZE), 0);
+		close(fd);
+	}
+	o.state_dir = tp.state;
+	o.vdev_sides = sides;
+	o.nvdevs = 1;
+	v[0] = big;
+	{
+		char small[PATH_MAX];
+
+		snprintf(small, sizeof(small), "%s/small", tp.dir);
+		v[1] = small;
+		ret = stor_pool_create("odd", v, 2, &o, &p);
+	}
+	cr_assert_eq(ret, -EINVAL, "got %s", stor_strerror(ret));
+	cr_assert(strstr(stor_pool_last_error(), "of one size"), "%s", stor_pool_last_error());
+	cr_assert_null(p);
+	o.vdev_sides = (const unsigned[]){ 4 };
+	ret = stor_pool_create("odd", v, 2, &o, &p);
+	cr_assert_eq(ret, -EINVAL, "a mirror of more sides than LUNs given");
+}
+
+Test(mirror, junk_on_one_side_reads_back_and_is_rewritten)
+{
+	static const unsigned sides[] = { 2 };
+	struct stor_lun_stat ls[2];
+	struct stor_ds *ds;
+	uint8_t word[32];
+
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_all(ds);
+	for (uint64_t r = 0; r < NREC; r += 3)
+		junk(r % 2, where(r, 2), REC);
+	/* twice: the second round reads the repaired copies */
+	for (int round = 0; round < 2; round++)
+		cr_assert_eq(read_all(ds, UINT64_MAX), 0);
+	cr_assert_eq(stor_pool_lun_stat(tp.pool, 0, &ls[0]), 0);
+	cr_assert_eq(stor_pool_lun_stat(tp.pool, 1, &ls[1]), 0);
+	cr_assert_eq(ls[0].repaired + ls[1].repaired, (NREC + 2) / 3, "%llu + %llu repaired",
+		     (unsigned long long)ls[0].repaired, (unsigned long long)ls[1].repaired);
+	cr_assert_eq(ls[0].repaired, ls[0].cksum_errors);
+	cr_assert_eq(ls[1].repaired, ls[1].cksum_errors);
+	cr_assert(!ls[0].faulted && !ls[1].faulted, "checksum errors leave a side in service");
+	/* the bad copies hold the record again */
+	tpat_fill(word, sizeof(word), 0, 7);
+	cr_assert_eq(first_at(0, word, sizeof(word)), first_at(1, word, sizeof(word)));
+	stor_ds_close(ds);
+}
+
+Test(mirror, encrypted_records_heal_through_the_keyless_checksum)
+{
+	static const unsigned sides[] = { 2 };
+	struct stor_lun_stat ls;
+	static const char *const props[] = { "encryption=aes-256-ccm", "keyformat=raw" };
+	uint8_t key[32];
+	struct stor_key_material km = { key, sizeof(key) };
+	struct stor_ds_opts o = { .volsize = NREC * REC, .recordsize = REC, .props = props,
+				  .nprops = 2, .key = &km };
+	struct stor_ds *ds;
+
+	tpat_random(key, sizeof(key), 99);
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds_opts(&tp, "tank/e", &o);
+	write_all(ds);
+	/* ciphertext: find each record by its place in the data area instead */
+	for (uint64_t s = 0; s < 2 * NREC; s += 5)
+		junk(s % 2, LUN_DATA_OFF + s * STOR_SECTOR, STOR_SECTOR);
+	cr_assert_eq(read_all(ds, UINT64_MAX), 0);
+	cr_assert_eq(stor_pool_lun_stat(tp.pool, 0, &ls), 0);
+	cr_assert_gt(ls.repaired, 0);
+	stor_ds_close(ds);
+}
+
+Test(mirror, three_sides_two_damaged_at_different_places)
+{
+	static const unsigned sides[] = { 3 };
+	struct stor_ds *ds;
+
+	mirror_pool(3, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_all(ds);
+	for (uint64_t r = 0; r < NREC; r += 2) {
+		uint64_t off = where(r, 3);
+
+		junk(0, off, REC);
+		if (r % 4 == 0)
+			junk(1, off, REC); /* two sides of three at this record */
+		else
+			junk(2, off + 4096, 4096);
+	}
+	cr_assert_eq(read_all(ds, UINT64_MAX), 0);
+	cr_assert_eq(read_all(ds, UINT64_MAX), 0);
+	stor_ds_close(ds);
+}
+
+Test(mirror, every_side_damaged_fails_that_record_only)
+{
+	static const unsigned sides[] = { 2 };
+	struct stor_ds *ds;
+	uint64_t off;
+
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_all(ds);
+	off = where(5, 2);
+	junk(0, off, 64);
+	junk(1, off + 100, 64);
+	cr_assert_eq(read_all(ds, 5), 1, "record 5 reads an error, never wrong bytes");
+	{
+		uint8_t buf[REC];
+		int ret = stor_ds_read(ds, 5 * REC, buf, sizeof(buf));
+
+		cr_assert_eq(ret, STOR_ECKSUM, "got %s", stor_strerror(ret));
+	}
+	stor_ds_close(ds);
+}
+
+Test(mirror, a_mirror_added_to_a_stripe_pool_takes_data)
+{
+	struct stor_pool_stat st0, st1;
+	struct stor_lun_stat ls;
+	struct stor_ds *ds;
+	char a[PATH_MAX], b[PATH_MAX];
+	const char *v[2] = { a, b };
+
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	cr_assert_eq(stor_pool_stat(tp.pool, &st0), 0);
+	snprintf(a, sizeof(a), "%s/ma", tp.dir);
+	snprintf(b, sizeof(b), "%s/mb", tp.dir);
+	cr_assert_eq(stor_pool_add_mirror(tp.pool, v, 2, LUN_SIZE, 0), 0, "%s",
+		     stor_pool_last_error());
+	cr_assert_eq(stor_pool_add_mirror(tp.pool, v, 1, LUN_SIZE, 0), -EINVAL);
+	cr_assert_eq(stor_pool_stat(tp.pool, &st1), 0);
+	cr_assert_eq(st1.size, 2 * st0.size, "one LUN's space more, not two");
+	cr_assert_eq(stor_pool_lun_stat(tp.pool, 2, &ls), 0);
+	cr_assert_eq(ls.vdev, 1);
+	cr_assert_eq(ls.sides, 2);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_all(ds);
+	stor_ds_close(ds);
+	tpool_reopen(&tp);
+	cr_assert_eq(stor_pool_lun_stat(tp.pool, 2, &ls), 0);
+	cr_assert_eq(ls.vdev, 1);
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	read_all(ds, UINT64_MAX);
+	stor_ds_close(ds);
+}
+
+/* Wait (bounded, polling) until the scrub is no longer running. */
+static struct stor_scrub_stat scrub_wait(void)
+{
+	struct stor_scrub_stat ss;
+	double end = tnow() + 60;
+
+	do {
+		cr_assert_eq(stor_pool_scrub_stat(tp.pool, &ss), 0);
+		if (ss.state != STOR_SCRUB_RUNNING)
+			return ss;
+		usleep(10000);
+	} while (tnow() < end);
+	cr_assert_fail("scrub still running after 60 s: %llu of %llu bytes",
+		       (unsigned long long)ss.examined, (unsigned long long)ss.total);
+	return ss;
+}
+
+Test(mirror, scrub_repairs_what_no_read_touched_and_a_second_finds_nothing)
+{
+	static const unsigned sides[] = { 2 };
+	struct stor_scrub_stat ss;
+	struct stor_ds *ds;
+	uint64_t at[NREC];
+
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_all(ds);
+	for (uint64_t r = 0; r < NREC; r += 4) {
+		at[r] = where(r, 2);
+		junk(0, at[r], REC);
+	}
+	cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_PAUSE), -ENOENT);
+	cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_START), 0);
+	ss = scrub_wait();
+	cr_assert_eq(ss.state, STOR_SCRUB_FINISHED);
+	cr_assert_eq(ss.repaired, (NREC / 4) * REC, "repaired %llu",
+		     (unsigned long long)ss.repaired);
+	cr_assert_eq(ss.errors, 0);
+	cr_assert_geq(ss.examined, NREC * REC);
+	cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_START), 0);
+	ss = scrub_wait();
+	cr_assert_eq(ss.repaired, 0, "the second scrub finds nothing");
+	cr_assert_eq(ss.errors, 0);
+	/* side 0 holds every record again: side 1 may go bad at the same places */
+	for (uint64_t r = 0; r < NREC; r += 4)
+		junk(1, at[r], REC);
+	cr_assert_eq(read_all(ds, UINT64_MAX), 0);
+	/* both sides bad at one record: an error, counted, nothing rewritten */
+	junk(0, at[4], 100);
+	junk(1, at[4] + 200, 100);
+	cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_START), 0);
+	ss = scrub_wait();
+	cr_assert_eq(ss.errors, 1);
+	cr_assert_eq(read_all(ds, 4), 1);
+	stor_ds_close(ds);
+}
+
+Test(mirror, scrub_goes_on_after_an_import_and_pauses_where_it_is)
+{
+	static const unsigned sides[] = { 2 };
+	struct stor_scrub_stat ss;
+	struct stor_ds *ds;
+
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_all(ds);
+	stor_ds_close(ds);
+	tp.opts.scrub_rate = 128u << 10; /* half the records a second */
+	tpool_reopen(&tp);
+	cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_START), 0);
+	cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_START), -EBUSY);
+	tpool_reopen(&tp);
+	cr_assert_eq(stor_pool_scrub_stat(tp.pool, &ss), 0);
+	cr_assert(ss.state == STOR_SCRUB_RUNNING || ss.state == STOR_SCRUB_FINISHED,
+		  "running at the close: going on after the import (%d)", ss.state);
+	if (ss.state == STOR_SCRUB_RUNNING) {
+		cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_PAUSE), 0);
+		tpool_reopen(&tp);
+		cr_assert_eq(stor_pool_scrub_stat(tp.pool, &ss), 0);
+		cr_assert_eq(ss.state, STOR_SCRUB_PAUSED, "a pause is kept too");
+		cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_START), 0);
+	}
+	ss = scrub_wait();
+	cr_assert_eq(ss.state, STOR_SCRUB_FINISHED);
+	cr_assert_geq(ss.examined, NREC * REC);
+	cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_STOP), -ENOENT);
+}
+
+Test(mirror, a_stripe_pool_scrub_counts_what_it_cannot_mend)
+{
+	struct stor_scrub_stat ss;
+	struct stor_ds *ds;
+
+	tpool_init(&tp, 2, LUN_SIZE, NULL);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_all(ds);
+	{
+		uint8_t word[32];
+		int64_t at0, at1;
+
+		tpat_fill(word, sizeof(word), 3, 7);
+		at0 = first_at(0, word, sizeof(word));
+		at1 = first_at(1, word, sizeof(word));
+		cr_assert((at0 < 0) != (at1 < 0), "a stripe's record is on one LUN");
+		junk(at0 < 0, (uint64_t)(at0 < 0 ? at1 : at0), 64);
+	}
+	cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_START), 0);
+	ss = scrub_wait();
+	cr_assert_eq(ss.errors, 1);
+	cr_assert_eq(ss.repaired, 0);
+	cr_assert_eq(read_all(ds, 3), 1);
+	stor_ds_close(ds);
+}
