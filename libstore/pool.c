@@ -84,6 +84,19 @@ static int mkdirs(const char *dir)
 	return 0;
 }
 
+/* <state_dir>/pools, made when missing (a new or an emptied state directory) */
+static int make_pools_dir(const char *state_dir)
+{
+	char *dir;
+	int ret;
+
+	if (asprintf(&dir, "%s/pools", state_dir) < 0)
+		return -ENOMEM;
+	ret = mkdirs(dir);
+	free(dir);
+	return ret;
+}
+
 static struct stor_pool *pool_alloc(const char *name, const struct stor_pool_opts *opts)
 {
 	struct stor_pool *p = calloc(1, sizeof(*p));
@@ -600,7 +613,10 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 			goto fail;
 		}
 	}
-	ret = pool_lock(p);
+	/* an import from the LUNs into a state directory that lost everything */
+	ret = have ? 0 : make_pools_dir(opts->state_dir);
+	if (ret == 0)
+		ret = pool_lock(p);
 	if (ret < 0)
 		goto fail;
 	ret = open_meta(p, have);
@@ -666,7 +682,6 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 		     const struct stor_pool_opts *opts, struct stor_pool **out)
 {
 	struct stor_pool *p = NULL;
-	char *dir = NULL;
 	struct stat st;
 	int ret;
 
@@ -687,10 +702,7 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 	}
 	if (stor_name_check(name, STOR_NAME_POOL) < 0)
 		return STOR_EBADNAME;
-	if (asprintf(&dir, "%s/pools", opts->state_dir) < 0)
-		return -ENOMEM;
-	ret = mkdirs(dir);
-	free(dir);
+	ret = make_pools_dir(opts->state_dir);
 	if (ret < 0)
 		return ret;
 	p = pool_alloc(name, opts);

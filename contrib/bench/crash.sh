@@ -9,16 +9,15 @@
 # record's data or a read error fails the run; so does a pool that does not
 # import or whose offline check (coffer pool check) finds an extent owned
 # twice, space miscounted or a nonce used twice. Before every LOSS-th
-# restart the pool's LMDB and key files are deleted from the state
-# directory (pools.list and the LUN list stay), so that import rebuilds
-# them from the metadata on the LUNs: the same checks hold.
+# restart the whole state directory is deleted, and the pool is imported
+# from its LUNs alone (pool import -d): the same checks hold.
 #
 # Usage: crash.sh [CYCLES]   (default 50)
 # Environment: COFFERD, COFFER (binaries; default: the build tree's),
 #   SYNC (the datasets' sync property; default always, so every write the
 #   bench saw acknowledged is also flushed and the journal claims only
 #   durable generations), DATASETS (default 2), SEED (for the kill times),
-#   LOSS (delete the LMDB and key files before every LOSS-th restart;
+#   LOSS (delete the state directory before every LOSS-th restart;
 #   default 2, 0 never).
 set -eu
 cycles=${1:-50}
@@ -95,13 +94,20 @@ for c in $(seq 1 "$cycles"); do
 	if wait "$bp"; then :; else killed_mid=$((killed_mid + 1)); fi
 	wait "$cp" 2>/dev/null || true
 	wait 2>/dev/null || true
+	lost=0
 	if [ "$LOSS" -gt 0 ] && [ $((c % LOSS)) = 0 ]; then
-		# the state directory lost its cache of the pool: import from the LUNs
-		rm -f "$dir/state/pools/crash.mdb" "$dir/state/pools/crash.mdb-lock" \
-			"$dir/state/pools/crash.keys" "$dir/state/pools/crash.keys.1"
+		# the state directory is gone: the LUNs alone hold the pool
+		rm -rf "$dir/state"
 		rebuilt=$((rebuilt + 1))
+		lost=1
 	fi
 	start
+	if [ $lost = 1 ] && ! cof pool import -d "$dir" crash >"$dir/import.$c" 2>&1; then
+		failed=1
+		echo "crash: cycle $c: import from the LUNs failed" >&2
+		cat "$dir/import.$c" >&2
+		break
+	fi
 	for d in $(seq 1 "$DATASETS"); do
 		cof load-key "crash/v$d" >/dev/null 2>&1 || true
 	done
@@ -130,5 +136,5 @@ for c in $(seq 1 "$cycles"); do
 	fi
 	[ $((c % 10)) = 0 ] && echo "crash: $c cycles, $survived verified clean"
 done
-echo "crash: cycles=$cycles survived=$survived killed_mid_run=$killed_mid verify_runs=$verified records_checked=$records validation_errors=$errors pool_checks_clean=$checked lmdb_rebuilt=$rebuilt sync=$SYNC"
+echo "crash: cycles=$cycles survived=$survived killed_mid_run=$killed_mid verify_runs=$verified records_checked=$records validation_errors=$errors pool_checks_clean=$checked state_dir_lost=$rebuilt sync=$SYNC"
 [ "${failed:-0}" = 0 ] && [ "$survived" = "$cycles" ] && [ "$checked" = "$cycles" ]
