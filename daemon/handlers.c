@@ -903,6 +903,7 @@ struct list_ctx {
 	struct stor_pool *pool;
 	const char *name;   /* NULL: all */
 	int recursive;
+	int openable;       /* only those the caller may open (the NBD export list) */
 	const char **props; /* NULL: every property */
 	size_t nprops;
 	json_t *out;
@@ -926,6 +927,8 @@ static int list_one(const char *name, void *arg)
 		    !(lc->recursive && !strncmp(name, lc->name, n) && name[n] == '/'))
 			return 0;
 	}
+	if (lc->openable && !reg_may_open(lc->c->peer, lc->pool, name))
+		return 0;
 	props = json_object();
 	if (lc->props) {
 		for (size_t i = 0; i < lc->nprops; i++) {
@@ -978,6 +981,7 @@ static int h_ds_list(struct hcall *c)
 	int ret;
 
 	lc.recursive = jtrue(c->args, "recursive");
+	lc.openable = jtrue(c->args, "openable");
 	ret = arg_strv(c, "props", &lc.props, &lc.nprops);
 	if (ret < 0)
 		return ret;
