@@ -1072,6 +1072,7 @@ static int h_ds_inherit(struct hcall *c)
 /* The table checked that the peer may open it (CMD_OWNER); the dispatcher gives the handle. */
 static int h_ds_open(struct hcall *c)
 {
+	struct stor_prop_value v;
 	struct stor_ds *ds = NULL;
 	int ret = stor_ds_open(c->pool, c->name, &ds);
 
@@ -1082,6 +1083,9 @@ static int h_ds_open(struct hcall *c)
 	atomic_fetch_add(&c->pe->nhandles, 1);
 	c->reply = json_pack("{s:I, s:I}", "volsize", (json_int_t)stor_ds_volsize(ds),
 			     "recordsize", (json_int_t)stor_ds_recordsize(ds));
+	/* a block-device export refuses a dataset whose records cannot be read */
+	if (c->reply && stor_ds_get(c->pool, c->name, "keystatus", &v) == 0)
+		json_object_set_new(c->reply, "keystatus", json_string(v.value));
 	return 0;
 }
 

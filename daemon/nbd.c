@@ -383,6 +383,7 @@ static void open_done(struct disp_call *c)
 	struct nbd_req *q = (struct nbd_req *)c;
 	struct nbd_conn *nc = q->nc;
 	struct disp_client *cl = rpc_conn_client(nc->conn);
+	const char *ks;
 	json_t *o;
 	json_int_t h;
 
@@ -406,8 +407,21 @@ static void open_done(struct disp_call *c)
 	h = json_integer_value(json_object_get(o, "handle"));
 	nc->size = (uint64_t)json_integer_value(json_object_get(o, "volsize"));
 	nc->recordsize = (uint32_t)json_integer_value(json_object_get(o, "recordsize"));
-	json_decref(o);
+	ks = json_string_value(json_object_get(o, "keystatus"));
 	nc->handle = (uint32_t)h;
+	if (ks && !strcmp(ks, "unavailable")) {
+		/* open, but every read would fail: refuse it here, with what to do */
+		json_decref(o);
+		reg_handle_close(cl->handles, nc->handle);
+		c->status = STOR_ENOKEY;
+		if (q->opt == NBD_OPT_EXPORT_NAME)
+			rpc_conn_close_after(nc->conn);
+		else
+			open_refused(q, nc->name);
+		opt_done(q);
+		return;
+	}
+	json_decref(o);
 	if (q->opt == NBD_OPT_EXPORT_NAME) {
 		size_t n = 10 + ((nc->cflags & NBD_FLAG_C_NO_ZEROES) ? 0 : 124);
 		uint8_t *p = calloc(1, n);

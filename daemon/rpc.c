@@ -924,6 +924,9 @@ static void on_connection(uv_stream_t *server, int status)
 		conn_close(conn);
 		return;
 	}
+	/* a framing that spoke first may have had its reply resume reading already */
+	if (conn->reading || conn->closing)
+		return;
 	if (uv_read_start((uv_stream_t *)&conn->pipe, alloc_cb, read_cb) == 0)
 		conn->reading = 1;
 	else
