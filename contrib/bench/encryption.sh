@@ -346,8 +346,13 @@ nbdkit_row() { # round name nbdkit-args...
 	nbdkit -U "$work/nbdkit.sock" -P "$work/nbdkit.pid" "$@" ||
 		{ echo "encryption.sh: nbdkit ($kn) failed" >&2; return; }
 	i=0
-	while [ ! -S "$work/nbdkit.sock" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-	kpid=$(cat "$work/nbdkit.pid")
+	# nbdkit forks: its socket and its pid file come a moment after it returns
+	while { [ ! -S "$work/nbdkit.sock" ] || [ ! -s "$work/nbdkit.pid" ]; } && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	kpid=$(cat "$work/nbdkit.pid" 2>/dev/null) ||
+		{ echo "encryption.sh: nbdkit ($kn) did not start" >&2; return; }
 	echo "== nbd round $kr: $kn, fio nbd" >&2
 	fio_nbd nbd "$kr" "$kn" "$kpid" nbdkit_uri || true
 	kill "$kpid" 2>/dev/null || true
