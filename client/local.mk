@@ -2,10 +2,24 @@
 # The client library (shared by coffer, coffer bench and the e2e tests) and the coffer CLI.
 include %D%/bench.mk
 
-noinst_LIBRARIES += %D%/libcoffer.a
-%C%_libcoffer_a_SOURCES = %D%/client.h %D%/conn.c
-%C%_libcoffer_a_CPPFLAGS = $(AM_CPPFLAGS) $(PROTO_INC)
+# installed with client.h and coffer.pc, so other programs link it: it
+# carries the wire format, the default socket path and libstore's shared
+# rules it needs (names, error texts) in itself
+lib_LIBRARIES = %D%/libcoffer.a
+%C%_libcoffer_a_SOURCES = %D%/client.h %D%/conn.c daemon/proto.c daemon/sockpath.c \
+	libstore/errors.c libstore/name.c
+%C%_libcoffer_a_CPPFLAGS = $(AM_CPPFLAGS) $(PROTO_INC) $(STORE_INC)
 %C%_libcoffer_a_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
+include_HEADERS = %D%/client.h
+pkgconfigdir = $(libdir)/pkgconfig
+pkgconfig_DATA = %D%/coffer.pc
+EXTRA_DIST += %D%/coffer.pc.in
+CLEANFILES += %D%/coffer.pc
+%D%/coffer.pc: $(top_srcdir)/%D%/coffer.pc.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) %D% && \
+	sed -e 's|@prefix[@]|$(prefix)|g' -e 's|@libdir[@]|$(libdir)|g' \
+	    -e 's|@includedir[@]|$(includedir)|g' -e 's|@VERSION[@]|$(VERSION)|g' \
+	    $(top_srcdir)/%D%/coffer.pc.in > $@
 # libstore.a for its shared rules only (sizes, names, error texts): a static
 # link takes just those objects, not the engine or its libraries
 CLIENT_LIBS = %D%/libcoffer.a daemon/libproto.a libstore/libstore.a $(JANSSON_LIBS) $(PTHREAD_LIBS)

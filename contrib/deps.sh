@@ -4,7 +4,8 @@
 set -e
 PKGS="build-essential autoconf automake pkg-config libuv1-dev libssl-dev liblmdb-dev lmdb-utils
 libzstd-dev libxxhash-dev libcriterion-dev libipsec-mb-dev libinih-dev libjansson-dev
-libsystemd-dev liburing-dev systemd mandoc util-linux procps clang libclang-rt-14-dev"
+libsystemd-dev liburing-dev systemd mandoc util-linux procps clang libclang-rt-14-dev
+libnbd-bin python3-libnbd qemu-utils fio nbdkit"
 missing=
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"

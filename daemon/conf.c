@@ -52,6 +52,7 @@ enum opt_type {
 	OPT_LOGLEVEL,  /* err | warning | notice | info | debug */
 	OPT_LOGTARGET, /* stderr | syslog | absolute path */
 	OPT_PATHS,     /* absolute paths separated by ':', "" allowed, at most .max bytes */
+	OPT_SOCKNAME,  /* "" (off), a file name beside the socket, or an absolute path (.max) */
 };
 
 struct config_opt {
@@ -72,6 +73,8 @@ static const struct config_opt opts[] = {
 	{ "socket", OPT_PATH, FIELD(socket), .def_str = NULL, .max = CONFIG_SOCKET_MAX },
 	{ "socket_mode", OPT_MODE, FIELD(socket_mode), .def_num = 0660, .max = 0777 },
 	{ "socket_group", OPT_STRING, FIELD(socket_group), .def_str = "" },
+	{ "nbd_socket", OPT_SOCKNAME, FIELD(nbd_socket), .def_str = "nbd.sock",
+	  .max = CONFIG_SOCKET_MAX },
 	{ "admin_group", OPT_STRING, FIELD(admin_group), .def_str = "" },
 	{ "state_dir", OPT_PATH, FIELD(state_dir), .def_str = NULL, .max = PATH_MAX - 1 },
 	{ "lun_search", OPT_PATHS, FIELD(lun_search), .def_str = CONFIG_LUN_SEARCH_DEFAULT,
@@ -146,6 +149,12 @@ static char *xstrdup(const char *s)
 		abort();
 	}
 	return d;
+}
+
+static bool is_string(const struct config_opt *o)
+{
+	return o->type == OPT_STRING || o->type == OPT_PATH || o->type == OPT_LOGTARGET ||
+	       o->type == OPT_PATHS || o->type == OPT_SOCKNAME;
 }
 
 static char **str_field(struct config *c, const struct config_opt *o)
@@ -230,6 +239,7 @@ void config_defaults_uid(struct config *c, uid_t uid)
 		case OPT_PATH:
 		case OPT_LOGTARGET:
 		case OPT_PATHS:
+		case OPT_SOCKNAME:
 			if (o->def_str)
 				*str_field(c, o) = xstrdup(o->def_str);
 			break;
@@ -255,8 +265,7 @@ void config_free(struct config *c)
 	for (size_t i = 0; i < NOPTS; i++) {
 		const struct config_opt *o = &opts[i];
 
-		if (o->type == OPT_STRING || o->type == OPT_PATH || o->type == OPT_LOGTARGET ||
-		    o->type == OPT_PATHS) {
+		if (is_string(o)) {
 			free(*str_field(c, o));
 			*str_field(c, o) = NULL;
 		}
@@ -271,9 +280,7 @@ static void config_copy(struct config *dst, const struct config *src)
 		const struct config_opt *o = &opts[i];
 		char **f = str_field(dst, o);
 
-		if ((o->type == OPT_STRING || o->type == OPT_PATH || o->type == OPT_LOGTARGET ||
-		    o->type == OPT_PATHS) &&
-		    *f)
+		if (is_string(o) && *f)
 			*f = xstrdup(*f);
 	}
 }
@@ -371,6 +378,20 @@ static int set_value(struct config *c, const struct config_opt *o, const char *v
 					 value);
 				return -1;
 			}
+		}
+		break;
+	case OPT_SOCKNAME:
+		/* a bare name lives beside the control socket, wherever that is put */
+		if (value[0] != '/' && (strchr(value, '/') || !strcmp(value, ".") ||
+					!strcmp(value, "..") || strcspn(value, ";#") < strlen(value))) {
+			snprintf(why, whylen,
+				 "'%s' is not empty, a file name or an absolute path", value);
+			return -1;
+		}
+		if (strlen(value) > o->max) {
+			snprintf(why, whylen, "path is longer than %llu bytes",
+				 (unsigned long long)o->max);
+			return -1;
 		}
 		break;
 	case OPT_MODE:
@@ -643,6 +664,7 @@ int config_dump(const struct config *c, FILE *f)
 		case OPT_PATH:
 		case OPT_LOGTARGET:
 		case OPT_PATHS:
+		case OPT_SOCKNAME:
 			s = *(char *const *)((const char *)c + o->offset);
 			/* no spaces: a value that loaded from a line of the longest
 			 * length must fit on one line again */
@@ -668,4 +690,22 @@ int config_dump(const struct config *c, FILE *f)
 			return -EIO;
 	}
 	return 0;
+}
+
+int config_nbd_socket(const struct config *c, char *buf, size_t len)
+{
+	const char *n = c->nbd_socket, *slash;
+	int w;
+
+	if (!n || !n[0])
+		return 0;
+	slash = strrchr(c->socket, '/');
+	if (n[0] == '/')
+		w = snprintf(buf, len, "%s", n);
+	else
+		w = snprintf(buf, len, "%.*s/%s", slash ? (int)(slash - c->socket) : 1,
+			     slash ? c->socket : ".", n);
+	if (w < 0 || (size_t)w >= len || (size_t)w > CONFIG_SOCKET_MAX)
+		return -ENAMETOOLONG;
+	return 1;
 }

@@ -18,6 +18,7 @@ struct config {
 	char *socket;           /* Unix socket path */
 	unsigned socket_mode;   /* octal, e.g. 0660 */
 	char *socket_group;     /* group owning the socket; NULL/"" = daemon's gid */
+	char *nbd_socket;       /* NBD socket: "" = off, a bare name = beside socket */
 	char *admin_group;      /* members may administer; NULL/"" = none besides root and the daemon's uid */
 	char *state_dir;        /* pools/<pool>.mdb and pools.conf live here */
 	char *lun_search;       /* directories pool import scans for LUNs, ':'-separated; "" = none */
@@ -113,6 +114,13 @@ const char *config_option_name(size_t i);
 int config_log_level_parse(const char *name);
 /** Name of a syslog priority as config files spell it. Never NULL. */
 const char *config_log_level_name(int prio);
+
+/**
+ * The NBD socket's path into @buf: nbd_socket itself, or a bare name put
+ * in the directory of the control socket.
+ * @return 1, 0 (NBD is off), -ENAMETOOLONG (over CONFIG_SOCKET_MAX)
+ */
+int config_nbd_socket(const struct config *c, char *buf, size_t len);
 
 /** Free the strings of @c. */
 void config_free(struct config *c);

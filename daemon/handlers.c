@@ -1064,6 +1064,7 @@ struct list_ctx {
 	struct stor_pool *pool;
 	const char *name;   /* NULL: all */
 	int recursive;
+	int openable;       /* only those the caller may open (the NBD export list) */
 	const char **props; /* NULL: every property */
 	size_t nprops;
 	json_t *out;
@@ -1087,6 +1088,8 @@ static int list_one(const char *name, void *arg)
 		    !(lc->recursive && !strncmp(name, lc->name, n) && name[n] == '/'))
 			return 0;
 	}
+	if (lc->openable && !reg_may_open(lc->c->peer, lc->pool, name))
+		return 0;
 	props = json_object();
 	if (lc->props) {
 		for (size_t i = 0; i < lc->nprops; i++) {
@@ -1139,6 +1142,7 @@ static int h_ds_list(struct hcall *c)
 	int ret;
 
 	lc.recursive = jtrue(c->args, "recursive");
+	lc.openable = jtrue(c->args, "openable");
 	ret = arg_strv(c, "props", &lc.props, &lc.nprops);
 	if (ret < 0)
 		return ret;
@@ -1229,6 +1233,7 @@ static int h_ds_inherit(struct hcall *c)
 /* The table checked that the peer may open it (CMD_OWNER); the dispatcher gives the handle. */
 static int h_ds_open(struct hcall *c)
 {
+	struct stor_prop_value v;
 	struct stor_ds *ds = NULL;
 	int ret = stor_ds_open(c->pool, c->name, &ds);
 
@@ -1239,6 +1244,9 @@ static int h_ds_open(struct hcall *c)
 	atomic_fetch_add(&c->pe->nhandles, 1);
 	c->reply = json_pack("{s:I, s:I}", "volsize", (json_int_t)stor_ds_volsize(ds),
 			     "recordsize", (json_int_t)stor_ds_recordsize(ds));
+	/* a block-device export refuses a dataset whose records cannot be read */
+	if (c->reply && stor_ds_get(c->pool, c->name, "keystatus", &v) == 0)
+		json_object_set_new(c->reply, "keystatus", json_string(v.value));
 	return 0;
 }
 

@@ -40,6 +40,7 @@
 #include "dispatch.h"
 #include "log.h"
 #include "registry.h"
+#include "nbd.h"
 #include "rpc.h"
 #include "store.h"
 #include "work.h"
@@ -113,6 +114,33 @@ static int mkdirs(const char *path, mode_t mode)
  * others may write them (/tmp). @why gets the reason of a refusal.
  * @return 0 or -1
  */
+static int socket_dir(const char *sock, char *why, size_t whylen);
+
+/*
+ * The directory of socket @path (option @what) made and trusted, and the
+ * path free: a daemon that answers there keeps it. @return 0 or -1 (logged)
+ */
+static int claim_socket(const char *what, const char *path)
+{
+	char err[512] = "";
+	pid_t other;
+	int ret;
+
+	if (socket_dir(path, err, sizeof(err)) < 0) {
+		log_err("%s %s: %s", what, path, err);
+		return -1;
+	}
+	ret = rpc_socket_probe(path, &other);
+	if (ret == -EADDRINUSE && other > 0)
+		log_err("cofferd already running (pid %d) at %s", (int)other, path);
+	else if (ret == -EADDRINUSE)
+		log_err("cofferd already running at %s (too busy to accept)", path);
+	else if (ret < 0)
+		log_err("%s %s: %s", what, path,
+			ret == -EEXIST ? "exists and is not a socket" : strerror(-ret));
+	return ret < 0 ? -1 : 0;
+}
+
 static int socket_dir(const char *sock, char *why, size_t whylen)
 {
 	char dir[CONFIG_SOCKET_MAX + 1];
@@ -301,7 +329,8 @@ int main(int argc, char **argv)
 	struct config cfg;
 	const char *cfile = NULL, *sock = NULL, *state = NULL;
 	int foreground = 0, check = 0, opt, ret, status = 1, ready_fd = -1;
-	char err[512];
+	char err[512], nbd_path[CONFIG_SOCKET_MAX + 1];
+	int nbd_on;
 	uv_loop_t *loop = NULL;
 	long ncpu;
 
@@ -399,30 +428,16 @@ int main(int argc, char **argv)
 		log_err("state_dir %s: %s", cfg.state_dir, strerror(-ret));
 		goto out;
 	}
-	err[0] = '\0';
-	if (socket_dir(cfg.socket, err, sizeof(err)) < 0) {
-		log_err("socket %s: %s", cfg.socket, err);
+	nbd_on = config_nbd_socket(&cfg, nbd_path, sizeof(nbd_path));
+	if (nbd_on < 0) {
+		log_err("nbd_socket %s: path is longer than %u bytes", cfg.nbd_socket,
+			CONFIG_SOCKET_MAX);
 		goto out;
 	}
-	/* before the pools: a daemon already serving them must keep them, and its socket */
-	{
-		pid_t other;
-
-		ret = rpc_socket_probe(cfg.socket, &other);
-		if (ret == -EADDRINUSE && other > 0) {
-			log_err("cofferd already running (pid %d) at %s", (int)other, cfg.socket);
-			goto out;
-		}
-		if (ret == -EADDRINUSE) {
-			log_err("cofferd already running at %s (too busy to accept)", cfg.socket);
-			goto out;
-		}
-		if (ret < 0) {
-			log_err("socket %s: %s", cfg.socket,
-				ret == -EEXIST ? "exists and is not a socket" : strerror(-ret));
-			goto out;
-		}
-	}
+	/* before the pools: a daemon already serving them must keep them, and its sockets */
+	if (claim_socket("socket", cfg.socket) < 0 ||
+	    (nbd_on && claim_socket("nbd_socket", nbd_path) < 0))
+		goto out;
 	ret = reg_init(&cfg);
 	if (ret < 0) {
 		log_err("state_dir %s: pools: %s", cfg.state_dir, strerror(-ret));
@@ -446,6 +461,12 @@ int main(int argc, char **argv)
 			ret == -ESRCH ? "socket_group does not exist" : uv_strerror(ret));
 		goto out_pools;
 	}
+	ret = nbd_on ? nbd_listen(loop, &cfg, nbd_path) : 0;
+	if (ret < 0) {
+		log_err("nbd_socket %s: %s", nbd_path,
+			ret == -ESRCH ? "socket_group does not exist" : uv_strerror(ret));
+		goto out_pools;
+	}
 	ret = work_start(loop, cfg.workers, cfg.io_inline);
 	if (ret < 0) {
 		log_err("workers: %s", uv_strerror(ret));
@@ -457,8 +478,9 @@ int main(int argc, char **argv)
 	uv_signal_start(&sig_term, on_signal, SIGTERM);
 	uv_signal_start(&sig_int, on_signal, SIGINT);
 	uv_signal_start(&sig_hup, on_signal, SIGHUP);
-	log_info("cofferd %s: listening on %s, state in %s, %u workers", PACKAGE_VERSION,
-		 cfg.socket, cfg.state_dir, cfg.workers);
+	log_info("cofferd %s: listening on %s%s%s, state in %s, %u workers", PACKAGE_VERSION,
+		 cfg.socket, nbd_on ? ", NBD on " : "", nbd_on ? nbd_path : "", cfg.state_dir,
+		 cfg.workers);
 	sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%lu", cfg.socket,
 		   (unsigned long)getpid());
 	if (ready_fd >= 0)

@@ -7,6 +7,11 @@
  * frame means is the dispatcher's business, the bytes and the limits are
  * this file's.
  *
+ * Each socket has a framing (rpc.h): the control protocol of proto.h, at
+ * the end of this file, or NBD (nbd.c). The framing says where a frame ends
+ * and turns it into calls; buffering, limits, timeouts and the write queue
+ * are shared, so a limit is one limit over both sockets (per uid, in all).
+ *
  * Invariants: only the loop thread touches a connection. A connection lives
  * while its handle is open or any of its calls is in flight (refs); a call
  * whose connection closed is completed and dropped. Back-pressure: a
@@ -74,6 +79,10 @@ struct uid_ent {
 
 struct rpc_conn {
 	uv_pipe_t pipe;
+	const struct rpc_framing *fr;
+	void *priv;          /* the framing's */
+	int held;            /* the framing waits for a reply before the next frame */
+	int handshake;       /* the framing's negotiation goes on after dc.hello_done */
 	struct disp_client dc; /* the peer, HELLO state, its dataset handles */
 	gid_t *groups;       /* dc.peer.groups, owned: SO_PEERGROUPS */
 	int closing;         /* handle closed or closing: no more replies */
@@ -101,15 +110,6 @@ struct rpc_conn {
 	struct rpc_conn *prev, *next;
 };
 
-/* One request from its frame to its written reply. */
-struct rpc_req {
-	struct disp_call dc;  /* what the dispatcher sees */
-	struct rpc_conn *conn;
-	uint8_t hdrbuf[PROTO_HDR_SIZE]; /* the reply header as written */
-	size_t charge;        /* bytes counted in the connection's inflight_bytes */
-	struct rpc_req *next;
-};
-
 struct wreq {
 	uv_write_t req;
 	struct rpc_conn *conn;
@@ -118,14 +118,24 @@ struct wreq {
 	uv_buf_t bufs[];
 };
 
+/* One listening socket and its framing. */
+struct listener {
+	uv_pipe_t pipe;
+	const struct rpc_framing *fr;
+	char *path;
+	int listening;
+	int bound;           /* the socket file is ours: dev/ino are set */
+	dev_t dev;           /* the inode we bound, so that exit removes no other */
+	ino_t ino;
+};
+
+#define LISTENERS_MAX 2u
+
 static struct {
 	uv_loop_t *loop;
 	const struct config *cfg;
-	uv_pipe_t listener;
-	int listening;
-	int bound;           /* the socket file is ours: sock_dev/sock_ino are set */
-	dev_t sock_dev;      /* the inode we bound, so that exit removes no other */
-	ino_t sock_ino;
+	struct listener lst[LISTENERS_MAX];
+	unsigned nlst;
 	struct rpc_conn *conns;
 	unsigned nconns;
 	uint64_t next_id;
@@ -233,6 +243,8 @@ static void conn_unref(struct rpc_conn *conn)
 		return;
 	/* its handles lived until its calls in flight were done (registry.c) */
 	dispatch_client_fini(&conn->dc);
+	if (conn->fr && conn->fr->fini)
+		conn->fr->fini(conn);
 	if (conn->rbuf)
 		/* a frame cut short at close may be key text */
 		explicit_bzero(conn->rbuf, conn->rlen);
@@ -307,11 +319,12 @@ static void conn_flush(struct rpc_conn *conn)
 		w->calls = conn->pend_head;
 		for (unsigned i = 0; i < n; i++) {
 			c = conn->pend_head;
-			w->bufs[nb++] = uv_buf_init((char *)c->hdrbuf, PROTO_HDR_SIZE);
+			if (c->hdr_len)
+				w->bufs[nb++] = uv_buf_init((char *)c->hdrbuf, c->hdr_len);
 			if (c->dc.payload_len)
 				w->bufs[nb++] =
 					uv_buf_init((char *)c->dc.payload, c->dc.payload_len);
-			w->bytes += PROTO_HDR_SIZE + c->dc.payload_len;
+			w->bytes += c->hdr_len + c->dc.payload_len;
 			last = c;
 			conn->pend_head = c->next;
 			conn->npend--;
@@ -366,7 +379,6 @@ static void reply_queue(struct rpc_req *r)
 {
 	struct rpc_conn *conn = r->conn;
 
-	dispatch_reply_hdr(&r->dc, r->hdrbuf);
 	r->next = NULL;
 	if (conn->pend_tail)
 		conn->pend_tail->next = r;
@@ -377,8 +389,7 @@ static void reply_queue(struct rpc_req *r)
 	flush_schedule(conn);
 }
 
-/* The dispatcher's completion of a request (loop thread): its reply goes out. */
-static void req_done(struct disp_call *dc)
+void rpc_req_done(struct disp_call *dc)
 {
 	struct rpc_req *r = (struct rpc_req *)dc; /* dc is the first member */
 	struct rpc_conn *conn = r->conn;
@@ -393,8 +404,13 @@ static void req_done(struct disp_call *dc)
 	}
 	if (dc->close_after)
 		conn->close_after = 1;
-	if (conn->closing) {
+	if (conn->closing || (!r->hdr_len && !dc->payload_len)) {
+		/* nothing to write (a framing's step that owes no bytes): done here */
 		req_free(r);
+		if (!conn->closing) {
+			conn_check_close(conn);
+			conn_maybe_resume(conn);
+		}
 		conn_unref(conn);
 		return;
 	}
@@ -403,69 +419,58 @@ static void req_done(struct disp_call *dc)
 	conn_unref(conn);
 }
 
-/* A new request of @conn for header @h, counted in flight until req_done(). */
-static struct rpc_req *req_new(struct rpc_conn *conn, const struct proto_hdr *h)
+struct rpc_req *rpc_req_new(struct rpc_conn *conn, const struct proto_hdr *h, size_t charge)
 {
-	struct rpc_req *r = calloc(1, sizeof(*r));
+	struct rpc_req *r = calloc(1, conn->fr->req_size);
 
-	if (!r)
+	if (!r) {
+		conn_close(conn);
 		return NULL;
+	}
 	r->conn = conn;
 	r->dc.cl = &conn->dc;
 	r->dc.hdr = *h;
-	r->dc.done = req_done;
+	r->dc.done = rpc_req_done;
 	conn->refs++;
 	conn->inflight++;
 	if (conn->ue)
 		conn->ue->inflight++;
-	return r;
-}
-
-/* ---- requests ---- */
-
-/* Reply to a frame that never became a call (bad header, a limit). */
-static void reply_error(struct rpc_conn *conn, const struct proto_hdr *h, int status, int close)
-{
-	struct rpc_req *r;
-
-	STATS_ADD(bad_frames, 1);
-	if (close)
-		conn->close_after = 1;
-	r = req_new(conn, h);
-	if (!r) {
-		conn_close(conn);
-		return;
-	}
-	dispatch_refuse(&r->dc, status);
-}
-
-/* Hand one complete frame to the dispatcher. Returns -1 if the connection is closing. */
-static int handle_frame(struct rpc_conn *conn, const struct proto_hdr *h, const uint8_t *body)
-{
-	struct rpc_req *r = req_new(conn, h);
-
-	if (!r)
-		return -1;
 	if (conn->inflight >
 	    atomic_load_explicit(&daemon_stats.inflight_peak, memory_order_relaxed))
 		atomic_store_explicit(&daemon_stats.inflight_peak, conn->inflight,
 				      memory_order_relaxed);
-	/* what this request will hold: its body, and for READ the reply buffer */
-	r->charge = h->len;
-	if (h->op == PROTO_OP_READ && h->len >= PROTO_IO_BODY)
-		r->charge += get_u32(body + 12);
-	conn->inflight_bytes += r->charge;
-	srv.buffered += r->charge;
-	if (h->len) {
-		r->dc.body = malloc(h->len);
-		if (!r->dc.body) {
-			dispatch_refuse(&r->dc, -ENOMEM);
-			return 0;
-		}
-		memcpy(r->dc.body, body, h->len);
-	}
-	dispatch_call(&r->dc);
-	return conn->close_after ? -1 : 0;
+	r->charge = charge;
+	conn->inflight_bytes += charge;
+	srv.buffered += charge;
+	return r;
+}
+
+struct disp_client *rpc_conn_client(struct rpc_conn *conn)
+{
+	return &conn->dc;
+}
+
+void **rpc_conn_priv(struct rpc_conn *conn)
+{
+	return &conn->priv;
+}
+
+void rpc_conn_close_after(struct rpc_conn *conn)
+{
+	conn->close_after = 1;
+	conn_check_close(conn);
+}
+
+void rpc_conn_handshake(struct rpc_conn *conn, int on)
+{
+	conn->handshake = on;
+}
+
+void rpc_conn_hold(struct rpc_conn *conn, int hold)
+{
+	conn->held = hold;
+	if (!hold)
+		conn_maybe_resume(conn);
 }
 
 /* In the middle of a frame whose buffer is already there: it may be finished. */
@@ -493,7 +498,7 @@ static int conn_blocked(const struct rpc_conn *conn)
 {
 	return conn->inflight >= PROTO_INFLIGHT_MAX || conn->inflight_bytes >= INFLIGHT_BYTES_MAX ||
 	       conn->queued_bytes >= REPLY_QUEUE_MAX || conn->close_after || srv.stopping ||
-	       conn->backlog || uid_blocked(conn) || mem_blocked(conn);
+	       conn->backlog || conn->held || uid_blocked(conn) || mem_blocked(conn);
 }
 
 /* @conn stops reading: remember which shared limit to wake it up from. */
@@ -508,24 +513,18 @@ static void note_blocked(const struct rpc_conn *conn)
 	}
 }
 
-/* Whether the frame starting at @p (@avail bytes buffered) carries key material. */
-static int frame_secret(const uint8_t *p, size_t avail)
+/* Whether the frame at the read position of @conn carries key material. */
+static int frame_secret(const struct rpc_conn *conn)
 {
-	struct proto_hdr h;
-	const struct proto_cmd *cmd;
-
-	if (avail < PROTO_HDR_SIZE)
-		return 0;
-	proto_hdr_get(p, &h);
-	cmd = proto_cmd_by_op(h.op);
-	return cmd && (cmd->flags & CMD_SECRET);
+	return conn->fr->secret && conn->rbuf &&
+	       conn->fr->secret(conn->rbuf + conn->rpos, conn->rlen - conn->rpos);
 }
 
 /* Move the unparsed bytes to the front; a key frame leaves no copy behind. */
 static void rbuf_compact(struct rpc_conn *conn)
 {
 	size_t left = conn->rlen - conn->rpos;
-	int secret = frame_secret(conn->rbuf + conn->rpos, left);
+	int secret = frame_secret(conn);
 
 	memmove(conn->rbuf, conn->rbuf + conn->rpos, left);
 	if (secret)
@@ -539,7 +538,7 @@ static int rbuf_grow(struct rpc_conn *conn, size_t cap)
 {
 	uint8_t *nb;
 
-	if (conn->rbuf && frame_secret(conn->rbuf + conn->rpos, conn->rlen - conn->rpos)) {
+	if (frame_secret(conn)) {
 		nb = malloc(cap);
 		if (!nb)
 			return -1;
@@ -562,10 +561,10 @@ static void conn_parse(struct rpc_conn *conn)
 	unsigned turn = 0;
 
 	conn->parsing = 1;
-	while (!conn->closing && !conn_blocked(conn) && conn->rlen - conn->rpos >= PROTO_HDR_SIZE) {
-		struct proto_hdr h;
+	while (!conn->closing && !conn_blocked(conn) && conn->rlen > conn->rpos) {
 		uint8_t *p = conn->rbuf + conn->rpos;
-		int ret;
+		size_t need = 0;
+		int ret, secret;
 
 		if (turn++ == PARSE_QUANTUM) {
 			/* fairness: the others get their turn before the rest of ours */
@@ -576,30 +575,15 @@ static void conn_parse(struct rpc_conn *conn)
 			kick_start();
 			break;
 		}
-		proto_hdr_get(p, &h);
-		ret = proto_hdr_check(&h, srv.cfg->max_frame);
-		if (ret < 0) {
-			log_info("conn %llu: bad frame (op %u, len %u): %s",
-				 (unsigned long long)conn->dc.id, h.op, h.len, proto_strerror(ret));
-			reply_error(conn, &h, ret, 1);
-			break;
-		}
-		if (!conn->dc.hello_done && h.len > PROTO_HELLO_BODY) {
-			/* only a HELLO may come first: its body is not read, let alone kept */
-			log_info("conn %llu (uid %u): %u-byte %s frame before hello: closed",
-				 (unsigned long long)conn->dc.id, (unsigned)conn->dc.peer.uid,
-				 h.len, proto_op_name(h.op));
-			reply_error(conn, &h, -EPROTO, 1);
-			break;
-		}
-		if (conn->rlen - conn->rpos < PROTO_HDR_SIZE + (size_t)h.len) {
-			size_t need = PROTO_HDR_SIZE + (size_t)h.len;
-
+		ret = conn->fr->frame(conn, p, conn->rlen - conn->rpos, &need);
+		if (ret != 0)
+			break; /* more bytes needed, or refused */
+		if (conn->rlen - conn->rpos < need) {
 			conn->frame_need = need;
 			/* over max_buffered a new frame waits for its buffer (conn_blocked) */
 			if (need > conn->rcap && over_buffered())
 				break;
-			/* make room for the whole frame (already bounded by max_frame) */
+			/* make room for the whole frame (the framing bounded it) */
 			if (conn->rpos)
 				rbuf_compact(conn);
 			if (need > conn->rcap && rbuf_grow(conn, need) < 0) {
@@ -609,17 +593,18 @@ static void conn_parse(struct rpc_conn *conn)
 			break;
 		}
 		conn->frame_need = 0;
-		conn->rpos += PROTO_HDR_SIZE + h.len;
-		ret = handle_frame(conn, &h, p + PROTO_HDR_SIZE);
+		secret = frame_secret(conn);
+		conn->rpos += need;
+		ret = conn->fr->handle(conn, p, need);
 		/* the call has its own copy (wiped when freed); none stays here */
-		if (frame_secret(p, PROTO_HDR_SIZE))
-			explicit_bzero(p, PROTO_HDR_SIZE + h.len);
+		if (secret)
+			explicit_bzero(p, need);
 		if (ret < 0)
 			break;
 	}
 	if (conn->rpos == conn->rlen)
 		conn->rpos = conn->rlen = 0;
-	if (conn->rlen - conn->rpos < PROTO_HDR_SIZE)
+	if (conn->rlen == conn->rpos)
 		conn->frame_need = 0;
 	if (conn->rlen == 0 && conn->rcap > RBUF_KEEP) {
 		/* one big frame passed: do not keep its buffer per idle connection */
@@ -631,11 +616,17 @@ static void conn_parse(struct rpc_conn *conn)
 	rbuf_account(conn);
 }
 
+/* Past HELLO (and any negotiation of the framing's): the limits of a served peer. */
+static int negotiated(const struct rpc_conn *conn)
+{
+	return conn->dc.hello_done && !conn->handshake;
+}
+
 static void alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
 	struct rpc_conn *conn = handle->data;
 	/* before HELLO a peer gets a page: enough for HELLO and the frames after it */
-	size_t chunk = conn->dc.hello_done ? READ_CHUNK : PREHELLO_CHUNK;
+	size_t chunk = negotiated(conn) ? READ_CHUNK : PREHELLO_CHUNK;
 
 	(void)suggested;
 	if (conn->rcap - conn->rlen < chunk / 4 && conn->rpos) {
@@ -743,12 +734,13 @@ static void sweep_cb(uv_timer_t *t)
 		next = conn->next;
 		if (conn->closing || conn->close_after)
 			continue;
-		if (!conn->dc.hello_done && now - conn->since >= hello_ms) {
+		if (!negotiated(conn) && now - conn->since >= hello_ms) {
 			log_info("conn %llu (uid %u): no hello within %u s: closed",
 				 (unsigned long long)conn->dc.id, (unsigned)conn->dc.peer.uid,
 				 srv.cfg->hello_timeout);
 			conn_close(conn);
-		} else if (conn->dc.hello_done && idle_ms && conn->reading && conn->inflight == 0 &&
+		} else if (negotiated(conn) && idle_ms && !conn->fr->keep_idle && conn->reading &&
+			   conn->inflight == 0 &&
 			   !conn->pend_head && conn->queued_bytes == 0 &&
 			   now - conn->last_active >= idle_ms) {
 			log_info("conn %llu (uid %u): idle for %u s: closed",
@@ -835,6 +827,7 @@ static int peer_groups(int fd, gid_t **out)
 
 static void on_connection(uv_stream_t *server, int status)
 {
+	const struct listener *l = server->data;
 	struct rpc_conn *conn;
 	struct ucred cred;
 	socklen_t clen = sizeof(cred);
@@ -852,6 +845,7 @@ static void on_connection(uv_stream_t *server, int status)
 		return;
 	}
 	conn->pipe.data = conn;
+	conn->fr = l->fr;
 	conn->dc.id = ++srv.next_id;
 	if (uv_accept(server, (uv_stream_t *)&conn->pipe) < 0 ||
 	    uv_fileno((uv_handle_t *)&conn->pipe, &fd) < 0 ||
@@ -893,7 +887,6 @@ static void on_connection(uv_stream_t *server, int status)
 		if (reserve > cap / 2)
 			reserve = cap / 2;
 		anyone = cap - reserve;
-		struct proto_hdr h = { .op = PROTO_OP_HELLO };
 		int quiet = 0;
 		char why[128] = "";
 
@@ -912,19 +905,28 @@ static void on_connection(uv_stream_t *server, int status)
 			conn->ue->refused_logged = 1;
 		}
 		if (why[0]) {
-			/* say why in the reply to the HELLO the client is about to send, then close */
+			/* the framing says why in its first reply, then the connection closes */
 			if (!quiet)
-				log_warn("conn %llu (uid %u): refused: %s",
-					 (unsigned long long)conn->dc.id, (unsigned)cred.uid, why);
-			reply_error(conn, &h, srv.stopping ? -ESHUTDOWN : -EUSERS, 1);
+				log_warn("conn %llu (uid %u, %s): refused: %s",
+					 (unsigned long long)conn->dc.id, (unsigned)cred.uid,
+					 conn->fr->name, why);
+			conn->close_after = 1;
+			conn->fr->refuse(conn, srv.stopping ? -ESHUTDOWN : -EUSERS, why);
 			return;
 		}
 	}
 	conn->counted = 1;
 	conn->ue->nconns++;
-	log_debug("conn %llu: uid %u gid %u pid %d%s", (unsigned long long)conn->dc.id,
-		  (unsigned)cred.uid, (unsigned)cred.gid, (int)cred.pid,
+	log_debug("conn %llu (%s): uid %u gid %u pid %d%s", (unsigned long long)conn->dc.id,
+		  conn->fr->name, (unsigned)cred.uid, (unsigned)cred.gid, (int)cred.pid,
 		  conn->dc.peer.admin ? " admin" : "");
+	if (conn->fr->accepted && conn->fr->accepted(conn) < 0) {
+		conn_close(conn);
+		return;
+	}
+	/* a framing that spoke first may have had its reply resume reading already */
+	if (conn->reading || conn->closing)
+		return;
 	if (uv_read_start((uv_stream_t *)&conn->pipe, alloc_cb, read_cb) == 0)
 		conn->reading = 1;
 	else
@@ -969,34 +971,33 @@ int rpc_socket_probe(const char *path, pid_t *pid)
 }
 
 /* Remove the socket file only if it is still the one we bound, not a successor's. */
-static void unlink_own_socket(void)
+static void unlink_own_socket(struct listener *l)
 {
 	struct stat st;
 
-	if (!srv.bound)
+	if (!l->bound)
 		return;
-	srv.bound = 0;
-	if (lstat(srv.cfg->socket, &st) == 0 && st.st_dev == srv.sock_dev &&
-	    st.st_ino == srv.sock_ino)
-		unlink(srv.cfg->socket);
+	l->bound = 0;
+	if (lstat(l->path, &st) == 0 && st.st_dev == l->dev && st.st_ino == l->ino)
+		unlink(l->path);
 	else
-		log_warn("socket %s: no longer the one this daemon bound; left in place",
-			 srv.cfg->socket);
+		log_warn("socket %s: no longer the one this daemon bound; left in place", l->path);
 }
 
 /*
  * Bound here, not by uv_pipe_bind(): libuv unlinks the path of a pipe it
  * bound when the handle closes, whoever's socket the path names by then.
  */
-static int listen_socket(const struct config *cfg)
+static int listen_socket(struct listener *l)
 {
+	const struct config *cfg = srv.cfg;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct stat st;
 	int fd, ret;
 
-	if (strlen(cfg->socket) >= sizeof(sa.sun_path))
+	if (strlen(l->path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
-	memcpy(sa.sun_path, cfg->socket, strlen(cfg->socket) + 1);
+	memcpy(sa.sun_path, l->path, strlen(l->path) + 1);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
@@ -1006,34 +1007,58 @@ static int listen_socket(const struct config *cfg)
 		close(fd);
 		return ret;
 	}
-	ret = uv_pipe_open(&srv.listener, fd);
+	ret = uv_pipe_open(&l->pipe, fd);
 	if (ret < 0) {
 		close(fd);
-		unlink(cfg->socket);
+		unlink(l->path);
 		return ret;
 	}
-	if (lstat(cfg->socket, &st) < 0)
+	if (lstat(l->path, &st) < 0)
 		return -errno;
-	srv.sock_dev = st.st_dev;
-	srv.sock_ino = st.st_ino;
-	srv.bound = 1;
-	if (chmod(cfg->socket, cfg->socket_mode) < 0)
+	l->dev = st.st_dev;
+	l->ino = st.st_ino;
+	l->bound = 1;
+	if (chmod(l->path, cfg->socket_mode) < 0)
 		return -errno;
 	if (cfg->socket_group && cfg->socket_group[0]) {
 		struct group *gr = getgrnam(cfg->socket_group);
 
 		if (!gr)
 			return -ESRCH;
-		if (chown(cfg->socket, (uid_t)-1, gr->gr_gid) < 0)
+		if (chown(l->path, (uid_t)-1, gr->gr_gid) < 0)
 			return -errno;
 	}
-	return uv_listen((uv_stream_t *)&srv.listener, 128, on_connection);
+	return uv_listen((uv_stream_t *)&l->pipe, 128, on_connection);
+}
+
+static const struct rpc_framing ctl_framing;
+
+int rpc_listen_framing(const char *path, const struct rpc_framing *fr)
+{
+	struct listener *l;
+	int ret;
+
+	if (srv.nlst == LISTENERS_MAX)
+		return -ENFILE;
+	l = &srv.lst[srv.nlst];
+	l->path = strdup(path);
+	if (!l->path)
+		return -ENOMEM;
+	l->fr = fr;
+	ret = uv_pipe_init(srv.loop, &l->pipe, 0);
+	if (ret < 0)
+		return ret;
+	l->pipe.data = l;
+	srv.nlst++;
+	l->listening = 1;
+	ret = listen_socket(l);
+	if (ret < 0)
+		unlink_own_socket(l); /* a start that failed leaves no socket behind */
+	return ret;
 }
 
 int rpc_listen(uv_loop_t *loop, const struct config *cfg)
 {
-	int ret;
-
 	srv.loop = loop;
 	srv.cfg = cfg;
 	uv_check_init(loop, &srv.tick);
@@ -1043,14 +1068,7 @@ int rpc_listen(uv_loop_t *loop, const struct config *cfg)
 	uv_timer_init(loop, &srv.sweep);
 	uv_timer_start(&srv.sweep, sweep_cb, SWEEP_MS, SWEEP_MS);
 	uv_unref((uv_handle_t *)&srv.sweep);
-	ret = uv_pipe_init(loop, &srv.listener, 0);
-	if (ret < 0)
-		return ret;
-	srv.listening = 1;
-	ret = listen_socket(cfg);
-	if (ret < 0)
-		unlink_own_socket(); /* a start that failed leaves no socket behind */
-	return ret;
+	return rpc_listen_framing(cfg->socket, &ctl_framing);
 }
 
 static void check_drained(void)
@@ -1091,10 +1109,14 @@ void rpc_shutdown(void (*done)(void))
 	if (srv.stopping)
 		return;
 	srv.stopping = 1;
-	if (srv.listening) {
-		uv_close((uv_handle_t *)&srv.listener, NULL);
-		srv.listening = 0;
-		unlink_own_socket();
+	for (unsigned i = 0; i < srv.nlst; i++) {
+		struct listener *l = &srv.lst[i];
+
+		if (!l->listening)
+			continue;
+		uv_close((uv_handle_t *)&l->pipe, NULL);
+		l->listening = 0;
+		unlink_own_socket(l);
 	}
 	srv.on_drained = done;
 	uv_timer_init(srv.loop, &srv.grace);
@@ -1117,3 +1139,125 @@ void rpc_shutdown(void (*done)(void))
 	}
 	check_drained();
 }
+
+/* ---- the control protocol (proto.h): a 16-byte header and its payload ---- */
+
+/* The dispatcher's completion of a control request: the header, then the payload. */
+static void ctl_done(struct disp_call *dc)
+{
+	struct rpc_req *r = (struct rpc_req *)dc; /* dc is the first member */
+
+	dispatch_reply_hdr(dc, r->hdrbuf);
+	r->hdr_len = PROTO_HDR_SIZE;
+	rpc_req_done(dc);
+}
+
+static struct rpc_req *ctl_req_new(struct rpc_conn *conn, const struct proto_hdr *h,
+				   size_t charge)
+{
+	struct rpc_req *r = rpc_req_new(conn, h, charge);
+
+	if (r)
+		r->dc.done = ctl_done;
+	return r;
+}
+
+/* Reply to a frame that never became a call (bad header, a limit). */
+static void reply_error(struct rpc_conn *conn, const struct proto_hdr *h, int status, int close)
+{
+	struct rpc_req *r;
+
+	STATS_ADD(bad_frames, 1);
+	if (close)
+		conn->close_after = 1;
+	r = ctl_req_new(conn, h, 0);
+	if (r)
+		dispatch_refuse(&r->dc, status);
+}
+
+static int ctl_frame(struct rpc_conn *conn, const uint8_t *p, size_t avail, size_t *need)
+{
+	struct proto_hdr h;
+	int ret;
+
+	if (avail < PROTO_HDR_SIZE)
+		return 1;
+	proto_hdr_get(p, &h);
+	ret = proto_hdr_check(&h, srv.cfg->max_frame);
+	if (ret < 0) {
+		log_info("conn %llu: bad frame (op %u, len %u): %s", (unsigned long long)conn->dc.id,
+			 h.op, h.len, proto_strerror(ret));
+		reply_error(conn, &h, ret, 1);
+		return -1;
+	}
+	if (!conn->dc.hello_done && h.len > PROTO_HELLO_BODY) {
+		/* only a HELLO may come first: its body is not read, let alone kept */
+		log_info("conn %llu (uid %u): %u-byte %s frame before hello: closed",
+			 (unsigned long long)conn->dc.id, (unsigned)conn->dc.peer.uid, h.len,
+			 proto_op_name(h.op));
+		reply_error(conn, &h, -EPROTO, 1);
+		return -1;
+	}
+	*need = PROTO_HDR_SIZE + (size_t)h.len;
+	return 0;
+}
+
+/* Hand one complete frame to the dispatcher. Returns -1 if the connection is closing. */
+static int ctl_handle(struct rpc_conn *conn, const uint8_t *p, size_t len)
+{
+	const uint8_t *body = p + PROTO_HDR_SIZE;
+	struct proto_hdr h;
+	struct rpc_req *r;
+	size_t charge;
+
+	(void)len;
+	proto_hdr_get(p, &h);
+	/* what this request will hold: its body, and for READ the reply buffer */
+	charge = h.len;
+	if (h.op == PROTO_OP_READ && h.len >= PROTO_IO_BODY)
+		charge += get_u32(body + 12);
+	r = ctl_req_new(conn, &h, charge);
+	if (!r)
+		return -1;
+	if (h.len) {
+		r->dc.body = malloc(h.len);
+		if (!r->dc.body) {
+			dispatch_refuse(&r->dc, -ENOMEM);
+			return 0;
+		}
+		memcpy(r->dc.body, body, h.len);
+	}
+	dispatch_call(&r->dc);
+	return conn->close_after ? -1 : 0;
+}
+
+/* Whether the frame starting at @p (@avail bytes buffered) carries key material. */
+static int ctl_secret(const uint8_t *p, size_t avail)
+{
+	struct proto_hdr h;
+	const struct proto_cmd *cmd;
+
+	if (avail < PROTO_HDR_SIZE)
+		return 0;
+	proto_hdr_get(p, &h);
+	cmd = proto_cmd_by_op(h.op);
+	return cmd && (cmd->flags & CMD_SECRET);
+}
+
+/* Said in the reply to the HELLO the client is about to send. */
+static void ctl_refuse(struct rpc_conn *conn, int status, const char *why)
+{
+	struct proto_hdr h = { .op = PROTO_OP_HELLO };
+
+	(void)why;
+	reply_error(conn, &h, status, 1);
+}
+
+static const struct rpc_framing ctl_framing = {
+	.name = "control",
+	.req_size = sizeof(struct rpc_req),
+	.refuse = ctl_refuse,
+	.frame = ctl_frame,
+	.handle = ctl_handle,
+	.secret = ctl_secret,
+};

@@ -507,6 +507,17 @@ int stor_ds_discard(struct stor_ds *ds, uint64_t off, uint64_t len);
 /** Make every write of this dataset so far durable (commits the txg). */
 int stor_ds_flush(struct stor_ds *ds);
 
+/** One run of stor_ds_map(): @len bytes at @off, @allocated or a hole. @return 0 or stop */
+typedef int (*stor_map_fn)(uint64_t off, uint64_t len, int allocated, void *arg);
+/**
+ * The allocation map of [@off, @off + @len): @fn is called for each run of
+ * records that have a block pointer (@allocated) or none (a hole, which
+ * reads as zeros), in order, clipped to the range. Thread-safe, like reads.
+ * @return 0, what @fn returned to stop, STOR_ERANGE (outside the volume),
+ *         -ENOMEM, or an error of the metadata lookup
+ */
+int stor_ds_map(struct stor_ds *ds, uint64_t off, uint64_t len, stor_map_fn fn, void *arg);
+
 /* ---- data cache ---- */
 
 /**

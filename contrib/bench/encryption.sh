@@ -22,6 +22,15 @@
 # file plugin serving a file of the same size on tmpfs over a Unix socket to
 # fio --ioengine=nbd (row nbdkit-fio), a socket daemon doing no crypto.
 #
+# The nbd pass serves the same datasets (LUNs on tmpfs, io_inline) over
+# cofferd's NBD socket to fio --ioengine=nbd, one job of queue depth 2 per
+# dataset, clear and every suite; its peers, in the same run with the same
+# jobs at the same total queue depth, are nbdkit's file plugin (a file of
+# the same size on tmpfs) and nbdkit's file plugin under its luks filter
+# (a LUKSv1 aes-256-xts image made by qemu-img), so every row has the same
+# client. Its rows' CPU column is the server's (cofferd or nbdkit) and
+# OUT/nbd-cpu.csv gives the server's CPU time per I/O.
+#
 # It starts its own cofferd with a temp config and prints a table (suite,
 # IOPS, mean and p99 response, daemon CPU %, ratio to clear: medians over the
 # rounds), cofferd's largest RssAnon, and the targets of the design met or
@@ -31,7 +40,7 @@
 #
 # usage: encryption.sh [--quick] [--pools P] [--luns L] [--datasets D] [--size MiB]
 #        [--time SEC] [--warmup SEC] [--curve LIST] [--rounds R] [--suites LIST]
-#        [--passes direct,shm] [--dir DIR] [--out DIR]
+#        [--passes direct,shm,nbd] [--dir DIR] [--out DIR]
 # env:   COFFERD, COFFER (binaries; default: from the build tree, else PATH)
 set -eu
 
@@ -42,7 +51,7 @@ top=$(cd "$here/../.." && pwd)
 pools=4 luns=32 datasets=192 size=32 elapsed=10 warmup=2 rounds=3
 curve=90,50
 suites="clear aes-128-ccm aes-192-ccm aes-256-ccm aes-256-gcm"
-passes="direct shm"
+passes="direct shm nbd"
 dir=${TMPDIR:-/var/tmp}
 out=
 quick=0
@@ -118,8 +127,9 @@ start_daemon() { # pass
 	socket = $sock
 	state_dir = $work/state-$1
 	cache_size = 0
+	nbd_socket = $work/nbd-coffer.sock
 	direct_io = $([ "$1" = direct ] && echo yes || echo no)
-	io_inline = $([ "$1" = shm ] && echo yes || echo no)
+	io_inline = $([ "$1" = direct ] && echo no || echo yes)
 	log_level = warning
 	log_target = $out/cofferd-$1.log
 	CONF
@@ -278,6 +288,99 @@ peer() { # pass round lundir
 	esac
 }
 
+# CPU ticks (user + system) of process @1 so far
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+
+# fio --ioengine=nbd, one job of queue depth 2 per dataset: @uri_of prints job i's URI
+# and options. The server's CPU per I/O goes to nbd-cpu.csv.
+fio_nbd() { # pass round name server-pid uri_of
+	fp=$1 fr=$2 fn=$3 spid=$4 uri_of=$5
+	{
+		printf '[global]\nioengine=nbd\nrw=randread\nbs=8k\niodepth=2\ntime_based\n'
+		printf 'runtime=%s\nramp_time=%s\ngroup_reporting\nsize=%sM\n' "$elapsed" "$warmup" "$size"
+		i=0
+		while [ $i -lt "$datasets" ]; do
+			printf '[d%s]\n' "$i"
+			"$uri_of" "$i"
+			i=$((i + 1))
+		done
+	} > "$work/nbd.fio"
+	t0=$(cpu_ticks "$spid")
+	fio --output-format=terse --output="$out/$fp-$fn-r$fr.terse" "$work/nbd.fio" \
+		>"$out/$fp-$fn-r$fr.log" 2>&1 ||
+		{ echo "encryption.sh: fio nbd ($fn) failed; see $out/$fp-$fn-r$fr.log" >&2; return 1; }
+	t1=$(cpu_ticks "$spid")
+	fio_row "$fp" "$fr" "$fn" "$out/$fp-$fn-r$fr.terse" "$fp-$fn-r$fr.terse"
+	# the server's CPU in the row, not fio's: ticks over the whole run (ramp included),
+	# and its CPU time per I/O into nbd-cpu.csv
+	awk -F, -v OFS=, -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v secs=$((elapsed + warmup)) \
+		-v cpuf="$out/nbd-cpu.csv" '
+		{ rows[NR] = $0 }
+		END {
+			for (i = 1; i < NR; i++) print rows[i]
+			$0 = rows[NR]
+			$7 = sprintf("%.1f", 100 * d / hz / secs)
+			print
+			print $1, $2, $3, $4, $7, ($4 > 0 ? sprintf("%.1f", 1e6 * d / hz / secs / $4) : "-") >> cpuf
+		}' "$work/rows.csv" > "$work/rows.tmp" && mv "$work/rows.tmp" "$work/rows.csv"
+}
+
+coffer_uri() { printf 'uri=nbd+unix:///p%s/%s/d%s?socket=%s\n' $(($1 % pools + 1)) "$nbd_suite" "$1" "$work/nbd-coffer.sock"; }
+nbdkit_uri() { printf 'uri=nbd+unix:///?socket=%s\noffset=%sM\n' "$work/nbdkit.sock" $(($1 * size)); }
+
+run_nbd_suite() { # round suite: fill as the other passes do, then fio over NBD
+	tag=nbd-$2-r$1
+	cat > "$work/fill.parm" <<-PARM
+	sd=sd1,dataset=p*/$2/d*,threads=2
+	wd=fill,sd=sd1,rdpct=0,seekpct=eof,xfersize=1m
+	rd=fill,wd=fill,iorate=max,elapsed=10h,interval=5
+	PARM
+	echo "== nbd round $1: $2: fill $datasets x ${size} MiB" >&2
+	c bench -q --socket "$sock" "$work/fill.parm" > "$out/$tag-fill.txt" || { failed nbd "$1" "$2"; return; }
+	echo "== nbd round $1: $2: fio nbd, 8k random reads, qd 2 per dataset" >&2
+	nbd_suite=$2
+	fio_nbd nbd "$1" "$2" "$daemon_pid" coffer_uri || failed nbd "$1" "$2"
+}
+
+# nbdkit with @@ as its plugin arguments on $work/nbdkit.sock, fio against it, stopped.
+nbdkit_row() { # round name nbdkit-args...
+	kr=$1 kn=$2
+	shift 2
+	rm -f "$work/nbdkit.sock" "$work/nbdkit.pid"
+	nbdkit -U "$work/nbdkit.sock" -P "$work/nbdkit.pid" "$@" ||
+		{ echo "encryption.sh: nbdkit ($kn) failed" >&2; return; }
+	i=0
+	# nbdkit forks: its socket and its pid file come a moment after it returns
+	while { [ ! -S "$work/nbdkit.sock" ] || [ ! -s "$work/nbdkit.pid" ]; } && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	kpid=$(cat "$work/nbdkit.pid" 2>/dev/null) ||
+		{ echo "encryption.sh: nbdkit ($kn) did not start" >&2; return; }
+	echo "== nbd round $kr: $kn, fio nbd" >&2
+	fio_nbd nbd "$kr" "$kn" "$kpid" nbdkit_uri || true
+	kill "$kpid" 2>/dev/null || true
+	while kill -0 "$kpid" 2>/dev/null; do sleep 0.1; done
+}
+
+# The nbd pass's peers: nbdkit's file plugin, and the same under its luks filter.
+nbd_peers() { # round lundir
+	command -v nbdkit >/dev/null 2>&1 || { echo "== no nbdkit: nbd peer rows skipped" >&2; return; }
+	img=$2/peer.img
+	fallocate -l "$((datasets * size))M" "$img"
+	nbdkit_row "$1" nbdkit-file file "$img"
+	rm -f "$img"
+	if command -v qemu-img >/dev/null 2>&1; then
+		qemu-img create -q -f luks --object secret,id=s0,data=benchpass \
+			-o key-secret=s0,cipher-alg=aes-256,cipher-mode=xts,iter-time=10 \
+			"$img" "$((datasets * size))M" &&
+			nbdkit_row "$1" nbdkit-luks file "$img" --filter=luks passphrase=benchpass
+		rm -f "$img"
+	else
+		echo "== no qemu-img: the nbdkit luks row is skipped" >&2
+	fi
+}
+
 # A failed run is noted and the benchmark goes on: if cofferd died, it is
 # started again on the same state (its pools come back) with the keys loaded.
 failed() { # pass round suite
@@ -332,14 +435,15 @@ head -c 32 /dev/urandom > "$work/key"
 : > "$work/failed.csv"
 : > "$work/rows.csv"
 : > "$out/rss.csv"
+: > "$out/nbd-cpu.csv"
 echo "coffer encryption benchmark: $pools pools x $luns LUNs of ${lun_mib} MiB, $datasets datasets x $size MiB per suite," \
 	"8k random reads qd 2 each, ${elapsed}s per point (warmup ${warmup}s), curve $curve, $rounds round(s)" | tee "$out/setup.txt"
 "$COFFER" version 2>/dev/null | head -n 1 >> "$out/setup.txt" || true
 for pass in $passes; do
 	case $pass in
 	direct) lundir=$(mktemp -d "$dir/coffer-encbench-luns.XXXXXX") ;;
-	shm) lundir=$(mktemp -d /dev/shm/coffer-encbench-luns.XXXXXX) ;;
-	*) die "unknown pass '$pass' (direct or shm)" ;;
+	shm | nbd) lundir=$(mktemp -d /dev/shm/coffer-encbench-luns.XXXXXX) ;;
+	*) die "unknown pass '$pass' (direct, shm or nbd)" ;;
 	esac
 	start_daemon "$pass"
 	make_pools "$lundir"
@@ -354,9 +458,14 @@ for pass in $passes; do
 		done
 		for s in $order; do
 			make_suite "$s"
-			run_suite "$pass" "$r" "$s"
-			# the direct peer reads the clear suite's extents, not holes
-			[ "$s" = clear ] && peer "$pass" "$r" "$lundir"
+			if [ "$pass" = nbd ]; then
+				run_nbd_suite "$r" "$s"
+				[ "$s" = clear ] && nbd_peers "$r" "$lundir"
+			else
+				run_suite "$pass" "$r" "$s"
+				# the direct peer reads the clear suite's extents, not holes
+				[ "$s" = clear ] && peer "$pass" "$r" "$lundir"
+			fi
 			destroy_suite "$s"
 		done
 		r=$((r + 1))
@@ -368,7 +477,7 @@ done
 
 # median over rounds per pass and suite (machine drift hits single rounds),
 # the ratio to clear of the same pass
-awk -F, -v suites="$suites fio-io_uring nbdkit-fio" '
+awk -F, -v suites="$suites fio-io_uring nbdkit-fio nbdkit-file nbdkit-luks" '
 	function median(name, k,    m, i, j, t, a) {
 		m = n[k]
 		for (i = 1; i <= m; i++) a[i] = val[name, k, i]
@@ -398,7 +507,14 @@ awk -F, -v suites="$suites fio-io_uring nbdkit-fio" '
 	while IFS=, read -r pass suite iops resp p99 cpu ratio; do
 		printf '%-12s %-12s %10s %10s %10s %9s %8s\n' "$pass" "$suite" "$iops" "$resp" "$p99" "$cpu" "$ratio"
 	done < "$out/summary.csv"
-	echo "(peer rows: the CPU column is fio's own)"
+	echo "(peer rows of direct and shm: the CPU column is fio's own; of nbd: the server's)"
+	if [ -s "$out/nbd-cpu.csv" ]; then
+		echo
+		printf '%-12s %-6s %-12s %10s %9s %12s\n' pass round server IOPS "server%" "CPU us/IO"
+		while IFS=, read -r pass round name iops cpu us; do
+			printf '%-12s %-6s %-12s %10s %9s %12s\n' "$pass" "$round" "$name" "$iops" "$cpu" "$us"
+		done < "$out/nbd-cpu.csv"
+	fi
 	while IFS=, read -r pass round suite what; do
 		printf '%-12s %-12s %10s   (round %s)\n' "$pass" "$suite" "$what" "$round"
 	done < "$work/failed.csv"

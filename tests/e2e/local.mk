@@ -96,3 +96,9 @@ check_PROGRAMS += %D%/test_space
 %C%_test_space_SOURCES = %D%/test_space.c $(E2E_FIXTURE)
 %C%_test_space_CFLAGS = $(E2E_CFLAGS)
 %C%_test_space_LDADD = $(E2E_LDADD)
+
+# the NBD export against the clients of libnbd-bin, python3-libnbd, qemu-utils and fio
+check_PROGRAMS += %D%/test_nbd
+%C%_test_nbd_SOURCES = %D%/test_nbd.c $(E2E_FIXTURE)
+%C%_test_nbd_CFLAGS = $(E2E_CFLAGS)
+%C%_test_nbd_LDADD = $(E2E_LDADD)

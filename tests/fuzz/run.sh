@@ -42,11 +42,13 @@ build() {
 		{ cat "$work/$name.build" >&2; echo "fuzz: build of $name failed" >&2; exit 1; }
 }
 
-harnesses=${*:-"fuzz_proto fuzz_config fuzz_bench_parse fuzz_handlers"}
+harnesses=${*:-"fuzz_proto fuzz_config fuzz_bench_parse fuzz_handlers fuzz_nbd"}
 for h in $harnesses; do
 	case $h in
 	# shellcheck disable=SC2086
 	fuzz_proto) build "$h" "$top/daemon/proto.c" $RULES -ljansson ;;
+	# shellcheck disable=SC2086
+	fuzz_nbd) build "$h" "$top/daemon/nbd_proto.c" "$top/daemon/proto.c" $RULES ;;
 	# shellcheck disable=SC2086
 	fuzz_config) build "$h" "$top/daemon/conf.c" "$top/daemon/sockpath.c" "$top/daemon/log.c" \
 		$RULES -linih ;;

@@ -85,6 +85,7 @@ static void assert_config(const struct config *w)
 	cr_assert_str_eq(c.state_dir, w->state_dir);
 	cr_assert_eq(c.socket_mode, w->socket_mode);
 	cr_assert_str_eq(c.socket_group, w->socket_group);
+	cr_assert_str_eq(c.nbd_socket, w->nbd_socket);
 	cr_assert_str_eq(c.admin_group, w->admin_group);
 	cr_assert_eq(c.cache_size, w->cache_size);
 	cr_assert_eq(c.txg_timeout, w->txg_timeout);
@@ -123,6 +124,7 @@ Test(config, defaults_for_a_user_follow_xdg)
 		.state_dir = "/home/u/.local/state/coffer",
 		.socket_mode = 0660,
 		.socket_group = "",
+		.nbd_socket = "nbd.sock",
 		.admin_group = "",
 		.cache_size = 0,
 		.txg_timeout = 5,
@@ -206,6 +208,7 @@ Test(config, every_option_is_parsed)
 			  "socket = /srv/c.sock\n"
 			  "socket_mode = 0600\n"
 			  "socket_group = storage\n"
+			  "nbd_socket = /srv/nbd.sock\n"
 			  "admin_group = wheel\n"
 			  "state_dir = /srv/state\n"
 			  "cache_size = 2G\n"
@@ -231,6 +234,7 @@ Test(config, every_option_is_parsed)
 		.socket = "/srv/c.sock",
 		.socket_mode = 0600,
 		.socket_group = "storage",
+		.nbd_socket = "/srv/nbd.sock",
 		.admin_group = "wheel",
 		.state_dir = "/srv/state",
 		.cache_size = 2ull << 30,
@@ -307,6 +311,12 @@ Test(config, bad_values_name_file_line_and_option)
 		{ "socket = /xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
 		  "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
 		  "bad value for 'socket': path is longer than 107 bytes" },
+		{ "nbd_socket = run/nbd.sock", "bad value for 'nbd_socket': 'run/nbd.sock' is not "
+					       "empty, a file name or an absolute path" },
+		{ "nbd_socket = ..", "bad value for 'nbd_socket': '..' is not empty" },
+		{ "nbd_socket = /xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+		  "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+		  "bad value for 'nbd_socket': path is longer than 107 bytes" },
 		{ "socket_mode = 0778", "bad value for 'socket_mode': '0778' is not an octal mode" },
 		{ "socket_mode = 1777", "bad value for 'socket_mode': '1777' is not an octal mode" },
 		{ "socket_mode = rw", "bad value for 'socket_mode'" },
@@ -364,6 +374,30 @@ Test(config, bad_values_name_file_line_and_option)
 			 bad[i].line);
 		assert_load_error(text, 4, bad[i].msg);
 	}
+}
+
+/* A bare name is beside the control socket, wherever that is; "" is off. */
+Test(config, nbd_socket_resolves_beside_the_control_socket)
+{
+	char p[256];
+
+	cr_assert_eq(load("[cofferd]\nsocket = /srv/x/c.sock\n"), 0, "%s", err);
+	cr_assert_eq(config_nbd_socket(&c, p, sizeof(p)), 1);
+	cr_assert_str_eq(p, "/srv/x/nbd.sock");
+	cr_assert_eq(load("[cofferd]\nsocket = /c.sock\nnbd_socket = b.sock\n"), 0, "%s", err);
+	cr_assert_eq(config_nbd_socket(&c, p, sizeof(p)), 1);
+	cr_assert_str_eq(p, "/b.sock");
+	cr_assert_eq(load("[cofferd]\nnbd_socket = /run/n.sock\n"), 0, "%s", err);
+	cr_assert_eq(config_nbd_socket(&c, p, sizeof(p)), 1);
+	cr_assert_str_eq(p, "/run/n.sock");
+	cr_assert_eq(load("[cofferd]\nnbd_socket =\n"), 0, "%s", err);
+	cr_assert_eq(config_nbd_socket(&c, p, sizeof(p)), 0);
+	/* a name that fits alone but not beside a long socket path */
+	cr_assert_eq(load("[cofferd]\nsocket = /aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+			  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/c\n"
+			  "nbd_socket = nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn\n"),
+		     0, "%s", err);
+	cr_assert_eq(config_nbd_socket(&c, p, sizeof(p)), -ENAMETOOLONG);
 }
 
 Test(config, unknown_option_is_reported_with_a_hint)
@@ -563,6 +597,7 @@ Test(config, shipped_example_lists_every_option_with_its_default)
 	cr_assert_str_eq(got.state_dir, root.state_dir);
 	cr_assert_eq(got.socket_mode, root.socket_mode);
 	cr_assert_str_eq(got.socket_group, root.socket_group);
+	cr_assert_str_eq(got.nbd_socket, root.nbd_socket);
 	cr_assert_str_eq(got.admin_group, root.admin_group);
 	cr_assert_eq(got.cache_size, root.cache_size);
 	cr_assert_eq(got.txg_timeout, root.txg_timeout);
