@@ -201,6 +201,16 @@ static const char *xdg_dir(const char *var)
 	return v && v[0] == '/' ? v : NULL;
 }
 
+/* Is @value longer than the option allows? Then *@why says so. */
+static int too_long(const struct config_opt *o, const char *value, const char *what, char *why,
+		    size_t whylen)
+{
+	if (strlen(value) <= o->max)
+		return 0;
+	snprintf(why, whylen, "%slonger than %llu bytes", what, (unsigned long long)o->max);
+	return 1;
+}
+
 static char *default_state_dir(uid_t uid)
 {
 	const char *st = xdg_dir("XDG_STATE_HOME"), *home = getenv("HOME");
@@ -359,17 +369,12 @@ static int set_value(struct config *c, const struct config_opt *o, const char *v
 				 value);
 			return -1;
 		}
-		if (strlen(value) > o->max) {
-			snprintf(why, whylen, "path is longer than %llu bytes",
-				 (unsigned long long)o->max);
+		if (too_long(o, value, "path is ", why, whylen))
 			return -1;
-		}
 		break;
 	case OPT_PATHS:
-		if (strlen(value) > o->max) {
-			snprintf(why, whylen, "longer than %llu bytes", (unsigned long long)o->max);
+		if (too_long(o, value, "", why, whylen))
 			return -1;
-		}
 		/* each one absolute, none empty, no comment character (config_dump) */
 		for (const char *s = value; *s; s += strcspn(s, ":"), s += *s == ':') {
 			if (*s != '/' || strcspn(s, ";#") < strcspn(s, ":")) {
@@ -388,11 +393,8 @@ static int set_value(struct config *c, const struct config_opt *o, const char *v
 				 "'%s' is not empty, a file name or an absolute path", value);
 			return -1;
 		}
-		if (strlen(value) > o->max) {
-			snprintf(why, whylen, "path is longer than %llu bytes",
-				 (unsigned long long)o->max);
+		if (too_long(o, value, "path is ", why, whylen))
 			return -1;
-		}
 		break;
 	case OPT_MODE:
 		v = 0;

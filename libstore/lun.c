@@ -661,12 +661,38 @@ int lun_flush(struct lun *l)
 	return flush_result(l, fdatasync(l->fd) < 0 ? errno : 0);
 }
 
+/*
+ * Wait for @queued completions of fsyncs or writes whose full result is
+ * @want: @res[i] gets 0, an errno, or 1 (interrupted or short: the caller
+ * does it again, in a row).
+ */
+static void ring_wait(struct io_uring *u, int *res, unsigned queued, int want)
+{
+	for (unsigned k = 0; k < queued;) {
+		struct io_uring_cqe *cqe;
+		int ret = io_uring_wait_cqe(u, &cqe);
+
+		if (ret == -EINTR)
+			continue;
+		if (ret < 0)
+			abort(); /* requests in flight on our descriptors: no way out */
+		if (cqe->res == want)
+			res[cqe->user_data] = 0;
+		else if (cqe->res < 0 && cqe->res != -EINTR && cqe->res != -EAGAIN)
+			res[cqe->user_data] = -cqe->res;
+		else
+			res[cqe->user_data] = 1;
+		io_uring_cqe_seen(u, cqe);
+		k++;
+	}
+}
+
 /* Submit @n (<= RING_ENTRIES) fdatasyncs and wait for all; those the ring
  * did not take keep result 1. */
 static int ring_flush(struct io_uring *u, struct lun **luns, int *res, unsigned n)
 {
 	unsigned queued;
-	int err, ret;
+	int err;
 
 	for (unsigned i = 0; i < n; i++) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(u);
@@ -675,18 +701,7 @@ static int ring_flush(struct io_uring *u, struct lun **luns, int *res, unsigned 
 		sqe->user_data = i;
 	}
 	queued = ring_submit(u, n, &err);
-	for (unsigned k = 0; k < queued;) {
-		struct io_uring_cqe *cqe;
-
-		ret = io_uring_wait_cqe(u, &cqe);
-		if (ret == -EINTR)
-			continue;
-		if (ret < 0)
-			abort(); /* fsyncs in flight on our descriptors: no way out */
-		res[cqe->user_data] = cqe->res == -EINTR || cqe->res == -EAGAIN ? 1 : -cqe->res;
-		io_uring_cqe_seen(u, cqe);
-		k++;
-	}
+	ring_wait(u, res, queued, 0);
 	return err;
 }
 
@@ -703,7 +718,7 @@ static int ring_write_sync(struct io_uring *u, struct lun **luns, int *res, unsi
 			   const void *buf, size_t len, uint64_t off)
 {
 	unsigned queued;
-	int err, ret;
+	int err;
 
 	for (unsigned i = 0; i < n; i++) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(u);
@@ -713,21 +728,7 @@ static int ring_write_sync(struct io_uring *u, struct lun **luns, int *res, unsi
 		sqe->user_data = i;
 	}
 	queued = ring_submit(u, n, &err);
-	for (unsigned k = 0; k < queued;) {
-		struct io_uring_cqe *cqe;
-
-		ret = io_uring_wait_cqe(u, &cqe);
-		if (ret == -EINTR)
-			continue;
-		if (ret < 0)
-			abort(); /* writes in flight from our buffer: no way out */
-		/* a short or interrupted write is done again below, in a row */
-		res[cqe->user_data] = cqe->res == (int)len ? 0 : 1;
-		if (cqe->res < 0 && cqe->res != -EINTR && cqe->res != -EAGAIN)
-			res[cqe->user_data] = -cqe->res;
-		io_uring_cqe_seen(u, cqe);
-		k++;
-	}
+	ring_wait(u, res, queued, (int)len);
 	return err;
 }
 
