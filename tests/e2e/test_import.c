@@ -225,6 +225,39 @@ Test(import, without_metadata_in_state_dir_the_luns_alone_import_it)
 	cr_assert_eq(access(path, F_OK), 0, "no rebuilt %s", path);
 }
 
+/*
+ * The issue's case whole: the daemon stopped, its state directory deleted
+ * (not only the pool's files), the LUNs moved; a fresh daemon on an empty
+ * state directory imports the pool from the LUNs alone, the clear and the
+ * encrypted dataset read back, the key loads with the same passphrase and
+ * the metadata MACs verify (pool check). The daemon made the state
+ * directory again, but without pools/, and the import failed with ENOENT.
+ */
+Test(import, a_fresh_daemon_on_an_empty_state_dir_imports_moved_luns)
+{
+	static const char pass[] = "correct horse battery\n";
+	char data[4200], keyfile[4200], cmd[8400];
+
+	make_pool(data, sizeof(data));
+	snprintf(keyfile, sizeof(keyfile), "%s", tdaemon_file(&td, "pass", pass, sizeof(pass) - 1));
+	COF_OK(NULL, "create -V 1M -o encryption=aes-256-gcm -o keyformat=passphrase "
+		     "-o keylocation=file://%s -o pbkdf2iters=100000 tank/e", keyfile);
+	COF_OK(data, "write tank/e -o 4096");
+	COF_OK(NULL, "flush tank/e");
+	tdaemon_stop_ok(&td);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", td.state);
+	cr_assert_eq(system(cmd), 0);
+	move_luns();
+	start_as(NULL);
+	COF_OK(NULL, "pool import -d %s/b tank", td.dir);
+	read_back(data);
+	COF_OK(NULL, "load-key tank/e");
+	read_ds("tank/e", data);
+	COF_OK(NULL, "pool check tank");
+	COF_OK(NULL, "pool status tank");
+	cr_assert(strstr(out, "rebuilt"), "%s", out);
+}
+
 Test(import, a_pool_imported_under_a_new_name_keeps_it)
 {
 	char data[4200], path[4200];
