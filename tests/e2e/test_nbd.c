@@ -478,12 +478,14 @@ Test(nbd, key_unloaded_refuses_go_and_an_open_export_is_busy)
 static void fio_verify(const char *ds)
 {
 	SH_OK("fio --name=verify --ioengine=nbd --uri='%s' --rw=randwrite --bs=4k --size=8M "
-	      "--iodepth=16 --verify=crc32c --do_verify=1 --verify_fatal=1 --output-format=terse",
+	      "--iodepth=16 --verify=crc32c --do_verify=1 --verify_fatal=1 --verify_state_save=0 "
+	      "--output-format=terse",
 	      uri(ds));
 	cr_assert(!strstr(out, "verify:") || !strstr(out, "bad"), "%s", out);
 	/* then a verify pass on its own, over what the first wrote */
 	SH_OK("fio --name=verify --ioengine=nbd --uri='%s' --rw=randread --bs=4k --size=8M "
-	      "--iodepth=16 --verify=crc32c --verify_only --verify_fatal=1 --output-format=terse",
+	      "--iodepth=16 --verify=crc32c --verify_only --verify_fatal=1 --verify_state_save=0 "
+	      "--output-format=terse",
 	      uri(ds));
 }
 
