@@ -687,24 +687,6 @@ static void ring_wait(struct io_uring *u, int *res, unsigned queued, int want)
 	}
 }
 
-/* Submit @n (<= RING_ENTRIES) fdatasyncs and wait for all; those the ring
- * did not take keep result 1. */
-static int ring_flush(struct io_uring *u, struct lun **luns, int *res, unsigned n)
-{
-	unsigned queued;
-	int err;
-
-	for (unsigned i = 0; i < n; i++) {
-		struct io_uring_sqe *sqe = io_uring_get_sqe(u);
-
-		io_uring_prep_fsync(sqe, luns[i]->fd, IORING_FSYNC_DATASYNC);
-		sqe->user_data = i;
-	}
-	queued = ring_submit(u, n, &err);
-	ring_wait(u, res, queued, 0);
-	return err;
-}
-
 static int all_direct_luns(struct lun **luns, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -713,9 +695,11 @@ static int all_direct_luns(struct lun **luns, size_t n)
 	return n > 1;
 }
 
-/* @n (<= RING_ENTRIES) writes of @buf at @off, each durable (RWF_DSYNC) */
-static int ring_write_sync(struct io_uring *u, struct lun **luns, int *res, unsigned n,
-			   const void *buf, size_t len, uint64_t off)
+/* On @n (<= RING_ENTRIES) LUNs: an fdatasync, or with @buf a write of it at
+ * @off made durable by itself (RWF_DSYNC); wait for all. Those the ring did
+ * not take keep result 1. */
+static int ring_sync(struct io_uring *u, struct lun **luns, int *res, unsigned n,
+		     const void *buf, size_t len, uint64_t off)
 {
 	unsigned queued;
 	int err;
@@ -723,63 +707,29 @@ static int ring_write_sync(struct io_uring *u, struct lun **luns, int *res, unsi
 	for (unsigned i = 0; i < n; i++) {
 		struct io_uring_sqe *sqe = io_uring_get_sqe(u);
 
-		io_uring_prep_write(sqe, luns[i]->fd, buf, (unsigned)len, off);
-		sqe->rw_flags = RWF_DSYNC;
+		if (buf) {
+			io_uring_prep_write(sqe, luns[i]->fd, buf, (unsigned)len, off);
+			sqe->rw_flags = RWF_DSYNC;
+		} else {
+			io_uring_prep_fsync(sqe, luns[i]->fd, IORING_FSYNC_DATASYNC);
+		}
 		sqe->user_data = i;
 	}
 	queued = ring_submit(u, n, &err);
-	ring_wait(u, res, queued, (int)len);
+	ring_wait(u, res, queued, buf ? (int)len : 0);
 	return err;
 }
 
 /*
- * The same block written durable into the reserved area of @n LUNs (an
- * uberblock): on O_DIRECT LUNs all at once, each write its own flush
- * (RWF_DSYNC), so a round costs one write's latency; otherwise one LUN
- * after the other, pwrite then fdatasync.
+ * One durable round over @n LUNs: a flush of each, or with @buf the same
+ * block written into each one's reserved area (an uberblock). On O_DIRECT
+ * LUNs all go at once through io_uring, so a round costs the slowest LUN,
+ * not the sum of all; buffered LUNs keep pwrite and fdatasync in a row, as
+ * their reads and writes keep pread/pwrite. What the ring did not finish is
+ * done in a row too.
  */
-int lun_reserved_write_sync(struct lun **luns, int *results, size_t n, const void *buf,
-			    size_t len, uint64_t off)
-{
-	struct ring *r = NULL;
-	int failed = 0;
-
-	if (off < LUN_LABEL_SIZE || off + len > LUN_DATA_OFF || off + len < off)
-		return -EINVAL;
-	if (all_direct_luns(luns, n))
-		r = ring_get();
-	for (size_t i = 0; i < n; i++)
-		results[i] = 1; /* not run yet: positive, an errno once run */
-	for (size_t i = 0; r && i < n; i += RING_ENTRIES) {
-		unsigned k = n - i < RING_ENTRIES ? (unsigned)(n - i) : RING_ENTRIES;
-
-		if (ring_write_sync(&r->uring, luns + i, results + i, k, buf, len, off) < 0) {
-			io_uring_queue_exit(&r->uring);
-			free(r);
-			r = NULL;
-		}
-	}
-	if (r)
-		ring_put(r);
-	for (size_t i = 0; i < n; i++) {
-		if (results[i] == 1) {
-			int ret = pio(luns[i], 1, (void *)buf, len, off);
-
-			results[i] = ret < 0 ? -ret : fdatasync(luns[i]->fd) < 0 ? errno : 0;
-		}
-		results[i] = flush_result(luns[i], results[i]);
-		failed += results[i] < 0;
-	}
-	return failed;
-}
-
-/*
- * A txg commit flushes every LUN it wrote: on O_DIRECT LUNs one fdatasync
- * each, all in flight at once (io_uring runs them in parallel), so a round
- * costs the slowest LUN's flush, not the sum of all. Buffered LUNs keep
- * fdatasync in a row, as their reads and writes keep pread/pwrite.
- */
-int lun_flush_batch(struct lun **luns, int *results, size_t n)
+static int sync_round(struct lun **luns, int *results, size_t n, const void *buf, size_t len,
+		      uint64_t off)
 {
 	struct ring *r = all_direct_luns(luns, n) ? ring_get() : NULL;
 	int failed = 0;
@@ -789,7 +739,7 @@ int lun_flush_batch(struct lun **luns, int *results, size_t n)
 	for (size_t i = 0; r && i < n; i += RING_ENTRIES) {
 		unsigned k = n - i < RING_ENTRIES ? (unsigned)(n - i) : RING_ENTRIES;
 
-		if (ring_flush(&r->uring, luns + i, results + i, k) < 0) {
+		if (ring_sync(&r->uring, luns + i, results + i, k, buf, len, off) < 0) {
 			io_uring_queue_exit(&r->uring);
 			free(r);
 			r = NULL;
@@ -798,12 +748,28 @@ int lun_flush_batch(struct lun **luns, int *results, size_t n)
 	if (r)
 		ring_put(r);
 	for (size_t i = 0; i < n; i++) {
-		if (results[i] == 1)
-			results[i] = fdatasync(luns[i]->fd) < 0 ? errno : 0;
+		if (results[i] == 1) {
+			int ret = buf ? pio(luns[i], 1, (void *)buf, len, off) : 0;
+
+			results[i] = ret < 0 ? -ret : fdatasync(luns[i]->fd) < 0 ? errno : 0;
+		}
 		results[i] = flush_result(luns[i], results[i]);
 		failed += results[i] < 0;
 	}
 	return failed;
+}
+
+int lun_reserved_write_sync(struct lun **luns, int *results, size_t n, const void *buf,
+			    size_t len, uint64_t off)
+{
+	if (off < LUN_LABEL_SIZE || off + len > LUN_DATA_OFF || off + len < off || !buf)
+		return -EINVAL;
+	return sync_round(luns, results, n, buf, len, off);
+}
+
+int lun_flush_batch(struct lun **luns, int *results, size_t n)
+{
+	return sync_round(luns, results, n, NULL, 0, 0);
 }
 
 void lun_counters(const struct lun *l, struct lun_counters *c)
