@@ -57,6 +57,10 @@ static struct {
  */
 static void trim_now_and_then(void)
 {
+#ifdef __SANITIZE_ADDRESS__
+	/* ASan's allocator owns the heap: glibc's arenas may never have been
+	 * set up, and malloc_trim() then reads through a null arena */
+#else
 	static _Thread_local time_t last;
 	struct timespec now;
 
@@ -65,6 +69,7 @@ static void trim_now_and_then(void)
 		return;
 	last = now.tv_sec;
 	malloc_trim(0);
+#endif
 }
 
 /* Run up to IO_BATCH requests of @batch as one stor_io_submit(). */
