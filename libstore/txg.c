@@ -29,6 +29,10 @@
 struct stage_ent {
 	uint64_t ds_id, recno;
 	struct bp bp;
+	/* leaf(bp) under leaf_mk (bpmac.c), kept so that an overwrite within a
+	 * txg or of the txg syncing pays one PRF, for the new pointer only */
+	const struct mac_key *leaf_mk;
+	uint8_t leaf[MAC_LEN];
 };
 
 /*
@@ -390,9 +394,13 @@ void txg_unreserve(struct stor_pool *p, size_t n)
 	pthread_mutex_unlock(&p->stage_lock);
 }
 
-/* The pointer @recno has now (stage_lock held): in a stage, else in LMDB. */
-static int find_current(struct stor_pool *p, uint64_t ds_id, uint64_t recno, struct bp *old,
-			int *had_old)
+/*
+ * The pointer @recno has now (stage_lock held): in a stage, else in LMDB.
+ * A staged one may bring its leaf under @mk into @leaf (*@have_leaf).
+ */
+static int find_current(struct stor_pool *p, uint64_t ds_id, uint64_t recno,
+			const struct mac_key *mk, struct bp *old, int *had_old,
+			uint8_t leaf[MAC_LEN], int *have_leaf)
 {
 	struct stage_ent *e = stage_find(p->open, ds_id, recno);
 	struct meta_txn *t = NULL;
@@ -405,6 +413,9 @@ static int find_current(struct stor_pool *p, uint64_t ds_id, uint64_t recno, str
 		*had_old = !(e->bp.flags & BP_F_HOLE);
 		if (*had_old)
 			*old = e->bp;
+		*have_leaf = *had_old && mk && e->leaf_mk == mk;
+		if (*have_leaf)
+			memcpy(leaf, e->leaf, MAC_LEN);
 		return 0;
 	}
 	/* snapshot taken under stage_lock: consistent with the stages */
@@ -417,18 +428,28 @@ static int find_current(struct stor_pool *p, uint64_t ds_id, uint64_t recno, str
 	return ret == -ENOENT ? 0 : ret;
 }
 
-/* leaf(@old) ^ leaf(@bp) into @delta; a hole or no @old has no leaf (bpmac.c). */
+/*
+ * leaf(@old) ^ leaf(@bp) into @delta and leaf(@bp) into @leaf; a hole or no
+ * @old has no leaf (bpmac.c). @old_leaf, when not NULL, is leaf(@old).
+ */
 static int mac_delta(const struct mac_key *mk, uint64_t recno, const struct bp *bp,
-		     const struct bp *old, uint8_t delta[MAC_LEN])
+		     const struct bp *old, const uint8_t *old_leaf, uint8_t delta[MAC_LEN],
+		     uint8_t leaf[MAC_LEN])
 {
 	uint8_t enc[BP_LEN];
 	int ret = 0;
 
+	memset(leaf, 0, MAC_LEN);
 	if (!(bp->flags & BP_F_HOLE)) {
 		bp_encode(bp, enc);
-		ret = bpmac_leaf_xor(mk, recno, enc, delta);
+		ret = bpmac_leaf_xor(mk, recno, enc, leaf);
 	}
-	if (ret == 0 && old) {
+	for (int i = 0; i < MAC_LEN; i++)
+		delta[i] ^= leaf[i];
+	if (ret == 0 && old && old_leaf) {
+		for (int i = 0; i < MAC_LEN; i++)
+			delta[i] ^= old_leaf[i];
+	} else if (ret == 0 && old) {
 		bp_encode(old, enc);
 		ret = bpmac_leaf_xor(mk, recno, enc, delta);
 	}
@@ -445,14 +466,15 @@ int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct 
 	      struct mac_key *mk, struct bp *old, int *had_old)
 {
 	struct stage_ent *e;
-	uint8_t delta[MAC_LEN] = { 0 };
-	int ret;
+	uint8_t delta[MAC_LEN] = { 0 }, leaf[MAC_LEN], old_leaf[MAC_LEN];
+	int ret, have_leaf = 0;
 
 	pthread_mutex_lock(&p->stage_lock);
-	ret = find_current(p, ds_id, recno, old, had_old);
+	ret = find_current(p, ds_id, recno, mk, old, had_old, old_leaf, &have_leaf);
 	if (ret == 0 && mk) {
 		pthread_mutex_unlock(&p->stage_lock);
-		ret = mac_delta(mk, recno, bp, *had_old ? old : NULL, delta);
+		ret = mac_delta(mk, recno, bp, *had_old ? old : NULL, have_leaf ? old_leaf : NULL,
+				delta, leaf);
 		pthread_mutex_lock(&p->stage_lock);
 		if (ret == 0)
 			ret = stage_hold_mk(p->open, mk);
@@ -474,6 +496,9 @@ int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct 
 		goto out;
 	}
 	e->bp = *bp;
+	e->leaf_mk = mk && !(bp->flags & BP_F_HOLE) ? mk : NULL;
+	if (e->leaf_mk)
+		memcpy(e->leaf, leaf, MAC_LEN);
 	/* a pointer staged again in this txg sums its changes: old ^ mid ^ mid ^ new */
 	if (mk)
 		group_add(p->open, ds_id, recno, mk, delta);
