@@ -22,6 +22,12 @@
 # file plugin serving a file of the same size on tmpfs over a Unix socket to
 # fio --ioengine=nbd (row nbdkit-fio), a socket daemon doing no crypto.
 #
+# The mirror pass is the shm pass on the same LUNs paired into two-way
+# mirror vdevs (each LUN twice the size, so the datasets fit as before):
+# its rows against the shm rows are what redundancy costs, read and write,
+# and its mirror-scrub rows are the reads again while every pool scrubs
+# (at the default scrub_rate) from start to end.
+#
 # The nbd pass serves the same datasets (LUNs on tmpfs, io_inline) over
 # cofferd's NBD socket to fio --ioengine=nbd, one job of queue depth 2 per
 # dataset, clear and every suite; its peers, in the same run with the same
@@ -40,7 +46,7 @@
 #
 # usage: encryption.sh [--quick] [--pools P] [--luns L] [--datasets D] [--size MiB]
 #        [--time SEC] [--warmup SEC] [--curve LIST] [--rounds R] [--suites LIST]
-#        [--passes direct,shm,nbd] [--dir DIR] [--out DIR]
+#        [--passes direct,shm,mirror,nbd] [--dir DIR] [--out DIR]
 # env:   COFFERD, COFFER (binaries; default: from the build tree, else PATH)
 set -eu
 
@@ -151,17 +157,20 @@ stop_daemon() {
 	daemon_pid=
 }
 
-make_pools() { # lundir
-	ld=$1
+make_pools() { # lundir pass
+	ld=$1 kind=$2
 	p=1
 	while [ $p -le $pools ]; do
 		set --
 		l=0
 		while [ $l -lt $luns ]; do
+			# a mirror pass pairs the LUNs: mirror lun0 lun1 mirror lun2 lun3 ...
+			[ "$kind" = mirror ] && [ $((l % 2)) = 0 ] && set -- "$@" mirror
 			set -- "$@" "$ld/p$p-lun$l"
 			l=$((l + 1))
 		done
-		c pool create -s "${lun_mib}M" "p$p" "$@" >/dev/null
+		c pool create -s "$([ "$kind" = mirror ] && echo $((lun_mib * 2)) || echo $lun_mib)M" \
+			"p$p" "$@" >/dev/null
 		p=$((p + 1))
 	done
 }
@@ -223,6 +232,31 @@ run_suite() { # pass round suite
 		"$work/write.parm" > "$out/$tag-write.txt" || { failed "$1-write" "$2" "$3"; return; }
 	max_row "$1-write" "$2" "$3" "$tag-write"
 	rss "$1" "$2" "$3" write
+	[ "$1" = mirror ] || return 0
+	# the reads again with every pool scrubbing at scrub_rate all along
+	# (a scrub of these small pools ends in seconds, so it is started again)
+	echo "== $1 round $2: $3: 8k random reads under scrub" >&2
+	: > "$work/scrubbing"
+	(while [ -e "$work/scrubbing" ]; do
+		p=1
+		while [ $p -le $pools ]; do
+			c pool scrub "p$p" >/dev/null 2>&1 || true
+			p=$((p + 1))
+		done
+		sleep 0.2
+	done) &
+	scrubber=$!
+	c bench -q --socket "$sock" --json "$out/$tag-scrub.json" --csv "$out/$tag-scrub.csv" \
+		"$work/read.parm" > "$out/$tag-scrub.txt" || { failed "$1-scrub" "$2" "$3"; }
+	rm -f "$work/scrubbing"
+	wait "$scrubber" || true
+	p=1
+	while [ $p -le $pools ]; do
+		c pool scrub -s "p$p" >/dev/null 2>&1 || true
+		p=$((p + 1))
+	done
+	[ -s "$out/$tag-scrub.csv" ] && max_row "$1-scrub" "$2" "$3" "$tag-scrub"
+	return 0
 }
 
 max_row() { # pass round suite tag: the max run is the first avg row of the CSV
@@ -422,6 +456,11 @@ targets() {
 			vs("direct: clear >= 0.90 of fio io_uring", "direct,clear", "direct,fio-io_uring", 0.90)
 			every("direct-write", 0.95)
 			every("shm-write", 0.95)
+			vs("mirror: aes-256-ccm reads >= 0.90 of shm", "mirror,aes-256-ccm", "shm,aes-256-ccm", 0.90)
+			vs("mirror: aes-256-ccm writes >= 0.55 of shm", "mirror-write,aes-256-ccm",
+			   "shm-write,aes-256-ccm", 0.55)
+			vs("mirror: reads under scrub >= 0.90 of mirror reads", "mirror-scrub,aes-256-ccm",
+			   "mirror,aes-256-ccm", 0.90)
 			line("cofferd RssAnon < 64 MiB after the reads, cache off",
 			     rss["read"] ? sprintf("largest %.1f MiB", rss["read"] / 1024) : "-",
 			     rss["read"] && rss["read"] < 65536)
@@ -442,11 +481,12 @@ echo "coffer encryption benchmark: $pools pools x $luns LUNs of ${lun_mib} MiB, 
 for pass in $passes; do
 	case $pass in
 	direct) lundir=$(mktemp -d "$dir/coffer-encbench-luns.XXXXXX") ;;
-	shm | nbd) lundir=$(mktemp -d /dev/shm/coffer-encbench-luns.XXXXXX) ;;
-	*) die "unknown pass '$pass' (direct, shm or nbd)" ;;
+	shm | mirror | nbd) lundir=$(mktemp -d /dev/shm/coffer-encbench-luns.XXXXXX) ;;
+	*) die "unknown pass '$pass' (direct, shm, mirror or nbd)" ;;
 	esac
+	[ "$pass" = mirror ] && [ $((luns % 2)) != 0 ] && die "the mirror pass needs an even --luns"
 	start_daemon "$pass"
-	make_pools "$lundir"
+	make_pools "$lundir" "$pass"
 	r=1
 	while [ $r -le $rounds ]; do
 		# rotate the order each round: drift over time hits every suite alike
