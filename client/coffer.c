@@ -77,6 +77,8 @@ static const char *hint(int status, const char *obj, int no_pool, char *buf, siz
 {
 	switch (status) {
 	case STOR_ENOKEY:
+		if (!strcmp(cur_cmd->name, "unload-key"))
+			return "; nothing to unload";
 		snprintf(buf, len, "; run 'coffer load-key %s'", obj);
 		return buf;
 	case STOR_EBADKEY:
@@ -84,6 +86,8 @@ static const char *hint(int status, const char *obj, int no_pool, char *buf, siz
 	case -EPERM:
 		return "; run as root, as the daemon's user or as a member of its admin_group";
 	case -EEXIST:
+		if (!strcmp(cur_cmd->name, "load-key"))
+			return "";
 		return "; choose another name or destroy the existing one first";
 	case -EBUSY:
 		if (!strcmp(cur_cmd->name, "labelclear") ||
@@ -125,6 +129,12 @@ static void __attribute__((noreturn)) die_call(int status, const char *obj, cons
 {
 	char buf[512];
 
+	/* the daemon's reason for a refused value says what is allowed: no generic hint */
+	if ((status == STOR_EBADPROP || status == -EINVAL) && err && err[0] &&
+	    !strstr(err, proto_strerror(status))) {
+		fprintf(stderr, "coffer: %s\n", err);
+		exit(1);
+	}
 	fprintf(stderr, "coffer: %s%s\n", err && err[0] ? err : proto_strerror(status),
 		hint(status, obj ? obj : "DATASET", err && strstr(err, "no such pool") != NULL, buf,
 		     sizeof(buf)));
@@ -449,6 +459,25 @@ static char *abs_path(const char *p)
 }
 
 /*
+ * A LUN named on the command line, as zpool takes it: an absolute path, or
+ * a name under /dev ("sdb", "disk/by-id/..."). A relative path is refused:
+ * taken from the working directory it would quietly make a file there.
+ */
+static char *lun_path(const char *p)
+{
+	char *out;
+
+	if (p[0] == '/')
+		return strdup(p);
+	if (asprintf(&out, "/dev/%s", p) < 0)
+		die("out of memory");
+	if (strncmp(p, "./", 2) && strncmp(p, "../", 3) && access(out, F_OK) == 0)
+		return out;
+	free(out);
+	die("LUN '%s': give an absolute path for a file, or a device name under /dev", p);
+}
+
+/*
  * The vdevs of create and add, as zpool writes them: LUN paths, each a vdev
  * of its own, then "mirror" followed by the paths of its sides, as many
  * times as there are mirrors. Each vdev goes into @vdevs as an array of
@@ -468,7 +497,7 @@ static void parse_vdevs(int argc, char **argv, json_t *vdevs)
 			json_array_append_new(vdevs, mirror);
 			continue;
 		}
-		p = abs_path(argv[i]);
+		p = lun_path(argv[i]);
 		if (mirror) {
 			if (json_array_size(mirror) == STOR_MIRROR_MAX)
 				die("mirror: give 2 to %u LUNs", STOR_MIRROR_MAX);
@@ -1423,16 +1452,24 @@ static int cmd_inherit(int argc, char **argv)
 /* Load the key of encryption root @ds. @return 0, or the status when @soft */
 static int load_one(struct coffer_conn *c, const char *ds, const char *loc, int noop, int soft)
 {
-	static const char *const names[] = { "keyformat", "keylocation", NULL };
+	static const char *const names[] = { "keyformat", "keylocation", "keystatus",
+					     "encryptionroot", NULL };
 	json_t *p = ds_props(c, ds, names), *args, *reply = NULL;
 	const char *fmt = json_string_value(json_object_get(p, "keyformat"));
+	const char *ks = json_string_value(json_object_get(p, "keystatus"));
+	const char *root = json_string_value(json_object_get(p, "encryptionroot"));
 	uint8_t key[KEY_MAX];
 	char err[512];
 	size_t n;
 	int ret;
 
+	/* before any prompt: nobody types a passphrase for a load that will fail */
 	if (!fmt || !strcmp(fmt, "none") || !strcmp(fmt, "-"))
 		die("%s: dataset is not encrypted; nothing to load", ds);
+	if (root && strcmp(root, ds) && strcmp(root, "-"))
+		die("%s: the key is its encryption root's; run 'coffer load-key %s'", ds, root);
+	if (ks && !strcmp(ks, "available") && !noop)
+		die("%s: key already loaded", ds);
 	if (!loc)
 		loc = json_string_value(json_object_get(p, "keylocation"));
 	n = key_read(ds, fmt, loc, 0, key);
@@ -2079,6 +2116,7 @@ static int cmd_bench(int argc, char **argv)
 }
 
 static int cmd_help(int argc, char **argv);
+static int unknown_verb(const struct cmd *table, const char *prefix, const char *verb);
 
 static const struct cmd cmds[] = {
 	{ "pool", cmd_pool, "create|add|list|status|check|clear|export|import|destroy ..." },
@@ -2128,11 +2166,29 @@ static int cmd_help(int argc, char **argv)
 				return 0;
 			}
 		}
-		fprintf(stderr, "coffer: unknown verb '%s'; run 'coffer help'\n", argv[1]);
-		return 2;
+		return unknown_verb(cmds, "", argv[1]);
 	}
 	help(stdout);
 	return 0;
+}
+
+/* "unknown verb", with the verb of @table it is a typo of (typo.c) */
+static int unknown_verb(const struct cmd *table, const char *prefix, const char *verb)
+{
+	const struct cmd *near = NULL;
+	unsigned d, best = UINT_MAX;
+
+	for (const struct cmd *t = table; t->name; t++)
+		if ((d = stor_typo_distance(verb, t->name)) < best) {
+			best = d;
+			near = t;
+		}
+	if (near)
+		fprintf(stderr, "coffer: unknown verb '%s%s' (did you mean '%s%s'?)\n", prefix, verb,
+			prefix, near->name);
+	else
+		fprintf(stderr, "coffer: unknown verb '%s%s'; run 'coffer help'\n", prefix, verb);
+	return 2;
 }
 
 static int dispatch(const struct cmd *table, const char *prefix, int argc, char **argv)
@@ -2146,8 +2202,7 @@ static int dispatch(const struct cmd *table, const char *prefix, int argc, char 
 		optind = 0;
 		return t->fn(argc, argv);
 	}
-	fprintf(stderr, "coffer: unknown verb '%s%s'; run 'coffer help'\n", prefix, argv[0]);
-	return 2;
+	return unknown_verb(table, prefix, argv[0]);
 }
 
 int main(int argc, char **argv)

@@ -463,25 +463,18 @@ static const struct config_opt *find_opt(const char *name)
 	return NULL;
 }
 
-/* "cache-size" or "Cache_Size" for cache_size: worth a hint in the error. */
+/* "cach_size", "cache-size" or "Cache_Size" for cache_size: a hint for the error (typo.c). */
 static const struct config_opt *near_opt(const char *name)
 {
-	char alt[64];
-	size_t i;
+	const struct config_opt *best = NULL;
+	unsigned d, bestd = UINT_MAX;
 
-	for (i = 0; name[i] && i < sizeof(alt) - 1; i++) {
-		char ch = name[i];
-
-		if (ch == '-')
-			ch = '_';
-		else if (ch >= 'A' && ch <= 'Z')
-			ch = (char)(ch - 'A' + 'a');
-		alt[i] = ch;
-	}
-	if (name[i])
-		return NULL;
-	alt[i] = '\0';
-	return find_opt(alt);
+	for (size_t i = 0; i < NOPTS; i++)
+		if ((d = stor_typo_distance(name, opts[i].name)) < bestd) {
+			bestd = d;
+			best = &opts[i];
+		}
+	return best;
 }
 
 int config_set(struct config *c, const char *name, const char *value, char *err, size_t errlen)

@@ -164,6 +164,12 @@ static const char *error_text(struct disp_call *c)
 		      : proto_strerror(c->status);
 	if (!h->name && !h->verb && !h->detail)
 		return why;
+	/* a reason says more than "Invalid argument": it takes that one's place */
+	if (h->detail && (c->status == -EINVAL || c->status == STOR_EBADPROP)) {
+		snprintf(h->err, sizeof(h->err), "%s: %s%s%s", h->name ? h->name : c->cmd->name,
+			 h->verb ? h->verb : "", h->verb ? ": " : "", h->detail);
+		return h->err;
+	}
 	snprintf(h->err, sizeof(h->err), "%s: %s%s%s%s%s", h->name ? h->name : c->cmd->name,
 		 h->verb ? h->verb : "", h->verb ? ": " : "", why, h->detail ? ": " : "",
 		 h->detail ? h->detail : "");

@@ -35,10 +35,17 @@
 	} while (0)
 
 /* A failure the dispatcher describes: what was done, and libstore's detail. */
+/*
+ * @detail, or the reason the library left for this call (cleared before
+ * each handler runs, so it is this request's): an error reply says what was
+ * wrong, not only which errno it was.
+ */
 static int fail(struct hcall *c, int ret, const char *verb, const char *detail)
 {
 	c->verb = verb;
-	c->detail = detail && detail[0] ? detail : NULL;
+	if (!detail || !detail[0])
+		detail = stor_pool_last_error();
+	c->detail = detail[0] ? detail : NULL;
 	return ret;
 }
 
@@ -1473,7 +1480,10 @@ int handlers_run(struct hcall *c)
 {
 	unsigned op = c->cmd->op;
 	handler_fn fn = op < sizeof(handlers) / sizeof(handlers[0]) ? handlers[op] : NULL;
-	int ret = fn ? fn(c) : -EPROTO;
+	int ret;
+
+	stor_clear_error();
+	ret = fn ? fn(c) : -EPROTO;
 
 	if (ret > 0)
 		ret = 0;

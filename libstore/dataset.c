@@ -352,6 +352,27 @@ int ds_load_all(struct stor_pool *p)
 	return space_sync_locked(p);
 }
 
+static int refuse_recsize(void)
+{
+	pool_set_error("recordsize must be a power of 2 from %u to %uM", STOR_RECSIZE_MIN,
+		       STOR_RECSIZE_MAX >> 20);
+	return -EINVAL;
+}
+
+/* volsize @v must be a whole number of records of @recsize, one at least. */
+static int check_volsize(uint64_t v, uint32_t recsize)
+{
+	char rs[32];
+
+	if (v % recsize == 0 && v >= recsize)
+		return 0;
+	stor_format_size(recsize, rs, sizeof(rs));
+	pool_set_error(v < recsize ? "volsize must hold one record at least (recordsize %s)"
+				   : "volsize must be a multiple of recordsize (%s)",
+		       rs);
+	return -EINVAL;
+}
+
 /* Apply "name=value" options of a create; volsize and recordsize are geometry. */
 static int apply_create_props(struct stor_ds *ds, const struct stor_ds_opts *o, uint64_t *volsize,
 			      uint32_t *recsize)
@@ -368,17 +389,19 @@ static int apply_create_props(struct stor_ds *ds, const struct stor_ds_opts *o, 
 		name[eq - o->props[i]] = '\0';
 		if (strcmp(name, "recordsize") == 0 || strcmp(name, "volblocksize") == 0) {
 			if (stor_parse_size(eq + 1, &n) < 0 || n > STOR_RECSIZE_MAX)
-				return -EINVAL;
+				return refuse_recsize();
 			*recsize = (uint32_t)n;
 			continue;
 		}
 		if (strcmp(name, "volsize") == 0) {
-			if (stor_parse_size(eq + 1, &n) < 0)
+			if (stor_parse_size(eq + 1, &n) < 0) {
+				pool_set_error("'volsize' must be a size such as 64M or 10G");
 				return -EINVAL;
+			}
 			*volsize = n;
 			continue;
 		}
-		id = prop_lookup(name);
+		id = prop_find(name);
 		if (id < 0)
 			return STOR_EBADPROP;
 		if (prop_table[id].flags & PROP_READONLY)
@@ -468,10 +491,15 @@ static int ds_create_locked(struct stor_pool *p, const char *name, const struct 
 	if (!parent)
 		volsize = 0; /* the pool's root dataset holds properties, no data */
 	ret = -EINVAL;
-	if (recsize < STOR_RECSIZE_MIN || recsize > STOR_RECSIZE_MAX || (recsize & (recsize - 1)))
+	if (recsize < STOR_RECSIZE_MIN || recsize > STOR_RECSIZE_MAX || (recsize & (recsize - 1))) {
+		ret = refuse_recsize();
 		goto fail;
-	if (volsize % recsize || (parent && volsize < recsize))
+	}
+	if (parent && (ret = check_volsize(volsize, recsize)) < 0)
 		goto fail; /* a volume holds one record at least */
+	ret = -EINVAL;
+	if (volsize % recsize)
+		goto fail;
 	atomic_store(&ds->volsize, volsize);
 	ds->recsize = recsize;
 	ret = thick_by_default(ds, parent != NULL && sized);
@@ -765,7 +793,7 @@ int stor_ds_get(struct stor_pool *p, const char *name, const char *prop,
 		struct stor_prop_value *out)
 {
 	struct stor_ds *ds;
-	int id = prop_lookup(prop), ret = 0;
+	int id = prop_find(prop), ret = 0;
 
 	if (id < 0)
 		return STOR_EBADPROP;
@@ -836,8 +864,19 @@ static int set_space_locked(struct stor_pool *p, struct stor_ds *ds, int id, con
 
 	if (id == PROP_VOLSIZE) {
 		vol = canon ? strtoull(canon, NULL, 10) : 0;
-		if (!canon || vol % ds->recsize || vol < was || !volume)
+		if (!volume) {
+			pool_set_error("the pool's root dataset has no volsize");
+			return -EINVAL;
+		}
+		if (canon && vol < was) {
+			char is[32];
+
+			stor_format_size(was, is, sizeof(is));
+			pool_set_error("volsize cannot shrink (it is %s): that would drop data", is);
 			return -EINVAL; /* volumes grow; shrinking would drop data */
+		}
+		if (!canon || check_volsize(vol, ds->recsize) < 0)
+			return -EINVAL;
 		if (atomic_load(&ds->refres) &&
 		    atomic_load(&ds->refres) == space_auto_refres(was, ds->recsize)) {
 			snprintf(num, sizeof(num), "%llu",
@@ -939,7 +978,7 @@ static int check_settable(int id)
 int stor_ds_set(struct stor_pool *p, const char *name, const char *prop, const char *value)
 {
 	struct stor_ds *ds;
-	int id = prop_lookup(prop), ret;
+	int id = prop_find(prop), ret;
 
 	ret = check_settable(id);
 	if (ret < 0)
@@ -960,7 +999,7 @@ int stor_ds_set(struct stor_pool *p, const char *name, const char *prop, const c
 int stor_ds_inherit(struct stor_pool *p, const char *name, const char *prop)
 {
 	struct stor_ds *ds;
-	int id = prop_lookup(prop), ret;
+	int id = prop_find(prop), ret;
 
 	ret = check_settable(id);
 	if (ret == 0 && (id == PROP_VOLSIZE || (prop_table[id].flags & PROP_KEY)))

@@ -208,8 +208,10 @@ static int become_root(struct stor_ds *ds, const char *fmtname, const char *iter
 {
 	int fmt = fmtname ? keys_format_parse(fmtname) : -1;
 
-	if (fmt <= STOR_KEY_NONE)
-		return -EINVAL; /* a new encryption root needs keyformat */
+	if (fmt <= STOR_KEY_NONE) {
+		pool_set_error("a new encryption root needs keyformat=raw, hex or passphrase");
+		return -EINVAL;
+	}
 	ds->keyformat = fmt;
 	ds->iters = fmt == STOR_KEY_PASSPHRASE ? (iters ? (uint32_t)strtoul(iters, NULL, 10)
 							: KEYS_PBKDF2_DEFAULT)
@@ -232,13 +234,16 @@ int dskeys_create(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *paren
 	suite = enc ? crypt_suite_parse(enc) : parent ? parent->suite : CRYPT_OFF;
 	if (suite < 0)
 		return STOR_EBADPROP;
-	if (parent && parent->suite && suite == CRYPT_OFF)
-		return -EINVAL; /* no clear dataset under an encrypted one */
+	if (parent && parent->suite && suite == CRYPT_OFF) {
+		pool_set_error("cannot create an unencrypted dataset under an encrypted parent");
+		return -EINVAL;
+	}
 	ds->suite = suite;
 	if (suite == CRYPT_OFF) {
-		if (fmt || ds->local[PROP_PBKDF2ITERS])
-			return -EINVAL;
-		return 0;
+		if (!fmt && !ds->local[PROP_PBKDF2ITERS])
+			return 0;
+		pool_set_error("keyformat and pbkdf2iters need encryption");
+		return -EINVAL;
 	}
 	if (enc && !ds->local[PROP_ENCRYPTION]) {
 		ds->local[PROP_ENCRYPTION] = strdup(crypt_suite_name((enum crypt_suite)suite));
@@ -403,7 +408,7 @@ int stor_key_unload(struct stor_pool *p, const char *name, unsigned flags)
 	if (ret < 0)
 		goto out;
 	if (!atomic_load(&root->keys)) {
-		ret = -ENOENT;
+		ret = STOR_ENOKEY; /* nothing to unload: not "no such dataset" */
 		goto out;
 	}
 	for (size_t i = 0; i < p->nds; i++)

@@ -32,27 +32,29 @@
 #include <openssl/sha.h>
 
 #include "keys.h"
+#include "store_impl.h"
 
 #define WRAP_NONCE_LEN 12
 #define WRAP_TAG_LEN 16
 
-static _Thread_local char last_error[160];
-
+/* The reason goes where every unit's goes (pool_error.c), for the caller to show. */
 static void set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void set_error(const char *fmt, ...)
 {
+	char why[160];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
+	pool_set_error("%s", why);
 	/* every failure path ends here: leave no stale OpenSSL errors for other callers */
 	ERR_clear_error();
 }
 
 const char *keys_last_error(void)
 {
-	return last_error;
+	return stor_pool_last_error();
 }
 
 static const char *const format_names[] = {

@@ -169,6 +169,11 @@ static int lun_take(struct stor_pool *p, unsigned idx, const char *path, uint64_
 			       idx, path);
 		return ret;
 	}
+	if (ret == -EINVAL) {
+		pool_set_error("lun %u (%s): a LUN must be at least %lluM", idx, path,
+			       (unsigned long long)((LUN_MIN_SIZE + (1u << 20) - 1) >> 20));
+		return ret;
+	}
 	if (ret < 0) {
 		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
 		return ret;

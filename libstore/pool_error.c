@@ -31,6 +31,11 @@ void pool_clear_error(void)
 	last_error[0] = '\0';
 }
 
+void stor_clear_error(void)
+{
+	pool_clear_error();
+}
+
 int pool_error_set(void)
 {
 	return last_error[0] != '\0';

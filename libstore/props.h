@@ -56,6 +56,10 @@ extern const struct prop_def prop_table[PROP_COUNT];
 
 /** @return the id of property @name, or -1 */
 int prop_lookup(const char *name);
+/** prop_lookup() for a name a person gave: when it is none, the reason
+ *  (a ZFS property coffer lacks, or the name it is a typo of) is left in
+ *  pool_set_error(). */
+int prop_find(const char *name);
 
 /**
  * Validate @value for property @id and write its canonical form into @out

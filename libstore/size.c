@@ -124,8 +124,10 @@ void stor_format_size(uint64_t v, char *buf, size_t len)
 		d /= 1024;
 		u++;
 	}
-	if (u == 0)
-		snprintf(buf, len, "%llu", (unsigned long long)v);
+	/* as zfs(8) shows them: a whole number of the unit has no decimals (8M, not 8.00M) */
+	if (u == 0 || v % (1ull << (10 * u)) == 0)
+		snprintf(buf, len, "%llu%s", (unsigned long long)(v >> (10 * u)),
+			 u ? (char[]){ units[u], '\0' } : "");
 	else
 		snprintf(buf, len, d < 10 ? "%.2f%c" : d < 100 ? "%.1f%c" : "%.0f%c", d, units[u]);
 }

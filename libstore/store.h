@@ -294,10 +294,14 @@ struct stor_scrub_stat {
 int stor_pool_scrub_stat(struct stor_pool *pool, struct stor_scrub_stat *st);
 
 /**
- * A human-readable line about the last failure of pool create/open in this
- * thread ("lun 2 (/x/l2): label names another pool"), or "" if none.
+ * A human-readable line about the last failure of a call in this thread that
+ * has a reason its code cannot say ("lun 2 (/x/l2): label names another
+ * pool", "recordsize must be a power of 2 from 512 to 1M"), or "" if none.
  */
 const char *stor_pool_last_error(void);
+/** Forget it: a caller that serves many requests on one thread calls this
+ *  before each, so no reason outlives the call that set it. */
+void stor_clear_error(void);
 
 struct stor_lun_stat {
 	char path[4096];
@@ -577,8 +581,8 @@ int stor_key_load(struct stor_pool *pool, const char *name, const struct stor_ke
  * STOR_FORCE handles still open stay valid, and their I/O fails with
  * STOR_ENOKEY until the key is loaded again.
  * @return 0, -EBUSY (a dataset using the key has open handles, no
- *         STOR_FORCE), -ENOENT (no such dataset, or key not loaded),
- *         STOR_ENOTENCRYPTED, STOR_ENOTROOT
+ *         STOR_FORCE), -ENOENT (no such dataset), STOR_ENOKEY (key not
+ *         loaded), STOR_ENOTENCRYPTED, STOR_ENOTROOT
  */
 int stor_key_unload(struct stor_pool *pool, const char *name, unsigned flags);
 
@@ -621,6 +625,12 @@ enum stor_name_kind {
  * @return 0 or STOR_EBADNAME (also for NULL)
  */
 int stor_name_check(const char *name, enum stor_name_kind kind);
+
+/**
+ * How many edits @typed is from @name, for "did you mean" (typo.c: case and
+ * '-'/'_' ignored), or UINT_MAX when too far to be worth suggesting.
+ */
+unsigned stor_typo_distance(const char *typed, const char *name);
 
 /**
  * Parse a size: digits with an optional fraction and an optional suffix

@@ -102,3 +102,8 @@ check_PROGRAMS += %D%/test_nbd
 %C%_test_nbd_SOURCES = %D%/test_nbd.c $(E2E_FIXTURE)
 %C%_test_nbd_CFLAGS = $(E2E_CFLAGS)
 %C%_test_nbd_LDADD = $(E2E_LDADD)
+
+check_PROGRAMS += %D%/test_cli
+%C%_test_cli_SOURCES = %D%/test_cli.c $(E2E_FIXTURE)
+%C%_test_cli_CFLAGS = $(E2E_CFLAGS)
+%C%_test_cli_LDADD = $(E2E_LDADD)

@@ -402,8 +402,11 @@ Test(config, nbd_socket_resolves_beside_the_control_socket)
 
 Test(config, unknown_option_is_reported_with_a_hint)
 {
-	assert_load_error("[cofferd]\n\n\ncach_size = 1G\n", 4, "unknown option 'cach_size'");
-	cr_assert_str_eq(strrchr(err, ':') + 2, "unknown option 'cach_size'");
+	/* cofferd.conf(5)'s example: one letter short */
+	assert_load_error("[cofferd]\n\n\ncach_size = 1G\n", 4,
+			  "unknown option 'cach_size' (did you mean 'cache_size'?)");
+	assert_load_error("[cofferd]\nfrobnicate = 1\n", 2, "unknown option 'frobnicate'");
+	cr_assert_str_eq(strrchr(err, ':') + 2, "unknown option 'frobnicate'");
 	assert_load_error("[cofferd]\ncache-size = 1G\n", 2,
 			  "unknown option 'cache-size' (did you mean 'cache_size'?)");
 	assert_load_error("[cofferd]\nCache_Size = 1G\n", 2,

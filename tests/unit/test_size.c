@@ -140,8 +140,14 @@ Test(rules, sizes_are_shown_with_three_digits_and_a_unit_of_1024)
 	static const struct {
 		uint64_t v;
 		const char *s;
-	} cases[] = { { 0, "0" },	     { 1023, "1023" },	      { 1024, "1.00K" },
-		      { 1536 << 10, "1.50M" }, { 10ull << 30, "10.0G" }, { 128ull << 30, "128G" } };
+	} cases[] = { { 0, "0" },
+		      { 1023, "1023" },
+		      { 1024, "1K" },
+		      { 8u << 20, "8M" },
+		      { 1536 << 10, "1.50M" },
+		      { (10ull << 30) + (512ull << 20), "10.5G" },
+		      { (10ull << 30) + 1, "10.0G" },
+		      { 128ull << 30, "128G" } };
 	char buf[32];
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

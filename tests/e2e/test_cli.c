@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The command line as an operator meets it, through the real coffer binary
+ * and daemon: each refusal says what was wrong and what is allowed (never a
+ * bare "Invalid argument"), a typo gets "did you mean", and nothing stored
+ * changes when a command is refused.
+ */
+#include <config.h> /* the autoconf header: _GNU_SOURCE */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "daemon.h"
+
+TDAEMON_FIXTURE(NULL)
+static char out[65536];
+
+TestSuite(cli, .init = setup, .fini = teardown, .timeout = 120);
+
+#define cof(in, ...) tdaemon_cofferf(&td, (in), out, sizeof(out), __VA_ARGS__)
+#define COF_OK(in, ...) TDAEMON_COF_OK(&td, out, (in), __VA_ARGS__)
+
+/* `coffer ARGS` fails with exit status @st and says @want, and never "Invalid argument". */
+#define REFUSED(in, st, want, ...)                                                          \
+	do {                                                                                \
+		int rc_ = cof((in), __VA_ARGS__);                                           \
+		cr_assert_eq(rc_, (st), "exit %d, want %d: %s", rc_, (st), out);             \
+		cr_assert(strstr(out, (want)), "'%s' lacks '%s'", out, (want));               \
+		cr_assert(!strstr(out, "Invalid argument"), "bare errno text: %s", out);     \
+	} while (0)
+
+static void pool(void)
+{
+	COF_OK(NULL, "pool create -s 64M tank %s/l0", td.dir);
+}
+
+/* `get -H` prints NAME PROPERTY VALUE SOURCE separated by tabs */
+static void prop_is(const char *ds, const char *prop, const char *want)
+{
+	char *v, *end;
+
+	COF_OK(NULL, "get -H %s %s", prop, ds);
+	v = strchr(out, '\t');
+	v = v ? strchr(v + 1, '\t') : NULL;
+	cr_assert(v, "get -H: %s", out);
+	v++;
+	end = v + strcspn(v, "\t\n");
+	*end = '\0';
+	cr_assert_str_eq(v, want, "%s of %s", prop, ds);
+}
+
+Test(cli, refused_sizes_say_what_is_allowed_and_change_nothing)
+{
+	pool();
+	REFUSED(NULL, 1, "a LUN must be at least 2M", "pool create -s 1M tank2 %s/small", td.dir);
+	cr_assert_neq(cof(NULL, "pool status tank2"), 0, "a refused pool exists: %s", out);
+	REFUSED(NULL, 1, "recordsize must be a power of 2 from 512 to 1M",
+		"create -V 8M -b 3K tank/c");
+	REFUSED(NULL, 1, "volsize must be a multiple of recordsize", "create -V 8193K tank/c");
+	cr_assert_neq(cof(NULL, "get volsize tank/c"), 0, "a refused dataset exists: %s", out);
+	COF_OK(NULL, "create -V 8M tank/d");
+	REFUSED(NULL, 1, "volsize cannot shrink", "set volsize=4M tank/d");
+	REFUSED(NULL, 1, "volsize must be a multiple of recordsize", "set volsize=8201K tank/d");
+	prop_is("tank/d", "volsize", "8M");
+}
+
+Test(cli, refused_keys_and_encryption_say_why)
+{
+	char key[4096];
+
+	pool();
+	REFUSED("/dev/null", 1, "passphrase must be 8 to 512 bytes",
+		"create -o encryption=on -o keyformat=passphrase -o keylocation=file://%s tank/a",
+		tdaemon_file(&td, "short", "short\n", 6));
+	REFUSED(NULL, 1, "hex key must be exactly 64 hex digits",
+		"create -o encryption=on -o keyformat=hex -o keylocation=file://%s tank/b",
+		tdaemon_file(&td, "hex", "zzzz\n", 5));
+	tdaemon_random_file(&td, "raw", 32, key, sizeof(key));
+	COF_OK(NULL, "create -o encryption=on -o keyformat=raw -o keylocation=file://%s tank/enc",
+	       key);
+	REFUSED(NULL, 1, "cannot create an unencrypted dataset under an encrypted parent",
+		"create -o encryption=off tank/enc/child");
+	REFUSED(NULL, 1, "key already loaded", "load-key tank/enc");
+	cr_assert(!strstr(out, "choose another name"), "wrong advice: %s", out);
+	COF_OK(NULL, "unload-key tank/enc");
+	REFUSED(NULL, 1, "not loaded", "unload-key tank/enc");
+	cr_assert(!strstr(out, "does not exist"), "wrong reason: %s", out);
+	prop_is("tank/enc", "keystatus", "unavailable");
+}
+
+Test(cli, properties_tell_a_wrong_name_from_a_wrong_value)
+{
+	pool();
+	COF_OK(NULL, "create -V 8M tank/d");
+	REFUSED(NULL, 1, "'compression' must be one of off | on | zstd | zstd-1..19",
+		"set compression=zstd-40 tank/d");
+	REFUSED(NULL, 1, "unknown property 'compresion' (did you mean 'compression'?)",
+		"set compresion=zstd tank/d");
+	REFUSED(NULL, 1, "'dedup' is a ZFS property not supported by coffer", "set dedup=on tank/d");
+	REFUSED(NULL, 1, "'sync' must be one of standard | always | disabled",
+		"create -V 8M -o sync=sometimes tank/e");
+	REFUSED(NULL, 1, "unknown property 'foo'", "get foo tank/d");
+	prop_is("tank/d", "compression", "off");
+}
+
+Test(cli, mistyped_verbs_get_a_suggestion)
+{
+	REFUSED(NULL, 2, "unknown verb 'lod-key' (did you mean 'load-key'?)", "lod-key tank/a");
+	REFUSED(NULL, 2, "unknown verb 'pool craete' (did you mean 'pool create'?)",
+		"pool craete tank");
+	REFUSED(NULL, 2, "unknown verb 'lsit' (did you mean 'list'?)", "help lsit");
+	REFUSED(NULL, 2, "unknown verb 'frobnicate'; run 'coffer help'", "frobnicate");
+}
+
+Test(cli, relative_lun_paths_are_refused_and_no_file_is_made)
+{
+	char cwd[4096], made[4200];
+
+	cr_assert(getcwd(cwd, sizeof(cwd)));
+	REFUSED(NULL, 1, "LUN 'mirror-typo': give an absolute path", "pool create tank mirror-typo");
+	REFUSED(NULL, 1, "LUN 'a': give an absolute path", "pool create tank mirror a b");
+	REFUSED(NULL, 1, "LUN './a': give an absolute path", "pool create -s 64M tank ./a");
+	snprintf(made, sizeof(made), "%s/a", cwd);
+	cr_assert_neq(access(made, F_OK), 0, "a LUN file was made in the working directory");
+	cr_assert_neq(cof(NULL, "pool status tank"), 0, "a refused pool exists: %s", out);
+}
