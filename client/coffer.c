@@ -40,6 +40,7 @@ struct cmd {
 	const char *name;
 	int (*fn)(int argc, char **argv);
 	const char *usage;
+	const char *help; /* what it does, then one line per option; for coffer help VERB */
 };
 
 static const char *opt_socket;
@@ -1142,17 +1143,45 @@ static int pool_scrub(int argc, char **argv)
 }
 
 static const struct cmd pool_cmds[] = {
-	{ "create", pool_create, "[-f] [-o prop=val]... [-s SIZE] POOL VDEV..." },
-	{ "add", pool_add, "[-f] [-s SIZE] POOL VDEV..." },
-	{ "list", pool_list, "[-H] [-p] [-j] [POOL]" },
-	{ "status", pool_status, "[-j] [POOL]" },
-	{ "check", pool_check, "[-j] POOL" },
-	{ "export", pool_export, "[-f] POOL" },
-	{ "import", pool_import, "[-d DIR]... [-f] [POOL|GUID [NEWNAME]]" },
-	{ "destroy", pool_destroy, "[-f] POOL" },
-	{ "clear", pool_clear, "POOL [LUN]" },
-	{ "scrub", pool_scrub, "[-p | -s] POOL" },
-	{ NULL, NULL, NULL },
+	{ "create", pool_create, "[-f] [-o prop=val]... [-s SIZE] POOL VDEV...",
+	  "Create pool POOL of the VDEVs: LUNs (absolute paths, or names under /dev), each a "
+	  "vdev, and 'mirror L0 L1 [L2]' for mirrors.\n"
+	  "  -f       take LUNs that hold data or links\n"
+	  "  -o P=V   set property P of the pool's root dataset\n"
+	  "  -s SIZE  create missing or empty LUN files of SIZE" },
+	{ "add", pool_add, "[-f] [-s SIZE] POOL VDEV...",
+	  "Add VDEVs (LUNs, or 'mirror L0 L1') to POOL.\n"
+	  "  -f       take LUNs that hold data or links\n"
+	  "  -s SIZE  create missing or empty LUN files of SIZE" },
+	{ "list", pool_list, "[-H] [-p] [-j] [POOL]",
+	  "List pools with their size, allocation and health.\n"
+	  "  -H  no header, tabs between fields\n"
+	  "  -p  exact numbers\n"
+	  "  -j  JSON" },
+	{ "status", pool_status, "[-j] [POOL]",
+	  "Show the vdev tree, the state and error counts of each LUN, and the scan line.\n"
+	  "  -j  JSON" },
+	{ "check", pool_check, "[-j] POOL",
+	  "Check POOL offline: every block pointer against the allocation and the LUNs.\n"
+	  "  -j  JSON" },
+	{ "export", pool_export, "[-f] POOL",
+	  "Close POOL and mark its LUNs exported, for another host or a later import.\n"
+	  "  -f  close the handles of its users" },
+	{ "import", pool_import, "[-d DIR]... [-f] [POOL|GUID [NEWNAME]]",
+	  "Import pools found on the LUNs (no name: list them).\n"
+	  "  -d DIR  look for LUNs in DIR (repeatable)\n"
+	  "  -f      import a pool last used by another host" },
+	{ "destroy", pool_destroy, "[-f] POOL",
+	  "Destroy POOL and every dataset in it; its LUNs are freed.\n"
+	  "  -f  close the handles of its users" },
+	{ "clear", pool_clear, "POOL [LUN]",
+	  "Reset the error counts of POOL, or of one LUN." },
+	{ "scrub", pool_scrub, "[-p | -s] POOL",
+	  "Verify every copy of every record in the background and repair what it can; no key "
+	  "needed.\n"
+	  "  -p  pause\n"
+	  "  -s  stop" },
+	{ NULL, NULL, NULL, NULL },
 };
 
 static int dispatch(const struct cmd *table, const char *prefix, int argc, char **argv);
@@ -1790,6 +1819,9 @@ static int cmd_read(int argc, char **argv)
 	}
 	if (argc - optind != 1)
 		usage_exit();
+	if (isatty(STDOUT_FILENO))
+		die("%s: read: standard output is a terminal; redirect it to a file or a pipe",
+		    argv[optind]);
 	c = conn_open();
 	h = ds_open_or_die(c, argv[optind], &volsize);
 	chunk = coffer_max_io(c) < IO_CHUNK ? coffer_max_io(c) : IO_CHUNK;
@@ -2119,27 +2151,71 @@ static int cmd_help(int argc, char **argv);
 static int unknown_verb(const struct cmd *table, const char *prefix, const char *verb);
 
 static const struct cmd cmds[] = {
-	{ "pool", cmd_pool, "create|add|list|status|check|clear|export|import|destroy ..." },
-	{ "create", cmd_create, "[-s] [-V SIZE] [-b RECORDSIZE] [-o prop=val]... POOL/NAME" },
-	{ "destroy", cmd_destroy, "[-r] [-f] DATASET" },
-	{ "list", cmd_list, "[-r] [-H] [-p] [-o field[,field]...] [-j] [DATASET]" },
-	{ "get", cmd_get, "[-H] [-p] [-j] PROP[,PROP]...|all DATASET..." },
-	{ "set", cmd_set, "PROP=VALUE DATASET" },
-	{ "inherit", cmd_inherit, "PROP DATASET" },
-	{ "load-key", cmd_load_key, "[-n] [-L LOCATION] -a | DATASET" },
-	{ "unload-key", cmd_unload_key, "[-f] -a | DATASET" },
+	{ "pool", cmd_pool, "create|add|list|status|check|clear|export|import|destroy ...",
+	  "Pools: run 'coffer help pool VERB' for one of create, add, list, status, check, "
+	  "export, import, destroy, clear, scrub." },
+	{ "create", cmd_create, "[-s] [-V SIZE] [-b RECORDSIZE] [-o prop=val]... POOL/NAME",
+	  "Create volume POOL/NAME.\n"
+	  "  -s          sparse: no refreservation\n"
+	  "  -V SIZE     volume size (a multiple of the recordsize)\n"
+	  "  -b SIZE     recordsize, a power of 2 from 512 to 1M\n"
+	  "  -o P=V      set property P (see PROPERTIES below)" },
+	{ "destroy", cmd_destroy, "[-r] [-f] DATASET",
+	  "Destroy DATASET.\n  -r  its children too\n  -f  close the handles of its users" },
+	{ "list", cmd_list, "[-r] [-H] [-p] [-o field[,field]...] [-j] [DATASET]",
+	  "List datasets.\n"
+	  "  -r        recursively under DATASET\n"
+	  "  -H        no header, tabs between fields\n"
+	  "  -p        exact numbers\n"
+	  "  -o F,...  fields: name and properties\n"
+	  "  -j        JSON" },
+	{ "get", cmd_get, "[-H] [-p] [-j] PROP[,PROP]...|all DATASET...",
+	  "Show properties of datasets; 'all' for every one.\n"
+	  "  -H  no header, tabs between fields\n"
+	  "  -p  exact numbers\n"
+	  "  -j  JSON" },
+	{ "set", cmd_set, "PROP=VALUE DATASET",
+	  "Set property PROP of DATASET (see PROPERTIES below)." },
+	{ "inherit", cmd_inherit, "PROP DATASET",
+	  "Drop the local value of PROP: DATASET inherits it again." },
+	{ "load-key", cmd_load_key, "[-n] [-L LOCATION] -a | DATASET",
+	  "Load the key of encryption root DATASET from its keylocation.\n"
+	  "  -a    every root whose key is not loaded\n"
+	  "  -n    check the key only\n"
+	  "  -L L  read it from L (prompt or file:///path) this once" },
+	{ "unload-key", cmd_unload_key, "[-f] -a | DATASET",
+	  "Wipe the key of encryption root DATASET from memory.\n"
+	  "  -a  every root whose key is loaded\n"
+	  "  -f  close the handles of its datasets' users" },
 	{ "change-key", cmd_change_key,
-	  "[-o keyformat=FMT] [-o keylocation=LOC] [-o pbkdf2iters=N] DATASET" },
-	{ "write", cmd_write, "DATASET [-o OFFSET] < FILE" },
-	{ "read", cmd_read, "DATASET [-o OFFSET] [-l LENGTH] > FILE" },
-	{ "flush", cmd_flush, "DATASET" },
-	{ "labelclear", cmd_labelclear, "[-f] LUN..." },
-	{ "stats", cmd_stats, "[-j] [-d DATASET] [INTERVAL [COUNT]]" },
-	{ "bench", cmd_bench, "[options] [PARAMFILE] (see coffer-bench(8))" },
-	{ "ping", cmd_ping, "" },
-	{ "version", cmd_version, "" },
-	{ "help", cmd_help, "[VERB]" },
-	{ NULL, NULL, NULL },
+	  "[-o keyformat=FMT] [-o keylocation=LOC] [-o pbkdf2iters=N] DATASET",
+	  "Wrap the key of encryption root DATASET anew (its data keys stay).\n"
+	  "  -o keyformat=raw|hex|passphrase\n"
+	  "  -o keylocation=prompt|file:///path\n"
+	  "  -o pbkdf2iters=N" },
+	{ "write", cmd_write, "DATASET [-o OFFSET] < FILE",
+	  "Write standard input to DATASET.\n  -o OFFSET  from byte OFFSET" },
+	{ "read", cmd_read, "DATASET [-o OFFSET] [-l LENGTH] > FILE",
+	  "Write DATASET to standard output (refused on a terminal).\n"
+	  "  -o OFFSET  from byte OFFSET\n"
+	  "  -l LENGTH  that many bytes" },
+	{ "flush", cmd_flush, "DATASET",
+	  "Make every write to DATASET durable." },
+	{ "labelclear", cmd_labelclear, "[-f] LUN...",
+	  "Wipe the coffer labels of LUNs no pool uses.\n  -f  of an exported pool's LUN too" },
+	{ "stats", cmd_stats, "[-j] [-d DATASET] [INTERVAL [COUNT]]",
+	  "Show I/O counters, every INTERVAL seconds, COUNT times.\n"
+	  "  -j          JSON\n"
+	  "  -d DATASET  that dataset's rows" },
+	{ "bench", cmd_bench, "[options] [PARAMFILE] (see coffer-bench(8))",
+	  "Run a vdbench-style load test; see coffer-bench(8)." },
+	{ "ping", cmd_ping, "",
+	  "Check that the daemon answers." },
+	{ "version", cmd_version, "",
+	  "Show the client's and the daemon's versions." },
+	{ "help", cmd_help, "[VERB]",
+	  "Show the verbs, or what VERB does and takes." },
+	{ NULL, NULL, NULL, NULL },
 };
 
 static void help(FILE *f)
@@ -2157,16 +2233,45 @@ static void help(FILE *f)
 		   "$COFFER_SOCKET, else the default of cofferd.\n");
 }
 
+/* coffer help VERB, coffer VERB --help: what it does, its options, the properties it takes */
+static void verb_help(const struct cmd *t, const char *prefix)
+{
+	static const char *const when[] = { "read-only", "at create", "" };
+	const char *name, *values;
+	enum stor_prop_when w;
+
+	printf("usage: coffer %s%s %s\n", prefix, t->name, t->usage);
+	if (t->help)
+		printf("\n%s\n", t->help);
+	if (prefix[0] || (strcmp(t->name, "create") && strcmp(t->name, "set") &&
+			  strcmp(t->name, "get") && strcmp(t->name, "inherit")))
+		return;
+	printf("\nPROPERTIES\n");
+	for (size_t i = 0; (name = stor_prop_describe(i, &values, &w)); i++)
+		if (w != STOR_PROP_READONLY || !strcmp(t->name, "get"))
+			printf("  %-22s %s%s%s%s\n", name, values, w != STOR_PROP_SETTABLE ? " (" : "",
+			       w != STOR_PROP_SETTABLE ? when[w] : "",
+			       w != STOR_PROP_SETTABLE ? ")" : "");
+}
+
 static int cmd_help(int argc, char **argv)
 {
 	if (argc > 1) {
-		for (const struct cmd *t = cmds; t->name; t++) {
-			if (!strcmp(t->name, argv[1])) {
-				printf("usage: coffer %s %s\n", t->name, t->usage);
+		const struct cmd *table = cmds;
+		const char *prefix = "", *verb = argv[1];
+
+		if (!strcmp(argv[1], "pool") && argc > 2) {
+			table = pool_cmds;
+			prefix = "pool ";
+			verb = argv[2];
+		}
+		for (const struct cmd *t = table; t->name; t++) {
+			if (!strcmp(t->name, verb)) {
+				verb_help(t, prefix);
 				return 0;
 			}
 		}
-		return unknown_verb(cmds, "", argv[1]);
+		return unknown_verb(table, prefix, verb);
 	}
 	help(stdout);
 	return 0;
@@ -2198,6 +2303,10 @@ static int dispatch(const struct cmd *table, const char *prefix, int argc, char 
 			continue;
 		cur_cmd = t;
 		cur_prefix = prefix;
+		if (argc > 1 && !strcmp(argv[1], "--help") && t->fn != cmd_bench) {
+			verb_help(t, prefix);
+			return 0;
+		}
 		/* 0, not 1: glibc re-initialises, so options may follow operands again */
 		optind = 0;
 		return t->fn(argc, argv);
@@ -2209,8 +2318,14 @@ int main(int argc, char **argv)
 {
 	int opt;
 
+	static const struct option longs[] = {
+		{ "socket", required_argument, NULL, 'S' }, { "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },	    { "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+
 	/* global options stop at the verb; '+' keeps getopt from permuting past it */
-	while ((opt = getopt(argc, argv, "+S:jhV")) != -1) {
+	while ((opt = getopt_long(argc, argv, "+S:jhV", longs, NULL)) != -1) {
 		switch (opt) {
 		case 'S':
 			opt_socket = optarg;

@@ -10,7 +10,7 @@ libstore_libstore_a_SOURCES = \
 	%D%/meta.h %D%/meta_lmdb.c %D%/metalog.h %D%/metalog.c \
 	%D%/alloc.h %D%/alloc.c %D%/array.h %D%/space.c \
 	%D%/pool.c \
-	%D%/props.h %D%/props.c \
+	%D%/props.h %D%/props.c %D%/prop_names.c \
 	%D%/dataset.c \
 	%D%/bp.h %D%/bp.c %D%/txg.h %D%/txg.c %D%/hash.h \
 	%D%/bpmac.h %D%/bpmac.c %D%/verify.c \

@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The property table and its validators. Resolution (local, inherited,
- * default) is dataset.c's business; this file only knows names and values.
+ * The validators of property values. Resolution (local, inherited,
+ * default) is dataset.c's business; the names are prop_names.c's.
  * Sizes (volsize) take the one grammar of stor_parse_size() (size.c).
  */
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,20 +15,6 @@
 #include "stor_assert.h"
 #include "store.h"
 #include "store_impl.h"
-
-const struct prop_def prop_table[PROP_COUNT] = {
-#define XX(id, name, flags, def) [PROP_##id] = { name, flags, def },
-	PROPS_XX(XX)
-#undef XX
-};
-
-int prop_lookup(const char *name)
-{
-	for (int i = 0; i < PROP_COUNT; i++)
-		if (strcmp(prop_table[i].name, name) == 0)
-			return i;
-	return -1;
-}
 
 int prop_compression_level(const char *v)
 {
@@ -206,64 +191,14 @@ static int validate(int id, const char *value, char *out, size_t outlen)
 	return 0;
 }
 
-/* What each settable property takes, for the refusal of a value it does not. */
-static const char *const values_of[PROP_COUNT] = {
-	[PROP_VOLSIZE] = "a size such as 64M or 10G, a multiple of recordsize",
-	[PROP_REFRESERVATION] = "none, auto or a size",
-	[PROP_RESERVATION] = "none or a size",
-	[PROP_COMPRESSION] = "one of off | on | zstd | zstd-1..19",
-	[PROP_CHECKSUM] = "one of on | off",
-	[PROP_SYNC] = "one of standard | always | disabled",
-	[PROP_PRIMARYCACHE] = "one of all | metadata | none",
-	[PROP_OWNER] = "UID or UID:GID, each a decimal from 0 to 4294967294, or -",
-	[PROP_ENCRYPTION] = "one of off | on | aes-128-ccm | aes-192-ccm | aes-256-ccm | "
-			    "aes-128-gcm | aes-256-gcm",
-	[PROP_KEYFORMAT] = "one of raw | hex | passphrase",
-	[PROP_KEYLOCATION] = "prompt or file:///absolute/path",
-};
-
 int prop_validate(int id, const char *value, char *out, size_t outlen)
 {
 	int ret = validate(id, value, out, outlen);
 
-	if (ret == STOR_EBADPROP && id >= 0 && id < PROP_COUNT && values_of[id])
-		pool_set_error("'%s' must be %s", prop_table[id].name, values_of[id]);
+	if (ret == STOR_EBADPROP && prop_values(id))
+		pool_set_error("'%s' must be %s", prop_table[id].name, prop_values(id));
 	else if (ret == STOR_EITERS)
 		pool_set_error("'pbkdf2iters' must be a number from %u to %u", KEYS_PBKDF2_MIN,
 			       KEYS_PBKDF2_MAX);
 	return ret;
-}
-
-/* Properties of ZFS volumes that coffer does not have: named as such, not as typos. */
-static const char *const zfs_only[] = {
-	"aclinherit", "aclmode", "acltype", "atime", "canmount", "casesensitivity", "copies",
-	"dedup", "devices", "dnodesize", "exec", "filesystem_limit", "logbias", "mountpoint",
-	"nbmand", "normalization", "overlay", "quota", "readonly", "redundant_metadata",
-	"refquota", "relatime", "secondarycache", "setuid", "sharenfs", "sharesmb",
-	"snapdev", "snapdir", "snapshot_limit", "special_small_blocks", "utf8only",
-	"volmode", "vscan", "xattr", "zoned", NULL
-};
-
-int prop_find(const char *name)
-{
-	int id = prop_lookup(name), best = -1;
-	unsigned d, bestd = UINT_MAX;
-
-	if (id >= 0)
-		return id;
-	if (one_of(name, zfs_only)) {
-		pool_set_error("'%s' is a ZFS property not supported by coffer", name);
-		return -1;
-	}
-	for (int i = 0; i < PROP_COUNT; i++)
-		if ((d = stor_typo_distance(name, prop_table[i].name)) < bestd) {
-			bestd = d;
-			best = i;
-		}
-	if (best >= 0)
-		pool_set_error("unknown property '%s' (did you mean '%s'?)", name,
-			       prop_table[best].name);
-	else
-		pool_set_error("unknown property '%s'; 'coffer get all DATASET' lists them", name);
-	return -1;
 }

@@ -60,6 +60,8 @@ int prop_lookup(const char *name);
  *  (a ZFS property coffer lacks, or the name it is a typo of) is left in
  *  pool_set_error(). */
 int prop_find(const char *name);
+/** What property @id takes, in words ("one of on | off"); NULL if it is not set by hand. */
+const char *prop_values(int id);
 
 /**
  * Validate @value for property @id and write its canonical form into @out

@@ -632,6 +632,15 @@ int stor_name_check(const char *name, enum stor_name_kind kind);
  */
 unsigned stor_typo_distance(const char *typed, const char *name);
 
+enum stor_prop_when { STOR_PROP_READONLY, STOR_PROP_AT_CREATE, STOR_PROP_SETTABLE };
+
+/**
+ * The @i-th dataset property (i from 0), for help texts: its name, with what
+ * it takes in *@values ("one of on | off") and when it can be set in *@when.
+ * @return the name, or NULL past the last one
+ */
+const char *stor_prop_describe(size_t i, const char **values, enum stor_prop_when *when);
+
 /**
  * Parse a size: digits with an optional fraction and an optional suffix
  * B, K, M, G, T, P or E (powers of 1024), each unit also written with i

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -127,4 +128,50 @@ Test(cli, relative_lun_paths_are_refused_and_no_file_is_made)
 	snprintf(made, sizeof(made), "%s/a", cwd);
 	cr_assert_neq(access(made, F_OK), 0, "a LUN file was made in the working directory");
 	cr_assert_neq(cof(NULL, "pool status tank"), 0, "a refused pool exists: %s", out);
+}
+
+Test(cli, help_and_version_exit_0_and_say_what_a_verb_takes)
+{
+	COF_OK(NULL, "--help");
+	cr_assert(strstr(out, "usage: coffer") && strstr(out, "load-key"), "%s", out);
+	COF_OK(NULL, "--version");
+	cr_assert(strstr(out, "coffer ") && strstr(out, "protocol"), "%s", out);
+	COF_OK(NULL, "help create");
+	cr_assert(strstr(out, "-V SIZE") && strstr(out, "PROPERTIES") &&
+			  strstr(out, "one of off | on | zstd | zstd-1..19") &&
+			  strstr(out, "(at create)") && !strstr(out, "keystatus"),
+		  "%s", out);
+	COF_OK(NULL, "create --help");
+	cr_assert(strstr(out, "recordsize, a power of 2 from 512 to 1M"), "%s", out);
+	COF_OK(NULL, "help get");
+	cr_assert(strstr(out, "keystatus") && strstr(out, "(read-only)"), "%s", out);
+	COF_OK(NULL, "help pool create");
+	cr_assert(strstr(out, "usage: coffer pool create") && strstr(out, "mirror"), "%s", out);
+	COF_OK(NULL, "pool scrub --help");
+	cr_assert(strstr(out, "-p  pause"), "%s", out);
+}
+
+Test(cli, read_refuses_to_write_binary_to_a_terminal)
+{
+	const char *bin = getenv("COFFER") ? getenv("COFFER") : "../../client/coffer";
+	char cmd[8192], outp[4200];
+	FILE *f;
+	size_t n;
+	int st;
+
+	pool();
+	COF_OK(NULL, "create -V 8M tank/d");
+	snprintf(outp, sizeof(outp), "%s/tty.out", td.dir);
+	/* script(1) gives the command a terminal for standard output */
+	snprintf(cmd, sizeof(cmd), "script -qec \"'%s' -S '%s' read tank/d\" /dev/null > '%s' 2>&1",
+		 bin, td.sock, outp);
+	st = system(cmd);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit %d", WEXITSTATUS(st));
+	f = fopen(outp, "r");
+	cr_assert(f);
+	n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = '\0';
+	fclose(f);
+	cr_assert(strstr(out, "standard output is a terminal"), "%s", out);
+	cr_assert(n < 1024, "%zu bytes reached the terminal", n);
 }
