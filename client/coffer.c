@@ -1389,18 +1389,106 @@ out:
 	return 0;
 }
 
+/* One row of get: the columns in @cols, tab-separated with -H, else aligned. */
+static void get_row(unsigned cols, int noheader, const char *name, const char *prop,
+		    const char *value, const char *source)
+{
+	const char *cell[] = { name, prop, value, source };
+	static const int width[] = { 24, 16, 24, 0 };
+	int first = 1, last = 3;
+
+	while (last > 0 && !(cols & (1u << last)))
+		last--;
+	for (int k = 0; k < 4; k++) {
+		if (!(cols & (1u << k)))
+			continue;
+		if (!first)
+			fputs(noheader ? "\t" : " ", stdout);
+		if (noheader || k == last)
+			fputs(cell[k], stdout);
+		else
+			printf("%-*s", width[k], cell[k]);
+		first = 0;
+	}
+	putchar('\n');
+}
+
+/*
+ * zfs get's -o (columns of name, property, value, source; "all") and -s
+ * (sources to show: local, default, inherited, none) into bit sets.
+ */
+enum { GET_NAME = 1, GET_PROPERTY = 2, GET_VALUE = 4, GET_SOURCE = 8 };
+
+static unsigned get_columns(const char *list)
+{
+	static const char *const cols[] = { "name", "property", "value", "source" };
+	char *copy = strdup(list), *save = NULL;
+	unsigned set = 0;
+
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		size_t k = 0;
+
+		if (!strcmp(t, "all")) {
+			set |= GET_NAME | GET_PROPERTY | GET_VALUE | GET_SOURCE;
+			continue;
+		}
+		while (k < 4 && strcmp(t, cols[k]))
+			k++;
+		if (k == 4)
+			die("get -o: unknown field '%s'; the fields are name, property, value, "
+			    "source or all",
+			    t);
+		set |= 1u << k;
+	}
+	free(copy);
+	return set;
+}
+
+/* Is source @src (as the daemon says it: local, default, inherited, fixed) in the -s list @want? */
+static int source_shown(const char *want, const char *src)
+{
+	char *copy, *save = NULL;
+	int ok = 0;
+
+	if (!want)
+		return 1;
+	copy = strdup(want);
+	for (char *t = strtok_r(copy, ",", &save); t && !ok; t = strtok_r(NULL, ",", &save)) {
+		if (strcmp(t, "local") && strcmp(t, "default") && strcmp(t, "inherited") &&
+		    strcmp(t, "none") && strcmp(t, "fixed") && strcmp(t, "temporary") &&
+		    strcmp(t, "received"))
+			die("get -s: unknown source '%s'; the sources are local, default, "
+			    "inherited, fixed or none",
+			    t);
+		/* ZFS's "none" (read-only values) is coffer's "fixed" */
+		ok = !strcmp(t, src) ||
+		     (!strcmp(t, "none") && (!strcmp(src, "-") || !strcmp(src, "fixed")));
+	}
+	free(copy);
+	return ok;
+}
+
 static int cmd_get(int argc, char **argv)
 {
 	int opt, noheader = 0, parsable = 0;
+	unsigned cols = GET_NAME | GET_PROPERTY | GET_VALUE | GET_SOURCE;
+	const char *sources = NULL;
 	json_t *args, *reply, *v;
 	struct coffer_conn *c;
 	size_t i;
 
-	while ((opt = getopt(argc, argv, "Hpj")) != -1)
-		if (!listing_flag(opt, &noheader, &parsable))
+	while ((opt = getopt(argc, argv, "Hpjo:s:")) != -1) {
+		if (opt == 'o')
+			cols = get_columns(optarg);
+		else if (opt == 's')
+			sources = optarg;
+		else if (!listing_flag(opt, &noheader, &parsable))
 			usage_exit();
+	}
 	if (argc - optind < 2)
 		usage_exit();
+	if (sources)
+		source_shown(sources, ""); /* a bad list is refused before any call */
 	c = conn_open();
 	for (int k = optind + 1; k < argc; k++) {
 		args = json_pack("{s:s}", "name", argv[k]);
@@ -1415,7 +1503,7 @@ static int cmd_get(int argc, char **argv)
 		}
 		reply = call(c, "ds_get", args, argv[k]);
 		if (!noheader && !opt_json && k == optind + 1)
-			printf("%-24s %-16s %-24s %s\n", "NAME", "PROPERTY", "VALUE", "SOURCE");
+			get_row(cols, noheader, "NAME", "PROPERTY", "VALUE", "SOURCE");
 		if (opt_json) {
 			json_print(reply);
 			json_decref(reply);
@@ -1427,14 +1515,16 @@ static int cmd_get(int argc, char **argv)
 			const char *from = json_string_value(json_object_get(v, "inherited_from"));
 			char buf[64], sbuf[STOR_NAME_MAX + 32];
 
+			if (!source_shown(sources, src))
+				continue;
 			if (!strcmp(src, "inherited") && from && from[0])
 				snprintf(sbuf, sizeof(sbuf), "inherited from %s", from);
 			else
 				snprintf(sbuf, sizeof(sbuf), "%s", src);
-			printf(noheader ? "%s\t%s\t%s\t%s\n" : "%-24s %-16s %-24s %s\n", argv[k], p,
-			       show(p, json_string_value(json_object_get(v, "value")), parsable, buf,
-				    sizeof(buf)),
-			       sbuf);
+			get_row(cols, noheader, argv[k], p,
+				show(p, json_string_value(json_object_get(v, "value")), parsable, buf,
+				     sizeof(buf)),
+				sbuf);
 		}
 		json_decref(reply);
 	}
@@ -2169,11 +2259,15 @@ static const struct cmd cmds[] = {
 	  "  -p        exact numbers\n"
 	  "  -o F,...  fields: name and properties\n"
 	  "  -j        JSON" },
-	{ "get", cmd_get, "[-H] [-p] [-j] PROP[,PROP]...|all DATASET...",
+	{ "get", cmd_get,
+	  "[-H] [-p] [-j] [-o FIELD[,FIELD]...] [-s SOURCE[,SOURCE]...] PROP[,PROP]...|all "
+	  "DATASET...",
 	  "Show properties of datasets; 'all' for every one.\n"
-	  "  -H  no header, tabs between fields\n"
-	  "  -p  exact numbers\n"
-	  "  -j  JSON" },
+	  "  -H         no header, tabs between fields\n"
+	  "  -p         exact numbers\n"
+	  "  -j         JSON\n"
+	  "  -o FIELDS  columns: name, property, value, source, or all\n"
+	  "  -s SOURCES rows whose source is local, default, inherited or none" },
 	{ "set", cmd_set, "PROP=VALUE DATASET",
 	  "Set property PROP of DATASET (see PROPERTIES below)." },
 	{ "inherit", cmd_inherit, "PROP DATASET",

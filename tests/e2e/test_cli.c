@@ -175,3 +175,22 @@ Test(cli, read_refuses_to_write_binary_to_a_terminal)
 	cr_assert(strstr(out, "standard output is a terminal"), "%s", out);
 	cr_assert(n < 1024, "%zu bytes reached the terminal", n);
 }
+
+Test(cli, get_takes_zfs_columns_and_sources)
+{
+	pool();
+	COF_OK(NULL, "create -V 8M -o compression=zstd tank/d");
+	COF_OK(NULL, "get -H -o value volsize tank/d");
+	cr_assert_str_eq(out, "8M\n");
+	COF_OK(NULL, "get -Hp -o value volsize tank/d");
+	cr_assert_str_eq(out, "8388608\n");
+	COF_OK(NULL, "get -H -o property,value,source compression,sync tank/d");
+	cr_assert_str_eq(out, "compression\tzstd\tlocal\nsync\tstandard\tdefault\n");
+	COF_OK(NULL, "get -H -s local -o name,property all tank/d");
+	/* a thick volume sets its refreservation locally, as zfs does */
+	cr_assert_str_eq(out, "tank/d\trefreservation\ntank/d\tcompression\n");
+	COF_OK(NULL, "get -o all compression tank/d");
+	cr_assert(strstr(out, "NAME") && strstr(out, "SOURCE") && strstr(out, "local"), "%s", out);
+	REFUSED(NULL, 1, "get -o: unknown field 'colour'", "get -o colour volsize tank/d");
+	REFUSED(NULL, 1, "get -s: unknown source 'nowhere'", "get -s nowhere volsize tank/d");
+}
