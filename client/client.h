@@ -73,6 +73,8 @@ int coffer_reap(struct coffer_conn *c, struct coffer_completion *out, int max, i
 int coffer_read(struct coffer_conn *c, int handle, uint64_t off, void *buf, uint32_t len);
 int coffer_write(struct coffer_conn *c, int handle, uint64_t off, const void *buf, uint32_t len);
 int coffer_ds_flush(struct coffer_conn *c, int handle);
+/** Discard @len bytes at @off (they read back as zeros; whole records are freed). */
+int coffer_discard(struct coffer_conn *c, int handle, uint64_t off, uint32_t len);
 
 /* ---- additions ---- */
 

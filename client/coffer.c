@@ -1984,6 +1984,40 @@ static int cmd_flush(int argc, char **argv)
 	return 0;
 }
 
+/* discard DATASET [-o OFFSET] [-l LENGTH]: as blkdiscard does, to the end by default */
+static int cmd_discard(int argc, char **argv)
+{
+	uint64_t off = 0, len = UINT64_MAX, volsize, end;
+	const uint64_t step = 1ull << 30; /* per request; a multiple of every recordsize */
+	struct coffer_conn *c;
+	int opt, h, ret;
+
+	while ((opt = getopt(argc, argv, "o:l:")) != -1) {
+		if (opt == 'o')
+			off = size_arg(optarg, "-o");
+		else if (opt == 'l')
+			len = size_arg(optarg, "-l");
+		else
+			usage_exit();
+	}
+	if (argc - optind != 1)
+		usage_exit();
+	c = conn_open();
+	h = ds_open_or_die(c, argv[optind], &volsize);
+	if (off > volsize || (len != UINT64_MAX && len > volsize - off))
+		io_fail(argv[optind], "discard", off, STOR_ERANGE);
+	end = len == UINT64_MAX ? volsize : off + len;
+	for (uint64_t at = off; at < end; at += step) {
+		uint64_t n = end - at < step ? end - at : step;
+
+		ret = coffer_discard(c, h, at, (uint32_t)n);
+		if (ret < 0)
+			io_fail(argv[optind], "discard", at, ret);
+	}
+	coffer_close(c);
+	return 0;
+}
+
 /* ---- service verbs ---- */
 
 static long long io_stat(json_t *r, const char *k)
@@ -2291,6 +2325,11 @@ static const struct cmd cmds[] = {
 	  "Write standard input to DATASET.\n  -o OFFSET  from byte OFFSET" },
 	{ "read", cmd_read, "DATASET [-o OFFSET] [-l LENGTH] > FILE",
 	  "Write DATASET to standard output (refused on a terminal).\n"
+	  "  -o OFFSET  from byte OFFSET\n"
+	  "  -l LENGTH  that many bytes" },
+	{ "discard", cmd_discard, "DATASET [-o OFFSET] [-l LENGTH]",
+	  "Discard bytes of DATASET, to the end by default: they read back as zeros and the "
+	  "records\nthey cover whole are freed.\n"
 	  "  -o OFFSET  from byte OFFSET\n"
 	  "  -l LENGTH  that many bytes" },
 	{ "flush", cmd_flush, "DATASET",

@@ -737,6 +737,11 @@ int coffer_ds_flush(struct coffer_conn *c, int handle)
 	return sync_io(c, COFFER_FLUSH, handle, 0, NULL, 0);
 }
 
+int coffer_discard(struct coffer_conn *c, int handle, uint64_t off, uint32_t len)
+{
+	return sync_io(c, COFFER_DISCARD, handle, off, NULL, len);
+}
+
 int coffer_send_raw(struct coffer_conn *c, const void *buf, size_t len)
 {
 	int ret = out_reserve(c, len);

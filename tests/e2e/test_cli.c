@@ -194,3 +194,24 @@ Test(cli, get_takes_zfs_columns_and_sources)
 	REFUSED(NULL, 1, "get -o: unknown field 'colour'", "get -o colour volsize tank/d");
 	REFUSED(NULL, 1, "get -s: unknown source 'nowhere'", "get -s nowhere volsize tank/d");
 }
+
+Test(cli, discard_zeroes_a_range_and_frees_its_records)
+{
+	char in[1024], cmd[8192], back[1100];
+
+	pool();
+	COF_OK(NULL, "create -V 8M tank/d");
+	tdaemon_random_file(&td, "data", 256 << 10, in, sizeof(in));
+	COF_OK(in, "write tank/d");
+	/* options after the operand, as GNU users write them; a partial record at each end */
+	COF_OK(NULL, "discard tank/d -o 12K -l 100K");
+	snprintf(back, sizeof(back), "%s/back", td.dir);
+	COF_OK(NULL, "read -l 256K tank/d > '%s'", back);
+	snprintf(cmd, sizeof(cmd),
+		 "cmp -s -n 12288 '%s' '%s' && cmp -s -n 102400 /dev/zero '%s' -i 0:12288 && "
+		 "cmp -s '%s' '%s' -i 114688:114688",
+		 in, back, back, in, back);
+	cr_assert_eq(system(cmd), 0, "discard changed the wrong bytes");
+	REFUSED(NULL, 1, "discard", "discard tank/d -o 8M -l 8K");
+	REFUSED(NULL, 2, "usage: coffer discard", "discard");
+}
