@@ -27,6 +27,12 @@
  *   BLOCK_STATUS  base:allocation from the block pointers (stor_ds_map) on
  *              the threadpool, the handle held as a request holds it: not
  *              record I/O, so not for the I/O workers' batches
+ * Over TCP (nbd_listen) TLS is required, as the spec has it for a TLS-only
+ * server: until STARTTLS every option but STARTTLS and ABORT is refused with
+ * NBD_REP_ERR_TLS_REQD (EXPORT_NAME, which has no error reply, closes), so
+ * nothing is said about an export to a peer nobody knows. The TLS session
+ * (tls.c) names the peer, a local user, and from there the rules are the
+ * Unix socket's. On the Unix socket STARTTLS is not offered.
  * Negotiation runs one option at a time: an option that needs the store
  * holds the connection (rpc_conn_hold) until its call is done, so replies
  * leave in the order of the options. Until GO the peer has the transport's
@@ -561,12 +567,40 @@ static int meta_context(struct nbd_conn *nc, uint32_t opt, const uint8_t *d, uin
 	return ob_send(nc, &b);
 }
 
+/* STARTTLS on a TCP connection: the ACK in the clear, then the TLS handshake. */
+static int starttls(struct nbd_conn *nc, uint32_t len)
+{
+	struct disp_client *cl = rpc_conn_client(nc->conn);
+
+	if (len)
+		return opt_error(nc, NBD_OPT_STARTTLS, NBD_REP_ERR_INVALID, "STARTTLS takes no data");
+	if (opt_ack(nc, NBD_OPT_STARTTLS) < 0 || rpc_conn_starttls(nc->conn) < 0)
+		return -1;
+	log_debug("conn %llu (nbd): TLS handshake", (unsigned long long)cl->id);
+	return 0;
+}
+
 /* One option, its header and @len bytes of data at @d. @return 0 or -1 (stop parsing) */
 static int handle_option(struct nbd_conn *nc, uint32_t opt, const uint8_t *d, uint32_t len)
 {
 	struct nbd_req *q;
-	int ret;
+	int ret, tls = rpc_conn_tls(nc->conn);
 
+	switch (nbd_opt_gate(opt, tls == RPC_TLS_REQUIRED)) {
+	case NBD_GATE_STARTTLS:
+		return starttls(nc, len);
+	case NBD_GATE_TLS_REQD:
+		return opt_error(nc, opt, NBD_REP_ERR_TLS_REQD,
+				 "TLS is required on this socket: connect with nbds:// and a PSK or "
+				 "a client certificate");
+	case NBD_GATE_CLOSE:
+		log_info("conn %llu (nbd): option %u before TLS: closed",
+			 (unsigned long long)rpc_conn_client(nc->conn)->id, opt);
+		rpc_conn_close_after(nc->conn);
+		return -1;
+	case NBD_GATE_PASS:
+		break;
+	}
 	switch (opt) {
 	case NBD_OPT_ABORT:
 		opt_ack(nc, opt);
@@ -621,6 +655,8 @@ static int handle_option(struct nbd_conn *nc, uint32_t opt, const uint8_t *d, ui
 	case NBD_OPT_SET_META_CONTEXT:
 		return meta_context(nc, opt, d, len);
 	case NBD_OPT_STARTTLS:
+		if (tls == RPC_TLS_ON)
+			return opt_error(nc, opt, NBD_REP_ERR_INVALID, "TLS is on already");
 		return opt_error(nc, opt, NBD_REP_ERR_UNSUP,
 				 "TLS is not offered on the Unix socket (the kernel vouches for the peer)");
 	default:
@@ -1115,11 +1151,23 @@ static const struct rpc_framing nbd_framing = {
 	.fini = nbd_fini,
 };
 
-int nbd_listen(uv_loop_t *loop, const struct config *cfg, const char *path)
+static void nbd_init(uv_loop_t *loop, const struct config *cfg)
 {
 	nbd.loop = loop;
 	nbd.cfg = cfg;
 	/* a multiple of the minimum block size, as the spec asks */
 	nbd.max_len = (cfg->max_frame - PROTO_IO_BODY) & ~511u;
+}
+
+int nbd_listen(uv_loop_t *loop, const struct config *cfg, const char *path)
+{
+	nbd_init(loop, cfg);
 	return rpc_listen_framing(path, &nbd_framing);
+}
+
+int nbd_listen_tcp(uv_loop_t *loop, const struct config *cfg, struct tls_ctx *tls,
+		   unsigned *port)
+{
+	nbd_init(loop, cfg);
+	return rpc_listen_tcp(cfg->nbd_listen, &nbd_framing, tls, port);
 }
