@@ -22,6 +22,14 @@
  *   WRITE_ZEROES  DISCARD, or with NO_HOLE writes of zeros in pieces of
  *              the maximum block size
  *   CACHE      a READ whose data is dropped (it fills the data cache)
+ *   structured READ  a chunk per run of records: OFFSET_HOLE for the
+ *              pieces that read as zeros, OFFSET_DATA for the rest. A hole
+ *              reads as zeros (the read path fills a record without a block
+ *              pointer with them), so every hole is sent as one; written
+ *              zeros are too, which is what OFFSET_HOLE means ("reads as
+ *              zeros"). The runs come from the data the read returned, not
+ *              from a second lookup of the block pointers: that would cost
+ *              every read a trip to the metadata that the read made already
  *   CAN_MULTI_CONN  a FLUSH commits the pool's transaction group, so it
  *              covers what every connection had written
  *   BLOCK_STATUS  base:allocation from the block pointers (stor_ds_map) on
@@ -694,9 +702,87 @@ static int all_zero(const uint8_t *p, size_t n)
 	return n && p[0] == 0 && !memcmp(p, p + 1, n - 1);
 }
 
+#define HOLE_MIN 512u /* a zero piece shorter than this stays in its data chunk */
+
+/* Where a run of a READ's data ends: the next record boundary at which it turns. */
+static uint32_t read_run(const struct nbd_req *q, uint32_t at, int *zero)
+{
+	uint32_t rs = q->nc->recordsize >= HOLE_MIN ? q->nc->recordsize : HOLE_MIN;
+	const uint8_t *d = q->r.dc.out;
+	uint32_t pos = at;
+	int first = -1;
+
+	while (pos < q->q.len) {
+		/* one record's piece of the read (partial at the edges) */
+		uint64_t abs = q->q.off + pos;
+		uint32_t piece = (uint32_t)(rs - abs % rs);
+		int z;
+
+		if (piece > q->q.len - pos)
+			piece = q->q.len - pos;
+		z = piece >= HOLE_MIN && all_zero(d + pos, piece);
+		if (first < 0)
+			first = z;
+		else if (z != first)
+			break;
+		pos += piece;
+	}
+	*zero = first;
+	return pos - at;
+}
+
+/*
+ * A successful structured READ whose data turns from data to zeros and
+ * back: one chunk per run, into a buffer of its own. @return 0, or if the
+ * read is one run (tx_reply's single chunk) READ_ZEROS or READ_DATA;
+ * -ENOMEM
+ */
+enum { READ_ZEROS = 1, READ_DATA };
+static int read_chunks(struct nbd_req *q)
+{
+	struct disp_call *c = &q->r.dc;
+	size_t size = 0;
+	uint8_t *buf, *p;
+	int zero;
+
+	for (uint32_t at = 0, n; at < q->q.len; at += n) {
+		n = read_run(q, at, &zero);
+		if (at == 0 && n == q->q.len)
+			return zero ? READ_ZEROS : READ_DATA; /* one run */
+		size += NBD_CHUNK_HDR + (zero ? 12 : 8 + (size_t)n);
+	}
+	buf = malloc(size);
+	if (!buf)
+		return -ENOMEM;
+	p = buf;
+	for (uint32_t at = 0, n; at < q->q.len; at += n) {
+		n = read_run(q, at, &zero);
+		put_u32(p, NBD_STRUCTURED_REPLY_MAGIC);
+		put_u16(p + 4, at + n == q->q.len ? NBD_REPLY_FLAG_DONE : 0);
+		put_u16(p + 6, zero ? NBD_REPLY_TYPE_OFFSET_HOLE : NBD_REPLY_TYPE_OFFSET_DATA);
+		put_u64(p + 8, q->q.cookie);
+		put_u32(p + 16, zero ? 12 : 8 + n);
+		put_u64(p + 20, q->q.off + at);
+		if (zero) {
+			put_u32(p + 28, n);
+			p += NBD_CHUNK_HDR + 12;
+		} else {
+			memcpy(p + 28, c->out + at, n);
+			p += NBD_CHUNK_HDR + 8 + n;
+		}
+	}
+	free(c->out);
+	c->out = buf;
+	c->payload = buf;
+	c->payload_len = size;
+	q->r.hdr_len = 0;
+	return 0;
+}
+
 /*
  * The reply of request @q with NBD error @err (0: success) into its header
- * and payload. With structured replies a READ is one chunk: OFFSET_HOLE
+ * and payload. With structured replies a READ is a chunk per run of data
+ * and of zeros (read_chunks), or when it is one run, one chunk: OFFSET_HOLE
  * when it read only zeros (a hole, or zeros written), else OFFSET_DATA.
  */
 static void tx_reply(struct nbd_req *q, uint32_t err, const char *msg)
@@ -705,7 +791,15 @@ static void tx_reply(struct nbd_req *q, uint32_t err, const char *msg)
 	uint8_t *h = q->r.hdrbuf;
 
 	if ((q->q.type == NBD_CMD_READ || q->q.type == NBD_CMD_BLOCK_STATUS) && q->nc->structured) {
-		if (!err && q->q.type == NBD_CMD_READ && all_zero(c->out, q->q.len)) {
+		int runs = !err && q->q.type == NBD_CMD_READ ? read_chunks(q) : READ_DATA;
+
+		if (runs == 0)
+			return;
+		if (runs == -ENOMEM) {
+			err = NBD_ENOMEM;
+			msg = "out of memory";
+		}
+		if (!err && runs == READ_ZEROS) {
 			/* a hole (or zeros) costs 32 bytes on the wire, not its length */
 			put_u32(h, NBD_STRUCTURED_REPLY_MAGIC);
 			put_u16(h + 4, NBD_REPLY_FLAG_DONE);

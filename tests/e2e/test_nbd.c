@@ -375,6 +375,57 @@ Test(nbd, nbdsh_pipelined_mixed_requests_on_four_connections)
 	cr_assert(strstr(out, "multi-conn ok"), "%s", out);
 }
 
+/*
+ * A structured read across written records and holes: its chunks, as
+ * libnbd's pread_structured sees them, say which is which, and the bytes
+ * are the ones written. Records of 8 KiB: data in records 0, 2, 3 and 6.
+ */
+static const char *holes_py =
+	"import os, nbd\n"
+	"h = nbd.NBD(); h.connect_uri(os.environ['URI'])\n"
+	"assert h.get_structured_replies_negotiated()\n"
+	"R = 8192\n"
+	"model = bytearray(8 * R)\n"
+	"for rec in (0, 2, 3, 6):\n"
+	"    b = bytes([rec + 1]) * R\n"
+	"    h.pwrite(b, rec * R); model[rec * R:(rec + 1) * R] = b\n"
+	"h.flush()\n"
+	"def read(off, n):\n"
+	"    chunks = []\n"
+	"    def cb(buf, o, status, err):\n"
+	"        chunks.append((o, len(buf), status))\n"
+	"        return 0\n"
+	"    got = h.pread_structured(n, off, cb)\n"
+	"    assert got == model[off:off + n], 'bytes differ at %d+%d' % (off, n)\n"
+	"    return sorted(chunks)\n"
+	"D, H = nbd.READ_DATA, nbd.READ_HOLE\n"
+	"c = read(0, 8 * R)\n"
+	"assert c == [(0, R, D), (R, R, H), (2 * R, 2 * R, D), (4 * R, 2 * R, H),\n"
+	"             (6 * R, R, D), (7 * R, R, H)], c\n"
+	"# unaligned: a piece of record 1's hole, record 2, the start of record 3\n"
+	"c = read(R + 1024, 2 * R)\n"
+	"assert c == [(R + 1024, R - 1024, H), (2 * R, R + 1024, D)], c\n"
+	"# all data, all hole: one chunk each\n"
+	"assert read(2 * R, 2 * R) == [(2 * R, 2 * R, D)]\n"
+	"assert read(4 * R, 2 * R) == [(4 * R, 2 * R, H)]\n"
+	"print('holes ok')\n";
+
+Test(nbd, a_structured_read_across_holes_answers_data_and_hole_chunks)
+{
+	char env[PATH_MAX + 400];
+
+	NEED_NBDSH();
+	make_pool();
+	COF_OK(NULL,
+	       "create -V 64K -o recordsize=8K -o encryption=aes-256-gcm -o keyformat=passphrase "
+	       "-o keylocation=file://%s -o pbkdf2iters=100000 tank/holes",
+	       pass_file());
+	snprintf(env, sizeof(env), "URI='%s'", uri("tank/holes"));
+	cr_assert_eq(nbdsh_script(env, "holes.py", holes_py), 0, "%s\ndaemon:\n%s", out,
+		     tdaemon_log(&td));
+	cr_assert(strstr(out, "holes ok"), "%s", out);
+}
+
 static const char *fua_py =
 	"import os, nbd, signal\n"
 	"uri = os.environ['URI']\n"
