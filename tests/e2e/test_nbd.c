@@ -553,6 +553,50 @@ Test(nbd, fio_nbd_engine_verifies_clear_and_encrypted)
 	fio_verify("tank/enc");
 }
 
+/*
+ * nbdfuse (libnbd-bin) shows an export as a file in a FUSE mount: what is
+ * written to the file is in the dataset, what the dataset holds reads back.
+ * The mount is undone before any check, so that a failure leaves none.
+ */
+Test(nbd, nbdfuse_shows_an_export_as_a_file)
+{
+	char mnt[PATH_MAX], file[PATH_MAX + 8], in[PATH_MAX], back[PATH_MAX], cmd[PATH_MAX * 3];
+	int wrote, read_back, via_coffer;
+	double end;
+	FILE *p;
+
+	NEED("nbdfuse", "libnbd-bin");
+	if (access("/dev/fuse", R_OK | W_OK) != 0)
+		tdaemon_skip(&td, "no usable /dev/fuse here (%s)", strerror(errno));
+	if (geteuid() != 0 && !have("fusermount3"))
+		tdaemon_skip(&td, "fusermount3 is not installed (Debian package fuse3)");
+	make_pool();
+	make_encrypted("tank/fuse", "4M", "aes-256-gcm");
+	tdaemon_random_file(&td, "in", 4u << 20, in, sizeof(in));
+	snprintf(mnt, sizeof(mnt), "%s/mnt", td.dir);
+	snprintf(file, sizeof(file), "%s/nbd", mnt);
+	snprintf(back, sizeof(back), "%s/back", td.dir);
+	cr_assert_eq(mkdir(mnt, 0700), 0);
+	snprintf(cmd, sizeof(cmd), "exec nbdfuse '%s' '%s' >'%s/nbdfuse.log' 2>&1", mnt,
+		 uri("tank/fuse"), td.dir);
+	p = popen(cmd, "w");
+	cr_assert_not_null(p);
+	end = tdaemon_deadline(TDAEMON_WAIT_S);
+	while (!file_exists(file) && tdaemon_poll(end))
+		;
+	wrote = file_exists(file) ? sh(out, sizeof(out), "dd if='%s' of='%s' bs=1M conv=notrunc,fsync",
+				       in, file)
+				  : -1;
+	read_back = wrote == 0 ? sh(NULL, 0, "cmp '%s' '%s'", in, file) : -1;
+	sh(NULL, 0, "%s '%s'", geteuid() == 0 ? "umount" : "fusermount3 -u", mnt);
+	pclose(p); /* nbdfuse exits once unmounted */
+	cr_assert_eq(wrote, 0, "writing through nbdfuse: %s\n%s", out, tdaemon_log(&td));
+	cr_assert_eq(read_back, 0, "the file nbdfuse shows differs from what was written");
+	via_coffer = tdaemon_cofferf(&td, NULL, out, sizeof(out), "read -l 4M tank/fuse > '%s'", back);
+	cr_assert_eq(via_coffer, 0, "%s", out);
+	cr_assert(files_equal(in, back), "coffer read differs from what nbdfuse wrote");
+}
+
 Test(nbd, the_kernel_client_path)
 {
 	struct stat st;
