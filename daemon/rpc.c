@@ -693,8 +693,9 @@ static int conn_tls_peer(struct rpc_conn *conn)
 		return -1;
 	}
 	conn->tls_peer = 1;
-	log_info("conn %llu (%s): TLS peer is user %s (uid %u)%s", (unsigned long long)conn->dc.id,
-		 conn->addr, name, (unsigned)uid, conn->dc.peer.admin ? ", admin" : "");
+	log_info("conn %llu (%s): TLS peer is user %s (uid %u)%s, %s", (unsigned long long)conn->dc.id,
+		 conn->addr, name, (unsigned)uid, conn->dc.peer.admin ? ", admin" : "",
+		 tls_conn_cipher(conn->tls));
 	return 0;
 }
 
@@ -1162,6 +1163,8 @@ static void on_connection(uv_stream_t *server, int status)
 		char host[INET6_ADDRSTRLEN], port[8];
 
 		cred = (struct ucred){ .uid = RPC_UID_UNKNOWN, .gid = (gid_t)-1, .pid = 0 };
+		/* replies are small and many: Nagle would hold each for the peer's delayed ACK */
+		uv_tcp_nodelay(&conn->io.tcp, 1);
 		if (uv_tcp_getpeername(&conn->io.tcp, (struct sockaddr *)&ss, &sl) == 0 &&
 		    getnameinfo((struct sockaddr *)&ss, (socklen_t)sl, host, sizeof(host), port,
 				sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV) == 0)

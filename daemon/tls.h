@@ -59,6 +59,8 @@ void tls_conn_shutdown(struct tls_conn *t);
 int tls_conn_ready(const struct tls_conn *t);
 /** The peer: its user name and ids (tls_conn_ready() first). */
 const char *tls_conn_peer(const struct tls_conn *t, uid_t *uid, gid_t *gid);
+/** The cipher suite the handshake chose, for the log. */
+const char *tls_conn_cipher(const struct tls_conn *t);
 /** Did the session end by the peer's close_notify (not an error)? */
 int tls_conn_ended(const struct tls_conn *t);
 /** Why the session failed, for the log. */
