@@ -531,3 +531,55 @@ Test(nbd_tls, unauthenticated_peers_share_one_connection_limit)
 	}
 	cr_assert(strstr(out, "1048576"), "%s", out);
 }
+
+/* `cofferd --check-config` on @conf_text: its exit status, its words in out. */
+static int check_config(const char *conf_text)
+{
+	const char *bin = getenv("COFFERD") ? getenv("COFFERD") : "../../daemon/cofferd";
+	const char *conf = tdaemon_file(&td, "check.conf", conf_text, strlen(conf_text));
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s", conf);
+	return sh("'%s' --check-config -c '%s'", bin, path);
+}
+
+/* TLS that cannot be what it says is a configuration error, named, before anything starts. */
+Test(nbd_tls, tls_settings_that_cannot_work_are_refused_at_start)
+{
+	char conf[4 * PATH_MAX], open_keys[PATH_MAX], bad_keys[PATH_MAX];
+
+	snprintf(conf, sizeof(conf), "[cofferd]\nnbd_listen = 127.0.0.1:10809\n");
+	cr_assert_eq(check_config(conf), 1, "%s", out);
+	cr_assert(strstr(out, "TLS is required over TCP: set nbd_tls_psk"), "%s", out);
+	/* keys others may read */
+	snprintf(open_keys, sizeof(open_keys), "%s/open.psk", td.dir);
+	write_private(open_keys, "root:00112233\n");
+	cr_assert_eq(chmod(open_keys, 0644), 0);
+	snprintf(conf, sizeof(conf), "[cofferd]\nnbd_listen = 127.0.0.1:10809\nnbd_tls_psk = %s\n",
+		 open_keys);
+	cr_assert_eq(check_config(conf), 1, "%s", out);
+	cr_assert(strstr(out, "mode 0644 lets others read the key; chmod 600 it"), "%s", out);
+	/* a line that is not psktool's */
+	snprintf(bad_keys, sizeof(bad_keys), "%s/bad.psk", td.dir);
+	write_private(bad_keys, "root:00112233\nalice 0011\n");
+	snprintf(conf, sizeof(conf), "[cofferd]\nnbd_listen = 127.0.0.1:10809\nnbd_tls_psk = %s\n",
+		 bad_keys);
+	cr_assert_eq(check_config(conf), 1, "%s", out);
+	cr_assert(strstr(out, "bad.psk:2: expected 'username:hexkey'"), "%s", out);
+	/* a certificate without its CA; PSK and certificates at once */
+	snprintf(conf, sizeof(conf),
+		 "[cofferd]\nnbd_listen = 127.0.0.1:10809\nnbd_tls_cert = /c.pem\n"
+		 "nbd_tls_key = /k.pem\n");
+	cr_assert_eq(check_config(conf), 1, "%s", out);
+	cr_assert(strstr(out, "nbd_tls_cert, nbd_tls_key and nbd_tls_ca go together"), "%s", out);
+	snprintf(conf, sizeof(conf),
+		 "[cofferd]\nnbd_listen = 127.0.0.1:10809\nnbd_tls_psk = %s\nnbd_tls_cert = /c.pem\n"
+		 "nbd_tls_key = /k.pem\nnbd_tls_ca = /ca.pem\n",
+		 psk_file);
+	cr_assert_eq(check_config(conf), 1, "%s", out);
+	cr_assert(strstr(out, "exclude each other"), "%s", out);
+	/* the running daemon's own file passes */
+	snprintf(conf, sizeof(conf), "[cofferd]\nnbd_listen = 127.0.0.1:10809\nnbd_tls_psk = %s\n",
+		 psk_file);
+	cr_assert_eq(check_config(conf), 0, "%s", out);
+}
