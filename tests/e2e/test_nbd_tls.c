@@ -583,3 +583,79 @@ Test(nbd_tls, tls_settings_that_cannot_work_are_refused_at_start)
 		 psk_file);
 	cr_assert_eq(check_config(conf), 0, "%s", out);
 }
+
+/*
+ * A TLS peer (Python's ssl, a client certificate) that asks for 1 MiB reads
+ * and never reads a reply: the daemon stops reading it once its replies
+ * back up, as on the Unix socket, and serves others meanwhile.
+ */
+static const char *flood_py =
+	"import os, select, socket, ssl, struct\n"
+	"d = os.environ['CERTS']\n"
+	"s = socket.create_connection(('127.0.0.1', int(os.environ['PORT'])))\n"
+	"def rd(sock, n):\n"
+	"    b = b''\n"
+	"    while len(b) < n:\n"
+	"        c = sock.recv(n - len(b)); assert c, 'closed'; b += c\n"
+	"    return b\n"
+	"rd(s, 18)\n"
+	"s.sendall(struct.pack('>I', 3) + b'IHAVEOPT' + struct.pack('>II', 5, 0))\n"
+	"assert struct.unpack('>QIII', rd(s, 20))[2] == 1, 'STARTTLS refused'\n"
+	"ctx = ssl.create_default_context(cafile=d + '/ca-cert.pem')\n"
+	"ctx.load_cert_chain(d + '/client-cert.pem', d + '/client-key.pem')\n"
+	"t = ctx.wrap_socket(s, server_hostname='127.0.0.1')\n"
+	"name = b'tank/flood'\n"
+	"t.sendall(b'IHAVEOPT' + struct.pack('>II', 7, len(name) + 6) + struct.pack('>I', len(name))\n"
+	"          + name + b'\\0\\0')\n"
+	"while True:\n"
+	"    magic, opt, typ, n = struct.unpack('>QIII', rd(t, 20)); rd(t, n)\n"
+	"    if typ == 1: break\n"
+	"    assert typ == 3, 'GO refused: %#x' % typ\n"
+	"t.setblocking(False)\n"
+	"sent = 0\n"
+	"while sent < 1 << 20:\n"
+	"    q = struct.pack('>IHHQQI', 0x25609513, 0, 0, sent, (sent % 64) << 20, 1 << 20)\n"
+	"    try:\n"
+	"        t.send(q); sent += 1\n"
+	"    except (ssl.SSLWantWriteError, BlockingIOError):\n"
+	"        if not select.select([], [t], [], 3)[1]: break\n"
+	"print('stopped after', sent)\n"
+	"open(os.environ['READY'], 'w').write('%d' % sent)\n"
+	"import sys; sys.stdin.read()\n";
+
+Test(nbd_tls, a_tls_peer_that_sends_and_never_reads_holds_only_itself)
+{
+	char env[PATH_MAX * 3], ready[PATH_MAX], cmd[PATH_MAX * 4], certs[PATH_MAX];
+	const char *script;
+	double end;
+	FILE *p, *f;
+	unsigned sent = 0;
+
+	NEED("nbdinfo", "libnbd-bin");
+	NEED("python3", "python3");
+	NEED("openssl", "openssl");
+	make_pool();
+	COF_OK(NULL, "create -V 64M tank/flood");
+	restart_with_certs();
+	snprintf(ready, sizeof(ready), "%s/ready", td.dir);
+	snprintf(certs, sizeof(certs), "%s/root", td.dir);
+	script = tdaemon_file(&td, "flood.py", flood_py, strlen(flood_py));
+	snprintf(env, sizeof(env), "PORT=%u CERTS='%s' READY='%s'", tls_port(), certs, ready);
+	snprintf(cmd, sizeof(cmd), "%s python3 '%s' >'%s/flood.log' 2>&1", env, script, td.dir);
+	p = popen(cmd, "w");
+	cr_assert_not_null(p);
+	end = tdaemon_deadline(2 * TDAEMON_WAIT_S);
+	while (!(f = fopen(ready, "r")) && tdaemon_poll(end))
+		;
+	cr_assert_not_null(f, "the flood did not stop:\n%s", tdaemon_log(&td));
+	cr_assert_eq(fscanf(f, "%u", &sent), 1);
+	fclose(f);
+	cr_log_info("requests sent before the daemon stopped reading: %u", sent);
+	cr_assert_lt(sent, 1u << 20, "the daemon read requests without bound");
+	/* others are served meanwhile, over TCP and on the control socket */
+	daemon_alive();
+	SH_OK("nbdinfo --size '%s'", cert_uri("root", "tank/flood"));
+	cr_assert(strstr(out, "67108864"), "%s", out);
+	pclose(p);
+	daemon_alive();
+}
