@@ -161,8 +161,8 @@ static unsigned tls_port(void)
 	return port;
 }
 
-/* Does the daemon's log say @what (within the test's wait)? */
-static int log_says(const char *what)
+/* Does the daemon's log say @what, or @or (NULL: no other), within the test's wait? */
+static int log_says_either(const char *what, const char *or)
 {
 	double end = tdaemon_deadline(TDAEMON_WAIT_S);
 	char line[2048];
@@ -173,12 +173,17 @@ static int log_says(const char *what)
 
 		cr_assert_not_null(f);
 		while (!found && fgets(line, sizeof(line), f))
-			found = strstr(line, what) != NULL;
+			found = strstr(line, what) || (or && strstr(line, or));
 		fclose(f);
 		if (found)
 			return 1;
 	} while (tdaemon_poll(end));
 	return 0;
+}
+
+static int log_says(const char *what)
+{
+	return log_says_either(what, NULL);
 }
 
 /* nbds:// with a PSK: @user's key from @keys. */
@@ -414,8 +419,9 @@ Test(nbd_tls, client_certificates_of_the_ca_are_served_others_refused)
 	/* a certificate another CA signed, under the same CA name */
 	cr_assert_neq(sh("nbdinfo '%s'", cert_uri("impostor", "tank/vm")), 0, "%s", out);
 	cr_assert(!strstr(out, "export-size"), "%s", out);
-	cr_assert(log_says("client certificate: certificate signature failure") ||
-			  log_says("client certificate: unable to get local issuer"),
+	/* OpenSSL finds no issuer whose key matches, or a signature that does not verify */
+	cr_assert(log_says_either("client certificate: unable to get local issuer",
+				  "client certificate: certificate signature failure"),
 		  "%s", tdaemon_log(&td));
 	/* the CA's, for a name that is no local user */
 	cr_assert_neq(sh("nbdinfo '%s'", cert_uri("ghost", "tank/vm")), 0, "%s", out);
