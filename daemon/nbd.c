@@ -29,7 +29,8 @@
  *              zeros are too, which is what OFFSET_HOLE means ("reads as
  *              zeros"). The runs come from the data the read returned, not
  *              from a second lookup of the block pointers: that would cost
- *              every read a trip to the metadata that the read made already
+ *              every read a trip to the metadata that the read made already.
+ *              A read with DF set is one chunk, as the client asked
  *   CAN_MULTI_CONN  a FLUSH commits the pool's transaction group, so it
  *              covers what every connection had written
  *   BLOCK_STATUS  base:allocation from the block pointers (stor_ds_map) on
@@ -749,6 +750,8 @@ static int read_chunks(struct nbd_req *q)
 		n = read_run(q, at, &zero);
 		if (at == 0 && n == q->q.len)
 			return zero ? READ_ZEROS : READ_DATA; /* one run */
+		if (q->q.flags & NBD_CMD_FLAG_DF)
+			return READ_DATA; /* the client asked for one chunk */
 		size += NBD_CHUNK_HDR + (zero ? 12 : 8 + (size_t)n);
 	}
 	buf = malloc(size);

@@ -616,8 +616,8 @@ static int raw_connect(void)
 	return raw_connect_unix(nbd_sock());
 }
 
-/* Fixed newstyle up to GO on @ds. @return the export's size */
-static uint64_t raw_go(int fd, const char *ds)
+/* Fixed newstyle up to GO on @ds, @structured replies or not. @return the export's size */
+static uint64_t raw_go_with(int fd, const char *ds, int structured)
 {
 	uint8_t d[512], r[512];
 	uint32_t n = (uint32_t)strlen(ds), len, type;
@@ -625,6 +625,11 @@ static uint64_t raw_go(int fd, const char *ds)
 
 	greeting(fd);
 	send_flags(fd);
+	if (structured) {
+		send_opt(fd, NBD_OPT_STRUCTURED_REPLY, NULL, 0);
+		cr_assert_eq(read_opt_reply(fd, NBD_OPT_STRUCTURED_REPLY, r, sizeof(r), &len),
+			     NBD_REP_ACK);
+	}
 	put_u32(d, n);
 	memcpy(d + 4, ds, n);
 	put_u16(d + 4 + n, 0);
@@ -635,6 +640,11 @@ static uint64_t raw_go(int fd, const char *ds)
 	}
 	cr_assert_eq(type, NBD_REP_ACK, "GO: reply %#x: %.*s", type, (int)len, (char *)r);
 	return size;
+}
+
+static uint64_t raw_go(int fd, const char *ds)
+{
+	return raw_go_with(fd, ds, 0);
 }
 
 static void send_req(int fd, uint16_t type, uint16_t flags, uint64_t cookie, uint64_t off,
@@ -854,4 +864,55 @@ Test(nbd, connections_past_the_per_uid_limit_are_closed)
 	while (cof(NULL, "version") != 0 && tdaemon_poll(end))
 		;
 	daemon_alive();
+}
+
+/* One structured chunk's header: its flags, type and length, for @cookie. */
+static void read_chunk(int fd, uint64_t cookie, uint16_t *flags, uint16_t *type, uint32_t *len)
+{
+	uint8_t h[NBD_CHUNK_HDR];
+
+	cr_assert_eq(read_full(fd, h, sizeof(h)), 0, "no chunk");
+	cr_assert_eq(get_u32(h), NBD_STRUCTURED_REPLY_MAGIC);
+	cr_assert_eq(get_u64(h + 8), cookie);
+	*flags = get_u16(h + 4);
+	*type = get_u16(h + 6);
+	*len = get_u32(h + 16);
+}
+
+/* NBD_CMD_FLAG_DF: a read across data and a hole is one data chunk, as the client asked. */
+Test(nbd, a_read_that_may_not_fragment_is_one_chunk)
+{
+	char in[PATH_MAX];
+	uint8_t buf[16384 + 12];
+	uint16_t flags, type;
+	uint32_t len;
+	int fd;
+
+	make_pool();
+	COF_OK(NULL, "create -V 64K -o recordsize=8K tank/df");
+	tdaemon_random_file(&td, "in", 8192, in, sizeof(in));
+	COF_OK(in, "write tank/df");
+	fd = raw_connect();
+	raw_go_with(fd, "tank/df", 1);
+	send_req(fd, NBD_CMD_READ, NBD_CMD_FLAG_DF, 7, 0, 16384);
+	read_chunk(fd, 7, &flags, &type, &len);
+	cr_assert_eq(type, NBD_REPLY_TYPE_OFFSET_DATA);
+	cr_assert_eq(flags, NBD_REPLY_FLAG_DONE);
+	cr_assert_eq(len, 8 + 16384);
+	cr_assert_eq(read_full(fd, buf, len), 0);
+	/* without it: the data, then the hole */
+	send_req(fd, NBD_CMD_READ, 0, 8, 0, 16384);
+	read_chunk(fd, 8, &flags, &type, &len);
+	cr_assert_eq(type, NBD_REPLY_TYPE_OFFSET_DATA);
+	cr_assert_eq(flags, 0);
+	cr_assert_eq(len, 8 + 8192);
+	cr_assert_eq(read_full(fd, buf, len), 0);
+	read_chunk(fd, 8, &flags, &type, &len);
+	cr_assert_eq(type, NBD_REPLY_TYPE_OFFSET_HOLE);
+	cr_assert_eq(flags, NBD_REPLY_FLAG_DONE);
+	cr_assert_eq(len, 12);
+	cr_assert_eq(read_full(fd, buf, len), 0);
+	cr_assert_eq(get_u64(buf), 8192);
+	cr_assert_eq(get_u32(buf + 8), 8192);
+	close(fd);
 }
