@@ -129,7 +129,6 @@ static void setup(void)
 	snprintf(wrong_psk, sizeof(wrong_psk), "%.1000s/wrong.psk", td.dir);
 	snprintf(text, sizeof(text), "root:%s\n", other);
 	write_private(wrong_psk, text);
-	/* nbdinfo as nobody reads the key file: its own copy */
 	tdaemon_write_conf(&td, NULL, BASE_CONF "nbd_tls_psk = %s\n", psk_file);
 	tdaemon_start_ok(&td);
 }
@@ -328,7 +327,7 @@ Test(nbd_tls, an_identity_that_is_no_local_user_is_refused)
 Test(nbd_tls, a_psk_peer_has_its_local_users_rights)
 {
 	struct passwd *pw = getpwnam("nobody");
-	char keys[PATH_MAX];
+	const char *keys = psk_file;
 
 	NEED("nbdinfo", "libnbd-bin");
 	if (!pw)
@@ -337,7 +336,6 @@ Test(nbd_tls, a_psk_peer_has_its_local_users_rights)
 	COF_OK(NULL, "create -V 1M tank/theirs");
 	COF_OK(NULL, "create -V 2M tank/mine");
 	COF_OK(NULL, "set owner=%u tank/mine", (unsigned)pw->pw_uid);
-	snprintf(keys, sizeof(keys), "%s", psk_file);
 	SH_OK("nbdinfo --list '%s'", psk_uri("nobody", "", keys));
 	cr_assert(strstr(out, "tank/mine"), "%s", out);
 	cr_assert(!strstr(out, "tank/theirs"), "nobody sees a dataset it may not open:\n%s", out);
@@ -405,8 +403,6 @@ Test(nbd_tls, client_certificates_of_the_ca_are_served_others_refused)
 	NEED("nbdcopy", "libnbd-bin");
 	NEED("nbdinfo", "libnbd-bin");
 	NEED("openssl", "openssl");
-	if (!have("openssl"))
-		tdaemon_skip(&td, "openssl is not installed");
 	make_pool();
 	COF_OK(NULL, "create -V 4M tank/vm");
 	restart_with_certs();
