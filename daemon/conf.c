@@ -53,6 +53,7 @@ enum opt_type {
 	OPT_LOGTARGET, /* stderr | syslog | absolute path */
 	OPT_PATHS,     /* absolute paths separated by ':', "" allowed, at most .max bytes */
 	OPT_SOCKNAME,  /* "" (off), a file name beside the socket, or an absolute path (.max) */
+	OPT_HOSTPORT,  /* "" (off), or HOST:PORT ([ADDR]:PORT for IPv6), port 0 to 65535 */
 };
 
 struct config_opt {
@@ -75,6 +76,12 @@ static const struct config_opt opts[] = {
 	{ "socket_group", OPT_STRING, FIELD(socket_group), .def_str = "" },
 	{ "nbd_socket", OPT_SOCKNAME, FIELD(nbd_socket), .def_str = "nbd.sock",
 	  .max = CONFIG_SOCKET_MAX },
+	{ "nbd_listen", OPT_HOSTPORT, FIELD(nbd_listen), .def_str = "", .max = CONFIG_HOSTPORT_MAX },
+	/* an OPT_PATH whose default is "" may be set "" again: not used */
+	{ "nbd_tls_psk", OPT_PATH, FIELD(nbd_tls_psk), .def_str = "", .max = PATH_MAX - 1 },
+	{ "nbd_tls_cert", OPT_PATH, FIELD(nbd_tls_cert), .def_str = "", .max = PATH_MAX - 1 },
+	{ "nbd_tls_key", OPT_PATH, FIELD(nbd_tls_key), .def_str = "", .max = PATH_MAX - 1 },
+	{ "nbd_tls_ca", OPT_PATH, FIELD(nbd_tls_ca), .def_str = "", .max = PATH_MAX - 1 },
 	{ "admin_group", OPT_STRING, FIELD(admin_group), .def_str = "" },
 	{ "state_dir", OPT_PATH, FIELD(state_dir), .def_str = NULL, .max = PATH_MAX - 1 },
 	{ "lun_search", OPT_PATHS, FIELD(lun_search), .def_str = CONFIG_LUN_SEARCH_DEFAULT,
@@ -154,7 +161,7 @@ static char *xstrdup(const char *s)
 static bool is_string(const struct config_opt *o)
 {
 	return o->type == OPT_STRING || o->type == OPT_PATH || o->type == OPT_LOGTARGET ||
-	       o->type == OPT_PATHS || o->type == OPT_SOCKNAME;
+	       o->type == OPT_PATHS || o->type == OPT_SOCKNAME || o->type == OPT_HOSTPORT;
 }
 
 static char **str_field(struct config *c, const struct config_opt *o)
@@ -250,6 +257,7 @@ void config_defaults_uid(struct config *c, uid_t uid)
 		case OPT_LOGTARGET:
 		case OPT_PATHS:
 		case OPT_SOCKNAME:
+		case OPT_HOSTPORT:
 			if (o->def_str)
 				*str_field(c, o) = xstrdup(o->def_str);
 			break;
@@ -359,6 +367,8 @@ static int set_value(struct config *c, const struct config_opt *o, const char *v
 		break;
 	case OPT_PATH:
 	case OPT_LOGTARGET:
+		if (!value[0] && o->def_str && !o->def_str[0])
+			break; /* an optional file, back to none */
 		/* a log target is a path too, or one of the two words */
 		if (value[0] != '/' && (o->type == OPT_PATH || (strcmp(value, "stderr") != 0 &&
 								 strcmp(value, "syslog") != 0))) {
@@ -394,6 +404,16 @@ static int set_value(struct config *c, const struct config_opt *o, const char *v
 			return -1;
 		}
 		if (too_long(o, value, "path is ", why, whylen))
+			return -1;
+		break;
+	case OPT_HOSTPORT:
+		if (value[0] && config_hostport_split(value, NULL, 0, NULL) < 0) {
+			snprintf(why, whylen,
+				 "'%s' is not HOST:PORT ([ADDRESS]:PORT for IPv6, a port up to 65535)",
+				 value);
+			return -1;
+		}
+		if (too_long(o, value, "", why, whylen))
 			return -1;
 		break;
 	case OPT_MODE:
@@ -660,6 +680,7 @@ int config_dump(const struct config *c, FILE *f)
 		case OPT_LOGTARGET:
 		case OPT_PATHS:
 		case OPT_SOCKNAME:
+		case OPT_HOSTPORT:
 			s = *(char *const *)((const char *)c + o->offset);
 			/* no spaces: a value that loaded from a line of the longest
 			 * length must fit on one line again */
@@ -684,6 +705,43 @@ int config_dump(const struct config *c, FILE *f)
 		if (n < 0)
 			return -EIO;
 	}
+	return 0;
+}
+
+int config_hostport_split(const char *s, char *host, size_t hostlen, unsigned *port)
+{
+	const char *colon, *h = s;
+	size_t hl;
+	uint64_t p;
+	const char *end;
+
+	if (s[0] == '[') {
+		/* [v6 address]:port */
+		const char *rb = strchr(s, ']');
+
+		if (!rb || rb[1] != ':')
+			return -1;
+		h = s + 1;
+		hl = (size_t)(rb - h);
+		colon = rb + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon || memchr(s, ':', (size_t)(colon - s)))
+			return -1; /* a bare IPv6 address needs its brackets */
+		hl = (size_t)(colon - s);
+	}
+	if (hl == 0 || strcspn(h, " \t;#[]") < hl)
+		return -1;
+	if (parse_u64(colon + 1, &end, &p) < 0 || *end || p > 65535)
+		return -1;
+	if (host) {
+		if (hl >= hostlen)
+			return -1;
+		memcpy(host, h, hl);
+		host[hl] = '\0';
+	}
+	if (port)
+		*port = (unsigned)p;
 	return 0;
 }
 

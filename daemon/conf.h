@@ -19,6 +19,11 @@ struct config {
 	unsigned socket_mode;   /* octal, e.g. 0660 */
 	char *socket_group;     /* group owning the socket; NULL/"" = daemon's gid */
 	char *nbd_socket;       /* NBD socket: "" = off, a bare name = beside socket */
+	char *nbd_listen;       /* NBD over TCP with TLS, "HOST:PORT"; "" = off */
+	char *nbd_tls_psk;      /* psktool file: identity:hexkey per line; "" = none */
+	char *nbd_tls_cert;     /* server certificate (PEM); "" = none */
+	char *nbd_tls_key;      /* its private key (PEM) */
+	char *nbd_tls_ca;       /* CA that signs the client certificates (PEM) */
 	char *admin_group;      /* members may administer; NULL/"" = none besides root and the daemon's uid */
 	char *state_dir;        /* pools/<pool>.mdb and pools.conf live here */
 	char *lun_search;       /* directories pool import scans for LUNs, ':'-separated; "" = none */
@@ -45,6 +50,7 @@ struct config {
 /* Limits the option table enforces (conf.c); the daemon may rely on them. */
 #define CONFIG_SOCKET_MAX SOCKPATH_MAX         /* sun_path minus the NUL */
 #define CONFIG_LUN_SEARCH_MAX 4095u       /* bytes of the whole lun_search list */
+#define CONFIG_HOSTPORT_MAX 300u          /* bytes of nbd_listen: a DNS name and a port */
 /* the block devices, as ZFS scans them: stable names first (a LUN seen twice
  * keeps its first path), then every device node; only labels are read */
 #define CONFIG_LUN_SEARCH_DEFAULT "/dev/disk/by-id:/dev"
@@ -121,6 +127,11 @@ const char *config_log_level_name(int prio);
  * @return 1, 0 (NBD is off), -ENAMETOOLONG (over CONFIG_SOCKET_MAX)
  */
 int config_nbd_socket(const struct config *c, char *buf, size_t len);
+/**
+ * Split nbd_listen's "HOST:PORT" ("[ADDR]:PORT" for IPv6) into @host (NULL:
+ * only checked) and *@port (NULL: not wanted). @return 0 or -1: not that form
+ */
+int config_hostport_split(const char *s, char *host, size_t hostlen, unsigned *port);
 
 /** Free the strings of @c. */
 void config_free(struct config *c);

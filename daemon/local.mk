@@ -11,11 +11,12 @@ sbin_PROGRAMS += %D%/cofferd
 	%D%/main.c %D%/conf.h %D%/conf.c %D%/log.h %D%/log.c %D%/counters.h \
 	%D%/rpc.h %D%/rpc.c %D%/dispatch.h %D%/dispatch.c %D%/handlers.h %D%/handlers.c \
 	%D%/registry.h %D%/registry.c %D%/work.h %D%/work.c \
-	%D%/nbd.h %D%/nbd.c %D%/nbd_proto.h %D%/nbd_proto.c
+	%D%/nbd.h %D%/nbd.c %D%/nbd_proto.h %D%/nbd_proto.c %D%/tls.h %D%/tls.c
 %C%_cofferd_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
-%C%_cofferd_CFLAGS = $(AM_CFLAGS) $(INIH_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SYSTEMD_CFLAGS)
-%C%_cofferd_LDADD = %D%/libproto.a $(STORE_LIBS) $(INIH_LIBS) $(UV_LIBS) $(JANSSON_LIBS) \
-	$(SYSTEMD_LIBS) $(PTHREAD_LIBS)
+%C%_cofferd_CFLAGS = $(AM_CFLAGS) $(INIH_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SYSTEMD_CFLAGS) \
+	$(SSL_CFLAGS)
+%C%_cofferd_LDADD = %D%/libproto.a $(SSL_LIBS) $(STORE_LIBS) $(INIH_LIBS) $(UV_LIBS) \
+	$(JANSSON_LIBS) $(SYSTEMD_LIBS) $(PTHREAD_LIBS)
 
 dist_man_MANS += %D%/cofferd.8
 

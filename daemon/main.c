@@ -41,6 +41,7 @@
 #include "log.h"
 #include "registry.h"
 #include "nbd.h"
+#include "tls.h"
 #include "rpc.h"
 #include "store.h"
 #include "work.h"
@@ -331,6 +332,8 @@ int main(int argc, char **argv)
 	int foreground = 0, check = 0, opt, ret, status = 1, ready_fd = -1;
 	char err[512], nbd_path[CONFIG_SOCKET_MAX + 1];
 	int nbd_on;
+	struct tls_ctx *tls = NULL;
+	unsigned tcp_port = 0;
 	uv_loop_t *loop = NULL;
 	long ncpu;
 
@@ -391,6 +394,16 @@ int main(int argc, char **argv)
 		config_free(&cfg);
 		return 1;
 	}
+	if (check && cfg.nbd_listen[0]) {
+		/* the TLS files are part of the configuration: check they load */
+		if (tls_ctx_new(&cfg, &tls, err, sizeof(err)) < 0) {
+			fprintf(stderr, "cofferd: %s\n", err);
+			config_free(&cfg);
+			return 1;
+		}
+		tls_ctx_free(tls);
+		tls = NULL;
+	}
 	if (check) {
 		printf("%s: configuration ok\n", cfile ? cfile : "(defaults)");
 		config_free(&cfg);
@@ -434,6 +447,10 @@ int main(int argc, char **argv)
 			CONFIG_SOCKET_MAX);
 		goto out;
 	}
+	if (cfg.nbd_listen[0] && tls_ctx_new(&cfg, &tls, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		goto out;
+	}
 	/* before the pools: a daemon already serving them must keep them, and its sockets */
 	if (claim_socket("socket", cfg.socket) < 0 ||
 	    (nbd_on && claim_socket("nbd_socket", nbd_path) < 0))
@@ -467,6 +484,14 @@ int main(int argc, char **argv)
 			ret == -ESRCH ? "socket_group does not exist" : uv_strerror(ret));
 		goto out_pools;
 	}
+	ret = tls ? nbd_listen_tcp(loop, &cfg, tls, &tcp_port) : 0;
+	if (ret < 0) {
+		log_err("nbd_listen %s: %s", cfg.nbd_listen,
+			ret == -EINVAL ? "not HOST:PORT" : uv_strerror(ret));
+		goto out_pools;
+	}
+	if (tls)
+		log_info("NBD over TLS on %s (port %u)", cfg.nbd_listen, tcp_port);
 	ret = work_start(loop, cfg.workers, cfg.io_inline);
 	if (ret < 0) {
 		log_err("workers: %s", uv_strerror(ret));
@@ -496,6 +521,7 @@ out:
 	/* after a failed start the process exits; the loop is left as it is */
 	if (status == 0)
 		uv_loop_close(loop);
+	tls_ctx_free(tls);
 	log_close();
 	config_free(&cfg);
 	return status;

@@ -22,11 +22,26 @@
  *   WRITE_ZEROES  DISCARD, or with NO_HOLE writes of zeros in pieces of
  *              the maximum block size
  *   CACHE      a READ whose data is dropped (it fills the data cache)
+ *   structured READ  a chunk per run of records: OFFSET_HOLE for the
+ *              pieces that read as zeros, OFFSET_DATA for the rest. A hole
+ *              reads as zeros (the read path fills a record without a block
+ *              pointer with them), so every hole is sent as one; written
+ *              zeros are too, which is what OFFSET_HOLE means ("reads as
+ *              zeros"). The runs come from the data the read returned, not
+ *              from a second lookup of the block pointers: that would cost
+ *              every read a trip to the metadata that the read made already.
+ *              A read with DF set is one chunk, as the client asked
  *   CAN_MULTI_CONN  a FLUSH commits the pool's transaction group, so it
  *              covers what every connection had written
  *   BLOCK_STATUS  base:allocation from the block pointers (stor_ds_map) on
  *              the threadpool, the handle held as a request holds it: not
  *              record I/O, so not for the I/O workers' batches
+ * Over TCP (nbd_listen) TLS is required, as the spec has it for a TLS-only
+ * server: until STARTTLS every option but STARTTLS and ABORT is refused with
+ * NBD_REP_ERR_TLS_REQD (EXPORT_NAME, which has no error reply, closes), so
+ * nothing is said about an export to a peer nobody knows. The TLS session
+ * (tls.c) names the peer, a local user, and from there the rules are the
+ * Unix socket's. On the Unix socket STARTTLS is not offered.
  * Negotiation runs one option at a time: an option that needs the store
  * holds the connection (rpc_conn_hold) until its call is done, so replies
  * leave in the order of the options. Until GO the peer has the transport's
@@ -561,12 +576,40 @@ static int meta_context(struct nbd_conn *nc, uint32_t opt, const uint8_t *d, uin
 	return ob_send(nc, &b);
 }
 
+/* STARTTLS on a TCP connection: the ACK in the clear, then the TLS handshake. */
+static int starttls(struct nbd_conn *nc, uint32_t len)
+{
+	struct disp_client *cl = rpc_conn_client(nc->conn);
+
+	if (len)
+		return opt_error(nc, NBD_OPT_STARTTLS, NBD_REP_ERR_INVALID, "STARTTLS takes no data");
+	if (opt_ack(nc, NBD_OPT_STARTTLS) < 0 || rpc_conn_starttls(nc->conn) < 0)
+		return -1;
+	log_debug("conn %llu (nbd): TLS handshake", (unsigned long long)cl->id);
+	return 0;
+}
+
 /* One option, its header and @len bytes of data at @d. @return 0 or -1 (stop parsing) */
 static int handle_option(struct nbd_conn *nc, uint32_t opt, const uint8_t *d, uint32_t len)
 {
 	struct nbd_req *q;
-	int ret;
+	int ret, tls = rpc_conn_tls(nc->conn);
 
+	switch (nbd_opt_gate(opt, tls == RPC_TLS_REQUIRED)) {
+	case NBD_GATE_STARTTLS:
+		return starttls(nc, len);
+	case NBD_GATE_TLS_REQD:
+		return opt_error(nc, opt, NBD_REP_ERR_TLS_REQD,
+				 "TLS is required on this socket: connect with nbds:// and a PSK or "
+				 "a client certificate");
+	case NBD_GATE_CLOSE:
+		log_info("conn %llu (nbd): option %u before TLS: closed",
+			 (unsigned long long)rpc_conn_client(nc->conn)->id, opt);
+		rpc_conn_close_after(nc->conn);
+		return -1;
+	case NBD_GATE_PASS:
+		break;
+	}
 	switch (opt) {
 	case NBD_OPT_ABORT:
 		opt_ack(nc, opt);
@@ -621,6 +664,8 @@ static int handle_option(struct nbd_conn *nc, uint32_t opt, const uint8_t *d, ui
 	case NBD_OPT_SET_META_CONTEXT:
 		return meta_context(nc, opt, d, len);
 	case NBD_OPT_STARTTLS:
+		if (tls == RPC_TLS_ON)
+			return opt_error(nc, opt, NBD_REP_ERR_INVALID, "TLS is on already");
 		return opt_error(nc, opt, NBD_REP_ERR_UNSUP,
 				 "TLS is not offered on the Unix socket (the kernel vouches for the peer)");
 	default:
@@ -658,9 +703,89 @@ static int all_zero(const uint8_t *p, size_t n)
 	return n && p[0] == 0 && !memcmp(p, p + 1, n - 1);
 }
 
+#define HOLE_MIN 512u /* a zero piece shorter than this stays in its data chunk */
+
+/* Where a run of a READ's data ends: the next record boundary at which it turns. */
+static uint32_t read_run(const struct nbd_req *q, uint32_t at, int *zero)
+{
+	uint32_t rs = q->nc->recordsize >= HOLE_MIN ? q->nc->recordsize : HOLE_MIN;
+	const uint8_t *d = q->r.dc.out;
+	uint32_t pos = at;
+	int first = -1;
+
+	while (pos < q->q.len) {
+		/* one record's piece of the read (partial at the edges) */
+		uint64_t abs = q->q.off + pos;
+		uint32_t piece = (uint32_t)(rs - abs % rs);
+		int z;
+
+		if (piece > q->q.len - pos)
+			piece = q->q.len - pos;
+		z = piece >= HOLE_MIN && all_zero(d + pos, piece);
+		if (first < 0)
+			first = z;
+		else if (z != first)
+			break;
+		pos += piece;
+	}
+	*zero = first;
+	return pos - at;
+}
+
+/*
+ * A successful structured READ whose data turns from data to zeros and
+ * back: one chunk per run, into a buffer of its own. @return 0, or if the
+ * read is one run (tx_reply's single chunk) READ_ZEROS or READ_DATA;
+ * -ENOMEM
+ */
+enum { READ_ZEROS = 1, READ_DATA };
+static int read_chunks(struct nbd_req *q)
+{
+	struct disp_call *c = &q->r.dc;
+	size_t size = 0;
+	uint8_t *buf, *p;
+	int zero;
+
+	for (uint32_t at = 0, n; at < q->q.len; at += n) {
+		n = read_run(q, at, &zero);
+		if (at == 0 && n == q->q.len)
+			return zero ? READ_ZEROS : READ_DATA; /* one run */
+		if (q->q.flags & NBD_CMD_FLAG_DF)
+			return READ_DATA; /* the client asked for one chunk */
+		size += NBD_CHUNK_HDR + (zero ? 12 : 8 + (size_t)n);
+	}
+	buf = malloc(size);
+	if (!buf)
+		return -ENOMEM;
+	p = buf;
+	for (uint32_t at = 0, n; at < q->q.len; at += n) {
+		n = read_run(q, at, &zero);
+		put_u32(p, NBD_STRUCTURED_REPLY_MAGIC);
+		put_u16(p + 4, at + n == q->q.len ? NBD_REPLY_FLAG_DONE : 0);
+		put_u16(p + 6, zero ? NBD_REPLY_TYPE_OFFSET_HOLE : NBD_REPLY_TYPE_OFFSET_DATA);
+		put_u64(p + 8, q->q.cookie);
+		put_u32(p + 16, zero ? 12 : 8 + n);
+		put_u64(p + 20, q->q.off + at);
+		if (zero) {
+			put_u32(p + 28, n);
+			p += NBD_CHUNK_HDR + 12;
+		} else {
+			memcpy(p + 28, c->out + at, n);
+			p += NBD_CHUNK_HDR + 8 + n;
+		}
+	}
+	free(c->out);
+	c->out = buf;
+	c->payload = buf;
+	c->payload_len = size;
+	q->r.hdr_len = 0;
+	return 0;
+}
+
 /*
  * The reply of request @q with NBD error @err (0: success) into its header
- * and payload. With structured replies a READ is one chunk: OFFSET_HOLE
+ * and payload. With structured replies a READ is a chunk per run of data
+ * and of zeros (read_chunks), or when it is one run, one chunk: OFFSET_HOLE
  * when it read only zeros (a hole, or zeros written), else OFFSET_DATA.
  */
 static void tx_reply(struct nbd_req *q, uint32_t err, const char *msg)
@@ -669,7 +794,15 @@ static void tx_reply(struct nbd_req *q, uint32_t err, const char *msg)
 	uint8_t *h = q->r.hdrbuf;
 
 	if ((q->q.type == NBD_CMD_READ || q->q.type == NBD_CMD_BLOCK_STATUS) && q->nc->structured) {
-		if (!err && q->q.type == NBD_CMD_READ && all_zero(c->out, q->q.len)) {
+		int runs = !err && q->q.type == NBD_CMD_READ ? read_chunks(q) : READ_DATA;
+
+		if (runs == 0)
+			return;
+		if (runs == -ENOMEM) {
+			err = NBD_ENOMEM;
+			msg = "out of memory";
+		}
+		if (!err && runs == READ_ZEROS) {
 			/* a hole (or zeros) costs 32 bytes on the wire, not its length */
 			put_u32(h, NBD_STRUCTURED_REPLY_MAGIC);
 			put_u16(h + 4, NBD_REPLY_FLAG_DONE);
@@ -1115,11 +1248,23 @@ static const struct rpc_framing nbd_framing = {
 	.fini = nbd_fini,
 };
 
-int nbd_listen(uv_loop_t *loop, const struct config *cfg, const char *path)
+static void nbd_init(uv_loop_t *loop, const struct config *cfg)
 {
 	nbd.loop = loop;
 	nbd.cfg = cfg;
 	/* a multiple of the minimum block size, as the spec asks */
 	nbd.max_len = (cfg->max_frame - PROTO_IO_BODY) & ~511u;
+}
+
+int nbd_listen(uv_loop_t *loop, const struct config *cfg, const char *path)
+{
+	nbd_init(loop, cfg);
 	return rpc_listen_framing(path, &nbd_framing);
+}
+
+int nbd_listen_tcp(uv_loop_t *loop, const struct config *cfg, struct tls_ctx *tls,
+		   unsigned *port)
+{
+	nbd_init(loop, cfg);
+	return rpc_listen_tcp(cfg->nbd_listen, &nbd_framing, tls, port);
 }

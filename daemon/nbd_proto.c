@@ -140,3 +140,12 @@ uint32_t nbd_request_check(const struct nbd_request *r, uint64_t size, uint32_t 
 										    : NBD_EINVAL;
 	return 0;
 }
+
+enum nbd_gate nbd_opt_gate(uint32_t opt, int tls_required)
+{
+	if (!tls_required || opt == NBD_OPT_ABORT)
+		return NBD_GATE_PASS;
+	if (opt == NBD_OPT_STARTTLS)
+		return NBD_GATE_STARTTLS;
+	return opt == NBD_OPT_EXPORT_NAME ? NBD_GATE_CLOSE : NBD_GATE_TLS_REQD;
+}

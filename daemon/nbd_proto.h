@@ -163,6 +163,21 @@ struct nbd_meta_req {
  */
 int nbd_meta_req_parse(const uint8_t *d, uint32_t len, struct nbd_meta_req *r);
 
+/** What an option gets on a connection that may still have to start TLS. */
+enum nbd_gate {
+	NBD_GATE_PASS,     /* handle it as the option it is */
+	NBD_GATE_STARTTLS, /* start TLS */
+	NBD_GATE_TLS_REQD, /* refuse it: NBD_REP_ERR_TLS_REQD */
+	NBD_GATE_CLOSE,    /* EXPORT_NAME has no error reply: close */
+};
+
+/**
+ * The TLS-only server's rule for option @opt: before TLS (@tls_required)
+ * only STARTTLS and ABORT are taken; after it, or on a socket without TLS,
+ * every option passes (STARTTLS then answers for itself).
+ */
+enum nbd_gate nbd_opt_gate(uint32_t opt, int tls_required);
+
 /** A transmission request's header. */
 struct nbd_request {
 	uint16_t flags;

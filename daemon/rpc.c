@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The Unix-socket transport of cofferd on its libuv loop: accept, frame
+ * The transport of cofferd on its libuv loop (Unix sockets, and TCP with TLS): accept, frame
  * requests, hand each complete frame to the dispatcher (dispatch.h) and
  * write the replies it completes back, possibly out of order, with one
  * uv_write per burst. It knows no pool, handler or dataset handle: what a
@@ -30,6 +30,17 @@
  * parses PARSE_QUANTUM frames per turn, the rest waits for srv.kick, so a
  * flood on some connections cannot starve root's ping on another.
  *
+ * TCP (rpc_listen_tcp) is for a framing that starts TLS (rpc_conn_starttls,
+ * tls.h): the TLS session sits between the stream and the read buffer, so
+ * the framing sees plaintext frames and the limits and back-pressure are
+ * the ones above. Until its handshake names a local user, a TCP peer is
+ * the uid RPC_UID_UNKNOWN: the per-uid limits bound unauthenticated peers
+ * together, and it may open nothing. Then it becomes that user (uid, gid,
+ * the groups a login gives it), admin or not by the same rule as a local
+ * peer. A peer's bytes buffered after the frame that starts TLS are not
+ * taken as TLS nor as plaintext: the connection closes (a man in the middle
+ * could inject them before the handshake).
+ *
  * The socket: a path a live daemon answers on is never taken over
  * (rpc_socket_probe), and at exit the path is unlinked only if it still
  * names the inode bound here, so a successor's socket survives our exit.
@@ -42,8 +53,12 @@
  */
 #include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <grp.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -55,6 +70,7 @@
 #include "dispatch.h"
 #include "log.h"
 #include "rpc.h"
+#include "tls.h"
 
 #define READ_CHUNK (256u << 10)
 #define REPLY_QUEUE_MAX (8u << 20)
@@ -65,6 +81,16 @@
 #define PARSE_QUANTUM 64u     /* frames of one connection per turn of the loop */
 #define SWEEP_MS 1000u        /* how often HELLO and idle timeouts are checked */
 #define SHUTDOWN_GRACE_MS 5000u /* then clients that do not read are cut off */
+#define RPC_UID_UNKNOWN ((uid_t)-1) /* a TCP peer before its TLS handshake named it */
+#define TLS_SLICE (256u << 10) /* plaintext put into a TLS session before its records go out */
+
+/* A connection's or a listener's libuv handle: a Unix socket or TCP. */
+union stream {
+	uv_pipe_t pipe;
+	uv_tcp_t tcp;
+	uv_stream_t s;
+	uv_handle_t h;
+};
 
 /* What one uid holds, for the per-uid limits. */
 struct uid_ent {
@@ -78,8 +104,13 @@ struct uid_ent {
 };
 
 struct rpc_conn {
-	uv_pipe_t pipe;
+	union stream io;
 	const struct rpc_framing *fr;
+	struct tls_ctx *tls_ctx; /* TCP: the credentials STARTTLS uses; NULL on a Unix socket */
+	struct tls_conn *tls; /* the session once the framing started TLS */
+	int tls_peer;        /* its handshake named the peer: dc.peer is that user */
+	int tls_bye;         /* close_notify is queued */
+	char addr[64];       /* TCP: the peer's address, for the log */
 	void *priv;          /* the framing's */
 	int held;            /* the framing waits for a reply before the next frame */
 	int handshake;       /* the framing's negotiation goes on after dc.hello_done */
@@ -114,22 +145,24 @@ struct wreq {
 	uv_write_t req;
 	struct rpc_conn *conn;
 	struct rpc_req *calls;
+	uint8_t *cipher;     /* TLS: the records written, instead of the calls' buffers */
 	size_t bytes;
 	uv_buf_t bufs[];
 };
 
 /* One listening socket and its framing. */
 struct listener {
-	uv_pipe_t pipe;
+	union stream io;
 	const struct rpc_framing *fr;
-	char *path;
+	struct tls_ctx *tls; /* TCP */
+	char *path;          /* the socket file, or TCP's HOST:PORT */
 	int listening;
 	int bound;           /* the socket file is ours: dev/ino are set */
 	dev_t dev;           /* the inode we bound, so that exit removes no other */
 	ino_t ino;
 };
 
-#define LISTENERS_MAX 2u
+#define LISTENERS_MAX 3u
 
 static struct {
 	uv_loop_t *loop;
@@ -152,6 +185,7 @@ static struct {
 	struct rpc_conn *backlog_head; /* connections whose turn ended with frames left */
 	uv_idle_t kick;      /* runs while there is deferred parsing: poll does not block */
 	uv_timer_t sweep;    /* hello and idle timeouts */
+	uint8_t cipher_in[READ_CHUNK]; /* TLS: what a read brought, till read_cb decrypts it */
 } srv;
 
 static void conn_close(struct rpc_conn *conn);
@@ -160,6 +194,8 @@ static void conn_maybe_resume(struct rpc_conn *conn);
 static void check_drained(void);
 static void conn_check_close(struct rpc_conn *conn);
 static void kick_start(void);
+static void rbuf_compact(struct rpc_conn *conn);
+static int rbuf_grow(struct rpc_conn *conn, size_t cap);
 
 static void req_free(struct rpc_req *r)
 {
@@ -245,6 +281,7 @@ static void conn_unref(struct rpc_conn *conn)
 	dispatch_client_fini(&conn->dc);
 	if (conn->fr && conn->fr->fini)
 		conn->fr->fini(conn);
+	tls_conn_free(conn->tls);
 	if (conn->rbuf)
 		/* a frame cut short at close may be key text */
 		explicit_bzero(conn->rbuf, conn->rlen);
@@ -260,11 +297,21 @@ static void conn_unref(struct rpc_conn *conn)
 /* ---- replies ---- */
 
 /* A connection marked close_after goes once everything owed to it is written. */
+static int tls_send(struct rpc_conn *conn, struct rpc_req *calls);
+
 static void conn_check_close(struct rpc_conn *conn)
 {
-	if (conn->close_after && !conn->closing && conn->inflight == 0 && !conn->pend_head &&
-	    conn->queued_bytes == 0)
-		conn_close(conn);
+	if (!conn->close_after || conn->closing || conn->inflight || conn->pend_head ||
+	    conn->queued_bytes)
+		return;
+	if (conn->tls && conn->tls_peer && !conn->tls_bye) {
+		/* an orderly end of the session; the connection goes once it is written */
+		conn->tls_bye = 1;
+		tls_conn_shutdown(conn->tls);
+		if (tls_send(conn, NULL) == 1)
+			return;
+	}
+	conn_close(conn);
 }
 
 static void flush_schedule(struct rpc_conn *conn)
@@ -289,6 +336,7 @@ static void write_cb(uv_write_t *req, int status)
 	}
 	conn->queued_bytes -= w->bytes;
 	conn->last_active = uv_now(srv.loop);
+	free(w->cipher);
 	free(w);
 	if (status < 0 && !conn->closing) {
 		log_debug("conn %llu: write: %s", (unsigned long long)conn->dc.id,
@@ -301,9 +349,116 @@ static void write_cb(uv_write_t *req, int status)
 	conn_unref(conn);
 }
 
+/*
+ * Write what the TLS session of @conn has for the peer, as one uv_write
+ * that frees @calls (their plaintext is in the records already) when done.
+ * @return 1 written, 0 nothing to write, -1 the connection closed
+ */
+static int tls_send(struct rpc_conn *conn, struct rpc_req *calls)
+{
+	struct wreq *w;
+	uint8_t *buf;
+	size_t n = tls_conn_take_out(conn->tls, &buf);
+	uv_buf_t b;
+	struct rpc_req *c, *next;
+
+	if (n == 0 && !calls)
+		return 0;
+	w = calloc(1, sizeof(*w) + sizeof(uv_buf_t));
+	if (!w) {
+		free(buf);
+		for (c = calls; c; c = next) {
+			next = c->next;
+			req_free(c);
+		}
+		conn_close(conn);
+		return -1;
+	}
+	w->conn = conn;
+	w->calls = calls;
+	w->cipher = buf;
+	w->bytes = n;
+	b = uv_buf_init((char *)buf, (unsigned)n);
+	conn->queued_bytes += n;
+	conn->refs++;
+	if (uv_write(&w->req, &conn->io.s, &b, 1, write_cb) < 0) {
+		w->bytes = 0;
+		conn->queued_bytes -= n;
+		write_cb(&w->req, UV_EPIPE); /* frees, closes, drops the ref */
+		return -1;
+	}
+	return 1;
+}
+
+/*
+ * Replies of @conn through its TLS session, once the handshake named the
+ * peer: as many as fit TLS_SLICE bytes of records in one write. The
+ * records go out whenever that much is due, even inside a reply, so the
+ * session's output buffer (which never shrinks) stays that small. A write
+ * frees the replies whose last byte it carries.
+ */
+static void conn_flush_tls(struct rpc_conn *conn)
+{
+	struct rpc_req *done = NULL, **tail = &done;
+
+	while (conn->pend_head && !conn->closing && conn->tls_peer) {
+		struct rpc_req *c = conn->pend_head;
+		const uint8_t *parts[2] = { c->hdrbuf, c->dc.payload };
+		size_t lens[2] = { c->hdr_len, c->dc.payload_len };
+
+		conn->pend_head = c->next;
+		if (!conn->pend_head)
+			conn->pend_tail = NULL;
+		conn->npend--;
+		c->next = NULL;
+		for (int i = 0; i < 2; i++) {
+			for (size_t off = 0; off < lens[i];) {
+				size_t n = lens[i] - off < TLS_SLICE ? lens[i] - off : TLS_SLICE;
+
+				if (tls_conn_write(conn->tls, parts[i] + off, n) < 0) {
+					log_info("conn %llu (%s): %s: closed",
+						 (unsigned long long)conn->dc.id, conn->addr,
+						 tls_conn_error(conn->tls));
+					req_free(c);
+					conn_close(conn);
+					goto out;
+				}
+				off += n;
+				if (tls_conn_pending(conn->tls) >= TLS_SLICE) {
+					/* @c is not all written: it stays out of this write */
+					int ret = tls_send(conn, done);
+
+					done = NULL;
+					tail = &done;
+					if (ret < 0) {
+						req_free(c);
+						return;
+					}
+				}
+			}
+		}
+		*tail = c;
+		tail = &c->next;
+	}
+out:
+	if (done && !conn->closing)
+		tls_send(conn, done);
+	else
+		for (struct rpc_req *c = done, *next; c; c = next) {
+			next = c->next;
+			req_free(c);
+		}
+	if (!conn->closing)
+		conn_check_close(conn);
+}
+
 /* Hand every pending reply of @conn to one uv_write (up to WRITE_BATCH calls each). */
 static void conn_flush(struct rpc_conn *conn)
 {
+	if (conn->tls) {
+		conn_flush_tls(conn);
+		return;
+	}
 	while (conn->pend_head && !conn->closing) {
 		unsigned n = conn->npend < WRITE_BATCH ? conn->npend : WRITE_BATCH;
 		struct wreq *w = calloc(1, sizeof(*w) + 2 * n * sizeof(uv_buf_t));
@@ -334,7 +489,7 @@ static void conn_flush(struct rpc_conn *conn)
 			conn->pend_tail = NULL;
 		conn->queued_bytes += w->bytes;
 		conn->refs++;
-		ret = uv_write(&w->req, (uv_stream_t *)&conn->pipe, w->bufs, nb, write_cb);
+		ret = uv_write(&w->req, &conn->io.s, w->bufs, nb, write_cb);
 		if (ret < 0) {
 			conn->refs--;
 			conn->queued_bytes -= w->bytes;
@@ -464,6 +619,142 @@ void rpc_conn_close_after(struct rpc_conn *conn)
 void rpc_conn_handshake(struct rpc_conn *conn, int on)
 {
 	conn->handshake = on;
+}
+
+int rpc_conn_tls(const struct rpc_conn *conn)
+{
+	return conn->tls ? RPC_TLS_ON : conn->tls_ctx ? RPC_TLS_REQUIRED : RPC_TLS_NONE;
+}
+
+int rpc_conn_starttls(struct rpc_conn *conn)
+{
+	if (!conn->tls_ctx || conn->tls)
+		return -EINVAL;
+	if (conn->rlen > conn->rpos) {
+		/* sent before our reply to STARTTLS could have been read: injected */
+		log_info("conn %llu (%s): %zu bytes after STARTTLS, before the TLS handshake: "
+			 "closed",
+			 (unsigned long long)conn->dc.id, conn->addr, conn->rlen - conn->rpos);
+		STATS_ADD(bad_frames, 1);
+		conn_close(conn);
+		return -EPROTO;
+	}
+	/* the framing's reply to STARTTLS goes out in the clear, then only TLS */
+	conn_flush(conn);
+	if (conn->closing)
+		return -EPIPE;
+	conn->tls = tls_conn_new(conn->tls_ctx);
+	if (!conn->tls) {
+		conn_close(conn);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * The handshake of @conn named a local user: it is that peer from now on,
+ * counted under that uid (whose connection limit applies from here).
+ * @return 0, or -1 and the connection closes
+ */
+static int conn_tls_peer(struct rpc_conn *conn)
+{
+	uid_t uid;
+	gid_t gid;
+	const char *name = tls_conn_peer(conn->tls, &uid, &gid);
+	struct uid_ent *ue = uid_get(uid), *old = conn->ue;
+
+	if (!ue) {
+		conn_close(conn);
+		return -1;
+	}
+	if (ue->nconns >= srv.cfg->max_connections_per_uid) {
+		log_warn("conn %llu (%s, user %s): refused: %u connections per uid is the limit",
+			 (unsigned long long)conn->dc.id, conn->addr, name,
+			 srv.cfg->max_connections_per_uid);
+		uid_put(ue);
+		conn_close(conn);
+		return -1;
+	}
+	/* move the counts from the unknown peer to the user */
+	old->nconns--;
+	old->inflight -= conn->inflight;
+	ue->nconns++;
+	ue->inflight += conn->inflight;
+	conn->ue = ue;
+	uid_put(old);
+	conn->dc.peer.uid = uid;
+	conn->dc.peer.gid = gid;
+	conn->dc.peer.ngroups = -1; /* the groups a login gives the user (registry.c) */
+	conn->dc.peer.groups = NULL;
+	/* its handles so far (none: nothing is opened before TLS) go with the unknown peer */
+	dispatch_client_fini(&conn->dc);
+	if (dispatch_client_init(&conn->dc) < 0) {
+		conn_close(conn);
+		return -1;
+	}
+	conn->tls_peer = 1;
+	log_info("conn %llu (%s): TLS peer is user %s (uid %u)%s, %s", (unsigned long long)conn->dc.id,
+		 conn->addr, name, (unsigned)uid, conn->dc.peer.admin ? ", admin" : "",
+		 tls_conn_cipher(conn->tls));
+	return 0;
+}
+
+/*
+ * @n bytes of TLS records arrived (in srv.cipher_in): their plaintext goes
+ * to the read buffer, whatever the handshake owes the peer goes out.
+ * @return 0, or -1 and the connection closes
+ */
+static int conn_tls_in(struct rpc_conn *conn, size_t n)
+{
+	size_t chunk = conn->dc.hello_done && !conn->handshake ? READ_CHUNK : PREHELLO_CHUNK;
+	long got;
+
+	if (tls_conn_feed(conn->tls, srv.cipher_in, n) < 0) {
+		conn_close(conn);
+		return -1;
+	}
+	do {
+		if (conn->rcap - conn->rlen < chunk / 4 && conn->rpos) {
+			rbuf_compact(conn);
+			rbuf_account(conn);
+		}
+		if (conn->rcap - conn->rlen < chunk / 4 && rbuf_grow(conn, conn->rcap + chunk) < 0) {
+			conn_close(conn);
+			return -1;
+		}
+		got = tls_conn_read(conn->tls, conn->rbuf + conn->rlen, conn->rcap - conn->rlen);
+		if (got > 0)
+			conn->rlen += (size_t)got;
+	} while (got > 0);
+	/* the handshake's messages, or the alert that says why it failed */
+	if (tls_send(conn, NULL) < 0)
+		return -1;
+	if (got < 0) {
+		if (tls_conn_ended(conn->tls)) {
+			log_debug("conn %llu (%s): TLS ended by the peer", (unsigned long long)conn->dc.id,
+				  conn->addr);
+		} else {
+			log_info("conn %llu (%s): TLS: %s: closed", (unsigned long long)conn->dc.id,
+				 conn->addr, tls_conn_error(conn->tls));
+			STATS_ADD(bad_frames, 1);
+		}
+		conn->close_after = 1;
+		conn->tls_bye = 1; /* the alert was the last word */
+		conn->rpos = conn->rlen = 0;
+		rbuf_account(conn);
+		if (conn->reading) {
+			uv_read_stop(&conn->io.s);
+			conn->reading = 0;
+		}
+		conn_check_close(conn);
+		return -1;
+	}
+	if (!conn->tls_peer && tls_conn_ready(conn->tls)) {
+		if (conn_tls_peer(conn) < 0)
+			return -1;
+		conn_flush(conn); /* replies that waited for the handshake */
+	}
+	return 0;
 }
 
 void rpc_conn_hold(struct rpc_conn *conn, int hold)
@@ -629,6 +920,11 @@ static void alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 	size_t chunk = negotiated(conn) ? READ_CHUNK : PREHELLO_CHUNK;
 
 	(void)suggested;
+	if (conn->tls) {
+		/* records land here; read_cb decrypts them into the read buffer */
+		*buf = uv_buf_init((char *)srv.cipher_in, (unsigned)chunk);
+		return;
+	}
 	if (conn->rcap - conn->rlen < chunk / 4 && conn->rpos) {
 		rbuf_compact(conn);
 		rbuf_account(conn);
@@ -653,9 +949,14 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 		conn_close(conn);
 		return;
 	}
-	conn->rlen += (size_t)nread;
 	if (nread > 0)
 		conn->last_active = uv_now(srv.loop);
+	if (conn->tls) {
+		if (nread > 0 && conn_tls_in(conn, (size_t)nread) < 0)
+			return;
+	} else {
+		conn->rlen += (size_t)nread;
+	}
 	conn_parse(conn);
 	if (!conn->closing && conn_blocked(conn) && conn->reading) {
 		note_blocked(conn);
@@ -682,7 +983,7 @@ static void conn_maybe_resume(struct rpc_conn *conn)
 	}
 	/* time spent held back by us is not the peer's idleness */
 	conn->last_active = uv_now(srv.loop);
-	if (uv_read_start((uv_stream_t *)&conn->pipe, alloc_cb, read_cb) == 0)
+	if (uv_read_start(&conn->io.s, alloc_cb, read_cb) == 0)
 		conn->reading = 1;
 }
 
@@ -788,14 +1089,14 @@ static void conn_close(struct rpc_conn *conn)
 	}
 	atomic_fetch_sub_explicit(&daemon_stats.conns_open, 1, memory_order_relaxed);
 	log_debug("conn %llu: closed", (unsigned long long)conn->dc.id);
-	uv_close((uv_handle_t *)&conn->pipe, close_cb);
+	uv_close(&conn->io.h, close_cb);
 }
 
 /* Close a connection that never made it onto the list. */
 static void conn_close_early(struct rpc_conn *conn)
 {
 	conn->closing = 1;
-	uv_close((uv_handle_t *)&conn->pipe, close_cb);
+	uv_close(&conn->io.h, close_cb);
 }
 
 /*
@@ -840,23 +1141,42 @@ static void on_connection(uv_stream_t *server, int status)
 	conn = calloc(1, sizeof(*conn));
 	if (!conn)
 		return;
-	if (uv_pipe_init(srv.loop, &conn->pipe, 0) < 0) {
+	if ((l->tls ? uv_tcp_init(srv.loop, &conn->io.tcp) : uv_pipe_init(srv.loop, &conn->io.pipe, 0)) <
+	    0) {
 		free(conn);
 		return;
 	}
-	conn->pipe.data = conn;
+	conn->io.h.data = conn;
 	conn->fr = l->fr;
+	conn->tls_ctx = l->tls;
 	conn->dc.id = ++srv.next_id;
-	if (uv_accept(server, (uv_stream_t *)&conn->pipe) < 0 ||
-	    uv_fileno((uv_handle_t *)&conn->pipe, &fd) < 0 ||
-	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
-		conn->refs = 1;
-		srv.live_conns++;
+	conn->refs = 1;
+	srv.live_conns++;
+	if (uv_accept(server, &conn->io.s) < 0 || uv_fileno(&conn->io.h, &fd) < 0) {
 		conn_close_early(conn);
 		return;
 	}
-	conn->refs = 1;
-	srv.live_conns++;
+	if (l->tls) {
+		/* no kernel word on a TCP peer: unknown until its TLS handshake names it */
+		struct sockaddr_storage ss;
+		int sl = sizeof(ss);
+		char host[INET6_ADDRSTRLEN], port[8];
+
+		cred = (struct ucred){ .uid = RPC_UID_UNKNOWN, .gid = (gid_t)-1, .pid = 0 };
+		/* replies are small and many: Nagle would hold each for the peer's delayed ACK */
+		uv_tcp_nodelay(&conn->io.tcp, 1);
+		if (uv_tcp_getpeername(&conn->io.tcp, (struct sockaddr *)&ss, &sl) == 0 &&
+		    getnameinfo((struct sockaddr *)&ss, (socklen_t)sl, host, sizeof(host), port,
+				sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+			snprintf(conn->addr, sizeof(conn->addr), "tcp %s:%s", host, port);
+		else
+			snprintf(conn->addr, sizeof(conn->addr), "tcp");
+	} else if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
+		conn_close_early(conn);
+		return;
+	} else {
+		snprintf(conn->addr, sizeof(conn->addr), "unix");
+	}
 	conn->ue = uid_get(cred.uid);
 	if (!conn->ue) {
 		conn_close_early(conn);
@@ -866,7 +1186,7 @@ static void on_connection(uv_stream_t *server, int status)
 	conn->dc.peer.uid = cred.uid;
 	conn->dc.peer.gid = cred.gid;
 	conn->dc.peer.pid = cred.pid;
-	conn->dc.peer.ngroups = peer_groups(fd, &conn->groups);
+	conn->dc.peer.ngroups = l->tls ? 0 : peer_groups(fd, &conn->groups);
 	conn->dc.peer.groups = conn->groups;
 	if (dispatch_client_init(&conn->dc) < 0) {
 		conn_close_early(conn);
@@ -927,7 +1247,7 @@ static void on_connection(uv_stream_t *server, int status)
 	/* a framing that spoke first may have had its reply resume reading already */
 	if (conn->reading || conn->closing)
 		return;
-	if (uv_read_start((uv_stream_t *)&conn->pipe, alloc_cb, read_cb) == 0)
+	if (uv_read_start(&conn->io.s, alloc_cb, read_cb) == 0)
 		conn->reading = 1;
 	else
 		conn_close(conn);
@@ -1007,7 +1327,7 @@ static int listen_socket(struct listener *l)
 		close(fd);
 		return ret;
 	}
-	ret = uv_pipe_open(&l->pipe, fd);
+	ret = uv_pipe_open(&l->io.pipe, fd);
 	if (ret < 0) {
 		close(fd);
 		unlink(l->path);
@@ -1028,7 +1348,7 @@ static int listen_socket(struct listener *l)
 		if (chown(l->path, (uid_t)-1, gr->gr_gid) < 0)
 			return -errno;
 	}
-	return uv_listen((uv_stream_t *)&l->pipe, 128, on_connection);
+	return uv_listen(&l->io.s, 128, on_connection);
 }
 
 static const struct rpc_framing ctl_framing;
@@ -1045,15 +1365,63 @@ int rpc_listen_framing(const char *path, const struct rpc_framing *fr)
 	if (!l->path)
 		return -ENOMEM;
 	l->fr = fr;
-	ret = uv_pipe_init(srv.loop, &l->pipe, 0);
+	ret = uv_pipe_init(srv.loop, &l->io.pipe, 0);
 	if (ret < 0)
 		return ret;
-	l->pipe.data = l;
+	l->io.h.data = l;
 	srv.nlst++;
 	l->listening = 1;
 	ret = listen_socket(l);
 	if (ret < 0)
 		unlink_own_socket(l); /* a start that failed leaves no socket behind */
+	return ret;
+}
+
+int rpc_listen_tcp(const char *hostport, const struct rpc_framing *fr, struct tls_ctx *tls,
+		   unsigned *port)
+{
+	char host[CONFIG_HOSTPORT_MAX + 1], serv[8];
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV },
+			*ai = NULL;
+	struct sockaddr_storage ss;
+	int sl = sizeof(ss);
+	struct listener *l;
+	unsigned p;
+	int ret;
+
+	if (srv.nlst == LISTENERS_MAX)
+		return -ENFILE;
+	if (config_hostport_split(hostport, host, sizeof(host), &p) < 0)
+		return -EINVAL;
+	snprintf(serv, sizeof(serv), "%u", p);
+	/* once, at start: a name resolves before the loop serves anyone */
+	ret = getaddrinfo(host, serv, &hints, &ai);
+	if (ret != 0)
+		return ret == EAI_SYSTEM ? -errno : -EADDRNOTAVAIL;
+	l = &srv.lst[srv.nlst];
+	l->path = strdup(hostport);
+	l->fr = fr;
+	l->tls = tls;
+	ret = l->path ? uv_tcp_init(srv.loop, &l->io.tcp) : -ENOMEM;
+	if (ret < 0) {
+		free(l->path);
+		l->path = NULL;
+		freeaddrinfo(ai);
+		return ret;
+	}
+	l->io.h.data = l;
+	srv.nlst++;
+	l->listening = 1;
+	ret = uv_tcp_bind(&l->io.tcp, ai->ai_addr, 0);
+	freeaddrinfo(ai);
+	if (ret == 0)
+		ret = uv_listen(&l->io.s, 128, on_connection);
+	if (ret == 0 && port) {
+		/* the port the kernel chose, for port 0 */
+		ret = uv_tcp_getsockname(&l->io.tcp, (struct sockaddr *)&ss, &sl);
+		*port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+						 : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	}
 	return ret;
 }
 
@@ -1114,7 +1482,7 @@ void rpc_shutdown(void (*done)(void))
 
 		if (!l->listening)
 			continue;
-		uv_close((uv_handle_t *)&l->pipe, NULL);
+		uv_close(&l->io.h, NULL);
 		l->listening = 0;
 		unlink_own_socket(l);
 	}
@@ -1126,7 +1494,7 @@ void rpc_shutdown(void (*done)(void))
 	for (conn = srv.conns; conn; conn = next) {
 		next = conn->next;
 		if (conn->reading) {
-			uv_read_stop((uv_stream_t *)&conn->pipe);
+			uv_read_stop(&conn->io.s);
 			conn->reading = 0;
 		}
 		conn->close_after = 1;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The Unix-socket transport of cofferd (rpc.c): the socket files, accepting,
- * credentials, back-pressure, writing replies, connection limits and
- * timeouts, and an orderly stop. What the bytes of a connection mean is its
+ * The transport of cofferd (rpc.c): the socket files (and a TCP socket whose
+ * framing starts TLS, tls.h), accepting, credentials, back-pressure, writing
+ * replies, connection limits and timeouts, and an orderly stop. What the bytes of a connection mean is its
  * framing's: the control protocol's (rpc.c, frames of proto.h) or NBD's
  * (nbd.c). Both hand their requests to the dispatcher (dispatch.h), so the
  * limits, the access rules and the I/O batches are the same for both.
@@ -22,6 +22,7 @@
 #define RPC_REPLY_HDR_MAX 32u /* bytes a framing may put before a reply's payload */
 
 struct rpc_conn;
+struct tls_ctx;
 
 /* One request from its frame to its written reply. A framing's own request
  * type starts with it (rpc_framing.req_size). */
@@ -78,6 +79,14 @@ int rpc_socket_probe(const char *path, pid_t *pid);
 int rpc_listen(uv_loop_t *loop, const struct config *cfg);
 /** Listen on @path too, with @fr, under the same mode, group and rules. @return 0 or -errno */
 int rpc_listen_framing(const char *path, const struct rpc_framing *fr);
+/**
+ * Listen on TCP at @hostport (nbd_listen's form) with @fr, whose connections
+ * must start TLS with @tls (rpc_conn_starttls) before they are anyone: until
+ * then their peer is an unknown uid that may open nothing. *@port: the port
+ * bound (port 0 lets the kernel choose). @return 0 or -errno
+ */
+int rpc_listen_tcp(const char *hostport, const struct rpc_framing *fr, struct tls_ctx *tls,
+		   unsigned *port);
 /** Stop accepting, let in-flight requests finish, then call @done on the loop. */
 void rpc_shutdown(void (*done)(void));
 
@@ -94,6 +103,21 @@ void rpc_conn_close_after(struct rpc_conn *conn);
  * may dispatch calls): the small read buffer and hello_timeout still apply.
  */
 void rpc_conn_handshake(struct rpc_conn *conn, int on);
+enum rpc_tls {
+	RPC_TLS_NONE,     /* a Unix socket: the kernel vouches for the peer */
+	RPC_TLS_REQUIRED, /* TCP, TLS not started yet: the peer is nobody */
+	RPC_TLS_ON,       /* TCP in TLS (the peer is known once the handshake is done) */
+};
+/** Where @conn stands with TLS. */
+int rpc_conn_tls(const struct rpc_conn *conn);
+/**
+ * Start TLS on @conn (RPC_TLS_REQUIRED) after the frame being handled: the
+ * replies queued so far go in the clear, the rest in TLS. If the peer sent
+ * more after this frame, the connection closes (-EPROTO): those bytes were
+ * sent before the peer could have read our answer. @return 0 or -errno
+ * (then @conn is closed or closing)
+ */
+int rpc_conn_starttls(struct rpc_conn *conn);
 /** Stop or go on parsing @conn's frames (a framing that waits for a reply). */
 void rpc_conn_hold(struct rpc_conn *conn, int hold);
 /**

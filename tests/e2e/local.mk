@@ -99,7 +99,7 @@ check_PROGRAMS += %D%/test_space
 
 # the NBD export against the clients of libnbd-bin, python3-libnbd, qemu-utils and fio
 check_PROGRAMS += %D%/test_nbd
-%C%_test_nbd_SOURCES = %D%/test_nbd.c $(E2E_FIXTURE)
+%C%_test_nbd_SOURCES = %D%/test_nbd.c %D%/nbdraw.c %D%/nbdraw.h $(E2E_FIXTURE)
 %C%_test_nbd_CFLAGS = $(E2E_CFLAGS)
 %C%_test_nbd_LDADD = $(E2E_LDADD)
 
@@ -107,3 +107,9 @@ check_PROGRAMS += %D%/test_cli
 %C%_test_cli_SOURCES = %D%/test_cli.c $(E2E_FIXTURE)
 %C%_test_cli_CFLAGS = $(E2E_CFLAGS)
 %C%_test_cli_LDADD = $(E2E_LDADD)
+
+# the NBD export over TCP with TLS (PSK and certificates), libnbd's clients and a raw peer
+check_PROGRAMS += %D%/test_nbd_tls
+%C%_test_nbd_tls_SOURCES = %D%/test_nbd_tls.c %D%/nbdraw.c %D%/nbdraw.h $(E2E_FIXTURE)
+%C%_test_nbd_tls_CFLAGS = $(E2E_CFLAGS)
+%C%_test_nbd_tls_LDADD = $(E2E_LDADD)

@@ -26,6 +26,7 @@
 #include <criterion/criterion.h>
 
 #include "daemon.h"
+#include "nbdraw.h"
 #include "nbd_proto.h"
 #include "proto.h"
 
@@ -374,6 +375,57 @@ Test(nbd, nbdsh_pipelined_mixed_requests_on_four_connections)
 	cr_assert(strstr(out, "multi-conn ok"), "%s", out);
 }
 
+/*
+ * A structured read across written records and holes: its chunks, as
+ * libnbd's pread_structured sees them, say which is which, and the bytes
+ * are the ones written. Records of 8 KiB: data in records 0, 2, 3 and 6.
+ */
+static const char *holes_py =
+	"import os, nbd\n"
+	"h = nbd.NBD(); h.connect_uri(os.environ['URI'])\n"
+	"assert h.get_structured_replies_negotiated()\n"
+	"R = 8192\n"
+	"model = bytearray(8 * R)\n"
+	"for rec in (0, 2, 3, 6):\n"
+	"    b = bytes([rec + 1]) * R\n"
+	"    h.pwrite(b, rec * R); model[rec * R:(rec + 1) * R] = b\n"
+	"h.flush()\n"
+	"def read(off, n):\n"
+	"    chunks = []\n"
+	"    def cb(buf, o, status, err):\n"
+	"        chunks.append((o, len(buf), status))\n"
+	"        return 0\n"
+	"    got = h.pread_structured(n, off, cb)\n"
+	"    assert got == model[off:off + n], 'bytes differ at %d+%d' % (off, n)\n"
+	"    return sorted(chunks)\n"
+	"D, H = nbd.READ_DATA, nbd.READ_HOLE\n"
+	"c = read(0, 8 * R)\n"
+	"assert c == [(0, R, D), (R, R, H), (2 * R, 2 * R, D), (4 * R, 2 * R, H),\n"
+	"             (6 * R, R, D), (7 * R, R, H)], c\n"
+	"# unaligned: a piece of record 1's hole, record 2, the start of record 3\n"
+	"c = read(R + 1024, 2 * R)\n"
+	"assert c == [(R + 1024, R - 1024, H), (2 * R, R + 1024, D)], c\n"
+	"# all data, all hole: one chunk each\n"
+	"assert read(2 * R, 2 * R) == [(2 * R, 2 * R, D)]\n"
+	"assert read(4 * R, 2 * R) == [(4 * R, 2 * R, H)]\n"
+	"print('holes ok')\n";
+
+Test(nbd, a_structured_read_across_holes_answers_data_and_hole_chunks)
+{
+	char env[PATH_MAX + 400];
+
+	NEED_NBDSH();
+	make_pool();
+	COF_OK(NULL,
+	       "create -V 64K -o recordsize=8K -o encryption=aes-256-gcm -o keyformat=passphrase "
+	       "-o keylocation=file://%s -o pbkdf2iters=100000 tank/holes",
+	       pass_file());
+	snprintf(env, sizeof(env), "URI='%s'", uri("tank/holes"));
+	cr_assert_eq(nbdsh_script(env, "holes.py", holes_py), 0, "%s\ndaemon:\n%s", out,
+		     tdaemon_log(&td));
+	cr_assert(strstr(out, "holes ok"), "%s", out);
+}
+
 static const char *fua_py =
 	"import os, nbd, signal\n"
 	"uri = os.environ['URI']\n"
@@ -501,6 +553,50 @@ Test(nbd, fio_nbd_engine_verifies_clear_and_encrypted)
 	fio_verify("tank/enc");
 }
 
+/*
+ * nbdfuse (libnbd-bin) shows an export as a file in a FUSE mount: what is
+ * written to the file is in the dataset, what the dataset holds reads back.
+ * The mount is undone before any check, so that a failure leaves none.
+ */
+Test(nbd, nbdfuse_shows_an_export_as_a_file)
+{
+	char mnt[PATH_MAX], file[PATH_MAX + 8], in[PATH_MAX], back[PATH_MAX], cmd[PATH_MAX * 3];
+	int wrote, read_back, via_coffer;
+	double end;
+	FILE *p;
+
+	NEED("nbdfuse", "libnbd-bin");
+	if (access("/dev/fuse", R_OK | W_OK) != 0)
+		tdaemon_skip(&td, "no usable /dev/fuse here (%s)", strerror(errno));
+	if (geteuid() != 0 && !have("fusermount3"))
+		tdaemon_skip(&td, "fusermount3 is not installed (Debian package fuse3)");
+	make_pool();
+	make_encrypted("tank/fuse", "4M", "aes-256-gcm");
+	tdaemon_random_file(&td, "in", 4u << 20, in, sizeof(in));
+	snprintf(mnt, sizeof(mnt), "%s/mnt", td.dir);
+	snprintf(file, sizeof(file), "%s/nbd", mnt);
+	snprintf(back, sizeof(back), "%s/back", td.dir);
+	cr_assert_eq(mkdir(mnt, 0700), 0);
+	snprintf(cmd, sizeof(cmd), "exec nbdfuse '%s' '%s' >'%s/nbdfuse.log' 2>&1", mnt,
+		 uri("tank/fuse"), td.dir);
+	p = popen(cmd, "w");
+	cr_assert_not_null(p);
+	end = tdaemon_deadline(TDAEMON_WAIT_S);
+	while (!file_exists(file) && tdaemon_poll(end))
+		;
+	wrote = file_exists(file) ? sh(out, sizeof(out), "dd if='%s' of='%s' bs=1M conv=notrunc,fsync",
+				       in, file)
+				  : -1;
+	read_back = wrote == 0 ? sh(NULL, 0, "cmp '%s' '%s'", in, file) : -1;
+	sh(NULL, 0, "%s '%s'", geteuid() == 0 ? "umount" : "fusermount3 -u", mnt);
+	pclose(p); /* nbdfuse exits once unmounted */
+	cr_assert_eq(wrote, 0, "writing through nbdfuse: %s\n%s", out, tdaemon_log(&td));
+	cr_assert_eq(read_back, 0, "the file nbdfuse shows differs from what was written");
+	via_coffer = tdaemon_cofferf(&td, NULL, out, sizeof(out), "read -l 4M tank/fuse > '%s'", back);
+	cr_assert_eq(via_coffer, 0, "%s", out);
+	cr_assert(files_equal(in, back), "coffer read differs from what nbdfuse wrote");
+}
+
 Test(nbd, the_kernel_client_path)
 {
 	struct stat st;
@@ -517,116 +613,11 @@ Test(nbd, the_kernel_client_path)
 
 static int raw_connect(void)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	cr_assert_geq(fd, 0);
-	cr_assert_lt(strlen(nbd_sock()), sizeof(sa.sun_path));
-	memcpy(sa.sun_path, nbd_sock(), strlen(nbd_sock()) + 1);
-	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "connect %s: %s",
-		     sa.sun_path, strerror(errno));
-	return fd;
+	return raw_connect_unix(nbd_sock());
 }
 
-/* Read exactly @n bytes within the test's wait. @return 0, or -1 at EOF */
-static int read_full(int fd, void *buf, size_t n)
-{
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t r;
-
-		cr_assert(tdaemon_wait_readable(fd, TDAEMON_WAIT_S * 1000), "no reply");
-		r = read(fd, (char *)buf + got, n - got);
-		if (r == 0 || (r < 0 && errno == ECONNRESET))
-			return -1;
-		cr_assert_gt(r, 0, "read: %s", strerror(errno));
-		got += (size_t)r;
-	}
-	return 0;
-}
-
-static void write_full(int fd, const void *buf, size_t n)
-{
-	cr_assert_eq(send(fd, buf, n, MSG_NOSIGNAL), (ssize_t)n, "send: %s", strerror(errno));
-}
-
-/* The daemon closes @fd (reading and dropping what it still sends). */
-static void expect_closed(int fd)
-{
-	char buf[4096];
-	double end = tdaemon_deadline(TDAEMON_WAIT_S);
-
-	for (;;) {
-		ssize_t r;
-
-		cr_assert(tdaemon_wait_readable(fd, 1000) || tdaemon_poll(end),
-			  "the connection stayed open");
-		r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
-			break;
-	}
-	close(fd);
-}
-
-static void greeting(int fd)
-{
-	uint8_t g[NBD_GREETING_SIZE];
-
-	cr_assert_eq(read_full(fd, g, sizeof(g)), 0, "no greeting");
-	cr_assert_eq(get_u64(g), NBD_MAGIC);
-	cr_assert_eq(get_u64(g + 8), NBD_IHAVEOPT);
-	cr_assert_eq(get_u16(g + 16), NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES);
-}
-
-static void send_flags(int fd)
-{
-	uint8_t f[4];
-
-	put_u32(f, NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES);
-	write_full(fd, f, 4);
-}
-
-static void send_opt(int fd, uint32_t opt, const void *data, uint32_t len)
-{
-	uint8_t h[NBD_OPT_HDR];
-
-	put_u64(h, NBD_IHAVEOPT);
-	put_u32(h + 8, opt);
-	put_u32(h + 12, len);
-	write_full(fd, h, sizeof(h));
-	if (len)
-		write_full(fd, data, len);
-}
-
-/* One option reply: its type; its data into @data (up to @cap bytes, the rest dropped). */
-static uint32_t read_opt_reply(int fd, uint32_t opt, void *data, size_t cap, uint32_t *len)
-{
-	uint8_t h[NBD_OPT_REPLY_HDR], skip[512];
-	uint32_t n, type;
-
-	cr_assert_eq(read_full(fd, h, sizeof(h)), 0, "no option reply");
-	cr_assert_eq(get_u64(h), NBD_REP_MAGIC);
-	cr_assert_eq(get_u32(h + 8), opt);
-	type = get_u32(h + 12);
-	n = get_u32(h + 16);
-	*len = n;
-	for (uint32_t got = 0; got < n;) {
-		uint32_t k = n - got;
-		uint8_t *dst = got < cap ? (uint8_t *)data + got : skip;
-
-		if (got < cap && k > cap - got)
-			k = (uint32_t)(cap - got);
-		if (got >= cap && k > sizeof(skip))
-			k = sizeof(skip);
-		cr_assert_eq(read_full(fd, dst, k), 0);
-		got += k;
-	}
-	return type;
-}
-
-/* Fixed newstyle up to GO on @ds. @return the export's size */
-static uint64_t raw_go(int fd, const char *ds)
+/* Fixed newstyle up to GO on @ds, @structured replies or not. @return the export's size */
+static uint64_t raw_go_with(int fd, const char *ds, int structured)
 {
 	uint8_t d[512], r[512];
 	uint32_t n = (uint32_t)strlen(ds), len, type;
@@ -634,6 +625,11 @@ static uint64_t raw_go(int fd, const char *ds)
 
 	greeting(fd);
 	send_flags(fd);
+	if (structured) {
+		send_opt(fd, NBD_OPT_STRUCTURED_REPLY, NULL, 0);
+		cr_assert_eq(read_opt_reply(fd, NBD_OPT_STRUCTURED_REPLY, r, sizeof(r), &len),
+			     NBD_REP_ACK);
+	}
 	put_u32(d, n);
 	memcpy(d + 4, ds, n);
 	put_u16(d + 4 + n, 0);
@@ -644,6 +640,11 @@ static uint64_t raw_go(int fd, const char *ds)
 	}
 	cr_assert_eq(type, NBD_REP_ACK, "GO: reply %#x: %.*s", type, (int)len, (char *)r);
 	return size;
+}
+
+static uint64_t raw_go(int fd, const char *ds)
+{
+	return raw_go_with(fd, ds, 0);
 }
 
 static void send_req(int fd, uint16_t type, uint16_t flags, uint64_t cookie, uint64_t off,
@@ -863,4 +864,55 @@ Test(nbd, connections_past_the_per_uid_limit_are_closed)
 	while (cof(NULL, "version") != 0 && tdaemon_poll(end))
 		;
 	daemon_alive();
+}
+
+/* One structured chunk's header: its flags, type and length, for @cookie. */
+static void read_chunk(int fd, uint64_t cookie, uint16_t *flags, uint16_t *type, uint32_t *len)
+{
+	uint8_t h[NBD_CHUNK_HDR];
+
+	cr_assert_eq(read_full(fd, h, sizeof(h)), 0, "no chunk");
+	cr_assert_eq(get_u32(h), NBD_STRUCTURED_REPLY_MAGIC);
+	cr_assert_eq(get_u64(h + 8), cookie);
+	*flags = get_u16(h + 4);
+	*type = get_u16(h + 6);
+	*len = get_u32(h + 16);
+}
+
+/* NBD_CMD_FLAG_DF: a read across data and a hole is one data chunk, as the client asked. */
+Test(nbd, a_read_that_may_not_fragment_is_one_chunk)
+{
+	char in[PATH_MAX];
+	uint8_t buf[16384 + 12];
+	uint16_t flags, type;
+	uint32_t len;
+	int fd;
+
+	make_pool();
+	COF_OK(NULL, "create -V 64K -o recordsize=8K tank/df");
+	tdaemon_random_file(&td, "in", 8192, in, sizeof(in));
+	COF_OK(in, "write tank/df");
+	fd = raw_connect();
+	raw_go_with(fd, "tank/df", 1);
+	send_req(fd, NBD_CMD_READ, NBD_CMD_FLAG_DF, 7, 0, 16384);
+	read_chunk(fd, 7, &flags, &type, &len);
+	cr_assert_eq(type, NBD_REPLY_TYPE_OFFSET_DATA);
+	cr_assert_eq(flags, NBD_REPLY_FLAG_DONE);
+	cr_assert_eq(len, 8 + 16384);
+	cr_assert_eq(read_full(fd, buf, len), 0);
+	/* without it: the data, then the hole */
+	send_req(fd, NBD_CMD_READ, 0, 8, 0, 16384);
+	read_chunk(fd, 8, &flags, &type, &len);
+	cr_assert_eq(type, NBD_REPLY_TYPE_OFFSET_DATA);
+	cr_assert_eq(flags, 0);
+	cr_assert_eq(len, 8 + 8192);
+	cr_assert_eq(read_full(fd, buf, len), 0);
+	read_chunk(fd, 8, &flags, &type, &len);
+	cr_assert_eq(type, NBD_REPLY_TYPE_OFFSET_HOLE);
+	cr_assert_eq(flags, NBD_REPLY_FLAG_DONE);
+	cr_assert_eq(len, 12);
+	cr_assert_eq(read_full(fd, buf, len), 0);
+	cr_assert_eq(get_u64(buf), 8192);
+	cr_assert_eq(get_u32(buf + 8), 8192);
+	close(fd);
 }

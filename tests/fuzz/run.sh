@@ -48,7 +48,8 @@ for h in $harnesses; do
 	# shellcheck disable=SC2086
 	fuzz_proto) build "$h" "$top/daemon/proto.c" $RULES -ljansson ;;
 	# shellcheck disable=SC2086
-	fuzz_nbd) build "$h" "$top/daemon/nbd_proto.c" "$top/daemon/proto.c" $RULES ;;
+	fuzz_nbd) build "$h" "$top/daemon/nbd_proto.c" "$top/daemon/proto.c" "$top/daemon/tls.c" \
+		$RULES -lssl -lcrypto ;;
 	# shellcheck disable=SC2086
 	fuzz_config) build "$h" "$top/daemon/conf.c" "$top/daemon/sockpath.c" "$top/daemon/log.c" \
 		$RULES -linih ;;

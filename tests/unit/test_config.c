@@ -86,6 +86,12 @@ static void assert_config(const struct config *w)
 	cr_assert_eq(c.socket_mode, w->socket_mode);
 	cr_assert_str_eq(c.socket_group, w->socket_group);
 	cr_assert_str_eq(c.nbd_socket, w->nbd_socket);
+	/* the TCP export's options: NULL in @w is their default, empty */
+	cr_assert_str_eq(c.nbd_listen, w->nbd_listen ? w->nbd_listen : "");
+	cr_assert_str_eq(c.nbd_tls_psk, w->nbd_tls_psk ? w->nbd_tls_psk : "");
+	cr_assert_str_eq(c.nbd_tls_cert, w->nbd_tls_cert ? w->nbd_tls_cert : "");
+	cr_assert_str_eq(c.nbd_tls_key, w->nbd_tls_key ? w->nbd_tls_key : "");
+	cr_assert_str_eq(c.nbd_tls_ca, w->nbd_tls_ca ? w->nbd_tls_ca : "");
 	cr_assert_str_eq(c.admin_group, w->admin_group);
 	cr_assert_eq(c.cache_size, w->cache_size);
 	cr_assert_eq(c.txg_timeout, w->txg_timeout);
@@ -209,6 +215,11 @@ Test(config, every_option_is_parsed)
 			  "socket_mode = 0600\n"
 			  "socket_group = storage\n"
 			  "nbd_socket = /srv/nbd.sock\n"
+			  "nbd_listen = [::1]:10809\n"
+			  "nbd_tls_psk = /etc/coffer/nbd.psk\n"
+			  "nbd_tls_cert = /etc/coffer/cert.pem\n"
+			  "nbd_tls_key = /etc/coffer/key.pem\n"
+			  "nbd_tls_ca = /etc/coffer/ca.pem\n"
 			  "admin_group = wheel\n"
 			  "state_dir = /srv/state\n"
 			  "cache_size = 2G\n"
@@ -235,6 +246,11 @@ Test(config, every_option_is_parsed)
 		.socket_mode = 0600,
 		.socket_group = "storage",
 		.nbd_socket = "/srv/nbd.sock",
+		.nbd_listen = "[::1]:10809",
+		.nbd_tls_psk = "/etc/coffer/nbd.psk",
+		.nbd_tls_cert = "/etc/coffer/cert.pem",
+		.nbd_tls_key = "/etc/coffer/key.pem",
+		.nbd_tls_ca = "/etc/coffer/ca.pem",
 		.admin_group = "wheel",
 		.state_dir = "/srv/state",
 		.cache_size = 2ull << 30,
@@ -317,6 +333,15 @@ Test(config, bad_values_name_file_line_and_option)
 		{ "nbd_socket = /xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
 		  "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
 		  "bad value for 'nbd_socket': path is longer than 107 bytes" },
+		{ "nbd_listen = 10809", "bad value for 'nbd_listen': '10809' is not HOST:PORT" },
+		{ "nbd_listen = ::1:10809", "bad value for 'nbd_listen': '::1:10809' is not HOST:PORT" },
+		{ "nbd_listen = [::1]10809", "bad value for 'nbd_listen': '[::1]10809' is not" },
+		{ "nbd_listen = :10809", "bad value for 'nbd_listen': ':10809' is not HOST:PORT" },
+		{ "nbd_listen = host:65536", "bad value for 'nbd_listen': 'host:65536' is not" },
+		{ "nbd_listen = host:-1", "bad value for 'nbd_listen': 'host:-1' is not" },
+		{ "nbd_listen = host:", "bad value for 'nbd_listen': 'host:' is not" },
+		{ "nbd_tls_psk = keys.psk", "bad value for 'nbd_tls_psk': 'keys.psk' is not an absolute" },
+		{ "nbd_tls_ca = ca.pem", "bad value for 'nbd_tls_ca': 'ca.pem' is not an absolute" },
 		{ "socket_mode = 0778", "bad value for 'socket_mode': '0778' is not an octal mode" },
 		{ "socket_mode = 1777", "bad value for 'socket_mode': '1777' is not an octal mode" },
 		{ "socket_mode = rw", "bad value for 'socket_mode'" },
@@ -398,6 +423,29 @@ Test(config, nbd_socket_resolves_beside_the_control_socket)
 			  "nbd_socket = nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn\n"),
 		     0, "%s", err);
 	cr_assert_eq(config_nbd_socket(&c, p, sizeof(p)), -ENAMETOOLONG);
+}
+
+Test(config, nbd_listen_splits_into_host_and_port)
+{
+	char host[64];
+	unsigned port;
+
+	cr_assert_eq(config_hostport_split("127.0.0.1:10809", host, sizeof(host), &port), 0);
+	cr_assert_str_eq(host, "127.0.0.1");
+	cr_assert_eq(port, 10809);
+	cr_assert_eq(config_hostport_split("[fe80::1]:0", host, sizeof(host), &port), 0);
+	cr_assert_str_eq(host, "fe80::1");
+	cr_assert_eq(port, 0);
+	cr_assert_eq(config_hostport_split("nbd.example.org:65535", host, sizeof(host), &port), 0);
+	cr_assert_str_eq(host, "nbd.example.org");
+	cr_assert_eq(port, 65535);
+	/* a host longer than the caller's buffer is refused, not cut */
+	cr_assert_eq(config_hostport_split("nbd.example.org:1", host, 8, &port), -1);
+	/* and set back to empty, the export is off */
+	cr_assert_eq(load("[cofferd]\nnbd_listen = 0.0.0.0:10809\nnbd_listen_x = 1\n"), -1);
+	cr_assert_eq(load("[cofferd]\nnbd_listen =\nnbd_tls_psk =\n"), 0, "%s", err);
+	cr_assert_str_eq(c.nbd_listen, "");
+	cr_assert_str_eq(c.nbd_tls_psk, "");
 }
 
 Test(config, unknown_option_is_reported_with_a_hint)
