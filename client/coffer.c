@@ -1554,16 +1554,40 @@ static int cmd_set(int argc, char **argv)
 	return 0;
 }
 
+/* inherit [-r] PROP DATASET: with -r, DATASET and every dataset under it, as zfs inherit -r */
 static int cmd_inherit(int argc, char **argv)
 {
 	struct coffer_conn *c;
+	json_t *reply, *d;
+	int opt, rec = 0;
+	size_t i;
 
-	if (getopt(argc, argv, "") != -1 || argc - optind != 2)
+	while ((opt = getopt(argc, argv, "r")) != -1) {
+		if (opt != 'r')
+			usage_exit();
+		rec = 1;
+	}
+	if (argc - optind != 2)
 		usage_exit();
 	c = conn_open();
-	json_decref(call(c, "ds_inherit",
-			 json_pack("{s:s, s:s}", "name", argv[optind + 1], "prop", argv[optind]),
-			 argv[optind + 1]));
+	if (!rec) {
+		json_decref(call(c, "ds_inherit",
+				 json_pack("{s:s, s:s}", "name", argv[optind + 1], "prop",
+					   argv[optind]),
+				 argv[optind + 1]));
+		coffer_close(c);
+		return 0;
+	}
+	reply = call(c, "ds_list",
+		     json_pack("{s:s, s:b, s:[]}", "name", argv[optind + 1], "recursive", 1, "props"),
+		     argv[optind + 1]);
+	json_array_foreach(json_object_get(reply, "datasets"), i, d) {
+		const char *n = json_string_value(json_object_get(d, "name"));
+
+		json_decref(call(c, "ds_inherit",
+				 json_pack("{s:s, s:s}", "name", n, "prop", argv[optind]), n));
+	}
+	json_decref(reply);
 	coffer_close(c);
 	return 0;
 }
@@ -2304,8 +2328,9 @@ static const struct cmd cmds[] = {
 	  "  -s SOURCES rows whose source is local, default, inherited or none" },
 	{ "set", cmd_set, "PROP=VALUE DATASET",
 	  "Set property PROP of DATASET (see PROPERTIES below)." },
-	{ "inherit", cmd_inherit, "PROP DATASET",
-	  "Drop the local value of PROP: DATASET inherits it again." },
+	{ "inherit", cmd_inherit, "[-r] PROP DATASET",
+	  "Drop the local value of PROP: DATASET inherits it again.\n"
+	  "  -r  and every dataset under DATASET" },
 	{ "load-key", cmd_load_key, "[-n] [-L LOCATION] -a | DATASET",
 	  "Load the key of encryption root DATASET from its keylocation.\n"
 	  "  -a    every root whose key is not loaded\n"

@@ -215,3 +215,17 @@ Test(cli, discard_zeroes_a_range_and_frees_its_records)
 	REFUSED(NULL, 1, "discard", "discard tank/d -o 8M -l 8K");
 	REFUSED(NULL, 2, "usage: coffer discard", "discard");
 }
+
+Test(cli, inherit_r_reaches_every_dataset_under_the_one_named)
+{
+	pool();
+	COF_OK(NULL, "set compression=zstd tank");
+	COF_OK(NULL, "create -o compression=off tank/a");
+	COF_OK(NULL, "create -V 8M -o compression=zstd-9 tank/a/v");
+	COF_OK(NULL, "create -V 8M -o compression=off tank/b");
+	COF_OK(NULL, "inherit -r compression tank/a");
+	prop_is("tank/a", "compression", "zstd");
+	prop_is("tank/a/v", "compression", "zstd");
+	prop_is("tank/b", "compression", "off"); /* not under tank/a */
+	REFUSED(NULL, 2, "usage: coffer inherit", "inherit -x compression tank/a");
+}
