@@ -679,6 +679,11 @@ static void lun_row(json_t *l, int depth)
 	       (long long)json_integer_value(json_object_get(l, "cksum_errors")));
 	if (fixed)
 		printf("\t  %lld bad copies rewritten from another side\n", fixed);
+	if (json_object_get(l, "absent"))
+		printf("\t  cannot open: %s\n", json_string_value(json_object_get(l, "absent")));
+	if (json_object_get(l, "missing_since"))
+		printf("\t  out of service: lacks the writes since txg %lld\n",
+		       (long long)json_integer_value(json_object_get(l, "missing_since")));
 	lun_notes(l);
 }
 

@@ -233,7 +233,15 @@ static json_t *lun_json(const struct stor_lun_stat *ls)
 	json_object_set_new(o, "nospace_errors", json_integer((json_int_t)ls->nospace_errors));
 	json_object_set_new(o, "repaired", json_integer((json_int_t)ls->repaired));
 	json_object_set_new(o, "vdev", json_integer(ls->vdev));
-	json_object_set_new(o, "state", json_string(ls->faulted ? "FAULTED" : "ONLINE"));
+	/* zpool status's words: a side that did not open is UNAVAIL */
+	json_object_set_new(o, "state", json_string(ls->absent[0] ? "UNAVAIL"
+						   : ls->faulted  ? "FAULTED"
+								  : "ONLINE"));
+	if (ls->absent[0])
+		json_object_set_new(o, "absent", json_string(ls->absent));
+	if (ls->missing_since)
+		json_object_set_new(o, "missing_since",
+				    json_integer((json_int_t)ls->missing_since));
 	if (ls->label_damaged) {
 		static const char *const copy[] = { "front", "end" };
 		json_t *d = json_array(), *r = json_array();

@@ -5,7 +5,8 @@
  * takes a path, labels it and publishes it; faults, error counters, clear,
  * per-LUN status and labelclear work on the set; a mirror's sides join it
  * as LUNs of their own that the allocator gives no space (mirror.c says
- * why). lun.c is one LUN and knows
+ * why), and a side that did not open at import joins as a stand-in
+ * (lun_absent) that keeps its place, out of service. lun.c is one LUN and knows
  * no pool; pool.c owns the pool record naming the set and orders an add
  * around it (stor_pool_add_lun), so nothing here writes metadata.
  *
@@ -27,6 +28,7 @@
 
 #include "alloc.h"
 #include "lun.h"
+#include "meta.h"
 #include "store_impl.h"
 
 static unsigned lun_flags(const struct stor_pool *p)
@@ -118,6 +120,101 @@ int lunset_attach(struct stor_pool *p, unsigned idx, const char *path, uint64_t 
 fail:
 	lun_close(l);
 	return ret;
+}
+
+int lunset_absent(struct stor_pool *p, unsigned idx, const char *path, uint64_t guid,
+		  uint64_t size, unsigned vdev, const char *why)
+{
+	struct lun *l;
+	int ret;
+
+	/* a later side's place follows its vdev's first LUN, as in lunset_attach */
+	if (vdev > idx || (vdev < idx && (p->luns[vdev].vdev != vdev ||
+					  p->luns[vdev].nsides >= STOR_MIRROR_MAX)))
+		return STOR_ECORRUPT;
+	l = lun_absent(path, size + LUN_LABEL_SIZE); /* the record has the data's end */
+	if (!l)
+		return -ENOMEM;
+	if (vdev < idx && lun_data_size(l) != lun_data_size(p->luns[vdev].lun)) {
+		lun_close(l);
+		return STOR_ECORRUPT;
+	}
+	p->luns[idx].absent = strdup(why);
+	ret = p->luns[idx].absent ? alloc_add_lun(p->alloc, vdev == idx ? lun_data_size(l) / STOR_SECTOR : 0)
+				  : -ENOMEM;
+	if (ret < 0) {
+		free(p->luns[idx].absent);
+		p->luns[idx].absent = NULL;
+		lun_close(l);
+		return ret;
+	}
+	mirror_join(p, idx, vdev, vdev == idx ? 0 : p->luns[vdev].nsides);
+	p->luns[idx].lun = l;
+	p->luns[idx].guid = guid;
+	atomic_store(&p->luns[idx].out, 1);
+	atomic_store(&p->nluns, idx + 1);
+	return 0;
+}
+
+/*
+ * The "sides" row of table "pool": u32 n | n x u64 the first txg whose
+ * writes LUN i may lack, 0 while it is in service. Written with the txg
+ * that follows a side going out (txg.c calls lunset_save_sides), so the
+ * LUNs' log carries it as any pool row; an import keeps out what it names,
+ * even when the LUN is back and reads well: it missed writes.
+ */
+int lunset_load_sides(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
+{
+	unsigned nluns = atomic_load(&p->nluns);
+	const uint8_t *r = NULL;
+	const void *v;
+	size_t vlen;
+	uint32_t n = 0;
+	int ret = meta_get(t, META_POOL, "sides", 5, &v, &vlen);
+
+	if (ret < 0 && ret != -ENOENT)
+		return ret;
+	if (ret == 0) {
+		r = v;
+		if (vlen < 4 || (n = get_u32(&r), vlen != 4 + 8 * (size_t)n))
+			return STOR_ECORRUPT;
+	}
+	for (unsigned i = 0; i < nluns; i++) {
+		uint64_t since = i < n ? get_u64(&r) : 0;
+
+		if (since) {
+			atomic_store(&p->luns[i].missing_since, since);
+			atomic_store(&p->luns[i].out, 1);
+		} else if (p->luns[i].absent) {
+			/* in service until this import found it gone: it may lack
+			 * the last txg, if that one's writes did not all land */
+			atomic_store(&p->luns[i].missing_since, txg ? txg : 1);
+			atomic_store(&p->sides_dirty, 1);
+		}
+	}
+	return 0;
+}
+
+int lunset_save_sides(struct stor_pool *p, struct meta_txn *t)
+{
+	unsigned n = atomic_load(&p->nluns);
+	uint8_t buf[4 + 8 * STOR_LUNS_MAX], *w = buf;
+	int ret;
+
+	if (!atomic_exchange(&p->sides_dirty, 0))
+		return 0;
+	put_u32(&w, n);
+	for (unsigned i = 0; i < n; i++)
+		put_u64(&w, atomic_load(&p->luns[i].missing_since));
+	ret = meta_put(t, META_POOL, "sides", 5, buf, (size_t)(w - buf));
+	if (ret < 0)
+		lunset_sides_undo(p);
+	return ret < 0 ? ret : 1;
+}
+
+void lunset_sides_undo(struct stor_pool *p)
+{
+	atomic_store(&p->sides_dirty, 1);
 }
 
 /* Is the file @l has open inside directory @dir? 1, 0 or -errno */
@@ -315,8 +412,11 @@ void lunset_abandon(struct stor_pool *p, struct lunset_new *n)
 
 void lunset_close(struct stor_pool *p)
 {
-	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
 		lun_close(p->luns[i].lun);
+		free(p->luns[i].absent);
+		p->luns[i].absent = NULL;
+	}
 }
 
 int lunset_mark(struct stor_pool *p, unsigned state)
@@ -329,6 +429,8 @@ int lunset_mark(struct stor_pool *p, unsigned state)
 		struct lun_label lab;
 		unsigned bad;
 
+		if (p->luns[i].absent)
+			continue; /* not there, or not ours to write */
 		ret = lun_label_read(p->luns[i].lun, &lab, &bad);
 		if (ret < 0) {
 			pool_set_error("lun %u (%s): label: %s", i, lun_path(p->luns[i].lun),
@@ -352,7 +454,7 @@ int lunset_wipe(struct stor_pool *p)
 	int ret = 0;
 
 	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
-		int r = lun_label_wipe(p->luns[i].lun);
+		int r = p->luns[i].absent ? 0 : lun_label_wipe(p->luns[i].lun);
 		if (r < 0 && ret == 0)
 			ret = r;
 	}
@@ -404,6 +506,9 @@ int stor_pool_lun_stat(struct stor_pool *p, unsigned idx, struct stor_lun_stat *
 	st->cksum_errors = atomic_load(&p->luns[idx].cksum_errors);
 	st->faulted = c.read_errors + c.write_errors >= STOR_LUN_FAULT_ERRORS ||
 		      atomic_load(&p->luns[idx].out);
+	st->missing_since = atomic_load(&p->luns[idx].missing_since);
+	if (p->luns[idx].absent)
+		snprintf(st->absent, sizeof(st->absent), "%s", p->luns[idx].absent);
 	st->label_damaged = p->luns[idx].label_damaged;
 	st->label_repaired = p->luns[idx].label_repaired;
 	return 0;

@@ -873,6 +873,29 @@ static int read_ubs(struct metalog_luns *L, struct ub **out, size_t *nout, uint6
 	return 0;
 }
 
+/* Copy @c of the record @m into @buf (nsect sectors) from the first side of
+ * its vdev that holds it sound: the copy's own LUN, then the others whose
+ * label puts them in its vdev. @return 0, or -EIO when no side does */
+static int read_copy(struct metalog_luns *L, const struct mptr *m, unsigned c, uint8_t *buf)
+{
+	unsigned vdev = m->lun[c];
+
+	for (unsigned k = 0; k <= L->n; k++) {
+		/* k == 0: the LUN the pointer names; then every other side */
+		unsigned i = k == 0 ? vdev : k - 1;
+		struct lun_io io = { i < L->n ? L->lun[i] : NULL, m->sector[c] * STOR_SECTOR, buf,
+				     (size_t)m->nsect * STOR_SECTOR, 0 };
+		const uint8_t *r = buf;
+
+		if (!io.lun || (k && (i == vdev || L->vdev[i] != vdev)))
+			continue;
+		if (lun_read_batch(&io, 1) == 0 && XXH64(buf, m->len, 0) == m->cksum &&
+		    get_u64(&r) == MLOG_MAGIC)
+			return 0;
+	}
+	return -EIO;
+}
+
 /* Read the record @m names from any sound copy; r->bad gets a bit for
  * every copy that does not verify (unreadable, or another checksum). */
 static int read_record(struct metalog_luns *L, const struct mptr *m, uint64_t guid, struct rec *out)
@@ -890,12 +913,8 @@ static int read_record(struct metalog_luns *L, const struct mptr *m, uint64_t gu
 	/* every copy, so the import knows each damaged one and repairs it */
 	for (unsigned c = 0; c < m->ncopies; c++) {
 		uint8_t *into = good < 0 ? buf : other;
-		struct lun_io io = { m->lun[c] < L->n ? L->lun[m->lun[c]] : NULL,
-				     m->sector[c] * STOR_SECTOR, into, sz, 0 };
-		const uint8_t *r = into;
 
-		if (!io.lun || lun_read_batch(&io, 1) || XXH64(into, m->len, 0) != m->cksum ||
-		    get_u64(&r) != MLOG_MAGIC) {
+		if (read_copy(L, m, c, into) < 0) {
 			out->bad |= 1u << c;
 			continue;
 		}
@@ -1257,14 +1276,17 @@ int metalog_repair(struct stor_pool *p)
 
 	for (size_t i = 0; i < ml->nfix; i++) {
 		struct mfix *f = &ml->fix[i];
-		struct lun_io io = { f->lun < nluns ? p->luns[f->lun].lun : NULL,
-				     f->sector * STOR_SECTOR, f->buf, (size_t)f->nsect * STOR_SECTOR,
-				     0 };
-		int ret = io.lun ? 0 : -ENODEV;
+		int ret = f->lun < nluns && p->luns[f->lun].vdev == f->lun ? 0 : -ENODEV;
 
+		/* the copy goes to every side in service of its vdev */
 		if (ret == 0) {
-			lun_write_batch(&io, 1);
-			ret = io.result ? io.result : lun_flush(io.lun);
+			struct lun_io ios[MLOG_COPIES];
+			uint16_t vdev = f->lun;
+
+			ios[0] = (struct lun_io){ NULL, f->sector * STOR_SECTOR, f->buf,
+						  (size_t)f->nsect * STOR_SECTOR, 0 };
+			mirror_write_copies(p, ios, &vdev, 1);
+			ret = ios[0].result ? ios[0].result : mirror_flush(p, f->lun);
 		}
 		if (ret < 0) {
 			failed++;
@@ -1288,6 +1310,10 @@ int metalog_repair(struct stor_pool *p)
 		struct lun *l = lun < nluns ? p->luns[lun].lun : NULL;
 		int ret = l && ub ? 0 : -ENOMEM;
 
+		/* a side out of service keeps its old ring: it lacks what the new
+		 * uberblock names, and must not look as if it held it */
+		if (l && atomic_load(&p->luns[lun].out))
+			continue;
 		if (ret == 0) {
 			ub_encode(ub, p->guid, ml->ub_txg, ml->seq, &ml->head);
 			ret = lun_reserved_io(l, 1, ub, UB_SIZE, UB_OFF + (ml->seq % UB_SLOTS) * UB_SIZE);

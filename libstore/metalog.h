@@ -51,9 +51,12 @@ void metalog_abort(struct stor_pool *p);
 /** The LMDB commit after metalog_publish() succeeded: free what the log no longer needs. */
 void metalog_committed(struct stor_pool *p);
 
-/** The LUNs an import reads, by label index; NULL where none was found. */
+/** The LUNs an import reads, by label index; NULL where none was found.
+ *  A record's copy is named by its vdev's first LUN and read from any side
+ *  found, so a mirror whose first side is gone still gives it. */
 struct metalog_luns {
 	struct lun *lun[STOR_LUNS_MAX];
+	uint16_t vdev[STOR_LUNS_MAX]; /* the first LUN of each one's vdev, from its label */
 	unsigned n; /* one past the highest index found */
 	uint64_t guid;
 };

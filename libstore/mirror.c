@@ -10,7 +10,8 @@
  *
  * Writes go to every side in service. A side that fails a write or an
  * fsync while another succeeds goes out of service: it lacks that extent,
- * so it is neither read nor written again until it is resilvered; the
+ * so it is neither read nor written again until it is resilvered (it stays
+ * out across imports, from the txg lunset.c's "sides" row names); the
  * write fails only when no side took it, as on a LUN of its own. Reads turn
  * over the sides in service. A copy that fails its read or its check is
  * looked for on the other sides (mirror_recover) and every bad copy is
@@ -94,8 +95,16 @@ int mirror_side_failed(struct stor_pool *p, unsigned idx, int write)
 	n = mirror_sides(p, vdev, sides);
 	for (unsigned s = 0; s < n && !taken; s++)
 		taken = sides[s] != idx;
-	if (taken)
+	if (taken) {
+		/* what it lacks begins no later than the txg not yet synced;
+		 * the next commit makes that durable (lunset_save_sides) */
+		uint64_t none = 0;
+
+		atomic_compare_exchange_strong(&p->luns[idx].missing_since, &none,
+					       atomic_load(&p->synced_txg) + 1);
 		atomic_store(&p->luns[idx].out, 1);
+		atomic_store(&p->sides_dirty, 1);
+	}
 	pthread_mutex_unlock(&out_lock);
 	return taken;
 }

@@ -313,6 +313,8 @@ struct stor_lun_stat {
 	unsigned sides;      /**< LUNs in its vdev: 1, or the mirror's width */
 	unsigned side;       /**< its place among them, 0-based */
 	uint64_t repaired;   /**< bad copies of extents rewritten from another side */
+	uint64_t missing_since;  /**< a side out of service: the first txg it may lack, else 0 */
+	char absent[256];        /**< why it did not open at import (UNAVAIL), or "" */
 	unsigned label_damaged;  /**< label copies damaged at import: 1 front, 2 end */
 	unsigned label_repaired; /**< of those, rewritten from the sound copy */
 };

@@ -107,6 +107,11 @@ struct pool_lun {
 	unsigned nsides;
 	uint16_t side[STOR_MIRROR_MAX];
 	atomic_int out; /* a mirror side out of service: it missed a write */
+	/* the first txg whose writes this side may lack (0: none), durable in
+	 * the pool's "sides" row (lunset.c): a side out stays out across an
+	 * import, and a resilver knows from where to copy */
+	_Atomic uint64_t missing_since;
+	char *absent; /* why the LUN did not open at import (lun_absent), or NULL */
 	atomic_uint_fast64_t repaired;
 	atomic_uint turn; /* on the first LUN: which side the next read goes to */
 };
@@ -126,6 +131,7 @@ struct stor_pool {
 	struct alloc *alloc;
 	struct pool_lun luns[STOR_LUNS_MAX];
 	atomic_uint nluns;
+	atomic_int sides_dirty; /* a side's missing_since changed: the next commit writes it */
 
 	pthread_mutex_t admin; /* dataset table, properties, keys, pool config */
 	struct stor_ds **ds;   /* sorted by name */
@@ -241,6 +247,22 @@ struct lunset_new {
 int lunset_prepare(struct stor_pool *p, const char *path, uint64_t size, unsigned flags,
 		   const struct lunset_new *prev, unsigned side, unsigned sides,
 		   struct lunset_new *n);
+/** LUN @idx of the pool record did not open (@why): a stand-in (lun_absent)
+ *  of @size bytes takes its place as a side of the mirror of lun @vdev, out
+ *  of service; the import goes on while another side of it is there. */
+int lunset_absent(struct stor_pool *p, unsigned idx, const char *path, uint64_t guid,
+		  uint64_t size, unsigned vdev, const char *why);
+/** The sides' state from the pool's "sides" row of @t (after every LUN
+ *  joined): which are out, and since which txg; a LUN absent that the row
+ *  has in service is out since @txg, the last one committed. */
+struct meta_txn;
+int lunset_load_sides(struct stor_pool *p, struct meta_txn *t, uint64_t txg);
+/** Put the "sides" row into @t (the txg's transaction) if it changed.
+ *  @return 1 put, 0 nothing to put, or an error (the change stays due);
+ *  after 1, a commit that fails calls lunset_sides_undo() */
+int lunset_save_sides(struct stor_pool *p, struct meta_txn *t);
+/** The commit that took lunset_save_sides() failed: the change is due again. */
+void lunset_sides_undo(struct stor_pool *p);
 /** Count the prepared LUN in nluns and give its space to the allocator. */
 void lunset_publish(struct stor_pool *p, struct lunset_new *n);
 /** Undo lunset_prepare(): wipe the label, close (the claim goes). */

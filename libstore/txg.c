@@ -704,7 +704,7 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	uint8_t key[BP_KEY_LEN], val[BP_LEN], txgbuf[8], *w;
 	uint8_t *want = NULL;
 	int *flushed = NULL;
-	int ret = 0, written = 0, on_luns = 0;
+	int ret = 0, written = 0, on_luns = 0, sides = 0;
 
 	/* room for every pointer, its MAC group and the tree pages above, twice over */
 	ret = meta_reserve(p->meta, s->n * 2 * (BP_KEY_LEN + BP_LEN + 2 * MAC_LEN + 64));
@@ -741,6 +741,9 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	put_u64(&w, s->txg);
 	if (ret == 0)
 		ret = meta_put(t, META_POOL, "txg", 3, txgbuf, sizeof(txgbuf));
+	/* a side gone out of service since the last commit: durable with this one */
+	if (ret == 0)
+		ret = sides = lunset_save_sides(p, t);
 	if (ret == 0 && (!(want = calloc(STOR_LUNS_MAX, 1)) ||
 			 !(flushed = calloc(STOR_LUNS_MAX, sizeof(*flushed)))))
 		ret = -ENOMEM;
@@ -765,11 +768,15 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	if (ret < 0) {
 		meta_txn_abort(t);
 		s->nfrees = nfrees_before;
+		if (sides > 0)
+			lunset_sides_undo(p);
 		return ret;
 	}
 	ret = meta_txn_commit(t);
 	if (ret < 0) {
 		s->nfrees = nfrees_before;
+		if (sides > 0)
+			lunset_sides_undo(p);
 		return ret;
 	}
 	metalog_committed(p);
@@ -806,7 +813,8 @@ int txg_sync(struct stor_pool *p, uint64_t min)
 			pthread_mutex_lock(&p->stage_lock);
 			/* nothing staged, and no metadata committed since the last
 			 * record (a dataset created, a property set, a key changed) */
-			if (stage_empty(p->open) && !meta_pending(p->meta) && !metalog_dirty(p)) {
+			if (stage_empty(p->open) && !meta_pending(p->meta) && !metalog_dirty(p) &&
+			    !atomic_load(&p->sides_dirty)) {
 				pthread_mutex_unlock(&p->stage_lock);
 				pthread_rwlock_unlock(&p->hold);
 				stage_free(next);

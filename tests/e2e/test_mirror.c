@@ -7,16 +7,20 @@
  * places afterwards still reads back; a 3-way mirror with two sides damaged
  * at different places reads back; a record damaged on both sides fails
  * (ECKSUM) and nothing else does; status shows the tree and clear resets
- * the counts; a malformed vdev list changes nothing.
+ * the counts; a malformed vdev list changes nothing. Degraded import: a
+ * mirror whose first side's file is gone after a kill -9 imports DEGRADED,
+ * the side UNAVAIL, and serves reads and writes.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -364,4 +368,46 @@ Test(mirror, scrub_with_keys_unloaded_repairs_then_finds_nothing)
 	COF_OK(NULL, "load-key tank/e");
 	cr_assert(reads_back("tank/c", clear), "%s", out);
 	cr_assert(reads_back("tank/e", enc), "%s", out);
+}
+
+static const char *lun_state(json_t *p, size_t i)
+{
+	return json_string_value(
+		json_object_get(json_array_get(json_object_get(p, "luns"), i), "state"));
+}
+
+Test(mirror, a_mirror_whose_first_side_is_gone_imports_degraded_and_serves)
+{
+	char clear[4096], enc[4096], more[4096];
+	json_t *p;
+
+	COF_OK(NULL, "pool create -s %u tank mirror %s %s", LUN_SIZE, lun("l0"), lun("l1"));
+	fill(clear, enc);
+	/* the daemon dies, and the first side's file with it */
+	kill(td.pid, SIGKILL);
+	waitpid(td.pid, NULL, 0);
+	td.pid = -1;
+	cr_assert_eq(unlink(lun("l0")), 0);
+	tdaemon_start_ok(&td);
+	p = status("tank");
+	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "DEGRADED", "%s",
+			 tdaemon_log(&td));
+	cr_assert_str_eq(lun_state(p, 0), "UNAVAIL");
+	cr_assert_str_eq(lun_state(p, 1), "ONLINE");
+	cr_assert_str_eq(json_string_value(json_object_get(
+				 json_array_get(json_object_get(p, "vdevs"), 0), "state")),
+			 "DEGRADED");
+	json_decref(p);
+	COF_OK(NULL, "pool status tank");
+	cr_assert(strstr(out, "UNAVAIL") && strstr(out, "cannot open"), "%s", out);
+	COF_OK(NULL, "load-key tank/e");
+	cr_assert(reads_back("tank/c", clear), "clear, degraded: %s", out);
+	cr_assert(reads_back("tank/e", enc), "encrypted, degraded: %s", out);
+	tdaemon_random_file(&td, "more.in", VOL, more, sizeof(more));
+	COF_OK(more, "write tank/c");
+	COF_OK(NULL, "flush tank/c");
+	cr_assert(reads_back("tank/c", more), "written degraded: %s", out);
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	cr_assert(reads_back("tank/c", more), "after a restart: %s", out);
 }

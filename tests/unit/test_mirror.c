@@ -8,6 +8,10 @@
  * every side, that record fails and no other. Scrub: it mends copies no
  * read touched, a second one finds nothing, it goes on after an import and
  * keeps a pause; on a stripe pool it counts what it cannot mend.
+ * Degraded import: mirrors whose first sides' files are gone import (with
+ * LMDB gone too, so the log comes from the other sides) and serve; a
+ * mirror with no side left fails the import; a side whose label was not
+ * the pool's stays out once it reads well again, because it missed writes.
  */
 #include "config.h" /* _GNU_SOURCE: memmem */
 #include <criterion/criterion.h>
@@ -452,4 +456,134 @@ Test(mirror, a_stripe_pool_scrub_counts_what_it_cannot_mend)
 	cr_assert_eq(ss.repaired, 0);
 	cr_assert_eq(read_all(ds, 3), 1);
 	stor_ds_close(ds);
+}
+
+/* write_all with generation @gen */
+static void write_gen(struct stor_ds *ds, uint64_t gen)
+{
+	uint8_t buf[REC];
+
+	for (uint64_t r = 0; r < NREC; r++) {
+		tpat_fill(buf, sizeof(buf), r, gen);
+		cr_assert_eq(stor_ds_write(ds, r * REC, buf, sizeof(buf)), 0);
+	}
+	cr_assert_eq(stor_ds_flush(ds), 0);
+}
+
+static void check_gen(struct stor_ds *ds, uint64_t gen)
+{
+	uint8_t buf[REC];
+
+	for (uint64_t r = 0; r < NREC; r++) {
+		int ret = stor_ds_read(ds, r * REC, buf, sizeof(buf));
+
+		cr_assert_eq(ret, 0, "record %llu: %s", (unsigned long long)r, stor_strerror(ret));
+		cr_assert_eq(tpat_check(buf, sizeof(buf), r), (int64_t)gen, "record %llu",
+			     (unsigned long long)r);
+	}
+}
+
+static void remove_lmdb(void)
+{
+	static const char *const ext[] = { ".mdb", ".mdb-lock" };
+	char path[PATH_MAX + 64];
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/pools/%s%s", tp.state, TPOOL_NAME, ext[i]);
+		unlink(path);
+	}
+}
+
+static struct stor_lun_stat lun_stat(unsigned i)
+{
+	struct stor_lun_stat ls;
+
+	cr_assert_eq(stor_pool_lun_stat(tp.pool, i, &ls), 0);
+	return ls;
+}
+
+Test(mirror, mirrors_whose_first_sides_are_gone_import_degraded_and_serve)
+{
+	static const unsigned sides[] = { 2, 2 };
+	struct stor_lun_stat ls;
+	struct stor_ds *ds;
+
+	mirror_pool(4, sides, 2);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_gen(ds, 7);
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	/* the first side of each mirror, and the cache: the log must come
+	 * from the second sides, the only ones left */
+	cr_assert_eq(unlink(tp.lun[0]), 0);
+	cr_assert_eq(unlink(tp.lun[2]), 0);
+	remove_lmdb();
+	cr_assert_eq(tpool_open(&tp), 0, "degraded import: %s", stor_pool_last_error());
+	for (unsigned i = 0; i < 4; i += 2) {
+		ls = lun_stat(i);
+		cr_assert(ls.faulted, "lun %u is out of service", i);
+		cr_assert(strstr(ls.absent, tp.lun[i]) || ls.absent[0], "lun %u: says why", i);
+		cr_assert_gt(ls.missing_since, 0, "lun %u: lacks writes from a txg on", i);
+		cr_assert_str_eq(ls.path, tp.lun[i], "an absent side keeps its path");
+		ls = lun_stat(i + 1);
+		cr_assert(!ls.faulted && !ls.absent[0], "lun %u serves", i + 1);
+	}
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_gen(ds, 7);
+	write_gen(ds, 8);
+	stor_ds_close(ds);
+	tpool_reopen(&tp); /* degraded again, LMDB there this time */
+	cr_assert(lun_stat(0).faulted && lun_stat(2).faulted);
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_gen(ds, 8);
+	stor_ds_close(ds);
+	/* a mirror with no side left cannot serve: the import fails as before */
+	tpool_close(&tp);
+	cr_assert_eq(unlink(tp.lun[1]), 0);
+	cr_assert_lt(tpool_open(&tp), 0);
+	cr_assert(strstr(stor_pool_last_error(), "no side of the mirror of lun 0"), "%s",
+		  stor_pool_last_error());
+}
+
+Test(mirror, a_side_whose_label_was_not_the_pools_stays_out_when_it_is_back)
+{
+	static const unsigned sides[] = { 2 };
+	char saved[PATH_MAX + 8], cmd[3 * PATH_MAX];
+	struct stor_lun_stat ls;
+	struct stor_ds *ds;
+
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_gen(ds, 7);
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	snprintf(saved, sizeof(saved), "%s.old", tp.lun[1]);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", tp.lun[1], saved);
+	cr_assert_eq(system(cmd), 0);
+	/* both label copies of side 1 junk: not this pool's LUN any more */
+	junk(1, 0, 4096);
+	junk(1, LUN_SIZE - 4096, 4096);
+	cr_assert_eq(tpool_open(&tp), 0, "degraded import: %s", stor_pool_last_error());
+	ls = lun_stat(1);
+	cr_assert(ls.faulted && ls.absent[0], "side 1 did not open");
+	cr_assert(strstr(ls.absent, "label"), "and says why: %s", ls.absent);
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	write_gen(ds, 8);
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	/* the old side is back whole and sound, but it lacks generation 8 */
+	snprintf(cmd, sizeof(cmd), "mv '%s' '%s'", saved, tp.lun[1]);
+	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(tpool_open(&tp), 0, "%s", stor_pool_last_error());
+	ls = lun_stat(1);
+	cr_assert(!ls.absent[0], "it opened");
+	cr_assert(ls.faulted, "but stays out of service: it missed writes");
+	cr_assert_gt(ls.missing_since, 0);
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_gen(ds, 8);
+	check_gen(ds, 8); /* two passes: a side in service would have had its turn */
+	stor_ds_close(ds);
+	cr_assert_eq(lun_stat(1).cksum_errors + lun_stat(0).cksum_errors, 0,
+		     "the stale side was never read");
+	cr_assert_eq(lun_stat(1).repaired, 0);
 }
