@@ -698,10 +698,13 @@ static void scan_line(json_t *scan)
 	time_t start = (time_t)json_integer_value(json_object_get(scan, "start"));
 	time_t end = (time_t)json_integer_value(json_object_get(scan, "end"));
 	char ex[32], tot[32], fix[32], rt[32], when[64];
-	int going;
+	const char *fn = json_string_value(json_object_get(scan, "function"));
+	int going, resilver;
 
 	if (!state || !strcmp(state, "none"))
 		return;
+	fn = fn ? fn : "scrub";
+	resilver = !strcmp(fn, "resilver");
 	going = !strcmp(state, "scanning") || !strcmp(state, "paused");
 	human_field(scan, "examined", ex, sizeof(ex));
 	human_field(scan, "total", tot, sizeof(tot));
@@ -709,9 +712,9 @@ static void scan_line(json_t *scan)
 	human(rate, rt, sizeof(rt));
 	strftime(when, sizeof(when), "%F %T", localtime(going ? &start : &end));
 	if (!strcmp(state, "scanning")) {
-		printf("  scan: scrub in progress since %s\n\t%s of %s examined at %s/s, %s "
-		       "repaired, %lld errors",
-		       when, ex, tot, rt, fix, errors);
+		printf("  scan: %s in progress since %s\n\t%s of %s examined at %s/s, %s "
+		       "%s, %lld errors",
+		       fn, when, ex, tot, rt, fix, resilver ? "resilvered" : "repaired", errors);
 		if (rate && total > done)
 			printf(", %llu s to go", (unsigned long long)((total - done) / rate));
 		printf("\n");
@@ -720,8 +723,8 @@ static void scan_line(json_t *scan)
 		       "errors\n",
 		       when, ex, tot, fix, errors);
 	} else {
-		printf("  scan: scrub %s %s: %s examined, %s repaired, %lld errors\n", state, when,
-		       ex, fix, errors);
+		printf("  scan: %s %s %s: %s examined, %s %s, %lld errors\n", fn, state, when, ex,
+		       fix, resilver ? "resilvered" : "repaired", errors);
 	}
 }
 
@@ -1068,6 +1071,8 @@ static int pool_import(int argc, char **argv)
 	return 0;
 }
 
+static char *lun_arg(const char *lun);
+
 static int pool_clear(int argc, char **argv)
 {
 	struct coffer_conn *c;
@@ -1081,7 +1086,7 @@ static int pool_clear(int argc, char **argv)
 	if (argc - optind == 2) {
 		/* a path names the LUN as pool status shows it; a number is its index */
 		const char *lun = argv[optind + 1];
-		char *p = strspn(lun, "0123456789") == strlen(lun) ? strdup(lun) : abs_path(lun);
+		char *p = lun_arg(lun);
 
 		json_object_set_new(args, "lun", json_string(p));
 		free(p);
@@ -1090,6 +1095,82 @@ static int pool_clear(int argc, char **argv)
 	json_decref(call(c, "pool_clear", args, argv[optind]));
 	coffer_close(c);
 	return 0;
+}
+
+/* A LUN named on the command line: a path as pool status shows it (made
+ * absolute), or its index. */
+static char *lun_arg(const char *lun)
+{
+	return strspn(lun, "0123456789") == strlen(lun) ? strdup(lun) : abs_path(lun);
+}
+
+/* offline, online, detach POOL LUN */
+static int pool_side(int argc, char **argv, const char *cmd)
+{
+	struct coffer_conn *c;
+	char *lun;
+
+	if (getopt(argc, argv, "") != -1 || argc - optind != 2)
+		usage_exit();
+	lun = lun_arg(argv[optind + 1]);
+	c = conn_open();
+	json_decref(call(c, cmd, json_pack("{s:s, s:s}", "name", argv[optind], "lun", lun),
+			 argv[optind]));
+	free(lun);
+	coffer_close(c);
+	return 0;
+}
+
+static int pool_offline(int argc, char **argv)
+{
+	return pool_side(argc, argv, "pool_offline");
+}
+
+static int pool_online(int argc, char **argv)
+{
+	return pool_side(argc, argv, "pool_online");
+}
+
+static int pool_detach(int argc, char **argv)
+{
+	return pool_side(argc, argv, "pool_detach");
+}
+
+/* replace, attach [-f] POOL LUN NEW: the new LUN is made at the mirror's size if missing */
+static int pool_new_side(int argc, char **argv, const char *cmd)
+{
+	struct coffer_conn *c;
+	int opt, force = 0;
+	char *lun, *new_lun;
+
+	while ((opt = getopt(argc, argv, "f")) != -1) {
+		if (opt != 'f')
+			usage_exit();
+		force = 1;
+	}
+	if (argc - optind != 3)
+		usage_exit();
+	lun = lun_arg(argv[optind + 1]);
+	new_lun = abs_path(argv[optind + 2]);
+	c = conn_open();
+	json_decref(call(c, cmd,
+			 json_pack("{s:s, s:s, s:s, s:b}", "name", argv[optind], "lun", lun, "new",
+				   new_lun, "force", force),
+			 argv[optind]));
+	free(lun);
+	free(new_lun);
+	coffer_close(c);
+	return 0;
+}
+
+static int pool_replace(int argc, char **argv)
+{
+	return pool_new_side(argc, argv, "pool_replace");
+}
+
+static int pool_attach(int argc, char **argv)
+{
+	return pool_new_side(argc, argv, "pool_attach");
 }
 
 /* scrub POOL: start or resume; -p pauses, -s stops */
@@ -1128,6 +1209,11 @@ static const struct cmd pool_cmds[] = {
 	{ "destroy", pool_destroy, "[-f] POOL" },
 	{ "clear", pool_clear, "POOL [LUN]" },
 	{ "scrub", pool_scrub, "[-p | -s] POOL" },
+	{ "offline", pool_offline, "POOL LUN" },
+	{ "online", pool_online, "POOL LUN" },
+	{ "replace", pool_replace, "[-f] POOL LUN NEW" },
+	{ "attach", pool_attach, "[-f] POOL LUN NEW" },
+	{ "detach", pool_detach, "POOL LUN" },
 	{ NULL, NULL, NULL },
 };
 

@@ -234,9 +234,17 @@ static json_t *lun_json(const struct stor_lun_stat *ls)
 	json_object_set_new(o, "repaired", json_integer((json_int_t)ls->repaired));
 	json_object_set_new(o, "vdev", json_integer(ls->vdev));
 	/* zpool status's words: a side that did not open is UNAVAIL */
-	json_object_set_new(o, "state", json_string(ls->absent[0] ? "UNAVAIL"
-						   : ls->faulted  ? "FAULTED"
-								  : "ONLINE"));
+	static const char *const side_state[] = { "ONLINE", "FAULTED", "OFFLINE", "RESILVERING",
+						  "DETACHED" };
+	const char *state = ls->state >= 0 && ls->state <= STOR_SIDE_DETACHED
+				    ? side_state[ls->state]
+				    : "FAULTED";
+
+	if (ls->state == STOR_SIDE_ONLINE && ls->faulted)
+		state = "FAULTED"; /* a LUN of its own past its error budget */
+	if (ls->absent[0] && ls->state != STOR_SIDE_DETACHED)
+		state = "UNAVAIL";
+	json_object_set_new(o, "state", json_string(state));
 	if (ls->absent[0])
 		json_object_set_new(o, "absent", json_string(ls->absent));
 	if (ls->missing_since)
@@ -266,7 +274,8 @@ static json_t *scan_json(struct stor_pool *pool)
 	struct stor_scrub_stat ss;
 
 	stor_pool_scrub_stat(pool, &ss);
-	return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "function", "scrub",
+	return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "function",
+			 ss.function == STOR_SCAN_RESILVER ? "resilver" : "scrub",
 			 "state", state[ss.state], "total", (json_int_t)ss.total, "examined",
 			 (json_int_t)ss.examined, "repaired", (json_int_t)ss.repaired, "errors",
 			 (json_int_t)ss.errors, "start", (json_int_t)ss.start, "end",
@@ -341,8 +350,11 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 
 			if (stor_pool_lun_stat(pe->pool, i, &ls) < 0)
 				break;
-			faulted += ls.faulted != 0;
 			json_array_append_new(a, lun_json(&ls));
+			/* a detached side keeps its index, but is in no vdev's list */
+			if (ls.state == STOR_SIDE_DETACHED && ls.vdev != i)
+				continue;
+			faulted += ls.faulted && ls.state != STOR_SIDE_DETACHED;
 			if (ls.vdev == i) {
 				vdev_state(v, nlun, nfaulted);
 				v = json_pack("{s:s, s:[]}", "type", ls.sides > 1 ? "mirror" : "lun",
@@ -353,6 +365,8 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 				json_array_append_new(vdevs, v);
 				nlun = nfaulted = 0;
 			}
+			if (ls.state == STOR_SIDE_DETACHED)
+				continue;
 			if (v)
 				json_array_append_new(json_object_get(v, "luns"), json_integer(i));
 			nlun++;
@@ -579,6 +593,14 @@ static int h_pool_clear(struct hcall *c)
 	return 0;
 }
 
+static int pool_resilvering(struct stor_pool *pool)
+{
+	struct stor_scrub_stat ss;
+
+	stor_pool_scrub_stat(pool, &ss);
+	return ss.function == STOR_SCAN_RESILVER && ss.state == STOR_SCRUB_RUNNING;
+}
+
 /* Start or resume ("pause", "stop": those) the pool's scrub. */
 static int h_pool_scrub(struct hcall *c)
 {
@@ -587,9 +609,11 @@ static int h_pool_scrub(struct hcall *c)
 					     : STOR_SCRUB_START;
 	int ret = stor_pool_scrub(c->pool, what);
 
+	if (ret == -EBUSY && pool_resilvering(c->pool))
+		ERR(c, ret, "%s: a resilver is running; scrub once it is done", c->name);
 	if (ret == -EBUSY)
 		ERR(c, ret, "%s: a scrub is running; pause it with -p or stop it with -s", c->name);
-	if (ret == -ENOENT)
+	if (ret == -ENOENT || (ret == -EBUSY && what != STOR_SCRUB_START))
 		ERR(c, ret, "%s: no scrub is %s", c->name,
 		    what == STOR_SCRUB_PAUSE ? "running" : "running or paused");
 	if (ret < 0)
@@ -597,6 +621,67 @@ static int h_pool_scrub(struct hcall *c)
 	log_info("pool %s: scrub %s", c->name,
 		 what == STOR_SCRUB_STOP ? "stopped" : what == STOR_SCRUB_PAUSE ? "paused" : "started");
 	return 0;
+}
+
+/* offline, online, detach: one side, by path or index */
+static int side_verb(struct hcall *c, int (*verb)(struct stor_pool *, const char *),
+		     const char *what)
+{
+	const char *lun = jstr(c->args, "lun");
+	int ret;
+
+	if (!lun)
+		ERR(c, -EINVAL, "%s: %s: give the LUN (its path or index)", c->name, what);
+	ret = verb(c->pool, lun);
+	if (ret < 0)
+		return fail(c, ret, what, stor_pool_last_error());
+	log_info("pool %s: lun %.200s: %s", c->name, lun, what);
+	return 0;
+}
+
+static int h_pool_offline(struct hcall *c)
+{
+	return side_verb(c, stor_pool_offline, "offline");
+}
+
+static int h_pool_online(struct hcall *c)
+{
+	return side_verb(c, stor_pool_online, "online");
+}
+
+static int h_pool_detach(struct hcall *c)
+{
+	return side_verb(c, stor_pool_detach, "detach");
+}
+
+/* replace, attach: a side and a new LUN (made at the mirror's size if missing) */
+static int new_side_verb(struct hcall *c,
+			 int (*verb)(struct stor_pool *, const char *, const char *, unsigned),
+			 const char *what)
+{
+	const char *lun = jstr(c->args, "lun"), *new_lun = jstr(c->args, "new");
+	unsigned flags = jtrue(c->args, "force") ? STOR_FORCE : 0;
+	int ret;
+
+	if (!lun || !new_lun)
+		ERR(c, -EINVAL, "%s: %s: give the LUN and the new one", c->name, what);
+	if (new_lun[0] != '/')
+		ERR(c, -EINVAL, "%s: give an absolute LUN path", c->name);
+	ret = verb(c->pool, lun, new_lun, flags);
+	if (ret < 0)
+		return fail(c, ret, what, stor_pool_last_error());
+	log_info("pool %s: %s %.200s with %.200s: resilvering", c->name, what, lun, new_lun);
+	return 0;
+}
+
+static int h_pool_replace(struct hcall *c)
+{
+	return new_side_verb(c, stor_pool_replace, "replace");
+}
+
+static int h_pool_attach(struct hcall *c)
+{
+	return new_side_verb(c, stor_pool_attach, "attach");
 }
 
 static int h_labelclear(struct hcall *c)

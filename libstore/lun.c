@@ -210,6 +210,13 @@ int lun_is_absent(const struct lun *l)
 	return l->fd < 0;
 }
 
+int lun_unlinked(const struct lun *l)
+{
+	struct stat st;
+
+	return l->fd >= 0 && fstat(l->fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 0;
+}
+
 void lun_close(struct lun *l)
 {
 	if (!l)

@@ -69,6 +69,9 @@ void lun_close(struct lun *l);
 struct lun *lun_absent(const char *path, uint64_t size);
 /** Is @l a lun_absent() stand-in? */
 int lun_is_absent(const struct lun *l);
+/** Was the file of @l deleted while open (no name left)? I/O still works on
+ *  such a file, but nothing will find it after a restart. */
+int lun_unlinked(const struct lun *l);
 const char *lun_path(const struct lun *l);
 /** Did this lun_open() make the file (LUN_MADE), size an empty one
  *  (LUN_SIZED) or neither (0)? */

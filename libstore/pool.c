@@ -215,7 +215,8 @@ static int save_config(struct stor_pool *p, unsigned n)
 
 	for (unsigned i = 0; i < n; i++) {
 		len += 8 + 8 + 2 + strlen(lun_path(p->luns[i].lun));
-		mirrors |= mirror_is_side(p, i);
+		/* a mirror detached down to one side keeps its layout too */
+		mirrors |= mirror_is_side(p, i) || p->luns[i].vdev != i;
 	}
 	if (mirrors)
 		len += 4 + 4 * (size_t)n;
@@ -256,6 +257,11 @@ static int save_config(struct stor_pool *p, unsigned n)
 int pool_save_config(struct stor_pool *p)
 {
 	return save_config(p, atomic_load(&p->nluns));
+}
+
+int pool_save_config_n(struct stor_pool *p, unsigned n)
+{
+	return save_config(p, n);
 }
 
 /* LUN paths an import looks at, before it knows which LUNs the pool has. */
@@ -390,6 +396,25 @@ static int check_sides(struct stor_pool *p, uint32_t n)
 	return 0;
 }
 
+/* A mirror whose sides all lack writes (the one that had them is gone)
+ * would serve holes: the import fails. */
+static int check_sound(struct stor_pool *p, uint32_t n)
+{
+	for (uint32_t v = 0; v < n; v++) {
+		unsigned sides[STOR_MIRROR_MAX];
+
+		if (p->luns[v].vdev != v || p->luns[v].nsides <= 1)
+			continue;
+		if (!mirror_sound_sides(p, v, sides)) {
+			pool_set_error("pool %s: no side of the mirror of lun %u that opened holds "
+				       "every write (the others are out of service since a txg)",
+				       p->name, v);
+			return -ENODEV;
+		}
+	}
+	return 0;
+}
+
 /*
  * Read the pool record: guid, next dataset id, and every LUN, which is
  * attached - or with @lp only noted there, for the import to look at.
@@ -473,6 +498,8 @@ static int load_config(struct stor_pool *p, uint64_t *txg, struct lun_paths *lp)
 		ret = check_sides(p, n);
 	if (ret == 0)
 		ret = lunset_load_sides(p, t, *txg);
+	if (ret == 0)
+		ret = check_sound(p, n);
 out:
 	paths_free(&paths);
 	meta_rtxn_put(t);

@@ -878,6 +878,7 @@ static void *timer_main(void *arg)
 		if (p->timer_stop)
 			break;
 		pthread_mutex_unlock(&p->timer_lock);
+		lunset_check_gone(p); /* a side whose file went: out, with this commit */
 		txg_sync(p, 0); /* errors are retried on the next tick */
 		pthread_mutex_lock(&p->timer_lock);
 	}

@@ -12,6 +12,11 @@
  * LMDB gone too, so the log comes from the other sides) and serve; a
  * mirror with no side left fails the import; a side whose label was not
  * the pool's stays out once it reads well again, because it missed writes.
+ * Resilver: offline then online copies only what the side missed; replace
+ * copies everything, and goes on after an import cut it short; attach makes
+ * a LUN of its own a mirror, detach takes a side away, even the first; the
+ * only side that holds every write can be neither offlined, replaced nor
+ * detached.
  */
 #include "config.h" /* _GNU_SOURCE: memmem */
 #include <criterion/criterion.h>
@@ -586,4 +591,184 @@ Test(mirror, a_side_whose_label_was_not_the_pools_stays_out_when_it_is_back)
 	cr_assert_eq(lun_stat(1).cksum_errors + lun_stat(0).cksum_errors, 0,
 		     "the stale side was never read");
 	cr_assert_eq(lun_stat(1).repaired, 0);
+}
+
+/* Random records (seed @gen) over records [from, to) */
+static void write_random(struct stor_ds *ds, uint64_t from, uint64_t to, uint64_t gen)
+{
+	uint8_t buf[REC];
+
+	for (uint64_t r = from; r < to; r++) {
+		tpat_random(buf, sizeof(buf), r * 1000 + gen);
+		cr_assert_eq(stor_ds_write(ds, r * REC, buf, sizeof(buf)), 0);
+	}
+	cr_assert_eq(stor_ds_flush(ds), 0);
+}
+
+/* Every record r reads as generation gen(r). */
+static void check_random(struct stor_ds *ds, uint64_t (*gen)(uint64_t))
+{
+	uint8_t buf[REC], want[REC];
+
+	for (uint64_t r = 0; r < NREC; r++) {
+		int ret = stor_ds_read(ds, r * REC, buf, sizeof(buf));
+
+		cr_assert_eq(ret, 0, "record %llu: %s", (unsigned long long)r, stor_strerror(ret));
+		tpat_random(want, sizeof(want), r * 1000 + gen(r));
+		cr_assert(!memcmp(buf, want, REC), "record %llu", (unsigned long long)r);
+	}
+}
+
+static uint64_t gen7(uint64_t r)
+{
+	(void)r;
+	return 7;
+}
+
+static uint64_t first8_gen8(uint64_t r)
+{
+	return r < 8 ? 8 : 7;
+}
+
+/* Wait (bounded) for the resilver to end; it must have been one. */
+static struct stor_scrub_stat resilver_wait(void)
+{
+	struct stor_scrub_stat ss = scrub_wait();
+
+	cr_assert_eq(ss.function, STOR_SCAN_RESILVER);
+	cr_assert_eq(ss.state, STOR_SCRUB_FINISHED);
+	return ss;
+}
+
+Test(mirror, offline_then_online_resilvers_only_what_the_side_missed)
+{
+	static const unsigned sides[] = { 2 };
+	struct stor_scrub_stat ss;
+	struct stor_lun_stat ls;
+	struct stor_ds *ds;
+
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_random(ds, 0, NREC, 7);
+	cr_assert_eq(stor_pool_offline(tp.pool, tp.lun[1]), 0, "%s", stor_pool_last_error());
+	ls = lun_stat(1);
+	cr_assert_eq(ls.state, STOR_SIDE_OFFLINE);
+	cr_assert_gt(ls.missing_since, 0);
+	cr_assert_eq(stor_pool_offline(tp.pool, "0"), -EBUSY, "the only sound side stays");
+	write_random(ds, 0, 8, 8); /* an eighth of the records, while it is out */
+	cr_assert_eq(stor_pool_online(tp.pool, "1"), 0, "%s", stor_pool_last_error());
+	ss = resilver_wait();
+	cr_assert_geq(ss.repaired, 8 * REC, "what it missed was copied");
+	cr_assert_lt(ss.repaired, ss.examined / 2, "and not the rest (%llu of %llu)",
+		     (unsigned long long)ss.repaired, (unsigned long long)ss.examined);
+	ls = lun_stat(1);
+	cr_assert_eq(ls.state, STOR_SIDE_ONLINE);
+	cr_assert_eq(ls.missing_since, 0);
+	/* side 1 alone serves every record, the new and the old */
+	cr_assert_eq(stor_pool_offline(tp.pool, "0"), 0, "%s", stor_pool_last_error());
+	check_random(ds, first8_gen8);
+	stor_ds_close(ds);
+	tpool_reopen(&tp);
+	cr_assert_eq(lun_stat(0).state, STOR_SIDE_OFFLINE, "offline is kept by an import");
+	cr_assert_eq(lun_stat(1).state, STOR_SIDE_ONLINE);
+}
+
+Test(mirror, replace_copies_everything_and_goes_on_after_an_import)
+{
+	static const unsigned sides[] = { 2 };
+	struct stor_scrub_stat ss;
+	struct stor_lun_stat ls;
+	struct stor_ds *ds;
+	char fresh[PATH_MAX + 8];
+
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_random(ds, 0, NREC, 7);
+	stor_ds_close(ds);
+	tp.opts.scrub_rate = 128u << 10; /* 64 records of 8 KiB: 4 s */
+	tpool_reopen(&tp);
+	snprintf(fresh, sizeof(fresh), "%s/fresh", tp.dir);
+	cr_assert_eq(stor_pool_replace(tp.pool, "1", fresh, 0), 0, "%s", stor_pool_last_error());
+	ls = lun_stat(1);
+	cr_assert_str_eq(ls.path, fresh);
+	cr_assert_eq(ls.state, STOR_SIDE_RESILVERING);
+	cr_assert_eq(stor_pool_scrub_stat(tp.pool, &ss), 0);
+	cr_assert_eq(ss.function, STOR_SCAN_RESILVER);
+	cr_assert_eq(ss.state, STOR_SCRUB_RUNNING, "slow enough to be cut short");
+	cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_START), -EBUSY, "no scrub meanwhile");
+	/* the old side's label is wiped: it is no LUN of this pool any more */
+	cr_assert_neq(label_version(1), LABEL_VERSION_MIRROR);
+	tpool_reopen(&tp); /* mid-resilver */
+	ls = lun_stat(1);
+	cr_assert_str_eq(ls.path, fresh, "the pool record names the new LUN");
+	cr_assert(ls.state == STOR_SIDE_RESILVERING || ls.state == STOR_SIDE_ONLINE);
+	ss = resilver_wait();
+	cr_assert_geq(ss.repaired, NREC * REC, "everything, for a new side");
+	cr_assert_eq(lun_stat(1).state, STOR_SIDE_ONLINE);
+	cr_assert_eq(stor_pool_offline(tp.pool, "0"), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_random(ds, gen7);
+	stor_ds_close(ds);
+	/* and the new side alone imports the pool: its log and uberblocks */
+	tpool_close(&tp);
+	unlink(tp.lun[0]);
+	remove_lmdb();
+	cr_assert_eq(tpool_open(&tp), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_random(ds, gen7);
+	stor_ds_close(ds);
+}
+
+Test(mirror, attach_makes_a_lun_a_mirror_and_detach_takes_a_side_away)
+{
+	struct stor_lun_stat ls;
+	struct stor_ds *ds;
+	char more[PATH_MAX + 8];
+
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_random(ds, 0, NREC, 7);
+	cr_assert_eq(label_version(0), FORMAT_VERSION);
+	snprintf(more, sizeof(more), "%s/more", tp.dir);
+	cr_assert_eq(stor_pool_detach(tp.pool, "0"), -EINVAL, "a LUN of its own is no side");
+	cr_assert_eq(stor_pool_attach(tp.pool, "0", more, 0), 0, "%s", stor_pool_last_error());
+	resilver_wait();
+	ls = lun_stat(1);
+	cr_assert_eq(ls.vdev, 0);
+	cr_assert_eq(ls.sides, 2);
+	cr_assert_eq(ls.state, STOR_SIDE_ONLINE);
+	cr_assert_eq(label_version(0), LABEL_VERSION_MIRROR, "a mirror's labels now");
+	stor_ds_close(ds);
+	tpool_reopen(&tp);
+	cr_assert_eq(lun_stat(1).sides, 2, "the mirror survives an import");
+	/* the first side goes; the second holds everything and serves alone */
+	cr_assert_eq(stor_pool_detach(tp.pool, "0"), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(lun_stat(0).state, STOR_SIDE_DETACHED);
+	cr_assert_eq(stor_pool_detach(tp.pool, "1"), -EINVAL, "the last side stays");
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_random(ds, gen7);
+	write_random(ds, 0, 8, 8);
+	stor_ds_close(ds);
+	tpool_reopen(&tp);
+	cr_assert_eq(lun_stat(0).state, STOR_SIDE_DETACHED, "detached for good");
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_random(ds, first8_gen8);
+	stor_ds_close(ds);
+}
+
+Test(mirror, the_only_side_holding_every_write_stays)
+{
+	static const unsigned sides[] = { 2 };
+	char fresh[PATH_MAX + 8];
+
+	mirror_pool(2, sides, 1);
+	snprintf(fresh, sizeof(fresh), "%s/fresh", tp.dir);
+	cr_assert_eq(stor_pool_offline(tp.pool, "1"), 0);
+	cr_assert_eq(stor_pool_offline(tp.pool, "0"), -EBUSY);
+	cr_assert_eq(stor_pool_detach(tp.pool, "0"), -EBUSY);
+	cr_assert_eq(stor_pool_replace(tp.pool, "0", fresh, 0), -EBUSY);
+	cr_assert(strstr(stor_pool_last_error(), "only side"), "%s", stor_pool_last_error());
+	cr_assert_eq(access(fresh, F_OK), -1, "and nothing was made");
+	cr_assert_eq(stor_pool_online(tp.pool, "7"), -ENOENT);
+	cr_assert_eq(lun_stat(0).state, STOR_SIDE_ONLINE);
 }
