@@ -754,6 +754,13 @@ Test(mirror, attach_makes_a_lun_a_mirror_and_detach_takes_a_side_away)
 	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
 	check_random(ds, first8_gen8);
 	stor_ds_close(ds);
+	{
+		struct stor_verify_report rep;
+
+		cr_assert_eq(stor_pool_verify(tp.pool, &rep), 0);
+		cr_assert_eq(rep.cksum_errors + rep.extent_errors + rep.space_errors, 0,
+			     "the check reads the side left, not the detached first LUN");
+	}
 }
 
 Test(mirror, the_only_side_holding_every_write_stays)
