@@ -744,6 +744,8 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	/* a side gone out of service since the last commit: durable with this one */
 	if (ret == 0)
 		ret = sides = lunset_save_sides(p, t);
+	if (ret > 0)
+		ret = 0; /* put: the commit goes on */
 	if (ret == 0 && (!(want = calloc(STOR_LUNS_MAX, 1)) ||
 			 !(flushed = calloc(STOR_LUNS_MAX, sizeof(*flushed)))))
 		ret = -ENOMEM;

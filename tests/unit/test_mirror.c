@@ -643,6 +643,7 @@ static struct stor_scrub_stat resilver_wait(void)
 Test(mirror, offline_then_online_resilvers_only_what_the_side_missed)
 {
 	static const unsigned sides[] = { 2 };
+	struct stor_pool_stat st0, st1;
 	struct stor_scrub_stat ss;
 	struct stor_lun_stat ls;
 	struct stor_ds *ds;
@@ -650,12 +651,23 @@ Test(mirror, offline_then_online_resilvers_only_what_the_side_missed)
 	mirror_pool(2, sides, 1);
 	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
 	write_random(ds, 0, NREC, 7);
+	cr_assert_eq(stor_pool_stat(tp.pool, &st0), 0);
 	cr_assert_eq(stor_pool_offline(tp.pool, tp.lun[1]), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(stor_pool_stat(tp.pool, &st1), 0);
+	cr_assert_gt(st1.meta_records, st0.meta_records,
+		     "the commit that takes the side out writes its log record too");
 	ls = lun_stat(1);
 	cr_assert_eq(ls.state, STOR_SIDE_OFFLINE);
 	cr_assert_gt(ls.missing_since, 0);
 	cr_assert_eq(stor_pool_offline(tp.pool, "0"), -EBUSY, "the only sound side stays");
 	write_random(ds, 0, 8, 8); /* an eighth of the records, while it is out */
+	/* the LUNs alone know it is out: the commit that said so reached their log */
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	remove_lmdb();
+	cr_assert_eq(tpool_open(&tp), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(lun_stat(1).state, STOR_SIDE_OFFLINE, "offline, from the LUNs' log");
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
 	cr_assert_eq(stor_pool_online(tp.pool, "1"), 0, "%s", stor_pool_last_error());
 	ss = resilver_wait();
 	cr_assert_geq(ss.repaired, 8 * REC, "what it missed was copied");
