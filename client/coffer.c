@@ -728,14 +728,49 @@ static void scan_line(json_t *scan)
 	}
 }
 
+/* The errors line of zpool status, and with -v the records it names. */
+static void errors_lines(json_t *p, int verbose)
+{
+	long long n = (long long)json_integer_value(json_object_get(p, "data_errors"));
+	json_t *e;
+	size_t i;
+
+	if (!json_object_get(p, "data_errors"))
+		return;
+	if (!n) {
+		printf("errors: No known data errors\n");
+		return;
+	}
+	if (!verbose) {
+		printf("errors: %lld records with unrecoverable errors, use '-v' for a list\n", n);
+		return;
+	}
+	printf("errors: Permanent errors have been detected in the following records:\n\n");
+	json_array_foreach(json_object_get(p, "error_records"), i, e)
+		printf("\t%s record %lld (offset %lld)\n",
+		       json_string_value(json_object_get(e, "dataset")),
+		       (long long)json_integer_value(json_object_get(e, "record")),
+		       (long long)json_integer_value(json_object_get(e, "offset")));
+	if ((long long)json_array_size(json_object_get(p, "error_records")) < n)
+		printf("\t... and %lld more\n",
+		       n - (long long)json_array_size(json_object_get(p, "error_records")));
+}
+
 static int pool_status(int argc, char **argv)
 {
 	struct coffer_conn *c;
 	json_t *reply, *p, *l, *v;
 	size_t i, j;
+	int opt, verbose = 0;
 
-	if (only_flag(argc, argv, 'j'))
-		opt_json = 1;
+	while ((opt = getopt(argc, argv, "jv")) != -1) {
+		if (opt == 'j')
+			opt_json = 1;
+		else if (opt == 'v')
+			verbose = 1;
+		else
+			usage_exit();
+	}
 	if (argc - optind > 1)
 		usage_exit();
 	c = conn_open();
@@ -788,6 +823,7 @@ static int pool_status(int argc, char **argv)
 					lun_row(l, name ? 4 : 2);
 			}
 		}
+		errors_lines(p, verbose);
 	}
 out:
 	json_decref(reply);
@@ -1202,7 +1238,7 @@ static const struct cmd pool_cmds[] = {
 	{ "create", pool_create, "[-f] [-o prop=val]... [-s SIZE] POOL VDEV..." },
 	{ "add", pool_add, "[-f] [-s SIZE] POOL VDEV..." },
 	{ "list", pool_list, "[-H] [-p] [-j] [POOL]" },
-	{ "status", pool_status, "[-j] [POOL]" },
+	{ "status", pool_status, "[-j] [-v] [POOL]" },
 	{ "check", pool_check, "[-j] POOL" },
 	{ "export", pool_export, "[-f] POOL" },
 	{ "import", pool_import, "[-d DIR]... [-f] [POOL|GUID [NEWNAME]]" },

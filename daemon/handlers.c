@@ -282,6 +282,25 @@ static json_t *scan_json(struct stor_pool *pool)
 			 (json_int_t)ss.end, "rate", (json_int_t)ss.rate);
 }
 
+/* The records with unrecoverable errors: "data_errors" counts them all,
+ * "error_records" names the first ones (pool status -v prints them). */
+static void errors_json(json_t *o, struct stor_pool *pool)
+{
+	enum { SHOWN = 64 };
+	struct stor_pool_error *e = calloc(SHOWN, sizeof(*e));
+	json_t *a = json_array();
+	uint64_t more = 0;
+	int n = e ? stor_pool_errors(pool, e, SHOWN, &more) : 0;
+
+	for (int i = 0; i < n; i++)
+		json_array_append_new(a, json_pack("{s:s, s:I, s:I}", "dataset", e[i].dataset,
+						   "record", (json_int_t)e[i].record, "offset",
+						   (json_int_t)e[i].offset));
+	free(e);
+	json_object_set_new(o, "data_errors", json_integer((json_int_t)((uint64_t)n + more)));
+	json_object_set_new(o, "error_records", a);
+}
+
 /* A mirror serves while one side does. */
 static void vdev_state(json_t *v, unsigned nlun, unsigned nfaulted)
 {
@@ -375,6 +394,7 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 		vdev_state(v, nlun, nfaulted);
 		json_object_set_new(o, "luns", a);
 		json_object_set_new(o, "scan", scan_json(pe->pool));
+		errors_json(o, pe->pool);
 		json_object_set_new(o, "vdevs", vdevs);
 		/* a pool with faulted LUNs still serves what it holds: degraded, not faulted */
 		if (faulted && !st.suspended)

@@ -737,6 +737,8 @@ int stor_pool_clear(struct stor_pool *p, const char *lun)
 			return -ENOENT;
 		}
 	}
+	if (only < 0)
+		errlog_clear(p); /* the pool's: records with errors are forgotten too */
 	for (unsigned i = 0; i < n; i++) {
 		if (only >= 0 && i != (unsigned)only)
 			continue;

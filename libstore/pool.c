@@ -500,6 +500,8 @@ static int load_config(struct stor_pool *p, uint64_t *txg, struct lun_paths *lp)
 		ret = lunset_load_sides(p, t, *txg);
 	if (ret == 0)
 		ret = check_sound(p, n);
+	if (ret == 0)
+		ret = errlog_load(p, t);
 out:
 	paths_free(&paths);
 	meta_rtxn_put(t);

@@ -182,6 +182,8 @@ static int walk(struct stor_pool *p, int resilver, const uint8_t from[BP_KEY_LEN
 		if (ret == -ENOMEM)
 			break;
 		*errors += ret < 0;
+		if (ret < 0)
+			errlog_note(p, ds_id, recno);
 		*examined += b->bp[i].psize;
 		ret = 0;
 	}
@@ -237,6 +239,9 @@ static void *scrub_main(void *arg)
 			}
 			s->st.state = STOR_SCRUB_FINISHED;
 			s->st.end = wall();
+			/* every copy checked and none lost: nothing is damaged now */
+			if (!resilver && !s->st.errors)
+				errlog_clear(p);
 		}
 		if (s->st.state != STOR_SCRUB_RUNNING || mono() - last_save >= 1.0) {
 			pthread_mutex_unlock(&s->lock);

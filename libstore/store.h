@@ -296,6 +296,22 @@ struct stor_scrub_stat {
 };
 int stor_pool_scrub_stat(struct stor_pool *pool, struct stor_scrub_stat *st);
 
+/** A record with an unrecoverable error (no sound copy), for pool status -v. */
+struct stor_pool_error {
+	char dataset[STOR_NAME_MAX + 32]; /**< its name, or "<dataset N, destroyed>" */
+	uint64_t record;                  /**< record number */
+	uint64_t offset;                  /**< its first byte in the volume */
+};
+/**
+ * The records of @pool that a read, a scrub or a resilver found with no
+ * sound copy, up to @max into @out; @more gets how many more there are (the
+ * pool keeps a bounded list, and counts past it). Kept across restarts,
+ * emptied by stor_pool_clear() of the whole pool or a scrub without errors.
+ * @return the number in @out
+ */
+int stor_pool_errors(struct stor_pool *pool, struct stor_pool_error *out, unsigned max,
+		     uint64_t *more);
+
 /* ---- sides of a mirror: out of service and back (resilver) ---- */
 
 /**

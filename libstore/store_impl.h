@@ -133,6 +133,18 @@ struct pool_lun {
 	atomic_uint turn; /* on the first LUN: which side the next read goes to */
 };
 
+/* errlog.c: records with unrecoverable errors */
+#define ERRLOG_MAX 128
+struct errlog_ent {
+	uint64_t ds_id, recno;
+};
+struct errlog {
+	struct errlog_ent e[ERRLOG_MAX];
+	unsigned n;
+	uint64_t more;   /* noted past ERRLOG_MAX */
+	atomic_int dirty; /* the next commit writes the row */
+};
+
 struct stor_pool {
 	char *name;
 	char *path; /* the LMDB file */
@@ -151,6 +163,7 @@ struct stor_pool {
 	atomic_int sides_dirty; /* a side's missing_since changed: the next commit writes it */
 	/* LUNs (and absent reasons) a side no longer uses, closed with the pool:
 	 * a status call may still hold the pointer (lunset_retire) */
+	struct errlog errlog;
 	atomic_int resilver_asked; /* a side began catching up: the resilver starts over */
 	struct lun **retired;
 	char **retired_why;
@@ -378,6 +391,20 @@ int mirror_resilver_extent(struct stor_pool *p, const struct mirror_ext *e, uint
  *  extents, whose records carry their own checksums) from a sound side to
  *  the sides catching up. @return 0 or the read's error */
 int mirror_copy_raw(struct stor_pool *p, unsigned vdev, uint64_t sector, uint32_t nsect);
+
+/* errlog.c: the pool's list of records with unrecoverable errors */
+/** Record @recno of dataset @ds_id has no sound copy (a read, scrub or
+ *  resilver found none); any thread, no lock held but leaves. */
+void errlog_note(struct stor_pool *p, uint64_t ds_id, uint64_t recno);
+/** Empty the list (pool clear, a scrub without errors). */
+void errlog_clear(struct stor_pool *p);
+/** The list from the "errlog" row of @t, at import. */
+struct meta_txn;
+int errlog_load(struct stor_pool *p, struct meta_txn *t);
+/** Put the row into @t if the list changed: 1 put, 0 nothing, or an error;
+ *  after 1, a commit that fails calls errlog_undo() */
+int errlog_save(struct stor_pool *p, struct meta_txn *t);
+void errlog_undo(struct stor_pool *p);
 
 /* resilver.c: sides going out of service and back (store.h: offline,
  * online, replace, attach, detach) */

@@ -704,7 +704,7 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	uint8_t key[BP_KEY_LEN], val[BP_LEN], txgbuf[8], *w;
 	uint8_t *want = NULL;
 	int *flushed = NULL;
-	int ret = 0, written = 0, on_luns = 0, sides = 0;
+	int ret = 0, written = 0, on_luns = 0, sides = 0, errs = 0;
 
 	/* room for every pointer, its MAC group and the tree pages above, twice over */
 	ret = meta_reserve(p->meta, s->n * 2 * (BP_KEY_LEN + BP_LEN + 2 * MAC_LEN + 64));
@@ -744,8 +744,11 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	/* a side gone out of service since the last commit: durable with this one */
 	if (ret == 0)
 		ret = sides = lunset_save_sides(p, t);
+	/* and the list of records with errors; either put, the commit goes on */
+	if (ret >= 0)
+		ret = errs = errlog_save(p, t);
 	if (ret > 0)
-		ret = 0; /* put: the commit goes on */
+		ret = 0;
 	if (ret == 0 && (!(want = calloc(STOR_LUNS_MAX, 1)) ||
 			 !(flushed = calloc(STOR_LUNS_MAX, sizeof(*flushed)))))
 		ret = -ENOMEM;
@@ -772,6 +775,8 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 		s->nfrees = nfrees_before;
 		if (sides > 0)
 			lunset_sides_undo(p);
+		if (errs > 0)
+			errlog_undo(p);
 		return ret;
 	}
 	ret = meta_txn_commit(t);
@@ -779,6 +784,8 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 		s->nfrees = nfrees_before;
 		if (sides > 0)
 			lunset_sides_undo(p);
+		if (errs > 0)
+			errlog_undo(p);
 		return ret;
 	}
 	metalog_committed(p);
@@ -816,7 +823,7 @@ int txg_sync(struct stor_pool *p, uint64_t min)
 			/* nothing staged, and no metadata committed since the last
 			 * record (a dataset created, a property set, a key changed) */
 			if (stage_empty(p->open) && !meta_pending(p->meta) && !metalog_dirty(p) &&
-			    !atomic_load(&p->sides_dirty)) {
+			    !atomic_load(&p->sides_dirty) && !atomic_load(&p->errlog.dirty)) {
 				pthread_mutex_unlock(&p->stage_lock);
 				pthread_rwlock_unlock(&p->hold);
 				stage_free(next);

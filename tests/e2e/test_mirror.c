@@ -276,6 +276,27 @@ Test(mirror, both_sides_damaged_fail_that_record_only)
 			     "record %u: %s", r, out);
 	}
 	cr_assert(reads_back("tank/e", enc), "the other dataset: %s", out);
+
+	/* status -v names that record, and only it, across a restart too */
+	for (int round = 0; round < 2; round++) {
+		json_t *p = status("tank"), *e;
+
+		cr_assert_eq(json_integer_value(json_object_get(p, "data_errors")), 1);
+		e = json_array_get(json_object_get(p, "error_records"), 0);
+		cr_assert_str_eq(json_string_value(json_object_get(e, "dataset")), "tank/c");
+		cr_assert_eq(json_integer_value(json_object_get(e, "record")), 9);
+		json_decref(p);
+		COF_OK(NULL, "pool status -v tank");
+		cr_assert(strstr(out, "Permanent errors") && strstr(out, "tank/c record 9 "), "%s",
+			  out);
+		tdaemon_stop_ok(&td);
+		tdaemon_start_ok(&td);
+	}
+	COF_OK(NULL, "pool status tank");
+	cr_assert(strstr(out, "1 records with unrecoverable errors"), "%s", out);
+	COF_OK(NULL, "pool clear tank");
+	COF_OK(NULL, "pool status -v tank");
+	cr_assert(strstr(out, "No known data errors"), "cleared: %s", out);
 }
 
 Test(mirror, add_a_mirror_and_refuse_malformed_vdevs)

@@ -296,6 +296,8 @@ Test(mirror, three_sides_two_damaged_at_different_places)
 	stor_ds_close(ds);
 }
 
+static struct stor_scrub_stat scrub_wait(void);
+
 Test(mirror, every_side_damaged_fails_that_record_only)
 {
 	static const unsigned sides[] = { 2 };
@@ -316,6 +318,37 @@ Test(mirror, every_side_damaged_fails_that_record_only)
 		cr_assert_eq(ret, STOR_ECKSUM, "got %s", stor_strerror(ret));
 	}
 	stor_ds_close(ds);
+	/* the pool's list names that record, and keeps it across an import */
+	for (int round = 0; round < 2; round++) {
+		struct stor_pool_error e[4];
+		uint64_t more;
+
+		cr_assert_eq(stor_pool_errors(tp.pool, e, 4, &more), 1, "round %d", round);
+		cr_assert_eq(more, 0);
+		cr_assert_str_eq(e[0].dataset, "tank/v");
+		cr_assert_eq(e[0].record, 5);
+		cr_assert_eq(e[0].offset, 5 * REC);
+		tpool_reopen(&tp);
+	}
+	/* a scrub that still finds the damage keeps it; once the record is
+	 * written anew, a clean scrub empties the list */
+	cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_START), 0);
+	cr_assert_eq(scrub_wait().errors, 1);
+	{
+		struct stor_pool_error e[4];
+		uint64_t more;
+		uint8_t buf[REC];
+
+		cr_assert_eq(stor_pool_errors(tp.pool, e, 4, &more), 1);
+		cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+		tpat_fill(buf, sizeof(buf), 5, 9);
+		cr_assert_eq(stor_ds_write(ds, 5 * REC, buf, sizeof(buf)), 0);
+		cr_assert_eq(stor_ds_flush(ds), 0);
+		stor_ds_close(ds);
+		cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_START), 0);
+		cr_assert_eq(scrub_wait().errors, 0);
+		cr_assert_eq(stor_pool_errors(tp.pool, e, 4, &more), 0, "a clean scrub clears it");
+	}
 }
 
 Test(mirror, a_mirror_added_to_a_stripe_pool_takes_data)
