@@ -322,12 +322,32 @@ static int record_body(struct metalog *ml, struct meta_txn *t, int full, struct 
 	return ret;
 }
 
-/* Room for @nsect sectors on up to MLOG_COPIES LUNs, different ones while
- * there are enough, starting from a LUN that turns with @seq. */
+/* How many copies a record gets: one per vdev up to MLOG_COPIES, at least
+ * two, but one on a lone mirror, whose sides each hold it already. Counted
+ * by vdevs, not LUNs: a mirror's copy is on every side of it. */
+static unsigned copies_wanted(struct stor_pool *p, unsigned nluns)
+{
+	unsigned nvdevs = 0;
+	int mirror = 0;
+
+	for (unsigned i = 0; i < nluns; i++) {
+		if (p->luns[i].vdev != i)
+			continue;
+		nvdevs++;
+		mirror = p->luns[i].nsides > 1;
+	}
+	if (nvdevs == 1 && mirror)
+		return 1;
+	return nvdevs >= MLOG_COPIES ? MLOG_COPIES : 2;
+}
+
+/* Room for @nsect sectors on up to MLOG_COPIES vdevs, different ones while
+ * there are enough, starting from a LUN that turns with @seq (only a vdev's
+ * first LUN has space, so the others are passed over). */
 static int place_copies(struct stor_pool *p, uint64_t seq, uint32_t nsect, struct mptr *m)
 {
 	unsigned nluns = atomic_load(&p->nluns);
-	unsigned want = nluns >= 3 ? 3 : 2;
+	unsigned want = copies_wanted(p, nluns);
 
 	m->ncopies = 0;
 	for (unsigned k = 0; k < nluns * 2 && m->ncopies < want; k++) {

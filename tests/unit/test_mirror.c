@@ -824,3 +824,36 @@ Test(mirror, the_only_side_holding_every_write_stays)
 	cr_assert_eq(stor_pool_online(tp.pool, "7"), -ENOENT);
 	cr_assert_eq(lun_stat(0).state, STOR_SIDE_ONLINE);
 }
+
+Test(mirror, a_lone_mirror_keeps_one_copy_of_each_log_record_on_each_side)
+{
+	static const unsigned three[] = { 3 };
+	struct stor_pool_stat st, one;
+	struct stor_ds *ds;
+	struct tpool lone;
+
+	/* the same datasets on one LUN (two copies) and on a 3-way mirror */
+	mirror_pool(3, three, 1);
+	tpool_init_in(&lone, &tp, "solo", 1, LUN_SIZE);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_random(ds, 0, NREC, 7);
+	stor_ds_close(ds);
+	ds = tpool_ds(&lone, "solo/v", NREC * REC, REC);
+	write_random(ds, 0, NREC, 7);
+	stor_ds_close(ds);
+	cr_assert_eq(stor_pool_stat(tp.pool, &st), 0);
+	cr_assert_eq(stor_pool_stat(lone.pool, &one), 0);
+	cr_assert_lt(st.meta_used * 4, one.meta_used * 3,
+		     "one copy per record on the mirror (%llu B), two on a LUN (%llu B)",
+		     (unsigned long long)st.meta_used, (unsigned long long)one.meta_used);
+	tpool_close(&lone); /* its files go with tp's directory */
+	/* and the mirror's sides each import it alone */
+	tpool_close(&tp);
+	unlink(tp.lun[0]);
+	unlink(tp.lun[1]);
+	remove_lmdb();
+	cr_assert_eq(tpool_open(&tp), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_random(ds, gen7);
+	stor_ds_close(ds);
+}
