@@ -893,6 +893,37 @@ static int read_ubs(struct metalog_luns *L, struct ub **out, size_t *nout, uint6
 	return 0;
 }
 
+/* The header of the sound record @m names, in @buf, into @out (all but buf). */
+static int rec_head(const uint8_t *buf, const struct mptr *m, uint64_t guid, struct rec *out)
+{
+	const uint8_t *r = buf + 8;
+	uint32_t olen;
+
+	if (get_u32(&r) != FORMAT_VERSION)
+		return STOR_ECORRUPT;
+	out->kind = get_u32(&r);
+	if (get_u64(&r) != guid || (out->kind != MLOG_DELTA && out->kind != MLOG_FULL))
+		return STOR_ECORRUPT;
+	out->txg = get_u64(&r);
+	out->seq = get_u64(&r);
+	if (mptr_get(&r, &out->prev) < 0)
+		return STOR_ECORRUPT;
+	olen = get_u32(&r);
+	if (olen != m->len - MLOG_HEAD_LEN)
+		return STOR_ECORRUPT;
+	out->ops = r;
+	out->olen = olen;
+	return 0;
+}
+
+/* Do the @m->len bytes of @buf hold the record @m names? */
+static int copy_sound(const uint8_t *buf, const struct mptr *m)
+{
+	const uint8_t *r = buf;
+
+	return XXH64(buf, m->len, 0) == m->cksum && get_u64(&r) == MLOG_MAGIC;
+}
+
 /* Copy @c of the record @m into @buf (nsect sectors) from the first side of
  * its vdev that holds it sound: the copy's own LUN, then the others whose
  * label puts them in its vdev. @return 0, or -EIO when no side does */
@@ -905,12 +936,10 @@ static int read_copy(struct metalog_luns *L, const struct mptr *m, unsigned c, u
 		unsigned i = k == 0 ? vdev : k - 1;
 		struct lun_io io = { i < L->n ? L->lun[i] : NULL, m->sector[c] * STOR_SECTOR, buf,
 				     (size_t)m->nsect * STOR_SECTOR, 0 };
-		const uint8_t *r = buf;
 
 		if (!io.lun || (k && (i == vdev || L->vdev[i] != vdev)))
 			continue;
-		if (lun_read_batch(&io, 1) == 0 && XXH64(buf, m->len, 0) == m->cksum &&
-		    get_u64(&r) == MLOG_MAGIC)
+		if (lun_read_batch(&io, 1) == 0 && copy_sound(buf, m))
 			return 0;
 	}
 	return -EIO;
@@ -947,30 +976,12 @@ static int read_record(struct metalog_luns *L, const struct mptr *m, uint64_t gu
 		return STOR_ECORRUPT;
 	}
 	out->good = (unsigned)good;
-	{
-		const uint8_t *r = buf + 8;
-		uint32_t olen;
-
-		if (get_u32(&r) != FORMAT_VERSION)
-			goto bad;
-		out->kind = get_u32(&r);
-		if (get_u64(&r) != guid || (out->kind != MLOG_DELTA && out->kind != MLOG_FULL))
-			goto bad;
-		out->txg = get_u64(&r);
-		out->seq = get_u64(&r);
-		if (mptr_get(&r, &out->prev) < 0)
-			goto bad;
-		olen = get_u32(&r);
-		if (olen != m->len - MLOG_HEAD_LEN)
-			goto bad;
-		out->ops = r;
-		out->olen = olen;
-		out->buf = buf;
+	if (rec_head(buf, m, guid, out) < 0) {
+		free(buf);
+		return STOR_ECORRUPT;
 	}
+	out->buf = buf;
 	return 0;
-bad:
-	free(buf);
-	return STOR_ECORRUPT;
 }
 
 static void recs_free(struct rec *v, size_t n)
@@ -1355,4 +1366,89 @@ int metalog_repair(struct stor_pool *p)
 	if (failed)
 		ml->force_full = 1; /* what was not repaired, a checkpoint supersedes */
 	return (int)failed;
+}
+
+/*
+ * One copy of a record on every sound side of its vdev: read, check against
+ * the pointer that names it, and the bad ones rewritten from @good (which
+ * gets the first sound bytes). @return 1 if a sound copy was found, 0 if
+ * not, -ENOMEM
+ */
+static int scrub_copy(struct stor_pool *p, const struct mptr *m, unsigned c, uint8_t *good,
+		      int have, struct metalog_scrub *sc)
+{
+	size_t sz = (size_t)m->nsect * STOR_SECTOR;
+	unsigned sides[STOR_MIRROR_MAX], n = mirror_sound_sides(p, m->lun[c], sides);
+	unsigned bad[STOR_MIRROR_MAX], nbad = 0;
+	uint8_t *tmp = NULL;
+
+	if (posix_memalign((void **)&tmp, STOR_SECTOR, sz))
+		return -ENOMEM;
+	for (unsigned s = 0; s < n; s++) {
+		struct lun_io io = { p->luns[sides[s]].lun, m->sector[c] * STOR_SECTOR, tmp, sz, 0 };
+
+		sc->examined += sz;
+		if (lun_read_batch(&io, 1) || !copy_sound(tmp, m)) {
+			bad[nbad++] = sides[s];
+		} else if (!have) {
+			memcpy(good, tmp, sz);
+			have = 1;
+		}
+	}
+	for (unsigned i = 0; have && i < nbad; i++) {
+		struct lun_io io = { p->luns[bad[i]].lun, m->sector[c] * STOR_SECTOR, good, sz, 0 };
+
+		if (lun_write_batch(&io, 1) == 0 && lun_flush(io.lun) == 0) {
+			sc->repaired += sz;
+			atomic_fetch_add(&p->luns[bad[i]].repaired, 1);
+		} else {
+			mirror_side_failed(p, bad[i], 1);
+		}
+	}
+	free(tmp);
+	return have;
+}
+
+int metalog_scrub(struct stor_pool *p, struct metalog_scrub *sc)
+{
+	struct metalog *ml = p->mlog;
+	uint64_t last_seq = UINT64_MAX;
+	struct mptr at;
+	int ret = 0;
+
+	/* the log as it is: no commit adds to it or frees its extents meanwhile */
+	pthread_mutex_lock(&p->commit_lock);
+	at = ml->head;
+	while (ml->have_head && ret == 0 && at.ncopies) {
+		uint8_t *good = NULL;
+		struct rec r;
+		int have = 0;
+
+		if (posix_memalign((void **)&good, STOR_SECTOR, (size_t)at.nsect * STOR_SECTOR)) {
+			ret = -ENOMEM;
+			break;
+		}
+		/* every copy, though one sound copy would do to walk on */
+		for (unsigned c = 0; c < at.ncopies && ret == 0; c++) {
+			int k = scrub_copy(p, &at, c, good, have, sc);
+
+			if (k < 0)
+				ret = k;
+			else if (k == 0)
+				sc->errors++; /* that copy is lost on every side */
+			have |= k > 0;
+		}
+		/* no copy left: the chain ends here (a checkpoint replaces it) */
+		if (ret || !have || rec_head(good, &at, p->guid, &r) < 0 || r.seq >= last_seq) {
+			if (ret == 0 && !have)
+				ml->force_full = 1;
+			free(good);
+			break;
+		}
+		last_seq = r.seq;
+		at = r.kind == MLOG_FULL ? (struct mptr){ 0 } : r.prev;
+		free(good);
+	}
+	pthread_mutex_unlock(&p->commit_lock);
+	return ret;
 }

@@ -5,8 +5,9 @@
  * reader section (txg.c: no extent it reads is freed and reused meanwhile),
  * and hands each extent to mirror_check_extent(), which reads every side,
  * checks the keyless checksum of the stored bytes and rewrites the bad
- * copies from a sound one. No key is ever needed. The metadata log is not
- * walked: its copies are checked by every import.
+ * copies from a sound one. No key is ever needed. Once the block pointers
+ * are done, the metadata log is walked too (metalog_scrub): every copy of
+ * every record on every sound side, a bad one rewritten from a sound one.
  *
  * Where it is and what it found is a row of the pool table, "pool"/"scrub",
  * written at every change of state and about once a second while it runs,
@@ -37,6 +38,7 @@
 
 #include "alloc.h"
 #include "meta.h"
+#include "metalog.h"
 #include "store_impl.h"
 
 #define SCRUB_BATCH 16
@@ -232,11 +234,17 @@ static void *scrub_main(void *arg)
 		if (n < SCRUB_BATCH && s->st.state == STOR_SCRUB_RUNNING) {
 			/* a side that began catching up meanwhile: scan_resilver
 			 * starts the walk over, and the sides go in service after it */
-			if (resilver && !atomic_load(&p->resilver_asked)) {
-				pthread_mutex_unlock(&s->lock);
+			struct metalog_scrub ms = { 0 };
+
+			pthread_mutex_unlock(&s->lock);
+			if (resilver && !atomic_load(&p->resilver_asked))
 				resilver_done(p);
-				pthread_mutex_lock(&s->lock);
-			}
+			else if (!resilver)
+				metalog_scrub(p, &ms); /* and the metadata log, last */
+			pthread_mutex_lock(&s->lock);
+			s->st.examined += ms.examined;
+			s->st.repaired += ms.repaired;
+			s->st.errors += ms.errors;
 			s->st.state = STOR_SCRUB_FINISHED;
 			s->st.end = wall();
 			/* every copy checked and none lost: nothing is damaged now */

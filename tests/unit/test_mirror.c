@@ -857,3 +857,55 @@ Test(mirror, a_lone_mirror_keeps_one_copy_of_each_log_record_on_each_side)
 	check_random(ds, gen7);
 	stor_ds_close(ds);
 }
+
+/* Junk the header of every metadata log record in LUN file @lun's data
+ * area (live or freed); how many. */
+static unsigned junk_log_records(unsigned lun)
+{
+	static const uint8_t magic[8] = { 'C', 'O', 'F', 'F', 'M', 'L', 'O', 'G' };
+	int fd = open(tp.lun[lun], O_RDONLY);
+	off_t size = fd >= 0 ? lseek(fd, 0, SEEK_END) : -1;
+	uint8_t *buf = size > 0 ? malloc((size_t)size) : NULL;
+	unsigned n = 0;
+
+	cr_assert(buf && pread(fd, buf, (size_t)size, 0) == size);
+	close(fd);
+	for (off_t at = LUN_DATA_OFF; at + 4096 <= size; at += 4096) {
+		if (memcmp(buf + at, magic, sizeof(magic)))
+			continue;
+		junk(lun, (uint64_t)at + 8, 32);
+		n++;
+	}
+	free(buf);
+	return n;
+}
+
+Test(mirror, scrub_mends_the_metadata_log_on_every_side)
+{
+	static const unsigned sides[] = { 2 };
+	struct stor_scrub_stat ss;
+	struct stor_ds *ds;
+
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_random(ds, 0, NREC, 7);
+	stor_ds_close(ds);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	cr_assert_gt(junk_log_records(1), 0, "side 1 holds log records");
+	cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_START), 0);
+	ss = scrub_wait();
+	cr_assert_eq(ss.errors, 0);
+	cr_assert_gt(ss.repaired, 0, "the log's bad copies on side 1 were rewritten");
+	cr_assert_gt(lun_stat(1).repaired, 0);
+	cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_START), 0);
+	ss = scrub_wait();
+	cr_assert_eq(ss.repaired, 0, "a second scrub finds nothing");
+	/* side 1 alone, and no LMDB: its log imports the pool */
+	tpool_close(&tp);
+	unlink(tp.lun[0]);
+	remove_lmdb();
+	cr_assert_eq(tpool_open(&tp), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_random(ds, gen7);
+	stor_ds_close(ds);
+}
