@@ -907,7 +907,10 @@ static void print_found(json_t *p)
 		printf("  state: %s\n", state);
 	printf("   luns: %lld of %lld found%s\n",
 	       (long long)json_integer_value(json_object_get(p, "found")), nluns,
-	       complete ? "" : "; cannot import");
+	       complete ? ""
+	       : json_is_true(json_object_get(p, "degraded"))
+		       ? "; the missing may be mirror sides: imports DEGRADED if so"
+		       : "; cannot import");
 	json_array_foreach(json_object_get(p, "luns"), i, v)
 		printf("\t%lld  %s\n", (long long)json_integer_value(json_object_get(v, "index")),
 		       json_string_value(json_object_get(v, "path")));

@@ -827,11 +827,11 @@ static json_t *found_json(const struct stor_scan_pool *sp)
 		else
 			json_array_append_new(missing, json_integer((json_int_t)i));
 	}
-	return json_pack("{s:s,s:s,s:s,s:s,s:b,s:i,s:i,s:b,s:b,s:o,s:o}", "name", sp->name,
+	return json_pack("{s:s,s:s,s:s,s:s,s:b,s:i,s:i,s:b,s:b,s:b,s:o,s:o}", "name", sp->name,
 			 "guid", guid, "state",
 			 sp->state == STOR_SCAN_EXPORTED ? "EXPORTED" : "ACTIVE", "hostid", host,
 			 "this_host", sp->hostid == stor_hostid(), "nluns", (int)sp->nluns, "found",
-			 (int)sp->nfound, "complete", sp->complete, "metadata",
+			 (int)sp->nfound, "complete", sp->complete, "degraded", sp->degraded, "metadata",
 			 has_metadata(sp->name), "luns", luns, "missing", missing);
 }
 
@@ -1017,7 +1017,8 @@ static int h_pool_import(struct hcall *c)
 			ret = STOR_EBADNAME;
 			goto out;
 		}
-		if (!json_is_true(json_object_get(s.match, "complete"))) {
+		if (!json_is_true(json_object_get(s.match, "complete")) &&
+		    !json_is_true(json_object_get(s.match, "degraded"))) {
 			char miss[256];
 
 			missing_text(s.match, miss, sizeof(miss));

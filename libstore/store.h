@@ -190,6 +190,9 @@ struct stor_scan_pool {
 	unsigned nfound;          /**< of those, found */
 	const char *const *paths; /**< nluns entries: the path of LUN i, NULL if missing */
 	int complete;             /**< every LUN found */
+	int degraded;             /**< not complete, but each LUN missing may be a side of a
+				   *   mirror another side of which was found: it may import
+				   *   DEGRADED (the import decides, from the pool record) */
 };
 #define STOR_SCAN_ACTIVE 0u   /**< imported, or not cleanly exported (any label says so) */
 #define STOR_SCAN_EXPORTED 1u /**< every label found says exported */

@@ -436,6 +436,26 @@ Test(mirror, a_mirror_whose_first_side_is_gone_imports_degraded_and_serves)
 	tdaemon_stop_ok(&td);
 	tdaemon_start_ok(&td);
 	cr_assert(reads_back("tank/c", more), "after a restart: %s", out);
+
+	/* exported, its state directory lost: a scan finds one side, imports */
+	COF_OK(NULL, "pool export tank");
+	tdaemon_stop_ok(&td);
+	{
+		char cmd[8192];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'/pools", td.state);
+		cr_assert_eq(system(cmd), 0);
+	}
+	tdaemon_start_ok(&td);
+	COF_OK(NULL, "pool import -d %s", td.dir);
+	cr_assert(strstr(out, "imports DEGRADED"), "the listing says so: %s", out);
+	COF_OK(NULL, "pool import -d %s tank", td.dir);
+	p = status("tank");
+	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "DEGRADED", "%s",
+			 tdaemon_log(&td));
+	cr_assert_str_eq(lun_state(p, 0), "UNAVAIL");
+	json_decref(p);
+	cr_assert(reads_back("tank/c", more), "imported by a scan: %s", out);
 }
 
 /* The pool's status once @done(p) holds (bounded); the caller decrefs. */
