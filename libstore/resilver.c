@@ -181,7 +181,8 @@ int stor_pool_online(struct stor_pool *p, const char *lun)
 		pthread_mutex_unlock(&p->admin);
 		return 0;
 	}
-	if (p->luns[idx].absent)
+	/* not there at import, or its file deleted since: open its path again */
+	if (p->luns[idx].absent || lun_unlinked(p->luns[idx].lun))
 		ret = lunset_reopen(p, (unsigned)idx, &l);
 	if (ret == 0) {
 		struct pool_lun *pl = &p->luns[idx];

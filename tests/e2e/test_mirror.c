@@ -525,6 +525,8 @@ Test(mirror, a_side_deleted_under_load_is_replaced_and_resilvered_across_a_kill)
 	p = status_when(degraded, "DEGRADED");
 	cr_assert_str_eq(lun_state(p, 1), "FAULTED");
 	json_decref(p);
+	cr_assert_eq(cof(NULL, "pool online tank %s", lun("l1")), 1, "its file is gone: %s", out);
+	cr_assert(strstr(out, "No such file"), "and online says so: %s", out);
 
 	/* a new file in its place, resilvered; a kill -9 midway */
 	COF_OK(NULL, "pool replace tank %s %s", lun("l1"), lun("l2"));
