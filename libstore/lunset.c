@@ -435,6 +435,10 @@ int lunset_prepare(struct stor_pool *p, const char *path, uint64_t size, unsigne
 	n->labelled = 1;
 	p->luns[n->idx].lun = n->lun; /* not visible before nluns says so */
 	p->luns[n->idx].guid = lab.lun_guid;
+	/* in service, whatever an attach that failed left in this slot */
+	atomic_store(&p->luns[n->idx].missing_since, 0);
+	atomic_store(&p->luns[n->idx].state, SIDE_ONLINE);
+	atomic_store(&p->luns[n->idx].out, SIDE_IN);
 	mirror_join(p, n->idx, vdev, side);
 	return 0;
 fail:

@@ -910,6 +910,9 @@ static int add_vdev(struct stor_pool *p, const char *const *paths, unsigned side
 		else
 			lunset_abandon(p, &n[k - 1 - i]);
 	}
+	/* the sides row counts the new LUNs too, in service */
+	if (ret == 0)
+		atomic_store(&p->sides_dirty, 1);
 	/* the others' labels count it too, so a scan that misses it knows it
 	 * is missing; a failure here costs only that hint (import rewrites them) */
 	if (ret == 0 && p->meta)

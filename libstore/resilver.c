@@ -345,6 +345,7 @@ int stor_pool_attach(struct stor_pool *p, const char *existing, const char *new_
 		p->luns[vdev].nsides = width; /* the side joined last goes */
 		pthread_rwlock_unlock(&p->hold);
 		lunset_abandon(p, &n);
+		atomic_store(&p->sides_dirty, 1); /* a row that named it: rewritten */
 		pthread_mutex_unlock(&p->commit_lock);
 		pthread_mutex_unlock(&p->admin);
 		if (!pool_error_set())
