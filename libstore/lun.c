@@ -205,11 +205,6 @@ struct lun *lun_absent(const char *path, uint64_t size)
 	return l;
 }
 
-int lun_is_absent(const struct lun *l)
-{
-	return l->fd < 0;
-}
-
 int lun_unlinked(const struct lun *l)
 {
 	struct stat st;

@@ -67,8 +67,6 @@ void lun_close(struct lun *l);
  * LUN's, as its pool record says. NULL on ENOMEM.
  */
 struct lun *lun_absent(const char *path, uint64_t size);
-/** Is @l a lun_absent() stand-in? */
-int lun_is_absent(const struct lun *l);
 /** Was the file of @l deleted while open (no name left)? I/O still works on
  *  such a file, but nothing will find it after a restart. */
 int lun_unlinked(const struct lun *l);

@@ -5,8 +5,11 @@
  * or its own row):
  *   record.c                      the I/O pipeline
  *   pool, dataset, dskeys, keyfile  one subsystem, mutually dependent (pool.c
- *                                 says why); stats.c, verify.c beside it
- *   txg.c, lunset.c, bpmac.c      commits, the LUN set, block pointer MACs
+ *                                 says why); stats.c, verify.c, errlog.c beside it
+ *   scrub.c, resilver.c           the scans, and sides back in service: one row
+ *                                 (a resilver is scrub's walk; its end is resilver's)
+ *   txg.c, lunset.c, mirror.c, bpmac.c  commits, the LUN set, a mirror's sides,
+ *                                 block pointer MACs
  *   metalog.c                     the metadata log on the LUNs (txg.c, pool.c)
  *   lun, alloc, meta_lmdb, bp, cache, crypt*, keys, compress, props,
  *   statedir, pool_error, errors  leaves
