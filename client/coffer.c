@@ -709,6 +709,11 @@ static void lun_row(json_t *l, int depth)
 	       (long long)json_integer_value(json_object_get(l, "cksum_errors")));
 	if (fixed)
 		printf("\t  %lld bad copies rewritten from another side\n", fixed);
+	if (json_object_get(l, "absent"))
+		printf("\t  cannot open: %s\n", json_string_value(json_object_get(l, "absent")));
+	if (json_object_get(l, "missing_since"))
+		printf("\t  out of service: lacks the writes since txg %lld\n",
+		       (long long)json_integer_value(json_object_get(l, "missing_since")));
 	lun_notes(l);
 }
 
@@ -723,10 +728,13 @@ static void scan_line(json_t *scan)
 	time_t start = (time_t)json_integer_value(json_object_get(scan, "start"));
 	time_t end = (time_t)json_integer_value(json_object_get(scan, "end"));
 	char ex[32], tot[32], fix[32], rt[32], when[64];
-	int going;
+	const char *fn = json_string_value(json_object_get(scan, "function"));
+	int going, resilver;
 
 	if (!state || !strcmp(state, "none"))
 		return;
+	fn = fn ? fn : "scrub";
+	resilver = !strcmp(fn, "resilver");
 	going = !strcmp(state, "scanning") || !strcmp(state, "paused");
 	human_field(scan, "examined", ex, sizeof(ex));
 	human_field(scan, "total", tot, sizeof(tot));
@@ -734,9 +742,9 @@ static void scan_line(json_t *scan)
 	human(rate, rt, sizeof(rt));
 	strftime(when, sizeof(when), "%F %T", localtime(going ? &start : &end));
 	if (!strcmp(state, "scanning")) {
-		printf("  scan: scrub in progress since %s\n\t%s of %s examined at %s/s, %s "
-		       "repaired, %lld errors",
-		       when, ex, tot, rt, fix, errors);
+		printf("  scan: %s in progress since %s\n\t%s of %s examined at %s/s, %s "
+		       "%s, %lld errors",
+		       fn, when, ex, tot, rt, fix, resilver ? "resilvered" : "repaired", errors);
 		if (rate && total > done)
 			printf(", %llu s to go", (unsigned long long)((total - done) / rate));
 		printf("\n");
@@ -745,9 +753,37 @@ static void scan_line(json_t *scan)
 		       "errors\n",
 		       when, ex, tot, fix, errors);
 	} else {
-		printf("  scan: scrub %s %s: %s examined, %s repaired, %lld errors\n", state, when,
-		       ex, fix, errors);
+		printf("  scan: %s %s %s: %s examined, %s %s, %lld errors\n", fn, state, when, ex,
+		       fix, resilver ? "resilvered" : "repaired", errors);
 	}
+}
+
+/* The errors line of zpool status, and with -v the records it names. */
+static void errors_lines(json_t *p, int verbose)
+{
+	long long n = (long long)json_integer_value(json_object_get(p, "data_errors"));
+	json_t *e;
+	size_t i;
+
+	if (!json_object_get(p, "data_errors"))
+		return;
+	if (!n) {
+		printf("errors: No known data errors\n");
+		return;
+	}
+	if (!verbose) {
+		printf("errors: %lld records with unrecoverable errors, use '-v' for a list\n", n);
+		return;
+	}
+	printf("errors: Permanent errors have been detected in the following records:\n\n");
+	json_array_foreach(json_object_get(p, "error_records"), i, e)
+		printf("\t%s record %lld (offset %lld)\n",
+		       json_string_value(json_object_get(e, "dataset")),
+		       (long long)json_integer_value(json_object_get(e, "record")),
+		       (long long)json_integer_value(json_object_get(e, "offset")));
+	if ((long long)json_array_size(json_object_get(p, "error_records")) < n)
+		printf("\t... and %lld more\n",
+		       n - (long long)json_array_size(json_object_get(p, "error_records")));
 }
 
 static int pool_status(int argc, char **argv)
@@ -755,9 +791,16 @@ static int pool_status(int argc, char **argv)
 	struct coffer_conn *c;
 	json_t *reply, *p, *l, *v;
 	size_t i, j;
+	int opt, verbose = 0;
 
-	if (only_flag(argc, argv, 'j'))
-		opt_json = 1;
+	while ((opt = getopt(argc, argv, "jv")) != -1) {
+		if (opt == 'j')
+			opt_json = 1;
+		else if (opt == 'v')
+			verbose = 1;
+		else
+			usage_exit();
+	}
 	if (argc - optind > 1)
 		usage_exit();
 	c = conn_open();
@@ -810,6 +853,7 @@ static int pool_status(int argc, char **argv)
 					lun_row(l, name ? 4 : 2);
 			}
 		}
+		errors_lines(p, verbose);
 	}
 out:
 	json_decref(reply);
@@ -893,7 +937,10 @@ static void print_found(json_t *p)
 		printf("  state: %s\n", state);
 	printf("   luns: %lld of %lld found%s\n",
 	       (long long)json_integer_value(json_object_get(p, "found")), nluns,
-	       complete ? "" : "; cannot import");
+	       complete ? ""
+	       : json_is_true(json_object_get(p, "degraded"))
+		       ? "; the missing may be mirror sides: imports DEGRADED if so"
+		       : "; cannot import");
 	json_array_foreach(json_object_get(p, "luns"), i, v)
 		printf("\t%lld  %s\n", (long long)json_integer_value(json_object_get(v, "index")),
 		       json_string_value(json_object_get(v, "path")));
@@ -1093,6 +1140,8 @@ static int pool_import(int argc, char **argv)
 	return 0;
 }
 
+static char *lun_arg(const char *lun);
+
 static int pool_clear(int argc, char **argv)
 {
 	struct coffer_conn *c;
@@ -1106,7 +1155,7 @@ static int pool_clear(int argc, char **argv)
 	if (argc - optind == 2) {
 		/* a path names the LUN as pool status shows it; a number is its index */
 		const char *lun = argv[optind + 1];
-		char *p = strspn(lun, "0123456789") == strlen(lun) ? strdup(lun) : abs_path(lun);
+		char *p = lun_arg(lun);
 
 		json_object_set_new(args, "lun", json_string(p));
 		free(p);
@@ -1115,6 +1164,82 @@ static int pool_clear(int argc, char **argv)
 	json_decref(call(c, "pool_clear", args, argv[optind]));
 	coffer_close(c);
 	return 0;
+}
+
+/* A LUN named on the command line: a path as pool status shows it (made
+ * absolute), or its index. */
+static char *lun_arg(const char *lun)
+{
+	return strspn(lun, "0123456789") == strlen(lun) ? strdup(lun) : abs_path(lun);
+}
+
+/* offline, online, detach POOL LUN */
+static int pool_side(int argc, char **argv, const char *cmd)
+{
+	struct coffer_conn *c;
+	char *lun;
+
+	if (getopt(argc, argv, "") != -1 || argc - optind != 2)
+		usage_exit();
+	lun = lun_arg(argv[optind + 1]);
+	c = conn_open();
+	json_decref(call(c, cmd, json_pack("{s:s, s:s}", "name", argv[optind], "lun", lun),
+			 argv[optind]));
+	free(lun);
+	coffer_close(c);
+	return 0;
+}
+
+static int pool_offline(int argc, char **argv)
+{
+	return pool_side(argc, argv, "pool_offline");
+}
+
+static int pool_online(int argc, char **argv)
+{
+	return pool_side(argc, argv, "pool_online");
+}
+
+static int pool_detach(int argc, char **argv)
+{
+	return pool_side(argc, argv, "pool_detach");
+}
+
+/* replace, attach [-f] POOL LUN NEW: the new LUN is made at the mirror's size if missing */
+static int pool_new_side(int argc, char **argv, const char *cmd)
+{
+	struct coffer_conn *c;
+	int opt, force = 0;
+	char *lun, *new_lun;
+
+	while ((opt = getopt(argc, argv, "f")) != -1) {
+		if (opt != 'f')
+			usage_exit();
+		force = 1;
+	}
+	if (argc - optind != 3)
+		usage_exit();
+	lun = lun_arg(argv[optind + 1]);
+	new_lun = lun_path(argv[optind + 2]);
+	c = conn_open();
+	json_decref(call(c, cmd,
+			 json_pack("{s:s, s:s, s:s, s:b}", "name", argv[optind], "lun", lun, "new",
+				   new_lun, "force", force),
+			 argv[optind]));
+	free(lun);
+	free(new_lun);
+	coffer_close(c);
+	return 0;
+}
+
+static int pool_replace(int argc, char **argv)
+{
+	return pool_new_side(argc, argv, "pool_replace");
+}
+
+static int pool_attach(int argc, char **argv)
+{
+	return pool_new_side(argc, argv, "pool_attach");
 }
 
 /* scrub POOL: start or resume; -p pauses, -s stops */
@@ -1158,9 +1283,10 @@ static const struct cmd pool_cmds[] = {
 	  "  -H  no header, tabs between fields\n"
 	  "  -p  exact numbers\n"
 	  "  -j  JSON" },
-	{ "status", pool_status, "[-j] [POOL]",
+	{ "status", pool_status, "[-j] [-v] [POOL]",
 	  "Show the vdev tree, the state and error counts of each LUN, and the scan line.\n"
-	  "  -j  JSON" },
+	  "  -j  JSON\n"
+	  "  -v  list the records that no copy holds sound" },
 	{ "check", pool_check, "[-j] POOL",
 	  "Check POOL offline: every block pointer against the allocation and the LUNs.\n"
 	  "  -j  JSON" },
@@ -1181,6 +1307,20 @@ static const struct cmd pool_cmds[] = {
 	  "needed.\n"
 	  "  -p  pause\n"
 	  "  -s  stop" },
+	{ "offline", pool_offline, "POOL LUN",
+	  "Take a side of a mirror out of service; it misses writes until it is back." },
+	{ "online", pool_online, "POOL LUN",
+	  "Put a side back in service: it is resilvered with what it missed." },
+	{ "replace", pool_replace, "[-f] POOL LUN NEW",
+	  "Replace a side of a mirror with NEW (made at the mirror's size if missing) and\n"
+	  "resilver it.\n"
+	  "  -f  take a NEW that holds data or is a link" },
+	{ "attach", pool_attach, "[-f] POOL LUN NEW",
+	  "Add NEW as a side of LUN's vdev (a LUN alone becomes a mirror) and resilver it.\n"
+	  "  -f  take a NEW that holds data or is a link" },
+	{ "detach", pool_detach, "POOL LUN",
+	  "Take a side out of its mirror for good (refused for the only side holding every\n"
+	  "write)." },
 	{ NULL, NULL, NULL, NULL },
 };
 

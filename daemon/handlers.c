@@ -240,7 +240,23 @@ static json_t *lun_json(const struct stor_lun_stat *ls)
 	json_object_set_new(o, "nospace_errors", json_integer((json_int_t)ls->nospace_errors));
 	json_object_set_new(o, "repaired", json_integer((json_int_t)ls->repaired));
 	json_object_set_new(o, "vdev", json_integer(ls->vdev));
-	json_object_set_new(o, "state", json_string(ls->faulted ? "FAULTED" : "ONLINE"));
+	/* zpool status's words: a side that did not open is UNAVAIL */
+	static const char *const side_state[] = { "ONLINE", "FAULTED", "OFFLINE", "RESILVERING",
+						  "DETACHED" };
+	const char *state = ls->state >= 0 && ls->state <= STOR_SIDE_DETACHED
+				    ? side_state[ls->state]
+				    : "FAULTED";
+
+	if (ls->state == STOR_SIDE_ONLINE && ls->faulted)
+		state = "FAULTED"; /* a LUN of its own past its error budget */
+	if (ls->absent[0] && ls->state != STOR_SIDE_DETACHED)
+		state = "UNAVAIL";
+	json_object_set_new(o, "state", json_string(state));
+	if (ls->absent[0])
+		json_object_set_new(o, "absent", json_string(ls->absent));
+	if (ls->missing_since)
+		json_object_set_new(o, "missing_since",
+				    json_integer((json_int_t)ls->missing_since));
 	if (ls->label_damaged) {
 		static const char *const copy[] = { "front", "end" };
 		json_t *d = json_array(), *r = json_array();
@@ -265,11 +281,31 @@ static json_t *scan_json(struct stor_pool *pool)
 	struct stor_scrub_stat ss;
 
 	stor_pool_scrub_stat(pool, &ss);
-	return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "function", "scrub",
+	return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "function",
+			 ss.function == STOR_SCAN_RESILVER ? "resilver" : "scrub",
 			 "state", state[ss.state], "total", (json_int_t)ss.total, "examined",
 			 (json_int_t)ss.examined, "repaired", (json_int_t)ss.repaired, "errors",
 			 (json_int_t)ss.errors, "start", (json_int_t)ss.start, "end",
 			 (json_int_t)ss.end, "rate", (json_int_t)ss.rate);
+}
+
+/* The records with unrecoverable errors: "data_errors" counts them all,
+ * "error_records" names the first ones (pool status -v prints them). */
+static void errors_json(json_t *o, struct stor_pool *pool)
+{
+	enum { SHOWN = 64 };
+	struct stor_pool_error *e = calloc(SHOWN, sizeof(*e));
+	json_t *a = json_array();
+	uint64_t more = 0;
+	int n = e ? stor_pool_errors(pool, e, SHOWN, &more) : 0;
+
+	for (int i = 0; i < n; i++)
+		json_array_append_new(a, json_pack("{s:s, s:I, s:I}", "dataset", e[i].dataset,
+						   "record", (json_int_t)e[i].record, "offset",
+						   (json_int_t)e[i].offset));
+	free(e);
+	json_object_set_new(o, "data_errors", json_integer((json_int_t)((uint64_t)n + more)));
+	json_object_set_new(o, "error_records", a);
 }
 
 /* A mirror serves while one side does. */
@@ -340,8 +376,11 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 
 			if (stor_pool_lun_stat(pe->pool, i, &ls) < 0)
 				break;
-			faulted += ls.faulted != 0;
 			json_array_append_new(a, lun_json(&ls));
+			/* a detached side keeps its index, but is in no vdev's list */
+			if (ls.state == STOR_SIDE_DETACHED && ls.vdev != i)
+				continue;
+			faulted += ls.faulted && ls.state != STOR_SIDE_DETACHED;
 			if (ls.vdev == i) {
 				vdev_state(v, nlun, nfaulted);
 				v = json_pack("{s:s, s:[]}", "type", ls.sides > 1 ? "mirror" : "lun",
@@ -352,6 +391,8 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 				json_array_append_new(vdevs, v);
 				nlun = nfaulted = 0;
 			}
+			if (ls.state == STOR_SIDE_DETACHED)
+				continue;
 			if (v)
 				json_array_append_new(json_object_get(v, "luns"), json_integer(i));
 			nlun++;
@@ -360,6 +401,7 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 		vdev_state(v, nlun, nfaulted);
 		json_object_set_new(o, "luns", a);
 		json_object_set_new(o, "scan", scan_json(pe->pool));
+		errors_json(o, pe->pool);
 		json_object_set_new(o, "vdevs", vdevs);
 		/* a pool with faulted LUNs still serves what it holds: degraded, not faulted */
 		if (faulted && !st.suspended)
@@ -578,6 +620,14 @@ static int h_pool_clear(struct hcall *c)
 	return 0;
 }
 
+static int pool_resilvering(struct stor_pool *pool)
+{
+	struct stor_scrub_stat ss;
+
+	stor_pool_scrub_stat(pool, &ss);
+	return ss.function == STOR_SCAN_RESILVER && ss.state == STOR_SCRUB_RUNNING;
+}
+
 /* Start or resume ("pause", "stop": those) the pool's scrub. */
 static int h_pool_scrub(struct hcall *c)
 {
@@ -586,9 +636,11 @@ static int h_pool_scrub(struct hcall *c)
 					     : STOR_SCRUB_START;
 	int ret = stor_pool_scrub(c->pool, what);
 
+	if (ret == -EBUSY && pool_resilvering(c->pool))
+		ERR(c, ret, "%s: a resilver is running; scrub once it is done", c->name);
 	if (ret == -EBUSY)
 		ERR(c, ret, "%s: a scrub is running; pause it with -p or stop it with -s", c->name);
-	if (ret == -ENOENT)
+	if (ret == -ENOENT || (ret == -EBUSY && what != STOR_SCRUB_START))
 		ERR(c, ret, "%s: no scrub is %s", c->name,
 		    what == STOR_SCRUB_PAUSE ? "running" : "running or paused");
 	if (ret < 0)
@@ -596,6 +648,67 @@ static int h_pool_scrub(struct hcall *c)
 	log_info("pool %s: scrub %s", c->name,
 		 what == STOR_SCRUB_STOP ? "stopped" : what == STOR_SCRUB_PAUSE ? "paused" : "started");
 	return 0;
+}
+
+/* offline, online, detach: one side, by path or index */
+static int side_verb(struct hcall *c, int (*verb)(struct stor_pool *, const char *),
+		     const char *what)
+{
+	const char *lun = jstr(c->args, "lun");
+	int ret;
+
+	if (!lun)
+		ERR(c, -EINVAL, "%s: %s: give the LUN (its path or index)", c->name, what);
+	ret = verb(c->pool, lun);
+	if (ret < 0)
+		return fail(c, ret, what, stor_pool_last_error());
+	log_info("pool %s: lun %.200s: %s", c->name, lun, what);
+	return 0;
+}
+
+static int h_pool_offline(struct hcall *c)
+{
+	return side_verb(c, stor_pool_offline, "offline");
+}
+
+static int h_pool_online(struct hcall *c)
+{
+	return side_verb(c, stor_pool_online, "online");
+}
+
+static int h_pool_detach(struct hcall *c)
+{
+	return side_verb(c, stor_pool_detach, "detach");
+}
+
+/* replace, attach: a side and a new LUN (made at the mirror's size if missing) */
+static int new_side_verb(struct hcall *c,
+			 int (*verb)(struct stor_pool *, const char *, const char *, unsigned),
+			 const char *what)
+{
+	const char *lun = jstr(c->args, "lun"), *new_lun = jstr(c->args, "new");
+	unsigned flags = jtrue(c->args, "force") ? STOR_FORCE : 0;
+	int ret;
+
+	if (!lun || !new_lun)
+		ERR(c, -EINVAL, "%s: %s: give the LUN and the new one", c->name, what);
+	if (new_lun[0] != '/')
+		ERR(c, -EINVAL, "%s: give an absolute LUN path", c->name);
+	ret = verb(c->pool, lun, new_lun, flags);
+	if (ret < 0)
+		return fail(c, ret, what, stor_pool_last_error());
+	log_info("pool %s: %s %.200s with %.200s: resilvering", c->name, what, lun, new_lun);
+	return 0;
+}
+
+static int h_pool_replace(struct hcall *c)
+{
+	return new_side_verb(c, stor_pool_replace, "replace");
+}
+
+static int h_pool_attach(struct hcall *c)
+{
+	return new_side_verb(c, stor_pool_attach, "attach");
 }
 
 static int h_labelclear(struct hcall *c)
@@ -721,11 +834,11 @@ static json_t *found_json(const struct stor_scan_pool *sp)
 		else
 			json_array_append_new(missing, json_integer((json_int_t)i));
 	}
-	return json_pack("{s:s,s:s,s:s,s:s,s:b,s:i,s:i,s:b,s:b,s:o,s:o}", "name", sp->name,
+	return json_pack("{s:s,s:s,s:s,s:s,s:b,s:i,s:i,s:b,s:b,s:b,s:o,s:o}", "name", sp->name,
 			 "guid", guid, "state",
 			 sp->state == STOR_SCAN_EXPORTED ? "EXPORTED" : "ACTIVE", "hostid", host,
 			 "this_host", sp->hostid == stor_hostid(), "nluns", (int)sp->nluns, "found",
-			 (int)sp->nfound, "complete", sp->complete, "metadata",
+			 (int)sp->nfound, "complete", sp->complete, "degraded", sp->degraded, "metadata",
 			 has_metadata(sp->name), "luns", luns, "missing", missing);
 }
 
@@ -911,7 +1024,8 @@ static int h_pool_import(struct hcall *c)
 			ret = STOR_EBADNAME;
 			goto out;
 		}
-		if (!json_is_true(json_object_get(s.match, "complete"))) {
+		if (!json_is_true(json_object_get(s.match, "complete")) &&
+		    !json_is_true(json_object_get(s.match, "degraded"))) {
 			char miss[256];
 
 			missing_text(s.match, miss, sizeof(miss));

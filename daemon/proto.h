@@ -111,6 +111,11 @@
 	XX(17, POOL_CHECK, "pool_check", h_pool_check, JA | ON_POOL, 2, JMAX)                \
 	XX(18, POOL_CLEAR, "pool_clear", h_pool_clear, JA | ON_POOL, 2, JMAX)                \
 	XX(60, POOL_SCRUB, "pool_scrub", h_pool_scrub, JA | ON_POOL, 2, JMAX)                \
+	XX(61, POOL_OFFLINE, "pool_offline", h_pool_offline, JA | ON_POOL, 2, JMAX)          \
+	XX(62, POOL_ONLINE, "pool_online", h_pool_online, JA | ON_POOL, 2, JMAX)             \
+	XX(63, POOL_REPLACE, "pool_replace", h_pool_replace, JA | ON_POOL, 2, JMAX)          \
+	XX(64, POOL_ATTACH, "pool_attach", h_pool_attach, JA | ON_POOL, 2, JMAX)             \
+	XX(65, POOL_DETACH, "pool_detach", h_pool_detach, JA | ON_POOL, 2, JMAX)             \
 	XX(19, LABELCLEAR, "labelclear", h_labelclear, JA, 2, JMAX)                          \
 	XX(20, DS_CREATE, "ds_create", h_ds_create, JA | CMD_SECRET | ON_DS | CMD_CHILD, 2, JMAX) \
 	XX(21, DS_DESTROY, "ds_destroy", h_ds_destroy, JA | ON_DS, 2, JMAX)                  \

@@ -55,7 +55,8 @@
  *   the one before it, so an import walks back from the newest to the
  *   checkpoint and replays forward.
  * - Each record is written whole, in copies (ditto blocks) on different
- *   LUNs (MLOG_COPIES on three or more LUNs, else two), as extents of the
+ *   vdevs (MLOG_COPIES on three or more vdevs, else two; one on a pool of
+ *   one mirror, each of whose sides holds it), as extents of the
  *   data area taken from the allocator; they are not block pointers, so an
  *   import marks the extents of the log it walked as used. The extents of a
  *   log replaced by a checkpoint are freed once that checkpoint's commit is

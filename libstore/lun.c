@@ -189,6 +189,29 @@ fail:
 	return ret;
 }
 
+/* The stand-in's descriptor is -1: every pread, pwrite and fdatasync fails
+ * at once (EBADF), so no path of the I/O code needs a test of its own; a
+ * side it stands for is out of service, so none is tried in the first place. */
+struct lun *lun_absent(const char *path, uint64_t size)
+{
+	struct lun *l = calloc(1, sizeof(*l));
+
+	if (!l || !(l->path = strdup(path))) {
+		free(l);
+		return NULL;
+	}
+	l->fd = -1;
+	l->size = size;
+	return l;
+}
+
+int lun_unlinked(const struct lun *l)
+{
+	struct stat st;
+
+	return l->fd >= 0 && fstat(l->fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 0;
+}
+
 void lun_close(struct lun *l)
 {
 	if (!l)

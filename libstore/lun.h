@@ -60,6 +60,16 @@ struct lun_io {
  */
 int lun_open(const char *path, unsigned flags, uint64_t size, struct lun **out);
 void lun_close(struct lun *l);
+/**
+ * A stand-in for a LUN that did not open (missing, or a label not this
+ * pool's), so a mirror side it was keeps its place, path and size: every
+ * I/O on it fails (-EBADF) and it claims nothing. @size is the whole
+ * LUN's, as its pool record says. NULL on ENOMEM.
+ */
+struct lun *lun_absent(const char *path, uint64_t size);
+/** Was the file of @l deleted while open (no name left)? I/O still works on
+ *  such a file, but nothing will find it after a restart. */
+int lun_unlinked(const struct lun *l);
 const char *lun_path(const struct lun *l);
 /** Did this lun_open() make the file (LUN_MADE), size an empty one
  *  (LUN_SIZED) or neither (0)? */

@@ -5,7 +5,8 @@
  * takes a path, labels it and publishes it; faults, error counters, clear,
  * per-LUN status and labelclear work on the set; a mirror's sides join it
  * as LUNs of their own that the allocator gives no space (mirror.c says
- * why). lun.c is one LUN and knows
+ * why), and a side that did not open at import joins as a stand-in
+ * (lun_absent) that keeps its place, out of service. lun.c is one LUN and knows
  * no pool; pool.c owns the pool record naming the set and orders an add
  * around it (stor_pool_add_lun), so nothing here writes metadata.
  *
@@ -27,6 +28,7 @@
 
 #include "alloc.h"
 #include "lun.h"
+#include "meta.h"
 #include "store_impl.h"
 
 static unsigned lun_flags(const struct stor_pool *p)
@@ -118,6 +120,157 @@ int lunset_attach(struct stor_pool *p, unsigned idx, const char *path, uint64_t 
 fail:
 	lun_close(l);
 	return ret;
+}
+
+int lunset_absent(struct stor_pool *p, unsigned idx, const char *path, uint64_t guid,
+		  uint64_t size, unsigned vdev, const char *why)
+{
+	struct lun *l;
+	int ret;
+
+	/* a later side's place follows its vdev's first LUN, as in lunset_attach */
+	if (vdev > idx || (vdev < idx && (p->luns[vdev].vdev != vdev ||
+					  p->luns[vdev].nsides >= STOR_MIRROR_MAX)))
+		return STOR_ECORRUPT;
+	l = lun_absent(path, size + LUN_LABEL_SIZE); /* the record has the data's end */
+	if (!l)
+		return -ENOMEM;
+	if (vdev < idx && lun_data_size(l) != lun_data_size(p->luns[vdev].lun)) {
+		lun_close(l);
+		return STOR_ECORRUPT;
+	}
+	p->luns[idx].absent = strdup(why);
+	ret = p->luns[idx].absent ? alloc_add_lun(p->alloc, vdev == idx ? lun_data_size(l) / STOR_SECTOR : 0)
+				  : -ENOMEM;
+	if (ret < 0) {
+		free(p->luns[idx].absent);
+		p->luns[idx].absent = NULL;
+		lun_close(l);
+		return ret;
+	}
+	mirror_join(p, idx, vdev, vdev == idx ? 0 : p->luns[vdev].nsides);
+	p->luns[idx].lun = l;
+	p->luns[idx].guid = guid;
+	atomic_store(&p->luns[idx].out, SIDE_OUT);
+	atomic_store(&p->luns[idx].state, SIDE_FAULTED);
+	atomic_store(&p->nluns, idx + 1);
+	return 0;
+}
+
+/*
+ * The "sides" row of table "pool": u32 n | n x (u64 the first txg whose
+ * writes LUN i may lack, 0 while it lacks none | u32 enum side_state).
+ * Written with the txg that follows a change (txg.c calls
+ * lunset_save_sides), or at once by a verb that must have it durable before
+ * the pool record changes (lunset_write_sides), so the LUNs' log carries it
+ * as any pool row. An import keeps out what it names, even when the LUN is
+ * back and reads well: it missed writes. A LUN past the row's end is in
+ * service (a vdev added since), as is every LUN of a pool without the row.
+ */
+static void sides_encode(struct stor_pool *p, unsigned n, uint8_t *buf, size_t *len)
+{
+	uint8_t *w = buf;
+
+	put_u32(&w, n);
+	for (unsigned i = 0; i < n; i++) {
+		put_u64(&w, atomic_load(&p->luns[i].missing_since));
+		put_u32(&w, (uint32_t)atomic_load(&p->luns[i].state));
+	}
+	*len = (size_t)(w - buf);
+}
+
+#define SIDES_ROW_MAX (4 + 12 * STOR_LUNS_MAX)
+
+int lunset_load_sides(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
+{
+	unsigned nluns = atomic_load(&p->nluns);
+	const uint8_t *r = NULL;
+	const void *v;
+	size_t vlen;
+	uint32_t n = 0;
+	int ret = meta_get(t, META_POOL, "sides", 5, &v, &vlen);
+
+	if (ret < 0 && ret != -ENOENT)
+		return ret;
+	if (ret == 0) {
+		r = v;
+		if (vlen < 4 || (n = get_u32(&r), vlen != 4 + 12 * (size_t)n))
+			return STOR_ECORRUPT;
+	}
+	for (unsigned i = 0; i < nluns; i++) {
+		uint64_t since = i < n ? get_u64(&r) : 0;
+		uint32_t state = i < n ? get_u32(&r) : SIDE_ONLINE;
+
+		if (state > SIDE_DETACHED)
+			return STOR_ECORRUPT;
+		if (state == SIDE_DETACHED)
+			lunset_drop_side(p, i);
+		if (p->luns[i].absent && (state == SIDE_ONLINE || state == SIDE_RESILVERING)) {
+			/* in service until this import found it gone: it may lack
+			 * the last txg, if that one's writes did not all land */
+			state = SIDE_FAULTED;
+			since = since ? since : txg ? txg : 1;
+			atomic_store(&p->sides_dirty, 1);
+		}
+		atomic_store(&p->luns[i].missing_since, since);
+		atomic_store(&p->luns[i].state, (int)state);
+		atomic_store(&p->luns[i].out, state == SIDE_ONLINE	    ? SIDE_IN
+					      : state == SIDE_RESILVERING ? SIDE_CATCHING_UP
+									  : SIDE_OUT);
+	}
+	return 0;
+}
+
+int lunset_save_sides(struct stor_pool *p, struct meta_txn *t)
+{
+	uint8_t buf[SIDES_ROW_MAX];
+	size_t len;
+	int ret;
+
+	if (!atomic_exchange(&p->sides_dirty, 0))
+		return 0;
+	sides_encode(p, atomic_load(&p->nluns), buf, &len);
+	ret = meta_put(t, META_POOL, "sides", 5, buf, len);
+	if (ret < 0)
+		lunset_sides_undo(p);
+	return ret < 0 ? ret : 1;
+}
+
+int lunset_write_sides(struct stor_pool *p, unsigned n)
+{
+	uint8_t buf[SIDES_ROW_MAX];
+	struct meta_txn *t = NULL;
+	size_t len;
+	int ret;
+
+	sides_encode(p, n, buf, &len);
+	ret = meta_txn_begin(p->meta, &t);
+	if (ret == 0)
+		ret = meta_put(t, META_POOL, "sides", 5, buf, len);
+	if (ret == 0) {
+		ret = meta_txn_commit(t);
+		t = NULL;
+	}
+	meta_txn_abort(t);
+	return ret;
+}
+
+void lunset_drop_side(struct stor_pool *p, unsigned idx)
+{
+	struct pool_lun *first = &p->luns[p->luns[idx].vdev];
+	unsigned k = 0;
+
+	for (unsigned s = 0; s < first->nsides; s++)
+		if (first->side[s] != idx)
+			first->side[k++] = first->side[s];
+	first->nsides = k;
+	atomic_store(&p->luns[idx].out, SIDE_OUT);
+	atomic_store(&p->luns[idx].state, SIDE_DETACHED);
+}
+
+void lunset_sides_undo(struct stor_pool *p)
+{
+	atomic_store(&p->sides_dirty, 1);
 }
 
 /* Is the file @l has open inside directory @dir? 1, 0 or -errno */
@@ -287,6 +440,10 @@ int lunset_prepare(struct stor_pool *p, const char *path, uint64_t size, unsigne
 	n->labelled = 1;
 	p->luns[n->idx].lun = n->lun; /* not visible before nluns says so */
 	p->luns[n->idx].guid = lab.lun_guid;
+	/* in service, whatever an attach that failed left in this slot */
+	atomic_store(&p->luns[n->idx].missing_since, 0);
+	atomic_store(&p->luns[n->idx].state, SIDE_ONLINE);
+	atomic_store(&p->luns[n->idx].out, SIDE_IN);
 	mirror_join(p, n->idx, vdev, side);
 	return 0;
 fail:
@@ -320,8 +477,34 @@ void lunset_abandon(struct stor_pool *p, struct lunset_new *n)
 
 void lunset_close(struct stor_pool *p)
 {
-	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
 		lun_close(p->luns[i].lun);
+		free(p->luns[i].absent);
+		p->luns[i].absent = NULL;
+	}
+	for (size_t i = 0; i < p->nretired; i++) {
+		lun_close(p->retired[i]);
+		free(p->retired_why[i]);
+	}
+	free(p->retired);
+	free(p->retired_why);
+	p->nretired = 0;
+}
+
+int lunset_retire(struct stor_pool *p, struct lun *l, char *why)
+{
+	struct lun **r = realloc(p->retired, (p->nretired + 1) * sizeof(*r));
+	char **w;
+
+	if (r)
+		p->retired = r;
+	w = r ? realloc(p->retired_why, (p->nretired + 1) * sizeof(*w)) : NULL;
+	if (!w)
+		return -ENOMEM;
+	p->retired_why = w;
+	p->retired[p->nretired] = l;
+	p->retired_why[p->nretired++] = why;
+	return 0;
 }
 
 int lunset_mark(struct stor_pool *p, unsigned state)
@@ -334,6 +517,8 @@ int lunset_mark(struct stor_pool *p, unsigned state)
 		struct lun_label lab;
 		unsigned bad;
 
+		if (p->luns[i].absent)
+			continue; /* not there, or not ours to write */
 		ret = lun_label_read(p->luns[i].lun, &lab, &bad);
 		if (ret < 0) {
 			pool_set_error("lun %u (%s): label: %s", i, lun_path(p->luns[i].lun),
@@ -357,11 +542,18 @@ int lunset_wipe(struct stor_pool *p)
 	int ret = 0;
 
 	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
-		int r = lun_label_wipe(p->luns[i].lun);
+		int r = p->luns[i].absent ? 0 : lun_label_wipe(p->luns[i].lun);
 		if (r < 0 && ret == 0)
 			ret = r;
 	}
 	return ret;
+}
+
+void lunset_check_gone(struct stor_pool *p)
+{
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
+		if (atomic_load(&p->luns[i].out) != SIDE_OUT && lun_unlinked(p->luns[i].lun))
+			mirror_side_failed(p, i, 1); /* a side with a sound sibling goes out */
 }
 
 void lunset_failed(struct stor_pool *p, struct lun *l)
@@ -382,6 +574,114 @@ void lunset_failed(struct stor_pool *p, struct lun *l)
 	}
 }
 
+int lunset_new_side(struct stor_pool *p, unsigned idx, const char *path, unsigned flags,
+		    unsigned vdev, unsigned sides, struct lun **out, uint64_t *guid)
+{
+	struct lun_label lab = { 0 };
+	uint64_t want = lun_data_size(p->luns[vdev].lun);
+	struct lun *l = NULL;
+	int ret;
+
+	*out = NULL;
+	/* a file made here is made the size of the side it joins */
+	ret = lun_take(p, idx, path, want + LUN_DATA_OFF + LUN_LABEL_SIZE, flags, &l);
+	if (ret < 0)
+		return ret;
+	if (lun_data_size(l) < want) {
+		pool_set_error("lun %u (%s): %llu bytes of data, smaller than the mirror's %llu",
+			       idx, path, (unsigned long long)lun_data_size(l),
+			       (unsigned long long)want);
+		ret = -EINVAL;
+		goto fail;
+	}
+	lab.vdev = vdev;
+	lab.sides = sides;
+	lab.index = idx;
+	lab.pool_guid = p->guid;
+	ret = keys_random(&lab.lun_guid, sizeof(lab.lun_guid));
+	if (ret < 0)
+		goto fail;
+	lab.size = lun_size(l);
+	lab.nluns = atomic_load(&p->nluns) > idx ? atomic_load(&p->nluns) : idx + 1;
+	snprintf(lab.pool_name, sizeof(lab.pool_name), "%s", p->name);
+	lab.hostid = stor_hostid();
+	lab.state = LABEL_ACTIVE;
+	ret = lun_label_write(l, &lab);
+	if (ret < 0) {
+		pool_set_error("lun %u (%s): label write: %s", idx, path, stor_strerror(ret));
+		goto fail;
+	}
+	*out = l;
+	*guid = lab.lun_guid;
+	return 0;
+fail:
+	if (lun_created(l) == LUN_MADE)
+		unlink(path);
+	lun_close(l);
+	return ret;
+}
+
+int lunset_relabel_width(struct stor_pool *p, unsigned vdev, unsigned sides)
+{
+	const struct pool_lun *first = &p->luns[vdev];
+	int ret = 0;
+
+	for (unsigned s = 0; s < first->nsides && ret == 0; s++) {
+		struct pool_lun *l = &p->luns[first->side[s]];
+		struct lun_label lab;
+		unsigned bad;
+
+		if (l->absent || atomic_load(&l->state) == SIDE_DETACHED)
+			continue;
+		ret = lun_label_read(l->lun, &lab, &bad);
+		if (ret == 0) {
+			lab.vdev = vdev;
+			lab.sides = sides;
+			ret = lun_label_write(l->lun, &lab);
+		}
+		if (ret < 0)
+			pool_set_error("lun %u (%s): label: %s", first->side[s], lun_path(l->lun),
+				       stor_strerror(ret));
+	}
+	return ret;
+}
+
+int lunset_reopen(struct stor_pool *p, unsigned idx, struct lun **out)
+{
+	struct pool_lun *pl = &p->luns[idx];
+	const char *path = lun_path(pl->lun);
+	struct lun *l = NULL;
+	struct lun_label lab;
+	unsigned bad;
+	int ret;
+
+	*out = NULL;
+	ret = lun_open(path, lun_flags(p), 0, &l);
+	if (ret < 0) {
+		if (ret == -EBUSY)
+			in_use_error(idx, path);
+		else
+			pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
+		return ret;
+	}
+	ret = lun_label_read(l, &lab, &bad);
+	if (ret == 0 && (lab.pool_guid != p->guid || lab.lun_guid != pl->guid || lab.index != idx))
+		ret = STOR_EFOREIGN;
+	if (ret == 0 && lun_data_size(l) < lun_data_size(pl->lun))
+		ret = -EINVAL;
+	if (ret < 0) {
+		pool_set_error("lun %u (%s): %s", idx, path,
+			       ret == STOR_EFOREIGN ? "its label is not this LUN's (replace it)"
+			       : ret == -EINVAL	    ? "smaller than the mirror's sides"
+						    : stor_strerror(ret));
+		lun_close(l);
+		return ret;
+	}
+	if (bad)
+		lun_label_repair(l, &lab, bad);
+	*out = l;
+	return 0;
+}
 
 int stor_pool_lun_stat(struct stor_pool *p, unsigned idx, struct stor_lun_stat *st)
 {
@@ -409,13 +709,17 @@ int stor_pool_lun_stat(struct stor_pool *p, unsigned idx, struct stor_lun_stat *
 	st->cksum_errors = atomic_load(&p->luns[idx].cksum_errors);
 	st->faulted = c.read_errors + c.write_errors >= STOR_LUN_FAULT_ERRORS ||
 		      atomic_load(&p->luns[idx].out);
+	st->state = atomic_load(&p->luns[idx].state);
+	st->missing_since = atomic_load(&p->luns[idx].missing_since);
+	if (p->luns[idx].absent)
+		snprintf(st->absent, sizeof(st->absent), "%s", p->luns[idx].absent);
 	st->label_damaged = p->luns[idx].label_damaged;
 	st->label_repaired = p->luns[idx].label_repaired;
 	return 0;
 }
 
 /* LUN @lun of @p by path or by index ("0", "1"...); -1 if none. */
-static int lun_index(struct stor_pool *p, const char *lun)
+int lunset_index(struct stor_pool *p, const char *lun)
 {
 	unsigned n = atomic_load(&p->nluns);
 	char *end;
@@ -436,12 +740,14 @@ int stor_pool_clear(struct stor_pool *p, const char *lun)
 	int only = -1;
 
 	if (lun) {
-		only = lun_index(p, lun);
+		only = lunset_index(p, lun);
 		if (only < 0) {
 			pool_set_error("pool %s: no LUN '%s'", p->name, lun);
 			return -ENOENT;
 		}
 	}
+	if (only < 0)
+		errlog_clear(p); /* the pool's: records with errors are forgotten too */
 	for (unsigned i = 0; i < n; i++) {
 		if (only >= 0 && i != (unsigned)only)
 			continue;

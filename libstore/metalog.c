@@ -322,12 +322,32 @@ static int record_body(struct metalog *ml, struct meta_txn *t, int full, struct 
 	return ret;
 }
 
-/* Room for @nsect sectors on up to MLOG_COPIES LUNs, different ones while
- * there are enough, starting from a LUN that turns with @seq. */
+/* How many copies a record gets: one per vdev up to MLOG_COPIES, at least
+ * two, but one on a lone mirror, whose sides each hold it already. Counted
+ * by vdevs, not LUNs: a mirror's copy is on every side of it. */
+static unsigned copies_wanted(struct stor_pool *p, unsigned nluns)
+{
+	unsigned nvdevs = 0;
+	int mirror = 0;
+
+	for (unsigned i = 0; i < nluns; i++) {
+		if (p->luns[i].vdev != i)
+			continue;
+		nvdevs++;
+		mirror = p->luns[i].nsides > 1;
+	}
+	if (nvdevs == 1 && mirror)
+		return 1;
+	return nvdevs >= MLOG_COPIES ? MLOG_COPIES : 2;
+}
+
+/* Room for @nsect sectors on up to MLOG_COPIES vdevs, different ones while
+ * there are enough, starting from a LUN that turns with @seq (only a vdev's
+ * first LUN has space, so the others are passed over). */
 static int place_copies(struct stor_pool *p, uint64_t seq, uint32_t nsect, struct mptr *m)
 {
 	unsigned nluns = atomic_load(&p->nluns);
-	unsigned want = nluns >= 3 ? 3 : 2;
+	unsigned want = copies_wanted(p, nluns);
 
 	m->ncopies = 0;
 	for (unsigned k = 0; k < nluns * 2 && m->ncopies < want; k++) {
@@ -873,6 +893,58 @@ static int read_ubs(struct metalog_luns *L, struct ub **out, size_t *nout, uint6
 	return 0;
 }
 
+/* The header of the sound record @m names, in @buf, into @out (all but buf). */
+static int rec_head(const uint8_t *buf, const struct mptr *m, uint64_t guid, struct rec *out)
+{
+	const uint8_t *r = buf + 8;
+	uint32_t olen;
+
+	if (get_u32(&r) != FORMAT_VERSION)
+		return STOR_ECORRUPT;
+	out->kind = get_u32(&r);
+	if (get_u64(&r) != guid || (out->kind != MLOG_DELTA && out->kind != MLOG_FULL))
+		return STOR_ECORRUPT;
+	out->txg = get_u64(&r);
+	out->seq = get_u64(&r);
+	if (mptr_get(&r, &out->prev) < 0)
+		return STOR_ECORRUPT;
+	olen = get_u32(&r);
+	if (olen != m->len - MLOG_HEAD_LEN)
+		return STOR_ECORRUPT;
+	out->ops = r;
+	out->olen = olen;
+	return 0;
+}
+
+/* Do the @m->len bytes of @buf hold the record @m names? */
+static int copy_sound(const uint8_t *buf, const struct mptr *m)
+{
+	const uint8_t *r = buf;
+
+	return XXH64(buf, m->len, 0) == m->cksum && get_u64(&r) == MLOG_MAGIC;
+}
+
+/* Copy @c of the record @m into @buf (nsect sectors) from the first side of
+ * its vdev that holds it sound: the copy's own LUN, then the others whose
+ * label puts them in its vdev. @return 0, or -EIO when no side does */
+static int read_copy(struct metalog_luns *L, const struct mptr *m, unsigned c, uint8_t *buf)
+{
+	unsigned vdev = m->lun[c];
+
+	for (unsigned k = 0; k <= L->n; k++) {
+		/* k == 0: the LUN the pointer names; then every other side */
+		unsigned i = k == 0 ? vdev : k - 1;
+		struct lun_io io = { i < L->n ? L->lun[i] : NULL, m->sector[c] * STOR_SECTOR, buf,
+				     (size_t)m->nsect * STOR_SECTOR, 0 };
+
+		if (!io.lun || (k && (i == vdev || L->vdev[i] != vdev)))
+			continue;
+		if (lun_read_batch(&io, 1) == 0 && copy_sound(buf, m))
+			return 0;
+	}
+	return -EIO;
+}
+
 /* Read the record @m names from any sound copy; r->bad gets a bit for
  * every copy that does not verify (unreadable, or another checksum). */
 static int read_record(struct metalog_luns *L, const struct mptr *m, uint64_t guid, struct rec *out)
@@ -890,12 +962,8 @@ static int read_record(struct metalog_luns *L, const struct mptr *m, uint64_t gu
 	/* every copy, so the import knows each damaged one and repairs it */
 	for (unsigned c = 0; c < m->ncopies; c++) {
 		uint8_t *into = good < 0 ? buf : other;
-		struct lun_io io = { m->lun[c] < L->n ? L->lun[m->lun[c]] : NULL,
-				     m->sector[c] * STOR_SECTOR, into, sz, 0 };
-		const uint8_t *r = into;
 
-		if (!io.lun || lun_read_batch(&io, 1) || XXH64(into, m->len, 0) != m->cksum ||
-		    get_u64(&r) != MLOG_MAGIC) {
+		if (read_copy(L, m, c, into) < 0) {
 			out->bad |= 1u << c;
 			continue;
 		}
@@ -908,30 +976,12 @@ static int read_record(struct metalog_luns *L, const struct mptr *m, uint64_t gu
 		return STOR_ECORRUPT;
 	}
 	out->good = (unsigned)good;
-	{
-		const uint8_t *r = buf + 8;
-		uint32_t olen;
-
-		if (get_u32(&r) != FORMAT_VERSION)
-			goto bad;
-		out->kind = get_u32(&r);
-		if (get_u64(&r) != guid || (out->kind != MLOG_DELTA && out->kind != MLOG_FULL))
-			goto bad;
-		out->txg = get_u64(&r);
-		out->seq = get_u64(&r);
-		if (mptr_get(&r, &out->prev) < 0)
-			goto bad;
-		olen = get_u32(&r);
-		if (olen != m->len - MLOG_HEAD_LEN)
-			goto bad;
-		out->ops = r;
-		out->olen = olen;
-		out->buf = buf;
+	if (rec_head(buf, m, guid, out) < 0) {
+		free(buf);
+		return STOR_ECORRUPT;
 	}
+	out->buf = buf;
 	return 0;
-bad:
-	free(buf);
-	return STOR_ECORRUPT;
 }
 
 static void recs_free(struct rec *v, size_t n)
@@ -1257,14 +1307,17 @@ int metalog_repair(struct stor_pool *p)
 
 	for (size_t i = 0; i < ml->nfix; i++) {
 		struct mfix *f = &ml->fix[i];
-		struct lun_io io = { f->lun < nluns ? p->luns[f->lun].lun : NULL,
-				     f->sector * STOR_SECTOR, f->buf, (size_t)f->nsect * STOR_SECTOR,
-				     0 };
-		int ret = io.lun ? 0 : -ENODEV;
+		int ret = f->lun < nluns && p->luns[f->lun].vdev == f->lun ? 0 : -ENODEV;
 
+		/* the copy goes to every side in service of its vdev */
 		if (ret == 0) {
-			lun_write_batch(&io, 1);
-			ret = io.result ? io.result : lun_flush(io.lun);
+			struct lun_io ios[MLOG_COPIES];
+			uint16_t vdev = f->lun;
+
+			ios[0] = (struct lun_io){ NULL, f->sector * STOR_SECTOR, f->buf,
+						  (size_t)f->nsect * STOR_SECTOR, 0 };
+			mirror_write_copies(p, ios, &vdev, 1);
+			ret = ios[0].result ? ios[0].result : mirror_flush(p, f->lun);
 		}
 		if (ret < 0) {
 			failed++;
@@ -1288,6 +1341,10 @@ int metalog_repair(struct stor_pool *p)
 		struct lun *l = lun < nluns ? p->luns[lun].lun : NULL;
 		int ret = l && ub ? 0 : -ENOMEM;
 
+		/* a side out of service keeps its old ring: it lacks what the new
+		 * uberblock names, and must not look as if it held it */
+		if (l && atomic_load(&p->luns[lun].out))
+			continue;
 		if (ret == 0) {
 			ub_encode(ub, p->guid, ml->ub_txg, ml->seq, &ml->head);
 			ret = lun_reserved_io(l, 1, ub, UB_SIZE, UB_OFF + (ml->seq % UB_SLOTS) * UB_SIZE);
@@ -1309,4 +1366,89 @@ int metalog_repair(struct stor_pool *p)
 	if (failed)
 		ml->force_full = 1; /* what was not repaired, a checkpoint supersedes */
 	return (int)failed;
+}
+
+/*
+ * One copy of a record on every sound side of its vdev: read, check against
+ * the pointer that names it, and the bad ones rewritten from @good (which
+ * gets the first sound bytes). @return 1 if a sound copy was found, 0 if
+ * not, -ENOMEM
+ */
+static int scrub_copy(struct stor_pool *p, const struct mptr *m, unsigned c, uint8_t *good,
+		      int have, struct metalog_scrub *sc)
+{
+	size_t sz = (size_t)m->nsect * STOR_SECTOR;
+	unsigned sides[STOR_MIRROR_MAX], n = mirror_sound_sides(p, m->lun[c], sides);
+	unsigned bad[STOR_MIRROR_MAX], nbad = 0;
+	uint8_t *tmp = NULL;
+
+	if (posix_memalign((void **)&tmp, STOR_SECTOR, sz))
+		return -ENOMEM;
+	for (unsigned s = 0; s < n; s++) {
+		struct lun_io io = { p->luns[sides[s]].lun, m->sector[c] * STOR_SECTOR, tmp, sz, 0 };
+
+		sc->examined += sz;
+		if (lun_read_batch(&io, 1) || !copy_sound(tmp, m)) {
+			bad[nbad++] = sides[s];
+		} else if (!have) {
+			memcpy(good, tmp, sz);
+			have = 1;
+		}
+	}
+	for (unsigned i = 0; have && i < nbad; i++) {
+		struct lun_io io = { p->luns[bad[i]].lun, m->sector[c] * STOR_SECTOR, good, sz, 0 };
+
+		if (lun_write_batch(&io, 1) == 0 && lun_flush(io.lun) == 0) {
+			sc->repaired += sz;
+			atomic_fetch_add(&p->luns[bad[i]].repaired, 1);
+		} else {
+			mirror_side_failed(p, bad[i], 1);
+		}
+	}
+	free(tmp);
+	return have;
+}
+
+int metalog_scrub(struct stor_pool *p, struct metalog_scrub *sc)
+{
+	struct metalog *ml = p->mlog;
+	uint64_t last_seq = UINT64_MAX;
+	struct mptr at;
+	int ret = 0;
+
+	/* the log as it is: no commit adds to it or frees its extents meanwhile */
+	pthread_mutex_lock(&p->commit_lock);
+	at = ml->head;
+	while (ml->have_head && ret == 0 && at.ncopies) {
+		uint8_t *good = NULL;
+		struct rec r;
+		int have = 0;
+
+		if (posix_memalign((void **)&good, STOR_SECTOR, (size_t)at.nsect * STOR_SECTOR)) {
+			ret = -ENOMEM;
+			break;
+		}
+		/* every copy, though one sound copy would do to walk on */
+		for (unsigned c = 0; c < at.ncopies && ret == 0; c++) {
+			int k = scrub_copy(p, &at, c, good, have, sc);
+
+			if (k < 0)
+				ret = k;
+			else if (k == 0)
+				sc->errors++; /* that copy is lost on every side */
+			have |= k > 0;
+		}
+		/* no copy left: the chain ends here (a checkpoint replaces it) */
+		if (ret || !have || rec_head(good, &at, p->guid, &r) < 0 || r.seq >= last_seq) {
+			if (ret == 0 && !have)
+				ml->force_full = 1;
+			free(good);
+			break;
+		}
+		last_seq = r.seq;
+		at = r.kind == MLOG_FULL ? (struct mptr){ 0 } : r.prev;
+		free(good);
+	}
+	pthread_mutex_unlock(&p->commit_lock);
+	return ret;
 }

@@ -51,9 +51,12 @@ void metalog_abort(struct stor_pool *p);
 /** The LMDB commit after metalog_publish() succeeded: free what the log no longer needs. */
 void metalog_committed(struct stor_pool *p);
 
-/** The LUNs an import reads, by label index; NULL where none was found. */
+/** The LUNs an import reads, by label index; NULL where none was found.
+ *  A record's copy is named by its vdev's first LUN and read from any side
+ *  found, so a mirror whose first side is gone still gives it. */
 struct metalog_luns {
 	struct lun *lun[STOR_LUNS_MAX];
+	uint16_t vdev[STOR_LUNS_MAX]; /* the first LUN of each one's vdev, from its label */
 	unsigned n; /* one past the highest index found */
 	uint64_t guid;
 };
@@ -76,6 +79,20 @@ int metalog_import(struct stor_pool *p, struct metalog_luns *luns, struct meta *
  * @return how many could not be (a checkpoint at the next commit replaces them)
  */
 int metalog_repair(struct stor_pool *p);
+/** What metalog_scrub() did, in bytes and copies. */
+struct metalog_scrub {
+	uint64_t examined, repaired; /* bytes read (every side), rewritten */
+	uint64_t errors;             /* record copies with no sound side */
+};
+/**
+ * Scrub the log: walk it from the newest record back to its checkpoint, as
+ * an import does, read every copy on every sound side of its vdev, check it
+ * against the pointer that names it, and rewrite a bad one from a sound
+ * copy of the same record. A record with no sound copy left ends the walk
+ * and makes the next commit a checkpoint. Holds the commit lock meanwhile.
+ * @return 0 or -ENOMEM; @sc grows by what it did
+ */
+int metalog_scrub(struct stor_pool *p, struct metalog_scrub *sc);
 /** Mark the log's extents used in the pool's allocator (after its LUNs joined). */
 int metalog_mark(struct stor_pool *p);
 /** Write a checkpoint with the next commit (LMDB is ahead of the LUNs, or has no log yet). */

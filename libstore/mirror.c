@@ -10,7 +10,8 @@
  *
  * Writes go to every side in service. A side that fails a write or an
  * fsync while another succeeds goes out of service: it lacks that extent,
- * so it is neither read nor written again until it is resilvered; the
+ * so it is neither read nor written again until it is resilvered (it stays
+ * out across imports, from the txg lunset.c's "sides" row names); the
  * write fails only when no side took it, as on a LUN of its own. Reads turn
  * over the sides in service. A copy that fails its read or its check is
  * looked for on the other sides (mirror_recover) and every bad copy is
@@ -49,19 +50,34 @@ int mirror_is_side(const struct stor_pool *p, unsigned idx)
 	return p->luns[p->luns[idx].vdev].nsides > 1;
 }
 
-unsigned mirror_sides(struct stor_pool *p, unsigned vdev, unsigned out[STOR_MIRROR_MAX])
+/* The sides of vdev @vdev whose out is at most @most: SIDE_IN to read
+ * (sound), SIDE_CATCHING_UP to write (a resilver's target takes new
+ * writes). A vdev of one LUN is that LUN, whatever its state; a detached
+ * first LUN leaves its place in side[] to the next (resilver.c). */
+static unsigned sides_upto(struct stor_pool *p, unsigned vdev, int most,
+			   unsigned out[STOR_MIRROR_MAX])
 {
 	const struct pool_lun *first = &p->luns[vdev];
 	unsigned n = 0;
 
 	if (first->nsides <= 1) {
-		out[0] = vdev;
+		out[0] = first->nsides ? first->side[0] : vdev;
 		return 1;
 	}
 	for (unsigned s = 0; s < first->nsides; s++)
-		if (!atomic_load(&p->luns[first->side[s]].out))
+		if (atomic_load(&p->luns[first->side[s]].out) <= most)
 			out[n++] = first->side[s];
 	return n;
+}
+
+unsigned mirror_sides(struct stor_pool *p, unsigned vdev, unsigned out[STOR_MIRROR_MAX])
+{
+	return sides_upto(p, vdev, SIDE_CATCHING_UP, out);
+}
+
+unsigned mirror_sound_sides(struct stor_pool *p, unsigned vdev, unsigned out[STOR_MIRROR_MAX])
+{
+	return sides_upto(p, vdev, SIDE_IN, out);
 }
 
 unsigned mirror_read_side(struct stor_pool *p, unsigned vdev)
@@ -69,8 +85,8 @@ unsigned mirror_read_side(struct stor_pool *p, unsigned vdev)
 	unsigned sides[STOR_MIRROR_MAX], n;
 
 	if (p->luns[vdev].nsides <= 1)
-		return vdev;
-	n = mirror_sides(p, vdev, sides);
+		return p->luns[vdev].nsides ? p->luns[vdev].side[0] : vdev;
+	n = mirror_sound_sides(p, vdev, sides);
 	if (n == 0)
 		return vdev;
 	return sides[atomic_fetch_add(&p->luns[vdev].turn, 1) % n];
@@ -84,18 +100,36 @@ int mirror_side_failed(struct stor_pool *p, unsigned idx, int write)
 
 	if (!mirror_is_side(p, idx))
 		return 0;
-	if (atomic_load(&p->luns[idx].out))
+	if (atomic_load(&p->luns[idx].out) == SIDE_OUT)
 		return 1; /* out already: its errors are no longer its vdev's */
+	if (atomic_load(&p->luns[idx].out) == SIDE_CATCHING_UP) {
+		/* a resilver's target that fails: out again, its vdev unharmed */
+		pthread_mutex_lock(&out_lock);
+		atomic_store(&p->luns[idx].out, SIDE_OUT);
+		atomic_store(&p->luns[idx].state, SIDE_FAULTED);
+		atomic_store(&p->sides_dirty, 1);
+		pthread_mutex_unlock(&out_lock);
+		return 1;
+	}
 	lun_counters(p->luns[idx].lun, &c);
 	/* a missed write leaves a hole in the copy; read errors may pass */
 	if (!write && c.read_errors + c.write_errors < STOR_LUN_FAULT_ERRORS)
 		return 0;
 	pthread_mutex_lock(&out_lock);
-	n = mirror_sides(p, vdev, sides);
+	n = mirror_sound_sides(p, vdev, sides);
 	for (unsigned s = 0; s < n && !taken; s++)
 		taken = sides[s] != idx;
-	if (taken)
-		atomic_store(&p->luns[idx].out, 1);
+	if (taken) {
+		/* what it lacks begins no later than the txg not yet synced;
+		 * the next commit makes that durable (lunset_save_sides) */
+		uint64_t none = 0;
+
+		atomic_compare_exchange_strong(&p->luns[idx].missing_since, &none,
+					       atomic_load(&p->synced_txg) + 1);
+		atomic_store(&p->luns[idx].out, SIDE_OUT);
+		atomic_store(&p->luns[idx].state, SIDE_FAULTED);
+		atomic_store(&p->sides_dirty, 1);
+	}
 	pthread_mutex_unlock(&out_lock);
 	return taken;
 }
@@ -159,7 +193,7 @@ int mirror_recover(struct stor_pool *p, const struct mirror_ext *e, unsigned bad
 	int good = -1;
 	enum verdict v;
 
-	n = mirror_sides(p, p->luns[bad].vdev, sides);
+	n = mirror_sound_sides(p, p->luns[bad].vdev, sides);
 	if (p->luns[p->luns[bad].vdev].nsides <= 1)
 		return err;
 	/* the copy that failed, once more: sound bytes that failed to open
@@ -241,7 +275,7 @@ void mirror_write_copies(struct stor_pool *p, struct lun_io *ios, const uint16_t
 
 int mirror_check_extent(struct stor_pool *p, const struct mirror_ext *e, uint64_t *fixed)
 {
-	unsigned sides[STOR_MIRROR_MAX], n = mirror_sides(p, e->bp->lun, sides), nbad = 0;
+	unsigned sides[STOR_MIRROR_MAX], n = mirror_sound_sides(p, e->bp->lun, sides), nbad = 0;
 	unsigned bad[STOR_MIRROR_MAX], nread = 0;
 	struct lun_io ios[STOR_MIRROR_MAX];
 	uint8_t *good = NULL, *tmp = NULL, *swap;
@@ -287,5 +321,85 @@ int mirror_check_extent(struct stor_pool *p, const struct mirror_ext *e, uint64_
 	}
 	free(good);
 	free(tmp);
+	return ret;
+}
+
+int mirror_resilver_extent(struct stor_pool *p, const struct mirror_ext *e, uint64_t *copied)
+{
+	const struct pool_lun *first = &p->luns[e->bp->lun];
+	unsigned sides[STOR_MIRROR_MAX], n, to[STOR_MIRROR_MAX], nto = 0;
+	struct lun_io ios[STOR_MIRROR_MAX];
+	uint8_t *buf = NULL;
+	int ret = -EIO;
+
+	/* the targets: catching up, and missing writes from before this birth */
+	for (unsigned s = 0; s < first->nsides && first->nsides > 1; s++) {
+		const struct pool_lun *l = &p->luns[first->side[s]];
+		uint64_t since = atomic_load(&l->missing_since);
+
+		if (atomic_load(&l->out) == SIDE_CATCHING_UP && since && since <= e->bp->birth)
+			to[nto++] = first->side[s];
+	}
+	if (!nto)
+		return 0;
+	if (posix_memalign((void **)&buf, STOR_SECTOR, e->bp->psize))
+		return -ENOMEM;
+	n = mirror_sound_sides(p, e->bp->lun, sides);
+	for (unsigned s = 0; s < n && ret < 0; s++) {
+		if (read_side(p, sides[s], e->bp, buf) < 0)
+			continue;
+		if (judge(e, buf) != BAD)
+			ret = 0;
+		else
+			atomic_fetch_add(&p->luns[sides[s]].cksum_errors, 1);
+	}
+	if (ret == 0) {
+		for (unsigned i = 0; i < nto; i++)
+			ios[i] = (struct lun_io){ p->luns[to[i]].lun, e->bp->sector * STOR_SECTOR, buf,
+						  e->bp->psize, 0 };
+		lun_write_batch(ios, nto);
+		for (unsigned i = 0; i < nto; i++) {
+			if (ios[i].result == 0)
+				*copied += e->bp->psize;
+			else
+				mirror_side_failed(p, to[i], 1);
+		}
+	} else if (n) {
+		ret = STOR_ECKSUM; /* read, but no copy was sound */
+	}
+	free(buf);
+	return ret;
+}
+
+int mirror_copy_raw(struct stor_pool *p, unsigned vdev, uint64_t sector, uint32_t nsect)
+{
+	const struct pool_lun *first = &p->luns[vdev];
+	unsigned sides[STOR_MIRROR_MAX], n, to[STOR_MIRROR_MAX], nto = 0;
+	struct lun_io ios[STOR_MIRROR_MAX];
+	size_t len = (size_t)nsect * STOR_SECTOR;
+	uint8_t *buf = NULL;
+	int ret = -EIO;
+
+	for (unsigned s = 0; s < first->nsides && first->nsides > 1; s++)
+		if (atomic_load(&p->luns[first->side[s]].out) == SIDE_CATCHING_UP)
+			to[nto++] = first->side[s];
+	if (!nto)
+		return 0;
+	if (posix_memalign((void **)&buf, STOR_SECTOR, len))
+		return -ENOMEM;
+	n = mirror_sound_sides(p, vdev, sides);
+	for (unsigned s = 0; s < n && ret < 0; s++) {
+		struct lun_io io = { p->luns[sides[s]].lun, sector * STOR_SECTOR, buf, len, 0 };
+
+		ret = lun_read_batch(&io, 1) ? io.result : 0;
+	}
+	for (unsigned i = 0; ret == 0 && i < nto; i++)
+		ios[i] = (struct lun_io){ p->luns[to[i]].lun, sector * STOR_SECTOR, buf, len, 0 };
+	if (ret == 0)
+		lun_write_batch(ios, nto);
+	for (unsigned i = 0; ret == 0 && i < nto; i++)
+		if (ios[i].result < 0)
+			mirror_side_failed(p, to[i], 1);
+	free(buf);
 	return ret;
 }

@@ -3,7 +3,10 @@
  * Pools: create, open (import), close (export), destroy, add a LUN, status.
  * A pool owns its LUN set, its LMDB environment, the allocator and the pool
  * record naming its LUNs; on open every LUN the record names is attached,
- * and a damaged, missing or foreign one fails the import. The free map is
+ * and a damaged, missing or foreign one fails the import - unless it is a
+ * side of a mirror another side of which opened: then it joins absent and
+ * out of service, the mirror is degraded and the pool serves (ZFS imports
+ * a pool whose every top-level vdev can serve the same way). The free map is
  * rebuilt here from the block pointers (see alloc.h). Freeing a pool
  * (close, destroy, a failed open) drops its datasets from the data cache:
  * nothing read before an export is served after the next import.
@@ -212,7 +215,8 @@ static int save_config(struct stor_pool *p, unsigned n)
 
 	for (unsigned i = 0; i < n; i++) {
 		len += 8 + 8 + 2 + strlen(lun_path(p->luns[i].lun));
-		mirrors |= mirror_is_side(p, i);
+		/* a mirror detached down to one side keeps its layout too */
+		mirrors |= mirror_is_side(p, i) || p->luns[i].vdev != i;
 	}
 	if (mirrors)
 		len += 4 + 4 * (size_t)n;
@@ -253,6 +257,11 @@ static int save_config(struct stor_pool *p, unsigned n)
 int pool_save_config(struct stor_pool *p)
 {
 	return save_config(p, atomic_load(&p->nluns));
+}
+
+int pool_save_config_n(struct stor_pool *p, unsigned n)
+{
+	return save_config(p, n);
 }
 
 /* LUN paths an import looks at, before it knows which LUNs the pool has. */
@@ -302,23 +311,105 @@ static int read_hint(struct stor_pool *p, struct lun_paths *lp)
 	return ret;
 }
 
-/* The vdevs the pool record's tail (or its absence) says are the ones the
- * labels of the attached LUNs gave. */
-static int check_layout(struct stor_pool *p, uint32_t n, const uint8_t *r, const uint8_t *end)
+/* The vdev of each of the @n LUNs the pool record's tail at @r names (the
+ * LUN itself where there is no tail: a pool without mirrors). */
+static int layout_of(uint32_t n, const uint8_t *r, const uint8_t *end, uint32_t *vdev)
 {
 	int tail = end - r >= 4;
 
 	if (tail && ((size_t)(end - r) < 4 + 4 * (size_t)n || get_u32(&r) != n))
 		return STOR_ECORRUPT;
 	for (uint32_t i = 0; i < n; i++) {
-		uint32_t vdev = tail ? get_u32(&r) : i;
+		vdev[i] = tail ? get_u32(&r) : i;
+		if (vdev[i] > i || vdev[vdev[i]] != vdev[i])
+			return STOR_ECORRUPT;
+	}
+	return 0;
+}
 
-		if (vdev != p->luns[i].vdev) {
+/* The vdevs the labels of the attached LUNs gave are the record's. */
+static int check_layout(struct stor_pool *p, uint32_t n, const uint32_t *vdev)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (vdev[i] != p->luns[i].vdev) {
 			pool_set_error("pool %s: lun %u (%s): its label puts it in the vdev of lun "
 				       "%u, the pool record in that of lun %u",
 				       p->name, i, lun_path(p->luns[i].lun), p->luns[i].vdev,
-				       vdev);
+				       vdev[i]);
 			return STOR_ECORRUPT;
+		}
+	}
+	return 0;
+}
+
+/* Does the vdev of lun @vdev (@n LUNs in all) have more than one side? */
+static int is_mirror(const uint32_t *vdevs, uint32_t n, uint32_t vdev)
+{
+	for (uint32_t i = vdev + 1; i < n; i++)
+		if (vdevs[i] == vdev)
+			return 1;
+	return 0;
+}
+
+/*
+ * Attach LUN @i of the record. A mirror side that does not open, or whose
+ * label is not this pool's, joins as absent (lunset_absent) with the reason
+ * attaching gave, so the mirror imports degraded; a LUN of its own, or one
+ * another host has, fails the import as it always did.
+ */
+static int attach_one(struct stor_pool *p, unsigned i, const char *path, uint64_t guid,
+		      uint64_t size, const uint32_t *vdevs, uint32_t n)
+{
+	char why[512];
+	int ret;
+
+	pool_clear_error();
+	ret = lunset_attach(p, i, path, guid);
+	if (ret == 0 || ret == -ENOMEM || ret == STOR_EHOSTID || !is_mirror(vdevs, n, vdevs[i]))
+		return ret;
+	snprintf(why, sizeof(why), "%s", pool_error_set() ? stor_pool_last_error()
+							  : stor_strerror(ret));
+	pool_clear_error();
+	ret = lunset_absent(p, i, path, guid, size, vdevs[i], why);
+	if (ret < 0)
+		pool_set_error("%s", why);
+	return ret;
+}
+
+/* A mirror with no side that opened cannot serve: the import fails with
+ * what its first side's attach said. */
+static int check_sides(struct stor_pool *p, uint32_t n)
+{
+	for (uint32_t v = 0; v < n; v++) {
+		unsigned here = 0;
+
+		if (p->luns[v].vdev != v)
+			continue;
+		for (unsigned s = 0; s < p->luns[v].nsides; s++)
+			here += !p->luns[p->luns[v].side[s]].absent;
+		if (p->luns[v].nsides > 1 && !here) {
+			pool_set_error("pool %s: no side of the mirror of lun %u opened: %s",
+				       p->name, v, p->luns[v].absent);
+			return -ENODEV;
+		}
+	}
+	return 0;
+}
+
+/* A mirror whose sides all lack writes (the one that had them is gone)
+ * would serve holes: the import fails. */
+static int check_sound(struct stor_pool *p, uint32_t n)
+{
+	for (uint32_t v = 0; v < n; v++) {
+		unsigned sides[STOR_MIRROR_MAX];
+
+		if (p->luns[v].vdev != v || p->luns[v].nsides <= 1)
+			continue;
+		if (!mirror_sound_sides(p, v, sides)) {
+			pool_set_error("pool %s: no side of the mirror of lun %u that opened holds "
+				       "every write (the others are out of service since a txg)",
+				       p->name, v);
+			return -ENODEV;
 		}
 	}
 	return 0;
@@ -335,6 +426,9 @@ static int load_config(struct stor_pool *p, uint64_t *txg, struct lun_paths *lp)
 	const void *v;
 	size_t vlen;
 	uint32_t n;
+	struct lun_paths paths = { 0 };
+	uint64_t guids[STOR_LUNS_MAX], sizes[STOR_LUNS_MAX];
+	uint32_t vdevs[STOR_LUNS_MAX];
 	int ret;
 
 	ret = meta_rtxn_get(p->meta, &t);
@@ -369,13 +463,12 @@ static int load_config(struct stor_pool *p, uint64_t *txg, struct lun_paths *lp)
 		goto out;
 	for (uint32_t i = 0; i < n; i++) {
 		char path[4096];
-		uint64_t guid;
 		uint16_t plen;
 
 		if (end - r < 18)
 			goto out;
-		guid = get_u64(&r);
-		get_u64(&r);
+		guids[i] = get_u64(&r);
+		sizes[i] = get_u64(&r);
 		plen = get_u16(&r);
 		if (end - r < plen || plen >= sizeof(path))
 			goto out;
@@ -384,13 +477,33 @@ static int load_config(struct stor_pool *p, uint64_t *txg, struct lun_paths *lp)
 		/* a LUN a scan found elsewhere: there, and the record follows */
 		if (i < p->opts.nlun_paths && p->opts.lun_paths[i])
 			snprintf(path, sizeof(path), "%s", p->opts.lun_paths[i]);
-		ret = lp ? paths_add(lp, path) : lunset_attach(p, i, path, guid);
+		ret = paths_add(lp ? lp : &paths, path);
 		if (ret < 0)
 			goto out;
 		ret = STOR_ECORRUPT;
 	}
-	ret = lp ? 0 : check_layout(p, n, r, end);
+	if (lp) {
+		ret = 0;
+		goto out;
+	}
+	/* the layout first: a mirror side that is gone takes its place from it */
+	ret = layout_of(n, r, end, vdevs);
+	if (ret < 0)
+		pool_set_error("pool %s: the pool record's vdev layout is damaged", p->name);
+	for (uint32_t i = 0; i < n && ret == 0; i++)
+		ret = attach_one(p, i, paths.path[i], guids[i], sizes[i], vdevs, n);
+	if (ret == 0)
+		ret = check_layout(p, n, vdevs);
+	if (ret == 0)
+		ret = check_sides(p, n);
+	if (ret == 0)
+		ret = lunset_load_sides(p, t, *txg);
+	if (ret == 0)
+		ret = check_sound(p, n);
+	if (ret == 0)
+		ret = errlog_load(p, t);
 out:
+	paths_free(&paths);
 	meta_rtxn_put(t);
 	return ret;
 }
@@ -458,6 +571,7 @@ static void peek_luns(struct stor_pool *p, const struct lun_paths *lp, struct me
 		    lab.index < STOR_LUNS_MAX && !L->lun[lab.index]) {
 			L->guid = lab.pool_guid;
 			L->lun[lab.index] = l;
+			L->vdev[lab.index] = (uint16_t)lab.vdev;
 			if (lab.index >= L->n)
 				L->n = lab.index + 1;
 			continue;
@@ -660,7 +774,7 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 	p->opts.progress = NULL;
 	/* a checkpoint due (LMDB ahead of the LUNs, or they have none): now,
 	 * not at the next write; a failure is retried with every commit */
-	if (metalog_dirty(p))
+	if (metalog_dirty(p) || atomic_load(&p->sides_dirty))
 		txg_sync(p, 0);
 	/* a scrub that was running goes on */
 	ret = scrub_init(p);
@@ -796,6 +910,9 @@ static int add_vdev(struct stor_pool *p, const char *const *paths, unsigned side
 		else
 			lunset_abandon(p, &n[k - 1 - i]);
 	}
+	/* the sides row counts the new LUNs too, in service */
+	if (ret == 0)
+		atomic_store(&p->sides_dirty, 1);
 	/* the others' labels count it too, so a scan that misses it knows it
 	 * is missing; a failure here costs only that hint (import rewrites them) */
 	if (ret == 0 && p->meta)

@@ -94,6 +94,9 @@ static uint8_t *aligned_alloc_raw(size_t n)
 
 static void fail_io(struct rec *r, int err)
 {
+	/* no sound copy: pool status -v names the record (errlog.c) */
+	if (err == STOR_ECKSUM || err == STOR_EAUTH)
+		errlog_note(r->ds->pool, r->ds->id, r->recno);
 	r->status = err;
 	if (r->io->result == 0)
 		r->io->result = err;

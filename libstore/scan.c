@@ -121,6 +121,35 @@ static int by_pool_then_index(const void *a, const void *b)
 	return ((const struct found *)a)->seq < ((const struct found *)b)->seq ? -1 : 1;
 }
 
+/* Could @missing LUNs all be sides of the mirrors the labels v[0, n) name,
+ * each of which keeps a side found? Labels say a side's vdev and width,
+ * not which index a missing side had: the import's pool record does. */
+static int mirrors_cover(const struct found *v, size_t n, unsigned missing)
+{
+	unsigned lacking = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned found = 0, width = 0;
+		int seen = 0;
+
+		if (v[i].lab.sides <= 1)
+			continue;
+		/* each mirror once, at the first of its labels found */
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = v[j].lab.sides > 1 && v[j].lab.vdev == v[i].lab.vdev;
+		if (seen)
+			continue;
+		for (size_t j = 0; j < n; j++) {
+			if (v[j].lab.sides <= 1 || v[j].lab.vdev != v[i].lab.vdev)
+				continue;
+			found++;
+			width = v[j].lab.sides > width ? v[j].lab.sides : width;
+		}
+		lacking += found < width ? width - found : 0;
+	}
+	return missing <= lacking;
+}
+
 /* Report the pool of the labels v[0, n) (one pool GUID, sorted by index). */
 static int report(const struct found *v, size_t n,
 		  int (*fn)(const struct stor_scan_pool *pool, void *ctx), void *ctx)
@@ -154,6 +183,7 @@ static int report(const struct found *v, size_t n,
 		sp.nfound++;
 	}
 	sp.complete = sp.nfound == sp.nluns;
+	sp.degraded = !sp.complete && mirrors_cover(v, n, sp.nluns - sp.nfound);
 	sp.paths = paths;
 	ret = fn(&sp, ctx);
 	free(paths);

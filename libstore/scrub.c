@@ -5,8 +5,9 @@
  * reader section (txg.c: no extent it reads is freed and reused meanwhile),
  * and hands each extent to mirror_check_extent(), which reads every side,
  * checks the keyless checksum of the stored bytes and rewrites the bad
- * copies from a sound one. No key is ever needed. The metadata log is not
- * walked: its copies are checked by every import.
+ * copies from a sound one. No key is ever needed. Once the block pointers
+ * are done, the metadata log is walked too (metalog_scrub): every copy of
+ * every record on every sound side, a bad one rewritten from a sound one.
  *
  * Where it is and what it found is a row of the pool table, "pool"/"scrub",
  * written at every change of state and about once a second while it runs,
@@ -18,8 +19,16 @@
  * it (re)started are within opts.scrub_rate per second, so foreground I/O
  * keeps the LUNs; a command wakes it.
  *
+ * A resilver (resilver.c says when) is the same walk with another action
+ * per extent: mirror_resilver_extent() copies it from a sound side to the
+ * sides catching up that lack it, by birth txg; at the end resilver_done()
+ * puts them in service. One scan at a time, as in ZFS: a resilver takes the
+ * place of a scrub, starts over when another side begins catching up, and
+ * is neither paused nor stopped (the sides would stay unread).
+ *
  * Row: u32 state | u8[16] next key | u64 total | u64 examined |
- *      u64 repaired | u64 errors | u64 start | u64 end.
+ *      u64 repaired | u64 errors | u64 start | u64 end | u32 function
+ *      (STOR_SCAN_*; a row without it, from before resilvers, is a scrub).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -29,10 +38,12 @@
 
 #include "alloc.h"
 #include "meta.h"
+#include "metalog.h"
 #include "store_impl.h"
 
 #define SCRUB_BATCH 16
-#define ROW_LEN (4 + BP_KEY_LEN + 6 * 8)
+#define ROW_LEN_SCRUB (4 + BP_KEY_LEN + 6 * 8)
+#define ROW_LEN (ROW_LEN_SCRUB + 4)
 
 struct scrub {
 	pthread_mutex_t cmd; /* one command (or the close) at a time */
@@ -75,6 +86,7 @@ static int save_row(struct stor_pool *p, const struct stor_scrub_stat *st,
 	put_u64(&w, st->errors);
 	put_u64(&w, st->start);
 	put_u64(&w, st->end);
+	put_u32(&w, (uint32_t)st->function);
 	ret = meta_txn_begin(p->meta, &t);
 	if (ret == 0)
 		ret = meta_put(t, META_POOL, "scrub", 5, row, sizeof(row));
@@ -139,8 +151,8 @@ static uint64_t guid_of(struct stor_pool *p, uint64_t id)
 }
 
 /* Examine the extents from @from on. @return how many, or an error */
-static int walk(struct stor_pool *p, const uint8_t from[BP_KEY_LEN], uint8_t next[BP_KEY_LEN],
-		uint64_t *examined, uint64_t *fixed, uint64_t *errors)
+static int walk(struct stor_pool *p, int resilver, const uint8_t from[BP_KEY_LEN],
+		uint8_t next[BP_KEY_LEN], uint64_t *examined, uint64_t *fixed, uint64_t *errors)
 {
 	struct batch *b = calloc(1, sizeof(*b));
 	uint64_t id = 0, guid = 0;
@@ -167,10 +179,13 @@ static int walk(struct stor_pool *p, const uint8_t from[BP_KEY_LEN], uint8_t nex
 		e.guid = guid;
 		if (!guid || b->bp[i].lun >= atomic_load(&p->nluns))
 			continue;
-		ret = mirror_check_extent(p, &e, fixed);
+		ret = resilver ? mirror_resilver_extent(p, &e, fixed)
+			       : mirror_check_extent(p, &e, fixed);
 		if (ret == -ENOMEM)
 			break;
 		*errors += ret < 0;
+		if (ret < 0)
+			errlog_note(p, ds_id, recno);
 		*examined += b->bp[i].psize;
 		ret = 0;
 	}
@@ -196,9 +211,11 @@ static void *scrub_main(void *arg)
 		uint64_t ex = 0, fixed = 0, errors = 0;
 		int n;
 
+		int resilver = s->st.function == STOR_SCAN_RESILVER;
+
 		memcpy(from, s->next, sizeof(from));
 		pthread_mutex_unlock(&s->lock);
-		n = walk(p, from, next, &ex, &fixed, &errors);
+		n = walk(p, resilver, from, next, &ex, &fixed, &errors);
 		pthread_mutex_lock(&s->lock);
 		if (n < 0) {
 			/* the metadata could not be read: try again in a moment */
@@ -215,8 +232,24 @@ static void *scrub_main(void *arg)
 		if (n > 0)
 			memcpy(s->next, next, sizeof(next));
 		if (n < SCRUB_BATCH && s->st.state == STOR_SCRUB_RUNNING) {
+			/* a side that began catching up meanwhile: scan_resilver
+			 * starts the walk over, and the sides go in service after it */
+			struct metalog_scrub ms = { 0 };
+
+			pthread_mutex_unlock(&s->lock);
+			if (resilver && !atomic_load(&p->resilver_asked))
+				resilver_done(p);
+			else if (!resilver)
+				metalog_scrub(p, &ms); /* and the metadata log, last */
+			pthread_mutex_lock(&s->lock);
+			s->st.examined += ms.examined;
+			s->st.repaired += ms.repaired;
+			s->st.errors += ms.errors;
 			s->st.state = STOR_SCRUB_FINISHED;
 			s->st.end = wall();
+			/* every copy checked and none lost: nothing is damaged now */
+			if (!resilver && !s->st.errors)
+				errlog_clear(p);
 		}
 		if (s->st.state != STOR_SCRUB_RUNNING || mono() - last_save >= 1.0) {
 			pthread_mutex_unlock(&s->lock);
@@ -287,7 +320,7 @@ int scrub_init(struct stor_pool *p)
 	if (ret < 0)
 		return ret;
 	ret = meta_get(t, META_POOL, "scrub", 5, &v, &vlen);
-	if (ret == 0 && vlen == ROW_LEN) {
+	if (ret == 0 && (vlen == ROW_LEN || vlen == ROW_LEN_SCRUB)) {
 		const uint8_t *r = v;
 
 		s->st.state = (int)get_u32(&r);
@@ -298,16 +331,55 @@ int scrub_init(struct stor_pool *p)
 		s->st.errors = get_u64(&r);
 		s->st.start = get_u64(&r);
 		s->st.end = get_u64(&r);
+		s->st.function = vlen == ROW_LEN ? (int)get_u32(&r) : STOR_SCAN_SCRUB;
 		if (s->st.state < STOR_SCRUB_NONE || s->st.state > STOR_SCRUB_CANCELED)
 			s->st.state = STOR_SCRUB_NONE;
+		if (s->st.function != STOR_SCAN_RESILVER)
+			s->st.function = STOR_SCAN_SCRUB;
 	}
 	meta_rtxn_put(t);
 	ret = ret == -ENOENT || ret == 0 ? 0 : ret;
-	if (ret == 0 && s->st.state == STOR_SCRUB_RUNNING) {
+	if (ret < 0)
+		return ret;
+	/* sides catching up with no resilver running for them (a crash after
+	 * they began, before the walk's row said so): one starts */
+	if (resilver_wanted(p) &&
+	    !(s->st.state == STOR_SCRUB_RUNNING && s->st.function == STOR_SCAN_RESILVER))
+		return scan_resilver(p);
+	if (s->st.state == STOR_SCRUB_RUNNING) {
 		pthread_mutex_lock(&s->cmd);
 		ret = start_thread(p);
 		pthread_mutex_unlock(&s->cmd);
 	}
+	return ret;
+}
+
+int scan_resilver(struct stor_pool *p)
+{
+	struct scrub *s = p->scrub;
+	uint64_t used, total;
+	int ret;
+
+	if (!s)
+		return -EINVAL;
+	pthread_mutex_lock(&s->cmd);
+	pthread_mutex_lock(&s->lock);
+	s->stop = 1; /* a walk running, scrub or resilver, ends where it is */
+	pthread_mutex_unlock(&s->lock);
+	join_thread(s);
+	atomic_store(&p->resilver_asked, 0);
+	alloc_totals(p->alloc, &used, &total);
+	pthread_mutex_lock(&s->lock);
+	memset(s->next, 0, sizeof(s->next));
+	s->st = (struct stor_scrub_stat){ .state = STOR_SCRUB_RUNNING,
+					  .function = STOR_SCAN_RESILVER,
+					  .total = used * STOR_SECTOR,
+					  .start = wall() };
+	pthread_mutex_unlock(&s->lock);
+	ret = save(p);
+	if (ret == 0)
+		ret = start_thread(p);
+	pthread_mutex_unlock(&s->cmd);
 	return ret;
 }
 
@@ -340,6 +412,15 @@ int stor_pool_scrub(struct stor_pool *p, int what)
 	/* commands are one at a time: only the thread changes the state
 	 * meanwhile, and only from running to finished */
 	pthread_mutex_lock(&s->cmd);
+	pthread_mutex_lock(&s->lock);
+	if (s->st.function == STOR_SCAN_RESILVER && s->st.state == STOR_SCRUB_RUNNING) {
+		pthread_mutex_unlock(&s->lock);
+		pthread_mutex_unlock(&s->cmd);
+		pool_set_error("pool %s: a resilver is running; a scrub may start once it is done",
+			       p->name);
+		return -EBUSY;
+	}
+	pthread_mutex_unlock(&s->lock);
 	if (what == STOR_SCRUB_START) {
 		pthread_mutex_lock(&s->lock);
 		ret = s->st.state == STOR_SCRUB_RUNNING ? -EBUSY : 0;
@@ -347,7 +428,8 @@ int stor_pool_scrub(struct stor_pool *p, int what)
 		if (ret == 0)
 			join_thread(s); /* one that finished */
 		pthread_mutex_lock(&s->lock);
-		if (ret == 0 && s->st.state != STOR_SCRUB_PAUSED) {
+		if (ret == 0 && (s->st.state != STOR_SCRUB_PAUSED ||
+				 s->st.function != STOR_SCAN_SCRUB)) {
 			uint64_t used, total;
 
 			alloc_totals(p->alloc, &used, &total);
@@ -360,8 +442,9 @@ int stor_pool_scrub(struct stor_pool *p, int what)
 		pthread_mutex_unlock(&s->lock);
 	} else {
 		pthread_mutex_lock(&s->lock);
-		if (s->st.state != STOR_SCRUB_RUNNING &&
-		    (what == STOR_SCRUB_PAUSE || s->st.state != STOR_SCRUB_PAUSED)) {
+		if ((s->st.state != STOR_SCRUB_RUNNING &&
+		     (what == STOR_SCRUB_PAUSE || s->st.state != STOR_SCRUB_PAUSED)) ||
+		    s->st.function != STOR_SCAN_SCRUB) {
 			ret = -ENOENT;
 		} else {
 			s->st.state = what == STOR_SCRUB_PAUSE ? STOR_SCRUB_PAUSED

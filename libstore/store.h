@@ -190,6 +190,9 @@ struct stor_scan_pool {
 	unsigned nfound;          /**< of those, found */
 	const char *const *paths; /**< nluns entries: the path of LUN i, NULL if missing */
 	int complete;             /**< every LUN found */
+	int degraded;             /**< not complete, but each LUN missing may be a side of a
+				   *   mirror another side of which was found: it may import
+				   *   DEGRADED (the import decides, from the pool record) */
 };
 #define STOR_SCAN_ACTIVE 0u   /**< imported, or not cleanly exported (any label says so) */
 #define STOR_SCAN_EXPORTED 1u /**< every label found says exported */
@@ -281,17 +284,73 @@ enum stor_scrub_state {
  * closed goes on after the next import. @return 0, -EBUSY, -ENOENT, -EINVAL
  */
 int stor_pool_scrub(struct stor_pool *pool, int what);
+#define STOR_SCAN_SCRUB 0    /**< stor_scrub_stat.function: a scrub */
+#define STOR_SCAN_RESILVER 1 /**< a resilver: copies to the sides catching up */
 struct stor_scrub_stat {
 	int state;          /**< enum stor_scrub_state */
+	int function;       /**< STOR_SCAN_SCRUB or STOR_SCAN_RESILVER */
 	uint64_t total;     /**< bytes allocated when it started */
 	uint64_t examined;  /**< bytes of extents examined (each once, whatever its sides) */
-	uint64_t repaired;  /**< bytes of bad copies rewritten */
+	uint64_t repaired;  /**< bytes of bad copies rewritten (a resilver: bytes copied) */
 	uint64_t errors;    /**< extents with no sound copy on any side */
 	uint64_t start;     /**< unix seconds it started, 0 if never */
 	uint64_t end;       /**< unix seconds it finished or was canceled, 0 while not */
 	uint64_t rate;      /**< bytes per second examined since it (re)started */
 };
 int stor_pool_scrub_stat(struct stor_pool *pool, struct stor_scrub_stat *st);
+
+/** A record with an unrecoverable error (no sound copy), for pool status -v. */
+struct stor_pool_error {
+	char dataset[STOR_NAME_MAX + 32]; /**< its name, or "<dataset N, destroyed>" */
+	uint64_t record;                  /**< record number */
+	uint64_t offset;                  /**< its first byte in the volume */
+};
+/**
+ * The records of @pool that a read, a scrub or a resilver found with no
+ * sound copy, up to @max into @out; @more gets how many more there are (the
+ * pool keeps a bounded list, and counts past it). Kept across restarts,
+ * emptied by stor_pool_clear() of the whole pool or a scrub without errors.
+ * @return the number in @out
+ */
+int stor_pool_errors(struct stor_pool *pool, struct stor_pool_error *out, unsigned max,
+		     uint64_t *more);
+
+/* ---- sides of a mirror: out of service and back (resilver) ---- */
+
+/**
+ * Take the side @lun (its path or index) of a mirror out of service: it is
+ * neither read nor written, and lacks the writes from now on. Refused
+ * (-EBUSY) when no other side holds every write, -EINVAL for a LUN that is
+ * no mirror side, -ENOENT for none. A side out already stays out.
+ */
+int stor_pool_offline(struct stor_pool *pool, const char *lun);
+/**
+ * Put side @lun back: opened again at its path if it was not there, then a
+ * resilver copies what it lacks (the extents born since it left) while it
+ * takes new writes; once done it is read too. @return 0 (also for a side in
+ * service), -ENOENT, -EINVAL, or why it did not open (last error says)
+ */
+int stor_pool_online(struct stor_pool *pool, const char *lun);
+/**
+ * Put LUN @new (a path, taken as pool add takes one; made at the mirror's
+ * size if missing) in the place of side @old, and resilver all of that
+ * vdev onto it; @old's label is wiped. Refused (-EBUSY) when @old is the
+ * only side holding every write.
+ */
+int stor_pool_replace(struct stor_pool *pool, const char *old, const char *new_lun,
+		      unsigned flags);
+/**
+ * Make @new_lun one more side of the vdev of @existing (a LUN of its own
+ * becomes a mirror of two; at most STOR_MIRROR_MAX sides), resilvered whole.
+ */
+int stor_pool_attach(struct stor_pool *pool, const char *existing, const char *new_lun,
+		     unsigned flags);
+/**
+ * Take side @lun out of its mirror for good, its label wiped; its index
+ * stays taken, DETACHED. Refused (-EBUSY) when no other side would hold
+ * every write, -EINVAL for a LUN that is no mirror side.
+ */
+int stor_pool_detach(struct stor_pool *pool, const char *lun);
 
 /**
  * A human-readable line about the last failure of a call in this thread that
@@ -302,6 +361,15 @@ const char *stor_pool_last_error(void);
 /** Forget it: a caller that serves many requests on one thread calls this
  *  before each, so no reason outlives the call that set it. */
 void stor_clear_error(void);
+
+/** A LUN's state in its vdev (pool status: ONLINE, FAULTED, OFFLINE...). */
+enum stor_side_state {
+	STOR_SIDE_ONLINE = 0,
+	STOR_SIDE_FAULTED = 1,     /**< out of service: failed I/O, or did not open */
+	STOR_SIDE_OFFLINE = 2,     /**< out of service: stor_pool_offline() */
+	STOR_SIDE_RESILVERING = 3, /**< written, not yet read: a resilver copies what it lacks */
+	STOR_SIDE_DETACHED = 4     /**< no longer a side (its index stays taken) */
+};
 
 struct stor_lun_stat {
 	char path[4096];
@@ -317,6 +385,9 @@ struct stor_lun_stat {
 	unsigned sides;      /**< LUNs in its vdev: 1, or the mirror's width */
 	unsigned side;       /**< its place among them, 0-based */
 	uint64_t repaired;   /**< bad copies of extents rewritten from another side */
+	int state;               /**< enum stor_side_state */
+	uint64_t missing_since;  /**< a side out of service: the first txg it may lack, else 0 */
+	char absent[256];        /**< why it did not open at import (UNAVAIL), or "" */
 	unsigned label_damaged;  /**< label copies damaged at import: 1 front, 2 end */
 	unsigned label_repaired; /**< of those, rewritten from the sound copy */
 };

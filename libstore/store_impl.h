@@ -5,8 +5,11 @@
  * or its own row):
  *   record.c                      the I/O pipeline
  *   pool, dataset, dskeys, keyfile  one subsystem, mutually dependent (pool.c
- *                                 says why); stats.c, verify.c beside it
- *   txg.c, lunset.c, bpmac.c      commits, the LUN set, block pointer MACs
+ *                                 says why); stats.c, verify.c, errlog.c beside it
+ *   scrub.c, resilver.c           the scans, and sides back in service: one row
+ *                                 (a resilver is scrub's walk; its end is resilver's)
+ *   txg.c, lunset.c, mirror.c, bpmac.c  commits, the LUN set, a mirror's sides,
+ *                                 block pointer MACs
  *   metalog.c                     the metadata log on the LUNs (txg.c, pool.c)
  *   lun, alloc, meta_lmdb, bp, cache, crypt*, keys, compress, props,
  *   statedir, pool_error, errors  leaves
@@ -96,6 +99,22 @@ struct stor_ds {
 	_Atomic(struct ds_keys *) keys; /* NULL while the key is not loaded */
 };
 
+/* What I/O a mirror side takes (pool_lun.out): read and written; written
+ * only (a resilver's target: it takes new writes, and is read once it has
+ * the old ones too); neither (it missed writes, or is not there). */
+#define SIDE_IN 0
+#define SIDE_CATCHING_UP 1
+#define SIDE_OUT 2
+
+/* A side's state, as the sides row keeps it (lunset.c) and status shows it. */
+enum side_state {
+	SIDE_ONLINE = STOR_SIDE_ONLINE,
+	SIDE_FAULTED = STOR_SIDE_FAULTED,
+	SIDE_OFFLINE = STOR_SIDE_OFFLINE,
+	SIDE_RESILVERING = STOR_SIDE_RESILVERING,
+	SIDE_DETACHED = STOR_SIDE_DETACHED
+};
+
 struct pool_lun {
 	struct lun *lun;
 	uint64_t guid;
@@ -106,9 +125,27 @@ struct pool_lun {
 	unsigned vdev;
 	unsigned nsides;
 	uint16_t side[STOR_MIRROR_MAX];
-	atomic_int out; /* a mirror side out of service: it missed a write */
+	atomic_int out; /* SIDE_IN, SIDE_CATCHING_UP or SIDE_OUT (mirror.c) */
+	atomic_int state; /* enum side_state: what the sides row keeps and status shows */
+	/* the first txg whose writes this side may lack (0: none), durable in
+	 * the pool's "sides" row (lunset.c): a side out stays out across an
+	 * import, and a resilver knows from where to copy */
+	_Atomic uint64_t missing_since;
+	char *absent; /* why the LUN did not open at import (lun_absent), or NULL */
 	atomic_uint_fast64_t repaired;
 	atomic_uint turn; /* on the first LUN: which side the next read goes to */
+};
+
+/* errlog.c: records with unrecoverable errors */
+#define ERRLOG_MAX 128
+struct errlog_ent {
+	uint64_t ds_id, recno;
+};
+struct errlog {
+	struct errlog_ent e[ERRLOG_MAX];
+	unsigned n;
+	uint64_t more;   /* noted past ERRLOG_MAX */
+	atomic_int dirty; /* the next commit writes the row */
 };
 
 struct stor_pool {
@@ -126,6 +163,14 @@ struct stor_pool {
 	struct alloc *alloc;
 	struct pool_lun luns[STOR_LUNS_MAX];
 	atomic_uint nluns;
+	atomic_int sides_dirty; /* a side's missing_since changed: the next commit writes it */
+	/* LUNs (and absent reasons) a side no longer uses, closed with the pool:
+	 * a status call may still hold the pointer (lunset_retire) */
+	struct errlog errlog;
+	atomic_int resilver_asked; /* a side began catching up: the resilver starts over */
+	struct lun **retired;
+	char **retired_why;
+	size_t nretired;
 
 	pthread_mutex_t admin; /* dataset table, properties, keys, pool config */
 	struct stor_ds **ds;   /* sorted by name */
@@ -214,6 +259,8 @@ int pool_error_set(void);
 /* pool.c; pool_create_root() is in dataset.c */
 int pool_create_root(struct stor_pool *p);
 int pool_save_config(struct stor_pool *p);
+/** The pool record naming LUNs [0, @n), one not yet published among them (attach). */
+int pool_save_config_n(struct stor_pool *p, unsigned n);
 
 /* pool_rename.c: a pool renamed on import */
 /** Bring dataset record keys named for another pool in line with p->name
@@ -241,6 +288,41 @@ struct lunset_new {
 int lunset_prepare(struct stor_pool *p, const char *path, uint64_t size, unsigned flags,
 		   const struct lunset_new *prev, unsigned side, unsigned sides,
 		   struct lunset_new *n);
+/** LUN @idx of the pool record did not open (@why): a stand-in (lun_absent)
+ *  of @size bytes takes its place as a side of the mirror of lun @vdev, out
+ *  of service; the import goes on while another side of it is there. */
+int lunset_absent(struct stor_pool *p, unsigned idx, const char *path, uint64_t guid,
+		  uint64_t size, unsigned vdev, const char *why);
+/** The sides' state from the pool's "sides" row of @t (after every LUN
+ *  joined): which are out, and since which txg; a LUN absent that the row
+ *  has in service is out since @txg, the last one committed. */
+struct meta_txn;
+int lunset_load_sides(struct stor_pool *p, struct meta_txn *t, uint64_t txg);
+/** Put the "sides" row into @t (the txg's transaction) if it changed.
+ *  @return 1 put, 0 nothing to put, or an error (the change stays due);
+ *  after 1, a commit that fails calls lunset_sides_undo() */
+int lunset_save_sides(struct stor_pool *p, struct meta_txn *t);
+/** Write the sides row of LUNs [0, @n) now, in a transaction of its own
+ *  (@n may count a LUN not yet published). Commit lock held. */
+int lunset_write_sides(struct stor_pool *p, unsigned n);
+/** LUN @lun of the pool by path or by index ("0", "1"...); -1 if none. */
+int lunset_index(struct stor_pool *p, const char *lun);
+/** Take @path (as lun_take does for an add; a missing file is made the size
+ *  of the vdev's sides) and label it LUN @idx, side of the vdev of lun
+ *  @vdev, @sides wide, with a new LUN guid in @guid. Admin lock held. */
+int lunset_new_side(struct stor_pool *p, unsigned idx, const char *path, unsigned flags,
+		    unsigned vdev, unsigned sides, struct lun **out, uint64_t *guid);
+/** Rewrite the labels of the sides of vdev @vdev as @sides wide. */
+int lunset_relabel_width(struct stor_pool *p, unsigned vdev, unsigned sides);
+/** Open LUN @idx again at its path (it was absent) and check its label is
+ *  that LUN's; the caller puts it in place. */
+int lunset_reopen(struct stor_pool *p, unsigned idx, struct lun **out);
+/** Put @l (and @why, either may be NULL) aside until the pool closes. */
+int lunset_retire(struct stor_pool *p, struct lun *l, char *why);
+/** Take LUN @idx out of its vdev's list of sides for good (detach). */
+void lunset_drop_side(struct stor_pool *p, unsigned idx);
+/** The commit that took lunset_save_sides() failed: the change is due again. */
+void lunset_sides_undo(struct stor_pool *p);
 /** Count the prepared LUN in nluns and give its space to the allocator. */
 void lunset_publish(struct stor_pool *p, struct lunset_new *n);
 /** Undo lunset_prepare(): wipe the label, close (the claim goes). */
@@ -251,6 +333,9 @@ void lunset_close(struct stor_pool *p);
 int lunset_mark(struct stor_pool *p, unsigned state);
 /** Wipe every LUN's label (destroy, a failed create); the first error. */
 int lunset_wipe(struct stor_pool *p);
+/** A mirror side whose file was deleted goes out of service while another
+ *  side holds every write: it would be gone at the next import anyway. */
+void lunset_check_gone(struct stor_pool *p);
 /** Note that I/O on @lun failed; fault it when errors pile up. */
 void lunset_failed(struct stor_pool *p, struct lun *lun);
 
@@ -262,6 +347,8 @@ int mirror_is_side(const struct stor_pool *p, unsigned idx);
 /** The sides of the vdev whose first LUN is @vdev that are in service, into
  *  @out; a LUN of its own is its one side, whatever its state. */
 unsigned mirror_sides(struct stor_pool *p, unsigned vdev, unsigned out[STOR_MIRROR_MAX]);
+/** The sides of vdev @vdev that hold every extent (SIDE_IN): those to read. */
+unsigned mirror_sound_sides(struct stor_pool *p, unsigned vdev, unsigned out[STOR_MIRROR_MAX]);
 /** The side a read of an extent of vdev @vdev goes to, turning over them. */
 unsigned mirror_read_side(struct stor_pool *p, unsigned vdev);
 /** I/O on LUN @idx failed (@write: it missed a write): a mirror side with
@@ -298,7 +385,42 @@ int mirror_recover(struct stor_pool *p, const struct mirror_ext *e, unsigned bad
  *  rewritten. @return 0, STOR_ECKSUM or -EIO (no sound copy), -ENOMEM */
 int mirror_check_extent(struct stor_pool *p, const struct mirror_ext *e, uint64_t *fixed);
 
+/** Copy the extent of @e from a sound side to every side of its vdev that
+ *  is catching up and lacks it (missing since its birth txg or before);
+ *  @copied grows by the bytes written. @return 0, STOR_ECKSUM or -EIO (no
+ *  sound copy), -ENOMEM */
+int mirror_resilver_extent(struct stor_pool *p, const struct mirror_ext *e, uint64_t *copied);
+/** Copy @nsect sectors at @sector of vdev @vdev as they are (metadata log
+ *  extents, whose records carry their own checksums) from a sound side to
+ *  the sides catching up. @return 0 or the read's error */
+int mirror_copy_raw(struct stor_pool *p, unsigned vdev, uint64_t sector, uint32_t nsect);
+
+/* errlog.c: the pool's list of records with unrecoverable errors */
+/** Record @recno of dataset @ds_id has no sound copy (a read, scrub or
+ *  resilver found none); any thread, no lock held but leaves. */
+void errlog_note(struct stor_pool *p, uint64_t ds_id, uint64_t recno);
+/** Empty the list (pool clear, a scrub without errors). */
+void errlog_clear(struct stor_pool *p);
+/** The list from the "errlog" row of @t, at import. */
+struct meta_txn;
+int errlog_load(struct stor_pool *p, struct meta_txn *t);
+/** Put the row into @t if the list changed: 1 put, 0 nothing, or an error;
+ *  after 1, a commit that fails calls errlog_undo() */
+int errlog_save(struct stor_pool *p, struct meta_txn *t);
+void errlog_undo(struct stor_pool *p);
+
+/* resilver.c: sides going out of service and back (store.h: offline,
+ * online, replace, attach, detach) */
+/** Is a side of the pool catching up (a resilver has work)? */
+int resilver_wanted(struct stor_pool *p);
+/** The resilver's walk is done: copy the metadata log to the sides
+ *  catching up, and put them in service. */
+void resilver_done(struct stor_pool *p);
+
 /* scrub.c: the pool's scrub thread (store.h: stor_pool_scrub) */
+/** Start a resilver now (in place of a scrub or a resilver running): the
+ *  walk of every block pointer, from the first, for the sides catching up. */
+int scan_resilver(struct stor_pool *p);
 /** Load the scrub's row; one that was running goes on. After txg_init. */
 int scrub_init(struct stor_pool *p);
 /** Stop the thread (a close), keeping the row as it is. NULL-safe. */

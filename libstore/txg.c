@@ -729,7 +729,7 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	uint8_t key[BP_KEY_LEN], val[BP_LEN], txgbuf[8], *w;
 	uint8_t *want = NULL;
 	int *flushed = NULL;
-	int ret = 0, written = 0, on_luns = 0;
+	int ret = 0, written = 0, on_luns = 0, sides = 0, errs = 0;
 
 	/* room for every pointer, its MAC group and the tree pages above, twice over */
 	ret = meta_reserve(p->meta, s->n * 2 * (BP_KEY_LEN + BP_LEN + 2 * MAC_LEN + 64));
@@ -766,6 +766,14 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	put_u64(&w, s->txg);
 	if (ret == 0)
 		ret = meta_put(t, META_POOL, "txg", 3, txgbuf, sizeof(txgbuf));
+	/* a side gone out of service since the last commit: durable with this one */
+	if (ret == 0)
+		ret = sides = lunset_save_sides(p, t);
+	/* and the list of records with errors; either put, the commit goes on */
+	if (ret >= 0)
+		ret = errs = errlog_save(p, t);
+	if (ret > 0)
+		ret = 0;
 	if (ret == 0 && (!(want = calloc(STOR_LUNS_MAX, 1)) ||
 			 !(flushed = calloc(STOR_LUNS_MAX, sizeof(*flushed)))))
 		ret = -ENOMEM;
@@ -790,11 +798,19 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	if (ret < 0) {
 		meta_txn_abort(t);
 		s->nfrees = nfrees_before;
+		if (sides > 0)
+			lunset_sides_undo(p);
+		if (errs > 0)
+			errlog_undo(p);
 		return ret;
 	}
 	ret = meta_txn_commit(t);
 	if (ret < 0) {
 		s->nfrees = nfrees_before;
+		if (sides > 0)
+			lunset_sides_undo(p);
+		if (errs > 0)
+			errlog_undo(p);
 		return ret;
 	}
 	metalog_committed(p);
@@ -831,7 +847,8 @@ int txg_sync(struct stor_pool *p, uint64_t min)
 			pthread_mutex_lock(&p->stage_lock);
 			/* nothing staged, and no metadata committed since the last
 			 * record (a dataset created, a property set, a key changed) */
-			if (stage_empty(p->open) && !meta_pending(p->meta) && !metalog_dirty(p)) {
+			if (stage_empty(p->open) && !meta_pending(p->meta) && !metalog_dirty(p) &&
+			    !atomic_load(&p->sides_dirty) && !atomic_load(&p->errlog.dirty)) {
 				pthread_mutex_unlock(&p->stage_lock);
 				pthread_rwlock_unlock(&p->hold);
 				stage_free(next);
@@ -895,6 +912,7 @@ static void *timer_main(void *arg)
 		if (p->timer_stop)
 			break;
 		pthread_mutex_unlock(&p->timer_lock);
+		lunset_check_gone(p); /* a side whose file went: out, with this commit */
 		txg_sync(p, 0); /* errors are retried on the next tick */
 		pthread_mutex_lock(&p->timer_lock);
 	}

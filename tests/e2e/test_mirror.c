@@ -7,16 +7,25 @@
  * places afterwards still reads back; a 3-way mirror with two sides damaged
  * at different places reads back; a record damaged on both sides fails
  * (ECKSUM) and nothing else does; status shows the tree and clear resets
- * the counts; a malformed vdev list changes nothing.
+ * the counts; a malformed vdev list changes nothing. Degraded import: a
+ * mirror whose first side's file is gone after a kill -9 imports DEGRADED,
+ * the side UNAVAIL, and serves reads and writes. Resilver: a side's file
+ * deleted while the pool reads and writes costs no client an error, the
+ * mirror goes DEGRADED, pool replace onto a new file resilvers it, a kill -9
+ * mid-resilver and a restart finish it, the mirror is ONLINE and a scrub
+ * finds nothing; offline and online through coffer copy only what the side
+ * missed; attach and detach.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -267,6 +276,27 @@ Test(mirror, both_sides_damaged_fail_that_record_only)
 			     "record %u: %s", r, out);
 	}
 	cr_assert(reads_back("tank/e", enc), "the other dataset: %s", out);
+
+	/* status -v names that record, and only it, across a restart too */
+	for (int round = 0; round < 2; round++) {
+		json_t *p = status("tank"), *e;
+
+		cr_assert_eq(json_integer_value(json_object_get(p, "data_errors")), 1);
+		e = json_array_get(json_object_get(p, "error_records"), 0);
+		cr_assert_str_eq(json_string_value(json_object_get(e, "dataset")), "tank/c");
+		cr_assert_eq(json_integer_value(json_object_get(e, "record")), 9);
+		json_decref(p);
+		COF_OK(NULL, "pool status -v tank");
+		cr_assert(strstr(out, "Permanent errors") && strstr(out, "tank/c record 9 "), "%s",
+			  out);
+		tdaemon_stop_ok(&td);
+		tdaemon_start_ok(&td);
+	}
+	COF_OK(NULL, "pool status tank");
+	cr_assert(strstr(out, "1 records with unrecoverable errors"), "%s", out);
+	COF_OK(NULL, "pool clear tank");
+	COF_OK(NULL, "pool status -v tank");
+	cr_assert(strstr(out, "No known data errors"), "cleared: %s", out);
 }
 
 Test(mirror, add_a_mirror_and_refuse_malformed_vdevs)
@@ -364,4 +394,204 @@ Test(mirror, scrub_with_keys_unloaded_repairs_then_finds_nothing)
 	COF_OK(NULL, "load-key tank/e");
 	cr_assert(reads_back("tank/c", clear), "%s", out);
 	cr_assert(reads_back("tank/e", enc), "%s", out);
+}
+
+static const char *lun_state(json_t *p, size_t i)
+{
+	return json_string_value(
+		json_object_get(json_array_get(json_object_get(p, "luns"), i), "state"));
+}
+
+Test(mirror, a_mirror_whose_first_side_is_gone_imports_degraded_and_serves)
+{
+	char clear[4096], enc[4096], more[4096];
+	json_t *p;
+
+	COF_OK(NULL, "pool create -s %u tank mirror %s %s", LUN_SIZE, lun("l0"), lun("l1"));
+	fill(clear, enc);
+	/* the daemon dies, and the first side's file with it */
+	kill(td.pid, SIGKILL);
+	waitpid(td.pid, NULL, 0);
+	td.pid = -1;
+	cr_assert_eq(unlink(lun("l0")), 0);
+	tdaemon_start_ok(&td);
+	p = status("tank");
+	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "DEGRADED", "%s",
+			 tdaemon_log(&td));
+	cr_assert_str_eq(lun_state(p, 0), "UNAVAIL");
+	cr_assert_str_eq(lun_state(p, 1), "ONLINE");
+	cr_assert_str_eq(json_string_value(json_object_get(
+				 json_array_get(json_object_get(p, "vdevs"), 0), "state")),
+			 "DEGRADED");
+	json_decref(p);
+	COF_OK(NULL, "pool status tank");
+	cr_assert(strstr(out, "UNAVAIL") && strstr(out, "cannot open"), "%s", out);
+	COF_OK(NULL, "load-key tank/e");
+	cr_assert(reads_back("tank/c", clear), "clear, degraded: %s", out);
+	cr_assert(reads_back("tank/e", enc), "encrypted, degraded: %s", out);
+	tdaemon_random_file(&td, "more.in", VOL, more, sizeof(more));
+	COF_OK(more, "write tank/c");
+	COF_OK(NULL, "flush tank/c");
+	cr_assert(reads_back("tank/c", more), "written degraded: %s", out);
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	cr_assert(reads_back("tank/c", more), "after a restart: %s", out);
+
+	/* exported, its state directory lost: a scan finds one side, imports */
+	COF_OK(NULL, "pool export tank");
+	tdaemon_stop_ok(&td);
+	{
+		char cmd[8192];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'/pools", td.state);
+		cr_assert_eq(system(cmd), 0);
+	}
+	tdaemon_start_ok(&td);
+	COF_OK(NULL, "pool import -d %s", td.dir);
+	cr_assert(strstr(out, "imports DEGRADED"), "the listing says so: %s", out);
+	COF_OK(NULL, "pool import -d %s tank", td.dir);
+	p = status("tank");
+	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "DEGRADED", "%s",
+			 tdaemon_log(&td));
+	cr_assert_str_eq(lun_state(p, 0), "UNAVAIL");
+	json_decref(p);
+	cr_assert(reads_back("tank/c", more), "imported by a scan: %s", out);
+}
+
+/* The pool's status once @done(p) holds (bounded); the caller decrefs. */
+static json_t *status_when(int (*done)(json_t *p), const char *what)
+{
+	double end = tdaemon_deadline(TDAEMON_WAIT_S);
+
+	for (;;) {
+		json_t *p = status("tank");
+
+		if (done(p))
+			return p;
+		json_decref(p);
+		cr_assert(tdaemon_poll(end), "no %s in time:\n%s", what, tdaemon_log(&td));
+	}
+}
+
+static int degraded(json_t *p)
+{
+	return !strcmp(json_string_value(json_object_get(p, "state")), "DEGRADED");
+}
+
+static const char *scan_str(json_t *p, const char *key)
+{
+	return json_string_value(json_object_get(json_object_get(p, "scan"), key));
+}
+
+static int resilvering(json_t *p)
+{
+	return !strcmp(scan_str(p, "function"), "resilver") &&
+	       !strcmp(scan_str(p, "state"), "scanning") &&
+	       scan_count(json_object_get(p, "scan"), "examined") > 0;
+}
+
+static int resilvered(json_t *p)
+{
+	return !strcmp(scan_str(p, "function"), "resilver") &&
+	       !strcmp(scan_str(p, "state"), "finished") &&
+	       !strcmp(json_string_value(json_object_get(p, "state")), "ONLINE");
+}
+
+/* The daemon again, its scrub and resilver slow enough to be caught midway. */
+static void slow_scans(void)
+{
+	tdaemon_stop_ok(&td);
+	tdaemon_write_conf(&td, NULL,
+			   "socket_mode = 0666\nlog_level = debug\nlog_target = stderr\n"
+			   "workers = 2\ntxg_timeout = 1\nscrub_rate = 512K\n");
+	tdaemon_start_ok(&td);
+}
+
+Test(mirror, a_side_deleted_under_load_is_replaced_and_resilvered_across_a_kill)
+{
+	char clear[4096], enc[4096], more[4096];
+	json_t *p, *scan;
+
+	slow_scans();
+	COF_OK(NULL, "pool create -s %u tank mirror %s %s", LUN_SIZE, lun("l0"), lun("l1"));
+	fill(clear, enc);
+	/* the file goes while the pool reads and writes: no client sees it */
+	cr_assert_eq(unlink(lun("l1")), 0);
+	tdaemon_random_file(&td, "more.in", VOL, more, sizeof(more));
+	COF_OK(more, "write tank/c");
+	cr_assert(reads_back("tank/e", enc), "read after the delete: %s", out);
+	COF_OK(NULL, "flush tank/c");
+	cr_assert(reads_back("tank/c", more), "written after the delete: %s", out);
+	p = status_when(degraded, "DEGRADED");
+	cr_assert_str_eq(lun_state(p, 1), "FAULTED");
+	json_decref(p);
+	cr_assert_eq(cof(NULL, "pool online tank %s", lun("l1")), 1, "its file is gone: %s", out);
+	cr_assert(strstr(out, "No such file"), "and online says so: %s", out);
+
+	/* a new file in its place, resilvered; a kill -9 midway */
+	COF_OK(NULL, "pool replace tank %s %s", lun("l1"), lun("l2"));
+	p = status_when(resilvering, "resilver under way");
+	cr_assert_str_eq(json_string_value(json_object_get(
+				 json_array_get(json_object_get(p, "luns"), 1), "path")),
+			 lun("l2"));
+	cr_assert_str_eq(lun_state(p, 1), "RESILVERING");
+	json_decref(p);
+	COF_OK(NULL, "pool status tank");
+	cr_assert(strstr(out, "resilver in progress"), "%s", out);
+	kill(td.pid, SIGKILL);
+	waitpid(td.pid, NULL, 0);
+	td.pid = -1;
+	tdaemon_start_ok(&td);
+	p = status_when(resilvered, "resilver finished after the restart");
+	cr_assert_str_eq(lun_state(p, 0), "ONLINE");
+	cr_assert_str_eq(lun_state(p, 1), "ONLINE");
+	cr_assert_geq(scan_count(json_object_get(p, "scan"), "repaired"), 2 * VOL,
+		      "every record of the vdev was copied");
+	json_decref(p);
+
+	/* the new side alone serves everything, and a scrub finds nothing */
+	COF_OK(NULL, "pool offline tank %s", lun("l0"));
+	COF_OK(NULL, "load-key tank/e");
+	cr_assert(reads_back("tank/c", more), "from the new side: %s", out);
+	cr_assert(reads_back("tank/e", enc), "from the new side: %s", out);
+	COF_OK(NULL, "pool online tank %s", lun("l0"));
+	json_decref(status_when(resilvered, "online resilvered"));
+	COF_OK(NULL, "pool scrub tank");
+	scan = scrub_done();
+	cr_assert_str_eq(json_string_value(json_object_get(scan, "function")), "scrub");
+	cr_assert_eq(scan_count(scan, "errors"), 0);
+	cr_assert_eq(scan_count(scan, "repaired"), 0, "a scrub after the resilver finds nothing");
+	json_decref(scan);
+}
+
+Test(mirror, attach_and_detach_through_coffer)
+{
+	char clear[4096], enc[4096];
+	json_t *p;
+
+	COF_OK(NULL, "pool create -s %u tank %s", LUN_SIZE, lun("l0"));
+	fill(clear, enc);
+	cr_assert_eq(cof(NULL, "pool detach tank %s", lun("l0")), 1, "a LUN of its own: %s", out);
+	cr_assert(strstr(out, "no side of a mirror"), "%s", out);
+	COF_OK(NULL, "pool attach tank %s %s", lun("l0"), lun("l1"));
+	json_decref(status_when(resilvered, "attach resilvered"));
+	p = status("tank");
+	cr_assert_str_eq(json_string_value(json_object_get(
+				 json_array_get(json_object_get(p, "vdevs"), 0), "type")),
+			 "mirror");
+	json_decref(p);
+	COF_OK(NULL, "pool detach tank %s", lun("l0"));
+	cr_assert_eq(cof(NULL, "pool detach tank %s", lun("l1")), 1, "the last side: %s", out);
+	cr_assert(reads_back("tank/c", clear), "after detach: %s", out);
+	cr_assert(reads_back("tank/e", enc), "after detach: %s", out);
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	p = status("tank");
+	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "ONLINE", "%s",
+			 tdaemon_log(&td));
+	json_decref(p);
+	COF_OK(NULL, "pool status tank");
+	cr_assert(!strstr(out, lun("l0")), "a detached side is not in the tree: %s", out);
+	COF_OK(NULL, "load-key tank/e");
+	cr_assert(reads_back("tank/c", clear), "after a restart: %s", out);
 }

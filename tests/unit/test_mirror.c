@@ -8,6 +8,15 @@
  * every side, that record fails and no other. Scrub: it mends copies no
  * read touched, a second one finds nothing, it goes on after an import and
  * keeps a pause; on a stripe pool it counts what it cannot mend.
+ * Degraded import: mirrors whose first sides' files are gone import (with
+ * LMDB gone too, so the log comes from the other sides) and serve; a
+ * mirror with no side left fails the import; a side whose label was not
+ * the pool's stays out once it reads well again, because it missed writes.
+ * Resilver: offline then online copies only what the side missed; replace
+ * copies everything, and goes on after an import cut it short; attach makes
+ * a LUN of its own a mirror, detach takes a side away, even the first; the
+ * only side that holds every write can be neither offlined, replaced nor
+ * detached.
  */
 #include "config.h" /* _GNU_SOURCE: memmem */
 #include <criterion/criterion.h>
@@ -287,6 +296,8 @@ Test(mirror, three_sides_two_damaged_at_different_places)
 	stor_ds_close(ds);
 }
 
+static struct stor_scrub_stat scrub_wait(void);
+
 Test(mirror, every_side_damaged_fails_that_record_only)
 {
 	static const unsigned sides[] = { 2 };
@@ -307,6 +318,37 @@ Test(mirror, every_side_damaged_fails_that_record_only)
 		cr_assert_eq(ret, STOR_ECKSUM, "got %s", stor_strerror(ret));
 	}
 	stor_ds_close(ds);
+	/* the pool's list names that record, and keeps it across an import */
+	for (int round = 0; round < 2; round++) {
+		struct stor_pool_error e[4];
+		uint64_t more;
+
+		cr_assert_eq(stor_pool_errors(tp.pool, e, 4, &more), 1, "round %d", round);
+		cr_assert_eq(more, 0);
+		cr_assert_str_eq(e[0].dataset, "tank/v");
+		cr_assert_eq(e[0].record, 5);
+		cr_assert_eq(e[0].offset, 5 * REC);
+		tpool_reopen(&tp);
+	}
+	/* a scrub that still finds the damage keeps it; once the record is
+	 * written anew, a clean scrub empties the list */
+	cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_START), 0);
+	cr_assert_eq(scrub_wait().errors, 1);
+	{
+		struct stor_pool_error e[4];
+		uint64_t more;
+		uint8_t buf[REC];
+
+		cr_assert_eq(stor_pool_errors(tp.pool, e, 4, &more), 1);
+		cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+		tpat_fill(buf, sizeof(buf), 5, 9);
+		cr_assert_eq(stor_ds_write(ds, 5 * REC, buf, sizeof(buf)), 0);
+		cr_assert_eq(stor_ds_flush(ds), 0);
+		stor_ds_close(ds);
+		cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_START), 0);
+		cr_assert_eq(scrub_wait().errors, 0);
+		cr_assert_eq(stor_pool_errors(tp.pool, e, 4, &more), 0, "a clean scrub clears it");
+	}
 }
 
 Test(mirror, a_mirror_added_to_a_stripe_pool_takes_data)
@@ -451,5 +493,419 @@ Test(mirror, a_stripe_pool_scrub_counts_what_it_cannot_mend)
 	cr_assert_eq(ss.errors, 1);
 	cr_assert_eq(ss.repaired, 0);
 	cr_assert_eq(read_all(ds, 3), 1);
+	stor_ds_close(ds);
+}
+
+/* write_all with generation @gen */
+static void write_gen(struct stor_ds *ds, uint64_t gen)
+{
+	uint8_t buf[REC];
+
+	for (uint64_t r = 0; r < NREC; r++) {
+		tpat_fill(buf, sizeof(buf), r, gen);
+		cr_assert_eq(stor_ds_write(ds, r * REC, buf, sizeof(buf)), 0);
+	}
+	cr_assert_eq(stor_ds_flush(ds), 0);
+}
+
+static void check_gen(struct stor_ds *ds, uint64_t gen)
+{
+	uint8_t buf[REC];
+
+	for (uint64_t r = 0; r < NREC; r++) {
+		int ret = stor_ds_read(ds, r * REC, buf, sizeof(buf));
+
+		cr_assert_eq(ret, 0, "record %llu: %s", (unsigned long long)r, stor_strerror(ret));
+		cr_assert_eq(tpat_check(buf, sizeof(buf), r), (int64_t)gen, "record %llu",
+			     (unsigned long long)r);
+	}
+}
+
+static void remove_lmdb(void)
+{
+	static const char *const ext[] = { ".mdb", ".mdb-lock" };
+	char path[PATH_MAX + 64];
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/pools/%s%s", tp.state, TPOOL_NAME, ext[i]);
+		unlink(path);
+	}
+}
+
+static struct stor_lun_stat lun_stat(unsigned i)
+{
+	struct stor_lun_stat ls;
+
+	cr_assert_eq(stor_pool_lun_stat(tp.pool, i, &ls), 0);
+	return ls;
+}
+
+Test(mirror, mirrors_whose_first_sides_are_gone_import_degraded_and_serve)
+{
+	static const unsigned sides[] = { 2, 2 };
+	struct stor_lun_stat ls;
+	struct stor_ds *ds;
+
+	mirror_pool(4, sides, 2);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_gen(ds, 7);
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	/* the first side of each mirror, and the cache: the log must come
+	 * from the second sides, the only ones left */
+	cr_assert_eq(unlink(tp.lun[0]), 0);
+	cr_assert_eq(unlink(tp.lun[2]), 0);
+	remove_lmdb();
+	cr_assert_eq(tpool_open(&tp), 0, "degraded import: %s", stor_pool_last_error());
+	for (unsigned i = 0; i < 4; i += 2) {
+		ls = lun_stat(i);
+		cr_assert(ls.faulted, "lun %u is out of service", i);
+		cr_assert(strstr(ls.absent, tp.lun[i]) || ls.absent[0], "lun %u: says why", i);
+		cr_assert_gt(ls.missing_since, 0, "lun %u: lacks writes from a txg on", i);
+		cr_assert_str_eq(ls.path, tp.lun[i], "an absent side keeps its path");
+		ls = lun_stat(i + 1);
+		cr_assert(!ls.faulted && !ls.absent[0], "lun %u serves", i + 1);
+	}
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_gen(ds, 7);
+	write_gen(ds, 8);
+	stor_ds_close(ds);
+	tpool_reopen(&tp); /* degraded again, LMDB there this time */
+	cr_assert(lun_stat(0).faulted && lun_stat(2).faulted);
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_gen(ds, 8);
+	stor_ds_close(ds);
+	/* a mirror with no side left cannot serve: the import fails as before */
+	tpool_close(&tp);
+	cr_assert_eq(unlink(tp.lun[1]), 0);
+	cr_assert_lt(tpool_open(&tp), 0);
+	cr_assert(strstr(stor_pool_last_error(), "no side of the mirror of lun 0"), "%s",
+		  stor_pool_last_error());
+}
+
+Test(mirror, a_side_whose_label_was_not_the_pools_stays_out_when_it_is_back)
+{
+	static const unsigned sides[] = { 2 };
+	char saved[PATH_MAX + 8], cmd[3 * PATH_MAX];
+	struct stor_lun_stat ls;
+	struct stor_ds *ds;
+
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_gen(ds, 7);
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	snprintf(saved, sizeof(saved), "%s.old", tp.lun[1]);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", tp.lun[1], saved);
+	cr_assert_eq(system(cmd), 0);
+	/* both label copies of side 1 junk: not this pool's LUN any more */
+	junk(1, 0, 4096);
+	junk(1, LUN_SIZE - 4096, 4096);
+	cr_assert_eq(tpool_open(&tp), 0, "degraded import: %s", stor_pool_last_error());
+	ls = lun_stat(1);
+	cr_assert(ls.faulted && ls.absent[0], "side 1 did not open");
+	cr_assert(strstr(ls.absent, "label"), "and says why: %s", ls.absent);
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	write_gen(ds, 8);
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	/* the old side is back whole and sound, but it lacks generation 8 */
+	snprintf(cmd, sizeof(cmd), "mv '%s' '%s'", saved, tp.lun[1]);
+	cr_assert_eq(system(cmd), 0);
+	cr_assert_eq(tpool_open(&tp), 0, "%s", stor_pool_last_error());
+	ls = lun_stat(1);
+	cr_assert(!ls.absent[0], "it opened");
+	cr_assert(ls.faulted, "but stays out of service: it missed writes");
+	cr_assert_gt(ls.missing_since, 0);
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_gen(ds, 8);
+	check_gen(ds, 8); /* two passes: a side in service would have had its turn */
+	stor_ds_close(ds);
+	cr_assert_eq(lun_stat(1).cksum_errors + lun_stat(0).cksum_errors, 0,
+		     "the stale side was never read");
+	cr_assert_eq(lun_stat(1).repaired, 0);
+}
+
+/* Random records (seed @gen) over records [from, to) */
+static void write_random(struct stor_ds *ds, uint64_t from, uint64_t to, uint64_t gen)
+{
+	uint8_t buf[REC];
+
+	for (uint64_t r = from; r < to; r++) {
+		tpat_random(buf, sizeof(buf), r * 1000 + gen);
+		cr_assert_eq(stor_ds_write(ds, r * REC, buf, sizeof(buf)), 0);
+	}
+	cr_assert_eq(stor_ds_flush(ds), 0);
+}
+
+/* Every record r reads as generation gen(r). */
+static void check_random(struct stor_ds *ds, uint64_t (*gen)(uint64_t))
+{
+	uint8_t buf[REC], want[REC];
+
+	for (uint64_t r = 0; r < NREC; r++) {
+		int ret = stor_ds_read(ds, r * REC, buf, sizeof(buf));
+
+		cr_assert_eq(ret, 0, "record %llu: %s", (unsigned long long)r, stor_strerror(ret));
+		tpat_random(want, sizeof(want), r * 1000 + gen(r));
+		cr_assert(!memcmp(buf, want, REC), "record %llu", (unsigned long long)r);
+	}
+}
+
+static uint64_t gen7(uint64_t r)
+{
+	(void)r;
+	return 7;
+}
+
+static uint64_t first8_gen8(uint64_t r)
+{
+	return r < 8 ? 8 : 7;
+}
+
+/* Wait (bounded) for the resilver to end; it must have been one. */
+static struct stor_scrub_stat resilver_wait(void)
+{
+	struct stor_scrub_stat ss = scrub_wait();
+
+	cr_assert_eq(ss.function, STOR_SCAN_RESILVER);
+	cr_assert_eq(ss.state, STOR_SCRUB_FINISHED);
+	return ss;
+}
+
+Test(mirror, offline_then_online_resilvers_only_what_the_side_missed)
+{
+	static const unsigned sides[] = { 2 };
+	struct stor_pool_stat st0, st1;
+	struct stor_scrub_stat ss;
+	struct stor_lun_stat ls;
+	struct stor_ds *ds;
+
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_random(ds, 0, NREC, 7);
+	cr_assert_eq(stor_pool_stat(tp.pool, &st0), 0);
+	cr_assert_eq(stor_pool_offline(tp.pool, tp.lun[1]), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(stor_pool_stat(tp.pool, &st1), 0);
+	cr_assert_gt(st1.meta_records, st0.meta_records,
+		     "the commit that takes the side out writes its log record too");
+	ls = lun_stat(1);
+	cr_assert_eq(ls.state, STOR_SIDE_OFFLINE);
+	cr_assert_gt(ls.missing_since, 0);
+	cr_assert_eq(stor_pool_offline(tp.pool, "0"), -EBUSY, "the only sound side stays");
+	write_random(ds, 0, 8, 8); /* an eighth of the records, while it is out */
+	/* the LUNs alone know it is out: the commit that said so reached their log */
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	remove_lmdb();
+	cr_assert_eq(tpool_open(&tp), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(lun_stat(1).state, STOR_SIDE_OFFLINE, "offline, from the LUNs' log");
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	cr_assert_eq(stor_pool_online(tp.pool, "1"), 0, "%s", stor_pool_last_error());
+	ss = resilver_wait();
+	cr_assert_geq(ss.repaired, 8 * REC, "what it missed was copied");
+	cr_assert_lt(ss.repaired, ss.examined / 2, "and not the rest (%llu of %llu)",
+		     (unsigned long long)ss.repaired, (unsigned long long)ss.examined);
+	ls = lun_stat(1);
+	cr_assert_eq(ls.state, STOR_SIDE_ONLINE);
+	cr_assert_eq(ls.missing_since, 0);
+	/* side 1 alone serves every record, the new and the old */
+	cr_assert_eq(stor_pool_offline(tp.pool, "0"), 0, "%s", stor_pool_last_error());
+	check_random(ds, first8_gen8);
+	stor_ds_close(ds);
+	tpool_reopen(&tp);
+	cr_assert_eq(lun_stat(0).state, STOR_SIDE_OFFLINE, "offline is kept by an import");
+	cr_assert_eq(lun_stat(1).state, STOR_SIDE_ONLINE);
+}
+
+Test(mirror, replace_copies_everything_and_goes_on_after_an_import)
+{
+	static const unsigned sides[] = { 2 };
+	struct stor_scrub_stat ss;
+	struct stor_lun_stat ls;
+	struct stor_ds *ds;
+	char fresh[PATH_MAX + 8];
+
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_random(ds, 0, NREC, 7);
+	stor_ds_close(ds);
+	tp.opts.scrub_rate = 128u << 10; /* 64 records of 8 KiB: 4 s */
+	tpool_reopen(&tp);
+	snprintf(fresh, sizeof(fresh), "%s/fresh", tp.dir);
+	cr_assert_eq(stor_pool_replace(tp.pool, "1", fresh, 0), 0, "%s", stor_pool_last_error());
+	ls = lun_stat(1);
+	cr_assert_str_eq(ls.path, fresh);
+	cr_assert_eq(ls.state, STOR_SIDE_RESILVERING);
+	cr_assert_eq(stor_pool_scrub_stat(tp.pool, &ss), 0);
+	cr_assert_eq(ss.function, STOR_SCAN_RESILVER);
+	cr_assert_eq(ss.state, STOR_SCRUB_RUNNING, "slow enough to be cut short");
+	cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_START), -EBUSY, "no scrub meanwhile");
+	/* the old side's label is wiped: it is no LUN of this pool any more */
+	cr_assert_neq(label_version(1), LABEL_VERSION_MIRROR);
+	tpool_reopen(&tp); /* mid-resilver */
+	ls = lun_stat(1);
+	cr_assert_str_eq(ls.path, fresh, "the pool record names the new LUN");
+	cr_assert(ls.state == STOR_SIDE_RESILVERING || ls.state == STOR_SIDE_ONLINE);
+	ss = resilver_wait();
+	cr_assert_geq(ss.repaired, NREC * REC, "everything, for a new side");
+	cr_assert_eq(lun_stat(1).state, STOR_SIDE_ONLINE);
+	cr_assert_eq(stor_pool_offline(tp.pool, "0"), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_random(ds, gen7);
+	stor_ds_close(ds);
+	/* and the new side alone imports the pool: its log and uberblocks */
+	tpool_close(&tp);
+	unlink(tp.lun[0]);
+	remove_lmdb();
+	cr_assert_eq(tpool_open(&tp), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_random(ds, gen7);
+	stor_ds_close(ds);
+}
+
+Test(mirror, attach_makes_a_lun_a_mirror_and_detach_takes_a_side_away)
+{
+	struct stor_lun_stat ls;
+	struct stor_ds *ds;
+	char more[PATH_MAX + 8];
+
+	tpool_init(&tp, 1, LUN_SIZE, NULL);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_random(ds, 0, NREC, 7);
+	cr_assert_eq(label_version(0), FORMAT_VERSION);
+	snprintf(more, sizeof(more), "%s/more", tp.dir);
+	cr_assert_eq(stor_pool_detach(tp.pool, "0"), -EINVAL, "a LUN of its own is no side");
+	cr_assert_eq(stor_pool_attach(tp.pool, "0", more, 0), 0, "%s", stor_pool_last_error());
+	resilver_wait();
+	ls = lun_stat(1);
+	cr_assert_eq(ls.vdev, 0);
+	cr_assert_eq(ls.sides, 2);
+	cr_assert_eq(ls.state, STOR_SIDE_ONLINE);
+	cr_assert_eq(label_version(0), LABEL_VERSION_MIRROR, "a mirror's labels now");
+	stor_ds_close(ds);
+	tpool_reopen(&tp);
+	cr_assert_eq(lun_stat(1).sides, 2, "the mirror survives an import");
+	/* the first side goes; the second holds everything and serves alone */
+	cr_assert_eq(stor_pool_detach(tp.pool, "0"), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(lun_stat(0).state, STOR_SIDE_DETACHED);
+	cr_assert_eq(stor_pool_detach(tp.pool, "1"), -EINVAL, "the last side stays");
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_random(ds, gen7);
+	write_random(ds, 0, 8, 8);
+	stor_ds_close(ds);
+	tpool_reopen(&tp);
+	cr_assert_eq(lun_stat(0).state, STOR_SIDE_DETACHED, "detached for good");
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_random(ds, first8_gen8);
+	stor_ds_close(ds);
+	{
+		struct stor_verify_report rep;
+
+		cr_assert_eq(stor_pool_verify(tp.pool, &rep), 0);
+		cr_assert_eq(rep.cksum_errors + rep.extent_errors + rep.space_errors, 0,
+			     "the check reads the side left, not the detached first LUN");
+	}
+}
+
+Test(mirror, the_only_side_holding_every_write_stays)
+{
+	static const unsigned sides[] = { 2 };
+	char fresh[PATH_MAX + 8];
+
+	mirror_pool(2, sides, 1);
+	snprintf(fresh, sizeof(fresh), "%s/fresh", tp.dir);
+	cr_assert_eq(stor_pool_offline(tp.pool, "1"), 0);
+	cr_assert_eq(stor_pool_offline(tp.pool, "0"), -EBUSY);
+	cr_assert_eq(stor_pool_detach(tp.pool, "0"), -EBUSY);
+	cr_assert_eq(stor_pool_replace(tp.pool, "0", fresh, 0), -EBUSY);
+	cr_assert(strstr(stor_pool_last_error(), "only side"), "%s", stor_pool_last_error());
+	cr_assert_eq(access(fresh, F_OK), -1, "and nothing was made");
+	cr_assert_eq(stor_pool_online(tp.pool, "7"), -ENOENT);
+	cr_assert_eq(lun_stat(0).state, STOR_SIDE_ONLINE);
+}
+
+Test(mirror, a_lone_mirror_keeps_one_copy_of_each_log_record_on_each_side)
+{
+	static const unsigned three[] = { 3 };
+	struct stor_pool_stat st, one;
+	struct stor_ds *ds;
+	struct tpool lone;
+
+	/* the same datasets on one LUN (two copies) and on a 3-way mirror */
+	mirror_pool(3, three, 1);
+	tpool_init_in(&lone, &tp, "solo", 1, LUN_SIZE);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_random(ds, 0, NREC, 7);
+	stor_ds_close(ds);
+	ds = tpool_ds(&lone, "solo/v", NREC * REC, REC);
+	write_random(ds, 0, NREC, 7);
+	stor_ds_close(ds);
+	cr_assert_eq(stor_pool_stat(tp.pool, &st), 0);
+	cr_assert_eq(stor_pool_stat(lone.pool, &one), 0);
+	cr_assert_lt(st.meta_used * 4, one.meta_used * 3,
+		     "one copy per record on the mirror (%llu B), two on a LUN (%llu B)",
+		     (unsigned long long)st.meta_used, (unsigned long long)one.meta_used);
+	tpool_close(&lone); /* its files go with tp's directory */
+	/* and the mirror's sides each import it alone */
+	tpool_close(&tp);
+	unlink(tp.lun[0]);
+	unlink(tp.lun[1]);
+	remove_lmdb();
+	cr_assert_eq(tpool_open(&tp), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_random(ds, gen7);
+	stor_ds_close(ds);
+}
+
+/* Junk the header of every metadata log record in LUN file @lun's data
+ * area (live or freed); how many. */
+static unsigned junk_log_records(unsigned lun)
+{
+	static const uint8_t magic[8] = { 'C', 'O', 'F', 'F', 'M', 'L', 'O', 'G' };
+	int fd = open(tp.lun[lun], O_RDONLY);
+	off_t size = fd >= 0 ? lseek(fd, 0, SEEK_END) : -1;
+	uint8_t *buf = size > 0 ? malloc((size_t)size) : NULL;
+	unsigned n = 0;
+
+	cr_assert(buf && pread(fd, buf, (size_t)size, 0) == size);
+	close(fd);
+	for (off_t at = LUN_DATA_OFF; at + 4096 <= size; at += 4096) {
+		if (memcmp(buf + at, magic, sizeof(magic)))
+			continue;
+		junk(lun, (uint64_t)at + 8, 32);
+		n++;
+	}
+	free(buf);
+	return n;
+}
+
+Test(mirror, scrub_mends_the_metadata_log_on_every_side)
+{
+	static const unsigned sides[] = { 2 };
+	struct stor_scrub_stat ss;
+	struct stor_ds *ds;
+
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_random(ds, 0, NREC, 7);
+	stor_ds_close(ds);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	cr_assert_gt(junk_log_records(1), 0, "side 1 holds log records");
+	cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_START), 0);
+	ss = scrub_wait();
+	cr_assert_eq(ss.errors, 0);
+	cr_assert_gt(ss.repaired, 0, "the log's bad copies on side 1 were rewritten");
+	cr_assert_gt(lun_stat(1).repaired, 0);
+	cr_assert_eq(stor_pool_scrub(tp.pool, STOR_SCRUB_START), 0);
+	ss = scrub_wait();
+	cr_assert_eq(ss.repaired, 0, "a second scrub finds nothing");
+	/* side 1 alone, and no LMDB: its log imports the pool */
+	tpool_close(&tp);
+	unlink(tp.lun[0]);
+	remove_lmdb();
+	cr_assert_eq(tpool_open(&tp), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_random(ds, gen7);
 	stor_ds_close(ds);
 }
