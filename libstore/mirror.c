@@ -80,6 +80,16 @@ unsigned mirror_sound_sides(struct stor_pool *p, unsigned vdev, unsigned out[STO
 	return sides_upto(p, vdev, SIDE_IN, out);
 }
 
+int mirror_side_counts(struct stor_pool *p, unsigned idx)
+{
+	unsigned sides[STOR_MIRROR_MAX];
+
+	if (!mirror_is_side(p, idx) || atomic_load(&p->luns[idx].out) == SIDE_IN)
+		return 1;
+	/* a vdev whose every side is catching up has nothing better */
+	return mirror_sound_sides(p, p->luns[idx].vdev, sides) == 0;
+}
+
 unsigned mirror_read_side(struct stor_pool *p, unsigned vdev)
 {
 	unsigned sides[STOR_MIRROR_MAX], n;
@@ -142,7 +152,7 @@ int mirror_flush(struct stor_pool *p, unsigned vdev)
 	for (unsigned s = 0; s < n; s++) {
 		res[s] = lun_flush(p->luns[sides[s]].lun);
 		if (res[s] == 0)
-			ok++;
+			ok += mirror_side_counts(p, sides[s]);
 		else if (first == -EIO)
 			first = res[s];
 	}
@@ -260,7 +270,7 @@ void mirror_write_copies(struct stor_pool *p, struct lun_io *ios, const uint16_t
 	}
 	lun_write_batch(all, k);
 	for (unsigned x = 0; x < k; x++)
-		if (all[x].result == 0)
+		if (all[x].result == 0 && mirror_side_counts(p, at[x]))
 			ios[owner[x]].result = 0;
 	/* a copy no side took fails with a side's error, as on a LUN of its own */
 	for (unsigned x = 0; x < k; x++) {

@@ -885,10 +885,10 @@ static void write_extents(struct stor_pool *p, struct write_batch *b, struct rec
 		int ok = 0, res = 0;
 
 		for (j = i; j < k && b->list[j] == b->list[i]; j++) {
-			if (b->ios[j].result >= 0)
-				ok++;
-			else
+			if (b->ios[j].result < 0)
 				res = b->ios[j].result;
+			else if (mirror_side_counts(p, b->side[j]))
+				ok++;
 		}
 		for (size_t x = i; x < j; x++)
 			if (b->ios[x].result < 0 && !(ok && mirror_side_failed(p, b->side[x], 1)))

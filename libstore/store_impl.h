@@ -347,6 +347,10 @@ int mirror_is_side(const struct stor_pool *p, unsigned idx);
 /** The sides of the vdev whose first LUN is @vdev that are in service, into
  *  @out; a LUN of its own is its one side, whatever its state. */
 unsigned mirror_sides(struct stor_pool *p, unsigned vdev, unsigned out[STOR_MIRROR_MAX]);
+/** Does a write or flush that side @idx took count for its vdev? A side
+ *  catching up does not while a sound side is there: data it alone holds
+ *  is not read until the resilver is done, so it is not acknowledged. */
+int mirror_side_counts(struct stor_pool *p, unsigned idx);
 /** The sides of vdev @vdev that hold every extent (SIDE_IN): those to read. */
 unsigned mirror_sound_sides(struct stor_pool *p, unsigned vdev, unsigned out[STOR_MIRROR_MAX]);
 /** The side a read of an extent of vdev @vdev goes to, turning over them. */

@@ -689,7 +689,7 @@ static int flush_round(struct stor_pool *p, struct stage *s, const uint8_t *want
 	lun_flush_batch(luns, r, n);
 	for (unsigned k = 0; k < n; k++) {
 		if (r[k] == 0)
-			ok[idx[k]]++;
+			ok[idx[k]] += mirror_side_counts(p, side[k]);
 		else if (res[idx[k]] == 0)
 			res[idx[k]] = r[k];
 	}

@@ -913,3 +913,56 @@ Test(full_state, a_full_state_dir_suspends_the_pool_and_the_daemon_lives)
 	cr_assert_eq(tdaemon_stop(&td), 1, "exit status of a shutdown that lost writes");
 	cr_assert(strstr(tdaemon_log(&td), "final commit failed"), "%s", tdaemon_log(&td));
 }
+
+static int resilver_running(void)
+{
+	json_t *p = pool_status("tank"), *scan = json_object_get(p, "scan");
+	int on = scan && !strcmp(json_string_value(json_object_get(scan, "function")), "resilver") &&
+		 !strcmp(json_string_value(json_object_get(scan, "state")), "scanning");
+
+	json_decref(p);
+	return on;
+}
+
+/*
+ * A side coming back takes new writes but is not read until the resilver
+ * is done. A write that only it took, because the sound side failed it,
+ * must not be acknowledged: its data would lie where no read looks.
+ */
+Test(faults, a_write_only_a_side_catching_up_took_is_never_acknowledged)
+{
+	static uint8_t buf[REC];
+	struct coffer_conn *c;
+	double end;
+	int h, ret;
+
+	tdaemon_stop_ok(&td);
+	tdaemon_write_conf(&td, NULL, "lun_mmap = no\nscrub_rate = 4K\n");
+	start();
+	COF_OK("pool create -s 64M tank mirror %s/m0 %s/m1", td.dir, td.dir);
+	COF_OK("create -V 4M tank/a");
+	c = seeded("tank/a", &h);
+	COF_OK("pool offline tank %s/m1", td.dir);
+	write_gen_flushed(c, h, 2); /* m1 misses these: the resilver has work */
+	COF_OK("pool online tank %s/m1", td.dir);
+	end = tdaemon_deadline(60);
+	while (!resilver_running())
+		cr_assert(tdaemon_poll(end), "no resilver started");
+
+	arm("path=m0;op=write;err=EIO");
+	fill(buf, 0, 3);
+	/* the write itself fails, as on a LUN of its own: it was not written where reads go */
+	ret = coffer_write(c, h, 0, buf, REC);
+	arm("");
+	cr_assert_neq(ret, 0, "a write only the side catching up took was acknowledged");
+	/* and what is read is never that write: generation 2, or an error */
+	memset(buf, 0, sizeof(buf));
+	ret = coffer_read(c, h, 0, buf, REC);
+	if (ret == 0) {
+		static uint8_t want[REC];
+
+		fill(want, 0, 2);
+		cr_assert_arr_eq(buf, want, REC, "record 0 reads a write that was refused");
+	}
+	coffer_close(c);
+}
