@@ -17,6 +17,7 @@
 #include "array.h"
 #include "cache.h"
 #include "meta.h"
+#include "snapshot.h"
 #include "store_impl.h"
 
 #define DS_VOLSIZE_DEFAULT (1ull << 30)
@@ -106,6 +107,7 @@ void ds_free(struct stor_ds *ds)
 	if (!ds)
 		return;
 	dskeys_drop(ds);
+	snap_free_all(ds);
 	for (int i = 0; i < PROP_COUNT; i++)
 		free(ds->local[i]);
 	free(ds->name);
@@ -280,6 +282,13 @@ static int load_one(const void *key, size_t klen, const void *val, size_t vlen, 
 		return STOR_ECORRUPT;
 	memcpy(name, key, klen);
 	name[klen] = '\0';
+	if (memchr(name, '@', klen)) {
+		ret = snap_load_one(p, name, val, vlen);
+		if (ret < 0 && !pool_error_set())
+			pool_set_error("pool %s: snapshot record %s: %s", p->name, name,
+				       stor_strerror(ret));
+		return ret;
+	}
 	ds = ds_new(p, name);
 	if (!ds)
 		return -ENOMEM;
@@ -540,11 +549,14 @@ int pool_create_root(struct stor_pool *p)
 	return stor_ds_create(p, p->name, NULL, NULL);
 }
 
-/* Take @ds out of the table; txg_sync() then deletes it from LMDB. */
+/* Take @ds out of the table; txg_sync() then deletes it and its snapshots
+ * from LMDB (each extent is in one table only, so each is freed once). */
 static int destroy_one_locked(struct stor_pool *p, struct stor_ds *ds)
 {
 	int ret = txg_forget_ds(p, ds->id, ds->name);
 
+	for (size_t i = 0; i < ds->nsnaps && ret == 0; i++)
+		ret = txg_forget_ds(p, ds->snaps[i]->id, ds->snaps[i]->name);
 	if (ret < 0)
 		return ret;
 	ds->destroyed = 1;
@@ -558,6 +570,9 @@ int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 	size_t n = strlen(name), ngone = 0;
 	int ret = 0, enc = 0;
 
+	pool_clear_error();
+	if (strchr(name, '@'))
+		return stor_snap_destroy(p, name, flags);
 	pthread_mutex_lock(&p->admin);
 	ds = ds_find_locked(p, name);
 	if (!ds) {
@@ -577,6 +592,11 @@ int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 			goto out;
 		}
 		if ((child || d == ds) && atomic_load(&d->refs) > 0) {
+			ret = -EBUSY;
+			goto out;
+		}
+		if (d == ds && d->nsnaps && !(flags & STOR_RECURSIVE)) {
+			pool_set_error("%s: it has snapshots; use -r to destroy them too", name);
 			ret = -EBUSY;
 			goto out;
 		}
@@ -623,6 +643,8 @@ int stor_ds_open(struct stor_pool *p, const char *name, struct stor_ds **out)
 	struct stor_ds *ds;
 
 	*out = NULL;
+	if (strchr(name, '@'))
+		return snap_open(p, name, out);
 	pthread_mutex_lock(&p->admin);
 	ds = ds_find_locked(p, name);
 	if (ds)
@@ -636,7 +658,9 @@ int stor_ds_open(struct stor_pool *p, const char *name, struct stor_ds **out)
 
 void stor_ds_close(struct stor_ds *ds)
 {
-	if (ds)
+	if (ds && ds->snap)
+		snap_close(ds);
+	else if (ds)
 		atomic_fetch_sub(&ds->refs, 1);
 }
 
@@ -761,12 +785,35 @@ static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct s
 	}
 }
 
+struct one_prop {
+	const char *name;
+	struct stor_prop_value *out;
+	int found;
+};
+
+static int pick_prop(const struct stor_prop_value *v, void *ctx)
+{
+	struct one_prop *o = ctx;
+
+	if (strcmp(v->name, o->name))
+		return 0;
+	*o->out = *v;
+	o->found = 1;
+	return 1;
+}
+
 int stor_ds_get(struct stor_pool *p, const char *name, const char *prop,
 		struct stor_prop_value *out)
 {
 	struct stor_ds *ds;
 	int id = prop_lookup(prop), ret = 0;
 
+	if (strchr(name, '@')) {
+		struct one_prop o = { prop, out, 0 };
+
+		ret = snap_get_all(p, name, pick_prop, &o);
+		return ret < 0 ? ret : o.found ? 0 : id < 0 ? STOR_EBADPROP : -ENOENT;
+	}
 	if (id < 0)
 		return STOR_EBADPROP;
 	pthread_mutex_lock(&p->admin);
@@ -786,6 +833,8 @@ int stor_ds_get_all(struct stor_pool *p, const char *name,
 	struct stor_ds *ds;
 	int ret = 0;
 
+	if (strchr(name, '@'))
+		return snap_get_all(p, name, fn, ctx);
 	pthread_mutex_lock(&p->admin);
 	ds = ds_find_locked(p, name);
 	if (ds)

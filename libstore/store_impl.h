@@ -94,7 +94,24 @@ struct stor_ds {
 	uint32_t iters;          /* pbkdf2 iterations, on a root */
 	uint8_t salt[KEYS_SALT_LEN];
 	_Atomic(struct ds_keys *) keys; /* NULL while the key is not loaded */
+
+	/* snapshots (snapshot.c): oldest first, under the pool's snap_lock;
+	 * @keep is the newest one not being destroyed, where an overwrite puts
+	 * the pointer it replaces when that pointer is older than it (written
+	 * under the hold and stage_lock, read by txg_stage under stage_lock) */
+	struct snap **snaps;
+	size_t nsnaps, capsnaps;
+	struct snap *keep;
+	/* a handle on a snapshot: @head is its dataset, @snap the snapshot */
+	struct stor_ds *head;
+	struct snap *snap;
 };
+
+/* The dataset whose keys and records a handle reads: a snapshot's head. */
+static inline struct stor_ds *ds_head(const struct stor_ds *ds)
+{
+	return ds->head ? ds->head : (struct stor_ds *)ds;
+}
 
 struct pool_lun {
 	struct lun *lun;
@@ -128,6 +145,7 @@ struct stor_pool {
 	atomic_uint nluns;
 
 	pthread_mutex_t admin; /* dataset table, properties, keys, pool config */
+	pthread_mutex_t snap_lock; /* every dataset's snapshot list (a leaf lock) */
 	struct stor_ds **ds;   /* sorted by name */
 	size_t nds, capds;
 

@@ -5,7 +5,8 @@
  * dataset under one key salt with one nonce are a (key, nonce) pair used
  * twice (crypt.c's nonce scheme says why there are none); a record whose
  * stored bytes do not match the keyless checksum in its pointer is damaged.
- * Space: every extent is referenced by one pointer (or by the metadata log
+ * Space: every extent is referenced by one pointer, of a head or of a
+ * snapshot's table (snapshot.c), (or by the metadata log
  * on the LUNs, metalog.c) only, each LUN's allocator counts exactly the
  * sectors the pointers and the log reference, and each
  * dataset's used space is the sum of its pointers.
@@ -21,6 +22,7 @@
 #include "lun.h"
 #include "meta.h"
 #include "metalog.h"
+#include "snapshot.h"
 #include "store_impl.h"
 
 struct seen_nonce {
@@ -34,7 +36,9 @@ struct walk {
 	uint64_t *refs[STOR_LUNS_MAX]; /* a bit per referenced sector */
 	uint64_t nref[STOR_LUNS_MAX];
 	uint64_t ds_id, ds_used;
-	struct stor_ds *ds; /* of ds_id, NULL if it has none */
+	struct stor_ds *ds; /* of ds_id (a snapshot's: its dataset), NULL if none */
+	int kept;           /* ds_id is a snapshot's table */
+	uint64_t nkept;
 	uint64_t recno;
 	struct seen_nonce *seen;
 	size_t nseen, capseen;
@@ -58,10 +62,13 @@ static void close_ds(struct walk *w)
 		struct stor_ds *ds;
 
 		ds = ds_find_id_locked(w->p, w->ds_id); /* the caller holds the admin lock */
-		if (!ds || (uint64_t)atomic_load(&ds->used) != w->ds_used)
+		if (w->kept)
+			w->rep->kept += w->nkept;
+		else if (!ds || (uint64_t)atomic_load(&ds->used) != w->ds_used)
 			w->rep->space_errors++;
 	}
 	w->ds_used = 0;
+	w->nkept = 0;
 	if (w->nseen > 1)
 		qsort(w->seen, w->nseen, sizeof(*w->seen), cmp_nonce);
 	for (size_t i = 1; i < w->nseen; i++)
@@ -148,7 +155,15 @@ static int visit(const void *key, size_t klen, const void *val, size_t vlen, voi
 		close_ds(w);
 		w->ds_id = id;
 		w->ds = ds_find_id_locked(w->p, id);
+		w->kept = 0;
+		if (!w->ds) {
+			struct snap *s = snap_find_id_locked(w->p, id);
+
+			w->ds = s ? s->ds : NULL; /* its records' checksums are seeded with it */
+			w->kept = s != NULL;
+		}
 	}
+	w->nkept++;
 	w->recno = get_u64(&r);
 	w->rep->records++;
 	if (bp_decode(val, vlen, &bp) < 0) {
