@@ -1263,6 +1263,27 @@ static int cmd_snapshot(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_rollback(int argc, char **argv)
+{
+	struct coffer_conn *c;
+	int opt, rec = 0;
+
+	while ((opt = getopt(argc, argv, "r")) != -1) {
+		if (opt == 'r')
+			rec = 1;
+		else
+			usage_exit();
+	}
+	if (argc - optind != 1)
+		usage_exit();
+	c = conn_open();
+	json_decref(call(c, "rollback",
+			 json_pack("{s:s, s:b}", "name", argv[optind], "recursive", rec),
+			 argv[optind]));
+	coffer_close(c);
+	return 0;
+}
+
 /* The property a `list` column names: zfs list's short names too. */
 static const char *long_name(const char *f)
 {
@@ -2118,6 +2139,7 @@ static const struct cmd cmds[] = {
 	{ "create", cmd_create, "[-s] [-V SIZE] [-b RECORDSIZE] [-o prop=val]... POOL/NAME" },
 	{ "destroy", cmd_destroy, "[-r] [-f] DATASET | DATASET@SNAP[%SNAP]" },
 	{ "snapshot", cmd_snapshot, "[-r] DATASET@SNAP..." },
+	{ "rollback", cmd_rollback, "[-r] DATASET@SNAP" },
 	{ "list", cmd_list,
 	  "[-r] [-H] [-p] [-t volume|snapshot|all] [-o field[,field]...] [-j] [DATASET]" },
 	{ "get", cmd_get, "[-H] [-p] [-j] PROP[,PROP]...|all DATASET..." },

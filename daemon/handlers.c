@@ -1104,6 +1104,20 @@ static int h_snapshot(struct hcall *c)
 	return ret;
 }
 
+static int h_rollback(struct hcall *c)
+{
+	int ret;
+
+	if (!strchr(c->name, '@'))
+		ERR(c, STOR_EBADNAME, "%s: roll back to DATASET@SNAP", c->name);
+	ret = stor_snap_rollback(c->pool, c->name, jtrue(c->args, "recursive") ? STOR_RECURSIVE : 0);
+	if (ret < 0)
+		return fail(c, ret, "rollback",
+			    stor_pool_last_error()[0] ? stor_pool_last_error() : NULL);
+	log_info("dataset %s: rolled back", c->name);
+	return 0;
+}
+
 struct list_ctx {
 	struct hcall *c;
 	struct stor_pool *pool;

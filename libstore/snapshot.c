@@ -36,6 +36,11 @@
  *   The cost is the size of S's table, not of the dataset or the pool.
  *   A snapshot destroyed while its dataset is written stays in every
  *   read's walk ("dying") until its commit is over.
+ * - Rollback to S: the newer snapshots are destroyed in the same txg
+ *   (folding into S), then every head pointer born after S's txg is freed
+ *   and S's table comes back to the head, which then reads as S did; S
+ *   stays, its table empty. This one looks at each pointer of the head:
+ *   the head keeps no list of what it wrote since S.
  * - Walks by birth txg (resilver, scrub): every table is META_BP rows like
  *   the head's, so a walk of META_BP visits kept pointers too, and
  *   snap_guid_of() gives the dataset GUID a clear record's checksum needs.
@@ -63,6 +68,7 @@
 #include <time.h>
 
 #include "array.h"
+#include "cache.h"
 #include "meta.h"
 #include "snapshot.h"
 #include "store_impl.h"
@@ -432,6 +438,96 @@ static int destroy_commit(struct meta_txn *t, const struct snap_op *op,
 	return ret;
 }
 
+/* The head's pointers born after the snapshot: freed and deleted (collected first). */
+struct newer {
+	const struct snap_op *op;
+	int (*free_fn)(void *arg, const struct bp *bp);
+	void *arg;
+	struct moved *v;
+	size_t n, cap;
+};
+
+static int newer_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
+{
+	struct newer *w = ctx;
+	const uint8_t *k = (const uint8_t *)key + 8;
+	struct bp bp;
+	struct moved *m;
+	int ret;
+
+	if (klen != BP_KEY_LEN || bp_decode(val, vlen, &bp) < 0)
+		return STOR_ECORRUPT;
+	if (bp.birth <= w->op->prev_txg)
+		return 0;
+	ret = w->free_fn(w->arg, &bp);
+	m = ret == 0 ? array_grow(w->v, w->n, &w->cap, sizeof(*m), 256) : NULL;
+	if (!m)
+		return ret < 0 ? ret : -ENOMEM;
+	w->v = m;
+	w->v[w->n].recno = get_u64(&k);
+	memcpy(w->v[w->n].bp, val, BP_LEN);
+	w->n++;
+	return 0;
+}
+
+/*
+ * The head goes back to the snapshot: what it wrote since is freed, and
+ * what the snapshot kept comes back to it; the snapshot's table is then
+ * empty, with a fresh root. Every pointer of the head is looked at once
+ * (the cost of a rollback is the dataset's size; a create's is not).
+ */
+static int rollback_commit(struct meta_txn *t, const struct snap_op *op,
+			   int (*free_fn)(void *arg, const struct bp *bp), void *arg)
+{
+	struct newer w = { .op = op, .free_fn = free_fn, .arg = arg };
+	struct fold f = { .free_fn = free_fn, .arg = arg };
+	struct bpmac_change *ch = NULL;
+	uint8_t prefix[8], *pw = prefix, key[BP_KEY_LEN];
+	size_t n = 0;
+	int ret;
+
+	put_u64(&pw, op->prev_id);
+	ret = meta_iter(t, META_BP, prefix, sizeof(prefix), 0, newer_one, &w);
+	/* every kept pointer comes back: a fold into "no older snapshot"
+	 * would free them, so they are collected with prev_id set */
+	f.op = &(struct snap_op){ .prev_id = 1, .prev_txg = UINT64_MAX };
+	pw = prefix;
+	put_u64(&pw, op->id);
+	if (ret == 0)
+		ret = meta_iter(t, META_BP, prefix, sizeof(prefix), 1, fold_one, &f);
+	if (ret == 0 && op->prev_mk && w.n + f.n && !(ch = calloc(w.n + f.n, sizeof(*ch))))
+		ret = -ENOMEM;
+	for (size_t i = 0; i < w.n && ret == 0; i++) {
+		bp_key(op->prev_id, w.v[i].recno, key);
+		ret = meta_del(t, META_BP, key, sizeof(key));
+		if (ret == 0 && ch) {
+			ch[n] = (struct bpmac_change){ .ds_id = op->prev_id, .recno = w.v[i].recno,
+						       .mk = op->prev_mk };
+			ret = bpmac_leaf_xor(op->prev_mk, w.v[i].recno, w.v[i].bp, ch[n++].delta);
+		}
+	}
+	for (size_t i = 0; i < f.n && ret == 0; i++) {
+		bp_key(op->prev_id, f.v[i].recno, key);
+		ret = meta_put(t, META_BP, key, sizeof(key), f.v[i].bp, BP_LEN);
+		if (ret == 0 && ch) {
+			ch[n] = (struct bpmac_change){ .ds_id = op->prev_id, .recno = f.v[i].recno,
+						       .mk = op->prev_mk };
+			ret = bpmac_leaf_xor(op->prev_mk, f.v[i].recno, f.v[i].bp, ch[n++].delta);
+		}
+	}
+	if (ret == 0 && ch)
+		ret = bpmac_apply(t, ch, n);
+	if (ret == 0 && op->mk) {
+		ret = bpmac_forget(t, op->id);
+		if (ret == 0)
+			ret = bpmac_root_init(t, op->id, op->mk);
+	}
+	free(ch);
+	free(w.v);
+	free(f.v);
+	return ret;
+}
+
 int snap_commit_op(struct meta_txn *t, const struct snap_op *op,
 		   int (*free_fn)(void *arg, const struct bp *bp), void *arg)
 {
@@ -439,6 +535,8 @@ int snap_commit_op(struct meta_txn *t, const struct snap_op *op,
 
 	if (op->kind == SNAP_OP_DESTROY)
 		return destroy_commit(t, op, free_fn, arg);
+	if (op->kind == SNAP_OP_ROLLBACK)
+		return rollback_commit(t, op, free_fn, arg);
 	ret = meta_put(t, META_DS, op->name, strlen(op->name), op->rec, op->reclen);
 	if (ret == 0 && op->mk)
 		ret = bpmac_root_init(t, op->id, op->mk);
@@ -600,10 +698,11 @@ out:
 /* ---- destroy ---- */
 
 struct destroy_ctx {
-	struct snap **s;
+	struct snap **s; /* the snapshots destroyed */
 	size_t n;
 	struct snap_op *ops;
-	int added; /* the stage owns the ops */
+	size_t nops; /* 0: one per snapshot (a rollback has one more) */
+	int added;   /* the stage owns the ops */
 };
 
 static int destroy_close(struct stor_pool *p, uint64_t txg, void *arg)
@@ -612,7 +711,7 @@ static int destroy_close(struct stor_pool *p, uint64_t txg, void *arg)
 	int ret;
 
 	(void)txg;
-	ret = txg_add_snap_ops(p, c->ops, c->n);
+	ret = txg_add_snap_ops(p, c->ops, c->nops ? c->nops : c->n);
 	if (ret < 0)
 		return ret;
 	c->added = 1;
@@ -754,6 +853,149 @@ int stor_snap_destroy(struct stor_pool *p, const char *name, unsigned flags)
 out:
 	if (c.ops)
 		snap_ops_free(c.ops, c.n);
+	pthread_mutex_unlock(&p->admin);
+	free(c.s);
+	free(c.ops);
+	return ret;
+}
+
+/* ---- rollback ---- */
+
+/* The head's space from its pointers, after a rollback changed them. */
+struct recount {
+	int64_t used, lused;
+};
+
+static int recount_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
+{
+	struct recount *r = ctx;
+	struct bp bp;
+
+	(void)key, (void)klen;
+	if (bp_decode(val, vlen, &bp) == 0) {
+		r->used += bp.psize;
+		r->lused += bp.lsize;
+	}
+	return 0;
+}
+
+static void recount(struct stor_pool *p, struct stor_ds *ds)
+{
+	struct recount r = { 0 };
+	struct meta_txn *t = NULL;
+	uint8_t prefix[8], *w = prefix;
+
+	put_u64(&w, ds->id);
+	if (meta_rtxn_get(p->meta, &t) < 0)
+		return;
+	if (meta_iter(t, META_BP, prefix, sizeof(prefix), 0, recount_one, &r) == 0) {
+		atomic_store(&ds->used, r.used);
+		atomic_store(&ds->logical_used, r.lused);
+	}
+	meta_rtxn_put(t);
+}
+
+int stor_snap_rollback(struct stor_pool *p, const char *name, unsigned flags)
+{
+	char dsname[STOR_NAME_MAX + 1];
+	struct destroy_ctx c = { 0 };
+	const char *snapname;
+	struct stor_ds *ds;
+	struct ds_keys *k;
+	struct snap *S;
+	size_t at;
+	int ret = 0;
+
+	pool_clear_error();
+	if (stor_name_check(name, STOR_NAME_SNAPSHOT) < 0 || strchr(name, '%') ||
+	    !(snapname = split(name, dsname)))
+		return STOR_EBADNAME;
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_locked(p, dsname);
+	S = ds ? find_in(ds, snapname) : NULL;
+	if (!S || S->dying) {
+		ret = -ENOENT;
+		goto out;
+	}
+	for (at = 0; ds->snaps[at] != S; at++)
+		;
+	if (at + 1 < ds->nsnaps && !(flags & STOR_RECURSIVE)) {
+		pool_set_error("%s: more recent snapshots exist; use -r to destroy them", name);
+		ret = -EEXIST;
+		goto out;
+	}
+	if (atomic_load(&ds->refs) > 0) {
+		pool_set_error("%s: the dataset is open", ds->name);
+		ret = -EBUSY;
+		goto out;
+	}
+	k = atomic_load(&ds->keys);
+	if (ds->suite && !k) {
+		pool_set_error("%s: the key of %s is not loaded; load it to roll back", name,
+			       ds->name);
+		ret = STOR_ENOKEY;
+		goto out;
+	}
+	/* the newer snapshots go in the same txg, folding into S, then S's
+	 * table comes back to the head: ops in that order */
+	c.s = calloc(ds->nsnaps + 1, sizeof(*c.s));
+	c.ops = calloc(ds->nsnaps + 2, sizeof(*c.ops));
+	if (!c.s || !c.ops) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = ds->nsnaps; i-- > at + 1;) {
+		struct snap *x = ds->snaps[i];
+
+		if (atomic_load(&x->refs) > 0) {
+			pool_set_error("%s: snapshot is open", x->name);
+			ret = -EBUSY;
+			goto out;
+		}
+		c.s[c.n] = x;
+		c.ops[c.n] = (struct snap_op){ .kind = SNAP_OP_DESTROY, .id = x->id,
+					       .name = strdup(x->name), .prev_id = S->id,
+					       .prev_txg = S->txg };
+		if (!c.ops[c.n++].name) {
+			ret = -ENOMEM;
+			goto out;
+		}
+	}
+	c.ops[c.n] = (struct snap_op){ .kind = SNAP_OP_ROLLBACK, .id = S->id, .prev_id = ds->id,
+				       .prev_txg = S->txg };
+	if (ds->suite) {
+		ret = snap_mac(S, &c.ops[c.n].mk);
+		c.ops[c.n].prev_mk = ret == 0 ? mac_key_ref(k->mac) : NULL;
+		for (size_t i = 0; i < c.n && ret == 0; i++)
+			c.ops[i].prev_mk = mac_key_ref(c.ops[c.n].mk);
+		if (ret < 0)
+			goto out;
+	}
+	c.nops = c.n + 1;
+	for (size_t i = 0; i < c.n; i++)
+		c.s[i]->dying = 1;
+	ret = txg_sync_close(p, destroy_close, &c);
+	if (!c.added) {
+		for (size_t i = 0; i < c.n; i++)
+			c.s[i]->dying = 0;
+		goto out;
+	}
+	memset(c.ops, 0, c.nops * sizeof(*c.ops));
+	txg_read_synchronize(p);
+	pthread_mutex_lock(&p->snap_lock);
+	for (size_t i = 0; i < c.n; i++)
+		detach(ds, c.s[i]);
+	pthread_mutex_unlock(&p->snap_lock);
+	for (size_t i = 0; i < c.n; i++)
+		snap_free(c.s[i]);
+	c.n = 0;
+	c.nops = 0;
+	recount(p, ds);
+	space_sync_locked(p);
+	cache_drop_ds(cache_data(), ds->guid); /* no plaintext of what went */
+out:
+	if (c.ops)
+		snap_ops_free(c.ops, c.nops ? c.nops : c.n + 1);
 	pthread_mutex_unlock(&p->admin);
 	free(c.s);
 	free(c.ops);

@@ -35,7 +35,7 @@ struct snap {
 };
 
 /* A change a txg commits for a snapshot, in the order staged. */
-enum snap_op_kind { SNAP_OP_CREATE, SNAP_OP_DESTROY };
+enum snap_op_kind { SNAP_OP_CREATE, SNAP_OP_DESTROY, SNAP_OP_ROLLBACK };
 struct snap_op {
 	enum snap_op_kind kind;
 	uint64_t id;
@@ -43,7 +43,9 @@ struct snap_op {
 	uint8_t *rec; /* CREATE: the record */
 	size_t reclen;
 	struct mac_key *mk; /* CREATE: the new table's MAC root; NULL if clear */
-	/* DESTROY: the next older snapshot, which takes the pointers it needs */
+	/* DESTROY: the next older snapshot, which takes the pointers it needs;
+	 * ROLLBACK: the dataset (prev_id, its MAC key prev_mk) and the txg of
+	 * the snapshot @id it goes back to (prev_txg; @mk is the snapshot's) */
 	uint64_t prev_id, prev_txg;
 	struct mac_key *prev_mk;
 };

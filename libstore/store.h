@@ -459,6 +459,15 @@ int stor_snap_create(struct stor_pool *pool, const char *const *names, size_t n,
  *         key is not loaded)
  */
 int stor_snap_destroy(struct stor_pool *pool, const char *name, unsigned flags);
+/**
+ * Roll DATASET back to its snapshot DATASET@NAME: what was written since is
+ * freed and the dataset reads as the snapshot, which stays. Newer snapshots
+ * are destroyed with STOR_RECURSIVE, else refused (-EEXIST), as zfs
+ * rollback does. Costs one look at each of the dataset's pointers.
+ * @return 0, STOR_EBADNAME, -ENOENT, -EEXIST, -EBUSY (the dataset or a newer
+ *         snapshot is open), STOR_ENOKEY (encrypted, key not loaded)
+ */
+int stor_snap_rollback(struct stor_pool *pool, const char *name, unsigned flags);
 /** Call @fn for each snapshot of the pool, by dataset name, oldest first. */
 int stor_snap_list(struct stor_pool *pool, int (*fn)(const char *name, void *ctx), void *ctx);
 

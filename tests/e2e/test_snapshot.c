@@ -198,3 +198,26 @@ Test(snapshot, an_encrypted_dataset_is_snapshotted_with_its_key_loaded_only)
 	COF_OK(NULL, "destroy tank/e@a");
 	checked();
 }
+
+Test(snapshot, rollback_reads_a_again_and_refuses_past_newer_snapshots_without_r)
+{
+	char a[4200], b[4200];
+
+	COF_OK(NULL, "pool create -s 16M tank %s/l/0", td.dir);
+	COF_OK(NULL, "create -s -V 1M tank/v");
+	tdaemon_random_file(&td, "a", 1 << 20, a, sizeof(a));
+	tdaemon_random_file(&td, "b", 1 << 20, b, sizeof(b));
+	COF_OK(a, "write tank/v");
+	COF_OK(NULL, "snapshot tank/v@a");
+	COF_OK(b, "write tank/v");
+	COF_OK(NULL, "snapshot tank/v@b");
+	cr_assert_eq(cof(NULL, "rollback tank/v@a"), 1);
+	cr_assert(strstr(out, "more recent snapshots") && strstr(out, "-r"), "%s", out);
+	reads_as("tank/v", b);
+	cr_assert_eq(cof(NULL, "rollback tank/v"), 1, "a dataset is no snapshot");
+	COF_OK(NULL, "rollback -r tank/v@a");
+	reads_as("tank/v", a);
+	COF_OK(NULL, "list -H -t snapshot -o name");
+	cr_assert_str_eq(out, "tank/v@a\n");
+	checked();
+}

@@ -597,3 +597,81 @@ Test(snapshot, a_kept_pointer_dropped_or_replaced_or_a_table_dropped_reads_as_ea
 		tpool_fini(&tp);
 	}
 }
+
+Test(snapshot, a_rollback_brings_the_dataset_back_and_frees_what_it_wrote_since)
+{
+	struct stor_ds *ds;
+	uint64_t used_a;
+
+	tpool_init(&tp, 1, 16u << 20, NULL);
+	ds = tpool_ds(&tp, "tank/v", VOL, REC);
+	for (uint64_t r = 0; r < NREC; r += 2)
+		put(ds, r, 1);
+	sync_pool();
+	used_a = tpool_used(&tp);
+	snap("tank/v@a");
+	for (uint64_t r = 0; r < NREC; r++)
+		put(ds, r, 2); /* over A, and into its holes */
+	cr_assert_eq(stor_ds_discard(ds, 4 * REC, REC), 0);
+	snap("tank/v@b");
+	put(ds, 1, 3);
+	cr_assert_eq(stor_snap_rollback(tp.pool, "tank/v@a", STOR_RECURSIVE), -EBUSY, "open");
+	stor_ds_close(ds);
+	cr_assert_eq(stor_snap_rollback(tp.pool, "tank/v@a", 0), -EEXIST, "@b is newer");
+	cr_assert(strstr(stor_pool_last_error(), "-r"), "%s", stor_pool_last_error());
+	cr_assert_eq(gen_of("tank/v@b", 1), 2, "refused: nothing changed");
+	/* to the newest first: the write after it goes */
+	cr_assert_eq(stor_snap_rollback(tp.pool, "tank/v@b", 0), 0);
+	cr_assert_eq(gen_of("tank/v", 1), 2);
+	cr_assert_eq(gen_of("tank/v", 4), 0);
+	cr_assert_eq(stor_snap_rollback(tp.pool, "tank/v@a", STOR_RECURSIVE), 0);
+	for (uint64_t r = 0; r < NREC; r++)
+		cr_assert_eq(gen_of("tank/v", r), r % 2 ? 0 : 1, "record %llu",
+			     (unsigned long long)r);
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v@b", &ds), -ENOENT, "-r destroyed it");
+	sync_pool();
+	assert_clean("rolled back");
+	cr_assert_eq(tpool_used(&tp), used_a, "only A's records are held");
+	/* and on from there: the snapshot keeps A against new writes */
+	ds = NULL;
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	put(ds, 0, 5);
+	cr_assert_eq(gen_of("tank/v@a", 0), 1);
+	stor_ds_close(ds);
+	tpool_reopen(&tp);
+	cr_assert_eq(gen_of("tank/v", 0), 5);
+	cr_assert_eq(gen_of("tank/v", 2), 1);
+	assert_clean("after an import");
+}
+
+Test(snapshot, an_encrypted_rollback_keeps_the_macs_whole)
+{
+	struct stor_ds *ds;
+
+	tpool_init(&tp, 1, 16u << 20, NULL);
+	ds = enc_ds("tank/e");
+	for (uint64_t r = 0; r < 8; r++)
+		put(ds, r, 1);
+	snap("tank/e@a");
+	for (uint64_t r = 0; r < 8; r += 2)
+		put(ds, r, 2);
+	snap("tank/e@b");
+	for (uint64_t r = 0; r < 8; r += 3)
+		put(ds, r, 3);
+	stor_ds_close(ds);
+	cr_assert_eq(stor_key_unload(tp.pool, "tank/e", 0), 0);
+	cr_assert_eq(stor_snap_rollback(tp.pool, "tank/e@a", STOR_RECURSIVE), STOR_ENOKEY);
+	cr_assert_eq(stor_key_load(tp.pool, "tank/e", &pass, 0), 0);
+	cr_assert_eq(stor_snap_rollback(tp.pool, "tank/e@a", STOR_RECURSIVE), 0);
+	for (uint64_t r = 0; r < 8; r++)
+		cr_assert_eq(gen_of("tank/e", r), 1);
+	/* the MAC trees are checked afresh after an import */
+	tpool_reopen(&tp);
+	cr_assert_eq(stor_key_load(tp.pool, "tank/e", &pass, 0), 0);
+	for (uint64_t r = 0; r < 8; r++) {
+		cr_assert_eq(gen_of("tank/e", r), 1);
+		cr_assert_eq(gen_of("tank/e@a", r), 1);
+	}
+	sync_pool();
+	assert_clean("encrypted, rolled back");
+}
