@@ -741,6 +741,7 @@ static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct s
 	case PROP_REFERENCED:
 	case PROP_USEDBYDATASET:
 	case PROP_USEDBYCHILDREN:
+	case PROP_USEDBYSNAPSHOTS:
 	case PROP_USEDBYREFRESERVATION: {
 		struct space_view sv;
 		uint64_t n;
@@ -750,10 +751,15 @@ static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct s
 		    : id == PROP_AVAILABLE	 ? sv.available
 		    : id == PROP_USEDBYCHILDREN ? sv.children
 		    : id == PROP_USEDBYREFRESERVATION ? sv.rr
+		    : id == PROP_USEDBYSNAPSHOTS     ? sv.snaps
 						 : sv.own;
 		snprintf(v->value, sizeof(v->value), "%llu", (unsigned long long)n);
 		return;
 	}
+	case PROP_WRITTEN:
+		snprintf(v->value, sizeof(v->value), "%llu",
+			 (unsigned long long)snap_written_head(p, ds));
+		return;
 	case PROP_LOGICALUSED:
 	case PROP_COMPRESSRATIO:
 		used = atomic_load(&ds->used);
@@ -812,7 +818,15 @@ int stor_ds_get(struct stor_pool *p, const char *name, const char *prop,
 		struct one_prop o = { prop, out, 0 };
 
 		ret = snap_get_all(p, name, pick_prop, &o);
-		return ret < 0 ? ret : o.found ? 0 : id < 0 ? STOR_EBADPROP : -ENOENT;
+		if (ret < 0 || o.found)
+			return ret < 0 ? ret : 0;
+		if (id < 0)
+			return STOR_EBADPROP;
+		/* a dataset's property a snapshot has not: "-", as zfs get shows */
+		memset(out, 0, sizeof(*out));
+		snprintf(out->name, sizeof(out->name), "%s", prop);
+		snprintf(out->value, sizeof(out->value), "-");
+		return 0;
 	}
 	if (id < 0)
 		return STOR_EBADPROP;

@@ -407,6 +407,7 @@ static int rebuild_one(const void *key, size_t klen, const void *val, size_t vle
 {
 	struct rebuild *rb = ctx;
 	struct stor_ds *ds;
+	struct snap *s;
 	struct bp bp;
 	const uint8_t *k = key;
 	uint64_t id;
@@ -416,8 +417,9 @@ static int rebuild_one(const void *key, size_t klen, const void *val, size_t vle
 		return STOR_ECORRUPT;
 	id = get_u64(&k);
 	ds = ds_find_id_locked(rb->p, id);
-	if (!ds && snap_find_id_locked(rb->p, id)) {
-		/* a snapshot's kept pointer: its extent is taken, no head's space */
+	if (!ds && (s = snap_find_id_locked(rb->p, id))) {
+		/* a snapshot's kept pointer: its dataset's usedbysnapshots */
+		atomic_fetch_add(&s->ds->snap_used, bp.psize);
 		ret = alloc_mark(rb->p->alloc, bp.lun, bp.sector, bp.psize / STOR_SECTOR);
 		if (ret < 0)
 			pool_set_error("pool %s: kept block pointer to lun %u sector %llu overlaps or is out of range",

@@ -811,6 +811,10 @@ static int admit(struct stor_pool *p, struct rec *r)
 		return 0;
 	if (txg_lookup(p, 1, &r->ds->id, &r->recno, &old, &found) < 0 || !found)
 		return STOR_ENOSPC;
+	/* an extent a snapshot keeps is not freed by the overwrite (the open
+	 * txg is held, so the snapshot stays) */
+	if (r->ds->keep && old.birth <= r->ds->keep->txg)
+		return STOR_ENOSPC;
 	return space_admit(p, r->ds, r->bp.psize, old.psize);
 }
 

@@ -73,7 +73,9 @@
 #include "snapshot.h"
 #include "store_impl.h"
 
-#define SNAP_RECORD_LEN (4 + 6 * 8)
+#define SNAP_RECORD_LEN (4 + 7 * 8)
+
+static void recount_kept(struct stor_pool *p, struct stor_ds *ds);
 
 static void snap_free(struct snap *s)
 {
@@ -112,6 +114,7 @@ static void encode(const struct snap *s, uint8_t out[SNAP_RECORD_LEN])
 	put_u64(&w, s->txg);
 	put_u64(&w, s->ctime);
 	put_u64(&w, s->volsize);
+	put_u64(&w, s->referenced);
 }
 
 /* The dataset part of @name into @ds; the snapshot part, or NULL. */
@@ -256,6 +259,7 @@ int snap_load_one(struct stor_pool *p, const char *name, const void *val, size_t
 	s->txg = get_u64(&r);
 	s->ctime = get_u64(&r);
 	s->volsize = get_u64(&r);
+	s->referenced = get_u64(&r);
 	if (!ds || ds->id != ds_id || s->id >= p->next_ds_id || ds_find_id_locked(p, s->id)) {
 		pool_set_error("pool %s: snapshot record %s names no dataset of this pool", p->name,
 			       name);
@@ -558,7 +562,9 @@ static int create_close(struct stor_pool *p, uint64_t txg, void *arg)
 	int ret;
 
 	for (size_t i = 0; i < c->n; i++) {
+		/* no write is in flight: what its dataset holds now is final */
 		c->s[i]->txg = txg;
+		c->s[i]->referenced = (uint64_t)atomic_load(&c->s[i]->ds->used);
 		encode(c->s[i], c->ops[i].rec);
 	}
 	ret = txg_add_snap_ops(p, c->ops, c->n);
@@ -848,6 +854,9 @@ int stor_snap_destroy(struct stor_pool *p, const char *name, unsigned flags)
 		detach(c.s[i]->ds, c.s[i]);
 	pthread_mutex_unlock(&p->snap_lock);
 	for (size_t i = 0; i < c.n; i++)
+		if (i == 0 || c.s[i]->ds != c.s[i - 1]->ds)
+			recount_kept(p, c.s[i]->ds);
+	for (size_t i = 0; i < c.n; i++)
 		snap_free(c.s[i]);
 	c.n = 0;
 out:
@@ -857,6 +866,79 @@ out:
 	free(c.s);
 	free(c.ops);
 	return ret;
+}
+
+/* ---- space ---- */
+
+struct sum {
+	uint64_t after, upto, bytes;
+};
+
+static int sum_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
+{
+	struct sum *s = ctx;
+	struct bp bp;
+
+	(void)key, (void)klen;
+	if (bp_decode(val, vlen, &bp) == 0 && bp.birth > s->after && bp.birth <= s->upto)
+		s->bytes += bp.psize;
+	return 0;
+}
+
+/* Bytes of table @id's pointers born in (@after, @upto], as last committed. */
+static uint64_t sum_table(struct stor_pool *p, uint64_t id, uint64_t after, uint64_t upto)
+{
+	struct sum s = { after, upto, 0 };
+	struct meta_txn *t = NULL;
+	uint8_t prefix[8], *w = prefix;
+
+	put_u64(&w, id);
+	if (meta_rtxn_get(p->meta, &t) < 0)
+		return 0;
+	meta_iter(t, META_BP, prefix, sizeof(prefix), 0, sum_one, &s);
+	meta_rtxn_put(t);
+	return s.bytes;
+}
+
+/* usedbysnapshots of @ds anew from its tables, after a destroy or rollback
+ * moved pointers between them at commit time. Admin lock held. */
+static void recount_kept(struct stor_pool *p, struct stor_ds *ds)
+{
+	uint64_t kept = 0;
+
+	for (size_t i = 0; i < ds->nsnaps; i++)
+		kept += sum_table(p, ds->snaps[i]->id, 0, UINT64_MAX);
+	atomic_store(&ds->snap_used, (int64_t)kept);
+}
+
+/* The txg of the snapshot before @s (0: none). */
+static uint64_t prev_txg(const struct snap *s)
+{
+	uint64_t t = 0;
+
+	for (size_t i = 0; i < s->ds->nsnaps && s->ds->snaps[i] != s; i++)
+		if (!s->ds->snaps[i]->dying)
+			t = s->ds->snaps[i]->txg;
+	return t;
+}
+
+uint64_t snap_written_head(struct stor_pool *p, struct stor_ds *ds)
+{
+	struct snap *n = newest_alive(ds);
+
+	return sum_table(p, ds->id, n ? n->txg : 0, UINT64_MAX);
+}
+
+/* written of @s: what it references that was born since the snapshot before
+ * it, wherever those pointers are now (the head or newer tables). */
+static uint64_t written_of(struct stor_pool *p, struct snap *s)
+{
+	uint64_t after = prev_txg(s), w = sum_table(p, s->ds->id, after, s->txg);
+
+	for (size_t i = 0; i < s->ds->nsnaps; i++)
+		if (s->ds->snaps[i]->txg >= s->txg)
+			w += sum_table(p, s->ds->snaps[i]->id, after, s->txg);
+	return w;
 }
 
 /* ---- rollback ---- */
@@ -991,6 +1073,7 @@ int stor_snap_rollback(struct stor_pool *p, const char *name, unsigned flags)
 	c.n = 0;
 	c.nops = 0;
 	recount(p, ds);
+	recount_kept(p, ds);
 	space_sync_locked(p);
 	cache_drop_ds(cache_data(), ds->guid); /* no plaintext of what went */
 out:
@@ -1052,7 +1135,7 @@ int snap_get_all(struct stor_pool *p, const char *name,
 {
 	static const char *const from_head[] = { "recordsize", "encryption", "encryptionroot",
 						 "keystatus" };
-	struct stor_prop_value v[4 + 4];
+	struct stor_prop_value v[7];
 	char dsname[STOR_NAME_MAX + 1];
 	struct snap *s;
 	size_t n = 0;
@@ -1065,6 +1148,11 @@ int snap_get_all(struct stor_pool *p, const char *name,
 		value(&v[n++], "creation", s->ctime);
 		value(&v[n++], "guid", s->guid);
 		value(&v[n++], "volsize", s->volsize);
+		/* used: what destroying it alone would free (born since the one
+		 * before it, kept by it only); as of the last commit */
+		value(&v[n++], "used", sum_table(p, s->id, prev_txg(s), UINT64_MAX));
+		value(&v[n++], "referenced", s->referenced);
+		value(&v[n++], "written", written_of(p, s));
 	}
 	pthread_mutex_unlock(&p->admin);
 	if (!s)

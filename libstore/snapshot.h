@@ -26,6 +26,7 @@ struct snap {
 	uint64_t txg;     /* it holds what was committed up to this txg */
 	uint64_t ctime;   /* seconds since the epoch */
 	uint64_t volsize; /* the dataset's size then */
+	uint64_t referenced; /* the bytes its dataset's pointers took then */
 	struct stor_ds *ds; /* its dataset */
 	atomic_int refs;  /* open handles */
 	int dying;        /* its destroy is staged, not yet committed */
@@ -88,6 +89,9 @@ void snap_close(struct stor_ds *h);
  */
 int snap_resolve(struct stor_pool *p, struct stor_ds *h, uint64_t recno, struct bp *bp,
 		 int *found);
+/** Bytes of @ds's pointers born after its newest snapshot (its written
+ *  property; all it references when it has none). Admin lock held. */
+uint64_t snap_written_head(struct stor_pool *p, struct stor_ds *ds);
 /** stor_ds_get_all() of a snapshot. */
 int snap_get_all(struct stor_pool *p, const char *name,
 		 int (*fn)(const struct stor_prop_value *v, void *ctx), void *ctx);

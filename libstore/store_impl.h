@@ -83,6 +83,7 @@ struct stor_ds {
 	atomic_int cache_all; /* primarycache=all: records go through the data cache */
 
 	atomic_int_fast64_t used, logical_used; /* used: charged when allocated */
+	atomic_int_fast64_t snap_used; /* extents only its snapshots hold (usedbysnapshots) */
 	_Atomic uint64_t refres, res; /* refreservation, reservation in bytes (space.c) */
 	struct ds_stats stats;
 
@@ -209,7 +210,7 @@ int space_sync_locked(struct stor_pool *p);
 int space_admit(struct stor_pool *p, struct stor_ds *ds, uint64_t n, uint64_t replaces);
 /** What `get` reports of a dataset's space. */
 struct space_view {
-	uint64_t own, rr, children, used, available;
+	uint64_t own, rr, snaps, children, used, available;
 };
 void space_of_locked(struct stor_pool *p, struct stor_ds *ds, struct space_view *v);
 /**

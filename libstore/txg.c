@@ -472,6 +472,7 @@ static int stage_keep(struct stor_pool *p, struct stor_ds *ds, struct snap *keep
 		e->bp = *old;
 		if (kmk)
 			group_add(p->open, keep->id, recno, kmk, delta);
+		atomic_fetch_add(&ds->snap_used, old->psize); /* usedbysnapshots */
 	}
 	mac_key_put(kmk);
 	return ret;

@@ -9,7 +9,8 @@
  * snapshot's table (snapshot.c), (or by the metadata log
  * on the LUNs, metalog.c) only, each LUN's allocator counts exactly the
  * sectors the pointers and the log reference, and each
- * dataset's used space is the sum of its pointers.
+ * dataset's used space is the sum of its pointers, its usedbysnapshots the
+ * sum of its snapshots' tables.
  * Pointers are visited in key order, so a dataset's records come together.
  */
 #include <errno.h>
@@ -39,6 +40,8 @@ struct walk {
 	struct stor_ds *ds; /* of ds_id (a snapshot's: its dataset), NULL if none */
 	int kept;           /* ds_id is a snapshot's table */
 	uint64_t nkept;
+	uint64_t *kept_by;  /* bytes of the tables of p->ds[i]: its usedbysnapshots */
+	size_t kept_i;      /* which, for the table being walked */
 	uint64_t recno;
 	struct seen_nonce *seen;
 	size_t nseen, capseen;
@@ -63,7 +66,7 @@ static void close_ds(struct walk *w)
 
 		ds = ds_find_id_locked(w->p, w->ds_id); /* the caller holds the admin lock */
 		if (w->kept)
-			w->rep->kept += w->nkept;
+			w->rep->kept += w->nkept; /* its bytes went to kept_by[] */
 		else if (!ds || (uint64_t)atomic_load(&ds->used) != w->ds_used)
 			w->rep->space_errors++;
 	}
@@ -161,6 +164,10 @@ static int visit(const void *key, size_t klen, const void *val, size_t vlen, voi
 
 			w->ds = s ? s->ds : NULL; /* its records' checksums are seeded with it */
 			w->kept = s != NULL;
+			w->kept_i = 0;
+			for (size_t i = 0; s && i < w->p->nds; i++)
+				if (w->p->ds[i] == s->ds)
+					w->kept_i = i;
 		}
 	}
 	w->nkept++;
@@ -171,6 +178,8 @@ static int visit(const void *key, size_t klen, const void *val, size_t vlen, voi
 		return 0;
 	}
 	w->ds_used += bp.psize;
+	if (w->kept)
+		w->kept_by[w->kept_i] += bp.psize;
 	if (bp.flags & BP_F_ENCRYPTED) {
 		struct seen_nonce *s = array_grow(w->seen, w->nseen, &w->capseen, sizeof(*s), 1024);
 
@@ -233,6 +242,10 @@ int stor_pool_verify(struct stor_pool *p, struct stor_verify_report *rep)
 			goto out;
 		}
 	}
+	if (!(w.kept_by = calloc(p->nds + 1, sizeof(*w.kept_by)))) {
+		ret = -ENOMEM;
+		goto out;
+	}
 	metalog_extents(p, log_extent, &w);
 	ret = meta_rtxn_get(p->meta, &t);
 	if (ret < 0)
@@ -248,6 +261,9 @@ int stor_pool_verify(struct stor_pool *p, struct stor_verify_report *rep)
 			rep->space_errors++;
 	}
 	rep->bad_frees = alloc_bad_frees(p->alloc);
+	for (size_t i = 0; ret == 0 && i < p->nds; i++)
+		if ((uint64_t)atomic_load(&p->ds[i]->snap_used) != w.kept_by[i])
+			rep->space_errors++;
 out:
 	pthread_rwlock_unlock(&p->hold);
 	pthread_mutex_unlock(&p->admin);
@@ -255,5 +271,6 @@ out:
 		free(w.refs[i]);
 	free(w.seen);
 	free(w.buf);
+	free(w.kept_by);
 	return ret;
 }

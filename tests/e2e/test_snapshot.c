@@ -94,6 +94,13 @@ Test(snapshot, a_snapshot_reads_a_while_the_head_reads_b_across_restart_and_impo
 	COF_OK(b, "write tank/v");
 	reads_as("tank/v@a", a);
 	reads_as("tank/v", b);
+	COF_OK(NULL, "flush tank/v");
+	COF_OK(NULL, "get -H -p usedbysnapshots,written,referenced tank/v tank/v@a");
+	cr_assert(strstr(out, "tank/v\tusedbysnapshots\t1048576") &&
+			  strstr(out, "tank/v\twritten\t1048576") &&
+			  strstr(out, "tank/v@a\treferenced\t1048576") &&
+			  strstr(out, "tank/v@a\twritten\t1048576"),
+		  "%s", out);
 	COF_OK(NULL, "list -H -p -t snapshot -o name,type,volsize");
 	cr_assert(strstr(out, "tank/v@a\tsnapshot\t1048576"), "%s", out);
 	COF_OK(NULL, "list -H -t all -o name");

@@ -675,3 +675,108 @@ Test(snapshot, an_encrypted_rollback_keeps_the_macs_whole)
 	sync_pool();
 	assert_clean("encrypted, rolled back");
 }
+
+static uint64_t num(const char *name, const char *prop)
+{
+	struct stor_prop_value v;
+	int ret = stor_ds_get(tp.pool, name, prop, &v);
+
+	cr_assert_eq(ret, 0, "get %s %s: %s", prop, name, stor_strerror(ret));
+	return strtoull(v.value, NULL, 10);
+}
+
+Test(snapshot, space_is_reported_as_zfs_does)
+{
+	const uint64_t R = REC;
+	struct stor_ds *ds;
+
+	tpool_init(&tp, 1, 16u << 20, NULL);
+	ds = tpool_ds(&tp, "tank/v", VOL, REC);
+	cr_assert_eq(stor_ds_set(tp.pool, "tank/v", "refreservation", "none"), 0);
+	for (uint64_t r = 0; r < 16; r++)
+		put(ds, r, 1);
+	sync_pool();
+	cr_assert_eq(num("tank/v", "written"), 16 * R, "no snapshot: all it references");
+	snap("tank/v@a");
+	cr_assert_eq(num("tank/v", "written"), 0);
+	for (uint64_t r = 0; r < 8; r++)
+		put(ds, r, 2);
+	snap("tank/v@b");
+	for (uint64_t r = 0; r < 4; r++)
+		put(ds, r, 3); /* born after @a, killed after @b: @b's alone */
+	put(ds, 12, 3);    /* born before @a: @a and @b share it */
+	sync_pool();
+	/* the head */
+	cr_assert_eq(num("tank/v", "referenced"), 16 * R);
+	cr_assert_eq(num("tank/v", "usedbysnapshots"), (8 + 4 + 1) * R);
+	cr_assert_eq(num("tank/v", "used"), (16 + 13) * R);
+	cr_assert_eq(num("tank/v", "written"), 5 * R);
+	/* the snapshots */
+	cr_assert_eq(num("tank/v@a", "referenced"), 16 * R);
+	cr_assert_eq(num("tank/v@b", "referenced"), 16 * R);
+	cr_assert_eq(num("tank/v@a", "written"), 16 * R);
+	cr_assert_eq(num("tank/v@b", "written"), 8 * R);
+	cr_assert_eq(num("tank/v@a", "used"), 8 * R, "A's first 8, only @a has them");
+	cr_assert_eq(num("tank/v@b", "used"), 4 * R, "the 2s @b kept; record 12 is shared");
+	/* the parent counts its child's snapshots in its used */
+	cr_assert_geq(num("tank", "used"), (16 + 13) * R);
+	assert_clean("accounted");
+	/* destroying @a frees what it alone held; @b now has record 12 alone */
+	destroy("tank/v@a");
+	cr_assert_eq(num("tank/v", "usedbysnapshots"), 5 * R);
+	cr_assert_eq(num("tank/v@b", "used"), 5 * R);
+	cr_assert_eq(num("tank/v@b", "written"), 16 * R, "no snapshot before it now");
+	cr_assert_eq(num("tank/v", "used"), (16 + 5) * R);
+	assert_clean("after a destroy");
+	stor_ds_close(ds);
+	tpool_reopen(&tp);
+	cr_assert_eq(num("tank/v", "usedbysnapshots"), 5 * R, "rebuilt at import");
+	cr_assert_eq(num("tank/v@b", "referenced"), 16 * R);
+	assert_clean("after an import");
+	cr_assert_eq(stor_snap_rollback(tp.pool, "tank/v@b", 0), 0);
+	cr_assert_eq(num("tank/v", "usedbysnapshots"), 0);
+	cr_assert_eq(num("tank/v", "used"), 16 * R);
+	cr_assert_eq(num("tank/v", "written"), 0);
+	assert_clean("after a rollback");
+}
+
+/* A pool refusing new data keeps its slop for what must succeed; an
+ * overwrite under a snapshot frees nothing, so it is new data there. */
+Test(snapshot, overwrites_under_a_snapshot_do_not_eat_the_slop)
+{
+	struct stor_pool_stat st;
+	struct stor_ds *ds;
+	uint64_t n = 0, kept = 0;
+	uint8_t buf[REC];
+	int ret = 0;
+
+	tpool_init(&tp, 1, 16u << 20, NULL);
+	ds = tpool_ds(&tp, "tank/v", 64u << 20, REC);
+	cr_assert_eq(stor_ds_set(tp.pool, "tank/v", "refreservation", "none"), 0);
+	for (; ret == 0; n++) {
+		tpat_fill(buf, REC, n, 1);
+		ret = stor_ds_write(ds, n * REC, buf, REC);
+	}
+	cr_assert_eq(ret, STOR_ENOSPC, "new data stops at the slop: %s", stor_strerror(ret));
+	n--;
+	sync_pool();
+	/* without a snapshot an overwrite may draw on the slop */
+	tpat_fill(buf, REC, 0, 2);
+	cr_assert_eq(stor_ds_write(ds, 0, buf, REC), 0);
+	snap("tank/v@a");
+	for (uint64_t r = 1; r < n && (ret = stor_ds_write(ds, r * REC, buf, REC)) == 0; r++)
+		kept++;
+	cr_assert_eq(ret, STOR_ENOSPC, "an overwrite under a snapshot: %s", stor_strerror(ret));
+	sync_pool();
+	cr_assert_eq(stor_pool_stat(tp.pool, &st), 0);
+	cr_assert_geq(st.size - st.used - st.meta_used, (2u << 20) - 64 * REC,
+		      "the slop is still free: %llu of %llu after %llu overwrites",
+		      (unsigned long long)(st.size - st.used - st.meta_used),
+		      (unsigned long long)st.size, (unsigned long long)kept);
+	cr_assert_eq(gen_of("tank/v@a", 1), 1);
+	/* a destroy still goes through, and gives the space back */
+	stor_ds_close(ds);
+	destroy("tank/v@a");
+	sync_pool();
+	assert_clean("full pool, snapshot gone");
+}
