@@ -905,9 +905,10 @@ static int pool_check(int argc, char **argv)
 	if (opt_json) {
 		json_print(reply);
 	} else {
-		printf("pool: %s\nrecords: %lld (%lld encrypted)\n", argv[optind],
-		       (long long)json_integer_value(json_object_get(reply, "records")),
-		       (long long)json_integer_value(json_object_get(reply, "encrypted")));
+		printf("pool: %s\nrecords: %lld (%lld encrypted, %lld held by snapshots only)\n",
+		       argv[optind], (long long)json_integer_value(json_object_get(reply, "records")),
+		       (long long)json_integer_value(json_object_get(reply, "encrypted")),
+		       (long long)json_integer_value(json_object_get(reply, "kept")));
 		for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
 			printf("%s: %lld\n", fields[i],
 			       (long long)json_integer_value(json_object_get(reply, fields[i])));
@@ -1435,6 +1436,52 @@ static int cmd_destroy(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_snapshot(int argc, char **argv)
+{
+	json_t *more = json_array();
+	struct coffer_conn *c;
+	int opt, rec = 0;
+
+	while ((opt = getopt(argc, argv, "r")) != -1) {
+		if (opt == 'r')
+			rec = 1;
+		else
+			usage_exit();
+	}
+	if (argc - optind < 1)
+		usage_exit();
+	for (int i = optind + 1; i < argc; i++)
+		json_array_append_new(more, json_string(argv[i]));
+	c = conn_open();
+	json_decref(call(c, "snapshot",
+			 json_pack("{s:s, s:o, s:b}", "name", argv[optind], "more", more,
+				   "recursive", rec),
+			 argv[optind]));
+	coffer_close(c);
+	return 0;
+}
+
+static int cmd_rollback(int argc, char **argv)
+{
+	struct coffer_conn *c;
+	int opt, rec = 0;
+
+	while ((opt = getopt(argc, argv, "r")) != -1) {
+		if (opt == 'r')
+			rec = 1;
+		else
+			usage_exit();
+	}
+	if (argc - optind != 1)
+		usage_exit();
+	c = conn_open();
+	json_decref(call(c, "rollback",
+			 json_pack("{s:s, s:b}", "name", argv[optind], "recursive", rec),
+			 argv[optind]));
+	coffer_close(c);
+	return 0;
+}
+
 /* The property a `list` column names: zfs list's short names too. */
 static const char *long_name(const char *f)
 {
@@ -1455,30 +1502,37 @@ static const char *list_field(json_t *d, const char *f, int parsable, char *buf,
 static int cmd_list(int argc, char **argv)
 {
 	const char *fields = "name,used,avail,refer,volsize,recordsize,encryption,keystatus";
-	int opt, rec = 0, noheader = 0, parsable = 0;
+	const char *type = "volume";
+	int opt, rec = 0, noheader = 0, parsable = 0, own_fields = 0;
 	json_t *props = json_array(), *args, *reply, *d;
 	char *fcopy, *tok, *save = NULL;
 	struct coffer_conn *c;
 	const char *f[64];
 	size_t nf = 0, i;
 
-	while ((opt = getopt(argc, argv, "rHpo:j")) != -1) {
+	while ((opt = getopt(argc, argv, "rHpo:jt:")) != -1) {
 		if (opt == 'r')
 			rec = 1;
 		else if (opt == 'o')
-			fields = optarg;
+			fields = optarg, own_fields = 1;
+		else if (opt == 't')
+			type = optarg;
 		else if (!listing_flag(opt, &noheader, &parsable))
 			usage_exit();
 	}
 	if (argc - optind > 1)
 		usage_exit();
+	if (strcmp(type, "volume") && strcmp(type, "snapshot") && strcmp(type, "all"))
+		die("list: -t takes volume, snapshot or all, not '%s'", type);
+	if (!own_fields && !strcmp(type, "snapshot"))
+		fields = "name,createtxg,volsize,encryption,keystatus";
 	fcopy = strdup(fields);
 	for (tok = strtok_r(fcopy, ",", &save); tok && nf < 64; tok = strtok_r(NULL, ",", &save)) {
 		f[nf++] = tok;
 		if (strcmp(tok, "name"))
 			json_array_append_new(props, json_string(long_name(tok)));
 	}
-	args = json_pack("{s:o, s:b}", "props", props, "recursive", rec);
+	args = json_pack("{s:o, s:b, s:s}", "props", props, "recursive", rec, "type", type);
 	if (optind < argc)
 		json_object_set_new(args, "name", json_string(argv[optind]));
 	c = conn_open();
@@ -2448,11 +2502,21 @@ static const struct cmd cmds[] = {
 	  "  -V SIZE     volume size (a multiple of the recordsize)\n"
 	  "  -b SIZE     recordsize, a power of 2 from 512 to 1M\n"
 	  "  -o P=V      set property P (see PROPERTIES below)" },
-	{ "destroy", cmd_destroy, "[-r] [-f] DATASET",
-	  "Destroy DATASET.\n  -r  its children too\n  -f  close the handles of its users" },
-	{ "list", cmd_list, "[-r] [-H] [-p] [-o field[,field]...] [-j] [DATASET]",
+	{ "destroy", cmd_destroy, "[-r] [-f] DATASET | DATASET@SNAP[%SNAP]",
+	  "Destroy DATASET, or snapshots (@a%b: from a to b; @a% and @%b open ends).\n"
+	  "  -r  its children (or their snapshots of that name) too\n"
+	  "  -f  close the handles of its users" },
+	{ "snapshot", cmd_snapshot, "[-r] DATASET@SNAP...",
+	  "Snapshot the datasets named, all in one txg, in constant time.\n"
+	  "  -r  every dataset under each one too" },
+	{ "rollback", cmd_rollback, "[-r] DATASET@SNAP",
+	  "Bring DATASET back to its snapshot, freeing what was written since.\n"
+	  "  -r  destroy the newer snapshots (refused without it)" },
+	{ "list", cmd_list,
+	  "[-r] [-H] [-p] [-t volume|snapshot|all] [-o field[,field]...] [-j] [DATASET]",
 	  "List datasets.\n"
 	  "  -r        recursively under DATASET\n"
+	  "  -t TYPE   volume (default), snapshot or all\n"
 	  "  -H        no header, tabs between fields\n"
 	  "  -p        exact numbers\n"
 	  "  -o F,...  fields: name and properties\n"
@@ -2488,7 +2552,7 @@ static const struct cmd cmds[] = {
 	  "  -o pbkdf2iters=N" },
 	{ "write", cmd_write, "DATASET [-o OFFSET] < FILE",
 	  "Write standard input to DATASET.\n  -o OFFSET  from byte OFFSET" },
-	{ "read", cmd_read, "DATASET [-o OFFSET] [-l LENGTH] > FILE",
+	{ "read", cmd_read, "DATASET[@SNAP] [-o OFFSET] [-l LENGTH] > FILE",
 	  "Write DATASET to standard output (refused on a terminal).\n"
 	  "  -o OFFSET  from byte OFFSET\n"
 	  "  -l LENGTH  that many bytes" },

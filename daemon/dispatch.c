@@ -316,9 +316,13 @@ static int resolve(struct disp_call *c)
 		s = json_string_value(json_object_get(h->args, "name"));
 		if (!s && !(fl & CMD_NAME_OPT))
 			REFUSE(c, -EINVAL, "%s: missing 'name'", c->cmd->name);
-		if (s && !proto_name_valid(s, (fl & CMD_POOL) != 0))
+		if (s && (fl & CMD_SNAP) && strchr(s, '@')) {
+			if (stor_name_check(s, STOR_NAME_SNAPSHOT) < 0)
+				REFUSE(c, STOR_EBADNAME, "'%.*s': invalid snapshot name", 64, s);
+		} else if (s && !proto_name_valid(s, (fl & CMD_POOL) != 0)) {
 			REFUSE(c, STOR_EBADNAME, "'%.*s': invalid %s name", 64, s,
 			       (fl & CMD_POOL) ? "pool" : "dataset");
+		}
 		if (s && (fl & CMD_CHILD) && !strchr(s, '/'))
 			REFUSE(c, -EINVAL, "%s: a dataset name is POOL/NAME", s);
 		h->name = s;
@@ -330,7 +334,7 @@ static int resolve(struct disp_call *c)
 	}
 	if (!s)
 		return 0;
-	plen = (int)strcspn(s, "/");
+	plen = (int)strcspn(s, "/@");
 	if ((fl & CMD_NEW) && h->pe)
 		REFUSE(c, -EEXIST, "%s: pool already exists", s);
 	if ((fl & (CMD_KNOWN | CMD_ONLINE)) && !h->pe)

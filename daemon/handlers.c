@@ -439,8 +439,9 @@ static int h_pool_check(struct hcall *c)
 
 	if (ret < 0)
 		return fail(c, ret, "check", NULL);
-	c->reply = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "name", c->name, "records",
+	c->reply = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "name", c->name, "records",
 			     (json_int_t)r.records, "encrypted", (json_int_t)r.encrypted,
+			     "kept", (json_int_t)r.kept,
 			     "nonce_repeats", (json_int_t)r.nonce_repeats, "cksum_errors",
 			     (json_int_t)r.cksum_errors, "extent_errors",
 			     (json_int_t)r.extent_errors, "space_errors",
@@ -1174,9 +1175,67 @@ static int h_ds_destroy(struct hcall *c)
 	if (ret < 0)
 		return ret;
 	ret = stor_ds_destroy(c->pool, c->name, fl);
+	if (ret < 0 && stor_pool_last_error()[0]) /* snapshots, keys: libstore says why */
+		return fail(c, ret, "destroy", stor_pool_last_error());
 	if (ret < 0)
 		return fail(c, ret, "destroy", ret == -EBUSY ? "it has children or is open" : NULL);
 	log_info("dataset %s: destroyed", c->name);
+	return 0;
+}
+
+/* "name" and the "more" names, DATASET@SNAP each, all of one pool: one txg. */
+static int h_snapshot(struct hcall *c)
+{
+	const char **more = NULL, **all = NULL;
+	size_t n = 0, plen = strcspn(c->name, "/@");
+	int ret;
+
+	ret = arg_strv(c, "more", &more, &n);
+	if (ret < 0)
+		return ret;
+	all = calloc(n + 2, sizeof(*all));
+	if (!all) {
+		free(more);
+		return -ENOMEM;
+	}
+	all[0] = c->name;
+	for (size_t i = 0; i < n; i++)
+		all[i + 1] = more[i];
+	for (size_t i = 0; i <= n && ret == 0; i++) {
+		if (!strchr(all[i], '@') || strchr(all[i], '%') ||
+		    stor_name_check(all[i], STOR_NAME_SNAPSHOT) < 0) {
+			snprintf(c->err, sizeof(c->err), "'%.64s': a snapshot is DATASET@NAME", all[i]);
+			ret = STOR_EBADNAME;
+		} else if (strncmp(all[i], c->name, plen) || !strchr("/@", all[i][plen])) {
+			snprintf(c->err, sizeof(c->err), "%.64s: snapshots of one call are of one pool",
+				 all[i]);
+			ret = -EXDEV;
+		}
+	}
+	if (ret == 0)
+		ret = stor_snap_create(c->pool, all, n + 1,
+				       jtrue(c->args, "recursive") ? STOR_RECURSIVE : 0);
+	free(all);
+	free(more);
+	if (ret < 0 && !c->err[0])
+		return fail(c, ret, "snapshot",
+			    ret == STOR_ENOKEY || ret == -ENOENT ? stor_pool_last_error() : NULL);
+	if (ret == 0)
+		log_info("dataset %s: snapshot%s made", c->name, n ? "s" : "");
+	return ret;
+}
+
+static int h_rollback(struct hcall *c)
+{
+	int ret;
+
+	if (!strchr(c->name, '@'))
+		ERR(c, STOR_EBADNAME, "%s: roll back to DATASET@SNAP", c->name);
+	ret = stor_snap_rollback(c->pool, c->name, jtrue(c->args, "recursive") ? STOR_RECURSIVE : 0);
+	if (ret < 0)
+		return fail(c, ret, "rollback",
+			    stor_pool_last_error()[0] ? stor_pool_last_error() : NULL);
+	log_info("dataset %s: rolled back", c->name);
 	return 0;
 }
 
@@ -1185,6 +1244,7 @@ struct list_ctx {
 	struct stor_pool *pool;
 	const char *name;   /* NULL: all */
 	int recursive;
+	int snapshots;      /* the names are snapshots: match their dataset part */
 	int openable;       /* only those the caller may open (the NBD export list) */
 	const char **props; /* NULL: every property */
 	size_t nprops;
@@ -1203,9 +1263,9 @@ static int list_one(const char *name, void *arg)
 	json_t *props, *o;
 
 	if (lc->name) {
-		size_t n = strlen(lc->name);
+		size_t n = strlen(lc->name), len = lc->snapshots ? strcspn(name, "@") : strlen(name);
 
-		if (strcmp(name, lc->name) &&
+		if ((len != n || strncmp(name, lc->name, n)) &&
 		    !(lc->recursive && !strncmp(name, lc->name, n) && name[n] == '/'))
 			return 0;
 	}
@@ -1262,8 +1322,18 @@ static int h_ds_list(struct hcall *c)
 	struct list_ctx lc = { .c = c, .name = c->name };
 	int ret;
 
+	const char *type = jstr(c->args, "type");
+	int volumes = 1, snapshots = 0;
+
 	lc.recursive = jtrue(c->args, "recursive");
 	lc.openable = jtrue(c->args, "openable");
+	/* zfs list -t: volume (the default), snapshot, all */
+	if (type && !strcmp(type, "snapshot"))
+		volumes = 0, snapshots = 1;
+	else if (type && !strcmp(type, "all"))
+		snapshots = 1;
+	else if (type && strcmp(type, "volume"))
+		ERR(c, -EINVAL, "list: type '%.32s' is not volume, snapshot or all", type);
 	ret = arg_strv(c, "props", &lc.props, &lc.nprops);
 	if (ret < 0)
 		return ret;
@@ -1274,7 +1344,11 @@ static int h_ds_list(struct hcall *c)
 		if (!pe->pool)
 			continue;
 		lc.pool = pe->pool;
-		ret = stor_ds_list(pe->pool, list_one, &lc);
+		lc.snapshots = 0;
+		ret = volumes ? stor_ds_list(pe->pool, list_one, &lc) : 0;
+		lc.snapshots = 1;
+		if (ret == 0 && snapshots)
+			ret = stor_snap_list(pe->pool, list_one, &lc);
 		if (ret < 0) {
 			fail(c, ret, "list", NULL);
 			break;

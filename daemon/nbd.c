@@ -31,6 +31,8 @@
  *              from a second lookup of the block pointers: that would cost
  *              every read a trip to the metadata that the read made already.
  *              A read with DF set is one chunk, as the client asked
+ *   READ_ONLY  on a snapshot's export (DATASET@SNAP), with no TRIM,
+ *              WRITE_ZEROES or FUA; a write is EPERM
  *   CAN_MULTI_CONN  a FLUSH commits the pool's transaction group, so it
  *              covers what every connection had written
  *   BLOCK_STATUS  base:allocation from the block pointers (stor_ds_map) on
@@ -315,8 +317,13 @@ static void greet(struct nbd_conn *nc)
 	send_bytes(nc, g, NBD_GREETING_SIZE);
 }
 
-static uint16_t tx_flags(void)
+/* A snapshot (DATASET@SNAP) is exported read-only: no write flag is offered
+ * and a write that comes anyway is EPERM (libstore's -EROFS). */
+static uint16_t tx_flags(const struct nbd_conn *nc)
 {
+	if (strchr(nc->name, '@'))
+		return NBD_FLAG_HAS_FLAGS | NBD_FLAG_READ_ONLY | NBD_FLAG_SEND_FLUSH |
+		       NBD_FLAG_SEND_CACHE | NBD_FLAG_CAN_MULTI_CONN;
 	return NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA | NBD_FLAG_SEND_TRIM |
 	       NBD_FLAG_SEND_WRITE_ZEROES | NBD_FLAG_SEND_CACHE | NBD_FLAG_CAN_MULTI_CONN;
 }
@@ -358,7 +365,7 @@ static void export_info(struct obuf *b, const struct nbd_req *q, const struct nb
 	if (p) {
 		put_u16(p, NBD_INFO_EXPORT);
 		put_u64(p + 2, nc->size);
-		put_u16(p + 10, tx_flags());
+		put_u16(p + 10, tx_flags(nc));
 	}
 	if (wants(q, NBD_INFO_BLOCK_SIZE)) {
 		uint32_t pref = nc->recordsize >= 512 ? nc->recordsize : 512;
@@ -443,7 +450,7 @@ static void open_done(struct disp_call *c)
 
 		if (p) {
 			put_u64(p, nc->size);
-			put_u16(p + 8, tx_flags());
+			put_u16(p + 8, tx_flags(nc));
 		}
 		send_bytes(nc, p, n);
 	} else {
@@ -681,6 +688,7 @@ static uint32_t nbd_errno(int status)
 	case 0:
 		return 0;
 	case -EPERM:
+	case -EROFS: /* a snapshot's export */
 		return NBD_EPERM;
 	case -ENOMEM:
 		return NBD_ENOMEM;

@@ -79,6 +79,7 @@
 #define CMD_ONLINE 0x2000u /* ... and imported: -ENOENT, STOR_EFAULTED */
 #define CMD_NEW 0x4000u    /* the target pool is not on the list: -EEXIST */
 #define CMD_OWNER 0x8000u  /* the peer is an admin or the dataset's owner: -EPERM */
+#define CMD_SNAP 0x10000u  /* with CMD_DS: "name" may be a snapshot, DATASET@SNAP (or @A%B) */
 
 #define J (CMD_JSON)
 #define JB (CMD_JSON | CMD_BLOCKING)
@@ -116,14 +117,16 @@
 	XX(63, POOL_REPLACE, "pool_replace", h_pool_replace, JA | ON_POOL, 2, JMAX)          \
 	XX(64, POOL_ATTACH, "pool_attach", h_pool_attach, JA | ON_POOL, 2, JMAX)             \
 	XX(65, POOL_DETACH, "pool_detach", h_pool_detach, JA | ON_POOL, 2, JMAX)             \
+	XX(70, SNAPSHOT, "snapshot", h_snapshot, JA | ON_DS | CMD_SNAP, 2, JMAX)             \
+	XX(71, ROLLBACK, "rollback", h_rollback, JA | ON_DS | CMD_SNAP, 2, JMAX)             \
 	XX(19, LABELCLEAR, "labelclear", h_labelclear, JA, 2, JMAX)                          \
 	XX(20, DS_CREATE, "ds_create", h_ds_create, JA | CMD_SECRET | ON_DS | CMD_CHILD, 2, JMAX) \
-	XX(21, DS_DESTROY, "ds_destroy", h_ds_destroy, JA | ON_DS, 2, JMAX)                  \
+	XX(21, DS_DESTROY, "ds_destroy", h_ds_destroy, JA | ON_DS | CMD_SNAP, 2, JMAX)       \
 	XX(22, DS_LIST, "ds_list", h_ds_list, JB | CMD_DS | CMD_NAME_OPT | CMD_LOCK, 0, JMAX)\
-	XX(23, DS_GET, "ds_get", h_ds_get, JB | ON_DS, 2, JMAX)                              \
+	XX(23, DS_GET, "ds_get", h_ds_get, JB | ON_DS | CMD_SNAP, 2, JMAX)                   \
 	XX(24, DS_SET, "ds_set", h_ds_set, JA | ON_DS, 2, JMAX)                              \
 	XX(25, DS_INHERIT, "ds_inherit", h_ds_inherit, JA | ON_DS, 2, JMAX)                  \
-	XX(26, DS_OPEN, "ds_open", h_ds_open, JB | ON_DS | CMD_OWNER, 2, JMAX)               \
+	XX(26, DS_OPEN, "ds_open", h_ds_open, JB | ON_DS | CMD_OWNER | CMD_SNAP, 2, JMAX)    \
 	XX(27, DS_CLOSE, "ds_close", h_ds_close, J, 2, JMAX)                                 \
 	XX(30, KEY_LOAD, "key_load", h_key_load, JA | CMD_SECRET | ON_DS, 2, JMAX)           \
 	XX(31, KEY_UNLOAD, "key_unload", h_key_unload, JA | ON_DS, 2, JMAX)                  \

@@ -60,7 +60,7 @@ struct pool_ent *reg_pools(void)
 
 struct pool_ent *reg_pool_of(const char *name)
 {
-	size_t n = strcspn(name, "/");
+	size_t n = strcspn(name, "/@"); /* pool/ds, pool@snap */
 
 	for (struct pool_ent *pe = pools; pe; pe = pe->next)
 		if (strlen(pe->name) == n && !strncmp(pe->name, name, n))

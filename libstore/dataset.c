@@ -17,6 +17,7 @@
 #include "array.h"
 #include "cache.h"
 #include "meta.h"
+#include "snapshot.h"
 #include "store_impl.h"
 
 #define DS_VOLSIZE_DEFAULT (1ull << 30)
@@ -106,6 +107,7 @@ void ds_free(struct stor_ds *ds)
 	if (!ds)
 		return;
 	dskeys_drop(ds);
+	snap_free_all(ds);
 	for (int i = 0; i < PROP_COUNT; i++)
 		free(ds->local[i]);
 	free(ds->name);
@@ -280,6 +282,13 @@ static int load_one(const void *key, size_t klen, const void *val, size_t vlen, 
 		return STOR_ECORRUPT;
 	memcpy(name, key, klen);
 	name[klen] = '\0';
+	if (memchr(name, '@', klen)) {
+		ret = snap_load_one(p, name, val, vlen);
+		if (ret < 0 && !pool_error_set())
+			pool_set_error("pool %s: snapshot record %s: %s", p->name, name,
+				       stor_strerror(ret));
+		return ret;
+	}
 	ds = ds_new(p, name);
 	if (!ds)
 		return -ENOMEM;
@@ -568,11 +577,14 @@ int pool_create_root(struct stor_pool *p)
 	return stor_ds_create(p, p->name, NULL, NULL);
 }
 
-/* Take @ds out of the table; txg_sync() then deletes it from LMDB. */
+/* Take @ds out of the table; txg_sync() then deletes it and its snapshots
+ * from LMDB (each extent is in one table only, so each is freed once). */
 static int destroy_one_locked(struct stor_pool *p, struct stor_ds *ds)
 {
 	int ret = txg_forget_ds(p, ds->id, ds->name);
 
+	for (size_t i = 0; i < ds->nsnaps && ret == 0; i++)
+		ret = txg_forget_ds(p, ds->snaps[i]->id, ds->snaps[i]->name);
 	if (ret < 0)
 		return ret;
 	ds->destroyed = 1;
@@ -586,6 +598,9 @@ int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 	size_t n = strlen(name), ngone = 0;
 	int ret = 0, enc = 0;
 
+	pool_clear_error();
+	if (strchr(name, '@'))
+		return stor_snap_destroy(p, name, flags);
 	pthread_mutex_lock(&p->admin);
 	ds = ds_find_locked(p, name);
 	if (!ds) {
@@ -605,6 +620,11 @@ int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 			goto out;
 		}
 		if ((child || d == ds) && atomic_load(&d->refs) > 0) {
+			ret = -EBUSY;
+			goto out;
+		}
+		if (d == ds && d->nsnaps && !(flags & STOR_RECURSIVE)) {
+			pool_set_error("%s: it has snapshots; use -r to destroy them too", name);
 			ret = -EBUSY;
 			goto out;
 		}
@@ -651,6 +671,8 @@ int stor_ds_open(struct stor_pool *p, const char *name, struct stor_ds **out)
 	struct stor_ds *ds;
 
 	*out = NULL;
+	if (strchr(name, '@'))
+		return snap_open(p, name, out);
 	pthread_mutex_lock(&p->admin);
 	ds = ds_find_locked(p, name);
 	if (ds)
@@ -664,7 +686,9 @@ int stor_ds_open(struct stor_pool *p, const char *name, struct stor_ds **out)
 
 void stor_ds_close(struct stor_ds *ds)
 {
-	if (ds)
+	if (ds && ds->snap)
+		snap_close(ds);
+	else if (ds)
 		atomic_fetch_sub(&ds->refs, 1);
 }
 
@@ -745,6 +769,7 @@ static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct s
 	case PROP_REFERENCED:
 	case PROP_USEDBYDATASET:
 	case PROP_USEDBYCHILDREN:
+	case PROP_USEDBYSNAPSHOTS:
 	case PROP_USEDBYREFRESERVATION: {
 		struct space_view sv;
 		uint64_t n;
@@ -754,10 +779,15 @@ static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct s
 		    : id == PROP_AVAILABLE	 ? sv.available
 		    : id == PROP_USEDBYCHILDREN ? sv.children
 		    : id == PROP_USEDBYREFRESERVATION ? sv.rr
+		    : id == PROP_USEDBYSNAPSHOTS     ? sv.snaps
 						 : sv.own;
 		snprintf(v->value, sizeof(v->value), "%llu", (unsigned long long)n);
 		return;
 	}
+	case PROP_WRITTEN:
+		snprintf(v->value, sizeof(v->value), "%llu",
+			 (unsigned long long)snap_written_head(p, ds));
+		return;
 	case PROP_LOGICALUSED:
 	case PROP_COMPRESSRATIO:
 		used = atomic_load(&ds->used);
@@ -789,12 +819,43 @@ static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct s
 	}
 }
 
+struct one_prop {
+	const char *name;
+	struct stor_prop_value *out;
+	int found;
+};
+
+static int pick_prop(const struct stor_prop_value *v, void *ctx)
+{
+	struct one_prop *o = ctx;
+
+	if (strcmp(v->name, o->name))
+		return 0;
+	*o->out = *v;
+	o->found = 1;
+	return 1;
+}
+
 int stor_ds_get(struct stor_pool *p, const char *name, const char *prop,
 		struct stor_prop_value *out)
 {
 	struct stor_ds *ds;
 	int id = prop_find(prop), ret = 0;
 
+	if (strchr(name, '@')) {
+		struct one_prop o = { prop, out, 0 };
+
+		ret = snap_get_all(p, name, pick_prop, &o);
+		if (ret < 0 || o.found)
+			return ret < 0 ? ret : 0;
+		if (id < 0)
+			return STOR_EBADPROP;
+		/* a dataset's property a snapshot has not: "-", as zfs get shows */
+		memset(out, 0, sizeof(*out));
+		snprintf(out->name, sizeof(out->name), "%s", prop);
+		snprintf(out->value, sizeof(out->value), "-");
+		return 0;
+	}
 	if (id < 0)
 		return STOR_EBADPROP;
 	pthread_mutex_lock(&p->admin);
@@ -814,6 +875,8 @@ int stor_ds_get_all(struct stor_pool *p, const char *name,
 	struct stor_ds *ds;
 	int ret = 0;
 
+	if (strchr(name, '@'))
+		return snap_get_all(p, name, fn, ctx);
 	pthread_mutex_lock(&p->admin);
 	ds = ds_find_locked(p, name);
 	if (ds)

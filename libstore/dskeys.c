@@ -22,6 +22,7 @@
 #include "cache.h"
 #include "meta.h"
 #include "stor_assert.h"
+#include "snapshot.h"
 #include "store_impl.h"
 
 /* ---- in-memory key state ---- */
@@ -429,8 +430,10 @@ int stor_key_unload(struct stor_pool *p, const char *name, unsigned flags)
 	/* records being sealed or opened with these keys finish first */
 	txg_read_synchronize(p);
 	for (size_t i = 0; i < p->nds; i++) {
-		if (old[i])
+		if (old[i]) {
 			cache_drop_ds(cache_data(), p->ds[i]->guid); /* no plaintext stays */
+			snap_drop_keys(p->ds[i]);
+		}
 		keys_state_free(old[i]);
 	}
 	free(old);

@@ -26,6 +26,8 @@ int stor_ds_map(struct stor_ds *ds, uint64_t off, uint64_t len, stor_map_fn fn, 
 	end = atomic_load(&ds->volsize);
 	if (off >= end || len > end - off)
 		return STOR_ERANGE;
+	if (ds->snap) /* its pointers are spread over several tables: all data */
+		return fn(off, len, 1, arg);
 	end = off + len;
 	first = off / rs;
 	last = (end - 1) / rs;

@@ -9,6 +9,9 @@
  *   component = 1*namechar, but not "." or ".."
  *   namechar  = ALPHA | DIGIT | "_" | "-" | "." | ":"   (ASCII only)
  *
+ *   snapshot  = name "@" snapname         (STOR_NAME_SNAPSHOT, at most STOR_NAME_MAX in all)
+ *   snapname  = 1*namechar, or a range [snapname] "%" [snapname] (destroy's @a%b)
+ *
  * A pool's name lives in every LUN label (format.h LABEL_NAME_LEN), hence its
  * own, shorter limit; STOR_NAME_DATASET checks the form only, the length of
  * its first component is the pool's business (it must name a pool that exists).
@@ -23,7 +26,34 @@ static int name_char_ok(char ch)
 	       ch == '_' || ch == '-' || ch == '.' || ch == ':';
 }
 
+static int check_form(const char *name, enum stor_name_kind kind);
+
 int stor_name_check(const char *name, enum stor_name_kind kind)
+{
+	const char *at;
+	int pct = 0;
+
+	if (kind != STOR_NAME_SNAPSHOT)
+		return check_form(name, kind);
+	if (!name || !(at = strchr(name, '@')) || strnlen(name, STOR_NAME_MAX + 1) > STOR_NAME_MAX)
+		return STOR_EBADNAME;
+	if (at == name || at - name > STOR_NAME_MAX)
+		return STOR_EBADNAME;
+	for (const char *c = at + 1; *c; c++)
+		if (*c == '%' ? pct++ : !name_char_ok(*c))
+			return STOR_EBADNAME;
+	if (!at[1])
+		return STOR_EBADNAME;
+	{
+		char ds[STOR_NAME_MAX + 1];
+
+		memcpy(ds, name, (size_t)(at - name));
+		ds[at - name] = '\0';
+		return check_form(ds, STOR_NAME_DATASET);
+	}
+}
+
+static int check_form(const char *name, enum stor_name_kind kind)
 {
 	size_t n, max = kind == STOR_NAME_POOL ? STOR_POOL_NAME_MAX : STOR_NAME_MAX;
 	const char *start;

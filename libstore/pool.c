@@ -61,6 +61,7 @@
 #include "lun.h"
 #include "meta.h"
 #include "metalog.h"
+#include "snapshot.h"
 #include "store_impl.h"
 
 /* stor_name_check's limit for a pool is what a LUN label can hold */
@@ -113,6 +114,7 @@ static struct stor_pool *pool_alloc(const char *name, const struct stor_pool_opt
 	p->name = strdup(name);
 	p->path = statedir_meta_path(opts->state_dir, name);
 	pthread_mutex_init(&p->admin, NULL);
+	pthread_mutex_init(&p->snap_lock, NULL);
 	space_init(p);
 	for (int i = 0; i < STRIPES; i++)
 		pthread_mutex_init(&p->stripes[i], NULL);
@@ -152,6 +154,7 @@ static void pool_free(struct stor_pool *p)
 	for (int i = 0; i < STRIPES; i++)
 		pthread_mutex_destroy(&p->stripes[i]);
 	pthread_mutex_destroy(&p->admin);
+	pthread_mutex_destroy(&p->snap_lock);
 	space_fini(p);
 	free(p->name);
 	free(p->path);
@@ -517,6 +520,7 @@ static int rebuild_one(const void *key, size_t klen, const void *val, size_t vle
 {
 	struct rebuild *rb = ctx;
 	struct stor_ds *ds;
+	struct snap *s;
 	struct bp bp;
 	const uint8_t *k = key;
 	uint64_t id;
@@ -526,6 +530,15 @@ static int rebuild_one(const void *key, size_t klen, const void *val, size_t vle
 		return STOR_ECORRUPT;
 	id = get_u64(&k);
 	ds = ds_find_id_locked(rb->p, id);
+	if (!ds && (s = snap_find_id_locked(rb->p, id))) {
+		/* a snapshot's kept pointer: its dataset's usedbysnapshots */
+		atomic_fetch_add(&s->ds->snap_used, bp.psize);
+		ret = alloc_mark(rb->p->alloc, bp.lun, bp.sector, bp.psize / STOR_SECTOR);
+		if (ret < 0)
+			pool_set_error("pool %s: kept block pointer to lun %u sector %llu overlaps or is out of range",
+				       rb->p->name, bp.lun, (unsigned long long)bp.sector);
+		return ret;
+	}
 	if (!ds) {
 		pool_set_error("pool %s: block pointer of unknown dataset %llu", rb->p->name,
 			       (unsigned long long)id);

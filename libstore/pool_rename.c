@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "meta.h"
+#include "snapshot.h"
 #include "store_impl.h"
 
 /* One dataset record under a name of another pool: key and value copies. */
@@ -80,8 +81,9 @@ int pool_follow_name(struct stor_pool *p)
 	if (ret == 0 && s.n)
 		ret = meta_txn_begin(p->meta, &t);
 	for (size_t i = 0; ret == 0 && i < s.n; i++) {
-		/* "old/a/b" -> "new/a/b": the part after the first component stays */
-		const char *rest = s.v[i].key + strcspn(s.v[i].key, "/");
+		/* "old/a/b" -> "new/a/b", "old@s" -> "new@s": the part after
+		 * the first component stays */
+		const char *rest = s.v[i].key + strcspn(s.v[i].key, "/@");
 		char name[STOR_NAME_MAX + 1];
 
 		if ((size_t)snprintf(name, sizeof(name), "%s%s", p->name, rest) >= sizeof(name)) {
@@ -139,6 +141,8 @@ int pool_rename(struct stor_pool *p, const char *name)
 			ret = ds_save_txn(t, p->ds[i]);
 		p->ds[i]->name = old;
 	}
+	if (ret == 0)
+		ret = snap_rename_txn(p, t, name);
 	if (ret == 0) {
 		ret = meta_txn_commit(t);
 		t = NULL;
@@ -149,6 +153,7 @@ int pool_rename(struct stor_pool *p, const char *name)
 		pool_set_error("pool %s: rename to %s: %s", p->name, name, stor_strerror(ret));
 		goto out;
 	}
+	snap_rename_mem(p, name);
 	/* the table stays sorted: every name had the same prefix, and has again */
 	for (size_t i = 0; i < p->nds; i++) {
 		free(p->ds[i]->name);

@@ -25,6 +25,8 @@
 	XX(USEDBYDATASET, "usedbydataset", PROP_READONLY, NULL)                            \
 	XX(USEDBYCHILDREN, "usedbychildren", PROP_READONLY, NULL)                          \
 	XX(USEDBYREFRESERVATION, "usedbyrefreservation", PROP_READONLY, NULL)              \
+	XX(USEDBYSNAPSHOTS, "usedbysnapshots", PROP_READONLY, NULL)                        \
+	XX(WRITTEN, "written", PROP_READONLY, NULL)                                        \
 	XX(LOGICALUSED, "logicalused", PROP_READONLY, NULL)                                \
 	XX(COMPRESSRATIO, "compressratio", PROP_READONLY, NULL)                            \
 	XX(COMPRESSION, "compression", PROP_INHERIT, "off")                                \

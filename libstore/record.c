@@ -24,6 +24,7 @@
 #include "cache.h"
 #include "compress.h"
 #include "lun.h"
+#include "snapshot.h"
 #include "stats.h"
 #include "store_impl.h"
 
@@ -145,10 +146,11 @@ static int check_pointer(struct stor_pool *p, struct rec *r)
 
 	if (!r->ds->suite)
 		return r->found && (r->bp.flags & BP_F_ENCRYPTED) ? STOR_ECORRUPT : 0;
-	k = atomic_load(&r->ds->keys);
+	k = atomic_load(&ds_head(r->ds)->keys);
 	if (!k)
 		return STOR_ENOKEY;
-	ret = bpmac_check_group(p->meta, r->ds->id, k->mac, &k->seen, r->recno);
+	/* a snapshot's pointer had its group checked where snap_resolve found it */
+	ret = r->ds->snap ? 0 : bpmac_check_group(p->meta, r->ds->id, k->mac, &k->seen, r->recno);
 	if (ret == 0 && r->found && !(r->bp.flags & BP_F_ENCRYPTED))
 		ret = STOR_EAUTH;
 	if (ret == STOR_EAUTH)
@@ -254,7 +256,9 @@ static int lookup(struct stor_pool *p, struct read_batch *b, struct rec *recs)
 
 		r->found = b->found[k];
 		r->bp = b->bps[k];
-		ret = check_pointer(p, r);
+		ret = r->ds->snap ? snap_resolve(p, r->ds, r->recno, &r->bp, &r->found) : 0;
+		if (ret == 0)
+			ret = check_pointer(p, r);
 		if (ret == 0 && r->found && !pointer_sane(p, r))
 			ret = STOR_ECORRUPT;
 		if (ret < 0)
@@ -342,7 +346,7 @@ static void verify(struct stor_pool *p, struct rec *r)
 /* An encrypted record joins the batch to open: key of its salt, AAD, tag. */
 static void queue_open(struct read_batch *b, struct rec *r)
 {
-	struct ds_keys *k = atomic_load(&r->ds->keys);
+	struct ds_keys *k = atomic_load(&ds_head(r->ds)->keys);
 	const struct crypt_key *key =
 		k ? dskeys_data_key(k, r->ds->guid, r->ds->suite, r->bp.salt, &b->owned[b->nops])
 		  : NULL;
@@ -810,6 +814,10 @@ static int admit(struct stor_pool *p, struct rec *r)
 		return 0;
 	if (txg_lookup(p, 1, &r->ds->id, &r->recno, &old, &found) < 0 || !found)
 		return STOR_ENOSPC;
+	/* an extent a snapshot keeps is not freed by the overwrite (the open
+	 * txg is held, so the snapshot stays) */
+	if (r->ds->keep && old.birth <= r->ds->keep->txg)
+		return STOR_ENOSPC;
 	return space_admit(p, r->ds, r->bp.psize, old.psize);
 }
 
@@ -926,7 +934,7 @@ static void stage(struct stor_pool *p, struct write_batch *b, struct rec *recs, 
 				unallocate(p, r);
 			continue;
 		}
-		ret = txg_stage(p, r->ds->id, r->recno, r->kind == REC_HOLE ? &hole : &r->bp,
+		ret = txg_stage(p, r->ds, r->recno, r->kind == REC_HOLE ? &hole : &r->bp,
 				b->plan[i].k ? b->plan[i].k->mac : NULL, &old, &had_old);
 		nstage--;
 		if (ret < 0) {
@@ -998,6 +1006,8 @@ static int io_check(struct stor_io *io)
 		return -EINVAL;
 	if (io->len && !io->buf && io->op != STOR_IO_DISCARD)
 		return -EINVAL;
+	if (io->ds->snap && io->op != STOR_IO_READ)
+		return -EROFS; /* a snapshot is read-only */
 	if (io->off > atomic_load(&io->ds->volsize) ||
 	    io->len > atomic_load(&io->ds->volsize) - io->off)
 		return STOR_ERANGE;

@@ -39,6 +39,7 @@
 #include "alloc.h"
 #include "meta.h"
 #include "metalog.h"
+#include "snapshot.h"
 #include "store_impl.h"
 
 #define SCRUB_BATCH 16
@@ -175,6 +176,8 @@ static int walk(struct stor_pool *p, int resilver, const uint8_t from[BP_KEY_LEN
 		if (ds_id != id || !guid) {
 			id = ds_id;
 			guid = guid_of(p, id);
+			if (!guid) /* a pointer a snapshot keeps: its dataset's */
+				guid = snap_guid_of(p, id);
 		}
 		e.guid = guid;
 		if (!guid || b->bp[i].lun >= atomic_load(&p->nluns))

@@ -5,9 +5,10 @@
  * The allocator (alloc.c) knows free sectors; this file knows who may use
  * them. A dataset's refreservation guarantees room for its own data, its
  * reservation room for it and its descendants, as ZFS has them. Per dataset
- * (own = bytes its block pointers reference, charged at allocation):
+ * (own = bytes its block pointers reference, charged at allocation; snaps =
+ * bytes only its snapshots hold, snapshot.c):
  *   rr     = max(0, refreservation - own)          usedbyrefreservation
- *   tree   = own + rr + sum of charged(children)   used
+ *   tree   = own + snaps + rr + sum of charged(children)   used
  *   charged = max(tree, reservation)               what its parent counts
  *   head   = max(0, reservation - tree)            reservation not yet used
  * U, the space promised and not yet used, is the sum of rr + head over all
@@ -165,8 +166,13 @@ static uint64_t compute_locked(struct stor_pool *p)
 {
 	uint64_t u = p->sp_pending;
 
-	for (size_t i = 0; i < p->sp_n; i++)
-		p->sp_tree[i] = own_of(p->sp_ds[i]) + rr_of(p->sp_ds[i]);
+	for (size_t i = 0; i < p->sp_n; i++) {
+		int64_t snaps = atomic_load(&p->sp_ds[i]->snap_used);
+
+		/* what its snapshots hold counts in its used, not in its refreservation */
+		p->sp_tree[i] = own_of(p->sp_ds[i]) + rr_of(p->sp_ds[i]) +
+				(snaps > 0 ? (uint64_t)snaps : 0);
+	}
 	/* descendants sort after their ancestors: children are done first */
 	for (size_t i = p->sp_n; i-- > 0;) {
 		uint64_t res = atomic_load(&p->sp_ds[i]->res), t = p->sp_tree[i];
@@ -233,12 +239,13 @@ void space_of_locked(struct stor_pool *p, struct stor_ds *ds, struct space_view 
 	pool_bytes(p, &fr, &size);
 	v->own = own_of(ds);
 	v->rr = rr_of(ds);
+	v->snaps = atomic_load(&ds->snap_used) > 0 ? (uint64_t)atomic_load(&ds->snap_used) : 0;
 	pthread_mutex_lock(&p->space_lock);
 	i = index_of(p, ds);
 	v->available = room_locked(p, i, fr, space_slop(size)) + v->rr;
-	v->used = i >= 0 ? p->sp_tree[i] : v->own + v->rr;
+	v->used = i >= 0 ? p->sp_tree[i] : v->own + v->rr + v->snaps;
 	pthread_mutex_unlock(&p->space_lock);
-	v->children = v->used - v->own - v->rr;
+	v->children = v->used - v->own - v->rr - v->snaps;
 }
 
 int space_promise_locked(struct stor_pool *p, struct stor_ds *from, uint64_t need,

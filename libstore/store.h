@@ -434,6 +434,7 @@ struct stor_verify_report {
 	uint64_t extent_errors; /* extents referenced twice or out of their LUN */
 	uint64_t space_errors;  /* LUNs or datasets whose used space is not what is referenced */
 	uint64_t bad_frees;     /* double frees the allocator refused since import */
+	uint64_t kept;          /* pointers held by snapshots only (snapshot.c) */
 };
 
 /**
@@ -507,6 +508,43 @@ void stor_ds_close(struct stor_ds *ds);
 
 /** Call @fn for each dataset of the pool in name order; stops on non-zero. */
 int stor_ds_list(struct stor_pool *pool, int (*fn)(const char *name, void *ctx), void *ctx);
+
+/*
+ * Snapshots (snapshot.c has the design). A snapshot DATASET@NAME is opened,
+ * read and queried (stor_ds_open, stor_ds_read, stor_ds_get) like a
+ * dataset, read-only: writes and discards on it are -EROFS, and while it is
+ * open its dataset cannot be destroyed nor its key unloaded (-EBUSY).
+ */
+/**
+ * Snapshot every DATASET@NAME of @names in one txg (atomic: all or none),
+ * in constant time whatever the datasets' size; with STOR_RECURSIVE every
+ * descendant of each dataset too, under the same NAME.
+ * @return 0, STOR_EBADNAME, -ENOENT (no such dataset), -EEXIST,
+ *         STOR_ENOKEY (an encrypted dataset's key is not loaded; the text
+ *         is in stor_pool_last_error())
+ */
+int stor_snap_create(struct stor_pool *pool, const char *const *names, size_t n, unsigned flags);
+/**
+ * Destroy snapshot DATASET@NAME, or every snapshot from A to B, oldest
+ * first, for DATASET@A%B (an empty A: from the oldest, an empty B: to the
+ * newest); STOR_RECURSIVE: the same in every descendant. Frees the extents
+ * no other snapshot nor the head holds, in time proportional to what the
+ * snapshot kept. @return 0, -ENOENT, -EINVAL (A newer than B), -EBUSY
+ *         (open), STOR_ENOKEY (encrypted, an older snapshot stays and the
+ *         key is not loaded)
+ */
+int stor_snap_destroy(struct stor_pool *pool, const char *name, unsigned flags);
+/**
+ * Roll DATASET back to its snapshot DATASET@NAME: what was written since is
+ * freed and the dataset reads as the snapshot, which stays. Newer snapshots
+ * are destroyed with STOR_RECURSIVE, else refused (-EEXIST), as zfs
+ * rollback does. Costs one look at each of the dataset's pointers.
+ * @return 0, STOR_EBADNAME, -ENOENT, -EEXIST, -EBUSY (the dataset or a newer
+ *         snapshot is open), STOR_ENOKEY (encrypted, key not loaded)
+ */
+int stor_snap_rollback(struct stor_pool *pool, const char *name, unsigned flags);
+/** Call @fn for each snapshot of the pool, by dataset name, oldest first. */
+int stor_snap_list(struct stor_pool *pool, int (*fn)(const char *name, void *ctx), void *ctx);
 
 enum stor_prop_source { STOR_SRC_NONE = 0, STOR_SRC_DEFAULT, STOR_SRC_LOCAL, STOR_SRC_INHERITED, STOR_SRC_FIXED };
 
@@ -688,6 +726,7 @@ uint64_t stor_key_pages_unlocked(void);
 enum stor_name_kind {
 	STOR_NAME_POOL,    /* one component, at most STOR_POOL_NAME_MAX bytes */
 	STOR_NAME_DATASET, /* pool/a/b (a pool's own name too), at most STOR_NAME_MAX bytes */
+	STOR_NAME_SNAPSHOT, /* pool/a@snap, or a range pool/a@first%last (either side may be empty) */
 };
 
 /**

@@ -86,6 +86,7 @@ struct stor_ds {
 	atomic_int cache_all; /* primarycache=all: records go through the data cache */
 
 	atomic_int_fast64_t used, logical_used; /* used: charged when allocated */
+	atomic_int_fast64_t snap_used; /* extents only its snapshots hold (usedbysnapshots) */
 	_Atomic uint64_t refres, res; /* refreservation, reservation in bytes (space.c) */
 	struct ds_stats stats;
 
@@ -97,6 +98,17 @@ struct stor_ds {
 	uint32_t iters;          /* pbkdf2 iterations, on a root */
 	uint8_t salt[KEYS_SALT_LEN];
 	_Atomic(struct ds_keys *) keys; /* NULL while the key is not loaded */
+
+	/* snapshots (snapshot.c): oldest first, under the pool's snap_lock;
+	 * @keep is the newest one not being destroyed, where an overwrite puts
+	 * the pointer it replaces when that pointer is older than it (written
+	 * under the hold and stage_lock, read by txg_stage under stage_lock) */
+	struct snap **snaps;
+	size_t nsnaps, capsnaps;
+	struct snap *keep;
+	/* a handle on a snapshot: @head is its dataset, @snap the snapshot */
+	struct stor_ds *head;
+	struct snap *snap;
 };
 
 /* What I/O a mirror side takes (pool_lun.out): read and written; written
@@ -114,6 +126,12 @@ enum side_state {
 	SIDE_RESILVERING = STOR_SIDE_RESILVERING,
 	SIDE_DETACHED = STOR_SIDE_DETACHED
 };
+
+/* The dataset whose keys and records a handle reads: a snapshot's head. */
+static inline struct stor_ds *ds_head(const struct stor_ds *ds)
+{
+	return ds->head ? ds->head : (struct stor_ds *)ds;
+}
 
 struct pool_lun {
 	struct lun *lun;
@@ -173,6 +191,7 @@ struct stor_pool {
 	size_t nretired;
 
 	pthread_mutex_t admin; /* dataset table, properties, keys, pool config */
+	pthread_mutex_t snap_lock; /* every dataset's snapshot list (a leaf lock) */
 	struct stor_ds **ds;   /* sorted by name */
 	size_t nds, capds;
 
@@ -236,7 +255,7 @@ int space_sync_locked(struct stor_pool *p);
 int space_admit(struct stor_pool *p, struct stor_ds *ds, uint64_t n, uint64_t replaces);
 /** What `get` reports of a dataset's space. */
 struct space_view {
-	uint64_t own, rr, children, used, available;
+	uint64_t own, rr, snaps, children, used, available;
 };
 void space_of_locked(struct stor_pool *p, struct stor_ds *ds, struct space_view *v);
 /**

@@ -24,6 +24,7 @@
 #include "lun.h"
 #include "meta.h"
 #include "metalog.h"
+#include "snapshot.h"
 #include "store_impl.h"
 
 struct stage_ent {
@@ -75,6 +76,8 @@ struct stage {
 	struct mac_key **mks; /* a reference on the MAC key of each dataset staged */
 	size_t nmks, capmks;
 	size_t resv; /* entries txg_reserve() promised room for, not staged yet */
+	struct snap_op *sops; /* snapshots made and destroyed, in order */
+	size_t nsops, capsops;
 	uint8_t dirty[STOR_LUNS_MAX];
 };
 
@@ -101,6 +104,8 @@ static void stage_free(struct stage *s)
 	for (size_t i = 0; i < s->nmks; i++)
 		mac_key_put(s->mks[i]);
 	free(s->mks);
+	snap_ops_free(s->sops, s->nsops);
+	free(s->sops);
 	free(s);
 }
 
@@ -122,7 +127,7 @@ static int stage_hold_mk(struct stage *s, struct mac_key *mk)
 
 static int stage_empty(const struct stage *s)
 {
-	return s->n == 0 && s->nfrees == 0 && s->ngone == 0;
+	return s->n == 0 && s->nfrees == 0 && s->ngone == 0 && s->nsops == 0;
 }
 
 int txg_name_gone(struct stor_pool *p, const char *name)
@@ -457,20 +462,64 @@ static int mac_delta(const struct mac_key *mk, uint64_t recno, const struct bp *
 }
 
 /*
+ * Move @old, which @recno of @ds points to now, into the table of snapshot
+ * @keep instead of freeing it (stage_lock held, dropped for the PRF). Room
+ * for it and for the head's new pointer is made first, so the two are
+ * staged together or not at all. A kept pointer is never sealed again: it
+ * keeps its extent, nonce and tag; on an encrypted dataset its leaf joins
+ * the snapshot's own MAC tree, under the snapshot's key.
+ */
+static int stage_keep(struct stor_pool *p, struct stor_ds *ds, struct snap *keep,
+		      uint64_t recno, const struct bp *old)
+{
+	uint8_t delta[MAC_LEN] = { 0 };
+	struct mac_key *kmk = NULL;
+	struct stage_ent *e;
+	int ret = 0;
+
+	if (ds->suite) {
+		pthread_mutex_unlock(&p->stage_lock);
+		ret = snap_mac(keep, &kmk);
+		if (ret == 0)
+			ret = mac_delta(kmk, recno, old, NULL, delta);
+		pthread_mutex_lock(&p->stage_lock);
+	}
+	if (ret == 0)
+		ret = stage_room(p->open, p->open->resv + 2);
+	if (ret == 0 && kmk)
+		ret = stage_hold_mk(p->open, kmk);
+	if (ret == 0) {
+		e = stage_insert(p->open, keep->id, recno);
+		e->bp = *old;
+		if (kmk)
+			group_add(p->open, keep->id, recno, kmk, delta);
+		atomic_fetch_add(&ds->snap_used, old->psize); /* usedbysnapshots */
+	}
+	mac_key_put(kmk);
+	return ret;
+}
+
+/*
  * The record is the caller's (its stripe is locked) and the open txg cannot
  * close (the caller holds it), so what find_current() saw stays true while
  * stage_lock, which every writer and reader of the pool takes, is dropped
  * for the PRFs of the MAC change.
  */
-int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct bp *bp,
+int txg_stage(struct stor_pool *p, struct stor_ds *ds, uint64_t recno, const struct bp *bp,
 	      struct mac_key *mk, struct bp *old, int *had_old)
 {
+	uint64_t ds_id = ds->id;
 	struct stage_ent *e;
+	struct snap *keep;
 	uint8_t delta[MAC_LEN] = { 0 }, leaf[MAC_LEN], old_leaf[MAC_LEN];
 	int ret, have_leaf = 0;
 
 	pthread_mutex_lock(&p->stage_lock);
 	ret = find_current(p, ds_id, recno, mk, old, had_old, old_leaf, &have_leaf);
+	/* the newest snapshot holds what it was born before (snapshot.c) */
+	keep = ret == 0 && *had_old && ds->keep && old->birth <= ds->keep->txg ? ds->keep : NULL;
+	if (keep)
+		ret = stage_keep(p, ds, keep, recno, old);
 	if (ret == 0 && mk) {
 		pthread_mutex_unlock(&p->stage_lock);
 		ret = mac_delta(mk, recno, bp, *had_old ? old : NULL, have_leaf ? old_leaf : NULL,
@@ -483,14 +532,14 @@ int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct 
 	}
 	if (ret < 0)
 		goto out;
-	if (*had_old) {
+	if (*had_old && !keep) {
 		ret = stage_free_extent(p->open, old);
 		if (ret < 0)
 			goto out;
 	}
 	e = stage_insert(p->open, ds_id, recno);
 	if (!e) {
-		if (*had_old)
+		if (*had_old && !keep)
 			p->open->nfrees--;
 		ret = -ENOMEM;
 		goto out;
@@ -604,6 +653,11 @@ static int free_gone(const void *key, size_t klen, const void *val, size_t vlen,
 	if (bp_decode(val, vlen, &bp) == 0)
 		return stage_free_extent(g->s, &bp);
 	return 0;
+}
+
+static int free_kept(void *arg, const struct bp *bp)
+{
+	return stage_free_extent(arg, bp);
 }
 
 /* The MAC changes of a commit, one per group staged (struct stage_group). */
@@ -752,6 +806,8 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	}
 	/* records of destroyed datasets; their frees join this txg's */
 	size_t nfrees_before = s->nfrees;
+	for (size_t i = 0; i < s->nsops && ret == 0; i++)
+		ret = snap_commit_op(t, &s->sops[i], free_kept, s);
 	for (size_t i = 0; i < s->ngone && ret == 0; i++) {
 		struct gone_ctx g = { s };
 		uint8_t prefix[8], *pw = prefix;
@@ -823,7 +879,36 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	return 0;
 }
 
+int txg_add_snap_ops(struct stor_pool *p, const struct snap_op *ops, size_t n)
+{
+	struct stage *s = p->open;
+
+	if (s->capsops < s->nsops + n) {
+		struct snap_op *o = realloc(s->sops, (s->nsops + n) * sizeof(*o));
+
+		if (!o)
+			return -ENOMEM;
+		s->sops = o;
+		s->capsops = s->nsops + n;
+	}
+	memcpy(s->sops + s->nsops, ops, n * sizeof(*ops));
+	s->nsops += n;
+	return 0;
+}
+
+static int sync_hooked(struct stor_pool *p, uint64_t min, txg_close_fn fn, void *arg);
+
 int txg_sync(struct stor_pool *p, uint64_t min)
+{
+	return sync_hooked(p, min, NULL, NULL);
+}
+
+int txg_sync_close(struct stor_pool *p, txg_close_fn fn, void *arg)
+{
+	return sync_hooked(p, 0, fn, arg);
+}
+
+static int sync_hooked(struct stor_pool *p, uint64_t min, txg_close_fn fn, void *arg)
 {
 	struct stage *s, *next;
 	int ret = 0, retried;
@@ -845,15 +930,24 @@ int txg_sync(struct stor_pool *p, uint64_t min)
 			}
 			pthread_rwlock_wrlock(&p->hold);
 			pthread_mutex_lock(&p->stage_lock);
+			/* the hook's changes close this txg: nothing staged after
+			 * them can join it */
+			if (fn && (ret = fn(p, p->open->txg, arg)) < 0) {
+				pthread_mutex_unlock(&p->stage_lock);
+				pthread_rwlock_unlock(&p->hold);
+				stage_free(next);
+				break;
+			}
 			/* nothing staged, and no metadata committed since the last
 			 * record (a dataset created, a property set, a key changed) */
-			if (stage_empty(p->open) && !meta_pending(p->meta) && !metalog_dirty(p) &&
+			if (!fn && stage_empty(p->open) && !meta_pending(p->meta) && !metalog_dirty(p) &&
 			    !atomic_load(&p->sides_dirty) && !atomic_load(&p->errlog.dirty)) {
 				pthread_mutex_unlock(&p->stage_lock);
 				pthread_rwlock_unlock(&p->hold);
 				stage_free(next);
 				break;
 			}
+			fn = NULL;
 			next->txg = p->open->txg + 1;
 			p->syncing = p->open;
 			p->open = next;

@@ -13,7 +13,9 @@
 #include "bp.h"
 
 struct stor_pool;
+struct stor_ds;
 struct mac_key;
+struct snap_op;
 
 int txg_init(struct stor_pool *p, uint64_t last_txg);
 /** Commit what is open and stop the timer. */
@@ -24,12 +26,14 @@ uint64_t txg_hold(struct stor_pool *p);
 void txg_rele(struct stor_pool *p);
 
 /**
- * Stage @bp for (@ds_id, @recno) in the open txg (caller holds it); @mk is
- * the dataset's MAC key if it is encrypted (the commit updates its MACs). The
- * previous block pointer (staged or committed) is returned in @old
- * (*had_old = 0 if none) and its extent is freed when this txg is durable.
+ * Stage @bp for record @recno of @ds in the open txg (caller holds it); @mk
+ * is the dataset's MAC key if it is encrypted (the commit updates its MACs).
+ * The previous block pointer (staged or committed) is returned in @old
+ * (*had_old = 0 if none); its extent is freed when this txg is durable,
+ * unless the newest snapshot holds it (snapshot.c): then it moves into that
+ * snapshot's table in the same txg.
  */
-int txg_stage(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const struct bp *bp,
+int txg_stage(struct stor_pool *p, struct stor_ds *ds, uint64_t recno, const struct bp *bp,
 	      struct mac_key *mk, struct bp *old, int *had_old);
 
 /**
@@ -64,6 +68,16 @@ int txg_stage_idle(struct stor_pool *p);
 
 /** Commit until txg @min is durable (0: commit whatever is open now). */
 int txg_sync(struct stor_pool *p, uint64_t min);
+
+/** Called by txg_sync_close() with the hold and stage_lock held, as txg
+ *  @txg closes: what it changes (txg_add_snap_op) is in @txg and no write
+ *  staged after it is. A failure leaves the txg open and is returned. */
+typedef int (*txg_close_fn)(struct stor_pool *p, uint64_t txg, void *arg);
+/** Close the open txg through @fn, even if nothing is staged, and commit it. */
+int txg_sync_close(struct stor_pool *p, txg_close_fn fn, void *arg);
+/** Add @n ops (their references are the stage's now) to the open txg; only
+ *  from a txg_close_fn. @return 0 or -ENOMEM (none taken) */
+int txg_add_snap_ops(struct stor_pool *p, const struct snap_op *ops, size_t n);
 
 /* Reader sections: extents and keys seen inside one stay valid until it ends. */
 unsigned txg_read_enter(struct stor_pool *p);

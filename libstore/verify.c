@@ -5,10 +5,12 @@
  * dataset under one key salt with one nonce are a (key, nonce) pair used
  * twice (crypt.c's nonce scheme says why there are none); a record whose
  * stored bytes do not match the keyless checksum in its pointer is damaged.
- * Space: every extent is referenced by one pointer (or by the metadata log
+ * Space: every extent is referenced by one pointer, of a head or of a
+ * snapshot's table (snapshot.c), (or by the metadata log
  * on the LUNs, metalog.c) only, each LUN's allocator counts exactly the
  * sectors the pointers and the log reference, and each
- * dataset's used space is the sum of its pointers.
+ * dataset's used space is the sum of its pointers, its usedbysnapshots the
+ * sum of its snapshots' tables.
  * Pointers are visited in key order, so a dataset's records come together.
  */
 #include <errno.h>
@@ -21,6 +23,7 @@
 #include "lun.h"
 #include "meta.h"
 #include "metalog.h"
+#include "snapshot.h"
 #include "store_impl.h"
 
 struct seen_nonce {
@@ -34,7 +37,11 @@ struct walk {
 	uint64_t *refs[STOR_LUNS_MAX]; /* a bit per referenced sector */
 	uint64_t nref[STOR_LUNS_MAX];
 	uint64_t ds_id, ds_used;
-	struct stor_ds *ds; /* of ds_id, NULL if it has none */
+	struct stor_ds *ds; /* of ds_id (a snapshot's: its dataset), NULL if none */
+	int kept;           /* ds_id is a snapshot's table */
+	uint64_t nkept;
+	uint64_t *kept_by;  /* bytes of the tables of p->ds[i]: its usedbysnapshots */
+	size_t kept_i;      /* which, for the table being walked */
 	uint64_t recno;
 	struct seen_nonce *seen;
 	size_t nseen, capseen;
@@ -58,10 +65,13 @@ static void close_ds(struct walk *w)
 		struct stor_ds *ds;
 
 		ds = ds_find_id_locked(w->p, w->ds_id); /* the caller holds the admin lock */
-		if (!ds || (uint64_t)atomic_load(&ds->used) != w->ds_used)
+		if (w->kept)
+			w->rep->kept += w->nkept; /* its bytes went to kept_by[] */
+		else if (!ds || (uint64_t)atomic_load(&ds->used) != w->ds_used)
 			w->rep->space_errors++;
 	}
 	w->ds_used = 0;
+	w->nkept = 0;
 	if (w->nseen > 1)
 		qsort(w->seen, w->nseen, sizeof(*w->seen), cmp_nonce);
 	for (size_t i = 1; i < w->nseen; i++)
@@ -150,7 +160,19 @@ static int visit(const void *key, size_t klen, const void *val, size_t vlen, voi
 		close_ds(w);
 		w->ds_id = id;
 		w->ds = ds_find_id_locked(w->p, id);
+		w->kept = 0;
+		if (!w->ds) {
+			struct snap *s = snap_find_id_locked(w->p, id);
+
+			w->ds = s ? s->ds : NULL; /* its records' checksums are seeded with it */
+			w->kept = s != NULL;
+			w->kept_i = 0;
+			for (size_t i = 0; s && i < w->p->nds; i++)
+				if (w->p->ds[i] == s->ds)
+					w->kept_i = i;
+		}
 	}
+	w->nkept++;
 	w->recno = get_u64(&r);
 	w->rep->records++;
 	if (bp_decode(val, vlen, &bp) < 0) {
@@ -158,6 +180,8 @@ static int visit(const void *key, size_t klen, const void *val, size_t vlen, voi
 		return 0;
 	}
 	w->ds_used += bp.psize;
+	if (w->kept)
+		w->kept_by[w->kept_i] += bp.psize;
 	if (bp.flags & BP_F_ENCRYPTED) {
 		struct seen_nonce *s = array_grow(w->seen, w->nseen, &w->capseen, sizeof(*s), 1024);
 
@@ -220,6 +244,10 @@ int stor_pool_verify(struct stor_pool *p, struct stor_verify_report *rep)
 			goto out;
 		}
 	}
+	if (!(w.kept_by = calloc(p->nds + 1, sizeof(*w.kept_by)))) {
+		ret = -ENOMEM;
+		goto out;
+	}
 	metalog_extents(p, log_extent, &w);
 	ret = meta_rtxn_get(p->meta, &t);
 	if (ret < 0)
@@ -235,6 +263,9 @@ int stor_pool_verify(struct stor_pool *p, struct stor_verify_report *rep)
 			rep->space_errors++;
 	}
 	rep->bad_frees = alloc_bad_frees(p->alloc);
+	for (size_t i = 0; ret == 0 && i < p->nds; i++)
+		if ((uint64_t)atomic_load(&p->ds[i]->snap_used) != w.kept_by[i])
+			rep->space_errors++;
 out:
 	pthread_rwlock_unlock(&p->hold);
 	pthread_mutex_unlock(&p->admin);
@@ -242,5 +273,6 @@ out:
 		free(w.refs[i]);
 	free(w.seen);
 	free(w.buf);
+	free(w.kept_by);
 	return ret;
 }

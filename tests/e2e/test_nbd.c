@@ -197,6 +197,48 @@ Test(nbd, nbdinfo_shows_size_block_sizes_and_flags)
 	daemon_alive();
 }
 
+static const char *ro_py =
+	"import os, nbd\n"
+	"h = nbd.NBD(); h.set_strict_mode(0); h.connect_uri(os.environ['URI'])\n"
+	"assert h.is_read_only()\n"
+	"try:\n"
+	"    h.pwrite(b'x' * 4096, 0)\n"
+	"    print('write taken')\n"
+	"except nbd.Error as e:\n"
+	"    print('write refused', e.errnum)\n"
+	"h.flush()\n"
+	"print('read', h.pread(16, 0).hex())\n";
+
+/* A snapshot is exported read-only: the flag, a write refused, its own data. */
+Test(nbd, a_snapshot_is_exported_read_only_with_its_own_data)
+{
+	char a[PATH_MAX], b[PATH_MAX], back[PATH_MAX], env[PATH_MAX + 400];
+
+	NEED("nbdcopy", "libnbd-bin");
+	NEED_NBDSH();
+	make_pool();
+	COF_OK(NULL, "create -V 4M tank/vm");
+	tdaemon_random_file(&td, "a", 4u << 20, a, sizeof(a));
+	tdaemon_random_file(&td, "b", 4u << 20, b, sizeof(b));
+	SH_OK("nbdcopy '%s' '%s'", a, uri("tank/vm"));
+	COF_OK(NULL, "snapshot tank/vm@a");
+	SH_OK("nbdcopy '%s' '%s'", b, uri("tank/vm"));
+	SH_OK("nbdinfo --json '%s'", uri("tank/vm@a"));
+	cr_assert(strstr(out, "\"is_read_only\": true"), "%s", out);
+	cr_assert(strstr(out, "\"can_trim\": false") && strstr(out, "\"can_fua\": false"), "%s",
+		  out);
+	snprintf(back, sizeof(back), "%s/back", td.dir);
+	SH_OK("nbdcopy '%s' '%s'", uri("tank/vm@a"), back);
+	cr_assert(files_equal(a, back), "the snapshot's export is not A");
+	snprintf(env, sizeof(env), "URI='%s'", uri("tank/vm@a"));
+	cr_assert_eq(nbdsh_script(env, "ro.py", ro_py), 0, "%s\ndaemon:\n%s", out,
+		     tdaemon_log(&td));
+	cr_assert(strstr(out, "write refused 1"), "EPERM from the server: %s", out);
+	SH_OK("nbdcopy '%s' '%s'", uri("tank/vm@a"), back);
+	cr_assert(files_equal(a, back), "a refused write changed the snapshot");
+	daemon_alive();
+}
+
 static long long allocated_bytes(const char *path)
 {
 	struct stat st;

@@ -66,6 +66,11 @@ check_PROGRAMS += %D%/test_txg
 %C%_test_txg_CFLAGS = $(UNIT_CFLAGS)
 %C%_test_txg_LDADD = $(UNIT_LDADD)
 
+check_PROGRAMS += %D%/test_snapshot
+%C%_test_snapshot_SOURCES = %D%/test_snapshot.c $(UNIT_FIXTURE)
+%C%_test_snapshot_CFLAGS = $(UNIT_CFLAGS) $(LMDB_CFLAGS)
+%C%_test_snapshot_LDADD = $(UNIT_LDADD) $(LMDB_LIBS)
+
 check_PROGRAMS += %D%/test_bench_parse
 %C%_test_bench_parse_SOURCES = %D%/test_bench_parse.c client/bench_parse.c client/bench_parse.h
 %C%_test_bench_parse_CFLAGS = $(UNIT_CFLAGS)

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Snapshots inside libstore (snapshot.c has the design): the in-memory
+ * snapshot, the changes a txg commits for them, and the hooks the txg,
+ * the read path, the import and the checker call.
+ */
+#ifndef STOR_SNAPSHOT_H
+#define STOR_SNAPSHOT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "bp.h"
+#include "bpmac.h"
+
+struct stor_pool;
+struct stor_ds;
+struct meta_txn;
+struct stor_prop_value;
+
+struct snap {
+	char *name; /* pool/ds@snap */
+	uint64_t id;      /* its table of kept pointers: META_BP keys (id, recno) */
+	uint64_t guid;    /* binds its MAC key (keys_derive_mac) */
+	uint64_t txg;     /* it holds what was committed up to this txg */
+	uint64_t ctime;   /* seconds since the epoch */
+	uint64_t volsize; /* the dataset's size then */
+	uint64_t referenced; /* the bytes its dataset's pointers took then */
+	struct stor_ds *ds; /* its dataset */
+	atomic_int refs;  /* open handles */
+	int dying;        /* its destroy is staged, not yet committed */
+	pthread_mutex_t lock; /* @mk and @seen */
+	struct mac_key *mk;   /* of an encrypted dataset, while its key is loaded */
+	struct mac_seen seen; /* groups of its table verified since */
+};
+
+/* A change a txg commits for a snapshot, in the order staged. */
+enum snap_op_kind { SNAP_OP_CREATE, SNAP_OP_DESTROY, SNAP_OP_ROLLBACK };
+struct snap_op {
+	enum snap_op_kind kind;
+	uint64_t id;
+	char *name;
+	uint8_t *rec; /* CREATE: the record */
+	size_t reclen;
+	struct mac_key *mk; /* CREATE: the new table's MAC root; NULL if clear */
+	/* DESTROY: the next older snapshot, which takes the pointers it needs;
+	 * ROLLBACK: the dataset (prev_id, its MAC key prev_mk) and the txg of
+	 * the snapshot @id it goes back to (prev_txg; @mk is the snapshot's) */
+	uint64_t prev_id, prev_txg;
+	struct mac_key *prev_mk;
+};
+
+/** Release what @n ops hold. */
+void snap_ops_free(struct snap_op *ops, size_t n);
+/** Apply @op in @t; an extent no one holds any more goes to @free_fn. */
+int snap_commit_op(struct meta_txn *t, const struct snap_op *op,
+		   int (*free_fn)(void *arg, const struct bp *bp), void *arg);
+
+/** A reference on the MAC key of @s's table in *@out, derived (and the
+ *  table's MAC root checked) once while its dataset's key is loaded.
+ *  @return 0, STOR_ENOKEY, STOR_EAUTH (the root does not verify), -ENOMEM */
+int snap_mac(struct snap *s, struct mac_key **out);
+
+/** A snapshot record found while loading the dataset table (after its dataset). */
+int snap_load_one(struct stor_pool *p, const char *name, const void *val, size_t vlen);
+/** The snapshot whose table is @id (admin lock held), or NULL. */
+struct snap *snap_find_id_locked(struct stor_pool *p, uint64_t id);
+/** The dataset GUID of table @id if it is a snapshot's, else 0 (any thread). */
+uint64_t snap_guid_of(struct stor_pool *p, uint64_t id);
+/** Pool @p is being renamed @name: its snapshots' records under their new
+ *  names in @t, then (after the commit) their names in memory. */
+int snap_rename_txn(struct stor_pool *p, struct meta_txn *t, const char *name);
+void snap_rename_mem(struct stor_pool *p, const char *name);
+/** Free the snapshots of a dataset being freed. */
+void snap_free_all(struct stor_ds *ds);
+/** Wipe the MAC keys of @ds's snapshots (its key is being unloaded). */
+void snap_drop_keys(struct stor_ds *ds);
+
+/** Open a read-only handle on snapshot @name (admin lock not held). */
+int snap_open(struct stor_pool *p, const char *name, struct stor_ds **out);
+void snap_close(struct stor_ds *h);
+/**
+ * The pointer of record @recno as snapshot handle @h sees it: the head's,
+ * then each snapshot's table from the newest down to its own, the first
+ * born at or before the snapshot's txg (its group MAC checked on an
+ * encrypted dataset). Called inside a reader section.
+ * @return 0 with *found (0: a hole then), STOR_EAUTH, STOR_ENOKEY, an error
+ */
+int snap_resolve(struct stor_pool *p, struct stor_ds *h, uint64_t recno, struct bp *bp,
+		 int *found);
+/** Bytes of @ds's pointers born after its newest snapshot (its written
+ *  property; all it references when it has none). Admin lock held. */
+uint64_t snap_written_head(struct stor_pool *p, struct stor_ds *ds);
+/** stor_ds_get_all() of a snapshot. */
+int snap_get_all(struct stor_pool *p, const char *name,
+		 int (*fn)(const struct stor_prop_value *v, void *ctx), void *ctx);
+
+#endif
