@@ -472,7 +472,7 @@ static int mac_delta(const struct mac_key *mk, uint64_t recno, const struct bp *
 static int stage_keep(struct stor_pool *p, struct stor_ds *ds, struct snap *keep,
 		      uint64_t recno, const struct bp *old)
 {
-	uint8_t delta[MAC_LEN] = { 0 };
+	uint8_t delta[MAC_LEN] = { 0 }, leaf[MAC_LEN];
 	struct mac_key *kmk = NULL;
 	struct stage_ent *e;
 	int ret = 0;
@@ -481,7 +481,7 @@ static int stage_keep(struct stor_pool *p, struct stor_ds *ds, struct snap *keep
 		pthread_mutex_unlock(&p->stage_lock);
 		ret = snap_mac(keep, &kmk);
 		if (ret == 0)
-			ret = mac_delta(kmk, recno, old, NULL, delta);
+			ret = mac_delta(kmk, recno, old, NULL, NULL, delta, leaf);
 		pthread_mutex_lock(&p->stage_lock);
 	}
 	if (ret == 0)
