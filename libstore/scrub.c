@@ -17,7 +17,11 @@
  *
  * Pacing: after each batch the thread sleeps until the bytes examined since
  * it (re)started are within opts.scrub_rate per second, so foreground I/O
- * keeps the LUNs; a command wakes it.
+ * keeps the LUNs; a command wakes it. And it runs at nice 19: on LUNs in
+ * memory a scrub is CPU, not I/O, and the rate alone let it take 15% of
+ * the foreground's IOPS (encryption.sh's mirror-scrub rows); niced, it
+ * gets what the foreground leaves, yet still moves when the CPUs are busy,
+ * which SCHED_IDLE would not promise.
  *
  * A resilver (resilver.c says when) is the same walk with another action
  * per extent: mirror_resilver_extent() copies it from a sound side to the
@@ -34,7 +38,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
+
+#define SCRUB_NICE 19
 
 #include "alloc.h"
 #include "meta.h"
@@ -207,6 +216,9 @@ static void *scrub_main(void *arg)
 	struct stor_pool *p = arg;
 	struct scrub *s = p->scrub;
 	double last_save = mono();
+
+	/* this thread only (Linux nice is per thread); a failure costs only speed */
+	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), SCRUB_NICE);
 
 	pthread_mutex_lock(&s->lock);
 	while (!s->stop && s->st.state == STOR_SCRUB_RUNNING) {
