@@ -52,6 +52,18 @@ static void in_use_error(unsigned idx, const char *path)
 	lun_close(l);
 }
 
+/* Open an existing LUN @path as lun @idx of @p, the refusal's reason set. */
+static int open_lun(struct stor_pool *p, unsigned idx, const char *path, struct lun **l)
+{
+	int ret = lun_open(path, lun_flags(p), 0, l);
+
+	if (ret == -EBUSY)
+		in_use_error(idx, path);
+	else if (ret < 0)
+		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
+	return ret;
+}
+
 int lunset_attach(struct stor_pool *p, unsigned idx, const char *path, uint64_t guid)
 {
 	struct lun *l = NULL;
@@ -59,14 +71,9 @@ int lunset_attach(struct stor_pool *p, unsigned idx, const char *path, uint64_t 
 	unsigned bad = 0;
 	int ret;
 
-	ret = lun_open(path, lun_flags(p), 0, &l);
-	if (ret < 0) {
-		if (ret == -EBUSY)
-			in_use_error(idx, path);
-		else
-			pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
+	ret = open_lun(p, idx, path, &l);
+	if (ret < 0)
 		return ret;
-	}
 	ret = lun_label_read(l, &lab, &bad);
 	if (ret < 0) {
 		if (ret == STOR_ELABEL)
@@ -656,14 +663,9 @@ int lunset_reopen(struct stor_pool *p, unsigned idx, struct lun **out)
 	int ret;
 
 	*out = NULL;
-	ret = lun_open(path, lun_flags(p), 0, &l);
-	if (ret < 0) {
-		if (ret == -EBUSY)
-			in_use_error(idx, path);
-		else
-			pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
+	ret = open_lun(p, idx, path, &l);
+	if (ret < 0)
 		return ret;
-	}
 	ret = lun_label_read(l, &lab, &bad);
 	if (ret == 0 && (lab.pool_guid != p->guid || lab.lun_guid != pl->guid || lab.index != idx))
 		ret = STOR_EFOREIGN;
