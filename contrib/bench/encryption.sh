@@ -60,13 +60,13 @@ suites="clear aes-128-ccm aes-192-ccm aes-256-ccm aes-256-gcm"
 passes="direct shm nbd"
 dir=${TMPDIR:-/var/tmp}
 out=
-quick=0
-
 die() { echo "encryption.sh: $*" >&2; exit 1; }
 
 while [ $# -gt 0 ]; do
 	case $1 in
-	--quick) quick=1 ;;
+	# the quick shape, about two minutes a pass; set here, so that options
+	# after it still win (--quick --rounds 3)
+	--quick) pools=2 luns=4 datasets=16 size=8 elapsed=3 warmup=1 rounds=1 curve=90,50 ;;
 	--pools) pools=$2; shift ;;
 	--luns) luns=$2; shift ;;
 	--datasets) datasets=$2; shift ;;
@@ -84,10 +84,6 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-# quick mode: about two minutes for both passes, same shape
-if [ $quick = 1 ]; then
-	pools=2 luns=4 datasets=16 size=8 elapsed=3 warmup=1 rounds=1 curve=90,50
-fi
 
 find_bin() { # name, build-tree path
 	for b in "$top/build/$2" "$(command -v "$1" 2>/dev/null || true)"; do
