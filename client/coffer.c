@@ -2493,9 +2493,10 @@ static int cmd_help(int argc, char **argv);
 static int unknown_verb(const struct cmd *table, const char *prefix, const char *verb);
 
 static const struct cmd cmds[] = {
-	{ "pool", cmd_pool, "create|add|list|status|check|clear|export|import|destroy ...",
+	{ "pool", cmd_pool, "create|add|list|status|check|clear|scrub|offline|online|replace|"
+			    "attach|detach|export|import|destroy ...",
 	  "Pools: run 'coffer help pool VERB' for one of create, add, list, status, check, "
-	  "export, import, destroy, clear, scrub." },
+	  "clear, scrub, offline, online, replace, attach, detach, export, import, destroy." },
 	{ "create", cmd_create, "[-s] [-V SIZE] [-b RECORDSIZE] [-o prop=val]... POOL/NAME",
 	  "Create volume POOL/NAME.\n"
 	  "  -s          sparse: no refreservation\n"
