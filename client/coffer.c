@@ -2315,13 +2315,19 @@ static void stats_row(const char *name, json_t *io, json_t *pio, double d)
 }
 
 /* `coffer stats INTERVAL`: a table per pool and dataset, like iostat -x. */
-static void stats_table(json_t *cur, json_t *prev, double d)
+/* One interval of stats: every pool and its datasets, or with @ds that dataset's row only. */
+static void stats_table(json_t *cur, json_t *prev, double d, const char *ds)
 {
 	json_t *p;
 	size_t i;
 
 	printf("%-24s %9s %9s %8s %8s %6s %8s %7s\n", "pool/dataset", "read/s", "write/s",
 	       "rMB/s", "wMB/s", "hit%", "p99 us", "errors");
+	if (ds) {
+		stats_row(ds, json_object_get(cur, "dataset"), json_object_get(prev, "dataset"), d);
+		putchar('\n');
+		return;
+	}
 	json_array_foreach(json_object_get(cur, "pools"), i, p) {
 		const char *pn = json_string_value(json_object_get(p, "name"));
 		json_t *pp = by_name(json_object_get(prev, "pools"), pn), *dsj;
@@ -2416,7 +2422,7 @@ static int cmd_stats(int argc, char **argv)
 				engine_stats(json_object_get(cur, "dataset"));
 			}
 		} else if (prev) {
-			stats_table(cur, prev, (double)interval);
+			stats_table(cur, prev, (double)interval, ds);
 		}
 		fflush(stdout);
 		json_decref(prev);

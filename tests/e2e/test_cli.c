@@ -229,3 +229,13 @@ Test(cli, inherit_r_reaches_every_dataset_under_the_one_named)
 	prop_is("tank/b", "compression", "off"); /* not under tank/a */
 	REFUSED(NULL, 2, "usage: coffer inherit", "inherit -x compression tank/a");
 }
+
+Test(cli, stats_d_at_an_interval_prints_that_datasets_rows)
+{
+	pool();
+	COF_OK(NULL, "create -V 8M tank/d");
+	COF_OK(NULL, "create -V 8M tank/e");
+	COF_OK(NULL, "stats -d tank/d 1 1");
+	cr_assert(strstr(out, "pool/dataset") && strstr(out, "\ntank/d "), "%s", out);
+	cr_assert(!strstr(out, "\ntank ") && !strstr(out, "tank/e"), "other rows: %s", out);
+}
