@@ -1499,6 +1499,32 @@ static const char *list_field(json_t *d, const char *f, int parsable, char *buf,
 	return show(f, v ? v : "-", parsable, buf, len);
 }
 
+/*
+ * A field of list -o: name, a property (libstore's table) or zfs's short
+ * names; anything else is refused, with the field it is a typo of.
+ */
+static void check_field(const char *f)
+{
+	const char *name, *values, *near = NULL;
+	unsigned d, best = UINT_MAX;
+	enum stor_prop_when w;
+
+	if (!strcmp(f, "name") || strcmp(long_name(f), f))
+		return;
+	for (size_t i = 0; (name = stor_prop_describe(i, &values, &w)); i++) {
+		if (!strcmp(name, f))
+			return;
+		if ((d = stor_typo_distance(f, name)) < best) {
+			best = d;
+			near = name;
+		}
+	}
+	if (near)
+		die("list -o: unknown field '%s' (did you mean '%s'?)", f, near);
+	die("list -o: unknown field '%s'; the fields are name and the properties ('coffer help get')",
+	    f);
+}
+
 static int cmd_list(int argc, char **argv)
 {
 	const char *fields = "name,used,avail,refer,volsize,recordsize,encryption,keystatus";
@@ -1528,9 +1554,22 @@ static int cmd_list(int argc, char **argv)
 		fields = "name,createtxg,volsize,encryption,keystatus";
 	fcopy = strdup(fields);
 	for (tok = strtok_r(fcopy, ",", &save); tok && nf < 64; tok = strtok_r(NULL, ",", &save)) {
-		f[nf++] = tok;
-		if (strcmp(tok, "name"))
-			json_array_append_new(props, json_string(long_name(tok)));
+		const char *name, *values;
+		enum stor_prop_when w;
+
+		if (strcmp(tok, "all")) {
+			check_field(tok);
+			f[nf++] = tok;
+			if (strcmp(tok, "name"))
+				json_array_append_new(props, json_string(long_name(tok)));
+			continue;
+		}
+		/* -o all: the name and every property, as zfs list -o all */
+		f[nf++] = "name";
+		for (size_t k = 0; (name = stor_prop_describe(k, &values, &w)) && nf < 64; k++) {
+			f[nf++] = name;
+			json_array_append_new(props, json_string(name));
+		}
 	}
 	args = json_pack("{s:o, s:b, s:s}", "props", props, "recursive", rec, "type", type);
 	if (optind < argc)
@@ -2526,7 +2565,7 @@ static const struct cmd cmds[] = {
 	  "  -t TYPE   volume (default), snapshot or all\n"
 	  "  -H        no header, tabs between fields\n"
 	  "  -p        exact numbers\n"
-	  "  -o F,...  fields: name and properties\n"
+	  "  -o F,...  fields: name and properties (an unknown one is refused), or all\n"
 	  "  -j        JSON" },
 	{ "get", cmd_get,
 	  "[-H] [-p] [-j] [-o FIELD[,FIELD]...] [-s SOURCE[,SOURCE]...] PROP[,PROP]...|all "

@@ -239,3 +239,16 @@ Test(cli, stats_d_at_an_interval_prints_that_datasets_rows)
 	cr_assert(strstr(out, "pool/dataset") && strstr(out, "\ntank/d "), "%s", out);
 	cr_assert(!strstr(out, "\ntank ") && !strstr(out, "tank/e"), "other rows: %s", out);
 }
+
+Test(cli, list_o_refuses_unknown_fields_and_takes_all)
+{
+	pool();
+	COF_OK(NULL, "create -V 8M -o compression=zstd tank/d");
+	REFUSED(NULL, 1, "list -o: unknown field 'colour'", "list -o name,colour");
+	REFUSED(NULL, 1, "unknown field 'compresion' (did you mean 'compression'?)",
+		"list -o name,compresion");
+	COF_OK(NULL, "list -H -o all tank/d");
+	cr_assert(!strncmp(out, "tank/d\tvolume\t", 14) && strstr(out, "\tzstd\t"), "%s", out);
+	COF_OK(NULL, "list -H -o name,avail,refer tank/d");
+	cr_assert(!strncmp(out, "tank/d\t", 7), "%s", out);
+}
