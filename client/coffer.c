@@ -1677,35 +1677,40 @@ static unsigned get_columns(const char *list)
 	return set;
 }
 
-/* Is source @src (as the daemon says it: local, default, inherited, fixed) in the -s list @want? */
-static int source_shown(const char *want, const char *src)
-{
-	char *copy, *save = NULL;
-	int ok = 0;
+/* The sources of -s, as the daemon names them; ZFS's "none" (read-only values) is "fixed". */
+static const char *const get_srcs[] = { "local", "default", "inherited", "fixed", NULL };
 
-	if (!want)
-		return 1;
-	copy = strdup(want);
-	for (char *t = strtok_r(copy, ",", &save); t && !ok; t = strtok_r(NULL, ",", &save)) {
-		if (strcmp(t, "local") && strcmp(t, "default") && strcmp(t, "inherited") &&
-		    strcmp(t, "none") && strcmp(t, "fixed") && strcmp(t, "temporary") &&
-		    strcmp(t, "received"))
+static unsigned source_bit(const char *src)
+{
+	for (unsigned k = 0; get_srcs[k]; k++)
+		if (!strcmp(src, get_srcs[k]))
+			return 1u << k;
+	return !strcmp(src, "none") || !strcmp(src, "-") ? 1u << 3 : 0;
+}
+
+/* The -s list into a bit set, once; ZFS's temporary and received are taken and match nothing. */
+static unsigned get_sources(const char *list)
+{
+	char *copy = strdup(list), *save = NULL;
+	unsigned set = 0, b;
+
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		b = source_bit(t);
+		if (!b && strcmp(t, "temporary") && strcmp(t, "received"))
 			die("get -s: unknown source '%s'; the sources are local, default, "
 			    "inherited, fixed or none",
 			    t);
-		/* ZFS's "none" (read-only values) is coffer's "fixed" */
-		ok = !strcmp(t, src) ||
-		     (!strcmp(t, "none") && (!strcmp(src, "-") || !strcmp(src, "fixed")));
+		set |= b;
 	}
 	free(copy);
-	return ok;
+	return set;
 }
 
 static int cmd_get(int argc, char **argv)
 {
 	int opt, noheader = 0, parsable = 0;
 	unsigned cols = GET_NAME | GET_PROPERTY | GET_VALUE | GET_SOURCE;
-	const char *sources = NULL;
+	unsigned sources = ~0u; /* every source, without -s */
 	json_t *args, *reply, *v;
 	struct coffer_conn *c;
 	size_t i;
@@ -1714,14 +1719,12 @@ static int cmd_get(int argc, char **argv)
 		if (opt == 'o')
 			cols = get_columns(optarg);
 		else if (opt == 's')
-			sources = optarg;
+			sources = get_sources(optarg);
 		else if (!listing_flag(opt, &noheader, &parsable))
 			usage_exit();
 	}
 	if (argc - optind < 2)
 		usage_exit();
-	if (sources)
-		source_shown(sources, ""); /* a bad list is refused before any call */
 	c = conn_open();
 	for (int k = optind + 1; k < argc; k++) {
 		args = json_pack("{s:s}", "name", argv[k]);
@@ -1748,7 +1751,7 @@ static int cmd_get(int argc, char **argv)
 			const char *from = json_string_value(json_object_get(v, "inherited_from"));
 			char buf[64], sbuf[STOR_NAME_MAX + 32];
 
-			if (!source_shown(sources, src))
+			if (sources != ~0u && !(sources & source_bit(src)))
 				continue;
 			if (!strcmp(src, "inherited") && from && from[0])
 				snprintf(sbuf, sizeof(sbuf), "inherited from %s", from);

@@ -44,6 +44,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include "store.h"
 #include "tls.h"
 
 #define PSK_FILE_MAX (1u << 20) /* bytes of a PSK file */
@@ -152,17 +153,6 @@ static int verify_cb(int ok, X509_STORE_CTX *x)
 	return 1;
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int tls_psk_parse(struct tls_ctx *ctx, const char *text, size_t len, unsigned *line)
 {
 	const char *p = text, *end = text + len;
@@ -185,13 +175,8 @@ int tls_psk_parse(struct tls_ctx *ctx, const char *text, size_t len, unsigned *l
 		    hex % 2 || hex / 2 > PSK_KEY_MAX || memchr(p, '\0', l))
 			goto bad;
 		memcpy(k.name, p, (size_t)(colon - p));
-		for (size_t i = 0; i < hex / 2; i++) {
-			int hi = hexval(colon[1 + 2 * i]), lo = hexval(colon[2 + 2 * i]);
-
-			if (hi < 0 || lo < 0)
-				goto bad;
-			k.key[i] = (uint8_t)(hi << 4 | lo);
-		}
+		if (stor_hex_decode(colon + 1, hex, k.key, NULL) < 0)
+			goto bad;
 		k.keylen = (unsigned)(hex / 2);
 		if (ctx) {
 			struct psk *a = OPENSSL_secure_malloc((ctx->npsks + 1) * sizeof(*a));

@@ -105,37 +105,6 @@ int keys_random(void *buf, size_t len)
 	return 0;
 }
 
-static int hexval(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-int stor_hex_decode(const char *hex, size_t n, uint8_t *out, size_t *bad)
-{
-	for (size_t i = 0; i + 1 < n; i += 2) {
-		int hi = hexval((uint8_t)hex[i]), lo = hexval((uint8_t)hex[i + 1]);
-
-		if (hi < 0 || lo < 0) {
-			if (bad)
-				*bad = hi < 0 ? i : i + 1;
-			return -EINVAL;
-		}
-		out[i / 2] = (uint8_t)(hi << 4 | lo);
-	}
-	if (n % 2) {
-		if (bad)
-			*bad = n - 1;
-		return -EINVAL;
-	}
-	return 0;
-}
-
 int keys_pbkdf2_sha512(const uint8_t *pass, size_t passlen, const uint8_t *salt, size_t saltlen,
 		       uint32_t iters, uint8_t *out, size_t outlen)
 {

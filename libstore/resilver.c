@@ -139,6 +139,16 @@ void resilver_done(struct stor_pool *p)
 		txg_sync(p, 0); /* the sides row, and their uberblocks */
 }
 
+/* A side in service that no other side backs is refused going out (-EBUSY). */
+static int only_sound_side(struct stor_pool *p, int idx)
+{
+	if (atomic_load(&p->luns[idx].out) != SIDE_IN || sound_others(p, (unsigned)idx))
+		return 0;
+	pool_set_error("pool %s: lun %d (%s) is the only side of its mirror that holds every write",
+		       p->name, idx, lun_path(p->luns[idx].lun));
+	return -EBUSY;
+}
+
 int stor_pool_offline(struct stor_pool *p, const char *lun)
 {
 	int idx, ret = 0;
@@ -146,14 +156,8 @@ int stor_pool_offline(struct stor_pool *p, const char *lun)
 	pool_clear_error();
 	pthread_mutex_lock(&p->admin);
 	idx = side_of(p, lun, 1);
-	if (idx < 0) {
-		ret = idx;
-	} else if (atomic_load(&p->luns[idx].out) == SIDE_IN && !sound_others(p, (unsigned)idx)) {
-		pool_set_error("pool %s: lun %d (%s) is the only side of its mirror that holds "
-			       "every write",
-			       p->name, idx, lun_path(p->luns[idx].lun));
-		ret = -EBUSY;
-	} else if (atomic_load(&p->luns[idx].state) != SIDE_OFFLINE) {
+	ret = idx < 0 ? idx : only_sound_side(p, idx);
+	if (ret == 0 && atomic_load(&p->luns[idx].state) != SIDE_OFFLINE) {
 		uint64_t since = atomic_load(&p->luns[idx].missing_since);
 
 		/* a write staged before the flip is in a txg after synced_txg */
@@ -378,12 +382,10 @@ int stor_pool_detach(struct stor_pool *p, const char *lun)
 		return idx;
 	}
 	pl = &p->luns[idx];
-	if (atomic_load(&pl->out) == SIDE_IN && !sound_others(p, (unsigned)idx)) {
-		pool_set_error("pool %s: lun %d (%s) is the only side of its mirror that holds "
-			       "every write",
-			       p->name, idx, lun_path(pl->lun));
+	ret = only_sound_side(p, idx);
+	if (ret < 0) {
 		pthread_mutex_unlock(&p->admin);
-		return -EBUSY;
+		return ret;
 	}
 	stand = lun_absent(lun_path(pl->lun), lun_size(pl->lun));
 	why = strdup("detached");

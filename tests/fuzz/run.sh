@@ -30,9 +30,9 @@ CFLAGS="-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recove
 	-include $work/config.h -I$work -I$top/libstore -I$top/daemon -I$top/client
 	$(pkg-config --cflags jansson libuv 2>/dev/null) -pthread"
 STORE="$(ls "$top"/libstore/*.c | grep -v crypt_ipsecmb)"
-# libstore's shared rules (sizes, names, error texts, typos), which proto.c, conf.c
+# libstore's shared rules (sizes, names, error texts, typos, hex), which proto.c, conf.c
 # and bench_parse.c call
-RULES="$top/libstore/size.c $top/libstore/name.c $top/libstore/errors.c $top/libstore/typo.c"
+RULES="$top/libstore/size.c $top/libstore/name.c $top/libstore/errors.c $top/libstore/typo.c $top/libstore/hex.c"
 
 build() {
 	name=$1
