@@ -622,7 +622,9 @@ static const char *flood_py =
 	"    except (ssl.SSLWantWriteError, BlockingIOError):\n"
 	"        if not select.select([], [t], [], 3)[1]: break\n"
 	"print('stopped after', sent)\n"
-	"open(os.environ['READY'], 'w').write('%d' % sent)\n"
+	/* written aside, then renamed: the test never reads a file half written */
+	"open(os.environ['READY'] + '.tmp', 'w').write('%d' % sent)\n"
+	"os.rename(os.environ['READY'] + '.tmp', os.environ['READY'])\n"
 	"import sys; sys.stdin.read()\n";
 
 Test(nbd_tls, a_tls_peer_that_sends_and_never_reads_holds_only_itself)
