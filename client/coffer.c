@@ -2132,14 +2132,14 @@ static int cmd_unload_key(int argc, char **argv)
 	total = json_array_size(roots);
 	json_array_foreach(roots, i, d) {
 		const char *n = json_string_value(json_object_get(d, "name"));
-		json_t *reply = NULL;
+		json_t *args = json_pack("{s:s, s:b}", "name", n, "force", force), *reply = NULL;
 		char err[512];
 
-		if (coffer_call(c, "key_unload", json_pack("{s:s, s:b}", "name", n, "force", force),
-				&reply, err, sizeof(err)) < 0)
+		if (coffer_call(c, "key_unload", args, &reply, err, sizeof(err)) < 0)
 			fprintf(stderr, "coffer: %s\n", err);
 		else
 			done++;
+		json_decref(args);
 		json_decref(reply);
 	}
 	printf("%zu / %zu key(s) successfully unloaded\n", done, total);
