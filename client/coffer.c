@@ -2093,8 +2093,18 @@ static int cmd_load_key(int argc, char **argv)
 	 */
 	roots = enc_roots(c, "unavailable", all ? NULL : argv[optind]);
 	total = json_array_size(roots);
-	json_array_foreach(roots, i, d)
-		loaded += load_one(c, json_string_value(json_object_get(d, "name")), loc, noop, 1) == 0;
+	/* the roots that need nobody first: a prompt left unanswered at boot holds only its own */
+	for (int asks = 0; asks < 2; asks++) {
+		json_array_foreach(roots, i, d) {
+			const char *kl = json_string_value(
+				json_object_get(json_object_get(d, "props"), "keylocation"));
+			int prompt = loc || !kl || !strcmp(kl, "prompt");
+
+			if (prompt == asks)
+				loaded += load_one(c, json_string_value(json_object_get(d, "name")),
+						   loc, noop, 1) == 0;
+		}
+	}
 	printf("%zu / %zu key(s) successfully %s\n", loaded, total, noop ? "verified" : "loaded");
 	json_decref(roots);
 	coffer_close(c);

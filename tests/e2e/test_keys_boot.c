@@ -326,6 +326,30 @@ Test(keys_boot, prompt_roots_ask_the_password_agent_and_change_key_asks_for_a_ne
 	cr_assert(strstr(out, "0 / 1 key(s)"), "%s", out);
 }
 
+/* At boot an unanswered prompt must not hold the roots that need nobody: they load first. */
+Test(keys_boot, load_key_a_loads_the_roots_that_need_nobody_before_it_asks)
+{
+	const char *pf = file_of("pass", PASS);
+	char body[8192], path[4096], env[8192];
+
+	make_pool();
+	COF_OK(pf, "create -V 4M " ENC " -o keyformat=passphrase tank/a");
+	COF_OK(NULL, "create -V 4M " ENC " -o keyformat=passphrase -o keylocation=file://%s tank/b",
+	       pf);
+	COF_HAS("2 / 2 key(s) successfully unloaded", "unload-key -a");
+	/* the agent notes what tank/b's key is when it is asked for tank/a's */
+	snprintf(body, sizeof(body),
+		 "#!/bin/sh\n'%s' -S '%s' get -H -o value keystatus tank/b >> '%s/prompts'\n"
+		 "printf '" PASS "'\n",
+		 getenv("COFFER"), td.sock, td.dir);
+	snprintf(path, sizeof(path), "%s", file_of("agent", body));
+	cr_assert_eq(chmod(path, 0755), 0);
+	snprintf(env, sizeof(env), "COFFER_ASKPASS='%s'", path);
+	cr_assert_eq(cofp(env, NULL, "load-key -a"), 0, "%s", out);
+	cr_assert(strstr(out, "2 / 2 key(s) successfully loaded"), "%s", out);
+	cr_assert_str_eq(prompts(), "available\n", "tank/a was asked for before tank/b loaded");
+}
+
 /* ---- change-key -i and -l ---- */
 
 Test(keys_boot, change_key_i_joins_the_parent_root_and_the_child_loads_with_its_key)
