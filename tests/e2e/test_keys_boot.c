@@ -561,7 +561,7 @@ Test(keys_boot, an_https_key_loads_with_the_ca_given_in_the_config)
 	COF_OK(NULL, "unload-key tank/h");
 	COF_OK(NULL, "load-key -L http://127.0.0.1:%u/key tank/h", http_port);
 	KEYSTATUS_IS("tank/h", "available");
-	/* the key file the daemon would not need is the server's: a change-key there too */
+	/* change-key reads a new key from the server too: to a file and back */
 	COF_OK(NULL, "change-key -o keylocation=file://%s tank/h", pf);
 	COF_OK(NULL, "change-key -o keylocation=%s tank/h", url);
 	COF_OK(NULL, "unload-key tank/h");
