@@ -29,6 +29,7 @@
 
 #include "bench.h"
 #include "client.h"
+#include "keysource.h"
 #include "proto.h"
 #include "store.h"
 
@@ -133,6 +134,11 @@ static void __attribute__((noreturn)) die_call(int status, const char *obj, cons
 	/* the daemon's reason for a refused value says what is allowed: no generic hint */
 	if ((status == STOR_EBADPROP || status == -EINVAL) && err && err[0] &&
 	    !strstr(err, proto_strerror(status))) {
+		fprintf(stderr, "coffer: %s\n", err);
+		exit(1);
+	}
+	/* a reason that names the command to run needs no second hint */
+	if (err && strstr(err, "; run 'coffer ")) {
 		fprintf(stderr, "coffer: %s\n", err);
 		exit(1);
 	}
@@ -337,64 +343,182 @@ static size_t prompt_tty(const char *prompt, char *buf, size_t cap)
 	return n;
 }
 
-/*
- * Read the key for @ds in @format from @location into @buf (KEY_MAX bytes).
- * Passphrases from a terminal are asked twice when @confirm.
- */
-static size_t key_read(const char *ds, const char *format, const char *location, int confirm,
-		       uint8_t *buf)
+/* How key_get() asks, and what it may skip. */
+#define KEY_CONFIRM 0x1u /* a new key: a passphrase is asked twice */
+#define KEY_NEW 0x2u     /* the prompts say "new" (change-key) */
+#define KEY_BATCH 0x4u   /* load-key -a/-r: a prompt with no terminal and an empty stdin skips */
+#define KEY_SKIPPED (-2)
+
+/* Text formats end at the first newline; raw keys are exactly 32 bytes. */
+static size_t key_trim(const char *format, const uint8_t *buf, size_t n)
 {
-	size_t n;
+	size_t l = 0;
+
+	if (!strcmp(format, "raw"))
+		return n > 32 ? 32 : n;
+	while (l < n && buf[l] != '\n' && buf[l] != '\r')
+		l++;
+	return l;
+}
+
+/* The password agent of $COFFER_ASKPASS, or NULL: then prompts go to the terminal. */
+static const char *askpass(void)
+{
+	const char *a = getenv("COFFER_ASKPASS");
+
+	return a && a[0] ? a : NULL;
+}
+
+/* One prompt, on the agent or the terminal. @return bytes, or -1 with @why */
+static ssize_t ask_once(const char *ds, const char *prompt, uint8_t *buf, size_t cap, char *why,
+			size_t whylen)
+{
+	char e[512];
+	ssize_t n;
+
+	if (!askpass())
+		return (ssize_t)prompt_tty(prompt, (char *)buf, cap);
+	n = keysource_askpass(askpass(), prompt, buf, cap, e, sizeof(e));
+	if (n < 0)
+		snprintf(why, whylen, "%s: %s", ds, e);
+	return n;
+}
+
+/* Ask for the key of @ds, twice with KEY_CONFIRM. @return bytes, or -1 with @why */
+static ssize_t ask(const char *ds, const char *format, unsigned how, uint8_t *buf, char *why,
+		   size_t whylen)
+{
+	const char *what = !strcmp(format, "passphrase") ? "passphrase" : "key";
+	const char *new = how & KEY_NEW ? "new " : "";
+	char prompt[STOR_NAME_MAX + 64];
+	uint8_t again[KEY_MAX];
+	ssize_t n, m;
+
+	snprintf(prompt, sizeof(prompt), "Enter %s%s for '%s': ", new, what, ds);
+	n = ask_once(ds, prompt, buf, KEY_MAX, why, whylen);
+	if (n < 0 || !(how & KEY_CONFIRM))
+		return n;
+	snprintf(prompt, sizeof(prompt), "Re-enter %s%s for '%s': ", new, what, ds);
+	m = ask_once(ds, prompt, again, sizeof(again), why, whylen);
+	if (m >= 0 && (key_trim(format, buf, (size_t)n) != key_trim(format, again, (size_t)m) ||
+		       memcmp(buf, again, key_trim(format, buf, (size_t)n)))) {
+		snprintf(why, whylen, "%s: the two entries do not match; try again", ds);
+		m = -1;
+	}
+	wipe(again, sizeof(again));
+	if (m < 0) {
+		wipe(buf, KEY_MAX);
+		return -1;
+	}
+	return n;
+}
+
+/* The CA certificates of the daemon's key_https_ca into *@pem (NULL: the system's). */
+static int https_ca(struct coffer_conn *c, const char *ds, char **pem, char *why, size_t whylen)
+{
+	json_t *reply = NULL;
+	char err[512];
+	const char *s;
+	int ret = coffer_call(c, "key_https_ca", NULL, &reply, err, sizeof(err));
+
+	*pem = NULL;
+	if (ret < 0) {
+		snprintf(why, whylen, "%s: the CA certificates for its key server: %s", ds, err);
+		return -1;
+	}
+	s = json_string_value(json_object_get(reply, "pem"));
+	if (s && !(*pem = strdup(s)))
+		die("out of memory");
+	json_decref(reply);
+	return 0;
+}
+
+/*
+ * Read the key for @ds in @format from @location into @buf (KEY_MAX bytes):
+ * a file, a key server (its CA certificates from the daemon's config, asked
+ * through @c), or a prompt: $COFFER_ASKPASS when set, else the terminal,
+ * else a line (a raw key: 32 bytes) of stdin, so that `load-key -a` can take
+ * several from a pipe. With KEY_BATCH a prompt that finds no terminal, no
+ * agent and nothing on stdin gives KEY_SKIPPED: that root waits for a person.
+ * @return the key's length, KEY_SKIPPED, or -1 with one line in @why
+ */
+static ssize_t key_get(struct coffer_conn *c, const char *ds, const char *format,
+		       const char *location, unsigned how, uint8_t *buf, char *why, size_t whylen)
+{
+	int prompt = !location || !strcmp(location, "prompt");
+	char e[512];
+	ssize_t n;
 
 	if (location && !strncmp(location, "file://", 7)) {
 		int fd = open(location + 7, O_RDONLY | O_CLOEXEC);
 
-		if (fd < 0)
-			die("%s: keylocation %s: %s; fix the path or use -L prompt", ds, location,
-			    strerror(errno));
-		n = read_fd_all(fd, buf, KEY_MAX);
-		close(fd);
-	} else if (location && strcmp(location, "prompt")) {
-		die("%s: keylocation '%s' is not supported; use prompt or file:///path", ds,
-		    location);
-	} else if (isatty(STDIN_FILENO)) {
-		char prompt[STOR_NAME_MAX + 64], again[KEY_MAX];
-
-		snprintf(prompt, sizeof(prompt), "Enter %s for '%s': ",
-			 !strcmp(format, "passphrase") ? "passphrase" : "key", ds);
-		n = prompt_tty(prompt, (char *)buf, KEY_MAX);
-		if (confirm) {
-			snprintf(prompt, sizeof(prompt), "Re-enter %s for '%s': ",
-				 !strcmp(format, "passphrase") ? "passphrase" : "key", ds);
-			prompt_tty(prompt, again, sizeof(again));
-			if (strcmp(again, (char *)buf)) {
-				wipe(again, sizeof(again));
-				wipe(buf, KEY_MAX);
-				die("%s: the two entries do not match; try again", ds);
-			}
-			wipe(again, sizeof(again));
+		if (fd < 0) {
+			snprintf(why, whylen, "%s: keylocation %s: %s; fix the path or use -L prompt",
+				 ds, location, strerror(errno));
+			return -1;
 		}
+		n = (ssize_t)read_fd_all(fd, buf, KEY_MAX);
+		close(fd);
+	} else if (location &&
+		   (!strncmp(location, "https://", 8) || !strncmp(location, "http://", 7))) {
+		char *ca = NULL;
+
+		if (!keysource_url_supported()) {
+			keysource_url(location, NULL, buf, KEY_MAX, e, sizeof(e));
+			snprintf(why, whylen, "%s: keylocation %s: %s", ds, location, e);
+			return -1;
+		}
+		if (https_ca(c, ds, &ca, why, whylen) < 0)
+			return -1;
+		n = keysource_url(location, ca, buf, KEY_MAX, e, sizeof(e));
+		free(ca);
+		if (n < 0) {
+			snprintf(why, whylen, "%s: keylocation %s: %s", ds, location, e);
+			return -1;
+		}
+	} else if (!prompt) {
+		snprintf(why, whylen,
+			 "%s: keylocation '%s' is not supported; use prompt, file:///path or "
+			 "https://URL",
+			 ds, location);
+		return -1;
+	} else if (askpass() || isatty(STDIN_FILENO)) {
+		n = ask(ds, format, how, buf, why, whylen);
+		if (n < 0)
+			return -1;
 	} else if (!strcmp(format, "raw")) {
-		n = read_fd_all(STDIN_FILENO, buf, 32);
+		n = (ssize_t)read_fd_all(STDIN_FILENO, buf, 32);
 	} else {
 		/* one line per key, so `load-key -a` can take several from a pipe */
 		n = 0;
 		while (n < KEY_MAX && read(STDIN_FILENO, buf + n, 1) == 1 && buf[n] != '\n')
 			n++;
 	}
-	/* text formats end at the first newline; raw keys are exactly 32 bytes */
-	if (strcmp(format, "raw")) {
-		size_t l = 0;
-
-		while (l < n && buf[l] != '\n' && buf[l] != '\r')
-			l++;
-		n = l;
-	} else if (n > 32) {
-		n = 32;
+	if (n == 0 && prompt && (how & KEY_BATCH) && !askpass() && !isatty(STDIN_FILENO)) {
+		snprintf(why, whylen,
+			 "%s: keylocation=prompt and no terminal: skipped (run 'coffer load-key %s' "
+			 "on a terminal, pipe the key in, or set COFFER_ASKPASS)",
+			 ds, ds);
+		return KEY_SKIPPED;
 	}
-	if (n == 0)
-		die("%s: empty key; give a %s", ds, format);
+	n = (ssize_t)key_trim(format, buf, (size_t)n);
+	if (n == 0) {
+		snprintf(why, whylen, "%s: empty key; give a %s", ds, format);
+		return -1;
+	}
 	return n;
+}
+
+/* key_get(), and on failure the one line and exit 1. */
+static size_t key_read(struct coffer_conn *c, const char *ds, const char *format,
+		       const char *location, unsigned how, uint8_t *buf)
+{
+	char why[1024];
+	ssize_t n = key_get(c, ds, format, location, how, buf, why, sizeof(why));
+
+	if (n < 0)
+		die("%s", why);
+	return (size_t)n;
 }
 
 static void key_attach(json_t *args, const uint8_t *key, size_t n)
@@ -1394,6 +1518,7 @@ static int cmd_create(int argc, char **argv)
 	enc = prop_in(props, "encryption");
 	fmt = prop_in(props, "keyformat");
 	loc = prop_in(props, "keylocation");
+	c = conn_open(); /* a key server's CA certificates come from the daemon */
 	/* a new encryption root needs its key now; ZFS defaults keyformat to passphrase */
 	if ((enc && strcmp(enc, "off")) || fmt) {
 		size_t n;
@@ -1402,11 +1527,10 @@ static int cmd_create(int argc, char **argv)
 			fmt = "passphrase";
 			json_array_append_new(props, json_string("keyformat=passphrase"));
 		}
-		n = key_read(argv[optind], fmt, loc, 1, key);
+		n = key_read(c, argv[optind], fmt, loc, KEY_CONFIRM, key);
 		key_attach(args, key, n);
 		wipe(key, sizeof(key));
 	}
-	c = conn_open();
 	json_decref(call(c, "ds_create", args, argv[optind]));
 	coffer_close(c);
 	return 0;
@@ -1828,7 +1952,11 @@ static int cmd_inherit(int argc, char **argv)
 	return 0;
 }
 
-/* Load the key of encryption root @ds. @return 0, or the status when @soft */
+/*
+ * Load the key of encryption root @ds. @return 0; when @soft, instead of
+ * exiting: KEY_SKIPPED (a prompt with nobody to answer it) or -1, each after
+ * one line on stderr.
+ */
 static int load_one(struct coffer_conn *c, const char *ds, const char *loc, int noop, int soft)
 {
 	static const char *const names[] = { "keyformat", "keylocation", "keystatus",
@@ -1838,8 +1966,8 @@ static int load_one(struct coffer_conn *c, const char *ds, const char *loc, int 
 	const char *ks = json_string_value(json_object_get(p, "keystatus"));
 	const char *root = json_string_value(json_object_get(p, "encryptionroot"));
 	uint8_t key[KEY_MAX];
-	char err[512];
-	size_t n;
+	char err[1024];
+	ssize_t n;
 	int ret;
 
 	/* before any prompt: nobody types a passphrase for a load that will fail */
@@ -1851,11 +1979,17 @@ static int load_one(struct coffer_conn *c, const char *ds, const char *loc, int 
 		die("%s: key already loaded", ds);
 	if (!loc)
 		loc = json_string_value(json_object_get(p, "keylocation"));
-	n = key_read(ds, fmt, loc, 0, key);
-	args = json_pack("{s:s, s:b}", "name", ds, "noop", noop);
-	key_attach(args, key, n);
-	wipe(key, sizeof(key));
+	n = key_get(c, ds, fmt, loc, soft ? KEY_BATCH : 0, key, err, sizeof(err));
 	json_decref(p);
+	if (n < 0 && !soft)
+		die("%s", err);
+	if (n < 0) {
+		fprintf(stderr, "coffer: %s\n", err);
+		return n == KEY_SKIPPED ? KEY_SKIPPED : -1;
+	}
+	args = json_pack("{s:s, s:b}", "name", ds, "noop", noop);
+	key_attach(args, key, (size_t)n);
+	wipe(key, sizeof(key));
 	ret = coffer_call(c, "key_load", args, &reply, err, sizeof(err));
 	wipe((char *)json_string_value(json_object_get(args, "key_hex")),
 	     strlen(json_string_value(json_object_get(args, "key_hex"))));
@@ -1863,19 +1997,34 @@ static int load_one(struct coffer_conn *c, const char *ds, const char *loc, int 
 	json_decref(reply);
 	if (ret < 0 && !soft)
 		die_call(ret, ds, err);
-	if (ret < 0)
+	if (ret < 0) {
 		fprintf(stderr, "coffer: %s\n", err);
-	return ret;
+		return -1;
+	}
+	return 0;
 }
 
-/* Encryption roots (encryptionroot == own name), optionally only those with @keystatus. */
-static json_t *enc_roots(struct coffer_conn *c, const char *keystatus)
+/* Is @name @base or a dataset under it? */
+static int at_or_below(const char *name, const char *base)
+{
+	size_t n = strlen(base);
+
+	return !strncmp(name, base, n) && (name[n] == '\0' || name[n] == '/');
+}
+
+/*
+ * Encryption roots (encryptionroot == own name), optionally only those with
+ * @keystatus, and with @under only @under and the datasets below it (which
+ * must exist).
+ */
+static json_t *enc_roots(struct coffer_conn *c, const char *keystatus, const char *under)
 {
 	json_t *reply = call(c, "ds_list",
 			     json_pack("{s:[s,s,s]}", "props", "encryptionroot", "keystatus",
 				       "keylocation"),
 			     NULL);
 	json_t *out = json_array(), *d;
+	int found = !under;
 	size_t i;
 
 	json_array_foreach(json_object_get(reply, "datasets"), i, d) {
@@ -1884,6 +2033,9 @@ static json_t *enc_roots(struct coffer_conn *c, const char *keystatus)
 		const char *root = json_string_value(json_object_get(p, "encryptionroot"));
 		const char *ks = json_string_value(json_object_get(p, "keystatus"));
 
+		if (!name || (under && !at_or_below(name, under)))
+			continue;
+		found |= under && !strcmp(name, under);
 		if (!root || strcmp(root, name))
 			continue;
 		if (keystatus && (!ks || strcmp(ks, keystatus)))
@@ -1891,22 +2043,30 @@ static json_t *enc_roots(struct coffer_conn *c, const char *keystatus)
 		json_array_append(out, d);
 	}
 	json_decref(reply);
+	if (!found)
+		die("%s: dataset does not exist; see 'coffer list' for the datasets there are", under);
 	return out;
 }
 
 static int cmd_load_key(int argc, char **argv)
 {
 	const char *loc = NULL;
-	int opt, all = 0, noop = 0, failed = 0;
+	int opt, all = 0, rec = 0, noop = 0;
+	size_t loaded = 0, total;
 	struct coffer_conn *c;
+	json_t *roots, *d;
+	size_t i;
 
-	while ((opt = getopt(argc, argv, "anL:")) != -1) {
+	while ((opt = getopt(argc, argv, "anrL:")) != -1) {
 		switch (opt) {
 		case 'a':
 			all = 1;
 			break;
 		case 'n':
 			noop = 1;
+			break;
+		case 'r':
+			rec = 1;
 			break;
 		case 'L':
 			loc = optarg;
@@ -1917,74 +2077,118 @@ static int cmd_load_key(int argc, char **argv)
 	}
 	if (all ? argc - optind != 0 : argc - optind != 1)
 		usage_exit();
+	/* one location for many roots can only mean "ask for each", as for zfs */
+	if ((all || rec) && loc && strcmp(loc, "prompt"))
+		die("load-key: -L with -a or -r can only be 'prompt'");
 	c = conn_open();
-	if (all) {
-		json_t *roots = enc_roots(c, "unavailable"), *d;
-		size_t i;
-
-		json_array_foreach(roots, i, d)
-			failed |= load_one(c, json_string_value(json_object_get(d, "name")), loc,
-					   noop, 1) < 0;
-		printf("%zu / %zu keys successfully loaded\n",
-		       json_array_size(roots) - (size_t)failed, json_array_size(roots));
-		json_decref(roots);
-	} else {
+	if (!all && !rec) {
 		load_one(c, argv[optind], loc, noop, 0);
+		coffer_close(c);
+		return 0;
 	}
+	/*
+	 * Many roots: each is tried, a failure or a prompt nobody can answer
+	 * (a boot without a terminal) does not stop the others, and the summary
+	 * says how many made it; the exit status says whether all did.
+	 */
+	roots = enc_roots(c, "unavailable", all ? NULL : argv[optind]);
+	total = json_array_size(roots);
+	/* the roots that need nobody first: a prompt left unanswered at boot holds only its own */
+	for (int asks = 0; asks < 2; asks++) {
+		json_array_foreach(roots, i, d) {
+			const char *kl = json_string_value(
+				json_object_get(json_object_get(d, "props"), "keylocation"));
+			int prompt = loc || !kl || !strcmp(kl, "prompt");
+
+			if (prompt == asks)
+				loaded += load_one(c, json_string_value(json_object_get(d, "name")),
+						   loc, noop, 1) == 0;
+		}
+	}
+	printf("%zu / %zu key(s) successfully %s\n", loaded, total, noop ? "verified" : "loaded");
+	json_decref(roots);
 	coffer_close(c);
-	return failed ? 1 : 0;
+	return loaded == total ? 0 : 1;
 }
 
 static int cmd_unload_key(int argc, char **argv)
 {
 	struct coffer_conn *c;
-	int opt, all = 0, force = 0;
+	int opt, all = 0, rec = 0, force = 0;
+	size_t done = 0, total, i;
+	json_t *roots, *d;
 
-	while ((opt = getopt(argc, argv, "af")) != -1) {
+	while ((opt = getopt(argc, argv, "afr")) != -1) {
 		if (opt == 'a')
 			all = 1;
 		else if (opt == 'f')
 			force = 1; /* close the handles of whoever has its datasets open */
+		else if (opt == 'r')
+			rec = 1;
 		else
 			usage_exit();
 	}
 	if (all ? argc - optind != 0 : argc - optind != 1)
 		usage_exit();
 	c = conn_open();
-	if (all) {
-		json_t *roots = enc_roots(c, "available"), *d;
-		size_t i;
-
-		json_array_foreach(roots, i, d) {
-			const char *n = json_string_value(json_object_get(d, "name"));
-
-			json_decref(call(c, "key_unload",
-					 json_pack("{s:s, s:b}", "name", n, "force", force), n));
-		}
-		json_decref(roots);
-	} else {
+	if (!all && !rec) {
 		json_decref(call(c, "key_unload",
 				 json_pack("{s:s, s:b}", "name", argv[optind], "force", force),
 				 argv[optind]));
+		coffer_close(c);
+		return 0;
 	}
+	roots = enc_roots(c, "available", all ? NULL : argv[optind]);
+	total = json_array_size(roots);
+	json_array_foreach(roots, i, d) {
+		const char *n = json_string_value(json_object_get(d, "name"));
+		json_t *args = json_pack("{s:s, s:b}", "name", n, "force", force), *reply = NULL;
+		char err[512];
+
+		if (coffer_call(c, "key_unload", args, &reply, err, sizeof(err)) < 0)
+			fprintf(stderr, "coffer: %s\n", err);
+		else
+			done++;
+		json_decref(args);
+		json_decref(reply);
+	}
+	printf("%zu / %zu key(s) successfully unloaded\n", done, total);
+	json_decref(roots);
 	coffer_close(c);
-	return 0;
+	return done == total ? 0 : 1;
+}
+
+/* change-key -l: load the key of @ds's encryption root unless it is loaded. */
+static void ensure_loaded(struct coffer_conn *c, const char *ds)
+{
+	static const char *const names[] = { "keystatus", "encryptionroot", NULL };
+	json_t *p = ds_props(c, ds, names);
+	const char *ks = json_string_value(json_object_get(p, "keystatus"));
+	const char *root = json_string_value(json_object_get(p, "encryptionroot"));
+
+	if (ks && !strcmp(ks, "unavailable") && root && strcmp(root, "-"))
+		load_one(c, root, NULL, 0, 0);
+	json_decref(p);
 }
 
 static int cmd_change_key(int argc, char **argv)
 {
-	static const char *const names[] = { "keyformat", "keylocation", NULL };
+	static const char *const names[] = { "keyformat", "keylocation", "keystatus",
+					     "encryptionroot", NULL };
 	json_t *props = json_array(), *args, *cur;
-	const char *fmt, *loc;
+	const char *fmt, *loc, *ks, *ds;
 	struct coffer_conn *c;
 	uint8_t key[KEY_MAX];
-	int opt, inherit = 0;
+	int opt, inherit = 0, load = 0;
 	size_t n;
 
-	while ((opt = getopt(argc, argv, "io:")) != -1) {
+	while ((opt = getopt(argc, argv, "ilo:")) != -1) {
 		switch (opt) {
 		case 'i':
 			inherit = 1;
+			break;
+		case 'l':
+			load = 1;
 			break;
 		case 'o':
 			if (strncmp(optarg, "keyformat=", 10) && strncmp(optarg, "keylocation=", 12) &&
@@ -2002,25 +2206,53 @@ static int cmd_change_key(int argc, char **argv)
 	}
 	if (argc - optind != 1)
 		usage_exit();
-	if (inherit)
-		die("%s: change-key -i is not supported yet; keys stay with this root",
-		    argv[optind]);
+	ds = argv[optind];
+	if (inherit && json_array_size(props))
+		die("%s: change-key -i takes no -o: the key properties become the parent's "
+		    "encryption root's",
+		    ds);
 	c = conn_open();
-	cur = ds_props(c, argv[optind], names);
-	fmt = prop_in(props, "keyformat");
+	cur = ds_props(c, ds, names);
+	fmt = json_string_value(json_object_get(cur, "keyformat"));
+	ks = json_string_value(json_object_get(cur, "keystatus"));
+	if (!fmt || !strcmp(fmt, "none") || !ks || !strcmp(ks, "-"))
+		die("%s: dataset is not encrypted; create it with -o encryption=on", ds);
+	/* before any prompt for a new key: the old one must be there to rewrap with */
+	if (load) {
+		ensure_loaded(c, ds);
+	} else if (!strcmp(ks, "unavailable")) {
+		const char *root = json_string_value(json_object_get(cur, "encryptionroot"));
+
+		die("%s: key is not loaded; run 'coffer load-key %s' first, or give change-key -l",
+		    ds, root ? root : ds);
+	}
+	if (inherit) {
+		char parent[STOR_NAME_MAX + 1], *slash;
+
+		snprintf(parent, sizeof(parent), "%s", ds);
+		slash = strrchr(parent, '/');
+		if (slash && load) {
+			*slash = '\0';
+			ensure_loaded(c, parent); /* the parent's root wraps from now on */
+		}
+		json_decref(cur);
+		json_decref(props);
+		json_decref(call(c, "key_change", json_pack("{s:s, s:b}", "name", ds, "inherit", 1),
+				 ds));
+		coffer_close(c);
+		return 0;
+	}
+	if (prop_in(props, "keyformat"))
+		fmt = prop_in(props, "keyformat");
 	loc = prop_in(props, "keylocation");
-	if (!fmt)
-		fmt = json_string_value(json_object_get(cur, "keyformat"));
 	if (!loc)
 		loc = json_string_value(json_object_get(cur, "keylocation"));
-	if (!fmt || !strcmp(fmt, "none"))
-		die("%s: dataset is not encrypted; create it with -o encryption=on", argv[optind]);
-	n = key_read(argv[optind], fmt, loc, 1, key);
-	args = json_pack("{s:s, s:o}", "name", argv[optind], "props", props);
+	n = key_read(c, ds, fmt, loc, KEY_CONFIRM | KEY_NEW, key);
+	args = json_pack("{s:s, s:o}", "name", ds, "props", props);
 	key_attach(args, key, n);
 	wipe(key, sizeof(key));
 	json_decref(cur);
-	json_decref(call(c, "key_change", args, argv[optind]));
+	json_decref(call(c, "key_change", args, ds));
 	coffer_close(c);
 	return 0;
 }
@@ -2584,20 +2816,30 @@ static const struct cmd cmds[] = {
 	{ "inherit", cmd_inherit, "[-r] PROP DATASET",
 	  "Drop the local value of PROP: DATASET inherits it again.\n"
 	  "  -r  and every dataset under DATASET" },
-	{ "load-key", cmd_load_key, "[-n] [-L LOCATION] -a | DATASET",
-	  "Load the key of encryption root DATASET from its keylocation.\n"
-	  "  -a    every root whose key is not loaded\n"
+	{ "load-key", cmd_load_key, "[-n] [-L LOCATION] -a | [-r] DATASET",
+	  "Load the key of encryption root DATASET from its keylocation (prompt, file:// or\n"
+	  "https://). Prompts go to $COFFER_ASKPASS when set (systemd-ask-password at boot).\n"
+	  "  -a    every root whose key is not loaded; without a terminal a prompt root is\n"
+	  "        skipped, and the exit status is 1 unless every one loaded\n"
+	  "  -r    every root at or below DATASET whose key is not loaded, as -a does\n"
 	  "  -n    check the key only\n"
-	  "  -L L  read it from L (prompt or file:///path) this once" },
-	{ "unload-key", cmd_unload_key, "[-f] -a | DATASET",
+	  "  -L L  read it from L (prompt, file:///path or https://URL) this once; only\n"
+	  "        prompt with -a or -r" },
+	{ "unload-key", cmd_unload_key, "[-f] -a | [-r] DATASET",
 	  "Wipe the key of encryption root DATASET from memory.\n"
 	  "  -a  every root whose key is loaded\n"
+	  "  -r  every root at or below DATASET whose key is loaded\n"
 	  "  -f  close the handles of its datasets' users" },
 	{ "change-key", cmd_change_key,
-	  "[-o keyformat=FMT] [-o keylocation=LOC] [-o pbkdf2iters=N] DATASET",
-	  "Wrap the key of encryption root DATASET anew (its data keys stay).\n"
+	  "[-l] [-o keyformat=FMT] [-o keylocation=LOC] [-o pbkdf2iters=N] DATASET | "
+	  "[-l] -i DATASET",
+	  "Wrap the key of DATASET anew (its data keys stay); DATASET becomes an encryption\n"
+	  "root if it was not. The new key is read from keylocation, asked as a new one.\n"
+	  "  -l  load the key first if it is not loaded (with -i: the parent's root's too)\n"
+	  "  -i  make DATASET inherit its parent's encryption root: the parent's key wraps\n"
+	  "      its keys, and it is a root no more; both keys must be loaded\n"
 	  "  -o keyformat=raw|hex|passphrase\n"
-	  "  -o keylocation=prompt|file:///path\n"
+	  "  -o keylocation=prompt|file:///path|https://URL\n"
 	  "  -o pbkdf2iters=N" },
 	{ "write", cmd_write, "DATASET [-o OFFSET] < FILE",
 	  "Write standard input to DATASET.\n  -o OFFSET  from byte OFFSET" },

@@ -1506,6 +1506,14 @@ static int h_key_change(struct hcall *c)
 	size_t n;
 	int have, ret;
 
+	if (jtrue(c->args, "inherit")) {
+		/* change-key -i: no new key, the parent's root wraps */
+		ret = stor_key_inherit(c->pool, c->name);
+		if (ret < 0)
+			return fail(c, ret, "change-key -i", NULL);
+		log_info("dataset %s: key now inherited from its parent's encryption root", c->name);
+		return 0;
+	}
 	ret = arg_strv(c, "props", &props, &n);
 	if (ret == 0)
 		ret = arg_key(c, &kbuf, &key, &have);
@@ -1516,6 +1524,47 @@ static int h_key_change(struct hcall *c)
 	if (ret < 0)
 		return c->err[0] ? ret : fail(c, ret, "change-key", NULL);
 	log_info("dataset %s: key changed", c->name);
+	return 0;
+}
+
+/*
+ * The CA certificates of key_https_ca, for the client that fetches a
+ * keylocation=https:// key: the client fetches (it reads every key, and the
+ * daemon's unit has no network), the daemon's configuration says whom to
+ * trust. The bytes go, not the path, so a client with another filesystem
+ * view (a container, another mount namespace) gets the same anchors. {} when
+ * unset: the client then uses the system's store. Read per call, so a
+ * renewed CA file needs no restart.
+ */
+#define KEY_HTTPS_CA_MAX (512u << 10)
+
+static int h_key_https_ca(struct hcall *c)
+{
+	const char *path = reg_key_https_ca();
+	char *pem = NULL;
+	size_t n = 0;
+	FILE *f;
+
+	if (!path[0])
+		return 0;
+	f = fopen(path, "re");
+	if (!f)
+		ERR(c, -EIO, "key_https_ca %s: %s", path, strerror(errno));
+	pem = malloc(KEY_HTTPS_CA_MAX + 1);
+	if (pem)
+		n = fread(pem, 1, KEY_HTTPS_CA_MAX + 1, f);
+	fclose(f);
+	if (!pem)
+		return -ENOMEM;
+	if (n > KEY_HTTPS_CA_MAX || !memmem(pem, n, "-----BEGIN CERTIFICATE-----", 27)) {
+		free(pem);
+		ERR(c, -EIO, "key_https_ca %s: %s", path,
+		    n > KEY_HTTPS_CA_MAX ? "larger than 512K" : "holds no PEM certificate");
+	}
+	c->reply = json_pack("{s:s%}", "pem", pem, n);
+	free(pem);
+	if (!c->reply)
+		ERR(c, -EIO, "key_https_ca %s: not a text file", path);
 	return 0;
 }
 

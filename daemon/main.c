@@ -394,6 +394,12 @@ int main(int argc, char **argv)
 		config_free(&cfg);
 		return 1;
 	}
+	/* the CA file is read per key fetch: one that cannot be read is a mistake now */
+	if (cfg.key_https_ca[0] && access(cfg.key_https_ca, R_OK) < 0) {
+		fprintf(stderr, "cofferd: key_https_ca %s: %s\n", cfg.key_https_ca, strerror(errno));
+		config_free(&cfg);
+		return 1;
+	}
 	if (check && cfg.nbd_listen[0]) {
 		/* the TLS files are part of the configuration: check they load */
 		if (tls_ctx_new(&cfg, &tls, err, sizeof(err)) < 0) {

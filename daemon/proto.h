@@ -131,6 +131,7 @@
 	XX(30, KEY_LOAD, "key_load", h_key_load, JA | CMD_SECRET | ON_DS, 2, JMAX)           \
 	XX(31, KEY_UNLOAD, "key_unload", h_key_unload, JA | ON_DS, 2, JMAX)                  \
 	XX(32, KEY_CHANGE, "key_change", h_key_change, JA | CMD_SECRET | ON_DS, 2, JMAX)     \
+	XX(33, KEY_HTTPS_CA, "key_https_ca", h_key_https_ca, JA, 0, JMAX)                    \
 	XX(40, READ, "read", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)                    \
 	XX(41, WRITE, "write", NULL, CMD_IO, PROTO_IO_BODY, UINT32_MAX)                     \
 	XX(42, FLUSH, "flush", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)                  \

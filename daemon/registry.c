@@ -280,6 +280,11 @@ const char *reg_lun_search(void)
 	return cfg->lun_search ? cfg->lun_search : "";
 }
 
+const char *reg_key_https_ca(void)
+{
+	return cfg->key_https_ca ? cfg->key_https_ca : "";
+}
+
 int reg_init(const struct config *config)
 {
 	char path[PATH_MAX], line[PROTO_NAME_MAX + 8];

@@ -99,6 +99,8 @@ void reg_import_progress(struct reg_import_progress *out);
 
 /** The lun_search directories of the configuration, ':'-separated ("" = none). */
 const char *reg_lun_search(void);
+/** The key_https_ca file of the configuration ("" = none). */
+const char *reg_key_https_ca(void);
 
 /* ---- access rules ---- */
 

@@ -4,6 +4,8 @@
  * master key of a new dataset, load-key, unload-key, change-key, the data
  * key of each key salt, the MAC key of the block pointers, and the nonce
  * blocks writes draw from (the scheme itself is documented in crypt.c).
+ * change-key -i (stor_key_inherit) is the way back: a root's master keys
+ * are rewrapped by its parent's encryption root, and it stops being one.
  *
  * Invariants: a master key exists in memory only between load (or create)
  * and unload; it is stored only wrapped by its root's wrapping key with the
@@ -620,6 +622,150 @@ out:
 	free(keep);
 	free(keep_root);
 	free(member_of);
+	pthread_mutex_unlock(&p->admin);
+	return ret;
+}
+
+/*
+ * change-key -i: the members of root @name (it and the datasets that use its
+ * key) are rewrapped by the wrapping key of its parent's encryption root,
+ * and join that root. Their master keys stay, so no data is touched. As for
+ * change-key, the key file's replacement is the one commit point, and it
+ * carries the key properties too: @name's local keyformat, keylocation and
+ * pbkdf2iters go, and it inherits them from its new root.
+ */
+int stor_key_inherit(struct stor_pool *p, const char *name)
+{
+	uint8_t (*wrapped)[KEYS_WRAPPED_LEN] = NULL, (*keep)[KEYS_WRAPPED_LEN] = NULL;
+	uint8_t master[KEYS_MASTER_LEN], aad[64];
+	struct stor_ds *ds = NULL, *parent = NULL, *newroot = NULL;
+	struct ds_keys *rk, *k;
+	char pname[STOR_NAME_MAX + 1], *slash, *moved = NULL, *oldv[3] = { NULL };
+	struct {
+		int keyformat;
+		uint32_t iters;
+		uint8_t salt[KEYS_SALT_LEN];
+	} saved;
+	int ret = 0;
+
+	pool_set_error("%s", "");
+	pthread_mutex_lock(&p->admin);
+	ret = find_root(p, name, &ds);
+	if (ret == STOR_ENOTROOT) {
+		struct stor_ds *d = ds_find_locked(p, name), *r;
+
+		r = d ? ds_find_id_locked(p, d->enc_root_id) : NULL;
+		pool_set_error("%s already uses the key of encryption root %s", name,
+			       r ? r->name : "?");
+		goto out;
+	}
+	if (ret < 0)
+		goto out;
+	snprintf(pname, sizeof(pname), "%s", name);
+	slash = strrchr(pname, '/');
+	if (slash) {
+		*slash = '\0';
+		parent = ds_find_locked(p, pname);
+	}
+	if (!parent) {
+		pool_set_error("%s is a pool's root dataset: it has no parent to inherit a key from",
+			       name);
+		ret = -EINVAL;
+		goto out;
+	}
+	if (!parent->suite) {
+		pool_set_error("cannot inherit a key: the parent %s is not encrypted", pname);
+		ret = -EINVAL;
+		goto out;
+	}
+	newroot = ds_find_id_locked(p, parent->enc_root_id);
+	rk = newroot ? atomic_load(&newroot->keys) : NULL;
+	if (!rk || !rk->wk) {
+		pool_set_error("the key of encryption root %s is not loaded; run 'coffer load-key "
+			       "%s' first",
+			       newroot ? newroot->name : pname, newroot ? newroot->name : pname);
+		ret = STOR_ENOKEY;
+		goto out;
+	}
+	k = atomic_load(&ds->keys);
+	if (!k) {
+		pool_set_error("the key of %s is not loaded; run 'coffer load-key %s' first, or "
+			       "give change-key -l",
+			       name, name);
+		ret = STOR_ENOKEY;
+		goto out;
+	}
+	wrapped = calloc(p->nds, sizeof(*wrapped));
+	keep = calloc(p->nds, sizeof(*keep));
+	moved = calloc(p->nds, 1);
+	if (!wrapped || !keep || !moved) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	/* wrap every member first: nothing changes unless all of them can */
+	for (size_t i = 0; i < p->nds && ret == 0; i++) {
+		struct stor_ds *d = p->ds[i];
+		struct ds_keys *dk = atomic_load(&d->keys);
+
+		if (!d->suite || d->enc_root_id != ds->id)
+			continue;
+		if (!dk) {
+			ret = STOR_ENOKEY;
+			break;
+		}
+		memcpy(master, dk->master, sizeof(master));
+		ret = keys_wrap(rk->wk, aad, wrap_aad(d, newroot, aad), master, wrapped[i]);
+		keys_cleanse(master, sizeof(master));
+	}
+	if (ret < 0)
+		goto out;
+	saved.keyformat = ds->keyformat;
+	saved.iters = ds->iters;
+	memcpy(saved.salt, ds->salt, sizeof(saved.salt));
+	for (size_t i = 0; i < p->nds; i++) {
+		struct stor_ds *d = p->ds[i];
+
+		if (!d->suite || d->enc_root_id != ds->id)
+			continue;
+		memcpy(keep[i], d->wrapped, KEYS_WRAPPED_LEN);
+		memcpy(d->wrapped, wrapped[i], KEYS_WRAPPED_LEN);
+		d->enc_root_id = newroot->id;
+		moved[i] = 1;
+	}
+	/* a member's own wrapping parameters are its root's: none of its own now */
+	ds->keyformat = STOR_KEY_NONE;
+	ds->iters = 0;
+	memset(ds->salt, 0, sizeof(ds->salt));
+	for (int j = 0; j < 3; j++) {
+		oldv[j] = ds->local[key_props[j]];
+		ds->local[key_props[j]] = NULL;
+	}
+	ret = keyfile_save(p, NULL);
+	if (ret < 0) {
+		for (size_t i = 0; i < p->nds; i++) {
+			if (moved[i]) {
+				memcpy(p->ds[i]->wrapped, keep[i], KEYS_WRAPPED_LEN);
+				p->ds[i]->enc_root_id = ds->id;
+			}
+		}
+		ds->keyformat = saved.keyformat;
+		ds->iters = saved.iters;
+		memcpy(ds->salt, saved.salt, sizeof(ds->salt));
+		for (int j = 0; j < 3; j++) {
+			ds->local[key_props[j]] = oldv[j];
+			oldv[j] = NULL;
+		}
+		goto out;
+	}
+	/* no longer a root: its wrapping key opens nothing, so it goes */
+	keys_secure_free(k->wk, KEYS_WRAPKEY_LEN);
+	k->wk = NULL;
+out:
+	for (int j = 0; j < 3; j++)
+		free(oldv[j]);
+	free(wrapped);
+	free(keep);
+	free(moved);
 	pthread_mutex_unlock(&p->admin);
 	return ret;
 }

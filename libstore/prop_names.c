@@ -41,7 +41,7 @@ static const char *const values_of[PROP_COUNT] = {
 	[PROP_ENCRYPTION] = "one of off | on | aes-128-ccm | aes-192-ccm | aes-256-ccm | "
 			    "aes-128-gcm | aes-256-gcm",
 	[PROP_KEYFORMAT] = "one of raw | hex | passphrase",
-	[PROP_KEYLOCATION] = "prompt or file:///absolute/path",
+	[PROP_KEYLOCATION] = "prompt, file:///absolute/path, https://HOST/PATH or http://HOST/PATH",
 	[PROP_PBKDF2ITERS] = "a number from 100000 to 10000000",
 };
 _Static_assert(KEYS_PBKDF2_MIN == 100000u && KEYS_PBKDF2_MAX == 10000000u,

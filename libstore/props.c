@@ -103,6 +103,32 @@ static int owner_parse(const char *v, char *out, size_t outlen)
 	return 0;
 }
 
+/*
+ * keylocation: prompt, file:///absolute/path, or an http(s) URL with a host,
+ * as zfs takes them. Only printable ASCII without spaces: the value is shown
+ * in listings and handed to the client's fetcher as it is.
+ */
+static int keylocation_valid(const char *v)
+{
+	const char *rest;
+
+	if (strcmp(v, "prompt") == 0)
+		return 1;
+	for (const char *p = v; *p; p++)
+		if (*p <= ' ' || *p > '~')
+			return 0;
+	if (strncmp(v, "file:///", 8) == 0)
+		return v[8] != '\0';
+	if (strncmp(v, "https://", 8) == 0)
+		rest = v + 8;
+	else if (strncmp(v, "http://", 7) == 0)
+		rest = v + 7;
+	else
+		return 0;
+	/* a host before any path, query or port */
+	return *rest && !strchr("/?#:@", *rest);
+}
+
 static int validate(int id, const char *value, char *out, size_t outlen)
 {
 	static const char *const onoff[] = { "on", "off", NULL };
@@ -150,8 +176,7 @@ static int validate(int id, const char *value, char *out, size_t outlen)
 			return STOR_EBADPROP;
 		break;
 	case PROP_KEYLOCATION:
-		if (strcmp(value, "prompt") != 0 &&
-		    (strncmp(value, "file:///", 8) != 0 || strlen(value) < 9))
+		if (!keylocation_valid(value))
 			return STOR_EBADPROP;
 		break;
 	case PROP_PBKDF2ITERS:

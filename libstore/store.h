@@ -709,6 +709,19 @@ int stor_key_change(struct stor_pool *pool, const char *name, const char *const 
 		    size_t nprops, const struct stor_key_material *key);
 
 /**
+ * change-key -i: encryption root @name and the datasets that use its key
+ * join the encryption root of its parent. Their master keys are rewrapped
+ * by that root's wrapping key (no data changes), and @name's keyformat,
+ * keylocation and pbkdf2iters are inherited from then on. Both keys must be
+ * loaded. One commit, by the replacement of the key file, as change-key.
+ * @return 0, -ENOENT, STOR_ENOTENCRYPTED, STOR_ENOTROOT (it uses a root's
+ *         key already), -EINVAL (the parent is not encrypted, or @name is a
+ *         pool's root dataset), STOR_ENOKEY (a key is not loaded); the reason
+ *         in stor_pool_last_error()
+ */
+int stor_key_inherit(struct stor_pool *pool, const char *name);
+
+/**
  * Pages of key memory (dataset and data keys, the crypto backends' per-thread
  * state) that mlock refused since the process started (RLIMIT_MEMLOCK,
  * EPERM). They stay out of core dumps and forked children but may be

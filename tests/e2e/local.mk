@@ -118,3 +118,10 @@ check_PROGRAMS += %D%/test_nbd_tls
 %C%_test_nbd_tls_SOURCES = %D%/test_nbd_tls.c %D%/nbdraw.c %D%/nbdraw.h $(E2E_FIXTURE)
 %C%_test_nbd_tls_CFLAGS = $(E2E_CFLAGS)
 %C%_test_nbd_tls_LDADD = $(E2E_LDADD)
+
+# keys at boot: the load-key unit, load-key -a/-r, change-key -i/-l, https key servers
+check_PROGRAMS += %D%/test_keys_boot
+%C%_test_keys_boot_SOURCES = %D%/test_keys_boot.c $(E2E_FIXTURE)
+%C%_test_keys_boot_CFLAGS = $(E2E_CFLAGS)
+%C%_test_keys_boot_LDADD = $(E2E_LDADD)
+AM_TESTS_ENVIRONMENT += COFFER_LOAD_KEY_UNIT=$(abs_top_builddir)/conf/cofferd-load-key.service; export COFFER_LOAD_KEY_UNIT;

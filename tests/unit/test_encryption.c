@@ -965,6 +965,61 @@ Test(encryption, change_key_and_keylocation_commit_with_the_key_file_alone)
 	tpool_fini(&tp);
 }
 
+/*
+ * change-key -i: the child root joins its parent's, in one commit (the key
+ * file), so the parent's key opens it after a reopen; a key file that cannot
+ * be written leaves it a root of its own key.
+ */
+Test(encryption, change_key_i_joins_the_parent_root_with_the_key_file_alone)
+{
+	const char *props[] = { "keyformat=passphrase", ITERS };
+	struct stor_ds_opts o = DS_OPTS(props, 2, &pass_b);
+	char path[PATH_MAX + 8];
+	uint8_t buf[RECSIZE];
+	struct stor_ds *ds;
+	struct tpool tp;
+	int ret;
+
+	ds = pool_with_enc_ds(&tp, "tank/p", "aes-256-ccm", &pass_a);
+	stor_ds_close(ds);
+	ret = stor_ds_create(tp.pool, "tank/p/c", &o, &ds);
+	cr_assert_eq(ret, 0, "create: %s", stor_strerror(ret));
+	tpat_fill(buf, sizeof(buf), 5, 1);
+	write_ok(ds, 2 * RECSIZE, buf, sizeof(buf));
+	stor_ds_close(ds);
+	cr_assert_eq(stor_ds_create(tp.pool, "tank/p/c/g", &DS_OPTS(NULL, 0, NULL), NULL), 0);
+	assert_prop(&tp, "tank/p/c/g", "encryptionroot", "tank/p/c");
+
+	/* refused: a pool's root dataset, a dataset that is no root */
+	cr_assert_eq(stor_key_inherit(tp.pool, "tank"), STOR_ENOTENCRYPTED);
+	cr_assert_eq(stor_key_inherit(tp.pool, "tank/p/c/g"), STOR_ENOTROOT);
+	/* a key file that cannot be written: nothing changes */
+	snprintf(path, sizeof(path), "%s/pools/%s.keys.new", tp.state, tp.name);
+	cr_assert_eq(mkdir(path, 0700), 0, "%s: %s", path, strerror(errno));
+	cr_assert_lt(stor_key_inherit(tp.pool, "tank/p/c"), 0);
+	assert_prop(&tp, "tank/p/c", "encryptionroot", "tank/p/c");
+	assert_prop(&tp, "tank/p/c", "keyformat", "passphrase");
+	cr_assert_eq(rmdir(path), 0);
+	tpool_reopen(&tp);
+	load_key(&tp, "tank/p/c", &pass_b);
+
+	load_key(&tp, "tank/p", &pass_a);
+	ret = stor_key_inherit(tp.pool, "tank/p/c");
+	cr_assert_eq(ret, 0, "change-key -i: %s (%s)", stor_strerror(ret), stor_pool_last_error());
+	assert_prop(&tp, "tank/p/c", "encryptionroot", "tank/p");
+	assert_prop(&tp, "tank/p/c/g", "encryptionroot", "tank/p");
+	tpool_reopen(&tp);
+	/* the child's own passphrase opens nothing now; the parent's opens all three */
+	cr_assert_eq(stor_key_load(tp.pool, "tank/p/c", &pass_b, 0), STOR_ENOTROOT);
+	load_key(&tp, "tank/p", &pass_a);
+	assert_prop(&tp, "tank/p/c", "keystatus", "available");
+	assert_prop(&tp, "tank/p/c/g", "keystatus", "available");
+	ds = open_ds(&tp, "tank/p/c");
+	read_eq(ds, 2 * RECSIZE, buf, sizeof(buf));
+	stor_ds_close(ds);
+	tpool_fini(&tp);
+}
+
 /* ---- 6. unload ---- */
 
 Test(encryption, unload_then_io_fails)

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Key material from a key server or a password agent (keysource.h).
+ *
+ * The client fetches keylocation=https:// keys, as libzfs does for zfs, and
+ * not the daemon: every key is read on the client side already (files,
+ * prompts), the daemon's unit has no network at all (PrivateNetwork=yes),
+ * and a TLS or HTTP parser bug then reaches one client process holding one
+ * key, not the daemon holding every key of every pool. A slow server holds
+ * only this client, not a daemon worker. What the daemon contributes is
+ * trust: the CA certificates of its key_https_ca, sent as bytes.
+ *
+ * The fetch is narrow on purpose: the URL's own scheme only (also for
+ * redirects, so https never falls back to http), at most 3 redirects, a
+ * connect and a total timeout, a body of at most KEYSOURCE_URL_MAX bytes
+ * (a longer one is no key and is cut off as it arrives), a 2xx status, and
+ * peer and host name verification that cannot be turned off. Bytes received
+ * are wiped on every failure. Only this file includes <curl/curl.h>.
+ */
+#include <config.h> /* the autoconf header: _GNU_SOURCE, HAVE_CURL, PACKAGE_VERSION */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef HAVE_CURL
+#include <curl/curl.h>
+#endif
+
+#include "keysource.h"
+
+#ifdef HAVE_CURL
+
+int keysource_url_supported(void)
+{
+	return 1;
+}
+
+struct sink {
+	unsigned char *buf;
+	size_t cap, len;
+	int over; /* the body was longer than cap */
+};
+
+static size_t on_body(char *p, size_t size, size_t nmemb, void *arg)
+{
+	struct sink *s = arg;
+	size_t n = size * nmemb;
+
+	if (n > s->cap - s->len) {
+		s->over = 1;
+		return 0; /* less than given: libcurl stops with CURLE_WRITE_ERROR */
+	}
+	memcpy(s->buf + s->len, p, n);
+	s->len += n;
+	return n;
+}
+
+ssize_t keysource_url(const char *url, const char *ca_pem, unsigned char *buf, size_t cap,
+		      char *err, size_t errlen)
+{
+	char cerr[CURL_ERROR_SIZE] = "";
+	int https = strncmp(url, "https://", 8) == 0;
+	const char *scheme = https ? "https" : "http";
+	struct sink s = { buf, cap < KEYSOURCE_URL_MAX ? cap : KEYSOURCE_URL_MAX, 0, 0 };
+	struct curl_blob ca;
+	ssize_t ret = -1;
+	long status = 0;
+	CURLcode rc;
+	CURL *h;
+
+	if (!https && strncmp(url, "http://", 7) != 0) {
+		snprintf(err, errlen, "not an http:// or https:// URL");
+		return -1;
+	}
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		snprintf(err, errlen, "libcurl would not start");
+		return -1;
+	}
+	h = curl_easy_init();
+	if (!h) {
+		snprintf(err, errlen, "libcurl would not start");
+		curl_global_cleanup();
+		return -1;
+	}
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, scheme);
+	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, scheme);
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(h, CURLOPT_MAXREDIRS, 3L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)KEYSOURCE_URL_CONNECT_S);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)KEYSOURCE_URL_TIMEOUT_S);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
+	/* refused before the body when the server says its length */
+	curl_easy_setopt(h, CURLOPT_MAXFILESIZE, (long)s.cap);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "coffer/" PACKAGE_VERSION);
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (ca_pem) {
+		ca.data = (void *)ca_pem;
+		ca.len = strlen(ca_pem);
+		ca.flags = CURL_BLOB_COPY;
+		curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca);
+	}
+	rc = curl_easy_perform(h);
+	if (rc == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	if (s.over || rc == CURLE_FILESIZE_EXCEEDED)
+		snprintf(err, errlen, "the key server sent more than %zu bytes, which is no key",
+			 s.cap);
+	else if (rc != CURLE_OK)
+		snprintf(err, errlen, "%s", cerr[0] ? cerr : curl_easy_strerror(rc));
+	else if (status < 200 || status > 299)
+		snprintf(err, errlen, "the key server answered HTTP %ld", status);
+	else
+		ret = (ssize_t)s.len;
+	if (ret < 0)
+		explicit_bzero(buf, s.len);
+	curl_easy_cleanup(h);
+	curl_global_cleanup();
+	return ret;
+}
+
+#else /* !HAVE_CURL */
+
+int keysource_url_supported(void)
+{
+	return 0;
+}
+
+ssize_t keysource_url(const char *url, const char *ca_pem, unsigned char *buf, size_t cap,
+		      char *err, size_t errlen)
+{
+	(void)url, (void)ca_pem, (void)buf, (void)cap;
+	snprintf(err, errlen, "this coffer was built without libcurl (configure --without-curl); "
+			      "use keylocation=file:// or prompt");
+	return -1;
+}
+
+#endif
+
+ssize_t keysource_askpass(const char *agent, const char *prompt, unsigned char *buf, size_t cap,
+			  char *err, size_t errlen)
+{
+	char cmd[4096];
+	unsigned char spill[256];
+	size_t n = 0;
+	int fds[2], st;
+	pid_t pid;
+
+	/* the agent is a command line of the caller's environment: the shell splits it */
+	if ((size_t)snprintf(cmd, sizeof(cmd), "exec %s \"$1\"", agent) >= sizeof(cmd)) {
+		snprintf(err, errlen, "COFFER_ASKPASS is too long");
+		return -1;
+	}
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		if (dup2(fds[1], STDOUT_FILENO) < 0)
+			_exit(127);
+		execl("/bin/sh", "sh", "-c", cmd, "sh", prompt, (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	for (;;) {
+		ssize_t r = n < cap ? read(fds[0], buf + n, cap - n) : read(fds[0], spill, sizeof(spill));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		if (n < cap)
+			n += (size_t)r;
+	}
+	explicit_bzero(spill, sizeof(spill));
+	close(fds[0]);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		explicit_bzero(buf, n);
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
+			snprintf(err, errlen, "password agent '%s' could not be run", agent);
+		else
+			snprintf(err, errlen, "password agent '%s' gave no key (exit status %d)",
+				 agent, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+		return -1;
+	}
+	return (ssize_t)n;
+}
