@@ -16,7 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
@@ -338,4 +342,99 @@ Test(send, receive_refuses_an_existing_dataset_unless_F_replaces_it)
 	cr_assert_neq(cof(stream, "receive tank"), 0, "the pool's root");
 	cr_assert_neq(cof(stream, "receive tank/none/x"), 0, "no parent");
 	checked(&td, "tank");
+}
+
+/* `coffer receive backup/x` reading @fifo, in a child of ours. */
+static pid_t receiver(const char *fifo)
+{
+	const char *bin = getenv("COFFER") && getenv("COFFER")[0] ? getenv("COFFER")
+								  : "../../client/coffer";
+	pid_t pid = fork();
+
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		int fd = open(fifo, O_RDONLY);
+
+		if (fd < 0 || dup2(fd, 0) < 0)
+			_exit(127);
+		execl(bin, bin, "-S", td.sock, "receive", "backup/x", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static int exists(const char *name)
+{
+	return cof(NULL, "list -H -o name %s", name) == 0;
+}
+
+/* Feed the first 1.5 MiB of @b to a receiver, wait until its dataset is there. */
+static pid_t half_received(const char *fifo, const uint8_t *b, size_t n, int *wfd)
+{
+	pid_t pid = receiver(fifo);
+	double end = tdaemon_deadline(TDAEMON_WAIT_S);
+	size_t half = (3u << 20) / 2;
+
+	cr_assert_gt(n, half);
+	*wfd = open(fifo, O_WRONLY);
+	cr_assert_geq(*wfd, 0);
+	cr_assert_eq(write(*wfd, b, half), (ssize_t)half);
+	while (!exists("backup/x") && tdaemon_poll(end))
+		;
+	cr_assert(exists("backup/x"), "the receive began: %s\n%s", out, tdaemon_log(&td));
+	return pid;
+}
+
+Test(send, a_receive_cut_off_by_its_client_or_a_crash_leaves_nothing)
+{
+	char stream[4200], fifo[4200], rnd[4200];
+	unsigned long long before;
+	double end;
+	uint8_t *b;
+	size_t n;
+	pid_t pid;
+	int wfd, st;
+
+	COF_OK(NULL, "pool create -s 32M tank %s/l0", td.dir);
+	COF_OK(NULL, "pool create -s 32M backup %s/m0", td.dir);
+	COF_OK(NULL, "create -s -V 2M tank/c");
+	tdaemon_random_file(&td, "rnd", 2 << 20, rnd, sizeof(rnd));
+	COF_OK(rnd, "write tank/c");
+	COF_OK(NULL, "snapshot tank/c@s");
+	snprintf(stream, sizeof(stream), "%s/stream", td.dir);
+	COF_OK(NULL, "send tank/c@s > '%s'", stream);
+	b = slurp(stream, &n);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", td.dir);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	before = pool_used(&td, "backup");
+
+	/* the client goes away: its connection's receive is undone */
+	pid = half_received(fifo, b, n, &wfd);
+	cr_assert_neq(cof(NULL, "destroy backup/x"), 0, "busy while being received");
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	close(wfd);
+	end = tdaemon_deadline(TDAEMON_WAIT_S);
+	while (exists("backup/x") && tdaemon_poll(end))
+		;
+	cr_assert_not(exists("backup/x"), "a cut receive is undone");
+	cr_assert_eq(pool_used(&td, "backup"), before);
+
+	/* the daemon dies: the next import undoes it */
+	pid = half_received(fifo, b, n, &wfd);
+	kill(td.pid, SIGKILL);
+	waitpid(td.pid, &st, 0);
+	td.pid = -1;
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	close(wfd);
+	tdaemon_start_ok(&td);
+	cr_assert_not(exists("backup/x"), "a receive a crash cut is undone at import");
+	cr_assert_eq(pool_used(&td, "backup"), before);
+	checked(&td, "backup");
+
+	/* and the whole stream goes in after both */
+	COF_OK(stream, "receive backup/x");
+	reads_as(&td, "backup/x", rnd);
+	free(b);
 }
