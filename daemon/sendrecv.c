@@ -28,7 +28,7 @@
 
 #include "handlers.h"
 
-#define SEND_CHUNK STOR_SEND_CHUNK_MIN
+#define SEND_CHUNK (4u << 20) /* >= STOR_SEND_CHUNK_MIN; fewer round trips */
 
 #define ERR_TEXT(c, code, ...)                                     \
 	do {                                                       \

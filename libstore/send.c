@@ -33,7 +33,7 @@
 #include "store_impl.h"
 #include "stream.h"
 
-#define SEND_BATCH 64u
+#define SEND_BATCH 256u
 
 enum { CUR_HEADER = 0, CUR_RECORDS, CUR_DONE };
 
@@ -123,19 +123,23 @@ static int resolve(struct stor_pool *p, struct stor_ds *h, uint64_t first, size_
 	return ret;
 }
 
-/* Raw records [first, first + n) into @out from @pos; how many were taken. */
+/*
+ * Raw records [first, first + n) into @out from @pos; how many were taken.
+ * The stored bytes land in @out itself (read there, or copied from a mapped
+ * LUN); only an O_DIRECT LUN needs an aligned buffer in between.
+ */
 static int raw_batch(struct stor_pool *p, struct stor_ds *h, uint64_t first, size_t n,
 		     uint8_t *out, size_t cap, size_t *pos, struct stor_send_cursor *cur)
 {
 	struct bp bps[SEND_BATCH];
 	int found[SEND_BATCH];
 	struct lun_io ios[SEND_BATCH];
-	uint8_t *bufs[SEND_BATCH] = { NULL };
-	size_t nio = 0, take = 0, need = 0;
+	size_t at[SEND_BATCH], end = *pos, nio = 0, take = 0;
+	uint8_t *bounce[SEND_BATCH] = { NULL };
 	unsigned slot = txg_read_enter(p);
 	int ret = resolve(p, h, first, n, bps, found);
 
-	/* as many records as fit, the end's room kept */
+	/* as many records as fit, the end's room kept; each payload's place */
 	for (; ret == 0 && take < n; take++) {
 		size_t part = found[take] ? STREAM_REC_LEN + bps[take].psize : 0;
 
@@ -147,27 +151,32 @@ static int raw_batch(struct stor_pool *p, struct stor_ds *h, uint64_t first, siz
 			ret = STOR_ECORRUPT;
 			break;
 		}
-		if (*pos + need + part + STREAM_END_LEN > cap)
+		if (end + part + STREAM_END_LEN > cap)
 			break;
-		need += part;
+		at[take] = end + STREAM_REC_LEN;
+		end += part;
 	}
 	for (size_t i = 0; ret == 0 && i < take; i++) {
 		struct lun *lun;
 		const void *in;
+		uint8_t *dst = out + at[i];
 
 		if (!found[i])
 			continue;
 		lun = p->luns[mirror_read_side(p, bps[i].lun)].lun;
 		in = lun_mapped(lun, bps[i].sector * STOR_SECTOR, bps[i].psize);
-		if (posix_memalign((void **)&bufs[i], STOR_SECTOR, bps[i].psize)) {
-			ret = -ENOMEM;
-			break;
+		if (in) {
+			memcpy(dst, in, bps[i].psize);
+			continue;
 		}
-		if (in)
-			memcpy(bufs[i], in, bps[i].psize);
-		else
-			ios[nio++] = (struct lun_io){ lun, bps[i].sector * STOR_SECTOR, bufs[i],
-						      bps[i].psize, 0 };
+		if (lun_is_direct(lun)) {
+			if (posix_memalign((void **)&bounce[i], STOR_SECTOR, bps[i].psize)) {
+				ret = -ENOMEM;
+				break;
+			}
+			dst = bounce[i];
+		}
+		ios[nio++] = (struct lun_io){ lun, bps[i].sector * STOR_SECTOR, dst, bps[i].psize, 0 };
 	}
 	if (ret == 0 && nio && lun_read_batch(ios, nio))
 		ret = -EIO;
@@ -178,7 +187,9 @@ static int raw_batch(struct stor_pool *p, struct stor_ds *h, uint64_t first, siz
 
 		if (!found[i])
 			continue;
-		if (hash64(bufs[i], bps[i].psize) != bps[i].cksum) {
+		if (bounce[i])
+			memcpy(out + at[i], bounce[i], bps[i].psize);
+		if (hash64(out + at[i], bps[i].psize) != bps[i].cksum) {
 			pool_set_error("%s: record %llu fails its checksum; scrub the pool first",
 				       h->name, (unsigned long long)(first + i));
 			ret = STOR_ECKSUM;
@@ -191,13 +202,13 @@ static int raw_batch(struct stor_pool *p, struct stor_ds *h, uint64_t first, siz
 					 .cksum = bps[i].cksum, .len = bps[i].psize };
 		memcpy(r.nonce, bps[i].nonce, sizeof(r.nonce));
 		memcpy(r.tag, bps[i].mac, sizeof(r.tag));
-		memcpy(out + *pos + STREAM_REC_LEN, bufs[i], r.len);
-		stream_rec_put(&r, out + *pos + STREAM_REC_LEN, out + *pos, &sum);
-		*pos += STREAM_REC_LEN + r.len;
+		stream_rec_put(&r, out + at[i], out + at[i] - STREAM_REC_LEN, &sum);
 		chained(cur, sum);
 	}
+	if (ret == 0)
+		*pos = end;
 	for (size_t i = 0; i < n; i++)
-		free(bufs[i]);
+		free(bounce[i]);
 	return ret < 0 ? ret : (int)take;
 }
 
