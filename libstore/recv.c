@@ -3,8 +3,9 @@
  * receive: a send stream (stream.h) into a new dataset, all or nothing.
  *
  * - The stream is parsed part by part from chunks cut anywhere; a part is
- *   gathered in a buffer of one part at most (STREAM_PART_MAX), so memory
- *   stays bounded whatever the stream's size. Every field is checked
+ *   gathered in a buffer of one part at most (STREAM_PART_MAX), and raw
+ *   records wait for their batch write up to RECV_BATCH_BYTES, so memory
+ *   stays bounded (about 6 MiB) whatever the stream's size. Every field is checked
  *   before use (stream.c): sizes and record numbers against the header's
  *   shape, records in increasing order, each part's checksum, and at the
  *   end the count and chain of every part.
@@ -47,6 +48,7 @@
 #include "stream.h"
 
 #define RECV_BATCH 32u
+#define RECV_BATCH_BYTES (4u << 20) /* or fewer records of a large recordsize */
 #define MARK_PREFIX "recv/"
 
 struct stor_recv {
@@ -61,7 +63,7 @@ struct stor_recv {
 	size_t plen;
 	struct stream_rec rec; /* the fixed part of the record being gathered */
 	/* raw: records to write in one batch */
-	size_t nb;
+	size_t nb, nbytes;
 	uint64_t recnos[RECV_BATCH];
 	struct bp bps[RECV_BATCH];
 	uint8_t *bufs[RECV_BATCH];
@@ -375,6 +377,7 @@ static int flush_raw(struct stor_recv *r)
 		r->bufs[i] = NULL;
 	}
 	r->nb = 0;
+	r->nbytes = 0;
 	return ret;
 }
 
@@ -402,7 +405,8 @@ static int take_record(struct stor_recv *r, const uint8_t *payload)
 	memcpy(r->bps[r->nb].nonce, s->nonce, sizeof(s->nonce));
 	memcpy(r->bps[r->nb].mac, s->tag, sizeof(s->tag));
 	r->bufs[r->nb++] = buf;
-	return r->nb == RECV_BATCH ? flush_raw(r) : 0;
+	r->nbytes += s->len;
+	return r->nb == RECV_BATCH || r->nbytes >= RECV_BATCH_BYTES ? flush_raw(r) : 0;
 }
 
 /* The stream is whole: write what is left, commit, clear the mark. */
