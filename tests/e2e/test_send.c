@@ -25,6 +25,8 @@
 #include <criterion/criterion.h>
 
 #include "daemon.h"
+#include "hash.h"
+#include "stream.h"
 
 static struct tdaemon td, td2;
 static char out[65536];
@@ -473,4 +475,75 @@ Test(send, a_receive_cut_off_by_its_client_or_a_crash_leaves_nothing)
 	COF_OK(stream, "receive backup/x");
 	reads_as(&td, "backup/x", rnd);
 	free(b);
+}
+
+/*
+ * A forger who rebuilds every checksum of a raw stream gets it received,
+ * but not past the keys: a changed ciphertext fails its record's tag at
+ * the read (the others read), a changed wrapped key fails the load-key.
+ */
+static size_t reforge(uint8_t *b, size_t n, size_t flip_rec, size_t flip_at)
+{
+	struct stream_hdr h;
+	struct stream_rec r;
+	uint64_t sum, chain, parts = 0;
+	size_t pos = STREAM_HDR_LEN;
+
+	cr_assert_eq(stream_hdr_get(b, &h, &sum), 0);
+	stream_hdr_put(&h, b, &sum);
+	chain = sum;
+	while (pos + 4 <= n && stream_kind(b + pos) == STREAM_REC) {
+		cr_assert_eq(stream_rec_get(b + pos, &h, &r), 0);
+		if (parts == flip_rec) {
+			b[pos + STREAM_REC_LEN + flip_at] ^= 0x01;
+			r.cksum = hash64(b + pos + STREAM_REC_LEN, r.len); /* scrub's checksum too */
+		}
+		stream_rec_put(&r, b + pos + STREAM_REC_LEN, b + pos, &sum);
+		chain = stream_chain(chain, sum);
+		parts++;
+		pos += STREAM_REC_LEN + r.len;
+	}
+	cr_assert_eq(pos + STREAM_END_LEN, n, "the stream is records then its end");
+	stream_end_put(parts, chain, b + pos);
+	return parts;
+}
+
+Test(send, a_raw_stream_forged_with_sound_checksums_fails_at_its_tags_and_its_key)
+{
+	char keyfile[4200], stream[4200], bad[4200];
+	const char *data;
+	struct stream_hdr h;
+	uint64_t sum;
+	uint8_t *b;
+	size_t n;
+
+	raw_stream(keyfile, sizeof(keyfile), &data, stream, sizeof(stream));
+	COF_OK(NULL, "pool create -s 32M backup %s/m0", td.dir);
+	snprintf(bad, sizeof(bad), "%s/forged", td.dir);
+
+	/* the second record's ciphertext (record 1, at 8K: random, stored whole) */
+	b = slurp(stream, &n);
+	cr_assert_gt(reforge(b, n, 1, 100), 2);
+	write_variant(bad, b, n);
+	free(b);
+	COF_OK(bad, "receive backup/f");
+	COF_OK(NULL, "load-key -L file://%s backup/f", keyfile);
+	cr_assert_neq(cof(NULL, "read backup/f -o 8K -l 8K > /dev/null"), 0, "a forged record");
+	cr_assert(strstr(out, "auth"), "an authentication error: %s", out);
+	COF_OK(NULL, "read backup/f -l 8K > /dev/null"); /* the record before it reads */
+	COF_OK(NULL, "destroy backup/f"); /* one copy of a GUID per pool */
+
+	/* the wrapped key */
+	b = slurp(stream, &n);
+	cr_assert_eq(stream_hdr_get(b, &h, &sum), 0);
+	h.wrapped[20] ^= 0x01;
+	stream_hdr_put(&h, b, &sum);
+	reforge(b, n, SIZE_MAX, 0);
+	write_variant(bad, b, n);
+	free(b);
+	COF_OK(bad, "receive backup/g");
+	cr_assert_neq(cof(NULL, "load-key -L file://%s backup/g", keyfile), 0, "a forged key");
+	COF_OK(NULL, "get -H -o value keystatus backup/g");
+	cr_assert(strstr(out, "unavailable"), "%s", out);
+	checked(&td, "backup");
 }
