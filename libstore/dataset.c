@@ -207,9 +207,9 @@ int ds_save_txn(struct meta_txn *t, struct stor_ds *ds)
 	return ret;
 }
 
-/* The record of a new dataset and, if encrypted, the root of its MACs, in one commit. */
-/* The record of a new dataset; one being received is marked so in the same
- * transaction, so a receive cut short is found (recv.c) whatever happens. */
+/* The record of a new dataset and, if encrypted, the root of its MACs, in one
+ * commit; one being received is marked so in the same transaction, so a
+ * receive cut short is found (recv.c) whatever happens. */
 static int save_new(struct stor_pool *p, struct stor_ds *ds, const struct recv_identity *as)
 {
 	struct meta_txn *t = NULL;
@@ -687,6 +687,44 @@ int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 out:
 	pthread_mutex_unlock(&p->admin);
 	free(gone);
+	return ret;
+}
+
+int ds_rename_received(struct stor_pool *p, struct stor_ds *ds, const char *name, unsigned mark)
+{
+	struct meta_txn *t = NULL;
+	char *to = strdup(name), *from = ds->name;
+	int ret;
+
+	if (!to)
+		return -ENOMEM;
+	pthread_mutex_lock(&p->admin);
+	ret = ds_find_locked(p, name) || txg_name_gone(p, name) ? -EEXIST
+								: meta_txn_begin(p->meta, &t);
+	if (ret == 0) {
+		/* the record moves and the mark changes in one commit */
+		ret = meta_del(t, META_DS, from, strlen(from));
+		ds->name = to;
+		if (ret == 0)
+			ret = ds_save_txn(t, ds);
+		if (ret == 0)
+			ret = recv_mark_txn(t, ds->id, mark);
+		if (ret == 0)
+			ret = meta_txn_commit(t);
+		else
+			meta_txn_abort(t);
+		if (ret < 0)
+			ds->name = from;
+	}
+	if (ret == 0) {
+		table_remove(p, ds);
+		table_insert(p, ds); /* cannot fail: the slot it left is there */
+		space_sync_locked(p);
+		free(from);
+		to = NULL;
+	}
+	pthread_mutex_unlock(&p->admin);
+	free(to);
 	return ret;
 }
 

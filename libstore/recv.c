@@ -9,7 +9,9 @@
  *   before use (stream.c): sizes and record numbers against the header's
  *   shape, records in increasing order, each part's checksum, and at the
  *   end the count and chain of every part.
- * - The dataset is created when the header has been checked, marked as
+ * - The dataset is created when the header has been checked (receive -F
+ *   over an existing one: under a name of its own beside it, which it
+ *   takes, the old one destroyed, only once the stream is whole), marked as
  *   being received in the same LMDB transaction as its record (a
  *   "recv/<id>" row of the pool table) and closed to every other opener.
  *   Its records are staged as they come, over as many txgs as the timer
@@ -56,6 +58,7 @@ struct stor_recv {
 	char name[STOR_NAME_MAX + 1];
 	unsigned flags;
 	struct stor_ds *ds; /* created, open, marked */
+	char tmp[STOR_NAME_MAX + 1]; /* -F over an existing dataset: the name received under */
 	struct stream_hdr h;
 	int have_hdr, done, failed;
 	uint64_t chain, parts, next; /* next: the lowest record number still allowed */
@@ -329,6 +332,7 @@ static int create(struct stor_recv *r)
 	char vs[32], rs[32];
 	const char *props[] = { vs, rs, "refreservation=none" };
 	struct stor_ds_opts o = { .props = props, .nprops = 3 };
+	struct stor_ds *old;
 	int ret = 0;
 
 	if (!p)
@@ -343,13 +347,27 @@ static int create(struct stor_recv *r)
 			       "for the resilver", p->name);
 		return -EBUSY;
 	}
-	if (r->flags & STOR_FORCE) {
-		ret = stor_ds_destroy(p, r->name, 0);
-		if (ret < 0 && ret != -ENOENT)
-			return ret;
-		pool_clear_error();
-	}
 	pthread_mutex_lock(&p->admin);
+	/* -F: received beside the dataset it replaces, which stays until the
+	 * stream is whole; one that could not be destroyed then is refused now */
+	if (r->flags & STOR_FORCE && (old = ds_find_locked(p, r->name))) {
+		uint32_t tag;
+		size_t n = strlen(r->name);
+
+		ret = atomic_load(&old->refs) > 0 || old->nsnaps ? -EBUSY : 0;
+		for (size_t i = 0; ret == 0 && i < p->nds; i++)
+			if (!strncmp(p->ds[i]->name, r->name, n) && p->ds[i]->name[n] == '/')
+				ret = -EBUSY;
+		if (ret < 0)
+			pool_set_error("%s is open, or has snapshots or children: receive -F "
+				       "replaces a dataset without them", r->name);
+		if (ret == 0 && keys_random(&tag, sizeof(tag)) == 0 &&
+		    (size_t)snprintf(r->tmp, sizeof(r->tmp), "%s-recv-%08x", r->name, tag) >=
+			    sizeof(r->tmp)) {
+			pool_set_error("%s: too long a name for receive -F", r->name);
+			ret = STOR_EBADNAME;
+		}
+	}
 	for (size_t i = 0; as.raw && i < p->nds; i++)
 		if (p->ds[i]->guid == as.guid) {
 			pool_set_error("%s is this stream's dataset already (the same GUID); a pool "
@@ -357,7 +375,7 @@ static int create(struct stor_recv *r)
 			ret = -EEXIST;
 		}
 	if (ret == 0)
-		ret = ds_create_received_locked(p, r->name, &o, &as, &r->ds);
+		ret = ds_create_received_locked(p, r->tmp[0] ? r->tmp : r->name, &o, &as, &r->ds);
 	pthread_mutex_unlock(&p->admin);
 	explicit_bzero(&as, sizeof(as));
 	if (ret < 0)
@@ -427,8 +445,14 @@ static int finish(struct stor_recv *r)
 			       p->name);
 		ret = -EIO;
 	}
-	if (ret == 0)
+	if (ret == 0 && r->tmp[0]) {
+		/* the stream is whole: now the dataset it replaces goes */
+		ret = stor_ds_destroy(p, r->name, 0);
+		if (ret == 0 || ret == -ENOENT)
+			ret = ds_rename_received(p, r->ds, r->name, raw ? RECV_MACS : 0);
+	} else if (ret == 0) {
 		ret = mark(p, r->ds->id, raw ? RECV_MACS : 0);
+	}
 	if (ret < 0)
 		return ret;
 	atomic_store(&r->ds->receiving, 0);

@@ -577,9 +577,10 @@ int stor_send_chunk(struct stor_pool *pool, const char *snapshot, unsigned flags
 struct stor_recv;
 /**
  * Start receiving into dataset @name (its parent must exist). With
- * STOR_FORCE an existing @name without children or snapshots is destroyed
- * when the stream's header has been checked (zfs receive -F), else it is
- * refused (-EEXIST). Nothing is created before the first stor_recv_feed().
+ * STOR_FORCE an existing @name without children, snapshots or users is
+ * replaced (zfs receive -F): received beside it, destroyed only once the
+ * stream is whole; else it is refused (-EEXIST). Nothing is created
+ * before the first stor_recv_feed().
  */
 int stor_recv_begin(struct stor_pool *pool, const char *name, unsigned flags,
 		    struct stor_recv **out);

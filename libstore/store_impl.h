@@ -496,6 +496,9 @@ int ds_create_received_locked(struct stor_pool *p, const char *name,
 #define RECV_MACS 2u      /* received raw, waiting for its MAC tree */
 /** Mark dataset @id (@state 0: unmark) in @t. */
 int recv_mark_txn(struct meta_txn *t, uint64_t id, unsigned state);
+/** @ds, received under a name of its own (receive -F), takes @name, whose
+ *  dataset is destroyed already; its mark becomes @mark in the same commit. */
+int ds_rename_received(struct stor_pool *p, struct stor_ds *ds, const char *name, unsigned mark);
 /** Is @ds waiting for its MAC tree (a raw receive)? 1 yes, 0 no, -EBUSY
  *  while it is being received, or an error. */
 int recv_macs_pending(struct stor_pool *p, const struct stor_ds *ds);

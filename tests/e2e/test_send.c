@@ -372,7 +372,29 @@ Test(send, receive_refuses_an_existing_dataset_unless_F_replaces_it)
 	cr_assert_neq(cof(stream, "receive tank/b"), 0);
 	cr_assert(strstr(out, "-F"), "says how: %s", out);
 	reads_as(&td, "tank/b", b);
+	/* -F with a damaged stream changes nothing: tank/b stays as it was */
+	{
+		char bad[4200];
+		size_t n;
+		uint8_t *sb = slurp(stream, &n);
+
+		sb[n / 2] ^= 0x10;
+		snprintf(bad, sizeof(bad), "%s/bad", td.dir);
+		write_variant(bad, sb, n);
+		free(sb);
+		cr_assert_neq(cof(bad, "receive -F tank/b"), 0);
+		reads_as(&td, "tank/b", b);
+		COF_OK(NULL, "list -H -o name -r tank");
+		cr_assert_not(strstr(out, "recv"), "nothing received is left: %s", out);
+	}
 	COF_OK(stream, "receive -F -u tank/b");
+	reads_as(&td, "tank/b", a);
+	COF_OK(NULL, "list -H -o name -r tank");
+	cr_assert_not(strstr(out, "recv"), "only the name asked for: %s", out);
+	/* one with a snapshot is refused before anything is received */
+	COF_OK(NULL, "snapshot tank/b@keep");
+	cr_assert_neq(cof(stream, "receive -F tank/b"), 0);
+	cr_assert(strstr(out, "snapshots"), "%s", out);
 	reads_as(&td, "tank/b", a);
 	/* what makes no sense is refused */
 	cr_assert_neq(cof(NULL, "send tank/a > '%s/s2'", td.dir), 0, "not a snapshot");
