@@ -38,6 +38,28 @@ int coffer_fd(const struct coffer_conn *c);
  */
 int coffer_call(struct coffer_conn *c, const char *cmd, json_t *args, json_t **reply, char *err,
 		size_t errlen);
+/**
+ * coffer_call() of a command that carries bytes (CMD_DATA: send, receive):
+ * @data (@dlen bytes, may be NULL) go after the object; the reply's bytes
+ * are in *@out (*@outlen), valid until the next call on @c (@out may be NULL).
+ */
+int coffer_call_data(struct coffer_conn *c, const char *cmd, json_t *args, const void *data,
+		     size_t dlen, json_t **reply, const uint8_t **out, size_t *outlen, char *err,
+		     size_t errlen);
+
+/**
+ * Write the send stream of snapshot @snap (DATASET@NAME; @raw: zfs send -w)
+ * to @fd, chunk by chunk. @return 0, or a negative status with @err
+ */
+int coffer_send_stream(struct coffer_conn *c, const char *snap, int raw, int fd, char *err,
+		       size_t errlen);
+/**
+ * Receive the send stream read from @fd into dataset @name (@force: -F,
+ * replace it), chunk by chunk; a stream that fails leaves nothing.
+ * @return 0, or a negative status with @err
+ */
+int coffer_receive_stream(struct coffer_conn *c, const char *name, int force, int fd, char *err,
+			  size_t errlen);
 
 /**
  * Open a dataset for record I/O on this connection.

@@ -1606,6 +1606,64 @@ static int cmd_rollback(int argc, char **argv)
 	return 0;
 }
 
+/* send and receive: the stream moves in chunks (client/sendrecv.c) */
+static int cmd_send(int argc, char **argv)
+{
+	struct coffer_conn *c;
+	char err[1024];
+	int opt, raw = 0, ret;
+
+	while ((opt = getopt(argc, argv, "wi:I:")) != -1) {
+		if (opt == 'w')
+			raw = 1;
+		else if (opt == 'i' || opt == 'I')
+			die("send -%c: incremental streams are not made by this coffer yet; send the "
+			    "full stream", opt);
+		else
+			usage_exit();
+	}
+	if (argc - optind != 1)
+		usage_exit();
+	if (!strchr(argv[optind], '@'))
+		die("send: '%s' is no snapshot; send DATASET@NAME", argv[optind]);
+	if (isatty(STDOUT_FILENO))
+		die("%s: send: standard output is a terminal; redirect it to a file or a pipe",
+		    argv[optind]);
+	c = conn_open();
+	ret = coffer_send_stream(c, argv[optind], raw, STDOUT_FILENO, err, sizeof(err));
+	if (ret < 0) {
+		*strchr(argv[optind], '@') = '\0'; /* what to load a key for */
+		die_call(ret, argv[optind], err);
+	}
+	coffer_close(c);
+	return 0;
+}
+
+static int cmd_receive(int argc, char **argv)
+{
+	struct coffer_conn *c;
+	char err[1024];
+	int opt, force = 0, ret;
+
+	while ((opt = getopt(argc, argv, "Fu")) != -1) {
+		if (opt == 'F')
+			force = 1;
+		else if (opt != 'u') /* -u: nothing is exported or mounted on receive anyway */
+			usage_exit();
+	}
+	if (argc - optind != 1)
+		usage_exit();
+	if (isatty(STDIN_FILENO))
+		die("%s: receive: standard input is a terminal; redirect a stream into it",
+		    argv[optind]);
+	c = conn_open();
+	ret = coffer_receive_stream(c, argv[optind], force, STDIN_FILENO, err, sizeof(err));
+	if (ret < 0)
+		die_call(ret, argv[optind], err);
+	coffer_close(c);
+	return 0;
+}
+
 /* The property a `list` column names: zfs list's short names too. */
 static const char *long_name(const char *f)
 {
@@ -2841,6 +2899,16 @@ static const struct cmd cmds[] = {
 	  "  -o keyformat=raw|hex|passphrase\n"
 	  "  -o keylocation=prompt|file:///path|https://URL\n"
 	  "  -o pbkdf2iters=N" },
+	{ "send", cmd_send, "[-w] DATASET@SNAP > STREAM",
+	  "Write the stream of snapshot DATASET@SNAP to standard output, for 'coffer receive'.\n"
+	  "  -w  raw: the records as stored, encrypted, with the wrapped key; no key needed,\n"
+	  "      and the copy loads with the original key" },
+	{ "receive", cmd_receive, "[-F] [-u] DATASET < STREAM",
+	  "Make DATASET from a stream of 'coffer send'; a damaged or cut stream leaves nothing.\n"
+	  "  -F  replace DATASET if it exists\n"
+	  "  -u  accepted for zfs receive; nothing is exported on receive" },
+	{ "recv", cmd_receive, "[-F] [-u] DATASET < STREAM",
+	  "The same as receive." },
 	{ "write", cmd_write, "DATASET [-o OFFSET] < FILE",
 	  "Write standard input to DATASET.\n  -o OFFSET  from byte OFFSET" },
 	{ "read", cmd_read, "DATASET[@SNAP] [-o OFFSET] [-l LENGTH] > FILE",

@@ -501,6 +501,13 @@ void coffer_close(struct coffer_conn *c)
 int coffer_call(struct coffer_conn *c, const char *cmd, json_t *args, json_t **reply, char *err,
 		size_t errlen)
 {
+	return coffer_call_data(c, cmd, args, NULL, 0, reply, NULL, NULL, err, errlen);
+}
+
+int coffer_call_data(struct coffer_conn *c, const char *cmd, json_t *args, const void *data,
+		     size_t dlen, json_t **reply, const uint8_t **out, size_t *outlen, char *err,
+		     size_t errlen)
+{
 	const struct proto_cmd *pc = proto_cmd_by_name(cmd);
 	const uint8_t *payload;
 	struct proto_hdr h;
@@ -510,11 +517,17 @@ int coffer_call(struct coffer_conn *c, const char *cmd, json_t *args, json_t **r
 	uint32_t id;
 	int ret;
 
+	size_t jlen;
+
 	if (reply)
 		*reply = NULL;
+	if (out) {
+		*out = NULL;
+		*outlen = 0;
+	}
 	if (err && errlen)
 		err[0] = '\0';
-	if (!pc || !(pc->flags & CMD_JSON)) {
+	if (!pc || !(pc->flags & CMD_JSON) || ((data || out) && !(pc->flags & CMD_DATA))) {
 		if (err)
 			snprintf(err, errlen, "%s: unknown command", cmd);
 		return -EINVAL;
@@ -527,7 +540,8 @@ int coffer_call(struct coffer_conn *c, const char *cmd, json_t *args, json_t **r
 		return -ENOMEM;
 	/* admin ids count down from the top, apart from the usual I/O ids */
 	id = UINT32_MAX - c->admin_id++;
-	ret = frame_queue(c, pc->op, id, body, strlen(body), NULL, 0);
+	/* CMD_DATA: the object's NUL, then the bytes */
+	ret = frame_queue(c, pc->op, id, body, strlen(body) + (data ? 1 : 0), data, data ? dlen : 0);
 	if (pc->flags & CMD_SECRET)
 		explicit_bzero(body, strlen(body));
 	free(body);
@@ -541,8 +555,20 @@ int coffer_call(struct coffer_conn *c, const char *cmd, json_t *args, json_t **r
 		c->broken = 1;
 		return ret;
 	}
-	if (h.len) {
-		res = json_loadb((const char *)payload, h.len, 0, &jerr);
+	jlen = h.len;
+	if (pc->flags & CMD_DATA) {
+		const uint8_t *nul = h.len ? memchr(payload, 0, h.len) : NULL;
+
+		if (nul) {
+			jlen = (size_t)(nul - payload);
+			if (out) {
+				*out = nul + 1;
+				*outlen = h.len - jlen - 1;
+			}
+		}
+	}
+	if (jlen) {
+		res = json_loadb((const char *)payload, jlen, 0, &jerr);
 		if (!json_is_object(res)) {
 			json_decref(res);
 			if (err)

@@ -238,6 +238,21 @@ static void build_reply(struct disp_call *c)
 			c->payload = (const uint8_t *)js->out;
 			c->payload_len = strlen(js->out);
 		}
+		/* CMD_DATA: the object, its NUL, the bytes */
+		if (js->out && js->h.out_data && c->status == 0) {
+			size_t n = strlen(js->out);
+			uint8_t *b = malloc(n + 1 + js->h.out_len);
+
+			if (b) {
+				memcpy(b, js->out, n + 1);
+				memcpy(b + n + 1, js->h.out_data, js->h.out_len);
+				free(js->h.out_data);
+				js->h.out_data = b;
+				js->h.out_len += n + 1;
+				c->payload = b;
+				c->payload_len = js->h.out_len;
+			}
+		}
 	} else if (c->hdr.op == PROTO_OP_READ && c->status == 0) {
 		c->payload = c->out;
 		c->payload_len = c->wio.io.len;
@@ -488,7 +503,19 @@ static int parse_json(struct disp_call *c)
 		h->args = json_object();
 		return h->args ? 0 : -ENOMEM;
 	}
-	h->args = json_loadb((const char *)c->body, c->hdr.len, JSON_REJECT_DUPLICATES, &jerr);
+	if (c->cmd->flags & CMD_DATA) {
+		const uint8_t *nul = memchr(c->body, 0, c->hdr.len);
+
+		if (nul) {
+			h->data = nul + 1;
+			h->data_len = c->hdr.len - (size_t)(nul + 1 - c->body);
+		}
+		h->args = json_loadb((const char *)c->body,
+				     nul ? (size_t)(nul - c->body) : c->hdr.len,
+				     JSON_REJECT_DUPLICATES, &jerr);
+	} else
+		h->args = json_loadb((const char *)c->body, c->hdr.len, JSON_REJECT_DUPLICATES,
+				     &jerr);
 	if (!h->args || !json_is_object(h->args))
 		REFUSE(c, -EPROTO, "%s: invalid JSON request: %s", c->cmd->name,
 		       h->args ? "not an object" : jerr.text);
@@ -575,6 +602,7 @@ static void js_free(struct disp_json *js)
 	json_decref(js->h.args);
 	json_decref(js->h.reply);
 	free(js->out);
+	free(js->h.out_data);
 	if (js->h.opened) {
 		stor_ds_close(js->h.opened);
 		reg_pool_unref(js->h.opened_pe);

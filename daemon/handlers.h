@@ -21,6 +21,8 @@ struct hcall {
 	const struct peer *peer;   /* the caller */
 	struct reg_client *client; /* the caller's dataset handles */
 	json_t *args;              /* the request object */
+	const uint8_t *data;       /* CMD_DATA: the bytes after the object's NUL */
+	size_t data_len;
 	const char *name;          /* the checked target ("name"), NULL if none */
 	struct pool_ent *pe;       /* the target's pool entry (CMD_LOCK), NULL if none */
 	struct stor_pool *pool;    /* pe->pool where the table asks for an online pool */
@@ -29,9 +31,15 @@ struct hcall {
 	const char *verb;          /* what failed, for the dispatcher's error text */
 	const char *detail;        /* libstore's word on it (stor_pool_last_error()) */
 	char err[512];             /* a handler's own error text; wins over the above */
+	uint8_t *out_data;         /* CMD_DATA: bytes to send after the reply's NUL (malloc'd) */
+	size_t out_len;
 	struct stor_ds *opened;    /* ds_open: the dataset, for a handle */
 	struct pool_ent *opened_pe; /* its pool, whose count was taken */
 };
+
+/* sendrecv.c: the handlers of send and receive */
+int h_send(struct hcall *c);
+int h_receive(struct hcall *c);
 
 /** Run the handler of c->cmd. @return 0 or the negative status of the reply */
 int handlers_run(struct hcall *c);

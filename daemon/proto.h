@@ -30,7 +30,9 @@
  *
  * Every other command carries a JSON object in both directions. An error
  * reply to a JSON command carries {"error": "text"}; an error reply to record
- * I/O has no payload.
+ * I/O has no payload. A CMD_DATA command (send, receive) carries bytes after
+ * its object and a NUL byte, in the request, the reply or both: the chunks of
+ * a send stream, which JSON would have to encode.
  *
  * A handle an administrator closed with -f (pool export, destroy, unload-key)
  * answers record I/O with -ESTALE until DS_CLOSE frees its number.
@@ -80,6 +82,7 @@
 #define CMD_NEW 0x4000u    /* the target pool is not on the list: -EEXIST */
 #define CMD_OWNER 0x8000u  /* the peer is an admin or the dataset's owner: -EPERM */
 #define CMD_SNAP 0x10000u  /* with CMD_DS: "name" may be a snapshot, DATASET@SNAP (or @A%B) */
+#define CMD_DATA 0x20000u  /* with CMD_JSON: bytes follow the object and a NUL, both ways */
 
 #define J (CMD_JSON)
 #define JB (CMD_JSON | CMD_BLOCKING)
@@ -119,6 +122,8 @@
 	XX(65, POOL_DETACH, "pool_detach", h_pool_detach, JA | ON_POOL, 2, JMAX)             \
 	XX(70, SNAPSHOT, "snapshot", h_snapshot, JA | ON_DS | CMD_SNAP, 2, JMAX)             \
 	XX(71, ROLLBACK, "rollback", h_rollback, JA | ON_DS | CMD_SNAP, 2, JMAX)             \
+	XX(72, SEND, "send", h_send, JA | ON_DS | CMD_SNAP | CMD_DATA, 2, JMAX)              \
+	XX(73, RECEIVE, "receive", h_receive, JA | ON_DS | CMD_CHILD | CMD_DATA, 2, UINT32_MAX) \
 	XX(19, LABELCLEAR, "labelclear", h_labelclear, JA, 2, JMAX)                          \
 	XX(20, DS_CREATE, "ds_create", h_ds_create, JA | CMD_SECRET | ON_DS | CMD_CHILD, 2, JMAX) \
 	XX(21, DS_DESTROY, "ds_destroy", h_ds_destroy, JA | ON_DS | CMD_SNAP, 2, JMAX)       \

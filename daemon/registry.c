@@ -436,6 +436,8 @@ struct reg_client {
 	int closed;
 	struct reg_handle *handles;
 	uint32_t nhandles;
+	void *stream; /* a receive in progress (sendrecv.c), freed with the client */
+	void (*stream_free)(void *stream);
 	struct reg_client *prev, *next;
 };
 
@@ -495,9 +497,17 @@ void reg_client_free(struct reg_client *cl)
 	for (uint32_t i = 0; i < cl->nhandles; i++)
 		if (cl->handles[i].ds)
 			handle_release(&cl->handles[i]);
+	if (cl->stream_free)
+		cl->stream_free(cl->stream);
 	revoke_progress();
 	free(cl->handles);
 	free(cl);
+}
+
+void **reg_client_stream(struct reg_client *cl, void (*free_fn)(void *stream))
+{
+	cl->stream_free = free_fn;
+	return &cl->stream;
 }
 
 int reg_handle_install(struct reg_client *cl, struct stor_ds *ds, struct pool_ent *pe)

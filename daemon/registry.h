@@ -123,6 +123,9 @@ struct reg_client;
 struct reg_client *reg_client_new(const struct peer *p, uint64_t id);
 /** The client's connection is gone: a revocation leaves it no tombstone. */
 void reg_client_closed(struct reg_client *cl);
+/** The slot of @cl's stream in progress (one per client), which @free_fn
+ *  frees when the client goes (no call of it in flight then). */
+void **reg_client_stream(struct reg_client *cl, void (*free_fn)(void *stream));
 /** Close every handle of @cl and free it. NULL is a no-op. */
 void reg_client_free(struct reg_client *cl);
 /**

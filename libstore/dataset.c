@@ -207,8 +207,10 @@ int ds_save_txn(struct meta_txn *t, struct stor_ds *ds)
 	return ret;
 }
 
-/* The record of a new dataset and, if encrypted, the root of its MACs, in one commit. */
-static int save_new(struct stor_pool *p, struct stor_ds *ds)
+/* The record of a new dataset and, if encrypted, the root of its MACs, in one
+ * commit; one being received is marked so in the same transaction, so a
+ * receive cut short is found (recv.c) whatever happens. */
+static int save_new(struct stor_pool *p, struct stor_ds *ds, const struct recv_identity *as)
 {
 	struct meta_txn *t = NULL;
 	int ret = meta_txn_begin(p->meta, &t);
@@ -216,7 +218,10 @@ static int save_new(struct stor_pool *p, struct stor_ds *ds)
 	if (ret < 0)
 		return ret;
 	ret = ds_save_txn(t, ds);
-	if (ret == 0)
+	if (ret == 0 && as)
+		ret = recv_mark_txn(t, ds->id, RECV_RECEIVING);
+	/* a raw stream's dataset gets its MACs from its first key */
+	if (ret == 0 && !(as && as->raw))
 		ret = dskeys_init_macs(t, ds);
 	if (ret < 0) {
 		meta_txn_abort(t);
@@ -457,8 +462,26 @@ static int thick_by_default(struct stor_ds *ds, int volume)
 	return resolve_auto(ds, atomic_load(&ds->volsize));
 }
 
+static int ds_create_as(struct stor_pool *p, const char *name, const struct stor_ds_opts *o,
+			const struct recv_identity *as, struct stor_ds **out);
+
 static int ds_create_locked(struct stor_pool *p, const char *name, const struct stor_ds_opts *o,
 			    struct stor_ds **out)
+{
+	return ds_create_as(p, name, o, NULL, out);
+}
+
+int ds_create_received_locked(struct stor_pool *p, const char *name,
+			      const struct stor_ds_opts *o, const struct recv_identity *id,
+			      struct stor_ds **out)
+{
+	return ds_create_as(p, name, o, id, out);
+}
+
+/* A new dataset; @as marks it as being received, and for a raw stream gives
+ * its GUID and wrapped key, else they are fresh. */
+static int ds_create_as(struct stor_pool *p, const char *name, const struct stor_ds_opts *o,
+			const struct recv_identity *as, struct stor_ds **out)
 {
 	static const struct stor_ds_opts none;
 	struct stor_ds *ds = NULL, *parent = NULL;
@@ -524,10 +547,10 @@ static int ds_create_locked(struct stor_pool *p, const char *name, const struct 
 	}
 	ds->id = p->next_ds_id;
 	ds->createtxg = atomic_load(&p->synced_txg) + 1;
-	ret = keys_random(&ds->guid, sizeof(ds->guid));
+	ret = as && as->raw ? 0 : keys_random(&ds->guid, sizeof(ds->guid));
 	if (ret < 0)
 		goto fail;
-	ret = dskeys_create(p, ds, parent, o);
+	ret = as && as->raw ? dskeys_adopt(ds, as) : dskeys_create(p, ds, parent, o);
 	if (ret < 0)
 		goto fail;
 	p->next_ds_id++;
@@ -538,9 +561,10 @@ static int ds_create_locked(struct stor_pool *p, const char *name, const struct 
 	ret = ds->suite ? keyfile_save(p, ds) : 0;
 	if (ret < 0)
 		goto fail;
-	ret = save_new(p, ds);
+	ret = save_new(p, ds, as);
 	if (ret < 0)
 		goto fail;
+	atomic_store(&ds->receiving, as != NULL);
 	ret = table_insert(p, ds);
 	if (ret < 0)
 		goto fail; /* the record is saved: it reappears at the next import */
@@ -666,6 +690,44 @@ out:
 	return ret;
 }
 
+int ds_rename_received(struct stor_pool *p, struct stor_ds *ds, const char *name, unsigned mark)
+{
+	struct meta_txn *t = NULL;
+	char *to = strdup(name), *from = ds->name;
+	int ret;
+
+	if (!to)
+		return -ENOMEM;
+	pthread_mutex_lock(&p->admin);
+	ret = ds_find_locked(p, name) || txg_name_gone(p, name) ? -EEXIST
+								: meta_txn_begin(p->meta, &t);
+	if (ret == 0) {
+		/* the record moves and the mark changes in one commit */
+		ret = meta_del(t, META_DS, from, strlen(from));
+		ds->name = to;
+		if (ret == 0)
+			ret = ds_save_txn(t, ds);
+		if (ret == 0)
+			ret = recv_mark_txn(t, ds->id, mark);
+		if (ret == 0)
+			ret = meta_txn_commit(t);
+		else
+			meta_txn_abort(t);
+		if (ret < 0)
+			ds->name = from;
+	}
+	if (ret == 0) {
+		table_remove(p, ds);
+		table_insert(p, ds); /* cannot fail: the slot it left is there */
+		space_sync_locked(p);
+		free(from);
+		to = NULL;
+	}
+	pthread_mutex_unlock(&p->admin);
+	free(to);
+	return ret;
+}
+
 int stor_ds_open(struct stor_pool *p, const char *name, struct stor_ds **out)
 {
 	struct stor_ds *ds;
@@ -675,6 +737,11 @@ int stor_ds_open(struct stor_pool *p, const char *name, struct stor_ds **out)
 		return snap_open(p, name, out);
 	pthread_mutex_lock(&p->admin);
 	ds = ds_find_locked(p, name);
+	if (ds && atomic_load(&ds->receiving)) {
+		pthread_mutex_unlock(&p->admin);
+		pool_set_error("%s is being received; wait for the receive to end", name);
+		return -EBUSY;
+	}
 	if (ds)
 		atomic_fetch_add(&ds->refs, 1);
 	pthread_mutex_unlock(&p->admin);

@@ -293,6 +293,37 @@ int dskeys_create(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *paren
 	return 0;
 }
 
+/* A raw stream's dataset (recv.c): the source's GUID and master key, wrapped
+ * as its encryption root wrapped it, so that root's key unwraps it here; it
+ * is a root of its own. No key is loaded: the MACs wait (recv_build_macs). */
+int dskeys_adopt(struct stor_ds *ds, const struct recv_identity *id)
+{
+	const char *v[3] = { crypt_suite_name((enum crypt_suite)id->suite),
+			     keys_format_name((enum stor_keyformat)id->keyformat), "prompt" };
+	const int props[3] = { PROP_ENCRYPTION, PROP_KEYFORMAT, PROP_KEYLOCATION };
+	char iters[16];
+
+	ds->guid = id->guid;
+	ds->suite = id->suite;
+	ds->enc_root_id = ds->id;
+	ds->keyformat = id->keyformat;
+	ds->iters = id->iters;
+	memcpy(ds->salt, id->salt, sizeof(ds->salt));
+	memcpy(ds->wrapped, id->wrapped, sizeof(ds->wrapped));
+	for (int i = 0; i < 3; i++) {
+		free(ds->local[props[i]]);
+		if (!v[i] || !(ds->local[props[i]] = strdup(v[i])))
+			return -ENOMEM;
+	}
+	if (id->keyformat == STOR_KEY_PASSPHRASE) {
+		snprintf(iters, sizeof(iters), "%u", id->iters);
+		free(ds->local[PROP_PBKDF2ITERS]);
+		if (!(ds->local[PROP_PBKDF2ITERS] = strdup(iters)))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 /* ---- load, unload, change ---- */
 
 static int under(const struct stor_ds *d, const struct stor_ds *top)
@@ -366,8 +397,18 @@ int stor_key_load(struct stor_pool *p, const char *name, const struct stor_key_m
 			ret = -ENOMEM;
 			goto out;
 		}
-		/* no key goes in for a dataset whose metadata does not verify */
-		ret = bpmac_verify_root(p->meta, d->id, states[i]->mac);
+		/* no key goes in for a dataset whose metadata does not verify; a
+		 * raw receive's gets its MACs now, from its first key (recv.c) */
+		ret = recv_macs_pending(p, d);
+		if (ret == -EBUSY) {
+			pool_set_error("%s is being received; load its key once that is done",
+				       d->name);
+			goto out;
+		}
+		if (ret == 0)
+			ret = bpmac_verify_root(p->meta, d->id, states[i]->mac);
+		else if (ret == 1)
+			ret = flags & STOR_KEY_NOOP ? 0 : recv_build_macs(p, d, states[i]->mac);
 		if (ret < 0) {
 			pool_set_error("dataset %s: block pointer MACs do not verify (%s): "
 				       "its metadata was changed without its key",

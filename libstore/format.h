@@ -88,7 +88,9 @@
  * freed log extents until those are reused, as freed records do.
  *
  * LMDB (one environment per pool, file <state_dir>/pools/<pool>.mdb):
- *   "pool": "config" -> pool record (meta_pool_* in pool.c)
+ *   "pool": "config" -> pool record (meta_pool_* in pool.c);
+ *           "recv/<dataset id, 16 hex digits>" -> u8 1 (being received) or
+ *           2 (received raw, its MAC tree waits for its first key): recv.c
  *   "ds":   dataset name -> dataset record (dataset.c)
  *   "bp":   u64 dataset id | u64 record number -> block pointer (BP_LEN bytes)
  *   "mac":  u64 dataset id | u64 group -> group MAC (MAC_LEN bytes), and

@@ -793,6 +793,9 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 	ret = scrub_init(p);
 	if (ret < 0)
 		goto fail;
+	/* a receive cut short by a crash leaves nothing (recv.c) */
+	if (recv_cleanup(p) < 0)
+		metalog_notef(p, "a dataset of a receive cut short could not be destroyed yet");
 	*out = p;
 	return 0;
 fail:

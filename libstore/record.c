@@ -994,6 +994,47 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 	free(scratch);
 }
 
+/*
+ * Records received as they were stored elsewhere (recv.c: a raw stream):
+ * each @bps[i] opens @bufs[i] (psize bytes, sector-aligned) as it is, so
+ * the pipeline starts at allocate; nothing is compressed or sealed, and no
+ * key is needed. All or nothing, like one request.
+ */
+int record_write_stored(struct stor_ds *ds, size_t n, const uint64_t *recnos,
+			const struct bp *bps, uint8_t *const *bufs)
+{
+	struct stor_pool *p = ds->pool;
+	struct stor_io io = { .ds = ds, .op = STOR_IO_WRITE };
+	struct write_batch b;
+	struct rec *recs = calloc(n ? n : 1, sizeof(*recs));
+	void *scratch = write_batch_init(&b, n ? n : 1);
+	uint8_t held[STRIPES];
+	unsigned slot;
+	int ret;
+
+	if (!recs || !scratch) {
+		free(recs);
+		free(scratch);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		recs[i] = (struct rec){ .io = &io, .ds = ds, .recno = recnos[i], .kind = REC_WRITE,
+					.bp = bps[i], .buf = bufs[i], .rlen = ds->recsize };
+	lock_stripes(p, recs, n, held);
+	slot = txg_read_enter(p);
+	txg_hold(p);
+	allocate(p, recs, n);
+	write_extents(p, &b, recs, n);
+	stage(p, &b, recs, n);
+	txg_rele(p);
+	txg_read_exit(p, slot);
+	unlock_stripes(p, held);
+	ret = io.result;
+	free(scratch);
+	free(recs);
+	return ret;
+}
+
 /* ---- batches of requests ---- */
 
 static int io_check(struct stor_io *io)

@@ -546,6 +546,58 @@ int stor_snap_rollback(struct stor_pool *pool, const char *name, unsigned flags)
 /** Call @fn for each snapshot of the pool, by dataset name, oldest first. */
 int stor_snap_list(struct stor_pool *pool, int (*fn)(const char *name, void *ctx), void *ctx);
 
+/* ---- send and receive (send.c, recv.c; the stream format is libstore/stream.h) ---- */
+
+#define STOR_SEND_RAW 0x1u /* the stored records as they are, no key needed (zfs send -w) */
+/** The smallest chunk stor_send_chunk() writes into: a record of the largest size and more. */
+#define STOR_SEND_CHUNK_MIN ((1u << 20) + (64u << 10))
+
+/** Where a send goes on from. All zero starts a stream; the caller keeps it between chunks. */
+struct stor_send_cursor {
+	uint64_t next;  /* record number the next chunk starts at */
+	uint64_t chain; /* the stream's chain of checksums so far */
+	uint64_t parts; /* records written so far */
+	uint64_t guid;  /* the snapshot's GUID, set by the first chunk */
+	int state;      /* 0 the header is due, 1 records, 2 done (nothing more) */
+};
+
+/**
+ * The next chunk of the stream of snapshot @snapshot (DATASET@NAME) into
+ * @out (@cap >= STOR_SEND_CHUNK_MIN bytes): the header in the first, then
+ * whole records, the end in the last (cursor state 2 after it). Holds
+ * nothing between calls. Without STOR_SEND_RAW an encrypted dataset needs
+ * its key. @return 0 with *@len bytes, -ENOENT, STOR_ENOKEY, -ESTALE (the
+ * snapshot was replaced since the first chunk), STOR_ECKSUM (a damaged
+ * extent), -EIO; the reason in stor_pool_last_error()
+ */
+int stor_send_chunk(struct stor_pool *pool, const char *snapshot, unsigned flags,
+		    struct stor_send_cursor *cur, uint8_t *out, size_t cap, size_t *len);
+
+/** A receive in progress: one stream into one new dataset. */
+struct stor_recv;
+/**
+ * Start receiving into dataset @name (its parent must exist). With
+ * STOR_FORCE an existing @name without children, snapshots or users is
+ * replaced (zfs receive -F): received beside it, destroyed only once the
+ * stream is whole; else it is refused (-EEXIST). Nothing is created
+ * before the first stor_recv_feed().
+ */
+int stor_recv_begin(struct stor_pool *pool, const char *name, unsigned flags,
+		    struct stor_recv **out);
+/**
+ * Give the receive the next @len bytes of the stream, cut anywhere.
+ * @return 0 (more is wanted), 1 (the end was read, checked and everything
+ *         is committed: the dataset is whole), or an error: the stream is
+ *         damaged (STOR_ECKSUM), foreign or newer (STOR_EFORMAT), out of
+ *         bounds (STOR_ECORRUPT), or the pool refused; then the dataset is
+ *         gone again and every later call fails. The reason is in
+ *         stor_pool_last_error().
+ */
+int stor_recv_feed(struct stor_recv *r, const uint8_t *buf, size_t len);
+/** End a receive: one not complete (feed never returned 1) leaves nothing
+ *  behind. NULL is a no-op. */
+void stor_recv_close(struct stor_recv *r);
+
 enum stor_prop_source { STOR_SRC_NONE = 0, STOR_SRC_DEFAULT, STOR_SRC_LOCAL, STOR_SRC_INHERITED, STOR_SRC_FIXED };
 
 struct stor_prop_value {

@@ -79,6 +79,7 @@ struct stor_ds {
 	char *local[PROP_COUNT]; /* locally set values; NULL = unset */
 	atomic_int refs;
 	int destroyed;
+	atomic_int receiving; /* recv.c fills it: no one else opens it */
 
 	/* effective values of inherited properties, for the I/O path */
 	atomic_int sync_mode; /* enum prop_sync */
@@ -466,8 +467,49 @@ const struct crypt_key *dskeys_data_key(struct ds_keys *k, uint64_t guid, int su
 #define DSKEYS_RECORD_LEN 1
 void dskeys_record(struct stor_ds *ds, uint8_t **p);
 int dskeys_parse(struct stor_ds *ds, const uint8_t **p, const uint8_t *end);
+struct recv_identity;
+/** Give @ds the GUID and wrapped key of a raw stream (recv.c). */
+int dskeys_adopt(struct stor_ds *ds, const struct recv_identity *id);
 /** Write the MAC root of a new encrypted dataset @ds into @t. */
 int dskeys_init_macs(struct meta_txn *t, struct stor_ds *ds);
+
+/* record.c: records received as they were stored elsewhere (recv.c) */
+struct bp;
+int record_write_stored(struct stor_ds *ds, size_t n, const uint64_t *recnos,
+			const struct bp *bps, uint8_t *const *bufs);
+
+/* recv.c: what a raw stream's dataset is (dataset.c creates it so) */
+struct recv_identity {
+	int raw; /* else only the mark: a fresh GUID and key as for any create */
+	uint64_t guid;
+	int suite, keyformat;
+	uint32_t iters;
+	uint8_t salt[KEYS_SALT_LEN];
+	uint8_t wrapped[KEYS_WRAPPED_LEN];
+};
+/** Create @name as the copy of a raw stream's dataset: its GUID, its
+ *  encryption root's wrapping, no key (admin lock held). */
+int ds_create_received_locked(struct stor_pool *p, const char *name,
+			      const struct stor_ds_opts *o, const struct recv_identity *id,
+			      struct stor_ds **out);
+#define RECV_RECEIVING 1u /* the pool table's mark of a dataset: being received */
+#define RECV_MACS 2u      /* received raw, waiting for its MAC tree */
+/** Mark dataset @id (@state 0: unmark) in @t. */
+int recv_mark_txn(struct meta_txn *t, uint64_t id, unsigned state);
+/** @ds, received under a name of its own (receive -F), takes @name, whose
+ *  dataset is destroyed already; its mark becomes @mark in the same commit. */
+int ds_rename_received(struct stor_pool *p, struct stor_ds *ds, const char *name, unsigned mark);
+/** Is @ds waiting for its MAC tree (a raw receive)? 1 yes, 0 no, -EBUSY
+ *  while it is being received, or an error. */
+int recv_macs_pending(struct stor_pool *p, const struct stor_ds *ds);
+/** Build the MAC tree of @ds under @mk from its pointers (the first
+ *  load-key after a raw receive; admin lock held). */
+int recv_build_macs(struct stor_pool *p, struct stor_ds *ds, const struct mac_key *mk);
+/** A receive of no pool: every check of the stream, nothing stored (the
+ *  fuzz harness); stor_recv_feed() and stor_recv_close() as for any. */
+struct stor_recv *recv_parser_new(void);
+/** Destroy what receives cut short left (at import). */
+int recv_cleanup(struct stor_pool *p);
 
 /* statedir.c: the files of a pool in the state directory */
 /** fsync the directory holding @path, so a file created or renamed there stays. */

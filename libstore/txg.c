@@ -342,6 +342,19 @@ void txg_rele(struct stor_pool *p)
 	pthread_rwlock_unlock(&p->hold);
 }
 
+void txg_advance(struct stor_pool *p, uint64_t min)
+{
+	/* under the write hold: no writer is between its txg_hold and its
+	 * stage, so everything staged is in the open txg already and born
+	 * at or before it */
+	pthread_rwlock_wrlock(&p->hold);
+	pthread_mutex_lock(&p->stage_lock);
+	if (p->open->txg < min)
+		p->open->txg = min;
+	pthread_mutex_unlock(&p->stage_lock);
+	pthread_rwlock_unlock(&p->hold);
+}
+
 static int lookup_committed(struct meta_txn *t, uint64_t ds_id, uint64_t recno, struct bp *bp)
 {
 	uint8_t key[BP_KEY_LEN];

@@ -24,6 +24,9 @@ int txg_fini(struct stor_pool *p);
 /** Hold the open txg while sealing, writing and staging; returns its number. */
 uint64_t txg_hold(struct stor_pool *p);
 void txg_rele(struct stor_pool *p);
+/** Number the open txg @min at least (a raw receive: records born up to
+ *  @min - 1 elsewhere, so later snapshots here come after them). */
+void txg_advance(struct stor_pool *p, uint64_t min);
 
 /**
  * Stage @bp for record @recno of @ds in the open txg (caller holds it); @mk

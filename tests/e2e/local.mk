@@ -102,6 +102,12 @@ check_PROGRAMS += %D%/test_snapshot
 %C%_test_snapshot_CFLAGS = $(E2E_CFLAGS)
 %C%_test_snapshot_LDADD = $(E2E_LDADD)
 
+check_PROGRAMS += %D%/test_send
+%C%_test_send_SOURCES = %D%/test_send.c $(E2E_FIXTURE)
+%C%_test_send_CFLAGS = $(E2E_CFLAGS)
+# it forges streams with libstore's stream codec (stream.c, its checksums)
+%C%_test_send_LDADD = $(E2E_LDADD) $(XXHASH_LIBS)
+
 # the NBD export against the clients of libnbd-bin, python3-libnbd, qemu-utils and fio
 check_PROGRAMS += %D%/test_nbd
 %C%_test_nbd_SOURCES = %D%/test_nbd.c %D%/nbdraw.c %D%/nbdraw.h $(E2E_FIXTURE)

@@ -42,7 +42,7 @@ build() {
 		{ cat "$work/$name.build" >&2; echo "fuzz: build of $name failed" >&2; exit 1; }
 }
 
-harnesses=${*:-"fuzz_proto fuzz_config fuzz_bench_parse fuzz_handlers fuzz_nbd"}
+harnesses=${*:-"fuzz_proto fuzz_config fuzz_bench_parse fuzz_handlers fuzz_nbd fuzz_stream"}
 for h in $harnesses; do
 	case $h in
 	# shellcheck disable=SC2086
@@ -57,10 +57,14 @@ for h in $harnesses; do
 	fuzz_bench_parse) build "$h" "$top/client/bench_parse.c" $RULES -lm ;;
 	fuzz_handlers)
 		# shellcheck disable=SC2086
-		build "$h" "$top/daemon/dispatch.c" "$top/daemon/handlers.c" "$top/daemon/registry.c" \
+		build "$h" "$top/daemon/dispatch.c" "$top/daemon/handlers.c" "$top/daemon/sendrecv.c" \
+			"$top/daemon/registry.c" \
 			"$top/daemon/work.c" "$top/daemon/conf.c" "$top/daemon/sockpath.c" "$top/daemon/log.c" \
 			"$top/daemon/proto.c" $STORE $(pkg-config --libs libuv 2>/dev/null || echo -luv) \
 			-ljansson -linih -lcrypto -llmdb -lzstd -lxxhash -luring ;;
+	fuzz_stream)
+		# shellcheck disable=SC2086
+		build "$h" $STORE -lcrypto -llmdb -lzstd -lxxhash -luring ;;
 	*) echo "fuzz: unknown harness $h" >&2; exit 2 ;;
 	esac
 done

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The handlers of send and receive: a stream travels in chunks, each a
+ * CMD_DATA frame (the JSON object, a NUL, the bytes), so a stream of any
+ * size passes through bounded memory on both sides.
+ *
+ * send is stateless here: each request names the snapshot and carries the
+ * cursor the previous reply gave (libstore's struct stor_send_cursor, its
+ * u64 fields as hex strings), and the reply carries one chunk and the next
+ * cursor. A client that stops just stops.
+ *
+ * receive keeps one receive per client connection (registry.c's stream
+ * slot): the first chunk begins it, each chunk feeds it, a request with
+ * "end" true asks whether the stream ended whole. A failure ends it at
+ * once, and so does the connection going away: in both cases libstore
+ * destroys the dataset again (stor_recv_close). The receive holds its
+ * pool's count of open datasets, as a handle does, so the pool is not
+ * exported under it.
+ */
+#include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "handlers.h"
+
+#define SEND_CHUNK (4u << 20) /* >= STOR_SEND_CHUNK_MIN; fewer round trips */
+
+#define ERR_TEXT(c, code, ...)                                     \
+	do {                                                       \
+		snprintf((c)->err, sizeof((c)->err), __VA_ARGS__); \
+		return (code);                                     \
+	} while (0)
+
+struct recv_sess {
+	struct stor_recv *r;
+	struct pool_ent *pe;
+	char name[PROTO_NAME_MAX + 1];
+	int busy, complete;
+};
+
+/* Guards every client's slot: a client may pipeline two chunks. */
+static pthread_mutex_t sess_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void sess_free(void *p)
+{
+	struct recv_sess *s = p;
+
+	if (!s)
+		return;
+	stor_recv_close(s->r);
+	reg_pool_unref(s->pe);
+	free(s);
+}
+
+static int fail(struct hcall *c, int ret, const char *verb)
+{
+	const char *d = stor_pool_last_error();
+
+	c->verb = verb;
+	c->detail = d[0] ? d : NULL;
+	return ret;
+}
+
+static int get_hex(json_t *o, const char *key, uint64_t *v)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	char *end;
+
+	if (!s) {
+		*v = 0;
+		return json_object_get(o, key) ? -EINVAL : 0;
+	}
+	*v = strtoull(s, &end, 16);
+	return *s && !*end && strlen(s) <= 16 ? 0 : -EINVAL;
+}
+
+static json_t *hex(uint64_t v)
+{
+	char b[17];
+
+	snprintf(b, sizeof(b), "%016" PRIx64, v);
+	return json_string(b);
+}
+
+int h_send(struct hcall *c)
+{
+	struct stor_send_cursor cur = { 0 };
+	json_t *jc = json_object_get(c->args, "cursor");
+	uint8_t *buf;
+	size_t len = 0;
+	int ret = 0;
+
+	if (jc) {
+		json_t *st = json_object_get(jc, "state");
+
+		if (!json_is_object(jc) || !json_is_integer(st) || json_integer_value(st) < 0 ||
+		    json_integer_value(st) > 2)
+			ERR_TEXT(c, -EINVAL, "send: a bad cursor");
+		cur.state = (int)json_integer_value(st);
+		ret = get_hex(jc, "next", &cur.next);
+		if (ret == 0)
+			ret = get_hex(jc, "chain", &cur.chain);
+		if (ret == 0)
+			ret = get_hex(jc, "parts", &cur.parts);
+		if (ret == 0)
+			ret = get_hex(jc, "guid", &cur.guid);
+		if (ret < 0)
+			ERR_TEXT(c, -EINVAL, "send: a bad cursor");
+	}
+	buf = malloc(SEND_CHUNK);
+	if (!buf)
+		return -ENOMEM;
+	ret = stor_send_chunk(c->pool, c->name,
+			      json_is_true(json_object_get(c->args, "raw")) ? STOR_SEND_RAW : 0, &cur,
+			      buf, SEND_CHUNK, &len);
+	if (ret < 0) {
+		free(buf);
+		return fail(c, ret, "send");
+	}
+	c->reply = json_pack("{s:{s:o, s:o, s:o, s:o, s:i}}", "cursor", "next", hex(cur.next),
+			     "chain", hex(cur.chain), "parts", hex(cur.parts), "guid",
+			     hex(cur.guid), "state", cur.state);
+	if (!c->reply) {
+		free(buf);
+		return -ENOMEM;
+	}
+	c->out_data = buf;
+	c->out_len = len;
+	return 0;
+}
+
+int h_receive(struct hcall *c)
+{
+	void **slot;
+	struct recv_sess *s;
+	int ret = 0, end = json_is_true(json_object_get(c->args, "end"));
+
+	pthread_mutex_lock(&sess_lock);
+	slot = reg_client_stream(c->client, sess_free);
+	s = *slot;
+	if (s && (s->busy || strcmp(s->name, c->name))) {
+		pthread_mutex_unlock(&sess_lock);
+		ERR_TEXT(c, -EBUSY, "receive: this connection is receiving %s already", s->name);
+	}
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s) {
+			pthread_mutex_unlock(&sess_lock);
+			return -ENOMEM;
+		}
+		snprintf(s->name, sizeof(s->name), "%s", c->name);
+		*slot = s;
+	}
+	s->busy = 1;
+	pthread_mutex_unlock(&sess_lock);
+
+	if (!s->r) {
+		ret = stor_recv_begin(c->pool, c->name,
+				      json_is_true(json_object_get(c->args, "force")) ? STOR_FORCE : 0,
+				      &s->r);
+		if (ret == 0) {
+			s->pe = c->pe;
+			atomic_fetch_add(&c->pe->nhandles, 1);
+		}
+	}
+	if (ret == 0 && c->data_len) {
+		ret = stor_recv_feed(s->r, c->data, c->data_len);
+		if (ret == 1)
+			s->complete = 1;
+	}
+	if (ret >= 0 && end && !s->complete) {
+		snprintf(c->err, sizeof(c->err),
+			 "receive: the stream ended early (truncated); nothing was received");
+		ret = STOR_ECORRUPT;
+	}
+	/* a failure or the end: the receive is over, and what failed is undone
+	 * (stor_recv_close keeps the reason it failed for) */
+	pthread_mutex_lock(&sess_lock);
+	if (ret < 0 || end) {
+		*slot = NULL;
+		pthread_mutex_unlock(&sess_lock);
+		sess_free(s);
+	} else {
+		s->busy = 0;
+		pthread_mutex_unlock(&sess_lock);
+	}
+	if (ret < 0)
+		return c->err[0] ? ret : fail(c, ret, "receive");
+	c->reply = json_pack("{s:b}", "complete", end);
+	return 0;
+}

@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * send: a snapshot as a stream (stream.h), in chunks, statelessly: the
+ * caller keeps a cursor (the next record number, the chain, the parts so
+ * far, the snapshot's GUID) and hands it back for the next chunk, so the
+ * daemon holds nothing between two requests and a client that goes away
+ * leaves nothing behind. The snapshot is opened for each chunk; one
+ * destroyed, or replaced by another of the same name, ends the send.
+ *
+ * Which records: every record the snapshot sees, in record order, by
+ * snapshot.c's rule (the head's pointer if born at or before the
+ * snapshot's txg, else the newest kept one that is); a hole is not sent.
+ *
+ * Raw (STOR_SEND_RAW): the stored bytes as they are and the pointer fields
+ * that open them, read with no key: the pointers are looked up, not opened,
+ * and each extent is checked against its keyless checksum (the one scrub
+ * uses), so a damaged copy is refused here rather than sent. What makes the
+ * records trustworthy on the other side is their AEAD tags, which the
+ * receiver's first load-key and every read check (stream.h, recv.c). The
+ * stream carries the wrapped master key with the parameters of the
+ * dataset's encryption root.
+ * Non-raw: the plaintext through the ordinary read path of the snapshot
+ * (its key loaded, MACs checked), an all-zero record sent as a hole.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash.h"
+#include "lun.h"
+#include "snapshot.h"
+#include "store_impl.h"
+#include "stream.h"
+
+#define SEND_BATCH 256u
+
+enum { CUR_HEADER = 0, CUR_RECORDS, CUR_DONE };
+
+/* Append a part's checksum to the cursor's chain. */
+static void chained(struct stor_send_cursor *cur, uint64_t sum)
+{
+	cur->chain = stream_chain(cur->chain, sum);
+	cur->parts++;
+}
+
+static int header(struct stor_pool *p, struct stor_ds *h, unsigned raw, uint8_t *out,
+		  struct stor_send_cursor *cur)
+{
+	struct stor_ds *ds = h->head;
+	struct stream_hdr sh = { .guid = ds->guid, .to_guid = h->snap->guid, .to_txg = h->snap->txg,
+				 .recsize = h->recsize, .volsize = atomic_load(&h->volsize),
+				 .comp = (uint8_t)atomic_load(&ds->comp_level),
+				 .max_birth = h->snap->txg };
+	const char *at = strchr(h->name, '@');
+	uint64_t sum;
+
+	snprintf(sh.snapname, sizeof(sh.snapname), "%s", at ? at + 1 : "");
+	if (raw) {
+		struct stor_ds *root;
+
+		sh.flags |= STREAM_F_RAW;
+		sh.suite = (uint8_t)ds->suite;
+		pthread_mutex_lock(&p->admin);
+		root = ds_find_id_locked(p, ds->enc_root_id);
+		if (root) {
+			sh.keyformat = (uint8_t)root->keyformat;
+			sh.iters = root->iters;
+			memcpy(sh.salt, root->salt, sizeof(sh.salt));
+			memcpy(sh.wrapped, ds->wrapped, sizeof(sh.wrapped));
+		}
+		pthread_mutex_unlock(&p->admin);
+		if (!root) {
+			pool_set_error("%s: its encryption root is gone", ds->name);
+			return STOR_ECORRUPT;
+		}
+	}
+	stream_hdr_put(&sh, out, &sum);
+	cur->chain = sum;
+	cur->parts = 0;
+	cur->guid = h->snap->guid;
+	return 0;
+}
+
+/*
+ * The pointers of records [first, first + n) as snapshot @h sees them, with
+ * no key: the head's, else the newest kept one born by the snapshot
+ * (snapshot.c's rule, without the MAC checks a raw send cannot make).
+ * Inside a reader section, so the tables walked stay.
+ */
+static int resolve(struct stor_pool *p, struct stor_ds *h, uint64_t first, size_t n,
+		   struct bp *bps, int *found)
+{
+	struct stor_ds *ds = h->head;
+	uint64_t ids[SEND_BATCH], recnos[SEND_BATCH], *tabs;
+	size_t ntabs = 0;
+	int ret;
+
+	for (size_t i = 0; i < n; i++) {
+		ids[i] = ds->id;
+		recnos[i] = first + i;
+	}
+	ret = txg_lookup(p, n, ids, recnos, bps, found);
+	pthread_mutex_lock(&p->snap_lock);
+	tabs = malloc((ds->nsnaps + 1) * sizeof(*tabs));
+	for (size_t i = ds->nsnaps; tabs && i-- > 0 && ds->snaps[i]->txg >= h->snap->txg;)
+		tabs[ntabs++] = ds->snaps[i]->id;
+	pthread_mutex_unlock(&p->snap_lock);
+	if (!tabs)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && ret == 0; i++) {
+		if (found[i] && bps[i].birth <= h->snap->txg)
+			continue;
+		found[i] = 0;
+		for (size_t t = 0; t < ntabs && ret == 0; t++) {
+			ret = txg_lookup(p, 1, &tabs[t], &recnos[i], &bps[i], &found[i]);
+			if (ret == 0 && found[i] && bps[i].birth <= h->snap->txg)
+				break;
+			found[i] = 0;
+		}
+	}
+	free(tabs);
+	return ret;
+}
+
+/*
+ * Raw records [first, first + n) into @out from @pos; how many were taken.
+ * The stored bytes land in @out itself (read there, or copied from a mapped
+ * LUN); only an O_DIRECT LUN needs an aligned buffer in between.
+ */
+static int raw_batch(struct stor_pool *p, struct stor_ds *h, uint64_t first, size_t n,
+		     uint8_t *out, size_t cap, size_t *pos, struct stor_send_cursor *cur)
+{
+	struct bp bps[SEND_BATCH];
+	int found[SEND_BATCH];
+	struct lun_io ios[SEND_BATCH];
+	size_t at[SEND_BATCH], end = *pos, nio = 0, take = 0;
+	uint8_t *bounce[SEND_BATCH] = { NULL };
+	unsigned slot = txg_read_enter(p);
+	int ret = resolve(p, h, first, n, bps, found);
+
+	/* as many records as fit, the end's room kept; each payload's place */
+	for (; ret == 0 && take < n; take++) {
+		size_t part = found[take] ? STREAM_REC_LEN + bps[take].psize : 0;
+
+		if (found[take] && (!(bps[take].flags & BP_F_ENCRYPTED) ||
+				    bps[take].lun >= atomic_load(&p->nluns) ||
+				    bps[take].psize > STOR_RECSIZE_MAX + STOR_SECTOR)) {
+			pool_set_error("%s: record %llu has a pointer a raw send cannot carry",
+				       h->name, (unsigned long long)(first + take));
+			ret = STOR_ECORRUPT;
+			break;
+		}
+		if (end + part + STREAM_END_LEN > cap)
+			break;
+		at[take] = end + STREAM_REC_LEN;
+		end += part;
+	}
+	for (size_t i = 0; ret == 0 && i < take; i++) {
+		struct lun *lun;
+		const void *in;
+		uint8_t *dst = out + at[i];
+
+		if (!found[i])
+			continue;
+		lun = p->luns[mirror_read_side(p, bps[i].lun)].lun;
+		in = lun_mapped(lun, bps[i].sector * STOR_SECTOR, bps[i].psize);
+		if (in) {
+			memcpy(dst, in, bps[i].psize);
+			continue;
+		}
+		if (lun_is_direct(lun)) {
+			if (posix_memalign((void **)&bounce[i], STOR_SECTOR, bps[i].psize)) {
+				ret = -ENOMEM;
+				break;
+			}
+			dst = bounce[i];
+		}
+		ios[nio++] = (struct lun_io){ lun, bps[i].sector * STOR_SECTOR, dst, bps[i].psize, 0 };
+	}
+	if (ret == 0 && nio && lun_read_batch(ios, nio))
+		ret = -EIO;
+	txg_read_exit(p, slot);
+	for (size_t i = 0; ret == 0 && i < take; i++) {
+		struct stream_rec r;
+		uint64_t sum;
+
+		if (!found[i])
+			continue;
+		if (bounce[i])
+			memcpy(out + at[i], bounce[i], bps[i].psize);
+		if (hash64(out + at[i], bps[i].psize) != bps[i].cksum) {
+			pool_set_error("%s: record %llu fails its checksum; scrub the pool first",
+				       h->name, (unsigned long long)(first + i));
+			ret = STOR_ECKSUM;
+			break;
+		}
+		r = (struct stream_rec){ .recno = first + i, .flags = bps[i].flags,
+					 .comp = bps[i].comp, .psize = bps[i].psize,
+					 .lsize = bps[i].lsize, .csize = bps[i].csize,
+					 .birth = bps[i].birth, .salt = bps[i].salt,
+					 .cksum = bps[i].cksum, .len = bps[i].psize };
+		memcpy(r.nonce, bps[i].nonce, sizeof(r.nonce));
+		memcpy(r.tag, bps[i].mac, sizeof(r.tag));
+		stream_rec_put(&r, out + at[i], out + at[i] - STREAM_REC_LEN, &sum);
+		chained(cur, sum);
+	}
+	if (ret == 0)
+		*pos = end;
+	for (size_t i = 0; i < n; i++)
+		free(bounce[i]);
+	return ret < 0 ? ret : (int)take;
+}
+
+static int all_zero(const uint8_t *b, size_t n)
+{
+	return n == 0 || (b[0] == 0 && memcmp(b, b + 1, n - 1) == 0);
+}
+
+/* Plaintext records [first, first + n) through the read path. */
+static int plain_batch(struct stor_ds *h, uint64_t first, size_t n, uint8_t *out, size_t cap,
+		       size_t *pos, struct stor_send_cursor *cur)
+{
+	size_t rs = h->recsize, take = 0;
+	uint8_t *buf;
+	int ret;
+
+	while (take < n && *pos + (take + 1) * (STREAM_REC_LEN + rs) + STREAM_END_LEN <= cap)
+		take++;
+	if (!take)
+		return 0;
+	buf = malloc(take * rs);
+	if (!buf)
+		return -ENOMEM;
+	ret = stor_ds_read(h, first * rs, buf, take * rs);
+	for (size_t i = 0; ret == 0 && i < take; i++) {
+		struct stream_rec r = { .recno = first + i, .len = (uint32_t)rs };
+		uint64_t sum;
+
+		if (all_zero(buf + i * rs, rs))
+			continue;
+		memcpy(out + *pos + STREAM_REC_LEN, buf + i * rs, rs);
+		stream_rec_put(&r, out + *pos + STREAM_REC_LEN, out + *pos, &sum);
+		*pos += STREAM_REC_LEN + rs;
+		chained(cur, sum);
+	}
+	explicit_bzero(buf, take * rs);
+	free(buf);
+	return ret < 0 ? ret : (int)take;
+}
+
+int stor_send_chunk(struct stor_pool *p, const char *snapshot, unsigned flags,
+		    struct stor_send_cursor *cur, uint8_t *out, size_t cap, size_t *len)
+{
+	struct stor_ds *h = NULL;
+	uint64_t nrec;
+	size_t pos = 0;
+	int ret, raw;
+
+	*len = 0;
+	pool_clear_error();
+	if (cur->state == CUR_DONE)
+		return 0;
+	if (cap < STOR_SEND_CHUNK_MIN || cur->state > CUR_DONE)
+		return -EINVAL;
+	if (!strchr(snapshot, '@')) {
+		pool_set_error("send takes a snapshot, DATASET@NAME");
+		return -EINVAL;
+	}
+	ret = stor_ds_open(p, snapshot, &h);
+	if (ret < 0)
+		return ret;
+	/* a raw stream of a clear dataset is its plain stream, as in zfs */
+	raw = (flags & STOR_SEND_RAW) && h->suite;
+	if (cur->state != CUR_HEADER && cur->guid != h->snap->guid) {
+		pool_set_error("%s was destroyed or replaced during the send", snapshot);
+		ret = -ESTALE;
+		goto out;
+	}
+	if (cur->state == CUR_HEADER) {
+		if (!raw && h->suite && !atomic_load(&h->head->keys)) {
+			pool_set_error("%s: its key is not loaded; load it, or send it raw (-w)",
+				       snapshot);
+			ret = STOR_ENOKEY;
+			goto out;
+		}
+		ret = header(p, h, (unsigned)raw, out, cur);
+		if (ret < 0)
+			goto out;
+		pos = STREAM_HDR_LEN;
+		cur->next = 0;
+		cur->state = CUR_RECORDS;
+	}
+	nrec = atomic_load(&h->volsize) / h->recsize;
+	while (cur->next < nrec) {
+		size_t n = nrec - cur->next < SEND_BATCH ? (size_t)(nrec - cur->next) : SEND_BATCH;
+
+		ret = raw ? raw_batch(p, h, cur->next, n, out, cap, &pos, cur)
+			  : plain_batch(h, cur->next, n, out, cap, &pos, cur);
+		if (ret < 0)
+			goto out;
+		if (ret == 0)
+			break; /* the chunk is full */
+		cur->next += (uint64_t)ret;
+	}
+	if (cur->next >= nrec) {
+		stream_end_put(cur->parts, cur->chain, out + pos);
+		pos += STREAM_END_LEN;
+		cur->state = CUR_DONE;
+	}
+	*len = pos;
+	ret = 0;
+out:
+	stor_ds_close(h);
+	return ret;
+}

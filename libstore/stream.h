@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The send stream: what `coffer send` writes and `coffer receive` reads
+ * (send.c writes it, recv.c parses it; the fuzz harness feeds recv.c's
+ * parser). After OpenZFS's DRR records (zfs_ioctl.h), flatter: a volume has
+ * no objects, only records of one size.
+ *
+ * Everything is big-endian through format.h's codecs. A stream is
+ *   header | record* | end
+ * and each part carries its own XXH3-64 (hash.h) over its bytes before the
+ * checksum (a record: over its fixed part and its payload, chained), so a flipped bit is named where it is; the end also carries a
+ * chain over every part, so a part dropped, repeated or moved is refused
+ * too: chain(0) = the header's checksum, chain(i) = XXH3-64 of
+ * chain(i - 1) | the checksum of part i (16 bytes). The chain is a u64 a
+ * sender can carry from one chunk of the stream to the next (the daemon
+ * sends statelessly: the client hands the cursor back). None of this is
+ * keyed: it catches damage and truncation, not a forger, who can rebuild
+ * every checksum; what a forger cannot get past is below ("Raw").
+ *
+ * Header (STREAM_HDR_LEN bytes):
+ *   u64 magic "COFFSEND" | u32 version | u32 flags (STREAM_F_RAW,
+ *   STREAM_F_INCREMENTAL) | u64 dataset guid | u64 from-snapshot guid |
+ *   u64 from txg | u64 to-snapshot guid | u64 to txg (the snapshot's) |
+ *   u32 recordsize | u64 volsize | u8 suite (crypt.h) | u8 compression level
+ *   (the property, 0 off; informative) | u8 keyformat | u32 pbkdf2iters |
+ *   u8[16] pbkdf2 salt | u8[60] wrapped master key | u64 newest birth txg
+ *   of any record | u8[64] snapshot name (after the '@', NUL padded) |
+ *   u64 xxh64 of everything before it
+ * The key fields are zero unless raw. A raw stream's wrapped key is the
+ * dataset's master key as its encryption root wrapped it (keys.c: AEAD,
+ * AAD = dataset GUID, suite, keyformat, iterations, salt), with the root's
+ * keyformat, iterations and salt, so the received dataset is an encryption
+ * root of its own that the root's key (the original passphrase) unwraps.
+ *
+ * Record (STREAM_REC_LEN bytes, then @len payload bytes):
+ *   u32 kind (STREAM_REC) | u64 record number | u8 flags | u8 compression |
+ *   u32 psize | u32 lsize | u32 csize | u64 birth txg | u64 key salt |
+ *   u8[12] nonce | u8[16] tag | u64 stored-bytes checksum | u32 len |
+ *   u64 checksum: chain(XXH3-64 of the fixed part before it, XXH3-64 of the
+ *   payload), with the chain step below
+ * Non-raw: the payload is the record's recordsize bytes of plaintext, the
+ * pointer fields zero. Raw: the psize stored bytes as they are on the LUN
+ * (compressed, encrypted, sector padded) and the block pointer fields that
+ * open them (format.h: struct bp without its place), so the receiver
+ * writes them unchanged wherever it likes. Records come in increasing
+ * record number; one never written (or all zeros, non-raw) is not sent.
+ * Frees (STREAM_FREE: u32 kind | u64 first | u64 count | u64 xxh64) are the
+ * holes an incremental makes; a full stream has none.
+ *
+ * End (STREAM_END_LEN bytes): u32 kind (STREAM_END) | u64 parts before it |
+ * u64 chain | u64 xxh64 of the fields before it.
+ *
+ * Raw: why the copy stays authentic and no (key, nonce) pair repeats.
+ * - Each record's AEAD tag binds its ciphertext to the dataset GUID, the
+ *   record number, the birth txg, compression and sizes (record.c's AAD),
+ *   and its data key is HKDF(master key, dataset GUID, suite, key salt).
+ *   So the received dataset keeps the source's GUID (and every birth txg):
+ *   it is the same dataset under the same master key, in another place.
+ *   A pool refuses a raw stream whose GUID it holds already.
+ * - The block pointer MAC tree (bpmac.c) covers the pointers' place on the
+ *   LUNs, which the receiver chooses, and it is keyed: the receiver, which
+ *   has no key, cannot make it. The dataset is received with its MACs
+ *   pending (a "recv-macs" row in the pool table, recv.c); the first
+ *   load-key builds the tree from the received pointers, under the key it
+ *   just unwrapped, before any read or write can happen. Until then no
+ *   record can be read or written (no key), and after it the dataset is
+ *   authenticated as any other. The limit: the set of records is taken as
+ *   received. Every record is authentic (its tag), but a stream rebuilt by
+ *   a forger, or the receiver's metadata changed before that first
+ *   load-key, can drop a record or carry an older authentic version of it.
+ *   OpenZFS closes this with the objset MAC; here a snapshot keeps a MAC
+ *   per table of kept pointers, not one over the snapshot's whole view, so
+ *   there is nothing keyless to carry. (recv.c's head comment has more.)
+ * - Nonces: the copy's later writes draw nonce blocks as every key state
+ *   does (crypt.c): a random 64-bit key salt and 32-bit prefix per block,
+ *   in memory, never read from metadata. The source's records and the
+ *   copy's are then blocks of one dataset drawn by different key states,
+ *   exactly as two load-keys of the source are: the bound crypt.c gives,
+ *   B^2 / 2^97 over all blocks both ever draw, holds. Nothing of the
+ *   source's nonce state needs to travel or be reserved.
+ * - Birth txgs are the source's. The receiver moves its open txg past the
+ *   newest birth in the stream first (txg_advance), so every later
+ *   snapshot's txg is above every received birth, as snapshot.c needs.
+ */
+#ifndef STOR_STREAM_H
+#define STOR_STREAM_H
+
+#include <stdint.h>
+
+#include "format.h"
+
+#define STREAM_MAGIC 0x434f464653454e44ull /* "COFFSEND" */
+#define STREAM_VERSION 1u
+
+#define STREAM_F_RAW 0x1u
+#define STREAM_F_INCREMENTAL 0x2u
+#define STREAM_F_KNOWN (STREAM_F_RAW | STREAM_F_INCREMENTAL)
+
+#define STREAM_SNAPNAME_LEN 64u
+#define STREAM_WRAPPED_LEN 60u /* KEYS_WRAPPED_LEN */
+#define STREAM_SALT_LEN 16u    /* KEYS_SALT_LEN */
+
+#define STREAM_HDR_LEN                                                                    \
+	(8 + 4 + 4 + 8 + 8 + 8 + 8 + 8 + 4 + 8 + 1 + 1 + 1 + 4 + STREAM_SALT_LEN +         \
+	 STREAM_WRAPPED_LEN + 8 + STREAM_SNAPNAME_LEN + 8)
+
+#define STREAM_REC 1u
+#define STREAM_FREE 2u
+#define STREAM_END 3u
+
+#define STREAM_REC_LEN (4 + 8 + 1 + 1 + 4 + 4 + 4 + 8 + 8 + 12 + 16 + 8 + 4 + 8)
+#define STREAM_FREE_LEN (4 + 8 + 8 + 8)
+#define STREAM_END_LEN (4 + 8 + 8 + 8)
+
+/* The largest part: a record of the largest recordsize, raw or not. */
+#define STREAM_PART_MAX (STREAM_REC_LEN + (1u << 20))
+
+/** The header, decoded. */
+struct stream_hdr {
+	uint32_t version, flags;
+	uint64_t guid, from_guid, from_txg, to_guid, to_txg;
+	uint32_t recsize;
+	uint64_t volsize;
+	uint8_t suite, comp, keyformat;
+	uint32_t iters;
+	uint8_t salt[STREAM_SALT_LEN];
+	uint8_t wrapped[STREAM_WRAPPED_LEN];
+	uint64_t max_birth;
+	char snapname[STREAM_SNAPNAME_LEN + 1];
+};
+
+/** A record's fixed part, decoded (its payload follows it in the stream). */
+struct stream_rec {
+	uint64_t recno;
+	uint8_t flags, comp;
+	uint32_t psize, lsize, csize;
+	uint64_t birth, salt;
+	uint8_t nonce[12], tag[16];
+	uint64_t cksum;
+	uint32_t len;
+};
+
+/** The next link of the chain over parts (the head comment). */
+uint64_t stream_chain(uint64_t chain, uint64_t part_sum);
+
+/** Encode @h into @out (STREAM_HDR_LEN bytes); its checksum in *@sum. */
+void stream_hdr_put(const struct stream_hdr *h, uint8_t *out, uint64_t *sum);
+/**
+ * Decode and check a header: magic, version, checksum, known flags, and the
+ * bounds a receiver relies on (recordsize, volsize, suite, key fields of a
+ * raw stream, the name). @return 0, STOR_EFORMAT (not a stream, or a newer
+ * one), STOR_ECKSUM, STOR_ECORRUPT; the reason in pool_set_error()
+ */
+int stream_hdr_get(const uint8_t *in, struct stream_hdr *h, uint64_t *sum);
+
+/** A record's fixed part into @out; the checksum covers @payload too. */
+void stream_rec_put(const struct stream_rec *r, const uint8_t *payload, uint8_t *out,
+		    uint64_t *sum);
+/** The kind of the part at @in (4 bytes). */
+uint32_t stream_kind(const uint8_t *in);
+/** Decode a record's fixed part (its length checked against the header's
+ *  shape, not its checksum: that needs the payload, stream_rec_check). */
+int stream_rec_get(const uint8_t *in, const struct stream_hdr *h, struct stream_rec *r);
+/** Check the checksum of the record at @in with its @payload. */
+int stream_rec_check(const uint8_t *in, const uint8_t *payload, uint32_t len, uint64_t *sum);
+
+void stream_end_put(uint64_t parts, uint64_t chain, uint8_t *out);
+/** @return 0 with the fields, or STOR_ECKSUM */
+int stream_end_get(const uint8_t *in, uint64_t *parts, uint64_t *chain);
+
+#endif

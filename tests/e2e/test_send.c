@@ -1,0 +1,571 @@
+// SPDX-License-Identifier: MIT
+/*
+ * E2E: send and receive through the real daemons and coffer. A raw stream
+ * of an encrypted dataset, sent with its key unloaded, is received by a
+ * second daemon with its own state_dir: neither the stream nor the new
+ * LUNs hold the plaintext, the copy loads with the original passphrase
+ * and reads back the same bytes. A byte flipped in the header, a record or
+ * the end, and a stream cut anywhere, are refused and leave nothing (no
+ * dataset, no space, `pool check` clean). Non-raw streams of clear and
+ * encrypted datasets carry plaintext; received under an encrypted parent
+ * they are encrypted with its key. -F replaces a dataset, and no -F refuses.
+ */
+#include <config.h> /* the autoconf header: _GNU_SOURCE */
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "daemon.h"
+#include "hash.h"
+#include "stream.h"
+
+static struct tdaemon td, td2;
+static char out[65536];
+
+static const char marker[] = "coffer-plaintext-marker/";
+static const char pass[] = "correct horse battery\n";
+
+static void setup(void)
+{
+	tdaemon_setup(&td, NULL);
+	td2.dir[0] = '\0';
+}
+
+static void teardown(void)
+{
+	tdaemon_teardown(&td2);
+	tdaemon_teardown(&td);
+}
+
+TestSuite(send, .init = setup, .fini = teardown, .timeout = 120);
+
+#define cof(in, ...) tdaemon_cofferf(&td, (in), out, sizeof(out), __VA_ARGS__)
+#define COF_OK(in, ...) TDAEMON_COF_OK(&td, out, (in), __VA_ARGS__)
+#define COF2_OK(in, ...) TDAEMON_COF_OK(&td2, out, (in), __VA_ARGS__)
+
+/* The whole file @path, malloc'ed, its size in *@len. */
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *b;
+	long n;
+
+	cr_assert_not_null(f, "%s", path);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	b = malloc((size_t)n + 1);
+	cr_assert_not_null(b);
+	cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return b;
+}
+
+static int holds_marker(const char *path)
+{
+	size_t n;
+	uint8_t *b = slurp(path, &n);
+	int found = memmem(b, n, marker, sizeof(marker) - 1) != NULL;
+
+	free(b);
+	return found;
+}
+
+/* 1 MiB of the marker, repeated, with a record of random bytes between. */
+static const char *marker_file(struct tdaemon *d)
+{
+	static char path[4200];
+	size_t n = 1u << 20;
+	char *b = malloc(n);
+
+	cr_assert_not_null(b);
+	for (size_t i = 0; i < n; i++)
+		b[i] = marker[i % (sizeof(marker) - 1)];
+	for (size_t i = 8192; i < 16384; i++)
+		b[i] = (char)rand();
+	memset(b + 65536, 0, 8192); /* a hole: not sent */
+	snprintf(path, sizeof(path), "%s", tdaemon_file(d, "marked", b, n));
+	free(b);
+	return path;
+}
+
+static int files_equal(const char *a, const char *b)
+{
+	char cmd[9000];
+
+	snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s'", a, b);
+	return system(cmd) == 0;
+}
+
+static void reads_as(struct tdaemon *d, const char *name, const char *want)
+{
+	char back[4200], args[9000];
+
+	snprintf(back, sizeof(back), "%s/back", d->dir);
+	snprintf(args, sizeof(args), "read %s > '%s'", name, back);
+	cr_assert_eq(tdaemon_coffer(d, NULL, NULL, out, sizeof(out), args), 0, "%s: %s\n%s", args,
+		     out, tdaemon_log(d));
+	cr_assert(files_equal(want, back), "%s does not read back as %s", name, want);
+}
+
+static unsigned long long pool_used(struct tdaemon *d, const char *pool)
+{
+	unsigned long long size = 0, used = 0;
+	const char *tab;
+
+	TDAEMON_COF_OK(d, out, NULL, "pool list -H -p %s", pool);
+	tab = strchr(out, '\t');
+	cr_assert(tab && !strncmp(out, pool, strlen(pool)), "%s", out);
+	cr_assert_eq(sscanf(tab, "\t%llu\t%llu", &size, &used), 2, "%s", out);
+	return used;
+}
+
+static void checked(struct tdaemon *d, const char *pool)
+{
+	TDAEMON_COF_OK(d, out, NULL, "pool check %s", pool);
+	cr_assert(strstr(out, "no errors"), "%s", out);
+}
+
+/* tank/e: encrypted with the passphrase in @keyfile, the marker written,
+ * snapshot @s1; the raw stream of it with the key unloaded into @stream. */
+static void raw_stream(char *keyfile, size_t kcap, const char **data, char *stream, size_t scap)
+{
+	snprintf(keyfile, kcap, "%s", tdaemon_file(&td, "pass", pass, sizeof(pass) - 1));
+	COF_OK(NULL, "pool create -s 32M tank %s/l0", td.dir);
+	COF_OK(NULL, "create -s -V 1M -o encryption=aes-256-ccm -o keyformat=passphrase "
+		     "-o keylocation=file://%s -o pbkdf2iters=100000 -o compression=zstd tank/e",
+	       keyfile);
+	*data = marker_file(&td);
+	COF_OK(*data, "write tank/e");
+	COF_OK(NULL, "snapshot tank/e@s1");
+	COF_OK(NULL, "unload-key tank/e");
+	snprintf(stream, scap, "%s/stream", td.dir);
+	COF_OK(NULL, "send -w tank/e@s1 > '%s'", stream);
+}
+
+Test(send, raw_stream_of_an_unloaded_key_loads_elsewhere_with_the_original_passphrase)
+{
+	char keyfile[4200], stream[4200], lun[4200];
+	const char *data;
+
+	raw_stream(keyfile, sizeof(keyfile), &data, stream, sizeof(stream));
+	cr_assert_not(holds_marker(stream), "no plaintext in a raw stream");
+
+	tdaemon_setup(&td2, NULL);
+	COF2_OK(NULL, "pool create -s 32M backup %s/m0", td2.dir);
+	COF2_OK(stream, "receive backup/e");
+	COF2_OK(NULL, "get -H -o value keystatus backup/e");
+	cr_assert(strstr(out, "unavailable"), "received without a key: %s", out);
+	COF2_OK(NULL, "get -H -o value encryptionroot backup/e");
+	cr_assert(strstr(out, "backup/e"), "its own encryption root: %s", out);
+	snprintf(lun, sizeof(lun), "%s/m0", td2.dir);
+	cr_assert_not(holds_marker(lun), "no plaintext on the new LUN");
+	checked(&td2, "backup"); /* needs no key */
+
+	/* the original passphrase, from a file of the other side */
+	COF2_OK(NULL, "load-key -L file://%s backup/e", keyfile);
+	reads_as(&td2, "backup/e", data);
+	/* it is written and read like any dataset after, and survives a restart */
+	COF2_OK(data, "write -o 0 backup/e");
+	tdaemon_stop_ok(&td2);
+	tdaemon_start_ok(&td2);
+	COF2_OK(NULL, "load-key -L file://%s backup/e", keyfile);
+	reads_as(&td2, "backup/e", data);
+	checked(&td2, "backup");
+
+	/* one copy of a raw stream per pool: the same GUID twice is refused */
+	cr_assert_neq(tdaemon_cofferf(&td2, stream, out, sizeof(out), "receive backup/e2"), 0);
+	cr_assert(strstr(out, "GUID"), "%s", out);
+	/* the source still loads and reads as it was */
+	COF_OK(NULL, "load-key tank/e");
+	reads_as(&td, "tank/e@s1", data);
+
+	/* a child of the root: its copy is a root that the root's passphrase opens */
+	COF_OK(NULL, "create -s -V 256K tank/e/kid");
+	tdaemon_random_file(&td, "kid", 256 << 10, lun, sizeof(lun));
+	COF_OK(lun, "write tank/e/kid");
+	COF_OK(NULL, "snapshot tank/e/kid@k");
+	COF_OK(NULL, "unload-key tank/e");
+	COF_OK(NULL, "send -w tank/e/kid@k > '%s'", stream);
+	COF2_OK(stream, "receive backup/kid");
+	COF2_OK(NULL, "load-key -L file://%s backup/kid", keyfile);
+	reads_as(&td2, "backup/kid", lun);
+}
+
+/*
+ * backup's used space comes back to @before. Polled: pool list reads the
+ * LUNs' use and the metadata log's apart, and a commit running between the
+ * two moves the difference for a moment.
+ */
+static unsigned long long stable_used(void)
+{
+	double end = tdaemon_deadline(TDAEMON_WAIT_S);
+	unsigned long long a = pool_used(&td, "backup"), b;
+
+	while ((b = pool_used(&td, "backup")) != a && tdaemon_poll(end))
+		a = b;
+	return b;
+}
+
+static void settles_at(unsigned long long before, const char *what)
+{
+	double end = tdaemon_deadline(TDAEMON_WAIT_S);
+	unsigned long long after;
+
+	while ((after = pool_used(&td, "backup")) != before && tdaemon_poll(end))
+		;
+	cr_assert_eq(after, before, "%s: left space taken (%llu, then %llu)", what, before, after);
+}
+
+/* Receive @path into backup/x; it must fail and leave nothing. */
+static void refused(const char *path, const char *what)
+{
+	unsigned long long before = stable_used();
+
+	cr_assert_neq(cof(path, "receive backup/x"), 0, "%s: accepted", what);
+	cr_assert(strstr(out, "coffer: "), "%s: says why: %s", what, out);
+	cr_assert_neq(cof(NULL, "list backup/x"), 0, "%s: left a dataset", what);
+	settles_at(before, what);
+}
+
+static void write_variant(const char *dst, const uint8_t *b, size_t n)
+{
+	FILE *f = fopen(dst, "wb");
+
+	cr_assert_not_null(f);
+	cr_assert_eq(fwrite(b, 1, n, f), n);
+	fclose(f);
+}
+
+Test(send, a_flipped_byte_or_a_cut_stream_is_refused_and_leaves_nothing)
+{
+	char keyfile[4200], stream[4200], bad[4200];
+	const char *data;
+	uint8_t *b;
+	size_t n;
+	/* header (magic, flags, wrapped key, checksum), first record's fixed part
+	 * and payload, a later record, the end's count and checksum */
+	const size_t hdr = 231; /* STREAM_HDR_LEN */
+
+	raw_stream(keyfile, sizeof(keyfile), &data, stream, sizeof(stream));
+	COF_OK(NULL, "pool create -s 32M backup %s/m0", td.dir);
+	b = slurp(stream, &n);
+	cr_assert_gt(n, hdr + 200 + 28);
+	snprintf(bad, sizeof(bad), "%s/bad", td.dir);
+	{
+		const size_t at[] = { 0, 12, 100, hdr - 1, hdr + 2, hdr + 20, hdr + 90,
+				      hdr + 200, n / 2, n - 20, n - 1 };
+
+		for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+			char what[64];
+
+			b[at[i]] ^= 0x40;
+			write_variant(bad, b, n);
+			b[at[i]] ^= 0x40;
+			snprintf(what, sizeof(what), "byte %zu of %zu flipped", at[i], n);
+			refused(bad, what);
+		}
+	}
+	{
+		const size_t cut[] = { 0, 7, hdr - 1, hdr, hdr + 50, n / 2, n - 28, n - 1 };
+
+		for (size_t i = 0; i < sizeof(cut) / sizeof(cut[0]); i++) {
+			char what[64];
+
+			write_variant(bad, b, cut[i]);
+			snprintf(what, sizeof(what), "cut at %zu of %zu", cut[i], n);
+			refused(bad, what);
+		}
+	}
+	/* garbage after the end, and a stream that is no stream */
+	{
+		uint8_t *more = malloc(n + 5);
+
+		memcpy(more, b, n);
+		memcpy(more + n, "extra", 5);
+		write_variant(bad, more, n + 5);
+		free(more);
+		refused(bad, "bytes after the end");
+		refused(data, "not a stream");
+	}
+	free(b);
+	checked(&td, "backup");
+	/* and the sound stream is received whole after all that */
+	COF_OK(stream, "receive backup/x");
+	COF_OK(NULL, "load-key -L file://%s backup/x", keyfile);
+	reads_as(&td, "backup/x", data);
+	checked(&td, "backup");
+}
+
+Test(send, plain_streams_carry_plaintext_and_an_encrypted_parent_encrypts_them)
+{
+	char keyfile[4200], stream[4200], rnd[4200];
+	const char *data;
+
+	snprintf(keyfile, sizeof(keyfile), "%s", tdaemon_file(&td, "pass", pass, sizeof(pass) - 1));
+	COF_OK(NULL, "pool create -s 32M tank %s/l0", td.dir);
+	/* a clear dataset */
+	COF_OK(NULL, "create -s -V 512K -b 4K tank/c");
+	tdaemon_random_file(&td, "rnd", 512 << 10, rnd, sizeof(rnd));
+	COF_OK(rnd, "write tank/c");
+	COF_OK(NULL, "snapshot tank/c@now");
+	snprintf(stream, sizeof(stream), "%s/stream", td.dir);
+	COF_OK(NULL, "send tank/c@now > '%s'", stream);
+	COF_OK(stream, "receive tank/c2");
+	reads_as(&td, "tank/c2", rnd);
+	COF_OK(NULL, "get -H -o value recordsize tank/c2");
+	cr_assert(strstr(out, "4K"), "%s", out);
+
+	/* an encrypted one: plaintext out, only with its key */
+	COF_OK(NULL, "create -s -V 1M -o encryption=aes-128-gcm -o keyformat=passphrase "
+		     "-o keylocation=file://%s -o pbkdf2iters=100000 tank/e", keyfile);
+	data = marker_file(&td);
+	COF_OK(data, "write tank/e");
+	COF_OK(NULL, "snapshot tank/e@now");
+	COF_OK(NULL, "send tank/e@now > '%s'", stream);
+	cr_assert(holds_marker(stream), "a non-raw stream is plaintext");
+	COF_OK(NULL, "unload-key tank/e");
+	cr_assert_neq(cof(NULL, "send tank/e@now > '%s/s2'", td.dir), 0);
+	cr_assert(strstr(out, "key"), "says the key is missing: %s", out);
+
+	/* under an encrypted parent: encrypted with its key, its root */
+	COF_OK(NULL, "create -s -V 1M -o encryption=on -o keyformat=passphrase "
+		     "-o keylocation=file://%s -o pbkdf2iters=100000 tank/vault", keyfile);
+	COF_OK(stream, "receive tank/vault/e");
+	COF_OK(NULL, "get -H -o value encryptionroot tank/vault/e");
+	cr_assert(strstr(out, "tank/vault"), "%s", out);
+	COF_OK(NULL, "get -H -o value encryption tank/vault/e");
+	cr_assert(strstr(out, "aes-256-ccm"), "%s", out);
+	reads_as(&td, "tank/vault/e", data);
+	COF_OK(NULL, "unload-key tank/vault");
+	cr_assert_neq(cof(NULL, "read tank/vault/e > /dev/null"), 0, "no key, no read");
+	/* and with the parent's key unloaded nothing can be received under it */
+	cr_assert_neq(cof(stream, "receive tank/vault/f"), 0);
+	cr_assert_neq(cof(NULL, "list tank/vault/f"), 0, "nothing left");
+	checked(&td, "tank");
+}
+
+Test(send, receive_refuses_an_existing_dataset_unless_F_replaces_it)
+{
+	char stream[4200], a[4200], b[4200];
+
+	COF_OK(NULL, "pool create -s 32M tank %s/l0", td.dir);
+	COF_OK(NULL, "create -s -V 256K tank/a");
+	COF_OK(NULL, "create -s -V 256K tank/b");
+	tdaemon_random_file(&td, "a", 256 << 10, a, sizeof(a));
+	tdaemon_random_file(&td, "b", 256 << 10, b, sizeof(b));
+	COF_OK(a, "write tank/a");
+	COF_OK(b, "write tank/b");
+	COF_OK(NULL, "snapshot tank/a@x");
+	snprintf(stream, sizeof(stream), "%s/stream", td.dir);
+	COF_OK(NULL, "send tank/a@x > '%s'", stream);
+	cr_assert_neq(cof(stream, "receive tank/b"), 0);
+	cr_assert(strstr(out, "-F"), "says how: %s", out);
+	reads_as(&td, "tank/b", b);
+	/* -F with a damaged stream changes nothing: tank/b stays as it was */
+	{
+		char bad[4200];
+		size_t n;
+		uint8_t *sb = slurp(stream, &n);
+
+		sb[n / 2] ^= 0x10;
+		snprintf(bad, sizeof(bad), "%s/bad", td.dir);
+		write_variant(bad, sb, n);
+		free(sb);
+		cr_assert_neq(cof(bad, "receive -F tank/b"), 0);
+		reads_as(&td, "tank/b", b);
+		COF_OK(NULL, "list -H -o name -r tank");
+		cr_assert_not(strstr(out, "recv"), "nothing received is left: %s", out);
+	}
+	COF_OK(stream, "receive -F -u tank/b");
+	reads_as(&td, "tank/b", a);
+	COF_OK(NULL, "list -H -o name -r tank");
+	cr_assert_not(strstr(out, "recv"), "only the name asked for: %s", out);
+	/* one with a snapshot is refused before anything is received */
+	COF_OK(NULL, "snapshot tank/b@keep");
+	cr_assert_neq(cof(stream, "receive -F tank/b"), 0);
+	cr_assert(strstr(out, "snapshots"), "%s", out);
+	reads_as(&td, "tank/b", a);
+	/* what makes no sense is refused */
+	cr_assert_neq(cof(NULL, "send tank/a > '%s/s2'", td.dir), 0, "not a snapshot");
+	cr_assert_neq(cof(NULL, "send tank/a@nope > '%s/s2'", td.dir), 0, "no such snapshot");
+	cr_assert_neq(cof(stream, "receive tank"), 0, "the pool's root");
+	cr_assert_neq(cof(stream, "receive tank/none/x"), 0, "no parent");
+	checked(&td, "tank");
+}
+
+/* `coffer receive backup/x` reading @fifo, in a child of ours. */
+static pid_t receiver(const char *fifo)
+{
+	const char *bin = getenv("COFFER") && getenv("COFFER")[0] ? getenv("COFFER")
+								  : "../../client/coffer";
+	pid_t pid = fork();
+
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		int fd = open(fifo, O_RDONLY);
+
+		if (fd < 0 || dup2(fd, 0) < 0)
+			_exit(127);
+		execl(bin, bin, "-S", td.sock, "receive", "backup/x", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static int exists(const char *name)
+{
+	return cof(NULL, "list -H -o name %s", name) == 0;
+}
+
+/* Feed the first 1.5 MiB of @b to a receiver, wait until its dataset is there. */
+static pid_t half_received(const char *fifo, const uint8_t *b, size_t n, int *wfd)
+{
+	pid_t pid = receiver(fifo);
+	double end = tdaemon_deadline(TDAEMON_WAIT_S);
+	size_t half = (3u << 20) / 2;
+
+	cr_assert_gt(n, half);
+	*wfd = open(fifo, O_WRONLY);
+	cr_assert_geq(*wfd, 0);
+	cr_assert_eq(write(*wfd, b, half), (ssize_t)half);
+	while (!exists("backup/x") && tdaemon_poll(end))
+		;
+	cr_assert(exists("backup/x"), "the receive began: %s\n%s", out, tdaemon_log(&td));
+	return pid;
+}
+
+Test(send, a_receive_cut_off_by_its_client_or_a_crash_leaves_nothing)
+{
+	char stream[4200], fifo[4200], rnd[4200];
+	unsigned long long before;
+	double end;
+	uint8_t *b;
+	size_t n;
+	pid_t pid;
+	int wfd, st;
+
+	COF_OK(NULL, "pool create -s 32M tank %s/l0", td.dir);
+	COF_OK(NULL, "pool create -s 32M backup %s/m0", td.dir);
+	COF_OK(NULL, "create -s -V 2M tank/c");
+	tdaemon_random_file(&td, "rnd", 2 << 20, rnd, sizeof(rnd));
+	COF_OK(rnd, "write tank/c");
+	COF_OK(NULL, "snapshot tank/c@s");
+	snprintf(stream, sizeof(stream), "%s/stream", td.dir);
+	COF_OK(NULL, "send tank/c@s > '%s'", stream);
+	b = slurp(stream, &n);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", td.dir);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	before = stable_used();
+
+	/* the client goes away: its connection's receive is undone */
+	pid = half_received(fifo, b, n, &wfd);
+	cr_assert_neq(cof(NULL, "destroy backup/x"), 0, "busy while being received");
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	close(wfd);
+	end = tdaemon_deadline(TDAEMON_WAIT_S);
+	while (exists("backup/x") && tdaemon_poll(end))
+		;
+	cr_assert_not(exists("backup/x"), "a cut receive is undone");
+	settles_at(before, "a cut receive");
+
+	/* the daemon dies: the next import undoes it */
+	pid = half_received(fifo, b, n, &wfd);
+	kill(td.pid, SIGKILL);
+	waitpid(td.pid, &st, 0);
+	td.pid = -1;
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	close(wfd);
+	tdaemon_start_ok(&td);
+	cr_assert_not(exists("backup/x"), "a receive a crash cut is undone at import");
+	settles_at(before, "a receive a crash cut");
+	checked(&td, "backup");
+
+	/* and the whole stream goes in after both */
+	COF_OK(stream, "receive backup/x");
+	reads_as(&td, "backup/x", rnd);
+	free(b);
+}
+
+/*
+ * A forger who rebuilds every checksum of a raw stream gets it received,
+ * but not past the keys: a changed ciphertext fails its record's tag at
+ * the read (the others read), a changed wrapped key fails the load-key.
+ */
+static size_t reforge(uint8_t *b, size_t n, size_t flip_rec, size_t flip_at)
+{
+	struct stream_hdr h;
+	struct stream_rec r;
+	uint64_t sum, chain, parts = 0;
+	size_t pos = STREAM_HDR_LEN;
+
+	cr_assert_eq(stream_hdr_get(b, &h, &sum), 0);
+	stream_hdr_put(&h, b, &sum);
+	chain = sum;
+	while (pos + 4 <= n && stream_kind(b + pos) == STREAM_REC) {
+		cr_assert_eq(stream_rec_get(b + pos, &h, &r), 0);
+		if (parts == flip_rec) {
+			b[pos + STREAM_REC_LEN + flip_at] ^= 0x01;
+			r.cksum = hash64(b + pos + STREAM_REC_LEN, r.len); /* scrub's checksum too */
+		}
+		stream_rec_put(&r, b + pos + STREAM_REC_LEN, b + pos, &sum);
+		chain = stream_chain(chain, sum);
+		parts++;
+		pos += STREAM_REC_LEN + r.len;
+	}
+	cr_assert_eq(pos + STREAM_END_LEN, n, "the stream is records then its end");
+	stream_end_put(parts, chain, b + pos);
+	return parts;
+}
+
+Test(send, a_raw_stream_forged_with_sound_checksums_fails_at_its_tags_and_its_key)
+{
+	char keyfile[4200], stream[4200], bad[4200];
+	const char *data;
+	struct stream_hdr h;
+	uint64_t sum;
+	uint8_t *b;
+	size_t n;
+
+	raw_stream(keyfile, sizeof(keyfile), &data, stream, sizeof(stream));
+	COF_OK(NULL, "pool create -s 32M backup %s/m0", td.dir);
+	snprintf(bad, sizeof(bad), "%s/forged", td.dir);
+
+	/* the second record's ciphertext (record 1, at 8K: random, stored whole) */
+	b = slurp(stream, &n);
+	cr_assert_gt(reforge(b, n, 1, 100), 2);
+	write_variant(bad, b, n);
+	free(b);
+	COF_OK(bad, "receive backup/f");
+	COF_OK(NULL, "load-key -L file://%s backup/f", keyfile);
+	cr_assert_neq(cof(NULL, "read backup/f -o 8K -l 8K > /dev/null"), 0, "a forged record");
+	cr_assert(strstr(out, "auth"), "an authentication error: %s", out);
+	COF_OK(NULL, "read backup/f -l 8K > /dev/null"); /* the record before it reads */
+	COF_OK(NULL, "destroy backup/f"); /* one copy of a GUID per pool */
+
+	/* the wrapped key */
+	b = slurp(stream, &n);
+	cr_assert_eq(stream_hdr_get(b, &h, &sum), 0);
+	h.wrapped[20] ^= 0x01;
+	stream_hdr_put(&h, b, &sum);
+	reforge(b, n, SIZE_MAX, 0);
+	write_variant(bad, b, n);
+	free(b);
+	COF_OK(bad, "receive backup/g");
+	cr_assert_neq(cof(NULL, "load-key -L file://%s backup/g", keyfile), 0, "a forged key");
+	COF_OK(NULL, "get -H -o value keystatus backup/g");
+	cr_assert(strstr(out, "unavailable"), "%s", out);
+	checked(&td, "backup");
+}
