@@ -735,7 +735,9 @@ uint32_t stor_ds_recordsize(const struct stor_ds *ds)
 	return ds->recsize;
 }
 
-static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct stor_prop_value *v)
+/* Property @id of @ds into @v; its space from @sa when a listing summed it (else NULL). */
+static void fill_value_of(struct stor_pool *p, struct stor_ds *ds, int id,
+			  struct stor_prop_value *v, const struct space_all *sa)
 {
 	struct stor_ds *from = NULL, *root;
 	const char *val;
@@ -774,7 +776,10 @@ static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct s
 		struct space_view sv;
 		uint64_t n;
 
-		space_of_locked(p, ds, &sv);
+		if (sa)
+			space_of_all(p, sa, ds, &sv);
+		else
+			space_of_locked(p, ds, &sv);
 		n = id == PROP_USED		 ? sv.used
 		    : id == PROP_AVAILABLE	 ? sv.available
 		    : id == PROP_USEDBYCHILDREN ? sv.children
@@ -817,6 +822,50 @@ static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct s
 		v->source = STOR_SRC_INHERITED;
 		snprintf(v->inherited_from, sizeof(v->inherited_from), "%s", from->name);
 	}
+}
+
+static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct stor_prop_value *v)
+{
+	fill_value_of(p, ds, id, v, NULL);
+}
+
+int stor_ds_list_props(struct stor_pool *p, const char *const *props, size_t n,
+		       int (*fn)(const char *name, const struct stor_prop_value *v, size_t nv,
+				 void *ctx),
+		       void *ctx)
+{
+	size_t nv = props ? n : PROP_COUNT;
+	struct stor_prop_value *vals = calloc(nv ? nv : 1, sizeof(*vals));
+	int *ids = calloc(nv ? nv : 1, sizeof(*ids));
+	struct space_all sa;
+	int ret = 0;
+
+	if (!vals || !ids) {
+		free(vals);
+		free(ids);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < nv; k++)
+		ids[k] = props ? prop_find(props[k]) : (int)k;
+	pthread_mutex_lock(&p->admin);
+	space_all_begin(p, &sa);
+	for (size_t i = 0; i < p->nds && ret == 0; i++) {
+		for (size_t k = 0; k < nv; k++) {
+			if (ids[k] >= 0) {
+				fill_value_of(p, p->ds[i], ids[k], &vals[k], &sa);
+				continue;
+			}
+			memset(&vals[k], 0, sizeof(vals[k]));
+			snprintf(vals[k].name, sizeof(vals[k].name), "%s", props[k]);
+			snprintf(vals[k].value, sizeof(vals[k].value), "-");
+		}
+		ret = fn(p->ds[i]->name, vals, nv, ctx);
+	}
+	space_all_end(&sa);
+	pthread_mutex_unlock(&p->admin);
+	free(vals);
+	free(ids);
+	return ret;
 }
 
 struct one_prop {

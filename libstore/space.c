@@ -97,6 +97,36 @@ void space_props_locked(struct stor_pool *p, struct stor_ds *ds)
 	(void)p;
 }
 
+/*
+ * The index of the parent of @name among the first @n of @d (sorted by
+ * name, as the pool's table: a parent sorts before its children), or -1:
+ * a binary search, so that syncing a table of N datasets is N log N, not
+ * the N^2 of a scan back from each one past all its siblings.
+ */
+static int parent_index(struct stor_ds *const *d, size_t n, const char *name)
+{
+	const char *slash = strrchr(name, '/');
+	size_t len, lo = 0, hi = n;
+
+	if (!slash)
+		return -1;
+	len = (size_t)(slash - name);
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strncmp(d[mid]->name, name, len);
+
+		if (c == 0 && d[mid]->name[len] != '\0')
+			c = 1; /* it starts with the parent's name, so it sorts after it */
+		if (c == 0)
+			return (int)mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
 int space_sync_locked(struct stor_pool *p)
 {
 	struct stor_ds **d = NULL;
@@ -121,18 +151,11 @@ int space_sync_locked(struct stor_pool *p)
 	for (size_t i = 0; i < n; i++) {
 		d[i] = p->ds[i];
 		total += atomic_load(&d[i]->refres) + atomic_load(&d[i]->res);
-		par[i] = -1;
-		/* the table is sorted: a parent is the nearest earlier prefix + '/' */
-		for (size_t j = i; j-- > 0;) {
-			size_t l = strlen(d[j]->name);
-			if (strncmp(d[i]->name, d[j]->name, l) == 0 && d[i]->name[l] == '/' &&
-			    !strchr(d[i]->name + l + 1, '/')) {
-				par[i] = (int)j;
-				break;
-			}
-		}
+		par[i] = parent_index(d, i, d[i]->name);
 	}
 	pthread_mutex_lock(&p->space_lock);
+	for (size_t i = 0; i < n; i++)
+		d[i]->sp_idx = i;
 	free(p->sp_ds);
 	free(p->sp_parent);
 	free(p->sp_tree);
@@ -186,6 +209,9 @@ static uint64_t compute_locked(struct stor_pool *p)
 
 static int index_of(struct stor_pool *p, const struct stor_ds *ds)
 {
+	/* its own note of where it is, unless the table changed since */
+	if (ds->sp_idx < p->sp_n && p->sp_ds[ds->sp_idx] == ds)
+		return (int)ds->sp_idx;
 	for (size_t i = 0; i < p->sp_n; i++)
 		if (p->sp_ds[i] == ds)
 			return (int)i;
@@ -246,6 +272,57 @@ void space_of_locked(struct stor_pool *p, struct stor_ds *ds, struct space_view 
 	v->used = i >= 0 ? p->sp_tree[i] : v->own + v->rr + v->snaps;
 	pthread_mutex_unlock(&p->space_lock);
 	v->children = v->used - v->own - v->rr - v->snaps;
+}
+
+void space_all_begin(struct stor_pool *p, struct space_all *sa)
+{
+	uint64_t size;
+
+	memset(sa, 0, sizeof(*sa));
+	pool_bytes(p, &sa->fr, &size);
+	sa->slop = space_slop(size);
+	pthread_mutex_lock(&p->space_lock);
+	sa->u = compute_locked(p);
+	sa->tree = malloc((p->sp_n ? p->sp_n : 1) * sizeof(*sa->tree));
+	if (sa->tree)
+		memcpy(sa->tree, p->sp_tree, p->sp_n * sizeof(*sa->tree));
+	pthread_mutex_unlock(&p->space_lock);
+}
+
+void space_of_all(struct stor_pool *p, const struct space_all *sa, struct stor_ds *ds,
+		  struct space_view *v)
+{
+	uint64_t room;
+	int i;
+
+	if (!sa->tree) {
+		space_of_locked(p, ds, v);
+		return;
+	}
+	memset(v, 0, sizeof(*v));
+	v->own = own_of(ds);
+	v->rr = rr_of(ds);
+	v->snaps = atomic_load(&ds->snap_used) > 0 ? (uint64_t)atomic_load(&ds->snap_used) : 0;
+	/* sp_ds and sp_parent change only under the admin lock, which the listing holds */
+	i = index_of(p, ds);
+	room = sa->fr > sa->slop + sa->u ? sa->fr - sa->slop - sa->u : 0;
+	for (int k = i; k >= 0; k = p->sp_parent[k]) {
+		uint64_t res = atomic_load(&p->sp_ds[k]->res);
+
+		room += res > sa->tree[k] ? res - sa->tree[k] : 0;
+	}
+	v->available = room + v->rr;
+	v->used = i >= 0 ? sa->tree[i] : v->own + v->rr + v->snaps;
+	/* the counters moved since begin: never less than its own parts */
+	if (v->used < v->own + v->rr + v->snaps)
+		v->used = v->own + v->rr + v->snaps;
+	v->children = v->used - v->own - v->rr - v->snaps;
+}
+
+void space_all_end(struct space_all *sa)
+{
+	free(sa->tree);
+	sa->tree = NULL;
 }
 
 int space_promise_locked(struct stor_pool *p, struct stor_ds *from, uint64_t need,
