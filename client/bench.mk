@@ -5,4 +5,5 @@ BENCH_SOURCES = %D%/bench.c %D%/bench.h %D%/bench_run.c %D%/bench_report.c \
 	%D%/bench_verify.c %D%/bench_verify.h %D%/hist.c %D%/hist.h
 BENCH_LIBS = $(XXHASH_LIBS) -lm
 dist_man_MANS += %D%/coffer-bench.8
-EXTRA_DIST += contrib/bench/encryption.sh contrib/bench/bench_plot.gp contrib/bench/snapshot.sh
+EXTRA_DIST += contrib/bench/encryption.sh contrib/bench/bench_plot.gp contrib/bench/snapshot.sh \
+	contrib/bench/scale.sh

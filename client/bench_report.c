@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "jsonout.h"
 
 #define MAX_REPORTED 20 /* error lines on stderr per run */
 #define MAX_JSON_ERRORS 1000
@@ -330,16 +331,23 @@ json_t *bench_report_run_json(struct engine *e, struct tally *t)
 int bench_report_json(struct engine *e, const char *path)
 {
 	char host[256] = "";
-	json_t *doc;
+	json_t *doc, *body;
 	int ret = 0;
 
 	gethostname(host, sizeof(host) - 1);
-	doc = json_pack("{s:i, s:s, s:s, s:i, s:b, s:O, s:O, s:I, s:I}", "version", 1, "host", host,
-			"socket", e->sock ? e->sock : "", "daemon_pid", e->daemon_pid, "verify",
-			e->verify, "runs", e->jruns, "errors", e->jerrors, "io_errors",
-			(json_int_t)e->total_errors, "validation_errors",
-			(json_int_t)e->total_verrors);
-	if (!doc || json_dump_file(doc, path, JSON_INDENT(1) | JSON_REAL_PRECISION(6))) {
+	/* the shape of coffer -j (jsonout.c): output_version first, numbers as strings unless
+	 * --json-int, and every digit a real has (1 MiB/s is 1048576, not 1048580) */
+	jout_int = e->a->json_int;
+	doc = jout_doc("coffer bench", NULL);
+	body = json_pack("{s:i, s:s, s:s, s:i, s:b, s:O, s:O, s:I, s:I}", "version", 1, "host", host,
+			 "socket", e->sock ? e->sock : "", "daemon_pid", e->daemon_pid, "verify",
+			 e->verify, "runs", e->jruns, "errors", e->jerrors, "io_errors",
+			 (json_int_t)e->total_errors, "validation_errors",
+			 (json_int_t)e->total_verrors);
+	json_object_update(doc, body);
+	json_decref(body);
+	jout_numbers(doc);
+	if (!doc || json_dump_file(doc, path, JSON_INDENT(1) | JSON_PRESERVE_ORDER)) {
 		fprintf(stderr, "coffer bench: %s: cannot write\n", path);
 		ret = -EIO;
 	}

@@ -546,7 +546,7 @@ static int build_streams(struct engine *e, const struct bench_plan *pl, const st
 				st->seekpct = wd->seekpct;
 				st->eof = wd->eof;
 				st->rhpct = wd->rhpct;
-				st->hitarea = wd->hitarea;
+				st->hitarea = sd->hitarea ? sd->hitarea : wd->hitarea;
 				memcpy(st->xfer, wd->xfer, sizeof(st->xfer));
 				st->nxfer = wd->nxfer;
 				if (r->xfersize) {
@@ -564,6 +564,9 @@ static int build_streams(struct engine *e, const struct bench_plan *pl, const st
 				}
 				if (st->hi > ds->volsize)
 					st->hi = ds->volsize;
+				/* size=: the first so many bytes of the range, as a LUN of that size */
+				if (sd->size && st->hi > st->lo && st->hi - st->lo > sd->size)
+					st->hi = st->lo + sd->size;
 				st->lo = (st->lo + align - 1) / align * align;
 				st->hi = st->hi / align * align;
 				for (unsigned x = 0; x < st->nxfer; x++) {

@@ -25,7 +25,7 @@ CLEANFILES += %D%/coffer.pc
 CLIENT_LIBS = %D%/libcoffer.a daemon/libproto.a libstore/libstore.a $(JANSSON_LIBS) $(PTHREAD_LIBS)
 
 bin_PROGRAMS += %D%/coffer
-%C%_coffer_SOURCES = %D%/coffer.c %D%/bench.h $(BENCH_SOURCES)
+%C%_coffer_SOURCES = %D%/coffer.c %D%/jsonout.c %D%/jsonout.h %D%/bench.h $(BENCH_SOURCES)
 %C%_coffer_CPPFLAGS = $(AM_CPPFLAGS) $(PROTO_INC) $(STORE_INC)
 %C%_coffer_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 %C%_coffer_LDADD = $(CLIENT_LIBS) $(BENCH_LIBS)

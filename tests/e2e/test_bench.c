@@ -105,7 +105,7 @@ Test(bench, open_loop_rate_is_within_5_percent_and_json_has_the_documented_field
 	make_datasets();
 	bench(0, "'%s'", parm("fill.parm", fill_parm));
 	bench(0, "--datasets 'p/v*' --rw randread --bs 8k --qd 2 --time 4 --warmup 1 "
-		  "--rate 800 --json '%s' --csv '%s'",
+		  "--rate 800 --json-int --json '%s' --csv '%s'",
 	       path("out.json"), path("out.csv"));
 	doc = json_load_file(path("out.json"), 0, &jerr);
 	cr_assert_not_null(doc, "%s: %s", path("out.json"), jerr.text);
