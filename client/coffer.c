@@ -1703,12 +1703,39 @@ static const char *long_name(const char *f)
 }
 
 /*
+ * The column of each field in a row of a "rows" reply: 0 the name, then
+ * the properties in the order asked for (list_col_add).
+ */
+static const char *list_cols[128];
+static size_t nlist_cols = 1;
+
+static void list_col_add(json_t *props, const char *prop)
+{
+	if (nlist_cols < sizeof(list_cols) / sizeof(list_cols[0]))
+		list_cols[nlist_cols++] = prop;
+	json_array_append_new(props, json_string(prop));
+}
+
+/*
  * The exact value of field @f of dataset @d of a list reply, "-" if none:
- * the reply has each value as a string, or with "sources" as an object.
+ * a row of a "rows" reply, or an object with each value as a string, or
+ * with "sources" as an object.
  */
 static const char *list_value(json_t *d, const char *f)
 {
-	json_t *p = json_object_get(json_object_get(d, "props"), long_name(f));
+	json_t *p;
+
+	if (json_is_array(d)) {
+		const char *lf = long_name(f);
+
+		if (!strcmp(f, "name"))
+			return json_string_value(json_array_get(d, 0));
+		for (size_t k = 1; k < nlist_cols; k++)
+			if (!strcmp(list_cols[k], lf))
+				return json_string_value(json_array_get(d, k)) ?: "-";
+		return "-";
+	}
+	p = json_object_get(json_object_get(d, "props"), long_name(f));
 	const char *v = !strcmp(f, "name") ? json_string_value(json_object_get(d, "name"))
 					   : json_string_value(json_is_object(p)
 								       ? json_object_get(p, "value")
@@ -1912,35 +1939,35 @@ static int cmd_list(int argc, char **argv)
 			check_field(tok);
 			f[nf++] = tok;
 			if (strcmp(tok, "name"))
-				json_array_append_new(props, json_string(long_name(tok)));
+				list_col_add(props, long_name(tok));
 			continue;
 		}
 		/* -o all: the name and every property, as zfs list -o all */
 		f[nf++] = "name";
 		for (size_t k = 0; (name = stor_prop_describe(k, &values, &w)) && nf < 64; k++) {
 			f[nf++] = name;
-			json_array_append_new(props, json_string(name));
+			list_col_add(props, name);
 		}
 	}
 	/* a sort key need not be a column, as in zfs list */
 	for (size_t k = 0; k < nsort; k++)
 		if (strcmp(sort_keys[k].prop, "name"))
-			json_array_append_new(props, json_string(long_name(sort_keys[k].prop)));
-	/* the sources only for JSON: they triple the reply of a long list */
-	args = json_pack("{s:o, s:b, s:s, s:b}", "props", props, "recursive", rec, "type", type,
-			 "sources", opt_json);
+			list_col_add(props, long_name(sort_keys[k].prop));
+	/* text takes rows of values (a long list parses fastest so), JSON their sources */
+	args = json_pack("{s:o, s:b, s:s, s:b, s:b}", "props", props, "recursive", rec, "type",
+			 type, "sources", opt_json, "rows", !opt_json);
 	if (optind < argc) {
 		json_object_set_new(args, "name", json_string(argv[optind]));
 		base = name_depth(argv[optind]);
 	}
 	c = conn_open();
 	reply = call(c, "ds_list", args, optind < argc ? argv[optind] : NULL);
-	arr = json_object_get(reply, "datasets");
+	arr = json_object_get(reply, opt_json ? "datasets" : "rows");
 	rows = calloc(json_array_size(arr) + 1, sizeof(*rows));
 	if (!rows)
 		die("out of memory");
 	json_array_foreach(arr, i, d) {
-		const char *n = json_string_value(json_object_get(d, "name"));
+		const char *n = list_value(d, "name");
 
 		if (depth < 0 || name_depth(n) - base <= depth)
 			rows[nrows++] = d;

@@ -83,23 +83,47 @@ const char *ds_prop_locked(struct stor_pool *p, struct stor_ds *ds, int id, stru
 	return prop_table[id].def;
 }
 
-/* Cache the effective values the I/O path reads, for @ds and its descendants. */
+/* The first index of the table whose name is not below @name: where it is or would go. */
+static size_t lower_bound(struct stor_pool *p, const char *name)
+{
+	size_t lo = 0, hi = p->nds;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (strcmp(p->ds[mid]->name, name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Cache the effective values of inherited properties that the I/O path reads. */
+static void refresh_one(struct stor_pool *p, struct stor_ds *d)
+{
+	atomic_store(&d->sync_mode, prop_sync_mode(ds_prop_locked(p, d, PROP_SYNC, NULL)));
+	atomic_store(&d->comp_level,
+		     prop_compression_level(ds_prop_locked(p, d, PROP_COMPRESSION, NULL)));
+	atomic_store(&d->checksum_on, strcmp(ds_prop_locked(p, d, PROP_CHECKSUM, NULL), "off") != 0);
+	atomic_store(&d->cache_all,
+		     strcmp(ds_prop_locked(p, d, PROP_PRIMARYCACHE, NULL), "all") == 0);
+}
+
+/*
+ * refresh_one() for @ds and its descendants: the names that start with
+ * "@ds/" sort together, so a create (no descendants yet) looks at no other
+ * dataset of the table.
+ */
 static void refresh_effective(struct stor_pool *p, struct stor_ds *ds)
 {
-	size_t n = strlen(ds->name);
+	char prefix[STOR_NAME_MAX + 2];
+	size_t n = (size_t)snprintf(prefix, sizeof(prefix), "%s/", ds->name);
 
-	for (size_t i = 0; i < p->nds; i++) {
-		struct stor_ds *d = p->ds[i];
-		if (d != ds && (strncmp(d->name, ds->name, n) != 0 || d->name[n] != '/'))
-			continue;
-		atomic_store(&d->sync_mode, prop_sync_mode(ds_prop_locked(p, d, PROP_SYNC, NULL)));
-		atomic_store(&d->comp_level,
-			     prop_compression_level(ds_prop_locked(p, d, PROP_COMPRESSION, NULL)));
-		atomic_store(&d->checksum_on,
-			     strcmp(ds_prop_locked(p, d, PROP_CHECKSUM, NULL), "off") != 0);
-		atomic_store(&d->cache_all,
-			     strcmp(ds_prop_locked(p, d, PROP_PRIMARYCACHE, NULL), "all") == 0);
-	}
+	refresh_one(p, ds);
+	for (size_t i = lower_bound(p, prefix); i < p->nds && !strncmp(p->ds[i]->name, prefix, n);
+	     i++)
+		refresh_one(p, p->ds[i]);
 }
 
 void ds_free(struct stor_ds *ds)
@@ -137,8 +161,8 @@ static int table_insert(struct stor_pool *p, struct stor_ds *ds)
 	if (!t)
 		return -ENOMEM;
 	p->ds = t;
-	for (i = p->nds; i > 0 && strcmp(p->ds[i - 1]->name, ds->name) > 0; i--)
-		p->ds[i] = p->ds[i - 1];
+	i = lower_bound(p, ds->name);
+	memmove(&p->ds[i + 1], &p->ds[i], (p->nds - i) * sizeof(*p->ds));
 	p->ds[i] = ds;
 	p->nds++;
 	return 0;

@@ -97,49 +97,29 @@ void space_props_locked(struct stor_pool *p, struct stor_ds *ds)
 	(void)p;
 }
 
-/*
- * The index of the parent of @name among the first @n of @d (sorted by
- * name, as the pool's table: a parent sorts before its children), or -1:
- * a binary search, so that syncing a table of N datasets is N log N, not
- * the N^2 of a scan back from each one past all its siblings.
- */
-static int parent_index(struct stor_ds *const *d, size_t n, const char *name)
+/* Is @name below @anc ("tank/a/b" below "tank" and "tank/a")? */
+static int is_under(const char *name, const char *anc)
 {
-	const char *slash = strrchr(name, '/');
-	size_t len, lo = 0, hi = n;
+	size_t l = strlen(anc);
 
-	if (!slash)
-		return -1;
-	len = (size_t)(slash - name);
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strncmp(d[mid]->name, name, len);
-
-		if (c == 0 && d[mid]->name[len] != '\0')
-			c = 1; /* it starts with the parent's name, so it sorts after it */
-		if (c == 0)
-			return (int)mid;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
+	return strncmp(name, anc, l) == 0 && name[l] == '/';
 }
 
 int space_sync_locked(struct stor_pool *p)
 {
 	struct stor_ds **d = NULL;
-	int *par = NULL;
+	int *par = NULL, *up = NULL;
 	uint64_t *tree = NULL, total = 0;
 	size_t n = p->nds;
 
 	d = malloc((n ? n : 1) * sizeof(*d));
 	par = malloc((n ? n : 1) * sizeof(*par));
+	up = malloc((n ? n : 1) * sizeof(*up));
 	tree = malloc((n ? n : 1) * sizeof(*tree));
-	if (!d || !par || !tree) {
+	if (!d || !par || !up || !tree) {
 		free(d);
 		free(par);
+		free(up);
 		free(tree);
 		/* no copy at all rather than one with datasets that may be gone:
 		 * reservations go unenforced until the next change of the table */
@@ -148,11 +128,26 @@ int space_sync_locked(struct stor_pool *p)
 		pthread_mutex_unlock(&p->space_lock);
 		return -ENOMEM;
 	}
+	/*
+	 * The table is sorted, so a dataset's ancestors come before it and
+	 * the nearest one is on the chain of parents of the dataset just before
+	 * it: climb that chain. A dataset climbed past is under none that
+	 * follow, so the whole walk is one pass, and a create costs no search
+	 * per dataset (a scan back from each one past all its siblings was
+	 * N^2 for N datasets).
+	 */
 	for (size_t i = 0; i < n; i++) {
+		int j = (int)i - 1;
+
 		d[i] = p->ds[i];
 		total += atomic_load(&d[i]->refres) + atomic_load(&d[i]->res);
-		par[i] = parent_index(d, i, d[i]->name);
+		while (j >= 0 && !is_under(d[i]->name, d[j]->name))
+			j = up[j];
+		up[i] = j; /* its nearest ancestor */
+		/* which is its parent, unless a level in between is missing */
+		par[i] = j >= 0 && !strchr(d[i]->name + strlen(d[j]->name) + 1, '/') ? j : -1;
 	}
+	free(up);
 	pthread_mutex_lock(&p->space_lock);
 	for (size_t i = 0; i < n; i++)
 		d[i]->sp_idx = i;
