@@ -414,16 +414,23 @@ static void plan_print(const struct bench_plan *pl)
 		const struct bench_wd *wd = &pl->wd[i];
 
 		stor_format_size(wd->xfer[0].size, a, sizeof(a));
-		printf("wd=%s on %u sd rdpct=%g seekpct=%s%.0f xfersize=%s%s\n", wd->name, wd->nsd,
-		       wd->rdpct, wd->eof ? "eof" : "", wd->eof ? 0.0 : wd->seekpct, a,
-		       wd->nxfer > 1 ? " (a distribution)" : "");
+		if (wd->eof)
+			snprintf(b, sizeof(b), "eof");
+		else
+			snprintf(b, sizeof(b), "%g", wd->seekpct);
+		printf("wd=%s on %u sd rdpct=%g seekpct=%s xfersize=%s%s\n", wd->name, wd->nsd,
+		       wd->rdpct, b, a, wd->nxfer > 1 ? " (a distribution)" : "");
 	}
 	for (unsigned i = 0; i < pl->nrun; i++) {
 		const struct bench_run *r = &pl->run[i];
 
-		printf("run %s (rd=%s) iorate=%s %s elapsed=%gs interval=%gs warmup=%gs\n",
-		       r->name, r->rd, rate[r->rate_kind], r->label ? r->label : "", r->elapsed,
-		       r->interval, r->warmup);
+		printf("run %s (rd=%s) ", r->name, r->rd);
+		/* the label names the rate when the rd sets one */
+		if (!r->label || !strstr(r->label, "iorate"))
+			printf("iorate=%s ", rate[r->rate_kind]);
+		if (r->label && r->label[0])
+			printf("%s ", r->label);
+		printf("elapsed=%gs interval=%gs warmup=%gs\n", r->elapsed, r->interval, r->warmup);
 	}
 	printf("%u runs\n", pl->nrun);
 }

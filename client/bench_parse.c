@@ -591,16 +591,13 @@ static int do_stmt(struct parser *p, struct stmt *s)
 	if (strcmp(s->t[0].val, "default"))
 		return perr(p, s->t[0].line, "hd=%s: host definitions are not supported, only "
 			    "hd=default", s->t[0].val);
-	for (unsigned i = 1; i < s->n; i++) {
-		/* jvms=: vdbench's count of Java processes; here worker threads do that */
-		if (!strcmp(s->t[i].key, "jvms")) {
-			int ret = add_note(p->plan, "%s:%d: jvms=%s ignored (one process, "
-					   "--threads worker threads)",
-					   p->fname, s->t[i].line, s->t[i].val);
-			if (ret < 0)
-				return ret;
-		}
-	}
+	/* jvms=: vdbench's count of Java processes; here worker threads do that */
+	for (unsigned i = 1; i < s->n; i++)
+		if (!strcmp(s->t[i].key, "jvms"))
+			return add_note(p->plan,
+					"%s:%d: hd=default ignored (coffer bench runs on this host), "
+					"and jvms=%s (one process, --threads worker threads)",
+					p->fname, s->t[0].line, s->t[i].val);
 	return add_note(p->plan, "%s:%d: hd=default ignored (coffer bench runs on this host)",
 			p->fname, s->t[0].line);
 }

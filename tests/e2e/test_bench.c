@@ -261,7 +261,9 @@ Test(bench, oracles_vdbench_file_parses_with_only_its_luns_changed)
 {
 	/* -s: checked and printed, no daemon asked (none has these datasets) */
 	bench(0, "-s '%s'", parm("oracle.parm", oracle_parm));
-	cr_assert(strstr(out, "jvms=16 ignored") && strstr(out, "hd=default ignored"), "%s", out);
+	cr_assert(strstr(out, "hd=default ignored") && strstr(out, "jvms=16 (one process"), "%s",
+		  out);
+	cr_assert(strstr(out, "wd=swrite1 on 3 sd rdpct=0 seekpct=eof xfersize"), "%s", out);
 	cr_assert(strstr(out, "sd=sd192 dataset=p/v3 threads=1 size=5G hitarea=100M"), "%s", out);
 	cr_assert(strstr(out, "run seqwritewarmup") && strstr(out, "iorate=curve"), "%s", out);
 	cr_assert(strstr(out, "\n8 runs\n"), "fill, max and 6 curve points: %s", out);
