@@ -759,6 +759,19 @@ uint32_t stor_ds_recordsize(const struct stor_ds *ds)
 	return ds->recsize;
 }
 
+/*
+ * The encryption root of @ds: itself or an ancestor, as children inherit
+ * it, so a walk up the names finds it without a scan of the table by id
+ * (which a listing of every dataset's encryptionroot paid N times).
+ */
+static struct stor_ds *enc_root_of(struct stor_pool *p, struct stor_ds *ds)
+{
+	for (struct stor_ds *d = ds; d; d = parent_of(p, d))
+		if (d->id == ds->enc_root_id)
+			return d;
+	return ds_find_id_locked(p, ds->enc_root_id);
+}
+
 /* Property @id of @ds into @v; its space from @sa when a listing summed it (else NULL). */
 static void fill_value_of(struct stor_pool *p, struct stor_ds *ds, int id,
 			  struct stor_prop_value *v, const struct space_all *sa)
@@ -828,7 +841,7 @@ static void fill_value_of(struct stor_pool *p, struct stor_ds *ds, int id,
 				 used > 0 ? (double)lused / (double)used : 1.0);
 		return;
 	case PROP_ENCRYPTIONROOT:
-		root = ds->suite ? ds_find_id_locked(p, ds->enc_root_id) : NULL;
+		root = ds->suite ? enc_root_of(p, ds) : NULL;
 		snprintf(v->value, sizeof(v->value), "%s", root ? root->name : "-");
 		return;
 	case PROP_KEYSTATUS:

@@ -5,8 +5,10 @@
 # then times `coffer list` of all of them, `coffer get all` of one,
 # `coffer list -o name,volsize -s volsize`, and a restart of the daemon
 # (SIGTERM, start, until it answers), each the median of ROUNDS runs, in
-# milliseconds. One CSV line: n,create_ms,create_first_ms,create_last_ms,
-# list_ms,get_ms,list_sorted_ms,restart_ms.
+# milliseconds. On a shared machine wall times follow its load, so the
+# daemon's CPU time per create and per list is printed too. One CSV line:
+# n,create_ms,create_first_ms,create_last_ms,create_cpu_ms,list_ms,
+# list_cpu_ms,get_ms,list_sorted_ms,restart_ms.
 #
 # Usage: scale.sh [N] [ROUNDS]   (default 10000, 5)
 # Environment: COFFERD, COFFER (a plain build measures the code, not ASan)
@@ -26,7 +28,11 @@ now_ns() { date +%s%N; }
 ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b - a) / 1e6 }'; }
 median() { sort -n | awk '{ v[NR] = $1 } END { printf "%.3f", v[int((NR + 1) / 2)] }'; }
 
+# the daemon's user + system time in clock ticks
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$pid/stat"; }
+hz=$(getconf CLK_TCK)
 : >"$dir/create.ms"
+c0=$(cpu_ticks)
 i=1
 while [ "$i" -le "$n" ]; do
 	t0=$(now_ns)
@@ -36,6 +42,8 @@ while [ "$i" -le "$n" ]; do
 	echo >>"$dir/create.ms"
 	i=$((i + 1))
 done
+c1=$(cpu_ticks)
+create_cpu=$(awk -v t=$((c1 - c0)) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.3f", t * 1000 / hz / n }')
 create=$(awk '{ s += $1 } END { printf "%.3f", s / NR }' "$dir/create.ms")
 first=$(head -n 1000 "$dir/create.ms" | awk '{ s += $1 } END { printf "%.3f", s / NR }')
 last=$(tail -n 1000 "$dir/create.ms" | awk '{ s += $1 } END { printf "%.3f", s / NR }')
@@ -54,7 +62,10 @@ timed() {
 }
 rows=$("$COFFER" list -H -o name | wc -l)
 [ "$rows" -eq $((n + 1)) ] || { echo "scale: list has $rows rows, not $((n + 1))" >&2; exit 1; }
+c0=$(cpu_ticks)
 list=$(timed "$COFFER" list)
+c1=$(cpu_ticks)
+list_cpu=$(awk -v t=$((c1 - c0)) -v hz="$hz" -v r="$rounds" 'BEGIN { printf "%.1f", t * 1000 / hz / r }')
 get=$(timed "$COFFER" get all "sc/v$n")
 # a coffer without list -s (an older build measured for comparison) prints "-"
 sorted=$(timed "$COFFER" list -o name,volsize -s volsize 2>/dev/null) || sorted=-
@@ -72,5 +83,5 @@ for r in $(seq 1 "$rounds"); do
 	echo >>"$dir/restart.ms"
 done
 restart=$(median <"$dir/restart.ms")
-echo "n,create_ms,create_first_ms,create_last_ms,list_ms,get_ms,list_sorted_ms,restart_ms"
-echo "$n,$create,$first,$last,$list,$get,$sorted,$restart"
+echo "n,create_ms,create_first_ms,create_last_ms,create_cpu_ms,list_ms,list_cpu_ms,get_ms,list_sorted_ms,restart_ms"
+echo "$n,$create,$first,$last,$create_cpu,$list,$list_cpu,$get,$sorted,$restart"

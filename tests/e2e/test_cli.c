@@ -86,6 +86,10 @@ Test(cli, refused_keys_and_encryption_say_why)
 	       key);
 	REFUSED(NULL, 1, "cannot create an unencrypted dataset under an encrypted parent",
 		"create -o encryption=off tank/enc/child");
+	/* a child's encryption root is found up its names */
+	COF_OK(NULL, "create -V 8M tank/enc/c");
+	COF_OK(NULL, "list -H -o name,encryptionroot -r tank/enc");
+	cr_assert_str_eq(out, "tank/enc\ttank/enc\ntank/enc/c\ttank/enc\n");
 	REFUSED(NULL, 1, "key already loaded", "load-key tank/enc");
 	cr_assert(!strstr(out, "choose another name"), "wrong advice: %s", out);
 	COF_OK(NULL, "unload-key tank/enc");
