@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "store.h"
 
 static atomic_bool interrupted;
 
@@ -250,7 +251,7 @@ static int match_sds(struct engine *e, struct coffer_conn *c, const struct bench
 
 			if (!guid)
 				guid = json_string_value(json_object_get(props, "guid"));
-			if (!name || fnmatch(pl->sd[s].dataset, name, 0))
+			if (!name || fnmatch(pl->sd[s].dataset, name, FNM_PATHNAME))
 				continue;
 			/* a pool's root dataset has no volume to load */
 			if (!strcmp(json_string_value(json_object_get(props, "volsize")) ?: "", "0"))
@@ -391,6 +392,49 @@ out:
 	return ret;
 }
 
+/* -s, --parse-only: what the plan would run, checked, without a daemon (vdbench -s). */
+static void plan_print(const struct bench_plan *pl)
+{
+	static const char *const rate[] = { "max", "fixed", "curve" };
+	char a[32], b[32];
+
+	if (!pl) {
+		printf("nothing to run but the check of the journal\n");
+		return;
+	}
+	for (unsigned i = 0; i < pl->nsd; i++) {
+		const struct bench_sd *sd = &pl->sd[i];
+
+		stor_format_size(sd->size, a, sizeof(a));
+		stor_format_size(sd->hitarea, b, sizeof(b));
+		printf("sd=%s dataset=%s threads=%u size=%s hitarea=%s\n", sd->name, sd->dataset,
+		       sd->threads, sd->size ? a : "all", sd->hitarea ? b : "of the wd");
+	}
+	for (unsigned i = 0; i < pl->nwd; i++) {
+		const struct bench_wd *wd = &pl->wd[i];
+
+		stor_format_size(wd->xfer[0].size, a, sizeof(a));
+		if (wd->eof)
+			snprintf(b, sizeof(b), "eof");
+		else
+			snprintf(b, sizeof(b), "%g", wd->seekpct);
+		printf("wd=%s on %u sd rdpct=%g seekpct=%s xfersize=%s%s\n", wd->name, wd->nsd,
+		       wd->rdpct, b, a, wd->nxfer > 1 ? " (a distribution)" : "");
+	}
+	for (unsigned i = 0; i < pl->nrun; i++) {
+		const struct bench_run *r = &pl->run[i];
+
+		printf("run %s (rd=%s) ", r->name, r->rd);
+		/* the label names the rate when the rd sets one */
+		if (!r->label || !strstr(r->label, "iorate"))
+			printf("iorate=%s ", rate[r->rate_kind]);
+		if (r->label && r->label[0])
+			printf("%s ", r->label);
+		printf("elapsed=%gs interval=%gs warmup=%gs\n", r->elapsed, r->interval, r->warmup);
+	}
+	printf("%u runs\n", pl->nrun);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -455,6 +499,12 @@ int bench_main(int argc, char **argv)
 	}
 	for (unsigned i = 0; plan && i < plan->nnotes; i++)
 		fprintf(stderr, "coffer bench: note: %s\n", plan->notes[i]);
+	if (a.parse_only) {
+		plan_print(plan);
+		bench_plan_free(plan);
+		pthread_mutex_destroy(&e.rep_lock);
+		return 0;
+	}
 	e.a = &a;
 	e.verify = a.verify;
 	e.sock = coffer_socket_path(a.socket);

@@ -65,7 +65,8 @@ struct slot {
 	enum coffer_op op;
 	uint64_t off;
 	uint32_t len;
-	uint64_t t_sched;
+	uint64_t t_sched; /* when the schedule wanted it sent (rate control; warmup) */
+	uint64_t t_sent;  /* when it was sent: response time counts from here, as in vdbench */
 	bool busy;
 	uint32_t gen;
 };
@@ -73,6 +74,7 @@ struct slot {
 /* Counters of completions; latencies in ns. */
 struct acc {
 	uint64_t reads, writes, rbytes, wbytes, errors, verrors;
+	uint64_t zreads; /* reads that returned only zeros: records never written, mostly */
 	double rsum, wsum, sumsq; /* ns */
 	uint64_t max;
 };

@@ -6,4 +6,4 @@ BENCH_SOURCES = %D%/bench.c %D%/bench.h %D%/bench_run.c %D%/bench_report.c \
 BENCH_LIBS = $(XXHASH_LIBS) -lm
 dist_man_MANS += %D%/coffer-bench.8
 EXTRA_DIST += contrib/bench/encryption.sh contrib/bench/bench_plot.gp contrib/bench/snapshot.sh \
-	contrib/bench/send.sh
+	contrib/bench/scale.sh contrib/bench/send.sh

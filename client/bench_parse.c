@@ -383,6 +383,13 @@ static int do_sd(struct parser *p, struct stmt *s)
 					    t->val);
 			}
 			sd.range_set = true;
+		} else if (!strcmp(t->key, "size")) {
+			/* vdbench's size of a LUN: here the part of the volume used */
+			if (stor_parse_size(t->val, &sd.size) < 0 || !sd.size)
+				return perr(p, t->line, "bad size '%s' for 'size'", t->val);
+		} else if (!strcmp(t->key, "hitarea")) {
+			if (stor_parse_size(t->val, &sd.hitarea) < 0 || !sd.hitarea)
+				return perr(p, t->line, "bad size '%s' for 'hitarea'", t->val);
 		} else {
 			return perr(p, t->line, "unknown keyword '%s'", t->key);
 		}
@@ -584,6 +591,13 @@ static int do_stmt(struct parser *p, struct stmt *s)
 	if (strcmp(s->t[0].val, "default"))
 		return perr(p, s->t[0].line, "hd=%s: host definitions are not supported, only "
 			    "hd=default", s->t[0].val);
+	/* jvms=: vdbench's count of Java processes; here worker threads do that */
+	for (unsigned i = 1; i < s->n; i++)
+		if (!strcmp(s->t[i].key, "jvms"))
+			return add_note(p->plan,
+					"%s:%d: hd=default ignored (coffer bench runs on this host), "
+					"and jvms=%s (one process, --threads worker threads)",
+					p->fname, s->t[0].line, s->t[i].val);
 	return add_note(p->plan, "%s:%d: hd=default ignored (coffer bench runs on this host)",
 			p->fname, s->t[0].line);
 }
@@ -1034,7 +1048,7 @@ out:
 enum {
 	OPT_DATASETS = 256, OPT_RW, OPT_BS, OPT_QD, OPT_TIME, OPT_RATE, OPT_CURVE, OPT_WARMUP,
 	OPT_RDPCT, OPT_INTERVAL, OPT_JSON, OPT_CSV, OPT_JOURNAL, OPT_RECOVER, OPT_SOCKET,
-	OPT_DAEMON_PID, OPT_THREADS,
+	OPT_DAEMON_PID, OPT_THREADS, OPT_JSON_INT,
 };
 
 static const struct option long_opts[] = {
@@ -1049,6 +1063,7 @@ static const struct option long_opts[] = {
 	{ "rdpct", required_argument, NULL, OPT_RDPCT },
 	{ "interval", required_argument, NULL, OPT_INTERVAL },
 	{ "json", required_argument, NULL, OPT_JSON },
+	{ "json-int", no_argument, NULL, OPT_JSON_INT },
 	{ "csv", required_argument, NULL, OPT_CSV },
 	{ "verify", no_argument, NULL, 'v' },
 	{ "journal", required_argument, NULL, OPT_JOURNAL },
@@ -1057,6 +1072,7 @@ static const struct option long_opts[] = {
 	{ "daemon-pid", required_argument, NULL, OPT_DAEMON_PID },
 	{ "threads", required_argument, NULL, OPT_THREADS },
 	{ "quiet", no_argument, NULL, 'q' },
+	{ "parse-only", no_argument, NULL, 's' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -1079,9 +1095,10 @@ int bench_args_parse(int argc, char **argv, struct bench_args *a, char *err, siz
 		return -ENOMEM;
 	for (int i = 0; i < argc; i++)
 		av[i] = strcmp(argv[i], "-vr") ? argv[i] : (char *)"--recover";
+	/* no '+': options may follow the parameter file, as GNU users write them */
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, av, "+vqh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, av, "vqhs", long_opts, NULL)) != -1) {
 		const char *o = optarg;
 
 		switch (c) {
@@ -1151,6 +1168,7 @@ int bench_args_parse(int argc, char **argv, struct bench_args *a, char *err, siz
 			}
 			break;
 		case OPT_JSON: a->json = o; break;
+		case OPT_JSON_INT: a->json_int = true; break;
 		case OPT_CSV: a->csv = o; break;
 		case 'v': a->verify = true; break;
 		case OPT_JOURNAL: a->journal = o; break;
@@ -1169,6 +1187,7 @@ int bench_args_parse(int argc, char **argv, struct bench_args *a, char *err, siz
 			a->daemon_pid = (int)u;
 			break;
 		case 'q': a->quiet = true; break;
+		case 's': a->parse_only = true; break;
 		case 'h': a->help = true; break;
 		default:
 			if (optopt >= OPT_DATASETS)
@@ -1179,10 +1198,11 @@ int bench_args_parse(int argc, char **argv, struct bench_args *a, char *err, siz
 			goto out;
 		}
 	}
+	/* getopt moved the operands of av behind the options */
 	if (optind < argc)
-		a->file = argv[optind++];
+		a->file = av[optind++];
 	if (optind < argc) {
-		snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+		snprintf(err, errlen, "unexpected argument '%s'", av[optind]);
 		ret = -EINVAL;
 		goto out;
 	}

@@ -27,6 +27,8 @@ struct bench_sd {
 	bool range_set;
 	bool range_bytes; /* range in bytes (a size suffix was given) or percent of the volume */
 	double range_lo, range_hi;
+	uint64_t size;    /* size=: only the first this many bytes are used; 0 = all */
+	uint64_t hitarea; /* hitarea= of vdbench's sd: overrides the wd's; 0 = the wd's */
 	int line;
 };
 
@@ -93,6 +95,7 @@ struct bench_args {
 	const char *curve; /* --curve 95,90,... */
 	double rdpct;      /* --rdpct, < 0 = from --rw */
 	const char *json, *csv;
+	bool json_int;        /* --json-int: numbers in --json as numbers, else strings */
 	bool verify;          /* -v */
 	const char *journal;  /* --journal FILE (with -v) or -vr FILE */
 	bool recover;         /* -vr: verify the journal's records first */
@@ -100,6 +103,7 @@ struct bench_args {
 	int daemon_pid;       /* --daemon-pid, 0 = ask the daemon */
 	unsigned nthreads;    /* --threads: OS threads, 0 = min(4, nproc) */
 	bool quiet;           /* -q: no progress indicator */
+	bool parse_only;      /* -s, --parse-only: check the plan, print it, run nothing */
 	bool help;
 };
 

@@ -29,6 +29,7 @@
 
 #include "bench.h"
 #include "client.h"
+#include "jsonout.h"
 #include "keysource.h"
 #include "proto.h"
 #include "store.h"
@@ -96,6 +97,10 @@ static const char *hint(int status, const char *obj, int no_pool, char *buf, siz
 		    (!strcmp(cur_prefix, "pool ") &&
 		     (!strcmp(cur_cmd->name, "create") || !strcmp(cur_cmd->name, "add"))))
 			return "; export that pool, or stop the program using the LUN";
+		/* the daemon names the busy datasets and says what to do */
+		if (!strcmp(cur_prefix, "pool ") &&
+		    (!strcmp(cur_cmd->name, "export") || !strcmp(cur_cmd->name, "destroy")))
+			return "";
 		if (!strcmp(cur_cmd->name, "destroy") && !cur_prefix[0])
 			return "; close its users first or give -f to close their handles; -r for "
 			       "children";
@@ -186,15 +191,6 @@ static json_t *call(struct coffer_conn *c, const char *cmd, json_t *args, const 
 	if (ret < 0)
 		die_call(ret, obj, err);
 	return reply;
-}
-
-static void json_print(json_t *j)
-{
-	char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-
-	if (s)
-		puts(s);
-	free(s);
 }
 
 /* @cmd with the one optional name argument: no name, every pool. */
@@ -730,64 +726,212 @@ static int pool_add(int argc, char **argv)
 	return 0;
 }
 
-/* One line of `pool list`: aligned columns, or tab-separated with -H. */
-static void pool_row(int tabs, const char *const col[7])
+/*
+ * The properties of a pool, as pool list -o and pool get name them: zpool's
+ * names, with coffer's older column names (used, state) and zpool's short
+ * ones (alloc, cap) as aliases. Each is read from the pool_list reply; all
+ * are read-only (pool create -o sets the root dataset's properties).
+ */
+static const struct pool_prop {
+	const char *name, *alias[2];
+	const char *key; /* in the reply; NULL: computed (capacity) */
+	int size;        /* humanized unless -p */
+} pool_props[] = {
+	{ "name", { NULL, NULL }, "name", 0 },
+	{ "size", { NULL, NULL }, "size", 1 },
+	{ "allocated", { "alloc", "used" }, "used", 1 },
+	{ "free", { NULL, NULL }, "free", 1 },
+	{ "capacity", { "cap", NULL }, NULL, 0 },
+	{ "health", { "state", NULL }, "state", 0 },
+	{ "guid", { NULL, NULL }, "guid", 0 },
+	{ "txg", { NULL, NULL }, "txg", 0 },
+	{ "luns", { NULL, NULL }, "nluns", 0 },
+	{ "datasets", { NULL, NULL }, "datasets", 0 },
+	{ "metadata_used", { NULL, NULL }, "metadata_used", 1 },
+	{ "logicalused", { NULL, NULL }, "logical_used", 1 },
+	{ "handles", { NULL, NULL }, "handles", 0 },
+};
+#define NPOOL_PROPS (sizeof(pool_props) / sizeof(pool_props[0]))
+
+/* The pool property @f names, or die naming the one it is a typo of. */
+static const struct pool_prop *pool_prop_find(const char *f, const char *what)
 {
-	if (tabs)
-		printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", col[0], col[1], col[2], col[3], col[4],
-		       col[5], col[6]);
+	const char *near = NULL;
+	unsigned d, best = UINT_MAX;
+
+	for (size_t i = 0; i < NPOOL_PROPS; i++) {
+		const struct pool_prop *pp = &pool_props[i];
+
+		if (!strcmp(f, pp->name) || (pp->alias[0] && !strcmp(f, pp->alias[0])) ||
+		    (pp->alias[1] && !strcmp(f, pp->alias[1])))
+			return pp;
+		if ((d = stor_typo_distance(f, pp->name)) < best) {
+			best = d;
+			near = pp->name;
+		}
+	}
+	if (near)
+		die("%s: unknown pool property '%s' (did you mean '%s'?)", what, f, near);
+	die("%s: unknown pool property '%s'; run 'coffer help pool get'", what, f);
+}
+
+/*
+ * Property @pp of pool @p as shown into @buf, and its exact digits into
+ * @exact ("" when it is no number). A pool that did not open has only a
+ * name and a health.
+ */
+static const char *pool_value(json_t *p, const struct pool_prop *pp, int parsable, char *buf,
+			      size_t len, char *exact, size_t elen)
+{
+	json_t *v;
+
+	exact[0] = '\0';
+	if (!pp->key) { /* capacity: allocated of size, in percent */
+		uint64_t s = (uint64_t)json_integer_value(json_object_get(p, "size"));
+		uint64_t u = (uint64_t)json_integer_value(json_object_get(p, "used"));
+
+		if (!json_object_get(p, "size") || !s)
+			return "-";
+		snprintf(exact, elen, "%llu", (unsigned long long)(u * 100 / s));
+		snprintf(buf, len, parsable ? "%s" : "%s%%", exact);
+		return buf;
+	}
+	v = json_object_get(p, pp->key);
+	if (json_is_string(v))
+		return json_string_value(v);
+	if (!json_is_integer(v))
+		return "-";
+	snprintf(exact, elen, "%lld", (long long)json_integer_value(v));
+	if (pp->size && !parsable)
+		human((uint64_t)json_integer_value(v), buf, len);
 	else
-		printf("%-20s %8s %8s %8s %5s %8s  %s\n", col[0], col[1], col[2], col[3], col[4],
-		       col[5], col[6]);
+		snprintf(buf, len, "%s", exact);
+	return buf;
+}
+
+/* The property names of a comma list (or "all") into @out; @return how many. */
+static size_t pool_props_arg(const char *list, const struct pool_prop **out, size_t cap,
+			     const char *what)
+{
+	char *copy = strdup(list), *save = NULL;
+	size_t n = 0;
+
+	for (char *t = strtok_r(copy, ",", &save); t && n < cap; t = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(t, "all")) {
+			for (size_t i = 0; i < NPOOL_PROPS && n < cap; i++)
+				out[n++] = &pool_props[i];
+			continue;
+		}
+		out[n++] = pool_prop_find(t, what);
+	}
+	free(copy);
+	if (!n)
+		die("%s: give one or more pool properties", what);
+	return n;
+}
+
+/* A pool of the pool_list reply as pool list -j and pool get -j print it (zpool list -j). */
+static json_t *pool_entry_json(json_t *p, const struct pool_prop *const *props, size_t n,
+			       int parsable)
+{
+	json_t *o = json_pack("{s:s, s:s, s:s}", "name", json_string_value(json_object_get(p, "name")),
+			      "type", "POOL", "state",
+			      json_string_value(json_object_get(p, "state"))),
+	       *jp = json_object();
+
+	if (json_object_get(p, "guid"))
+		json_object_set(o, "pool_guid", json_object_get(p, "guid"));
+	if (json_object_get(p, "txg"))
+		json_object_set_new(o, "txg",
+				    jout_uint((unsigned long long)json_integer_value(
+					    json_object_get(p, "txg"))));
+	if (json_object_get(p, "error"))
+		json_object_set(o, "error", json_object_get(p, "error"));
+	for (size_t k = 0; k < n; k++) {
+		char buf[64], exact[32];
+		const char *v = pool_value(p, props[k], parsable, buf, sizeof(buf), exact,
+					   sizeof(exact));
+
+		if (strcmp(props[k]->name, "name"))
+			json_object_set_new(jp, props[k]->name,
+					    jout_prop(props[k]->name, v, exact, "-", NULL));
+	}
+	json_object_set_new(o, "properties", jp);
+	return o;
+}
+
+/* A column's header, as zpool list has them: ALLOC and CAP for the long names. */
+static const char *pool_header(const struct pool_prop *pp)
+{
+	return pp->key && strcmp(pp->name, "allocated") ? pp->name : pp->alias[0];
 }
 
 static int pool_list(int argc, char **argv)
 {
+	const struct pool_prop *cols[NPOOL_PROPS * 2];
+	const char *fields = "name,size,alloc,free,cap,luns,datasets,health";
 	int opt, noheader = 0, parsable = 0;
 	struct coffer_conn *c;
-	json_t *reply, *p;
-	size_t i;
+	json_t *reply, *p, *rows;
+	size_t i, n, w[NPOOL_PROPS * 2];
 
-	while ((opt = getopt(argc, argv, "Hpj")) != -1)
-		if (!listing_flag(opt, &noheader, &parsable))
+	while ((opt = getopt(argc, argv, "Hpjo:")) != -1) {
+		if (opt == 'o')
+			fields = optarg;
+		else if (!listing_flag(opt, &noheader, &parsable))
 			usage_exit();
+	}
 	if (argc - optind > 1)
 		usage_exit();
+	n = pool_props_arg(fields, cols, NPOOL_PROPS * 2, "pool list -o");
 	c = conn_open();
 	reply = call_optional_name(c, "pool_list", argc, argv);
+	rows = json_object_get(reply, "pools");
 	if (opt_json) {
-		json_print(reply);
-	} else {
-		if (!noheader)
-			pool_row(0, (const char *[]){ "NAME", "SIZE", "USED", "FREE", "LUNS",
-						      "DATASETS", "STATE" });
-		json_array_foreach(json_object_get(reply, "pools"), i, p) {
-			char sz[32], us[32], fr[32], nl[16], nd[16];
-			uint64_t s = (uint64_t)json_integer_value(json_object_get(p, "size"));
-			uint64_t u = (uint64_t)json_integer_value(json_object_get(p, "used"));
-			int online = json_object_get(p, "size") != NULL;
+		json_t *doc = jout_doc("coffer pool list", "pools");
 
-			if (parsable) {
-				snprintf(sz, sizeof(sz), "%llu", (unsigned long long)s);
-				snprintf(us, sizeof(us), "%llu", (unsigned long long)u);
-				snprintf(fr, sizeof(fr), "%llu", (unsigned long long)(s - u));
-			} else {
-				human(s, sz, sizeof(sz));
-				human(u, us, sizeof(us));
-				human(s - u, fr, sizeof(fr));
-			}
-			snprintf(nl, sizeof(nl), "%lld",
-				 (long long)json_integer_value(json_object_get(p, "nluns")));
-			snprintf(nd, sizeof(nd), "%lld",
-				 (long long)json_integer_value(json_object_get(p, "datasets")));
-			pool_row(noheader,
-				 (const char *[]){ json_string_value(json_object_get(p, "name")),
-						   online ? sz : "-", online ? us : "-",
-						   online ? fr : "-", online ? nl : "-",
-						   online ? nd : "-",
-						   json_string_value(json_object_get(p, "state")) });
+		json_array_foreach(rows, i, p)
+			jout_add(doc, "pools", json_string_value(json_object_get(p, "name")),
+				 pool_entry_json(p, cols, n, parsable));
+		jout_print(doc);
+		goto out;
+	}
+	/* column widths from the data, like zpool list */
+	for (size_t k = 0; k < n; k++) {
+		w[k] = strlen(pool_header(cols[k]));
+		json_array_foreach(rows, i, p) {
+			char buf[64], exact[32];
+			size_t l = strlen(pool_value(p, cols[k], parsable, buf, sizeof(buf), exact,
+						     sizeof(exact)));
+
+			w[k] = l > w[k] ? l : w[k];
 		}
 	}
+	if (!noheader) {
+		for (size_t k = 0; k < n; k++) {
+			const char *h = pool_header(cols[k]);
+
+			for (const char *q = h; *q; q++)
+				putchar(toupper((unsigned char)*q));
+			if (k + 1 < n)
+				printf("%*s", (int)(w[k] - strlen(h) + 2), "");
+		}
+		putchar('\n');
+	}
+	json_array_foreach(rows, i, p) {
+		for (size_t k = 0; k < n; k++) {
+			char buf[64], exact[32];
+			const char *v = pool_value(p, cols[k], parsable, buf, sizeof(buf), exact,
+						   sizeof(exact));
+
+			if (noheader)
+				printf("%s%s", v, k + 1 < n ? "\t" : "");
+			else
+				printf("%s%*s", v, k + 1 < n ? (int)(w[k] - strlen(v) + 2) : 0, "");
+		}
+		putchar('\n');
+	}
+out:
 	json_decref(reply);
 	coffer_close(c);
 	return 0;
@@ -910,6 +1054,22 @@ static void errors_lines(json_t *p, int verbose)
 		       n - (long long)json_array_size(json_object_get(p, "error_records")));
 }
 
+/*
+ * A pool of a reply as -j prints it: its GUID as "pool_guid" (zpool status
+ * -j's name), every number in the document's form. Its LUNs stay a list in
+ * index order, as their indexes name them in pool clear, offline and online.
+ */
+static json_t *pool_doc_entry(json_t *p)
+{
+	json_t *o = json_deep_copy(p), *g = json_object_get(o, "guid");
+
+	if (g) {
+		json_object_set(o, "pool_guid", g);
+		json_object_del(o, "guid");
+	}
+	return jout_numbers(o);
+}
+
 static int pool_status(int argc, char **argv)
 {
 	struct coffer_conn *c;
@@ -930,7 +1090,12 @@ static int pool_status(int argc, char **argv)
 	c = conn_open();
 	reply = call_optional_name(c, "pool_status", argc, argv);
 	if (opt_json) {
-		json_print(reply);
+		json_t *doc = jout_doc("coffer pool status", "pools");
+
+		json_array_foreach(json_object_get(reply, "pools"), i, p)
+			jout_add(doc, "pools", json_string_value(json_object_get(p, "name")),
+				 pool_doc_entry(p));
+		jout_print(doc);
 		goto out;
 	}
 	if (json_array_size(json_object_get(reply, "pools")) == 0)
@@ -1027,7 +1192,12 @@ static int pool_check(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
 		bad |= json_integer_value(json_object_get(reply, fields[i])) != 0;
 	if (opt_json) {
-		json_print(reply);
+		json_t *doc = jout_doc("coffer pool check", "pools");
+
+		json_object_set_new(reply, "name", json_string(argv[optind]));
+		jout_add(doc, "pools", argv[optind], jout_numbers(json_incref(reply)));
+		json_object_set_new(doc, "errors_found", json_boolean(bad));
+		jout_print(doc);
 	} else {
 		printf("pool: %s\nrecords: %lld (%lld encrypted, %lld held by snapshots only)\n",
 		       argv[optind], (long long)json_integer_value(json_object_get(reply, "records")),
@@ -1187,6 +1357,33 @@ static void import_watch_stop(struct import_watch *w, int watching)
 	pthread_mutex_destroy(&w->lock);
 }
 
+/*
+ * pool import -j without a pool: the pools it could import, keyed by name;
+ * a second pool of a name already listed is keyed by its GUID, which
+ * imports it.
+ */
+static void import_list_json(json_t *reply)
+{
+	json_t *doc = jout_doc("coffer pool import", "pools"), *pools = json_object_get(doc, "pools");
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(json_object_get(reply, "importable"), i, v)
+		jout_add(doc, "pools", json_string_value(v),
+			 json_pack("{s:s, s:s, s:s}", "name", json_string_value(v), "state",
+				   "EXPORTED", "found_in", "state directory"));
+	json_array_foreach(json_object_get(reply, "found"), i, v) {
+		const char *name = json_string_value(json_object_get(v, "name"));
+		json_t *o = pool_doc_entry(v);
+
+		if (json_object_get(pools, name))
+			jout_add(doc, "pools", json_string_value(json_object_get(o, "pool_guid")), o);
+		else
+			jout_add(doc, "pools", name, o);
+	}
+	jout_print(doc);
+}
+
 static int pool_import(int argc, char **argv)
 {
 	json_t *args = json_object(), *dirs = NULL, *reply, *v;
@@ -1236,17 +1433,22 @@ static int pool_import(int argc, char **argv)
 		if (!opt_json && (is_guid(target) || argc - optind == 2))
 			printf("imported %s as %s\n", target,
 			       json_string_value(json_object_get(reply, "name")));
-		if (opt_json)
-			json_print(reply);
-		else
+		if (opt_json) {
+			json_t *doc = jout_doc("coffer pool import", "pools");
+
+			jout_add(doc, "pools", json_string_value(json_object_get(reply, "name")),
+				 pool_doc_entry(reply));
+			jout_print(doc);
+		} else {
 			print_import(reply);
+		}
 		json_decref(reply);
 	} else {
 		reply = call(c, "pool_import", args, NULL);
 		n = json_array_size(json_object_get(reply, "importable")) +
 		    json_array_size(json_object_get(reply, "found"));
 		if (opt_json)
-			json_print(reply);
+			import_list_json(reply);
 		else if (n == 0)
 			printf("no pools available to import\n");
 		json_array_foreach(json_object_get(reply, "importable"), i, v)
@@ -1392,6 +1594,8 @@ static int pool_scrub(int argc, char **argv)
 	return 0;
 }
 
+static int pool_get(int argc, char **argv);
+
 static const struct cmd pool_cmds[] = {
 	{ "create", pool_create, "[-f] [-o prop=val]... [-s SIZE] POOL VDEV...",
 	  "Create pool POOL of the VDEVs: LUNs (absolute paths, or names under /dev), each a "
@@ -1403,11 +1607,21 @@ static const struct cmd pool_cmds[] = {
 	  "Add VDEVs (LUNs, or 'mirror L0 L1') to POOL.\n"
 	  "  -f       take LUNs that hold data or links\n"
 	  "  -s SIZE  create missing or empty LUN files of SIZE" },
-	{ "list", pool_list, "[-H] [-p] [-j] [POOL]",
+	{ "list", pool_list, "[-H] [-p] [-j] [-o PROP[,PROP]...] [POOL]",
 	  "List pools with their size, allocation and health.\n"
-	  "  -H  no header, tabs between fields\n"
-	  "  -p  exact numbers\n"
-	  "  -j  JSON" },
+	  "  -H        no header, tabs between fields\n"
+	  "  -p        exact numbers\n"
+	  "  -o P,...  columns: name and the pool properties ('coffer help pool get'), or all\n"
+	  "  -j        JSON" },
+	{ "get", pool_get, "[-H] [-p] [-j] [-o FIELD[,FIELD]...] all|PROP[,PROP]... [POOL]...",
+	  "Show properties of pools (every pool if none is named); all are read-only.\n"
+	  "  -H         no header, tabs between fields\n"
+	  "  -p         exact numbers\n"
+	  "  -j         JSON\n"
+	  "  -o FIELDS  columns: name, property, value, source, or all\n"
+	  "PROPERTIES\n"
+	  "  name, size, allocated (alloc, used), free, capacity (cap), health (state), guid,\n"
+	  "  txg, luns, datasets, metadata_used, logicalused, handles" },
 	{ "status", pool_status, "[-j] [-v] [POOL]",
 	  "Show the vdev tree, the state and error counts of each LUN, and the scan line.\n"
 	  "  -j  JSON\n"
@@ -1670,15 +1884,52 @@ static const char *long_name(const char *f)
 	return !strcmp(f, "avail") ? "available" : !strcmp(f, "refer") ? "referenced" : f;
 }
 
+/*
+ * The column of each field in a row of a "rows" reply: 0 the name, then
+ * the properties in the order asked for (list_col_add).
+ */
+static const char *list_cols[128];
+static size_t nlist_cols = 1;
+
+static void list_col_add(json_t *props, const char *prop)
+{
+	if (nlist_cols < sizeof(list_cols) / sizeof(list_cols[0]))
+		list_cols[nlist_cols++] = prop;
+	json_array_append_new(props, json_string(prop));
+}
+
+/*
+ * The exact value of field @f of dataset @d of a list reply, "-" if none:
+ * a row of a "rows" reply, or an object with each value as a string, or
+ * with "sources" as an object.
+ */
+static const char *list_value(json_t *d, const char *f)
+{
+	json_t *p;
+
+	if (json_is_array(d)) {
+		const char *lf = long_name(f);
+
+		if (!strcmp(f, "name"))
+			return json_string_value(json_array_get(d, 0));
+		for (size_t k = 1; k < nlist_cols; k++)
+			if (!strcmp(list_cols[k], lf))
+				return json_string_value(json_array_get(d, k)) ?: "-";
+		return "-";
+	}
+	p = json_object_get(json_object_get(d, "props"), long_name(f));
+	const char *v = !strcmp(f, "name") ? json_string_value(json_object_get(d, "name"))
+					   : json_string_value(json_is_object(p)
+								       ? json_object_get(p, "value")
+								       : p);
+
+	return v ? v : "-";
+}
+
 /* Column @f of dataset @d as `list` shows it: "-" where it has no value. */
 static const char *list_field(json_t *d, const char *f, int parsable, char *buf, size_t len)
 {
-	const char *v =
-		!strcmp(f, "name")
-			? json_string_value(json_object_get(d, "name"))
-			: json_string_value(json_object_get(json_object_get(d, "props"), long_name(f)));
-
-	return show(f, v ? v : "-", parsable, buf, len);
+	return show(f, list_value(d, f), parsable, buf, len);
 }
 
 /*
@@ -1707,31 +1958,158 @@ static void check_field(const char *f)
 	    f);
 }
 
+/*
+ * list -s PROP / -S PROP (repeatable, as zfs list): the keys to sort by,
+ * first one first. Values that are numbers (sizes are exact on the wire)
+ * compare as numbers; "-" (no value) sorts last either way; the name breaks
+ * ties.
+ */
+#define SORT_MAX 8
+
+static struct sort_key {
+	const char *prop;
+	int desc;
+} sort_keys[SORT_MAX];
+static size_t nsort;
+
+static int is_number(const char *s)
+{
+	return s[0] && strspn(s, "0123456789") == strlen(s);
+}
+
+static int compare_values(const char *a, const char *b)
+{
+	if (is_number(a) && is_number(b)) {
+		unsigned long long x = strtoull(a, NULL, 10), y = strtoull(b, NULL, 10);
+
+		return x < y ? -1 : x > y;
+	}
+	return strcmp(a, b);
+}
+
+static int compare_datasets(const void *pa, const void *pb)
+{
+	json_t *a = *(json_t *const *)pa, *b = *(json_t *const *)pb;
+
+	for (size_t k = 0; k < nsort; k++) {
+		const char *va = list_value(a, sort_keys[k].prop), *vb = list_value(b, sort_keys[k].prop);
+		int none_a = !strcmp(va, "-"), none_b = !strcmp(vb, "-"), c;
+
+		if (none_a != none_b)
+			return none_a - none_b;
+		c = compare_values(va, vb);
+		if (c)
+			return sort_keys[k].desc ? -c : c;
+	}
+	return strcmp(list_value(a, "name"), list_value(b, "name"));
+}
+
+/* Depth of @name below its pool: a '/' or an '@' each go one deeper (zfs list -d). */
+static int name_depth(const char *name)
+{
+	int d = 0;
+
+	for (; *name; name++)
+		d += *name == '/' || *name == '@';
+	return d;
+}
+
+/* zfs list -t: volume, snapshot or all, a comma list of them, and zfs's short forms. */
+static const char *list_type(const char *arg)
+{
+	char *copy = strdup(arg), *save = NULL;
+	int vol = 0, snap = 0;
+
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(t, "volume") || !strcmp(t, "vol"))
+			vol = 1;
+		else if (!strcmp(t, "snapshot") || !strcmp(t, "snap"))
+			snap = 1;
+		else if (!strcmp(t, "all"))
+			vol = snap = 1;
+		else if (!strcmp(t, "filesystem") || !strcmp(t, "bookmark"))
+			die("list -t: coffer has no %ss; its datasets are volumes and snapshots", t);
+		else
+			die("list -t: '%s' is not volume, snapshot or all", t);
+	}
+	free(copy);
+	if (!vol && !snap)
+		die("list -t: give volume, snapshot or all");
+	return vol && snap ? "all" : snap ? "snapshot" : "volume";
+}
+
+/* A dataset of the list reply as `list -j` prints it (OpenZFS's zfs list -j shape). */
+static json_t *dataset_json(json_t *d, const char *const *f, size_t nf, int parsable)
+{
+	const char *name = json_string_value(json_object_get(d, "name"));
+	const char *at = strchr(name, '@');
+	json_t *o = json_pack("{s:s, s:s, s:s%}", "name", name, "type", at ? "SNAPSHOT" : "VOLUME",
+			      "pool", name, strcspn(name, "/@")),
+	       *props = json_object();
+
+	if (at) {
+		json_object_set_new(o, "dataset", json_stringn(name, (size_t)(at - name)));
+		json_object_set_new(o, "snapshot_name", json_string(at + 1));
+	}
+	for (size_t k = 0; k < nf; k++) {
+		json_t *p = json_object_get(json_object_get(d, "props"), long_name(f[k]));
+		const char *v = json_string_value(json_object_get(p, "value"));
+		char buf[64];
+
+		if (!strcmp(f[k], "name") || !p)
+			continue;
+		json_object_set_new(props, long_name(f[k]),
+				    jout_prop(long_name(f[k]),
+					      show(long_name(f[k]), v ? v : "-", parsable, buf,
+						   sizeof(buf)),
+					      v, json_string_value(json_object_get(p, "source")),
+					      json_string_value(json_object_get(p, "inherited_from"))));
+	}
+	json_object_set_new(o, "properties", props);
+	return o;
+}
+
+static void sort_key_add(const char *prop, int desc)
+{
+	if (nsort == SORT_MAX)
+		die("list: at most %d sort keys", SORT_MAX);
+	check_field(prop);
+	sort_keys[nsort++] = (struct sort_key){ .prop = prop, .desc = desc };
+}
+
 static int cmd_list(int argc, char **argv)
 {
 	const char *fields = "name,used,avail,refer,volsize,recordsize,encryption,keystatus";
 	const char *type = "volume";
-	int opt, rec = 0, noheader = 0, parsable = 0, own_fields = 0;
-	json_t *props = json_array(), *args, *reply, *d;
-	char *fcopy, *tok, *save = NULL;
+	int opt, rec = 0, noheader = 0, parsable = 0, own_fields = 0, depth = -1;
+	json_t *props = json_array(), *args, *reply, *arr, *d, **rows = NULL;
+	char *fcopy, *tok, *save = NULL, *end;
 	struct coffer_conn *c;
 	const char *f[64];
-	size_t nf = 0, i;
+	size_t nf = 0, nrows = 0, i;
+	int base = 0;
 
-	while ((opt = getopt(argc, argv, "rHpo:jt:")) != -1) {
+	while ((opt = getopt(argc, argv, "rHpo:jt:s:S:d:")) != -1) {
 		if (opt == 'r')
 			rec = 1;
 		else if (opt == 'o')
 			fields = optarg, own_fields = 1;
 		else if (opt == 't')
-			type = optarg;
-		else if (!listing_flag(opt, &noheader, &parsable))
+			type = list_type(optarg);
+		else if (opt == 's' || opt == 'S')
+			sort_key_add(optarg, opt == 'S');
+		else if (opt == 'd') {
+			long v = strtol(optarg, &end, 10);
+
+			if (*end || !optarg[0] || v < 0 || v > 1000)
+				die("list -d: '%s' is not a depth (0, 1, 2, ...)", optarg);
+			depth = (int)v;
+			rec = 1; /* as zfs list -d: recursive, to that depth */
+		} else if (!listing_flag(opt, &noheader, &parsable))
 			usage_exit();
 	}
 	if (argc - optind > 1)
 		usage_exit();
-	if (strcmp(type, "volume") && strcmp(type, "snapshot") && strcmp(type, "all"))
-		die("list: -t takes volume, snapshot or all, not '%s'", type);
 	if (!own_fields && !strcmp(type, "snapshot"))
 		fields = "name,createtxg,volsize,encryption,keystatus";
 	fcopy = strdup(fields);
@@ -1743,23 +2121,48 @@ static int cmd_list(int argc, char **argv)
 			check_field(tok);
 			f[nf++] = tok;
 			if (strcmp(tok, "name"))
-				json_array_append_new(props, json_string(long_name(tok)));
+				list_col_add(props, long_name(tok));
 			continue;
 		}
 		/* -o all: the name and every property, as zfs list -o all */
 		f[nf++] = "name";
 		for (size_t k = 0; (name = stor_prop_describe(k, &values, &w)) && nf < 64; k++) {
 			f[nf++] = name;
-			json_array_append_new(props, json_string(name));
+			list_col_add(props, name);
 		}
 	}
-	args = json_pack("{s:o, s:b, s:s}", "props", props, "recursive", rec, "type", type);
-	if (optind < argc)
+	/* a sort key need not be a column, as in zfs list */
+	for (size_t k = 0; k < nsort; k++)
+		if (strcmp(sort_keys[k].prop, "name"))
+			list_col_add(props, long_name(sort_keys[k].prop));
+	/* text takes rows of values (a long list parses fastest so), JSON their sources */
+	args = json_pack("{s:o, s:b, s:s, s:b, s:b}", "props", props, "recursive", rec, "type",
+			 type, "sources", opt_json, "rows", !opt_json);
+	if (optind < argc) {
 		json_object_set_new(args, "name", json_string(argv[optind]));
+		base = name_depth(argv[optind]);
+	}
 	c = conn_open();
 	reply = call(c, "ds_list", args, optind < argc ? argv[optind] : NULL);
+	arr = json_object_get(reply, opt_json ? "datasets" : "rows");
+	rows = calloc(json_array_size(arr) + 1, sizeof(*rows));
+	if (!rows)
+		die("out of memory");
+	json_array_foreach(arr, i, d) {
+		const char *n = list_value(d, "name");
+
+		if (depth < 0 || name_depth(n) - base <= depth)
+			rows[nrows++] = d;
+	}
+	if (nsort)
+		qsort(rows, nrows, sizeof(*rows), compare_datasets);
 	if (opt_json) {
-		json_print(reply);
+		json_t *doc = jout_doc("coffer list", "datasets");
+
+		for (i = 0; i < nrows; i++)
+			jout_add(doc, "datasets", json_string_value(json_object_get(rows[i], "name")),
+				 dataset_json(rows[i], f, nf, parsable));
+		jout_print(doc);
 		goto out;
 	}
 	/* column widths from the data, like zfs list */
@@ -1767,10 +2170,10 @@ static int cmd_list(int argc, char **argv)
 
 	for (i = 0; i < nf; i++)
 		w[i] = strlen(f[i]);
-	json_array_foreach(json_object_get(reply, "datasets"), i, d) {
+	for (size_t r = 0; r < nrows; r++) {
 		for (size_t k = 0; k < nf; k++) {
 			char buf[64];
-			const char *v = list_field(d, f[k], parsable, buf, sizeof(buf));
+			const char *v = list_field(rows[r], f[k], parsable, buf, sizeof(buf));
 
 			if (strlen(v) > w[k])
 				w[k] = strlen(v);
@@ -1785,10 +2188,10 @@ static int cmd_list(int argc, char **argv)
 		}
 		putchar('\n');
 	}
-	json_array_foreach(json_object_get(reply, "datasets"), i, d) {
+	for (size_t r = 0; r < nrows; r++) {
 		for (size_t k = 0; k < nf; k++) {
 			char buf[64];
-			const char *v = list_field(d, f[k], parsable, buf, sizeof(buf));
+			const char *v = list_field(rows[r], f[k], parsable, buf, sizeof(buf));
 
 			if (noheader)
 				printf("%s%s", v, k + 1 < nf ? "\t" : "");
@@ -1798,6 +2201,7 @@ static int cmd_list(int argc, char **argv)
 		putchar('\n');
 	}
 out:
+	free(rows);
 	free(fcopy);
 	json_decref(reply);
 	coffer_close(c);
@@ -1888,12 +2292,38 @@ static unsigned get_sources(const char *list)
 	return set;
 }
 
+/* The rows of ds_get's @reply for @ds into the `get -j` document @doc (zfs get -j's shape). */
+static void get_json(json_t *doc, const char *ds, json_t *reply, unsigned sources, int parsable)
+{
+	const char *at = strchr(ds, '@');
+	json_t *o = json_pack("{s:s, s:s, s:s%, s:{}}", "name", ds, "type",
+			      at ? "SNAPSHOT" : "VOLUME", "pool", ds, strcspn(ds, "/@"),
+			      "properties"),
+	       *v;
+	size_t i;
+
+	json_array_foreach(json_object_get(reply, "props"), i, v) {
+		const char *p = json_string_value(json_object_get(v, "property"));
+		const char *src = json_string_value(json_object_get(v, "source"));
+		const char *val = json_string_value(json_object_get(v, "value"));
+		char buf[64];
+
+		if (sources != ~0u && !(sources & source_bit(src)))
+			continue;
+		json_object_set_new(json_object_get(o, "properties"), p,
+				    jout_prop(p, show(p, val, parsable, buf, sizeof(buf)), val, src,
+					      json_string_value(
+						      json_object_get(v, "inherited_from"))));
+	}
+	jout_add(doc, "datasets", ds, o);
+}
+
 static int cmd_get(int argc, char **argv)
 {
 	int opt, noheader = 0, parsable = 0;
 	unsigned cols = GET_NAME | GET_PROPERTY | GET_VALUE | GET_SOURCE;
 	unsigned sources = ~0u; /* every source, without -s */
-	json_t *args, *reply, *v;
+	json_t *args, *reply, *v, *doc = NULL;
 	struct coffer_conn *c;
 	size_t i;
 
@@ -1907,6 +2337,8 @@ static int cmd_get(int argc, char **argv)
 	}
 	if (argc - optind < 2)
 		usage_exit();
+	if (opt_json)
+		doc = jout_doc("coffer get", "datasets");
 	c = conn_open();
 	for (int k = optind + 1; k < argc; k++) {
 		args = json_pack("{s:s}", "name", argv[k]);
@@ -1923,7 +2355,7 @@ static int cmd_get(int argc, char **argv)
 		if (!noheader && !opt_json && k == optind + 1)
 			get_row(cols, noheader, "NAME", "PROPERTY", "VALUE", "SOURCE");
 		if (opt_json) {
-			json_print(reply);
+			get_json(doc, argv[k], reply, sources, parsable);
 			json_decref(reply);
 			continue;
 		}
@@ -1946,6 +2378,65 @@ static int cmd_get(int argc, char **argv)
 		}
 		json_decref(reply);
 	}
+	if (doc)
+		jout_print(doc);
+	coffer_close(c);
+	return 0;
+}
+
+/*
+ * pool get [-H] [-p] [-o FIELDS] all|PROP[,PROP]... [POOL]...: as zpool get,
+ * one row per pool and property; every pool property is read-only, so the
+ * source is "-".
+ */
+static int pool_get(int argc, char **argv)
+{
+	const struct pool_prop *props[NPOOL_PROPS * 4];
+	unsigned cols = GET_NAME | GET_PROPERTY | GET_VALUE | GET_SOURCE;
+	int opt, noheader = 0, parsable = 0;
+	struct coffer_conn *c;
+	json_t *reply, *p, *doc = NULL;
+	size_t i, n;
+
+	while ((opt = getopt(argc, argv, "Hpjo:")) != -1) {
+		if (opt == 'o')
+			cols = get_columns(optarg);
+		else if (!listing_flag(opt, &noheader, &parsable))
+			usage_exit();
+	}
+	if (argc - optind < 1)
+		usage_exit();
+	n = pool_props_arg(argv[optind], props, NPOOL_PROPS * 4, "pool get");
+	c = conn_open();
+	if (opt_json)
+		doc = jout_doc("coffer pool get", "pools");
+	else if (!noheader)
+		get_row(cols, 0, "NAME", "PROPERTY", "VALUE", "SOURCE");
+	/* no pool named: every pool, as zpool get */
+	for (int k = optind + 1; k < argc || k == optind + 1; k++) {
+		reply = call(c, "pool_list",
+			     k < argc ? json_pack("{s:s}", "name", argv[k]) : NULL,
+			     k < argc ? argv[k] : NULL);
+		json_array_foreach(json_object_get(reply, "pools"), i, p) {
+			const char *name = json_string_value(json_object_get(p, "name"));
+
+			if (doc) {
+				jout_add(doc, "pools", name, pool_entry_json(p, props, n, parsable));
+				continue;
+			}
+			for (size_t j = 0; j < n; j++) {
+				char buf[64], exact[32];
+
+				get_row(cols, noheader, name, props[j]->name,
+					pool_value(p, props[j], parsable, buf, sizeof(buf), exact,
+						   sizeof(exact)),
+					"-");
+			}
+		}
+		json_decref(reply);
+	}
+	if (doc)
+		jout_print(doc);
 	coffer_close(c);
 	return 0;
 }
@@ -2684,6 +3175,36 @@ static void stats_table(json_t *cur, json_t *prev, double d, const char *ds)
 	putchar('\n');
 }
 
+/* A list of named objects keyed by name, as every -j document keys them. */
+static json_t *by_name_object(json_t *arr)
+{
+	json_t *o = json_object(), *e;
+	size_t i;
+
+	json_array_foreach(arr, i, e)
+		json_object_set(o, json_string_value(json_object_get(e, "name")), e);
+	return o;
+}
+
+/* stats -j: the reply with its pools (and their datasets) keyed by name. */
+static json_t *stats_doc(json_t *cur)
+{
+	json_t *doc = jout_doc("coffer stats", NULL), *body = json_deep_copy(cur), *p;
+	const char *k;
+	size_t i;
+
+	json_array_foreach(json_object_get(body, "pools"), i, p)
+		if (json_object_get(p, "datasets_io"))
+			json_object_set_new(p, "datasets_io",
+					    by_name_object(json_object_get(p, "datasets_io")));
+	if (json_object_get(body, "pools"))
+		json_object_set_new(body, "pools", by_name_object(json_object_get(body, "pools")));
+	json_object_foreach(body, k, p)
+		json_object_set(doc, k, p);
+	json_decref(body);
+	return jout_numbers(doc);
+}
+
 static int cmd_stats(int argc, char **argv)
 {
 	long interval = 0, count = -1;
@@ -2721,10 +3242,14 @@ static int cmd_stats(int argc, char **argv)
 			      : interval ? json_pack("{s:b}", "datasets", 1) : NULL,
 			   ds);
 		if (opt_json) {
-			char *s = json_dumps(cur, JSON_COMPACT);
+			char *s;
+			json_t *doc = stats_doc(cur);
 
+			/* one document a line, at an interval */
+			s = json_dumps(doc, interval ? JSON_COMPACT : JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 			puts(s);
 			free(s);
+			json_decref(doc);
 		} else if (!interval) {
 			const char *keys[] = { "reads",	  "writes",	 "flushes",   "discards",
 					       "read_bytes", "write_bytes", "io_errors", "admin_calls",
@@ -2775,13 +3300,27 @@ static int cmd_version(int argc, char **argv)
 	struct coffer_conn *c;
 	json_t *r;
 
-	if (getopt(argc, argv, "") != -1 || argc != optind)
+	if (only_flag(argc, argv, 'j'))
+		opt_json = 1;
+	if (argc != optind)
 		usage_exit();
-	printf("coffer %s (protocol %u)\n", PACKAGE_VERSION, PROTO_VERSION);
+	if (!opt_json)
+		printf("coffer %s (protocol %u)\n", PACKAGE_VERSION, PROTO_VERSION);
 	c = conn_open();
 	r = call(c, "version", NULL, NULL);
-	printf("cofferd %s (protocol %lld)\n", json_string_value(json_object_get(r, "version")),
-	       (long long)json_integer_value(json_object_get(r, "protocol")));
+	if (opt_json) {
+		json_t *doc = jout_doc("coffer version", NULL);
+
+		json_object_set_new(doc, "client",
+				    json_pack("{s:s, s:o}", "version", PACKAGE_VERSION, "protocol",
+					      jout_uint(PROTO_VERSION)));
+		json_object_set_new(doc, "daemon", jout_numbers(json_incref(r)));
+		jout_print(doc);
+	} else {
+		printf("cofferd %s (protocol %lld)\n",
+		       json_string_value(json_object_get(r, "version")),
+		       (long long)json_integer_value(json_object_get(r, "protocol")));
+	}
 	json_decref(r);
 	coffer_close(c);
 	return 0;
@@ -2791,11 +3330,20 @@ static int cmd_ping(int argc, char **argv)
 {
 	struct coffer_conn *c;
 
-	if (getopt(argc, argv, "") != -1 || argc != optind)
+	if (only_flag(argc, argv, 'j'))
+		opt_json = 1;
+	if (argc != optind)
 		usage_exit();
 	c = conn_open();
 	json_decref(call(c, "ping", NULL, NULL));
-	printf("cofferd is alive at %s\n", coffer_socket_path(opt_socket));
+	if (opt_json) {
+		json_t *doc = jout_doc("coffer ping", NULL);
+
+		json_object_set_new(doc, "alive", json_true());
+		json_object_set_new(doc, "socket", json_string(coffer_socket_path(opt_socket)));
+		jout_print(doc);
+	} else
+		printf("cofferd is alive at %s\n", coffer_socket_path(opt_socket));
 	coffer_close(c);
 	return 0;
 }
@@ -2831,9 +3379,9 @@ static int cmd_help(int argc, char **argv);
 static int unknown_verb(const struct cmd *table, const char *prefix, const char *verb);
 
 static const struct cmd cmds[] = {
-	{ "pool", cmd_pool, "create|add|list|status|check|clear|scrub|offline|online|replace|"
+	{ "pool", cmd_pool, "create|add|list|get|status|check|clear|scrub|offline|online|replace|"
 			    "attach|detach|export|import|destroy ...",
-	  "Pools: run 'coffer help pool VERB' for one of create, add, list, status, check, "
+	  "Pools: run 'coffer help pool VERB' for one of create, add, list, get, status, check, "
 	  "clear, scrub, offline, online, replace, attach, detach, export, import, destroy." },
 	{ "create", cmd_create, "[-s] [-V SIZE] [-b RECORDSIZE] [-o prop=val]... POOL/NAME",
 	  "Create volume POOL/NAME.\n"
@@ -2852,13 +3400,17 @@ static const struct cmd cmds[] = {
 	  "Bring DATASET back to its snapshot, freeing what was written since.\n"
 	  "  -r  destroy the newer snapshots (refused without it)" },
 	{ "list", cmd_list,
-	  "[-r] [-H] [-p] [-t volume|snapshot|all] [-o field[,field]...] [-j] [DATASET]",
+	  "[-r | -d DEPTH] [-H] [-p] [-t TYPE[,TYPE]] [-o field[,field]...] [-s PROP]... "
+	  "[-S PROP]... [-j] [DATASET]",
 	  "List datasets.\n"
 	  "  -r        recursively under DATASET\n"
-	  "  -t TYPE   volume (default), snapshot or all\n"
+	  "  -d DEPTH  recursively, DEPTH levels down (a snapshot is one below its dataset)\n"
+	  "  -t TYPE   volume (default), snapshot or all; vol and snap for short\n"
 	  "  -H        no header, tabs between fields\n"
 	  "  -p        exact numbers\n"
 	  "  -o F,...  fields: name and properties (an unknown one is refused), or all\n"
+	  "  -s PROP   sort by PROP, ascending (sizes as numbers); repeat for more keys\n"
+	  "  -S PROP   likewise, descending\n"
 	  "  -j        JSON" },
 	{ "get", cmd_get,
 	  "[-H] [-p] [-j] [-o FIELD[,FIELD]...] [-s SOURCE[,SOURCE]...] PROP[,PROP]...|all "
@@ -2941,7 +3493,7 @@ static const struct cmd cmds[] = {
 
 static void help(FILE *f)
 {
-	fprintf(f, "usage: coffer [-S SOCKET] [-j] VERB [ARGS]\n\nverbs:\n");
+	fprintf(f, "usage: coffer [-S SOCKET] [-j | --json-int] VERB [ARGS]\n\nverbs:\n");
 	for (const struct cmd *t = cmds; t->name; t++) {
 		if (t->fn == cmd_pool) {
 			for (const struct cmd *p = pool_cmds; p->name; p++)
@@ -3017,6 +3569,32 @@ static int unknown_verb(const struct cmd *table, const char *prefix, const char 
 	return 2;
 }
 
+/*
+ * --json and --json-int may go anywhere before "--", as OpenZFS takes
+ * --json-int after the verb: taken out of @argv here, so each verb's
+ * getopt sees only its own options. Not for bench, whose --json names a file.
+ */
+static int take_json_flags(int argc, char **argv)
+{
+	int n = 1;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--")) {
+			while (i < argc)
+				argv[n++] = argv[i++];
+			break;
+		}
+		if (!strcmp(argv[i], "--json-int"))
+			opt_json = jout_int = 1;
+		else if (!strcmp(argv[i], "--json"))
+			opt_json = 1;
+		else
+			argv[n++] = argv[i];
+	}
+	argv[n] = NULL;
+	return n;
+}
+
 static int dispatch(const struct cmd *table, const char *prefix, int argc, char **argv)
 {
 	for (const struct cmd *t = table; t->name; t++) {
@@ -3024,6 +3602,8 @@ static int dispatch(const struct cmd *table, const char *prefix, int argc, char 
 			continue;
 		cur_cmd = t;
 		cur_prefix = prefix;
+		if (t->fn != cmd_bench && t->fn != cmd_pool)
+			argc = take_json_flags(argc, argv);
 		if (argc > 1 && !strcmp(argv[1], "--help") && t->fn != cmd_bench) {
 			verb_help(t, prefix);
 			return 0;
@@ -3041,8 +3621,8 @@ int main(int argc, char **argv)
 
 	static const struct option longs[] = {
 		{ "socket", required_argument, NULL, 'S' }, { "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },	    { "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 },
+		{ "json-int", no_argument, NULL, 'I' },	    { "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },	    { NULL, 0, NULL, 0 },
 	};
 
 	/* global options stop at the verb; '+' keeps getopt from permuting past it */
@@ -3053,6 +3633,9 @@ int main(int argc, char **argv)
 			break;
 		case 'j':
 			opt_json = 1;
+			break;
+		case 'I':
+			opt_json = jout_int = 1;
 			break;
 		case 'h':
 			help(stdout);

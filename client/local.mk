@@ -26,7 +26,8 @@ CLIENT_LIBS = %D%/libcoffer.a daemon/libproto.a libstore/libstore.a $(JANSSON_LI
 
 bin_PROGRAMS += %D%/coffer
 # keysource.c: keys from a key server (libcurl, unless --without-curl) or a password agent
-%C%_coffer_SOURCES = %D%/coffer.c %D%/bench.h %D%/keysource.h %D%/keysource.c $(BENCH_SOURCES)
+%C%_coffer_SOURCES = %D%/coffer.c %D%/jsonout.c %D%/jsonout.h %D%/bench.h %D%/keysource.h \
+	%D%/keysource.c $(BENCH_SOURCES)
 %C%_coffer_CPPFLAGS = $(AM_CPPFLAGS) $(PROTO_INC) $(STORE_INC)
 %C%_coffer_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) $(CURL_CFLAGS)
 %C%_coffer_LDADD = $(CLIENT_LIBS) $(BENCH_LIBS) $(CURL_LIBS)

@@ -98,7 +98,7 @@ void dispatch_init(uv_loop_t *loop, const struct config *cfg)
 int dispatch_client_init(struct disp_client *cl)
 {
 	cl->peer.admin = reg_is_admin(&cl->peer);
-	cl->handles = reg_client_new(&cl->peer, cl->id);
+	cl->handles = reg_client_new(&cl->peer, cl->id, cl->front);
 	return cl->handles ? 0 : -ENOMEM;
 }
 

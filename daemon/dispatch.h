@@ -38,6 +38,7 @@
 struct disp_client {
 	struct peer peer;           /* set by the transport before dispatch_client_init() */
 	uint64_t id;                /* for logs: "conn ID" */
+	const char *front;          /* its framing's name ("control", "nbd"): who is busy */
 	int hello_done;
 	int closed;                 /* dispatch_client_closed(): replies go nowhere */
 	int eperm_logged;           /* the first refusal is logged, the rest counted */

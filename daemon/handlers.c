@@ -183,14 +183,27 @@ static int pool_revoke(struct hcall *c)
 	return ret < 0 ? fail(c, ret, "closing its handles", NULL) : 0;
 }
 
-/* Export and destroy wait for no handle: say how many there are. */
+/*
+ * Export and destroy wait for no handle: say who holds them (which datasets,
+ * exported over NBD or open on the control socket, on how many
+ * connections) and what to do, as zpool export says "pool is busy".
+ */
 static int pool_busy(struct hcall *c)
 {
-	unsigned n = atomic_load(&c->pe->nhandles);
+	char users[sizeof(c->err) - 160];
+	int n;
 
-	if (n)
-		ERR(c, -EBUSY, "%s: %u datasets are open", c->name, n);
-	return 0;
+	if (!atomic_load(&c->pe->nhandles))
+		return 0;
+	n = reg_pool_users(c->pe, users, sizeof(users));
+	if (n < 0)
+		return fail(c, n, "finding its users", NULL);
+	if (n == 0)
+		return 0; /* the last one closed meanwhile */
+	ERR(c, -EBUSY,
+	    "pool %s is busy: %s; disconnect those clients (nbd-client -d for an export), or give "
+	    "-f to close their handles",
+	    c->name, users);
 }
 
 /* ---- commands ---- */
@@ -355,7 +368,8 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 		json_object_set_new(o, "key_file", json_string(st.key_file));
 	if (st.meta_log[0])
 		json_object_set_new(o, "metadata", json_string(st.meta_log));
-	json_object_set_new(o, "guid", json_integer((json_int_t)st.guid));
+	/* a GUID is 64 bits: a string, as import lists it (a JSON number loses bits over 2^53) */
+	json_object_set_new(o, "guid", json_sprintf("%016llx", (unsigned long long)st.guid));
 	json_object_set_new(o, "size", json_integer((json_int_t)st.size));
 	json_object_set_new(o, "used", json_integer((json_int_t)st.used));
 	json_object_set_new(o, "metadata_used", json_integer((json_int_t)st.meta_used));
@@ -1248,44 +1262,110 @@ struct list_ctx {
 	int openable;       /* only those the caller may open (the NBD export list) */
 	const char **props; /* NULL: every property */
 	size_t nprops;
+	int sources;        /* each value as {value, source, inherited_from} (coffer list -j) */
+	int rows;           /* "rows": [[name, value...]] in the order of props, no objects */
+	struct stor_prop_value *vals; /* nprops of them, for list_one */
 	json_t *out;
+};
+
+static json_t *prop_json(const struct stor_prop_value *v);
+
+/* A property of a listed dataset into @props: its value, or with @sources all of prop_json. */
+static void list_prop(json_t *props, const struct stor_prop_value *v, int sources)
+{
+	json_object_set_new(props, v->name, sources ? prop_json(v) : json_string(v->value));
+}
+
+struct prop_add_ctx {
+	json_t *props;
+	int sources;
 };
 
 static int prop_add(const struct stor_prop_value *v, void *arg)
 {
-	json_object_set_new(arg, v->name, json_string(v->value));
+	struct prop_add_ctx *pc = arg;
+
+	list_prop(pc->props, v, pc->sources);
 	return 0;
 }
 
+/* Is @name one the listing asked for: the named dataset (its snapshots), or under it with -r. */
+static int list_wanted(const struct list_ctx *lc, const char *name)
+{
+	size_t n, len;
+
+	if (!lc->name)
+		return 1;
+	n = strlen(lc->name);
+	len = lc->snapshots ? strcspn(name, "@") : strlen(name);
+	return (len == n && !strncmp(name, lc->name, n)) ||
+	       (lc->recursive && !strncmp(name, lc->name, n) && name[n] == '/');
+}
+
+/*
+ * The row of dataset @name with the @nv values @v: an object {name, props},
+ * or with "rows" an array of the name and the values, which costs a long
+ * listing a third of the objects to build, send and parse.
+ */
+static void list_row(struct list_ctx *lc, const char *name, const struct stor_prop_value *v,
+		     size_t nv)
+{
+	json_t *props;
+
+	if (lc->rows) {
+		json_t *row = json_array();
+
+		json_array_append_new(row, json_string(name));
+		for (size_t i = 0; i < nv; i++)
+			json_array_append_new(row, json_string(v[i].value));
+		json_array_append_new(lc->out, row);
+		return;
+	}
+	props = json_object();
+	for (size_t i = 0; i < nv; i++)
+		list_prop(props, &v[i], lc->sources);
+	json_array_append_new(lc->out, json_pack("{s:s, s:o}", "name", name, "props", props));
+}
+
+/* stor_ds_list_props' callback: the pool's admin lock is held, nothing may call into it. */
+static int list_values(const char *name, const struct stor_prop_value *v, size_t nv, void *arg)
+{
+	struct list_ctx *lc = arg;
+
+	if (list_wanted(lc, name))
+		list_row(lc, name, v, nv);
+	return 0;
+}
+
+/* One dataset or snapshot at a time: for snapshots, and for who may open what. */
 static int list_one(const char *name, void *arg)
 {
 	struct list_ctx *lc = arg;
-	json_t *props, *o;
+	struct prop_add_ctx pc = { .sources = lc->sources };
 
-	if (lc->name) {
-		size_t n = strlen(lc->name), len = lc->snapshots ? strcspn(name, "@") : strlen(name);
-
-		if ((len != n || strncmp(name, lc->name, n)) &&
-		    !(lc->recursive && !strncmp(name, lc->name, n) && name[n] == '/'))
-			return 0;
-	}
+	if (!list_wanted(lc, name))
+		return 0;
 	if (lc->openable && !reg_may_open(lc->c->peer, lc->pool, name))
 		return 0;
-	props = json_object();
-	if (lc->props) {
-		for (size_t i = 0; i < lc->nprops; i++) {
-			struct stor_prop_value v;
-
-			if (stor_ds_get(lc->pool, name, lc->props[i], &v) == 0)
-				json_object_set_new(props, lc->props[i], json_string(v.value));
-			else
-				json_object_set_new(props, lc->props[i], json_string("-"));
-		}
-	} else {
-		stor_ds_get_all(lc->pool, name, prop_add, props);
+	if (!lc->props) {
+		pc.props = json_object();
+		stor_ds_get_all(lc->pool, name, prop_add, &pc);
+		json_array_append_new(lc->out, json_pack("{s:s, s:o}", "name", name, "props",
+							 pc.props));
+		return 0;
 	}
-	o = json_pack("{s:s, s:o}", "name", name, "props", props);
-	json_array_append_new(lc->out, o);
+	for (size_t i = 0; i < lc->nprops; i++) {
+		struct stor_prop_value v;
+
+		if (stor_ds_get(lc->pool, name, lc->props[i], &v) < 0) {
+			memset(&v, 0, sizeof(v));
+			snprintf(v.name, sizeof(v.name), "%s", lc->props[i]);
+			snprintf(v.value, sizeof(v.value), "-");
+			v.source = STOR_SRC_NONE;
+		}
+		lc->vals[i] = v;
+	}
+	list_row(lc, name, lc->vals, lc->nprops);
 	return 0;
 }
 
@@ -1327,6 +1407,8 @@ static int h_ds_list(struct hcall *c)
 
 	lc.recursive = jtrue(c->args, "recursive");
 	lc.openable = jtrue(c->args, "openable");
+	lc.sources = jtrue(c->args, "sources");
+	lc.rows = jtrue(c->args, "rows");
 	/* zfs list -t: volume (the default), snapshot, all */
 	if (type && !strcmp(type, "snapshot"))
 		volumes = 0, snapshots = 1;
@@ -1337,6 +1419,12 @@ static int h_ds_list(struct hcall *c)
 	ret = arg_strv(c, "props", &lc.props, &lc.nprops);
 	if (ret < 0)
 		return ret;
+	lc.rows &= lc.props != NULL; /* a row's columns are the props asked for */
+	lc.vals = calloc(lc.nprops ? lc.nprops : 1, sizeof(*lc.vals));
+	if (!lc.vals) {
+		free(lc.props);
+		return -ENOMEM;
+	}
 	lc.out = json_array();
 	/* a named dataset is looked for in its pool only (c->pe, NULL if unknown) */
 	for (struct pool_ent *pe = c->name ? c->pe : reg_pools(); pe;
@@ -1345,7 +1433,13 @@ static int h_ds_list(struct hcall *c)
 			continue;
 		lc.pool = pe->pool;
 		lc.snapshots = 0;
-		ret = volumes ? stor_ds_list(pe->pool, list_one, &lc) : 0;
+		/* datasets in one pass (list_values), unless each needs a check of its owner */
+		if (volumes && !lc.openable)
+			ret = stor_ds_list_props(pe->pool, lc.props, lc.nprops, list_values, &lc);
+		else if (volumes)
+			ret = stor_ds_list(pe->pool, list_one, &lc);
+		else
+			ret = 0;
 		lc.snapshots = 1;
 		if (ret == 0 && snapshots)
 			ret = stor_snap_list(pe->pool, list_one, &lc);
@@ -1355,13 +1449,14 @@ static int h_ds_list(struct hcall *c)
 		}
 	}
 	free(lc.props);
+	free(lc.vals);
 	if (ret >= 0 && c->name && json_array_size(lc.out) == 0)
 		ret = -ENOENT;
 	if (ret < 0) {
 		json_decref(lc.out);
 		return ret;
 	}
-	c->reply = json_pack("{s:o}", "datasets", lc.out);
+	c->reply = json_pack("{s:o}", lc.rows ? "rows" : "datasets", lc.out);
 	return 0;
 }
 

@@ -433,6 +433,7 @@ struct reg_handle {
 struct reg_client {
 	struct peer peer; /* uid and pid for the log of a revocation */
 	uint64_t id;
+	int nbd;          /* an NBD client: its handles are exports */
 	int closed;
 	struct reg_handle *handles;
 	uint32_t nhandles;
@@ -462,12 +463,13 @@ static void handle_release(struct reg_handle *h)
 	h->closing = 0;
 }
 
-struct reg_client *reg_client_new(const struct peer *p, uint64_t id)
+struct reg_client *reg_client_new(const struct peer *p, uint64_t id, const char *front)
 {
 	struct reg_client *cl = calloc(1, sizeof(*cl));
 
 	if (!cl)
 		return NULL;
+	cl->nbd = front && !strcmp(front, "nbd");
 	cl->peer = *p;
 	cl->peer.groups = NULL; /* not kept: the owner's may go first */
 	cl->id = id;
@@ -592,6 +594,8 @@ struct revoke_match {
 struct revoke_req {
 	const struct revoke_match *what;
 	int mark;         /* revoke; 0: only count */
+	char *say;        /* only count, and say who holds the handles here (users_say) */
+	size_t saylen;
 	int done;
 	unsigned matched; /* handles that matched when marked */
 	struct revoke_req *next;
@@ -670,6 +674,69 @@ static void revoke_progress(void)
 	pthread_mutex_unlock(&rv.lock);
 }
 
+/*
+ * Who holds the handles @r matches, one entry per dataset and front end:
+ * "tank/vm is exported over NBD (1 connection)", "tank/a is open (2
+ * handles on 1 connection)". A few are named, then how many handles more
+ * there are. A client counts once per entry however many handles it holds.
+ */
+enum { SAY_MAX = 6 };
+
+struct users_ent {
+	struct stor_ds *ds;
+	int nbd;
+	unsigned handles, conns;
+};
+
+static void users_say(const struct revoke_match *r, char *buf, size_t len)
+{
+	struct users_ent e[SAY_MAX];
+	unsigned n = 0, more = 0;
+	size_t at = 0;
+
+	for (struct reg_client *cl = clients; cl; cl = cl->next) {
+		unsigned first[SAY_MAX] = { 0 }; /* entries this client already counts in */
+
+		for (uint32_t i = 0; i < cl->nhandles; i++) {
+			struct reg_handle *h = &cl->handles[i];
+			unsigned k = 0;
+
+			if (!revoke_matches(r, h) || h->closing)
+				continue;
+			while (k < n && !(e[k].ds == h->ds && e[k].nbd == cl->nbd))
+				k++;
+			if (k == n) {
+				if (n == SAY_MAX) {
+					more++;
+					continue;
+				}
+				e[n++] = (struct users_ent){ .ds = h->ds, .nbd = cl->nbd };
+			}
+			e[k].handles++;
+			if (!first[k]) {
+				first[k] = 1;
+				e[k].conns++;
+			}
+		}
+	}
+	buf[0] = '\0';
+	for (unsigned k = 0; k < n && at < len; k++) {
+		int w;
+
+		if (e[k].nbd)
+			w = snprintf(buf + at, len - at, "%s%s is exported over NBD (%u connection%s)",
+				     k ? ", " : "", stor_ds_name(e[k].ds), e[k].conns,
+				     e[k].conns == 1 ? "" : "s");
+		else
+			w = snprintf(buf + at, len - at, "%s%s is open (%u handle%s on %u connection%s)",
+				     k ? ", " : "", stor_ds_name(e[k].ds), e[k].handles,
+				     e[k].handles == 1 ? "" : "s", e[k].conns, e[k].conns == 1 ? "" : "s");
+		at += w > 0 ? (size_t)w : 0;
+	}
+	if (more && at < len)
+		snprintf(buf + at, len - at, ", and %u more handle%s", more, more == 1 ? "" : "s");
+}
+
 static void revoke_cb(uv_async_t *a)
 {
 	(void)a;
@@ -679,6 +746,8 @@ static void revoke_cb(uv_async_t *a)
 		unsigned open;
 
 		rv.queue = q->next;
+		if (q->say)
+			users_say(q->what, q->say, q->saylen);
 		open = revoke_walk(q->what, q->mark, &q->matched);
 		if (!q->mark)
 			q->matched = open;
@@ -714,9 +783,10 @@ static void revoke_unlink(struct revoke_req *q)
  * up to @timeout_ms, until every one has no request in flight and is closed.
  * @return the number of matching handles, -ETIMEDOUT or -ESHUTDOWN
  */
-static int revoke_wait(const struct revoke_match *r, int mark, unsigned timeout_ms)
+static int revoke_wait(const struct revoke_match *r, int mark, unsigned timeout_ms, char *say,
+		       size_t saylen)
 {
-	struct revoke_req q = { .what = r, .mark = mark };
+	struct revoke_req q = { .what = r, .mark = mark, .say = say, .saylen = saylen };
 	struct timespec until;
 	uint64_t ns;
 	int ret = 0;
@@ -802,7 +872,7 @@ int reg_revoke_datasets(struct pool_ent *pe, const char *name, int which, int re
 	if (ret >= 0 && set.n) {
 		r.ds = set.v;
 		r.nds = set.n;
-		ret = revoke_wait(&r, revoke, REVOKE_TIMEOUT_MS);
+		ret = revoke_wait(&r, revoke, REVOKE_TIMEOUT_MS, NULL, 0);
 		if (revoke && ret > 0)
 			log_warn("dataset %s: %d handles revoked by uid %u", name, ret,
 				 (unsigned)by);
@@ -814,11 +884,19 @@ int reg_revoke_datasets(struct pool_ent *pe, const char *name, int which, int re
 int reg_revoke_pool(struct pool_ent *pe, uid_t by)
 {
 	struct revoke_match r = { .pe = pe, .by = by };
-	int ret = revoke_wait(&r, 1, REVOKE_TIMEOUT_MS);
+	int ret = revoke_wait(&r, 1, REVOKE_TIMEOUT_MS, NULL, 0);
 
 	if (ret >= 0)
 		log_warn("pool %s: %d handles revoked by uid %u", pe->name, ret, (unsigned)by);
 	return ret;
+}
+
+int reg_pool_users(struct pool_ent *pe, char *buf, size_t len)
+{
+	struct revoke_match r = { .pe = pe };
+
+	buf[0] = '\0';
+	return revoke_wait(&r, 0, REVOKE_TIMEOUT_MS, buf, len);
 }
 
 int reg_loop_start(uv_loop_t *loop)

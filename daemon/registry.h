@@ -119,8 +119,12 @@ int reg_may_open(const struct peer *p, struct stor_pool *pool, const char *name)
 
 struct reg_client;
 
-/** A new, empty handle table for a client of @p (copied) known as @id in logs. NULL: no memory */
-struct reg_client *reg_client_new(const struct peer *p, uint64_t id);
+/**
+ * A new, empty handle table for a client of @p (copied) known as @id in
+ * logs, connected through the front end named @front ("nbd": an export;
+ * static text, or NULL). NULL: no memory
+ */
+struct reg_client *reg_client_new(const struct peer *p, uint64_t id, const char *front);
 /** The client's connection is gone: a revocation leaves it no tombstone. */
 void reg_client_closed(struct reg_client *cl);
 /** The slot of @cl's stream in progress (one per client), which @free_fn
@@ -160,5 +164,12 @@ void reg_pool_unref(struct pool_ent *pe);
 int reg_revoke_datasets(struct pool_ent *pe, const char *name, int which, int revoke, uid_t by);
 /** Likewise every handle on @pe (export -f, destroy -f). */
 int reg_revoke_pool(struct pool_ent *pe, uid_t by);
+/**
+ * From a worker thread, registry lock held: what holds @pe busy, in words
+ * for a refusal ("tank/vm is exported over NBD (1 connection), tank/a is
+ * open (2 handles on 1 connection)"), into @buf. @return the number of
+ * handles (0: @buf is ""), -ETIMEDOUT or -ESHUTDOWN
+ */
+int reg_pool_users(struct pool_ent *pe, char *buf, size_t len);
 
 #endif

@@ -1148,6 +1148,7 @@ static void on_connection(uv_stream_t *server, int status)
 	}
 	conn->io.h.data = conn;
 	conn->fr = l->fr;
+	conn->dc.front = l->fr->name;
 	conn->tls_ctx = l->tls;
 	conn->dc.id = ++srv.next_id;
 	conn->refs = 1;

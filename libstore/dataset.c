@@ -83,23 +83,47 @@ const char *ds_prop_locked(struct stor_pool *p, struct stor_ds *ds, int id, stru
 	return prop_table[id].def;
 }
 
-/* Cache the effective values the I/O path reads, for @ds and its descendants. */
+/* The first index of the table whose name is not below @name: where it is or would go. */
+static size_t lower_bound(struct stor_pool *p, const char *name)
+{
+	size_t lo = 0, hi = p->nds;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (strcmp(p->ds[mid]->name, name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Cache the effective values of inherited properties that the I/O path reads. */
+static void refresh_one(struct stor_pool *p, struct stor_ds *d)
+{
+	atomic_store(&d->sync_mode, prop_sync_mode(ds_prop_locked(p, d, PROP_SYNC, NULL)));
+	atomic_store(&d->comp_level,
+		     prop_compression_level(ds_prop_locked(p, d, PROP_COMPRESSION, NULL)));
+	atomic_store(&d->checksum_on, strcmp(ds_prop_locked(p, d, PROP_CHECKSUM, NULL), "off") != 0);
+	atomic_store(&d->cache_all,
+		     strcmp(ds_prop_locked(p, d, PROP_PRIMARYCACHE, NULL), "all") == 0);
+}
+
+/*
+ * refresh_one() for @ds and its descendants: the names that start with
+ * "@ds/" sort together, so a create (no descendants yet) looks at no other
+ * dataset of the table.
+ */
 static void refresh_effective(struct stor_pool *p, struct stor_ds *ds)
 {
-	size_t n = strlen(ds->name);
+	char prefix[STOR_NAME_MAX + 2];
+	size_t n = (size_t)snprintf(prefix, sizeof(prefix), "%s/", ds->name);
 
-	for (size_t i = 0; i < p->nds; i++) {
-		struct stor_ds *d = p->ds[i];
-		if (d != ds && (strncmp(d->name, ds->name, n) != 0 || d->name[n] != '/'))
-			continue;
-		atomic_store(&d->sync_mode, prop_sync_mode(ds_prop_locked(p, d, PROP_SYNC, NULL)));
-		atomic_store(&d->comp_level,
-			     prop_compression_level(ds_prop_locked(p, d, PROP_COMPRESSION, NULL)));
-		atomic_store(&d->checksum_on,
-			     strcmp(ds_prop_locked(p, d, PROP_CHECKSUM, NULL), "off") != 0);
-		atomic_store(&d->cache_all,
-			     strcmp(ds_prop_locked(p, d, PROP_PRIMARYCACHE, NULL), "all") == 0);
-	}
+	refresh_one(p, ds);
+	for (size_t i = lower_bound(p, prefix); i < p->nds && !strncmp(p->ds[i]->name, prefix, n);
+	     i++)
+		refresh_one(p, p->ds[i]);
 }
 
 void ds_free(struct stor_ds *ds)
@@ -137,8 +161,8 @@ static int table_insert(struct stor_pool *p, struct stor_ds *ds)
 	if (!t)
 		return -ENOMEM;
 	p->ds = t;
-	for (i = p->nds; i > 0 && strcmp(p->ds[i - 1]->name, ds->name) > 0; i--)
-		p->ds[i] = p->ds[i - 1];
+	i = lower_bound(p, ds->name);
+	memmove(&p->ds[i + 1], &p->ds[i], (p->nds - i) * sizeof(*p->ds));
 	p->ds[i] = ds;
 	p->nds++;
 	return 0;
@@ -802,7 +826,22 @@ uint32_t stor_ds_recordsize(const struct stor_ds *ds)
 	return ds->recsize;
 }
 
-static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct stor_prop_value *v)
+/*
+ * The encryption root of @ds: itself or an ancestor, as children inherit
+ * it, so a walk up the names finds it without a scan of the table by id
+ * (which a listing of every dataset's encryptionroot paid N times).
+ */
+static struct stor_ds *enc_root_of(struct stor_pool *p, struct stor_ds *ds)
+{
+	for (struct stor_ds *d = ds; d; d = parent_of(p, d))
+		if (d->id == ds->enc_root_id)
+			return d;
+	return ds_find_id_locked(p, ds->enc_root_id);
+}
+
+/* Property @id of @ds into @v; its space from @sa when a listing summed it (else NULL). */
+static void fill_value_of(struct stor_pool *p, struct stor_ds *ds, int id,
+			  struct stor_prop_value *v, const struct space_all *sa)
 {
 	struct stor_ds *from = NULL, *root;
 	const char *val;
@@ -841,7 +880,10 @@ static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct s
 		struct space_view sv;
 		uint64_t n;
 
-		space_of_locked(p, ds, &sv);
+		if (sa)
+			space_of_all(p, sa, ds, &sv);
+		else
+			space_of_locked(p, ds, &sv);
 		n = id == PROP_USED		 ? sv.used
 		    : id == PROP_AVAILABLE	 ? sv.available
 		    : id == PROP_USEDBYCHILDREN ? sv.children
@@ -866,7 +908,7 @@ static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct s
 				 used > 0 ? (double)lused / (double)used : 1.0);
 		return;
 	case PROP_ENCRYPTIONROOT:
-		root = ds->suite ? ds_find_id_locked(p, ds->enc_root_id) : NULL;
+		root = ds->suite ? enc_root_of(p, ds) : NULL;
 		snprintf(v->value, sizeof(v->value), "%s", root ? root->name : "-");
 		return;
 	case PROP_KEYSTATUS:
@@ -884,6 +926,50 @@ static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct s
 		v->source = STOR_SRC_INHERITED;
 		snprintf(v->inherited_from, sizeof(v->inherited_from), "%s", from->name);
 	}
+}
+
+static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct stor_prop_value *v)
+{
+	fill_value_of(p, ds, id, v, NULL);
+}
+
+int stor_ds_list_props(struct stor_pool *p, const char *const *props, size_t n,
+		       int (*fn)(const char *name, const struct stor_prop_value *v, size_t nv,
+				 void *ctx),
+		       void *ctx)
+{
+	size_t nv = props ? n : PROP_COUNT;
+	struct stor_prop_value *vals = calloc(nv ? nv : 1, sizeof(*vals));
+	int *ids = calloc(nv ? nv : 1, sizeof(*ids));
+	struct space_all sa;
+	int ret = 0;
+
+	if (!vals || !ids) {
+		free(vals);
+		free(ids);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < nv; k++)
+		ids[k] = props ? prop_find(props[k]) : (int)k;
+	pthread_mutex_lock(&p->admin);
+	space_all_begin(p, &sa);
+	for (size_t i = 0; i < p->nds && ret == 0; i++) {
+		for (size_t k = 0; k < nv; k++) {
+			if (ids[k] >= 0) {
+				fill_value_of(p, p->ds[i], ids[k], &vals[k], &sa);
+				continue;
+			}
+			memset(&vals[k], 0, sizeof(vals[k]));
+			snprintf(vals[k].name, sizeof(vals[k].name), "%s", props[k]);
+			snprintf(vals[k].value, sizeof(vals[k].value), "-");
+		}
+		ret = fn(p->ds[i]->name, vals, nv, ctx);
+	}
+	space_all_end(&sa);
+	pthread_mutex_unlock(&p->admin);
+	free(vals);
+	free(ids);
+	return ret;
 }
 
 struct one_prop {

@@ -97,19 +97,29 @@ void space_props_locked(struct stor_pool *p, struct stor_ds *ds)
 	(void)p;
 }
 
+/* Is @name below @anc ("tank/a/b" below "tank" and "tank/a")? */
+static int is_under(const char *name, const char *anc)
+{
+	size_t l = strlen(anc);
+
+	return strncmp(name, anc, l) == 0 && name[l] == '/';
+}
+
 int space_sync_locked(struct stor_pool *p)
 {
 	struct stor_ds **d = NULL;
-	int *par = NULL;
+	int *par = NULL, *up = NULL;
 	uint64_t *tree = NULL, total = 0;
 	size_t n = p->nds;
 
 	d = malloc((n ? n : 1) * sizeof(*d));
 	par = malloc((n ? n : 1) * sizeof(*par));
+	up = malloc((n ? n : 1) * sizeof(*up));
 	tree = malloc((n ? n : 1) * sizeof(*tree));
-	if (!d || !par || !tree) {
+	if (!d || !par || !up || !tree) {
 		free(d);
 		free(par);
+		free(up);
 		free(tree);
 		/* no copy at all rather than one with datasets that may be gone:
 		 * reservations go unenforced until the next change of the table */
@@ -118,21 +128,29 @@ int space_sync_locked(struct stor_pool *p)
 		pthread_mutex_unlock(&p->space_lock);
 		return -ENOMEM;
 	}
+	/*
+	 * The table is sorted, so a dataset's ancestors come before it and
+	 * the nearest one is on the chain of parents of the dataset just before
+	 * it: climb that chain. A dataset climbed past is under none that
+	 * follow, so the whole walk is one pass, and a create costs no search
+	 * per dataset (a scan back from each one past all its siblings was
+	 * N^2 for N datasets).
+	 */
 	for (size_t i = 0; i < n; i++) {
+		int j = (int)i - 1;
+
 		d[i] = p->ds[i];
 		total += atomic_load(&d[i]->refres) + atomic_load(&d[i]->res);
-		par[i] = -1;
-		/* the table is sorted: a parent is the nearest earlier prefix + '/' */
-		for (size_t j = i; j-- > 0;) {
-			size_t l = strlen(d[j]->name);
-			if (strncmp(d[i]->name, d[j]->name, l) == 0 && d[i]->name[l] == '/' &&
-			    !strchr(d[i]->name + l + 1, '/')) {
-				par[i] = (int)j;
-				break;
-			}
-		}
+		while (j >= 0 && !is_under(d[i]->name, d[j]->name))
+			j = up[j];
+		up[i] = j; /* its nearest ancestor */
+		/* which is its parent, unless a level in between is missing */
+		par[i] = j >= 0 && !strchr(d[i]->name + strlen(d[j]->name) + 1, '/') ? j : -1;
 	}
+	free(up);
 	pthread_mutex_lock(&p->space_lock);
+	for (size_t i = 0; i < n; i++)
+		d[i]->sp_idx = i;
 	free(p->sp_ds);
 	free(p->sp_parent);
 	free(p->sp_tree);
@@ -186,6 +204,9 @@ static uint64_t compute_locked(struct stor_pool *p)
 
 static int index_of(struct stor_pool *p, const struct stor_ds *ds)
 {
+	/* its own note of where it is, unless the table changed since */
+	if (ds->sp_idx < p->sp_n && p->sp_ds[ds->sp_idx] == ds)
+		return (int)ds->sp_idx;
 	for (size_t i = 0; i < p->sp_n; i++)
 		if (p->sp_ds[i] == ds)
 			return (int)i;
@@ -246,6 +267,57 @@ void space_of_locked(struct stor_pool *p, struct stor_ds *ds, struct space_view 
 	v->used = i >= 0 ? p->sp_tree[i] : v->own + v->rr + v->snaps;
 	pthread_mutex_unlock(&p->space_lock);
 	v->children = v->used - v->own - v->rr - v->snaps;
+}
+
+void space_all_begin(struct stor_pool *p, struct space_all *sa)
+{
+	uint64_t size;
+
+	memset(sa, 0, sizeof(*sa));
+	pool_bytes(p, &sa->fr, &size);
+	sa->slop = space_slop(size);
+	pthread_mutex_lock(&p->space_lock);
+	sa->u = compute_locked(p);
+	sa->tree = malloc((p->sp_n ? p->sp_n : 1) * sizeof(*sa->tree));
+	if (sa->tree)
+		memcpy(sa->tree, p->sp_tree, p->sp_n * sizeof(*sa->tree));
+	pthread_mutex_unlock(&p->space_lock);
+}
+
+void space_of_all(struct stor_pool *p, const struct space_all *sa, struct stor_ds *ds,
+		  struct space_view *v)
+{
+	uint64_t room;
+	int i;
+
+	if (!sa->tree) {
+		space_of_locked(p, ds, v);
+		return;
+	}
+	memset(v, 0, sizeof(*v));
+	v->own = own_of(ds);
+	v->rr = rr_of(ds);
+	v->snaps = atomic_load(&ds->snap_used) > 0 ? (uint64_t)atomic_load(&ds->snap_used) : 0;
+	/* sp_ds and sp_parent change only under the admin lock, which the listing holds */
+	i = index_of(p, ds);
+	room = sa->fr > sa->slop + sa->u ? sa->fr - sa->slop - sa->u : 0;
+	for (int k = i; k >= 0; k = p->sp_parent[k]) {
+		uint64_t res = atomic_load(&p->sp_ds[k]->res);
+
+		room += res > sa->tree[k] ? res - sa->tree[k] : 0;
+	}
+	v->available = room + v->rr;
+	v->used = i >= 0 ? sa->tree[i] : v->own + v->rr + v->snaps;
+	/* the counters moved since begin: never less than its own parts */
+	if (v->used < v->own + v->rr + v->snaps)
+		v->used = v->own + v->rr + v->snaps;
+	v->children = v->used - v->own - v->rr - v->snaps;
+}
+
+void space_all_end(struct space_all *sa)
+{
+	free(sa->tree);
+	sa->tree = NULL;
 }
 
 int space_promise_locked(struct stor_pool *p, struct stor_ds *from, uint64_t need,

@@ -621,6 +621,21 @@ int stor_ds_get_all(struct stor_pool *pool, const char *name,
 		    int (*fn)(const struct stor_prop_value *v, void *ctx), void *ctx);
 
 /**
+ * A listing: for each dataset of the pool in name order (no snapshots),
+ * call @fn with its name and the values of the @n properties @props (NULL:
+ * every property, in table order; an unknown name gets the value "-" and
+ * source STOR_SRC_NONE). The space figures of all are those of one moment,
+ * summed once: stor_ds_get() of a space property sums the pool's table
+ * each time. @fn runs under the pool's admin lock: it must not call into
+ * the pool. Stops when @fn returns non-zero, and returns that.
+ * @return 0, -ENOMEM, or what @fn returned
+ */
+int stor_ds_list_props(struct stor_pool *pool, const char *const *props, size_t n,
+		       int (*fn)(const char *name, const struct stor_prop_value *v, size_t nv,
+				 void *ctx),
+		       void *ctx);
+
+/**
  * Set property @prop of @name to @value locally (committed in the next txg).
  * @return 0, -ENOENT, STOR_EBADPROP, STOR_EREADONLY (fixed at creation)
  */

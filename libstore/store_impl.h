@@ -89,6 +89,7 @@ struct stor_ds {
 	atomic_int_fast64_t used, logical_used; /* used: charged when allocated */
 	atomic_int_fast64_t snap_used; /* extents only its snapshots hold (usedbysnapshots) */
 	_Atomic uint64_t refres, res; /* refreservation, reservation in bytes (space.c) */
+	size_t sp_idx;                /* its index in the pool's sp_ds, when that is current */
 	struct ds_stats stats;
 
 	/* encryption: fixed at creation */
@@ -259,6 +260,19 @@ struct space_view {
 	uint64_t own, rr, snaps, children, used, available;
 };
 void space_of_locked(struct stor_pool *p, struct stor_ds *ds, struct space_view *v);
+/**
+ * The space of every dataset at one moment, for a listing (admin lock held
+ * from begin to end): space_of_locked() sums the whole table for each
+ * dataset, this sums it once. space_of_all() is space_of_locked() from it.
+ */
+struct space_all {
+	uint64_t fr, slop, u;
+	uint64_t *tree; /* sp_tree as it was at begin; NULL: out of memory, each one alone */
+};
+void space_all_begin(struct stor_pool *p, struct space_all *sa);
+void space_of_all(struct stor_pool *p, const struct space_all *sa, struct stor_ds *ds,
+		  struct space_view *v);
+void space_all_end(struct space_all *sa);
 /**
  * Promise @need more bytes of reservation, under @from and its ancestors'
  * reservations (NULL: the pool's); refused with STOR_ENOSPC and a text

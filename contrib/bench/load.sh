@@ -33,7 +33,7 @@ bp=$!
 # past the limit once the first bench holds its CLIENTS connections (and its
 # admin one): the stats call sees them open
 conns_open() {
-	n=$("$COFFER" -j stats 2>/dev/null | tr -d ' \n' |
+	n=$("$COFFER" --json-int stats 2>/dev/null | tr -d ' \n' |
 		sed -n 's/.*"connections_open":\([0-9]*\).*/\1/p')
 	[ "${n:-0}" -gt "$CLIENTS" ]
 }
@@ -46,7 +46,7 @@ fi
 bench_rc=0
 wait "$bp" || bench_rc=$?
 hwm=$(sed -n 's/^VmHWM:[[:space:]]*//p' "/proc/$pid/status" | tr -d ' ')
-stats=$("$COFFER" -j stats 2>/dev/null | tr -d ' \n' || true)
+stats=$("$COFFER" --json-int stats 2>/dev/null | tr -d ' \n' || true)
 kill -TERM "$pid"
 drc=0
 wait "$pid" || drc=$?

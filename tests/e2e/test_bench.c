@@ -105,7 +105,7 @@ Test(bench, open_loop_rate_is_within_5_percent_and_json_has_the_documented_field
 	make_datasets();
 	bench(0, "'%s'", parm("fill.parm", fill_parm));
 	bench(0, "--datasets 'p/v*' --rw randread --bs 8k --qd 2 --time 4 --warmup 1 "
-		  "--rate 800 --json '%s' --csv '%s'",
+		  "--rate 800 --json-int --json '%s' --csv '%s'",
 	       path("out.json"), path("out.csv"));
 	doc = json_load_file(path("out.json"), 0, &jerr);
 	cr_assert_not_null(doc, "%s: %s", path("out.json"), jerr.text);
@@ -234,4 +234,85 @@ Test(bench, a_parameter_file_error_names_its_line)
 {
 	bench(2, "'%s'", parm("bad.parm", "sd=sd1,dataset=p/*\n\nwd=w,sd=sd1,foo=1\n"));
 	cr_assert(strstr(out, "bad.parm:3: unknown keyword 'foo'"), "%s", out);
+}
+
+/* Oracle's vdbench file of the SPARC T7-1 encryption benchmark, lun= changed to datasets. */
+static const char oracle_parm[] =
+	"hd=default,jvms=16\n"
+	"sd=sd001,lun=p/v1,size=5g,hitarea=100m\n"
+	"sd=sd002,lun=p/v2,size=5g,hitarea=100m\n"
+	"#\n"
+	"# sd003 through sd191 statements here\n"
+	"#\n"
+	"sd=sd192,lun=p/v3,size=5g,hitarea=100m\n"
+	"# VDBENCH work load definitions for run\n"
+	"# Sequential write to fill storage.\n"
+	"wd=swrite1,sd=sd*,readpct=0,seekpct=eof\n"
+	"# Random Read work load.\n"
+	"wd=rread,sd=sd*,readpct=100,seekpct=random,rhpct=100\n"
+	"# VDBENCH Run Definitions for actual execution of load.\n"
+	"rd=default,iorate=max,elapsed=3h,interval=10\n"
+	"rd=seqwritewarmup,wd=swrite1,forxfersize=(1024k),forthreads=(16) \n"
+	"rd=default,iorate=max,elapsed=10m,interval=10\n"
+	"rd=rread8k-50,wd=rread,forxfersize=(8k),iorate=curve, \\\n"
+	"curve=(95,90,80,70,60,50),forthreads=(2)\n";
+
+Test(bench, oracles_vdbench_file_parses_with_only_its_luns_changed)
+{
+	/* -s: checked and printed, no daemon asked (none has these datasets) */
+	bench(0, "-s '%s'", parm("oracle.parm", oracle_parm));
+	cr_assert(strstr(out, "hd=default ignored") && strstr(out, "jvms=16 (one process"), "%s",
+		  out);
+	cr_assert(strstr(out, "wd=swrite1 on 3 sd rdpct=0 seekpct=eof xfersize"), "%s", out);
+	cr_assert(strstr(out, "sd=sd192 dataset=p/v3 threads=1 size=5G hitarea=100M"), "%s", out);
+	cr_assert(strstr(out, "run seqwritewarmup") && strstr(out, "iorate=curve"), "%s", out);
+	cr_assert(strstr(out, "\n8 runs\n"), "fill, max and 6 curve points: %s", out);
+	bench(0, "--parse-only --datasets 'p/v*' --rw randread");
+}
+
+Test(bench, size_and_hitarea_of_an_sd_bound_the_range_used)
+{
+	json_t *doc, *avg;
+
+	make_datasets();
+	/* a fill with seekpct=eof writes size= bytes, not the 8 MiB of the volume */
+	bench(0, "--json-int --json '%s' '%s'", path("s.json"),
+	      parm("size.parm", "sd=sd1,dataset=p/v1,size=1m,hitarea=256k\n"
+				"wd=fill,sd=sd1,rdpct=0,seekpct=eof,xfersize=64k\n"
+				"rd=fill,wd=fill,iorate=max,elapsed=60,interval=1\n"));
+	doc = json_load_file(path("s.json"), 0, NULL);
+	cr_assert_not_null(doc);
+	avg = json_object_get(json_array_get(json_object_get(doc, "runs"), 0), "average");
+	cr_assert_eq(json_integer_value(json_object_get(avg, "writes")), 16, "%s",
+		     json_dumps(avg, 0));
+	json_decref(doc);
+	coffer(0, "read -o 1M -l 64K p/v1 > '%s'", path("after"));
+	{
+		static uint8_t buf[65536], zero[65536];
+
+		cr_assert_eq(read_file(path("after"), buf, sizeof(buf)), sizeof(buf));
+		cr_assert(!memcmp(buf, zero, sizeof(buf)), "written past size=1m");
+	}
+}
+
+Test(bench, a_dataset_glob_stays_in_its_level_and_unwritten_reads_warn)
+{
+	json_t *doc, *ds;
+
+	make_datasets();
+	coffer(0, "create -V 8M p/v1/child");
+	bench(0, "--datasets 'p/v*' --rw randread --bs 8k --time 1 --json-int --json '%s'",
+	      path("g.json"));
+	doc = json_load_file(path("g.json"), 0, NULL);
+	cr_assert_not_null(doc);
+	ds = json_object_get(json_array_get(json_object_get(doc, "runs"), 0), "datasets");
+	cr_assert_eq(json_array_size(ds), 2, "p/v* matched %s", json_dumps(ds, 0));
+	json_decref(doc);
+	cr_assert(strstr(out, "% of reads hit unwritten records: fill the datasets first, e.g. "
+			      "seekpct=eof"),
+		  "%s", out);
+	/* filled first: no warning */
+	bench(0, "'%s'", parm("fill.parm", fill_parm));
+	bench(0, "--datasets 'p/v*' --rw randread --bs 8k --time 1");
+	cr_assert(!strstr(out, "unwritten"), "%s", out);
 }

@@ -15,6 +15,7 @@
 
 #include <criterion/criterion.h>
 
+#include "client.h"
 #include "daemon.h"
 
 TDAEMON_FIXTURE(NULL)
@@ -85,6 +86,10 @@ Test(cli, refused_keys_and_encryption_say_why)
 	       key);
 	REFUSED(NULL, 1, "cannot create an unencrypted dataset under an encrypted parent",
 		"create -o encryption=off tank/enc/child");
+	/* a child's encryption root is found up its names */
+	COF_OK(NULL, "create -V 8M tank/enc/c");
+	COF_OK(NULL, "list -H -o name,encryptionroot -r tank/enc");
+	cr_assert_str_eq(out, "tank/enc\ttank/enc\ntank/enc/c\ttank/enc\n");
 	REFUSED(NULL, 1, "key already loaded", "load-key tank/enc");
 	cr_assert(!strstr(out, "choose another name"), "wrong advice: %s", out);
 	COF_OK(NULL, "unload-key tank/enc");
@@ -251,4 +256,204 @@ Test(cli, list_o_refuses_unknown_fields_and_takes_all)
 	cr_assert(!strncmp(out, "tank/d\tvolume\t", 14) && strstr(out, "\tzstd\t"), "%s", out);
 	COF_OK(NULL, "list -H -o name,avail,refer tank/d");
 	cr_assert(!strncmp(out, "tank/d\t", 7), "%s", out);
+}
+
+Test(cli, export_of_a_busy_pool_names_what_holds_it_and_what_to_do)
+{
+	struct coffer_conn *c = NULL;
+
+	pool();
+	COF_OK(NULL, "create -V 8M tank/a");
+	COF_OK(NULL, "create -V 8M tank/b");
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	cr_assert_geq(coffer_ds_open(c, "tank/a", NULL, NULL), 0);
+	cr_assert_geq(coffer_ds_open(c, "tank/a", NULL, NULL), 0);
+	REFUSED(NULL, 1, "pool tank is busy: tank/a is open (2 handles on 1 connection); ",
+		"pool export tank");
+	cr_assert(strstr(out, "give -f to close their handles"), "%s", out);
+	cr_assert(!strstr(out, "tank/b") && !strstr(out, "use -r") && !strstr(out, "datasets are"),
+		  "wrong advice: %s", out);
+	REFUSED(NULL, 1, "pool tank is busy: tank/a is open", "pool destroy tank");
+	COF_OK(NULL, "list tank/b"); /* nothing was exported or destroyed */
+	COF_OK(NULL, "pool export -f tank");
+	coffer_close(c);
+	COF_OK(NULL, "pool import tank");
+}
+
+/* Where @name starts in the last output, failing the test if it is not there. */
+static const char *at(const char *name)
+{
+	const char *p = strstr(out, name);
+
+	cr_assert(p, "no '%s' in: %s", name, out);
+	return p;
+}
+
+Test(cli, list_sorts_sizes_as_numbers_stops_at_a_depth_and_takes_types)
+{
+	pool();
+	COF_OK(NULL, "create -s -V 16M tank/big");
+	COF_OK(NULL, "create -s -V 2M tank/small");
+	COF_OK(NULL, "create -s -V 100M tank/huge");
+	COF_OK(NULL, "create -s -V 4M tank/small/child");
+	COF_OK(NULL, "snapshot tank/big@s1");
+	/* 2M < 16M < 100M as numbers, which as text they are not; the key need not be a column */
+	COF_OK(NULL, "list -H -o name -s volsize -r tank");
+	cr_assert(at("tank/small\n") < at("tank/big\n") && at("tank/big\n") < at("tank/huge\n"),
+		  "%s", out);
+	COF_OK(NULL, "list -H -o name -S volsize -r tank");
+	cr_assert(at("tank/huge\n") < at("tank/big\n") && at("tank/big\n") < at("tank/small\n"),
+		  "%s", out);
+	REFUSED(NULL, 1, "list -o: unknown field 'colour'", "list -s colour");
+	COF_OK(NULL, "list -H -o name -d 1 tank");
+	cr_assert(strstr(out, "tank/small\n") && !strstr(out, "tank/small/child"), "%s", out);
+	COF_OK(NULL, "list -H -o name -d 0 tank");
+	cr_assert_str_eq(out, "tank\n");
+	COF_OK(NULL, "list -H -o name -t snap");
+	cr_assert_str_eq(out, "tank/big@s1\n");
+	COF_OK(NULL, "list -H -o name -t all -d 1 tank/big");
+	cr_assert_str_eq(out, "tank/big\ntank/big@s1\n");
+	COF_OK(NULL, "list -H -o name -t volume,snapshot -d 1 tank/big");
+	cr_assert_str_eq(out, "tank/big\ntank/big@s1\n");
+	REFUSED(NULL, 1, "coffer has no filesystems", "list -t filesystem");
+	REFUSED(NULL, 1, "list -t: 'colour' is not volume, snapshot or all", "list -t colour");
+	REFUSED(NULL, 1, "list -d: 'x' is not a depth", "list -d x");
+}
+
+Test(cli, pool_list_o_and_pool_get_take_zpool_properties)
+{
+	pool();
+	COF_OK(NULL, "pool list");
+	cr_assert(!strncmp(out, "NAME", 4) && strstr(out, "ALLOC") && strstr(out, "HEALTH") &&
+			  strstr(out, "ONLINE"),
+		  "%s", out);
+	COF_OK(NULL, "pool list -H -o name,health,luns");
+	cr_assert_str_eq(out, "tank\tONLINE\t1\n");
+	COF_OK(NULL, "pool list -Hp -o size,state tank");
+	cr_assert(strspn(out, "0123456789") > 6 && strstr(out, "\tONLINE\n"), "%s", out);
+	REFUSED(NULL, 1, "unknown pool property 'helth' (did you mean 'health'?)",
+		"pool list -o helth");
+	COF_OK(NULL, "pool get -H -o property,value,source health,luns tank");
+	cr_assert_str_eq(out, "health\tONLINE\t-\nluns\t1\t-\n");
+	COF_OK(NULL, "pool get all tank");
+	cr_assert(strstr(out, "NAME") && strstr(out, "SOURCE") && strstr(out, "capacity") &&
+			  strstr(out, "allocated"),
+		  "%s", out);
+	/* no pool named: every pool */
+	COF_OK(NULL, "pool get -H -o value guid");
+	cr_assert(strlen(out) == 17 && strspn(out, "0123456789abcdef") == 16, "%s", out);
+	REFUSED(NULL, 1, "unknown pool property 'dedup'", "pool get dedup tank");
+	REFUSED(NULL, 1, "no such pool", "pool get all nosuch");
+}
+
+Test(cli, options_may_follow_operands_and_a_double_dash_ends_them)
+{
+	const char *parm;
+	char json[4200];
+	json_t *j;
+
+	pool();
+	COF_OK(NULL, "create tank/a -V 8M -o compression=zstd");
+	prop_is("tank/a", "compression", "zstd");
+	COF_OK(NULL, "get volsize tank/a -H -o value");
+	cr_assert_str_eq(out, "8M\n");
+	COF_OK(NULL, "list tank/a -H -o name");
+	cr_assert_str_eq(out, "tank/a\n");
+	COF_OK(NULL, "pool list tank -H -o name");
+	cr_assert_str_eq(out, "tank\n");
+	COF_OK(NULL, "get -H -o value -- volsize tank/a");
+	cr_assert_str_eq(out, "8M\n");
+	/* after "--" an operand that looks like an option is an operand */
+	cr_assert_eq(cof(NULL, "destroy -- -r"), 1, "%s", out);
+	cr_assert(strstr(out, "-r") && !strstr(out, "usage"), "%s", out);
+	/* bench FILE --json OUT, as GNU users write it */
+	parm = tdaemon_file(&td, "w.parm",
+			    "sd=sd1,dataset=tank/a\nwd=w1,sd=sd1,rdpct=0,xfersize=8k\n"
+			    "rd=r1,wd=w1,iorate=max,elapsed=1,interval=1\n",
+			    strlen("sd=sd1,dataset=tank/a\nwd=w1,sd=sd1,rdpct=0,xfersize=8k\n"
+				   "rd=r1,wd=w1,iorate=max,elapsed=1,interval=1\n"));
+	snprintf(json, sizeof(json), "%s/w.json", td.dir);
+	COF_OK(NULL, "bench '%s' --json '%s' -q", parm, json);
+	j = json_load_file(json, 0, NULL);
+	cr_assert_not_null(j, "no JSON written: %s", out);
+	json_decref(j);
+}
+
+/* output_version of document @j names @command. */
+static void is_doc(json_t *j, const char *command)
+{
+	json_t *v = json_object_get(j, "output_version");
+
+	cr_assert_str_eq(json_string_value(json_object_get(v, "command")), command);
+	cr_assert(json_is_integer(json_object_get(v, "vers_major")));
+	cr_assert(json_is_integer(json_object_get(v, "vers_minor")));
+}
+
+/* j[a][b][c], the keys after the first NULL left out */
+static json_t *path_get(json_t *j, const char *a, const char *b, const char *c)
+{
+	j = json_object_get(j, a);
+	j = b ? json_object_get(j, b) : j;
+	return c ? json_object_get(j, c) : j;
+}
+
+Test(cli, json_has_one_shape_with_strings_unless_json_int_and_guids_as_strings)
+{
+	json_t *j, *p, *v;
+
+	pool();
+	COF_OK(NULL, "create -V 8M -o compression=zstd tank/d");
+	COF_OK(NULL, "create -V 8M tank/d/c");
+	j = tdaemon_coffer_json(&td, "list -j -o name,volsize,compression tank/d");
+	is_doc(j, "coffer list");
+	p = path_get(j, "datasets", "tank/d", "properties");
+	cr_assert_str_eq(json_string_value(path_get(j, "datasets", "tank/d", "type")), "VOLUME");
+	cr_assert_str_eq(json_string_value(path_get(j, "datasets", "tank/d", "pool")), "tank");
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(p, "volsize"), "value")),
+			 "8M");
+	v = json_object_get(json_object_get(p, "compression"), "source");
+	cr_assert_str_eq(json_string_value(json_object_get(v, "type")), "LOCAL");
+	json_decref(j);
+	j = tdaemon_coffer_json(&td, "list --json-int -o volsize tank/d");
+	p = path_get(j, "datasets", "tank/d", "properties");
+	cr_assert_eq(json_integer_value(json_object_get(json_object_get(p, "volsize"), "value")),
+		     8 << 20);
+	json_decref(j);
+	/* get: every dataset in one document; an inherited value names where from */
+	j = tdaemon_coffer_json(&td, "get -j compression tank/d tank/d/c");
+	is_doc(j, "coffer get");
+	v = json_object_get(path_get(j, "datasets", "tank/d/c", "properties"), "compression");
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(v, "source"), "type")),
+			 "INHERITED");
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(v, "source"), "data")),
+			 "tank/d");
+	cr_assert_not_null(path_get(j, "datasets", "tank/d", "properties"));
+	json_decref(j);
+	/* pools keyed by name, the GUID a string even with --json-int */
+	j = tdaemon_coffer_json(&td, "pool list --json-int");
+	is_doc(j, "coffer pool list");
+	p = path_get(j, "pools", "tank", NULL);
+	cr_assert(json_is_string(json_object_get(p, "pool_guid")), "%s", json_dumps(j, 0));
+	cr_assert(json_is_integer(path_get(p, "properties", "luns", "value")));
+	json_decref(j);
+	j = tdaemon_coffer_json(&td, "pool status -j");
+	is_doc(j, "coffer pool status");
+	p = path_get(j, "pools", "tank", NULL);
+	cr_assert(json_is_string(json_object_get(p, "pool_guid")) &&
+			  json_is_string(json_object_get(p, "txg")),
+		  "%s", json_dumps(j, 0));
+	json_decref(j);
+	j = tdaemon_coffer_json(&td, "-j version");
+	is_doc(j, "coffer version");
+	cr_assert(json_is_string(path_get(j, "daemon", "protocol", NULL)), "%s", json_dumps(j, 0));
+	json_decref(j);
+	j = tdaemon_coffer_json(&td, "-j ping");
+	is_doc(j, "coffer ping");
+	cr_assert(json_is_true(json_object_get(j, "alive")));
+	json_decref(j);
+	j = tdaemon_coffer_json(&td, "stats -j");
+	is_doc(j, "coffer stats");
+	cr_assert(json_is_string(path_get(j, "io", "reads", NULL)), "%s", json_dumps(j, 0));
+	cr_assert_not_null(path_get(j, "pools", "tank", NULL), "pools keyed by name");
+	json_decref(j);
 }

@@ -167,7 +167,7 @@ Test(hostile, every_admin_command_of_the_table_gets_eperm_and_changes_nothing)
 	free(after);
 	snprintf(buf, sizeof(buf), "%s/hostile-lun", td.dir);
 	cr_assert_neq(access(buf, F_OK), 0, "a non-admin made the daemon create %s", buf);
-	COF_OK("-j stats");
+	COF_OK("--json-int stats");
 	stats = json_loads(out, 0, NULL);
 	eperm = json_integer_value(json_object_get(json_object_get(stats, "io"), "eperm"));
 	json_decref(stats);
@@ -660,7 +660,7 @@ Test(hostile, force_closes_a_non_admins_handles_for_export_and_destroy)
 
 	/* without -f the non-admin's handles win, as before */
 	cr_assert_eq(cof("pool export tank"), 1, "%s", out);
-	cr_assert(strstr(out, "datasets are open"), "%s", out);
+	cr_assert(strstr(out, "pool tank is busy: tank/a is open"), "%s", out);
 	cr_assert_eq(cof("destroy tank/a"), 1, "%s", out);
 	cr_assert(strstr(out, "dataset is open (2 handles)"), "%s", out);
 

@@ -190,9 +190,9 @@ Test(import, a_missing_lun_is_named_and_a_guid_imports)
 	cr_assert(strstr(out, "LUN 1 of 3 not found"), "%s", out);
 	/* found again, in a second directory; imported by the GUID listed */
 	j = tdaemon_coffer_json(&td, "-j pool import");
-	p = json_array_get(json_object_get(j, "found"), 0);
+	p = json_object_get(json_object_get(j, "pools"), "tank");
 	cr_assert_not_null(p, "%s", json_dumps(j, 0));
-	snprintf(guid, sizeof(guid), "%s", json_string_value(json_object_get(p, "guid")));
+	snprintf(guid, sizeof(guid), "%s", json_string_value(json_object_get(p, "pool_guid")));
 	json_decref(j);
 	COF_OK(NULL, "pool import -d %s/b -d %s/a %s", td.dir, td.dir, guid);
 	cr_assert(strstr(out, "as tank"), "%s", out);

@@ -376,7 +376,7 @@ Test(limits, one_uid_has_at_most_max_requests_per_uid_in_flight)
 	}
 	coffer_close(c);
 	free(frames);
-	TDAEMON_COF_OK(&td, out, NULL, "-j stats");
+	TDAEMON_COF_OK(&td, out, NULL, "--json-int stats");
 	stats = json_loads(out, 0, NULL);
 	cr_assert_not_null(stats, "%s", out);
 	peak = json_integer_value(json_object_get(json_object_get(stats, "io"), "inflight_peak"));

@@ -61,7 +61,7 @@ static void start(const char *extra)
 
 static json_t *stats_json(void)
 {
-	return tdaemon_coffer_json(&td, "-j stats");
+	return tdaemon_coffer_json(&td, "--json-int stats");
 }
 
 static long long process_stat(const char *name)

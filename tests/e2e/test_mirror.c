@@ -96,9 +96,9 @@ static json_t *status(const char *pool)
 	char args[256];
 	json_t *j, *p;
 
-	snprintf(args, sizeof(args), "-j pool status %s", pool);
+	snprintf(args, sizeof(args), "--json-int pool status %s", pool);
 	j = tdaemon_coffer_json(&td, args);
-	p = json_array_get(json_object_get(j, "pools"), 0);
+	p = json_object_get(json_object_get(j, "pools"), pool);
 	cr_assert_not_null(p);
 	json_incref(p);
 	json_decref(j);

@@ -560,6 +560,9 @@ Test(nbd, key_unloaded_refuses_go_and_an_open_export_is_busy)
 	cr_assert(strstr(out, "open") || strstr(out, "busy"), "%s", out);
 	cr_assert_eq(cof(NULL, "destroy tank/vm1"), 1, "%s", out);
 	cr_assert_eq(cof(NULL, "pool export tank"), 1, "%s", out);
+	cr_assert(strstr(out, "pool tank is busy: tank/vm1 is exported over NBD (1 connection); "
+			      "disconnect those clients (nbd-client -d for an export), or give -f"),
+		  "%s", out);
 	pclose(p);
 	/* once the client is gone the key unloads */
 	end = tdaemon_deadline(TDAEMON_WAIT_S);

@@ -145,7 +145,7 @@ Test(space, a_full_pool_overwrites_flushes_destroys_and_exports)
 Test(space, get_and_list_report_used_avail_refer)
 {
 	json_t *j, *p, *v;
-	size_t i;
+	const char *k;
 	uint64_t used = 0, refres = 0, rr = 0, refer = 0;
 
 	COF_OK("pool create -s 4M tank %s/l0 %s/l1", td.dir, td.dir);
@@ -154,10 +154,10 @@ Test(space, get_and_list_report_used_avail_refer)
 	cr_assert(strstr(out, "NAME") && strstr(out, "USED") && strstr(out, "AVAIL") &&
 			  strstr(out, "REFER"),
 		  "%s", out);
-	j = tdaemon_coffer_json(&td, "-j get all tank/t");
-	p = json_object_get(j, "props");
-	json_array_foreach(p, i, v) {
-		const char *k = json_string_value(json_object_get(v, "property"));
+	j = tdaemon_coffer_json(&td, "-j get -p all tank/t");
+	p = json_object_get(json_object_get(json_object_get(j, "datasets"), "tank/t"),
+			    "properties");
+	json_object_foreach(p, k, v) {
 		uint64_t n = strtoull(json_string_value(json_object_get(v, "value")), NULL, 10);
 
 		if (!strcmp(k, "used"))

@@ -204,6 +204,15 @@ Test(bench_parse, hd_default_is_accepted_with_a_note)
 	ok("hd=default,jvms=4\nsd=s,dataset=a\nwd=w,sd=s\nrd=r,wd=w\n");
 	cr_assert_eq(pl->nnotes, 1);
 	cr_assert(strstr(pl->notes[0], "t.parm:1: hd=default ignored"));
+	cr_assert(strstr(pl->notes[0], "jvms=4"), "%s", pl->notes[0]);
+}
+
+Test(bench_parse, sd_takes_vdbenchs_size_and_hitarea)
+{
+	ok("sd=s,lun=tank/v1,size=5g,hitarea=100m\nwd=w,sd=s,rhpct=100\nrd=r,wd=w\n");
+	cr_assert_eq(pl->sd[0].size, 5ull << 30);
+	cr_assert_eq(pl->sd[0].hitarea, 100ull << 20);
+	bad("sd=s,dataset=a,size=0\n", "t.parm:1: bad size '0' for 'size'");
 }
 
 Test(bench_parse, errors_name_file_and_line)
@@ -350,6 +359,20 @@ Test(bench_parse, one_liner_flags_make_a_plan)
 	cr_assert_float_eq(pl->run[0].elapsed, 30, 1e-9);
 	cr_assert_float_eq(pl->run[0].warmup, 5, 1e-9);
 	cr_assert_float_eq(pl->run[0].interval, 2, 1e-9);
+}
+
+Test(bench_parse, options_may_follow_the_parameter_file)
+{
+	struct bench_args a;
+	const char *v[] = { "bench", "run.parm", "--json", "o.json", "-q", "-s", NULL };
+	const char *dd[] = { "bench", "--", "-odd.parm", NULL };
+
+	cr_assert_eq(args(&a, v), 0, "%s", err);
+	cr_assert_str_eq(a.file, "run.parm");
+	cr_assert_str_eq(a.json, "o.json");
+	cr_assert(a.quiet && a.parse_only);
+	cr_assert_eq(args(&a, dd), 0, "%s", err);
+	cr_assert_str_eq(a.file, "-odd.parm");
 }
 
 Test(bench_parse, rw_modes_set_read_and_seek_percentages)
