@@ -7,7 +7,8 @@
  *
  * Dataset record ("ds"/<name>): u32 version | u64 id | u64 guid | u64 volsize |
  * u32 recordsize | u64 createtxg | u16 nprops x (u16 len | name | u16 len | value) |
- * crypto section (dskeys.c).
+ * crypto section (dskeys.c) [| u64 origin: a clone's, the id of its origin
+ * snapshot's table (clone.c)].
  */
 #include <errno.h>
 #include <stdio.h>
@@ -172,7 +173,7 @@ int ds_save(struct stor_pool *p, struct stor_ds *ds)
 
 int ds_save_txn(struct meta_txn *t, struct stor_ds *ds)
 {
-	size_t len = 4 + 8 + 8 + 8 + 4 + 8 + 2 + DSKEYS_RECORD_LEN;
+	size_t len = 4 + 8 + 8 + 8 + 4 + 8 + 2 + DSKEYS_RECORD_LEN + 8;
 	uint8_t *buf, *w;
 	uint16_t nprops = 0;
 	int ret;
@@ -202,6 +203,8 @@ int ds_save_txn(struct meta_txn *t, struct stor_ds *ds)
 		put_bytes(&w, ds->local[i], strlen(ds->local[i]));
 	}
 	dskeys_record(ds, &w);
+	if (ds->origin_id)
+		put_u64(&w, ds->origin_id);
 	ret = meta_put(t, META_DS, ds->name, strlen(ds->name), buf, (size_t)(w - buf));
 	free(buf);
 	return ret;
@@ -263,6 +266,12 @@ static int ds_parse(struct stor_ds *ds, const uint8_t *r, size_t len)
 		ds->local[id] = strdup(val);
 		if (!ds->local[id])
 			return -ENOMEM;
+	}
+	if (end - r == (long)DSKEYS_RECORD_LEN + 8) {
+		const uint8_t *o = end - 8;
+
+		ds->origin_id = get_u64(&o);
+		end -= 8;
 	}
 	return dskeys_parse(ds, &r, end);
 }
@@ -357,6 +366,9 @@ int ds_load_all(struct stor_pool *p)
 			return ret;
 		space_props_locked(p, p->ds[i]);
 	}
+	ret = clone_link_all(p);
+	if (ret < 0)
+		return ret;
 	refresh_effective(p, ds_find_locked(p, p->name));
 	return space_sync_locked(p);
 }
@@ -457,8 +469,8 @@ static int thick_by_default(struct stor_ds *ds, int volume)
 	return resolve_auto(ds, atomic_load(&ds->volsize));
 }
 
-static int ds_create_locked(struct stor_pool *p, const char *name, const struct stor_ds_opts *o,
-			    struct stor_ds **out)
+int ds_create_locked(struct stor_pool *p, const char *name, const struct stor_ds_opts *o,
+		     struct snap *origin, struct stor_ds **out)
 {
 	static const struct stor_ds_opts none;
 	struct stor_ds *ds = NULL, *parent = NULL;
@@ -486,8 +498,8 @@ static int ds_create_locked(struct stor_pool *p, const char *name, const struct 
 		if (!parent)
 			return -ENOENT;
 	}
-	volsize = o->volsize ? o->volsize : DS_VOLSIZE_DEFAULT;
-	recsize = o->recordsize ? o->recordsize : STOR_RECSIZE_DEFAULT;
+	volsize = o->volsize ? o->volsize : origin ? origin->volsize : DS_VOLSIZE_DEFAULT;
+	recsize = o->recordsize ? o->recordsize : origin ? origin->ds->recsize : STOR_RECSIZE_DEFAULT;
 	ds = ds_new(p, name);
 	if (!ds)
 		return -ENOMEM;
@@ -497,6 +509,15 @@ static int ds_create_locked(struct stor_pool *p, const char *name, const struct 
 	sized = o->volsize != 0;
 	for (size_t i = 0; i < o->nprops; i++)
 		sized |= strncmp(o->props[i], "volsize=", 8) == 0;
+	/* a clone reads its origin's records: its geometry is theirs, and it
+	 * is sparse, as zfs clone makes it */
+	if (origin && (volsize != origin->volsize || recsize != origin->ds->recsize)) {
+		pool_set_error("a clone has its origin's volsize and recordsize");
+		ret = -EINVAL;
+		goto fail;
+	}
+	if (origin)
+		sized = 0;
 	if (!parent)
 		volsize = 0; /* the pool's root dataset holds properties, no data */
 	ret = -EINVAL;
@@ -527,7 +548,12 @@ static int ds_create_locked(struct stor_pool *p, const char *name, const struct 
 	ret = keys_random(&ds->guid, sizeof(ds->guid));
 	if (ret < 0)
 		goto fail;
-	ret = dskeys_create(p, ds, parent, o);
+	if (origin) {
+		ds->origin = origin;
+		ds->origin_id = origin->id;
+		atomic_store(&ds->shared_ref, (int64_t)origin->referenced);
+	}
+	ret = origin ? dskeys_clone(p, ds, parent, origin->ds) : dskeys_create(p, ds, parent, o);
 	if (ret < 0)
 		goto fail;
 	p->next_ds_id++;
@@ -544,6 +570,8 @@ static int ds_create_locked(struct stor_pool *p, const char *name, const struct 
 	ret = table_insert(p, ds);
 	if (ret < 0)
 		goto fail; /* the record is saved: it reappears at the next import */
+	if (origin)
+		origin->nclones++;
 	refresh_effective(p, ds);
 	space_sync_locked(p); /* counts its reservation: the promise is kept */
 	space_unpromise_locked(p, promised);
@@ -567,7 +595,7 @@ int stor_ds_create(struct stor_pool *p, const char *name, const struct stor_ds_o
 		*out = NULL;
 	pool_set_error("%s", "");
 	pthread_mutex_lock(&p->admin);
-	ret = ds_create_locked(p, name, o, out);
+	ret = ds_create_locked(p, name, o, NULL, out);
 	pthread_mutex_unlock(&p->admin);
 	return ret;
 }
@@ -588,20 +616,55 @@ static int destroy_one_locked(struct stor_pool *p, struct stor_ds *ds)
 	if (ret < 0)
 		return ret;
 	ds->destroyed = 1;
+	if (ds->origin)
+		ds->origin->nclones--;
 	table_remove(p, ds);
 	return 0;
 }
 
+/* The clones of the snapshots of @name (and with -r of its children)
+ * first, with -R; refused without it. */
+static int destroy_clones_first(struct stor_pool *p, const char *name, unsigned flags)
+{
+	size_t n = strlen(name);
+	int ret = 0;
+
+	for (size_t i = 0; i < p->nds && ret == 0; i++) {
+		struct stor_ds *d = p->ds[i];
+		int child = strncmp(d->name, name, n) == 0 && d->name[n] == '/';
+
+		if (strcmp(d->name, name) && !(child && (flags & STOR_RECURSIVE)))
+			continue;
+		for (size_t k = 0; k < d->nsnaps && ret == 0; k++) {
+			if (!d->snaps[k]->nclones)
+				continue;
+			ret = clone_destroy_dependents_locked(p, d->snaps[k], flags);
+			i = (size_t)-1; /* the table changed: look again from the start */
+			break;
+		}
+	}
+	return ret;
+}
+
 int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 {
-	struct stor_ds *ds, **gone = NULL;
-	size_t n = strlen(name), ngone = 0;
-	int ret = 0, enc = 0;
+	int ret;
 
 	pool_clear_error();
 	if (strchr(name, '@'))
 		return stor_snap_destroy(p, name, flags);
 	pthread_mutex_lock(&p->admin);
+	ret = ds_destroy_locked(p, name, flags);
+	pthread_mutex_unlock(&p->admin);
+	return ret;
+}
+
+int ds_destroy_locked(struct stor_pool *p, const char *name, unsigned flags)
+{
+	struct stor_ds *ds, **gone = NULL;
+	size_t n = strlen(name), ngone = 0;
+	int ret = 0, enc = 0;
+
 	ds = ds_find_locked(p, name);
 	if (!ds) {
 		ret = -ENOENT;
@@ -628,6 +691,14 @@ int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 			ret = -EBUSY;
 			goto out;
 		}
+	}
+	ret = destroy_clones_first(p, name, flags);
+	if (ret < 0)
+		goto out;
+	ds = ds_find_locked(p, name); /* the table may have changed */
+	if (!ds) {
+		ret = -ENOENT;
+		goto out;
 	}
 	gone = calloc(p->nds, sizeof(*gone));
 	if (!gone) {
@@ -661,7 +732,6 @@ int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 	if (enc && ret == 0)
 		ret = keyfile_save(p, NULL);
 out:
-	pthread_mutex_unlock(&p->admin);
 	free(gone);
 	return ret;
 }
@@ -780,6 +850,7 @@ static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct s
 		    : id == PROP_USEDBYCHILDREN ? sv.children
 		    : id == PROP_USEDBYREFRESERVATION ? sv.rr
 		    : id == PROP_USEDBYSNAPSHOTS     ? sv.snaps
+		    : id == PROP_REFERENCED	     ? sv.own + clone_shared_of(ds)
 						 : sv.own;
 		snprintf(v->value, sizeof(v->value), "%llu", (unsigned long long)n);
 		return;
@@ -805,6 +876,9 @@ static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct s
 	case PROP_KEYSTATUS:
 		snprintf(v->value, sizeof(v->value), "%s",
 			 !ds->suite ? "-" : atomic_load(&ds->keys) ? "available" : "unavailable");
+		return;
+	case PROP_ORIGIN:
+		snprintf(v->value, sizeof(v->value), "%s", ds->origin ? ds->origin->name : "-");
 		return;
 	}
 	val = ds_prop_locked(p, ds, id, &from);

@@ -564,7 +564,8 @@ static int create_close(struct stor_pool *p, uint64_t txg, void *arg)
 	for (size_t i = 0; i < c->n; i++) {
 		/* no write is in flight: what its dataset holds now is final */
 		c->s[i]->txg = txg;
-		c->s[i]->referenced = (uint64_t)atomic_load(&c->s[i]->ds->used);
+		c->s[i]->referenced = (uint64_t)atomic_load(&c->s[i]->ds->used) +
+				      clone_shared_of(c->s[i]->ds);
 		encode(c->s[i], c->ops[i].rec);
 	}
 	ret = txg_add_snap_ops(p, c->ops, c->n);
@@ -798,12 +799,25 @@ int stor_snap_destroy(struct stor_pool *p, const char *name, unsigned flags)
 		ret = -ENOMEM;
 		goto out;
 	}
+again:
+	c.n = 0;
 	ret = pick(top, spec, &c, 1);
 	for (size_t i = 0; i < p->nds && ret == 0 && (flags & STOR_RECURSIVE); i++)
 		if (!strncmp(p->ds[i]->name, dsname, len) && p->ds[i]->name[len] == '/')
 			ret = pick(p->ds[i], spec, &c, 0);
 	if (ret < 0)
 		goto out;
+	/* with -R their clones go first (each a dataset of its own, destroyed
+	 * in a txg of its own), then the targets are picked again: a clone's
+	 * own snapshots may have been among them; refused without -R */
+	for (size_t i = 0; i < c.n; i++) {
+		if (!c.s[i]->nclones)
+			continue;
+		ret = clone_destroy_dependents_locked(p, c.s[i], flags);
+		if (ret < 0)
+			goto out;
+		goto again;
+	}
 	for (size_t i = 0; i < c.n; i++) {
 		if (atomic_load(&c.s[i]->refs) > 0) {
 			pool_set_error("%s: snapshot is open", c.s[i]->name);
@@ -1034,6 +1048,12 @@ int stor_snap_rollback(struct stor_pool *p, const char *name, unsigned flags)
 			ret = -EBUSY;
 			goto out;
 		}
+		if (x->nclones) {
+			pool_set_error("%s: snapshot has dependent clones; destroy them first",
+				       x->name);
+			ret = -EBUSY;
+			goto out;
+		}
 		c.s[c.n] = x;
 		c.ops[c.n] = (struct snap_op){ .kind = SNAP_OP_DESTROY, .id = x->id,
 					       .name = strdup(x->name), .prev_id = S->id,
@@ -1074,6 +1094,7 @@ int stor_snap_rollback(struct stor_pool *p, const char *name, unsigned flags)
 	c.nops = 0;
 	recount(p, ds);
 	recount_kept(p, ds);
+	clone_count_shared_ds(p, ds);
 	space_sync_locked(p);
 	cache_drop_ds(cache_data(), ds->guid); /* no plaintext of what went */
 out:
@@ -1240,10 +1261,21 @@ static int look(struct stor_pool *p, uint64_t id, const struct mac_key *mk,
 }
 
 int snap_resolve(struct stor_pool *p, struct stor_ds *h, uint64_t recno, struct bp *bp,
-		 int *found)
+		 int *found, uint64_t *guid)
 {
-	struct snap *S = h->snap, **walk = NULL;
-	struct stor_ds *ds = h->head;
+	int ret = snap_resolve_at(p, h->snap, recno, bp, found);
+
+	*guid = h->head->guid;
+	if (ret == 0 && !*found && h->head->origin)
+		ret = clone_resolve(p, h->head->origin, recno, bp, found, guid);
+	return ret;
+}
+
+int snap_resolve_at(struct stor_pool *p, struct snap *S, uint64_t recno, struct bp *bp,
+		    int *found)
+{
+	struct snap **walk = NULL;
+	struct stor_ds *ds = S->ds;
 	struct ds_keys *k = NULL;
 	size_t n = 0;
 	int ret;

@@ -30,6 +30,7 @@ struct snap {
 	struct stor_ds *ds; /* its dataset */
 	atomic_int refs;  /* open handles */
 	int dying;        /* its destroy is staged, not yet committed */
+	int nclones;      /* datasets whose origin it is (admin lock) */
 	pthread_mutex_t lock; /* @mk and @seen */
 	struct mac_key *mk;   /* of an encrypted dataset, while its key is loaded */
 	struct mac_seen seen; /* groups of its table verified since */
@@ -88,7 +89,15 @@ void snap_close(struct stor_ds *h);
  * @return 0 with *found (0: a hole then), STOR_EAUTH, STOR_ENOKEY, an error
  */
 int snap_resolve(struct stor_pool *p, struct stor_ds *h, uint64_t recno, struct bp *bp,
-		 int *found);
+		 int *found, uint64_t *guid);
+/** The pointer of @recno in the image of snapshot @S: its dataset's head and
+ *  tables only, each group checked; then, if none and its dataset is a
+ *  clone, its origin's image, and so on (clone.c). @guid: the GUID of the
+ *  dataset that sealed what was found. Inside a reader section. */
+int snap_resolve_at(struct stor_pool *p, struct snap *S, uint64_t recno, struct bp *bp,
+		    int *found);
+int clone_resolve(struct stor_pool *p, struct snap *S, uint64_t recno, struct bp *bp, int *found,
+		  uint64_t *guid);
 /** Bytes of @ds's pointers born after its newest snapshot (its written
  *  property; all it references when it has none). Admin lock held. */
 uint64_t snap_written_head(struct stor_pool *p, struct stor_ds *ds);
