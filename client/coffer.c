@@ -1465,6 +1465,18 @@ static int cmd_clone(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_promote(int argc, char **argv)
+{
+	struct coffer_conn *c;
+
+	if (getopt(argc, argv, "") != -1 || argc - optind != 1)
+		usage_exit();
+	c = conn_open();
+	json_decref(call(c, "promote", json_pack("{s:s}", "name", argv[optind]), argv[optind]));
+	coffer_close(c);
+	return 0;
+}
+
 static int cmd_snapshot(int argc, char **argv)
 {
 	json_t *more = json_array();
@@ -2589,6 +2601,9 @@ static const struct cmd cmds[] = {
 	  "Make POOL/NAME from the snapshot, in constant time: it reads the snapshot's\n"
 	  "data until it writes its own, and shares its encryption root and key.\n"
 	  "  -o P=V  set property P (not volsize, recordsize nor the key's)" },
+	{ "promote", cmd_promote, "CLONE",
+	  "Make CLONE the owner of its origin's snapshots up to its origin; the old\n"
+	  "origin becomes a clone of that snapshot. Both read as before." },
 	{ "snapshot", cmd_snapshot, "[-r] DATASET@SNAP...",
 	  "Snapshot the datasets named, all in one txg, in constant time.\n"
 	  "  -r  every dataset under each one too" },

@@ -1192,6 +1192,16 @@ static int h_clone(struct hcall *c)
 	return 0;
 }
 
+static int h_promote(struct hcall *c)
+{
+	int ret = stor_ds_promote(c->pool, c->name);
+
+	if (ret < 0)
+		return fail(c, ret, "promote", NULL);
+	log_info("dataset %s: promoted", c->name);
+	return 0;
+}
+
 static int h_ds_destroy(struct hcall *c)
 {
 	int force = jtrue(c->args, "force");

@@ -7,8 +7,9 @@
  *
  * Dataset record ("ds"/<name>): u32 version | u64 id | u64 guid | u64 volsize |
  * u32 recordsize | u64 createtxg | u16 nprops x (u16 len | name | u16 len | value) |
- * crypto section (dskeys.c) [| u64 origin: a clone's, the id of its origin
- * snapshot's table (clone.c)].
+ * crypto section (dskeys.c) [| u64 origin (a clone's: the id of its origin
+ * snapshot's table, else 0) | u16 n | n x (u64 upto | u64 guid): a promoted
+ * clone's sealers (clone.c)].
  */
 #include <errno.h>
 #include <stdio.h>
@@ -111,6 +112,7 @@ void ds_free(struct stor_ds *ds)
 	snap_free_all(ds);
 	for (int i = 0; i < PROP_COUNT; i++)
 		free(ds->local[i]);
+	free(ds->sealers);
 	free(ds->name);
 	free(ds);
 }
@@ -173,10 +175,22 @@ int ds_save(struct stor_pool *p, struct stor_ds *ds)
 
 int ds_save_txn(struct meta_txn *t, struct stor_ds *ds)
 {
-	size_t len = 4 + 8 + 8 + 8 + 4 + 8 + 2 + DSKEYS_RECORD_LEN + 8;
+	uint8_t *buf;
+	size_t len;
+	int ret = ds_record(ds, &buf, &len);
+
+	if (ret < 0)
+		return ret;
+	ret = meta_put(t, META_DS, ds->name, strlen(ds->name), buf, len);
+	free(buf);
+	return ret;
+}
+
+int ds_record(struct stor_ds *ds, uint8_t **out, size_t *outlen)
+{
+	size_t len = 4 + 8 + 8 + 8 + 4 + 8 + 2 + DSKEYS_RECORD_LEN + 8 + 2 + ds->nsealers * 16;
 	uint8_t *buf, *w;
 	uint16_t nprops = 0;
-	int ret;
 
 	for (int i = 0; i < PROP_COUNT; i++)
 		if (ds->local[i]) {
@@ -203,11 +217,17 @@ int ds_save_txn(struct meta_txn *t, struct stor_ds *ds)
 		put_bytes(&w, ds->local[i], strlen(ds->local[i]));
 	}
 	dskeys_record(ds, &w);
-	if (ds->origin_id)
+	if (ds->origin_id || ds->nsealers) {
 		put_u64(&w, ds->origin_id);
-	ret = meta_put(t, META_DS, ds->name, strlen(ds->name), buf, (size_t)(w - buf));
-	free(buf);
-	return ret;
+		put_u16(&w, (uint16_t)ds->nsealers);
+		for (size_t i = 0; i < ds->nsealers; i++) {
+			put_u64(&w, ds->sealers[i].upto);
+			put_u64(&w, ds->sealers[i].guid);
+		}
+	}
+	*out = buf;
+	*outlen = (size_t)(w - buf);
+	return 0;
 }
 
 /* The record of a new dataset and, if encrypted, the root of its MACs, in one commit. */
@@ -267,11 +287,25 @@ static int ds_parse(struct stor_ds *ds, const uint8_t *r, size_t len)
 		if (!ds->local[id])
 			return -ENOMEM;
 	}
-	if (end - r == (long)DSKEYS_RECORD_LEN + 8) {
-		const uint8_t *o = end - 8;
+	if (end - r > (long)DSKEYS_RECORD_LEN) {
+		const uint8_t *o = r + DSKEYS_RECORD_LEN;
+		uint16_t n;
 
+		if (end - o < 10)
+			return STOR_ECORRUPT;
 		ds->origin_id = get_u64(&o);
-		end -= 8;
+		n = get_u16(&o);
+		if (end - o != (long)n * 16)
+			return STOR_ECORRUPT;
+		ds->sealers = n ? calloc(n, sizeof(*ds->sealers)) : NULL;
+		if (n && !ds->sealers)
+			return -ENOMEM;
+		for (uint16_t i = 0; i < n; i++) {
+			ds->sealers[i].upto = get_u64(&o);
+			ds->sealers[i].guid = get_u64(&o);
+		}
+		ds->nsealers = n;
+		end = r + DSKEYS_RECORD_LEN;
 	}
 	return dskeys_parse(ds, &r, end);
 }

@@ -261,6 +261,8 @@ static int lookup(struct stor_pool *p, struct read_batch *b, struct rec *recs)
 		      : !r->found && r->ds->origin
 			  ? clone_resolve(p, r->ds->origin, r->recno, &r->bp, &r->found, &r->guid)
 			  : 0;
+		if (!r->ds->snap && r->found && r->guid == r->ds->guid)
+			r->guid = ds_sealer(r->ds, r->bp.birth); /* a promoted clone's */
 		if (ret == 0)
 			ret = check_pointer(p, r);
 		if (ret == 0 && r->found && !pointer_sane(p, r))

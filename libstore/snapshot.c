@@ -73,7 +73,7 @@
 #include "snapshot.h"
 #include "store_impl.h"
 
-#define SNAP_RECORD_LEN (4 + 7 * 8)
+#define SNAP_RECORD_LEN SNAP_RECORD_MAX
 
 static void recount_kept(struct stor_pool *p, struct stor_ds *ds);
 
@@ -300,6 +300,29 @@ uint64_t snap_guid_of(struct stor_pool *p, uint64_t id)
 	return guid;
 }
 
+uint64_t snap_sealer_of(struct stor_pool *p, uint64_t id, uint64_t birth, int *ranged)
+{
+	uint64_t guid = 0;
+
+	*ranged = 0;
+	pthread_mutex_lock(&p->space_lock);
+	pthread_mutex_lock(&p->snap_lock);
+	for (size_t i = 0; i < p->sp_n && !guid; i++) {
+		struct stor_ds *ds = p->sp_ds[i];
+		int mine = ds->id == id;
+
+		for (size_t k = 0; k < ds->nsnaps && !mine; k++)
+			mine = ds->snaps[k]->id == id;
+		if (mine) {
+			guid = ds_sealer(ds, birth);
+			*ranged = ds->nsealers != 0;
+		}
+	}
+	pthread_mutex_unlock(&p->snap_lock);
+	pthread_mutex_unlock(&p->space_lock);
+	return guid;
+}
+
 /* "pool/a@s" under pool name @name, malloc'ed; NULL if too long or no memory. */
 static char *renamed(const struct stor_pool *p, const struct snap *s, const char *name)
 {
@@ -363,6 +386,7 @@ void snap_ops_free(struct snap_op *ops, size_t n)
 		free(ops[i].rec);
 		mac_key_put(ops[i].mk);
 		mac_key_put(ops[i].prev_mk);
+		clone_plan_free(ops[i].promote);
 	}
 }
 
@@ -541,6 +565,8 @@ int snap_commit_op(struct meta_txn *t, const struct snap_op *op,
 		return destroy_commit(t, op, free_fn, arg);
 	if (op->kind == SNAP_OP_ROLLBACK)
 		return rollback_commit(t, op, free_fn, arg);
+	if (op->kind == SNAP_OP_PROMOTE)
+		return clone_promote_commit(t, op->promote);
 	ret = meta_put(t, META_DS, op->name, strlen(op->name), op->rec, op->reclen);
 	if (ret == 0 && op->mk)
 		ret = bpmac_root_init(t, op->id, op->mk);
@@ -975,6 +1001,29 @@ static int recount_one(const void *key, size_t klen, const void *val, size_t vle
 	return 0;
 }
 
+static void recount(struct stor_pool *p, struct stor_ds *ds);
+
+void snap_recount_space(struct stor_pool *p, struct stor_ds *ds)
+{
+	recount(p, ds);
+	recount_kept(p, ds);
+	clone_count_shared_ds(p, ds);
+}
+
+int snap_record_for(const struct snap *s, const struct stor_ds *to, char **name,
+		    uint8_t rec[SNAP_RECORD_MAX])
+{
+	struct snap moved = *s;
+
+	moved.ds = (struct stor_ds *)to;
+	if (asprintf(name, "%s%s", to->name, strchr(s->name, '@')) < 0) {
+		*name = NULL;
+		return -ENOMEM;
+	}
+	encode(&moved, rec);
+	return SNAP_RECORD_LEN;
+}
+
 static void recount(struct stor_pool *p, struct stor_ds *ds)
 {
 	struct recount r = { 0 };
@@ -1263,16 +1312,15 @@ static int look(struct stor_pool *p, uint64_t id, const struct mac_key *mk,
 int snap_resolve(struct stor_pool *p, struct stor_ds *h, uint64_t recno, struct bp *bp,
 		 int *found, uint64_t *guid)
 {
-	int ret = snap_resolve_at(p, h->snap, recno, bp, found);
+	int ret = snap_resolve_at(p, h->snap, recno, bp, found, guid);
 
-	*guid = h->head->guid;
 	if (ret == 0 && !*found && h->head->origin)
 		ret = clone_resolve(p, h->head->origin, recno, bp, found, guid);
 	return ret;
 }
 
 int snap_resolve_at(struct stor_pool *p, struct snap *S, uint64_t recno, struct bp *bp,
-		    int *found)
+		    int *found, uint64_t *guid)
 {
 	struct snap **walk = NULL;
 	struct stor_ds *ds = S->ds;
@@ -1284,6 +1332,8 @@ int snap_resolve_at(struct stor_pool *p, struct snap *S, uint64_t recno, struct 
 	if (ds->suite && !(k = atomic_load(&ds->keys)))
 		return STOR_ENOKEY;
 	ret = look(p, ds->id, k ? k->mac : NULL, k ? &k->seen : NULL, recno, bp, found);
+	if (ret == 0 && *found)
+		*guid = ds_sealer(ds, bp->birth);
 	if (ret < 0 || (*found && bp->birth <= S->txg))
 		return ret;
 	/* the tables from the newest down to S's; a destroy frees none of
@@ -1303,8 +1353,10 @@ int snap_resolve_at(struct stor_pool *p, struct snap *S, uint64_t recno, struct 
 			break;
 		ret = look(p, walk[i]->id, mk, &walk[i]->seen, recno, bp, found);
 		mac_key_put(mk);
-		if (ret == 0 && *found && bp->birth <= S->txg)
+		if (ret == 0 && *found && bp->birth <= S->txg) {
+			*guid = ds_sealer(ds, bp->birth);
 			break;
+		}
 		*found = 0;
 	}
 	free(walk);

@@ -560,6 +560,16 @@ int stor_snap_rollback(struct stor_pool *pool, const char *name, unsigned flags)
  */
 int stor_ds_clone(struct stor_pool *pool, const char *origin, const char *name,
 		  const struct stor_ds_opts *opts);
+/**
+ * Promote clone @name (zfs promote): it takes its origin's snapshots up to
+ * and including its origin snapshot, and the old origin becomes a clone of
+ * that snapshot; both read as before, and the space of the snapshots moves
+ * with them. Costs one look at each pointer of the old origin.
+ * @return 0, -ENOENT, -EINVAL (not a clone), -EBUSY (either open, or a
+ *         snapshot of the old origin after the origin has a hole where the
+ *         origin has data), -EEXIST (a snapshot name taken), STOR_ENOKEY
+ */
+int stor_ds_promote(struct stor_pool *pool, const char *name);
 /** Call @fn for each snapshot of the pool, by dataset name, oldest first. */
 int stor_snap_list(struct stor_pool *pool, int (*fn)(const char *name, void *ctx), void *ctx);
 

@@ -115,6 +115,14 @@ struct stor_ds {
 	struct snap *origin;
 	uint64_t origin_id;
 	atomic_int_fast64_t shared_ref;
+	/* a promoted clone (clone.c): the records of its tables born by
+	 * sealers[i].upto (the first that holds) were sealed under
+	 * sealers[i].guid, its old origin's; later ones under its own. Set
+	 * under the admin lock while the dataset is closed; in its record */
+	struct sealer {
+		uint64_t upto, guid;
+	} *sealers;
+	size_t nsealers;
 	/* a handle on a snapshot: @head is its dataset, @snap the snapshot */
 	struct stor_ds *head;
 	struct snap *snap;
@@ -242,6 +250,8 @@ int ds_save(struct stor_pool *p, struct stor_ds *ds);
 struct meta_txn;
 /** Put the record of @ds in @t (a read-write transaction). */
 int ds_save_txn(struct meta_txn *t, struct stor_ds *ds);
+/** The record of @ds, malloc'ed, in *@out. @return 0 or -ENOMEM */
+int ds_record(struct stor_ds *ds, uint8_t **out, size_t *len);
 /** Effective (local or inherited) value of @id for @ds; admin lock held. */
 const char *ds_prop_locked(struct stor_pool *p, struct stor_ds *ds, int id, struct stor_ds **from);
 
@@ -259,6 +269,14 @@ uint64_t clone_shared_psize(struct stor_pool *p, const struct stor_ds *ds, uint6
 /** Refuse (-EBUSY, with the reason) to destroy @s, which has clones, unless
  *  STOR_DESTROY_CLONES is in @flags: then destroy them first. Admin lock held. */
 int clone_destroy_dependents_locked(struct stor_pool *p, struct snap *s, unsigned flags);
+/** The GUID a record of @ds's tables born at @birth was sealed under. */
+static inline uint64_t ds_sealer(const struct stor_ds *ds, uint64_t birth)
+{
+	for (size_t i = 0; i < ds->nsealers; i++)
+		if (birth <= ds->sealers[i].upto)
+			return ds->sealers[i].guid;
+	return ds->guid;
+}
 /** The bytes of its origin's image a clone references (0 for others). */
 static inline uint64_t clone_shared_of(const struct stor_ds *ds)
 {
@@ -270,6 +288,10 @@ static inline uint64_t clone_shared_of(const struct stor_ds *ds)
  *  wrapping key under its own GUID (dskeys.c). */
 int dskeys_clone(struct stor_pool *p, struct stor_ds *ds, const struct stor_ds *parent,
 		 const struct stor_ds *origin);
+struct promote_plan;
+/** Apply a promote's moves and records in @t (snap_commit_op). */
+int clone_promote_commit(struct meta_txn *t, const struct promote_plan *pl);
+void clone_plan_free(struct promote_plan *pl);
 /** Create a dataset; a clone when @origin is set (dataset.c). Admin lock held. */
 int ds_create_locked(struct stor_pool *p, const char *name, const struct stor_ds_opts *o,
 		     struct snap *origin, struct stor_ds **out);

@@ -200,3 +200,40 @@ Test(clone, an_encrypted_clone_follows_its_roots_key)
 	reads_as("tank/e@a", a);
 	checked();
 }
+
+Test(clone, promote_then_destroy_the_old_origin_and_the_clone_keeps_its_data)
+{
+	char a[4200], b[4200], c[4200];
+
+	COF_OK(NULL, "pool create -s 16M tank %s/l/0", td.dir);
+	COF_OK(NULL, "create -s -V 1M tank/v");
+	tdaemon_random_file(&td, "a", 1 << 20, a, sizeof(a));
+	tdaemon_random_file(&td, "b", 1 << 20, b, sizeof(b));
+	tdaemon_random_file(&td, "c", 1 << 20, c, sizeof(c));
+	COF_OK(a, "write tank/v");
+	COF_OK(NULL, "snapshot tank/v@a");
+	COF_OK(NULL, "clone tank/v@a tank/k");
+	COF_OK(b, "write tank/k");
+	COF_OK(c, "write tank/v");
+	cr_assert_eq(cof(NULL, "promote tank/v"), 1);
+	cr_assert(strstr(out, "not a clone"), "%s", out);
+	COF_OK(NULL, "promote tank/k");
+	COF_OK(NULL, "list -H -t all -o name,origin");
+	cr_assert(strstr(out, "tank/k\t-\n") && strstr(out, "tank/k@a\t") &&
+			  strstr(out, "tank/v\ttank/k@a\n") && !strstr(out, "tank/v@a"),
+		  "%s", out);
+	reads_as("tank/k@a", a);
+	reads_as("tank/k", b);
+	reads_as("tank/v", c);
+	COF_OK(NULL, "get -H -p -o value usedbysnapshots tank/k");
+	cr_assert_str_eq(out, "1048576\n", "the snapshot's space moved to the clone");
+	checked();
+	COF_OK(NULL, "destroy tank/v");
+	reads_as("tank/k", b);
+	reads_as("tank/k@a", a);
+	checked();
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	reads_as("tank/k@a", a);
+	reads_as("tank/k", b);
+}

@@ -7,7 +7,9 @@
  * carries clones through an import from the LUNs alone; an encrypted clone
  * shares its root's key and never a (key, nonce) pair of its origin's, and
  * a changed shared pointer reads as EAUTH; a random sequence of clones,
- * writes, snapshots and destroys leaves the allocation checker nothing.
+ * writes, snapshots and destroys leaves the allocation checker nothing;
+ * promote hands the snapshots over while every view reads as before, and
+ * the old origin can then go.
  */
 #include "config.h"
 
@@ -545,6 +547,8 @@ Test(clone, a_changed_shared_pointer_or_a_dropped_own_one_reads_as_eauth)
 struct model {
 	char name[96];
 	int live;
+	int owner;  /* a snapshot's dataset (index in heads) */
+	int origin; /* a clone's origin (index in snaps), -1 */
 	uint8_t gen[SREC];
 };
 
@@ -582,18 +586,24 @@ static void forget(void)
 
 Test(clone, a_random_sequence_of_clones_writes_and_destroys_leaves_nothing_wrong)
 {
-	unsigned seed = (unsigned)time(NULL);
-	unsigned nclones = 0, ndestroyed = 0, nrefused = 0;
+	/* CLONE_SEED replays a run */
+	unsigned seed = getenv("CLONE_SEED") ? (unsigned)strtoul(getenv("CLONE_SEED"), NULL, 10)
+					      : (unsigned)time(NULL);
+	unsigned nclones = 0, ndestroyed = 0, nrefused = 0, npromoted = 0;
 	uint64_t gen = 1;
 
 	srand(seed);
+	cr_log_info("CLONE_SEED=%u", seed);
 	tpool_init(&tp, 2, 32u << 20, NULL);
 	stor_ds_close(tpool_ds(&tp, "tank/d0", (uint64_t)SREC * REC, REC));
 	snprintf(heads[0].name, sizeof(heads[0].name), "tank/d0");
 	heads[0].live = 1;
+	heads[0].origin = -1;
 	nheads = 1;
-	for (int step = 0; step < 400; step++) {
-		int op = rand() % 10, h = rand() % nheads, s = nsnaps ? rand() % nsnaps : 0;
+	int steps = getenv("CLONE_STEPS") ? atoi(getenv("CLONE_STEPS")) : 400;
+
+	for (int step = 0; step < steps; step++) {
+		int op = rand() % 12, h = rand() % nheads, s = nsnaps ? rand() % nsnaps : 0;
 		char name[80];
 
 		if (op < 5 && heads[h].live) {
@@ -614,14 +624,20 @@ Test(clone, a_random_sequence_of_clones_writes_and_destroys_leaves_nothing_wrong
 		} else if (op == 5 && heads[h].live && nsnaps < MAXSNAP) {
 			snprintf(name, sizeof(name), "%s@s%d", heads[h].name, nsnaps);
 			snap(name);
+			if (getenv("CLONE_TRACE"))
+				fprintf(stderr, "%d snapshot %s\n", step, name);
 			snaps[nsnaps] = heads[h];
+			snaps[nsnaps].owner = h;
 			snprintf(snaps[nsnaps].name, sizeof(snaps[nsnaps].name), "%s", name);
 			nsnaps++;
 		} else if (op == 6 && nsnaps && snaps[s].live && nheads < MAXDS) {
 			snprintf(name, sizeof(name), "tank/d%d", nheads);
 			clone(snaps[s].name, name);
+			if (getenv("CLONE_TRACE"))
+				fprintf(stderr, "%d clone %s %s\n", step, snaps[s].name, name);
 			nclones++;
 			heads[nheads] = snaps[s];
+			heads[nheads].origin = s;
 			snprintf(heads[nheads].name, sizeof(heads[nheads].name), "%s", name);
 			nheads++;
 		} else if (op == 7 && nsnaps && snaps[s].live) {
@@ -645,8 +661,35 @@ Test(clone, a_random_sequence_of_clones_writes_and_destroys_leaves_nothing_wrong
 			forget();
 		} else if (op == 9) {
 			sync_pool();
+		} else if (op >= 10 && heads[h].live && heads[h].origin >= 0) {
+			/* the snapshots of the origin's dataset up to the origin
+			 * (made in index order) pass to the clone, every view stays */
+			int o = heads[h].origin, d = snaps[o].owner;
+			int ret = stor_ds_promote(tp.pool, heads[h].name);
+
+			if (getenv("CLONE_TRACE"))
+				fprintf(stderr, "%d promote %s (origin %s): %d\n", step, heads[h].name,
+					snaps[o].name, ret);
+
+			cr_assert(ret == 0 || ret == -EBUSY, "promote %s: %s (%s)", heads[h].name,
+				  stor_strerror(ret), stor_pool_last_error());
+			if (ret == 0) {
+				for (int j = 0; j <= o; j++) {
+					char at[96];
+
+					if (!snaps[j].live || snaps[j].owner != d)
+						continue;
+					snaps[j].owner = h;
+					snprintf(at, sizeof(at), "%s", strchr(snaps[j].name, '@'));
+					snprintf(snaps[j].name, sizeof(snaps[j].name), "%s%s",
+						 heads[h].name, at);
+				}
+				heads[h].origin = heads[d].origin;
+				heads[d].origin = o;
+				npromoted++;
+			}
 		}
-		if (step % 50 == 49) {
+		if (step % 50 == 49 || getenv("CLONE_STEPS")) {
 			check_model("during");
 			assert_clean("during");
 		}
@@ -669,7 +712,148 @@ Test(clone, a_random_sequence_of_clones_writes_and_destroys_leaves_nothing_wrong
 	forget();
 	sync_pool();
 	assert_clean("all gone");
-	cr_log_info("seed %u: %u clones, %u destroys, %u refused for clones", seed, nclones,
-		    ndestroyed, nrefused);
+	cr_log_info("seed %u: %u clones, %u destroys, %u refused for clones, %u promotes", seed,
+		    nclones, ndestroyed, nrefused, npromoted);
 	cr_assert_gt(nclones, 0);
+}
+
+/* ---- promote ---- */
+
+#define NVIEW 6
+static const char *const views[NVIEW] = { "tank/c", "tank/d", "tank/d@o", "tank/d@s", "tank/d@after",
+					  "tank/c@mine" };
+static const char *const promoted[NVIEW] = { "tank/c", "tank/d", "tank/c@o", "tank/c@s",
+					     "tank/d@after", "tank/c@mine" };
+
+static struct stor_ds *plain_ds(const char *name)
+{
+	return tpool_ds(&tp, name, VOL, REC);
+}
+
+Test(clone, promote_swaps_the_snapshots_and_both_read_as_before)
+{
+	int64_t want[NVIEW][NREC];
+	struct stor_ds *d;
+	uint64_t before;
+
+	tpool_init(&tp, 2, 16u << 20, NULL);
+	d = plain_ds("tank/d");
+	for (uint64_t r = 0; r < NREC; r++)
+		put(d, r, 1);
+	snap("tank/d@o");
+	for (uint64_t r = 0; r < NREC; r += 2)
+		put(d, r, 2);
+	cr_assert_eq(stor_ds_discard(d, 9 * REC, REC), 0); /* a hole in @s and after */
+	snap("tank/d@s");
+	clone("tank/d@s", "tank/c");
+	for (uint64_t r = 0; r < NREC; r += 3)
+		put_name("tank/c", r, 3);
+	snap("tank/c@mine");
+	put_name("tank/c", 1, 5);
+	for (uint64_t r = 0; r < NREC; r += 4)
+		put(d, r, 4);
+	snap("tank/d@after");
+	cr_assert_eq(stor_ds_discard(d, 1 * REC, REC), 0); /* a hole in the head only */
+	stor_ds_close(d);
+	for (int v = 0; v < NVIEW; v++)
+		for (uint64_t r = 0; r < NREC; r++)
+			want[v][r] = gen_of(views[v], r);
+	cr_assert_eq(want[1][1], 0);
+	cr_assert_eq(want[3][1], 1);
+	sync_pool();
+	before = tpool_used(&tp);
+
+	cr_assert_eq(stor_ds_promote(tp.pool, "tank/d"), -EINVAL, "not a clone");
+	cr_assert_eq(stor_ds_promote(tp.pool, "tank/c"), 0, "%s", stor_pool_last_error());
+	cr_assert_str_eq(sprop("tank/c", "origin"), "-");
+	cr_assert_str_eq(sprop("tank/d", "origin"), "tank/c@s");
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/d@s", &d), -ENOENT);
+	for (int v = 0; v < NVIEW; v++)
+		for (uint64_t r = 0; r < NREC; r++)
+			cr_assert_eq(gen_of(promoted[v], r), want[v][r], "%s record %llu",
+				     promoted[v], (unsigned long long)r);
+	sync_pool();
+	assert_clean("promoted");
+	/* only the record of zeros the old origin got for its hole is new */
+	cr_assert_eq(tpool_used(&tp), before + REC, "used %llu, %llu before",
+		     (unsigned long long)tpool_used(&tp), (unsigned long long)before);
+	cr_assert_eq(stor_ds_destroy(tp.pool, "tank/c@s", 0), -EBUSY, "tank/d is its clone");
+	cr_assert_eq(stor_ds_destroy(tp.pool, "tank/c", STOR_RECURSIVE), -EBUSY);
+	/* the old origin goes; the clone keeps its data and its snapshots theirs */
+	cr_assert_eq(stor_ds_destroy(tp.pool, "tank/d", STOR_RECURSIVE), 0, "%s",
+		     stor_pool_last_error());
+	tpool_reopen(&tp);
+	for (int v = 0; v < NVIEW; v++)
+		for (uint64_t r = 0; v != 1 && v != 4 && r < NREC; r++)
+			cr_assert_eq(gen_of(promoted[v], r), want[v][r], "%s record %llu",
+				     promoted[v], (unsigned long long)r);
+	sync_pool();
+	assert_clean("old origin destroyed");
+	cr_assert_eq(stor_ds_destroy(tp.pool, "tank/c", STOR_RECURSIVE), 0);
+	sync_pool();
+	sync_pool();
+	assert_clean("all gone");
+}
+
+Test(clone, promote_is_refused_over_a_later_snapshots_hole)
+{
+	struct stor_ds *d;
+
+	tpool_init(&tp, 1, 16u << 20, NULL);
+	d = plain_ds("tank/d");
+	for (uint64_t r = 0; r < 4; r++)
+		put(d, r, 1);
+	snap("tank/d@s");
+	clone("tank/d@s", "tank/c");
+	cr_assert_eq(stor_ds_discard(d, 2 * REC, REC), 0);
+	snap("tank/d@later");
+	stor_ds_close(d);
+	cr_assert_eq(stor_ds_promote(tp.pool, "tank/c"), -EBUSY);
+	cr_assert(strstr(stor_pool_last_error(), "tank/d@later"), "%s", stor_pool_last_error());
+	cr_assert_str_eq(sprop("tank/c", "origin"), "tank/d@s", "nothing changed");
+	cr_assert_eq(gen_of("tank/d@later", 2), 0);
+	cr_assert_eq(gen_of("tank/c", 2), 1);
+	cr_assert_eq(stor_ds_destroy(tp.pool, "tank/d@later", 0), 0);
+	cr_assert_eq(stor_ds_promote(tp.pool, "tank/c"), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(gen_of("tank/d", 2), 0);
+	cr_assert_eq(gen_of("tank/c", 2), 1);
+	sync_pool();
+	assert_clean("promoted");
+}
+
+Test(clone, an_encrypted_promote_keeps_every_record_authenticated)
+{
+	struct stor_ds *d;
+
+	tpool_init(&tp, 1, 16u << 20, NULL);
+	d = enc_root("tank/e");
+	for (uint64_t r = 0; r < NREC; r++)
+		put(d, r, 1);
+	snap("tank/e@s");
+	for (uint64_t r = 0; r < NREC; r += 2)
+		put(d, r, 2);
+	stor_ds_close(d);
+	clone("tank/e@s", "tank/e/c");
+	for (uint64_t r = 0; r < NREC; r += 3)
+		put_name("tank/e/c", r, 3);
+	cr_assert_eq(stor_ds_promote(tp.pool, "tank/e/c"), 0, "%s", stor_pool_last_error());
+	cr_assert_str_eq(sprop("tank/e", "origin"), "tank/e/c@s");
+	/* the old origin is the clone's parent and their encryption root: it
+	 * stays; the clone's snapshot reads the old origin's records under its
+	 * GUID, the clone its own under its own */
+	for (uint64_t r = 0; r < NREC; r++) {
+		cr_assert_eq(gen_of("tank/e/c", r), r % 3 ? 1 : 3);
+		cr_assert_eq(gen_of("tank/e/c@s", r), 1);
+		cr_assert_eq(gen_of("tank/e", r), r % 2 ? 1 : 2);
+	}
+	sync_pool();
+	assert_clean("encrypted, promoted");
+	tpool_reopen(&tp);
+	cr_assert_eq(stor_key_load(tp.pool, "tank/e", &pass, 0), 0, "%s", stor_pool_last_error());
+	for (uint64_t r = 0; r < NREC; r++) {
+		cr_assert_eq(gen_of("tank/e/c", r), r % 3 ? 1 : 3);
+		cr_assert_eq(gen_of("tank/e/c@s", r), 1);
+		cr_assert_eq(gen_of("tank/e", r), r % 2 ? 1 : 2);
+	}
+	assert_clean("encrypted, promoted, reopened");
 }
