@@ -504,6 +504,17 @@ static int plan_moves(struct stor_pool *p, struct promote_plan *pl, struct stor_
 	}
 	if (t)
 		meta_rtxn_put(t);
+	/* a hole over P in a later snapshot of D cannot be kept: refused
+	 * before anything is written */
+	for (size_t i = 0; i < pl->n && ret == 0; i++)
+		for (size_t j = at + 1; j < D->nsnaps && ret == 0; j++)
+			if (!found_at(p, D, D->snaps[j], pl->v[i].recno)) {
+				pool_set_error("%s: record %llu is a hole there and has data in %s; "
+					       "destroy %s first to promote",
+					       D->snaps[j]->name, (unsigned long long)pl->v[i].recno,
+					       S->name, D->snaps[j]->name);
+				ret = -EBUSY;
+			}
 	for (size_t i = 0; i < pl->n && ret == 0; i++) {
 		struct move *x = &pl->v[i];
 		uint64_t first = first_written(p, C, x->recno);
@@ -511,17 +522,6 @@ static int plan_moves(struct stor_pool *p, struct promote_plan *pl, struct stor_
 		struct bp bp;
 		int found = 0;
 
-		/* a hole over P in a later snapshot of D cannot be kept */
-		for (size_t j = at + 1; j < D->nsnaps; j++)
-			if (!found_at(p, D, D->snaps[j], x->recno)) {
-				pool_set_error("%s: record %llu is a hole there and has data in %s; "
-					       "destroy %s first to promote",
-					       D->snaps[j]->name, (unsigned long long)x->recno,
-					       S->name, D->snaps[j]->name);
-				ret = -EBUSY;
-			}
-		if (ret < 0)
-			break;
 		/* where it goes in C */
 		if (!first) {
 			x->to = C->id;

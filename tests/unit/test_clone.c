@@ -798,6 +798,7 @@ Test(clone, promote_swaps_the_snapshots_and_both_read_as_before)
 Test(clone, promote_is_refused_over_a_later_snapshots_hole)
 {
 	struct stor_ds *d;
+	uint64_t used;
 
 	tpool_init(&tp, 1, 16u << 20, NULL);
 	d = plain_ds("tank/d");
@@ -807,10 +808,16 @@ Test(clone, promote_is_refused_over_a_later_snapshots_hole)
 	clone("tank/d@s", "tank/c");
 	cr_assert_eq(stor_ds_discard(d, 2 * REC, REC), 0);
 	snap("tank/d@later");
+	cr_assert_eq(stor_ds_discard(d, 3 * REC, REC), 0); /* the head's alone: zeros if promoted */
 	stor_ds_close(d);
+	sync_pool();
+	used = tpool_used(&tp);
 	cr_assert_eq(stor_ds_promote(tp.pool, "tank/c"), -EBUSY);
 	cr_assert(strstr(stor_pool_last_error(), "tank/d@later"), "%s", stor_pool_last_error());
 	cr_assert_str_eq(sprop("tank/c", "origin"), "tank/d@s", "nothing changed");
+	sync_pool();
+	cr_assert_eq(tpool_used(&tp), used, "a refused promote wrote nothing");
+	cr_assert_eq(gen_of("tank/d", 3), 0);
 	cr_assert_eq(gen_of("tank/d@later", 2), 0);
 	cr_assert_eq(gen_of("tank/c", 2), 1);
 	cr_assert_eq(stor_ds_destroy(tp.pool, "tank/d@later", 0), 0);
