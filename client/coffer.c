@@ -1753,11 +1753,13 @@ static int cmd_create(int argc, char **argv)
 static int cmd_destroy(int argc, char **argv)
 {
 	struct coffer_conn *c;
-	int opt, rec = 0, force = 0;
+	int opt, rec = 0, force = 0, clones = 0;
 
-	while ((opt = getopt(argc, argv, "rf")) != -1) {
+	while ((opt = getopt(argc, argv, "rRf")) != -1) {
 		if (opt == 'r')
 			rec = 1;
+		else if (opt == 'R')
+			clones = 1;
 		else if (opt == 'f')
 			force = 1;
 		else
@@ -1767,9 +1769,48 @@ static int cmd_destroy(int argc, char **argv)
 		usage_exit();
 	c = conn_open();
 	json_decref(call(c, "ds_destroy",
-			 json_pack("{s:s, s:b, s:b}", "name", argv[optind], "recursive", rec,
-				   "force", force),
+			 json_pack("{s:s, s:b, s:b, s:b}", "name", argv[optind], "recursive", rec,
+				   "force", force, "clones", clones),
 			 argv[optind]));
+	coffer_close(c);
+	return 0;
+}
+
+static int cmd_clone(int argc, char **argv)
+{
+	json_t *props = json_array();
+	struct coffer_conn *c;
+	int opt;
+
+	while ((opt = getopt(argc, argv, "o:")) != -1) {
+		if (opt != 'o' || !strchr(optarg, '=')) {
+			if (opt == 'o')
+				fprintf(stderr, "coffer: -o %s: give prop=value\n", optarg);
+			usage_exit();
+		}
+		json_array_append_new(props, json_string(optarg));
+	}
+	if (argc - optind != 2)
+		usage_exit();
+	if (!strchr(argv[optind], '@'))
+		die("clone: '%s' is no snapshot; give DATASET@SNAP", argv[optind]);
+	c = conn_open();
+	json_decref(call(c, "clone",
+			 json_pack("{s:s, s:s, s:o}", "name", argv[optind + 1], "origin",
+				   argv[optind], "props", props),
+			 argv[optind + 1]));
+	coffer_close(c);
+	return 0;
+}
+
+static int cmd_promote(int argc, char **argv)
+{
+	struct coffer_conn *c;
+
+	if (getopt(argc, argv, "") != -1 || argc - optind != 1)
+		usage_exit();
+	c = conn_open();
+	json_decref(call(c, "promote", json_pack("{s:s}", "name", argv[optind]), argv[optind]));
 	coffer_close(c);
 	return 0;
 }
@@ -3389,10 +3430,18 @@ static const struct cmd cmds[] = {
 	  "  -V SIZE     volume size (a multiple of the recordsize)\n"
 	  "  -b SIZE     recordsize, a power of 2 from 512 to 1M\n"
 	  "  -o P=V      set property P (see PROPERTIES below)" },
-	{ "destroy", cmd_destroy, "[-r] [-f] DATASET | DATASET@SNAP[%SNAP]",
+	{ "destroy", cmd_destroy, "[-rR] [-f] DATASET | DATASET@SNAP[%SNAP]",
 	  "Destroy DATASET, or snapshots (@a%b: from a to b; @a% and @%b open ends).\n"
 	  "  -r  its children (or their snapshots of that name) too\n"
+	  "  -R  the clones of what goes too (and theirs); implies -r\n"
 	  "  -f  close the handles of its users" },
+	{ "clone", cmd_clone, "[-o prop=val]... DATASET@SNAP POOL/NAME",
+	  "Make POOL/NAME from the snapshot, in constant time: it reads the snapshot's\n"
+	  "data until it writes its own, and shares its encryption root and key.\n"
+	  "  -o P=V  set property P (not volsize, recordsize nor the key's)" },
+	{ "promote", cmd_promote, "CLONE",
+	  "Make CLONE the owner of its origin's snapshots up to its origin; the old\n"
+	  "origin becomes a clone of that snapshot. Both read as before." },
 	{ "snapshot", cmd_snapshot, "[-r] DATASET@SNAP...",
 	  "Snapshot the datasets named, all in one txg, in constant time.\n"
 	  "  -r  every dataset under each one too" },

@@ -1179,10 +1179,48 @@ out:
 	return ret;
 }
 
+/* "name" the new dataset, "origin" the snapshot (DATASET@SNAP of its pool), "props". */
+static int h_clone(struct hcall *c)
+{
+	const char *origin = jstr(c->args, "origin");
+	struct stor_ds_opts o = { 0 };
+	const char **props = NULL;
+	size_t nprops;
+	int ret;
+
+	if (!origin || !strchr(origin, '@') || stor_name_check(origin, STOR_NAME_SNAPSHOT) < 0)
+		ERR(c, STOR_EBADNAME, "%s: the origin of a clone is DATASET@SNAP", c->name);
+	ret = arg_strv(c, "props", &props, &nprops);
+	if (ret < 0)
+		return ret;
+	o.props = props;
+	o.nprops = nprops;
+	ret = stor_ds_clone(c->pool, origin, c->name, &o);
+	if (ret < 0)
+		fail(c, ret, "clone", ret == STOR_EBADPROP ? props_hint(props, nprops) : NULL);
+	free(props);
+	if (ret < 0)
+		return ret;
+	log_info("dataset %s: cloned from %s", c->name, origin);
+	c->reply = json_pack("{s:s}", "name", c->name);
+	return 0;
+}
+
+static int h_promote(struct hcall *c)
+{
+	int ret = stor_ds_promote(c->pool, c->name);
+
+	if (ret < 0)
+		return fail(c, ret, "promote", NULL);
+	log_info("dataset %s: promoted", c->name);
+	return 0;
+}
+
 static int h_ds_destroy(struct hcall *c)
 {
 	int force = jtrue(c->args, "force");
-	unsigned fl = jtrue(c->args, "recursive") ? STOR_RECURSIVE : 0;
+	unsigned fl = (jtrue(c->args, "recursive") ? STOR_RECURSIVE : 0) |
+		      (jtrue(c->args, "clones") ? STOR_RECURSIVE | STOR_DESTROY_CLONES : 0);
 	int ret;
 
 	ret = no_handles(c, fl ? REG_DS_TREE : REG_DS_ONE, force, "");

@@ -124,6 +124,8 @@
 	XX(71, ROLLBACK, "rollback", h_rollback, JA | ON_DS | CMD_SNAP, 2, JMAX)             \
 	XX(72, SEND, "send", h_send, JA | ON_DS | CMD_SNAP | CMD_DATA, 2, JMAX)              \
 	XX(73, RECEIVE, "receive", h_receive, JA | ON_DS | CMD_CHILD | CMD_DATA, 2, UINT32_MAX) \
+	XX(74, CLONE, "clone", h_clone, JA | ON_DS | CMD_CHILD, 2, JMAX)                     \
+	XX(75, PROMOTE, "promote", h_promote, JA | ON_DS | CMD_CHILD, 2, JMAX)               \
 	XX(19, LABELCLEAR, "labelclear", h_labelclear, JA, 2, JMAX)                          \
 	XX(20, DS_CREATE, "ds_create", h_ds_create, JA | CMD_SECRET | ON_DS | CMD_CHILD, 2, JMAX) \
 	XX(21, DS_DESTROY, "ds_destroy", h_ds_destroy, JA | ON_DS | CMD_SNAP, 2, JMAX)       \

@@ -7,7 +7,9 @@
  *
  * Dataset record ("ds"/<name>): u32 version | u64 id | u64 guid | u64 volsize |
  * u32 recordsize | u64 createtxg | u16 nprops x (u16 len | name | u16 len | value) |
- * crypto section (dskeys.c).
+ * crypto section (dskeys.c) [| u64 origin (a clone's: the id of its origin
+ * snapshot's table, else 0) | u16 n | n x (u64 upto | u64 guid): a promoted
+ * clone's sealers (clone.c)].
  */
 #include <errno.h>
 #include <stdio.h>
@@ -134,6 +136,7 @@ void ds_free(struct stor_ds *ds)
 	snap_free_all(ds);
 	for (int i = 0; i < PROP_COUNT; i++)
 		free(ds->local[i]);
+	free(ds->sealers);
 	free(ds->name);
 	free(ds);
 }
@@ -196,10 +199,22 @@ int ds_save(struct stor_pool *p, struct stor_ds *ds)
 
 int ds_save_txn(struct meta_txn *t, struct stor_ds *ds)
 {
-	size_t len = 4 + 8 + 8 + 8 + 4 + 8 + 2 + DSKEYS_RECORD_LEN;
+	uint8_t *buf;
+	size_t len;
+	int ret = ds_record(ds, &buf, &len);
+
+	if (ret < 0)
+		return ret;
+	ret = meta_put(t, META_DS, ds->name, strlen(ds->name), buf, len);
+	free(buf);
+	return ret;
+}
+
+int ds_record(struct stor_ds *ds, uint8_t **out, size_t *outlen)
+{
+	size_t len = 4 + 8 + 8 + 8 + 4 + 8 + 2 + DSKEYS_RECORD_LEN + 8 + 2 + ds->nsealers * 16;
 	uint8_t *buf, *w;
 	uint16_t nprops = 0;
-	int ret;
 
 	for (int i = 0; i < PROP_COUNT; i++)
 		if (ds->local[i]) {
@@ -226,9 +241,17 @@ int ds_save_txn(struct meta_txn *t, struct stor_ds *ds)
 		put_bytes(&w, ds->local[i], strlen(ds->local[i]));
 	}
 	dskeys_record(ds, &w);
-	ret = meta_put(t, META_DS, ds->name, strlen(ds->name), buf, (size_t)(w - buf));
-	free(buf);
-	return ret;
+	if (ds->origin_id || ds->nsealers) {
+		put_u64(&w, ds->origin_id);
+		put_u16(&w, (uint16_t)ds->nsealers);
+		for (size_t i = 0; i < ds->nsealers; i++) {
+			put_u64(&w, ds->sealers[i].upto);
+			put_u64(&w, ds->sealers[i].guid);
+		}
+	}
+	*out = buf;
+	*outlen = (size_t)(w - buf);
+	return 0;
 }
 
 /* The record of a new dataset and, if encrypted, the root of its MACs, in one
@@ -292,6 +315,26 @@ static int ds_parse(struct stor_ds *ds, const uint8_t *r, size_t len)
 		ds->local[id] = strdup(val);
 		if (!ds->local[id])
 			return -ENOMEM;
+	}
+	if (end - r > (long)DSKEYS_RECORD_LEN) {
+		const uint8_t *o = r + DSKEYS_RECORD_LEN;
+		uint16_t n;
+
+		if (end - o < 10)
+			return STOR_ECORRUPT;
+		ds->origin_id = get_u64(&o);
+		n = get_u16(&o);
+		if (end - o != (long)n * 16)
+			return STOR_ECORRUPT;
+		ds->sealers = n ? calloc(n, sizeof(*ds->sealers)) : NULL;
+		if (n && !ds->sealers)
+			return -ENOMEM;
+		for (uint16_t i = 0; i < n; i++) {
+			ds->sealers[i].upto = get_u64(&o);
+			ds->sealers[i].guid = get_u64(&o);
+		}
+		ds->nsealers = n;
+		end = r + DSKEYS_RECORD_LEN;
 	}
 	return dskeys_parse(ds, &r, end);
 }
@@ -386,6 +429,9 @@ int ds_load_all(struct stor_pool *p)
 			return ret;
 		space_props_locked(p, p->ds[i]);
 	}
+	ret = clone_link_all(p);
+	if (ret < 0)
+		return ret;
 	refresh_effective(p, ds_find_locked(p, p->name));
 	return space_sync_locked(p);
 }
@@ -487,25 +533,26 @@ static int thick_by_default(struct stor_ds *ds, int volume)
 }
 
 static int ds_create_as(struct stor_pool *p, const char *name, const struct stor_ds_opts *o,
-			const struct recv_identity *as, struct stor_ds **out);
+			const struct recv_identity *as, struct snap *origin, struct stor_ds **out);
 
-static int ds_create_locked(struct stor_pool *p, const char *name, const struct stor_ds_opts *o,
-			    struct stor_ds **out)
+int ds_create_locked(struct stor_pool *p, const char *name, const struct stor_ds_opts *o,
+		     struct snap *origin, struct stor_ds **out)
 {
-	return ds_create_as(p, name, o, NULL, out);
+	return ds_create_as(p, name, o, NULL, origin, out);
 }
 
 int ds_create_received_locked(struct stor_pool *p, const char *name,
 			      const struct stor_ds_opts *o, const struct recv_identity *id,
 			      struct stor_ds **out)
 {
-	return ds_create_as(p, name, o, id, out);
+	return ds_create_as(p, name, o, id, NULL, out);
 }
 
 /* A new dataset; @as marks it as being received, and for a raw stream gives
- * its GUID and wrapped key, else they are fresh. */
+ * its GUID and wrapped key, else they are fresh; @origin makes it a clone
+ * of that snapshot (clone.c). */
 static int ds_create_as(struct stor_pool *p, const char *name, const struct stor_ds_opts *o,
-			const struct recv_identity *as, struct stor_ds **out)
+			const struct recv_identity *as, struct snap *origin, struct stor_ds **out)
 {
 	static const struct stor_ds_opts none;
 	struct stor_ds *ds = NULL, *parent = NULL;
@@ -533,8 +580,8 @@ static int ds_create_as(struct stor_pool *p, const char *name, const struct stor
 		if (!parent)
 			return -ENOENT;
 	}
-	volsize = o->volsize ? o->volsize : DS_VOLSIZE_DEFAULT;
-	recsize = o->recordsize ? o->recordsize : STOR_RECSIZE_DEFAULT;
+	volsize = o->volsize ? o->volsize : origin ? origin->volsize : DS_VOLSIZE_DEFAULT;
+	recsize = o->recordsize ? o->recordsize : origin ? origin->ds->recsize : STOR_RECSIZE_DEFAULT;
 	ds = ds_new(p, name);
 	if (!ds)
 		return -ENOMEM;
@@ -544,6 +591,15 @@ static int ds_create_as(struct stor_pool *p, const char *name, const struct stor
 	sized = o->volsize != 0;
 	for (size_t i = 0; i < o->nprops; i++)
 		sized |= strncmp(o->props[i], "volsize=", 8) == 0;
+	/* a clone reads its origin's records: its geometry is theirs, and it
+	 * is sparse, as zfs clone makes it */
+	if (origin && (volsize != origin->volsize || recsize != origin->ds->recsize)) {
+		pool_set_error("a clone has its origin's volsize and recordsize");
+		ret = -EINVAL;
+		goto fail;
+	}
+	if (origin)
+		sized = 0;
 	if (!parent)
 		volsize = 0; /* the pool's root dataset holds properties, no data */
 	ret = -EINVAL;
@@ -574,7 +630,17 @@ static int ds_create_as(struct stor_pool *p, const char *name, const struct stor
 	ret = as && as->raw ? 0 : keys_random(&ds->guid, sizeof(ds->guid));
 	if (ret < 0)
 		goto fail;
-	ret = as && as->raw ? dskeys_adopt(ds, as) : dskeys_create(p, ds, parent, o);
+	if (origin) {
+		ds->origin = origin;
+		ds->origin_id = origin->id;
+		atomic_store(&ds->shared_ref, (int64_t)origin->referenced);
+	}
+	if (origin)
+		ret = dskeys_clone(p, ds, parent, origin->ds);
+	else if (as && as->raw)
+		ret = dskeys_adopt(ds, as);
+	else
+		ret = dskeys_create(p, ds, parent, o);
 	if (ret < 0)
 		goto fail;
 	p->next_ds_id++;
@@ -592,6 +658,8 @@ static int ds_create_as(struct stor_pool *p, const char *name, const struct stor
 	ret = table_insert(p, ds);
 	if (ret < 0)
 		goto fail; /* the record is saved: it reappears at the next import */
+	if (origin)
+		origin->nclones++;
 	refresh_effective(p, ds);
 	space_sync_locked(p); /* counts its reservation: the promise is kept */
 	space_unpromise_locked(p, promised);
@@ -615,7 +683,7 @@ int stor_ds_create(struct stor_pool *p, const char *name, const struct stor_ds_o
 		*out = NULL;
 	pool_set_error("%s", "");
 	pthread_mutex_lock(&p->admin);
-	ret = ds_create_locked(p, name, o, out);
+	ret = ds_create_locked(p, name, o, NULL, out);
 	pthread_mutex_unlock(&p->admin);
 	return ret;
 }
@@ -636,20 +704,55 @@ static int destroy_one_locked(struct stor_pool *p, struct stor_ds *ds)
 	if (ret < 0)
 		return ret;
 	ds->destroyed = 1;
+	if (ds->origin)
+		ds->origin->nclones--;
 	table_remove(p, ds);
 	return 0;
 }
 
+/* The clones of the snapshots of @name (and with -r of its children)
+ * first, with -R; refused without it. */
+static int destroy_clones_first(struct stor_pool *p, const char *name, unsigned flags)
+{
+	size_t n = strlen(name);
+	int ret = 0;
+
+	for (size_t i = 0; i < p->nds && ret == 0; i++) {
+		struct stor_ds *d = p->ds[i];
+		int child = strncmp(d->name, name, n) == 0 && d->name[n] == '/';
+
+		if (strcmp(d->name, name) && !(child && (flags & STOR_RECURSIVE)))
+			continue;
+		for (size_t k = 0; k < d->nsnaps && ret == 0; k++) {
+			if (!d->snaps[k]->nclones)
+				continue;
+			ret = clone_destroy_dependents_locked(p, d->snaps[k], flags);
+			i = (size_t)-1; /* the table changed: look again from the start */
+			break;
+		}
+	}
+	return ret;
+}
+
 int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 {
-	struct stor_ds *ds, **gone = NULL;
-	size_t n = strlen(name), ngone = 0;
-	int ret = 0, enc = 0;
+	int ret;
 
 	pool_clear_error();
 	if (strchr(name, '@'))
 		return stor_snap_destroy(p, name, flags);
 	pthread_mutex_lock(&p->admin);
+	ret = ds_destroy_locked(p, name, flags);
+	pthread_mutex_unlock(&p->admin);
+	return ret;
+}
+
+int ds_destroy_locked(struct stor_pool *p, const char *name, unsigned flags)
+{
+	struct stor_ds *ds, **gone = NULL;
+	size_t n = strlen(name), ngone = 0;
+	int ret = 0, enc = 0;
+
 	ds = ds_find_locked(p, name);
 	if (!ds) {
 		ret = -ENOENT;
@@ -676,6 +779,14 @@ int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 			ret = -EBUSY;
 			goto out;
 		}
+	}
+	ret = destroy_clones_first(p, name, flags);
+	if (ret < 0)
+		goto out;
+	ds = ds_find_locked(p, name); /* the table may have changed */
+	if (!ds) {
+		ret = -ENOENT;
+		goto out;
 	}
 	gone = calloc(p->nds, sizeof(*gone));
 	if (!gone) {
@@ -709,7 +820,6 @@ int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 	if (enc && ret == 0)
 		ret = keyfile_save(p, NULL);
 out:
-	pthread_mutex_unlock(&p->admin);
 	free(gone);
 	return ret;
 }
@@ -889,6 +999,7 @@ static void fill_value_of(struct stor_pool *p, struct stor_ds *ds, int id,
 		    : id == PROP_USEDBYCHILDREN ? sv.children
 		    : id == PROP_USEDBYREFRESERVATION ? sv.rr
 		    : id == PROP_USEDBYSNAPSHOTS     ? sv.snaps
+		    : id == PROP_REFERENCED	     ? sv.own + clone_shared_of(ds)
 						 : sv.own;
 		snprintf(v->value, sizeof(v->value), "%llu", (unsigned long long)n);
 		return;
@@ -914,6 +1025,9 @@ static void fill_value_of(struct stor_pool *p, struct stor_ds *ds, int id,
 	case PROP_KEYSTATUS:
 		snprintf(v->value, sizeof(v->value), "%s",
 			 !ds->suite ? "-" : atomic_load(&ds->keys) ? "available" : "unavailable");
+		return;
+	case PROP_ORIGIN:
+		snprintf(v->value, sizeof(v->value), "%s", ds->origin ? ds->origin->name : "-");
 		return;
 	}
 	val = ds_prop_locked(p, ds, id, &from);

@@ -104,10 +104,11 @@ const struct crypt_key *dskeys_data_key(struct ds_keys *k, uint64_t guid, int su
 	struct salt_key *e = atomic_load_explicit(slot, memory_order_acquire);
 
 	*own = NULL;
-	if (e && e->salt == salt)
+	/* a clone's state also derives its origin's keys (under their GUID) */
+	if (e && e->salt == salt && e->guid == guid)
 		return e->key;
 	pthread_mutex_lock(&k->lock);
-	for (e = k->all; e && e->salt != salt; e = e->next)
+	for (e = k->all; e && (e->salt != salt || e->guid != guid); e = e->next)
 		;
 	if (!e && k->nall < DSKEYS_MAX_SALTS && (e = calloc(1, sizeof(*e)))) {
 		e->key = derive_data_key(k, guid, suite, salt);
@@ -116,6 +117,7 @@ const struct crypt_key *dskeys_data_key(struct ds_keys *k, uint64_t guid, int su
 			e = NULL;
 		} else {
 			e->salt = salt;
+			e->guid = guid;
 			e->next = k->all;
 			k->all = e;
 			k->nall++;
@@ -338,6 +340,61 @@ static int under(const struct stor_ds *d, const struct stor_ds *top)
 static int member(const struct stor_ds *d, const struct stor_ds *top, uint64_t old_root)
 {
 	return d == top || (d->suite && d->enc_root_id == old_root && under(d, top));
+}
+
+/*
+ * A clone reads its origin's records, so it holds the same master key, as a
+ * ZFS clone shares its origin's key: wrapped again by the root's wrapping
+ * key with the clone's own GUID as AAD, so it is an entry of the key file
+ * like any member's, loaded, unloaded and rewrapped with the root. It must
+ * sit under that root: change-key rewraps the members below the root only.
+ * Its own data keys are HKDF(master, its GUID, ...), never its origin's.
+ */
+int dskeys_clone(struct stor_pool *p, struct stor_ds *ds, const struct stor_ds *parent,
+		 const struct stor_ds *origin)
+{
+	struct stor_ds *root;
+	struct ds_keys *rk, *ok, *k;
+	uint8_t aad[64];
+	int ret;
+
+	if (ds->local[PROP_ENCRYPTION] || ds->local[PROP_KEYFORMAT] ||
+	    ds->local[PROP_KEYLOCATION] || ds->local[PROP_PBKDF2ITERS]) {
+		pool_set_error("a clone has its origin's encryption and key: set neither");
+		return -EINVAL;
+	}
+	ds->suite = origin->suite;
+	if (!ds->suite) {
+		if (parent && parent->suite) {
+			pool_set_error("cannot create an unencrypted dataset under an encrypted parent");
+			return -EINVAL;
+		}
+		return 0;
+	}
+	root = ds_find_id_locked(p, origin->enc_root_id);
+	if (!root || !under(ds, root) || ds == root) {
+		pool_set_error("a clone of %s goes under its encryption root %s, whose key it shares",
+			       origin->name, root ? root->name : "-");
+		return -EINVAL;
+	}
+	rk = atomic_load(&root->keys);
+	ok = atomic_load(&origin->keys);
+	if (!rk || !ok || !rk->wk) {
+		pool_set_error("the key of %s is not loaded; load it to clone", root->name);
+		return STOR_ENOKEY;
+	}
+	if (parent->suite != ds->suite &&
+	    !(ds->local[PROP_ENCRYPTION] = strdup(crypt_suite_name((enum crypt_suite)ds->suite))))
+		return -ENOMEM;
+	ds->enc_root_id = root->id;
+	ret = keys_wrap(rk->wk, aad, wrap_aad(ds, root, aad), ok->master, ds->wrapped);
+	k = ret == 0 ? keys_state_new(ds, ok->master, NULL) : NULL;
+	if (ret == 0 && !k)
+		ret = -ENOMEM;
+	if (ret < 0)
+		return ret;
+	atomic_store(&ds->keys, k);
+	return 0;
 }
 
 static int find_root(struct stor_pool *p, const char *name, struct stor_ds **out)

@@ -781,6 +781,9 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 	ret = txg_init(p, txg);
 	if (ret < 0)
 		goto fail;
+	ret = clone_import(p); /* looks pointers up through the txg */
+	if (ret < 0)
+		goto fail;
 	p->opts.lun_paths = NULL; /* the caller's */
 	p->opts.nlun_paths = 0;
 	p->opts.new_name = NULL;

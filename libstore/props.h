@@ -39,7 +39,8 @@
 	XX(KEYLOCATION, "keylocation", PROP_INHERIT | PROP_KEY, "none")                    \
 	XX(PBKDF2ITERS, "pbkdf2iters", PROP_INHERIT | PROP_CREATE | PROP_KEY, "0")         \
 	XX(ENCRYPTIONROOT, "encryptionroot", PROP_READONLY, "-")                           \
-	XX(KEYSTATUS, "keystatus", PROP_READONLY, "-")
+	XX(KEYSTATUS, "keystatus", PROP_READONLY, "-")                                     \
+	XX(ORIGIN, "origin", PROP_READONLY, "-")
 
 enum prop_id {
 #define XX(id, name, flags, def) PROP_##id,

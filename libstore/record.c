@@ -47,6 +47,7 @@ struct rec {
 	uint64_t gen;   /* read: cache generation taken before the lookup */
 	unsigned side;  /* read: the LUN the stored bytes came from (a mirror's side) */
 	int retry;      /* read: the error of that copy, for another side to mend */
+	uint64_t guid;  /* of the dataset that sealed it: a clone's origin's, or its own */
 	int status;
 };
 
@@ -54,12 +55,11 @@ struct rec {
 
 /* The record's place and how to read it back: a ciphertext moved, or its
  * pointer's compression or sizes changed, fails to open. */
-static void make_aad(const struct stor_ds *ds, uint64_t recno, const struct bp *bp,
-		     uint8_t aad[AAD_LEN])
+static void make_aad(uint64_t guid, uint64_t recno, const struct bp *bp, uint8_t aad[AAD_LEN])
 {
 	uint8_t *w = aad;
 
-	put_u64(&w, ds->guid);
+	put_u64(&w, guid);
 	put_u64(&w, recno);
 	put_u64(&w, bp->birth);
 	put_u8(&w, bp->comp);
@@ -72,7 +72,7 @@ static void make_aad(const struct stor_ds *ds, uint64_t recno, const struct bp *
 static void crypt_op_of(struct crypt_op *op, uint8_t aad[AAD_LEN], const struct crypt_key *key,
 			struct rec *r, const uint8_t *in)
 {
-	make_aad(r->ds, r->recno, &r->bp, aad);
+	make_aad(r->guid, r->recno, &r->bp, aad);
 	*op = (struct crypt_op){ .key = key, .nonce = r->bp.nonce, .aad = aad,
 				 .aad_len = AAD_LEN, .in = in, .out = r->buf,
 				 .len = r->bp.csize, .tag = r->bp.mac };
@@ -256,7 +256,13 @@ static int lookup(struct stor_pool *p, struct read_batch *b, struct rec *recs)
 
 		r->found = b->found[k];
 		r->bp = b->bps[k];
-		ret = r->ds->snap ? snap_resolve(p, r->ds, r->recno, &r->bp, &r->found) : 0;
+		r->guid = r->ds->guid;
+		ret = r->ds->snap ? snap_resolve(p, r->ds, r->recno, &r->bp, &r->found, &r->guid)
+		      : !r->found && r->ds->origin
+			  ? clone_resolve(p, r->ds->origin, r->recno, &r->bp, &r->found, &r->guid)
+			  : 0;
+		if (!r->ds->snap && r->found && r->guid == r->ds->guid)
+			r->guid = ds_sealer(r->ds, r->bp.birth); /* a promoted clone's */
 		if (ret == 0)
 			ret = check_pointer(p, r);
 		if (ret == 0 && r->found && !pointer_sane(p, r))
@@ -327,7 +333,7 @@ static void verify(struct stor_pool *p, struct rec *r)
 	if (atomic_load(&r->ds->checksum_on) || memcmp(r->bp.mac, (uint8_t[16]){ 0 }, 16)) {
 		uint8_t mac[16];
 
-		record_checksum(r->ds->guid, r->recno, r->bp.birth, r->src, r->bp.csize, mac);
+		record_checksum(r->guid, r->recno, r->bp.birth, r->src, r->bp.csize, mac);
 		if (memcmp(mac, r->bp.mac, sizeof(mac)) != 0) {
 			atomic_fetch_add(&p->luns[r->side].cksum_errors, 1);
 			if (mirror_is_side(p, r->side)) {
@@ -348,7 +354,7 @@ static void queue_open(struct read_batch *b, struct rec *r)
 {
 	struct ds_keys *k = atomic_load(&ds_head(r->ds)->keys);
 	const struct crypt_key *key =
-		k ? dskeys_data_key(k, r->ds->guid, r->ds->suite, r->bp.salt, &b->owned[b->nops])
+		k ? dskeys_data_key(k, r->guid, r->ds->suite, r->bp.salt, &b->owned[b->nops])
 		  : NULL;
 
 	if (!key) {
@@ -417,7 +423,7 @@ static void heal(struct stor_pool *p, struct rec *recs, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
-		struct mirror_ext e = { &r->bp, r->ds->guid, r->recno };
+		struct mirror_ext e = { &r->bp, r->guid, r->recno };
 		int err = r->retry;
 
 		if (!err || r->status)
@@ -639,7 +645,8 @@ static void read_old(struct stor_pool *p, struct write_batch *b, struct rec *rec
 		struct rec *r = &recs[i];
 		if (r->status || r->kind == REC_HOLE)
 			continue;
-		if (r->kind == REC_ZERO || r->roff || r->rlen != r->ds->recsize)
+		/* a whole record of zeros (a clone's discard) needs nothing old */
+		if (r->roff || r->rlen != r->ds->recsize)
 			b->list[nrmw++] = r;
 	}
 	if (!nrmw)
@@ -951,6 +958,11 @@ static void stage(struct stor_pool *p, struct write_batch *b, struct rec *recs, 
 		if (had_old) {
 			atomic_fetch_sub(&r->ds->used, old.psize);
 			atomic_fetch_sub(&r->ds->logical_used, old.lsize);
+		} else if (r->ds->origin) {
+			/* a clone's first write of a record: it no longer reads the
+			 * origin's (referenced, clone.c) */
+			atomic_fetch_sub(&r->ds->shared_ref,
+					 (int64_t)clone_shared_psize(p, r->ds, r->recno));
 		}
 	}
 	if (nstage)
@@ -1104,6 +1116,7 @@ static void run_group(struct stor_pool *p, struct stor_io *ios, size_t i, size_t
 
 			r->io = io;
 			r->ds = io->ds;
+			r->guid = io->ds->guid;
 			r->recno = recno;
 			r->roff = (uint32_t)roff;
 			r->rlen = (uint32_t)rlen;
@@ -1112,8 +1125,8 @@ static void run_group(struct stor_pool *p, struct stor_io *ios, size_t i, size_t
 				r->kind = REC_READ;
 			else if (io->op == STOR_IO_WRITE)
 				r->kind = REC_WRITE;
-			else
-				r->kind = rlen == rs ? REC_HOLE : REC_ZERO;
+			else /* a clone's hole would uncover its origin's record (clone.c) */
+				r->kind = rlen == rs && !io->ds->origin ? REC_HOLE : REC_ZERO;
 			off += rlen;
 		}
 	}

@@ -166,6 +166,7 @@ static int walk(struct stor_pool *p, int resilver, const uint8_t from[BP_KEY_LEN
 {
 	struct batch *b = calloc(1, sizeof(*b));
 	uint64_t id = 0, guid = 0;
+	int ranged = 0;
 	struct meta_txn *t = NULL;
 	unsigned slot;
 	int ret;
@@ -187,8 +188,11 @@ static int walk(struct stor_pool *p, int resilver, const uint8_t from[BP_KEY_LEN
 			guid = guid_of(p, id);
 			if (!guid) /* a pointer a snapshot keeps: its dataset's */
 				guid = snap_guid_of(p, id);
+			if (guid)
+				snap_sealer_of(p, id, 0, &ranged);
 		}
-		e.guid = guid;
+		/* a promoted clone's older records are its old origin's */
+		e.guid = ranged ? snap_sealer_of(p, id, b->bp[i].birth, &ranged) : guid;
 		if (!guid || b->bp[i].lun >= atomic_load(&p->nluns))
 			continue;
 		ret = resilver ? mirror_resilver_extent(p, &e, fixed)

@@ -277,6 +277,15 @@ int stor_send_chunk(struct stor_pool *p, const char *snapshot, unsigned flags,
 		ret = -ESTALE;
 		goto out;
 	}
+	/* a raw stream keeps one GUID, the source's: records a clone reads from
+	 * its origin, or that a promote brought over, were sealed under another,
+	 * and the walk below sees only the dataset's own tables */
+	if (raw && (h->head->origin || h->head->nsealers)) {
+		pool_set_error("%s: a raw send of a clone, or of a dataset made the origin by "
+			       "promote, is not supported yet; send it without -w", snapshot);
+		ret = -ENOTSUP;
+		goto out;
+	}
 	if (cur->state == CUR_HEADER) {
 		if (!raw && h->suite && !atomic_load(&h->head->keys)) {
 			pool_set_error("%s: its key is not loaded; load it, or send it raw (-w)",

@@ -73,7 +73,7 @@
 #include "snapshot.h"
 #include "store_impl.h"
 
-#define SNAP_RECORD_LEN (4 + 7 * 8)
+#define SNAP_RECORD_LEN SNAP_RECORD_MAX
 
 static void recount_kept(struct stor_pool *p, struct stor_ds *ds);
 
@@ -300,6 +300,29 @@ uint64_t snap_guid_of(struct stor_pool *p, uint64_t id)
 	return guid;
 }
 
+uint64_t snap_sealer_of(struct stor_pool *p, uint64_t id, uint64_t birth, int *ranged)
+{
+	uint64_t guid = 0;
+
+	*ranged = 0;
+	pthread_mutex_lock(&p->space_lock);
+	pthread_mutex_lock(&p->snap_lock);
+	for (size_t i = 0; i < p->sp_n && !guid; i++) {
+		struct stor_ds *ds = p->sp_ds[i];
+		int mine = ds->id == id;
+
+		for (size_t k = 0; k < ds->nsnaps && !mine; k++)
+			mine = ds->snaps[k]->id == id;
+		if (mine) {
+			guid = ds_sealer(ds, birth);
+			*ranged = ds->nsealers != 0;
+		}
+	}
+	pthread_mutex_unlock(&p->snap_lock);
+	pthread_mutex_unlock(&p->space_lock);
+	return guid;
+}
+
 /* "pool/a@s" under pool name @name, malloc'ed; NULL if too long or no memory. */
 static char *renamed(const struct stor_pool *p, const struct snap *s, const char *name)
 {
@@ -363,6 +386,7 @@ void snap_ops_free(struct snap_op *ops, size_t n)
 		free(ops[i].rec);
 		mac_key_put(ops[i].mk);
 		mac_key_put(ops[i].prev_mk);
+		clone_plan_free(ops[i].promote);
 	}
 }
 
@@ -541,6 +565,8 @@ int snap_commit_op(struct meta_txn *t, const struct snap_op *op,
 		return destroy_commit(t, op, free_fn, arg);
 	if (op->kind == SNAP_OP_ROLLBACK)
 		return rollback_commit(t, op, free_fn, arg);
+	if (op->kind == SNAP_OP_PROMOTE)
+		return clone_promote_commit(t, op->promote);
 	ret = meta_put(t, META_DS, op->name, strlen(op->name), op->rec, op->reclen);
 	if (ret == 0 && op->mk)
 		ret = bpmac_root_init(t, op->id, op->mk);
@@ -564,7 +590,8 @@ static int create_close(struct stor_pool *p, uint64_t txg, void *arg)
 	for (size_t i = 0; i < c->n; i++) {
 		/* no write is in flight: what its dataset holds now is final */
 		c->s[i]->txg = txg;
-		c->s[i]->referenced = (uint64_t)atomic_load(&c->s[i]->ds->used);
+		c->s[i]->referenced = (uint64_t)atomic_load(&c->s[i]->ds->used) +
+				      clone_shared_of(c->s[i]->ds);
 		encode(c->s[i], c->ops[i].rec);
 	}
 	ret = txg_add_snap_ops(p, c->ops, c->n);
@@ -798,12 +825,25 @@ int stor_snap_destroy(struct stor_pool *p, const char *name, unsigned flags)
 		ret = -ENOMEM;
 		goto out;
 	}
+again:
+	c.n = 0;
 	ret = pick(top, spec, &c, 1);
 	for (size_t i = 0; i < p->nds && ret == 0 && (flags & STOR_RECURSIVE); i++)
 		if (!strncmp(p->ds[i]->name, dsname, len) && p->ds[i]->name[len] == '/')
 			ret = pick(p->ds[i], spec, &c, 0);
 	if (ret < 0)
 		goto out;
+	/* with -R their clones go first (each a dataset of its own, destroyed
+	 * in a txg of its own), then the targets are picked again: a clone's
+	 * own snapshots may have been among them; refused without -R */
+	for (size_t i = 0; i < c.n; i++) {
+		if (!c.s[i]->nclones)
+			continue;
+		ret = clone_destroy_dependents_locked(p, c.s[i], flags);
+		if (ret < 0)
+			goto out;
+		goto again;
+	}
 	for (size_t i = 0; i < c.n; i++) {
 		if (atomic_load(&c.s[i]->refs) > 0) {
 			pool_set_error("%s: snapshot is open", c.s[i]->name);
@@ -961,6 +1001,29 @@ static int recount_one(const void *key, size_t klen, const void *val, size_t vle
 	return 0;
 }
 
+static void recount(struct stor_pool *p, struct stor_ds *ds);
+
+void snap_recount_space(struct stor_pool *p, struct stor_ds *ds)
+{
+	recount(p, ds);
+	recount_kept(p, ds);
+	clone_count_shared_ds(p, ds);
+}
+
+int snap_record_for(const struct snap *s, const struct stor_ds *to, char **name,
+		    uint8_t rec[SNAP_RECORD_MAX])
+{
+	struct snap moved = *s;
+
+	moved.ds = (struct stor_ds *)to;
+	if (asprintf(name, "%s%s", to->name, strchr(s->name, '@')) < 0) {
+		*name = NULL;
+		return -ENOMEM;
+	}
+	encode(&moved, rec);
+	return SNAP_RECORD_LEN;
+}
+
 static void recount(struct stor_pool *p, struct stor_ds *ds)
 {
 	struct recount r = { 0 };
@@ -1034,6 +1097,12 @@ int stor_snap_rollback(struct stor_pool *p, const char *name, unsigned flags)
 			ret = -EBUSY;
 			goto out;
 		}
+		if (x->nclones) {
+			pool_set_error("%s: snapshot has dependent clones; destroy them first",
+				       x->name);
+			ret = -EBUSY;
+			goto out;
+		}
 		c.s[c.n] = x;
 		c.ops[c.n] = (struct snap_op){ .kind = SNAP_OP_DESTROY, .id = x->id,
 					       .name = strdup(x->name), .prev_id = S->id,
@@ -1074,6 +1143,7 @@ int stor_snap_rollback(struct stor_pool *p, const char *name, unsigned flags)
 	c.nops = 0;
 	recount(p, ds);
 	recount_kept(p, ds);
+	clone_count_shared_ds(p, ds);
 	space_sync_locked(p);
 	cache_drop_ds(cache_data(), ds->guid); /* no plaintext of what went */
 out:
@@ -1240,10 +1310,20 @@ static int look(struct stor_pool *p, uint64_t id, const struct mac_key *mk,
 }
 
 int snap_resolve(struct stor_pool *p, struct stor_ds *h, uint64_t recno, struct bp *bp,
-		 int *found)
+		 int *found, uint64_t *guid)
 {
-	struct snap *S = h->snap, **walk = NULL;
-	struct stor_ds *ds = h->head;
+	int ret = snap_resolve_at(p, h->snap, recno, bp, found, guid);
+
+	if (ret == 0 && !*found && h->head->origin)
+		ret = clone_resolve(p, h->head->origin, recno, bp, found, guid);
+	return ret;
+}
+
+int snap_resolve_at(struct stor_pool *p, struct snap *S, uint64_t recno, struct bp *bp,
+		    int *found, uint64_t *guid)
+{
+	struct snap **walk = NULL;
+	struct stor_ds *ds = S->ds;
 	struct ds_keys *k = NULL;
 	size_t n = 0;
 	int ret;
@@ -1252,6 +1332,8 @@ int snap_resolve(struct stor_pool *p, struct stor_ds *h, uint64_t recno, struct 
 	if (ds->suite && !(k = atomic_load(&ds->keys)))
 		return STOR_ENOKEY;
 	ret = look(p, ds->id, k ? k->mac : NULL, k ? &k->seen : NULL, recno, bp, found);
+	if (ret == 0 && *found)
+		*guid = ds_sealer(ds, bp->birth);
 	if (ret < 0 || (*found && bp->birth <= S->txg))
 		return ret;
 	/* the tables from the newest down to S's; a destroy frees none of
@@ -1271,8 +1353,10 @@ int snap_resolve(struct stor_pool *p, struct stor_ds *h, uint64_t recno, struct 
 			break;
 		ret = look(p, walk[i]->id, mk, &walk[i]->seen, recno, bp, found);
 		mac_key_put(mk);
-		if (ret == 0 && *found && bp->birth <= S->txg)
+		if (ret == 0 && *found && bp->birth <= S->txg) {
+			*guid = ds_sealer(ds, bp->birth);
 			break;
+		}
 		*found = 0;
 	}
 	free(walk);

@@ -19,6 +19,8 @@ struct stor_ds;
 struct meta_txn;
 struct stor_prop_value;
 
+#define SNAP_RECORD_MAX (4 + 7 * 8)
+
 struct snap {
 	char *name; /* pool/ds@snap */
 	uint64_t id;      /* its table of kept pointers: META_BP keys (id, recno) */
@@ -30,13 +32,15 @@ struct snap {
 	struct stor_ds *ds; /* its dataset */
 	atomic_int refs;  /* open handles */
 	int dying;        /* its destroy is staged, not yet committed */
+	int nclones;      /* datasets whose origin it is (admin lock) */
 	pthread_mutex_t lock; /* @mk and @seen */
 	struct mac_key *mk;   /* of an encrypted dataset, while its key is loaded */
 	struct mac_seen seen; /* groups of its table verified since */
 };
 
 /* A change a txg commits for a snapshot, in the order staged. */
-enum snap_op_kind { SNAP_OP_CREATE, SNAP_OP_DESTROY, SNAP_OP_ROLLBACK };
+enum snap_op_kind { SNAP_OP_CREATE, SNAP_OP_DESTROY, SNAP_OP_ROLLBACK, SNAP_OP_PROMOTE };
+struct promote_plan;
 struct snap_op {
 	enum snap_op_kind kind;
 	uint64_t id;
@@ -49,6 +53,7 @@ struct snap_op {
 	 * the snapshot @id it goes back to (prev_txg; @mk is the snapshot's) */
 	uint64_t prev_id, prev_txg;
 	struct mac_key *prev_mk;
+	struct promote_plan *promote; /* PROMOTE: clone.c's */
 };
 
 /** Release what @n ops hold. */
@@ -68,6 +73,10 @@ int snap_load_one(struct stor_pool *p, const char *name, const void *val, size_t
 struct snap *snap_find_id_locked(struct stor_pool *p, uint64_t id);
 /** The dataset GUID of table @id if it is a snapshot's, else 0 (any thread). */
 uint64_t snap_guid_of(struct stor_pool *p, uint64_t id);
+/** The GUID a record of table @id (a head's or a snapshot's) born at @birth
+ *  was sealed under (ds_sealer), and in *@ranged whether that depends on the
+ *  birth (a promoted dataset); 0 if no such table (any thread). */
+uint64_t snap_sealer_of(struct stor_pool *p, uint64_t id, uint64_t birth, int *ranged);
 /** Pool @p is being renamed @name: its snapshots' records under their new
  *  names in @t, then (after the commit) their names in memory. */
 int snap_rename_txn(struct stor_pool *p, struct meta_txn *t, const char *name);
@@ -88,10 +97,24 @@ void snap_close(struct stor_ds *h);
  * @return 0 with *found (0: a hole then), STOR_EAUTH, STOR_ENOKEY, an error
  */
 int snap_resolve(struct stor_pool *p, struct stor_ds *h, uint64_t recno, struct bp *bp,
-		 int *found);
+		 int *found, uint64_t *guid);
+/** The pointer of @recno in the image of snapshot @S: its dataset's head and
+ *  tables only, each group checked; then, if none and its dataset is a
+ *  clone, its origin's image, and so on (clone.c). @guid: the GUID of the
+ *  dataset that sealed what was found. Inside a reader section. */
+int snap_resolve_at(struct stor_pool *p, struct snap *S, uint64_t recno, struct bp *bp,
+		    int *found, uint64_t *guid);
+int clone_resolve(struct stor_pool *p, struct snap *S, uint64_t recno, struct bp *bp, int *found,
+		  uint64_t *guid);
 /** Bytes of @ds's pointers born after its newest snapshot (its written
  *  property; all it references when it has none). Admin lock held. */
 uint64_t snap_written_head(struct stor_pool *p, struct stor_ds *ds);
+/** The record of snapshot @s once it belongs to @to (a promote): its new
+ *  name in *@name (malloc'ed) and its bytes in @rec. @return its length or -ENOMEM */
+int snap_record_for(const struct snap *s, const struct stor_ds *to, char **name,
+		    uint8_t rec[SNAP_RECORD_MAX]);
+/** @ds's space anew from its tables (after a commit moved pointers). Admin lock. */
+void snap_recount_space(struct stor_pool *p, struct stor_ds *ds);
 /** stor_ds_get_all() of a snapshot. */
 int snap_get_all(struct stor_pool *p, const char *name,
 		 int (*fn)(const struct stor_prop_value *v, void *ctx), void *ctx);

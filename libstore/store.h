@@ -494,10 +494,14 @@ int stor_ds_create(struct stor_pool *pool, const char *name, const struct stor_d
 		   struct stor_ds **out);
 
 #define STOR_RECURSIVE 0x1u
+#define STOR_DESTROY_CLONES 0x2u /**< destroy -R: the clones of what goes, too */
 
 /**
  * Destroy dataset @name and free its space (committed in the next txg).
- * @return 0, -ENOENT, -EBUSY (children and no STOR_RECURSIVE, or open handles)
+ * A dataset whose snapshots have clones goes only with STOR_DESTROY_CLONES
+ * (and STOR_RECURSIVE for its snapshots), which destroys the clones first.
+ * @return 0, -ENOENT, -EBUSY (children and no STOR_RECURSIVE, clones and no
+ *         STOR_DESTROY_CLONES, or open handles)
  */
 int stor_ds_destroy(struct stor_pool *pool, const char *name, unsigned flags);
 
@@ -543,6 +547,29 @@ int stor_snap_destroy(struct stor_pool *pool, const char *name, unsigned flags);
  *         snapshot is open), STOR_ENOKEY (encrypted, key not loaded)
  */
 int stor_snap_rollback(struct stor_pool *pool, const char *name, unsigned flags);
+/**
+ * Clone snapshot @origin (DATASET@SNAP) as the new dataset @name of the same
+ * pool, in constant time: it reads the snapshot's records until it writes
+ * its own, and writes never touch the snapshot's. @opts: properties only
+ * (volsize and recordsize are the snapshot's). A clone of an encrypted
+ * dataset shares its encryption root and master key (the key must be
+ * loaded) and must be created under that root. The snapshot cannot be
+ * destroyed while it has clones (clone.c has the design).
+ * @return 0, STOR_EBADNAME, -ENOENT (no snapshot or no parent), -EEXIST,
+ *         -EXDEV (another pool), STOR_ENOKEY, -EINVAL (with the reason)
+ */
+int stor_ds_clone(struct stor_pool *pool, const char *origin, const char *name,
+		  const struct stor_ds_opts *opts);
+/**
+ * Promote clone @name (zfs promote): it takes its origin's snapshots up to
+ * and including its origin snapshot, and the old origin becomes a clone of
+ * that snapshot; both read as before, and the space of the snapshots moves
+ * with them. Costs one look at each pointer of the old origin.
+ * @return 0, -ENOENT, -EINVAL (not a clone), -EBUSY (either open, or a
+ *         snapshot of the old origin after the origin has a hole where the
+ *         origin has data), -EEXIST (a snapshot name taken), STOR_ENOKEY
+ */
+int stor_ds_promote(struct stor_pool *pool, const char *name);
 /** Call @fn for each snapshot of the pool, by dataset name, oldest first. */
 int stor_snap_list(struct stor_pool *pool, int (*fn)(const char *name, void *ctx), void *ctx);
 

@@ -5,7 +5,9 @@
  * or its own row):
  *   record.c                      the I/O pipeline
  *   pool, dataset, dskeys, keyfile  one subsystem, mutually dependent (pool.c
- *                                 says why); stats.c, verify.c, errlog.c beside it
+ *                                 says why); stats.c, verify.c, errlog.c beside it;
+ *                                 snapshot.c and clone.c in it (a clone is a dataset
+ *                                 that reads a snapshot)
  *   scrub.c, resilver.c           the scans, and sides back in service: one row
  *                                 (a resilver is scrub's walk; its end is resilver's)
  *   txg.c, lunset.c, mirror.c, bpmac.c  commits, the LUN set, a mirror's sides,
@@ -38,6 +40,7 @@ struct stage;
 /* A data key derived for one key salt; kept until the key state is freed. */
 struct salt_key {
 	uint64_t salt;
+	uint64_t guid; /* the dataset GUID it is derived for: a clone's own, or its origin's */
 	struct crypt_key *key;
 	struct salt_key *next; /* every key of the state, newest first */
 };
@@ -108,6 +111,20 @@ struct stor_ds {
 	struct snap **snaps;
 	size_t nsnaps, capsnaps;
 	struct snap *keep;
+	/* a clone (clone.c): the snapshot it reads for what it has not
+	 * written (origin_id in its record), and the bytes of that image it
+	 * still references (its referenced is own + shared_ref) */
+	struct snap *origin;
+	uint64_t origin_id;
+	atomic_int_fast64_t shared_ref;
+	/* a promoted clone (clone.c): the records of its tables born by
+	 * sealers[i].upto (the first that holds) were sealed under
+	 * sealers[i].guid, its old origin's; later ones under its own. Set
+	 * under the admin lock while the dataset is closed; in its record */
+	struct sealer {
+		uint64_t upto, guid;
+	} *sealers;
+	size_t nsealers;
 	/* a handle on a snapshot: @head is its dataset, @snap the snapshot */
 	struct stor_ds *head;
 	struct snap *snap;
@@ -235,8 +252,53 @@ int ds_save(struct stor_pool *p, struct stor_ds *ds);
 struct meta_txn;
 /** Put the record of @ds in @t (a read-write transaction). */
 int ds_save_txn(struct meta_txn *t, struct stor_ds *ds);
+/** The record of @ds, malloc'ed, in *@out. @return 0 or -ENOMEM */
+int ds_record(struct stor_ds *ds, uint8_t **out, size_t *len);
 /** Effective (local or inherited) value of @id for @ds; admin lock held. */
 const char *ds_prop_locked(struct stor_pool *p, struct stor_ds *ds, int id, struct stor_ds **from);
+
+/* clone.c */
+/** After the dataset table is loaded: each clone's origin from its id. */
+int clone_link_all(struct stor_pool *p);
+/** After the key file and txg_init at import: each clone's encryption root
+ *  checked against its origin's, and its shared_ref counted from its pointers.
+ *  @return 0 or STOR_ECORRUPT */
+int clone_import(struct stor_pool *p);
+/** The same for one clone, after a rollback changed its pointers (committed). */
+void clone_count_shared_ds(struct stor_pool *p, struct stor_ds *ds);
+/** The bytes of @ds's origin image at @recno (0: a hole there or no origin). */
+uint64_t clone_shared_psize(struct stor_pool *p, const struct stor_ds *ds, uint64_t recno);
+/** Refuse (-EBUSY, with the reason) to destroy @s, which has clones, unless
+ *  STOR_DESTROY_CLONES is in @flags: then destroy them first. Admin lock held. */
+int clone_destroy_dependents_locked(struct stor_pool *p, struct snap *s, unsigned flags);
+/** The GUID a record of @ds's tables born at @birth was sealed under. */
+static inline uint64_t ds_sealer(const struct stor_ds *ds, uint64_t birth)
+{
+	for (size_t i = 0; i < ds->nsealers; i++)
+		if (birth <= ds->sealers[i].upto)
+			return ds->sealers[i].guid;
+	return ds->guid;
+}
+/** The bytes of its origin's image a clone references (0 for others). */
+static inline uint64_t clone_shared_of(const struct stor_ds *ds)
+{
+	int64_t n = atomic_load(&ds->shared_ref);
+
+	return ds->origin && n > 0 ? (uint64_t)n : 0;
+}
+/** A clone's key state: its origin's master key, wrapped by their root's
+ *  wrapping key under its own GUID (dskeys.c). */
+int dskeys_clone(struct stor_pool *p, struct stor_ds *ds, const struct stor_ds *parent,
+		 const struct stor_ds *origin);
+struct promote_plan;
+/** Apply a promote's moves and records in @t (snap_commit_op). */
+int clone_promote_commit(struct meta_txn *t, const struct promote_plan *pl);
+void clone_plan_free(struct promote_plan *pl);
+/** Create a dataset; a clone when @origin is set (dataset.c). Admin lock held. */
+int ds_create_locked(struct stor_pool *p, const char *name, const struct stor_ds_opts *o,
+		     struct snap *origin, struct stor_ds **out);
+/** Destroy @name as stor_ds_destroy() does; admin lock held. */
+int ds_destroy_locked(struct stor_pool *p, const char *name, unsigned flags);
 
 /* space.c: reservations and slop (its head comment gives the rules) */
 void space_init(struct stor_pool *p);

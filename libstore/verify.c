@@ -139,7 +139,8 @@ static int check_extent(struct walk *w, const struct bp *bp)
 	if (memcmp(bp->mac, (uint8_t[16]){ 0 }, 16) && w->ds) {
 		uint8_t mac[16];
 
-		record_checksum(w->ds->guid, w->recno, bp->birth, w->buf, bp->csize, mac);
+		record_checksum(ds_sealer(w->ds, bp->birth), w->recno, bp->birth, w->buf, bp->csize,
+				mac);
 		return memcmp(mac, bp->mac, sizeof(mac)) ? STOR_ECKSUM : 0;
 	}
 	return 0;

@@ -108,6 +108,11 @@ check_PROGRAMS += %D%/test_send
 # it forges streams with libstore's stream codec (stream.c, its checksums)
 %C%_test_send_LDADD = $(E2E_LDADD) $(XXHASH_LIBS)
 
+check_PROGRAMS += %D%/test_clone
+%C%_test_clone_SOURCES = %D%/test_clone.c $(E2E_FIXTURE)
+%C%_test_clone_CFLAGS = $(E2E_CFLAGS)
+%C%_test_clone_LDADD = $(E2E_LDADD)
+
 # the NBD export against the clients of libnbd-bin, python3-libnbd, qemu-utils and fio
 check_PROGRAMS += %D%/test_nbd
 %C%_test_nbd_SOURCES = %D%/test_nbd.c %D%/nbdraw.c %D%/nbdraw.h $(E2E_FIXTURE)

@@ -71,6 +71,11 @@ check_PROGRAMS += %D%/test_snapshot
 %C%_test_snapshot_CFLAGS = $(UNIT_CFLAGS) $(LMDB_CFLAGS)
 %C%_test_snapshot_LDADD = $(UNIT_LDADD) $(LMDB_LIBS)
 
+check_PROGRAMS += %D%/test_clone
+%C%_test_clone_SOURCES = %D%/test_clone.c $(UNIT_FIXTURE)
+%C%_test_clone_CFLAGS = $(UNIT_CFLAGS) $(LMDB_CFLAGS)
+%C%_test_clone_LDADD = $(UNIT_LDADD) $(LMDB_LIBS)
+
 check_PROGRAMS += %D%/test_bench_parse
 %C%_test_bench_parse_SOURCES = %D%/test_bench_parse.c client/bench_parse.c client/bench_parse.h
 %C%_test_bench_parse_CFLAGS = $(UNIT_CFLAGS)
