@@ -60,6 +60,8 @@ int coffer_send_stream(struct coffer_conn *c, const char *snap, int raw, int fd,
  */
 int coffer_receive_stream(struct coffer_conn *c, const char *name, int force, int fd, char *err,
 			  size_t errlen);
+/** Up to @cap bytes from @fd, fewer only at end of file. @return the count, or -errno */
+ssize_t coffer_read_full(int fd, void *buf, size_t cap);
 
 /**
  * Open a dataset for record I/O on this connection.

@@ -297,22 +297,6 @@ static const char *show(const char *prop, const char *value, int parsable, char 
 
 /* ---- key material ---- */
 
-static size_t read_fd_all(int fd, uint8_t *buf, size_t cap)
-{
-	size_t n = 0;
-
-	while (n < cap) {
-		ssize_t r = read(fd, buf + n, cap - n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	return n;
-}
-
 static size_t prompt_tty(const char *prompt, char *buf, size_t cap)
 {
 	struct termios old, noecho;
@@ -453,8 +437,12 @@ static ssize_t key_get(struct coffer_conn *c, const char *ds, const char *format
 				 ds, location, strerror(errno));
 			return -1;
 		}
-		n = (ssize_t)read_fd_all(fd, buf, KEY_MAX);
+		n = coffer_read_full(fd, buf, KEY_MAX);
 		close(fd);
+		if (n < 0) {
+			snprintf(why, whylen, "%s: keylocation %s: %s", ds, location, strerror((int)-n));
+			return -1;
+		}
 	} else if (location &&
 		   (!strncmp(location, "https://", 8) || !strncmp(location, "http://", 7))) {
 		char *ca = NULL;
@@ -483,7 +471,12 @@ static ssize_t key_get(struct coffer_conn *c, const char *ds, const char *format
 		if (n < 0)
 			return -1;
 	} else if (!strcmp(format, "raw")) {
-		n = (ssize_t)read_fd_all(STDIN_FILENO, buf, 32);
+		n = coffer_read_full(STDIN_FILENO, buf, 32);
+		if (n < 0) {
+			snprintf(why, whylen, "%s: reading the key from standard input: %s", ds,
+				 strerror((int)-n));
+			return -1;
+		}
 	} else {
 		/* one line per key, so `load-key -a` can take several from a pipe */
 		n = 0;
@@ -2906,15 +2899,17 @@ static int cmd_write(int argc, char **argv)
 	while (!eof || inflight) {
 		while (!eof && nfree) {
 			unsigned s = free_slots[--nfree];
-			size_t n = read_fd_all(STDIN_FILENO, bufs[s], chunk);
+			ssize_t n = coffer_read_full(STDIN_FILENO, bufs[s], chunk);
 			int ret;
 
+			if (n < 0)
+				die("reading standard input: %s", strerror((int)-n));
 			if (n == 0) {
 				eof = 1;
 				free_slots[nfree++] = s;
 				break;
 			}
-			if (n < chunk)
+			if ((size_t)n < chunk)
 				eof = 1;
 			offs[s] = off;
 			ret = coffer_submit(c, s, COFFER_WRITE, h, off, (uint32_t)n, bufs[s]);

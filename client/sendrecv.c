@@ -73,9 +73,9 @@ int coffer_send_stream(struct coffer_conn *c, const char *snap, int raw, int fd,
 	return ret;
 }
 
-/* Up to @cap bytes from @fd: fewer only at end of file. */
-static ssize_t read_full(int fd, uint8_t *buf, size_t cap)
+ssize_t coffer_read_full(int fd, void *to, size_t cap)
 {
+	uint8_t *buf = to;
 	size_t got = 0;
 
 	while (got < cap) {
@@ -101,7 +101,7 @@ int coffer_receive_stream(struct coffer_conn *c, const char *name, int force, in
 	if (!buf)
 		return -ENOMEM;
 	while (!end && ret == 0) {
-		ssize_t n = read_full(fd, buf, RECV_CHUNK);
+		ssize_t n = coffer_read_full(fd, buf, RECV_CHUNK);
 		json_t *args;
 
 		if (n < 0) {

@@ -457,3 +457,11 @@ Test(cli, json_has_one_shape_with_strings_unless_json_int_and_guids_as_strings)
 	cr_assert_not_null(path_get(j, "pools", "tank", NULL), "pools keyed by name");
 	json_decref(j);
 }
+
+Test(cli, write_says_when_standard_input_cannot_be_read)
+{
+	pool();
+	COF_OK(NULL, "create -V 8M tank/d");
+	/* a directory opens for reading, but read(2) fails: EISDIR, not end of file */
+	REFUSED("/", 1, "reading standard input", "write tank/d");
+}
