@@ -735,7 +735,7 @@ out:
 int stor_key_inherit(struct stor_pool *p, const char *name)
 {
 	uint8_t (*wrapped)[KEYS_WRAPPED_LEN] = NULL, (*keep)[KEYS_WRAPPED_LEN] = NULL;
-	uint8_t master[KEYS_MASTER_LEN], aad[64];
+	uint8_t aad[64];
 	struct stor_ds *ds = NULL, *parent = NULL, *newroot = NULL;
 	struct ds_keys *rk, *k;
 	char pname[STOR_NAME_MAX + 1], *slash, *moved = NULL, *oldv[3] = { NULL };
@@ -811,9 +811,8 @@ int stor_key_inherit(struct stor_pool *p, const char *name)
 			ret = STOR_ENOKEY;
 			break;
 		}
-		memcpy(master, dk->master, sizeof(master));
-		ret = keys_wrap(rk->wk, aad, wrap_aad(d, newroot, aad), master, wrapped[i]);
-		keys_cleanse(master, sizeof(master));
+		/* straight from the locked key page: no copy of the master key on the stack */
+		ret = keys_wrap(rk->wk, aad, wrap_aad(d, newroot, aad), dk->master, wrapped[i]);
 	}
 	if (ret < 0)
 		goto out;
