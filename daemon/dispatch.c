@@ -246,6 +246,8 @@ static void build_reply(struct disp_call *c)
 			if (b) {
 				memcpy(b, js->out, n + 1);
 				memcpy(b + n + 1, js->h.out_data, js->h.out_len);
+				if (js->h.out_plain)
+					explicit_bzero(js->h.out_data, js->h.out_len);
 				free(js->h.out_data);
 				js->h.out_data = b;
 				js->h.out_len += n + 1;
@@ -602,6 +604,8 @@ static void js_free(struct disp_json *js)
 	json_decref(js->h.args);
 	json_decref(js->h.reply);
 	free(js->out);
+	if (js->h.out_data && js->h.out_plain)
+		explicit_bzero(js->h.out_data, js->h.out_len);
 	free(js->h.out_data);
 	if (js->h.opened) {
 		stor_ds_close(js->h.opened);

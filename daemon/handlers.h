@@ -33,6 +33,7 @@ struct hcall {
 	char err[512];             /* a handler's own error text; wins over the above */
 	uint8_t *out_data;         /* CMD_DATA: bytes to send after the reply's NUL (malloc'd) */
 	size_t out_len;
+	int out_plain;               /* out_data may hold plaintext: wiped before it is freed */
 	struct stor_ds *opened;    /* ds_open: the dataset, for a handle */
 	struct pool_ent *opened_pe; /* its pool, whose count was taken */
 };

@@ -93,7 +93,7 @@ int h_send(struct hcall *c)
 	json_t *jc = json_object_get(c->args, "cursor");
 	uint8_t *buf;
 	size_t len = 0;
-	int ret = 0;
+	int ret = 0, raw;
 
 	if (jc) {
 		json_t *st = json_object_get(jc, "state");
@@ -115,10 +115,12 @@ int h_send(struct hcall *c)
 	buf = malloc(SEND_CHUNK);
 	if (!buf)
 		return -ENOMEM;
-	ret = stor_send_chunk(c->pool, c->name,
-			      json_is_true(json_object_get(c->args, "raw")) ? STOR_SEND_RAW : 0, &cur,
-			      buf, SEND_CHUNK, &len);
+	raw = json_is_true(json_object_get(c->args, "raw"));
+	ret = stor_send_chunk(c->pool, c->name, raw ? STOR_SEND_RAW : 0, &cur, buf, SEND_CHUNK,
+			      &len);
 	if (ret < 0) {
+		if (!raw) /* a plain stream's records are plaintext */
+			explicit_bzero(buf, SEND_CHUNK);
 		free(buf);
 		return fail(c, ret, "send");
 	}
@@ -126,11 +128,14 @@ int h_send(struct hcall *c)
 			     "chain", hex(cur.chain), "parts", hex(cur.parts), "guid",
 			     hex(cur.guid), "state", cur.state);
 	if (!c->reply) {
+		if (!raw)
+			explicit_bzero(buf, len);
 		free(buf);
 		return -ENOMEM;
 	}
 	c->out_data = buf;
 	c->out_len = len;
+	c->out_plain = !raw;
 	return 0;
 }
 
