@@ -427,6 +427,7 @@ static void start_io(struct disp_call *c)
 		return;
 	}
 	c->handle = pio.handle;
+	c->plain = stor_ds_encrypted(ds);
 	*io = (struct stor_io){ .ds = ds, .off = pio.off, .len = pio.len };
 	switch (c->hdr.op) {
 	case PROTO_OP_READ:
@@ -439,6 +440,7 @@ static void start_io(struct disp_call *c)
 			fail_now(c, -ENOMEM);
 			return;
 		}
+		c->out_len = pio.len;
 		io->op = STOR_IO_READ;
 		io->buf = c->out;
 		break;
@@ -614,13 +616,22 @@ static void js_free(struct disp_json *js)
 	free(js);
 }
 
+void dispatch_out_free(struct disp_call *c)
+{
+	if (c->out && c->plain)
+		explicit_bzero(c->out, c->out_len);
+	free(c->out);
+	c->out = NULL;
+}
+
 void dispatch_call_free(struct disp_call *c)
 {
 	wipe_secret(c);
+	if (c->body && c->plain)
+		explicit_bzero(c->body, c->hdr.len);
 	free(c->body);
 	js_free(c->js);
-	free(c->out);
+	dispatch_out_free(c);
 	c->body = NULL;
 	c->js = NULL;
-	c->out = NULL;
 }

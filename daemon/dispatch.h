@@ -67,7 +67,10 @@ struct disp_call {
 	struct disp_json *js;       /* JSON commands only (dispatch.c) */
 	struct work_io wio;         /* record I/O */
 	uint32_t handle;            /* the handle record I/O holds, UINT32_MAX: none */
-	uint8_t *out;               /* READ: the data */
+	uint8_t *out;               /* READ: the data (or a framing's reply made of it) */
+	size_t out_len;             /* its length */
+	int plain;                  /* record I/O of an encrypted dataset: body and out
+				     * hold its plaintext, wiped when freed */
 	uint8_t hello[PROTO_HELLO_REPLY];
 };
 
@@ -94,6 +97,8 @@ void dispatch_refuse(struct disp_call *c, int status);
 void dispatch_reply_hdr(const struct disp_call *c, uint8_t *buf);
 /** Free what @c holds (not @c itself); key material is wiped. */
 void dispatch_call_free(struct disp_call *c);
+/** Free a READ's data (wiped first if it is an encrypted dataset's): c->out is NULL after. */
+void dispatch_out_free(struct disp_call *c);
 /**
  * Hand the record I/O dispatched since the last call to the workers in one
  * batch. A transport calls it once per loop turn, before writing replies.

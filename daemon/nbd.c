@@ -782,8 +782,9 @@ static int read_chunks(struct nbd_req *q)
 			p += NBD_CHUNK_HDR + 8 + n;
 		}
 	}
-	free(c->out);
+	dispatch_out_free(c);
 	c->out = buf;
+	c->out_len = size;
 	c->payload = buf;
 	c->payload_len = size;
 	q->r.hdr_len = 0;
@@ -841,8 +842,9 @@ static void tx_reply(struct nbd_req *q, uint32_t err, const char *msg)
 		size_t n = msg ? strlen(msg) : 0, len = NBD_CHUNK_HDR + 4 + 2 + n + (at ? 8 : 0);
 		uint8_t *p = malloc(len);
 
-		free(c->out);
+		dispatch_out_free(c);
 		c->out = p;
+		c->out_len = p ? len : 0;
 		c->payload = p;
 		c->payload_len = p ? len : 0;
 		q->r.hdr_len = 0;
@@ -1245,6 +1247,16 @@ static int nbd_handle(struct rpc_conn *conn, const uint8_t *p, size_t len)
 	return -1;
 }
 
+/* A WRITE's data, of an encrypted dataset perhaps, is not left in the read buffer. */
+static int nbd_wipe(struct rpc_conn *conn, const uint8_t *p, size_t avail)
+{
+	struct nbd_conn *nc = nbd_of(conn);
+	struct nbd_request r;
+
+	return nc && nc->phase == PH_TRANSMISSION && avail >= NBD_REQ_SIZE &&
+	       nbd_request_get(p, &r) == 0 && r.type == NBD_CMD_WRITE;
+}
+
 static const struct rpc_framing nbd_framing = {
 	.name = "nbd",
 	.req_size = sizeof(struct nbd_req),
@@ -1253,6 +1265,7 @@ static const struct rpc_framing nbd_framing = {
 	.refuse = nbd_refuse,
 	.frame = nbd_frame,
 	.handle = nbd_handle,
+	.wipe = nbd_wipe,
 	.fini = nbd_fini,
 };
 

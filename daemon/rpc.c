@@ -46,8 +46,10 @@
  * names the inode bound here, so a successor's socket survives our exit.
  *
  * Key material (CMD_SECRET frames: key text for create, load-key and
- * change-key) is wiped from the read buffer as soon as its frame has been
- * copied into a call, and the call wipes its copies when freed. Until then
+ * change-key) and data to write (WRITE frames: of a clear dataset or not,
+ * the framing cannot tell) are wiped from the read buffer as soon as their
+ * frame has been copied into a call, and the call wipes its copies when
+ * freed (dispatch.c: for record I/O, those of encrypted datasets). Until then
  * such a frame may be moved (compaction) or the buffer grown: both wipe the
  * bytes they leave behind. A closing connection wipes what it still holds.
  */
@@ -804,32 +806,32 @@ static void note_blocked(const struct rpc_conn *conn)
 	}
 }
 
-/* Whether the frame at the read position of @conn carries key material. */
-static int frame_secret(const struct rpc_conn *conn)
+/* Whether the frame at the read position of @conn is wiped once taken. */
+static int frame_wiped(struct rpc_conn *conn)
 {
-	return conn->fr->secret && conn->rbuf &&
-	       conn->fr->secret(conn->rbuf + conn->rpos, conn->rlen - conn->rpos);
+	return conn->fr->wipe && conn->rbuf &&
+	       conn->fr->wipe(conn, conn->rbuf + conn->rpos, conn->rlen - conn->rpos);
 }
 
-/* Move the unparsed bytes to the front; a key frame leaves no copy behind. */
+/* Move the unparsed bytes to the front; a frame to wipe leaves no copy behind. */
 static void rbuf_compact(struct rpc_conn *conn)
 {
 	size_t left = conn->rlen - conn->rpos;
-	int secret = frame_secret(conn);
+	int wipe = frame_wiped(conn);
 
 	memmove(conn->rbuf, conn->rbuf + conn->rpos, left);
-	if (secret)
+	if (wipe)
 		explicit_bzero(conn->rbuf + left, conn->rlen - left);
 	conn->rlen = left;
 	conn->rpos = 0;
 }
 
-/* Grow the read buffer to @cap bytes; a key frame is not left in the old one. @return 0 or -1 */
+/* Grow the read buffer to @cap bytes; a frame to wipe is not left in the old one. @return 0 or -1 */
 static int rbuf_grow(struct rpc_conn *conn, size_t cap)
 {
 	uint8_t *nb;
 
-	if (frame_secret(conn)) {
+	if (frame_wiped(conn)) {
 		nb = malloc(cap);
 		if (!nb)
 			return -1;
@@ -855,7 +857,7 @@ static void conn_parse(struct rpc_conn *conn)
 	while (!conn->closing && !conn_blocked(conn) && conn->rlen > conn->rpos) {
 		uint8_t *p = conn->rbuf + conn->rpos;
 		size_t need = 0;
-		int ret, secret;
+		int ret, wipe;
 
 		if (turn++ == PARSE_QUANTUM) {
 			/* fairness: the others get their turn before the rest of ours */
@@ -884,11 +886,11 @@ static void conn_parse(struct rpc_conn *conn)
 			break;
 		}
 		conn->frame_need = 0;
-		secret = frame_secret(conn);
+		wipe = frame_wiped(conn);
 		conn->rpos += need;
 		ret = conn->fr->handle(conn, p, need);
 		/* the call has its own copy (wiped when freed); none stays here */
-		if (secret)
+		if (wipe)
 			explicit_bzero(p, need);
 		if (ret < 0)
 			break;
@@ -1600,17 +1602,18 @@ static int ctl_handle(struct rpc_conn *conn, const uint8_t *p, size_t len)
 	return conn->close_after ? -1 : 0;
 }
 
-/* Whether the frame starting at @p (@avail bytes buffered) carries key material. */
-static int ctl_secret(const uint8_t *p, size_t avail)
+/* Whether the frame starting at @p (@avail bytes buffered) carries key material or data. */
+static int ctl_wipe(struct rpc_conn *conn, const uint8_t *p, size_t avail)
 {
 	struct proto_hdr h;
 	const struct proto_cmd *cmd;
 
+	(void)conn;
 	if (avail < PROTO_HDR_SIZE)
 		return 0;
 	proto_hdr_get(p, &h);
 	cmd = proto_cmd_by_op(h.op);
-	return cmd && (cmd->flags & CMD_SECRET);
+	return h.op == PROTO_OP_WRITE || (cmd && (cmd->flags & CMD_SECRET));
 }
 
 /* Said in the reply to the HELLO the client is about to send. */
@@ -1628,5 +1631,5 @@ static const struct rpc_framing ctl_framing = {
 	.refuse = ctl_refuse,
 	.frame = ctl_frame,
 	.handle = ctl_handle,
-	.secret = ctl_secret,
+	.wipe = ctl_wipe,
 };

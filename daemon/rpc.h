@@ -57,8 +57,11 @@ struct rpc_framing {
 	int (*frame)(struct rpc_conn *conn, const uint8_t *p, size_t avail, size_t *need);
 	/** Take the complete frame at @p. @return 0, or -1 to stop parsing */
 	int (*handle)(struct rpc_conn *conn, const uint8_t *p, size_t len);
-	/** Does the frame at @p carry key material (wiped once taken)? NULL: never */
-	int (*secret)(const uint8_t *p, size_t avail);
+	/**
+	 * Must the frame at @p be wiped once taken: key material, or data to
+	 * write (plaintext of an encrypted dataset, perhaps)? NULL: never
+	 */
+	int (*wipe)(struct rpc_conn *conn, const uint8_t *p, size_t avail);
 	/** The connection is being freed: drop what the framing keeps for it. */
 	void (*fini)(struct rpc_conn *conn);
 };

@@ -16,4 +16,11 @@ size_t compress_record(int level, const void *in, size_t len, void *out, size_t 
 /** Decompress @clen bytes into exactly @len bytes. @return 0 or STOR_ECORRUPT */
 int decompress_record(const void *in, size_t clen, void *out, size_t len);
 
+/**
+ * Wipe what this thread's contexts keep of the records they worked on since
+ * the last call: once per batch that compressed or decompressed plaintext
+ * of an encrypted dataset.
+ */
+void compress_wipe(void);
+
 #endif

@@ -936,6 +936,11 @@ uint32_t stor_ds_recordsize(const struct stor_ds *ds)
 	return ds->recsize;
 }
 
+int stor_ds_encrypted(const struct stor_ds *ds)
+{
+	return ds->suite != CRYPT_OFF;
+}
+
 /*
  * The encryption root of @ds: itself or an ancestor, as children inherit
  * it, so a walk up the names finds it without a scan of the table by id

@@ -468,6 +468,8 @@ static void heal(struct stor_pool *p, struct rec *recs, size_t n)
 /* Compressed records expand into a buffer of their logical size. */
 static void decompress(struct rec *recs, size_t n)
 {
+	int plain_seen = 0;
+
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
 		uint8_t *plain;
@@ -481,6 +483,7 @@ static void decompress(struct rec *recs, size_t n)
 			continue;
 		}
 		err = decompress_record(r->buf, r->bp.csize, plain, r->ds->recsize);
+		plain_seen |= r->ds->suite != CRYPT_OFF;
 		explicit_bzero(r->buf, r->bp.psize);
 		free(r->buf);
 		r->buf = plain;
@@ -489,6 +492,8 @@ static void decompress(struct rec *recs, size_t n)
 			fail_io(r, err);
 		}
 	}
+	if (plain_seen)
+		compress_wipe();
 }
 
 /* What was read from the LUNs goes into the cache, under its generation. */
@@ -704,6 +709,8 @@ static void merge_new(struct rec *recs, size_t n)
 /* Compress before sealing; a record that saves no sector stays raw. */
 static void compress(struct rec *recs, size_t n)
 {
+	int plain_seen = 0;
+
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
 		int level = atomic_load(&r->ds->comp_level);
@@ -716,6 +723,7 @@ static void compress(struct rec *recs, size_t n)
 		if (!z)
 			continue; /* stored raw */
 		r->csize = (uint32_t)compress_record(level, r->buf, r->ds->recsize, z, cap, STOR_SECTOR);
+		plain_seen |= r->ds->suite != CRYPT_OFF;
 		if (!r->csize) {
 			explicit_bzero(z, cap);
 			free(z);
@@ -726,6 +734,8 @@ static void compress(struct rec *recs, size_t n)
 		free(r->buf);
 		r->buf = z;
 	}
+	if (plain_seen)
+		compress_wipe();
 }
 
 /* A failed record fails its whole request: drop its siblings now. */

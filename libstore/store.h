@@ -676,6 +676,8 @@ const char *stor_ds_name(const struct stor_ds *ds);
 uint64_t stor_ds_guid(const struct stor_ds *ds);
 uint64_t stor_ds_volsize(const struct stor_ds *ds);
 uint32_t stor_ds_recordsize(const struct stor_ds *ds);
+/** Is @ds encrypted (its plaintext is wiped wherever it is held)? */
+int stor_ds_encrypted(const struct stor_ds *ds);
 
 /* ---- record I/O ---- */
 

@@ -244,3 +244,107 @@ Test(memscan, refused_mlock_is_counted_and_warned_about_once)
 	cr_assert_eq(count(tdaemon_log(&td), "could not be locked"), 1,
 		     "want one warning:\n%s", tdaemon_log(&td));
 }
+
+/*
+ * Plaintext of an encrypted dataset, once a write or a read is answered, is
+ * nowhere in the daemon: not in the connection's read buffer, not in the
+ * call's copy of a WRITE, not in the buffer a READ was answered from, not
+ * in the staging of a partial write or of a compressed record. Clear
+ * datasets' data is on their LUNs anyway and is not wiped.
+ */
+Test(memscan, no_plaintext_of_an_encrypted_dataset_left_after_writes_and_reads)
+{
+	enum { REC = 8192, NREC = 8 };
+	struct vault {
+		uint8_t raw[32];
+		uint8_t data[NREC * REC], zdata[NREC * REC], part[3000], back[NREC * REC];
+	} *v = memscan_vault(sizeof(struct vault));
+	struct memscan_needle nd[NREC + 2];
+	char kf[PATH_MAX], df[PATH_MAX], zf[PATH_MAX], pf[PATH_MAX], rf[PATH_MAX];
+	FILE *f;
+
+	start(geteuid() == 0 ? NULL : "allow_core_dumps = yes");
+	srand((unsigned)getpid() * 7u);
+	for (size_t i = 0; i < sizeof(v->raw); i++)
+		v->raw[i] = (uint8_t)(rand() >> 3);
+	for (size_t i = 0; i < sizeof(v->data); i++)
+		v->data[i] = (uint8_t)(rand() >> 5);
+	/* compressible: one random KiB over and over */
+	for (size_t i = 0; i < sizeof(v->zdata); i++)
+		v->zdata[i] = i < 1024 ? (uint8_t)(rand() >> 5) : v->zdata[i % 1024];
+	for (size_t i = 0; i < sizeof(v->part); i++)
+		v->part[i] = (uint8_t)(rand() >> 5);
+	snprintf(kf, sizeof(kf), "%s", tdaemon_file(&td, "raw.key", v->raw, sizeof(v->raw)));
+	snprintf(df, sizeof(df), "%s", tdaemon_file(&td, "data", v->data, sizeof(v->data)));
+	snprintf(zf, sizeof(zf), "%s", tdaemon_file(&td, "zdata", v->zdata, sizeof(v->zdata)));
+	snprintf(pf, sizeof(pf), "%s", tdaemon_file(&td, "part", v->part, sizeof(v->part)));
+	snprintf(rf, sizeof(rf), "%s/back", td.dir);
+	for (int i = 0; i < NREC; i++)
+		nd[i] = (struct memscan_needle){ "a record written and read", v->data + i * REC + 4000,
+						 32 };
+	nd[NREC] = (struct memscan_needle){ "a compressed record", v->zdata + 100, 32 };
+	nd[NREC + 1] = (struct memscan_needle){ "a partial write", v->part + 1000, 32 };
+
+	COF_OK(NULL, "pool create -s 64M tank %s/l0", td.dir);
+	COF_OK(NULL, "create -V 4M -o encryption=aes-256-ccm -o keyformat=raw "
+		     "-o keylocation=file://%s tank/a",
+	       kf);
+	COF_OK(NULL, "create -V 4M -o encryption=aes-128-gcm -o compression=zstd "
+		     "-o keyformat=raw -o keylocation=file://%s tank/z",
+	       kf);
+	COF_OK(df, "write tank/a");
+	COF_OK(zf, "write tank/z");
+	COF_OK(pf, "write tank/z -o 70000");
+	COF_OK(NULL, "flush tank/a");
+	COF_OK(NULL, "flush tank/z");
+	scan(nd, NREC + 2, NULL, "after writes");
+	COF_OK(NULL, "read tank/a -l 64K > %s", rf);
+	f = fopen(rf, "rb");
+	cr_assert_not_null(f);
+	cr_assert_eq(fread(v->back, 1, sizeof(v->back), f), sizeof(v->back));
+	fclose(f);
+	cr_assert_arr_eq(v->back, v->data, sizeof(v->data), "data read back differs");
+	COF_OK(NULL, "read tank/z -l 128K > /dev/null");
+	scan(nd, NREC + 2, NULL, "after reads");
+	unlink(rf);
+}
+
+/* The same through the NBD front end (nbdcopy in and out): its read buffer
+ * and the replies it builds of a READ's data are wiped too. */
+Test(memscan, no_plaintext_left_after_nbd_writes_and_reads)
+{
+	enum { LEN = 256 << 10 };
+	struct vault {
+		uint8_t raw[32];
+		uint8_t data[LEN];
+	} *v = memscan_vault(sizeof(struct vault));
+	struct memscan_needle nd[8];
+	char kf[PATH_MAX], df[PATH_MAX], cmd[3 * PATH_MAX + 200];
+
+	if (system("command -v nbdcopy >/dev/null 2>&1") != 0)
+		cr_skip_test("nbdcopy is missing (Debian package libnbd-bin)");
+	start(geteuid() == 0 ? NULL : "allow_core_dumps = yes");
+	srand((unsigned)getpid() * 11u);
+	for (size_t i = 0; i < sizeof(v->raw); i++)
+		v->raw[i] = (uint8_t)(rand() >> 3);
+	for (size_t i = 0; i < sizeof(v->data); i++)
+		v->data[i] = (uint8_t)(rand() >> 5);
+	for (int i = 0; i < 8; i++)
+		nd[i] = (struct memscan_needle){ "data written and read over NBD",
+						 v->data + i * (LEN / 8) + 777, 32 };
+	snprintf(kf, sizeof(kf), "%s", tdaemon_file(&td, "raw.key", v->raw, sizeof(v->raw)));
+	snprintf(df, sizeof(df), "%s", tdaemon_file(&td, "data", v->data, sizeof(v->data)));
+	COF_OK(NULL, "pool create -s 64M tank %s/l0", td.dir);
+	COF_OK(NULL, "create -V 256K -o encryption=aes-256-ccm -o keyformat=raw "
+		     "-o keylocation=file://%s tank/a",
+	       kf);
+	snprintf(cmd, sizeof(cmd), "nbdcopy '%s' 'nbd+unix:///tank/a?socket=%s/nbd.sock'", df,
+		 td.dir);
+	cr_assert_eq(system(cmd), 0, "%s failed:\n%s", cmd, tdaemon_log(&td));
+	COF_OK(NULL, "flush tank/a");
+	scan(nd, 8, NULL, "after NBD writes");
+	snprintf(cmd, sizeof(cmd),
+		 "nbdcopy 'nbd+unix:///tank/a?socket=%s/nbd.sock' - | cmp -s - '%s'", td.dir, df);
+	cr_assert_eq(system(cmd), 0, "NBD read back differs:\n%s", tdaemon_log(&td));
+	scan(nd, 8, NULL, "after NBD reads");
+}
