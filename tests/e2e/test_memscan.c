@@ -110,6 +110,20 @@ static void scan(struct memscan_needle *nd, size_t n, memscan_skip_fn skip, cons
 		     memscan_hit_str(&hits[0]));
 }
 
+/* Read @len bytes of @ds with the CLI into @path and check they are @want. */
+static void read_back(const char *ds, const char *path, uint8_t *back, const uint8_t *want,
+		      size_t len)
+{
+	FILE *f;
+
+	COF_OK(NULL, "read %s -l %zu > %s", ds, len, path);
+	f = fopen(path, "rb");
+	cr_assert_not_null(f);
+	cr_assert_eq(fread(back, 1, len, f), len);
+	fclose(f);
+	cr_assert_arr_eq(back, want, len, "data read back from %s differs", ds);
+}
+
 Test(memscan, no_passphrase_or_key_text_left_in_the_daemon)
 {
 	struct vault {
@@ -122,7 +136,6 @@ Test(memscan, no_passphrase_or_key_text_left_in_the_daemon)
 	} *v = memscan_vault(sizeof(struct vault));
 	struct memscan_needle nowhere[4], unlocked[1];
 	char kf[PATH_MAX], pf[PATH_MAX], df[PATH_MAX], rf[PATH_MAX];
-	FILE *f;
 
 	/* a daemon that is not dumpable can only be read with CAP_SYS_PTRACE */
 	start(geteuid() == 0 ? NULL : "allow_core_dumps = yes");
@@ -169,12 +182,7 @@ Test(memscan, no_passphrase_or_key_text_left_in_the_daemon)
 	COF_OK(NULL, "unload-key tank/raw");
 	COF_OK(pf, "load-key tank/pp");
 	COF_OK(NULL, "load-key tank/raw");
-	COF_OK(NULL, "read tank/pp -l 64K > %s", rf);
-	f = fopen(rf, "rb");
-	cr_assert_not_null(f);
-	cr_assert_eq(fread(v->back, 1, sizeof(v->back), f), sizeof(v->back));
-	fclose(f);
-	cr_assert_arr_eq(v->back, v->data, sizeof(v->data), "data read back differs");
+	read_back("tank/pp", rf, v->back, v->data, sizeof(v->data));
 	COF_OK(NULL, "read tank/raw -l 64K > /dev/null");
 	scan(nowhere, 4, NULL, "after load-key, write and read");
 	scan(unlocked, 1, skip_key_pages, "after load-key, write and read");
@@ -261,7 +269,6 @@ Test(memscan, no_plaintext_of_an_encrypted_dataset_left_after_writes_and_reads)
 	} *v = memscan_vault(sizeof(struct vault));
 	struct memscan_needle nd[NREC + 2];
 	char kf[PATH_MAX], df[PATH_MAX], zf[PATH_MAX], pf[PATH_MAX], rf[PATH_MAX];
-	FILE *f;
 
 	start(geteuid() == 0 ? NULL : "allow_core_dumps = yes");
 	srand((unsigned)getpid() * 7u);
@@ -298,12 +305,7 @@ Test(memscan, no_plaintext_of_an_encrypted_dataset_left_after_writes_and_reads)
 	COF_OK(NULL, "flush tank/a");
 	COF_OK(NULL, "flush tank/z");
 	scan(nd, NREC + 2, NULL, "after writes");
-	COF_OK(NULL, "read tank/a -l 64K > %s", rf);
-	f = fopen(rf, "rb");
-	cr_assert_not_null(f);
-	cr_assert_eq(fread(v->back, 1, sizeof(v->back), f), sizeof(v->back));
-	fclose(f);
-	cr_assert_arr_eq(v->back, v->data, sizeof(v->data), "data read back differs");
+	read_back("tank/a", rf, v->back, v->data, sizeof(v->data));
 	COF_OK(NULL, "read tank/z -l 128K > /dev/null");
 	scan(nd, NREC + 2, NULL, "after reads");
 	unlink(rf);
