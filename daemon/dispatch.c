@@ -616,6 +616,11 @@ static void js_free(struct disp_json *js)
 	free(js);
 }
 
+int dispatch_write_wiped(const struct disp_client *cl, uint32_t handle)
+{
+	return reg_handle_encrypted(cl->handles, handle);
+}
+
 void dispatch_out_free(struct disp_call *c)
 {
 	if (c->out && c->plain)

@@ -97,6 +97,11 @@ void dispatch_refuse(struct disp_call *c, int status);
 void dispatch_reply_hdr(const struct disp_call *c, uint8_t *buf);
 /** Free what @c holds (not @c itself); key material is wiped. */
 void dispatch_call_free(struct disp_call *c);
+/**
+ * Must the data of a WRITE on @handle of @cl be wiped from a transport's
+ * buffers: its dataset is encrypted (or @handle names none open)?
+ */
+int dispatch_write_wiped(const struct disp_client *cl, uint32_t handle);
 /** Free a READ's data (wiped first if it is an encrypted dataset's): c->out is NULL after. */
 void dispatch_out_free(struct disp_call *c);
 /**

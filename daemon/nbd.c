@@ -1247,14 +1247,15 @@ static int nbd_handle(struct rpc_conn *conn, const uint8_t *p, size_t len)
 	return -1;
 }
 
-/* A WRITE's data, of an encrypted dataset perhaps, is not left in the read buffer. */
+/* A WRITE's data, if its export is encrypted, is not left in the read buffer. */
 static int nbd_wipe(struct rpc_conn *conn, const uint8_t *p, size_t avail)
 {
 	struct nbd_conn *nc = nbd_of(conn);
 	struct nbd_request r;
 
 	return nc && nc->phase == PH_TRANSMISSION && avail >= NBD_REQ_SIZE &&
-	       nbd_request_get(p, &r) == 0 && r.type == NBD_CMD_WRITE;
+	       nbd_request_get(p, &r) == 0 && r.type == NBD_CMD_WRITE &&
+	       dispatch_write_wiped(rpc_conn_client(conn), nc->handle);
 }
 
 static const struct rpc_framing nbd_framing = {

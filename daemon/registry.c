@@ -570,6 +570,13 @@ int reg_handle_get(struct reg_client *cl, uint32_t hnum, struct stor_ds **ds)
 	return 0;
 }
 
+int reg_handle_encrypted(const struct reg_client *cl, uint32_t hnum)
+{
+	const struct reg_handle *h = hnum < cl->nhandles ? &cl->handles[hnum] : NULL;
+
+	return !h || !h->ds || stor_ds_encrypted(h->ds);
+}
+
 void reg_handle_put(struct reg_client *cl, uint32_t hnum)
 {
 	struct reg_handle *h = &cl->handles[hnum];

@@ -144,6 +144,8 @@ int reg_handle_close(struct reg_client *cl, uint32_t h);
  * reg_handle_put(). @return 0, -ESTALE (revoked by an admin), -EBADF
  */
 int reg_handle_get(struct reg_client *cl, uint32_t h, struct stor_ds **ds);
+/** Is handle @h's dataset encrypted? Also 1 when @h names no open dataset (say so if unsure). */
+int reg_handle_encrypted(const struct reg_client *cl, uint32_t h);
 /** A request on @h (one reg_handle_get() that returned 0) is done. */
 void reg_handle_put(struct reg_client *cl, uint32_t h);
 /** Drop a count of @pe that reg_handle_install() did not take over. */

@@ -46,10 +46,9 @@
  * names the inode bound here, so a successor's socket survives our exit.
  *
  * Key material (CMD_SECRET frames: key text for create, load-key and
- * change-key) and data to write (WRITE frames: of a clear dataset or not,
- * the framing cannot tell) are wiped from the read buffer as soon as their
- * frame has been copied into a call, and the call wipes its copies when
- * freed (dispatch.c: for record I/O, those of encrypted datasets). Until then
+ * change-key) and data to write to an encrypted dataset (WRITE frames on
+ * its handles) are wiped from the read buffer as soon as their frame has
+ * been copied into a call, and the call wipes its copies when freed. Until then
  * such a frame may be moved (compaction) or the buffer grown: both wipe the
  * bytes they leave behind. A closing connection wipes what it still holds.
  */
@@ -1606,14 +1605,21 @@ static int ctl_handle(struct rpc_conn *conn, const uint8_t *p, size_t len)
 static int ctl_wipe(struct rpc_conn *conn, const uint8_t *p, size_t avail)
 {
 	struct proto_hdr h;
+	struct proto_io pio;
 	const struct proto_cmd *cmd;
 
-	(void)conn;
 	if (avail < PROTO_HDR_SIZE)
 		return 0;
 	proto_hdr_get(p, &h);
+	if (h.op == PROTO_OP_WRITE) {
+		/* a clear dataset's data is on its LUN anyway */
+		if (avail < PROTO_HDR_SIZE + PROTO_IO_BODY)
+			return 1;
+		proto_io_get(p + PROTO_HDR_SIZE, &pio);
+		return dispatch_write_wiped(rpc_conn_client(conn), pio.handle);
+	}
 	cmd = proto_cmd_by_op(h.op);
-	return h.op == PROTO_OP_WRITE || (cmd && (cmd->flags & CMD_SECRET));
+	return cmd && (cmd->flags & CMD_SECRET);
 }
 
 /* Said in the reply to the HELLO the client is about to send. */
