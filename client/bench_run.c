@@ -5,9 +5,10 @@
  * disjoint sets of datasets and keep each dataset's queue depth of requests
  * outstanding through the asynchronous client library. iorate=max is a
  * closed loop; iorate=N and curve points are an open loop: each stream has
- * scheduled issue times and latency counts from the scheduled time, so a
- * stalled daemon shows as latency instead of quietly lowering the offered
- * load. Completions are counted under the worker's lock for the main thread
+ * scheduled issue times, and as in vdbench at most its threads (queue
+ * depth) of them outstanding, and latency counts from the send; so a daemon
+ * that falls behind shows as a lower achieved rate, not as a backlog's wait
+ * counted as response time. Completions are counted under the worker's lock for the main thread
  * to sample, and checked against the validation state when -v is on. That
  * state of a dataset (generations, busy units) is touched by the one worker
  * that owns the dataset in the current run, so it takes no lock. The engine
