@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * receive: a send stream (stream.h) into a new dataset, all or nothing.
+ * receive: a send stream (stream.h) into a new dataset, or an incremental
+ * onto the one it continues, all or nothing.
  *
  * - The stream is parsed part by part from chunks cut anywhere; a part is
  *   gathered in a buffer of one part at most (STREAM_PART_MAX), and raw
@@ -37,6 +38,47 @@
  *   A side of a mirror out of service at the start or the end of a raw
  *   receive fails it: a resilver copies what was born since the side went
  *   out, and these records were born elsewhere, earlier.
+ * - The snapshot: a receive ends by making the stream's snapshot, with the
+ *   stream's guid, in the commit that sets the mark to what it ends as
+ *   (snap_create_received), so the data and the snapshot come together or
+ *   not at all. A raw stream's snapshot takes the source's txg, so that its
+ *   records (the source's births) are exactly those born by it.
+ * - Incremental: onto the existing dataset, whose newest snapshot must be
+ *   the stream's FROM (its guid) and which must not have changed since (no
+ *   pointer born after FROM, none FROM keeps, the same volsize); -F rolls
+ *   it back to FROM first, newer snapshots too, as zfs receive -F does.
+ *   The dataset is claimed (receiving: no one else opens it or its
+ *   snapshots) and marked RECV_INCR before anything in it changes; records
+ *   and frees are staged on its head, so an overwrite keeps FROM's version
+ *   in FROM's table as any write does. A failure, a close before the end or
+ *   a crash (recv_cleanup at the import) rolls it back to its newest
+ *   snapshot, FROM, which frees everything the stream staged; nothing of
+ *   the stream stays and the snapshot was never made. Limit: with -F a
+ *   receive that then fails leaves the target at FROM, not as it was before
+ *   the rollback (zfs receives beside, into a clone; clone.c's clones of a
+ *   raw dataset would be sealed under another GUID).
+ * - A raw incremental is refused when the target is another dataset (its
+ *   GUID), its FROM was not received raw (its txg is not the stream's), or
+ *   its key changed on either side since FROM: the target's wrapped key and
+ *   key parameters must be the stream's. Applying records and a wrapped
+ *   key that disagree is where OpenZFS lost datasets (#12614, #12000): the
+ *   copy must stay openable by the one passphrase it was received with.
+ * - The MAC tree of a raw incremental is rebuilt from the pointers, as
+ *   after a full raw receive: the records come with no MAC (the sender has
+ *   no key), so the receive stages them with none (macs_later, which also
+ *   keeps txg.c from MACing FROM's kept pointers without a key) and ends
+ *   with the mark RECV_MACS; the first load-key builds the head's tree and
+ *   every snapshot table's (recv_build_macs). When the key is loaded on the
+ *   receiver the tree is built at once, in the commit after the snapshot's,
+ *   before the dataset is let go: nothing reads it in between (receiving),
+ *   and building under the loaded key is the same computation the next
+ *   load-key would make, on the same pointers, so it is no weaker; the
+ *   alternative, leaving a loaded key over a tree that does not verify,
+ *   would fail every read. The limit is the full receive's (stream.h): the
+ *   set of records is taken as received, now for each incremental too.
+ * - A package (-I) is its streams one after another: each is received as
+ *   above, on its own, and the next begins where one ends. Bytes after a
+ *   full stream are refused, and undo it, as before.
  */
 #include <errno.h>
 #include <stdio.h>

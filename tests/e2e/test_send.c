@@ -947,3 +947,69 @@ Test(send, a_raw_incremental_after_change_key_on_either_side_is_refused)
 	still_at_s1(keyfile, data, "after a change-key on the source");
 	checked(&td2, "backup");
 }
+
+static int busy(const char *name)
+{
+	return cof(NULL, "read %s -l 8K > /dev/null", name) != 0;
+}
+
+Test(send, an_incremental_cut_by_its_client_or_a_crash_is_rolled_back)
+{
+	char s0[4200], s1[4200], fifo[4200], rnd[4200], at_s[4200];
+	double end;
+	uint8_t *b;
+	size_t n, half = (3u << 20) / 2;
+	pid_t pid;
+	int wfd, st;
+
+	COF_OK(NULL, "pool create -s 32M tank %s/l0", td.dir);
+	COF_OK(NULL, "pool create -s 32M backup %s/m0", td.dir);
+	COF_OK(NULL, "create -s -V 2M tank/c");
+	tdaemon_random_file(&td, "rnd", 2 << 20, rnd, sizeof(rnd));
+	COF_OK(rnd, "write tank/c");
+	COF_OK(NULL, "snapshot tank/c@s");
+	snprintf(s0, sizeof(s0), "%s/s0", td.dir);
+	COF_OK(NULL, "send tank/c@s > '%s'", s0);
+	COF_OK(s0, "receive backup/x");
+	snprintf(at_s, sizeof(at_s), "%s", read_to(&td, "tank/c@s", "at.s"));
+	scribble(&td, "tank/c", "0", 2 << 20);
+	COF_OK(NULL, "snapshot tank/c@t");
+	snprintf(s1, sizeof(s1), "%s/s1", td.dir);
+	COF_OK(NULL, "send -i @s tank/c@t > '%s'", s1);
+	b = slurp(s1, &n);
+	cr_assert_gt(n, half);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", td.dir);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+
+	for (int crash = 0; crash < 2; crash++) {
+		pid = receiver(fifo);
+		wfd = open(fifo, O_WRONLY);
+		cr_assert_geq(wfd, 0);
+		cr_assert_eq(write(wfd, b, half), (ssize_t)half);
+		end = tdaemon_deadline(TDAEMON_WAIT_S);
+		while (!busy("backup/x") && tdaemon_poll(end))
+			;
+		cr_assert(busy("backup/x"), "the receive began: %s", out);
+		if (crash) { /* the daemon dies: the next import rolls it back */
+			kill(td.pid, SIGKILL);
+			waitpid(td.pid, &st, 0);
+			td.pid = -1;
+		}
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		close(wfd);
+		if (crash)
+			tdaemon_start_ok(&td);
+		end = tdaemon_deadline(TDAEMON_WAIT_S);
+		while (busy("backup/x") && tdaemon_poll(end))
+			;
+		reads_as(&td, "backup/x", at_s);
+		cr_assert_str_eq(snapshots(&td, "backup/x"), "backup/x@s\n", "crash %d", crash);
+		checked(&td, "backup");
+	}
+	/* and the whole stream goes in after both */
+	COF_OK(s1, "receive backup/x");
+	reads_as(&td, "backup/x", read_to(&td, "tank/c@t", "at.t"));
+	checked(&td, "backup");
+	free(b);
+}
