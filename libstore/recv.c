@@ -947,7 +947,7 @@ int stor_recv_feed(struct stor_recv *r, const uint8_t *buf, size_t len)
 		return r->failed;
 	if (r->done && !len)
 		return 1;
-	if (r->done && !r->incr)
+	if (r->done && !(r->h.flags & STREAM_F_INCREMENTAL))
 		return after_end(r);
 	if (r->done)
 		next_stream(r);
@@ -982,7 +982,7 @@ int stor_recv_feed(struct stor_recv *r, const uint8_t *buf, size_t len)
 		if (ret == 1) {
 			if (!len)
 				return 1;
-			if (!r->incr)
+			if (!(r->h.flags & STREAM_F_INCREMENTAL))
 				return after_end(r);
 			next_stream(r);
 		}

@@ -307,7 +307,15 @@ static int plain_batch(struct stor_pool *p, struct stor_ds *h, struct stor_ds *f
 	buf = malloc(take * rs);
 	if (!buf)
 		return -ENOMEM;
-	ret = stor_ds_read(h, first * rs, buf, take * rs);
+	if (!f)
+		ret = stor_ds_read(h, first * rs, buf, take * rs);
+	/* an incremental reads only what it sends, a run at a time */
+	for (size_t i = 0, j; f && ret == 0 && i < take; i = j) {
+		for (j = i + 1; act[i] == SEND && j < take && act[j] == SEND; j++)
+			;
+		if (act[i] == SEND)
+			ret = stor_ds_read(h, (first + i) * rs, buf + i * rs, (j - i) * rs);
+	}
 	for (size_t i = 0; f && ret == 0 && i < take; i++)
 		if (act[i] == SEND && all_zero(buf + i * rs, rs))
 			act[i] = FREE;
