@@ -509,11 +509,9 @@ static int key_changed(struct stor_pool *p, const struct stor_ds *ds, const stru
 /*
  * Which of the target's snapshots the stream starts from, checked (admin
  * lock held): it must be there, the stream's snapshot not, and a raw
- * stream must be of this very dataset, under the same key. Whether the
- * target moved on since FROM in *@changed (newer snapshots, or the head).
+ * stream must be of this very dataset, under the same key.
  */
-static int check_target(struct stor_recv *r, struct stor_ds *ds, struct snap **from,
-			int *changed)
+static int check_target(struct stor_recv *r, struct stor_ds *ds, struct snap **from)
 {
 	struct stor_pool *p = r->p;
 	const struct stream_hdr *h = &r->h;
@@ -571,15 +569,33 @@ static int check_target(struct stor_recv *r, struct stor_ds *ds, struct snap **f
 			       (unsigned long long)h->volsize, (*from)->name);
 		return -EINVAL;
 	}
-	*changed = *from != newest || snap_head_changed(p, ds, *from);
+	return 0;
+}
+
+/* Has the target moved on since @from (newer snapshots, or its head)?
+ * Refused unless -F. Admin lock held, the target claimed, all committed. */
+static int check_unchanged(struct stor_recv *r, struct snap *from, int *changed)
+{
+	struct stor_ds *ds = r->ds;
+	int newer = from != ds->snaps[ds->nsnaps - 1];
+
+	*changed = newer || snap_head_changed(r->p, ds, from);
 	if (*changed && !(r->flags & STOR_FORCE)) {
-		pool_set_error(*from != newest ? "%s has snapshots newer than %s; use -F to roll "
-						 "it back"
-					       : "%s was changed since %s; use -F to roll it back",
-			       ds->name, (*from)->name);
+		pool_set_error(newer ? "%s has snapshots newer than %s; use -F to roll it back"
+				     : "%s was changed since %s; use -F to roll it back",
+			       ds->name, from->name);
 		return -EEXIST;
 	}
 	return 0;
+}
+
+/* Let go of a target nothing was changed in. */
+static void release(struct stor_recv *r)
+{
+	atomic_store(&r->ds->receiving, 0);
+	stor_ds_close(r->ds);
+	r->ds = NULL;
+	r->incr = 0;
 }
 
 /*
@@ -604,16 +620,14 @@ static int attach(struct stor_recv *r)
 			       "for the resilver", p->name);
 		return -EBUSY;
 	}
-	ret = txg_sync(p, 0); /* the checks read what is committed */
-	if (ret < 0)
-		return ret;
 	pthread_mutex_lock(&p->admin);
 	ds = ds_find_locked(p, r->name);
-	ret = ds ? check_target(r, ds, &from, &changed) : -ENOENT;
+	ret = ds ? check_target(r, ds, &from) : -ENOENT;
 	if (!ds)
 		pool_set_error("%s does not exist; an incremental stream goes onto the dataset "
 			       "that holds the snapshot it starts from", r->name);
 	if (ret == 0) {
+		/* no one opens it from here, so what is staged now is all there is */
 		snprintf(fromname, sizeof(fromname), "%s", from->name);
 		atomic_store(&ds->receiving, 1);
 		atomic_fetch_add(&ds->refs, 1);
@@ -623,12 +637,22 @@ static int attach(struct stor_recv *r)
 	pthread_mutex_unlock(&p->admin);
 	if (ret < 0)
 		return ret;
-	ret = mark(p, ds->id, RECV_INCR);
-	if (ret < 0) { /* nothing changed yet: let go of it */
-		atomic_store(&ds->receiving, 0);
-		stor_ds_close(ds);
-		r->ds = NULL;
-		r->incr = 0;
+	ret = txg_sync(p, 0); /* the check reads what is committed */
+	if (ret == 0) {
+		pthread_mutex_lock(&p->admin);
+		from = NULL;
+		for (size_t i = 0; i < ds->nsnaps; i++)
+			if (!strcmp(ds->snaps[i]->name, fromname))
+				from = ds->snaps[i];
+		ret = from ? check_unchanged(r, from, &changed) : -ENOENT;
+		if (!from)
+			pool_set_error("%s was destroyed as the receive began", fromname);
+		pthread_mutex_unlock(&p->admin);
+	}
+	if (ret == 0)
+		ret = mark(p, ds->id, RECV_INCR);
+	if (ret < 0) {
+		release(r);
 		return ret;
 	}
 	if (changed) {

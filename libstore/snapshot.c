@@ -853,8 +853,19 @@ int stor_snap_destroy(struct stor_pool *p, const char *name, unsigned flags)
 		ret = -ENOENT;
 		goto out;
 	}
-	for (size_t i = 0; i < p->nds; i++)
-		total += p->ds[i]->nsnaps;
+	/* an incremental going in rolls back to its newest snapshot if it fails */
+	for (size_t i = 0; i < p->nds; i++) {
+		struct stor_ds *d = p->ds[i];
+
+		if (atomic_load(&d->receiving) &&
+		    (d == top || ((flags & STOR_RECURSIVE) && !strncmp(d->name, dsname, len) &&
+				  d->name[len] == '/'))) {
+			pool_set_error("%s is being received; wait for the receive to end", d->name);
+			ret = -EBUSY;
+			goto out;
+		}
+		total += d->nsnaps;
+	}
 	c.s = calloc(total + 1, sizeof(*c.s));
 	c.ops = calloc(total + 1, sizeof(*c.ops));
 	if (!c.s || !c.ops) {

@@ -990,6 +990,11 @@ Test(send, an_incremental_cut_by_its_client_or_a_crash_is_rolled_back)
 
 	for (int crash = 0; crash < 2; crash++) {
 		pid = half_received(fifo, b, n, &wfd, busy);
+		/* nothing the rollback needs can go, or be added, meanwhile */
+		cr_assert_neq(cof(NULL, "destroy backup/x@s"), 0, "destroyed mid-receive");
+		cr_assert_neq(cof(NULL, "snapshot backup/x@mid"), 0, "a snapshot mid-receive");
+		cr_assert_neq(cof(NULL, "clone backup/x@s backup/y"), 0, "a clone mid-receive");
+		cr_assert_neq(cof(NULL, "rollback backup/x@s"), 0, "a rollback mid-receive");
 		if (crash) /* the daemon dies: the next import rolls it back */
 			crash_daemon();
 		kill(pid, SIGKILL);
