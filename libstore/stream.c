@@ -251,8 +251,8 @@ int stream_free_get(const uint8_t *in, const struct stream_hdr *h, uint64_t *fir
 	if (!(h->flags & STREAM_F_INCREMENTAL))
 		BAD(STOR_ECORRUPT, "a full send stream has no frees");
 	if (!*count || *first >= nrec || *count > nrec - *first)
-		BAD(STOR_ECORRUPT, "send stream frees records %llu+%llu beyond the volume",
-		    (unsigned long long)*first, (unsigned long long)*count);
+		BAD(STOR_ECORRUPT, "send stream frees %llu records from %llu: none, or past the "
+		    "volume's end", (unsigned long long)*count, (unsigned long long)*first);
 	return 0;
 }
 

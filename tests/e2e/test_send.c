@@ -526,17 +526,28 @@ Test(send, a_receive_cut_off_by_its_client_or_a_crash_leaves_nothing)
  * but not past the keys: a changed ciphertext fails its record's tag at
  * the read (the others read), a changed wrapped key fails the load-key.
  */
-static size_t reforge(uint8_t *b, size_t n, size_t flip_rec, size_t flip_at)
+static size_t reforge_as(uint8_t *b, size_t n, size_t flip_rec, size_t flip_at,
+			 const uint64_t *free_as)
 {
 	struct stream_hdr h;
 	struct stream_rec r;
-	uint64_t sum, chain, parts = 0;
+	uint64_t sum, chain, parts = 0, first, count;
 	size_t pos = STREAM_HDR_LEN;
 
 	cr_assert_eq(stream_hdr_get(b, &h, &sum), 0);
 	stream_hdr_put(&h, b, &sum);
 	chain = sum;
-	while (pos + 4 <= n && stream_kind(b + pos) == STREAM_REC) {
+	while (pos + 4 <= n && stream_kind(b + pos) != STREAM_END) {
+		if (stream_kind(b + pos) == STREAM_FREE) {
+			cr_assert_eq(stream_free_get(b + pos, &h, &first, &count, &sum), 0);
+			if (free_as) /* the first free becomes this one */
+				stream_free_put(free_as[0], free_as[1], b + pos, &sum);
+			free_as = NULL;
+			chain = stream_chain(chain, sum);
+			parts++;
+			pos += STREAM_FREE_LEN;
+			continue;
+		}
 		cr_assert_eq(stream_rec_get(b + pos, &h, &r), 0);
 		if (parts == flip_rec) {
 			b[pos + STREAM_REC_LEN + flip_at] ^= 0x01;
@@ -550,6 +561,11 @@ static size_t reforge(uint8_t *b, size_t n, size_t flip_rec, size_t flip_at)
 	cr_assert_eq(pos + STREAM_END_LEN, n, "the stream is records then its end");
 	stream_end_put(parts, chain, b + pos);
 	return parts;
+}
+
+static size_t reforge(uint8_t *b, size_t n, size_t flip_rec, size_t flip_at)
+{
+	return reforge_as(b, n, flip_rec, flip_at, NULL);
 }
 
 Test(send, a_raw_stream_forged_with_sound_checksums_fails_at_its_tags_and_its_key)
@@ -778,6 +794,21 @@ Test(send, a_refused_incremental_leaves_the_target_as_it_was)
 			cr_assert_neq(cof(bad, "receive backup/p"), 0, "%s: accepted", what);
 			cr_assert(strstr(out, "coffer: "), "%s: says why: %s", what, out);
 			unchanged(at_a, "backup/p@a\n", what);
+		}
+	}
+	/* sound checksums over a free out of bounds, or out of order */
+	{
+		const uint64_t frees[][2] = { { 100, 1000 }, { 128, 1 }, { 0, 1 }, { 64, 0 } };
+
+		for (size_t i = 0; i < sizeof(frees) / sizeof(frees[0]); i++) {
+			uint8_t *f = slurp(s1, &n);
+
+			reforge_as(f, n, SIZE_MAX, 0, frees[i]);
+			write_variant(bad, f, n);
+			free(f);
+			cr_assert_neq(cof(bad, "receive backup/p"), 0, "free %zu accepted", i);
+			cr_assert(strstr(out, "free"), "free %zu: %s", i, out);
+			unchanged(at_a, "backup/p@a\n", "a forged free");
 		}
 	}
 	free(b);
