@@ -608,7 +608,7 @@ static void release(struct stor_recv *r)
 static int attach(struct stor_recv *r)
 {
 	struct stor_pool *p = r->p;
-	int raw = !!(r->h.flags & STREAM_F_RAW), changed = 0, ret;
+	int raw = !!(r->h.flags & STREAM_F_RAW), changed = 0, prev, ret;
 	char fromname[STOR_NAME_MAX + 2];
 	struct stor_ds *ds;
 	struct snap *from;
@@ -649,21 +649,27 @@ static int attach(struct stor_recv *r)
 			pool_set_error("%s was destroyed as the receive began", fromname);
 		pthread_mutex_unlock(&p->admin);
 	}
+	/* the mark it had (RECV_MACS: a raw copy whose tree waits), kept if
+	 * the receive lets go of it before changing anything */
+	prev = ret == 0 ? mark_of(p, ds->id) : 0;
+	if (prev < 0)
+		ret = prev;
 	if (ret == 0)
 		ret = mark(p, ds->id, RECV_INCR);
+	if (ret == 0 && changed) {
+		unsigned nomacs = ds->suite && !atomic_load(&ds->keys) ? SNAP_NOMACS : 0;
+
+		/* refused (a newer snapshot has clones, say): nothing was rolled back */
+		ret = stor_snap_rollback(p, fromname, STOR_RECURSIVE | SNAP_HELD | nomacs);
+		if (ret < 0)
+			mark(p, ds->id, (unsigned)prev);
+		else if (nomacs)
+			atomic_store(&ds->macs_later, 1);
+	}
 	if (ret < 0) {
 		release(r);
 		return ret;
 	}
-	if (changed) {
-		unsigned nomacs = ds->suite && !atomic_load(&ds->keys) ? SNAP_NOMACS : 0;
-
-		ret = stor_snap_rollback(p, fromname, STOR_RECURSIVE | SNAP_HELD | nomacs);
-		if (nomacs)
-			atomic_store(&ds->macs_later, 1);
-	}
-	if (ret < 0)
-		return ret;
 	if (raw) {
 		/* the raw pointers carry no MAC: the tree is built at the end */
 		atomic_store(&ds->macs_later, 1);

@@ -832,6 +832,14 @@ Test(send, a_refused_incremental_leaves_the_target_as_it_was)
 	COF_OK(NULL, "snapshot backup/p@local");
 	cr_assert_neq(cof(s2, "receive backup/p"), 0);
 	cr_assert(strstr(out, "newer"), "%s", out);
+	/* one with a clone stays, and so does everything else of the target */
+	scribble(&td, "backup/p", "8K", 8 << 10);
+	snprintf(mod, sizeof(mod), "%s", read_to(&td, "backup/p", "mod"));
+	COF_OK(NULL, "clone backup/p@local backup/cl");
+	cr_assert_neq(cof(s2, "receive -F backup/p"), 0);
+	cr_assert(strstr(out, "clones"), "%s", out);
+	unchanged(mod, "backup/p@a\nbackup/p@b\nbackup/p@local\n", "-F refused by a clone");
+	COF_OK(NULL, "destroy backup/cl");
 	COF_OK(s2, "receive -F backup/p");
 	cr_assert_str_eq(snapshots(&td, "backup/p"), "backup/p@a\nbackup/p@b\nbackup/p@c\n");
 	reads_as(&td, "backup/p", read_to(&td, "tank/p@c", "want.c"));
