@@ -9,6 +9,13 @@
  * dataset, no space, `pool check` clean). Non-raw streams of clear and
  * encrypted datasets carry plaintext; received under an encrypted parent
  * they are encrypted with its key. -F replaces a dataset, and no -F refuses.
+ * Incrementals (send -i, -I): the copy reads as the source's snapshot, the
+ * discarded records as zeros, with every snapshot received; a raw one goes
+ * in with no key on either side and loads with the original passphrase,
+ * with no (salt, nonce) pair twice in the copy's pointers. Each refusal
+ * (another FROM, a changed target without -F, a change-key on either side,
+ * a cut, flipped or forged stream, a client or daemon killed mid-stream)
+ * leaves the target as it was, snapshots included.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
