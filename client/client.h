@@ -49,10 +49,17 @@ int coffer_call_data(struct coffer_conn *c, const char *cmd, json_t *args, const
 
 /**
  * Write the send stream of snapshot @snap (DATASET@NAME; @raw: zfs send -w)
- * to @fd, chunk by chunk. @return 0, or a negative status with @err
+ * to @fd, chunk by chunk; with @from (DATASET@FROM, else NULL) the
+ * incremental from it (zfs send -i). @return 0, or a negative status with @err
  */
-int coffer_send_stream(struct coffer_conn *c, const char *snap, int raw, int fd, char *err,
-		       size_t errlen);
+int coffer_send_stream(struct coffer_conn *c, const char *snap, const char *from, int raw, int fd,
+		       char *err, size_t errlen);
+/**
+ * zfs send -I: the incremental streams from @from over every snapshot of
+ * the dataset between, to @snap, one after another. @return as above
+ */
+int coffer_send_package(struct coffer_conn *c, const char *snap, const char *from, int raw, int fd,
+			char *err, size_t errlen);
 /**
  * Receive the send stream read from @fd into dataset @name (@force: -F,
  * replace it), chunk by chunk; a stream that fails leaves nothing.

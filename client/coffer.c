@@ -1858,27 +1858,48 @@ static int cmd_rollback(int argc, char **argv)
 static int cmd_send(int argc, char **argv)
 {
 	struct coffer_conn *c;
-	char err[1024];
-	int opt, raw = 0, ret;
+	char err[1024], from[512];
+	const char *fromarg = NULL;
+	int opt, raw = 0, all = 0, ret;
+	size_t dlen;
 
 	while ((opt = getopt(argc, argv, "wi:I:")) != -1) {
-		if (opt == 'w')
+		if (opt == 'w') {
 			raw = 1;
-		else if (opt == 'i' || opt == 'I')
-			die("send -%c: incremental streams are not made by this coffer yet; send the "
-			    "full stream", opt);
-		else
+		} else if (opt == 'i' || opt == 'I') {
+			if (fromarg)
+				die("send: give one of -i and -I, once");
+			fromarg = optarg;
+			all = opt == 'I';
+		} else {
 			usage_exit();
+		}
 	}
 	if (argc - optind != 1)
 		usage_exit();
 	if (!strchr(argv[optind], '@'))
 		die("send: '%s' is no snapshot; send DATASET@NAME", argv[optind]);
+	/* -i @FROM or -i DATASET@FROM, as zfs send: FROM is of the same dataset */
+	dlen = strcspn(argv[optind], "@");
+	if (fromarg) {
+		const char *at = strchr(fromarg, '@');
+
+		if (!at || (at != fromarg && ((size_t)(at - fromarg) != dlen ||
+					      strncmp(fromarg, argv[optind], dlen))))
+			die("send -%c: '%s' is not a snapshot of %.*s; give @FROM or %.*s@FROM",
+			    all ? 'I' : 'i', fromarg, (int)dlen, argv[optind], (int)dlen,
+			    argv[optind]);
+		if ((size_t)snprintf(from, sizeof(from), "%.*s%s", (int)dlen, argv[optind], at) >=
+		    sizeof(from))
+			die("send: '%s' is too long a name", fromarg);
+	}
 	if (isatty(STDOUT_FILENO))
 		die("%s: send: standard output is a terminal; redirect it to a file or a pipe",
 		    argv[optind]);
 	c = conn_open();
-	ret = coffer_send_stream(c, argv[optind], raw, STDOUT_FILENO, err, sizeof(err));
+	ret = all ? coffer_send_package(c, argv[optind], from, raw, STDOUT_FILENO, err, sizeof(err))
+		  : coffer_send_stream(c, argv[optind], fromarg ? from : NULL, raw, STDOUT_FILENO,
+				       err, sizeof(err));
 	if (ret < 0) {
 		*strchr(argv[optind], '@') = '\0'; /* what to load a key for */
 		die_call(ret, argv[optind], err);
@@ -3495,13 +3516,16 @@ static const struct cmd cmds[] = {
 	  "  -o keyformat=raw|hex|passphrase\n"
 	  "  -o keylocation=prompt|file:///path|https://URL\n"
 	  "  -o pbkdf2iters=N" },
-	{ "send", cmd_send, "[-w] DATASET@SNAP > STREAM",
+	{ "send", cmd_send, "[-w] [-i @FROM | -I @FROM] DATASET@SNAP > STREAM",
 	  "Write the stream of snapshot DATASET@SNAP to standard output, for 'coffer receive'.\n"
-	  "  -w  raw: the records as stored, encrypted, with the wrapped key; no key needed,\n"
-	  "      and the copy loads with the original key" },
+	  "  -w        raw: the records as stored, encrypted, with the wrapped key; no key\n"
+	  "            needed, and the copy loads with the original key\n"
+	  "  -i @FROM  incremental: only what changed since the earlier snapshot FROM\n"
+	  "  -I @FROM  incremental over every snapshot between FROM and SNAP, each one sent" },
 	{ "receive", cmd_receive, "[-F] [-u] DATASET < STREAM",
-	  "Make DATASET from a stream of 'coffer send'; a damaged or cut stream leaves nothing.\n"
-	  "  -F  replace DATASET if it exists\n"
+	  "Make DATASET and its snapshot from a stream of 'coffer send', or apply an\n"
+	  "incremental to it; a damaged or cut stream leaves it as it was.\n"
+	  "  -F  replace DATASET if it exists; an incremental: roll it back to FROM first\n"
 	  "  -u  accepted for zfs receive; nothing is exported on receive" },
 	{ "recv", cmd_receive, "[-F] [-u] DATASET < STREAM",
 	  "The same as receive." },

@@ -5,7 +5,10 @@
  * so memory stays at one chunk whatever the stream's size.
  *
  * send hands back the cursor each reply carries and writes each chunk out
- * until the cursor says done. receive reads the stream in chunks, sends
+ * until the cursor says done. send -I is made here: the snapshots between
+ * FROM and the one named, from the daemon's list in txg order, and one
+ * incremental stream for each step, one after another (libstore/stream.h:
+ * a package). receive reads the stream in chunks, sends
  * each, and at end of file asks whether the stream ended whole; a short
  * read or an early end is the daemon's to refuse, not ours to guess.
  */
@@ -36,8 +39,8 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 	return 0;
 }
 
-int coffer_send_stream(struct coffer_conn *c, const char *snap, int raw, int fd, char *err,
-		       size_t errlen)
+int coffer_send_stream(struct coffer_conn *c, const char *snap, const char *from, int raw, int fd,
+		       char *err, size_t errlen)
 {
 	json_t *cursor = NULL;
 	int ret = 0, done = 0;
@@ -49,6 +52,8 @@ int coffer_send_stream(struct coffer_conn *c, const char *snap, int raw, int fd,
 
 		if (!args)
 			return -ENOMEM;
+		if (from)
+			json_object_set_new(args, "from", json_string(from));
 		if (cursor)
 			json_object_set_new(args, "cursor", cursor);
 		cursor = NULL;
@@ -70,6 +75,75 @@ int coffer_send_stream(struct coffer_conn *c, const char *snap, int raw, int fd,
 		}
 	}
 	json_decref(cursor);
+	return ret;
+}
+
+struct snap_at {
+	const char *name;
+	json_int_t txg;
+};
+
+static int by_txg(const void *a, const void *b)
+{
+	const struct snap_at *x = a, *y = b;
+
+	return (x->txg > y->txg) - (x->txg < y->txg);
+}
+
+/* The createtxg of a list reply's dataset object, or -1. */
+static json_int_t createtxg(json_t *d)
+{
+	const char *v = json_string_value(
+		json_object_get(json_object_get(json_object_get(d, "props"), "createtxg"), "value"));
+
+	return v ? (json_int_t)strtoll(v, NULL, 10) : -1;
+}
+
+int coffer_send_package(struct coffer_conn *c, const char *snap, const char *from, int raw, int fd,
+			char *err, size_t errlen)
+{
+	size_t dlen = strcspn(snap, "@"), n = 0, i;
+	char *ds = strndup(snap, dlen);
+	json_t *args, *reply = NULL, *arr, *d;
+	struct snap_at *v = NULL, lo = { 0 }, hi = { 0 };
+	int ret;
+
+	if (!ds)
+		return -ENOMEM;
+	args = json_pack("{s:[s], s:b, s:s, s:b, s:b, s:s}", "props", "createtxg", "recursive", 0,
+			 "type", "snapshot", "sources", 1, "rows", 0, "name", ds);
+	ret = args ? coffer_call(c, "ds_list", args, &reply, err, errlen) : -ENOMEM;
+	json_decref(args);
+	arr = json_object_get(reply, "datasets");
+	if (ret == 0 && !(v = calloc(json_array_size(arr) + 1, sizeof(*v))))
+		ret = -ENOMEM;
+	json_array_foreach(arr, i, d) {
+		const char *name = json_string_value(json_object_get(d, "name"));
+
+		if (ret < 0 || !name || strncmp(name, snap, dlen + 1))
+			continue; /* only DATASET's own snapshots */
+		v[n++] = (struct snap_at){ name, createtxg(d) };
+		if (!strcmp(name, from))
+			lo = v[n - 1];
+		if (!strcmp(name, snap))
+			hi = v[n - 1];
+	}
+	if (ret == 0 && (!lo.name || !hi.name || lo.txg >= hi.txg)) {
+		snprintf(err, errlen, "send -I: %s is not an earlier snapshot of %s", from, ds);
+		ret = -EINVAL;
+	}
+	/* FROM..S1, S1..S2, ..., Sn..SNAP: each snapshot between, in txg order */
+	if (ret == 0)
+		qsort(v, n, sizeof(*v), by_txg);
+	for (i = 0; ret == 0 && i < n; i++) {
+		if (v[i].txg <= lo.txg || v[i].txg > hi.txg)
+			continue;
+		ret = coffer_send_stream(c, v[i].name, lo.name, raw, fd, err, errlen);
+		lo = v[i];
+	}
+	free(v);
+	json_decref(reply);
+	free(ds);
 	return ret;
 }
 

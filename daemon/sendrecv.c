@@ -90,7 +90,7 @@ static json_t *hex(uint64_t v)
 int h_send(struct hcall *c)
 {
 	struct stor_send_cursor cur = { 0 };
-	json_t *jc = json_object_get(c->args, "cursor");
+	json_t *jc = json_object_get(c->args, "cursor"), *from;
 	uint8_t *buf;
 	size_t len = 0;
 	int ret = 0, raw;
@@ -109,6 +109,8 @@ int h_send(struct hcall *c)
 			ret = get_hex(jc, "parts", &cur.parts);
 		if (ret == 0)
 			ret = get_hex(jc, "guid", &cur.guid);
+		if (ret == 0)
+			ret = get_hex(jc, "from_guid", &cur.from_guid);
 		if (ret < 0)
 			ERR_TEXT(c, -EINVAL, "send: a bad cursor");
 	}
@@ -116,17 +118,23 @@ int h_send(struct hcall *c)
 	if (!buf)
 		return -ENOMEM;
 	raw = json_is_true(json_object_get(c->args, "raw"));
-	ret = stor_send_chunk(c->pool, c->name, raw ? STOR_SEND_RAW : 0, &cur, buf, SEND_CHUNK,
-			      &len);
+	from = json_object_get(c->args, "from");
+	if (from && (!json_is_string(from) || strlen(json_string_value(from)) > PROTO_NAME_MAX)) {
+		free(buf);
+		ERR_TEXT(c, -EINVAL, "send: a bad snapshot to start from");
+	}
+	ret = stor_send_chunk(c->pool, c->name, from ? json_string_value(from) : NULL,
+			      raw ? STOR_SEND_RAW : 0, &cur, buf, SEND_CHUNK, &len);
 	if (ret < 0) {
 		if (!raw) /* a plain stream's records are plaintext */
 			explicit_bzero(buf, SEND_CHUNK);
 		free(buf);
 		return fail(c, ret, "send");
 	}
-	c->reply = json_pack("{s:{s:o, s:o, s:o, s:o, s:i}}", "cursor", "next", hex(cur.next),
-			     "chain", hex(cur.chain), "parts", hex(cur.parts), "guid",
-			     hex(cur.guid), "state", cur.state);
+	c->reply = json_pack("{s:{s:o, s:o, s:o, s:o, s:o, s:i}}", "cursor", "next",
+			     hex(cur.next), "chain", hex(cur.chain), "parts", hex(cur.parts),
+			     "guid", hex(cur.guid), "from_guid", hex(cur.from_guid), "state",
+			     cur.state);
 	if (!c->reply) {
 		if (!raw)
 			explicit_bzero(buf, len);
@@ -174,9 +182,10 @@ int h_receive(struct hcall *c)
 		}
 	}
 	if (ret == 0 && c->data_len) {
+		/* a package: whole after each of its streams, not in between */
 		ret = stor_recv_feed(s->r, c->data, c->data_len);
-		if (ret == 1)
-			s->complete = 1;
+		if (ret >= 0)
+			s->complete = ret == 1;
 	}
 	if (ret >= 0 && end && !s->complete) {
 		snprintf(c->err, sizeof(c->err),

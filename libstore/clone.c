@@ -90,6 +90,10 @@ int stor_ds_clone(struct stor_pool *p, const char *origin, const char *name,
 	if (!S) {
 		pool_set_error("%s: no such snapshot", origin);
 		ret = -ENOENT;
+	} else if (atomic_load(&S->ds->receiving)) {
+		/* a receive that fails rolls its dataset back past what it made */
+		pool_set_error("%s is being received; wait for the receive to end", S->ds->name);
+		ret = -EBUSY;
 	} else {
 		ret = ds_create_locked(p, name, &o, S, NULL);
 	}

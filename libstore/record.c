@@ -1040,7 +1040,8 @@ int record_write_stored(struct stor_ds *ds, size_t n, const uint64_t *recnos,
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++)
-		recs[i] = (struct rec){ .io = &io, .ds = ds, .recno = recnos[i], .kind = REC_WRITE,
+		recs[i] = (struct rec){ .io = &io, .ds = ds, .recno = recnos[i],
+					.kind = bufs[i] ? REC_WRITE : REC_HOLE,
 					.bp = bps[i], .buf = bufs[i], .rlen = ds->recsize };
 	lock_stripes(p, recs, n, held);
 	slot = txg_read_enter(p);

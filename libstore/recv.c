@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * receive: a send stream (stream.h) into a new dataset, all or nothing.
+ * receive: a send stream (stream.h) into a new dataset, or an incremental
+ * onto the one it continues, all or nothing.
  *
  * - The stream is parsed part by part from chunks cut anywhere; a part is
  *   gathered in a buffer of one part at most (STREAM_PART_MAX), and raw
@@ -37,15 +38,58 @@
  *   A side of a mirror out of service at the start or the end of a raw
  *   receive fails it: a resilver copies what was born since the side went
  *   out, and these records were born elsewhere, earlier.
+ * - The snapshot: a receive ends by making the stream's snapshot, with the
+ *   stream's guid, in the commit that sets the mark to what it ends as
+ *   (snap_create_received), so the data and the snapshot come together or
+ *   not at all. A raw stream's snapshot takes the source's txg, so that its
+ *   records (the source's births) are exactly those born by it.
+ * - Incremental: onto the existing dataset, whose newest snapshot must be
+ *   the stream's FROM (its guid) and which must not have changed since (no
+ *   pointer born after FROM, none FROM keeps, the same volsize); -F rolls
+ *   it back to FROM first, newer snapshots too, as zfs receive -F does.
+ *   The dataset is claimed (receiving: no one else opens it or its
+ *   snapshots) and marked RECV_INCR before anything in it changes; records
+ *   and frees are staged on its head, so an overwrite keeps FROM's version
+ *   in FROM's table as any write does. A failure, a close before the end or
+ *   a crash (recv_cleanup at the import) rolls it back to its newest
+ *   snapshot, FROM, which frees everything the stream staged; nothing of
+ *   the stream stays and the snapshot was never made. Limit: with -F a
+ *   receive that then fails leaves the target at FROM, not as it was before
+ *   the rollback (zfs receives beside, into a clone; clone.c's clones of a
+ *   raw dataset would be sealed under another GUID).
+ * - A raw incremental is refused when the target is another dataset (its
+ *   GUID), its FROM was not received raw (its txg is not the stream's), or
+ *   its key changed on either side since FROM: the target's wrapped key and
+ *   key parameters must be the stream's. Applying records and a wrapped
+ *   key that disagree is where OpenZFS lost datasets (#12614, #12000): the
+ *   copy must stay openable by the one passphrase it was received with.
+ * - The MAC tree of a raw incremental is rebuilt from the pointers, as
+ *   after a full raw receive: the records come with no MAC (the sender has
+ *   no key), so the receive stages them with none (macs_later, which also
+ *   keeps txg.c from MACing FROM's kept pointers without a key) and ends
+ *   with the mark RECV_MACS; the first load-key builds the head's tree and
+ *   every snapshot table's (recv_build_macs). When the key is loaded on the
+ *   receiver the tree is built at once, in the commit after the snapshot's,
+ *   before the dataset is let go: nothing reads it in between (receiving),
+ *   and building under the loaded key is the same computation the next
+ *   load-key would make, on the same pointers, so it is no weaker; the
+ *   alternative, leaving a loaded key over a tree that does not verify,
+ *   would fail every read. The limit is the full receive's (stream.h): the
+ *   set of records is taken as received, now for each incremental too.
+ * - A package (-I) is its streams one after another: each is received as
+ *   above, on its own, and the next begins where one ends. Bytes after a
+ *   full stream are refused, and undo it, as before.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "bpmac.h"
 #include "hash.h"
 #include "meta.h"
+#include "snapshot.h"
 #include "store_impl.h"
 #include "stream.h"
 
@@ -61,6 +105,7 @@ struct stor_recv {
 	char tmp[STOR_NAME_MAX + 1]; /* -F over an existing dataset: the name received under */
 	struct stream_hdr h;
 	int have_hdr, done, failed;
+	int incr; /* r->ds is an incremental's target: a failure rolls it back */
 	uint64_t chain, parts, next; /* next: the lowest record number still allowed */
 	uint8_t *part;               /* the part being gathered */
 	size_t plen;
@@ -175,38 +220,62 @@ static int leaf_one(const void *key, size_t klen, const void *val, size_t vlen, 
 	return bpmac_leaf_xor(b->mk, recno, val, b->ch[b->n - 1].delta);
 }
 
-int recv_build_macs(struct stor_pool *p, struct stor_ds *ds, const struct mac_key *mk)
+/* Table @id's group MACs and root under @mk, from its pointers, in @t. */
+static int build_table(struct meta_txn *t, uint64_t id, const struct mac_key *mk)
 {
-	struct build b = { .id = ds->id, .mk = mk };
-	struct meta_txn *t = NULL;
+	struct build b = { .id = id, .mk = mk };
 	uint8_t prefix[8], *w = prefix;
+	int ret;
+
+	put_u64(&w, id);
+	ret = bpmac_forget(t, id); /* what an earlier tree left, if any */
+	if (ret == 0)
+		ret = meta_iter(t, META_BP, prefix, sizeof(prefix), 0, leaf_one, &b);
+	if (ret == 0)
+		ret = bpmac_root_init(t, id, mk);
+	if (ret == 0 && b.n)
+		ret = bpmac_apply(t, b.ch, b.n);
+	free(b.ch);
+	return b.clear ? STOR_EAUTH : ret;
+}
+
+int recv_build_macs(struct stor_pool *p, struct stor_ds *ds, const struct ds_keys *k)
+{
+	struct meta_txn *t = NULL;
 	int ret = meta_txn_begin(p->meta, &t);
 
 	if (ret < 0)
 		return ret;
-	put_u64(&w, ds->id);
-	ret = meta_iter(t, META_BP, prefix, sizeof(prefix), 0, leaf_one, &b);
-	if (ret == 0)
-		ret = bpmac_root_init(t, ds->id, mk);
-	if (ret == 0 && b.n)
-		ret = bpmac_apply(t, b.ch, b.n);
+	ret = build_table(t, ds->id, k->mac);
+	/* each snapshot's table under its own key (snapshot.c) */
+	for (size_t i = 0; i < ds->nsnaps && ret == 0; i++) {
+		struct snap *s = ds->snaps[i];
+		struct mac_key *mk = mac_key_new(k->master, s->guid, (unsigned)ds->suite);
+
+		ret = mk ? build_table(t, s->id, mk) : -ENOMEM;
+		mac_key_put(mk);
+	}
 	if (ret == 0)
 		ret = recv_mark_txn(t, ds->id, 0);
-	free(b.ch);
 	if (ret < 0) {
 		meta_txn_abort(t);
-		if (b.clear)
+		if (ret == STOR_EAUTH)
 			pool_set_error("dataset %s: a received block pointer is not encrypted",
 				       ds->name);
 		return ret;
 	}
-	return meta_txn_commit(t);
+	ret = meta_txn_commit(t);
+	/* what was verified under the old tree is verified again under the new */
+	if (ret == 0)
+		snap_drop_keys(ds);
+	return ret;
 }
 
 /* ---- cleanup ---- */
 
 struct leftovers {
 	uint64_t *ids;
+	unsigned *states;
 	size_t n;
 };
 
@@ -215,14 +284,18 @@ static int leftover_one(const void *key, size_t klen, const void *val, size_t vl
 	struct leftovers *l = ctx;
 	char hex[17];
 	uint64_t *ids;
+	unsigned *states, state = vlen == 1 ? *(const uint8_t *)val : 0;
 
-	if (vlen != 1 || *(const uint8_t *)val != RECV_RECEIVING ||
-	    klen != strlen(MARK_PREFIX) + 16)
+	if ((state != RECV_RECEIVING && state != RECV_INCR) || klen != strlen(MARK_PREFIX) + 16)
 		return 0;
 	ids = realloc(l->ids, (l->n + 1) * sizeof(*ids));
-	if (!ids)
+	if (ids)
+		l->ids = ids;
+	states = ids ? realloc(l->states, (l->n + 1) * sizeof(*states)) : NULL;
+	if (!states)
 		return -ENOMEM;
-	l->ids = ids;
+	l->states = states;
+	l->states[l->n] = state;
 	memcpy(hex, (const char *)key + strlen(MARK_PREFIX), 16);
 	hex[16] = '\0';
 	l->ids[l->n++] = strtoull(hex, NULL, 16);
@@ -248,6 +321,45 @@ static int discard(struct stor_pool *p, uint64_t id)
 	return ret < 0 && ret != -ENOENT ? ret : mark(p, id, 0);
 }
 
+/*
+ * Dataset @id, cut short while an incremental went in, back to its newest
+ * snapshot (the stream's FROM; the -F rollback, if any, is committed
+ * already). The rollback moves no MAC when the key is not loaded, or when
+ * the receive staged pointers without them (a raw one): the tree is then
+ * built again from the pointers, under the key now if it is loaded, else
+ * at the next load-key (RECV_MACS), as after a raw receive. The caller
+ * holds @held handles on it (0, or the receive's 1).
+ */
+static int undo_incr(struct stor_pool *p, uint64_t id, int held)
+{
+	char name[STOR_NAME_MAX + 2] = "";
+	struct stor_ds *ds;
+	struct ds_keys *k;
+	int ret = 0, nomacs;
+
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_id_locked(p, id);
+	if (ds && ds->nsnaps)
+		snprintf(name, sizeof(name), "%s", ds->snaps[ds->nsnaps - 1]->name);
+	k = ds ? atomic_load(&ds->keys) : NULL;
+	nomacs = ds && ds->suite && (!k || atomic_load(&ds->macs_later));
+	pthread_mutex_unlock(&p->admin);
+	if (!ds)
+		return mark(p, id, 0);
+	if (name[0])
+		ret = stor_snap_rollback(p, name, (held ? SNAP_HELD : 0) | (nomacs ? SNAP_NOMACS : 0));
+	if (ret == 0 && nomacs && k) {
+		pthread_mutex_lock(&p->admin);
+		ret = recv_build_macs(p, ds, k);
+		pthread_mutex_unlock(&p->admin);
+	} else if (ret == 0) {
+		ret = mark(p, id, nomacs ? RECV_MACS : 0);
+	}
+	atomic_store(&ds->macs_later, 0);
+	atomic_store(&ds->receiving, 0);
+	return ret;
+}
+
 int recv_cleanup(struct stor_pool *p)
 {
 	struct leftovers l = { 0 };
@@ -259,8 +371,9 @@ int recv_cleanup(struct stor_pool *p)
 	ret = meta_iter(t, META_POOL, MARK_PREFIX, strlen(MARK_PREFIX), 0, leftover_one, &l);
 	meta_rtxn_put(t);
 	for (size_t i = 0; i < l.n && ret == 0; i++)
-		ret = discard(p, l.ids[i]);
+		ret = l.states[i] == RECV_INCR ? undo_incr(p, l.ids[i], 0) : discard(p, l.ids[i]);
 	free(l.ids);
+	free(l.states);
 	return ret;
 }
 
@@ -276,7 +389,6 @@ int stor_recv_begin(struct stor_pool *p, const char *name, unsigned flags, struc
 {
 	struct stor_recv *r;
 	size_t plen = strlen(p->name);
-	int exists;
 
 	*out = NULL;
 	pool_clear_error();
@@ -284,13 +396,6 @@ int stor_recv_begin(struct stor_pool *p, const char *name, unsigned flags, struc
 	    name[plen] != '/') {
 		pool_set_error("receive needs a dataset of pool %s, POOL/NAME", p->name);
 		return STOR_EBADNAME;
-	}
-	pthread_mutex_lock(&p->admin);
-	exists = ds_find_locked(p, name) != NULL;
-	pthread_mutex_unlock(&p->admin);
-	if (exists && !(flags & STOR_FORCE)) {
-		pool_set_error("%s exists; use -F to replace it", name);
-		return -EEXIST;
 	}
 	r = calloc(1, sizeof(*r));
 	if (!r || !(r->part = malloc(STREAM_PART_MAX))) {
@@ -348,9 +453,14 @@ static int create(struct stor_recv *r)
 		return -EBUSY;
 	}
 	pthread_mutex_lock(&p->admin);
+	old = ds_find_locked(p, r->name);
+	if (old && !(r->flags & STOR_FORCE)) {
+		pool_set_error("%s exists; use -F to replace it", r->name);
+		ret = -EEXIST;
+	}
 	/* -F: received beside the dataset it replaces, which stays until the
 	 * stream is whole; one that could not be destroyed then is refused now */
-	if (r->flags & STOR_FORCE && (old = ds_find_locked(p, r->name))) {
+	if (old && r->flags & STOR_FORCE) {
 		uint32_t tag;
 		size_t n = strlen(r->name);
 
@@ -381,7 +491,190 @@ static int create(struct stor_recv *r)
 	if (ret < 0)
 		return ret;
 	if (r->h.flags & STREAM_F_RAW)
-		txg_advance(p, r->h.max_birth + 1);
+		txg_advance(p, r->h.to_txg + 1);
+	return 0;
+}
+
+/* Does the target's key differ from the stream's (a change-key since FROM,
+ * on either side)? Admin lock held. */
+static int key_changed(struct stor_pool *p, const struct stor_ds *ds, const struct stream_hdr *h)
+{
+	const struct stor_ds *root = ds_find_id_locked(p, ds->enc_root_id);
+
+	return root != ds || memcmp(ds->wrapped, h->wrapped, sizeof(h->wrapped)) ||
+	       root->keyformat != h->keyformat || root->iters != h->iters ||
+	       memcmp(root->salt, h->salt, sizeof(h->salt));
+}
+
+/*
+ * Which of the target's snapshots the stream starts from, checked (admin
+ * lock held): it must be there, the stream's snapshot not, and a raw
+ * stream must be of this very dataset, under the same key.
+ */
+static int check_target(struct stor_recv *r, struct stor_ds *ds, struct snap **from)
+{
+	struct stor_pool *p = r->p;
+	const struct stream_hdr *h = &r->h;
+	struct snap *newest = ds->nsnaps ? ds->snaps[ds->nsnaps - 1] : NULL;
+	size_t n = strlen(ds->name);
+
+	*from = NULL;
+	if (atomic_load(&ds->receiving) || atomic_load(&ds->refs) > 0) {
+		pool_set_error("%s is open or being received", ds->name);
+		return -EBUSY;
+	}
+	for (size_t i = 0; i < ds->nsnaps; i++) {
+		if (ds->snaps[i]->guid == h->from_guid)
+			*from = ds->snaps[i];
+		if (!strcmp(ds->snaps[i]->name + n + 1, h->snapname)) {
+			pool_set_error("%s@%s exists already", ds->name, h->snapname);
+			return -EEXIST;
+		}
+	}
+	if (!*from) {
+		pool_set_error("%s has no snapshot this incremental stream starts from (guid "
+			       "%016llx); its newest is %s", ds->name,
+			       (unsigned long long)h->from_guid, newest ? newest->name : "none");
+		return -ENOENT;
+	}
+	if (h->flags & STREAM_F_RAW) {
+		if (!ds->suite || ds->guid != h->guid) {
+			pool_set_error("%s is not this raw stream's dataset (guid %016llx here, "
+				       "%016llx in the stream)", ds->name,
+				       (unsigned long long)ds->guid, (unsigned long long)h->guid);
+			return -EINVAL;
+		}
+		if ((*from)->txg != h->from_txg) {
+			pool_set_error("%s was not received raw from this stream's source (txg %llu "
+				       "here, %llu in the stream)", (*from)->name,
+				       (unsigned long long)(*from)->txg,
+				       (unsigned long long)h->from_txg);
+			return -EINVAL;
+		}
+		if (key_changed(p, ds, h)) {
+			pool_set_error("%s: its key was changed since %s, here or on the source: "
+				       "its wrapped key or key parameters are not the stream's; a "
+				       "raw incremental needs the same key, send a full stream",
+				       ds->name, (*from)->name);
+			return -EPERM;
+		}
+	} else if (ds->suite && !atomic_load(&ds->keys)) {
+		pool_set_error("%s: its key is not loaded; load it to receive a plain stream",
+			       ds->name);
+		return STOR_ENOKEY;
+	}
+	if (h->recsize != ds->recsize || h->volsize != (*from)->volsize) {
+		pool_set_error("%s: the stream's recordsize %u or volsize %llu is not %s's; an "
+			       "incremental does not change them", ds->name, h->recsize,
+			       (unsigned long long)h->volsize, (*from)->name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Has the target moved on since @from (newer snapshots, or its head)?
+ * Refused unless -F. Admin lock held, the target claimed, all committed. */
+static int check_unchanged(struct stor_recv *r, struct snap *from, int *changed)
+{
+	struct stor_ds *ds = r->ds;
+	int newer = from != ds->snaps[ds->nsnaps - 1];
+
+	*changed = newer || snap_head_changed(r->p, ds, from);
+	if (*changed && !(r->flags & STOR_FORCE)) {
+		pool_set_error(newer ? "%s has snapshots newer than %s; use -F to roll it back"
+				     : "%s was changed since %s; use -F to roll it back",
+			       ds->name, from->name);
+		return -EEXIST;
+	}
+	return 0;
+}
+
+/* Let go of a target nothing was changed in. */
+static void release(struct stor_recv *r)
+{
+	atomic_store(&r->ds->receiving, 0);
+	stor_ds_close(r->ds);
+	r->ds = NULL;
+	r->incr = 0;
+}
+
+/*
+ * An incremental's header is checked: its target takes it. The target is
+ * claimed (receiving, a handle of ours) and marked RECV_INCR before
+ * anything changes in it, so a failure, a close before the end or a crash
+ * rolls it back to FROM (undo_incr); with -F a target that moved on is
+ * rolled back to FROM first, as zfs receive -F does.
+ */
+static int attach(struct stor_recv *r)
+{
+	struct stor_pool *p = r->p;
+	int raw = !!(r->h.flags & STREAM_F_RAW), changed = 0, prev, ret;
+	char fromname[STOR_NAME_MAX + 2];
+	struct stor_ds *ds;
+	struct snap *from;
+
+	if (!p)
+		return 0;
+	if (raw && !sides_sound(p)) {
+		pool_set_error("a mirror side of pool %s is out of service; a raw receive waits "
+			       "for the resilver", p->name);
+		return -EBUSY;
+	}
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_locked(p, r->name);
+	ret = ds ? check_target(r, ds, &from) : -ENOENT;
+	if (!ds)
+		pool_set_error("%s does not exist; an incremental stream goes onto the dataset "
+			       "that holds the snapshot it starts from", r->name);
+	if (ret == 0) {
+		/* no one opens it from here, so what is staged now is all there is */
+		snprintf(fromname, sizeof(fromname), "%s", from->name);
+		atomic_store(&ds->receiving, 1);
+		atomic_fetch_add(&ds->refs, 1);
+		r->ds = ds;
+		r->incr = 1;
+	}
+	pthread_mutex_unlock(&p->admin);
+	if (ret < 0)
+		return ret;
+	ret = txg_sync(p, 0); /* the check reads what is committed */
+	if (ret == 0) {
+		pthread_mutex_lock(&p->admin);
+		from = NULL;
+		for (size_t i = 0; i < ds->nsnaps; i++)
+			if (!strcmp(ds->snaps[i]->name, fromname))
+				from = ds->snaps[i];
+		ret = from ? check_unchanged(r, from, &changed) : -ENOENT;
+		if (!from)
+			pool_set_error("%s was destroyed as the receive began", fromname);
+		pthread_mutex_unlock(&p->admin);
+	}
+	/* the mark it had (RECV_MACS: a raw copy whose tree waits), kept if
+	 * the receive lets go of it before changing anything */
+	prev = ret == 0 ? mark_of(p, ds->id) : 0;
+	if (prev < 0)
+		ret = prev;
+	if (ret == 0)
+		ret = mark(p, ds->id, RECV_INCR);
+	if (ret == 0 && changed) {
+		unsigned nomacs = ds->suite && !atomic_load(&ds->keys) ? SNAP_NOMACS : 0;
+
+		/* refused (a newer snapshot has clones, say): nothing was rolled back */
+		ret = stor_snap_rollback(p, fromname, STOR_RECURSIVE | SNAP_HELD | nomacs);
+		if (ret < 0)
+			mark(p, ds->id, (unsigned)prev);
+		else if (nomacs)
+			atomic_store(&ds->macs_later, 1);
+	}
+	if (ret < 0) {
+		release(r);
+		return ret;
+	}
+	if (raw) {
+		/* the raw pointers carry no MAC: the tree is built at the end */
+		atomic_store(&ds->macs_later, 1);
+		txg_advance(p, r->h.to_txg + 1);
+	}
 	return 0;
 }
 
@@ -427,6 +720,105 @@ static int take_record(struct stor_recv *r, const uint8_t *payload)
 	return r->nb == RECV_BATCH || r->nbytes >= RECV_BATCH_BYTES ? flush_raw(r) : 0;
 }
 
+struct present {
+	uint64_t id, end, *recnos;
+	size_t n, cap;
+};
+
+static int present_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
+{
+	struct present *pr = ctx;
+	const uint8_t *k = key;
+	uint64_t id, recno;
+	uint64_t *a;
+
+	(void)val, (void)vlen;
+	if (klen != BP_KEY_LEN)
+		return STOR_ECORRUPT;
+	id = get_u64(&k);
+	recno = get_u64(&k);
+	if (id != pr->id || recno >= pr->end)
+		return 1; /* past the range */
+	a = array_grow(pr->recnos, pr->n, &pr->cap, sizeof(*a), 256);
+	if (!a)
+		return -ENOMEM;
+	pr->recnos = a;
+	pr->recnos[pr->n++] = recno;
+	return 0;
+}
+
+/*
+ * A free of records [first, first + count): each one the target holds
+ * becomes a hole. Only those it holds are looked at (its committed
+ * pointers in the range: the stream's own records come in a strictly
+ * increasing order, so none of them is in it), never every number of the
+ * range, which the stream's count could make as large as the volume.
+ */
+static int take_free(struct stor_recv *r, uint64_t first, uint64_t count)
+{
+	struct present pr = { .id = r->ds ? r->ds->id : 0, .end = first + count };
+	struct meta_txn *t = NULL;
+	uint8_t from[BP_KEY_LEN];
+	int ret;
+
+	if (!r->p)
+		return 0;
+	bp_key(r->ds->id, first, from);
+	ret = meta_rtxn_get(r->p->meta, &t);
+	if (ret < 0)
+		return ret;
+	ret = meta_iter_from(t, META_BP, from, sizeof(from), present_one, &pr);
+	meta_rtxn_put(t);
+	for (size_t i = 0; i < pr.n && ret >= 0; i++) {
+		if (!(r->h.flags & STREAM_F_RAW)) {
+			ret = stor_ds_discard(r->ds, pr.recnos[i] * r->h.recsize, r->h.recsize);
+			continue;
+		}
+		r->recnos[r->nb] = pr.recnos[i];
+		r->bps[r->nb] = (struct bp){ .flags = BP_F_HOLE };
+		r->bufs[r->nb++] = NULL; /* record_write_stored: a hole */
+		ret = r->nb == RECV_BATCH ? flush_raw(r) : 0;
+	}
+	free(pr.recnos);
+	return ret < 0 ? ret : 0;
+}
+
+/* The snapshot the stream names, in the commit that sets the mark to
+ * @mark (its state once received). */
+static int make_snapshot(struct stor_recv *r, unsigned mark)
+{
+	struct snap_recv as = { .guid = r->h.to_guid,
+				.txg = r->h.flags & STREAM_F_RAW ? r->h.to_txg : 0,
+				.nomacs = atomic_load(&r->ds->macs_later) ||
+					  (r->h.flags & STREAM_F_RAW && !r->incr),
+				.mark_id = r->ds->id, .mark = mark };
+
+	return snap_create_received(r->p, r->ds, r->h.snapname, &as);
+}
+
+/* An incremental is in: its snapshot, and the MAC tree if it waits. */
+static int finish_incr(struct stor_recv *r)
+{
+	struct stor_pool *p = r->p;
+	struct stor_ds *ds = r->ds;
+	int later = atomic_load(&ds->macs_later), ret;
+	struct ds_keys *k;
+
+	ret = make_snapshot(r, later ? RECV_MACS : 0);
+	if (ret < 0)
+		return ret;
+	/* from here the receive is done, whatever the tree does */
+	r->done = 1;
+	pthread_mutex_lock(&p->admin);
+	k = atomic_load(&ds->keys);
+	if (later && k)
+		ret = recv_build_macs(p, ds, k);
+	pthread_mutex_unlock(&p->admin);
+	atomic_store(&ds->macs_later, 0);
+	atomic_store(&ds->receiving, 0);
+	return ret < 0 ? ret : 1;
+}
+
 /* The stream is whole: write what is left, commit, clear the mark. */
 static int finish(struct stor_recv *r)
 {
@@ -445,14 +837,17 @@ static int finish(struct stor_recv *r)
 			       p->name);
 		ret = -EIO;
 	}
+	if (ret == 0 && r->incr)
+		return finish_incr(r);
 	if (ret == 0 && r->tmp[0]) {
 		/* the stream is whole: now the dataset it replaces goes */
 		ret = stor_ds_destroy(p, r->name, 0);
 		if (ret == 0 || ret == -ENOENT)
-			ret = ds_rename_received(p, r->ds, r->name, raw ? RECV_MACS : 0);
-	} else if (ret == 0) {
-		ret = mark(p, r->ds->id, raw ? RECV_MACS : 0);
+			ret = ds_rename_received(p, r->ds, r->name, RECV_RECEIVING);
 	}
+	/* its snapshot, and the mark it ends with, in one commit */
+	if (ret == 0)
+		ret = make_snapshot(r, raw ? RECV_MACS : 0);
 	if (ret < 0)
 		return ret;
 	atomic_store(&r->ds->receiving, 0);
@@ -463,13 +858,13 @@ static int finish(struct stor_recv *r)
 /* One whole part is in r->part (r->plen bytes). */
 static int part_done(struct stor_recv *r)
 {
-	uint64_t sum, parts, chain;
+	uint64_t sum, parts, chain, first, count;
 	int ret;
 
 	if (!r->have_hdr) {
 		ret = stream_hdr_get(r->part, &r->h, &sum);
 		if (ret == 0)
-			ret = create(r);
+			ret = r->h.flags & STREAM_F_INCREMENTAL ? attach(r) : create(r);
 		if (ret < 0)
 			return ret;
 		r->have_hdr = 1;
@@ -490,6 +885,19 @@ static int part_done(struct stor_recv *r)
 		r->chain = stream_chain(r->chain, sum);
 		r->parts++;
 		return take_record(r, r->part + STREAM_REC_LEN);
+	case STREAM_FREE:
+		ret = stream_free_get(r->part, &r->h, &first, &count, &sum);
+		if (ret == 0 && first < r->next) {
+			pool_set_error("send stream free of record %llu is out of order",
+				       (unsigned long long)first);
+			ret = STOR_ECORRUPT;
+		}
+		if (ret < 0)
+			return ret;
+		r->next = first + count;
+		r->chain = stream_chain(r->chain, sum);
+		r->parts++;
+		return take_free(r, first, count);
 	case STREAM_END:
 		ret = stream_end_get(r->part, &parts, &chain);
 		if (ret == 0 && (parts != r->parts || chain != r->chain)) {
@@ -528,12 +936,36 @@ static int part_size(struct stor_recv *r, size_t *need)
 		*need = STREAM_END_LEN;
 		return 0;
 	case STREAM_FREE:
-		pool_set_error("a full send stream has no frees");
-		return STOR_ECORRUPT;
+		if (!(r->h.flags & STREAM_F_INCREMENTAL)) {
+			pool_set_error("a full send stream has no frees");
+			return STOR_ECORRUPT;
+		}
+		*need = STREAM_FREE_LEN;
+		return 0;
 	default:
 		pool_set_error("send stream has a part of unknown kind %u", stream_kind(r->part));
 		return STOR_ECORRUPT;
 	}
+}
+
+/* Bytes after a full stream: not the stream it claimed to be, undone on close. */
+static int after_end(struct stor_recv *r)
+{
+	r->done = 0;
+	pool_set_error("send stream goes on after its end");
+	return fail(r, STOR_ECORRUPT);
+}
+
+/* An incremental came whole and more follows: the next stream of a package
+ * (stream.h), received on its own into the same name. */
+static void next_stream(struct stor_recv *r)
+{
+	stor_ds_close(r->ds);
+	r->ds = NULL;
+	r->tmp[0] = '\0';
+	r->have_hdr = r->done = r->incr = 0;
+	r->chain = r->parts = r->next = 0;
+	r->plen = 0;
 }
 
 int stor_recv_feed(struct stor_recv *r, const uint8_t *buf, size_t len)
@@ -543,13 +975,12 @@ int stor_recv_feed(struct stor_recv *r, const uint8_t *buf, size_t len)
 	pool_clear_error();
 	if (r->failed)
 		return r->failed;
-	if (r->done) {
-		if (!len)
-			return 1;
-		r->done = 0; /* not the stream it claimed to be: undone on close */
-		pool_set_error("send stream goes on after its end");
-		return fail(r, STOR_ECORRUPT);
-	}
+	if (r->done && !len)
+		return 1;
+	if (r->done && !(r->h.flags & STREAM_F_INCREMENTAL))
+		return after_end(r);
+	if (r->done)
+		next_stream(r);
 	while (len) {
 		size_t need, n;
 
@@ -579,12 +1010,11 @@ int stor_recv_feed(struct stor_recv *r, const uint8_t *buf, size_t len)
 		if (ret < 0)
 			return fail(r, ret);
 		if (ret == 1) {
-			if (len) {
-				r->done = 0;
-				pool_set_error("send stream goes on after its end");
-				return fail(r, STOR_ECORRUPT);
-			}
-			return 1;
+			if (!len)
+				return 1;
+			if (!(r->h.flags & STREAM_F_INCREMENTAL))
+				return after_end(r);
+			next_stream(r);
 		}
 	}
 	return 0;
@@ -599,15 +1029,21 @@ void stor_recv_close(struct stor_recv *r)
 	if (r->ds) {
 		uint64_t id = r->ds->id;
 
-		stor_ds_close(r->ds);
 		if (!r->done) {
 			char why[512];
 
 			/* the reason the receive failed stays the one the caller sees */
 			snprintf(why, sizeof(why), "%s", stor_pool_last_error());
-			discard(r->p, id);
+			if (r->incr) {
+				undo_incr(r->p, id, 1);
+			} else {
+				stor_ds_close(r->ds);
+				discard(r->p, id);
+			}
 			pool_set_error("%s", why);
 		}
+		if (r->done || r->incr)
+			stor_ds_close(r->ds);
 	}
 	free(r->part);
 	free(r);

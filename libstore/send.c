@@ -10,6 +10,12 @@
  * Which records: every record the snapshot sees, in record order, by
  * snapshot.c's rule (the head's pointer if born at or before the
  * snapshot's txg, else the newest kept one that is); a hole is not sent.
+ * An incremental from an earlier snapshot FROM of the same dataset sends
+ * the records whose version was born after FROM's txg, and frees those
+ * FROM held that are holes now (classify): the same walk over every record
+ * number, with one more lookup for a hole, so it costs what a full send's
+ * walk does, and only what changed is read and sent. -I is the client's:
+ * an incremental for each snapshot between, one after another (stream.h).
  *
  * Raw (STOR_SEND_RAW): the stored bytes as they are and the pointer fields
  * that open them, read with no key: the pointers are looked up, not opened,
@@ -44,8 +50,8 @@ static void chained(struct stor_send_cursor *cur, uint64_t sum)
 	cur->parts++;
 }
 
-static int header(struct stor_pool *p, struct stor_ds *h, unsigned raw, uint8_t *out,
-		  struct stor_send_cursor *cur)
+static int header(struct stor_pool *p, struct stor_ds *h, struct stor_ds *f, unsigned raw,
+		  uint8_t *out, struct stor_send_cursor *cur)
 {
 	struct stor_ds *ds = h->head;
 	struct stream_hdr sh = { .guid = ds->guid, .to_guid = h->snap->guid, .to_txg = h->snap->txg,
@@ -56,6 +62,11 @@ static int header(struct stor_pool *p, struct stor_ds *h, unsigned raw, uint8_t 
 	uint64_t sum;
 
 	snprintf(sh.snapname, sizeof(sh.snapname), "%s", at ? at + 1 : "");
+	if (f) {
+		sh.flags |= STREAM_F_INCREMENTAL;
+		sh.from_guid = f->snap->guid;
+		sh.from_txg = f->snap->txg;
+	}
 	if (raw) {
 		struct stor_ds *root;
 
@@ -79,6 +90,7 @@ static int header(struct stor_pool *p, struct stor_ds *h, unsigned raw, uint8_t 
 	cur->chain = sum;
 	cur->parts = 0;
 	cur->guid = h->snap->guid;
+	cur->from_guid = f ? f->snap->guid : 0;
 	return 0;
 }
 
@@ -123,27 +135,73 @@ static int resolve(struct stor_pool *p, struct stor_ds *h, uint64_t first, size_
 	return ret;
 }
 
+enum { SKIP = 0, SEND, FREE };
+
+/*
+ * What the stream says of records [first, first + n): each one the
+ * snapshot @h holds is sent in a full stream (@f NULL); in an incremental
+ * from @f, one whose version at @h was born after @f's txg is sent, and one
+ * @h does not hold that @f does is freed. The pointers at @h in @bps.
+ */
+static int classify(struct stor_pool *p, struct stor_ds *h, struct stor_ds *f, uint64_t first,
+		    size_t n, struct bp *bps, int *found, unsigned char *act)
+{
+	struct bp fbps[SEND_BATCH];
+	int ffound[SEND_BATCH], holes = 0;
+	int ret = resolve(p, h, first, n, bps, found);
+
+	for (size_t i = 0; i < n && ret == 0; i++) {
+		act[i] = found[i] && (!f || bps[i].birth > f->snap->txg) ? SEND : SKIP;
+		holes |= !found[i];
+	}
+	if (ret == 0 && f && holes)
+		ret = resolve(p, f, first, n, fbps, ffound);
+	for (size_t i = 0; i < n && ret == 0 && f && holes; i++)
+		if (!found[i] && ffound[i])
+			act[i] = FREE;
+	return ret;
+}
+
+/* The free of the run of FREE records starting at @i (of @n) into @out. */
+static size_t put_free(uint64_t first, const unsigned char *act, size_t i, size_t n, uint8_t *out,
+		       struct stor_send_cursor *cur)
+{
+	size_t end = i;
+	uint64_t sum;
+
+	while (end < n && act[end] == FREE)
+		end++;
+	stream_free_put(first + i, end - i, out, &sum);
+	chained(cur, sum);
+	return end - i;
+}
+
 /*
  * Raw records [first, first + n) into @out from @pos; how many were taken.
  * The stored bytes land in @out itself (read there, or copied from a mapped
  * LUN); only an O_DIRECT LUN needs an aligned buffer in between.
  */
-static int raw_batch(struct stor_pool *p, struct stor_ds *h, uint64_t first, size_t n,
-		     uint8_t *out, size_t cap, size_t *pos, struct stor_send_cursor *cur)
+static int raw_batch(struct stor_pool *p, struct stor_ds *h, struct stor_ds *f, uint64_t first,
+		     size_t n, uint8_t *out, size_t cap, size_t *pos, struct stor_send_cursor *cur)
 {
 	struct bp bps[SEND_BATCH];
 	int found[SEND_BATCH];
+	unsigned char act[SEND_BATCH];
 	struct lun_io ios[SEND_BATCH];
 	size_t at[SEND_BATCH], end = *pos, nio = 0, take = 0;
 	uint8_t *bounce[SEND_BATCH] = { NULL };
 	unsigned slot = txg_read_enter(p);
-	int ret = resolve(p, h, first, n, bps, found);
+	int ret = classify(p, h, f, first, n, bps, found, act);
 
-	/* as many records as fit, the end's room kept; each payload's place */
+	/* as many records as fit, the end's room kept; each part's place (a
+	 * run of frees is one part, at its first) */
 	for (; ret == 0 && take < n; take++) {
-		size_t part = found[take] ? STREAM_REC_LEN + bps[take].psize : 0;
+		size_t part = act[take] == SEND ? STREAM_REC_LEN + bps[take].psize
+			      : act[take] == FREE && (!take || act[take - 1] != FREE)
+				      ? STREAM_FREE_LEN
+				      : 0;
 
-		if (found[take] && (!(bps[take].flags & BP_F_ENCRYPTED) ||
+		if (act[take] == SEND && (!(bps[take].flags & BP_F_ENCRYPTED) ||
 				    bps[take].lun >= atomic_load(&p->nluns) ||
 				    bps[take].psize > STOR_RECSIZE_MAX + STOR_SECTOR)) {
 			pool_set_error("%s: record %llu has a pointer a raw send cannot carry",
@@ -153,7 +211,7 @@ static int raw_batch(struct stor_pool *p, struct stor_ds *h, uint64_t first, siz
 		}
 		if (end + part + STREAM_END_LEN > cap)
 			break;
-		at[take] = end + STREAM_REC_LEN;
+		at[take] = act[take] == SEND ? end + STREAM_REC_LEN : end;
 		end += part;
 	}
 	for (size_t i = 0; ret == 0 && i < take; i++) {
@@ -161,7 +219,7 @@ static int raw_batch(struct stor_pool *p, struct stor_ds *h, uint64_t first, siz
 		const void *in;
 		uint8_t *dst = out + at[i];
 
-		if (!found[i])
+		if (act[i] != SEND)
 			continue;
 		lun = p->luns[mirror_read_side(p, bps[i].lun)].lun;
 		in = lun_mapped(lun, bps[i].sector * STOR_SECTOR, bps[i].psize);
@@ -185,7 +243,9 @@ static int raw_batch(struct stor_pool *p, struct stor_ds *h, uint64_t first, siz
 		struct stream_rec r;
 		uint64_t sum;
 
-		if (!found[i])
+		if (act[i] == FREE && (!i || act[i - 1] != FREE))
+			put_free(first, act, i, take, out + at[i], cur);
+		if (act[i] != SEND)
 			continue;
 		if (bounce[i])
 			memcpy(out + at[i], bounce[i], bps[i].psize);
@@ -217,27 +277,60 @@ static int all_zero(const uint8_t *b, size_t n)
 	return n == 0 || (b[0] == 0 && memcmp(b, b + 1, n - 1) == 0);
 }
 
-/* Plaintext records [first, first + n) through the read path. */
-static int plain_batch(struct stor_ds *h, uint64_t first, size_t n, uint8_t *out, size_t cap,
-		       size_t *pos, struct stor_send_cursor *cur)
+/*
+ * Plaintext records [first, first + n) through the read path; in an
+ * incremental from @f, those classify() picks, one that reads as zeros
+ * sent as a free.
+ */
+static int plain_batch(struct stor_pool *p, struct stor_ds *h, struct stor_ds *f, uint64_t first,
+		       size_t n, uint8_t *out, size_t cap, size_t *pos, struct stor_send_cursor *cur)
 {
 	size_t rs = h->recsize, take = 0;
+	struct bp bps[SEND_BATCH];
+	int found[SEND_BATCH];
+	unsigned char act[SEND_BATCH];
 	uint8_t *buf;
-	int ret;
+	int ret = 0;
 
 	while (take < n && *pos + (take + 1) * (STREAM_REC_LEN + rs) + STREAM_END_LEN <= cap)
 		take++;
 	if (!take)
 		return 0;
+	if (f) {
+		unsigned slot = txg_read_enter(p);
+
+		ret = classify(p, h, f, first, take, bps, found, act);
+		txg_read_exit(p, slot);
+		if (ret < 0)
+			return ret;
+	}
 	buf = malloc(take * rs);
 	if (!buf)
 		return -ENOMEM;
-	ret = stor_ds_read(h, first * rs, buf, take * rs);
+	if (!f)
+		ret = stor_ds_read(h, first * rs, buf, take * rs);
+	/* an incremental reads only what it sends, a run at a time */
+	for (size_t i = 0, j; f && ret == 0 && i < take; i = j) {
+		for (j = i + 1; act[i] == SEND && j < take && act[j] == SEND; j++)
+			;
+		if (act[i] == SEND)
+			ret = stor_ds_read(h, (first + i) * rs, buf + i * rs, (j - i) * rs);
+	}
+	for (size_t i = 0; f && ret == 0 && i < take; i++)
+		if (act[i] == SEND && all_zero(buf + i * rs, rs))
+			act[i] = FREE;
 	for (size_t i = 0; ret == 0 && i < take; i++) {
 		struct stream_rec r = { .recno = first + i, .len = (uint32_t)rs };
 		uint64_t sum;
 
-		if (all_zero(buf + i * rs, rs))
+		if (f && act[i] == FREE) {
+			size_t run = put_free(first, act, i, take, out + *pos, cur);
+
+			*pos += STREAM_FREE_LEN;
+			i += run - 1;
+			continue;
+		}
+		if (f ? act[i] != SEND : all_zero(buf + i * rs, rs))
 			continue;
 		memcpy(out + *pos + STREAM_REC_LEN, buf + i * rs, rs);
 		stream_rec_put(&r, out + *pos + STREAM_REC_LEN, out + *pos, &sum);
@@ -249,10 +342,33 @@ static int plain_batch(struct stor_ds *h, uint64_t first, size_t n, uint8_t *out
 	return ret < 0 ? ret : (int)take;
 }
 
-int stor_send_chunk(struct stor_pool *p, const char *snapshot, unsigned flags,
+/* Open @from, the snapshot an incremental of @h starts from, checked. */
+static int open_from(struct stor_pool *p, struct stor_ds *h, const char *from,
+		     const struct stor_send_cursor *cur, struct stor_ds **f)
+{
+	int ret = stor_ds_open(p, from, f);
+
+	if (ret == -ENOENT || (ret == 0 && !(*f)->snap))
+		pool_set_error("%s: no such snapshot to send an incremental from", from);
+	if (ret == 0 && !(*f)->snap)
+		ret = -ENOENT;
+	if (ret < 0)
+		return ret;
+	if ((*f)->head != h->head || (*f)->snap->txg >= h->snap->txg) {
+		pool_set_error("%s is not an earlier snapshot of the dataset of %s", from, h->name);
+		return -EINVAL;
+	}
+	if (cur->state != CUR_HEADER && cur->from_guid != (*f)->snap->guid) {
+		pool_set_error("%s was destroyed or replaced during the send", from);
+		return -ESTALE;
+	}
+	return 0;
+}
+
+int stor_send_chunk(struct stor_pool *p, const char *snapshot, const char *from, unsigned flags,
 		    struct stor_send_cursor *cur, uint8_t *out, size_t cap, size_t *len)
 {
-	struct stor_ds *h = NULL;
+	struct stor_ds *h = NULL, *f = NULL;
 	uint64_t nrec;
 	size_t pos = 0;
 	int ret, raw;
@@ -277,6 +393,11 @@ int stor_send_chunk(struct stor_pool *p, const char *snapshot, unsigned flags,
 		ret = -ESTALE;
 		goto out;
 	}
+	if (from) {
+		ret = open_from(p, h, from, cur, &f);
+		if (ret < 0)
+			goto out;
+	}
 	/* a raw stream keeps one GUID, the source's: records a clone reads from
 	 * its origin, or that a promote brought over, were sealed under another,
 	 * and the walk below sees only the dataset's own tables */
@@ -293,7 +414,7 @@ int stor_send_chunk(struct stor_pool *p, const char *snapshot, unsigned flags,
 			ret = STOR_ENOKEY;
 			goto out;
 		}
-		ret = header(p, h, (unsigned)raw, out, cur);
+		ret = header(p, h, f, (unsigned)raw, out, cur);
 		if (ret < 0)
 			goto out;
 		pos = STREAM_HDR_LEN;
@@ -304,8 +425,8 @@ int stor_send_chunk(struct stor_pool *p, const char *snapshot, unsigned flags,
 	while (cur->next < nrec) {
 		size_t n = nrec - cur->next < SEND_BATCH ? (size_t)(nrec - cur->next) : SEND_BATCH;
 
-		ret = raw ? raw_batch(p, h, cur->next, n, out, cap, &pos, cur)
-			  : plain_batch(h, cur->next, n, out, cap, &pos, cur);
+		ret = raw ? raw_batch(p, h, f, cur->next, n, out, cap, &pos, cur)
+			  : plain_batch(p, h, f, cur->next, n, out, cap, &pos, cur);
 		if (ret < 0)
 			goto out;
 		if (ret == 0)
@@ -320,6 +441,7 @@ int stor_send_chunk(struct stor_pool *p, const char *snapshot, unsigned flags,
 	*len = pos;
 	ret = 0;
 out:
+	stor_ds_close(f);
 	stor_ds_close(h);
 	return ret;
 }

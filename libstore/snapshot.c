@@ -570,6 +570,8 @@ int snap_commit_op(struct meta_txn *t, const struct snap_op *op,
 	ret = meta_put(t, META_DS, op->name, strlen(op->name), op->rec, op->reclen);
 	if (ret == 0 && op->mk)
 		ret = bpmac_root_init(t, op->id, op->mk);
+	if (ret == 0 && op->mark_id)
+		ret = recv_mark_txn(t, op->mark_id, op->mark);
 	return ret;
 }
 
@@ -580,6 +582,7 @@ struct create_ctx {
 	size_t n;
 	struct snap_op *ops;
 	int added; /* the stage owns the ops, the datasets the snapshots */
+	const struct snap_recv *as; /* a receive's snapshot (snap_create_received) */
 };
 
 static int create_close(struct stor_pool *p, uint64_t txg, void *arg)
@@ -589,7 +592,7 @@ static int create_close(struct stor_pool *p, uint64_t txg, void *arg)
 
 	for (size_t i = 0; i < c->n; i++) {
 		/* no write is in flight: what its dataset holds now is final */
-		c->s[i]->txg = txg;
+		c->s[i]->txg = c->as && c->as->txg ? c->as->txg : txg;
 		c->s[i]->referenced = (uint64_t)atomic_load(&c->s[i]->ds->used) +
 				      clone_shared_of(c->s[i]->ds);
 		encode(c->s[i], c->ops[i].rec);
@@ -617,7 +620,7 @@ static int want_snap(struct stor_pool *p, struct create_ctx *c, struct stor_ds *
 	struct ds_keys *k = atomic_load(&ds->keys);
 	struct snap **a;
 	size_t mine = 0;
-	int ret;
+	int ret = 0;
 
 	if ((size_t)snprintf(name, sizeof(name), "%s@%s", ds->name, snapname) > STOR_NAME_MAX)
 		return STOR_EBADNAME;
@@ -626,7 +629,13 @@ static int want_snap(struct stor_pool *p, struct create_ctx *c, struct stor_ds *
 	for (size_t i = 0; i < c->n; i++)
 		if (!strcmp(c->s[i]->name, name))
 			return -EEXIST;
-	if (ds->suite && !k) {
+	if (atomic_load(&ds->receiving) && !c->as) {
+		pool_set_error("%s is being received; wait for the receive to end", ds->name);
+		return -EBUSY;
+	}
+	if (c->as && c->as->nomacs)
+		k = NULL; /* its MAC tree is built later, each table's root with it (recv.c) */
+	else if (ds->suite && !k) {
 		pool_set_error("%s: the key of %s is not loaded; load it to snapshot", name,
 			       ds->name);
 		return STOR_ENOKEY;
@@ -649,8 +658,11 @@ static int want_snap(struct stor_pool *p, struct create_ctx *c, struct stor_ds *
 	s->id = p->next_ds_id++;
 	s->ctime = (uint64_t)time(NULL);
 	s->volsize = atomic_load(&ds->volsize);
-	ret = keys_random(&s->guid, sizeof(s->guid));
-	if (ret == 0 && ds->suite && !(s->mk = mac_key_new(k->master, s->guid, (unsigned)ds->suite)))
+	if (c->as)
+		s->guid = c->as->guid;
+	else
+		ret = keys_random(&s->guid, sizeof(s->guid));
+	if (ret == 0 && ds->suite && k && !(s->mk = mac_key_new(k->master, s->guid, (unsigned)ds->suite)))
 		ret = -ENOMEM;
 	if (ret < 0) {
 		snap_free(s);
@@ -660,7 +672,9 @@ static int want_snap(struct stor_pool *p, struct create_ctx *c, struct stor_ds *
 	c->ops[c->n] = (struct snap_op){ .kind = SNAP_OP_CREATE, .id = s->id,
 					 .name = strdup(name), .rec = malloc(SNAP_RECORD_LEN),
 					 .reclen = SNAP_RECORD_LEN,
-					 .mk = s->mk ? mac_key_ref(s->mk) : NULL };
+					 .mk = s->mk ? mac_key_ref(s->mk) : NULL,
+					 .mark_id = c->as ? c->as->mark_id : 0,
+					 .mark = c->as ? c->as->mark : 0 };
 	c->n++;
 	if (!c->ops[c->n - 1].name || !c->ops[c->n - 1].rec)
 		return -ENOMEM;
@@ -725,6 +739,28 @@ out:
 	pthread_mutex_unlock(&p->admin);
 	free(c.s);
 	free(c.ops);
+	return ret;
+}
+
+int snap_create_received(struct stor_pool *p, struct stor_ds *ds, const char *snapname,
+			 const struct snap_recv *as)
+{
+	struct snap *s = NULL;
+	struct snap_op op = { 0 };
+	struct create_ctx c = { .s = &s, .ops = &op, .as = as };
+	int ret;
+
+	pthread_mutex_lock(&p->admin);
+	ret = want_snap(p, &c, ds, snapname);
+	if (ret == 0)
+		ret = pool_save_config(p);
+	if (ret == 0)
+		ret = txg_sync_close(p, create_close, &c);
+	if (!c.added) {
+		snap_free(s);
+		snap_ops_free(&op, c.n);
+	}
+	pthread_mutex_unlock(&p->admin);
 	return ret;
 }
 
@@ -817,8 +853,19 @@ int stor_snap_destroy(struct stor_pool *p, const char *name, unsigned flags)
 		ret = -ENOENT;
 		goto out;
 	}
-	for (size_t i = 0; i < p->nds; i++)
-		total += p->ds[i]->nsnaps;
+	/* an incremental going in rolls back to its newest snapshot if it fails */
+	for (size_t i = 0; i < p->nds; i++) {
+		struct stor_ds *d = p->ds[i];
+
+		if (atomic_load(&d->receiving) &&
+		    (d == top || ((flags & STOR_RECURSIVE) && !strncmp(d->name, dsname, len) &&
+				  d->name[len] == '/'))) {
+			pool_set_error("%s is being received; wait for the receive to end", d->name);
+			ret = -EBUSY;
+			goto out;
+		}
+		total += d->nsnaps;
+	}
 	c.s = calloc(total + 1, sizeof(*c.s));
 	c.ops = calloc(total + 1, sizeof(*c.ops));
 	if (!c.s || !c.ops) {
@@ -962,6 +1009,12 @@ static uint64_t prev_txg(const struct snap *s)
 	return t;
 }
 
+int snap_head_changed(struct stor_pool *p, struct stor_ds *ds, const struct snap *S)
+{
+	return sum_table(p, ds->id, S->txg, UINT64_MAX) || sum_table(p, S->id, 0, UINT64_MAX) ||
+	       atomic_load(&ds->volsize) != S->volsize;
+}
+
 uint64_t snap_written_head(struct stor_pool *p, struct stor_ds *ds)
 {
 	struct snap *n = newest_alive(ds);
@@ -1069,13 +1122,13 @@ int stor_snap_rollback(struct stor_pool *p, const char *name, unsigned flags)
 		ret = -EEXIST;
 		goto out;
 	}
-	if (atomic_load(&ds->refs) > 0) {
+	if (atomic_load(&ds->refs) > (flags & SNAP_HELD ? 1 : 0)) {
 		pool_set_error("%s: the dataset is open", ds->name);
 		ret = -EBUSY;
 		goto out;
 	}
 	k = atomic_load(&ds->keys);
-	if (ds->suite && !k) {
+	if (ds->suite && !k && !(flags & SNAP_NOMACS)) {
 		pool_set_error("%s: the key of %s is not loaded; load it to roll back", name,
 			       ds->name);
 		ret = STOR_ENOKEY;
@@ -1114,7 +1167,7 @@ int stor_snap_rollback(struct stor_pool *p, const char *name, unsigned flags)
 	}
 	c.ops[c.n] = (struct snap_op){ .kind = SNAP_OP_ROLLBACK, .id = S->id, .prev_id = ds->id,
 				       .prev_txg = S->txg };
-	if (ds->suite) {
+	if (ds->suite && !(flags & SNAP_NOMACS)) {
 		ret = snap_mac(S, &c.ops[c.n].mk);
 		c.ops[c.n].prev_mk = ret == 0 ? mac_key_ref(k->mac) : NULL;
 		for (size_t i = 0; i < c.n && ret == 0; i++)
@@ -1264,6 +1317,11 @@ int snap_open(struct stor_pool *p, const char *name, struct stor_ds **out)
 		goto out;
 	}
 	ds = s->ds;
+	if (atomic_load(&ds->receiving)) {
+		pool_set_error("%s is being received; wait for the receive to end", ds->name);
+		ret = -EBUSY;
+		goto out;
+	}
 	h = calloc(1, sizeof(*h));
 	if (!h || !(h->name = strdup(name))) {
 		free(h);

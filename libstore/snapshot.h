@@ -54,7 +54,32 @@ struct snap_op {
 	uint64_t prev_id, prev_txg;
 	struct mac_key *prev_mk;
 	struct promote_plan *promote; /* PROMOTE: clone.c's */
+	uint64_t mark_id; /* CREATE: a receive's mark that changes with it (recv.c) */
+	unsigned mark;
 };
+
+/* A snapshot a receive makes (recv.c): the stream's guid, the source's txg
+ * for a raw stream (0: the txg it is made in), no MAC root when the MAC
+ * tree waits for a key (nomacs), and the receive's mark set to @mark on
+ * dataset @mark_id in the same commit (0: none). */
+struct snap_recv {
+	uint64_t guid, txg;
+	int nomacs;
+	uint64_t mark_id;
+	unsigned mark;
+};
+/** Make snapshot @ds@@snapname as @as says, in one commit (admin lock not held). */
+int snap_create_received(struct stor_pool *p, struct stor_ds *ds, const char *snapname,
+			 const struct snap_recv *as);
+
+/* stor_snap_rollback()'s flags inside libstore: the caller holds one handle
+ * on the dataset (SNAP_HELD); no MAC is changed, the dataset's tree is
+ * rebuilt after (SNAP_NOMACS, recv.c). */
+#define SNAP_HELD 0x100u
+#define SNAP_NOMACS 0x200u
+/** Has @ds changed since its snapshot @S (a pointer born after it, one it
+ *  keeps, another volsize), as last committed? Admin lock held. */
+int snap_head_changed(struct stor_pool *p, struct stor_ds *ds, const struct snap *S);
 
 /** Release what @n ops hold. */
 void snap_ops_free(struct snap_op *ops, size_t n);

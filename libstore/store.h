@@ -585,6 +585,7 @@ struct stor_send_cursor {
 	uint64_t chain; /* the stream's chain of checksums so far */
 	uint64_t parts; /* records written so far */
 	uint64_t guid;  /* the snapshot's GUID, set by the first chunk */
+	uint64_t from_guid; /* an incremental's: the GUID of the snapshot it starts from */
 	int state;      /* 0 the header is due, 1 records, 2 done (nothing more) */
 };
 
@@ -592,22 +593,30 @@ struct stor_send_cursor {
  * The next chunk of the stream of snapshot @snapshot (DATASET@NAME) into
  * @out (@cap >= STOR_SEND_CHUNK_MIN bytes): the header in the first, then
  * whole records, the end in the last (cursor state 2 after it). Holds
- * nothing between calls. Without STOR_SEND_RAW an encrypted dataset needs
- * its key. @return 0 with *@len bytes, -ENOENT, STOR_ENOKEY, -ESTALE (the
- * snapshot was replaced since the first chunk), STOR_ECKSUM (a damaged
+ * nothing between calls. With @from (an earlier snapshot of the same
+ * dataset, DATASET@FROM; NULL for a full stream) the stream is incremental:
+ * what changed from @from to @snapshot (zfs send -i). Without STOR_SEND_RAW
+ * an encrypted dataset needs its key. @return 0 with *@len bytes, -ENOENT,
+ * -EINVAL (@from is not an earlier snapshot of it), STOR_ENOKEY, -ESTALE
+ * (a snapshot was replaced since the first chunk), STOR_ECKSUM (a damaged
  * extent), -EIO; the reason in stor_pool_last_error()
  */
-int stor_send_chunk(struct stor_pool *pool, const char *snapshot, unsigned flags,
-		    struct stor_send_cursor *cur, uint8_t *out, size_t cap, size_t *len);
+int stor_send_chunk(struct stor_pool *pool, const char *snapshot, const char *from,
+		    unsigned flags, struct stor_send_cursor *cur, uint8_t *out, size_t cap,
+		    size_t *len);
 
-/** A receive in progress: one stream into one new dataset. */
+/** A receive in progress: one stream (or a package of them) into one dataset. */
 struct stor_recv;
 /**
- * Start receiving into dataset @name (its parent must exist). With
- * STOR_FORCE an existing @name without children, snapshots or users is
- * replaced (zfs receive -F): received beside it, destroyed only once the
- * stream is whole; else it is refused (-EEXIST). Nothing is created
- * before the first stor_recv_feed().
+ * Start receiving into dataset @name (its parent must exist). A full
+ * stream creates @name, with the stream's snapshot; with STOR_FORCE an
+ * existing @name without children, snapshots or users is replaced (zfs
+ * receive -F): received beside it, destroyed only once the stream is
+ * whole; else it is refused (-EEXIST). An incremental goes onto @name,
+ * whose newest snapshot must be the stream's FROM and which must not have
+ * changed since, unless STOR_FORCE rolls it back to FROM first; it ends
+ * with the stream's snapshot made, or, cut short, with @name rolled back
+ * to FROM. Nothing is checked or changed before the first stor_recv_feed().
  */
 int stor_recv_begin(struct stor_pool *pool, const char *name, unsigned flags,
 		    struct stor_recv **out);

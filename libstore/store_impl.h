@@ -83,6 +83,7 @@ struct stor_ds {
 	atomic_int refs;
 	int destroyed;
 	atomic_int receiving; /* recv.c fills it: no one else opens it */
+	atomic_int macs_later; /* recv.c: pointers staged with no MAC; the tree is rebuilt */
 
 	/* effective values of inherited properties, for the I/O path */
 	atomic_int sync_mode; /* enum prop_sync */
@@ -570,6 +571,7 @@ int ds_create_received_locked(struct stor_pool *p, const char *name,
 			      struct stor_ds **out);
 #define RECV_RECEIVING 1u /* the pool table's mark of a dataset: being received */
 #define RECV_MACS 2u      /* received raw, waiting for its MAC tree */
+#define RECV_INCR 3u      /* an incremental going in: undone to its newest snapshot */
 /** Mark dataset @id (@state 0: unmark) in @t. */
 int recv_mark_txn(struct meta_txn *t, uint64_t id, unsigned state);
 /** @ds, received under a name of its own (receive -F), takes @name, whose
@@ -578,9 +580,10 @@ int ds_rename_received(struct stor_pool *p, struct stor_ds *ds, const char *name
 /** Is @ds waiting for its MAC tree (a raw receive)? 1 yes, 0 no, -EBUSY
  *  while it is being received, or an error. */
 int recv_macs_pending(struct stor_pool *p, const struct stor_ds *ds);
-/** Build the MAC tree of @ds under @mk from its pointers (the first
- *  load-key after a raw receive; admin lock held). */
-int recv_build_macs(struct stor_pool *p, struct stor_ds *ds, const struct mac_key *mk);
+/** Build the MAC tree of @ds, its head's under @k->mac and each snapshot
+ *  table's under its own key, from the pointers (the first load-key after a
+ *  raw receive; admin lock held). */
+int recv_build_macs(struct stor_pool *p, struct stor_ds *ds, const struct ds_keys *k);
 /** A receive of no pool: every check of the stream, nothing stored (the
  *  fuzz harness); stor_recv_feed() and stor_recv_close() as for any. */
 struct stor_recv *recv_parser_new(void);

@@ -104,8 +104,6 @@ int stream_hdr_get(const uint8_t *in, struct stream_hdr *h, uint64_t *sum)
 		BAD(STOR_ECKSUM, "send stream header checksum mismatch: the stream is damaged");
 	if (h->flags & ~STREAM_F_KNOWN)
 		BAD(STOR_EFORMAT, "send stream has unknown flags 0x%x", h->flags & ~STREAM_F_KNOWN);
-	if (h->flags & STREAM_F_INCREMENTAL)
-		BAD(STOR_EFORMAT, "incremental streams are not received by this coffer");
 	if (h->recsize < STOR_RECSIZE_MIN || h->recsize > STOR_RECSIZE_MAX ||
 	    (h->recsize & (h->recsize - 1)))
 		BAD(STOR_ECORRUPT, "send stream recordsize %u is out of range", h->recsize);
@@ -118,6 +116,11 @@ int stream_hdr_get(const uint8_t *in, struct stream_hdr *h, uint64_t *sum)
 	if (!h->to_guid || !h->guid || !h->to_txg || h->to_txg > (1ull << 48) ||
 	    h->max_birth > h->to_txg)
 		BAD(STOR_ECORRUPT, "send stream names no snapshot it could hold");
+	if (h->flags & STREAM_F_INCREMENTAL
+		    ? !h->from_guid || h->from_guid == h->to_guid || !h->from_txg ||
+			      h->from_txg >= h->to_txg
+		    : h->from_guid || h->from_txg)
+		BAD(STOR_ECORRUPT, "send stream names a snapshot it starts from that it cannot");
 	if (!snapname_ok(h->snapname))
 		BAD(STOR_ECORRUPT, "send stream snapshot name is not a valid name");
 	if (h->flags & STREAM_F_RAW) {
@@ -206,7 +209,8 @@ int stream_rec_get(const uint8_t *in, const struct stream_hdr *h, struct stream_
 	if (r->flags != BP_F_ENCRYPTED || r->comp > BP_COMP_ZSTD || r->lsize != h->recsize ||
 	    !r->psize || r->psize % STOR_SECTOR || r->psize > maxp || !r->csize ||
 	    r->csize > r->psize || (r->comp == BP_COMP_OFF && r->csize != r->lsize) ||
-	    r->len != r->psize || !r->birth || r->birth > h->max_birth)
+	    r->len != r->psize || !r->birth || r->birth > h->max_birth ||
+	    r->birth <= h->from_txg)
 		BAD(STOR_ECORRUPT, "raw send stream record %llu has a bad block pointer",
 		    (unsigned long long)r->recno);
 	return 0;
@@ -219,6 +223,36 @@ int stream_rec_check(const uint8_t *in, const uint8_t *payload, uint32_t len, ui
 	*sum = rec_sum(in, STREAM_REC_LEN - 8, payload, len);
 	if (get_u64(&p) != *sum)
 		BAD(STOR_ECKSUM, "send stream record checksum mismatch: the stream is damaged");
+	return 0;
+}
+
+void stream_free_put(uint64_t first, uint64_t count, uint8_t *out, uint64_t *sum)
+{
+	uint8_t *w = out;
+
+	put_u32(&w, STREAM_FREE);
+	put_u64(&w, first);
+	put_u64(&w, count);
+	*sum = hash64(out, (size_t)(w - out));
+	put_u64(&w, *sum);
+}
+
+int stream_free_get(const uint8_t *in, const struct stream_hdr *h, uint64_t *first,
+		    uint64_t *count, uint64_t *sum)
+{
+	const uint8_t *r = in + 4;
+	uint64_t nrec = h->volsize / h->recsize;
+
+	*first = get_u64(&r);
+	*count = get_u64(&r);
+	*sum = hash64(in, (size_t)(r - in));
+	if (get_u64(&r) != *sum)
+		BAD(STOR_ECKSUM, "send stream free checksum mismatch: the stream is damaged");
+	if (!(h->flags & STREAM_F_INCREMENTAL))
+		BAD(STOR_ECORRUPT, "a full send stream has no frees");
+	if (!*count || *first >= nrec || *count > nrec - *first)
+		BAD(STOR_ECORRUPT, "send stream frees %llu records from %llu: none, or past the "
+		    "volume's end", (unsigned long long)*count, (unsigned long long)*first);
 	return 0;
 }
 

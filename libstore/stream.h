@@ -47,6 +47,25 @@
  * Frees (STREAM_FREE: u32 kind | u64 first | u64 count | u64 xxh64) are the
  * holes an incremental makes; a full stream has none.
  *
+ * Incremental (STREAM_F_INCREMENTAL, zfs send -i): the header names the
+ * snapshot the stream starts from (from guid, from txg: the sender's
+ * snapshot FROM) and the stream carries what changed from FROM to the
+ * snapshot it names: every record whose version at the snapshot was born
+ * after FROM's txg (a raw record's birth must be above it), and a free for
+ * each run of records present at FROM and holes at the snapshot (a plain
+ * record that reads as zeros is sent as a free too). Records and frees
+ * come in one increasing order of record numbers, no number twice. The
+ * receiver applies it to a dataset whose newest snapshot is FROM (the same
+ * guid) and makes the snapshot, with the stream's guid, in the commit that
+ * ends the receive (recv.c).
+ *
+ * A package (zfs send -I FROM NAME): the incremental streams FROM..S1,
+ * S1..S2, ..., Sn..NAME over every snapshot between, one after another,
+ * each a whole stream as above. Nothing binds them beyond each one's
+ * FROM: the receiver takes them in turn, each all or nothing, so a package
+ * cut short leaves the snapshots whose streams came whole (as zfs receive
+ * does with a -I stream).
+ *
  * End (STREAM_END_LEN bytes): u32 kind (STREAM_END) | u64 parts before it |
  * u64 chain | u64 xxh64 of the fields before it.
  *
@@ -78,9 +97,16 @@
  *   exactly as two load-keys of the source are: the bound crypt.c gives,
  *   B^2 / 2^97 over all blocks both ever draw, holds. Nothing of the
  *   source's nonce state needs to travel or be reserved.
- * - Birth txgs are the source's. The receiver moves its open txg past the
- *   newest birth in the stream first (txg_advance), so every later
- *   snapshot's txg is above every received birth, as snapshot.c needs.
+ * - Birth txgs are the source's, and so is the txg of the snapshot the
+ *   receiver makes: the snapshot holds exactly the records born by its
+ *   txg, as snapshot.c needs, and a raw incremental's records, born after
+ *   FROM's txg on the source, are after FROM's txg here too. The receiver
+ *   moves its open txg past the stream's snapshot txg first (txg_advance),
+ *   so every later write and snapshot there is newer than all of it.
+ * - Keys: a raw incremental carries the wrapping it was sent with; one
+ *   whose wrapped key or key parameters differ from the target's (a
+ *   change-key on either side since FROM) is refused: applying it would
+ *   leave records and a wrapped key that disagree (openzfs #12614, #12000).
  */
 #ifndef STOR_STREAM_H
 #define STOR_STREAM_H
@@ -163,6 +189,13 @@ uint32_t stream_kind(const uint8_t *in);
 int stream_rec_get(const uint8_t *in, const struct stream_hdr *h, struct stream_rec *r);
 /** Check the checksum of the record at @in with its @payload. */
 int stream_rec_check(const uint8_t *in, const uint8_t *payload, uint32_t len, uint64_t *sum);
+
+/** A free of records [first, first + count) into @out; its checksum in *@sum. */
+void stream_free_put(uint64_t first, uint64_t count, uint8_t *out, uint64_t *sum);
+/** Decode and check a free: its checksum, an incremental stream's, inside
+ *  the volume. @return 0, STOR_ECKSUM, STOR_ECORRUPT */
+int stream_free_get(const uint8_t *in, const struct stream_hdr *h, uint64_t *first,
+		    uint64_t *count, uint64_t *sum);
 
 void stream_end_put(uint64_t parts, uint64_t chain, uint8_t *out);
 /** @return 0 with the fields, or STOR_ECKSUM */

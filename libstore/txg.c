@@ -490,7 +490,8 @@ static int stage_keep(struct stor_pool *p, struct stor_ds *ds, struct snap *keep
 	struct stage_ent *e;
 	int ret = 0;
 
-	if (ds->suite) {
+	/* a raw receive's tables get their MACs when its tree is built (recv.c) */
+	if (ds->suite && !atomic_load(&ds->macs_later)) {
 		pthread_mutex_unlock(&p->stage_lock);
 		ret = snap_mac(keep, &kmk);
 		if (ret == 0)

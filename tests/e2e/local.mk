@@ -103,10 +103,11 @@ check_PROGRAMS += %D%/test_snapshot
 %C%_test_snapshot_LDADD = $(E2E_LDADD)
 
 check_PROGRAMS += %D%/test_send
-%C%_test_send_SOURCES = %D%/test_send.c $(E2E_FIXTURE)
-%C%_test_send_CFLAGS = $(E2E_CFLAGS)
-# it forges streams with libstore's stream codec (stream.c, its checksums)
-%C%_test_send_LDADD = $(E2E_LDADD) $(XXHASH_LIBS)
+%C%_test_send_SOURCES = %D%/test_send.c %D%/tamper.c %D%/tamper.h $(E2E_FIXTURE)
+%C%_test_send_CFLAGS = $(E2E_CFLAGS) $(LMDB_CFLAGS)
+# it forges streams with libstore's stream codec (stream.c, its checksums),
+# and reads the copy's block pointers from its LMDB file (tamper.c)
+%C%_test_send_LDADD = $(E2E_LDADD) $(LMDB_LIBS) $(XXHASH_LIBS)
 
 check_PROGRAMS += %D%/test_clone
 %C%_test_clone_SOURCES = %D%/test_clone.c $(E2E_FIXTURE)

@@ -9,6 +9,13 @@
  * dataset, no space, `pool check` clean). Non-raw streams of clear and
  * encrypted datasets carry plaintext; received under an encrypted parent
  * they are encrypted with its key. -F replaces a dataset, and no -F refuses.
+ * Incrementals (send -i, -I): the copy reads as the source's snapshot, the
+ * discarded records as zeros, with every snapshot received; a raw one goes
+ * in with no key on either side and loads with the original passphrase,
+ * with no (salt, nonce) pair twice in the copy's pointers. Each refusal
+ * (another FROM, a changed target without -F, a change-key on either side,
+ * a cut, flipped or forged stream, a client or daemon killed mid-stream)
+ * leaves the target as it was, snapshots included.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
@@ -27,6 +34,7 @@
 #include "daemon.h"
 #include "hash.h"
 #include "stream.h"
+#include "tamper.h"
 
 static struct tdaemon td, td2;
 static char out[65536];
@@ -428,8 +436,15 @@ static int exists(const char *name)
 	return cof(NULL, "list -H -o name %s", name) == 0;
 }
 
-/* Feed the first 1.5 MiB of @b to a receiver, wait until its dataset is there. */
-static pid_t half_received(const char *fifo, const uint8_t *b, size_t n, int *wfd)
+static int busy(const char *name)
+{
+	return cof(NULL, "read %s -l 8K > /dev/null", name) != 0;
+}
+
+/* Feed the first 1.5 MiB of @b to a receiver, wait until @began says its
+ * receive has begun (backup/x is there, or busy). */
+static pid_t half_received(const char *fifo, const uint8_t *b, size_t n, int *wfd,
+			   int (*began)(const char *))
 {
 	pid_t pid = receiver(fifo);
 	double end = tdaemon_deadline(TDAEMON_WAIT_S);
@@ -439,10 +454,33 @@ static pid_t half_received(const char *fifo, const uint8_t *b, size_t n, int *wf
 	*wfd = open(fifo, O_WRONLY);
 	cr_assert_geq(*wfd, 0);
 	cr_assert_eq(write(*wfd, b, half), (ssize_t)half);
-	while (!exists("backup/x") && tdaemon_poll(end))
+	while (!began("backup/x") && tdaemon_poll(end))
 		;
-	cr_assert(exists("backup/x"), "the receive began: %s\n%s", out, tdaemon_log(&td));
+	cr_assert(began("backup/x"), "the receive began: %s\n%s", out, tdaemon_log(&td));
 	return pid;
+}
+
+/* tank/c: 2 MiB of random bytes (@rnd) and @s, its stream in @stream. */
+static void two_mib(char *rnd, char *stream)
+{
+	COF_OK(NULL, "pool create -s 32M tank %s/l0", td.dir);
+	COF_OK(NULL, "pool create -s 32M backup %s/m0", td.dir);
+	COF_OK(NULL, "create -s -V 2M tank/c");
+	tdaemon_random_file(&td, "rnd", 2 << 20, rnd, 4200);
+	COF_OK(rnd, "write tank/c");
+	COF_OK(NULL, "snapshot tank/c@s");
+	snprintf(stream, 4200, "%s/stream", td.dir);
+	COF_OK(NULL, "send tank/c@s > '%s'", stream);
+}
+
+/* SIGKILL the daemon, as a crash. */
+static void crash_daemon(void)
+{
+	int st;
+
+	kill(td.pid, SIGKILL);
+	waitpid(td.pid, &st, 0);
+	td.pid = -1;
 }
 
 Test(send, a_receive_cut_off_by_its_client_or_a_crash_leaves_nothing)
@@ -455,21 +493,14 @@ Test(send, a_receive_cut_off_by_its_client_or_a_crash_leaves_nothing)
 	pid_t pid;
 	int wfd, st;
 
-	COF_OK(NULL, "pool create -s 32M tank %s/l0", td.dir);
-	COF_OK(NULL, "pool create -s 32M backup %s/m0", td.dir);
-	COF_OK(NULL, "create -s -V 2M tank/c");
-	tdaemon_random_file(&td, "rnd", 2 << 20, rnd, sizeof(rnd));
-	COF_OK(rnd, "write tank/c");
-	COF_OK(NULL, "snapshot tank/c@s");
-	snprintf(stream, sizeof(stream), "%s/stream", td.dir);
-	COF_OK(NULL, "send tank/c@s > '%s'", stream);
+	two_mib(rnd, stream);
 	b = slurp(stream, &n);
 	snprintf(fifo, sizeof(fifo), "%s/fifo", td.dir);
 	cr_assert_eq(mkfifo(fifo, 0600), 0);
 	before = stable_used();
 
 	/* the client goes away: its connection's receive is undone */
-	pid = half_received(fifo, b, n, &wfd);
+	pid = half_received(fifo, b, n, &wfd, exists);
 	cr_assert_neq(cof(NULL, "destroy backup/x"), 0, "busy while being received");
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
@@ -481,10 +512,8 @@ Test(send, a_receive_cut_off_by_its_client_or_a_crash_leaves_nothing)
 	settles_at(before, "a cut receive");
 
 	/* the daemon dies: the next import undoes it */
-	pid = half_received(fifo, b, n, &wfd);
-	kill(td.pid, SIGKILL);
-	waitpid(td.pid, &st, 0);
-	td.pid = -1;
+	pid = half_received(fifo, b, n, &wfd, exists);
+	crash_daemon();
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
 	close(wfd);
@@ -504,17 +533,28 @@ Test(send, a_receive_cut_off_by_its_client_or_a_crash_leaves_nothing)
  * but not past the keys: a changed ciphertext fails its record's tag at
  * the read (the others read), a changed wrapped key fails the load-key.
  */
-static size_t reforge(uint8_t *b, size_t n, size_t flip_rec, size_t flip_at)
+static size_t reforge_as(uint8_t *b, size_t n, size_t flip_rec, size_t flip_at,
+			 const uint64_t *free_as)
 {
 	struct stream_hdr h;
 	struct stream_rec r;
-	uint64_t sum, chain, parts = 0;
+	uint64_t sum, chain, parts = 0, first, count;
 	size_t pos = STREAM_HDR_LEN;
 
 	cr_assert_eq(stream_hdr_get(b, &h, &sum), 0);
 	stream_hdr_put(&h, b, &sum);
 	chain = sum;
-	while (pos + 4 <= n && stream_kind(b + pos) == STREAM_REC) {
+	while (pos + 4 <= n && stream_kind(b + pos) != STREAM_END) {
+		if (stream_kind(b + pos) == STREAM_FREE) {
+			cr_assert_eq(stream_free_get(b + pos, &h, &first, &count, &sum), 0);
+			if (free_as) /* the first free becomes this one */
+				stream_free_put(free_as[0], free_as[1], b + pos, &sum);
+			free_as = NULL;
+			chain = stream_chain(chain, sum);
+			parts++;
+			pos += STREAM_FREE_LEN;
+			continue;
+		}
 		cr_assert_eq(stream_rec_get(b + pos, &h, &r), 0);
 		if (parts == flip_rec) {
 			b[pos + STREAM_REC_LEN + flip_at] ^= 0x01;
@@ -528,6 +568,11 @@ static size_t reforge(uint8_t *b, size_t n, size_t flip_rec, size_t flip_at)
 	cr_assert_eq(pos + STREAM_END_LEN, n, "the stream is records then its end");
 	stream_end_put(parts, chain, b + pos);
 	return parts;
+}
+
+static size_t reforge(uint8_t *b, size_t n, size_t flip_rec, size_t flip_at)
+{
+	return reforge_as(b, n, flip_rec, flip_at, NULL);
 }
 
 Test(send, a_raw_stream_forged_with_sound_checksums_fails_at_its_tags_and_its_key)
@@ -553,7 +598,7 @@ Test(send, a_raw_stream_forged_with_sound_checksums_fails_at_its_tags_and_its_ke
 	cr_assert_neq(cof(NULL, "read backup/f -o 8K -l 8K > /dev/null"), 0, "a forged record");
 	cr_assert(strstr(out, "auth"), "an authentication error: %s", out);
 	COF_OK(NULL, "read backup/f -l 8K > /dev/null"); /* the record before it reads */
-	COF_OK(NULL, "destroy backup/f"); /* one copy of a GUID per pool */
+	COF_OK(NULL, "destroy -r backup/f"); /* one copy of a GUID per pool */
 
 	/* the wrapped key */
 	b = slurp(stream, &n);
@@ -568,4 +613,451 @@ Test(send, a_raw_stream_forged_with_sound_checksums_fails_at_its_tags_and_its_ke
 	COF_OK(NULL, "get -H -o value keystatus backup/g");
 	cr_assert(strstr(out, "unavailable"), "%s", out);
 	checked(&td, "backup");
+}
+
+/* ---- incremental streams (send -i / -I, receive onto the dataset) ---- */
+
+/* @name read whole into a file of @d's dir called @file; its path. */
+static const char *read_to(struct tdaemon *d, const char *name, const char *file)
+{
+	static char path[2][4200];
+	static int which;
+	char *p = path[which++ % 2];
+
+	snprintf(p, sizeof(path[0]), "%s/%s", d->dir, file);
+	TDAEMON_COF_OK(d, out, NULL, "read %s > '%s'", name, p);
+	return p;
+}
+
+static size_t file_size(const char *path)
+{
+	struct stat st;
+
+	cr_assert_eq(stat(path, &st), 0, "%s", path);
+	return (size_t)st.st_size;
+}
+
+/* The names of @d's snapshots under @ds, one a line. */
+static const char *snapshots(struct tdaemon *d, const char *ds)
+{
+	TDAEMON_COF_OK(d, out, NULL, "list -t snapshot -H -o name -r %s", ds);
+	return out;
+}
+
+/* Write @len random bytes at @off of @ds on @d. */
+static void scribble(struct tdaemon *d, const char *ds, const char *off, size_t len)
+{
+	char f[4200];
+
+	tdaemon_random_file(d, "scribble", len, f, sizeof(f));
+	TDAEMON_COF_OK(d, out, f, "write %s -o %s", ds, off);
+}
+
+/* tank/p (1 MiB, 8K records, random) with @a, received whole as backup/p;
+ * then records overwritten and others discarded, and @b. */
+static void two_snapshots(char *s0, char *s1)
+{
+	char f[4200];
+
+	COF_OK(NULL, "pool create -s 32M tank %s/l0", td.dir);
+	COF_OK(NULL, "pool create -s 32M backup %s/m0", td.dir);
+	COF_OK(NULL, "create -s -V 1M -o recordsize=8K tank/p");
+	tdaemon_random_file(&td, "p", 1u << 20, f, sizeof(f));
+	COF_OK(f, "write tank/p");
+	COF_OK(NULL, "snapshot tank/p@a");
+	snprintf(s0, 4200, "%s/s0", td.dir);
+	COF_OK(NULL, "send tank/p@a > '%s'", s0);
+	COF_OK(s0, "receive backup/p");
+	scribble(&td, "tank/p", "128K", 64 << 10);
+	scribble(&td, "tank/p", "1016K", 8 << 10);
+	COF_OK(NULL, "discard tank/p -o 512K -l 96K");
+	COF_OK(NULL, "snapshot tank/p@b");
+	snprintf(s1, 4200, "%s/s1", td.dir);
+	COF_OK(NULL, "send -i @a tank/p@b > '%s'", s1);
+}
+
+Test(send, an_incremental_carries_what_changed_and_frees_what_was_discarded)
+{
+	char s0[4200], s1[4200], zeros[4200], again[4200];
+	const char *back;
+	uint8_t *z = calloc(1, 96 << 10);
+
+	two_snapshots(s0, s1);
+	/* only what changed travels: 9 records of 128, and one free */
+	cr_assert_lt(file_size(s1), file_size(s0) / 8, "%zu of %zu", file_size(s1), file_size(s0));
+	COF_OK(s1, "receive backup/p");
+	reads_as(&td, "backup/p", read_to(&td, "tank/p@b", "want.b"));
+	reads_as(&td, "backup/p@b", read_to(&td, "tank/p@b", "want.b"));
+	reads_as(&td, "backup/p@a", read_to(&td, "tank/p@a", "want.a"));
+	/* the discarded records read as zeros */
+	snprintf(zeros, sizeof(zeros), "%s", tdaemon_file(&td, "zeros", z, 96 << 10));
+	free(z);
+	back = tdaemon_file(&td, "back.z", "", 0);
+	COF_OK(NULL, "read backup/p -o 512K -l 96K > '%s'", back);
+	cr_assert(files_equal(back, zeros), "the freed records read as zeros");
+	cr_assert(strstr(snapshots(&td, "backup/p"), "backup/p@a\nbackup/p@b\n"), "%s", out);
+	COF_OK(NULL, "get -H -o value guid tank/p@b");
+	snprintf(again, sizeof(again), "%.60s", out);
+	COF_OK(NULL, "get -H -o value guid backup/p@b");
+	cr_assert_str_eq(out, again, "the received snapshot has the stream's guid");
+	/* the same stream twice: its snapshot is there already */
+	cr_assert_neq(cof(s1, "receive backup/p"), 0);
+	cr_assert(strstr(out, "exists"), "%s", out);
+	checked(&td, "backup");
+	/* and the copy goes on as the source does: a second step */
+	scribble(&td, "tank/p", "0", 8 << 10);
+	COF_OK(NULL, "snapshot tank/p@c");
+	COF_OK(NULL, "send -i tank/p@b tank/p@c > '%s'", s1);
+	COF_OK(s1, "receive backup/p");
+	reads_as(&td, "backup/p", read_to(&td, "tank/p@c", "want.c"));
+	checked(&td, "backup");
+}
+
+Test(send, send_I_carries_every_snapshot_between)
+{
+	char s0[4200], s1[4200];
+
+	two_snapshots(s0, s1);
+	scribble(&td, "tank/p", "0", 16 << 10);
+	COF_OK(NULL, "snapshot tank/p@c");
+	COF_OK(NULL, "discard tank/p -o 64K -l 8K");
+	scribble(&td, "tank/p", "900K", 8 << 10);
+	COF_OK(NULL, "snapshot tank/p@d");
+	COF_OK(NULL, "snapshot tank/p@e"); /* after the one sent: not in the stream */
+	COF_OK(NULL, "send -I @a tank/p@d > '%s'", s1);
+	COF_OK(s1, "receive backup/p");
+	cr_assert(strstr(snapshots(&td, "backup/p"),
+			 "backup/p@a\nbackup/p@b\nbackup/p@c\nbackup/p@d\n"),
+		  "%s", out);
+	cr_assert_not(strstr(out, "@e"), "%s", out);
+	reads_as(&td, "backup/p@b", read_to(&td, "tank/p@b", "want.b"));
+	reads_as(&td, "backup/p@c", read_to(&td, "tank/p@c", "want.c"));
+	reads_as(&td, "backup/p", read_to(&td, "tank/p@d", "want.d"));
+	/* FROM must be an earlier snapshot of the same dataset */
+	cr_assert_neq(cof(NULL, "send -I @d tank/p@b > '%s'", s1), 0);
+	cr_assert_neq(cof(NULL, "send -i @d tank/p@b > '%s'", s1), 0);
+	cr_assert_neq(cof(NULL, "send -i @nope tank/p@b > '%s'", s1), 0);
+	cr_assert_neq(cof(NULL, "send -i other@a tank/p@b > '%s'", s1), 0);
+	checked(&td, "backup");
+}
+
+/* backup/p reads as @want and has exactly the snapshots @snaps. */
+static void unchanged(const char *want, const char *snaps, const char *what)
+{
+	char back[4200];
+
+	snprintf(back, sizeof(back), "%s/unchanged", td.dir);
+	COF_OK(NULL, "read backup/p > '%s'", back);
+	cr_assert(files_equal(want, back), "%s: the target changed", what);
+	cr_assert_str_eq(snapshots(&td, "backup/p"), snaps, "%s: its snapshots changed", what);
+}
+
+Test(send, a_refused_incremental_leaves_the_target_as_it_was)
+{
+	char s0[4200], s1[4200], s2[4200], bad[4200], mod[4200];
+	const char *at_a = NULL;
+	uint8_t *b;
+	size_t n;
+
+	two_snapshots(s0, s1);
+	at_a = read_to(&td, "tank/p@a", "want.a");
+	/* the wrong FROM: a stream from @b onto a target at @a */
+	scribble(&td, "tank/p", "0", 8 << 10);
+	COF_OK(NULL, "snapshot tank/p@c");
+	snprintf(s2, sizeof(s2), "%s/s2", td.dir);
+	COF_OK(NULL, "send -i @b tank/p@c > '%s'", s2);
+	cr_assert_neq(cof(s2, "receive backup/p"), 0);
+	cr_assert(strstr(out, "starts from") && strstr(out, "backup/p@a"), "names it: %s", out);
+	unchanged(at_a, "backup/p@a\n", "wrong FROM");
+	/* onto no dataset */
+	cr_assert_neq(cof(s1, "receive backup/q"), 0);
+	cr_assert(strstr(out, "does not exist"), "%s", out);
+
+	/* cut and flipped: refused, nothing changed, the snapshot not made */
+	b = slurp(s1, &n);
+	snprintf(bad, sizeof(bad), "%s/bad", td.dir);
+	{
+		const size_t at[] = { 30, 50, 240, n / 3, n / 2, n - 60, n - 20, n - 1 };
+
+		for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+			char what[64];
+
+			b[at[i]] ^= 0x08;
+			write_variant(bad, b, n);
+			b[at[i]] ^= 0x08;
+			snprintf(what, sizeof(what), "byte %zu of %zu flipped", at[i], n);
+			cr_assert_neq(cof(bad, "receive backup/p"), 0, "%s: accepted", what);
+			unchanged(at_a, "backup/p@a\n", what);
+		}
+	}
+	{
+		const size_t cut[] = { 100, 231, 300, n / 2, n - 28, n - 1 };
+
+		for (size_t i = 0; i < sizeof(cut) / sizeof(cut[0]); i++) {
+			char what[64];
+
+			write_variant(bad, b, cut[i]);
+			snprintf(what, sizeof(what), "cut at %zu of %zu", cut[i], n);
+			cr_assert_neq(cof(bad, "receive backup/p"), 0, "%s: accepted", what);
+			cr_assert(strstr(out, "coffer: "), "%s: says why: %s", what, out);
+			unchanged(at_a, "backup/p@a\n", what);
+		}
+	}
+	/* sound checksums over a free out of bounds, or out of order */
+	{
+		const uint64_t frees[][2] = { { 100, 1000 }, { 128, 1 }, { 0, 1 }, { 64, 0 } };
+
+		for (size_t i = 0; i < sizeof(frees) / sizeof(frees[0]); i++) {
+			uint8_t *f = slurp(s1, &n);
+
+			reforge_as(f, n, SIZE_MAX, 0, frees[i]);
+			write_variant(bad, f, n);
+			free(f);
+			cr_assert_neq(cof(bad, "receive backup/p"), 0, "free %zu accepted", i);
+			cr_assert(strstr(out, "free"), "free %zu: %s", i, out);
+			unchanged(at_a, "backup/p@a\n", "a forged free");
+		}
+	}
+	free(b);
+	checked(&td, "backup");
+
+	/* the target written since @a: refused without -F, as it is */
+	scribble(&td, "backup/p", "256K", 8 << 10);
+	snprintf(mod, sizeof(mod), "%s", read_to(&td, "backup/p", "mod"));
+	cr_assert_neq(cof(s1, "receive backup/p"), 0);
+	cr_assert(strstr(out, "changed since") && strstr(out, "-F"), "%s", out);
+	unchanged(mod, "backup/p@a\n", "modified, no -F");
+	/* a discard since @a is a change too */
+	COF_OK(NULL, "rollback backup/p@a");
+	COF_OK(NULL, "discard backup/p -o 0 -l 8K");
+	cr_assert_neq(cof(s1, "receive backup/p"), 0, "a discard since @a");
+	/* -F rolls it back to @a first, then takes the stream */
+	COF_OK(s1, "receive -F backup/p");
+	reads_as(&td, "backup/p", read_to(&td, "tank/p@b", "want.b"));
+	cr_assert_str_eq(snapshots(&td, "backup/p"), "backup/p@a\nbackup/p@b\n");
+	/* a snapshot made on the target after the last one received: -F destroys it */
+	COF_OK(NULL, "snapshot backup/p@local");
+	cr_assert_neq(cof(s2, "receive backup/p"), 0);
+	cr_assert(strstr(out, "newer"), "%s", out);
+	/* one with a clone stays, and so does everything else of the target */
+	scribble(&td, "backup/p", "8K", 8 << 10);
+	snprintf(mod, sizeof(mod), "%s", read_to(&td, "backup/p", "mod"));
+	COF_OK(NULL, "clone backup/p@local backup/cl");
+	cr_assert_neq(cof(s2, "receive -F backup/p"), 0);
+	cr_assert(strstr(out, "clones"), "%s", out);
+	unchanged(mod, "backup/p@a\nbackup/p@b\nbackup/p@local\n", "-F refused by a clone");
+	COF_OK(NULL, "destroy backup/cl");
+	COF_OK(s2, "receive -F backup/p");
+	cr_assert_str_eq(snapshots(&td, "backup/p"), "backup/p@a\nbackup/p@b\nbackup/p@c\n");
+	reads_as(&td, "backup/p", read_to(&td, "tank/p@c", "want.c"));
+	checked(&td, "backup");
+}
+
+struct nonces {
+	struct { uint64_t salt; uint8_t nonce[12]; } *v;
+	size_t n, cap, clear;
+};
+
+static int nonce_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
+{
+	struct nonces *ns = ctx;
+	struct tbp bp;
+
+	(void)key;
+	if (klen != TBP_KEY_LEN || tbp_decode(val, vlen, &bp) < 0)
+		return 0;
+	if (!(bp.flags & TBP_F_ENCRYPTED)) {
+		ns->clear++;
+		return 0;
+	}
+	if (ns->n == ns->cap) {
+		ns->cap = ns->cap ? ns->cap * 2 : 256;
+		ns->v = realloc(ns->v, ns->cap * sizeof(*ns->v));
+		cr_assert_not_null(ns->v);
+	}
+	ns->v[ns->n].salt = bp.salt;
+	memcpy(ns->v[ns->n++].nonce, bp.nonce, 12);
+	return 0;
+}
+
+static int salt_nonce_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, sizeof(uint64_t) + 12);
+}
+
+/*
+ * Every block pointer of pool @pool of the stopped daemon @d, the head's and
+ * every snapshot's table (an extent is in exactly one): no (key salt,
+ * nonce) pair twice. @return how many encrypted pointers were seen
+ */
+static size_t nonces_never_repeat(struct tdaemon *d, const char *pool)
+{
+	char mdb[4200];
+	struct tamper *t;
+	struct nonces ns = { 0 };
+	size_t rep = 0;
+
+	snprintf(mdb, sizeof(mdb), "%s/state/pools/%s.mdb", d->dir, pool);
+	cr_assert_eq(tamper_open(mdb, &t), 0, "%s", mdb);
+	cr_assert_geq(tamper_each(t, "bp", nonce_one, &ns), 0);
+	tamper_close(t);
+	cr_assert_eq(ns.clear, 0, "%zu clear pointers in an encrypted copy", ns.clear);
+	qsort(ns.v, ns.n, sizeof(*ns.v), salt_nonce_cmp);
+	for (size_t i = 1; i < ns.n; i++)
+		rep += !salt_nonce_cmp(&ns.v[i], &ns.v[i - 1]);
+	free(ns.v);
+	cr_assert_eq(rep, 0, "%zu (salt, nonce) pairs used twice of %zu", rep, ns.n);
+	return ns.n;
+}
+
+/* tank/e (raw_stream) changed after @s1 and snapshot @snap; its raw
+ * incremental from @from into @stream, the key unloaded after. */
+static void raw_step(const char *from, const char *snap, const char *off, char *stream)
+{
+	COF_OK(NULL, "load-key tank/e");
+	scribble(&td, "tank/e", off, 64 << 10);
+	COF_OK(NULL, "discard tank/e -o 512K -l 64K");
+	COF_OK(NULL, "snapshot tank/e@%s", snap);
+	COF_OK(NULL, "unload-key tank/e");
+	snprintf(stream, 4200, "%s/%s.stream", td.dir, snap);
+	COF_OK(NULL, "send -w -i @%s tank/e@%s > '%s'", from, snap, stream);
+}
+
+Test(send, a_raw_incremental_needs_no_key_and_loads_with_the_original_passphrase)
+{
+	char keyfile[4200], stream[4200], s2[4200], s3[4200];
+	const char *data;
+	size_t n;
+
+	raw_stream(keyfile, sizeof(keyfile), &data, stream, sizeof(stream));
+	tdaemon_setup(&td2, NULL);
+	COF2_OK(NULL, "pool create -s 32M backup %s/m0", td2.dir);
+	COF2_OK(stream, "receive backup/e");
+	raw_step("s1", "s2", "256K", s2);
+	cr_assert_not(holds_marker(s2), "no plaintext in a raw incremental");
+	/* no key on either side */
+	COF2_OK(s2, "receive backup/e");
+	COF2_OK(NULL, "get -H -o value keystatus backup/e");
+	cr_assert(strstr(out, "unavailable"), "%s", out);
+	checked(&td2, "backup");
+	COF2_OK(NULL, "load-key -L file://%s backup/e", keyfile);
+	COF_OK(NULL, "load-key tank/e");
+	reads_as(&td2, "backup/e", read_to(&td, "tank/e@s2", "want.s2"));
+	reads_as(&td2, "backup/e@s2", read_to(&td, "tank/e@s2", "want.s2"));
+	reads_as(&td2, "backup/e@s1", data);
+	COF_OK(NULL, "unload-key tank/e");
+
+	/* the key loaded on the receiver: the copy reads at once */
+	raw_step("s2", "s3", "0", s3);
+	COF2_OK(s3, "receive backup/e");
+	COF_OK(NULL, "load-key tank/e");
+	reads_as(&td2, "backup/e", read_to(&td, "tank/e@s3", "want.s3"));
+	reads_as(&td2, "backup/e@s2", read_to(&td, "tank/e@s2", "want.s2"));
+	cr_assert_str_eq(snapshots(&td2, "backup/e"), "backup/e@s1\nbackup/e@s2\nbackup/e@s3\n");
+
+	/* written on the receiver after, and snapshot there: no nonce twice */
+	scribble(&td2, "backup/e", "128K", 128 << 10);
+	COF2_OK(NULL, "snapshot backup/e@here");
+	scribble(&td2, "backup/e", "128K", 64 << 10);
+	checked(&td2, "backup");
+	tdaemon_stop_ok(&td2);
+	n = nonces_never_repeat(&td2, "backup");
+	cr_assert_gt(n, 100, "%zu encrypted pointers", n);
+	tdaemon_start_ok(&td2);
+	COF2_OK(NULL, "load-key -L file://%s backup/e", keyfile);
+	reads_as(&td2, "backup/e@s3", read_to(&td, "tank/e@s3", "want.s3"));
+}
+
+/* backup/e of td2 has just @s1, and reads as @data with the original key. */
+static void still_at_s1(const char *keyfile, const char *data, const char *what)
+{
+	cr_assert_str_eq(snapshots(&td2, "backup/e"), "backup/e@s1\n", "%s", what);
+	COF2_OK(NULL, "get -H -o value keystatus backup/e");
+	if (strstr(out, "unavailable"))
+		COF2_OK(NULL, "load-key -L file://%s backup/e", keyfile);
+	reads_as(&td2, "backup/e", data);
+}
+
+Test(send, a_raw_incremental_after_change_key_on_either_side_is_refused)
+{
+	char keyfile[4200], stream[4200], s2[4200], newkey[4200];
+	const char *data;
+	static const char pass2[] = "another passphrase entirely\n";
+
+	raw_stream(keyfile, sizeof(keyfile), &data, stream, sizeof(stream));
+	snprintf(newkey, sizeof(newkey), "%s", tdaemon_file(&td, "pass2", pass2, sizeof(pass2) - 1));
+	tdaemon_setup(&td2, NULL);
+	COF2_OK(NULL, "pool create -s 32M backup %s/m0", td2.dir);
+	COF2_OK(stream, "receive backup/e");
+	raw_step("s1", "s2", "256K", s2);
+
+	/* on the target: its key is wrapped anew, the stream's is the old */
+	COF2_OK(NULL, "load-key -L file://%s backup/e", keyfile);
+	COF2_OK(NULL, "change-key -o keylocation=file://%s backup/e", newkey);
+	cr_assert_neq(tdaemon_cofferf(&td2, s2, out, sizeof(out), "receive backup/e"), 0);
+	cr_assert(strstr(out, "key was changed"), "names it: %s", out);
+	still_at_s1(keyfile, data, "after a change-key on the target");
+	checked(&td2, "backup");
+	/* -F rolls back data, never a key: still refused */
+	cr_assert_neq(tdaemon_cofferf(&td2, s2, out, sizeof(out), "receive -F backup/e"), 0);
+	COF2_OK(NULL, "destroy -r backup/e");
+	COF2_OK(stream, "receive backup/e");
+
+	/* on the source: the stream carries the new wrapping */
+	COF_OK(NULL, "load-key tank/e");
+	COF_OK(NULL, "change-key -o keylocation=file://%s tank/e", newkey);
+	COF_OK(NULL, "unload-key tank/e");
+	COF_OK(NULL, "send -w -i @s1 tank/e@s2 > '%s'", s2);
+	cr_assert_neq(tdaemon_cofferf(&td2, s2, out, sizeof(out), "receive backup/e"), 0);
+	cr_assert(strstr(out, "key was changed"), "names it: %s", out);
+	still_at_s1(keyfile, data, "after a change-key on the source");
+	checked(&td2, "backup");
+}
+
+Test(send, an_incremental_cut_by_its_client_or_a_crash_is_rolled_back)
+{
+	char s0[4200], s1[4200], fifo[4200], rnd[4200], at_s[4200];
+	double end;
+	uint8_t *b;
+	size_t n;
+	pid_t pid;
+	int wfd, st;
+
+	two_mib(rnd, s0);
+	COF_OK(s0, "receive backup/x");
+	snprintf(at_s, sizeof(at_s), "%s", read_to(&td, "tank/c@s", "at.s"));
+	scribble(&td, "tank/c", "0", 2 << 20);
+	COF_OK(NULL, "snapshot tank/c@t");
+	snprintf(s1, sizeof(s1), "%s/s1", td.dir);
+	COF_OK(NULL, "send -i @s tank/c@t > '%s'", s1);
+	b = slurp(s1, &n);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", td.dir);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+
+	for (int crash = 0; crash < 2; crash++) {
+		pid = half_received(fifo, b, n, &wfd, busy);
+		/* nothing the rollback needs can go, or be added, meanwhile */
+		cr_assert_neq(cof(NULL, "destroy backup/x@s"), 0, "destroyed mid-receive");
+		cr_assert_neq(cof(NULL, "snapshot backup/x@mid"), 0, "a snapshot mid-receive");
+		cr_assert_neq(cof(NULL, "clone backup/x@s backup/y"), 0, "a clone mid-receive");
+		cr_assert_neq(cof(NULL, "rollback backup/x@s"), 0, "a rollback mid-receive");
+		if (crash) /* the daemon dies: the next import rolls it back */
+			crash_daemon();
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		close(wfd);
+		if (crash)
+			tdaemon_start_ok(&td);
+		end = tdaemon_deadline(TDAEMON_WAIT_S);
+		while (busy("backup/x") && tdaemon_poll(end))
+			;
+		reads_as(&td, "backup/x", at_s);
+		cr_assert_str_eq(snapshots(&td, "backup/x"), "backup/x@s\n", "crash %d", crash);
+		checked(&td, "backup");
+	}
+	/* and the whole stream goes in after both */
+	COF_OK(s1, "receive backup/x");
+	reads_as(&td, "backup/x", read_to(&td, "tank/c@t", "at.t"));
+	checked(&td, "backup");
+	free(b);
 }

@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	r = recv_parser_new();
 	if (!r)
 		return 0;
-	while (pos < size && ret == 0) {
+	while (pos < size && ret >= 0) {
 		size_t n = size - pos < step ? size - pos : step;
 
 		ret = stor_recv_feed(r, data + pos, n);
