@@ -1047,10 +1047,101 @@ static void errors_lines(json_t *p, int verbose)
 		       n - (long long)json_array_size(json_object_get(p, "error_records")));
 }
 
+/* The counts a vdev of zpool status -j's tree sums over what it holds. */
+static const char *const vdev_counts[] = { "read_errors", "write_errors", "checksum_errors",
+					   "total_space", "alloc_space" };
+
+/* A vdev of the tree, its counts zero, its children in "vdevs". */
+static json_t *vdev_node(const char *name, const char *type, json_t *state)
+{
+	json_t *o = json_pack("{s:s, s:s, s:s, s:O}", "name", name, "vdev_type", type, "class",
+			      "normal", "state", state);
+
+	for (size_t i = 0; i < sizeof(vdev_counts) / sizeof(vdev_counts[0]); i++)
+		json_object_set_new(o, vdev_counts[i], json_integer(0));
+	json_object_set_new(o, "vdevs", json_object());
+	return o;
+}
+
+/* Add @from's counts to @to's: its errors, and with @space its space. */
+static void vdev_add(json_t *to, json_t *from, int space)
+{
+	for (size_t i = 0; i < sizeof(vdev_counts) / sizeof(vdev_counts[0]); i++) {
+		const char *k = vdev_counts[i];
+
+		if (space || !strstr(k, "_space"))
+			json_object_set_new(to, k,
+					    json_integer(json_integer_value(json_object_get(to, k)) +
+							 json_integer_value(json_object_get(from, k))));
+	}
+}
+
+/* LUN @l of a status reply as a leaf of the tree: zpool's names for its
+ * space and errors, its index, which names it in pool clear, offline and
+ * online, then the rest of what the daemon says of it. */
+static json_t *lun_leaf(json_t *l, size_t index)
+{
+	json_t *o = json_pack("{s:O, s:s, s:O, s:s, s:O, s:I, s:O, s:O, s:O, s:O, s:O}", "name",
+			      json_object_get(l, "path"), "vdev_type", "file", "path",
+			      json_object_get(l, "path"), "class", "normal", "state",
+			      json_object_get(l, "state"), "index", (json_int_t)index,
+			      "read_errors", json_object_get(l, "read_errors"), "write_errors",
+			      json_object_get(l, "write_errors"), "checksum_errors",
+			      json_object_get(l, "cksum_errors"), "total_space",
+			      json_object_get(l, "size"), "alloc_space", json_object_get(l, "used"));
+	json_t *rest = json_deep_copy(l);
+
+	json_object_del(rest, "vdev");
+	json_object_del(rest, "cksum_errors");
+	json_object_del(rest, "size");
+	json_object_del(rest, "used");
+	json_object_update_missing(o, rest);
+	json_decref(rest);
+	return o;
+}
+
+/*
+ * The "vdevs" and "luns" lists of a status reply as zpool status -j's tree:
+ * the root vdev named after the pool, under it each vdev keyed by name (a
+ * mirror "mirror-N", a LUN of its own its path, as zpool names a file
+ * vdev), a mirror's sides under it the same way. A mirror's space is one
+ * side's (each holds all of it), its errors those of all sides. A detached
+ * side is in no vdev, as in zpool's config.
+ */
+static json_t *vdev_tree(json_t *p)
+{
+	const char *pool = json_string_value(json_object_get(p, "name"));
+	json_t *luns = json_object_get(p, "luns"), *v, *k;
+	json_t *root = vdev_node(pool, "root", json_object_get(p, "state"));
+	size_t i, x;
+
+	json_array_foreach(json_object_get(p, "vdevs"), i, v) {
+		const char *name = json_string_value(json_object_get(v, "name"));
+		json_t *mirror = name ? vdev_node(name, "mirror", json_object_get(v, "state")) : NULL;
+
+		json_array_foreach(json_object_get(v, "luns"), x, k) {
+			size_t index = (size_t)json_integer_value(k);
+			json_t *l = json_array_get(luns, index), *leaf;
+
+			if (!l)
+				continue;
+			leaf = lun_leaf(l, index);
+			vdev_add(mirror ? mirror : root, leaf, !mirror || x == 0);
+			json_object_set_new(json_object_get(mirror ? mirror : root, "vdevs"),
+					    json_string_value(json_object_get(l, "path")), leaf);
+		}
+		if (mirror) {
+			vdev_add(root, mirror, 1);
+			json_object_set_new(json_object_get(root, "vdevs"), name, mirror);
+		}
+	}
+	return json_pack("{s:o}", pool, root);
+}
+
 /*
  * A pool of a reply as -j prints it: its GUID as "pool_guid" (zpool status
- * -j's name), every number in the document's form. Its LUNs stay a list in
- * index order, as their indexes name them in pool clear, offline and online.
+ * -j's name), every number in the document's form, and its vdevs and LUNs,
+ * when it has them, as zpool status -j's tree keyed by name (vdev_tree).
  */
 static json_t *pool_doc_entry(json_t *p)
 {
@@ -1059,6 +1150,10 @@ static json_t *pool_doc_entry(json_t *p)
 	if (g) {
 		json_object_set(o, "pool_guid", g);
 		json_object_del(o, "guid");
+	}
+	if (json_is_array(json_object_get(p, "vdevs")) && json_is_array(json_object_get(p, "luns"))) {
+		json_object_set_new(o, "vdevs", vdev_tree(p));
+		json_object_del(o, "luns");
 	}
 	return jout_numbers(o);
 }

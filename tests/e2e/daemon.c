@@ -320,3 +320,50 @@ json_t *tdaemon_coffer_json(struct tdaemon *d, const char *args)
 	cr_assert_not_null(j, "coffer %s is not JSON: %s\n%s", args, e.text, out);
 	return j;
 }
+
+/* The root vdev of a pool entry of pool status -j: the one value of its "vdevs". */
+static json_t *status_root(json_t *pool)
+{
+	void *it = json_object_iter(json_object_get(pool, "vdevs"));
+
+	return it ? json_object_iter_value(it) : NULL;
+}
+
+json_t *tdaemon_status_vdev(json_t *pool, size_t n)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach(json_object_get(status_root(pool), "vdevs"), k, v)
+		if (n-- == 0)
+			return v;
+	return NULL;
+}
+
+size_t tdaemon_status_nvdevs(json_t *pool)
+{
+	return json_object_size(json_object_get(status_root(pool), "vdevs"));
+}
+
+/* A number of a -j document: an integer with --json-int, else a string of digits. */
+static long long doc_number(json_t *v)
+{
+	return json_is_string(v) ? strtoll(json_string_value(v), NULL, 10)
+				 : (long long)json_integer_value(v);
+}
+
+json_t *tdaemon_status_lun(json_t *pool, size_t i)
+{
+	const char *k, *k2;
+	json_t *v, *side;
+
+	json_object_foreach(json_object_get(status_root(pool), "vdevs"), k, v) {
+		if (!json_object_get(v, "vdevs") &&
+		    doc_number(json_object_get(v, "index")) == (long long)i)
+			return v;
+		json_object_foreach(json_object_get(v, "vdevs"), k2, side)
+			if (doc_number(json_object_get(side, "index")) == (long long)i)
+				return side;
+	}
+	return NULL;
+}

@@ -91,6 +91,16 @@ int tdaemon_cofferf(struct tdaemon *d, const char *in_file, char *out, size_t ca
  */
 json_t *tdaemon_coffer_json(struct tdaemon *d, const char *args);
 
+/*
+ * In a pool entry of `coffer pool status -j` (its tree of vdevs, as
+ * zpool status -j has it): the @n-th vdev under the root, in the order
+ * printed; how many there are; the LUN whose "index" is @i, a side of a
+ * mirror or a vdev of its own. NULL if there is none.
+ */
+json_t *tdaemon_status_vdev(json_t *pool, size_t n);
+size_t tdaemon_status_nvdevs(json_t *pool);
+json_t *tdaemon_status_lun(json_t *pool, size_t i);
+
 /** Run coffer and fail the running test unless it exits 0; @out is an array. */
 #define TDAEMON_COF_OK(d, out, in, ...)                                                      \
 	do {                                                                                 \

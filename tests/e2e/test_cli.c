@@ -458,6 +458,46 @@ Test(cli, json_has_one_shape_with_strings_unless_json_int_and_guids_as_strings)
 	json_decref(j);
 }
 
+Test(cli, pool_status_j_keys_the_vdev_tree_by_name_as_zpool_does)
+{
+	char l0[4200], l1[4200], l2[4200];
+	json_t *j, *root, *m, *v;
+
+	snprintf(l0, sizeof(l0), "%s/l0", td.dir);
+	snprintf(l1, sizeof(l1), "%s/l1", td.dir);
+	snprintf(l2, sizeof(l2), "%s/l2", td.dir);
+	COF_OK(NULL, "pool create -s 64M tank %s mirror %s %s", l0, l1, l2);
+	j = tdaemon_coffer_json(&td, "pool status -j --json-int");
+	cr_assert_null(path_get(j, "pools", "tank", "luns"), "no LUN list: %s", json_dumps(j, 0));
+	root = path_get(path_get(j, "pools", "tank", "vdevs"), "tank", NULL, NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(root, "vdev_type")), "root", "%s",
+			 json_dumps(j, 0));
+	cr_assert(json_is_object(json_object_get(root, "vdevs")), "%s", json_dumps(j, 0));
+	m = path_get(root, "vdevs", "mirror-0", NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(m, "vdev_type")), "mirror", "%s",
+			 json_dumps(j, 0));
+	cr_assert_str_eq(json_string_value(json_object_get(m, "state")), "ONLINE");
+	cr_assert_eq(json_object_size(json_object_get(m, "vdevs")), 2, "%s", json_dumps(m, 0));
+	v = path_get(m, "vdevs", l1, NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(v, "name")), l1, "%s", json_dumps(m, 0));
+	cr_assert_str_eq(json_string_value(json_object_get(v, "vdev_type")), "file");
+	cr_assert_str_eq(json_string_value(json_object_get(v, "path")), l1);
+	cr_assert_eq(json_integer_value(json_object_get(v, "index")), 1);
+	cr_assert(json_is_integer(json_object_get(v, "checksum_errors")), "%s", json_dumps(v, 0));
+	cr_assert_gt(json_integer_value(json_object_get(v, "total_space")), 0);
+	/* a mirror's space is one side's, the pool's the sum of its vdevs */
+	cr_assert_eq(json_integer_value(json_object_get(m, "total_space")),
+		     json_integer_value(json_object_get(v, "total_space")));
+	v = path_get(root, "vdevs", l0, NULL);
+	cr_assert_str_eq(json_string_value(json_object_get(v, "vdev_type")), "file", "%s",
+			 json_dumps(root, 0));
+	cr_assert_eq(json_integer_value(json_object_get(v, "index")), 0);
+	cr_assert_eq(json_integer_value(json_object_get(root, "total_space")),
+		     json_integer_value(json_object_get(m, "total_space")) +
+			     json_integer_value(json_object_get(v, "total_space")));
+	json_decref(j);
+}
+
 Test(cli, write_says_when_standard_input_cannot_be_read)
 {
 	pool();

@@ -125,7 +125,7 @@ static json_t *pool_status(const char *pool)
 static json_int_t lun_count(json_t *pool, unsigned i, const char *field)
 {
 	return json_integer_value(
-		json_object_get(json_array_get(json_object_get(pool, "luns"), i), field));
+		json_object_get(tdaemon_status_lun(pool, i), field));
 }
 
 #define AS_NOBODY "setpriv --reuid=nobody --regid=nogroup --clear-groups"
@@ -265,8 +265,7 @@ Test(luns, a_full_file_system_is_out_of_space_and_faults_nothing)
 	}
 	cr_assert_eq(nospc, 2 * STOR_LUN_FAULT_ERRORS, "4 MiB of tmpfs never filled up");
 	p = pool_status("tank");
-	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(p, "luns"), 0),
-							   "state")),
+	cr_assert_str_eq(json_string_value(json_object_get(tdaemon_status_lun(p, 0), "state")),
 			 "ONLINE", "a full file system faulted the LUN: %s", json_dumps(p, 0));
 	cr_assert_eq(lun_count(p, 0, "write_errors"), 0, "%s", json_dumps(p, 0));
 	cr_assert_geq(lun_count(p, 0, "nospace_errors"), 2 * STOR_LUN_FAULT_ERRORS);

@@ -108,7 +108,7 @@ static json_t *status(const char *pool)
 static long long lun_count(json_t *p, size_t i, const char *key)
 {
 	return (long long)json_integer_value(
-		json_object_get(json_array_get(json_object_get(p, "luns"), i), key));
+		json_object_get(tdaemon_status_lun(p, i), key));
 }
 
 /* A clear and an encrypted dataset of random bytes, written and flushed. */
@@ -152,10 +152,9 @@ Test(mirror, junk_on_one_side_then_the_other_never_reaches_a_reader)
 	COF_OK(NULL, "pool create -s %u tank mirror %s %s", LUN_SIZE, lun("l0"), lun("l1"));
 	fill(clear, enc);
 	p = status("tank");
-	cr_assert_str_eq(json_string_value(json_object_get(
-				 json_array_get(json_object_get(p, "vdevs"), 0), "type")),
+	cr_assert_str_eq(json_string_value(json_object_get(tdaemon_status_vdev(p, 0), "vdev_type")),
 			 "mirror");
-	cr_assert_eq(json_array_size(json_object_get(p, "vdevs")), 1);
+	cr_assert_eq(tdaemon_status_nvdevs(p), 1);
 	json_decref(p);
 
 	/* both datasets sit in the first 2 x 2 MiB and the log: damage those */
@@ -166,10 +165,10 @@ Test(mirror, junk_on_one_side_then_the_other_never_reaches_a_reader)
 	cr_assert(reads_back("tank/e", enc), "encrypted dataset: %s\n%s", out, tdaemon_log(&td));
 	p = status("tank");
 	repaired = lun_count(p, 0, "repaired");
-	cksum = lun_count(p, 0, "cksum_errors");
+	cksum = lun_count(p, 0, "checksum_errors");
 	cr_assert_gt(repaired, 0, "repairs are counted on the damaged side");
 	cr_assert_eq(repaired, cksum, "every bad copy found was rewritten");
-	cr_assert_eq(lun_count(p, 1, "cksum_errors"), 0);
+	cr_assert_eq(lun_count(p, 1, "checksum_errors"), 0);
 	cr_assert_str_eq(json_string_value(json_object_get(p, "state")), "ONLINE");
 	json_decref(p);
 	COF_OK(NULL, "pool status tank");
@@ -202,7 +201,7 @@ Test(mirror, junk_on_one_side_then_the_other_never_reaches_a_reader)
 	COF_OK(NULL, "pool clear tank");
 	p = status("tank");
 	cr_assert_eq(lun_count(p, 0, "repaired") + lun_count(p, 1, "repaired") +
-			     lun_count(p, 0, "cksum_errors") + lun_count(p, 1, "cksum_errors"),
+			     lun_count(p, 0, "checksum_errors") + lun_count(p, 1, "checksum_errors"),
 		     0);
 	json_decref(p);
 
@@ -306,12 +305,14 @@ Test(mirror, add_a_mirror_and_refuse_malformed_vdevs)
 	COF_OK(NULL, "pool create -s %u tank %s", LUN_SIZE, lun("l0"));
 	COF_OK(NULL, "pool add -s %u tank mirror %s %s", LUN_SIZE, lun("m0"), lun("m1"));
 	p = status("tank");
-	v = json_object_get(p, "vdevs");
-	cr_assert_eq(json_array_size(v), 2);
-	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(v, 0), "type")), "lun");
-	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(v, 1), "name")),
-			 "mirror-0");
-	cr_assert_eq(lun_count(p, 2, "vdev"), 1);
+	cr_assert_eq(tdaemon_status_nvdevs(p), 2);
+	v = tdaemon_status_vdev(p, 0);
+	cr_assert_str_eq(json_string_value(json_object_get(v, "vdev_type")), "file");
+	v = tdaemon_status_vdev(p, 1);
+	cr_assert_str_eq(json_string_value(json_object_get(v, "name")), "mirror-0");
+	/* LUN 2 is the second side of mirror-0 */
+	cr_assert_eq(json_object_get(json_object_get(v, "vdevs"), lun("m1")),
+		     tdaemon_status_lun(p, 2));
 	json_decref(p);
 
 	/* one side, four sides, sides of two sizes: refused, nothing made */
@@ -399,7 +400,7 @@ Test(mirror, scrub_with_keys_unloaded_repairs_then_finds_nothing)
 static const char *lun_state(json_t *p, size_t i)
 {
 	return json_string_value(
-		json_object_get(json_array_get(json_object_get(p, "luns"), i), "state"));
+		json_object_get(tdaemon_status_lun(p, i), "state"));
 }
 
 Test(mirror, a_mirror_whose_first_side_is_gone_imports_degraded_and_serves)
@@ -420,8 +421,7 @@ Test(mirror, a_mirror_whose_first_side_is_gone_imports_degraded_and_serves)
 			 tdaemon_log(&td));
 	cr_assert_str_eq(lun_state(p, 0), "UNAVAIL");
 	cr_assert_str_eq(lun_state(p, 1), "ONLINE");
-	cr_assert_str_eq(json_string_value(json_object_get(
-				 json_array_get(json_object_get(p, "vdevs"), 0), "state")),
+	cr_assert_str_eq(json_string_value(json_object_get(tdaemon_status_vdev(p, 0), "state")),
 			 "DEGRADED");
 	json_decref(p);
 	COF_OK(NULL, "pool status tank");
@@ -531,8 +531,7 @@ Test(mirror, a_side_deleted_under_load_is_replaced_and_resilvered_across_a_kill)
 	/* a new file in its place, resilvered; a kill -9 midway */
 	COF_OK(NULL, "pool replace tank %s %s", lun("l1"), lun("l2"));
 	p = status_when(resilvering, "resilver under way");
-	cr_assert_str_eq(json_string_value(json_object_get(
-				 json_array_get(json_object_get(p, "luns"), 1), "path")),
+	cr_assert_str_eq(json_string_value(json_object_get(tdaemon_status_lun(p, 1), "path")),
 			 lun("l2"));
 	cr_assert_str_eq(lun_state(p, 1), "RESILVERING");
 	json_decref(p);
@@ -576,8 +575,7 @@ Test(mirror, attach_and_detach_through_coffer)
 	COF_OK(NULL, "pool attach tank %s %s", lun("l0"), lun("l1"));
 	json_decref(status_when(resilvered, "attach resilvered"));
 	p = status("tank");
-	cr_assert_str_eq(json_string_value(json_object_get(
-				 json_array_get(json_object_get(p, "vdevs"), 0), "type")),
+	cr_assert_str_eq(json_string_value(json_object_get(tdaemon_status_vdev(p, 0), "vdev_type")),
 			 "mirror");
 	json_decref(p);
 	COF_OK(NULL, "pool detach tank %s", lun("l0"));
