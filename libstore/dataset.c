@@ -254,9 +254,15 @@ int ds_record(struct stor_ds *ds, uint8_t **out, size_t *outlen)
 	return 0;
 }
 
-/* The record of a new dataset and, if encrypted, the root of its MACs, in one
- * commit; one being received is marked so in the same transaction, so a
- * receive cut short is found (recv.c) whatever happens. */
+/*
+ * The record of a new dataset, the pool record with the next id past its
+ * own, and, if encrypted, the root of its MACs, in one commit (one LMDB
+ * sync, where two commits cost two); one being received is marked so in
+ * the same transaction, so a receive cut short is found (recv.c) whatever
+ * happens. Until this commits, nothing durable holds its id but its key
+ * file entry, which names it by GUID: a crash before leaves an entry that
+ * no record claims, which loading skips and the next save drops.
+ */
 static int save_new(struct stor_pool *p, struct stor_ds *ds, const struct recv_identity *as)
 {
 	struct meta_txn *t = NULL;
@@ -265,6 +271,8 @@ static int save_new(struct stor_pool *p, struct stor_ds *ds, const struct recv_i
 	if (ret < 0)
 		return ret;
 	ret = ds_save_txn(t, ds);
+	if (ret == 0)
+		ret = pool_config_txn(p, t);
 	if (ret == 0 && as)
 		ret = recv_mark_txn(t, ds->id, RECV_RECEIVING);
 	/* a raw stream's dataset gets its MACs from its first key */
@@ -644,9 +652,6 @@ static int ds_create_as(struct stor_pool *p, const char *name, const struct stor
 	if (ret < 0)
 		goto fail;
 	p->next_ds_id++;
-	ret = pool_save_config(p);
-	if (ret < 0)
-		goto fail;
 	/* its wrapped key is durable before the dataset is */
 	ret = ds->suite ? keyfile_save(p, ds) : 0;
 	if (ret < 0)

@@ -18,7 +18,7 @@
  * Mutual dependency, by design: pool, dataset (dataset.c), key state
  * (dskeys.c) and key file (keyfile.c) call each other. A pool opens by
  * loading its datasets and then their keys from the key file; a dataset
- * create bumps the pool record's next id (pool_save_config); key state and
+ * create bumps the pool record's next id (pool_config_txn); key state and
  * key file look datasets up by id and rewrite the key file on every key
  * change. They share the pool's admin lock and its dataset table, so they
  * are one subsystem in four files. No unit they call calls back into any
@@ -206,10 +206,9 @@ static void save_hint(struct stor_pool *p, unsigned n)
 		statedir_sync(path);
 }
 
-/* The pool record naming the first @n LUNs of p->luns. */
-static int save_config(struct stor_pool *p, unsigned n)
+/* The pool record naming the first @n LUNs of p->luns, put in @t. */
+static int put_config(struct stor_pool *p, unsigned n, struct meta_txn *t)
 {
-	struct meta_txn *t = NULL;
 	size_t len = 4 + 8 + 8 + 4;
 	uint8_t *buf, *w;
 	int ret;
@@ -243,15 +242,25 @@ static int save_config(struct stor_pool *p, unsigned n)
 		for (unsigned i = 0; i < n; i++)
 			put_u32(&w, p->luns[i].vdev);
 	}
-	ret = meta_txn_begin(p->meta, &t);
+	ret = meta_put(t, META_POOL, "config", 6, buf, len);
+	free(buf);
+	return ret;
+}
+
+/* The pool record naming the first @n LUNs of p->luns, committed, and
+ * <pool>.luns with them. */
+static int save_config(struct stor_pool *p, unsigned n)
+{
+	struct meta_txn *t = NULL;
+	int ret = meta_txn_begin(p->meta, &t);
+
 	if (ret == 0)
-		ret = meta_put(t, META_POOL, "config", 6, buf, len);
+		ret = put_config(p, n, t);
 	if (ret == 0) {
 		ret = meta_txn_commit(t);
 		t = NULL;
 	}
 	meta_txn_abort(t);
-	free(buf);
 	if (ret == 0)
 		save_hint(p, n);
 	return ret;
@@ -260,6 +269,11 @@ static int save_config(struct stor_pool *p, unsigned n)
 int pool_save_config(struct stor_pool *p)
 {
 	return save_config(p, atomic_load(&p->nluns));
+}
+
+int pool_config_txn(struct stor_pool *p, struct meta_txn *t)
+{
+	return put_config(p, atomic_load(&p->nluns), t);
 }
 
 int pool_save_config_n(struct stor_pool *p, unsigned n)

@@ -356,6 +356,9 @@ int pool_error_set(void);
 /* pool.c; pool_create_root() is in dataset.c */
 int pool_create_root(struct stor_pool *p);
 int pool_save_config(struct stor_pool *p);
+/** The pool record put in @t, which the caller commits: for a change that
+ * leaves the LUNs as they are (a new dataset's id), so <pool>.luns stays. */
+int pool_config_txn(struct stor_pool *p, struct meta_txn *t);
 /** The pool record naming LUNs [0, @n), one not yet published among them (attach). */
 int pool_save_config_n(struct stor_pool *p, unsigned n);
 
