@@ -2035,8 +2035,8 @@ static const char *long_name(const char *f)
 }
 
 /*
- * The column of each field in a row of a "rows" reply: 0 the name, then
- * the properties in the order asked for (list_col_add).
+ * The column of each field in a row of cells: 0 the name, then the
+ * properties in the order asked for (list_col_add).
  */
 static const char *list_cols[128];
 static size_t nlist_cols = 1;
@@ -2048,38 +2048,38 @@ static void list_col_add(json_t *props, const char *prop)
 	json_array_append_new(props, json_string(prop));
 }
 
-/*
- * The exact value of field @f of dataset @d of a list reply, "-" if none:
- * a row of a "rows" reply, or an object with each value as a string, or
- * with "sources" as an object.
- */
-static const char *list_value(json_t *d, const char *f)
+/* The column of field @f in a row of cells, -1 if it has none. */
+static int cell_col(const char *f)
+{
+	const char *lf = long_name(f);
+
+	if (!strcmp(f, "name"))
+		return 0;
+	for (size_t k = 1; k < nlist_cols; k++)
+		if (!strcmp(list_cols[k], lf))
+			return (int)k;
+	return -1;
+}
+
+/* A row of a list reply: the cells of a text listing, or (-j) an object
+ * whose values carry their sources. */
+struct list_row {
+	const char *const *cells;
+	json_t *obj;
+};
+
+/* The exact value of field @f, column @col of cells, of row @r; "-" if none. */
+static const char *list_value(const struct list_row *r, const char *f, int col)
 {
 	json_t *p;
 
-	if (json_is_array(d)) {
-		const char *lf = long_name(f);
-
-		if (!strcmp(f, "name"))
-			return json_string_value(json_array_get(d, 0));
-		for (size_t k = 1; k < nlist_cols; k++)
-			if (!strcmp(list_cols[k], lf))
-				return json_string_value(json_array_get(d, k)) ?: "-";
-		return "-";
-	}
-	p = json_object_get(json_object_get(d, "props"), long_name(f));
-	const char *v = !strcmp(f, "name") ? json_string_value(json_object_get(d, "name"))
-					   : json_string_value(json_is_object(p)
-								       ? json_object_get(p, "value")
-								       : p);
-
-	return v ? v : "-";
-}
-
-/* Column @f of dataset @d as `list` shows it: "-" where it has no value. */
-static const char *list_field(json_t *d, const char *f, int parsable, char *buf, size_t len)
-{
-	return show(f, list_value(d, f), parsable, buf, len);
+	if (r->cells)
+		return col >= 0 ? r->cells[col] : "-";
+	if (!strcmp(f, "name"))
+		return json_string_value(json_object_get(r->obj, "name"));
+	p = json_object_get(json_object_get(r->obj, "props"), long_name(f));
+	p = json_is_object(p) ? json_object_get(p, "value") : p;
+	return json_string_value(p) ?: "-";
 }
 
 /*
@@ -2119,6 +2119,7 @@ static void check_field(const char *f)
 static struct sort_key {
 	const char *prop;
 	int desc;
+	int col; /* cell_col() once the columns are known */
 } sort_keys[SORT_MAX];
 static size_t nsort;
 
@@ -2139,10 +2140,11 @@ static int compare_values(const char *a, const char *b)
 
 static int compare_datasets(const void *pa, const void *pb)
 {
-	json_t *a = *(json_t *const *)pa, *b = *(json_t *const *)pb;
+	const struct list_row *a = pa, *b = pb;
 
 	for (size_t k = 0; k < nsort; k++) {
-		const char *va = list_value(a, sort_keys[k].prop), *vb = list_value(b, sort_keys[k].prop);
+		const char *va = list_value(a, sort_keys[k].prop, sort_keys[k].col),
+			   *vb = list_value(b, sort_keys[k].prop, sort_keys[k].col);
 		int none_a = !strcmp(va, "-"), none_b = !strcmp(vb, "-"), c;
 
 		if (none_a != none_b)
@@ -2151,7 +2153,7 @@ static int compare_datasets(const void *pa, const void *pb)
 		if (c)
 			return sort_keys[k].desc ? -c : c;
 	}
-	return strcmp(list_value(a, "name"), list_value(b, "name"));
+	return strcmp(list_value(a, "name", 0), list_value(b, "name", 0));
 }
 
 /* Depth of @name below its pool: a '/' or an '@' each go one deeper (zfs list -d). */
@@ -2227,16 +2229,135 @@ static void sort_key_add(const char *prop, int desc)
 	sort_keys[nsort++] = (struct sort_key){ .prop = prop, .desc = desc };
 }
 
+/*
+ * ds_list with @args: its reply in *@reply, and its rows, nlist_cols cells
+ * each, in *@cells (NULL for -j, whose rows are the objects returned);
+ * *@n rows either way.
+ */
+static json_t *list_call(struct coffer_conn *c, json_t *args, const char *obj, json_t **reply,
+			 const char ***cells, size_t *n)
+{
+	const uint8_t *data;
+	size_t len, ncells = 0;
+	char err[512];
+	int ret = coffer_call_data(c, "ds_list", args, NULL, 0, reply, &data, &len, err,
+				   sizeof(err));
+
+	json_decref(args);
+	if (ret < 0)
+		die_call(ret, obj, err);
+	*cells = NULL;
+	if (!json_object_get(*reply, "columns")) {
+		json_t *all = json_object_get(*reply, "datasets");
+
+		*n = json_array_size(all);
+		return all;
+	}
+	*n = (size_t)json_integer_value(json_object_get(*reply, "rows"));
+	if ((size_t)json_integer_value(json_object_get(*reply, "columns")) != nlist_cols ||
+	    *n > len || (len && data[len - 1]))
+		die("list: bad reply from cofferd");
+	*cells = calloc(*n * nlist_cols + 1, sizeof(**cells));
+	if (!*cells)
+		die("out of memory");
+	for (size_t off = 0; off < len && ncells <= *n * nlist_cols; ncells++) {
+		if (ncells < *n * nlist_cols)
+			(*cells)[ncells] = (const char *)data + off;
+		off += strlen((const char *)data + off) + 1;
+	}
+	if (ncells != *n * nlist_cols)
+		die("list: bad reply from cofferd");
+	return NULL;
+}
+
+/* Write @n spaces. */
+static void pad(size_t n)
+{
+	static const char sp[] = "                                ";
+
+	for (size_t k; n; n -= k) {
+		k = n < sizeof(sp) - 1 ? n : sizeof(sp) - 1;
+		fwrite(sp, 1, k, stdout);
+	}
+}
+
+/*
+ * The @n rows of a text listing with fields @f: each value worked out once
+ * (a size humanized into a slot of its own, unless it is the one above it,
+ * as most of a long listing's sizes are), then the columns as wide as
+ * their widest value, like zfs list; with -H tab-separated.
+ */
+static void list_print(const struct list_row *rows, size_t n, const char *const *f, size_t nf,
+		       int noheader, int parsable)
+{
+	enum { SLOT = 32 };
+	const char **v = calloc(n * nf + 1, sizeof(*v)), *raw[64] = { 0 };
+	char *slots = malloc(n * nf * SLOT + 1);
+	size_t w[64];
+	int col[64], sized[64];
+
+	if (!v || !slots)
+		die("out of memory");
+	for (size_t k = 0; k < nf; k++) {
+		w[k] = strlen(f[k]);
+		col[k] = cell_col(f[k]);
+		sized[k] = !parsable && is_size_prop(f[k]);
+	}
+	for (size_t r = 0; r < n; r++) {
+		for (size_t k = 0; k < nf; k++) {
+			const char *x = list_value(&rows[r], f[k], col[k]), *s = x;
+			size_t len;
+
+			if (sized[k] && raw[k] && !strcmp(x, raw[k]))
+				s = v[(r - 1) * nf + k];
+			else if (sized[k])
+				s = show(f[k], x, 0, slots + (r * nf + k) * SLOT, SLOT);
+			raw[k] = x;
+			v[r * nf + k] = s;
+			len = strlen(s);
+			if (len > w[k])
+				w[k] = len;
+		}
+	}
+	if (!noheader) {
+		for (size_t k = 0; k < nf; k++) {
+			for (const char *p = f[k]; *p; p++)
+				putchar(toupper((unsigned char)*p));
+			if (k + 1 < nf)
+				pad(w[k] - strlen(f[k]) + 2);
+		}
+		putchar('\n');
+	}
+	for (size_t r = 0; r < n; r++) {
+		for (size_t k = 0; k < nf; k++) {
+			const char *s = v[r * nf + k];
+
+			fputs(s, stdout);
+			if (k + 1 == nf)
+				break;
+			if (noheader)
+				putchar('\t');
+			else
+				pad(w[k] - strlen(s) + 2);
+		}
+		putchar('\n');
+	}
+	free(v);
+	free(slots);
+}
+
 static int cmd_list(int argc, char **argv)
 {
 	const char *fields = "name,used,avail,refer,volsize,recordsize,encryption,keystatus";
 	const char *type = "volume";
 	int opt, rec = 0, noheader = 0, parsable = 0, own_fields = 0, depth = -1;
-	json_t *props = json_array(), *args, *reply, *arr, *d, **rows = NULL;
+	json_t *props = json_array(), *args, *reply, *all;
+	struct list_row *rows;
+	const char **cells;
 	char *fcopy, *tok, *save = NULL, *end;
 	struct coffer_conn *c;
 	const char *f[64];
-	size_t nf = 0, nrows = 0, i;
+	size_t nf = 0, nrows = 0, nall, i;
 	int base = 0;
 
 	while ((opt = getopt(argc, argv, "rHpo:jt:s:S:d:")) != -1) {
@@ -2285,24 +2406,26 @@ static int cmd_list(int argc, char **argv)
 	for (size_t k = 0; k < nsort; k++)
 		if (strcmp(sort_keys[k].prop, "name"))
 			list_col_add(props, long_name(sort_keys[k].prop));
-	/* text takes rows of values (a long list parses fastest so), JSON their sources */
+	/* text takes cells (a long list parses fastest so), JSON the sources too */
 	args = json_pack("{s:o, s:b, s:s, s:b, s:b}", "props", props, "recursive", rec, "type",
-			 type, "sources", opt_json, "rows", !opt_json);
+			 type, "sources", opt_json, "cells", !opt_json);
 	if (optind < argc) {
 		json_object_set_new(args, "name", json_string(argv[optind]));
 		base = name_depth(argv[optind]);
 	}
+	for (size_t k = 0; k < nsort; k++)
+		sort_keys[k].col = cell_col(sort_keys[k].prop);
 	c = conn_open();
-	reply = call(c, "ds_list", args, optind < argc ? argv[optind] : NULL);
-	arr = json_object_get(reply, opt_json ? "datasets" : "rows");
-	rows = calloc(json_array_size(arr) + 1, sizeof(*rows));
+	all = list_call(c, args, optind < argc ? argv[optind] : NULL, &reply, &cells, &nall);
+	rows = calloc(nall + 1, sizeof(*rows));
 	if (!rows)
 		die("out of memory");
-	json_array_foreach(arr, i, d) {
-		const char *n = list_value(d, "name");
+	for (i = 0; i < nall; i++) {
+		struct list_row r = { cells ? cells + i * nlist_cols : NULL,
+				      cells ? NULL : json_array_get(all, i) };
 
-		if (depth < 0 || name_depth(n) - base <= depth)
-			rows[nrows++] = d;
+		if (depth < 0 || name_depth(list_value(&r, "name", 0)) - base <= depth)
+			rows[nrows++] = r;
 	}
 	if (nsort)
 		qsort(rows, nrows, sizeof(*rows), compare_datasets);
@@ -2310,48 +2433,14 @@ static int cmd_list(int argc, char **argv)
 		json_t *doc = jout_doc("coffer list", "datasets");
 
 		for (i = 0; i < nrows; i++)
-			jout_add(doc, "datasets", json_string_value(json_object_get(rows[i], "name")),
-				 dataset_json(rows[i], f, nf, parsable));
+			jout_add(doc, "datasets", list_value(&rows[i], "name", 0),
+				 dataset_json(rows[i].obj, f, nf, parsable));
 		jout_print(doc);
-		goto out;
+	} else {
+		list_print(rows, nrows, f, nf, noheader, parsable);
 	}
-	/* column widths from the data, like zfs list */
-	size_t w[64];
-
-	for (i = 0; i < nf; i++)
-		w[i] = strlen(f[i]);
-	for (size_t r = 0; r < nrows; r++) {
-		for (size_t k = 0; k < nf; k++) {
-			char buf[64];
-			const char *v = list_field(rows[r], f[k], parsable, buf, sizeof(buf));
-
-			if (strlen(v) > w[k])
-				w[k] = strlen(v);
-		}
-	}
-	if (!noheader) {
-		for (i = 0; i < nf; i++) {
-			for (const char *p = f[i]; *p; p++)
-				putchar(toupper((unsigned char)*p));
-			if (i + 1 < nf)
-				printf("%*s", (int)(w[i] - strlen(f[i]) + 2), "");
-		}
-		putchar('\n');
-	}
-	for (size_t r = 0; r < nrows; r++) {
-		for (size_t k = 0; k < nf; k++) {
-			char buf[64];
-			const char *v = list_field(rows[r], f[k], parsable, buf, sizeof(buf));
-
-			if (noheader)
-				printf("%s%s", v, k + 1 < nf ? "\t" : "");
-			else
-				printf("%s%*s", v, k + 1 < nf ? (int)(w[k] - strlen(v) + 2) : 0, "");
-		}
-		putchar('\n');
-	}
-out:
 	free(rows);
+	free(cells);
 	free(fcopy);
 	json_decref(reply);
 	coffer_close(c);

@@ -1301,9 +1301,13 @@ struct list_ctx {
 	const char **props; /* NULL: every property */
 	size_t nprops;
 	int sources;        /* each value as {value, source, inherited_from} (coffer list -j) */
-	int rows;           /* "rows": [[name, value...]] in the order of props, no objects */
+	int cells;          /* the rows as cells after the reply (list_row), no objects */
 	struct stor_prop_value *vals; /* nprops of them, for list_one */
 	json_t *out;
+	size_t nrows;
+	char *text;         /* with cells: the bytes of the rows so far */
+	size_t len, cap;
+	int nomem;
 };
 
 static json_t *prop_json(const struct stor_prop_value *v);
@@ -1340,23 +1344,46 @@ static int list_wanted(const struct list_ctx *lc, const char *name)
 	       (lc->recursive && !strncmp(name, lc->name, n) && name[n] == '/');
 }
 
+/* Append @s and its NUL to the cells of @lc. */
+static void cell_add(struct list_ctx *lc, const char *s)
+{
+	size_t n = strlen(s) + 1;
+
+	if (lc->cap - lc->len < n) {
+		size_t cap = lc->cap ? lc->cap : 64 * 1024;
+		char *t;
+
+		while (cap - lc->len < n)
+			cap *= 2;
+		t = realloc(lc->text, cap);
+		if (!t) {
+			lc->nomem = 1;
+			return;
+		}
+		lc->text = t;
+		lc->cap = cap;
+	}
+	memcpy(lc->text + lc->len, s, n);
+	lc->len += n;
+}
+
 /*
  * The row of dataset @name with the @nv values @v: an object {name, props},
- * or with "rows" an array of the name and the values, which costs a long
- * listing a third of the objects to build, send and parse.
+ * or with "cells" its name and values as NUL-terminated strings after the
+ * reply object (CMD_DATA). A listing of 10,000 datasets then builds, sends
+ * and parses no JSON per value, which cost the daemon and coffer most of
+ * its time; a value holds no NUL, so the cells need no escaping.
  */
 static void list_row(struct list_ctx *lc, const char *name, const struct stor_prop_value *v,
 		     size_t nv)
 {
 	json_t *props;
 
-	if (lc->rows) {
-		json_t *row = json_array();
-
-		json_array_append_new(row, json_string(name));
+	lc->nrows++;
+	if (lc->cells) {
+		cell_add(lc, name);
 		for (size_t i = 0; i < nv; i++)
-			json_array_append_new(row, json_string(v[i].value));
-		json_array_append_new(lc->out, row);
+			cell_add(lc, v[i].value);
 		return;
 	}
 	props = json_object();
@@ -1390,6 +1417,7 @@ static int list_one(const char *name, void *arg)
 		stor_ds_get_all(lc->pool, name, prop_add, &pc);
 		json_array_append_new(lc->out, json_pack("{s:s, s:o}", "name", name, "props",
 							 pc.props));
+		lc->nrows++;
 		return 0;
 	}
 	for (size_t i = 0; i < lc->nprops; i++) {
@@ -1446,7 +1474,7 @@ static int h_ds_list(struct hcall *c)
 	lc.recursive = jtrue(c->args, "recursive");
 	lc.openable = jtrue(c->args, "openable");
 	lc.sources = jtrue(c->args, "sources");
-	lc.rows = jtrue(c->args, "rows");
+	lc.cells = jtrue(c->args, "cells");
 	/* zfs list -t: volume (the default), snapshot, all */
 	if (type && !strcmp(type, "snapshot"))
 		volumes = 0, snapshots = 1;
@@ -1457,7 +1485,7 @@ static int h_ds_list(struct hcall *c)
 	ret = arg_strv(c, "props", &lc.props, &lc.nprops);
 	if (ret < 0)
 		return ret;
-	lc.rows &= lc.props != NULL; /* a row's columns are the props asked for */
+	lc.cells &= lc.props != NULL; /* a row's columns are the props asked for */
 	lc.vals = calloc(lc.nprops ? lc.nprops : 1, sizeof(*lc.vals));
 	if (!lc.vals) {
 		free(lc.props);
@@ -1488,13 +1516,24 @@ static int h_ds_list(struct hcall *c)
 	}
 	free(lc.props);
 	free(lc.vals);
-	if (ret >= 0 && c->name && json_array_size(lc.out) == 0)
+	if (ret >= 0 && lc.nomem)
+		ret = -ENOMEM;
+	if (ret >= 0 && c->name && lc.nrows == 0)
 		ret = -ENOENT;
 	if (ret < 0) {
 		json_decref(lc.out);
+		free(lc.text);
 		return ret;
 	}
-	c->reply = json_pack("{s:o}", lc.rows ? "rows" : "datasets", lc.out);
+	if (!lc.cells) {
+		c->reply = json_pack("{s:o}", "datasets", lc.out);
+		return 0;
+	}
+	json_decref(lc.out);
+	c->reply = json_pack("{s:I, s:I}", "rows", (json_int_t)lc.nrows, "columns",
+			     (json_int_t)lc.nprops + 1);
+	c->out_data = (uint8_t *)lc.text;
+	c->out_len = lc.len;
 	return 0;
 }
 

@@ -129,7 +129,7 @@
 	XX(19, LABELCLEAR, "labelclear", h_labelclear, JA, 2, JMAX)                          \
 	XX(20, DS_CREATE, "ds_create", h_ds_create, JA | CMD_SECRET | ON_DS | CMD_CHILD, 2, JMAX) \
 	XX(21, DS_DESTROY, "ds_destroy", h_ds_destroy, JA | ON_DS | CMD_SNAP, 2, JMAX)       \
-	XX(22, DS_LIST, "ds_list", h_ds_list, JB | CMD_DS | CMD_NAME_OPT | CMD_LOCK, 0, JMAX)\
+	XX(22, DS_LIST, "ds_list", h_ds_list, JB | CMD_DS | CMD_NAME_OPT | CMD_LOCK | CMD_DATA, 0, JMAX) \
 	XX(23, DS_GET, "ds_get", h_ds_get, JB | ON_DS | CMD_SNAP, 2, JMAX)                   \
 	XX(24, DS_SET, "ds_set", h_ds_set, JA | ON_DS, 2, JMAX)                              \
 	XX(25, DS_INHERIT, "ds_inherit", h_ds_inherit, JA | ON_DS, 2, JMAX)                  \
