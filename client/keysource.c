@@ -16,6 +16,13 @@
  * (a longer one is no key and is cut off as it arrives), a 2xx status, and
  * peer and host name verification that cannot be turned off. Bytes received
  * are wiped on every failure. Only this file includes <curl/curl.h>.
+ *
+ * libcurl is opened (dlopen) at the first fetch, not linked: it brings some
+ * thirty libraries (TLS, Kerberos, LDAP, IDN...), whose loading and
+ * relocation took 6 of the 8 ms that every coffer command spent before
+ * main(), for a feature only load-key of an https:// key uses. Its soname,
+ * libcurl.so.4, has been stable since 2006; the headers of configure's
+ * libcurl still check every call's types.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE, HAVE_CURL, PACKAGE_VERSION */
 
@@ -29,15 +36,66 @@
 
 #ifdef HAVE_CURL
 #include <curl/curl.h>
+#include <dlfcn.h>
 #endif
 
 #include "keysource.h"
 
 #ifdef HAVE_CURL
 
+/* The calls of libcurl this file makes, from libcurl.so.4 once it is open. */
+static struct {
+	void *lib;
+	__typeof__(curl_global_init) *global_init;
+	__typeof__(curl_global_cleanup) *global_cleanup;
+	__typeof__(curl_easy_init) *easy_init;
+	__typeof__(curl_easy_setopt) *easy_setopt;
+	__typeof__(curl_easy_perform) *easy_perform;
+	__typeof__(curl_easy_getinfo) *easy_getinfo;
+	__typeof__(curl_easy_strerror) *easy_strerror;
+	__typeof__(curl_easy_cleanup) *easy_cleanup;
+} cu;
+static char cu_err[256];
+
+/* Open libcurl and find its calls: 0, or -1 with the reason in cu_err. */
+static int curl_open(void)
+{
+	static const char *const names[] = { "curl_global_init",   "curl_global_cleanup",
+					     "curl_easy_init",	   "curl_easy_setopt",
+					     "curl_easy_perform",  "curl_easy_getinfo",
+					     "curl_easy_strerror", "curl_easy_cleanup" };
+	void **slot[] = { (void **)&cu.global_init,  (void **)&cu.global_cleanup,
+			  (void **)&cu.easy_init,    (void **)&cu.easy_setopt,
+			  (void **)&cu.easy_perform, (void **)&cu.easy_getinfo,
+			  (void **)&cu.easy_strerror, (void **)&cu.easy_cleanup };
+
+	if (cu.lib)
+		return 0;
+	if (cu_err[0])
+		return -1;
+	cu.lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+	for (size_t i = 0; cu.lib && i < sizeof(names) / sizeof(names[0]); i++) {
+		*slot[i] = dlsym(cu.lib, names[i]);
+		if (!*slot[i]) {
+			dlclose(cu.lib);
+			cu.lib = NULL;
+		}
+	}
+	if (!cu.lib) {
+		const char *e = dlerror();
+
+		snprintf(cu_err, sizeof(cu_err),
+			 "libcurl.so.4 could not be loaded (%s); install libcurl, or use "
+			 "keylocation=file:// or prompt",
+			 e ? e : "a call is missing");
+		return -1;
+	}
+	return 0;
+}
+
 int keysource_url_supported(void)
 {
-	return 1;
+	return curl_open() == 0;
 }
 
 struct sink {
@@ -77,54 +135,58 @@ ssize_t keysource_url(const char *url, const char *ca_pem, unsigned char *buf, s
 		snprintf(err, errlen, "not an http:// or https:// URL");
 		return -1;
 	}
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+	if (curl_open() < 0) {
+		snprintf(err, errlen, "%s", cu_err);
+		return -1;
+	}
+	if (cu.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		snprintf(err, errlen, "libcurl would not start");
 		return -1;
 	}
-	h = curl_easy_init();
+	h = cu.easy_init();
 	if (!h) {
 		snprintf(err, errlen, "libcurl would not start");
-		curl_global_cleanup();
+		cu.global_cleanup();
 		return -1;
 	}
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, scheme);
-	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, scheme);
-	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-	curl_easy_setopt(h, CURLOPT_MAXREDIRS, 3L);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)KEYSOURCE_URL_CONNECT_S);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)KEYSOURCE_URL_TIMEOUT_S);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
+	cu.easy_setopt(h, CURLOPT_URL, url);
+	cu.easy_setopt(h, CURLOPT_PROTOCOLS_STR, scheme);
+	cu.easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, scheme);
+	cu.easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+	cu.easy_setopt(h, CURLOPT_MAXREDIRS, 3L);
+	cu.easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)KEYSOURCE_URL_CONNECT_S);
+	cu.easy_setopt(h, CURLOPT_TIMEOUT, (long)KEYSOURCE_URL_TIMEOUT_S);
+	cu.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	cu.easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
+	cu.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	cu.easy_setopt(h, CURLOPT_WRITEDATA, &s);
 	/* refused before the body when the server says its length */
-	curl_easy_setopt(h, CURLOPT_MAXFILESIZE, (long)s.cap);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, "coffer/" PACKAGE_VERSION);
-	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+	cu.easy_setopt(h, CURLOPT_MAXFILESIZE, (long)s.cap);
+	cu.easy_setopt(h, CURLOPT_USERAGENT, "coffer/" PACKAGE_VERSION);
+	cu.easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+	cu.easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
 	if (ca_pem) {
 		ca.data = (void *)ca_pem;
 		ca.len = strlen(ca_pem);
 		ca.flags = CURL_BLOB_COPY;
-		curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca);
+		cu.easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca);
 	}
-	rc = curl_easy_perform(h);
+	rc = cu.easy_perform(h);
 	if (rc == CURLE_OK)
-		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+		cu.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	if (s.over || rc == CURLE_FILESIZE_EXCEEDED)
 		snprintf(err, errlen, "the key server sent more than %zu bytes, which is no key",
 			 s.cap);
 	else if (rc != CURLE_OK)
-		snprintf(err, errlen, "%s", cerr[0] ? cerr : curl_easy_strerror(rc));
+		snprintf(err, errlen, "%s", cerr[0] ? cerr : cu.easy_strerror(rc));
 	else if (status < 200 || status > 299)
 		snprintf(err, errlen, "the key server answered HTTP %ld", status);
 	else
 		ret = (ssize_t)s.len;
 	if (ret < 0)
 		explicit_bzero(buf, s.len);
-	curl_easy_cleanup(h);
-	curl_global_cleanup();
+	cu.easy_cleanup(h);
+	cu.global_cleanup();
 	return ret;
 }
 

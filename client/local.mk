@@ -25,12 +25,13 @@ CLEANFILES += %D%/coffer.pc
 CLIENT_LIBS = %D%/libcoffer.a daemon/libproto.a libstore/libstore.a $(JANSSON_LIBS) $(PTHREAD_LIBS)
 
 bin_PROGRAMS += %D%/coffer
-# keysource.c: keys from a key server (libcurl, unless --without-curl) or a password agent
+# keysource.c: keys from a key server (libcurl, opened at the first fetch,
+# unless --without-curl) or a password agent
 %C%_coffer_SOURCES = %D%/coffer.c %D%/jsonout.c %D%/jsonout.h %D%/bench.h %D%/keysource.h \
 	%D%/keysource.c $(BENCH_SOURCES)
 %C%_coffer_CPPFLAGS = $(AM_CPPFLAGS) $(PROTO_INC) $(STORE_INC)
 %C%_coffer_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) $(CURL_CFLAGS)
-%C%_coffer_LDADD = $(CLIENT_LIBS) $(BENCH_LIBS) $(CURL_LIBS)
+%C%_coffer_LDADD = $(CLIENT_LIBS) $(BENCH_LIBS) $(DL_LIBS)
 
 dist_man_MANS += %D%/coffer.8
 
