@@ -34,7 +34,7 @@ check_PROGRAMS += %D%/test_faults
 
 # reliability scripts: make check runs short variants of contrib/bench's crash and load runs
 TESTS += %D%/crash_short.sh %D%/load_short.sh
-EXTRA_DIST += %D%/crash_short.sh contrib/bench/crash.sh %D%/load_short.sh contrib/bench/load.sh \
+EXTRA_DIST += %D%/ceph_cluster.sh %D%/crash_short.sh contrib/bench/crash.sh %D%/load_short.sh contrib/bench/load.sh \
 	contrib/bench/daemon.sh
 
 check_PROGRAMS += %D%/test_stats
