@@ -10,7 +10,9 @@
  * no pool; pool.c owns the pool record naming the set and orders an add
  * around it (stor_pool_add_lun), so nothing here writes metadata.
  *
- * A LUN of an open pool is claimed (lun.c) until the pool is freed. A path
+ * A LUN of an open pool is claimed (lun.c) until the pool is freed; a
+ * claim that must be kept alive (a RADOS LUN's lock) is renewed through
+ * stor_pool_renew(). A path
  * becomes a LUN (lun_take) only if it is not a symbolic link, not inside
  * the state directory, and blank or a LUN of a pool with no metadata here;
  * STOR_FORCE lifts all but the state directory and a pool that has
@@ -27,7 +29,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "lun.h"
+#include "lun_impl.h"
 #include "meta.h"
 #include "store_impl.h"
 
@@ -43,12 +45,18 @@ static void in_use_error(unsigned idx, const char *path)
 	struct lun_label lab;
 	unsigned bad;
 
-	if (lun_open(path, LUN_PEEK, 0, &l) == 0 && lun_label_read(l, &lab, &bad) == 0)
-		pool_set_error("lun %u (%s): in use by pool '%s'", idx, path, lab.pool_name);
-	else
+	if (lun_open(path, LUN_PEEK, 0, &l) < 0 || lun_label_read(l, &lab, &bad) < 0)
 		pool_set_error("lun %u (%s): in use (claimed by another pool or program, or a "
 			       "mounted device)",
 			       idx, path);
+	else if (lun_path_is_rados(path))
+		/* the RADOS lock: a cofferd on some host has the pool */
+		pool_set_error("lun %u (%s): locked by a cofferd that has pool '%s' imported (host "
+			       "%08x); it must export the pool, or stop and let its lock expire, "
+			       "before an import here",
+			       idx, path, lab.pool_name, (unsigned)lab.hostid);
+	else
+		pool_set_error("lun %u (%s): in use by pool '%s'", idx, path, lab.pool_name);
 	lun_close(l);
 }
 
@@ -554,6 +562,15 @@ int lunset_wipe(struct stor_pool *p)
 			ret = r;
 	}
 	return ret;
+}
+
+int stor_pool_renew(struct stor_pool *p)
+{
+	int failed = 0;
+
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
+		failed += !p->luns[i].absent && lun_renew(p->luns[i].lun) < 0;
+	return failed;
 }
 
 void lunset_check_gone(struct stor_pool *p)

@@ -145,6 +145,7 @@ osd op num threads per shard = 2
 rados osd op timeout = 10
 rados mon op timeout = 30
 log file = $dir/log/client.\$pid.log
+admin socket =
 EOF
 	# on a failure from here the directory goes with what started
 	trap 'stop_cluster "$conf" 2>/dev/null; rm -rf "$dir"' EXIT
