@@ -275,6 +275,7 @@ Test(rados, a_stopped_osd_fails_io_as_eio_without_wrong_data)
 	cluster_cmd("stop-osd", conf);
 	snprintf(cmd, sizeof(cmd), "read rc/v -o 4096 -l 200000 > '%s/back'", d.dir);
 	st = tdaemon_coffer(&d, NULL, NULL, out, sizeof(out), cmd);
+	cr_log_info("read with the OSD gone: exit %d: %s", st, out);
 	if (st == 0) {
 		/* served from memory: then it must be what was written */
 		snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s/back'", data, d.dir);
