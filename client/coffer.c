@@ -590,7 +590,9 @@ static char *lun_path(const char *p)
 	if (strncmp(p, "./", 2) && strncmp(p, "../", 3) && access(out, F_OK) == 0)
 		return out;
 	free(out);
-	die("LUN '%s': give an absolute path for a file, or a device name under /dev", p);
+	die("LUN '%s': give an absolute path for a file, a device name under /dev, or "
+	    "rados:POOL/PREFIX",
+	    p);
 }
 
 /*

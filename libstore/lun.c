@@ -221,6 +221,18 @@ void lun_close(struct lun *l)
 	free(l);
 }
 
+void lun_discard(struct lun *l)
+{
+	if (l && l->created == LUN_MADE)
+		l->ops->unmake(l);
+	lun_close(l);
+}
+
+static void file_unmake(struct lun *l)
+{
+	unlink(l->path);
+}
+
 static void file_close(struct lun *l)
 {
 	if (l->map)
@@ -923,5 +935,6 @@ static const struct lun_ops file_ops = {
 	.rw = file_rw,
 	.batch = file_batch,
 	.sync_round = file_sync_round,
+	.unmake = file_unmake,
 	.close = file_close,
 };

@@ -58,10 +58,14 @@ struct lun_io {
  * at @size bytes. The open never truncates or writes.
  * @return 0, -EBUSY (claimed elsewhere, or a block device in use), -ELOOP
  *         (LUN_NEW: a symbolic link), -EINVAL (neither a regular file nor a
- *         block device, or smaller than LUN_MIN_SIZE), -errno
+ *         block device, or smaller than LUN_MIN_SIZE), -ENXIO (RADOS: no such
+ *         pool), -ENOTCONN (RADOS: the cluster was not reached), -errno
  */
 int lun_open(const char *path, unsigned flags, uint64_t size, struct lun **out);
 void lun_close(struct lun *l);
+/** lun_close(), and remove the file or RADOS LUN again if this open made it
+ *  (LUN_MADE): a LUN taken for nothing leaves nothing behind. */
+void lun_discard(struct lun *l);
 /** Keep the claim on @l alive: a RADOS LUN renews its lock (lun_rados.c),
  *  a file's flock needs nothing. @return 0, -ENOLCK (the claim is lost and
  *  the LUN refuses writes from now on), -errno (try again) */

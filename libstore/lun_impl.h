@@ -25,6 +25,8 @@ struct lun_ops {
 			   uint64_t off);
 	/* keep the claim alive; 0 or -errno (the claim is lost) */
 	int (*renew)(struct lun *l);
+	/* remove what the open made, before close (lun_discard) */
+	void (*unmake)(struct lun *l);
 	void (*close)(struct lun *l);
 };
 

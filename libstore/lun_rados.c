@@ -437,11 +437,20 @@ static void rados_close(struct lun *l)
 	free(rl);
 }
 
+/* The objects a LUN made for nothing has: its ".lun" (and the lock on it);
+ * data objects come only with writes, after the LUN was taken. */
+static void rados_unmake(struct lun *l)
+{
+	if (l->rados->io && !rados_remove(l->rados->io, l->rados->meta))
+		l->rados->locked = 0;
+}
+
 static const struct lun_ops rados_ops = {
 	.rw = rados_rw,
 	.batch = rados_batch,
 	.sync_round = rados_sync_round,
 	.renew = rados_renew,
+	.unmake = rados_unmake,
 	.close = rados_close,
 };
 
@@ -454,7 +463,7 @@ static int meta_size(struct lun_rados *rl, int create, uint64_t size, uint64_t *
 
 	*made = 0;
 	ret = rados_read(rl->io, rl->meta, (char *)buf, sizeof(buf), 0);
-	if (ret == -ENOENT && create) {
+	if (ret == -ENOENT && create && size) {
 		rados_write_op_t op = rados_create_write_op();
 
 		if (size < LUN_MIN_SIZE) {
@@ -515,12 +524,15 @@ int lun_rados_open(const char *path, unsigned flags, uint64_t size, struct lun *
 	l->flags = flags;
 	snprintf(rl->meta, sizeof(rl->meta), "%s.lun", prefix);
 	ret = cluster_get(&c);
-	if (ret < 0)
+	if (ret < 0) {
+		ret = -ENOTCONN; /* no ceph.conf, no keyring, no mon answered */
 		goto fail;
+	}
 	ret = rados_ioctx_create(c, pool, &rl->io);
 	if (ret < 0) {
 		rl->io = NULL;
 		cluster_put();
+		ret = ret == -ENOENT ? -ENXIO : ret; /* no such pool in the cluster */
 		goto fail;
 	}
 	ret = meta_size(rl, (flags & (LUN_CREATE | LUN_PEEK)) == LUN_CREATE, size, &l->size, &made);
@@ -553,8 +565,8 @@ int lun_rados_open(const char *path, unsigned flags, uint64_t size, struct lun *
 	return 0;
 fail:
 	if (made)
-		rados_remove(rl->io, rl->meta);
-	lun_close(l);
+		l->created = LUN_MADE;
+	lun_discard(l);
 	return ret;
 }
 

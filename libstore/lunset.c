@@ -60,6 +60,24 @@ static void in_use_error(unsigned idx, const char *path)
 	lun_close(l);
 }
 
+/* Why lun_open() of @path failed, as the refusal's reason. */
+static void open_error(unsigned idx, const char *path, int ret)
+{
+	const char *pool = path + strlen(LUN_RADOS_PREFIX);
+
+	if (lun_path_is_rados(path) && ret == -ENOTCONN)
+		pool_set_error("lun %u (%s): cannot reach the Ceph cluster (ceph_conf, ceph_user "
+			       "and ceph_keyring in cofferd.conf)",
+			       idx, path);
+	else if (lun_path_is_rados(path) && ret == -ENXIO)
+		pool_set_error("lun %u (%s): no pool '%.*s' in the Ceph cluster", idx, path,
+			       (int)strcspn(pool, "/"), pool);
+	else if (lun_path_is_rados(path) && ret == -ENOENT)
+		pool_set_error("lun %u (%s): no such LUN in the Ceph pool", idx, path);
+	else
+		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
+}
+
 /* Open an existing LUN @path as lun @idx of @p, the refusal's reason set. */
 static int open_lun(struct stor_pool *p, unsigned idx, const char *path, struct lun **l)
 {
@@ -68,7 +86,7 @@ static int open_lun(struct stor_pool *p, unsigned idx, const char *path, struct 
 	if (ret == -EBUSY)
 		in_use_error(idx, path);
 	else if (ret < 0)
-		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
+		open_error(idx, path, ret);
 	return ret;
 }
 
@@ -343,7 +361,7 @@ static int lun_take(struct stor_pool *p, unsigned idx, const char *path, uint64_
 		return ret;
 	}
 	if (ret < 0) {
-		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
+		open_error(idx, path, ret);
 		return ret;
 	}
 	state = statedir_of(p->path, p->name);
@@ -403,10 +421,7 @@ static int lun_take(struct stor_pool *p, unsigned idx, const char *path, uint64_
 out:
 	free(state);
 	if (ret < 0) {
-		/* a file made for nothing goes again */
-		if (lun_created(l) == LUN_MADE)
-			unlink(path);
-		lun_close(l);
+		lun_discard(l); /* a file made for nothing goes again */
 	} else {
 		*out = l;
 	}
@@ -639,9 +654,7 @@ int lunset_new_side(struct stor_pool *p, unsigned idx, const char *path, unsigne
 	*guid = lab.lun_guid;
 	return 0;
 fail:
-	if (lun_created(l) == LUN_MADE)
-		unlink(path);
-	lun_close(l);
+	lun_discard(l);
 	return ret;
 }
 

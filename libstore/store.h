@@ -182,6 +182,8 @@ uint32_t stor_hostid(void);
 
 /** May @path name a LUN: absolute, or "rados:POOL/PREFIX"? 1 or 0 */
 int stor_lun_path_ok(const char *path);
+/** May stor_pool_scan() look in @dir: absolute, or "rados:POOL"? 1 or 0 */
+int stor_scan_dir_ok(const char *dir);
 
 #define STOR_RADOS_LOCK_DEFAULT 30u /**< seconds a pool's lock lasts unrenewed */
 /**

@@ -187,6 +187,36 @@ Test(rados, a_pool_on_rados_luns_serves_and_imports_from_the_cluster_alone)
 	tdaemon_teardown(&d);
 }
 
+/*
+ * A create that cannot take every LUN fails saying which and why, makes
+ * no pool, and leaves the LUNs it took blank, as it leaves LUN files: a
+ * create that then names them alone takes them. A path that names no
+ * prefix is refused.
+ */
+Test(rados, a_refused_create_names_the_lun_and_leaves_its_luns_blank)
+{
+	const char *conf = shared_conf(), *l0 = prefix("d0");
+	struct tdaemon d;
+
+	tdaemon_init(&d, NULL);
+	daemon_on(&d, conf, NULL);
+	cr_assert_neq(cof(&d, "pool create -s 64M rd rados:" CEPH_POOL "/%s rados:nosuchpool/x", l0),
+		      0, "%s", out);
+	cr_assert(strstr(out, "rados:nosuchpool/x") && strstr(out, "no pool 'nosuchpool'"), "%s",
+		  out);
+	cr_assert_neq(cof(&d, "pool create -s 64M rd rados:" CEPH_POOL), 0, "%s", out);
+	cr_assert(strstr(out, "rados:POOL/PREFIX"), "%s", out);
+	cr_assert_neq(cof(&d, "pool create rd rados:" CEPH_POOL "/%s-none", l0), 0, "%s", out);
+	cr_assert(strstr(out, "no such LUN"), "%s", out);
+	COF_OK(&d, NULL, "pool list -H -o name");
+	cr_assert(!strstr(out, "rd"), "%s", out);
+	COF_OK(&d, NULL, "pool import -d rados:" CEPH_POOL);
+	cr_assert(!strstr(out, l0), "a blank LUN listed: %s", out);
+	COF_OK(&d, NULL, "pool create -s 64M rd rados:" CEPH_POOL "/%s", l0);
+	COF_OK(&d, NULL, "pool destroy -f rd");
+	tdaemon_teardown(&d);
+}
+
 /* Has @d's import of @pool failed with @what in its message (or succeeded)? */
 static int import_says(struct tdaemon *d, const char *flags, const char *pool, const char *what)
 {
