@@ -564,7 +564,8 @@ static char *abs_path(const char *p)
 {
 	char cwd[PATH_MAX], *out;
 
-	if (stor_lun_path_ok(p))
+	/* rados:POOL/PREFIX (a LUN) and rados:POOL (where import -d looks) stay */
+	if (stor_lun_path_ok(p) || stor_scan_dir_ok(p))
 		return strdup(p);
 	if (!getcwd(cwd, sizeof(cwd)))
 		die("getcwd: %s", strerror(errno));

@@ -591,10 +591,16 @@ int lun_rados_list(const char *pool, int (*fn)(const char *path, void *ctx), voi
 	}
 	ret = rados_nobjects_list_open(io, &lc);
 	opened = ret == 0;
-	while (ret == 0 && rados_nobjects_list_next(lc, &oid, NULL, NULL) == 0) {
-		size_t n = strlen(oid);
+	while (ret == 0) {
 		char path[RADOS_OID_MAX + 160];
+		size_t n;
 
+		ret = rados_nobjects_list_next(lc, &oid, NULL, NULL);
+		if (ret < 0) {
+			ret = ret == -ENOENT ? 0 : ret; /* -ENOENT: the end */
+			break;
+		}
+		n = strlen(oid);
 		if (n > 4 && !strcmp(oid + n - 4, ".lun") &&
 		    (size_t)snprintf(path, sizeof(path), "%s/%.*s", pool, (int)(n - 4), oid) <
 			    sizeof(path))

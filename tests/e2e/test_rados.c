@@ -171,7 +171,7 @@ Test(rados, a_pool_on_rados_luns_serves_and_imports_from_the_cluster_alone)
 	cr_assert_eq(system(cmd), 0);
 	daemon_on(&d, conf, NULL);
 	COF_OK(&d, NULL, "pool import -d rados:" CEPH_POOL);
-	cr_assert(strstr(out, "pool: ra") && strstr(out, "2 of 2 found"), "%s", out);
+	cr_assert(strstr(out, "pool: ra") && strstr(out, "2 of 2 found"), "%s\n%s", out, tdaemon_log(&d));
 	COF_OK(&d, NULL, "pool import -d rados:" CEPH_POOL " ra");
 	read_back(&d, "ra/v", data, 300000);
 	COF_OK(&d, NULL, "load-key ra/e");
