@@ -8,11 +8,12 @@
  * flock + O_EXCL for as long as the LUN is open - and Ceph RADOS objects in
  * lun_rados.c for a path "rados:POOL/PREFIX". The labels, the reserved area
  * and the data area go through the same operations, so a backend carries
- * them all and nothing above lun.c knows which one it talks to. Opening never writes: whether a file may become a
- * LUN (blank, not a symbolic link, not state of ours) is decided by pool.c
- * from what lun_open, lun_is_blank and lun_label_read report. A write that
- * fails for want of space is counted apart from I/O errors: a full file
- * system is not a failing disk.
+ * them all and nothing above lun.c knows which one it talks to. Opening
+ * never writes: whether a file may become a LUN (blank, not a symbolic
+ * link, not state of ours) is decided by pool.c from what lun_open,
+ * lun_is_blank and lun_label_read report. A write that fails for want of
+ * space is counted apart from I/O errors: a full file system is not a
+ * failing disk.
  */
 #include <errno.h>
 #include <fcntl.h>
