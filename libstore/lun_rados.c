@@ -372,7 +372,9 @@ static void rados_sync_round(struct lun **luns, int *res, size_t n, const void *
 
 		res[i] = !rl || atomic_load(&rl->fenced) || rados_aio_flush(rl->io) < 0 ? EIO : 0;
 		if (rq)
-			rq[i] = (struct rreq){ .l = luns[i], .write = 1, .buf = (void *)buf, .len = len, .off = off };
+			rq[i] = (struct rreq){
+				.l = luns[i], .write = 1, .buf = (void *)buf, .len = len, .off = off
+			};
 	}
 	if (buf && !rq) {
 		for (size_t i = 0; i < n; i++)
