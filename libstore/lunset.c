@@ -72,6 +72,9 @@ static void open_error(unsigned idx, const char *path, int ret)
 	else if (lun_path_is_rados(path) && ret == -ENXIO)
 		pool_set_error("lun %u (%s): no pool '%.*s' in the Ceph cluster", idx, path,
 			       (int)strcspn(pool, "/"), pool);
+	else if (lun_path_is_rados(path) && ret == -EPROTONOSUPPORT)
+		pool_set_error("lun %u (%s): this coffer was built without RADOS LUNs (librados)",
+			       idx, path);
 	else if (lun_path_is_rados(path) && ret == -ENOENT)
 		pool_set_error("lun %u (%s): no such LUN in the Ceph pool", idx, path);
 	else

@@ -13,8 +13,8 @@
  * bytes.
  *
  * When the cluster cannot start here (Ceph not installed, not root, a
- * daemon that will not come up), the program says why and exits 77, which
- * make check reports as SKIP.
+ * daemon that will not come up), or coffer was built --without-rados, the
+ * program says why and exits 77, which make check reports as SKIP.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
@@ -333,6 +333,11 @@ int main(int argc, char *argv[])
 	int result = 0;
 
 	if (criterion_handle_args(argc, argv, true)) {
+#ifndef HAVE_RADOS
+		fprintf(stderr, "test_rados: SKIP: built --without-rados\n");
+		criterion_finalize(tests);
+		return 77;
+#endif
 		if (cluster_start(conf, sizeof(conf), why, sizeof(why)) < 0) {
 			fprintf(stderr, "test_rados: SKIP: the Ceph test cluster did not start: %s\n",
 				why);
