@@ -99,7 +99,8 @@ static const char *hint(int status, const char *obj, int no_pool, char *buf, siz
 			return "; export that pool, or stop the program using the LUN";
 		/* the daemon names the busy datasets and says what to do */
 		if (!strcmp(cur_prefix, "pool ") &&
-		    (!strcmp(cur_cmd->name, "export") || !strcmp(cur_cmd->name, "destroy")))
+		    (!strcmp(cur_cmd->name, "export") || !strcmp(cur_cmd->name, "destroy") ||
+		     !strcmp(cur_cmd->name, "import")))
 			return "";
 		if (!strcmp(cur_cmd->name, "destroy") && !cur_prefix[0])
 			return "; close its users first or give -f to close their handles; -r for "
@@ -563,7 +564,8 @@ static char *abs_path(const char *p)
 {
 	char cwd[PATH_MAX], *out;
 
-	if (p[0] == '/')
+	/* rados:POOL/PREFIX (a LUN) and rados:POOL (where import -d looks) stay */
+	if (stor_lun_path_ok(p) || stor_scan_dir_ok(p))
 		return strdup(p);
 	if (!getcwd(cwd, sizeof(cwd)))
 		die("getcwd: %s", strerror(errno));
@@ -574,21 +576,24 @@ static char *abs_path(const char *p)
 
 /*
  * A LUN named on the command line, as zpool takes it: an absolute path, or
- * a name under /dev ("sdb", "disk/by-id/..."). A relative path is refused:
+ * a name under /dev ("sdb", "disk/by-id/..."), or a RADOS LUN
+ * ("rados:POOL/PREFIX"). A relative path is refused:
  * taken from the working directory it would quietly make a file there.
  */
 static char *lun_path(const char *p)
 {
 	char *out;
 
-	if (p[0] == '/')
+	if (stor_lun_path_ok(p))
 		return strdup(p);
 	if (asprintf(&out, "/dev/%s", p) < 0)
 		die("out of memory");
 	if (strncmp(p, "./", 2) && strncmp(p, "../", 3) && access(out, F_OK) == 0)
 		return out;
 	free(out);
-	die("LUN '%s': give an absolute path for a file, or a device name under /dev", p);
+	die("LUN '%s': give an absolute path for a file, a device name under /dev, or "
+	    "rados:POOL/PREFIX",
+	    p);
 }
 
 /*

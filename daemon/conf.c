@@ -116,6 +116,12 @@ static const struct config_opt opts[] = {
 	{ "io_inline", OPT_BOOL, FIELD(io_inline), .def_num = 0 },
 	{ "lun_mmap", OPT_BOOL, FIELD(lun_mmap), .def_num = 1 },
 	{ "allow_core_dumps", OPT_BOOL, FIELD(allow_core_dumps), .def_num = 0 },
+	{ "ceph_conf", OPT_PATH, FIELD(ceph_conf), .def_str = "", .max = PATH_MAX - 1 },
+	{ "ceph_user", OPT_STRING, FIELD(ceph_user), .def_str = "" },
+	{ "ceph_keyring", OPT_PATH, FIELD(ceph_keyring), .def_str = "", .max = PATH_MAX - 1 },
+	{ "ceph_lock_timeout", OPT_UINT, FIELD(ceph_lock_timeout),
+	  .def_num = STOR_RADOS_LOCK_DEFAULT, .min = CONFIG_CEPH_LOCK_TIMEOUT_MIN,
+	  .max = CONFIG_CEPH_LOCK_TIMEOUT_MAX },
 };
 
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))

@@ -46,6 +46,10 @@ struct config {
 	int io_inline;          /* run record I/O on the event loop, not on workers */
 	int lun_mmap;           /* read LUN files on tmpfs in place, through a mapping */
 	int allow_core_dumps;   /* stay dumpable (and ptrace-able by our uid); default no */
+	char *ceph_conf;        /* ceph.conf of RADOS LUNs; "" = Ceph's own search */
+	char *ceph_user;        /* client id RADOS LUNs connect as, without "client."; "" = admin */
+	char *ceph_keyring;     /* its keyring; "" = what the ceph.conf says */
+	unsigned ceph_lock_timeout; /* seconds a pool's RADOS lock lasts unrenewed */
 };
 
 /* Limits the option table enforces (conf.c); the daemon may rely on them. */
@@ -57,6 +61,8 @@ struct config {
 #define CONFIG_LUN_SEARCH_DEFAULT "/dev/disk/by-id:/dev"
 #define CONFIG_TXG_TIMEOUT_DEFAULT 5u
 #define CONFIG_TXG_TIMEOUT_MAX 300u
+#define CONFIG_CEPH_LOCK_TIMEOUT_MIN 3u
+#define CONFIG_CEPH_LOCK_TIMEOUT_MAX 3600u
 #define CONFIG_SCRUB_RATE_DEFAULT (64ull << 20)
 #define CONFIG_SCRUB_RATE_MAX (1ull << 40)
 #define CONFIG_WORKERS_MAX 256u

@@ -468,7 +468,7 @@ static int lun_missing(struct hcall *c, const char *lun, uint64_t size)
 {
 	struct stat st;
 
-	if (!size && stat(lun, &st) < 0 && errno == ENOENT)
+	if (!size && lun[0] == '/' && stat(lun, &st) < 0 && errno == ENOENT)
 		ERR(c, -ENOENT, "%s: LUN %.200s does not exist", c->name, lun);
 	return 0;
 }
@@ -542,8 +542,9 @@ static int h_pool_create(struct hcall *c)
 	if (ret == 0)
 		ret = arg_size(c, "lun_size", INT64_MAX, &size);
 	for (size_t i = 0; ret == 0 && i < n; i++) {
-		if (paths[i][0] != '/') {
-			snprintf(c->err, sizeof(c->err), "%s: LUN path '%.200s' is not absolute",
+		if (!stor_lun_path_ok(paths[i])) {
+			snprintf(c->err, sizeof(c->err),
+				 "%s: LUN path '%.200s' is neither absolute nor rados:POOL/PREFIX",
 				 c->name, paths[i]);
 			ret = -EINVAL;
 		}
@@ -607,10 +608,10 @@ static int h_pool_add(struct hcall *c)
 	}
 	ret = n ? 0 : -EINVAL;
 	for (size_t i = 0; ret == 0 && i < n; i++)
-		ret = sides[i][0] == '/' ? 0 : -EINVAL;
+		ret = stor_lun_path_ok(sides[i]) ? 0 : -EINVAL;
 	if (ret < 0) {
 		free(sides);
-		ERR(c, -EINVAL, "%s: give an absolute LUN path", c->name);
+		ERR(c, -EINVAL, "%s: give an absolute LUN path or rados:POOL/PREFIX", c->name);
 	}
 	ret = arg_size(c, "size", INT64_MAX, &size);
 	for (size_t i = 0; ret == 0 && i < n; i++)
@@ -707,8 +708,8 @@ static int new_side_verb(struct hcall *c,
 
 	if (!lun || !new_lun)
 		ERR(c, -EINVAL, "%s: %s: give the LUN and the new one", c->name, what);
-	if (new_lun[0] != '/')
-		ERR(c, -EINVAL, "%s: give an absolute LUN path", c->name);
+	if (!stor_lun_path_ok(new_lun))
+		ERR(c, -EINVAL, "%s: give an absolute LUN path or rados:POOL/PREFIX", c->name);
 	ret = verb(c->pool, lun, new_lun, flags);
 	if (ret < 0)
 		return fail(c, ret, what, stor_pool_last_error());
@@ -732,8 +733,8 @@ static int h_labelclear(struct hcall *c)
 	const char *lun = jstr(c->args, "lun");
 	int ret;
 
-	if (!lun || lun[0] != '/')
-		ERR(c, -EINVAL, "labelclear: give an absolute LUN path");
+	if (!lun || !stor_lun_path_ok(lun))
+		ERR(c, -EINVAL, "labelclear: give an absolute LUN path or rados:POOL/PREFIX");
 	ret = stor_lun_labelclear(lun, &o, jtrue(c->args, "force") ? STOR_FORCE : 0);
 	if (ret < 0)
 		return fail(c, ret, NULL, stor_pool_last_error());
@@ -795,9 +796,10 @@ static int import_dirs(struct hcall *c, struct import_dirs *d)
 		d->given = 1;
 		ret = arg_strv(c, "dirs", &d->v, &d->n);
 		for (size_t i = 0; ret == 0 && i < d->n; i++)
-			if (d->v[i][0] != '/') {
+			if (!stor_scan_dir_ok(d->v[i])) {
 				snprintf(c->err, sizeof(c->err),
-					 "import: directory '%.200s' is not absolute", d->v[i]);
+					 "import: directory '%.200s' is neither absolute nor rados:POOL",
+					 d->v[i]);
 				ret = -EINVAL;
 			}
 		return ret;

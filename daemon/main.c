@@ -461,6 +461,12 @@ int main(int argc, char **argv)
 	if (claim_socket("socket", cfg.socket) < 0 ||
 	    (nbd_on && claim_socket("nbd_socket", nbd_path) < 0))
 		goto out;
+	/* before the pools: an import of one on RADOS LUNs connects with it */
+	if (stor_rados_config(cfg.ceph_conf, cfg.ceph_user, cfg.ceph_keyring,
+			      cfg.ceph_lock_timeout) < 0) {
+		log_err("ceph: out of memory");
+		goto out;
+	}
 	ret = reg_init(&cfg);
 	if (ret < 0) {
 		log_err("state_dir %s: pools: %s", cfg.state_dir, strerror(-ret));

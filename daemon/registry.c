@@ -8,6 +8,11 @@
  * restart imports them again. Nothing here knows a socket or a request: a
  * client is a handle table and the credentials it was opened with.
  *
+ * Claims on LUNs that must be kept alive (a RADOS lock, lun_rados.c) are
+ * renewed from a loop timer every third of ceph_lock_timeout; the renewal
+ * itself talks to the cluster, so it runs on the threadpool, one at a
+ * time, and a pool that lost its lock says so in the log.
+ *
  * Revocation (pool export -f, destroy -f, unload-key -f): a worker thread
  * asks the loop through an async handle to revoke the matching handles of
  * every client, closed ones included, and waits until each has no request
@@ -31,6 +36,7 @@
 
 #include "log.h"
 #include "registry.h"
+#include "work.h"
 
 static const struct config *cfg;
 static pthread_rwlock_t pools_lock = PTHREAD_RWLOCK_INITIALIZER;
@@ -906,14 +912,57 @@ int reg_pool_users(struct pool_ent *pe, char *buf, size_t len)
 	return revoke_wait(&r, 0, REVOKE_TIMEOUT_MS, buf, len);
 }
 
+/* ---- claim renewal ---- */
+
+static struct {
+	uv_timer_t timer;
+	struct work_job job;
+	int running; /* loop thread only */
+	int init;
+} renew;
+
+static void renew_run(struct work_job *j)
+{
+	(void)j;
+	reg_lock(0);
+	for (struct pool_ent *pe = pools; pe; pe = pe->next) {
+		int failed = pe->pool ? stor_pool_renew(pe->pool) : 0;
+
+		if (failed)
+			log_err("pool %s: %d LUN(s) could not renew their lock; the pool refuses "
+				"writes once it may have expired",
+				pe->name, failed);
+	}
+	reg_unlock();
+}
+
+static void renew_done(struct work_job *j, int status)
+{
+	(void)j, (void)status;
+	renew.running = 0;
+}
+
+static void renew_cb(uv_timer_t *t)
+{
+	if (renew.running)
+		return;
+	renew.job = (struct work_job){ .run = renew_run, .done = renew_done };
+	renew.running = work_submit_job(t->loop, &renew.job) == 0;
+}
+
 int reg_loop_start(uv_loop_t *loop)
 {
+	uint64_t ms = (uint64_t)cfg->ceph_lock_timeout * 1000 / 3;
 	int ret = uv_async_init(loop, &rv.async, revoke_cb);
 
 	if (ret < 0)
 		return ret;
 	uv_unref((uv_handle_t *)&rv.async);
 	rv.init = 1;
+	uv_timer_init(loop, &renew.timer);
+	uv_timer_start(&renew.timer, renew_cb, ms, ms);
+	uv_unref((uv_handle_t *)&renew.timer);
+	renew.init = 1;
 	return 0;
 }
 
@@ -927,4 +976,8 @@ void reg_loop_stop(void)
 	rv.init = 0;
 	pthread_mutex_unlock(&rv.lock);
 	uv_close((uv_handle_t *)&rv.async, NULL);
+	if (renew.init) {
+		renew.init = 0;
+		uv_close((uv_handle_t *)&renew.timer, NULL);
+	}
 }

@@ -1,14 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * LUNs backed by files and block devices: pread/pwrite at offsets inside the
- * data area (io_uring for batches on O_DIRECT LUNs), fdatasync to flush. A
- * LUN owns its file descriptor, the claim on it (flock + O_EXCL, for as long
- * as it is open) and the label codec with its two copies; it knows nothing
- * about records or pools. Opening never writes: whether a file may become a
- * LUN (blank, not a symbolic link, not state of ours) is decided by pool.c
- * from what lun_open, lun_is_blank and lun_label_read report. A write that
- * fails for want of space is counted apart from I/O errors: a full file
- * system is not a failing disk.
+ * The LUN interface and its first backend. A LUN is a byte range with a
+ * claim on it, the label codec with its two copies, and error counters; it
+ * knows nothing about records or pools. How the bytes move is a table of
+ * operations (lun_impl.h): files and block devices here - pread/pwrite
+ * (io_uring for batches on O_DIRECT LUNs), fdatasync to flush, the claim a
+ * flock + O_EXCL for as long as the LUN is open - and Ceph RADOS objects in
+ * lun_rados.c for a path "rados:POOL/PREFIX". The labels, the reserved area
+ * and the data area go through the same operations, so a backend carries
+ * them all and nothing above lun.c knows which one it talks to. Opening
+ * never writes: whether a file may become a LUN (blank, not a symbolic
+ * link, not state of ours) is decided by pool.c from what lun_open,
+ * lun_is_blank and lun_label_read report. A write that fails for want of
+ * space is counted apart from I/O errors: a full file system is not a
+ * failing disk.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,18 +33,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "lun.h"
+#include "lun_impl.h"
 #include "store.h"
 
-struct lun {
-	int fd;
-	unsigned flags;
-	uint64_t size; /* whole file or device */
-	const uint8_t *map; /* the whole file, read-only, when on tmpfs and LUN_MAP */
-	char *path;
-	int created; /* LUN_MADE, LUN_SIZED or 0 */
-	atomic_uint_fast64_t read_errors, write_errors, nospace_errors;
-};
+static const struct lun_ops file_ops;
 
 static int file_size(int fd, uint64_t *size)
 {
@@ -127,6 +124,8 @@ int lun_open(const char *path, unsigned flags, uint64_t size, struct lun **out)
 	int fd = -1, oflags = O_RDWR | O_CLOEXEC | O_NOCTTY, ret, created = 0, made = 0;
 
 	*out = NULL;
+	if (lun_path_is_rados(path))
+		return lun_rados_open(path, flags, size, out);
 	if (flags & LUN_DIRECT)
 		oflags |= O_DIRECT;
 	if (flags & LUN_PEEK) {
@@ -166,6 +165,7 @@ int lun_open(const char *path, unsigned flags, uint64_t size, struct lun **out)
 		ret = -ENOMEM;
 		goto fail;
 	}
+	l->ops = &file_ops;
 	l->fd = fd;
 	l->flags = flags;
 	l->created = created;
@@ -200,6 +200,7 @@ struct lun *lun_absent(const char *path, uint64_t size)
 		free(l);
 		return NULL;
 	}
+	l->ops = &file_ops;
 	l->fd = -1;
 	l->size = size;
 	return l;
@@ -216,11 +217,33 @@ void lun_close(struct lun *l)
 {
 	if (!l)
 		return;
+	l->ops->close(l);
+	free(l->path);
+	free(l);
+}
+
+void lun_discard(struct lun *l)
+{
+	if (l && l->created == LUN_MADE)
+		l->ops->unmake(l);
+	lun_close(l);
+}
+
+static void file_unmake(struct lun *l)
+{
+	unlink(l->path);
+}
+
+static void file_close(struct lun *l)
+{
 	if (l->map)
 		munmap((void *)l->map, (size_t)l->size);
 	close(l->fd);
-	free(l->path);
-	free(l);
+}
+
+int lun_renew(struct lun *l)
+{
+	return l->ops->renew ? l->ops->renew(l) : 0;
 }
 
 const char *lun_path(const struct lun *l)
@@ -238,6 +261,13 @@ int lun_real_path(const struct lun *l, char *buf, size_t len)
 	char proc[64];
 	ssize_t n;
 
+	if (l->fd < 0) {
+		/* not a file: its path is all it has */
+		if (strlen(l->path) >= len)
+			return -ENAMETOOLONG;
+		strcpy(buf, l->path);
+		return 0;
+	}
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", l->fd);
 	n = readlink(proc, buf, len - 1);
 	if (n < 0 || (size_t)n >= len - 1) {
@@ -275,6 +305,11 @@ uint64_t lun_size(const struct lun *l)
 }
 
 static int pio(struct lun *l, int write, void *buf, size_t len, uint64_t off)
+{
+	return l->ops->rw(l, write, buf, len, off);
+}
+
+static int file_rw(struct lun *l, int write, void *buf, size_t len, uint64_t off)
 {
 	size_t done = 0;
 
@@ -420,8 +455,12 @@ static int label_put(struct lun *l, const struct lun_label *lab, unsigned copies
 	for (unsigned i = 0; ret == 0 && i < LUN_LABELS; i++)
 		if (copies & (1u << i))
 			ret = pio(l, 1, buf, LUN_LABEL_SIZE, label_off(l, i));
-	if (ret == 0 && fdatasync(l->fd) < 0)
-		ret = -errno;
+	if (ret == 0) {
+		int err;
+
+		l->ops->sync_round(&l, &err, 1, NULL, 0, 0);
+		ret = -err;
+	}
 	free(buf);
 	return ret;
 }
@@ -565,7 +604,7 @@ static void ring_reap(struct io_uring *u, struct lun_io *ios, unsigned n, int wr
 		else if (cqe->res < 0 || (size_t)cqe->res < io->len) {
 			size_t done = cqe->res < 0 ? 0 : (size_t)cqe->res;
 
-			io->result = pio(io->lun, write, (char *)io->buf + done, io->len - done,
+			io->result = file_rw(io->lun, write, (char *)io->buf + done, io->len - done,
 					 LUN_DATA_OFF + io->off + done);
 		} else
 			io->result = 0;
@@ -628,10 +667,9 @@ static int all_direct(const struct lun_io *ios, size_t n)
 	return n > 0;
 }
 
-static int batch(struct lun_io *ios, size_t n, int write)
+static void file_batch(struct lun_io *ios, size_t n, int write)
 {
 	struct ring *r = all_direct(ios, n) ? ring_get() : NULL;
-	int failed = 0;
 
 	for (size_t i = 0; i < n; i++)
 		ios[i].result = 1; /* not run yet */
@@ -652,9 +690,55 @@ static int batch(struct lun_io *ios, size_t n, int write)
 		struct lun_io *io = &ios[i];
 
 		if (io->result == 1)
-			io->result = pio(io->lun, write, io->buf, io->len, LUN_DATA_OFF + io->off);
-		count_result(io, write, &failed);
+			io->result = file_rw(io->lun, write, io->buf, io->len, LUN_DATA_OFF + io->off);
 	}
+}
+
+/*
+ * A batch goes to its backend whole; one that spans backends (a pool of
+ * files and RADOS LUNs) is split into one batch per backend, in a row.
+ */
+static int batch(struct lun_io *ios, size_t n, int write)
+{
+	int failed = 0;
+	size_t same = 0;
+
+	while (same < n && ios[same].lun->ops == ios[0].lun->ops)
+		same++;
+	if (same == n) {
+		if (n)
+			ios[0].lun->ops->batch(ios, n, write);
+	} else {
+		struct lun_io *part = malloc(n * sizeof(*part));
+		size_t *at = malloc(n * sizeof(*at));
+		unsigned char *taken = calloc(n, 1);
+
+		for (size_t first = 0; part && at && taken && first < n; first++) {
+			const struct lun_ops *ops = ios[first].lun->ops;
+			size_t k = 0;
+
+			if (taken[first])
+				continue;
+			for (size_t i = first; i < n; i++) {
+				if (!taken[i] && ios[i].lun->ops == ops) {
+					taken[i] = 1;
+					at[k] = i;
+					part[k++] = ios[i];
+				}
+			}
+			ops->batch(part, k, write);
+			for (size_t j = 0; j < k; j++)
+				ios[at[j]].result = part[j].result;
+		}
+		if (!part || !at || !taken)
+			for (size_t i = 0; i < n; i++)
+				ios[i].result = -ENOMEM;
+		free(part);
+		free(at);
+		free(taken);
+	}
+	for (size_t i = 0; i < n; i++)
+		count_result(&ios[i], write, &failed);
 	return failed;
 }
 
@@ -681,7 +765,10 @@ static int flush_result(struct lun *l, int err)
 
 int lun_flush(struct lun *l)
 {
-	return flush_result(l, fdatasync(l->fd) < 0 ? errno : 0);
+	int err;
+
+	l->ops->sync_round(&l, &err, 1, NULL, 0, 0);
+	return flush_result(l, err);
 }
 
 /*
@@ -751,11 +838,10 @@ static int ring_sync(struct io_uring *u, struct lun **luns, int *res, unsigned n
  * their reads and writes keep pread/pwrite. What the ring did not finish is
  * done in a row too.
  */
-static int sync_round(struct lun **luns, int *results, size_t n, const void *buf, size_t len,
-		      uint64_t off)
+static void file_sync_round(struct lun **luns, int *results, size_t n, const void *buf,
+			    size_t len, uint64_t off)
 {
 	struct ring *r = all_direct_luns(luns, n) ? ring_get() : NULL;
-	int failed = 0;
 
 	for (size_t i = 0; i < n; i++)
 		results[i] = 1; /* not run yet: positive, an errno once run */
@@ -772,13 +858,50 @@ static int sync_round(struct lun **luns, int *results, size_t n, const void *buf
 		ring_put(r);
 	for (size_t i = 0; i < n; i++) {
 		if (results[i] == 1) {
-			int ret = buf ? pio(luns[i], 1, (void *)buf, len, off) : 0;
+			int ret = buf ? file_rw(luns[i], 1, (void *)buf, len, off) : 0;
 
 			results[i] = ret < 0 ? -ret : fdatasync(luns[i]->fd) < 0 ? errno : 0;
 		}
+	}
+}
+
+/* A durable round goes to each backend with its own LUNs, as a batch does. */
+static int sync_round(struct lun **luns, int *results, size_t n, const void *buf, size_t len,
+		      uint64_t off)
+{
+	struct lun **part = malloc(n * sizeof(*part) + 1);
+	int *res = malloc(n * sizeof(*res) + 1);
+	size_t *at = malloc(n * sizeof(*at) + 1);
+	unsigned char *taken = calloc(n + 1, 1);
+	int failed = 0;
+
+	for (size_t first = 0; part && res && at && taken && first < n; first++) {
+		const struct lun_ops *ops = luns[first]->ops;
+		size_t k = 0;
+
+		if (taken[first])
+			continue;
+		for (size_t i = first; i < n; i++) {
+			if (!taken[i] && luns[i]->ops == ops) {
+				taken[i] = 1;
+				at[k] = i;
+				part[k++] = luns[i];
+			}
+		}
+		ops->sync_round(part, res, k, buf, len, off);
+		for (size_t j = 0; j < k; j++)
+			results[at[j]] = res[j];
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!part || !res || !at || !taken)
+			results[i] = ENOMEM;
 		results[i] = flush_result(luns[i], results[i]);
 		failed += results[i] < 0;
 	}
+	free(part);
+	free(res);
+	free(at);
+	free(taken);
 	return failed;
 }
 
@@ -808,3 +931,11 @@ void lun_counters_reset(struct lun *l)
 	atomic_store(&l->write_errors, 0);
 	atomic_store(&l->nospace_errors, 0);
 }
+
+static const struct lun_ops file_ops = {
+	.rw = file_rw,
+	.batch = file_batch,
+	.sync_round = file_sync_round,
+	.unmake = file_unmake,
+	.close = file_close,
+};

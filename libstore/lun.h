@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The LUN interface: open, label, read and write a batch of extents, flush,
- * size, close. There is one backend today, files and block devices, and
- * these functions are it (lun.c); nothing above lun.c sees its file
- * descriptor, so a second backend (a remote object store) can later turn
- * them into calls through a table of operations without changing a caller.
+ * size, close. Each call goes through the LUN's table of operations
+ * (lun_impl.h) to its backend: files and block devices (lun.c) or Ceph
+ * RADOS objects for a path "rados:POOL/PREFIX" (lun_rados.c). Nothing above
+ * lun.c sees a file descriptor or an object.
  */
 #ifndef STOR_LUN_H
 #define STOR_LUN_H
@@ -51,15 +51,25 @@ struct lun_io {
 /**
  * Open the LUN at @path and claim it: an exclusive flock on the file (and
  * O_EXCL, which the kernel honours for block devices) held until
- * lun_close(), so no second pool, here or in another process, opens it.
+ * lun_close(), so no second pool, here or in another process, opens it; a
+ * RADOS LUN ("rados:POOL/PREFIX") takes an exclusive lock in the cluster
+ * instead, which lun_renew() keeps.
  * With LUN_CREATE a missing file, or an existing empty one, is made sparse
  * at @size bytes. The open never truncates or writes.
  * @return 0, -EBUSY (claimed elsewhere, or a block device in use), -ELOOP
  *         (LUN_NEW: a symbolic link), -EINVAL (neither a regular file nor a
- *         block device, or smaller than LUN_MIN_SIZE), -errno
+ *         block device, or smaller than LUN_MIN_SIZE), -ENXIO (RADOS: no such
+ *         pool), -ENOTCONN (RADOS: the cluster was not reached), -errno
  */
 int lun_open(const char *path, unsigned flags, uint64_t size, struct lun **out);
 void lun_close(struct lun *l);
+/** lun_close(), and remove the file or RADOS LUN again if this open made it
+ *  (LUN_MADE): a LUN taken for nothing leaves nothing behind. */
+void lun_discard(struct lun *l);
+/** Keep the claim on @l alive: a RADOS LUN renews its lock (lun_rados.c),
+ *  a file's flock needs nothing. @return 0, -ENOLCK (the claim is lost and
+ *  the LUN refuses writes from now on), -errno (try again) */
+int lun_renew(struct lun *l);
 /**
  * A stand-in for a LUN that did not open (missing, or a label not this
  * pool's), so a mirror side it was keeps its place, path and size: every

@@ -10,7 +10,9 @@
  * no pool; pool.c owns the pool record naming the set and orders an add
  * around it (stor_pool_add_lun), so nothing here writes metadata.
  *
- * A LUN of an open pool is claimed (lun.c) until the pool is freed. A path
+ * A LUN of an open pool is claimed (lun.c) until the pool is freed; a
+ * claim that must be kept alive (a RADOS LUN's lock) is renewed through
+ * stor_pool_renew(). A path
  * becomes a LUN (lun_take) only if it is not a symbolic link, not inside
  * the state directory, and blank or a LUN of a pool with no metadata here;
  * STOR_FORCE lifts all but the state directory and a pool that has
@@ -27,7 +29,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "lun.h"
+#include "lun_impl.h"
 #include "meta.h"
 #include "store_impl.h"
 
@@ -43,13 +45,40 @@ static void in_use_error(unsigned idx, const char *path)
 	struct lun_label lab;
 	unsigned bad;
 
-	if (lun_open(path, LUN_PEEK, 0, &l) == 0 && lun_label_read(l, &lab, &bad) == 0)
-		pool_set_error("lun %u (%s): in use by pool '%s'", idx, path, lab.pool_name);
-	else
+	if (lun_open(path, LUN_PEEK, 0, &l) < 0 || lun_label_read(l, &lab, &bad) < 0)
 		pool_set_error("lun %u (%s): in use (claimed by another pool or program, or a "
 			       "mounted device)",
 			       idx, path);
+	else if (lun_path_is_rados(path))
+		/* the RADOS lock: a cofferd on some host has the pool */
+		pool_set_error("lun %u (%s): locked by a cofferd that has pool '%s' imported (host "
+			       "%08x); it must export the pool, or stop and let its lock expire, "
+			       "before an import here",
+			       idx, path, lab.pool_name, (unsigned)lab.hostid);
+	else
+		pool_set_error("lun %u (%s): in use by pool '%s'", idx, path, lab.pool_name);
 	lun_close(l);
+}
+
+/* Why lun_open() of @path failed, as the refusal's reason. */
+static void open_error(unsigned idx, const char *path, int ret)
+{
+	const char *pool = path + strlen(LUN_RADOS_PREFIX);
+
+	if (lun_path_is_rados(path) && ret == -ENOTCONN)
+		pool_set_error("lun %u (%s): cannot reach the Ceph cluster (ceph_conf, ceph_user "
+			       "and ceph_keyring in cofferd.conf)",
+			       idx, path);
+	else if (lun_path_is_rados(path) && ret == -ENXIO)
+		pool_set_error("lun %u (%s): no pool '%.*s' in the Ceph cluster", idx, path,
+			       (int)strcspn(pool, "/"), pool);
+	else if (lun_path_is_rados(path) && ret == -EPROTONOSUPPORT)
+		pool_set_error("lun %u (%s): this coffer was built without RADOS LUNs (librados)",
+			       idx, path);
+	else if (lun_path_is_rados(path) && ret == -ENOENT)
+		pool_set_error("lun %u (%s): no such LUN in the Ceph pool", idx, path);
+	else
+		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
 }
 
 /* Open an existing LUN @path as lun @idx of @p, the refusal's reason set. */
@@ -60,7 +89,7 @@ static int open_lun(struct stor_pool *p, unsigned idx, const char *path, struct 
 	if (ret == -EBUSY)
 		in_use_error(idx, path);
 	else if (ret < 0)
-		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
+		open_error(idx, path, ret);
 	return ret;
 }
 
@@ -335,7 +364,7 @@ static int lun_take(struct stor_pool *p, unsigned idx, const char *path, uint64_
 		return ret;
 	}
 	if (ret < 0) {
-		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
+		open_error(idx, path, ret);
 		return ret;
 	}
 	state = statedir_of(p->path, p->name);
@@ -395,10 +424,7 @@ static int lun_take(struct stor_pool *p, unsigned idx, const char *path, uint64_
 out:
 	free(state);
 	if (ret < 0) {
-		/* a file made for nothing goes again */
-		if (lun_created(l) == LUN_MADE)
-			unlink(path);
-		lun_close(l);
+		lun_discard(l); /* a file made for nothing goes again */
 	} else {
 		*out = l;
 	}
@@ -556,6 +582,15 @@ int lunset_wipe(struct stor_pool *p)
 	return ret;
 }
 
+int stor_pool_renew(struct stor_pool *p)
+{
+	int failed = 0;
+
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
+		failed += !p->luns[i].absent && lun_renew(p->luns[i].lun) < 0;
+	return failed;
+}
+
 void lunset_check_gone(struct stor_pool *p)
 {
 	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
@@ -622,9 +657,7 @@ int lunset_new_side(struct stor_pool *p, unsigned idx, const char *path, unsigne
 	*guid = lab.lun_guid;
 	return 0;
 fail:
-	if (lun_created(l) == LUN_MADE)
-		unlink(path);
-	lun_close(l);
+	lun_discard(l);
 	return ret;
 }
 

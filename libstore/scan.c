@@ -11,7 +11,8 @@
  * /dev/disk/by-id is all links), never one to a file elsewhere, so a scan
  * of a directory does not wander into other trees. The file type is looked
  * at before the open (a FIFO would block it) and the open checks it again
- * on the descriptor (lun.c). No recursion. Opening a pool at the paths
+ * on the descriptor (lun.c). No recursion. A "directory" rados:POOL is
+ * the RADOS pool's LUNs, each opened as a file would be. Opening a pool at the paths
  * found is stor_pool_open()'s, with opts->lun_paths.
  */
 #include <dirent.h>
@@ -23,7 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lun.h"
+#include "lun_impl.h"
 #include "store.h"
 
 struct found {
@@ -107,6 +108,20 @@ static int scan_dir(struct found_set *fs, const char *dir)
 	free(ents);
 	close(dfd);
 	return ret;
+}
+
+static int read_rados(const char *path, void *ctx)
+{
+	return read_one(ctx, path);
+}
+
+/* The LUNs of a RADOS pool: its ".lun" objects (lun_rados.c). A pool that
+ * cannot be listed has nothing to import, as a missing directory. */
+static int scan_rados(struct found_set *fs, const char *pool)
+{
+	int ret = lun_rados_list(pool, read_rados, fs);
+
+	return ret == -ENOMEM ? ret : 0;
 }
 
 static int by_pool_then_index(const void *a, const void *b)
@@ -197,7 +212,7 @@ int stor_pool_scan(const char *const *dirs, size_t ndirs,
 	int ret = 0, npools = 0;
 
 	for (size_t i = 0; ret == 0 && i < ndirs; i++)
-		ret = scan_dir(&fs, dirs[i]);
+		ret = lun_path_is_rados(dirs[i]) ? scan_rados(&fs, dirs[i]) : scan_dir(&fs, dirs[i]);
 	if (ret == 0 && fs.n)
 		qsort(fs.v, fs.n, sizeof(*fs.v), by_pool_then_index);
 	for (size_t i = 0, j; ret == 0 && i < fs.n; i = j) {

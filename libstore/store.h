@@ -178,6 +178,33 @@ int stor_pool_export(struct stor_pool *pool);
  */
 uint32_t stor_hostid(void);
 
+/* ---- LUNs on Ceph RADOS ---- */
+
+/** May @path name a LUN: absolute, or "rados:POOL/PREFIX"? 1 or 0 */
+int stor_lun_path_ok(const char *path);
+/** May stor_pool_scan() look in @dir: absolute, or "rados:POOL"? 1 or 0 */
+int stor_scan_dir_ok(const char *dir);
+
+#define STOR_RADOS_LOCK_DEFAULT 30u /**< seconds a pool's lock lasts unrenewed */
+/**
+ * How RADOS LUNs ("rados:POOL/PREFIX") reach the cluster, for every such
+ * LUN opened after the call: the ceph.conf (NULL or "": Ceph's own search),
+ * the client id without "client." (NULL: "admin"), the keyring (NULL: the
+ * ceph.conf's) and the seconds the lock on a pool's LUNs lasts unless
+ * renewed (0: STOR_RADOS_LOCK_DEFAULT). Nothing connects until a LUN opens.
+ * Built without librados it does nothing, and such LUNs fail to open
+ * (-EPROTONOSUPPORT). @return 0, -ENOMEM
+ */
+int stor_rados_config(const char *conf, const char *user, const char *keyring,
+		      unsigned lock_timeout);
+/**
+ * Renew the claims on the LUNs of @pool (the RADOS lock; nothing for files).
+ * Call it from a timer at least every third of the lock's duration: a pool
+ * whose lock could not be renewed in time refuses writes (lun_rados.c).
+ * @return the number of LUNs whose claim was lost or not renewed
+ */
+int stor_pool_renew(struct stor_pool *pool);
+
 /* ---- import by scanning ---- */
 
 /** A pool stor_pool_scan() found, put together from the labels it read. */
@@ -199,7 +226,8 @@ struct stor_scan_pool {
 /**
  * Read the labels of the regular files and block devices directly in each
  * of @dirs (a symbolic link only if it leads to a block device, as in
- * /dev/disk/by-id; no recursion), group them by pool GUID and call @fn for
+ * /dev/disk/by-id; no recursion), or of every LUN in a RADOS pool for a
+ * "directory" spelled "rados:POOL", group them by pool GUID and call @fn for
  * each pool, in GUID order. Files that cannot be opened or carry no sound
  * label of this format are skipped, as is a directory that cannot be read;
  * a LUN seen twice (two links to one device) counts once, under its first

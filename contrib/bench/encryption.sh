@@ -39,6 +39,15 @@
 # client. Its rows' CPU column is the server's (cofferd or nbdkit) and
 # OUT/nbd-cpu.csv gives the server's CPU time per I/O.
 #
+# The rados pass is the shm pass's shape (io_inline off: every I/O waits on
+# the network) on LUNs in a Ceph pool, rados:POOL/PREFIX: those of the
+# cluster --ceph-conf names (pool --ceph-pool, default coffer; its objects
+# are removed afterwards), else a single-node memstore cluster that
+# tests/e2e/ceph_cluster.sh starts and stops. It is meant to be run smaller
+# (--quick, or a shape whose LUNs fit the cluster) beside the shm pass:
+#   encryption.sh --quick --passes shm,rados
+# Every table row also gives cofferd's CPU time per I/O (us/IO).
+#
 # It starts its own cofferd with a temp config and prints a table (suite,
 # IOPS, mean and p99 response, daemon CPU %, ratio to clear: medians over the
 # rounds), cofferd's largest RssAnon, and the targets of the design met or
@@ -49,7 +58,8 @@
 # usage: encryption.sh [--quick] [--pools P] [--luns L] [--datasets D] [--size MiB]
 #        [--time SEC] [--warmup SEC] [--curve LIST] [--rounds R] [--suites LIST]
 #        [--slice SEC] [--slices N]
-#        [--passes direct,shm,mirror,nbd] [--dir DIR] [--out DIR]
+#        [--passes direct,shm,mirror,nbd,rados] [--dir DIR] [--out DIR]
+#        [--ceph-conf FILE] [--ceph-pool NAME]
 # env:   COFFERD, COFFER (binaries; default: from the build tree, else PATH)
 set -eu
 
@@ -64,6 +74,7 @@ suites="clear aes-128-ccm aes-192-ccm aes-256-ccm aes-256-gcm"
 passes="direct shm nbd"
 dir=${TMPDIR:-/var/tmp}
 out=
+ceph_conf= ceph_pool=coffer ceph_ours=
 die() { echo "encryption.sh: $*" >&2; exit 1; }
 
 while [ $# -gt 0 ]; do
@@ -85,6 +96,8 @@ while [ $# -gt 0 ]; do
 	--passes) passes=$(echo "$2" | tr ',' ' '); shift ;;
 	--dir) dir=$2; shift ;;
 	--out) out=$2; shift ;;
+	--ceph-conf) ceph_conf=$2; shift ;;
+	--ceph-pool) ceph_pool=$2; shift ;;
 	-h|--help) sed -n '/^# usage/,/^# env/p' "$0" | sed 's/^# //'; exit 0 ;;
 	*) die "unknown option '$1' (see --help)" ;;
 	esac
@@ -112,7 +125,11 @@ cleanup() {
 		kill -TERM "$daemon_pid" 2>/dev/null || true
 		wait "$daemon_pid" 2>/dev/null || true
 	fi
-	[ -n "$lundir" ] && rm -rf "$lundir"
+	case $lundir in
+	rados:*) ;;
+	?*) rm -rf "$lundir" ;;
+	esac
+	[ -n "$ceph_ours" ] && "$top/tests/e2e/ceph_cluster.sh" stop "$ceph_conf" >/dev/null 2>&1
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -137,7 +154,8 @@ start_daemon() { # pass
 	cache_size = 0
 	nbd_socket = $work/nbd-coffer.sock
 	direct_io = $([ "$1" = direct ] && echo yes || echo no)
-	io_inline = $([ "$1" = direct ] && echo no || echo yes)
+	io_inline = $([ "$1" = direct ] || [ "$1" = rados ] && echo no || echo yes)
+	ceph_conf = $ceph_conf
 	log_level = warning
 	log_target = $out/cofferd-$1.log
 	CONF
@@ -509,7 +527,15 @@ for pass in $passes; do
 	case $pass in
 	direct) lundir=$(mktemp -d "$dir/coffer-encbench-luns.XXXXXX") ;;
 	shm | mirror | nbd) lundir=$(mktemp -d /dev/shm/coffer-encbench-luns.XXXXXX) ;;
-	*) die "unknown pass '$pass' (direct, shm, mirror or nbd)" ;;
+	rados)
+		if [ -z "$ceph_conf" ]; then
+			ceph_conf=$("$top/tests/e2e/ceph_cluster.sh" start "$ceph_pool" | tail -n 1) ||
+				die "no --ceph-conf, and the test cluster did not start"
+			ceph_ours=1
+		fi
+		lundir=rados:$ceph_pool/encbench-$$-$(date +%s)
+		;;
+	*) die "unknown pass '$pass' (direct, shm, mirror, nbd or rados)" ;;
 	esac
 	[ "$pass" = mirror ] && [ $((luns % 2)) != 0 ] && die "the mirror pass needs an even --luns"
 	start_daemon "$pass"
@@ -538,7 +564,16 @@ for pass in $passes; do
 		r=$((r + 1))
 	done
 	stop_daemon
-	rm -rf "$lundir"
+	case $lundir in
+	rados:*)
+		# a cluster of our own goes whole at exit; another keeps nothing of ours
+		[ -n "$ceph_ours" ] || rados -c "$ceph_conf" -p "$ceph_pool" ls |
+			grep "^${lundir#rados:*/}/" | while read -r o; do
+				rados -c "$ceph_conf" -p "$ceph_pool" rm "$o"
+			done
+		;;
+	*) rm -rf "$lundir" ;;
+	esac
 	lundir=
 done
 
@@ -570,9 +605,12 @@ awk -F, -v suites="$suites fio-io_uring nbdkit-fio nbdkit-file nbdkit-luks" '
 	}' "$work/rows.csv" > "$out/summary.csv"
 
 {
-	printf '%-12s %-12s %10s %10s %10s %9s %8s\n' pass suite IOPS "mean ms" "p99 ms" "cofferd%" "vs clear"
+	printf '%-12s %-12s %10s %10s %10s %9s %8s %8s\n' pass suite IOPS "mean ms" "p99 ms" "cofferd%" \
+		"us/IO" "vs clear"
 	while IFS=, read -r pass suite iops resp p99 cpu ratio; do
-		printf '%-12s %-12s %10s %10s %10s %9s %8s\n' "$pass" "$suite" "$iops" "$resp" "$p99" "$cpu" "$ratio"
+		us=$(awk -v c="$cpu" -v i="$iops" 'BEGIN { printf(i > 0 ? "%.1f" : "-", 1e4 * c / i) }')
+		printf '%-12s %-12s %10s %10s %10s %9s %8s %8s\n' "$pass" "$suite" "$iops" "$resp" "$p99" \
+			"$cpu" "$us" "$ratio"
 	done < "$out/summary.csv"
 	echo "(peer rows of direct and shm: the CPU column is fio's own; of nbd: the server's)"
 	if [ -s "$out/nbd-cpu.csv" ]; then

@@ -34,7 +34,7 @@ check_PROGRAMS += %D%/test_faults
 
 # reliability scripts: make check runs short variants of contrib/bench's crash and load runs
 TESTS += %D%/crash_short.sh %D%/load_short.sh
-EXTRA_DIST += %D%/crash_short.sh contrib/bench/crash.sh %D%/load_short.sh contrib/bench/load.sh \
+EXTRA_DIST += %D%/ceph_cluster.sh %D%/crash_short.sh contrib/bench/crash.sh %D%/load_short.sh contrib/bench/load.sh \
 	contrib/bench/daemon.sh
 
 check_PROGRAMS += %D%/test_stats
@@ -137,3 +137,11 @@ check_PROGRAMS += %D%/test_keys_boot
 %C%_test_keys_boot_CFLAGS = $(E2E_CFLAGS)
 %C%_test_keys_boot_LDADD = $(E2E_LDADD)
 AM_TESTS_ENVIRONMENT += COFFER_LOAD_KEY_UNIT=$(abs_top_builddir)/conf/cofferd-load-key.service; export COFFER_LOAD_KEY_UNIT;
+
+# LUNs on Ceph RADOS, against the single-node cluster ceph_cluster.sh starts
+# (the program exits 77, SKIP, when it cannot)
+check_PROGRAMS += %D%/test_rados
+%C%_test_rados_SOURCES = %D%/test_rados.c $(E2E_FIXTURE)
+%C%_test_rados_CFLAGS = $(E2E_CFLAGS)
+%C%_test_rados_LDADD = $(E2E_LDADD)
+AM_TESTS_ENVIRONMENT += COFFER_CEPH_CLUSTER=$(abs_top_srcdir)/%D%/ceph_cluster.sh; export COFFER_CEPH_CLUSTER;

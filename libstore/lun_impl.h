@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inside the LUN interface: struct lun and the table of operations a
+ * backend fills in. lun.c owns the interface (labels, the blank check, the
+ * error counters, the reserved area's bounds) and the file and block device
+ * backend; lun_rados.c is the Ceph RADOS one. Every operation sees whole
+ * LUN byte offsets (labels at 0 and at the end, the data area from
+ * LUN_DATA_OFF); a backend moves bytes and claims its LUN, nothing more.
+ */
+#ifndef STOR_LUN_IMPL_H
+#define STOR_LUN_IMPL_H
+
+#include <stdatomic.h>
+
+#include "lun.h"
+
+struct lun_ops {
+	/* @len bytes at byte @off of the whole LUN; 0 or -errno */
+	int (*rw)(struct lun *l, int write, void *buf, size_t len, uint64_t off);
+	/* a batch, all of this backend's: each io->result set, not counted */
+	void (*batch)(struct lun_io *ios, size_t n, int write);
+	/* one durable round over @n LUNs of this backend, as lun_flush_batch
+	 * and lun_reserved_write_sync: @res[i] gets 0 or a positive errno */
+	void (*sync_round)(struct lun **luns, int *res, size_t n, const void *buf, size_t len,
+			   uint64_t off);
+	/* keep the claim alive; 0 or -errno (the claim is lost) */
+	int (*renew)(struct lun *l);
+	/* remove what the open made, before close (lun_discard) */
+	void (*unmake)(struct lun *l);
+	void (*close)(struct lun *l);
+};
+
+struct lun {
+	const struct lun_ops *ops;
+	int fd;              /* files and block devices; -1 otherwise */
+	struct lun_rados *rados; /* RADOS LUNs: lun_rados.c's */
+	unsigned flags;
+	uint64_t size; /* whole file or device */
+	const uint8_t *map; /* the whole file, read-only, when on tmpfs and LUN_MAP */
+	char *path;
+	int created; /* LUN_MADE, LUN_SIZED or 0 */
+	atomic_uint_fast64_t read_errors, write_errors, nospace_errors;
+};
+
+#define LUN_RADOS_PREFIX "rados:"
+
+/** Is @path a RADOS LUN's ("rados:POOL/PREFIX")? */
+int lun_path_is_rados(const char *path);
+/** lun_open() of a RADOS LUN: *@out set, ->path and ->flags filled in. */
+int lun_rados_open(const char *path, unsigned flags, uint64_t size, struct lun **out);
+/** Call @fn with the path of every LUN in RADOS pool @pool ("rados:POOL").
+ *  @return 0, what @fn returned if not 0, -errno */
+int lun_rados_list(const char *pool, int (*fn)(const char *path, void *ctx), void *ctx);
+
+#endif

@@ -1,0 +1,640 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * LUNs on Ceph RADOS: the backend behind a LUN path "rados:POOL/PREFIX".
+ *
+ * Layout. The LUN's bytes - labels, uberblock ring, data area, end label,
+ * as format.h lays them out for a file - are cut into objects of
+ * RADOS_OBJ_SIZE (4 MiB, as RBD cuts an image), object n named
+ * "PREFIX.%016llx" and covering [n * 4 MiB, (n + 1) * 4 MiB). Objects are
+ * made by their first write; a missing object, or the part of one past its
+ * end, reads as zeros, as a hole of a sparse file does. The LUN's size is a
+ * property of the LUN kept in the object "PREFIX.lun" (u64 magic
+ * "COFFRLUN" | u64 size, big-endian), which lun_open(LUN_CREATE) makes and
+ * every open reads; the lock below lives on that object too. A scan of
+ * "rados:POOL" (import -d) lists the pool's ".lun" objects, so a pool is
+ * imported from the cluster alone, its labels and metadata log found where
+ * a file would have them.
+ *
+ * I/O. Every extent of a batch becomes one rados_aio_read/write per object
+ * it touches; all go out before the first is waited for, so a batch costs
+ * a round trip to the slowest OSD, not the sum. A write completes when the
+ * cluster acknowledges it, which Ceph only does once every replica has it
+ * durable: a flush has nothing left to wait for but rados_aio_flush of
+ * whatever is still in flight. Operations time out (rados_osd_op_timeout,
+ * 30 s unless the ceph.conf sets one) rather than wait forever for an OSD
+ * that is gone; a timeout or any other failure of an object is -EIO for
+ * the extent, and a read never yields zeros for an object it could not
+ * read.
+ *
+ * The claim: one host at a time. A file LUN is claimed with flock, which
+ * another host cannot see; here the open takes rados_lock_exclusive
+ * ("coffer", a cookie of its host id, pid and a random part) on "PREFIX.lun"
+ * with a duration (ceph_lock_timeout, 30 s). A second opener anywhere gets
+ * -EBUSY, so a second daemon's import fails "in use" while the first
+ * holds the pool. The daemon renews the lock from a timer (lun_renew, every
+ * third of the duration). The lock expires if its holder stops renewing (it
+ * died, or lost the cluster): only then can another host take it, and
+ * since the labels still say "active under host X", its import needs -f -
+ * so import -f takes over a pool only after the old owner's lock expired,
+ * never while it is alive and renewing.
+ *
+ * Fencing. A holder that could not renew in time may have lost the lock
+ * to another host: from the moment its last successful renewal is a
+ * duration old (measured from before that renewal was sent, so early
+ * rather than late) it refuses every write (-EIO) and never unfences;
+ * the pool must be exported and imported again. A renewal that the OSD
+ * refuses (the lock was broken or taken) fences at once.
+ *
+ * Failover, then: host A holds pool P, host B stands by with the same
+ * ceph.conf. A dies or is cut off; its lock expires after at most
+ * ceph_lock_timeout; B runs `coffer pool import -f -d rados:POOL P`, which
+ * takes the lock, replays the metadata log from the LUNs and serves; NBD
+ * clients reconnect to B. If A was only cut off, it fenced itself before
+ * its lock could expire, so it never writes over B. What fencing cannot
+ * cover is a write A sent before it fenced that an OSD holds back until
+ * after B took over; RBD closes that gap by blocklisting the old owner's
+ * client address (rados_blocklist_add) before it breaks the lock, which is
+ * the next step here.
+ *
+ * Many hosts: each pool has one owner at a time, so a deployment scales by
+ * pools - one cofferd per pool, or per group of datasets in a pool of
+ * their own, on as many hosts as needed, each pool's LUNs spread over the
+ * whole cluster by CRUSH, and NBD clients spread over the cofferd hosts.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lun_impl.h"
+#include "store.h"
+
+#ifdef HAVE_RADOS
+#include <rados/librados.h>
+
+#define RADOS_OBJ_SIZE (4ull << 20)
+#define RADOS_META_MAGIC 0x434f4646524c554eull /* "COFFRLUN" */
+#define RADOS_META_LEN 16u
+#define RADOS_LOCK "coffer"
+#define RADOS_OID_MAX 256u
+
+struct lun_rados {
+	rados_ioctx_t io;
+	char *prefix;
+	char meta[RADOS_OID_MAX];
+	char cookie[64];
+	int locked;
+	atomic_int fenced;
+	atomic_int_fast64_t lock_until; /* CLOCK_MONOTONIC ns the lock surely lasts */
+};
+
+/* The cluster connection: one per process, shared by every RADOS LUN, made
+ * at the first open and shut down with the last LUN. */
+static pthread_mutex_t cluster_lock = PTHREAD_MUTEX_INITIALIZER;
+static rados_t cluster;
+static unsigned cluster_refs;
+static char *cfg_conf, *cfg_user, *cfg_keyring;
+static unsigned cfg_lock_secs = STOR_RADOS_LOCK_DEFAULT;
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int set_str(char **dst, const char *v)
+{
+	char *c = v && v[0] ? strdup(v) : NULL;
+
+	if (v && v[0] && !c)
+		return -ENOMEM;
+	free(*dst);
+	*dst = c;
+	return 0;
+}
+
+int stor_rados_config(const char *conf, const char *user, const char *keyring,
+		      unsigned lock_timeout)
+{
+	int ret;
+
+	pthread_mutex_lock(&cluster_lock);
+	ret = set_str(&cfg_conf, conf);
+	if (ret == 0)
+		ret = set_str(&cfg_user, user);
+	if (ret == 0)
+		ret = set_str(&cfg_keyring, keyring);
+	if (ret == 0 && lock_timeout)
+		cfg_lock_secs = lock_timeout;
+	pthread_mutex_unlock(&cluster_lock);
+	return ret;
+}
+
+/* Set @key to @v unless the ceph.conf gave it a value other than @dflt. */
+static void conf_default(rados_t c, const char *key, const char *dflt, const char *v)
+{
+	char cur[64];
+
+	if (rados_conf_get(c, key, cur, sizeof(cur)) < 0 || strtod(cur, NULL) == strtod(dflt, NULL))
+		rados_conf_set(c, key, v);
+}
+
+static int cluster_get(rados_t *out)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&cluster_lock);
+	if (cluster_refs == 0) {
+		rados_t c;
+
+		ret = rados_create(&c, cfg_user ? cfg_user : "admin");
+		if (ret == 0) {
+			/* NULL: Ceph's own search ($CEPH_CONF, /etc/ceph/ceph.conf, ...) */
+			ret = rados_conf_read_file(c, cfg_conf);
+			if (ret == 0 && cfg_keyring)
+				ret = rados_conf_set(c, "keyring", cfg_keyring);
+			/* an OSD or mon that is gone fails the operation, not hangs it */
+			conf_default(c, "rados_osd_op_timeout", "0", "30");
+			conf_default(c, "rados_mon_op_timeout", "0", "30");
+			conf_default(c, "client_mount_timeout", "300", "30");
+			if (ret == 0)
+				ret = rados_connect(c);
+			if (ret < 0)
+				rados_shutdown(c);
+			else
+				cluster = c;
+		}
+	}
+	if (ret == 0) {
+		cluster_refs++;
+		*out = cluster;
+	}
+	pthread_mutex_unlock(&cluster_lock);
+	return ret;
+}
+
+static void cluster_put(void)
+{
+	pthread_mutex_lock(&cluster_lock);
+	if (--cluster_refs == 0) {
+		rados_shutdown(cluster);
+		cluster = NULL;
+	}
+	pthread_mutex_unlock(&cluster_lock);
+}
+
+/* "rados:POOL/PREFIX" into @pool and @prefix; -EINVAL if it is not one. */
+static int parse_path(const char *path, char *pool, size_t poollen, const char **prefix)
+{
+	const char *p = path + strlen(LUN_RADOS_PREFIX), *slash = strchr(p, '/');
+
+	if (!slash || slash == p || (size_t)(slash - p) >= poollen || !slash[1] ||
+	    strlen(slash + 1) + 32 >= RADOS_OID_MAX)
+		return -EINVAL;
+	memcpy(pool, p, (size_t)(slash - p));
+	pool[slash - p] = '\0';
+	*prefix = slash + 1;
+	return 0;
+}
+
+/* Any failure of an object's I/O is an I/O error of the LUN, but these. */
+static int io_error(int r)
+{
+	return r == -ENOSPC || r == -EDQUOT || r == -ENOMEM ? r : -EIO;
+}
+
+/* One object's part of a request. */
+struct piece {
+	rados_completion_t c;
+	char *buf;
+	size_t len;
+	int *result; /* of the request it belongs to */
+	int write, issued;
+};
+
+/* A request on a whole LUN byte range, as the batch and sync rounds make. */
+struct rreq {
+	struct lun *l;
+	int write;
+	void *buf;
+	size_t len;
+	uint64_t off;
+	int result;
+};
+
+static size_t pieces_of(const struct rreq *r)
+{
+	if (!r->len)
+		return 0;
+	return (size_t)((r->off + r->len - 1) / RADOS_OBJ_SIZE - r->off / RADOS_OBJ_SIZE + 1);
+}
+
+/* Issue one object's part: @oid at @objoff. */
+static void issue(struct lun_rados *rl, struct piece *pc, const char *oid, uint64_t objoff)
+{
+	int ret = rados_aio_create_completion2(NULL, NULL, &pc->c);
+
+	if (ret == 0)
+		ret = pc->write ? rados_aio_write(rl->io, oid, pc->c, pc->buf, pc->len, objoff)
+				: rados_aio_read(rl->io, oid, pc->c, pc->buf, pc->len, objoff);
+	if (ret < 0) {
+		if (pc->c)
+			rados_aio_release(pc->c);
+		pc->c = NULL;
+		if (*pc->result == 0)
+			*pc->result = io_error(ret);
+		return;
+	}
+	pc->issued = 1;
+}
+
+static void reap(struct piece *pc)
+{
+	int r;
+
+	if (!pc->issued)
+		return;
+	rados_aio_wait_for_complete(pc->c);
+	r = rados_aio_get_return_value(pc->c);
+	rados_aio_release(pc->c);
+	if (!pc->write && (r == -ENOENT || (r >= 0 && (size_t)r < pc->len))) {
+		/* never written (or not this far): a hole reads as zeros */
+		size_t got = r > 0 ? (size_t)r : 0;
+
+		memset(pc->buf + got, 0, pc->len - got);
+		r = 0;
+	}
+	if (r < 0 && *pc->result == 0)
+		*pc->result = io_error(r);
+}
+
+/* Run @n requests: every object's part issued, then every one waited for. */
+static void run(struct rreq *rq, size_t n)
+{
+	size_t npieces = 0, k = 0;
+	struct piece *pcs;
+
+	for (size_t i = 0; i < n; i++) {
+		struct lun_rados *rl = rq[i].l->rados;
+
+		rq[i].result = 0;
+		if (!rl || rq[i].off + rq[i].len > rq[i].l->size || rq[i].off + rq[i].len < rq[i].off)
+			rq[i].result = -EIO; /* past the end: a short read, a write nowhere */
+		else if (rq[i].write && atomic_load(&rl->fenced))
+			rq[i].result = -EIO;
+		else if (rq[i].write && now_ns() >= atomic_load(&rl->lock_until) && rl->locked) {
+			/* the lock may have gone to another host by now */
+			atomic_store(&rl->fenced, 1);
+			rq[i].result = -EIO;
+		} else
+			npieces += pieces_of(&rq[i]);
+	}
+	pcs = calloc(npieces ? npieces : 1, sizeof(*pcs));
+	if (!pcs) {
+		for (size_t i = 0; i < n; i++)
+			rq[i].result = -ENOMEM;
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct lun_rados *rl = rq[i].l->rados;
+		uint64_t off = rq[i].off;
+		size_t done = 0;
+
+		if (rq[i].result < 0)
+			continue;
+		while (done < rq[i].len) {
+			uint64_t obj = off / RADOS_OBJ_SIZE, objoff = off % RADOS_OBJ_SIZE;
+			size_t len = rq[i].len - done;
+			char oid[RADOS_OID_MAX];
+
+			if (len > RADOS_OBJ_SIZE - objoff)
+				len = (size_t)(RADOS_OBJ_SIZE - objoff);
+			snprintf(oid, sizeof(oid), "%s.%016llx", rl->prefix, (unsigned long long)obj);
+			pcs[k] = (struct piece){ .buf = (char *)rq[i].buf + done,
+						 .len = len,
+						 .result = &rq[i].result,
+						 .write = rq[i].write };
+			issue(rl, &pcs[k++], oid, objoff);
+			done += len;
+			off += len;
+		}
+	}
+	for (size_t j = 0; j < k; j++)
+		reap(&pcs[j]);
+	free(pcs);
+}
+
+static int rados_rw(struct lun *l, int write, void *buf, size_t len, uint64_t off)
+{
+	struct rreq r = { .l = l, .write = write, .buf = buf, .len = len, .off = off };
+
+	run(&r, 1);
+	return r.result;
+}
+
+static void rados_batch(struct lun_io *ios, size_t n, int write)
+{
+	struct rreq *rq = calloc(n ? n : 1, sizeof(*rq));
+
+	if (!rq) {
+		for (size_t i = 0; i < n; i++)
+			ios[i].result = -ENOMEM;
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		rq[i] = (struct rreq){ .l = ios[i].lun,
+				       .write = write,
+				       .buf = ios[i].buf,
+				       .len = ios[i].len,
+				       .off = LUN_DATA_OFF + ios[i].off };
+	run(rq, n);
+	for (size_t i = 0; i < n; i++)
+		ios[i].result = rq[i].result;
+	free(rq);
+}
+
+/* Writes are durable when they complete: a flush waits for any still in
+ * flight (there are none between batches) and says whether this LUN may
+ * still write at all; the uberblock writes of a round all go at once. */
+static void rados_sync_round(struct lun **luns, int *res, size_t n, const void *buf, size_t len,
+			     uint64_t off)
+{
+	struct rreq *rq = buf ? calloc(n ? n : 1, sizeof(*rq)) : NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		struct lun_rados *rl = luns[i]->rados;
+
+		res[i] = !rl || atomic_load(&rl->fenced) || rados_aio_flush(rl->io) < 0 ? EIO : 0;
+		if (rq)
+			rq[i] = (struct rreq){
+				.l = luns[i], .write = 1, .buf = (void *)buf, .len = len, .off = off
+			};
+	}
+	if (buf && !rq) {
+		for (size_t i = 0; i < n; i++)
+			res[i] = ENOMEM;
+		return;
+	}
+	if (rq) {
+		run(rq, n);
+		for (size_t i = 0; i < n; i++)
+			res[i] = res[i] ? res[i] : -rq[i].result;
+		free(rq);
+	}
+}
+
+static int lock_take(struct lun_rados *rl, uint8_t flags)
+{
+	struct timeval tv = { .tv_sec = cfg_lock_secs };
+	int64_t sent = now_ns();
+	char desc[96];
+	int ret;
+
+	snprintf(desc, sizeof(desc), "cofferd host %08x pid %d", (unsigned)stor_hostid(),
+		 (int)getpid());
+	ret = rados_lock_exclusive(rl->io, rl->meta, RADOS_LOCK, rl->cookie, desc, &tv, flags);
+	if (ret == 0)
+		atomic_store(&rl->lock_until, sent + (int64_t)cfg_lock_secs * 1000000000);
+	return ret;
+}
+
+static int rados_renew(struct lun *l)
+{
+	struct lun_rados *rl = l->rados;
+	int ret;
+
+	if (!rl->locked)
+		return 0;
+	if (atomic_load(&rl->fenced))
+		return -ENOLCK;
+	ret = lock_take(rl, LIBRADOS_LOCK_FLAG_MUST_RENEW);
+	if (ret == -ENOENT || ret == -EBUSY || ret == -EEXIST) {
+		/* it expired and went, or was broken: another host may write */
+		atomic_store(&rl->fenced, 1);
+		return -ENOLCK;
+	}
+	return ret < 0 ? io_error(ret) : 0;
+}
+
+static void rados_close(struct lun *l)
+{
+	struct lun_rados *rl = l->rados;
+
+	if (!rl)
+		return;
+	if (rl->io) {
+		rados_aio_flush(rl->io);
+		if (rl->locked && !atomic_load(&rl->fenced))
+			rados_unlock(rl->io, rl->meta, RADOS_LOCK, rl->cookie);
+		rados_ioctx_destroy(rl->io);
+		cluster_put();
+	}
+	free(rl->prefix);
+	free(rl);
+}
+
+/* The objects a LUN made for nothing has: its ".lun" (and the lock on it);
+ * data objects come only with writes, after the LUN was taken. */
+static void rados_unmake(struct lun *l)
+{
+	if (l->rados->io && !rados_remove(l->rados->io, l->rados->meta))
+		l->rados->locked = 0;
+}
+
+static const struct lun_ops rados_ops = {
+	.rw = rados_rw,
+	.batch = rados_batch,
+	.sync_round = rados_sync_round,
+	.renew = rados_renew,
+	.unmake = rados_unmake,
+	.close = rados_close,
+};
+
+/* The size in "PREFIX.lun"; with @create and none there, make it @size. */
+static int meta_size(struct lun_rados *rl, int create, uint64_t size, uint64_t *out, int *made)
+{
+	uint8_t buf[RADOS_META_LEN], *w = buf;
+	const uint8_t *p = buf;
+	int ret;
+
+	*made = 0;
+	ret = rados_read(rl->io, rl->meta, (char *)buf, sizeof(buf), 0);
+	if (ret == -ENOENT && create && size) {
+		rados_write_op_t op = rados_create_write_op();
+
+		if (size < LUN_MIN_SIZE) {
+			rados_release_write_op(op);
+			return -EINVAL;
+		}
+		put_u64(&w, RADOS_META_MAGIC);
+		put_u64(&w, size);
+		rados_write_op_create(op, LIBRADOS_CREATE_EXCLUSIVE, NULL);
+		rados_write_op_write_full(op, (const char *)buf, sizeof(buf));
+		ret = rados_write_op_operate(op, rl->io, rl->meta, NULL, 0);
+		rados_release_write_op(op);
+		if (ret == 0) {
+			*made = 1;
+			*out = size;
+			return 0;
+		}
+		if (ret != -EEXIST)
+			return ret;
+		ret = rados_read(rl->io, rl->meta, (char *)buf, sizeof(buf), 0);
+	}
+	if (ret < 0)
+		return ret;
+	if (ret != (int)sizeof(buf) || get_u64(&p) != RADOS_META_MAGIC)
+		return -EINVAL; /* not an object of ours */
+	*out = get_u64(&p);
+	return 0;
+}
+
+int lun_rados_open(const char *path, unsigned flags, uint64_t size, struct lun **out)
+{
+	struct lun_rados *rl;
+	struct lun *l;
+	char pool[128];
+	const char *prefix;
+	rados_t c;
+	int ret, made = 0;
+
+	*out = NULL;
+	if (parse_path(path, pool, sizeof(pool), &prefix) < 0)
+		return -EINVAL;
+	if (flags & LUN_DIRECT)
+		flags &= ~LUN_DIRECT; /* nothing to bypass: no page cache here */
+	l = calloc(1, sizeof(*l));
+	rl = calloc(1, sizeof(*rl));
+	if (!l || !rl || !(l->path = strdup(path)) || !(rl->prefix = strdup(prefix))) {
+		if (l)
+			free(l->path);
+		free(l);
+		if (rl)
+			free(rl->prefix);
+		free(rl);
+		return -ENOMEM;
+	}
+	l->ops = &rados_ops;
+	l->fd = -1;
+	l->rados = rl;
+	l->flags = flags;
+	snprintf(rl->meta, sizeof(rl->meta), "%s.lun", prefix);
+	ret = cluster_get(&c);
+	if (ret < 0) {
+		ret = -ENOTCONN; /* no ceph.conf, no keyring, no mon answered */
+		goto fail;
+	}
+	ret = rados_ioctx_create(c, pool, &rl->io);
+	if (ret < 0) {
+		rl->io = NULL;
+		cluster_put();
+		ret = ret == -ENOENT ? -ENXIO : ret; /* no such pool in the cluster */
+		goto fail;
+	}
+	ret = meta_size(rl, (flags & (LUN_CREATE | LUN_PEEK)) == LUN_CREATE, size, &l->size, &made);
+	if (ret == 0 && l->size < LUN_MIN_SIZE)
+		ret = -EINVAL;
+	if (ret < 0)
+		goto fail;
+	l->created = made ? LUN_MADE : 0;
+	if (!(flags & LUN_PEEK)) {
+		unsigned rnd = 0;
+		FILE *f = fopen("/dev/urandom", "re");
+
+		if (f) {
+			if (fread(&rnd, sizeof(rnd), 1, f) != 1)
+				rnd = 0;
+			fclose(f);
+		}
+		snprintf(rl->cookie, sizeof(rl->cookie), "%08x.%d.%08x", (unsigned)stor_hostid(),
+			 (int)getpid(), rnd ^ (unsigned)now_ns());
+		ret = lock_take(rl, 0);
+		if (ret == -EEXIST)
+			ret = -EBUSY;
+		if (ret < 0) {
+			ret = ret == -EBUSY ? -EBUSY : io_error(ret);
+			goto fail;
+		}
+		rl->locked = 1;
+	}
+	*out = l;
+	return 0;
+fail:
+	if (made)
+		l->created = LUN_MADE;
+	lun_discard(l);
+	return ret;
+}
+
+int lun_rados_list(const char *pool, int (*fn)(const char *path, void *ctx), void *ctx)
+{
+	const char *name = pool + strlen(LUN_RADOS_PREFIX);
+	rados_list_ctx_t lc;
+	rados_ioctx_t io;
+	const char *oid;
+	rados_t c;
+	int ret, opened;
+
+	if (!name[0] || strchr(name, '/'))
+		return -EINVAL;
+	ret = cluster_get(&c);
+	if (ret < 0)
+		return ret;
+	ret = rados_ioctx_create(c, name, &io);
+	if (ret < 0) {
+		cluster_put();
+		return ret;
+	}
+	ret = rados_nobjects_list_open(io, &lc);
+	opened = ret == 0;
+	while (ret == 0) {
+		char path[RADOS_OID_MAX + 160];
+		size_t n;
+
+		ret = rados_nobjects_list_next(lc, &oid, NULL, NULL);
+		if (ret < 0) {
+			ret = ret == -ENOENT ? 0 : ret; /* -ENOENT: the end */
+			break;
+		}
+		n = strlen(oid);
+		if (n > 4 && !strcmp(oid + n - 4, ".lun") &&
+		    (size_t)snprintf(path, sizeof(path), "%s/%.*s", pool, (int)(n - 4), oid) <
+			    sizeof(path))
+			ret = fn(path, ctx);
+	}
+	if (opened)
+		rados_nobjects_list_close(lc);
+	rados_ioctx_destroy(io);
+	cluster_put();
+	return ret;
+}
+
+#else /* !HAVE_RADOS */
+
+int stor_rados_config(const char *conf, const char *user, const char *keyring,
+		      unsigned lock_timeout)
+{
+	(void)conf, (void)user, (void)keyring, (void)lock_timeout;
+	return 0;
+}
+
+int lun_rados_open(const char *path, unsigned flags, uint64_t size, struct lun **out)
+{
+	(void)path, (void)flags, (void)size;
+	*out = NULL;
+	return -EPROTONOSUPPORT; /* built --without-rados */
+}
+
+int lun_rados_list(const char *pool, int (*fn)(const char *path, void *ctx), void *ctx)
+{
+	(void)pool, (void)fn, (void)ctx;
+	return -EPROTONOSUPPORT;
+}
+
+#endif

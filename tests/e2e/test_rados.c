@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: MIT
+/*
+ * E2E: pools on Ceph RADOS LUNs (rados:POOL/PREFIX), against a real
+ * single-node cluster that tests/e2e/ceph_cluster.sh brings up once for the
+ * whole program ($COFFER_CEPH_CLUSTER; one mon, one mgr, one memstore OSD).
+ * A pool is created on RADOS LUNs, clear and encrypted datasets written,
+ * flushed and read back, and imported again by a daemon whose state
+ * directory is empty, from the cluster alone. A second daemon (another host
+ * id) is refused while the first holds the pool's lock, takes the pool
+ * over with -f only once a stalled first daemon's lock expired, and the
+ * first, woken, writes nothing over it. With the OSD of a cluster of its
+ * own stopped, reads and writes fail as I/O errors and never return other
+ * bytes.
+ *
+ * When the cluster cannot start here (Ceph not installed, not root, a
+ * daemon that will not come up), or coffer was built --without-rados, the
+ * program says why and exits 77, which make check reports as SKIP.
+ */
+#include <config.h> /* the autoconf header: _GNU_SOURCE */
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "daemon.h"
+
+#define CEPH_POOL "coffer"
+#define LOCK_S 5 /* ceph_lock_timeout of these daemons, in seconds: short, for the test */
+
+static char out[65536];
+
+/* `ceph_cluster.sh start`: the ceph.conf path into @conf, or the reason. */
+static int cluster_start(char *conf, size_t cap, char *why, size_t whycap)
+{
+	const char *script = getenv("COFFER_CEPH_CLUSTER");
+	char cmd[4200], line[4200];
+	FILE *p;
+	int st;
+
+	conf[0] = why[0] = '\0';
+	if (!script) {
+		snprintf(why, whycap, "COFFER_CEPH_CLUSTER not set (run through make check)");
+		return -1;
+	}
+	snprintf(cmd, sizeof(cmd), "'%s' start %s 2>&1", script, CEPH_POOL);
+	p = popen(cmd, "r");
+	if (!p) {
+		snprintf(why, whycap, "popen: %s", strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), p)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (line[0] == '/')
+			snprintf(conf, cap, "%s", line);
+		else if (line[0])
+			snprintf(why, whycap, "%s", line);
+	}
+	st = pclose(p);
+	if (st != 0 || !conf[0]) {
+		if (!why[0])
+			snprintf(why, whycap, "%s exited %d", script, st);
+		return -1;
+	}
+	return 0;
+}
+
+static void cluster_cmd(const char *verb, const char *conf)
+{
+	char cmd[4200];
+
+	snprintf(cmd, sizeof(cmd), "'%s' %s '%s' >/dev/null 2>&1", getenv("COFFER_CEPH_CLUSTER"),
+		 verb, conf);
+	if (system(cmd) != 0)
+		cr_log_warn("%s %s failed", verb, conf);
+}
+
+static const char *shared_conf(void)
+{
+	const char *c = getenv("COFFER_TEST_CEPH_CONF");
+
+	cr_assert(c && c[0], "no cluster: main() should have skipped the program");
+	return c;
+}
+
+/* A LUN prefix no other test or run uses: the RADOS pool is shared. */
+static const char *prefix(const char *what)
+{
+	static char buf[8][128];
+	static int n;
+	char *p = buf[n++ % 8];
+
+	snprintf(p, 128, "%s-%d-%ld", what, (int)getpid(), (long)time(NULL));
+	return p;
+}
+
+/* A daemon on @conf's cluster as host @hostid (NULL: this host's id). */
+static void daemon_on(struct tdaemon *d, const char *conf, const char *hostid)
+{
+	if (hostid)
+		cr_assert_eq(setenv("COFFER_HOSTID", hostid, 1), 0);
+	else
+		unsetenv("COFFER_HOSTID");
+	tdaemon_write_conf(d, NULL, "ceph_conf = %s\nceph_lock_timeout = %d\ntxg_timeout = 1\n",
+			   conf, LOCK_S);
+	tdaemon_start_ok(d);
+	unsetenv("COFFER_HOSTID");
+}
+
+#define cof(d, ...) tdaemon_cofferf((d), NULL, out, sizeof(out), __VA_ARGS__)
+#define COF_OK(d, in, ...) TDAEMON_COF_OK((d), out, (in), __VA_ARGS__)
+
+/* Read @len bytes of @ds at 4096 through @d and compare them with @data. */
+static void read_back(struct tdaemon *d, const char *ds, const char *data, size_t len)
+{
+	char cmd[8400];
+
+	snprintf(cmd, sizeof(cmd), "read %s -o 4096 -l %zu > '%s/back'", ds, len, d->dir);
+	cr_assert_eq(tdaemon_coffer(d, NULL, NULL, NULL, 0, cmd), 0, "read %s failed:\n%s", ds,
+		     tdaemon_log(d));
+	snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s/back'", data, d->dir);
+	cr_assert_eq(system(cmd), 0, "%s read back differs", ds);
+}
+
+TestSuite(rados, .timeout = 240);
+
+Test(rados, a_pool_on_rados_luns_serves_and_imports_from_the_cluster_alone)
+{
+	static const char pass[] = "correct horse battery\n";
+	const char *conf = shared_conf(), *l0 = prefix("a0"), *l1 = prefix("a1");
+	char data[4200], keyfile[4200], cmd[8400];
+	struct tdaemon d;
+
+	tdaemon_init(&d, NULL);
+	daemon_on(&d, conf, NULL);
+	COF_OK(&d, NULL, "pool create -s 64M ra rados:" CEPH_POOL "/%s rados:" CEPH_POOL "/%s", l0,
+	       l1);
+	COF_OK(&d, NULL, "pool status ra");
+	cr_assert(strstr(out, "ONLINE") && strstr(out, l0) && strstr(out, l1), "%s", out);
+	COF_OK(&d, NULL, "create -V 8M ra/v");
+	tdaemon_random_file(&d, "data", 300000, data, sizeof(data));
+	COF_OK(&d, data, "write ra/v -o 4096");
+	COF_OK(&d, NULL, "flush ra/v");
+	read_back(&d, "ra/v", data, 300000);
+	snprintf(keyfile, sizeof(keyfile), "%s", tdaemon_file(&d, "pass", pass, sizeof(pass) - 1));
+	COF_OK(&d, NULL,
+	       "create -V 1M -o encryption=aes-256-gcm -o keyformat=passphrase "
+	       "-o keylocation=file://%s -o pbkdf2iters=100000 ra/e",
+	       keyfile);
+	COF_OK(&d, data, "write ra/e -o 4096");
+	COF_OK(&d, NULL, "flush ra/e");
+	read_back(&d, "ra/e", data, 300000);
+	/* the LUNs are objects in the cluster: the label, the log, the data */
+	snprintf(cmd, sizeof(cmd), "rados -c '%s' -p " CEPH_POOL " stat %s.lun >/dev/null 2>&1 && "
+		 "rados -c '%s' -p " CEPH_POOL " stat %s.0000000000000000 >/dev/null 2>&1",
+		 conf, l0, conf, l1);
+	cr_assert_eq(system(cmd), 0, "the LUN objects are not in the cluster");
+
+	/* a daemon with nothing but the cluster: state directory gone */
+	tdaemon_stop_ok(&d);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d.state);
+	cr_assert_eq(system(cmd), 0);
+	daemon_on(&d, conf, NULL);
+	COF_OK(&d, NULL, "pool import -d rados:" CEPH_POOL);
+	cr_assert(strstr(out, "pool: ra") && strstr(out, "2 of 2 found"), "%s\n%s", out, tdaemon_log(&d));
+	COF_OK(&d, NULL, "pool import -d rados:" CEPH_POOL " ra");
+	read_back(&d, "ra/v", data, 300000);
+	COF_OK(&d, NULL, "load-key ra/e");
+	read_back(&d, "ra/e", data, 300000);
+	COF_OK(&d, NULL, "pool check ra");
+	COF_OK(&d, NULL, "pool status ra");
+	cr_assert(strstr(out, "rebuilt"), "%s", out);
+	/* export and import again: the lock goes with the export */
+	COF_OK(&d, NULL, "pool export ra");
+	COF_OK(&d, NULL, "pool import -d rados:" CEPH_POOL " ra");
+	read_back(&d, "ra/v", data, 300000);
+	COF_OK(&d, NULL, "pool destroy -f ra");
+	tdaemon_teardown(&d);
+}
+
+/*
+ * A create that cannot take every LUN fails saying which and why, makes
+ * no pool, and leaves the LUNs it took blank, as it leaves LUN files: a
+ * create that then names them alone takes them. A path that names no
+ * prefix is refused.
+ */
+Test(rados, a_refused_create_names_the_lun_and_leaves_its_luns_blank)
+{
+	const char *conf = shared_conf(), *l0 = prefix("d0");
+	struct tdaemon d;
+
+	tdaemon_init(&d, NULL);
+	daemon_on(&d, conf, NULL);
+	cr_assert_neq(cof(&d, "pool create -s 64M rd rados:" CEPH_POOL "/%s rados:nosuchpool/x", l0),
+		      0, "%s", out);
+	cr_assert(strstr(out, "rados:nosuchpool/x") && strstr(out, "no pool 'nosuchpool'"), "%s",
+		  out);
+	cr_assert_neq(cof(&d, "pool create -s 64M rd rados:" CEPH_POOL), 0, "%s", out);
+	cr_assert(strstr(out, "rados:POOL/PREFIX"), "%s", out);
+	cr_assert_neq(cof(&d, "pool create rd rados:" CEPH_POOL "/%s-none", l0), 0, "%s", out);
+	cr_assert(strstr(out, "no such LUN"), "%s", out);
+	COF_OK(&d, NULL, "pool list -H -o name");
+	cr_assert(!strstr(out, "rd"), "%s", out);
+	COF_OK(&d, NULL, "pool import -d rados:" CEPH_POOL);
+	cr_assert(!strstr(out, l0), "a blank LUN listed: %s", out);
+	COF_OK(&d, NULL, "pool create -s 64M rd rados:" CEPH_POOL "/%s", l0);
+	COF_OK(&d, NULL, "pool destroy -f rd");
+	tdaemon_teardown(&d);
+}
+
+/* Has @d's import of @pool failed with @what in its message (or succeeded)? */
+static int import_says(struct tdaemon *d, const char *flags, const char *pool, const char *what)
+{
+	int st = cof(d, "pool import %s -d rados:" CEPH_POOL " %s", flags, pool);
+
+	return st == 0 ? -1 : strstr(out, what) != NULL;
+}
+
+/*
+ * Host A has pool rb. Host B's import is refused, -f or not, for as long as
+ * A renews its lock (several lock durations). A stalls (SIGSTOP): once its
+ * lock expired B still needs -f (the labels say A has the pool), then takes
+ * it over and writes. A, woken, finds its lock gone: its writes fail, and
+ * what B wrote reads back whole.
+ */
+Test(rados, a_second_host_is_refused_while_the_lock_holds_and_a_stalled_one_is_fenced)
+{
+	const char *conf = shared_conf(), *l0 = prefix("b0");
+	char data[4200], data2[4200];
+	struct tdaemon a, b;
+	double end;
+
+	tdaemon_init(&a, NULL);
+	tdaemon_init(&b, NULL);
+	daemon_on(&a, conf, "a0000001");
+	daemon_on(&b, conf, "b0000002");
+	COF_OK(&a, NULL, "pool create -s 32M rb rados:" CEPH_POOL "/%s", l0);
+	COF_OK(&a, NULL, "create -V 4M rb/v");
+	tdaemon_random_file(&a, "data", 200000, data, sizeof(data));
+	tdaemon_random_file(&b, "data2", 200000, data2, sizeof(data2));
+	COF_OK(&a, data, "write rb/v -o 4096");
+	COF_OK(&a, NULL, "flush rb/v");
+
+	cr_assert_eq(import_says(&b, "", "rb", "locked by a cofferd"), 1, "%s", out);
+	/* renewed, not just fresh: still held after three of its durations */
+	end = tdaemon_deadline(3 * LOCK_S);
+	while (tdaemon_poll(end))
+		;
+	cr_assert_eq(import_says(&b, "-f", "rb", "locked by a cofferd"), 1, "%s", out);
+
+	/* A stalls: its lock expires, and B then needs -f */
+	cr_assert_eq(kill(a.pid, SIGSTOP), 0);
+	end = tdaemon_deadline(TDAEMON_WAIT_S + 3 * LOCK_S);
+	while (import_says(&b, "", "rb", "locked by a cofferd") == 1 && tdaemon_poll(end))
+		;
+	cr_assert_eq(import_says(&b, "", "rb", "use -f"), 1, "%s", out);
+	COF_OK(&b, NULL, "pool import -f -d rados:" CEPH_POOL " rb");
+	read_back(&b, "rb/v", data, 200000);
+	COF_OK(&b, data2, "write rb/v -o 4096");
+	COF_OK(&b, NULL, "flush rb/v");
+
+	/* A wakes: it may not write the pool any more */
+	cr_assert_eq(kill(a.pid, SIGCONT), 0);
+	cr_assert_neq(tdaemon_cofferf(&a, data, out, sizeof(out), "write rb/v -o 4096"), 0,
+		      "a fenced host wrote: %s", out);
+	read_back(&b, "rb/v", data2, 200000);
+	tdaemon_stop(&a); /* its last commit fails: no clean exit to expect */
+	tdaemon_cleanup(&a);
+	read_back(&b, "rb/v", data2, 200000);
+	COF_OK(&b, NULL, "pool destroy -f rb");
+	tdaemon_teardown(&b);
+}
+
+/*
+ * The cluster's only OSD stops (a cluster of this test's own): reads and
+ * writes of the pool fail as I/O errors once librados gives up on it, and
+ * no read returns bytes other than those written.
+ */
+Test(rados, a_stopped_osd_fails_io_as_eio_without_wrong_data)
+{
+	char conf[4200], why[4200], data[4200], cmd[8400];
+	struct tdaemon d;
+	int st;
+
+	if (cluster_start(conf, sizeof(conf), why, sizeof(why)) < 0)
+		cr_skip_test("RADOS: a second cluster did not start: %s", why);
+	tdaemon_init(&d, NULL);
+	daemon_on(&d, conf, NULL);
+	COF_OK(&d, NULL, "pool create -s 32M rc rados:" CEPH_POOL "/c0");
+	COF_OK(&d, NULL, "create -V 4M rc/v");
+	tdaemon_random_file(&d, "data", 200000, data, sizeof(data));
+	COF_OK(&d, data, "write rc/v -o 4096");
+	COF_OK(&d, NULL, "flush rc/v");
+	read_back(&d, "rc/v", data, 200000);
+
+	cluster_cmd("stop-osd", conf);
+	snprintf(cmd, sizeof(cmd), "read rc/v -o 4096 -l 200000 > '%s/back'", d.dir);
+	st = tdaemon_coffer(&d, NULL, NULL, out, sizeof(out), cmd);
+	cr_log_info("read with the OSD gone: exit %d: %s", st, out);
+	if (st == 0) {
+		/* served from memory: then it must be what was written */
+		snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s/back'", data, d.dir);
+		cr_assert_eq(system(cmd), 0, "a read with the OSD gone returned other bytes");
+	} else {
+		cr_assert(strstr(out, "I/O error") || strstr(out, "Input/output"), "%s", out);
+	}
+	cr_assert_neq(tdaemon_cofferf(&d, data, out, sizeof(out), "write rc/v -o 4096"), 0,
+		      "a write with the OSD gone succeeded: %s", out);
+	COF_OK(&d, NULL, "pool status rc");
+	cr_assert(strstr(out, "rados:" CEPH_POOL "/c0"), "%s", out);
+	tdaemon_stop(&d); /* its last commit fails too */
+	tdaemon_cleanup(&d);
+	cluster_cmd("stop", conf);
+}
+
+/*
+ * One cluster for the whole program, up before the first test and down
+ * after the last; without one the program is skipped, saying why.
+ */
+int main(int argc, char *argv[])
+{
+	struct criterion_test_set *tests = criterion_initialize();
+	char conf[4200], why[4200];
+	int result = 0;
+
+	if (criterion_handle_args(argc, argv, true)) {
+#ifndef HAVE_RADOS
+		fprintf(stderr, "test_rados: SKIP: built --without-rados\n");
+		criterion_finalize(tests);
+		return 77;
+#endif
+		if (cluster_start(conf, sizeof(conf), why, sizeof(why)) < 0) {
+			fprintf(stderr, "test_rados: SKIP: the Ceph test cluster did not start: %s\n",
+				why);
+			criterion_finalize(tests);
+			return 77;
+		}
+		setenv("COFFER_TEST_CEPH_CONF", conf, 1);
+		result = !criterion_run_all_tests(tests);
+		cluster_cmd("stop", conf);
+	}
+	criterion_finalize(tests);
+	return result;
+}
