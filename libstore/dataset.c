@@ -667,7 +667,7 @@ static int ds_create_as(struct stor_pool *p, const char *name, const struct stor
 	if (origin)
 		origin->nclones++;
 	refresh_effective(p, ds);
-	space_sync_locked(p); /* counts its reservation: the promise is kept */
+	space_insert_locked(p, ds); /* counts its reservation: the promise is kept */
 	space_unpromise_locked(p, promised);
 	if (out) {
 		atomic_fetch_add(&ds->refs, 1);

@@ -313,6 +313,12 @@ void space_props_locked(struct stor_pool *p, struct stor_ds *ds);
 /** Copy the dataset table after a change of it or of a reservation. */
 int space_sync_locked(struct stor_pool *p);
 /**
+ * The same after @ds alone was added to the dataset table (a create): the
+ * copy grows by one entry, without a pass over every dataset's name, when
+ * it was current; otherwise it is copied whole.
+ */
+int space_insert_locked(struct stor_pool *p, struct stor_ds *ds);
+/**
  * May @ds keep @n bytes just allocated (and charged to ds->used)? @replaces
  * is the size of the extent the record had, 0 for new data.
  * @return 0 or STOR_ENOSPC

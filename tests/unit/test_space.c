@@ -7,11 +7,13 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fixture.h"
 #include "store.h"
+#include "store_impl.h" /* the space table, against a full rebuild */
 
 #define REC 8192u
 #define MIB (1ull << 20)
@@ -303,4 +305,64 @@ Test(space, a_thick_volume_reserves_room_for_its_metadata_too)
 	cr_assert_eq(n, v / REC, "overwrite %u refused: %s", n, stor_strerror(last));
 	cr_assert_eq(stor_pool_sync(tp.pool), 0);
 	stor_ds_close(ds);
+}
+
+/* The space table's parents and total, as the pool holds them now. */
+struct sp_copy {
+	size_t n;
+	const struct stor_ds *ds[16];
+	int par[16];
+	uint64_t resv;
+};
+
+static void sp_take(struct sp_copy *c)
+{
+	struct stor_pool *p = tp.pool;
+
+	pthread_mutex_lock(&p->space_lock);
+	c->n = p->sp_n;
+	cr_assert_leq(c->n, 16);
+	for (size_t i = 0; i < c->n; i++) {
+		c->ds[i] = p->sp_ds[i];
+		c->par[i] = p->sp_parent[i];
+		cr_assert_eq(p->sp_ds[i]->sp_idx, i, "%s: sp_idx %zu at %zu", p->sp_ds[i]->name,
+			     p->sp_ds[i]->sp_idx, i);
+	}
+	c->resv = atomic_load(&p->resv_total);
+	pthread_mutex_unlock(&p->space_lock);
+}
+
+/*
+ * A create grows the space table by one entry instead of rebuilding it
+ * (space_insert_locked): after each create, in an order that inserts at the
+ * front, in the middle and at the end, under parents with reservations,
+ * the table is what a whole rebuild makes of the same datasets.
+ */
+Test(space, a_create_leaves_the_space_table_a_whole_rebuild_would_make)
+{
+	static const char *const names[] = { "m", "m/b", "a", "m/a", "z", "m/a/x", "b", "m/c" };
+	struct sp_copy inc, full;
+
+	tpool_init(&tp, 2, 64 * MIB, NULL);
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+		char name[64];
+
+		snprintf(name, sizeof(name), TPOOL_NAME "/%s", names[k]);
+		cr_assert_eq(mkvol(name, 1 * MIB, (int)(k % 2), NULL), 0, "create %s", name);
+		if (k == 2)
+			cr_assert_eq(stor_ds_set(tp.pool, TPOOL_NAME "/m", "reservation", "2M"), 0);
+		sp_take(&inc);
+		pthread_mutex_lock(&tp.pool->admin);
+		cr_assert_eq(space_sync_locked(tp.pool), 0);
+		pthread_mutex_unlock(&tp.pool->admin);
+		sp_take(&full);
+		cr_assert_eq(inc.n, full.n, "after %s", name);
+		for (size_t i = 0; i < full.n; i++) {
+			cr_assert_eq(inc.ds[i], full.ds[i], "after %s: entry %zu", name, i);
+			cr_assert_eq(inc.par[i], full.par[i], "after %s: parent of %s", name,
+				     full.ds[i]->name);
+		}
+		cr_assert_eq(inc.resv, full.resv, "after %s: reserved %llu, a rebuild says %llu",
+			     name, (unsigned long long)inc.resv, (unsigned long long)full.resv);
+	}
 }
