@@ -105,6 +105,21 @@ static int is_under(const char *name, const char *anc)
 	return strncmp(name, anc, l) == 0 && name[l] == '/';
 }
 
+/* Make @d, @par and @tree (@n entries, @d from @from on renumbered) the space table; space_lock held. */
+static void publish_locked(struct stor_pool *p, struct stor_ds **d, int *par, uint64_t *tree,
+			   size_t n, size_t from)
+{
+	for (size_t i = from; i < n; i++)
+		d[i]->sp_idx = i;
+	free(p->sp_ds);
+	free(p->sp_parent);
+	free(p->sp_tree);
+	p->sp_ds = d;
+	p->sp_parent = par;
+	p->sp_tree = tree;
+	p->sp_n = n;
+}
+
 int space_sync_locked(struct stor_pool *p)
 {
 	struct stor_ds **d = NULL;
@@ -149,15 +164,7 @@ int space_sync_locked(struct stor_pool *p)
 	}
 	free(up);
 	pthread_mutex_lock(&p->space_lock);
-	for (size_t i = 0; i < n; i++)
-		d[i]->sp_idx = i;
-	free(p->sp_ds);
-	free(p->sp_parent);
-	free(p->sp_tree);
-	p->sp_ds = d;
-	p->sp_parent = par;
-	p->sp_tree = tree;
-	p->sp_n = n;
+	publish_locked(p, d, par, tree, n, 0);
 	atomic_store(&p->resv_total, total + p->sp_pending);
 	pthread_mutex_unlock(&p->space_lock);
 	return 0;
@@ -225,15 +232,7 @@ int space_insert_locked(struct stor_pool *p, struct stor_ds *ds)
 		free(tree);
 		return space_sync_locked(p);
 	}
-	for (size_t i = at; i < n; i++)
-		d[i]->sp_idx = i;
-	free(p->sp_ds);
-	free(p->sp_parent);
-	free(p->sp_tree);
-	p->sp_ds = d;
-	p->sp_parent = par;
-	p->sp_tree = tree;
-	p->sp_n = n;
+	publish_locked(p, d, par, tree, n, at);
 	atomic_fetch_add(&p->resv_total, atomic_load(&ds->refres) + atomic_load(&ds->res));
 	pthread_mutex_unlock(&p->space_lock);
 	return 0;
