@@ -350,13 +350,21 @@ static int undo_incr(struct stor_pool *p, uint64_t id, int held)
 		ret = stor_snap_rollback(p, name, (held ? SNAP_HELD : 0) | (nomacs ? SNAP_NOMACS : 0));
 	if (ret == 0 && nomacs && k) {
 		pthread_mutex_lock(&p->admin);
-		ret = recv_build_macs(p, ds, k);
+		/* the key may have been unloaded while the admin lock was down */
+		k = atomic_load(&ds->keys);
+		if (k)
+			ret = recv_build_macs(p, ds, k);
 		pthread_mutex_unlock(&p->admin);
+		if (!k)
+			ret = mark(p, id, RECV_MACS);
 	} else if (ret == 0) {
 		ret = mark(p, id, nomacs ? RECV_MACS : 0);
 	}
 	atomic_store(&ds->macs_later, 0);
-	atomic_store(&ds->receiving, 0);
+	/* a rollback that failed leaves the dataset half received: it stays
+	 * closed to use, and its RECV_INCR mark has the next import undo it */
+	if (ret == 0)
+		atomic_store(&ds->receiving, 0);
 	return ret;
 }
 
@@ -863,6 +871,13 @@ static int part_done(struct stor_recv *r)
 
 	if (!r->have_hdr) {
 		ret = stream_hdr_get(r->part, &r->h, &sum);
+		/* the snapshot is made last: a name it cannot take is refused before
+		 * anything is received, rolled back or destroyed */
+		if (ret == 0 && strlen(r->name) + 1 + strlen(r->h.snapname) > STOR_NAME_MAX) {
+			pool_set_error("%s@%s: the snapshot's name would be longer than %d bytes",
+				       r->name, r->h.snapname, STOR_NAME_MAX);
+			ret = STOR_EBADNAME;
+		}
 		if (ret == 0)
 			ret = r->h.flags & STREAM_F_INCREMENTAL ? attach(r) : create(r);
 		if (ret < 0)

@@ -1061,3 +1061,34 @@ Test(send, an_incremental_cut_by_its_client_or_a_crash_is_rolled_back)
 	checked(&td, "backup");
 	free(b);
 }
+
+/*
+ * A received snapshot is made last; a stream whose snapshot name the target
+ * could not take (name@snap over the name limit) is refused before anything
+ * is received, and an existing dataset it would replace (-F) stays.
+ */
+Test(send, a_snapshot_name_too_long_for_the_target_is_refused_before_anything_changes)
+{
+	char stream[4200], rnd[4200], target[300], snap[64], why[1024];
+
+	COF_OK(NULL, "pool create -s 32M tank %s/l0", td.dir);
+	COF_OK(NULL, "create -s -V 256K tank/c");
+	tdaemon_random_file(&td, "rnd", 256 << 10, rnd, sizeof(rnd));
+	COF_OK(rnd, "write tank/c");
+	memset(snap, 's', 60);
+	snap[60] = '\0';
+	COF_OK(NULL, "snapshot tank/c@%s", snap);
+	snprintf(stream, sizeof(stream), "%s/stream", td.dir);
+	COF_OK(NULL, "send tank/c@%s > '%s'", snap, stream);
+	/* tank/ and 200 bytes: a name, but not with @ and the 60 of the snapshot */
+	memset(target, 't', sizeof(target));
+	memcpy(target, "tank/", 5);
+	target[205] = '\0';
+	COF_OK(NULL, "create -s -V 256K %s", target);
+	COF_OK(rnd, "write %s", target);
+	cr_assert_neq(cof(stream, "receive -F %s", target), 0, "received: %s", out);
+	memcpy(why, out, sizeof(why) - 1);
+	why[sizeof(why) - 1] = '\0';
+	reads_as(&td, target, rnd);
+	cr_assert(strstr(why, "@sssss"), "names the snapshot: %s", why);
+}
