@@ -869,12 +869,28 @@ static void file_sync_round(struct lun **luns, int *results, size_t n, const voi
 static int sync_round(struct lun **luns, int *results, size_t n, const void *buf, size_t len,
 		      uint64_t off)
 {
-	struct lun **part = malloc(n * sizeof(*part) + 1);
-	int *res = malloc(n * sizeof(*res) + 1);
-	size_t *at = malloc(n * sizeof(*at) + 1);
-	unsigned char *taken = calloc(n + 1, 1);
+	struct lun **part = NULL;
+	int *res = NULL;
+	size_t *at = NULL, same = 0;
+	unsigned char *taken = NULL;
 	int failed = 0;
 
+	while (same < n && luns[same]->ops == luns[0]->ops)
+		same++;
+	if (same == n) {
+		/* one backend, as every pool but a mixed one: no split, no allocation */
+		if (n)
+			luns[0]->ops->sync_round(luns, results, n, buf, len, off);
+		for (size_t i = 0; i < n; i++) {
+			results[i] = flush_result(luns[i], results[i]);
+			failed += results[i] < 0;
+		}
+		return failed;
+	}
+	part = malloc(n * sizeof(*part));
+	res = malloc(n * sizeof(*res));
+	at = malloc(n * sizeof(*at));
+	taken = calloc(n, 1);
 	for (size_t first = 0; part && res && at && taken && first < n; first++) {
 		const struct lun_ops *ops = luns[first]->ops;
 		size_t k = 0;

@@ -321,7 +321,9 @@ static int lun_inside(const struct lun *l, const char *dir)
 	n = strlen(rdir);
 	ret = lun_real_path(l, real, sizeof(real));
 	if (ret == 0)
-		ret = n == 1 || (!strncmp(real, rdir, n) && (real[n] == '/' || real[n] == '\0'));
+		/* a RADOS LUN ("rados:...") is in no directory */
+		ret = real[0] == '/' &&
+		      (n == 1 || (!strncmp(real, rdir, n) && (real[n] == '/' || real[n] == '\0')));
 	free(rdir);
 	return ret;
 }
