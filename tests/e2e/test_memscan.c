@@ -82,6 +82,13 @@ static void hex(const uint8_t *p, size_t n, char *s)
 		sprintf(s + 2 * i, "%02x", p[i]);
 }
 
+/* @n bytes of rand(), seeded by the caller: secrets and data the scans look for */
+static void rand_fill(uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(rand() >> 5);
+}
+
 static int mlock_refused; /* the daemon says it could not lock key pages */
 
 /* Leave out the key pages: locked (where the limit allows) and kept out of core dumps. */
@@ -140,8 +147,7 @@ Test(memscan, no_passphrase_or_key_text_left_in_the_daemon)
 	/* a daemon that is not dumpable can only be read with CAP_SYS_PTRACE */
 	start(geteuid() == 0 ? NULL : "allow_core_dumps = yes");
 	srand((unsigned)getpid());
-	for (size_t i = 0; i < sizeof(v->raw); i++)
-		v->raw[i] = (uint8_t)(rand() >> 3);
+	rand_fill(v->raw, sizeof(v->raw));
 	hex(v->raw, sizeof(v->raw), v->rawhex);
 	snprintf(v->pass, sizeof(v->pass), "memscan passphrase %08x%08x", (unsigned)rand(),
 		 (unsigned)rand());
@@ -272,15 +278,13 @@ Test(memscan, no_plaintext_of_an_encrypted_dataset_left_after_writes_and_reads)
 
 	start(geteuid() == 0 ? NULL : "allow_core_dumps = yes");
 	srand((unsigned)getpid() * 7u);
-	for (size_t i = 0; i < sizeof(v->raw); i++)
-		v->raw[i] = (uint8_t)(rand() >> 3);
-	for (size_t i = 0; i < sizeof(v->data); i++)
-		v->data[i] = (uint8_t)(rand() >> 5);
+	rand_fill(v->raw, sizeof(v->raw));
+	rand_fill(v->data, sizeof(v->data));
 	/* compressible: one random KiB over and over */
-	for (size_t i = 0; i < sizeof(v->zdata); i++)
-		v->zdata[i] = i < 1024 ? (uint8_t)(rand() >> 5) : v->zdata[i % 1024];
-	for (size_t i = 0; i < sizeof(v->part); i++)
-		v->part[i] = (uint8_t)(rand() >> 5);
+	rand_fill(v->zdata, 1024);
+	for (size_t i = 1024; i < sizeof(v->zdata); i++)
+		v->zdata[i] = v->zdata[i % 1024];
+	rand_fill(v->part, sizeof(v->part));
 	snprintf(kf, sizeof(kf), "%s", tdaemon_file(&td, "raw.key", v->raw, sizeof(v->raw)));
 	snprintf(df, sizeof(df), "%s", tdaemon_file(&td, "data", v->data, sizeof(v->data)));
 	snprintf(zf, sizeof(zf), "%s", tdaemon_file(&td, "zdata", v->zdata, sizeof(v->zdata)));
@@ -327,10 +331,8 @@ Test(memscan, no_plaintext_left_after_nbd_writes_and_reads)
 		cr_skip_test("nbdcopy is missing (Debian package libnbd-bin)");
 	start(geteuid() == 0 ? NULL : "allow_core_dumps = yes");
 	srand((unsigned)getpid() * 11u);
-	for (size_t i = 0; i < sizeof(v->raw); i++)
-		v->raw[i] = (uint8_t)(rand() >> 3);
-	for (size_t i = 0; i < sizeof(v->data); i++)
-		v->data[i] = (uint8_t)(rand() >> 5);
+	rand_fill(v->raw, sizeof(v->raw));
+	rand_fill(v->data, sizeof(v->data));
 	for (int i = 0; i < 8; i++)
 		nd[i] = (struct memscan_needle){ "data written and read over NBD",
 						 v->data + i * (LEN / 8) + 777, 32 };
