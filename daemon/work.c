@@ -2,12 +2,21 @@
 /*
  * Threads that keep libstore off the loop.
  *
- * Record I/O goes to a few worker threads through one mutex+cond queue. A
- * worker takes everything that is ready (up to IO_BATCH requests, across
- * connections and datasets) and hands it to stor_io_submit() in one call, so
- * the crypto sees bursts and the LUN extents go out together; completions go
- * back to the loop on one list with one uv_async_send per batch. Per request
- * that is one lock on each side and no syscall of its own.
+ * Record I/O goes to worker threads through one mutex+cond queue. A worker
+ * hands what it takes (across connections and datasets) to stor_io_submit()
+ * in one call, so the crypto sees bursts and the LUN extents go out
+ * together; completions go back to the loop on one list with one
+ * uv_async_send per batch. Per request that is one lock on each side and no
+ * syscall of its own.
+ *
+ * A batch answers when its slowest extent is back, so one worker taking all
+ * that is ready would hold a disk to one batch at a time, each as slow as
+ * its worst read. A worker takes its share of what is queued, split over
+ * the workers asleep and itself: with little load every request goes out
+ * at once on a worker of its own; with every worker busy, batches grow up
+ * to IO_BATCH and the crypto gets its bursts. More workers than cores did
+ * not pay on a disk: the thread switches cost more CPU than the extra
+ * reads in flight gave back.
  *
  * Blocking admin calls (pool import, PBKDF2 in load-key...) are rare and go
  * to the libuv threadpool one by one.
@@ -34,6 +43,8 @@ static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct work_io *head, *tail; /* ready requests, FIFO */
+	size_t queued;               /* requests on it */
+	unsigned idle;               /* workers waiting for requests */
 	int stop;
 	pthread_t *threads;
 	unsigned nthreads;
@@ -99,17 +110,27 @@ static void *worker(void *arg)
 		struct work_io *first, *last;
 		size_t n = 0;
 
+		size_t share;
+
 		pthread_mutex_lock(&wq.lock);
-		while (!wq.head && !wq.stop)
+		while (!wq.head && !wq.stop) {
+			wq.idle++;
 			pthread_cond_wait(&wq.cond, &wq.lock);
+			wq.idle--;
+		}
 		if (!wq.head && wq.stop) {
 			pthread_mutex_unlock(&wq.lock);
 			break;
 		}
-		while (wq.head && n < IO_BATCH) {
+		/* this worker's part of the queue, the rest for the sleepers */
+		share = (wq.queued + wq.idle) / (wq.idle + 1);
+		if (share > IO_BATCH)
+			share = IO_BATCH;
+		while (wq.head && n < share) {
 			batch[n++] = wq.head;
 			wq.head = wq.head->next;
 		}
+		wq.queued -= n;
 		if (!wq.head)
 			wq.tail = NULL;
 		else
@@ -176,6 +197,7 @@ int work_start(uv_loop_t *loop, unsigned n, int io_inline)
 void work_submit_io(struct work_io *list)
 {
 	struct work_io *tail = list;
+	size_t count = 1;
 
 	if (!list)
 		return;
@@ -194,14 +216,17 @@ void work_submit_io(struct work_io *list)
 		}
 		return;
 	}
-	while (tail->next)
+	while (tail->next) {
 		tail = tail->next;
+		count++;
+	}
 	pthread_mutex_lock(&wq.lock);
 	if (wq.tail)
 		wq.tail->next = list;
 	else
 		wq.head = list;
 	wq.tail = tail;
+	wq.queued += count;
 	pthread_cond_signal(&wq.cond);
 	pthread_mutex_unlock(&wq.lock);
 }

@@ -60,7 +60,7 @@
 #
 # usage: encryption.sh [--quick] [--pools P] [--luns L] [--datasets D] [--size MiB]
 #        [--time SEC] [--warmup SEC] [--curve LIST] [--rounds R] [--suites LIST]
-#        [--slice SEC] [--slices N]
+#        [--slice SEC] [--slices N] [--workers N]
 #        [--passes direct,shm,mirror,nbd,rados] [--dir DIR] [--out DIR]
 #        [--ceph-conf FILE] [--ceph-pool NAME]
 # env:   COFFERD, COFFER (binaries; default: from the build tree, else PATH)
@@ -71,7 +71,7 @@ top=$(cd "$here/../.." && pwd)
 
 # three rounds for a median; a short curve keeps the whole run near an hour
 pools=4 luns=32 datasets=192 size=32 elapsed=10 warmup=2 rounds=3
-slice=4 slices=3
+slice=4 slices=3 workers=
 curve=90,50
 suites="clear aes-128-ccm aes-192-ccm aes-256-ccm aes-256-gcm"
 passes="direct shm nbd"
@@ -95,6 +95,7 @@ while [ $# -gt 0 ]; do
 	--rounds) rounds=$2; shift ;;
 	--slice) slice=$2; shift ;;
 	--slices) slices=$2; shift ;;
+	--workers) workers=$2; shift ;;
 	--suites) suites=$(echo "$2" | tr ',' ' '); shift ;;
 	--passes) passes=$(echo "$2" | tr ',' ' '); shift ;;
 	--dir) dir=$2; shift ;;
@@ -158,6 +159,7 @@ start_daemon() { # pass
 	nbd_socket = $work/nbd-coffer.sock
 	direct_io = $([ "$1" = direct ] && echo yes || echo no)
 	io_inline = $([ "$1" = direct ] || [ "$1" = rados ] && echo no || echo yes)
+	$([ -n "$workers" ] && echo "workers = $workers")
 	ceph_conf = $ceph_conf
 	log_level = warning
 	log_target = $out/cofferd-$1.log
