@@ -69,8 +69,9 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 
-# three rounds for a median; a short curve keeps the whole run near an hour
-pools=4 luns=32 datasets=192 size=32 elapsed=10 warmup=2 rounds=3
+# five rounds for a median and its spread; short points and a short curve
+# keep the whole run near half an hour
+pools=4 luns=32 datasets=192 size=32 elapsed=5 warmup=1 rounds=5
 slice=4 slices=3 workers=
 curve=90,50
 suites="clear aes-128-ccm aes-192-ccm aes-256-ccm aes-256-gcm"
