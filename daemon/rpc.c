@@ -84,6 +84,14 @@
 #define SHUTDOWN_GRACE_MS 5000u /* then clients that do not read are cut off */
 #define RPC_UID_UNKNOWN ((uid_t)-1) /* a TCP peer before its TLS handshake named it */
 #define TLS_SLICE (256u << 10) /* plaintext put into a TLS session before its records go out */
+/*
+ * Connections the kernel holds until the loop accepts them: as many as
+ * net.core.somaxconn allows (the kernel caps it), so that a burst of
+ * clients (fio opening one NBD connection per job, 192 at once) is not
+ * refused with EAGAIN while the loop is busy; max_connections still decides
+ * who stays once accepted.
+ */
+#define LISTEN_BACKLOG 65535
 
 /* A connection's or a listener's libuv handle: a Unix socket or TCP. */
 union stream {
@@ -1350,7 +1358,7 @@ static int listen_socket(struct listener *l)
 		if (chown(l->path, (uid_t)-1, gr->gr_gid) < 0)
 			return -errno;
 	}
-	return uv_listen(&l->io.s, 128, on_connection);
+	return uv_listen(&l->io.s, LISTEN_BACKLOG, on_connection);
 }
 
 static const struct rpc_framing ctl_framing;
@@ -1417,7 +1425,7 @@ int rpc_listen_tcp(const char *hostport, const struct rpc_framing *fr, struct tl
 	ret = uv_tcp_bind(&l->io.tcp, ai->ai_addr, 0);
 	freeaddrinfo(ai);
 	if (ret == 0)
-		ret = uv_listen(&l->io.s, 128, on_connection);
+		ret = uv_listen(&l->io.s, LISTEN_BACKLOG, on_connection);
 	if (ret == 0 && port) {
 		/* the port the kernel chose, for port 0 */
 		ret = uv_tcp_getsockname(&l->io.tcp, (struct sockaddr *)&ss, &sl);

@@ -6,8 +6,9 @@
  * before HELLO larger than a HELLO closes the connection without its body
  * being kept (VmRSS of the daemon); connections without HELLO or without
  * traffic are closed after hello_timeout and idle_timeout; one uid has at
- * most max_requests_per_uid requests in flight; and requests over
- * max_buffered wait instead of failing or hanging.
+ * most max_requests_per_uid requests in flight; requests over
+ * max_buffered wait instead of failing or hanging; and a burst of
+ * connections while the loop is busy waits in the listen backlog.
  *
  * Every wait is for an event (a reply, a hang-up, a report on a pipe) with
  * a generous deadline; nothing sleeps for a fixed time.
@@ -18,6 +19,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,6 +251,56 @@ Test(limits, a_non_admin_flood_leaves_the_admin_slots_free)
 	fill_and_ping(24);
 	cr_assert(strstr(tdaemon_log(&td), "the last 8 of 32 connections are kept for administrators"),
 		  "%s", tdaemon_log(&td));
+}
+
+/* The kernel's cap on a listen backlog (net.core.somaxconn), or -1. */
+static long somaxconn(void)
+{
+	FILE *f = fopen("/proc/sys/net/core/somaxconn", "r");
+	long v = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+/*
+ * A burst of clients while the loop cannot accept (the daemon stopped)
+ * waits in the listen backlog, none refused with EAGAIN: fio opens one NBD
+ * connection per job, 192 at once in the reference benchmark, and a backlog
+ * of 128 refused the rest. Then the daemon goes on and answers.
+ */
+Test(limits, a_burst_of_connections_while_the_loop_is_busy_waits_in_the_backlog)
+{
+	enum { BURST = 300 };
+	int fds[BURST], refused = 0, first_errno = 0, st;
+
+	if (somaxconn() < BURST + 1)
+		cr_skip_test("net.core.somaxconn is %ld, below %d", somaxconn(), BURST + 1);
+	start("max_connections = 1024\nmax_connections_per_uid = 1024\nhello_timeout = 300\n");
+	cr_assert_eq(kill(td.pid, SIGSTOP), 0);
+	cr_assert_eq(waitpid(td.pid, &st, WUNTRACED), td.pid);
+	cr_assert(WIFSTOPPED(st));
+	for (int i = 0; i < BURST; i++) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+		fds[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		cr_assert_geq(fds[i], 0);
+		memcpy(sa.sun_path, td.sock, strlen(td.sock) + 1);
+		if (connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			if (!refused++)
+				first_errno = errno;
+		}
+	}
+	cr_assert_eq(kill(td.pid, SIGCONT), 0);
+	for (int i = 0; i < BURST; i++)
+		close(fds[i]);
+	cr_assert_eq(refused, 0, "%d of %d connections refused, the first with %s", refused, BURST,
+		     strerror(first_errno));
+	assert_root_ping();
 }
 
 static long vmrss_kib(pid_t pid)
