@@ -413,14 +413,18 @@ fio_nbd() { # pass round name server-pid uri_of
 		done
 	} > "$work/nbd.fio"
 	t0=$(cpu_ticks "$spid")
+	w0=$(date +%s.%N)
 	fio --output-format=terse --output="$out/$fp-$fn-r$fr.terse" "$work/nbd.fio" \
 		>"$out/$fp-$fn-r$fr.log" 2>&1 ||
 		{ echo "encryption.sh: fio nbd ($fn) failed; see $out/$fp-$fn-r$fr.log" >&2; return 1; }
 	t1=$(cpu_ticks "$spid")
+	w1=$(date +%s.%N)
 	fio_row "$fp" "$fr" "$fn" "$out/$fp-$fn-r$fr.terse" "$fp-$fn-r$fr.terse"
-	# the server's CPU in the row, not fio's: ticks over the whole run (ramp included),
-	# and its CPU time per I/O into nbd-cpu.csv
-	awk -F, -v OFS=, -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" -v secs=$((elapsed + warmup)) \
+	# the server's CPU in the row, not fio's: ticks over the whole fio run (its
+	# connections' setup and the ramp included) over its wall time, and its CPU
+	# time per I/O into nbd-cpu.csv
+	awk -F, -v OFS=, -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" \
+		-v secs="$(awk -v a="$w0" -v b="$w1" 'BEGIN { print b - a }')" \
 		-v cpuf="$out/nbd-cpu.csv" '
 		{ rows[NR] = $0 }
 		END {
