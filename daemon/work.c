@@ -108,9 +108,7 @@ static void *worker(void *arg)
 	(void)arg;
 	for (;;) {
 		struct work_io *first, *last;
-		size_t n = 0;
-
-		size_t share;
+		size_t n = 0, share;
 
 		pthread_mutex_lock(&wq.lock);
 		while (!wq.head && !wq.stop) {
