@@ -3501,7 +3501,7 @@ static int cmd_stats(int argc, char **argv)
 					       "read_bytes", "write_bytes", "io_errors", "admin_calls",
 					       "eperm",	  "bad_frames",	 "connections_total",
 					       "connections_open", "batches", "batched_ios",
-					       "inflight_peak", NULL };
+					       "ring_reads", "inflight_peak", NULL };
 
 			json_t *p;
 			size_t j;

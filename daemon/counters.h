@@ -15,6 +15,7 @@ struct daemon_stats {
 	atomic_ullong read_bytes, write_bytes;
 	atomic_ullong io_errors, admin_calls, eperm, bad_frames;
 	atomic_ullong conns_total, batches, batched_ios;
+	atomic_ullong ring_reads; /* reads done on the loop's own ring (O_DIRECT pools) */
 	atomic_uint conns_open;
 	atomic_uint inflight_peak; /* most requests one connection had in flight */
 };

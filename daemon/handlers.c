@@ -1829,6 +1829,7 @@ static json_t *daemon_io_json(void)
 	json_object_set_new(io, "connections_open", STAT(conns_open));
 	json_object_set_new(io, "batches", STAT(batches));
 	json_object_set_new(io, "batched_ios", STAT(batched_ios));
+	json_object_set_new(io, "ring_reads", STAT(ring_reads));
 	json_object_set_new(io, "inflight_peak", STAT(inflight_peak));
 	return io;
 }

@@ -4,7 +4,8 @@
  * claim on it, the label codec with its two copies, and error counters; it
  * knows nothing about records or pools. How the bytes move is a table of
  * operations (lun_impl.h): files and block devices here - pread/pwrite
- * (io_uring for batches on O_DIRECT LUNs), fdatasync to flush, the claim a
+ * (io_uring for batches on O_DIRECT LUNs, and a thread's own ring for reads
+ * that complete one by one), fdatasync to flush, the claim a
  * flock + O_EXCL for as long as the LUN is open - and Ceph RADOS objects in
  * lun_rados.c for a path "rados:POOL/PREFIX". The labels, the reserved area
  * and the data area go through the same operations, so a backend carries
@@ -750,6 +751,104 @@ int lun_read_batch(struct lun_io *ios, size_t n)
 int lun_write_batch(struct lun_io *ios, size_t n)
 {
 	return batch(ios, n, 1);
+}
+
+/*
+ * A ring of one thread's own, for reads that complete one by one (the
+ * daemon's loop): each extent is handed back as it arrives, so a request
+ * waits for its own extents, not for the slowest of a batch, and new reads
+ * go out while others are in flight. Its completions are signalled on an
+ * eventfd the thread polls.
+ */
+struct lun_ring {
+	struct io_uring uring;
+	unsigned queued; /* prepared, not yet submitted */
+};
+
+struct lun_ring *lun_ring_new(unsigned entries, int efd)
+{
+	struct lun_ring *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	if (io_uring_queue_init(entries, &r->uring, 0) < 0) {
+		free(r);
+		return NULL;
+	}
+	if (io_uring_register_eventfd(&r->uring, efd) < 0) {
+		io_uring_queue_exit(&r->uring);
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
+void lun_ring_free(struct lun_ring *r)
+{
+	if (!r)
+		return;
+	io_uring_queue_exit(&r->uring);
+	free(r);
+}
+
+int lun_ring_takes(const struct lun *l)
+{
+	return l->ops == &file_ops && (l->flags & LUN_DIRECT);
+}
+
+void lun_ring_submit(struct lun_ring *r)
+{
+	while (r->queued) {
+		int ret = io_uring_submit(&r->uring);
+
+		if (ret == -EINTR || ret == -EAGAIN || ret == -EBUSY)
+			continue;
+		if (ret <= 0)
+			abort(); /* prepared reads into our buffers cannot be taken back */
+		r->queued -= (unsigned)ret < r->queued ? (unsigned)ret : r->queued;
+	}
+}
+
+void lun_ring_read(struct lun_ring *r, struct lun_io *io)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->uring);
+
+	if (!sqe) { /* the submission queue is full: send it, then there is room */
+		lun_ring_submit(r);
+		sqe = io_uring_get_sqe(&r->uring);
+	}
+	io_uring_prep_read(sqe, io->lun->fd, io->buf, (unsigned)io->len, LUN_DATA_OFF + io->off);
+	io_uring_sqe_set_data(sqe, io);
+	r->queued++;
+}
+
+unsigned lun_ring_reap(struct lun_ring *r, struct lun_io **done, unsigned max)
+{
+	unsigned n = 0;
+	int failed = 0;
+
+	while (n < max) {
+		struct io_uring_cqe *cqe;
+		struct lun_io *io;
+
+		if (io_uring_peek_cqe(&r->uring, &cqe) != 0)
+			break;
+		io = io_uring_cqe_get_data(cqe);
+		if (cqe->res < 0 && cqe->res != -EAGAIN && cqe->res != -EINTR) {
+			io->result = cqe->res;
+		} else if (cqe->res < 0 || (size_t)cqe->res < io->len) {
+			size_t got = cqe->res < 0 ? 0 : (size_t)cqe->res;
+
+			io->result = file_rw(io->lun, 0, (char *)io->buf + got, io->len - got,
+					     LUN_DATA_OFF + io->off + got);
+		} else {
+			io->result = 0;
+		}
+		io_uring_cqe_seen(&r->uring, cqe);
+		count_result(io, 0, &failed);
+		done[n++] = io;
+	}
+	return n;
 }
 
 static int flush_result(struct lun *l, int err)

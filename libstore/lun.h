@@ -131,6 +131,19 @@ const void *lun_mapped(const struct lun *l, uint64_t off, size_t len);
  *  @return the number of extents that failed */
 int lun_read_batch(struct lun_io *ios, size_t n);
 int lun_write_batch(struct lun_io *ios, size_t n);
+/**
+ * A thread's own io_uring for reads that complete one by one, signalled
+ * on @efd (an eventfd): for extents of LUNs lun_ring_takes(). Queued reads
+ * go out at lun_ring_submit(); lun_ring_reap() hands back, without
+ * waiting, up to @max that are done, each with its result (and counted).
+ */
+struct lun_ring;
+struct lun_ring *lun_ring_new(unsigned entries, int efd);
+void lun_ring_free(struct lun_ring *r);
+int lun_ring_takes(const struct lun *l);
+void lun_ring_read(struct lun_ring *r, struct lun_io *io);
+void lun_ring_submit(struct lun_ring *r);
+unsigned lun_ring_reap(struct lun_ring *r, struct lun_io **done, unsigned max);
 /** Make all written data durable. */
 int lun_flush(struct lun *l);
 /** lun_flush() @n LUNs at once; @results[i] gets 0 or -errno.

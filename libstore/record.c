@@ -13,7 +13,10 @@
  * A request either happens whole or fails whole: nothing is staged for a
  * request any of whose records failed, so a full pool never leaves a write
  * half done. The stages are static in this one file: they are the per-record
- * path, and each batch has one scratch allocation per side, no more.
+ * path, and each batch has one scratch allocation per side, no more. Reads
+ * also run as flights on a thread's own ring (stor_reader, at the end): the
+ * same stages, with read_extents split at the device so that each request
+ * goes on as its own extents arrive.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -274,55 +277,66 @@ static int lookup(struct stor_pool *p, struct read_batch *b, struct rec *recs)
 }
 
 /*
- * Give every looked-up record its stored bytes (r->src): in place on a
- * mapped LUN, else read into a buffer of ours or the request's own, all
- * extents in one batch; a record never written reads as zeros.
+ * Where record @r's stored bytes come from: in place on a mapped LUN, else
+ * read into a buffer of ours or the request's own (@io is filled, return
+ * 1); a record never written reads as zeros.
+ * @return 1 when @io is to be read, else 0
  */
+static int extent_of(struct stor_pool *p, struct rec *r, struct lun_io *io)
+{
+	struct lun *lun;
+	size_t sz;
+
+	if (r->status)
+		return 0;
+	sz = r->found ? r->bp.psize : 0;
+	if (sz < r->ds->recsize)
+		sz = round_sector(r->ds->recsize);
+	r->side = r->found ? mirror_read_side(p, r->bp.lun) : 0;
+	lun = r->found ? p->luns[r->side].lun : NULL;
+	r->src = lun ? lun_mapped(lun, r->bp.sector * STOR_SECTOR, r->bp.psize) : NULL;
+	if (reads_into_ubuf(r, lun))
+		r->buf = r->ubuf;
+	else if (!(r->buf = aligned_alloc_raw(sz))) {
+		fail_io(r, -ENOMEM);
+		return 0;
+	}
+	if (!r->found) {
+		memset(r->buf, 0, sz); /* never written: zeros */
+		return 0;
+	}
+	if (r->src)
+		return 0;
+	*io = (struct lun_io){ lun, r->bp.sector * STOR_SECTOR, r->buf, r->bp.psize, 0 };
+	return 1;
+}
+
+/* The extent of @r has been read into r->buf, or failed. */
+static void extent_done(struct stor_pool *p, struct rec *r, const struct lun_io *io)
+{
+	if (io->result < 0) {
+		lunset_failed(p, io->lun);
+		copy_failed(p, r, -EIO);
+	} else {
+		r->src = r->buf;
+	}
+}
+
+/* Give every looked-up record its stored bytes (r->src), all extents in one batch. */
 static void read_extents(struct stor_pool *p, struct read_batch *b, struct rec *recs)
 {
 	size_t nio = 0;
 
-	for (size_t k = 0; k < b->m; k++) {
-		struct rec *r = &recs[b->idx[k]];
-		struct lun *lun;
-		size_t sz;
-
-		if (r->status)
-			continue;
-		sz = r->found ? r->bp.psize : 0;
-		if (sz < r->ds->recsize)
-			sz = round_sector(r->ds->recsize);
-		r->side = r->found ? mirror_read_side(p, r->bp.lun) : 0;
-		lun = r->found ? p->luns[r->side].lun : NULL;
-		r->src = lun ? lun_mapped(lun, r->bp.sector * STOR_SECTOR, r->bp.psize) : NULL;
-		if (reads_into_ubuf(r, lun))
-			r->buf = r->ubuf;
-		else if (!(r->buf = aligned_alloc_raw(sz))) {
-			fail_io(r, -ENOMEM);
-			continue;
-		}
-		if (!r->found) {
-			memset(r->buf, 0, sz); /* never written: zeros */
-			continue;
-		}
-		if (!r->src)
-			b->ios[nio++] = (struct lun_io){ lun, r->bp.sector * STOR_SECTOR, r->buf,
-							 r->bp.psize, 0 };
-	}
-	if (nio && lun_read_batch(b->ios, nio))
-		for (size_t i = 0; i < nio; i++)
-			if (b->ios[i].result < 0)
-				lunset_failed(p, b->ios[i].lun);
+	for (size_t k = 0; k < b->m; k++)
+		nio += extent_of(p, &recs[b->idx[k]], &b->ios[nio]);
+	if (nio)
+		lun_read_batch(b->ios, nio);
 	nio = 0;
 	for (size_t k = 0; k < b->m; k++) {
 		struct rec *r = &recs[b->idx[k]];
 
-		if (r->status || !r->found || r->src)
-			continue;
-		if (b->ios[nio++].result < 0)
-			copy_failed(p, r, -EIO);
-		else
-			r->src = r->buf;
+		if (!r->status && r->found && !r->src)
+			extent_done(p, r, &b->ios[nio++]);
 	}
 }
 
@@ -507,6 +521,15 @@ static void fill_cache(struct cache *dc, struct rec *recs, size_t n)
 	}
 }
 
+/* The stages after the stored bytes are in. */
+static void read_finish(struct stor_pool *p, struct read_batch *b, struct rec *recs, size_t n)
+{
+	verify_or_open(p, b, recs, n);
+	heal(p, recs, n);
+	decompress(recs, n);
+	fill_cache(b->dc, recs, n);
+}
+
 /*
  * Read the records of @recs into their buffers (allocated here, recordsize
  * bytes, zeros for records never written). The caller is in a reader section.
@@ -524,10 +547,7 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 	serve_cached(&b, recs, n);
 	if (lookup(p, &b, recs) == 0) {
 		read_extents(p, &b, recs);
-		verify_or_open(p, &b, recs, n);
-		heal(p, recs, n);
-		decompress(recs, n);
-		fill_cache(b.dc, recs, n);
+		read_finish(p, &b, recs, n);
 	}
 	free(scratch);
 }
@@ -1097,6 +1117,66 @@ static int overlaps(const struct stor_io *a, const struct stor_io *b)
 	return a->off / rs <= (b->off + b->len - 1) / rs && b->off / rs <= (a->off + a->len - 1) / rs;
 }
 
+/* The records of request @io into @recs. @return how many */
+static size_t expand_io(struct stor_io *io, struct rec *recs, int write)
+{
+	uint64_t rs = io->ds->recsize, off = io->off, end = io->off + io->len;
+	size_t k = 0;
+
+	while (off < end) {
+		struct rec *r = &recs[k++];
+		uint64_t recno = off / rs, roff = off % rs;
+		uint64_t rlen = end - off < rs - roff ? end - off : rs - roff;
+
+		r->io = io;
+		r->ds = io->ds;
+		r->guid = io->ds->guid;
+		r->recno = recno;
+		r->roff = (uint32_t)roff;
+		r->rlen = (uint32_t)rlen;
+		r->ubuf = io->buf ? (uint8_t *)io->buf + (off - io->off) : NULL;
+		if (!write)
+			r->kind = REC_READ;
+		else if (io->op == STOR_IO_WRITE)
+			r->kind = REC_WRITE;
+		else /* a clone's hole would uncover its origin's record (clone.c) */
+			r->kind = rlen == rs && !io->ds->origin ? REC_HOLE : REC_ZERO;
+		off += rlen;
+	}
+	return k;
+}
+
+/* Read records into the requests' bytes; a failed read leaves no partial
+ * plaintext behind. */
+static void copy_out(struct rec *recs, size_t n)
+{
+	for (size_t x = 0; x < n; x++) {
+		struct rec *r = &recs[x];
+
+		if (!r->status && !r->io->result && r->buf != r->ubuf)
+			memcpy(r->ubuf, r->buf + r->roff, r->rlen);
+	}
+	for (size_t x = 0; x < n; x++)
+		if (recs[x].io->result)
+			memset(recs[x].ubuf, 0, recs[x].rlen);
+}
+
+static void free_bufs(struct rec *recs, size_t n, int write)
+{
+	for (size_t x = 0; x < n; x++) {
+		struct rec *r = &recs[x];
+
+		if (!r->buf || r->buf == r->ubuf)
+			continue;
+		/* plaintext of an encrypted dataset (decrypted, decompressed, merged
+		 * for a partial write, or not sealed after a failure) goes nowhere;
+		 * a buffer sealed in place holds only ciphertext */
+		if (r->ds->suite && !(write && !r->status && (r->bp.flags & BP_F_ENCRYPTED)))
+			explicit_bzero(r->buf, round_sector(r->ds->recsize));
+		free(r->buf);
+	}
+}
+
 /* Expand requests [i, j) into records and run them as one batch. */
 static void run_group(struct stor_pool *p, struct stor_io *ios, size_t i, size_t j, int write)
 {
@@ -1115,60 +1195,18 @@ static void run_group(struct stor_pool *p, struct stor_io *ios, size_t i, size_t
 				ios[x].result = -ENOMEM;
 		return;
 	}
-	for (size_t x = i; x < j; x++) {
-		struct stor_io *io = &ios[x];
-		uint64_t rs = io->ds->recsize, off = io->off, end = io->off + io->len;
-		if (io->result || !io->len)
-			continue;
-		while (off < end) {
-			struct rec *r = &recs[k++];
-			uint64_t recno = off / rs, roff = off % rs;
-			uint64_t rlen = end - off < rs - roff ? end - off : rs - roff;
-
-			r->io = io;
-			r->ds = io->ds;
-			r->guid = io->ds->guid;
-			r->recno = recno;
-			r->roff = (uint32_t)roff;
-			r->rlen = (uint32_t)rlen;
-			r->ubuf = io->buf ? (uint8_t *)io->buf + (off - io->off) : NULL;
-			if (!write)
-				r->kind = REC_READ;
-			else if (io->op == STOR_IO_WRITE)
-				r->kind = REC_WRITE;
-			else /* a clone's hole would uncover its origin's record (clone.c) */
-				r->kind = rlen == rs && !io->ds->origin ? REC_HOLE : REC_ZERO;
-			off += rlen;
-		}
-	}
+	for (size_t x = i; x < j; x++)
+		if (!ios[x].result && ios[x].len)
+			k += expand_io(&ios[x], &recs[k], write);
 	if (write) {
 		write_recs(p, recs, n);
 	} else {
 		unsigned slot = txg_read_enter(p);
 		read_recs(p, recs, n);
 		txg_read_exit(p, slot);
-		for (size_t x = 0; x < n; x++) {
-			struct rec *r = &recs[x];
-			if (!r->status && !r->io->result && r->buf != r->ubuf)
-				memcpy(r->ubuf, r->buf + r->roff, r->rlen);
-		}
-		/* a failed read leaves no partial plaintext behind */
-		for (size_t x = 0; x < n; x++)
-			if (recs[x].io->result)
-				memset(recs[x].ubuf, 0, recs[x].rlen);
+		copy_out(recs, n);
 	}
-	for (size_t x = 0; x < n; x++) {
-		struct rec *r = &recs[x];
-
-		if (!r->buf || r->buf == r->ubuf)
-			continue;
-		/* plaintext of an encrypted dataset (decrypted, decompressed, merged
-		 * for a partial write, or not sealed after a failure) goes nowhere;
-		 * a buffer sealed in place holds only ciphertext */
-		if (r->ds->suite && !(write && !r->status && (r->bp.flags & BP_F_ENCRYPTED)))
-			explicit_bzero(r->buf, round_sector(r->ds->recsize));
-		free(r->buf);
-	}
+	free_bufs(recs, n, write);
 	free(recs);
 }
 
@@ -1317,6 +1355,308 @@ int stor_io_submit(struct stor_io *ios, size_t n)
 			stats_request(ios[i].ds, ios[i].op, ios[i].len, ios[i].result, ns);
 	}
 	return failed;
+}
+
+/*
+ * ---- reads that complete one by one ----
+ *
+ * On O_DIRECT LUNs a batch that answers when its slowest extent is back
+ * holds every request of it to that extent, and a thread waiting for it
+ * sends nothing new: the disk sees fewer reads in flight than the clients
+ * asked for. A reader instead sends each extent at once on a ring of its
+ * thread's own (lun_ring), and a request is finished (checked or opened,
+ * copied out) in the turn its last extent arrives; the requests finished in
+ * one turn are opened as one burst. The reads started together (a flight,
+ * one pool) stay in one reader section until the last of them is done, so
+ * no extent they read is freed and reused under them. Records that need no
+ * I/O of the ring (cached, never written, on a LUN it does not take) are
+ * done at the start.
+ */
+struct stor_reader {
+	struct lun_ring *ring;
+	void (*done)(struct stor_io *io);
+	size_t inflight; /* requests started, not yet done */
+};
+
+struct flight;
+
+struct flight_ext {
+	struct lun_io io; /* first: the ring hands back &io */
+	struct flight *f;
+	size_t rec;
+};
+
+struct flight {
+	struct stor_pool *p;
+	unsigned slot;
+	uint64_t t0;
+	size_t nreq, reqs_left;
+	struct rec *recs;
+	struct flight_ext *ext; /* per record */
+	size_t *reqof;          /* per record: its request */
+	struct stor_io **reqs;  /* per request */
+	size_t *first, *left;   /* per request: its first record, records still to come */
+};
+
+struct ready {
+	struct flight *f;
+	size_t k; /* the request */
+};
+
+struct stor_reader *stor_reader_new(int efd, void (*done)(struct stor_io *io))
+{
+	struct stor_reader *rd = calloc(1, sizeof(*rd));
+
+	if (!rd)
+		return NULL;
+	/* twice the default queue depth of the published run's 192 datasets */
+	rd->ring = lun_ring_new(512, efd);
+	if (!rd->ring) {
+		free(rd);
+		return NULL;
+	}
+	rd->done = done;
+	return rd;
+}
+
+void stor_reader_free(struct stor_reader *rd)
+{
+	if (!rd)
+		return;
+	lun_ring_free(rd->ring);
+	free(rd);
+}
+
+size_t stor_reader_inflight(const struct stor_reader *rd)
+{
+	return rd->inflight;
+}
+
+int stor_ds_reads_async(const struct stor_ds *ds)
+{
+	const struct stor_pool *p = ds->pool;
+	unsigned n = atomic_load(&p->nluns);
+
+	for (unsigned i = 0; i < n; i++)
+		if (!p->luns[i].lun || !lun_ring_takes(p->luns[i].lun))
+			return 0;
+	return n > 0;
+}
+
+static void complete(struct stor_reader *rd, struct stor_io *io, uint64_t t0)
+{
+	stats_request(io->ds, STOR_IO_READ, io->len, io->result, stats_now_ns() - t0);
+	rd->inflight--;
+	rd->done(io);
+}
+
+/* Finish the requests of @ready, per pool: the stages after the stored
+ * bytes as one batch over all their records, then their completions. */
+static void finish_ready(struct stor_reader *rd, struct ready *ready, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct stor_pool *p;
+		struct read_batch b;
+		struct rec *tmp;
+		void *scratch = NULL;
+		size_t m = 0, at = 0;
+
+		if (!ready[i].f)
+			continue; /* finished with an earlier pool's */
+		p = ready[i].f->p;
+		for (size_t j = i; j < n; j++)
+			if (ready[j].f && ready[j].f->p == p)
+				m += count_recs(ready[j].f->reqs[ready[j].k]);
+		tmp = malloc(m * sizeof(*tmp));
+		if (tmp && !(scratch = read_batch_init(&b, m))) {
+			free(tmp);
+			tmp = NULL;
+		}
+		for (size_t j = i; j < n; j++) {
+			struct flight *f = ready[j].f;
+			struct rec *r;
+			size_t cnt;
+
+			if (!f || f->p != p)
+				continue;
+			r = &f->recs[f->first[ready[j].k]];
+			cnt = count_recs(f->reqs[ready[j].k]);
+			if (tmp) {
+				memcpy(&tmp[at], r, cnt * sizeof(*r));
+				at += cnt;
+				continue;
+			}
+			for (size_t x = 0; x < cnt; x++)
+				fail_io(&r[x], -ENOMEM);
+			copy_out(r, cnt);
+			free_bufs(r, cnt, 0);
+		}
+		if (tmp) {
+			read_finish(p, &b, tmp, m);
+			copy_out(tmp, m);
+			free_bufs(tmp, m, 0);
+			free(scratch);
+			free(tmp);
+		}
+		for (size_t j = i; j < n; j++) {
+			struct flight *f = ready[j].f;
+
+			if (!f || f->p != p)
+				continue;
+			ready[j].f = NULL;
+			complete(rd, f->reqs[ready[j].k], f->t0);
+			if (--f->reqs_left == 0) {
+				txg_read_exit(p, f->slot);
+				free(f);
+			}
+		}
+	}
+}
+
+/* One allocation for a flight of @nreq requests and @nrec records. */
+static struct flight *flight_new(size_t nreq, size_t nrec)
+{
+	struct flight *f = calloc(1, sizeof(*f) + nrec * (sizeof(*f->recs) + sizeof(*f->ext) +
+							  sizeof(*f->reqof)) +
+					     nreq * (sizeof(*f->reqs) + 2 * sizeof(*f->first)));
+
+	if (!f)
+		return NULL;
+	f->recs = (struct rec *)(f + 1);
+	f->ext = (struct flight_ext *)(f->recs + nrec);
+	f->reqof = (size_t *)(f->ext + nrec);
+	f->reqs = (struct stor_io **)(f->reqof + nrec);
+	f->first = (size_t *)(f->reqs + nreq);
+	f->left = f->first + nreq;
+	f->nreq = f->reqs_left = nreq;
+	return f;
+}
+
+/*
+ * Start the @n requests of @reqs (reads of pool @p, checked): look up their
+ * pointers, send their extents to the ring, finish those that need none.
+ */
+static void start_flight(struct stor_reader *rd, struct stor_pool *p, struct stor_io **reqs,
+			 size_t n, struct ready *ready)
+{
+	size_t nrec = 0, nready = 0;
+	struct read_batch b;
+	struct flight *f;
+	void *scratch;
+
+	for (size_t k = 0; k < n; k++)
+		nrec += count_recs(reqs[k]);
+	f = flight_new(n, nrec);
+	scratch = f ? read_batch_init(&b, nrec) : NULL;
+	if (!scratch) {
+		uint64_t t0 = stats_now_ns();
+
+		free(f);
+		for (size_t k = 0; k < n; k++) {
+			reqs[k]->result = -ENOMEM;
+			memset(reqs[k]->buf, 0, reqs[k]->len);
+			complete(rd, reqs[k], t0);
+		}
+		return;
+	}
+	f->p = p;
+	f->t0 = stats_now_ns();
+	for (size_t k = 0, at = 0; k < n; k++) {
+		size_t cnt = expand_io(reqs[k], &f->recs[at], 0);
+
+		f->reqs[k] = reqs[k];
+		f->first[k] = at;
+		f->left[k] = cnt;
+		for (size_t x = 0; x < cnt; x++)
+			f->reqof[at + x] = k;
+		at += cnt;
+	}
+	f->slot = txg_read_enter(p);
+	serve_cached(&b, f->recs, nrec);
+	if (lookup(p, &b, f->recs) == 0) {
+		for (size_t x = 0; x < b.m; x++) {
+			size_t i = b.idx[x];
+			struct flight_ext *e = &f->ext[i];
+
+			if (!extent_of(p, &f->recs[i], &e->io))
+				continue;
+			if (lun_ring_takes(e->io.lun)) {
+				e->f = f;
+				e->rec = i;
+				lun_ring_read(rd->ring, &e->io);
+				continue;
+			}
+			lun_read_batch(&e->io, 1);
+			extent_done(p, &f->recs[i], &e->io);
+			e->f = NULL;
+		}
+	}
+	free(scratch);
+	lun_ring_submit(rd->ring);
+	for (size_t i = 0; i < nrec; i++)
+		if (!f->ext[i].f && --f->left[f->reqof[i]] == 0)
+			ready[nready++] = (struct ready){ f, f->reqof[i] };
+	finish_ready(rd, ready, nready);
+}
+
+void stor_read_start(struct stor_reader *rd, struct stor_io **ios, size_t n)
+{
+	struct ready *ready = malloc(n * sizeof(*ready));
+	struct stor_io **group = malloc(n * sizeof(*group));
+	uint64_t t0 = stats_now_ns();
+
+	for (size_t i = 0; i < n; i++) {
+		struct stor_io *io = ios[i];
+
+		rd->inflight++;
+		io->result = io->op != STOR_IO_READ ? -EINVAL : io_check(io);
+		if (!io->result && io->len && ready && group)
+			continue;
+		if (!io->result && io->len)
+			io->result = -ENOMEM;
+		if (io->result && io->buf)
+			memset(io->buf, 0, io->len);
+		ios[i] = NULL;
+		complete(rd, io, t0);
+	}
+	/* one flight per pool, its requests in their order */
+	for (size_t i = 0; i < n; i++) {
+		struct stor_pool *p;
+		size_t m = 0;
+
+		if (!ios[i])
+			continue;
+		p = ios[i]->ds->pool;
+		for (size_t j = i; j < n; j++)
+			if (ios[j] && ios[j]->ds->pool == p) {
+				group[m++] = ios[j];
+				ios[j] = NULL;
+			}
+		start_flight(rd, p, group, m, ready);
+	}
+	free(group);
+	free(ready);
+}
+
+void stor_reader_reap(struct stor_reader *rd)
+{
+	struct lun_io *done[64];
+	struct ready ready[64];
+	unsigned n;
+
+	while ((n = lun_ring_reap(rd->ring, done, 64)) > 0) {
+		size_t nready = 0;
+
+		for (unsigned i = 0; i < n; i++) {
+			struct flight_ext *e = (struct flight_ext *)done[i];
+			struct flight *f = e->f;
+
+			extent_done(f->p, &f->recs[e->rec], &e->io);
+			if (--f->left[f->reqof[e->rec]] == 0)
+				ready[nready++] = (struct ready){ f, f->reqof[e->rec] };
+		}
+		finish_ready(rd, ready, nready);
+	}
 }
 
 static int one(struct stor_ds *ds, enum stor_io_op op, uint64_t off, void *buf, uint64_t len)

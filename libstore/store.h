@@ -743,6 +743,30 @@ struct stor_io {
  */
 int stor_io_submit(struct stor_io *ios, size_t n);
 
+/**
+ * Reads that complete one by one, for one thread (the daemon's loop): each
+ * request's extents go out at once on a ring of the reader's own, and
+ * @done is called for it (on that thread, from stor_read_start() or
+ * stor_reader_reap()) when its own records are in, not a batch's. Its
+ * completions are signalled on @efd, an eventfd the thread polls; then it
+ * calls stor_reader_reap(). NULL where io_uring is not allowed.
+ */
+struct stor_reader;
+struct stor_reader *stor_reader_new(int efd, void (*done)(struct stor_io *io));
+/** Free an idle reader (stor_reader_inflight() is 0). */
+void stor_reader_free(struct stor_reader *rd);
+size_t stor_reader_inflight(const struct stor_reader *rd);
+/** Do the reads of @ds go to a reader: every LUN of its pool an O_DIRECT file? */
+int stor_ds_reads_async(const struct stor_ds *ds);
+/**
+ * Start @n STOR_IO_READ requests (of any pools); the entries of @ios are
+ * used up (set to NULL). Each ends in the reader's @done with ->result set,
+ * perhaps before this returns.
+ */
+void stor_read_start(struct stor_reader *rd, struct stor_io **ios, size_t n);
+/** Finish the requests whose extents have arrived, without waiting. */
+void stor_reader_reap(struct stor_reader *rd);
+
 /** Read @len bytes at @off. Unwritten records read as zeros. */
 int stor_ds_read(struct stor_ds *ds, uint64_t off, void *buf, size_t len);
 /** Write @len bytes at @off (partial records are read, modified, written). */

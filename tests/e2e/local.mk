@@ -74,6 +74,17 @@ check_PROGRAMS += %D%/test_integrity
 %C%_test_integrity_SOURCES = %D%/test_integrity.c %D%/tamper.c %D%/tamper.h $(E2E_FIXTURE)
 %C%_test_integrity_CFLAGS = $(E2E_CFLAGS) $(LMDB_CFLAGS) $(XXHASH_CFLAGS)
 %C%_test_integrity_LDADD = $(E2E_LDADD) $(STORE_LIBS) $(LMDB_LIBS) $(XXHASH_LIBS)
+# the same attacks on O_DIRECT LUNs, whose reads take the loop's own ring
+check_PROGRAMS += %D%/test_integrity_direct
+%C%_test_integrity_direct_SOURCES = $(%C%_test_integrity_SOURCES)
+%C%_test_integrity_direct_CFLAGS = $(%C%_test_integrity_CFLAGS) -DTEST_DIRECT_IO=1
+%C%_test_integrity_direct_LDADD = $(%C%_test_integrity_LDADD)
+
+# reads of O_DIRECT pools, finished one by one on the loop's ring
+check_PROGRAMS += %D%/test_direct
+%C%_test_direct_SOURCES = %D%/test_direct.c $(E2E_FIXTURE)
+%C%_test_direct_CFLAGS = $(E2E_CFLAGS)
+%C%_test_direct_LDADD = $(E2E_LDADD)
 
 check_PROGRAMS += %D%/test_memscan
 %C%_test_memscan_SOURCES = %D%/test_memscan.c tests/memscan.c tests/memscan.h $(E2E_FIXTURE)

@@ -55,11 +55,16 @@ static struct tamper *cur_tamper; /* closed by teardown when a test stops early 
 #define NREC (VOL / RS)
 #define DEADLINE_MS 60000    /* for completions on a loaded machine */
 
+#ifndef TEST_DIRECT_IO
+#define TEST_DIRECT_IO 0
+#endif
+
 static void setup(void)
 {
 	uint8_t k[32];
 
-	tdaemon_init(&td, NULL);
+	/* built twice: test_integrity_direct reads through the loop's ring */
+	tdaemon_init(&td, TEST_DIRECT_IO ? "direct_io = yes" : NULL);
 	for (int i = 0; i < 32; i++)
 		k[i] = (uint8_t)(0x3c ^ i * 29);
 	snprintf(key1, sizeof(key1), "%s", tdaemon_file(&td, "key1", k, sizeof(k)));
