@@ -342,8 +342,10 @@ static void read_extents(struct stor_pool *p, struct read_batch *b, struct rec *
 
 /* A clear record: its place-seeded checksum (if it has one), then its bytes
  * into our buffer if they were read in place. */
-static void verify(struct stor_pool *p, struct rec *r)
+static void verify(struct rec *r)
 {
+	struct stor_pool *p = r->ds->pool;
+
 	if (atomic_load(&r->ds->checksum_on) || memcmp(r->bp.mac, (uint8_t[16]){ 0 }, 16)) {
 		uint8_t mac[16];
 
@@ -380,7 +382,7 @@ static void queue_open(struct read_batch *b, struct rec *r)
 }
 
 /* Decrypt and authenticate the queued records in one burst. */
-static void open_sealed(struct stor_pool *p, struct read_batch *b, struct rec *recs, size_t n)
+static void open_sealed(struct read_batch *b, struct rec *recs, size_t n)
 {
 	uint64_t t0, share;
 	size_t j = 0;
@@ -394,6 +396,7 @@ static void open_sealed(struct stor_pool *p, struct read_batch *b, struct rec *r
 		crypt_key_free(b->owned[i]);
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
+		struct stor_pool *p = r->ds->pool;
 
 		if (r->status || r->retry || !r->found || !(r->bp.flags & BP_F_ENCRYPTED))
 			continue;
@@ -412,7 +415,7 @@ static void open_sealed(struct stor_pool *p, struct read_batch *b, struct rec *r
 }
 
 /* Verify each clear record, open the encrypted ones in one batch. */
-static void verify_or_open(struct stor_pool *p, struct read_batch *b, struct rec *recs, size_t n)
+static void verify_or_open(struct read_batch *b, struct rec *recs, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
@@ -422,9 +425,9 @@ static void verify_or_open(struct stor_pool *p, struct read_batch *b, struct rec
 		if (r->bp.flags & BP_F_ENCRYPTED)
 			queue_open(b, r);
 		else
-			verify(p, r);
+			verify(r);
 	}
-	open_sealed(p, b, recs, n);
+	open_sealed(b, recs, n);
 }
 
 /*
@@ -433,10 +436,11 @@ static void verify_or_open(struct stor_pool *p, struct read_batch *b, struct rec
  * or opened again, one record at a time; this is the rare path. Without a
  * sound copy the record fails as it would have on a LUN of its own.
  */
-static void heal(struct stor_pool *p, struct rec *recs, size_t n)
+static void heal(struct rec *recs, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct rec *r = &recs[i];
+		struct stor_pool *p = r->ds->pool;
 		struct mirror_ext e = { &r->bp, r->guid, r->recno };
 		int err = r->retry;
 
@@ -469,7 +473,7 @@ static void heal(struct stor_pool *p, struct rec *recs, size_t n)
 				fail_io(r, one.ops[0].status);
 			}
 		} else {
-			verify(p, r);
+			verify(r);
 			if (r->retry) { /* sound by the checksum mirror_recover read: cannot be */
 				r->retry = 0;
 				STATS_ADD(r->ds, cksum_errors, 1);
@@ -521,11 +525,11 @@ static void fill_cache(struct cache *dc, struct rec *recs, size_t n)
 	}
 }
 
-/* The stages after the stored bytes are in. */
-static void read_finish(struct stor_pool *p, struct read_batch *b, struct rec *recs, size_t n)
+/* The stages after the stored bytes are in; the records may be of several pools. */
+static void read_finish(struct read_batch *b, struct rec *recs, size_t n)
 {
-	verify_or_open(p, b, recs, n);
-	heal(p, recs, n);
+	verify_or_open(b, recs, n);
+	heal(recs, n);
 	decompress(recs, n);
 	fill_cache(b->dc, recs, n);
 }
@@ -547,7 +551,7 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 	serve_cached(&b, recs, n);
 	if (lookup(p, &b, recs) == 0) {
 		read_extents(p, &b, recs);
-		read_finish(p, &b, recs, n);
+		read_finish(&b, recs, n);
 	}
 	free(scratch);
 }
@@ -1450,65 +1454,53 @@ static void complete(struct stor_reader *rd, struct stor_io *io, uint64_t t0)
 	rd->done(io);
 }
 
-/* Finish the requests of @ready, per pool: the stages after the stored
- * bytes as one batch over all their records, then their completions. */
+/* Finish the requests of @ready: the stages after the stored bytes as one
+ * batch over all their records (one burst of opens), then their completions. */
 static void finish_ready(struct stor_reader *rd, struct ready *ready, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		struct stor_pool *p;
-		struct read_batch b;
-		struct rec *tmp;
-		void *scratch = NULL;
-		size_t m = 0, at = 0;
+	struct read_batch b;
+	struct rec *tmp;
+	void *scratch = NULL;
+	size_t m = 0, at = 0;
 
-		if (!ready[i].f)
-			continue; /* finished with an earlier pool's */
-		p = ready[i].f->p;
-		for (size_t j = i; j < n; j++)
-			if (ready[j].f && ready[j].f->p == p)
-				m += count_recs(ready[j].f->reqs[ready[j].k]);
-		tmp = malloc(m * sizeof(*tmp));
-		if (tmp && !(scratch = read_batch_init(&b, m))) {
-			free(tmp);
-			tmp = NULL;
-		}
-		for (size_t j = i; j < n; j++) {
-			struct flight *f = ready[j].f;
-			struct rec *r;
-			size_t cnt;
+	if (!n)
+		return;
+	for (size_t j = 0; j < n; j++)
+		m += count_recs(ready[j].f->reqs[ready[j].k]);
+	tmp = malloc(m * sizeof(*tmp));
+	if (tmp && !(scratch = read_batch_init(&b, m))) {
+		free(tmp);
+		tmp = NULL;
+	}
+	for (size_t j = 0; j < n; j++) {
+		struct flight *f = ready[j].f;
+		struct rec *r = &f->recs[f->first[ready[j].k]];
+		size_t cnt = count_recs(f->reqs[ready[j].k]);
 
-			if (!f || f->p != p)
-				continue;
-			r = &f->recs[f->first[ready[j].k]];
-			cnt = count_recs(f->reqs[ready[j].k]);
-			if (tmp) {
-				memcpy(&tmp[at], r, cnt * sizeof(*r));
-				at += cnt;
-				continue;
-			}
-			for (size_t x = 0; x < cnt; x++)
-				fail_io(&r[x], -ENOMEM);
-			copy_out(r, cnt);
-			free_bufs(r, cnt, 0);
-		}
 		if (tmp) {
-			read_finish(p, &b, tmp, m);
-			copy_out(tmp, m);
-			free_bufs(tmp, m, 0);
-			free(scratch);
-			free(tmp);
+			memcpy(&tmp[at], r, cnt * sizeof(*r));
+			at += cnt;
+			continue;
 		}
-		for (size_t j = i; j < n; j++) {
-			struct flight *f = ready[j].f;
+		for (size_t x = 0; x < cnt; x++)
+			fail_io(&r[x], -ENOMEM);
+		copy_out(r, cnt);
+		free_bufs(r, cnt, 0);
+	}
+	if (tmp) {
+		read_finish(&b, tmp, m);
+		copy_out(tmp, m);
+		free_bufs(tmp, m, 0);
+		free(scratch);
+		free(tmp);
+	}
+	for (size_t j = 0; j < n; j++) {
+		struct flight *f = ready[j].f;
 
-			if (!f || f->p != p)
-				continue;
-			ready[j].f = NULL;
-			complete(rd, f->reqs[ready[j].k], f->t0);
-			if (--f->reqs_left == 0) {
-				txg_read_exit(p, f->slot);
-				free(f);
-			}
+		complete(rd, f->reqs[ready[j].k], f->t0);
+		if (--f->reqs_left == 0) {
+			txg_read_exit(f->p, f->slot);
+			free(f);
 		}
 	}
 }

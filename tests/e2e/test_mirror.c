@@ -38,7 +38,11 @@
 #define VOL (2u << 20)
 #define JUNK (64u << 10)
 
-TDAEMON_FIXTURE(NULL)
+#ifndef TEST_DIRECT_IO
+#define TEST_DIRECT_IO 0
+#endif
+/* built twice: test_mirror_direct heals reads done on the loop's ring */
+TDAEMON_FIXTURE(TEST_DIRECT_IO ? "direct_io = yes" : NULL)
 TestSuite(mirror, .init = setup, .fini = teardown, .timeout = 120);
 
 static char out[1 << 17];
