@@ -280,8 +280,8 @@ static void reader_stop(void)
 
 /*
  * Does the whole of @list go to the reader: reads only, of pools it takes,
- * and nothing of the workers' still out, so a read never passes a write
- * sent before it?
+ * and nothing of the workers' still out? Mixed work stays on the workers,
+ * where it ran before; the ring takes pure read streams.
  */
 static int for_reader(const struct work_io *list)
 {

@@ -796,30 +796,46 @@ int lun_ring_takes(const struct lun *l)
 	return l->ops == &file_ops && (l->flags & LUN_DIRECT);
 }
 
-void lun_ring_submit(struct lun_ring *r)
+/*
+ * Send what is queued. A ring whose completions overflowed refuses new
+ * work (-EBUSY, -EAGAIN) until they are reaped: what stays queued goes out
+ * from lun_ring_reap(), which the completions' eventfd brings about.
+ * @return 0, or -EBUSY if something stays queued
+ */
+static int ring_send(struct lun_ring *r)
 {
 	while (r->queued) {
 		int ret = io_uring_submit(&r->uring);
 
-		if (ret == -EINTR || ret == -EAGAIN || ret == -EBUSY)
+		if (ret == -EINTR)
 			continue;
+		if (ret == -EAGAIN || ret == -EBUSY)
+			return -EBUSY;
 		if (ret <= 0)
 			abort(); /* prepared reads into our buffers cannot be taken back */
 		r->queued -= (unsigned)ret < r->queued ? (unsigned)ret : r->queued;
 	}
+	return 0;
 }
 
-void lun_ring_read(struct lun_ring *r, struct lun_io *io)
+void lun_ring_submit(struct lun_ring *r)
+{
+	ring_send(r);
+}
+
+int lun_ring_read(struct lun_ring *r, struct lun_io *io)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->uring);
 
-	if (!sqe) { /* the submission queue is full: send it, then there is room */
-		lun_ring_submit(r);
+	/* the submission queue is full: send it, then there is room */
+	if (!sqe && ring_send(r) == 0)
 		sqe = io_uring_get_sqe(&r->uring);
-	}
+	if (!sqe)
+		return -EBUSY;
 	io_uring_prep_read(sqe, io->lun->fd, io->buf, (unsigned)io->len, LUN_DATA_OFF + io->off);
 	io_uring_sqe_set_data(sqe, io);
 	r->queued++;
+	return 0;
 }
 
 unsigned lun_ring_reap(struct lun_ring *r, struct lun_io **done, unsigned max)
@@ -848,6 +864,8 @@ unsigned lun_ring_reap(struct lun_ring *r, struct lun_io **done, unsigned max)
 		count_result(io, 0, &failed);
 		done[n++] = io;
 	}
+	if (r->queued)
+		ring_send(r); /* refused before: the completions made room */
 	return n;
 }
 

@@ -136,12 +136,14 @@ int lun_write_batch(struct lun_io *ios, size_t n);
  * on @efd (an eventfd): for extents of LUNs lun_ring_takes(). Queued reads
  * go out at lun_ring_submit(); lun_ring_reap() hands back, without
  * waiting, up to @max that are done, each with its result (and counted).
+ * lun_ring_read() returns -EBUSY for a read the ring cannot take now (its
+ * completions overflowed): the caller reads that extent itself.
  */
 struct lun_ring;
 struct lun_ring *lun_ring_new(unsigned entries, int efd);
 void lun_ring_free(struct lun_ring *r);
 int lun_ring_takes(const struct lun *l);
-void lun_ring_read(struct lun_ring *r, struct lun_io *io);
+int lun_ring_read(struct lun_ring *r, struct lun_io *io);
 void lun_ring_submit(struct lun_ring *r);
 unsigned lun_ring_reap(struct lun_ring *r, struct lun_io **done, unsigned max);
 /** Make all written data durable. */

@@ -1394,7 +1394,7 @@ struct flight {
 	struct stor_pool *p;
 	unsigned slot;
 	uint64_t t0;
-	size_t nreq, reqs_left;
+	size_t reqs_left;
 	struct rec *recs;
 	struct flight_ext *ext; /* per record */
 	size_t *reqof;          /* per record: its request */
@@ -1520,7 +1520,7 @@ static struct flight *flight_new(size_t nreq, size_t nrec)
 	f->reqs = (struct stor_io **)(f->reqof + nrec);
 	f->first = (size_t *)(f->reqs + nreq);
 	f->left = f->first + nreq;
-	f->nreq = f->reqs_left = nreq;
+	f->reqs_left = nreq;
 	return f;
 }
 
@@ -1572,13 +1572,11 @@ static void start_flight(struct stor_reader *rd, struct stor_pool *p, struct sto
 
 			if (!extent_of(p, &f->recs[i], &e->io))
 				continue;
-			if (lun_ring_takes(e->io.lun)) {
-				e->f = f;
-				e->rec = i;
-				lun_ring_read(rd->ring, &e->io);
+			e->f = f;
+			e->rec = i;
+			if (lun_ring_takes(e->io.lun) && lun_ring_read(rd->ring, &e->io) == 0)
 				continue;
-			}
-			lun_read_batch(&e->io, 1);
+			lun_read_batch(&e->io, 1); /* a LUN or a moment the ring cannot take */
 			extent_done(p, &f->recs[i], &e->io);
 			e->f = NULL;
 		}

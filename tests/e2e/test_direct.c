@@ -62,8 +62,11 @@ static void need_o_direct(void)
 
 	snprintf(probe, sizeof(probe), "%s/odirect-probe", td.dir);
 	fd = open(probe, O_RDWR | O_CREAT | O_DIRECT, 0600);
-	ok = fd >= 0 && posix_memalign(&buf, 4096, 4096) == 0 && memset(buf, 0, 4096) &&
-	     pwrite(fd, buf, 4096, 0) == 4096;
+	ok = fd >= 0 && posix_memalign(&buf, 4096, 4096) == 0;
+	if (ok) {
+		memset(buf, 0, 4096);
+		ok = pwrite(fd, buf, 4096, 0) == 4096;
+	}
 	free(buf);
 	if (fd >= 0)
 		close(fd);
