@@ -435,7 +435,7 @@ static void start_io(struct disp_call *c)
 			fail_now(c, -EMSGSIZE);
 			return;
 		}
-		c->out = malloc(pio.len ? pio.len : 1);
+		c->out = stor_ds_read_buf(ds, pio.len);
 		if (!c->out) {
 			fail_now(c, -ENOMEM);
 			return;

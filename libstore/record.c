@@ -1447,6 +1447,13 @@ int stor_ds_reads_async(const struct stor_ds *ds)
 	return n > 0;
 }
 
+void *stor_ds_read_buf(const struct stor_ds *ds, size_t len)
+{
+	if (!len)
+		len = 1;
+	return stor_ds_reads_async(ds) ? aligned_alloc_raw(len) : malloc(len);
+}
+
 static void complete(struct stor_reader *rd, struct stor_io *io, uint64_t t0)
 {
 	stats_request(io->ds, STOR_IO_READ, io->len, io->result, stats_now_ns() - t0);

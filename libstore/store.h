@@ -759,6 +759,12 @@ size_t stor_reader_inflight(const struct stor_reader *rd);
 /** Do the reads of @ds go to a reader: every LUN of its pool an O_DIRECT file? */
 int stor_ds_reads_async(const struct stor_ds *ds);
 /**
+ * Bytes for a read of @len bytes of @ds, to free(): sector-aligned when its
+ * LUNs are O_DIRECT files, so whole records are read straight into them,
+ * with no buffer of the store's and no copy; plain malloc() otherwise.
+ */
+void *stor_ds_read_buf(const struct stor_ds *ds, size_t len);
+/**
  * Start @n STOR_IO_READ requests (of any pools); the entries of @ios are
  * used up (set to NULL). Each ends in the reader's @done with ->result set,
  * perhaps before this returns.
