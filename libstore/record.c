@@ -1449,9 +1449,9 @@ int stor_ds_reads_async(const struct stor_ds *ds)
 
 void *stor_ds_read_buf(const struct stor_ds *ds, size_t len)
 {
-	if (!len)
-		len = 1;
-	return stor_ds_reads_async(ds) ? aligned_alloc_raw(len) : malloc(len);
+	/* the pool's option that opens its file LUNs O_DIRECT (lunset.c), not a
+	 * walk of its LUNs per request; RADOS LUNs ignore it, and lose nothing */
+	return ds->pool->opts.direct_io ? aligned_alloc_raw(len) : malloc(len ? len : 1);
 }
 
 static void complete(struct stor_reader *rd, struct stor_io *io, uint64_t t0)

@@ -760,8 +760,9 @@ size_t stor_reader_inflight(const struct stor_reader *rd);
 int stor_ds_reads_async(const struct stor_ds *ds);
 /**
  * Bytes for a read of @len bytes of @ds, to free(): sector-aligned when its
- * LUNs are O_DIRECT files, so whole records are read straight into them,
- * with no buffer of the store's and no copy; plain malloc() otherwise.
+ * pool opens its LUNs O_DIRECT, so whole records are read straight into
+ * them (on the loop's ring or a worker's pread), with no buffer of the
+ * store's and no copy; plain malloc() otherwise.
  */
 void *stor_ds_read_buf(const struct stor_ds *ds, size_t len);
 /**
