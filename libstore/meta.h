@@ -84,11 +84,15 @@ void meta_txn_nolog(struct meta_txn *t);
  * The ops of every transaction committed since the last taker, then those
  * of @t so far, in one malloc'ed buffer (the caller frees it). They leave
  * the pending log when @t commits; if it fails they stay.
- * @return 0 or -ENOMEM
+ * @return 0, -ENOMEM or an error of LMDB's
  */
 int meta_txn_log(struct meta_txn *t, uint8_t **buf, size_t *len);
 /** Bytes of ops committed and not yet taken by meta_txn_log(). */
 size_t meta_pending(struct meta *m);
+/** @return 1 if ops were committed that no transaction took before this
+ *  environment was last closed or lost (the "unlogged" mark), 0 if not, or
+ *  an error. Call it before any write transaction of this process. */
+int meta_unlogged(struct meta *m);
 /** Delete every key of @tab (read-write txn). */
 int meta_clear(struct meta_txn *t, enum meta_table tab);
 

@@ -26,6 +26,13 @@
  * pending log under plock, which is held across mdb_txn_commit so that the
  * pending log holds exactly the committed transactions in commit order (a
  * failed commit takes its ops out before any other writer can take them).
+ *
+ * The pending log lives in memory, so a crash loses it while LMDB keeps its
+ * transactions: every later log record would be a delta on a LUN state
+ * that lacks them. A transaction that adds to it therefore also puts the
+ * "unlogged" mark in the pool table, and the one that takes it (meta_txn_log)
+ * deletes the mark; neither is captured, so the mark never reaches the
+ * LUNs. An open that finds it (meta_unlogged) writes a checkpoint.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -72,6 +79,8 @@ struct meta_txn {
 };
 
 static const char *const table_names[META_NTABLES] = { "pool", "ds", "bp", "mac" };
+
+static MDB_val unlogged_key = { 8, (void *)"unlogged" };
 
 static int lmdb_error(int rc)
 {
@@ -348,6 +357,11 @@ int meta_txn_commit(struct meta_txn *t)
 			}
 		}
 		if (rc == 0) {
+			MDB_val one = { 1, (void *)"1" };
+
+			rc = lmdb_error(mdb_put(t->txn, m->dbi[META_POOL], &unlogged_key, &one, 0));
+		}
+		if (rc == 0) {
 			memcpy(m->pending.buf + before, t->redo.buf, t->redo.len);
 			m->pending.len = before + t->redo.len;
 		}
@@ -388,6 +402,14 @@ int meta_txn_log(struct meta_txn *t, uint8_t **buf, size_t *len)
 	pthread_mutex_lock(&m->plock);
 	b = malloc(m->pending.len + t->redo.len + 1);
 	if (b) {
+		int rc = mdb_del(t->txn, m->dbi[META_POOL], &unlogged_key, NULL);
+
+		if (rc && rc != MDB_NOTFOUND) {
+			pthread_mutex_unlock(&m->plock);
+			free(b);
+			*buf = NULL;
+			return note_full(m, rc);
+		}
 		if (m->pending.len)
 			memcpy(b, m->pending.buf, m->pending.len);
 		if (t->redo.len)
@@ -403,6 +425,20 @@ int meta_txn_log(struct meta_txn *t, uint8_t **buf, size_t *len)
 size_t meta_pending(struct meta *m)
 {
 	return atomic_load(&m->npending);
+}
+
+int meta_unlogged(struct meta *m)
+{
+	struct meta_txn *t;
+	const void *v;
+	size_t vlen;
+	int ret = meta_rtxn_get(m, &t);
+
+	if (ret < 0)
+		return ret;
+	ret = meta_get(t, META_POOL, unlogged_key.mv_data, unlogged_key.mv_size, &v, &vlen);
+	meta_rtxn_put(t);
+	return ret == -ENOENT ? 0 : ret < 0 ? ret : 1;
 }
 
 int meta_clear(struct meta_txn *t, enum meta_table tab)

@@ -37,7 +37,9 @@
  * into place (a crash meanwhile leaves no half-built cache), and the key
  * file is rewritten from the LUNs when its copies here are gone or older.
  * An LMDB ahead of the LUNs (their uberblocks lost) is used, and the next
- * commit, made at once, writes a checkpoint of it.
+ * commit, made at once, writes a checkpoint of it; so is one at the LUNs'
+ * txg that holds changes no log record took (meta_unlogged: an admin
+ * change committed just before a crash).
  *
  * Pool record ("pool"/"config"): u32 version | u64 guid | u64 next dataset id |
  * u32 nluns | nluns x (u64 lun guid | u64 size | u16 path length | path),
@@ -703,6 +705,13 @@ static int open_meta(struct stor_pool *p, int have)
 		else if (r > 0 && log_txg > txg)
 			metalog_notef(p, "LMDB at txg %llu brought up to txg %llu from the LUNs",
 				      (unsigned long long)txg, (unsigned long long)log_txg);
+		if (r > 0 && meta_unlogged(p->meta) > 0) {
+			/* changes committed to LMDB alone before a crash: the
+			 * log's next delta would apply to a state without them */
+			metalog_notef(p, "LMDB holds changes the LUNs lack (committed just "
+				      "before a crash): a checkpoint of it written");
+			metalog_force_checkpoint(p);
+		}
 		if (r <= 0 || log_txg < txg)
 			metalog_force_checkpoint(p);
 		if (r == 0)
@@ -974,6 +983,13 @@ int stor_pool_add_mirror(struct stor_pool *p, const char *const *paths, unsigned
 
 int stor_pool_sync(struct stor_pool *p)
 {
+	return txg_sync(p, 0);
+}
+
+int stor_pool_sync_admin(struct stor_pool *p)
+{
+	if (!meta_pending(p->meta) && !metalog_dirty(p) && !atomic_load(&p->sides_dirty))
+		return 0;
 	return txg_sync(p, 0);
 }
 
