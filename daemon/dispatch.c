@@ -14,7 +14,8 @@
  *      (CMD_POOL, CMD_DS, CMD_CHILD, CMD_NAME_OPT), the registry lock
  *      (CMD_LOCK, CMD_LOCK_WR) and the target's pool looked up under it,
  *      its state (CMD_KNOWN, CMD_ONLINE, CMD_NEW), the owner (CMD_OWNER)
- *   6. the handler; the registry lock is released after it
+ *   6. the handler; an administrative change committed to the LUNs
+ *      (make_durable); the registry lock is released after it
  *   7. on the loop: a handle for a dataset the handler opened, counters, the
  *      text of an error the handler left to us, the reply payload
  *
@@ -369,6 +370,27 @@ static int resolve(struct disp_call *c)
 	return 0;
 }
 
+/*
+ * Step 6's end: an administrative change is acknowledged only once it is on
+ * the LUNs. libstore commits such changes to LMDB at once and to the LUNs
+ * with the next txg (meta.h's pending log), so a crash in between would
+ * lose them wherever the pool is imported from its LUNs alone. A command
+ * that changed nothing costs nothing.
+ */
+static int make_durable(struct disp_call *c)
+{
+	struct hcall *h = &c->js->h;
+	int ret;
+
+	if (!(c->cmd->flags & CMD_ADMIN) || !h->pool)
+		return 0;
+	ret = stor_pool_sync_admin(h->pool);
+	if (ret < 0)
+		SAY(c, "%s: %s done, but its commit to the LUNs failed: %s; every commit retries it",
+		    h->name ? h->name : "pool", c->cmd->name, stor_strerror(ret));
+	return ret;
+}
+
 /* Steps 5 and 6, on whichever thread the table says. */
 static void run_json(struct disp_call *c)
 {
@@ -376,6 +398,8 @@ static void run_json(struct disp_call *c)
 
 	if (ret == 0)
 		ret = handlers_run(&c->js->h);
+	if (ret == 0)
+		ret = make_durable(c);
 	if (c->js->locked) {
 		c->js->locked = 0;
 		reg_unlock();

@@ -289,6 +289,14 @@ int stor_lun_labelclear(const char *path, const struct stor_pool_opts *opts, uns
 
 /** Commit the open txg now: fsync LUN data, then one LMDB transaction. */
 int stor_pool_sync(struct stor_pool *pool);
+/**
+ * Commit the open txg if administrative changes wait for one. Dataset
+ * create, clone, receive, set, key changes and the pool record are in LMDB
+ * when their call returns, but on the LUNs only with the next txg: call
+ * this before acknowledging one, or an import from the LUNs alone after a
+ * crash misses it. 0 at once when nothing waits (a suspended pool too).
+ */
+int stor_pool_sync_admin(struct stor_pool *pool);
 
 /* ---- scrub ---- */
 

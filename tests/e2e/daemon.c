@@ -115,7 +115,8 @@ int tdaemon_start(struct tdaemon *d)
 		_exit(127);
 	}
 	p = (struct pollfd){ .fd = nfd, .events = POLLIN };
-	for (int waited = 0; waited < 10000; waited += 100) {
+	/* generous: a loaded machine under sanitizers starts slowly */
+	for (int waited = 0; waited < 120000; waited += 100) {
 		if (poll(&p, 1, 100) > 0) {
 			n = recv(nfd, d->ready_msg, sizeof(d->ready_msg) - 1, 0);
 			if (n > 0) {
@@ -142,7 +143,7 @@ int tdaemon_stop(struct tdaemon *d)
 	if (d->pid <= 0)
 		return -1;
 	kill(d->pid, SIGTERM);
-	for (double end = tdaemon_deadline(20);;) {
+	for (double end = tdaemon_deadline(60);;) {
 		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
 			d->pid = -1;
 			return WIFEXITED(status) ? WEXITSTATUS(status) : -1;

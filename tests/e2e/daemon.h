@@ -27,9 +27,9 @@ struct tdaemon {
 
 /** Make the temp dir and write a minimal cofferd.conf (@extra: more lines or NULL). */
 void tdaemon_init(struct tdaemon *d, const char *extra);
-/** Spawn cofferd -f -c CONF and wait up to 10 s for READY=1. @return 0 or -1 */
+/** Spawn cofferd -f -c CONF and wait up to 120 s for READY=1. @return 0 or -1 */
 int tdaemon_start(struct tdaemon *d);
-/** SIGTERM, wait up to 20 s. @return the exit status (0 on a clean stop), -1 if killed */
+/** SIGTERM, wait up to 60 s. @return the exit status (0 on a clean stop), -1 if killed */
 int tdaemon_stop(struct tdaemon *d);
 /**
  * Write @d's config anew: its socket at @sock (NULL: d->sock), its state

@@ -160,3 +160,9 @@ check_PROGRAMS += %D%/test_rados
 %C%_test_rados_CFLAGS = $(E2E_CFLAGS)
 %C%_test_rados_LDADD = $(E2E_LDADD)
 AM_TESTS_ENVIRONMENT += COFFER_CEPH_CLUSTER=$(abs_top_srcdir)/%D%/ceph_cluster.sh; export COFFER_CEPH_CLUSTER;
+
+# admin changes on the LUNs once acknowledged: kill -9 and state directory loss after each
+check_PROGRAMS += %D%/test_durable
+%C%_test_durable_SOURCES = %D%/test_durable.c $(E2E_FIXTURE)
+%C%_test_durable_CFLAGS = $(E2E_CFLAGS)
+%C%_test_durable_LDADD = $(E2E_LDADD)
