@@ -14,7 +14,10 @@ rm -rf build-test && mkdir build-test && cd build-test
 make -j"$jobs"
 if ! make -j"$jobs" check; then
 	for f in $(find . -name '*.log' ! -name config.log ! -name test-suite.log); do
-		grep -q -E '^(FAIL|ERROR)' "${f%.log}.trs" 2>/dev/null && { echo "==== $f"; tail -n 60 "$f"; }
+		grep -q -E '^:test-result: (FAIL|ERROR)' "${f%.log}.trs" 2>/dev/null || continue
+		echo "==== $f: the failed assertions, then the log's end"
+		grep -E -A4 'Assertion Failed|\[FAIL\]|CRASH|ERROR: AddressSanitizer|runtime error' "$f" | head -n 80
+		tail -n 60 "$f"
 	done
 	exit 1
 fi
