@@ -121,7 +121,7 @@ json_t *tdaemon_status_lun(json_t *pool, size_t i);
 	} while (0)
 
 /* How long an event the tests wait for may take on a loaded machine under sanitizers. */
-#define TDAEMON_WAIT_S 30
+#define TDAEMON_WAIT_S 120
 
 /** A deadline @seconds from now (CLOCK_MONOTONIC seconds), for tdaemon_poll(). */
 double tdaemon_deadline(double seconds);

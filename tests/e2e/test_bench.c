@@ -22,7 +22,7 @@
 TDAEMON_FIXTURE(NULL)
 static char out[65536];
 
-TestSuite(bench, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(bench, .init = setup, .fini = teardown, .timeout = 240);
 
 static int run(int want, const char *args)
 {

@@ -80,7 +80,7 @@ static void teardown(void)
 	tdaemon_teardown(&td);
 }
 
-TestSuite(integrity, .init = setup, .fini = teardown, .timeout = 80);
+TestSuite(integrity, .init = setup, .fini = teardown, .timeout = 240);
 
 /* ---- helpers ---- */
 

@@ -29,7 +29,7 @@
 
 TDAEMON_FIXTURE("max_connections = 8\nmax_frame = 1M\n")
 
-TestSuite(rpc, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(rpc, .init = setup, .fini = teardown, .timeout = 240);
 
 static struct coffer_conn *conn(void)
 {

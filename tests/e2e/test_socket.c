@@ -45,7 +45,7 @@ static void teardown(void)
 	tdaemon_teardown(&td);
 }
 
-TestSuite(socket, .init = setup, .fini = teardown, .timeout = 90);
+TestSuite(socket, .init = setup, .fini = teardown, .timeout = 240);
 
 static void assert_ping(void)
 {

@@ -19,7 +19,7 @@
 TDAEMON_FIXTURE("cache_size = 4M\n")
 static char out[1 << 16];
 
-TestSuite(stats, .init = setup, .fini = teardown, .timeout = 90);
+TestSuite(stats, .init = setup, .fini = teardown, .timeout = 240);
 
 #define cof(in, ...) tdaemon_cofferf(&td, (in), out, sizeof(out), __VA_ARGS__)
 #define COF_OK(in, ...) TDAEMON_COF_OK(&td, out, (in), __VA_ARGS__)
@@ -155,7 +155,7 @@ static void inline_setup(void)
 	cr_assert_eq(tdaemon_start(&td), 0, "cofferd did not start:\n%s", tdaemon_log(&td));
 }
 
-TestSuite(io_inline, .init = inline_setup, .fini = teardown, .timeout = 90);
+TestSuite(io_inline, .init = inline_setup, .fini = teardown, .timeout = 240);
 
 Test(io_inline, validating_bench_and_round_trip)
 {

@@ -21,7 +21,7 @@ static void teardown(void)
 	pl = NULL;
 }
 
-TestSuite(bench_parse, .fini = teardown, .timeout = 30);
+TestSuite(bench_parse, .fini = teardown, .timeout = 240);
 
 static struct bench_plan *ok(const char *text)
 {

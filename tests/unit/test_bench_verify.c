@@ -39,7 +39,7 @@ static void teardown(void)
 	cr_assert_eq(system(cmd), 0);
 }
 
-TestSuite(bench_verify, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(bench_verify, .init = setup, .fini = teardown, .timeout = 240);
 
 static enum verify_status check(uint64_t rec, uint32_t expect, uint32_t *got)
 {

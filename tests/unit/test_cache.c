@@ -20,7 +20,7 @@
 #include "cache.h"
 #include "fixture.h"
 
-TestSuite(cache, .timeout = 30);
+TestSuite(cache, .timeout = 240);
 
 #define COST(len) ((len) + CACHE_ENTRY_OVERHEAD)
 

@@ -14,7 +14,7 @@
 #define VOL (4u << 20)
 
 TPOOL_FIXTURE(2, 64u << 20)
-TestSuite(compress, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(compress, .init = setup, .fini = teardown, .timeout = 240);
 
 static long long prop_ll(const char *ds, const char *prop)
 {

@@ -59,8 +59,8 @@ static void teardown(void)
 	nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
 }
 
-TestSuite(config, .init = setup, .fini = teardown, .timeout = 30);
-TestSuite(log, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(config, .init = setup, .fini = teardown, .timeout = 240);
+TestSuite(log, .init = setup, .fini = teardown, .timeout = 240);
 
 static void write_file(const char *p, const char *text)
 {

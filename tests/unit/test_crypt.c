@@ -27,7 +27,7 @@
 #include "memscan.h"
 #include "store.h"
 
-TestSuite(crypt, .timeout = 60);
+TestSuite(crypt, .timeout = 240);
 
 static const char *const backend_names[] = { "openssl", "ipsec-mb" };
 #define NBACKENDS 2

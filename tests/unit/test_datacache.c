@@ -25,7 +25,7 @@ static void teardown(void)
 	stor_cache_set_size(0);
 	tpool_fini(&tp);
 }
-TestSuite(datacache, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(datacache, .init = setup, .fini = teardown, .timeout = 240);
 
 static struct stor_ds *mk(const char *name, const char *const *props, size_t n,
 			  const struct stor_key_material *key)

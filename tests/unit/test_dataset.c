@@ -19,7 +19,7 @@
 #include "fixture.h"
 
 TPOOL_FIXTURE(2, 16u << 20)
-TestSuite(dataset, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(dataset, .init = setup, .fini = teardown, .timeout = 240);
 
 static int create(const char *name)
 {

@@ -22,7 +22,7 @@ static void teardown(void)
 	free(h);
 }
 
-TestSuite(hist, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(hist, .init = setup, .fini = teardown, .timeout = 240);
 
 /* the answer is never below the truth and at most one bucket (1/128) above */
 static void assert_close(uint64_t got, uint64_t want)

@@ -18,7 +18,7 @@
 
 #include "keys.h"
 
-TestSuite(keys, .timeout = 30);
+TestSuite(keys, .timeout = 240);
 
 static void unhex(const char *s, uint8_t *out, size_t len)
 {

@@ -50,7 +50,7 @@ static void teardown(void)
 	tpool_fini(&tp);
 }
 
-TestSuite(mirror, .fini = teardown, .timeout = 60);
+TestSuite(mirror, .fini = teardown, .timeout = 240);
 
 static void write_all(struct stor_ds *ds)
 {

@@ -33,7 +33,7 @@ static void teardown(void)
 	tpool_fini(&tp);
 }
 
-TestSuite(pool, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(pool, .init = setup, .fini = teardown, .timeout = 240);
 
 static void copy_file(const char *from, const char *to)
 {

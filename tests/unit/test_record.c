@@ -44,7 +44,7 @@ static void teardown(void)
 	tpool_fini(&tp);
 }
 
-TestSuite(record, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(record, .init = setup, .fini = teardown, .timeout = 240);
 
 /* Reopen the pool and the test dataset: nothing may come from memory. */
 static void reopen(void)
@@ -430,7 +430,7 @@ static void small_teardown(void)
 	tpool_fini(&small);
 }
 
-TestSuite(record_full, .fini = small_teardown, .timeout = 60);
+TestSuite(record_full, .fini = small_teardown, .timeout = 240);
 
 Test(record_full, enospc_leaves_every_earlier_write_intact)
 {
@@ -659,7 +659,7 @@ static bool enough_ios(void *arg)
 	return reads > 100 && writes > 100;
 }
 
-Test(record, concurrent_readers_and_writers_see_whole_generations, .timeout = 60)
+Test(record, concurrent_readers_and_writers_see_whole_generations, .timeout = 240)
 {
 	static struct tshared sh;
 	struct targ args[TTHREADS];
@@ -994,7 +994,7 @@ Test(record, lun_truncated_past_its_records_never_gives_wrong_data)
 
 /* ---- O_DIRECT ---- */
 
-TestSuite(record_direct, .fini = small_teardown, .timeout = 60);
+TestSuite(record_direct, .fini = small_teardown, .timeout = 240);
 
 /* tmpfs before Linux 6.6 has no O_DIRECT: only then is a refusal acceptable */
 static void skip_without_o_direct(void)

@@ -22,7 +22,7 @@
 #define LUN_SIZE (8u << 20)
 
 TPOOL_FIXTURE(3, LUN_SIZE)
-TestSuite(scan, .init = setup, .fini = teardown, .timeout = 30);
+TestSuite(scan, .init = setup, .fini = teardown, .timeout = 240);
 
 #define SCAN_MAX 4
 

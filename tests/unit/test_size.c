@@ -13,7 +13,7 @@
 #include "stor_assert.h"
 #include "store.h"
 
-TestSuite(rules, .timeout = 10);
+TestSuite(rules, .timeout = 240);
 
 Test(rules, sizes_take_units_of_1024_in_any_spelling)
 {

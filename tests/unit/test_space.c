@@ -25,7 +25,7 @@ static void teardown(void)
 	tpool_fini(&tp);
 }
 
-TestSuite(space, .fini = teardown, .timeout = 60);
+TestSuite(space, .fini = teardown, .timeout = 240);
 
 /* Create a volume: thick unless @sparse. */
 static int mkvol(const char *name, uint64_t volsize, int sparse, struct stor_ds **out)

@@ -8,7 +8,7 @@
 #include "fixture.h"
 
 TPOOL_FIXTURE(2, 32u << 20)
-TestSuite(stats, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(stats, .init = setup, .fini = teardown, .timeout = 240);
 
 static uint64_t lat_total(const struct stor_io_stats *st)
 {

@@ -58,7 +58,7 @@ static void teardown(void)
 	tpool_fini(&tp);
 }
 
-TestSuite(txg, .fini = teardown, .timeout = 90);
+TestSuite(txg, .fini = teardown, .timeout = 240);
 
 static void send_msg(int fd, char type, unsigned rec, uint64_t gen)
 {
