@@ -1165,7 +1165,7 @@ int metalog_import(struct stor_pool *p, struct metalog_luns *L, struct meta *m, 
 	struct ub *ubs = NULL;
 	struct rec *v = NULL, *fallback = NULL;
 	size_t nubs = 0, n = 0, nfallback = 0, pick, fpick = 0;
-	unsigned quorum = L->n / 2 + 1;
+	unsigned quorum = L->n / 2 + 1, passed = 0;
 	int ret;
 
 	*log_txg = 0;
@@ -1193,10 +1193,14 @@ int metalog_import(struct stor_pool *p, struct metalog_luns *L, struct meta *m, 
 		}
 		if (ret < 0 || holders >= quorum || v[0].bad == 0)
 			break;
-		add_note(ml, "uberblock txg %llu is on %u of %u LUNs and a copy of its record on "
-			 "lun %u does not verify: an older txg that more LUNs hold is preferred",
-			 (unsigned long long)ubs[pick].txg, holders, L->n,
-			 v[0].where.lun[__builtin_ctz(v[0].bad)]);
+		/* the first in words, the rest counted: a note names each
+		 * one passed over only until its buffer is full */
+		if (!passed++)
+			add_note(ml, "uberblock txg %llu is on %u of %u LUNs and a copy of its "
+				 "record on lun %u does not verify: an older txg that more LUNs "
+				 "hold is preferred",
+				 (unsigned long long)ubs[pick].txg, holders, L->n,
+				 v[0].where.lun[__builtin_ctz(v[0].bad)]);
 		if (!fallback) {
 			fallback = v;
 			nfallback = n;
@@ -1208,6 +1212,8 @@ int metalog_import(struct stor_pool *p, struct metalog_luns *L, struct meta *m, 
 		n = 0;
 		ret = STOR_ECORRUPT;
 	}
+	if (passed > 1)
+		add_note(ml, "%u older uberblocks alike", passed - 1);
 	if (ret == STOR_ECORRUPT && fallback) {
 		add_note(ml, "no older txg verifies: txg %llu used",
 			 (unsigned long long)ubs[fpick].txg);
