@@ -27,7 +27,7 @@
 TDAEMON_FIXTURE("direct_io = yes")
 static char out[65536];
 
-TestSuite(direct, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(direct, .init = setup, .fini = teardown, .timeout = 240);
 
 #define COF_OK(...) TDAEMON_COF_OK(&td, out, NULL, __VA_ARGS__)
 

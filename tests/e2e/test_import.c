@@ -56,7 +56,7 @@ static void teardown(void)
 	tdaemon_teardown(&td);
 }
 
-TestSuite(import, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(import, .init = setup, .fini = teardown, .timeout = 240);
 
 #define cof(...) tdaemon_cofferf(&td, NULL, out, sizeof(out), __VA_ARGS__)
 #define COF_OK(in, ...) TDAEMON_COF_OK(&td, out, (in), __VA_ARGS__)

@@ -29,7 +29,7 @@
 TDAEMON_FIXTURE(NULL)
 static char out[65536];
 
-TestSuite(keys_boot, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(keys_boot, .init = setup, .fini = teardown, .timeout = 240);
 
 #define cof(in, ...) tdaemon_cofferf(&td, (in), out, sizeof(out), __VA_ARGS__)
 #define COF_OK(in, ...) TDAEMON_COF_OK(&td, out, (in), __VA_ARGS__)

@@ -43,7 +43,7 @@ static void teardown(void)
 	tdaemon_teardown(&td);
 }
 
-TestSuite(limits, .fini = teardown, .timeout = 120);
+TestSuite(limits, .fini = teardown, .timeout = 240);
 
 static void start(const char *extra)
 {

@@ -51,7 +51,7 @@ static void teardown(void)
 	tdaemon_cleanup(&td);
 }
 
-TestSuite(luns, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(luns, .init = setup, .fini = teardown, .timeout = 240);
 
 #define cof(...) tdaemon_cofferf(&td, NULL, out, sizeof(out), __VA_ARGS__)
 #define COF_OK(...) TDAEMON_COF_OK(&td, out, NULL, __VA_ARGS__)

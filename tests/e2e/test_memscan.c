@@ -49,7 +49,7 @@ static void teardown(void)
 	tdaemon_teardown(&td);
 }
 
-TestSuite(memscan, .fini = teardown, .timeout = 120);
+TestSuite(memscan, .fini = teardown, .timeout = 240);
 
 #define COF_OK(in, ...) TDAEMON_COF_OK(&td, out, in, __VA_ARGS__)
 

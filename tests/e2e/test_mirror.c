@@ -43,7 +43,7 @@
 #endif
 /* built twice: test_mirror_direct heals reads done on the loop's ring */
 TDAEMON_FIXTURE(TEST_DIRECT_IO ? "direct_io = yes" : NULL)
-TestSuite(mirror, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(mirror, .init = setup, .fini = teardown, .timeout = 240);
 
 static char out[1 << 17];
 #define cof(in, ...) tdaemon_cofferf(&td, (in), out, sizeof(out), __VA_ARGS__)
@@ -271,13 +271,16 @@ Test(mirror, both_sides_damaged_fail_that_record_only)
 	junk(lun("l1"), off + 1024, 512, 2);
 	cr_assert_eq(cof(NULL, "read -o %u -l 8192 tank/c", 9 * 8192), 1);
 	cr_assert(strstr(out, "checksum"), "%s", out);
-	for (unsigned r = 0; r < VOL / 8192; r++) {
-		if (r == 9)
-			continue;
-		snprintf(args, sizeof(args), "read -o %u -l 8192 tank/c > /dev/null", r * 8192);
-		cr_assert_eq(tdaemon_coffer(&td, NULL, NULL, out, sizeof(out), args), 0,
-			     "record %u: %s", r, out);
-	}
+	/* every other record reads: the ones before it, then the ones after
+	 * (one read each, not a coffer per record: a loaded machine ran out
+	 * of the suite's time) */
+	snprintf(args, sizeof(args), "read -o 0 -l %u tank/c > /dev/null", 9 * 8192);
+	cr_assert_eq(tdaemon_coffer(&td, NULL, NULL, out, sizeof(out), args), 0,
+		     "records 0-8: %s", out);
+	snprintf(args, sizeof(args), "read -o %u -l %u tank/c > /dev/null", 10 * 8192,
+		 (unsigned)VOL - 10 * 8192);
+	cr_assert_eq(tdaemon_coffer(&td, NULL, NULL, out, sizeof(out), args), 0,
+		     "records 10-: %s", out);
 	cr_assert(reads_back("tank/e", enc), "the other dataset: %s", out);
 
 	/* status -v names that record, and only it, across a restart too */

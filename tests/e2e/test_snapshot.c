@@ -38,7 +38,7 @@ static void teardown(void)
 	tdaemon_teardown(&td);
 }
 
-TestSuite(snapshot, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(snapshot, .init = setup, .fini = teardown, .timeout = 240);
 
 #define cof(in, ...) tdaemon_cofferf(&td, (in), out, sizeof(out), __VA_ARGS__)
 #define COF_OK(in, ...) TDAEMON_COF_OK(&td, out, (in), __VA_ARGS__)

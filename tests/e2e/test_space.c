@@ -24,7 +24,7 @@
 TDAEMON_FIXTURE(NULL)
 static char out[65536];
 
-TestSuite(space, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(space, .init = setup, .fini = teardown, .timeout = 240);
 
 #define cof(...) tdaemon_cofferf(&td, NULL, out, sizeof(out), __VA_ARGS__)
 #define COF_OK(...) TDAEMON_COF_OK(&td, out, NULL, __VA_ARGS__)

@@ -26,7 +26,7 @@
 #define VOL ((uint64_t)NREC * REC)
 
 TPOOL_FIXTURE(3, LUN_SIZE)
-TestSuite(metalog, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(metalog, .init = setup, .fini = teardown, .timeout = 240);
 
 static const struct stor_key_material pass = { (const uint8_t *)"correct horse battery", 21 };
 
