@@ -8,6 +8,14 @@
  * the data space, so a pool that data filled could not commit the txg
  * that would free space. alloc_get() leaves meta_reserve() sectors of
  * each LUN to alloc_get_on(), which the log uses.
+ *
+ * The reserve is a count, not a region (the log's extents lie anywhere):
+ * data leaves free on each LUN what the log holds less than its reserve,
+ * so the log takes no sector data counts on until it outgrows the reserve.
+ * What it holds beyond (a checkpoint of a large pool, the record of a txg
+ * that filled it) is data's loss: alloc_data_free() counts it as used, so
+ * that new data stops short of the slop space (space.c) and overwrites
+ * still find it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -23,6 +31,7 @@ struct lun_map {
 	uint64_t nsectors;
 	uint64_t used;
 	uint64_t cursor;
+	uint64_t meta; /* of used: the metadata log's */
 	int faulted;
 };
 
@@ -32,8 +41,9 @@ struct alloc {
 	atomic_uint rotor;
 	atomic_uint_fast64_t bad_frees; /* refused alloc_put()s */
 	/* over every LUN, for space accounting (space.c) without taking each lock:
-	 * data only, so the metadata log (in its reserve) never moves them */
+	 * the space data may take (the reserves left out) and what data holds */
 	atomic_uint_fast64_t total, used;
+	atomic_uint_fast64_t excess; /* the log's sectors beyond each LUN's reserve */
 };
 
 int alloc_create(struct alloc **out)
@@ -95,12 +105,41 @@ static uint64_t meta_reserve(uint64_t nsectors)
 	return r > 256 ? 256 : r;
 }
 
+/* What of @m's reserve the log does not hold yet: data leaves it free (m->lock held). */
+static uint64_t reserve_left(const struct lun_map *m)
+{
+	uint64_t r = meta_reserve(m->nsectors);
+
+	return r > m->meta ? r - m->meta : 0;
+}
+
+static uint64_t excess_of(const struct lun_map *m)
+{
+	uint64_t r = meta_reserve(m->nsectors);
+
+	return m->meta > r ? m->meta - r : 0;
+}
+
+/* The log of @m holds @n sectors more (@on) or fewer (m->lock held). */
+static void meta_count(struct alloc *a, struct lun_map *m, uint32_t n, int on)
+{
+	uint64_t was = excess_of(m), now;
+
+	m->meta = on ? m->meta + n : m->meta - n;
+	now = excess_of(m);
+	if (now > was)
+		atomic_fetch_add(&a->excess, now - was);
+	else
+		atomic_fetch_sub(&a->excess, was - now);
+}
+
 void alloc_add_map(struct alloc *a, struct alloc_map *map)
 {
 	unsigned n = atomic_load(&a->nluns);
 
 	a->luns[n] = (struct lun_map *)map;
-	atomic_fetch_add(&a->used, a->luns[n]->used);
+	atomic_fetch_add(&a->used, a->luns[n]->used - a->luns[n]->meta);
+	atomic_fetch_add(&a->excess, excess_of(a->luns[n]));
 	atomic_fetch_add(&a->total, a->luns[n]->nsectors - meta_reserve(a->luns[n]->nsectors));
 	atomic_store(&a->nluns, n + 1); /* publish after the map is complete */
 }
@@ -153,7 +192,9 @@ static int mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n, int 
 		}
 	set_range(m->bits, sector, n, 1);
 	m->used += n;
-	if (!meta)
+	if (meta)
+		meta_count(a, m, n, 1);
+	else
 		atomic_fetch_add(&a->used, n);
 out:
 	pthread_mutex_unlock(&m->lock);
@@ -215,7 +256,7 @@ int alloc_get(struct alloc *a, uint32_t n, unsigned *lun, uint64_t *sector)
 		uint64_t s;
 
 		pthread_mutex_lock(&m->lock);
-		if (!m->faulted && m->nsectors - m->used >= n + meta_reserve(m->nsectors) &&
+		if (!m->faulted && m->nsectors - m->used >= n + reserve_left(m) &&
 		    find_run(m, n, &s) == 0) {
 			set_range(m->bits, s, n, 1);
 			m->used += n;
@@ -244,6 +285,7 @@ int alloc_get_on(struct alloc *a, unsigned lun, uint32_t n, uint64_t *sector)
 		set_range(m->bits, *sector, n, 1);
 		m->used += n;
 		m->cursor = *sector + n;
+		meta_count(a, m, n, 1);
 		ret = 0;
 	}
 	pthread_mutex_unlock(&m->lock);
@@ -288,7 +330,9 @@ static int put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n, int m
 	if (ret == 0) {
 		set_range(m->bits, sector, n, 0);
 		m->used -= n;
-		if (!meta)
+		if (meta)
+			meta_count(a, m, n, 0);
+		else
 			atomic_fetch_sub(&a->used, n);
 	}
 	pthread_mutex_unlock(&m->lock);
@@ -330,4 +374,11 @@ void alloc_totals(struct alloc *a, uint64_t *used, uint64_t *total)
 {
 	*used = atomic_load(&a->used);
 	*total = atomic_load(&a->total);
+}
+
+uint64_t alloc_data_free(struct alloc *a)
+{
+	uint64_t total = atomic_load(&a->total), taken = atomic_load(&a->used) + atomic_load(&a->excess);
+
+	return total > taken ? total - taken : 0;
 }

@@ -28,7 +28,8 @@ int alloc_mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
 /** The same for an extent of the metadata log: not counted in alloc_totals(). */
 int alloc_mark_meta(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
 /** Allocate @n contiguous sectors, striping successive calls over the LUNs,
- *  leaving each LUN's metadata reserve (alloc.c) to alloc_get_on().
+ *  leaving what the log does not hold of each LUN's metadata reserve
+ *  (alloc.c) to alloc_get_on().
  *  @return 0 or STOR_ENOSPC */
 int alloc_get(struct alloc *a, uint32_t n, unsigned *lun, uint64_t *sector);
 /** Allocate @n contiguous sectors on LUN @lun (metadata copies). @return 0 or STOR_ENOSPC */
@@ -50,5 +51,9 @@ uint64_t alloc_bad_frees(struct alloc *a);
 void alloc_usage(struct alloc *a, unsigned lun, uint64_t *used, uint64_t *total);
 /** Sectors in use and in all over every LUN; lock-free, so a moment's view. */
 void alloc_totals(struct alloc *a, uint64_t *used, uint64_t *total);
+/** Sectors data may still take over every LUN: alloc_totals()' free less
+ *  what the metadata log holds beyond its reserves (alloc.c); lock-free,
+ *  so a moment's view. */
+uint64_t alloc_data_free(struct alloc *a);
 
 #endif

@@ -754,15 +754,18 @@ int metalog_publish(struct stor_pool *p, const int *flushed)
 	return 1;
 }
 
-void metalog_committed(struct stor_pool *p)
+uint64_t metalog_committed(struct stor_pool *p)
 {
 	struct metalog *ml = p->mlog;
+	uint64_t freed = 0;
 
 	pthread_mutex_lock(&ml->lock);
 	for (size_t i = 0; i < ml->ndead; i++)
-		alloc_put_meta(p->alloc, ml->dead[i].lun, ml->dead[i].sector, ml->dead[i].n);
+		if (alloc_put_meta(p->alloc, ml->dead[i].lun, ml->dead[i].sector, ml->dead[i].n) == 0)
+			freed += ml->dead[i].n;
 	ml->ndead = 0;
 	pthread_mutex_unlock(&ml->lock);
+	return freed;
 }
 
 int metalog_extents(struct stor_pool *p, metalog_extent_fn fn, void *ctx)

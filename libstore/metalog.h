@@ -48,8 +48,9 @@ int metalog_write(struct stor_pool *p, struct meta_txn *t, uint64_t txg, uint8_t
 int metalog_publish(struct stor_pool *p, const int *flushed);
 /** The commit failed after metalog_write(): give the record's extents back. */
 void metalog_abort(struct stor_pool *p);
-/** The LMDB commit after metalog_publish() succeeded: free what the log no longer needs. */
-void metalog_committed(struct stor_pool *p);
+/** The LMDB commit after metalog_publish() succeeded: free what the log no longer needs.
+ *  @return the sectors freed */
+uint64_t metalog_committed(struct stor_pool *p);
 
 /** The LUNs an import reads, by label index; NULL where none was found.
  *  A record's copy is named by its vdev's first LUN and read from any side

@@ -1241,30 +1241,52 @@ static void sync_after(struct stor_pool *p, struct stor_io *ios, size_t i, size_
 	}
 }
 
-/*
- * Copy-on-write needs free space before it frees any: extents freed by the
- * open txg come back only when it commits. When writes of [i, j) ran out of
- * space, commit and let them run again; the others are fenced off meanwhile.
- * @return 1 if the failed requests should run again
- */
-static int retry_enospc(struct stor_pool *p, struct stor_io *ios, size_t i, size_t j)
+/* How many requests of [i, j) found no room. */
+static size_t count_enospc(const struct stor_io *ios, size_t i, size_t j)
 {
-	int any = 0;
+	size_t n = 0;
 
 	for (size_t x = i; x < j; x++)
-		any |= ios[x].result == STOR_ENOSPC;
-	if (!any || txg_sync(p, 0) < 0)
-		return 0;
-	for (size_t x = i; x < j; x++)
-		ios[x].result = ios[x].result == STOR_ENOSPC ? 0 : ios[x].result ? ios[x].result : 1;
-	return 1;
+		n += ios[x].result == STOR_ENOSPC;
+	return n;
 }
 
-static void unfence(struct stor_io *ios, size_t i, size_t j)
+/* Rounds in a row in which commits gave space back and no request got it
+ * (other writers took it first, or a request needs more than came back). */
+#define SPACE_STALLS_MAX 4
+
+/*
+ * Run the writes [i, j) and throttle those that find no room instead of
+ * failing them. Copy-on-write needs free space before it frees any: what
+ * an overwrite replaces comes back only when its txg commits, and on a
+ * full pool so does the room for the next overwrites. So while a commit
+ * gives space back, commit and run the requests that found none again
+ * (the others are fenced off meanwhile); a request is refused only when
+ * no txg holds frees, or after SPACE_STALLS_MAX rounds that gave space
+ * back and none of it to them. Each round before that either completes a
+ * request or counts as a stall, so the loop is bounded. No lock is held
+ * here: the commits need the holds and stripes the batch took.
+ */
+static void run_writes(struct stor_pool *p, struct stor_io *ios, size_t i, size_t j)
 {
-	for (size_t x = i; x < j; x++)
-		if (ios[x].result == 1)
-			ios[x].result = 0;
+	uint64_t mark = txg_freed(p);
+	size_t left, was;
+	unsigned stalls = 0;
+
+	run_group(p, ios, i, j, 1);
+	for (left = count_enospc(ios, i, j); left && stalls < SPACE_STALLS_MAX;) {
+		if (txg_sync_for_space(p, &mark) <= 0)
+			break;
+		for (size_t x = i; x < j; x++)
+			ios[x].result = ios[x].result == STOR_ENOSPC ? 0 : ios[x].result ? ios[x].result : 1;
+		run_group(p, ios, i, j, 1);
+		for (size_t x = i; x < j; x++)
+			if (ios[x].result == 1)
+				ios[x].result = 0;
+		was = left;
+		left = count_enospc(ios, i, j);
+		stalls = left < was ? 0 : stalls + 1;
+	}
 }
 
 static int submit_pool(struct stor_pool *p, struct stor_io *ios, size_t n)
@@ -1292,13 +1314,12 @@ static int submit_pool(struct stor_pool *p, struct stor_io *ios, size_t n)
 			if (clash)
 				break;
 		}
-		run_group(p, ios, i, j, write);
-		if (write && retry_enospc(p, ios, i, j)) {
-			run_group(p, ios, i, j, write);
-			unfence(ios, i, j);
-		}
-		if (write)
+		if (write) {
+			run_writes(p, ios, i, j);
 			sync_after(p, ios, i, j);
+		} else {
+			run_group(p, ios, i, j, write);
+		}
 		i = j;
 	}
 	return 0;

@@ -223,6 +223,7 @@ struct stor_pool {
 	struct stage *open, *syncing;
 	pthread_mutex_t commit_lock;
 	_Atomic uint64_t synced_txg;
+	_Atomic uint64_t freed; /* sectors commits gave back to the allocator, ever */
 	pthread_t timer;
 	pthread_mutex_t timer_lock;
 	pthread_cond_t timer_cond;

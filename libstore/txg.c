@@ -883,7 +883,7 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 			errlog_undo(p);
 		return ret;
 	}
-	metalog_committed(p);
+	atomic_fetch_add(&p->freed, metalog_committed(p));
 	/* a txg the log could not take lives in LMDB alone: sync all of it. A
 	 * failure is not a failed commit (retrying would apply the MAC changes
 	 * twice): LMDB has it, and the next commit's sync writes it out */
@@ -992,13 +992,45 @@ static int sync_hooked(struct stor_pool *p, uint64_t min, txg_close_fn fn, void 
 		atomic_store(&p->synced_txg, s->txg);
 		txg_read_synchronize(p);
 		for (size_t i = 0; i < s->nfrees; i++)
-			alloc_put(p->alloc, s->frees[i].lun, s->frees[i].sector, s->frees[i].n);
+			if (alloc_put(p->alloc, s->frees[i].lun, s->frees[i].sector,
+				      s->frees[i].n) == 0)
+				atomic_fetch_add(&p->freed, s->frees[i].n);
 		stage_free(s);
 		if (!retried)
 			break; /* what was open at the call is durable now */
 	}
 	pthread_mutex_unlock(&p->commit_lock);
 	return ret;
+}
+
+/* Does @s give space back when it commits: extents it replaced, datasets
+ * or snapshots it destroys? */
+static int stage_frees(const struct stage *s)
+{
+	return s && (s->nfrees || s->ngone || s->nsops);
+}
+
+uint64_t txg_freed(struct stor_pool *p)
+{
+	return atomic_load(&p->freed);
+}
+
+int txg_sync_for_space(struct stor_pool *p, uint64_t *mark)
+{
+	uint64_t was = *mark;
+	int pending, ret = 0;
+
+	pthread_mutex_lock(&p->stage_lock);
+	pending = stage_frees(p->open) || stage_frees(p->syncing);
+	pthread_mutex_unlock(&p->stage_lock);
+	/* a commit since @mark (the timer's, another writer's) may have given
+	 * back what was missing: then no sync is needed to try again */
+	if (pending && atomic_load(&p->freed) == was)
+		ret = txg_sync(p, 0);
+	*mark = atomic_load(&p->freed);
+	if (ret < 0)
+		return ret;
+	return *mark != was;
 }
 
 static void *timer_main(void *arg)

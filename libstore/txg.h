@@ -72,6 +72,19 @@ int txg_stage_idle(struct stor_pool *p);
 /** Commit until txg @min is durable (0: commit whatever is open now). */
 int txg_sync(struct stor_pool *p, uint64_t min);
 
+/** Sectors commits have given back to the allocator so far: a mark for
+ *  txg_sync_for_space(). */
+uint64_t txg_freed(struct stor_pool *p);
+/**
+ * A write found no room: copy-on-write frees an extent only when the txg
+ * that replaced it commits, so commit the open txg if it (or the one
+ * syncing) holds frees, as ZFS's writers wait on a sync when dirty data
+ * runs short. Call with no hold, stripe or stage lock (the commit needs
+ * them). @mark is txg_freed() from before the failed try, and is moved on.
+ * @return 1 if space came back since @mark (try again), 0 if none did and
+ *         no txg holds frees (the pool is full), or the commit's error
+ */
+int txg_sync_for_space(struct stor_pool *p, uint64_t *mark);
 /** Called by txg_sync_close() with the hold and stage_lock held, as txg
  *  @txg closes: what it changes (txg_add_snap_op) is in @txg and no write
  *  staged after it is. A failure leaves the txg open and is returned. */

@@ -142,6 +142,98 @@ Test(space, a_full_pool_overwrites_flushes_destroys_and_exports)
 	coffer_close(c);
 }
 
+/*
+ * The daemon again with no timer commit in the way: what frees space
+ * waits for a commit that only a writer short of space can ask for.
+ */
+static void restart_with_long_txgs(void)
+{
+	tdaemon_stop_ok(&td);
+	tdaemon_write_conf(&td, NULL,
+			   "socket_mode = 0666\nlog_level = debug\nlog_target = stderr\n"
+			   "workers = 2\ntxg_timeout = 300\n");
+	tdaemon_start_ok(&td);
+}
+
+/* A file of @len bytes of rand(), read back into @data (@len bytes). */
+static const char *random_file(const char *name, uint8_t *data, size_t len)
+{
+	static char path[4096];
+	FILE *f;
+
+	tdaemon_random_file(&td, name, len, path, sizeof(path));
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	cr_assert_eq(fread(data, 1, len, f), len);
+	fclose(f);
+	return path;
+}
+
+/*
+ * A pool filled with incompressible data, committed: its metadata log on
+ * the LUNs grew with the fill, and must not have eaten the slop. Then 8 MiB
+ * of its records are overwritten by `coffer write` (16 requests of 128 KiB
+ * in flight), three times over: every overwrite succeeds, waiting for the
+ * commits that free the extents it replaces; a write of a record never
+ * written is still refused, clearly, and nothing stored is lost.
+ */
+Test(space, a_full_pool_after_its_commit_takes_every_overwrite_and_refuses_new_data)
+{
+	static uint8_t want[8u << 20], buf[CHUNK];
+	struct coffer_conn *c;
+	const char *src;
+	uint64_t off = 0, full;
+	int h, ret = 0;
+
+	restart_with_long_txgs();
+	COF_OK("pool create -s 24M tank %s/l0 %s/l1", td.dir, td.dir);
+	COF_OK("create -s -V 64M tank/a");
+	c = open_ds("tank/a", &h);
+	while (ret == 0) {
+		for (size_t i = 0; i < CHUNK; i++)
+			buf[i] = (uint8_t)(rand() >> 7);
+		ret = coffer_write(c, h, off, buf, CHUNK);
+		if (ret == 0)
+			off += CHUNK;
+	}
+	cr_assert_eq(ret, STOR_ENOSPC, "the fill: %s", proto_strerror(ret));
+	full = off;
+	cr_assert_gt(full, 16u << 20, "filled only %llu", (unsigned long long)full);
+	cr_assert_eq(coffer_ds_flush(c, h), 0, "the fill's commit");
+	for (int pass = 0; pass < 3; pass++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "over%d", pass);
+		src = random_file(name, want, sizeof(want));
+		cr_assert_eq(tdaemon_cofferf(&td, src, out, sizeof(out), "write tank/a"), 0,
+			     "overwrite pass %d: %s\n%s", pass, out, tdaemon_log(&td));
+	}
+	for (uint64_t o = 0; o < sizeof(want); o += CHUNK) {
+		cr_assert_eq(coffer_read(c, h, o, buf, CHUNK), 0);
+		cr_assert(memcmp(buf, want + o, CHUNK) == 0, "the last pass at %llu",
+			  (unsigned long long)o);
+	}
+	/* new data takes the last records the fill's chunks left and what the
+	 * log gave back since (no more than the slop), then is refused, and
+	 * says so */
+	off = full;
+	while ((ret = coffer_write(c, h, off, buf, REC)) == 0)
+		off += REC;
+	cr_assert_eq(ret, STOR_ENOSPC, "new data: %s", proto_strerror(ret));
+	cr_assert_lt(off - full, 2u << 20, "new data took %llu of the slop",
+		     (unsigned long long)(off - full));
+	full = off;
+	src = random_file("new", want, REC);
+	cr_assert_eq(tdaemon_cofferf(&td, src, out, sizeof(out), "write -o %llu tank/a",
+				     (unsigned long long)full),
+		     1, "%s", out);
+	cr_assert(strstr(out, "pool is out of space"), "%s", out);
+	cr_assert_eq(coffer_read(c, h, full, buf, REC), 0);
+	for (size_t i = 0; i < REC; i++)
+		cr_assert_eq(buf[i], 0, "the refused write left nothing");
+	coffer_close(c);
+}
+
 Test(space, get_and_list_report_used_avail_refer)
 {
 	json_t *j, *p, *v;

@@ -490,6 +490,61 @@ Test(record_full, enospc_leaves_every_earlier_write_intact)
 	tpool_fini(&small);
 }
 
+/*
+ * A full pool, committed, and a batch of overwrites of every record (as a
+ * daemon worker hands over what its clients queued) with no timer commit in
+ * the way. The free space takes the first of them; the others need the
+ * extents those replaced, which only a commit gives back, and that commit's
+ * overwrites free what the next ones need: the batch waits for as many
+ * commits as it takes, and no overwrite fails. New data is still refused.
+ */
+Test(record_full, a_batch_of_overwrites_beyond_the_free_space_waits_for_commits)
+{
+	struct stor_pool_opts o = { .txg_timeout_ms = 600000 };
+	struct stor_io *ios;
+	struct stor_ds *d;
+	unsigned char buf[REC], *bufs;
+	unsigned n;
+	int ret = 0, failed;
+
+	tpool_init(&small, 1, 8u << 20, &o);
+	d = tpool_ds(&small, TPOOL_NAME "/fill", 64u << 20, REC);
+	for (n = 0; n < 8192; n++) {
+		tpat_fill(buf, REC, n, 1);
+		if ((ret = stor_ds_write(d, (uint64_t)n * REC, buf, REC)))
+			break;
+		if (n % 64 == 63)
+			cr_assert_eq(stor_pool_sync(small.pool), 0);
+	}
+	cr_assert_eq(ret, STOR_ENOSPC, "after %u records: %s", n, stor_strerror(ret));
+	cr_assert_eq(stor_pool_sync(small.pool), 0);
+	ios = calloc(n, sizeof(*ios));
+	bufs = malloc((size_t)n * REC);
+	cr_assert(ios && bufs);
+	for (unsigned i = 0; i < n; i++) {
+		tpat_fill(bufs + (size_t)i * REC, REC, i, 2);
+		ios[i] = (struct stor_io){ .ds = d, .op = STOR_IO_WRITE, .off = (uint64_t)i * REC,
+					   .buf = bufs + (size_t)i * REC, .len = REC };
+	}
+	failed = stor_io_submit(ios, n);
+	for (unsigned i = 0; i < n; i++)
+		cr_assert_eq(ios[i].result, 0, "overwrite %u of %u: %s", i, n,
+			     stor_strerror(ios[i].result));
+	cr_assert_eq(failed, 0);
+	for (unsigned i = 0; i < n; i++) {
+		cr_assert_eq(stor_ds_read(d, (uint64_t)i * REC, buf, REC), 0);
+		cr_assert_eq(tpat_check(buf, REC, i), 2, "record %u", i);
+	}
+	tpat_fill(buf, REC, n, 3);
+	ret = stor_ds_write(d, (uint64_t)n * REC, buf, REC);
+	cr_assert_eq(ret, STOR_ENOSPC, "new data on the full pool: %s", stor_strerror(ret));
+	check_zero(d, (uint64_t)n * REC, REC);
+	free(ios);
+	free(bufs);
+	stor_ds_close(d);
+	tpool_fini(&small);
+}
+
 Test(record_full, enospc_multi_record_write_changes_nothing)
 {
 	struct stor_ds *d;
