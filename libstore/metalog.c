@@ -1309,6 +1309,17 @@ int metalog_repair(struct stor_pool *p)
 		struct mfix *f = &ml->fix[i];
 		int ret = f->lun < nluns && p->luns[f->lun].vdev == f->lun ? 0 : -ENODEV;
 
+		/* a LUN cut short lost it with its end: writing it there would
+		 * grow the file past its end label again */
+		if (ret == 0 && (f->sector + f->nsect) * STOR_SECTOR >
+					lun_data_size(p->luns[f->lun].lun)) {
+			failed++;
+			add_note(ml, "metadata log copy on lun %u sector %llu (txg %llu) lay past "
+				 "the end of the truncated LUN; a checkpoint replaces it",
+				 f->lun, (unsigned long long)f->sector, (unsigned long long)f->txg);
+			free(f->buf);
+			continue;
+		}
 		/* the copy goes to every side in service of its vdev */
 		if (ret == 0) {
 			struct lun_io ios[MLOG_COPIES];
