@@ -1088,7 +1088,7 @@ int stor_pool_stat(struct stor_pool *p, struct stor_pool_stat *st)
 	st->suspend_error = atomic_load(&p->suspend_error);
 	snprintf(st->key_file, sizeof(st->key_file), "%s", p->keyfile_note);
 	st->bad_frees = alloc_bad_frees(p->alloc);
-	snprintf(st->meta_log, sizeof(st->meta_log), "%s", metalog_note(p));
+	metalog_status(p, st->meta_log, sizeof(st->meta_log));
 	metalog_counters(p, &st->meta_bytes, &st->meta_records);
 	pthread_mutex_lock(&p->admin);
 	st->ndatasets = (unsigned)p->nds;
