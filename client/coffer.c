@@ -977,6 +977,14 @@ static void lun_row(json_t *l, int depth)
 		printf("\t  %lld bad copies rewritten from another side\n", fixed);
 	if (json_object_get(l, "absent"))
 		printf("\t  cannot open: %s\n", json_string_value(json_object_get(l, "absent")));
+	if (json_object_get(l, "truncated_from")) {
+		char was[32];
+
+		human_field(l, "truncated_from", was, sizeof(was));
+		printf("\t  truncated: %s of %s data space left; the records past its end are "
+		       "lost ('coffer pool status -v' names them)\n",
+		       sz, was);
+	}
 	if (json_object_get(l, "missing_since"))
 		printf("\t  out of service: lacks the writes since txg %lld\n",
 		       (long long)json_integer_value(json_object_get(l, "missing_since")));

@@ -267,6 +267,9 @@ static json_t *lun_json(const struct stor_lun_stat *ls)
 	json_object_set_new(o, "state", json_string(state));
 	if (ls->absent[0])
 		json_object_set_new(o, "absent", json_string(ls->absent));
+	if (ls->truncated_from)
+		json_object_set_new(o, "truncated_from",
+				    json_integer((json_int_t)ls->truncated_from));
 	if (ls->missing_since)
 		json_object_set_new(o, "missing_since",
 				    json_integer((json_int_t)ls->missing_since));

@@ -16,6 +16,12 @@
  * that filled it) is data's loss: alloc_data_free() counts it as used, so
  * that new data stops short of the slop space (space.c) and overwrites
  * still find it.
+ *
+ * A LUN cut short (its file truncated below the size the pool record
+ * gives, alloc_set_cut) keeps block pointers past its new end: their
+ * records are lost, but marking and freeing them must not fail the import
+ * or count as bad frees. Such extents touch only the part of the map that
+ * remains; the sectors past the end are never handed out.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -32,6 +38,7 @@ struct lun_map {
 	uint64_t used;
 	uint64_t cursor;
 	uint64_t meta; /* of used: the metadata log's */
+	uint64_t was; /* sectors before it was cut short (alloc_set_cut), else 0 */
 	int faulted;
 };
 
@@ -172,6 +179,16 @@ static void set_range(uint64_t *b, uint64_t s, uint32_t n, int on)
 	}
 }
 
+/* An extent of a LUN cut short that reaches past its end: clipped to the
+ * part that remains (possibly none). Under m->lock. */
+static void clip(const struct lun_map *m, uint64_t sector, uint32_t *n)
+{
+	if (m->was <= m->nsectors || sector + *n > m->was || sector + *n < sector ||
+	    sector + *n <= m->nsectors)
+		return;
+	*n = sector < m->nsectors ? (uint32_t)(m->nsectors - sector) : 0;
+}
+
 static int mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n, int meta)
 {
 	struct lun_map *m;
@@ -181,6 +198,9 @@ static int mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n, int 
 		return STOR_ECORRUPT;
 	m = a->luns[lun];
 	pthread_mutex_lock(&m->lock);
+	clip(m, sector, &n);
+	if (n == 0)
+		goto out;
 	if (sector + n > m->nsectors || sector + n < sector) {
 		ret = STOR_ECORRUPT;
 		goto out;
@@ -322,12 +342,13 @@ static int put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n, int m
 	}
 	m = a->luns[lun];
 	pthread_mutex_lock(&m->lock);
+	clip(m, sector, &n);
 	if (sector + n > m->nsectors || sector + n < sector)
 		ret = STOR_ECORRUPT;
 	for (uint64_t i = sector; ret == 0 && i < sector + n; i++)
 		if (!test_bit(m->bits, i))
 			ret = STOR_ECORRUPT; /* freed twice: another record may own it now */
-	if (ret == 0) {
+	if (ret == 0 && n) {
 		set_range(m->bits, sector, n, 0);
 		m->used -= n;
 		if (meta)
@@ -349,6 +370,12 @@ int alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
 int alloc_put_meta(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
 {
 	return put(a, lun, sector, n, 1);
+}
+
+void alloc_set_cut(struct alloc *a, unsigned lun, uint64_t was)
+{
+	if (lun < atomic_load(&a->nluns))
+		a->luns[lun]->was = was;
 }
 
 uint64_t alloc_bad_frees(struct alloc *a)

@@ -34,6 +34,9 @@ int alloc_mark_meta(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
 int alloc_get(struct alloc *a, uint32_t n, unsigned *lun, uint64_t *sector);
 /** Allocate @n contiguous sectors on LUN @lun (metadata copies). @return 0 or STOR_ENOSPC */
 int alloc_get_on(struct alloc *a, unsigned lun, uint32_t n, uint64_t *sector);
+/** LUN @lun had @was sectors before its file was cut short (import): an
+ *  extent past its end is marked and freed only where it remains. */
+void alloc_set_cut(struct alloc *a, unsigned lun, uint64_t was);
 /** Place no new extent on LUN @lun (faulted). */
 void alloc_set_faulted(struct alloc *a, unsigned lun);
 /** Place new extents on LUN @lun again (pool clear). */

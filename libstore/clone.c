@@ -752,6 +752,12 @@ int stor_ds_promote(struct stor_pool *p, const char *name)
 		goto out;
 	}
 	pl = NULL; /* the stage's now, whether its commit failed (retried) or not */
+	if (ret < 0)
+		/* the commit is retried with the stage, promote and all: the
+		 * caller must not take the error for "nothing changed" */
+		pool_set_error("%s: promoted, but its commit failed (%s): the promote is applied "
+			       "with the next commit that succeeds",
+			       name, stor_strerror(ret));
 	txg_read_synchronize(p);
 	free(old_sealers);
 

@@ -6,7 +6,9 @@
  * per-LUN status and labelclear work on the set; a mirror's sides join it
  * as LUNs of their own that the allocator gives no space (mirror.c says
  * why), and a side that did not open at import joins as a stand-in
- * (lun_absent) that keeps its place, out of service. lun.c is one LUN and knows
+ * (lun_absent) that keeps its place, out of service; so does a side whose
+ * file was truncated, while a truncated LUN of its own joins cut short
+ * (pool_lun.cut). lun.c is one LUN and knows
  * no pool; pool.c owns the pool record naming the set and orders an add
  * around it (stor_pool_add_lun), so nothing here writes metadata.
  *
@@ -93,16 +95,31 @@ static int open_lun(struct stor_pool *p, unsigned idx, const char *path, struct 
 	return ret;
 }
 
-int lunset_attach(struct stor_pool *p, unsigned idx, const char *path, uint64_t guid)
+int lunset_attach(struct stor_pool *p, unsigned idx, const char *path, uint64_t guid,
+		  uint64_t end, int mirror)
 {
 	struct lun *l = NULL;
 	struct lun_label lab;
 	unsigned bad = 0;
+	uint64_t cut = 0;
 	int ret;
 
 	ret = open_lun(p, idx, path, &l);
 	if (ret < 0)
 		return ret;
+	/* a LUN's data only grows: one that ends short of the record's end had its
+	 * file truncated, and what lay past the cut (the end label too) is gone */
+	if (end > lun_data_size(l) + LUN_DATA_OFF) {
+		cut = end;
+		if (mirror) {
+			pool_set_error("lun %u (%s): truncated: %llu bytes, the pool record gives it "
+				       "%llu; its other sides hold its data (replace it)",
+				       idx, path, (unsigned long long)lun_size(l),
+				       (unsigned long long)(end + LUN_LABEL_SIZE));
+			ret = STOR_ECORRUPT;
+			goto fail;
+		}
+	}
 	ret = lun_label_read(l, &lab, &bad);
 	if (ret < 0) {
 		if (ret == STOR_ELABEL)
@@ -142,6 +159,9 @@ int lunset_attach(struct stor_pool *p, unsigned idx, const char *path, uint64_t 
 	ret = alloc_add_lun(p->alloc, lab.vdev == idx ? lun_data_size(l) / STOR_SECTOR : 0);
 	if (ret < 0)
 		goto fail;
+	if (cut)
+		alloc_set_cut(p->alloc, idx, (cut - LUN_DATA_OFF) / STOR_SECTOR);
+	p->luns[idx].cut = cut;
 	mirror_join(p, idx, lab.vdev, lab.vdev == idx ? 0 : p->luns[lab.vdev].nsides);
 	/* the sound copy is this pool's: rewrite the other as it is, so both
 	 * read the same (a file grown since labelling gets its end copy at the
@@ -752,6 +772,8 @@ int stor_pool_lun_stat(struct stor_pool *p, unsigned idx, struct stor_lun_stat *
 		snprintf(st->absent, sizeof(st->absent), "%s", p->luns[idx].absent);
 	st->label_damaged = p->luns[idx].label_damaged;
 	st->label_repaired = p->luns[idx].label_repaired;
+	if (p->luns[idx].cut)
+		st->truncated_from = p->luns[idx].cut - LUN_DATA_OFF;
 	return 0;
 }
 

@@ -118,6 +118,7 @@ struct metalog {
 	unsigned nrecs;
 	char note[512];
 	int lag_noted;
+	char lag[384]; /* while the LUNs lag LMDB: the status sentence; "" once caught up */
 	unsigned ring_ready; /* LUNs [0, ring_ready) have every ring slot allocated */
 	struct pending pend;
 	/* found damaged at import, repaired by metalog_repair() */
@@ -203,6 +204,15 @@ void metalog_force_checkpoint(struct stor_pool *p)
 const char *metalog_note(struct stor_pool *p)
 {
 	return p->mlog->note;
+}
+
+void metalog_status(struct stor_pool *p, char *buf, size_t len)
+{
+	struct metalog *ml = p->mlog;
+
+	pthread_mutex_lock(&ml->lock);
+	snprintf(buf, len, "%s%s%s", ml->note, ml->note[0] && ml->lag[0] ? "; " : "", ml->lag);
+	pthread_mutex_unlock(&ml->lock);
 }
 
 void metalog_counters(struct stor_pool *p, uint64_t *bytes, uint64_t *records)
@@ -438,11 +448,20 @@ static unsigned write_ubs(struct stor_pool *p, uint64_t txg, uint64_t seq, const
  * the state directory when it is newer than the LUNs' (keyfile_restore).
  * A state directory lost meanwhile loses the txgs since the last record.
  */
-static int lag(struct metalog *ml, const char *why)
+static int lag(struct metalog *ml, const char *why, uint64_t txg)
 {
 	ml->force_full = 1;
-	if (!ml->lag_noted)
-		add_note(ml, "%s: the LUNs lag LMDB until a checkpoint is written", why);
+	if (!ml->lag_noted) {
+		/* pool status says it while it lasts, and what ends it */
+		pthread_mutex_lock(&ml->lock);
+		snprintf(ml->lag, sizeof(ml->lag),
+			 "%s: the LUNs lag LMDB from txg %llu on; those txgs are in the state "
+			 "directory only, and an import from the LUNs alone (import -d on another "
+			 "host) would miss them; free space on the LUNs' file system or in the "
+			 "pool, then a commit writes a checkpoint",
+			 why, (unsigned long long)txg);
+		pthread_mutex_unlock(&ml->lock);
+	}
 	ml->lag_noted = 1;
 	return 0;
 }
@@ -638,7 +657,7 @@ int metalog_write(struct stor_pool *p, struct meta_txn *t, uint64_t txg, uint8_t
 		body = (struct meta_redo){ 0 };
 	}
 	if (ret == STOR_ENOSPC) {
-		ret = lag(ml, "no room for the metadata log (pool full)");
+		ret = lag(ml, "no room for the metadata log (pool full)", txg);
 		goto out;
 	}
 	if (ret < 0)
@@ -669,7 +688,7 @@ int metalog_write(struct stor_pool *p, struct meta_txn *t, uint64_t txg, uint8_t
 	 * copies beat no commit; the extent stays taken until the next import */
 	if (keep_good(v, n, res, 0, &full_fs)) {
 		unplace_parts(p, v, n);
-		ret = full_fs ? lag(ml, "metadata log not written (file system full)") : -EIO;
+		ret = full_fs ? lag(ml, "metadata log not written (file system full)", txg) : -EIO;
 		goto out;
 	}
 	for (size_t k = 0; k < n; k++)
@@ -711,7 +730,8 @@ int metalog_publish(struct stor_pool *p, const int *flushed)
 	if (keep_good(pd.parts, pd.nparts, flushed, 1, &full_fs)) {
 		unplace_parts(p, pd.parts, pd.nparts);
 		free(pd.parts);
-		return full_fs ? lag(ml, "metadata log not written (file system full)") : -EIO;
+		return full_fs ? lag(ml, "metadata log not written (file system full)", pd.txg)
+			       : -EIO;
 	}
 	/* a txg is acknowledged only once most LUNs hold its uberblock: the
 	 * import rule (head comment) may pass over one that fewer hold */
@@ -725,6 +745,7 @@ int metalog_publish(struct stor_pool *p, const int *flushed)
 	ml->have_head = 1;
 	ml->lag_noted = 0;
 	pthread_mutex_lock(&ml->lock);
+	ml->lag[0] = '\0'; /* caught up: the LUNs name this txg */
 	if (pd.full) {
 		for (size_t i = 0; i < ml->nlive && ret == 0; i++)
 			ret = ext_push(&ml->dead, &ml->ndead, &ml->capdead, ml->live[i]);
@@ -1318,6 +1339,17 @@ int metalog_repair(struct stor_pool *p)
 		struct mfix *f = &ml->fix[i];
 		int ret = f->lun < nluns && p->luns[f->lun].vdev == f->lun ? 0 : -ENODEV;
 
+		/* a LUN cut short lost it with its end: writing it there would
+		 * grow the file past its end label again */
+		if (ret == 0 && (f->sector + f->nsect) * STOR_SECTOR >
+					lun_data_size(p->luns[f->lun].lun)) {
+			failed++;
+			add_note(ml, "metadata log copy on lun %u sector %llu (txg %llu) lay past "
+				 "the end of the truncated LUN; a checkpoint replaces it",
+				 f->lun, (unsigned long long)f->sector, (unsigned long long)f->txg);
+			free(f->buf);
+			continue;
+		}
 		/* the copy goes to every side in service of its vdev */
 		if (ret == 0) {
 			struct lun_io ios[MLOG_COPIES];

@@ -102,6 +102,9 @@ void metalog_force_checkpoint(struct stor_pool *p);
 void metalog_notef(struct stor_pool *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /** A line for pool status: which copy was damaged or ignored at import, or "". */
 const char *metalog_note(struct stor_pool *p);
+/** The status line: metalog_note(), and while the LUNs lag LMDB (no room
+ *  for the log) a sentence saying so and what to do. */
+void metalog_status(struct stor_pool *p, char *buf, size_t len);
 typedef int (*metalog_extent_fn)(unsigned lun, uint64_t sector, uint32_t n, void *ctx);
 /** Call @fn for every extent the log holds; stops at a non-zero return. */
 int metalog_extents(struct stor_pool *p, metalog_extent_fn fn, void *ctx);

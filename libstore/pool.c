@@ -6,7 +6,10 @@
  * and a damaged, missing or foreign one fails the import - unless it is a
  * side of a mirror another side of which opened: then it joins absent and
  * out of service, the mirror is degraded and the pool serves (ZFS imports
- * a pool whose every top-level vdev can serve the same way). The free map is
+ * a pool whose every top-level vdev can serve the same way). A LUN of its
+ * own whose file was truncated below the record's size joins cut short:
+ * the records past its end are lost (errlog, pool status), the rest serves,
+ * and the record keeps the old size so every later import knows. The free map is
  * rebuilt here from the block pointers (see alloc.h). Freeing a pool
  * (close, destroy, a failed open) drops its datasets from the data cache:
  * nothing read before an export is served after the next import.
@@ -234,8 +237,11 @@ static int put_config(struct stor_pool *p, unsigned n, struct meta_txn *t)
 	put_u32(&w, n);
 	for (unsigned i = 0; i < n; i++) {
 		const char *path = lun_path(p->luns[i].lun);
+		uint64_t end = lun_data_size(p->luns[i].lun) + LUN_DATA_OFF;
+
 		put_u64(&w, p->luns[i].guid);
-		put_u64(&w, lun_data_size(p->luns[i].lun) + LUN_DATA_OFF);
+		/* a LUN cut short keeps its end: the next import knows it again */
+		put_u64(&w, end < p->luns[i].cut ? p->luns[i].cut : end);
 		put_u16(&w, (uint16_t)strlen(path));
 		put_bytes(&w, path, strlen(path));
 	}
@@ -383,7 +389,7 @@ static int attach_one(struct stor_pool *p, unsigned i, const char *path, uint64_
 	int ret;
 
 	pool_clear_error();
-	ret = lunset_attach(p, i, path, guid);
+	ret = lunset_attach(p, i, path, guid, size, is_mirror(vdevs, n, vdevs[i]));
 	if (ret == 0 || ret == -ENOMEM || ret == STOR_EHOSTID || !is_mirror(vdevs, n, vdevs[i]))
 		return ret;
 	snprintf(why, sizeof(why), "%s", pool_error_set() ? stor_pool_last_error()
@@ -530,7 +536,27 @@ out:
 struct rebuild {
 	struct stor_pool *p;
 	int err;
+	uint64_t *lost; /* per LUN: records past the end of one cut short */
 };
+
+/*
+ * A record on a LUN cut short (pool_lun.cut) that reaches past the file's
+ * end is lost: counted, and a dataset's noted in the errlog for pool
+ * status -v, as a read that found no sound copy would note it. Its extent
+ * stays in the allocator's clipped view (alloc_set_cut) until freed.
+ */
+static void note_lost(struct rebuild *rb, const struct bp *bp, const struct stor_ds *ds,
+		      uint64_t recno)
+{
+	struct stor_pool *p = rb->p;
+
+	if (bp->lun >= atomic_load(&p->nluns) || !p->luns[bp->lun].cut ||
+	    bp->sector * STOR_SECTOR + bp->psize <= lun_data_size(p->luns[bp->lun].lun))
+		return;
+	rb->lost[bp->lun]++;
+	if (ds)
+		errlog_note(p, ds->id, recno);
+}
 
 static int rebuild_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
 {
@@ -549,6 +575,7 @@ static int rebuild_one(const void *key, size_t klen, const void *val, size_t vle
 	if (!ds && (s = snap_find_id_locked(rb->p, id))) {
 		/* a snapshot's kept pointer: its dataset's usedbysnapshots */
 		atomic_fetch_add(&s->ds->snap_used, bp.psize);
+		note_lost(rb, &bp, NULL, 0);
 		ret = alloc_mark(rb->p->alloc, bp.lun, bp.sector, bp.psize / STOR_SECTOR);
 		if (ret < 0)
 			pool_set_error("pool %s: kept block pointer to lun %u sector %llu overlaps or is out of range",
@@ -560,6 +587,7 @@ static int rebuild_one(const void *key, size_t klen, const void *val, size_t vle
 			       (unsigned long long)id);
 		return STOR_ECORRUPT;
 	}
+	note_lost(rb, &bp, ds, get_u64(&k));
 	ret = alloc_mark(rb->p->alloc, bp.lun, bp.sector, bp.psize / STOR_SECTOR);
 	if (ret < 0) {
 		pool_set_error("pool %s: dataset %s: block pointer to lun %u sector %llu overlaps or is out of range",
@@ -574,13 +602,22 @@ static int rebuild_one(const void *key, size_t klen, const void *val, size_t vle
 static int rebuild_space(struct stor_pool *p)
 {
 	struct meta_txn *t = NULL;
-	struct rebuild rb = { p, 0 };
-	int ret = meta_rtxn_get(p->meta, &t);
+	struct rebuild rb = { p, 0, calloc(STOR_LUNS_MAX, sizeof(uint64_t)) };
+	int ret = rb.lost ? meta_rtxn_get(p->meta, &t) : -ENOMEM;
 
-	if (ret < 0)
-		return ret;
-	ret = meta_iter(t, META_BP, NULL, 0, 0, rebuild_one, &rb);
+	if (ret == 0)
+		ret = meta_iter(t, META_BP, NULL, 0, 0, rebuild_one, &rb);
 	meta_rtxn_put(t);
+	/* pool status and the import's reply say so, with what is lost */
+	for (unsigned i = 0; ret == 0 && i < atomic_load(&p->nluns); i++)
+		if (p->luns[i].cut)
+			metalog_notef(p, "lun %u (%s) truncated: %llu of %llu bytes left, %llu "
+				      "records past its end lost (pool status -v names them)",
+				      i, lun_path(p->luns[i].lun),
+				      (unsigned long long)lun_size(p->luns[i].lun),
+				      (unsigned long long)(p->luns[i].cut + LUN_LABEL_SIZE),
+				      (unsigned long long)rb.lost[i]);
+	free(rb.lost);
 	return ret;
 }
 
@@ -1067,7 +1104,7 @@ int stor_pool_stat(struct stor_pool *p, struct stor_pool_stat *st)
 	st->suspend_error = atomic_load(&p->suspend_error);
 	snprintf(st->key_file, sizeof(st->key_file), "%s", p->keyfile_note);
 	st->bad_frees = alloc_bad_frees(p->alloc);
-	snprintf(st->meta_log, sizeof(st->meta_log), "%s", metalog_note(p));
+	metalog_status(p, st->meta_log, sizeof(st->meta_log));
 	metalog_counters(p, &st->meta_bytes, &st->meta_records);
 	pthread_mutex_lock(&p->admin);
 	st->ndatasets = (unsigned)p->nds;

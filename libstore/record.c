@@ -276,6 +276,14 @@ static int lookup(struct stor_pool *p, struct read_batch *b, struct rec *recs)
 	return 0;
 }
 
+/* Does @bp reach past the end of a LUN cut short (pool_lun.cut)? */
+static int past_cut(const struct stor_pool *p, const struct bp *bp)
+{
+	const struct pool_lun *pl = &p->luns[bp->lun];
+
+	return pl->cut && bp->sector * STOR_SECTOR + bp->psize > lun_data_size(pl->lun);
+}
+
 /*
  * Where record @r's stored bytes come from: in place on a mapped LUN, else
  * read into a buffer of ours or the request's own (@io is filled, return
@@ -303,6 +311,12 @@ static int extent_of(struct stor_pool *p, struct rec *r, struct lun_io *io)
 	}
 	if (!r->found) {
 		memset(r->buf, 0, sz); /* never written: zeros */
+		return 0;
+	}
+	if (past_cut(p, &r->bp)) {
+		/* its LUN's file was truncated through it: lost, and no I/O error of the LUN */
+		errlog_note(p, r->ds->id, r->recno);
+		fail_io(r, -EIO);
 		return 0;
 	}
 	if (r->src)

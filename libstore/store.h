@@ -426,6 +426,8 @@ struct stor_lun_stat {
 	char absent[256];        /**< why it did not open at import (UNAVAIL), or "" */
 	unsigned label_damaged;  /**< label copies damaged at import: 1 front, 2 end */
 	unsigned label_repaired; /**< of those, rewritten from the sound copy */
+	uint64_t truncated_from; /**< its file was truncated: the data space (bytes) it had,
+				  *   of which @size remains; records past it are lost. 0: whole */
 };
 
 /** I/O errors after which a LUN is faulted. */

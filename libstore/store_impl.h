@@ -170,6 +170,10 @@ struct pool_lun {
 	 * import, and a resilver knows from where to copy */
 	_Atomic uint64_t missing_since;
 	char *absent; /* why the LUN did not open at import (lun_absent), or NULL */
+	/* its file was truncated below the data end the pool record gives: that
+	 * end (bytes), which the record keeps; the records past the file's end
+	 * are lost (the import notes them in the errlog). 0 when whole. */
+	uint64_t cut;
 	atomic_uint_fast64_t repaired;
 	atomic_uint turn; /* on the first LUN: which side the next read goes to */
 };
@@ -378,8 +382,12 @@ int pool_rename(struct stor_pool *p, const char *name);
 
 /* lunset.c: the pool's LUNs, p->luns[0, nluns) */
 /** Open LUN @idx of a pool being imported and check its label names this
- *  pool, @guid and @idx; then it joins the set and the allocator. */
-int lunset_attach(struct stor_pool *p, unsigned idx, const char *path, uint64_t guid);
+ *  pool, @guid and @idx; then it joins the set and the allocator. @end is
+ *  where the pool record says its data ends (bytes from the LUN's start):
+ *  a file cut short of it is refused as a side of a @mirror (the other
+ *  sides hold its data), else joins cut short (pool_lun.cut). */
+int lunset_attach(struct stor_pool *p, unsigned idx, const char *path, uint64_t guid,
+		  uint64_t end, int mirror);
 /** A LUN being added: taken and labelled, not yet published. */
 struct lunset_new {
 	struct lun *lun;

@@ -609,6 +609,34 @@ Test(faults, failed_destroy_commit_never_deletes_a_new_dataset_of_that_name)
 	coffer_close(c);
 }
 
+/*
+ * A promote whose commit fails (EIO) is staged, and the commit retried
+ * later applies it: the error must say so, not that the promote failed.
+ */
+Test(faults, a_promote_whose_commit_fails_says_the_retried_commit_applies_it)
+{
+	struct coffer_conn *c;
+	int h;
+
+	make_pool("tank");
+	COF_OK("create -V 4M tank/a");
+	COF_OK("snapshot tank/a@s");
+	COF_OK("clone tank/a@s tank/c");
+	c = open_ds("tank/c", &h);
+	cr_assert_eq(coffer_ds_flush(c, h), 0, "everything committed before the fault");
+	coffer_close(c);
+	arm("path=tank.mdb;op=msync;err=EIO;count=1");
+	cr_assert_neq(cof("promote tank/c"), 0, "a promote whose commit failed succeeded");
+	cr_assert_eq(injected(), 1, "the promote's commit was not the one failed");
+	cr_assert(strstr(out, "applied with the next commit"), "promote says: %s", out);
+	arm("");
+	c = open_ds("tank/a", &h);
+	cr_assert_eq(coffer_ds_flush(c, h), 0, "the retried commit");
+	coffer_close(c);
+	COF_OK("get -H origin tank/a");
+	cr_assert(strstr(out, "tank/c@s"), "the promote was not applied: origin %s", out);
+}
+
 Test(faults, short_reads_are_an_error_never_wrong_data)
 {
 	struct coffer_conn *c;

@@ -481,6 +481,56 @@ static void image(int save)
 	}
 }
 
+/*
+ * While no log record fits, pool status says the LUNs lag LMDB, from which
+ * txg, that an import from the LUNs alone would miss those txgs, and what
+ * to do; once there is room again the next commit catches them up and the
+ * sentence goes, and the LUNs alone carry what was written meanwhile.
+ */
+Test(metalog, pool_status_says_while_the_luns_lag_and_what_to_do)
+{
+	struct stor_pool_stat st;
+	static uint64_t sector[256];
+	static unsigned lun[256];
+	unsigned n = 0;
+	uint8_t buf[REC];
+	struct stor_ds *ds = NULL;
+
+	make_datasets();
+	write_gen(1);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	write_gen(2);
+	/* every free sector taken, the first ones noted to give back */
+	for (unsigned l = 0; l < tp.nluns; l++) {
+		uint64_t s;
+
+		while (alloc_get_on(tp.pool->alloc, l, 1, &s) == 0)
+			if (n < 256) {
+				lun[n] = l;
+				sector[n++] = s;
+			}
+	}
+	cr_assert_eq(stor_pool_sync(tp.pool), 0, "the flush of gen 2 was not acknowledged");
+	status_says("the LUNs lag LMDB from txg");
+	status_says("import -d on another host) would miss them");
+	status_says("free space on the LUNs' file system or in the pool, then a commit");
+	/* room again, for the checkpoint */
+	for (unsigned i = 0; i < n; i++)
+		cr_assert_eq(alloc_put_meta(tp.pool->alloc, lun[i], sector[i], 1), 0);
+	/* a commit: record 0 again as it is */
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/clear", &ds), 0);
+	tpat_fill(buf, sizeof(buf), 0, 2);
+	cr_assert_eq(stor_ds_write(ds, 0, buf, sizeof(buf)), 0);
+	stor_ds_close(ds);
+	cr_assert_eq(stor_pool_sync(tp.pool), 0);
+	cr_assert_eq(stor_pool_stat(tp.pool, &st), 0);
+	cr_assert_null(strstr(st.meta_log, "lag"), "caught up, yet status says '%s'", st.meta_log);
+	tpool_close(&tp);
+	remove_state(1);
+	cr_assert_eq(tpool_open(&tp), 0, "import from the LUNs: %s", stor_pool_last_error());
+	check_gen(2);
+}
+
 static const struct stor_key_material pass2 = { (const uint8_t *)"staple battery horse", 20 };
 
 Test(metalog, a_crash_while_the_luns_lag_a_full_pool_loses_nothing_acknowledged)

@@ -583,6 +583,44 @@ Test(mirror, mirrors_whose_first_sides_are_gone_import_degraded_and_serve)
 		  stor_pool_last_error());
 }
 
+/*
+ * A side whose file was truncated (the second of one mirror, the first of
+ * the other): out of service and named "truncated", not a vdev it is not
+ * in; the pool imports degraded and serves every record, with LMDB and
+ * again without it (the log from the whole sides).
+ */
+Test(mirror, a_truncated_side_is_named_truncated_and_the_mirror_serves)
+{
+	static const unsigned sides[] = { 2, 2 };
+	struct stor_lun_stat ls;
+	struct stor_ds *ds;
+
+	mirror_pool(4, sides, 2);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_gen(ds, 7);
+	stor_ds_close(ds);
+	tpool_close(&tp);
+	cr_assert_eq(truncate(tp.lun[1], (off_t)(1u << 20) + 65536), 0);
+	cr_assert_eq(truncate(tp.lun[2], (off_t)(LUN_SIZE / 2)), 0);
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass)
+			remove_lmdb();
+		cr_assert_eq(tpool_open(&tp), 0, "degraded import: %s", stor_pool_last_error());
+		for (unsigned i = 1; i < 3; i++) {
+			ls = lun_stat(i);
+			cr_assert(ls.faulted, "lun %u is out of service", i);
+			cr_assert(strstr(ls.absent, "truncated"), "lun %u: %s", i, ls.absent);
+			cr_assert_null(strstr(ls.absent, "which the pool does not have"), "lun %u: %s",
+				       i, ls.absent);
+		}
+		cr_assert(!lun_stat(0).faulted && !lun_stat(3).faulted);
+		cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+		check_gen(ds, 7);
+		stor_ds_close(ds);
+		tpool_close(&tp);
+	}
+}
+
 Test(mirror, a_side_whose_label_was_not_the_pools_stays_out_when_it_is_back)
 {
 	static const unsigned sides[] = { 2 };
