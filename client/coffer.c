@@ -3085,14 +3085,19 @@ static void io_fail(const char *ds, const char *what, uint64_t off, int status)
 	die_call(status, ds, err);
 }
 
+/*
+ * Requests go out IO_DEPTH at a time, so when one fails others may have
+ * been written already: they are drained, flushed, and the error says how
+ * many bytes landed, not only where the first one failed.
+ */
 static int cmd_write(int argc, char **argv)
 {
 	uint8_t *bufs[IO_DEPTH];
-	uint64_t offs[IO_DEPTH];
-	uint64_t off = 0, volsize, total = 0;
+	uint64_t offs[IO_DEPTH], lens[IO_DEPTH];
+	uint64_t off = 0, volsize, sent = 0, landed = 0, bad_off = 0;
 	struct coffer_conn *c;
 	unsigned inflight = 0, free_slots[IO_DEPTH], nfree = IO_DEPTH;
-	int opt, h, eof = 0;
+	int opt, h, eof = 0, bad = 0;
 	size_t chunk;
 
 	while ((opt = getopt(argc, argv, "o:")) != -1) {
@@ -3114,8 +3119,8 @@ static int cmd_write(int argc, char **argv)
 		free_slots[i] = i;
 	}
 	/* keep IO_DEPTH chunks in flight; completions free their slot */
-	while (!eof || inflight) {
-		while (!eof && nfree) {
+	while ((!eof && !bad) || inflight) {
+		while (!eof && !bad && nfree) {
 			unsigned s = free_slots[--nfree];
 			ssize_t n = coffer_read_full(STDIN_FILENO, bufs[s], chunk);
 			int ret;
@@ -3130,11 +3135,12 @@ static int cmd_write(int argc, char **argv)
 			if ((size_t)n < chunk)
 				eof = 1;
 			offs[s] = off;
+			lens[s] = (uint64_t)n;
 			ret = coffer_submit(c, s, COFFER_WRITE, h, off, (uint32_t)n, bufs[s]);
 			if (ret < 0)
 				io_fail(argv[optind], "write", off, ret);
 			off += n;
-			total += n;
+			sent += n;
 			inflight++;
 		}
 		if (coffer_flush_out(c) < 0)
@@ -3147,8 +3153,12 @@ static int cmd_write(int argc, char **argv)
 				die("%s: connection to cofferd lost: %s", argv[optind],
 				    proto_strerror(n));
 			for (int i = 0; i < n; i++) {
-				if (cc[i].status < 0)
-					io_fail(argv[optind], "write", offs[cc[i].id], cc[i].status);
+				if (cc[i].status >= 0) {
+					landed += lens[cc[i].id];
+				} else if (!bad || offs[cc[i].id] < bad_off) {
+					bad = cc[i].status; /* the first in the file's order */
+					bad_off = offs[cc[i].id];
+				}
 				free_slots[nfree++] = cc[i].id;
 				inflight--;
 			}
@@ -3157,13 +3167,23 @@ static int cmd_write(int argc, char **argv)
 	{
 		int ret = coffer_ds_flush(c, h);
 
+		if (bad) {
+			char err[512];
+
+			snprintf(err, sizeof(err),
+				 "%s: write at offset %llu: %s; %llu of the %llu bytes sent were "
+				 "written%s, each request whole or not at all",
+				 argv[optind], (unsigned long long)bad_off, proto_strerror(bad),
+				 (unsigned long long)landed, (unsigned long long)sent,
+				 ret < 0 ? " (their flush failed too)" : " and flushed");
+			die_call(bad, argv[optind], err);
+		}
 		if (ret < 0)
 			io_fail(argv[optind], "flush", off, ret);
 	}
 	for (unsigned i = 0; i < IO_DEPTH; i++)
 		free(bufs[i]);
 	coffer_close(c);
-	(void)total;
 	return 0;
 }
 

@@ -505,3 +505,22 @@ Test(cli, write_says_when_standard_input_cannot_be_read)
 	/* a directory opens for reading, but read(2) fails: EISDIR, not end of file */
 	REFUSED("/", 1, "reading standard input", "write tank/d");
 }
+
+/*
+ * A write whose requests fail part way says how much of it landed: with 16
+ * requests in flight, the ones before the failure were written whole.
+ * Before, the error named only the offset that failed.
+ */
+Test(cli, a_write_that_fails_part_way_says_how_much_landed)
+{
+	char in[4200], cmd[8600];
+
+	pool();
+	COF_OK(NULL, "create -V 1M tank/a");
+	tdaemon_random_file(&td, "in", 1536 * 1024, in, sizeof(in));
+	REFUSED(in, 1, "1048576 of the 1572864 bytes sent were written and flushed", "write tank/a");
+	cr_assert(strstr(out, "write at offset 1048576"), "not the first failure: %s", out);
+	COF_OK(NULL, "read tank/a > '%s/back'", td.dir);
+	snprintf(cmd, sizeof(cmd), "cmp -s -n 1048576 '%s' '%s/back'", in, td.dir);
+	cr_assert_eq(system(cmd), 0, "the bytes said written are not there");
+}
