@@ -508,7 +508,15 @@ static int load_config(struct stor_pool *p, uint64_t *txg, struct lun_paths *lp)
 		/* a LUN a scan found elsewhere: there, and the record follows */
 		if (i < p->opts.nlun_paths && p->opts.lun_paths[i])
 			snprintf(path, sizeof(path), "%s", p->opts.lun_paths[i]);
-		ret = paths_add(lp ? lp : &paths, path);
+		/* attaching, path i is LUN i's: a detached LUN's file may be a
+		 * LUN of the pool again, so one path may come twice */
+		if (lp) {
+			ret = paths_add(lp, path);
+		} else {
+			paths.path[paths.n] = strdup(path);
+			ret = paths.path[paths.n] ? 0 : -ENOMEM;
+			paths.n += ret == 0;
+		}
 		if (ret < 0)
 			goto out;
 		ret = STOR_ECORRUPT;
