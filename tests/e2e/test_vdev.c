@@ -44,6 +44,8 @@ static char out[1 << 17];
 static struct {
 	char side[MAX_SIDES][32];
 	unsigned nsides;
+	char freed[64][32]; /* files detached or replaced: blank, to be taken again */
+	unsigned nfreed;
 	unsigned char vol[VOL];
 	unsigned next; /* the next new LUN file: n<next> */
 } m;
@@ -357,7 +359,9 @@ Test(vdev, replace_attach_detach_mixed_survives_the_state_directory_lost)
  * than one) or replaces (more than one: a replace needs another sound
  * side) a side at random, writes a chunk, and brings the pool back by a
  * restart, a kill -9, or now and then a scan import; after each the pool
- * is ONLINE with its sides and the volume reads back.
+ * is ONLINE with its sides and the volume reads back. A new side is now
+ * and then a file the pool detached or replaced before, so one path is
+ * in the pool record twice.
  */
 Test(vdev, a_random_walk_of_attach_detach_and_replace_survives_every_restart)
 {
@@ -378,7 +382,17 @@ Test(vdev, a_random_walk_of_attach_detach_and_replace_survives_every_restart)
 			op = 0;
 		else if (m.nsides == MAX_SIDES && op == 0)
 			op = 1 + (unsigned)rand() % 2;
-		snprintf(name, sizeof(name), "n%u", ++m.next);
+		name[0] = '\0';
+		if (op == 1) {
+			/* a detach takes no new side */
+		} else if (m.nfreed && rand() % 3 == 0) {
+			unsigned f = (unsigned)rand() % m.nfreed;
+
+			snprintf(name, sizeof(name), "%s", m.freed[f]);
+			memmove(m.freed[f], m.freed[f + 1], (--m.nfreed - f) * sizeof(m.freed[0]));
+		} else {
+			snprintf(name, sizeof(name), "n%u", ++m.next);
+		}
 		snprintf(old, sizeof(old), "%s", m.side[s]);
 		snprintf(when, sizeof(when), "seed %u step %u (%s %s%s%s)", seed, step,
 			 op == 0 ? "attach" : op == 1 ? "detach" : "replace", old,
@@ -392,6 +406,8 @@ Test(vdev, a_random_walk_of_attach_detach_and_replace_survives_every_restart)
 		} else {
 			replace(old, name);
 		}
+		if (op != 0)
+			snprintf(m.freed[m.nfreed++], sizeof(m.freed[0]), "%s", old);
 		write_chunk((uint64_t)((unsigned)rand() % (VOL / CHUNK)) * CHUNK, CHUNK);
 		come_back(step % 7 == 6 ? EXPORT_SCAN : rand() % 2 ? KILL9 : RESTART, detached,
 			  when);
