@@ -373,12 +373,11 @@ static int label_decode(const uint8_t *buf, struct lun_label *lab)
 		if (sum != XXH64(buf, LABEL_LEN_DETACHED - 8, 0))
 			return STOR_ELABEL;
 		lab->version = FORMAT_VERSION;
+		if (lab->sides < 1 || lab->sides > STOR_MIRROR_MAX || lab->vdev > lab->index ||
+		    lab->index >= STOR_LUNS_MAX)
+			return STOR_ELABEL;
 		/* a LUN with a label is none of the detached */
-		return lab->sides >= 1 && lab->sides <= STOR_MIRROR_MAX && lab->vdev <= lab->index &&
-			       lab->index < STOR_LUNS_MAX &&
-			       !(lab->detached[lab->index / 8] & (1u << lab->index % 8))
-			       ? 0
-			       : STOR_ELABEL;
+		return lab->detached[lab->index / 8] & (1u << lab->index % 8) ? STOR_ELABEL : 0;
 	}
 	if (sum == XXH64(buf, LABEL_LEN - 8, 0) && lab->version == LABEL_VERSION_MIRROR) {
 		/* the mirror's layout follows, under a checksum of its own */

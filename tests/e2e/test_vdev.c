@@ -153,8 +153,8 @@ static void await_settled(const char *when)
 			return;
 		if (!tdaemon_poll(end)) {
 			cof(NULL, "pool status rd");
-			cr_assert_fail("%s: not ONLINE with its %u sides (%s):\n%s\ndaemon:\n%s", when,
-				 m.nsides, why, out, tdaemon_log(&td));
+			cr_assert_fail("%s: not ONLINE with its %u sides (%s):\n%s\ndaemon:\n%s",
+				       when, m.nsides, why, out, tdaemon_log(&td));
 		}
 	}
 }
