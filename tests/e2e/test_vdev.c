@@ -141,7 +141,7 @@ static int settled(json_t *p, char *why, size_t len)
 /* Wait (bounded) until the pool is settled as the model says. */
 static void await_settled(const char *when)
 {
-	double end = tdaemon_deadline(4 * TDAEMON_WAIT_S);
+	double end = tdaemon_deadline(TDAEMON_WAIT_S);
 	char why[512];
 
 	for (;;) {
