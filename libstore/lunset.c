@@ -198,7 +198,8 @@ int lunset_absent(struct stor_pool *p, unsigned idx, const char *path, uint64_t 
 	l = lun_absent(path, size + LUN_LABEL_SIZE); /* the record has the data's end */
 	if (!l)
 		return -ENOMEM;
-	if (vdev < idx && lun_data_size(l) != lun_data_size(p->luns[vdev].lun)) {
+	/* a side may be larger than the first (lunset_new_side), never smaller */
+	if (vdev < idx && lun_data_size(l) < lun_data_size(p->luns[vdev].lun)) {
 		lun_close(l);
 		return STOR_ECORRUPT;
 	}

@@ -17,7 +17,8 @@
  * a LUN of its own a mirror, detach takes a side away, even the first, and
  * a side attached after that counts at every import and in a scan, which
  * tells the detached index from a missing one; the only side that holds
- * every write can be neither offlined, replaced nor detached.
+ * every write can be neither offlined, replaced nor detached; a side larger
+ * than the first, detached or gone, leaves the pool importable.
  */
 #include "config.h" /* _GNU_SOURCE: memmem */
 #include <criterion/criterion.h>
@@ -911,6 +912,39 @@ Test(mirror, a_side_attached_after_the_first_is_detached_counts_at_every_import)
 	for (unsigned i = 1; i < 4; i++)
 		cr_assert_eq(lun_stat(i).state, STOR_SIDE_ONLINE, "lun %u: %s", i,
 			     lun_stat(i).absent);
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_random(ds, gen7);
+	stor_ds_close(ds);
+}
+
+Test(mirror, a_larger_side_attached_then_detached_or_gone_leaves_the_pool_importable)
+{
+	static const unsigned sides[] = { 2 };
+	struct stor_ds *ds;
+	char big[PATH_MAX + 8], bigger[PATH_MAX + 8];
+
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_random(ds, 0, NREC, 7);
+	stor_ds_close(ds);
+	snprintf(big, sizeof(big), "%s/big", tp.dir);
+	snprintf(bigger, sizeof(bigger), "%s/bigger", tp.dir);
+	cr_assert_eq(truncate(big, 2 * LUN_SIZE), -1); /* no such file yet */
+	cr_assert_eq(close(open(big, O_CREAT | O_WRONLY, 0600)), 0);
+	cr_assert_eq(truncate(big, 2 * LUN_SIZE), 0);
+	cr_assert_eq(close(open(bigger, O_CREAT | O_WRONLY, 0600)), 0);
+	cr_assert_eq(truncate(bigger, 3 * LUN_SIZE), 0);
+	cr_assert_eq(stor_pool_replace(tp.pool, "1", big, 0), 0, "%s", stor_pool_last_error());
+	resilver_wait();
+	cr_assert_eq(stor_pool_attach(tp.pool, "0", bigger, 0), 0, "%s", stor_pool_last_error());
+	resilver_wait();
+	/* a larger side detached is a stand-in; one gone joins absent */
+	cr_assert_eq(stor_pool_detach(tp.pool, big), 0, "%s", stor_pool_last_error());
+	tpool_close(&tp);
+	cr_assert_eq(unlink(bigger), 0);
+	cr_assert_eq(tpool_open(&tp), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(lun_stat(1).state, STOR_SIDE_DETACHED);
+	cr_assert_eq(lun_stat(2).state, STOR_SIDE_FAULTED);
 	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
 	check_random(ds, gen7);
 	stor_ds_close(ds);
