@@ -1322,6 +1322,8 @@ static void print_found(json_t *p)
 	long long nluns = (long long)json_integer_value(json_object_get(p, "nluns"));
 	const char *state = json_string_value(json_object_get(p, "state"));
 	int complete = json_is_true(json_object_get(p, "complete"));
+	/* a detached LUN's index stays taken, but it is no LUN to look for */
+	long long ndet = (long long)json_array_size(json_object_get(p, "detached"));
 
 	printf("   pool: %s\n   guid: %s\n", json_string_value(json_object_get(p, "name")),
 	       json_string_value(json_object_get(p, "guid")));
@@ -1332,7 +1334,7 @@ static void print_found(json_t *p)
 	else
 		printf("  state: %s\n", state);
 	printf("   luns: %lld of %lld found%s\n",
-	       (long long)json_integer_value(json_object_get(p, "found")), nluns,
+	       (long long)json_integer_value(json_object_get(p, "found")), nluns - ndet,
 	       complete ? ""
 	       : json_is_true(json_object_get(p, "degraded"))
 		       ? "; the missing may be mirror sides: imports DEGRADED if so"
@@ -1340,6 +1342,8 @@ static void print_found(json_t *p)
 	json_array_foreach(json_object_get(p, "luns"), i, v)
 		printf("\t%lld  %s\n", (long long)json_integer_value(json_object_get(v, "index")),
 		       json_string_value(json_object_get(v, "path")));
+	json_array_foreach(json_object_get(p, "detached"), i, v)
+		printf("\t%lld  detached\n", (long long)json_integer_value(v));
 	json_array_foreach(json_object_get(p, "missing"), i, v)
 		printf("\t%lld  missing\n", (long long)json_integer_value(v));
 	if (!json_is_true(json_object_get(p, "metadata")))

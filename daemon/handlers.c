@@ -843,7 +843,7 @@ static int has_metadata(const char *name)
 static json_t *found_json(const struct stor_scan_pool *sp)
 {
 	char guid[24], host[16];
-	json_t *luns = json_array(), *missing = json_array();
+	json_t *luns = json_array(), *missing = json_array(), *detached = json_array();
 
 	snprintf(guid, sizeof(guid), "%016llx", (unsigned long long)sp->guid);
 	snprintf(host, sizeof(host), "%08x", (unsigned)sp->hostid);
@@ -851,15 +851,18 @@ static json_t *found_json(const struct stor_scan_pool *sp)
 		if (sp->paths[i])
 			json_array_append_new(luns, json_pack("{s:i,s:s}", "index", (int)i, "path",
 							      sp->paths[i]));
+		else if (sp->detached[i])
+			json_array_append_new(detached, json_integer((json_int_t)i));
 		else
 			json_array_append_new(missing, json_integer((json_int_t)i));
 	}
-	return json_pack("{s:s,s:s,s:s,s:s,s:b,s:i,s:i,s:b,s:b,s:b,s:o,s:o}", "name", sp->name,
+	return json_pack("{s:s,s:s,s:s,s:s,s:b,s:i,s:i,s:b,s:b,s:b,s:o,s:o,s:o}", "name", sp->name,
 			 "guid", guid, "state",
 			 sp->state == STOR_SCAN_EXPORTED ? "EXPORTED" : "ACTIVE", "hostid", host,
 			 "this_host", sp->hostid == stor_hostid(), "nluns", (int)sp->nluns, "found",
 			 (int)sp->nfound, "complete", sp->complete, "degraded", sp->degraded, "metadata",
-			 has_metadata(sp->name), "luns", luns, "missing", missing);
+			 has_metadata(sp->name), "luns", luns, "missing", missing, "detached",
+			 detached);
 }
 
 /* What an import by scanning looks for, and what it found. */

@@ -37,6 +37,20 @@
  * changes: a pool without mirrors is byte for byte a version 4 pool, and
  * every other structure keeps FORMAT_VERSION.
  *
+ * A side of a vdev that had a LUN detached carries a version 6 label: the
+ * version 4 fields and checksum, then u32 vdev | u32 sides (the LUNs of
+ * the vdev not detached, 1 to STOR_MIRROR_MAX) | u8[LABEL_DETACHED_LEN]
+ * the indexes of the vdev's detached LUNs, a bitmap (index i is bit i % 8
+ * of byte i / 8) | u64 xxh64 of everything before it. A detached LUN keeps
+ * its index for good (block pointers and the log name a vdev by its first
+ * LUN's index, which a detach may leave to a stand-in), and its own label
+ * is wiped: the bitmap is how a scan that finds only the sides tells an
+ * index detached from one missing, and how a vdev down to one LUN that is
+ * not its first keeps its vdev. Written only where a version 5 label
+ * could not say it, so a pool that never detached stays readable by a
+ * coffer that predates it, and that coffer refuses one that did
+ * (STOR_EFORMAT) rather than take the detached index for a missing side.
+ *
  * Format versions: 2 had one label and data up to the end of the LUN; 3 adds
  * the end copy, so a version 2 LUN is refused (STOR_EFORMAT), never read
  * with data where the end copy would go. 4 adds the host id and pool state
@@ -116,6 +130,9 @@
 #define LABEL_LEN_V3 (LABEL_LEN - 4 - 4) /* versions 2 and 3: no host id, no state */
 #define LABEL_VERSION_MIRROR 5u
 #define LABEL_LEN_MIRROR (LABEL_LEN + 4 + 4 + 8)
+#define LABEL_VERSION_DETACHED 6u
+#define LABEL_DETACHED_LEN 128u /* bytes of the bitmap: one bit per LUN index */
+#define LABEL_LEN_DETACHED (LABEL_LEN + 4 + 4 + LABEL_DETACHED_LEN + 8)
 /* Pool state in a label. */
 #define LABEL_ACTIVE 0u
 #define LABEL_EXPORTED 1u
@@ -162,6 +179,7 @@ static_assert(UB_LEN <= UB_SIZE, "an uberblock fits its slot");
 
 static_assert(BP_LEN == 76, "block pointer is 76 bytes");
 static_assert(LABEL_LEN_MIRROR <= LUN_LABEL_SIZE, "label fits its sector");
+static_assert(LABEL_LEN_DETACHED <= LUN_LABEL_SIZE, "label fits its sector");
 
 /* Record flags in a block pointer. */
 #define BP_F_ENCRYPTED 0x1u

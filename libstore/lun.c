@@ -37,6 +37,8 @@
 #include "lun_impl.h"
 #include "store.h"
 
+static_assert(STOR_LUNS_MAX <= 8 * LABEL_DETACHED_LEN, "a label's bitmap has every LUN index");
+
 static const struct lun_ops file_ops;
 
 static int file_size(int fd, uint64_t *size)
@@ -362,6 +364,21 @@ static int label_decode(const uint8_t *buf, struct lun_label *lab)
 	lab->sides = 1;
 	if (magic != LUN_MAGIC)
 		return STOR_ELABEL;
+	if (sum == XXH64(buf, LABEL_LEN - 8, 0) && lab->version == LABEL_VERSION_DETACHED) {
+		/* the vdev, its width and its detached indexes, checksummed apart */
+		lab->vdev = get_u32(&p);
+		lab->sides = get_u32(&p);
+		get_bytes(&p, lab->detached, LABEL_DETACHED_LEN);
+		sum = get_u64(&p);
+		if (sum != XXH64(buf, LABEL_LEN_DETACHED - 8, 0))
+			return STOR_ELABEL;
+		lab->version = FORMAT_VERSION;
+		if (lab->sides < 1 || lab->sides > STOR_MIRROR_MAX || lab->vdev > lab->index ||
+		    lab->index >= STOR_LUNS_MAX)
+			return STOR_ELABEL;
+		/* a LUN with a label is none of the detached */
+		return lab->detached[lab->index / 8] & (1u << lab->index % 8) ? STOR_ELABEL : 0;
+	}
 	if (sum == XXH64(buf, LABEL_LEN - 8, 0) && lab->version == LABEL_VERSION_MIRROR) {
 		/* the mirror's layout follows, under a checksum of its own */
 		lab->vdev = get_u32(&p);
@@ -384,13 +401,25 @@ static int label_decode(const uint8_t *buf, struct lun_label *lab)
 	return STOR_ELABEL;
 }
 
+/* The oldest label version that says what @lab says (format.h). */
+static uint32_t label_version(const struct lun_label *lab)
+{
+	for (unsigned i = 0; i < LABEL_DETACHED_LEN; i++)
+		if (lab->detached[i])
+			return LABEL_VERSION_DETACHED;
+	if (lab->vdev != lab->index && lab->sides <= 1)
+		return LABEL_VERSION_DETACHED; /* the last LUN of a vdev not its own */
+	return lab->sides > 1 ? LABEL_VERSION_MIRROR : FORMAT_VERSION;
+}
+
 static void label_encode(uint8_t *buf, const struct lun_label *lab)
 {
+	uint32_t version = label_version(lab);
 	uint8_t *p = buf;
 
 	memset(buf, 0, LUN_LABEL_SIZE);
 	put_u64(&p, LUN_MAGIC);
-	put_u32(&p, lab->sides > 1 ? LABEL_VERSION_MIRROR : FORMAT_VERSION);
+	put_u32(&p, version);
 	put_u32(&p, lab->index);
 	put_u64(&p, lab->pool_guid);
 	put_u64(&p, lab->lun_guid);
@@ -401,7 +430,12 @@ static void label_encode(uint8_t *buf, const struct lun_label *lab)
 	put_u32(&p, lab->hostid);
 	put_u32(&p, lab->state);
 	put_u64(&p, XXH64(buf, LABEL_LEN - 8, 0));
-	if (lab->sides > 1) {
+	if (version == LABEL_VERSION_DETACHED) {
+		put_u32(&p, lab->vdev);
+		put_u32(&p, lab->sides);
+		put_bytes(&p, lab->detached, LABEL_DETACHED_LEN);
+		put_u64(&p, XXH64(buf, LABEL_LEN_DETACHED - 8, 0));
+	} else if (version == LABEL_VERSION_MIRROR) {
 		put_u32(&p, lab->vdev);
 		put_u32(&p, lab->sides);
 		put_u64(&p, XXH64(buf, LABEL_LEN_MIRROR - 8, 0));

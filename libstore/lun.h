@@ -27,7 +27,9 @@ struct lun_label {
 	uint32_t hostid; /* the host that last imported the pool */
 	uint32_t state;  /* LABEL_ACTIVE or LABEL_EXPORTED */
 	uint32_t vdev;   /* index of the first LUN of its vdev (itself unless a mirror side) */
-	uint32_t sides;  /* LUNs of its vdev: 1, or a mirror's width */
+	uint32_t sides;  /* LUNs of its vdev not detached: 1, or a mirror's width */
+	/* indexes of its vdev's detached LUNs, bit i % 8 of byte i / 8 (format.h) */
+	uint8_t detached[LABEL_DETACHED_LEN];
 };
 
 /** One extent of a batch: @off is a byte offset into the LUN's data area. */

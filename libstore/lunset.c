@@ -8,9 +8,16 @@
  * why), and a side that did not open at import joins as a stand-in
  * (lun_absent) that keeps its place, out of service; so does a side whose
  * file was truncated, while a truncated LUN of its own joins cut short
- * (pool_lun.cut). lun.c is one LUN and knows
- * no pool; pool.c owns the pool record naming the set and orders an add
- * around it (stor_pool_add_lun), so nothing here writes metadata.
+ * (pool_lun.cut). A detached side keeps its index for good as a stand-in
+ * in no vdev's list of sides, never opened again (its path may be another
+ * LUN's by now); the labels of its vdev's sides name it (format.h), and
+ * their width counts only the sides in the list, so any order of detach,
+ * attach and replace reads back as it was. Labels only widen before the
+ * pool record does (attach) and narrow after (detach): a label wider than
+ * its vdev is harmless, a narrower one would refuse a side. lun.c is one
+ * LUN and knows no pool; pool.c owns the pool record naming the set and
+ * orders an add around it (stor_pool_add_lun), so nothing here writes
+ * metadata.
  *
  * A LUN of an open pool is claimed (lun.c) until the pool is freed; a
  * claim that must be kept alive (a RADOS LUN's lock) is renewed through
@@ -186,16 +193,17 @@ int lunset_absent(struct stor_pool *p, unsigned idx, const char *path, uint64_t 
 
 	/* a later side's place follows its vdev's first LUN, as in lunset_attach */
 	if (vdev > idx || (vdev < idx && (p->luns[vdev].vdev != vdev ||
-					  p->luns[vdev].nsides >= STOR_MIRROR_MAX)))
+					  (why && p->luns[vdev].nsides >= STOR_MIRROR_MAX))))
 		return STOR_ECORRUPT;
 	l = lun_absent(path, size + LUN_LABEL_SIZE); /* the record has the data's end */
 	if (!l)
 		return -ENOMEM;
-	if (vdev < idx && lun_data_size(l) != lun_data_size(p->luns[vdev].lun)) {
+	/* a side may be larger than the first (lunset_new_side), never smaller */
+	if (vdev < idx && lun_data_size(l) < lun_data_size(p->luns[vdev].lun)) {
 		lun_close(l);
 		return STOR_ECORRUPT;
 	}
-	p->luns[idx].absent = strdup(why);
+	p->luns[idx].absent = strdup(why ? why : "detached");
 	ret = p->luns[idx].absent ? alloc_add_lun(p->alloc, vdev == idx ? lun_data_size(l) / STOR_SECTOR : 0)
 				  : -ENOMEM;
 	if (ret < 0) {
@@ -204,11 +212,15 @@ int lunset_absent(struct stor_pool *p, unsigned idx, const char *path, uint64_t 
 		lun_close(l);
 		return ret;
 	}
-	mirror_join(p, idx, vdev, vdev == idx ? 0 : p->luns[vdev].nsides);
+	/* detached: of its vdev still (the first LUN names it), a side of none */
+	if (why)
+		mirror_join(p, idx, vdev, vdev == idx ? 0 : p->luns[vdev].nsides);
+	else
+		p->luns[idx].vdev = vdev;
 	p->luns[idx].lun = l;
 	p->luns[idx].guid = guid;
 	atomic_store(&p->luns[idx].out, SIDE_OUT);
-	atomic_store(&p->luns[idx].state, SIDE_FAULTED);
+	atomic_store(&p->luns[idx].state, why ? SIDE_FAULTED : SIDE_DETACHED);
 	atomic_store(&p->nluns, idx + 1);
 	return 0;
 }
@@ -237,22 +249,51 @@ static void sides_encode(struct stor_pool *p, unsigned n, uint8_t *buf, size_t *
 
 #define SIDES_ROW_MAX (4 + 12 * STOR_LUNS_MAX)
 
+/* The sides row of @t: *r at its first entry and *n entries (0 without it). */
+static int sides_row(struct meta_txn *t, const uint8_t **r, uint32_t *n)
+{
+	const void *v;
+	size_t vlen;
+	int ret = meta_get(t, META_POOL, "sides", 5, &v, &vlen);
+
+	*r = NULL;
+	*n = 0;
+	if (ret == -ENOENT)
+		return 0;
+	if (ret < 0)
+		return ret;
+	*r = v;
+	if (vlen < 4 || (*n = get_u32(r), vlen != 4 + 12 * (size_t)*n))
+		return STOR_ECORRUPT;
+	return 0;
+}
+
+int lunset_row_detached(struct meta_txn *t, unsigned n, uint8_t *detached)
+{
+	const uint8_t *r;
+	uint32_t rn;
+	int ret = sides_row(t, &r, &rn);
+
+	for (unsigned i = 0; ret == 0 && i < n; i++) {
+		if (i < rn) {
+			get_u64(&r);
+			detached[i] = get_u32(&r) == SIDE_DETACHED;
+		} else {
+			detached[i] = 0;
+		}
+	}
+	return ret;
+}
+
 int lunset_load_sides(struct stor_pool *p, struct meta_txn *t, uint64_t txg)
 {
 	unsigned nluns = atomic_load(&p->nluns);
 	const uint8_t *r = NULL;
-	const void *v;
-	size_t vlen;
 	uint32_t n = 0;
-	int ret = meta_get(t, META_POOL, "sides", 5, &v, &vlen);
+	int ret = sides_row(t, &r, &n);
 
-	if (ret < 0 && ret != -ENOENT)
+	if (ret < 0)
 		return ret;
-	if (ret == 0) {
-		r = v;
-		if (vlen < 4 || (n = get_u32(&r), vlen != 4 + 12 * (size_t)n))
-			return STOR_ECORRUPT;
-	}
 	for (unsigned i = 0; i < nluns; i++) {
 		uint64_t since = i < n ? get_u64(&r) : 0;
 		uint32_t state = i < n ? get_u32(&r) : SIDE_ONLINE;
@@ -562,6 +603,27 @@ int lunset_retire(struct stor_pool *p, struct lun *l, char *why)
 	return 0;
 }
 
+/* The detached LUNs of vdev @vdev, as a label's bitmap (format.h). */
+static void vdev_detached(struct stor_pool *p, unsigned vdev, uint8_t bits[LABEL_DETACHED_LEN])
+{
+	unsigned n = atomic_load(&p->nluns);
+
+	memset(bits, 0, LABEL_DETACHED_LEN);
+	for (unsigned j = 0; j < n; j++)
+		if (p->luns[j].vdev == vdev && atomic_load(&p->luns[j].state) == SIDE_DETACHED)
+			bits[j / 8] |= (uint8_t)(1u << j % 8);
+}
+
+/* The vdev of LUN @idx as its label says it: first LUN, width, detached. */
+static void label_layout(struct stor_pool *p, unsigned idx, struct lun_label *lab)
+{
+	unsigned vdev = p->luns[idx].vdev;
+
+	lab->vdev = vdev;
+	lab->sides = p->luns[vdev].nsides ? p->luns[vdev].nsides : 1;
+	vdev_detached(p, vdev, lab->detached);
+}
+
 int lunset_mark(struct stor_pool *p, unsigned state)
 {
 	unsigned n = atomic_load(&p->nluns);
@@ -583,6 +645,8 @@ int lunset_mark(struct stor_pool *p, unsigned state)
 		lab.hostid = host;
 		lab.state = state;
 		lab.nluns = n;
+		/* the layout as the pool has it: an older label may be wider */
+		label_layout(p, i, &lab);
 		snprintf(lab.pool_name, sizeof(lab.pool_name), "%s", p->name);
 		ret = lun_label_write(p->luns[i].lun, &lab);
 		if (ret < 0)
@@ -660,6 +724,7 @@ int lunset_new_side(struct stor_pool *p, unsigned idx, const char *path, unsigne
 	}
 	lab.vdev = vdev;
 	lab.sides = sides;
+	vdev_detached(p, vdev, lab.detached);
 	lab.index = idx;
 	lab.pool_guid = p->guid;
 	ret = keys_random(&lab.lun_guid, sizeof(lab.lun_guid));
@@ -699,6 +764,7 @@ int lunset_relabel_width(struct stor_pool *p, unsigned vdev, unsigned sides)
 		if (ret == 0) {
 			lab.vdev = vdev;
 			lab.sides = sides;
+			vdev_detached(p, vdev, lab.detached);
 			ret = lun_label_write(l->lun, &lab);
 		}
 		if (ret < 0)
@@ -784,6 +850,11 @@ int lunset_index(struct stor_pool *p, const char *lun)
 	char *end;
 	unsigned long i;
 
+	/* a detached LUN's file may have joined again, at another index */
+	for (unsigned k = 0; k < n; k++)
+		if (!strcmp(lun_path(p->luns[k].lun), lun) &&
+		    atomic_load(&p->luns[k].state) != SIDE_DETACHED)
+			return (int)k;
 	for (unsigned k = 0; k < n; k++)
 		if (!strcmp(lun_path(p->luns[k].lun), lun))
 			return (int)k;

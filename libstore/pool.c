@@ -49,6 +49,9 @@
  * and in a pool with mirrors: u32 nluns | nluns x u32 vdev (the index of
  * the first LUN of each LUN's vdev, mirror.c). A pool without mirrors has
  * no such tail, as before mirrors; with one, the labels must agree with it.
+ * A detached LUN stays in the record (its index is taken for good); the
+ * sides row says it is detached, and an import reads that row before any
+ * LUN joins, so the detached one never counts among its vdev's sides.
  * "pool"/"txg": u64 last committed txg.
  */
 #include <assert.h>
@@ -402,19 +405,21 @@ static int attach_one(struct stor_pool *p, unsigned i, const char *path, uint64_
 }
 
 /* A mirror with no side that opened cannot serve: the import fails with
- * what its first side's attach said. */
+ * what its first side's attach said. That holds for one detached down to
+ * a single side too, which joined absent as a mirror's side does. */
 static int check_sides(struct stor_pool *p, uint32_t n)
 {
 	for (uint32_t v = 0; v < n; v++) {
-		unsigned here = 0;
+		unsigned here = 0, first = p->luns[v].nsides ? p->luns[v].side[0] : v;
 
 		if (p->luns[v].vdev != v)
 			continue;
 		for (unsigned s = 0; s < p->luns[v].nsides; s++)
 			here += !p->luns[p->luns[v].side[s]].absent;
-		if (p->luns[v].nsides > 1 && !here) {
+		if (!here) {
 			pool_set_error("pool %s: no side of the mirror of lun %u opened: %s",
-				       p->name, v, p->luns[v].absent);
+				       p->name, v,
+				       p->luns[first].absent ? p->luns[first].absent : "none left");
 			return -ENODEV;
 		}
 	}
@@ -454,6 +459,7 @@ static int load_config(struct stor_pool *p, uint64_t *txg, struct lun_paths *lp)
 	struct lun_paths paths = { 0 };
 	uint64_t guids[STOR_LUNS_MAX], sizes[STOR_LUNS_MAX];
 	uint32_t vdevs[STOR_LUNS_MAX];
+	uint8_t detached[STOR_LUNS_MAX];
 	int ret;
 
 	ret = meta_rtxn_get(p->meta, &t);
@@ -502,7 +508,15 @@ static int load_config(struct stor_pool *p, uint64_t *txg, struct lun_paths *lp)
 		/* a LUN a scan found elsewhere: there, and the record follows */
 		if (i < p->opts.nlun_paths && p->opts.lun_paths[i])
 			snprintf(path, sizeof(path), "%s", p->opts.lun_paths[i]);
-		ret = paths_add(lp ? lp : &paths, path);
+		/* attaching, path i is LUN i's: a detached LUN's file may be a
+		 * LUN of the pool again, so one path may come twice */
+		if (lp) {
+			ret = paths_add(lp, path);
+		} else {
+			paths.path[paths.n] = strdup(path);
+			ret = paths.path[paths.n] ? 0 : -ENOMEM;
+			paths.n += ret == 0;
+		}
 		if (ret < 0)
 			goto out;
 		ret = STOR_ECORRUPT;
@@ -515,8 +529,14 @@ static int load_config(struct stor_pool *p, uint64_t *txg, struct lun_paths *lp)
 	ret = layout_of(n, r, end, vdevs);
 	if (ret < 0)
 		pool_set_error("pool %s: the pool record's vdev layout is damaged", p->name);
+	/* a detached LUN joins no vdev's sides, so the others count as their
+	 * labels do; its path is never opened (it may be a LUN again, elsewhere) */
+	if (ret == 0)
+		ret = lunset_row_detached(t, n, detached);
 	for (uint32_t i = 0; i < n && ret == 0; i++)
-		ret = attach_one(p, i, paths.path[i], guids[i], sizes[i], vdevs, n);
+		ret = detached[i] ? lunset_absent(p, i, paths.path[i], guids[i], sizes[i], vdevs[i],
+						  NULL)
+				  : attach_one(p, i, paths.path[i], guids[i], sizes[i], vdevs, n);
 	if (ret == 0)
 		ret = check_layout(p, n, vdevs);
 	if (ret == 0)

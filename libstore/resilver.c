@@ -28,7 +28,9 @@
  * resilvering since txg 1 commits first, then the pool record naming the
  * new LUN; a crash between leaves an old LUN resilvered whole, never a new
  * one taken as sound. A detached side keeps its index (block pointers and
- * log copies name LUNs by index) as a stand-in, DETACHED, its label wiped.
+ * log copies name LUNs by index) as a stand-in, DETACHED, its label wiped;
+ * the sides left are relabelled without it once the txg after the detach
+ * has it on the LUNs (the sides row is what an import goes by).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -420,6 +422,16 @@ int stor_pool_detach(struct stor_pool *p, const char *lun)
 	pthread_mutex_unlock(&p->commit_lock);
 	lun_close(stand);
 	free(why);
+	/* the sides narrower, and naming the detached index, only once the
+	 * sides row saying so is on the LUNs (lunset.c): a scan then tells it
+	 * from a missing side, and an import never finds a side too many */
+	if (ret == 0)
+		ret = txg_sync(p, 0);
+	if (ret == 0) {
+		unsigned vdev = pl->vdev;
+
+		lunset_relabel_width(p, vdev, p->luns[vdev].nsides);
+	}
 	pthread_mutex_unlock(&p->admin);
-	return ret < 0 ? ret : txg_sync(p, 0);
+	return ret;
 }

@@ -14,6 +14,10 @@
  * on the descriptor (lun.c). No recursion. A "directory" rados:POOL is
  * the RADOS pool's LUNs, each opened as a file would be. Opening a pool at the paths
  * found is stor_pool_open()'s, with opts->lun_paths.
+ *
+ * An index that a label of the pool names detached (format.h) is neither
+ * found nor missing: detached for good, its own label wiped, and a file
+ * that still carries it (a wipe that failed) is a stale copy, not a side.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -136,10 +140,16 @@ static int by_pool_then_index(const void *a, const void *b)
 	return ((const struct found *)a)->seq < ((const struct found *)b)->seq ? -1 : 1;
 }
 
+static int is_detached(const uint8_t *bits, unsigned idx)
+{
+	return idx < STOR_LUNS_MAX && (bits[idx / 8] & (1u << idx % 8));
+}
+
 /* Could @missing LUNs all be sides of the mirrors the labels v[0, n) name,
  * each of which keeps a side found? Labels say a side's vdev and width,
- * not which index a missing side had: the import's pool record does. */
-static int mirrors_cover(const struct found *v, size_t n, unsigned missing)
+ * not which index a missing side had: the import's pool record does. The
+ * labels of detached indexes (@bits) count for nothing. */
+static int mirrors_cover(const struct found *v, size_t n, const uint8_t *bits, unsigned missing)
 {
 	unsigned lacking = 0;
 
@@ -147,15 +157,17 @@ static int mirrors_cover(const struct found *v, size_t n, unsigned missing)
 		unsigned found = 0, width = 0;
 		int seen = 0;
 
-		if (v[i].lab.sides <= 1)
+		if (v[i].lab.sides <= 1 || is_detached(bits, v[i].lab.index))
 			continue;
 		/* each mirror once, at the first of its labels found */
 		for (size_t j = 0; j < i && !seen; j++)
-			seen = v[j].lab.sides > 1 && v[j].lab.vdev == v[i].lab.vdev;
+			seen = v[j].lab.sides > 1 && v[j].lab.vdev == v[i].lab.vdev &&
+			       !is_detached(bits, v[j].lab.index);
 		if (seen)
 			continue;
 		for (size_t j = 0; j < n; j++) {
-			if (v[j].lab.sides <= 1 || v[j].lab.vdev != v[i].lab.vdev)
+			if (v[j].lab.sides <= 1 || v[j].lab.vdev != v[i].lab.vdev ||
+			    is_detached(bits, v[j].lab.index))
 				continue;
 			found++;
 			width = v[j].lab.sides > width ? v[j].lab.sides : width;
@@ -170,10 +182,14 @@ static int report(const struct found *v, size_t n,
 		  int (*fn)(const struct stor_scan_pool *pool, void *ctx), void *ctx)
 {
 	struct stor_scan_pool sp = { .guid = v[0].lab.pool_guid, .state = STOR_SCAN_EXPORTED };
+	uint8_t bits[LABEL_DETACHED_LEN] = { 0 }, *detached;
 	const char **paths;
 	int ret;
 
 	for (size_t i = 0; i < n; i++) {
+		/* detached is for good: what any label says, the pool has */
+		for (unsigned b = 0; b < LABEL_DETACHED_LEN; b++)
+			bits[b] |= v[i].lab.detached[b];
 		/* each label says how many LUNs the pool had when it was written
 		 * (import, export, add rewrite them all): the most is the newest */
 		if (v[i].lab.nluns > sp.nluns)
@@ -188,20 +204,32 @@ static int report(const struct found *v, size_t n,
 	snprintf(sp.name, sizeof(sp.name), "%s", v[0].lab.pool_name);
 	sp.hostid = v[0].lab.hostid;
 	paths = calloc(sp.nluns, sizeof(*paths));
-	if (!paths)
+	detached = calloc(sp.nluns, 1);
+	if (!paths || !detached) {
+		free(paths);
+		free(detached);
 		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < sp.nluns; i++)
+		if (is_detached(bits, i)) {
+			detached[i] = 1;
+			sp.ndetached++;
+		}
 	for (size_t i = 0; i < n; i++) {
 		/* two LUNs of one index (a stale copy of a file): the first in name order */
-		if (paths[v[i].lab.index])
+		if (paths[v[i].lab.index] || detached[v[i].lab.index])
 			continue;
 		paths[v[i].lab.index] = v[i].path;
 		sp.nfound++;
 	}
-	sp.complete = sp.nfound == sp.nluns;
-	sp.degraded = !sp.complete && mirrors_cover(v, n, sp.nluns - sp.nfound);
+	sp.complete = sp.nfound + sp.ndetached == sp.nluns;
+	sp.degraded = !sp.complete &&
+		      mirrors_cover(v, n, bits, sp.nluns - sp.nfound - sp.ndetached);
 	sp.paths = paths;
+	sp.detached = detached;
 	ret = fn(&sp, ctx);
 	free(paths);
+	free(detached);
 	return ret;
 }
 

@@ -216,7 +216,10 @@ struct stor_scan_pool {
 	unsigned nluns;           /**< LUNs the pool has, as its labels say */
 	unsigned nfound;          /**< of those, found */
 	const char *const *paths; /**< nluns entries: the path of LUN i, NULL if missing */
-	int complete;             /**< every LUN found */
+	unsigned ndetached;       /**< of those, detached from their mirror: not missing */
+	const unsigned char *detached; /**< nluns entries: 1 if LUN i was detached (its
+					*   index stays taken, its path NULL), else 0 */
+	int complete;             /**< every LUN found, but those detached */
 	int degraded;             /**< not complete, but each LUN missing may be a side of a
 				   *   mirror another side of which was found: it may import
 				   *   DEGRADED (the import decides, from the pool record) */

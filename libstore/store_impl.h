@@ -405,7 +405,9 @@ int lunset_prepare(struct stor_pool *p, const char *path, uint64_t size, unsigne
 		   struct lunset_new *n);
 /** LUN @idx of the pool record did not open (@why): a stand-in (lun_absent)
  *  of @size bytes takes its place as a side of the mirror of lun @vdev, out
- *  of service; the import goes on while another side of it is there. */
+ *  of service; the import goes on while another side of it is there. With
+ *  @why NULL, LUN @idx was detached: a stand-in in no vdev's list of sides
+ *  (DETACHED), whose index stays taken, never opened. */
 int lunset_absent(struct stor_pool *p, unsigned idx, const char *path, uint64_t guid,
 		  uint64_t size, unsigned vdev, const char *why);
 /** The sides' state from the pool's "sides" row of @t (after every LUN
@@ -413,6 +415,9 @@ int lunset_absent(struct stor_pool *p, unsigned idx, const char *path, uint64_t 
  *  has in service is out since @txg, the last one committed. */
 struct meta_txn;
 int lunset_load_sides(struct stor_pool *p, struct meta_txn *t, uint64_t txg);
+/** Which of the first @n LUNs the "sides" row of @t has detached, before
+ *  any joins: @detached[i] is 1 for each, else 0. @return 0 or an error */
+int lunset_row_detached(struct meta_txn *t, unsigned n, uint8_t *detached);
 /** Put the "sides" row into @t (the txg's transaction) if it changed.
  *  @return 1 put, 0 nothing to put, or an error (the change stays due);
  *  after 1, a commit that fails calls lunset_sides_undo() */
@@ -427,7 +432,9 @@ int lunset_index(struct stor_pool *p, const char *lun);
  *  @vdev, @sides wide, with a new LUN guid in @guid. Admin lock held. */
 int lunset_new_side(struct stor_pool *p, unsigned idx, const char *path, unsigned flags,
 		    unsigned vdev, unsigned sides, struct lun **out, uint64_t *guid);
-/** Rewrite the labels of the sides of vdev @vdev as @sides wide. */
+/** Rewrite the labels of the sides of vdev @vdev as @sides wide, with its
+ *  detached LUNs (format.h): wider before the pool record counts a side,
+ *  narrower only after the record and sides row without it are on the LUNs. */
 int lunset_relabel_width(struct stor_pool *p, unsigned vdev, unsigned sides);
 /** Open LUN @idx again at its path (it was absent) and check its label is
  *  that LUN's; the caller puts it in place. */

@@ -56,6 +56,11 @@ check_PROGRAMS += %D%/test_mirror_direct
 %C%_test_mirror_direct_CFLAGS = $(%C%_test_mirror_CFLAGS) -DTEST_DIRECT_IO=1
 %C%_test_mirror_direct_LDADD = $(%C%_test_mirror_LDADD)
 
+check_PROGRAMS += %D%/test_vdev
+%C%_test_vdev_SOURCES = %D%/test_vdev.c $(E2E_FIXTURE)
+%C%_test_vdev_CFLAGS = $(E2E_CFLAGS)
+%C%_test_vdev_LDADD = $(E2E_LDADD)
+
 check_PROGRAMS += %D%/test_luns
 %C%_test_luns_SOURCES = %D%/test_luns.c $(E2E_FIXTURE)
 %C%_test_luns_CFLAGS = $(E2E_CFLAGS)

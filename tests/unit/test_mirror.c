@@ -14,9 +14,11 @@
  * the pool's stays out once it reads well again, because it missed writes.
  * Resilver: offline then online copies only what the side missed; replace
  * copies everything, and goes on after an import cut it short; attach makes
- * a LUN of its own a mirror, detach takes a side away, even the first; the
- * only side that holds every write can be neither offlined, replaced nor
- * detached.
+ * a LUN of its own a mirror, detach takes a side away, even the first, and
+ * a side attached after that counts at every import and in a scan, which
+ * tells the detached index from a missing one; the only side that holds
+ * every write can be neither offlined, replaced nor detached; a side larger
+ * than the first, detached or gone, leaves the pool importable.
  */
 #include "config.h" /* _GNU_SOURCE: memmem */
 #include <criterion/criterion.h>
@@ -844,6 +846,108 @@ Test(mirror, attach_makes_a_lun_a_mirror_and_detach_takes_a_side_away)
 		cr_assert_eq(rep.cksum_errors + rep.extent_errors + rep.space_errors, 0,
 			     "the check reads the side left, not the detached first LUN");
 	}
+}
+
+/* What a scan of the pool's directory says of its LUNs. */
+struct scanned {
+	unsigned nluns, nfound, ndetached, detached0;
+	int complete;
+};
+
+static int scanned_one(const struct stor_scan_pool *sp, void *ctx)
+{
+	struct scanned *s = ctx;
+
+	s->nluns = sp->nluns;
+	s->nfound = sp->nfound;
+	s->ndetached = sp->ndetached;
+	s->detached0 = sp->detached[0];
+	s->complete = sp->complete;
+	return 0;
+}
+
+Test(mirror, a_side_attached_after_the_first_is_detached_counts_at_every_import)
+{
+	static const unsigned sides[] = { 2 };
+	const char *dirs[1];
+	struct scanned sc = { 0 };
+	struct stor_ds *ds;
+	char more[PATH_MAX + 8];
+
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_random(ds, 0, NREC, 7);
+	stor_ds_close(ds);
+	cr_assert_eq(stor_pool_detach(tp.pool, "0"), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(label_version(1), LABEL_VERSION_DETACHED, "the side left names the detached");
+	snprintf(more, sizeof(more), "%s/more", tp.dir);
+	cr_assert_eq(stor_pool_attach(tp.pool, "1", more, 0), 0, "%s", stor_pool_last_error());
+	resilver_wait();
+	cr_assert_eq(lun_stat(2).state, STOR_SIDE_ONLINE);
+	tpool_reopen(&tp);
+	cr_assert_eq(lun_stat(0).state, STOR_SIDE_DETACHED);
+	cr_assert_eq(lun_stat(1).state, STOR_SIDE_ONLINE, "%s", lun_stat(1).absent);
+	cr_assert_eq(lun_stat(2).state, STOR_SIDE_ONLINE, "%s", lun_stat(2).absent);
+	cr_assert_eq(lun_stat(2).sides, 2);
+	/* the detached file, labelled anew as a side: its path names that one */
+	cr_assert_eq(stor_pool_attach(tp.pool, "2", tp.lun[0], 0), 0, "%s",
+		     stor_pool_last_error());
+	resilver_wait();
+	cr_assert_eq(lun_stat(3).state, STOR_SIDE_ONLINE);
+	cr_assert_eq(stor_pool_offline(tp.pool, tp.lun[0]), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(lun_stat(3).state, STOR_SIDE_OFFLINE);
+	cr_assert_eq(stor_pool_online(tp.pool, tp.lun[0]), 0, "%s", stor_pool_last_error());
+	resilver_wait();
+	tpool_close(&tp);
+	dirs[0] = tp.dir;
+	cr_assert_eq(stor_pool_scan(dirs, 1, scanned_one, &sc), 1);
+	cr_assert_eq(sc.nluns, 4);
+	cr_assert_eq(sc.ndetached, 1, "index 0 is detached, not missing");
+	cr_assert(sc.detached0);
+	cr_assert_eq(sc.nfound, 3);
+	cr_assert(sc.complete);
+	/* the LUNs alone: LMDB gone, the labels and the log say it all */
+	remove_lmdb();
+	cr_assert_eq(tpool_open(&tp), 0, "%s", stor_pool_last_error());
+	for (unsigned i = 1; i < 4; i++)
+		cr_assert_eq(lun_stat(i).state, STOR_SIDE_ONLINE, "lun %u: %s", i,
+			     lun_stat(i).absent);
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_random(ds, gen7);
+	stor_ds_close(ds);
+}
+
+Test(mirror, a_larger_side_attached_then_detached_or_gone_leaves_the_pool_importable)
+{
+	static const unsigned sides[] = { 2 };
+	struct stor_ds *ds;
+	char big[PATH_MAX + 8], bigger[PATH_MAX + 8];
+
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_random(ds, 0, NREC, 7);
+	stor_ds_close(ds);
+	snprintf(big, sizeof(big), "%s/big", tp.dir);
+	snprintf(bigger, sizeof(bigger), "%s/bigger", tp.dir);
+	cr_assert_eq(truncate(big, 2 * LUN_SIZE), -1); /* no such file yet */
+	cr_assert_eq(close(open(big, O_CREAT | O_WRONLY, 0600)), 0);
+	cr_assert_eq(truncate(big, 2 * LUN_SIZE), 0);
+	cr_assert_eq(close(open(bigger, O_CREAT | O_WRONLY, 0600)), 0);
+	cr_assert_eq(truncate(bigger, 3 * LUN_SIZE), 0);
+	cr_assert_eq(stor_pool_replace(tp.pool, "1", big, 0), 0, "%s", stor_pool_last_error());
+	resilver_wait();
+	cr_assert_eq(stor_pool_attach(tp.pool, "0", bigger, 0), 0, "%s", stor_pool_last_error());
+	resilver_wait();
+	/* a larger side detached is a stand-in; one gone joins absent */
+	cr_assert_eq(stor_pool_detach(tp.pool, big), 0, "%s", stor_pool_last_error());
+	tpool_close(&tp);
+	cr_assert_eq(unlink(bigger), 0);
+	cr_assert_eq(tpool_open(&tp), 0, "%s", stor_pool_last_error());
+	cr_assert_eq(lun_stat(1).state, STOR_SIDE_DETACHED);
+	cr_assert_eq(lun_stat(2).state, STOR_SIDE_FAULTED);
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	check_random(ds, gen7);
+	stor_ds_close(ds);
 }
 
 Test(mirror, the_only_side_holding_every_write_stays)
