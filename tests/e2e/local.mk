@@ -160,3 +160,10 @@ check_PROGRAMS += %D%/test_rados
 %C%_test_rados_CFLAGS = $(E2E_CFLAGS)
 %C%_test_rados_LDADD = $(E2E_LDADD)
 AM_TESTS_ENVIRONMENT += COFFER_CEPH_CLUSTER=$(abs_top_srcdir)/%D%/ceph_cluster.sh; export COFFER_CEPH_CLUSTER;
+
+# every order of clone, promote and destroy -r/-R against a model of zfs destroy
+check_PROGRAMS += %D%/test_lineage
+%C%_test_lineage_SOURCES = %D%/test_lineage.c $(E2E_FIXTURE)
+%C%_test_lineage_CFLAGS = $(E2E_CFLAGS)
+%C%_test_lineage_LDADD = $(E2E_LDADD)
+
