@@ -759,6 +759,10 @@ static int doomed_locked(struct stor_pool *p, struct stor_ds *const *seeds, size
 		size_t len = (size_t)snprintf(prefix, sizeof(prefix), "%s/", ds->name);
 		size_t i = lower_bound(p, prefix);
 
+		if (ds->nsnaps && !(flags & STOR_RECURSIVE)) {
+			pool_set_error("%s: it has snapshots; use -r to destroy them too", ds->name);
+			return -EBUSY;
+		}
 		/* the descendants sort together, right after "NAME/" */
 		if (i < p->nds && !strncmp(p->ds[i]->name, prefix, len) &&
 		    !(flags & STOR_RECURSIVE)) {
@@ -767,10 +771,6 @@ static int doomed_locked(struct stor_pool *p, struct stor_ds *const *seeds, size
 		}
 		for (; i < p->nds && !strncmp(p->ds[i]->name, prefix, len); i++)
 			take(d, p, i);
-		if (ds->nsnaps && !(flags & STOR_RECURSIVE)) {
-			pool_set_error("%s: it has snapshots; use -r to destroy them too", ds->name);
-			return -EBUSY;
-		}
 		for (size_t s = 0; s < ds->nsnaps && (flags & STOR_DESTROY_CLONES); s++)
 			for (i = 0; ds->snaps[s]->nclones && i < p->nds; i++)
 				if (p->ds[i]->origin == ds->snaps[s])
@@ -780,20 +780,14 @@ static int doomed_locked(struct stor_pool *p, struct stor_ds *const *seeds, size
 		struct stor_ds *ds = d->v[k];
 
 		if (!strcmp(ds->name, p->name)) {
-			/* the root goes with the pool: here a promoted clone's
-			 * origin, reached through its snapshot */
-			pool_set_error("destroying %s would take the pool's root %s, a clone of "
-				       "one of its snapshots",
-				       seeds[0]->name, p->name);
+			/* the root goes with the pool only (it is never a clone:
+			 * a guard, should that change) */
+			pool_set_error("destroying %s would take the pool's root %s", seeds[0]->name,
+				       p->name);
 			return -EBUSY;
 		}
 		if (atomic_load(&ds->refs) > 0) {
 			pool_set_error("%s is open", ds->name);
-			return -EBUSY;
-		}
-		if (atomic_load(&ds->receiving)) {
-			pool_set_error("%s is being received; wait for the receive to end",
-				       ds->name);
 			return -EBUSY;
 		}
 		for (size_t i = 0; i < p->nds; i++) {

@@ -305,7 +305,7 @@ int ds_destroy_locked(struct stor_pool *p, const char *name, unsigned flags);
 /** Destroy @seeds, with -r (@flags) their descendants and snapshots, with -R
  *  the clones of those too, recursively, all in one txg; admin lock held.
  *  @return 0, -EBUSY (with the reason: children, snapshots or clones and no
- *  flag for them, open, being received, or the pool's root among them) */
+ *  flag for them, open, or the pool's root among them) */
 int ds_destroy_set_locked(struct stor_pool *p, struct stor_ds *const *seeds, size_t nseeds,
 			  unsigned flags);
 
