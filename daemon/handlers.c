@@ -747,8 +747,18 @@ static int h_labelclear(struct hcall *c)
 
 static int h_pool_export(struct hcall *c)
 {
-	int ret = pool_revoke(c);
+	int ret;
 
+	if (!c->pe->pool) {
+		/* faulted: nothing is open, nothing to commit, no label can be
+		 * reached to mark; the daemon just forgets it (zpool export) */
+		reg_pool_remove(c->pe);
+		c->pe = NULL;
+		reg_save();
+		log_info("pool %s: exported (it was faulted; its labels are unchanged)", c->name);
+		return 0;
+	}
+	ret = pool_revoke(c);
 	if (ret == 0)
 		ret = pool_busy(c);
 	if (ret < 0)
@@ -1490,6 +1500,10 @@ static int h_ds_list(struct hcall *c)
 		snapshots = 1;
 	else if (type && strcmp(type, "volume"))
 		ERR(c, -EINVAL, "list: type '%.32s' is not volume, snapshot or all", type);
+	/* a named dataset of a faulted pool: say so, not "no such dataset" */
+	if (c->name && c->pe && !c->pe->pool)
+		ERR(c, STOR_EFAULTED, "%.*s: pool is faulted: %.200s", (int)strcspn(c->name, "/@"),
+		    c->name, c->pe->error);
 	ret = arg_strv(c, "props", &lc.props, &lc.nprops);
 	if (ret < 0)
 		return ret;

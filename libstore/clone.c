@@ -21,8 +21,9 @@
  *   origin's own overwrites keep what S holds in S's table as before.
  * - S cannot be destroyed while it has clones (nclones), nor can its
  *   dataset or a rollback past it: "snapshot has dependent clones", unless
- *   destroy -R, which destroys the clones (and theirs) first, each in a txg
- *   of its own. So the origin a clone reads is there as long as it is.
+ *   destroy -R, which destroys the clones with all they take (dataset.c:
+ *   doomed_locked) in one txg first. So the origin a clone reads is there
+ *   as long as it is.
  * - Space, as zfs reports it: a clone's used is what only it holds (its own
  *   pointers and its snapshots'); its referenced is its own plus the part
  *   of S's image it still reads (shared_ref: S's referenced at creation,
@@ -251,33 +252,37 @@ int clone_import(struct stor_pool *p)
 	return 0;
 }
 
-int clone_destroy_dependents_locked(struct stor_pool *p, struct snap *s, unsigned flags)
+int clone_destroy_dependents_locked(struct stor_pool *p, struct snap *const *snaps, size_t n,
+				    unsigned flags)
 {
-	char name[STOR_NAME_MAX + 1];
-	int ret = 0;
+	struct stor_ds **clones = NULL;
+	size_t k = 0;
+	int ret;
 
-	if (!(flags & STOR_DESTROY_CLONES)) {
-		for (size_t i = 0; i < p->nds; i++)
-			if (p->ds[i]->origin == s) {
+	for (size_t i = 0; i < p->nds; i++) {
+		struct snap *o = p->ds[i]->origin;
+
+		for (size_t j = 0; o && j < n; j++)
+			if (o == snaps[j] && !(flags & STOR_DESTROY_CLONES)) {
 				pool_set_error("%s: snapshot has dependent clones (%s); use -R to "
 					       "destroy them too",
-					       s->name, p->ds[i]->name);
+					       o->name, p->ds[i]->name);
+				return -EBUSY;
+			}
+	}
+	clones = calloc(p->nds + 1, sizeof(*clones));
+	if (!clones)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->nds; i++)
+		for (size_t j = 0; p->ds[i]->origin && j < n; j++)
+			if (p->ds[i]->origin == snaps[j]) {
+				clones[k++] = p->ds[i];
 				break;
 			}
-		return -EBUSY;
-	}
-	while (s->nclones && ret == 0) {
-		size_t i;
-
-		for (i = 0; i < p->nds && p->ds[i]->origin != s; i++)
-			;
-		if (i == p->nds)
-			break;
-		/* the name is the dataset's, freed by its destroy */
-		snprintf(name, sizeof(name), "%s", p->ds[i]->name);
-		ret = ds_destroy_locked(p, name, STOR_RECURSIVE | STOR_DESTROY_CLONES);
-	}
-	return ret;
+	/* each clone with all it takes, in one txg (dataset.c) */
+	ret = k ? ds_destroy_set_locked(p, clones, k, STOR_RECURSIVE | STOR_DESTROY_CLONES) : 0;
+	free(clones);
+	return ret < 0 ? ret : (int)k;
 }
 
 /* ---- promote ---- */

@@ -716,27 +716,132 @@ static int destroy_one_locked(struct stor_pool *p, struct stor_ds *ds)
 	return 0;
 }
 
-/* The clones of the snapshots of @name (and with -r of its children)
- * first, with -R; refused without it. */
-static int destroy_clones_first(struct stor_pool *p, const char *name, unsigned flags)
+/* What a destroy takes: a work list over the table, each dataset once. */
+struct doomed {
+	struct stor_ds **v; /* in the order found; v[done..n) still to look at */
+	size_t n;
+	unsigned char *seen; /* by table index */
+};
+
+static void take(struct doomed *d, struct stor_pool *p, size_t i)
 {
-	size_t n = strlen(name);
-	int ret = 0;
+	if (!d->seen[i]) {
+		d->seen[i] = 1;
+		d->v[d->n++] = p->ds[i];
+	}
+}
 
-	for (size_t i = 0; i < p->nds && ret == 0; i++) {
-		struct stor_ds *d = p->ds[i];
-		int child = strncmp(d->name, name, n) == 0 && d->name[n] == '/';
+/*
+ * Everything a destroy of @seeds takes, as zfs destroy defines it: each
+ * seed; with -r its descendants and all their snapshots; with -R also every
+ * clone of those snapshots, and what destroying that clone takes, and so
+ * on. After a promote these relations loop (a clone made under its origin
+ * and promoted is a child of the dataset that is now its clone), so this
+ * is a work list over a visited set, never a recursion: each dataset is
+ * taken once. Without -R, a clone of a doomed snapshot that is doomed
+ * anyway (a descendant, with -r) is no obstacle, as in zfs; one outside
+ * refuses the destroy. Nothing changes here; the reason of a refusal is
+ * the pool error.
+ */
+static int doomed_locked(struct stor_pool *p, struct stor_ds *const *seeds, size_t nseeds,
+			 unsigned flags, struct doomed *d)
+{
+	char prefix[STOR_NAME_MAX + 2];
 
-		if (strcmp(d->name, name) && !(child && (flags & STOR_RECURSIVE)))
-			continue;
-		for (size_t k = 0; k < d->nsnaps && ret == 0; k++) {
-			if (!d->snaps[k]->nclones)
-				continue;
-			ret = clone_destroy_dependents_locked(p, d->snaps[k], flags);
-			i = (size_t)-1; /* the table changed: look again from the start */
-			break;
+	d->v = calloc(p->nds + 1, sizeof(*d->v));
+	d->seen = calloc(p->nds + 1, 1);
+	if (!d->v || !d->seen)
+		return -ENOMEM;
+	for (size_t i = 0; i < nseeds; i++)
+		take(d, p, lower_bound(p, seeds[i]->name));
+	for (size_t k = 0; k < d->n; k++) {
+		struct stor_ds *ds = d->v[k];
+		size_t len = (size_t)snprintf(prefix, sizeof(prefix), "%s/", ds->name);
+		size_t i = lower_bound(p, prefix);
+
+		if (ds->nsnaps && !(flags & STOR_RECURSIVE)) {
+			pool_set_error("%s: it has snapshots; use -r to destroy them too", ds->name);
+			return -EBUSY;
+		}
+		/* the descendants sort together, right after "NAME/" */
+		if (i < p->nds && !strncmp(p->ds[i]->name, prefix, len) &&
+		    !(flags & STOR_RECURSIVE)) {
+			pool_set_error("%s: it has children; use -r to destroy them too", ds->name);
+			return -EBUSY;
+		}
+		for (; i < p->nds && !strncmp(p->ds[i]->name, prefix, len); i++)
+			take(d, p, i);
+		for (size_t s = 0; s < ds->nsnaps && (flags & STOR_DESTROY_CLONES); s++)
+			for (i = 0; ds->snaps[s]->nclones && i < p->nds; i++)
+				if (p->ds[i]->origin == ds->snaps[s])
+					take(d, p, i);
+	}
+	for (size_t k = 0; k < d->n; k++) {
+		struct stor_ds *ds = d->v[k];
+
+		if (!strcmp(ds->name, p->name)) {
+			/* the root goes with the pool only (it is never a clone:
+			 * a guard, should that change) */
+			pool_set_error("destroying %s would take the pool's root %s", seeds[0]->name,
+				       p->name);
+			return -EBUSY;
+		}
+		if (atomic_load(&ds->refs) > 0) {
+			pool_set_error("%s is open", ds->name);
+			return -EBUSY;
+		}
+		for (size_t i = 0; i < p->nds; i++) {
+			struct snap *o = p->ds[i]->origin;
+
+			if (o && o->ds == ds && !d->seen[i]) {
+				pool_set_error("%s: snapshot has dependent clones (%s); use -R to "
+					       "destroy them too",
+					       o->name, p->ds[i]->name);
+				return -EBUSY;
+			}
 		}
 	}
+	return 0;
+}
+
+/*
+ * Destroy @seeds and what that takes (doomed_locked), all in one txg: no
+ * order of single destroys would do when the relations loop, and a crash
+ * leaves all of them or none.
+ */
+int ds_destroy_set_locked(struct stor_pool *p, struct stor_ds *const *seeds, size_t nseeds,
+			  unsigned flags)
+{
+	struct doomed d = { 0 };
+	size_t ngone = 0;
+	int ret, enc = 0;
+
+	ret = doomed_locked(p, seeds, nseeds, flags, &d);
+	for (size_t k = 0; k < d.n && ret == 0; k++) {
+		ret = destroy_one_locked(p, d.v[k]);
+		if (ret == 0)
+			ngone++;
+	}
+	if (ngone) {
+		int r;
+
+		space_sync_locked(p); /* before they are freed: the write path reads it */
+		/* under the admin lock: no dataset of the same name is created meanwhile */
+		r = txg_sync(p, 0);
+		ret = ret ? ret : r;
+		txg_read_synchronize(p);
+	}
+	for (size_t k = 0; k < ngone; k++) {
+		if (d.v[k]->suite)
+			enc = 1;
+		cache_drop_ds(cache_data(), d.v[k]->guid);
+		ds_free(d.v[k]);
+	}
+	/* no wrapped key of a destroyed dataset stays in the key file */
+	if (enc && ret == 0)
+		ret = keyfile_save(p, NULL);
+	free(d.v);
+	free(d.seen);
 	return ret;
 }
 
@@ -755,79 +860,13 @@ int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 
 int ds_destroy_locked(struct stor_pool *p, const char *name, unsigned flags)
 {
-	struct stor_ds *ds, **gone = NULL;
-	size_t n = strlen(name), ngone = 0;
-	int ret = 0, enc = 0;
+	struct stor_ds *ds = ds_find_locked(p, name);
 
-	ds = ds_find_locked(p, name);
-	if (!ds) {
-		ret = -ENOENT;
-		goto out;
-	}
-	if (strcmp(name, p->name) == 0) {
-		ret = -EBUSY; /* the root goes with the pool */
-		goto out;
-	}
-	/* children first (deepest names sort last), all or nothing for busy ones */
-	for (size_t i = 0; i < p->nds; i++) {
-		struct stor_ds *d = p->ds[i];
-		int child = strncmp(d->name, name, n) == 0 && d->name[n] == '/';
-		if (child && !(flags & STOR_RECURSIVE)) {
-			ret = -EBUSY;
-			goto out;
-		}
-		if ((child || d == ds) && atomic_load(&d->refs) > 0) {
-			ret = -EBUSY;
-			goto out;
-		}
-		if (d == ds && d->nsnaps && !(flags & STOR_RECURSIVE)) {
-			pool_set_error("%s: it has snapshots; use -r to destroy them too", name);
-			ret = -EBUSY;
-			goto out;
-		}
-	}
-	ret = destroy_clones_first(p, name, flags);
-	if (ret < 0)
-		goto out;
-	ds = ds_find_locked(p, name); /* the table may have changed */
-	if (!ds) {
-		ret = -ENOENT;
-		goto out;
-	}
-	gone = calloc(p->nds, sizeof(*gone));
-	if (!gone) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = p->nds; i-- > 0;) {
-		struct stor_ds *d = p->ds[i];
-		if (d != ds && (strncmp(d->name, name, n) != 0 || d->name[n] != '/'))
-			continue;
-		ret = destroy_one_locked(p, d);
-		if (ret < 0)
-			break;
-		gone[ngone++] = d;
-	}
-	if (ngone)
-		space_sync_locked(p); /* before they are freed: the write path reads it */
-	/* under the admin lock: no dataset of the same name is created meanwhile */
-	if (ngone) {
-		int r = txg_sync(p, 0);
-		ret = ret ? ret : r;
-		txg_read_synchronize(p);
-	}
-	for (size_t i = 0; i < ngone; i++) {
-		if (gone[i]->suite)
-			enc = 1;
-		cache_drop_ds(cache_data(), gone[i]->guid);
-		ds_free(gone[i]);
-	}
-	/* no wrapped key of a destroyed dataset stays in the key file */
-	if (enc && ret == 0)
-		ret = keyfile_save(p, NULL);
-out:
-	free(gone);
-	return ret;
+	if (!ds)
+		return -ENOENT;
+	if (strcmp(name, p->name) == 0)
+		return -EBUSY; /* the root goes with the pool */
+	return ds_destroy_set_locked(p, &ds, 1, flags);
 }
 
 int ds_rename_received(struct stor_pool *p, struct stor_ds *ds, const char *name, unsigned mark)

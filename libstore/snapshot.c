@@ -880,14 +880,18 @@ again:
 			ret = pick(p->ds[i], spec, &c, 0);
 	if (ret < 0)
 		goto out;
-	/* with -R their clones go first (each a dataset of its own, destroyed
-	 * in a txg of its own), then the targets are picked again: a clone's
-	 * own snapshots may have been among them; refused without -R */
-	for (size_t i = 0; i < c.n; i++) {
-		if (!c.s[i]->nclones)
-			continue;
-		ret = clone_destroy_dependents_locked(p, c.s[i], flags);
-		if (ret < 0)
+	/* with -R their clones go first, with all they take, in a txg of
+	 * their own; then the targets are picked again: a clone's own
+	 * snapshots may have been among them, and after a promote even the
+	 * dataset named may have gone with them (a child clone's origin is
+	 * its parent), which leaves nothing to do. Refused without -R. */
+	ret = clone_destroy_dependents_locked(p, c.s, c.n, flags);
+	if (ret < 0)
+		goto out;
+	if (ret > 0) {
+		ret = 0;
+		top = ds_find_locked(p, dsname);
+		if (!top)
 			goto out;
 		goto again;
 	}

@@ -538,11 +538,15 @@ int stor_ds_create(struct stor_pool *pool, const char *name, const struct stor_d
 #define STOR_DESTROY_CLONES 0x2u /**< destroy -R: the clones of what goes, too */
 
 /**
- * Destroy dataset @name and free its space (committed in the next txg).
- * A dataset whose snapshots have clones goes only with STOR_DESTROY_CLONES
- * (and STOR_RECURSIVE for its snapshots), which destroys the clones first.
- * @return 0, -ENOENT, -EBUSY (children and no STOR_RECURSIVE, clones and no
- *         STOR_DESTROY_CLONES, or open handles)
+ * Destroy dataset @name and free its space, in one txg with everything the
+ * destroy takes (zfs destroy): with STOR_RECURSIVE its descendants and all
+ * their snapshots; with STOR_DESTROY_CLONES (which needs STOR_RECURSIVE)
+ * also every clone of those snapshots and what that clone's destroy takes,
+ * and so on. Without it a clone of a doomed snapshot that is not doomed
+ * anyway refuses the destroy.
+ * @return 0, -ENOENT, -EBUSY (children or snapshots and no STOR_RECURSIVE,
+ *         clones and no STOR_DESTROY_CLONES, open handles; the reason is
+ *         in stor_pool_last_error())
  */
 int stor_ds_destroy(struct stor_pool *pool, const char *name, unsigned flags);
 

@@ -274,9 +274,11 @@ int clone_import(struct stor_pool *p);
 void clone_count_shared_ds(struct stor_pool *p, struct stor_ds *ds);
 /** The bytes of @ds's origin image at @recno (0: a hole there or no origin). */
 uint64_t clone_shared_psize(struct stor_pool *p, const struct stor_ds *ds, uint64_t recno);
-/** Refuse (-EBUSY, with the reason) to destroy @s, which has clones, unless
- *  STOR_DESTROY_CLONES is in @flags: then destroy them first. Admin lock held. */
-int clone_destroy_dependents_locked(struct stor_pool *p, struct snap *s, unsigned flags);
+/** Refuse (-EBUSY, with the reason) to destroy @snaps, which have clones, unless
+ *  STOR_DESTROY_CLONES is in @flags: then destroy those clones and all they take,
+ *  in one txg. Admin lock held. @return the number of clones destroyed, or < 0 */
+int clone_destroy_dependents_locked(struct stor_pool *p, struct snap *const *snaps, size_t n,
+				    unsigned flags);
 /** The GUID a record of @ds's tables born at @birth was sealed under. */
 static inline uint64_t ds_sealer(const struct stor_ds *ds, uint64_t birth)
 {
@@ -305,6 +307,12 @@ int ds_create_locked(struct stor_pool *p, const char *name, const struct stor_ds
 		     struct snap *origin, struct stor_ds **out);
 /** Destroy @name as stor_ds_destroy() does; admin lock held. */
 int ds_destroy_locked(struct stor_pool *p, const char *name, unsigned flags);
+/** Destroy @seeds, with -r (@flags) their descendants and snapshots, with -R
+ *  the clones of those too, recursively, all in one txg; admin lock held.
+ *  @return 0, -EBUSY (with the reason: children, snapshots or clones and no
+ *  flag for them, open, or the pool's root among them) */
+int ds_destroy_set_locked(struct stor_pool *p, struct stor_ds *const *seeds, size_t nseeds,
+			  unsigned flags);
 
 /* space.c: reservations and slop (its head comment gives the rules) */
 void space_init(struct stor_pool *p);

@@ -171,3 +171,15 @@ check_PROGRAMS += %D%/test_durable
 %C%_test_durable_SOURCES = %D%/test_durable.c $(E2E_FIXTURE)
 %C%_test_durable_CFLAGS = $(E2E_CFLAGS)
 %C%_test_durable_LDADD = $(E2E_LDADD)
+
+# every order of clone, promote and destroy -r/-R against a model of zfs destroy
+check_PROGRAMS += %D%/test_lineage
+%C%_test_lineage_SOURCES = %D%/test_lineage.c $(E2E_FIXTURE)
+%C%_test_lineage_CFLAGS = $(E2E_CFLAGS)
+%C%_test_lineage_LDADD = $(E2E_LDADD)
+
+# every pool and dataset verb on a faulted pool
+check_PROGRAMS += %D%/test_faulted
+%C%_test_faulted_SOURCES = %D%/test_faulted.c $(E2E_FIXTURE)
+%C%_test_faulted_CFLAGS = $(E2E_CFLAGS)
+%C%_test_faulted_LDADD = $(E2E_LDADD)
