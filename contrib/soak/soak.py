@@ -88,7 +88,7 @@ PROPS = {
     "sync": ["standard", "always", "disabled"],
     "primarycache": ["all", "metadata", "none"],
 }
-ALIAS = {"on": "zstd"}  # compression=on is shown as what it stands for
+ALIAS = {("compression", "on"): "zstd"}  # compression=on is shown as what it stands for
 REC = 8192
 DEADLINE = 120  # seconds for any wait on the daemon: generous on a loaded machine
 
@@ -203,6 +203,10 @@ class Soak:
     def cof(self, *args, stdin=None, must=False, timeout=600):
         """Run coffer; returns (rc, stdout bytes, stderr text). must: a refusal fails the run."""
         argv = [self.a.coffer, "-S", self.sock] + [str(x) for x in args]
+        if self.history and self.history[-1][1].endswith(" ..."):
+            # name the command of the operation under way, should it never return
+            self.history[-1] = (self.opno, self.history[-1][1].split(" ")[0] + " ... coffer "
+                                + " ".join(str(x) for x in args) + " ...")
         try:
             r = subprocess.run(argv, input=stdin if isinstance(stdin, bytes) else None,
                                stdin=None if isinstance(stdin, bytes) or stdin is None else stdin,
@@ -221,6 +225,11 @@ class Soak:
         return json.loads(out)
 
     # ---- model helpers ----
+
+    def note(self, desc):
+        self.history.append((self.opno, desc))
+        self.oplog.write("%d %s\n" % (self.opno, desc))
+        self.oplog.flush()
 
     def count(self, what):
         self.stats[what] = self.stats.get(what, 0) + 1
@@ -369,8 +378,17 @@ class Soak:
             i += 1
         return out
 
+    def related(self):
+        """Datasets in a clone relation: clones, and datasets whose snapshots have clones."""
+        return [n for n, d in self.ds.items()
+                if d.origin or any(self.clones_of(s) for s in self.all_snaps([n]))]
+
     def op_destroy(self, flag=""):
-        name = self.pick(self.ds)
+        rel = self.related()
+        if flag == "-R" and rel and self.rng.random() < 0.5:
+            name = self.pick(rel)
+        else:
+            name = self.pick(self.ds)
         if not name:
             return None
         gone = self.destroy_set(name, flag)
@@ -779,8 +797,7 @@ class Soak:
                 d.key_loaded = True
 
     def restart(self, loss=False):
-        self.history.append((self.opno, "restart" + (
-            ": state directory deleted, pool import -d" if loss else "")))
+        self.note("restart" + (": state directory deleted, pool import -d" if loss else ""))
         if loss:
             shutil.rmtree(self.state, ignore_errors=True)
         self.start()
@@ -788,6 +805,10 @@ class Soak:
             for p in sorted(self.pools):
                 self.cof("pool", "import", "-d", self.luns, p, must=True)
         self.reload_keys()
+
+    def maybe_loss(self):
+        """Whether a kill -9 also loses the state directory (never --without kill9_loss)."""
+        return self.rng.random() < 0.3 and "kill9_loss" not in self.a.without
 
     def background(self, argv, stdin=None):
         return subprocess.Popen([self.a.coffer, "-S", self.sock] + [str(x) for x in argv],
@@ -823,12 +844,12 @@ class Soak:
         elif kind == "kill_scrub":
             self.cof("pool", "scrub", self.pick(self.pools))
             self.kill_soon()
-            self.restart(loss=self.rng.random() < 0.3)
+            self.restart(loss=self.maybe_loss())
         elif kind == "kill_resilver":
             d = self.op_attach() or ""
-            self.history.append((self.opno, d + " (then kill -9)"))
+            self.note(d + " (then kill -9)")
             self.kill_soon()
-            self.restart(loss=self.rng.random() < 0.3)
+            self.restart(loss=self.maybe_loss())
         elif kind == "kill_receive":
             self.kill_inflight("receive")
         elif kind == "kill_create":
@@ -860,12 +881,11 @@ class Soak:
             bg = self.background(argv[:])
             cand = lambda: d
             f = None
-        self.history.append((self.opno, "%s %s (then kill -9)" % (what, tname)))
+        self.note("%s %s (then kill -9)" % (what, tname))
         self.kill_soon(bg)
         if f:
             f.close()
-        loss = self.rng.random() < 0.3
-        self.restart(loss=loss)
+        self.restart(loss=self.maybe_loss())
         names = {x["name"] for x in self.list_all()}
         if bg.returncode == 0 and tname not in names:
             raise Fail("%s %s acknowledged before the kill, missing after" % (what, tname))
@@ -931,7 +951,7 @@ class Soak:
             for k, p in v.get("properties", {}).items():
                 have.setdefault(name, {})[k] = p.get("value")
         for n in names:
-            want = {k: ALIAS.get(v, v) for k, v in self.ds[n].props.items() if k in PROPS}
+            want = {k: ALIAS.get((k, v), v) for k, v in self.ds[n].props.items() if k in PROPS}
             got = have.get(n, {})
             if got != want:
                 raise Fail("%s: local properties %s, model %s" % (n, got, want))
@@ -954,11 +974,30 @@ class Soak:
         want = "DEGRADED" if m["offline"] else "ONLINE"
         got = p.get("state")
         if got != want:
-            raise Fail("pool %s is %s, model %s" % (pool, got, want))
+            raise Fail("pool %s is %s, model %s: %s" % (pool, got, want, self.sides_said(pool)))
         have = sorted(sorted(self.vdev_paths(v)) for v in p["vdevs"][pool]["vdevs"].values())
         model = sorted(sorted(v) for v in m["vdevs"])
         if have != model:
             raise Fail("pool %s: vdevs %s, model %s" % (pool, have, model))
+
+    def sides_said(self, pool):
+        """Each LUN's state as pool status -j gives it, and why when it is not ONLINE."""
+        rc, out, err = self.cof("pool", "status", "-j", pool)
+        try:
+            luns = json.loads(out)["pools"][pool]
+        except ValueError:
+            return err
+        said = []
+
+        def walk(v):
+            if "path" in v:
+                said.append("%s %s%s" % (os.path.basename(v["path"]), v.get("state"),
+                                         " (%s)" % v["absent"] if v.get("absent") else ""))
+            for c in v.get("vdevs", {}).values():
+                walk(c)
+        walk(luns.get("vdevs", {}).get(pool, {}))
+        rc, out, _ = self.cof("pool", "status", pool)
+        return "; ".join(said) + "\n" + out.decode(errors="replace")
 
     def vdev_paths(self, v):
         if "path" in v:
@@ -1042,16 +1081,15 @@ class Soak:
                 break
             self.history.append((self.opno, kind + " ..."))
             desc = getattr(self, "op_" + kind)()
-            self.history[-1] = (self.opno, desc or (kind + " (nothing to do)"))
-            self.oplog.write("%d %s\n" % self.history[-1])
-            self.oplog.flush()
+            self.history.pop()
+            self.note(desc or (kind + " (nothing to do)"))
             if desc:
                 self.count(kind)
             self.alive()
             if self.rng.random() < self.a.disrupt:
                 d = self.choose(DISRUPTIONS)
                 if d:
-                    self.history.append((self.opno, "disrupt: " + d))
+                    self.note("disrupt: " + d)
                     self.disrupt(d)
             if not self.a.quiet and self.opno % 25 == 0:
                 print("soak: seed %d: %d operations" % (self.a.seed, self.opno), flush=True)
