@@ -58,8 +58,9 @@ OPTIONS
     --list-kinds    list the operation and disruption kinds and exit
 
 ENVIRONMENT
-    COFFERD, COFFER  the binaries (default: the build tree's, ../../daemon
-                     and ../../client from this file, else PATH)
+    COFFERD, COFFER  the binaries (default: daemon/cofferd and client/coffer
+                     under the working directory, a build tree, or beside
+                     this file's ../.., else from PATH)
     TMPDIR           where the work directory is made
 
 EXIT STATUS
@@ -1151,8 +1152,10 @@ def parse(argv):
     def binary(var, rel, name):
         if os.environ.get(var):
             return os.environ[var]
-        p = os.path.join(here, "..", "..", rel)
-        return p if os.access(p, os.X_OK) else shutil.which(name)
+        for p in (os.path.join(os.getcwd(), rel), os.path.join(here, "..", "..", rel)):
+            if os.access(p, os.X_OK):
+                return os.path.abspath(p)
+        return shutil.which(name)
     a.cofferd = binary("COFFERD", "daemon/cofferd", "cofferd")
     a.coffer = binary("COFFER", "client/coffer", "coffer")
     if not a.cofferd or not a.coffer:
