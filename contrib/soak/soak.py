@@ -69,6 +69,7 @@ EXIT STATUS
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -1123,6 +1124,7 @@ def parse(argv):
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--shrink", action="store_true")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--discard", action="store_true")  # shrink's trial runs: keep nothing
     ap.add_argument("--list-kinds", action="store_true")
     ap.add_argument("-h", "--help", action="store_true")
     try:
@@ -1190,25 +1192,67 @@ def main(argv):
             file=sys.stderr)
         try:
             with open(os.path.join(s.work, "cofferd.log"), "rb") as f:
-                tail = f.read()[-3000:].decode(errors="replace")
-            print("soak: cofferd.log ends:\n" + tail, file=sys.stderr)
+                log = f.read().decode(errors="replace")
+            sans = [x for x in log.splitlines() if "ERROR: AddressSanitizer" in x
+                    or "runtime error:" in x]
+            print("soak: cofferd.log ends:\n" + "\n".join(sans[:3] + [log[-3000:]]),
+                  file=sys.stderr)
         except OSError:
             pass
     print("soak: seed %d: %d operations in %.0f s; %s" % (
         a.seed, s.opno, time.time() - t0,
         " ".join("%s=%d" % kv for kv in sorted(s.stats.items()))), flush=True)
-    s.cleanup(keep=a.keep or failed is not None)
+    s.cleanup(keep=a.keep or (failed is not None and not a.discard))
+    if failed and a.shrink:
+        shrink(a, s, failed)
     return 1 if failed else 0
 
 
-def argv_repro(a):
+def signature(msg):
+    """What kind of failure msg is, without the names and numbers of this run."""
+    msg = re.sub(r"\S*[/@]\S*", "N", msg.splitlines()[0] if msg else "")
+    return re.sub(r"\d+", "#", msg)[:48]
+
+
+def shrink(a, s, failed):
+    """Leave out each kind the failing run used, in turn; keep out those it fails without.
+
+    A kind left out changes every later choice of the seed's sequence, so this
+    looks for the fewest kinds (and operations) that still show the failure, not
+    for a subsequence of the run."""
+    want = signature(failed)
+    used = sorted({k for k in s.stats if k in WEIGHTS}
+                  | {k[len("disrupt_"):] for k in s.stats if k.startswith("disrupt_")})
+    without, ops, best = set(a.without), s.opno, None
+    print("soak: shrink: seed %d, %d operations, %d kinds; failure \"%s\""
+          % (a.seed, ops, len(used), want), flush=True)
+    for k in used:
+        argv = [sys.executable, os.path.abspath(__file__), "--seed", str(a.seed),
+                "--ops", str(max(ops * 2, 20)), "--quiet", "--discard",
+                "--without", ",".join(sorted(without | {k}))] + argv_repro(a, without=False)
+        r = subprocess.run(argv, capture_output=True, text=True)
+        m = re.search(r"FAILED: seed \d+, operation (\d+): (.*)", r.stderr)
+        if r.returncode == 1 and m and signature(m.group(2)) == want:
+            without.add(k)
+            ops = int(m.group(1))
+            best = r.stderr
+            print("soak: shrink: fails without %s too, at operation %d" % (k, ops), flush=True)
+        else:
+            print("soak: shrink: %s is needed" % k, flush=True)
+    print("soak: shrink: shortest: soak.py --seed %d --ops %d --without %s %s"
+          % (a.seed, ops, ",".join(sorted(without)), " ".join(argv_repro(a, without=False))))
+    if best:
+        print(best[best.find("soak: the last operations:"):best.find("soak: replay")], end="")
+
+
+def argv_repro(a, without=True):
     out = []
-    if a.without:
-        out.append("--without " + ",".join(sorted(a.without)))
+    if a.without and without:
+        out += ["--without", ",".join(sorted(a.without))]
     if a.weights:
-        out.append("--weight " + ",".join("%s=%g" % kv for kv in sorted(a.weights.items())))
+        out += ["--weight", ",".join("%s=%g" % kv for kv in sorted(a.weights.items()))]
     if a.disrupt != 0.08:
-        out.append("--disrupt %g" % a.disrupt)
+        out += ["--disrupt", "%g" % a.disrupt]
     return out
 
 
