@@ -104,7 +104,7 @@ WEIGHTS = {
 }
 DISRUPTIONS = {
     "kill9": 5, "kill9_loss": 4, "term": 2, "stop_cont": 2, "export_loss": 1,
-    "kill_scrub": 1, "kill_resilver": 1, "kill_receive": 1, "kill_create": 1,
+    "kill_scrub": 1, "kill_resilver": 1, "kill_receive": 1, "kill_create": 1, "fault": 3,
 }
 
 
@@ -124,7 +124,7 @@ class Ds:
         self.key = None  # (keyformat, path) of an encryption root
         self.props = {}  # local properties
         self.origin = None  # "ds@snap"
-        self.snaps = []  # [(name, id, data)], oldest first
+        self.snaps = []  # [(name, id, data, volsize)], oldest first
         self.data = {}  # record number -> tuple of acceptable contents
         self.recv = None  # (source dataset, raw) of a received dataset
         self.key_loaded = False
@@ -149,10 +149,18 @@ class Soak:
             os.makedirs(d)
         self.sock = os.path.join(self.work, "sock")
         self.conf = os.path.join(self.work, "cofferd.conf")
+        self.faultinj = args.faultinj if "fault" not in args.without else None
+        self.faultctl = os.path.join(self.work, "faults")
+        self.faultlog = os.path.join(self.work, "faults.log")
+        self.armed = 0
         with open(self.conf, "w") as f:
             f.write("[cofferd]\nsocket = %s\nstate_dir = %s\nlog_level = info\n"
                     "log_target = stderr\nlun_search =\ntxg_timeout = 1\nscrub_rate = 4M\n"
                     % (self.sock, self.state))
+            if self.faultinj:  # every LUN read a pread the shim can fail
+                f.write("lun_mmap = no\n")
+        if self.faultinj:
+            self.arm("")
         self.log = open(os.path.join(self.work, "cofferd.log"), "ab")
         self.proc = None
         self.oplog = open(os.path.join(self.work, "ops.log"), "w")
@@ -170,6 +178,10 @@ class Soak:
     def start(self):
         env = dict(os.environ)
         env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
+        if self.faultinj:
+            env.update(LD_PRELOAD=self.faultinj, COFFER_FAULT_CTL=self.faultctl,
+                       COFFER_FAULT_LOG=self.faultlog,
+                       ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=0")
         self.log.write(b"--- soak: start cofferd\n")
         self.log.flush()
         self.proc = subprocess.Popen([self.a.cofferd, "-f", "-c", self.conf], stdout=self.log,
@@ -289,8 +301,8 @@ class Soak:
 
     # ---- operations; each returns a description, applies its result to the model ----
 
-    def op_write(self):
-        name = self.pick(self.datasets(need_key=True))
+    def op_write(self, name=None):
+        name = name or self.pick(self.datasets(need_key=True))
         if not name:
             return None
         d = self.ds[name]
@@ -453,7 +465,7 @@ class Soak:
         self.cof("snapshot", *(["-r"] if r else []), "%s@%s" % (name, snap), must=True)
         for n in subs:
             self.n += 1
-            self.ds[n].snaps.append((snap, self.n, dict(self.ds[n].data)))
+            self.ds[n].snaps.append((snap, self.n, dict(self.ds[n].data), self.ds[n].volsize))
         return "snapshot %s%s@%s" % ("-r " if r else "", name, snap)
 
     def op_destroy_snap(self, rng=False):
@@ -508,7 +520,7 @@ class Soak:
         if any(self.clones_of("%s@%s" % (name, s[0])) for s in newer):
             raise Fail("%s destroyed snapshots with clones" % desc)
         d.snaps = d.snaps[:idx + 1]
-        d.data = dict(d.snaps[idx][2])
+        d.data = dict(d.snaps[idx][2])  # volsize stays the dataset's
         return desc
 
     def op_clone(self):
@@ -521,7 +533,7 @@ class Soak:
         parent = root if root else self.pool_of(name)
         cname = parent + "/" + self.newname("c")
         self.cof("clone", full, cname, must=True)
-        c = Ds(cname, src.volsize, src.recsize)
+        c = Ds(cname, src.snap(snap)[3], src.recsize)
         c.enc = src.enc
         c.origin = full
         c.data = dict(src.snap(snap)[2])
@@ -585,9 +597,9 @@ class Soak:
     def received(self, tname, name, snap, raw):
         src = self.ds[name]
         s = src.snap(snap)
-        t = Ds(tname, src.volsize, src.recsize)
+        t = Ds(tname, s[3], src.recsize)
         t.data = dict(s[2])
-        t.snaps = [(snap, s[1], dict(s[2]))]
+        t.snaps = [(snap, s[1], dict(s[2]), s[3])]
         t.recv = (name, raw)
         if raw:
             root = self.ds[self.root_of(name)]
@@ -632,7 +644,7 @@ class Soak:
             return desc + " (refused: %s)" % err
         s = src.snaps[j]
         t.data = dict(s[2])
-        t.snaps.append((to, s[1], dict(s[2])))
+        t.snaps.append((to, s[1], dict(s[2]), t.volsize))
         return desc
 
     def op_load_key(self):
@@ -808,6 +820,60 @@ class Soak:
                 self.cof("pool", "import", "-d", self.luns, p, must=True)
         self.reload_keys()
 
+    def arm(self, rules):
+        """Give the fault shim its rules ("" disarms); it rereads the file when its mtime moves."""
+        with open(self.faultctl + ".tmp", "w") as f:
+            f.write(rules + "\n")
+        os.rename(self.faultctl + ".tmp", self.faultctl)
+        self.armed = max(time.time_ns(), self.armed + 1000000)
+        os.utime(self.faultctl, ns=(self.armed, self.armed))
+
+    def injected(self):
+        try:
+            with open(self.faultlog) as f:
+                return sum(1 for _ in f)
+        except OSError:
+            return 0
+
+    def fault(self):
+        """One side of a mirror fails its I/O for a while: nothing may be lost or refused."""
+        cands = []
+        for pool in sorted(self.pools):
+            p = self.wait_scan(pool)
+            for v in p["vdevs"][pool]["vdevs"].values():
+                on = sorted(c["path"] for c in v.get("vdevs", {}).values()
+                            if c.get("state") == "ONLINE")
+                if len(on) >= 2 and v.get("state") == "ONLINE":
+                    cands += [(pool, x) for x in on]
+        if not cands or not self.faultinj:
+            return
+        pool, side = self.rng.choice(cands)
+        op = self.rng.choice(["write", "read", "fsync", "short_read"])
+        rule = "path=%s;op=%s;err=EIO;after=%d;count=%d" % (
+            os.path.basename(side), op, self.rng.randrange(4), self.rng.choice([1, 4, -1]))
+        self.note("fault: " + rule)
+        before = self.injected()
+        self.arm(rule)
+        names = self.datasets(pool, need_key=True)
+        for _ in range(self.rng.randrange(3, 10)):
+            name = self.pick(names)
+            if not name:
+                break
+            self.note(self.op_write(name) + " (under the fault)")
+        for n in names:
+            self.verify(n, self.ds[n].data, self.ds[n].volsize)
+        self.arm("")
+        self.stats["faults_injected"] = self.stats.get("faults_injected", 0) + \
+            self.injected() - before
+        # a side a failed write or flush took out of service comes back by online
+        self.cof("pool", "clear", pool, must=True)
+        j = self.json("pool", "status", pool)["pools"][pool]
+        for v in j["vdevs"][pool]["vdevs"].values():
+            for c in v.get("vdevs", {}).values():
+                if c.get("state") == "FAULTED":
+                    self.note("pool online %s %s (after the fault)" % (pool, c["path"]))
+                    self.cof("pool", "online", pool, c["path"], must=True)
+
     def maybe_loss(self):
         """Whether a kill -9 also loses the state directory (never --without kill9_loss)."""
         return self.rng.random() < 0.3 and "kill9_loss" not in self.a.without
@@ -856,6 +922,8 @@ class Soak:
             self.kill_inflight("receive")
         elif kind == "kill_create":
             self.kill_inflight("create")
+        elif kind == "fault":
+            self.fault()
         self.check()
 
     def kill_inflight(self, what):
@@ -937,7 +1005,7 @@ class Soak:
             self.verify(n, d.data, d.volsize)
             for s in d.snaps:
                 if self.rng.random() < 0.3:
-                    self.verify("%s@%s" % (n, s[0]), s[2], d.volsize)
+                    self.verify("%s@%s" % (n, s[0]), s[2], s[3])
         for p in sorted(self.pools):
             rc, out, err = self.cof("pool", "check", p)
             if rc != 0:
@@ -1158,6 +1226,7 @@ def parse(argv):
             if os.access(p, os.X_OK):
                 return os.path.abspath(p)
         return shutil.which(name)
+    a.faultinj = binary("COFFER_FAULTINJ", "tests/fault/faultinj.so", "faultinj.so")
     a.cofferd = binary("COFFERD", "daemon/cofferd", "cofferd")
     a.coffer = binary("COFFER", "client/coffer", "coffer")
     if not a.cofferd or not a.coffer:
