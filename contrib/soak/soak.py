@@ -25,15 +25,24 @@ DESCRIPTION
     it disrupts the daemon: kill -9 and restart, kill -9 with the state
     directory deleted and every pool imported from its LUNs (pool import
     -d), SIGTERM and restart, SIGSTOP and SIGCONT, export of every pool
-    and import, kill -9 during a scrub, a resilver, a receive or a create.
+    and import from the LUNs alone, kill -9 during a scrub, a resilver, a
+    receive or a create (which must then be there whole, or not at all,
+    and there if it was acknowledged), and, when the fault shim
+    tests/fault/faultinj.so is built, EIO on the writes, reads (or short
+    reads) or fsyncs of one side of a healthy mirror while records are
+    written and read: nothing may be refused or lost; the side is put
+    back with pool online afterwards.
     After each disruption every invariant is checked: every dataset,
-    snapshot, origin and local property of the model present and nothing
-    else, every acknowledged record read back with its content (native
-    protocol; NBD with nbdcopy too when it is installed), each pool ONLINE
-    with the vdevs the model has (DEGRADED only for sides taken offline),
-    coffer pool check clean. After every operation cofferd must be alive:
-    a daemon that died of anything but the driver's own signal fails the
-    run, as does an operation the model says must succeed that fails.
+    snapshot, origin, volsize, encryption and local property of the
+    model present and nothing else, every acknowledged record of the
+    datasets (and of a third of the snapshots) read back with its
+    content (coffer read, or NBD when python3-libnbd is installed), each
+    pool ONLINE with the vdevs the model has (DEGRADED only for sides
+    taken offline), coffer pool check clean. After every operation
+    cofferd must be alive: a daemon that died of anything but the
+    driver's own signal fails the run, as does an operation the model
+    says must succeed that fails (a refusal the model expects, such as
+    destroy of a dataset with snapshots, is checked to leave no trace).
 
     The seed alone decides the operations and disruptions, so --seed N
     replays a run (timing may still change what an interrupted operation
@@ -61,7 +70,15 @@ ENVIRONMENT
     COFFERD, COFFER  the binaries (default: daemon/cofferd and client/coffer
                      under the working directory, a build tree, or beside
                      this file's ../.., else from PATH)
+    COFFER_FAULTINJ  the fault shim (default: tests/fault/faultinj.so of the
+                     build directory; without it the fault kinds do nothing)
     TMPDIR           where the work directory is made
+
+FILES
+    The work directory (kept on a failure and with --keep) holds
+    cofferd.conf, cofferd.log, ops.log (every operation and disruption,
+    numbered), the LUN files (luns/), the key files (keys/) and the state
+    directory (state/).
 
 EXIT STATUS
     0 all invariants held, 1 an invariant failed, 2 usage, 77 no binaries.
@@ -104,7 +121,8 @@ WEIGHTS = {
 }
 DISRUPTIONS = {
     "kill9": 5, "kill9_loss": 4, "term": 2, "stop_cont": 2, "export_loss": 1,
-    "kill_scrub": 1, "kill_resilver": 1, "kill_receive": 1, "kill_create": 1, "fault": 3,
+    "kill_scrub": 1, "kill_resilver": 1, "kill_receive": 1, "kill_create": 1,
+    "fault_write": 1, "fault_read": 1, "fault_fsync": 1,
 }
 
 
@@ -149,7 +167,7 @@ class Soak:
             os.makedirs(d)
         self.sock = os.path.join(self.work, "sock")
         self.conf = os.path.join(self.work, "cofferd.conf")
-        self.faultinj = args.faultinj if "fault" not in args.without else None
+        self.faultinj = args.faultinj
         self.faultctl = os.path.join(self.work, "faults")
         self.faultlog = os.path.join(self.work, "faults.log")
         self.armed = 0
@@ -837,7 +855,7 @@ class Soak:
         except OSError:
             return 0
 
-    def fault(self):
+    def fault(self, kind):
         """One side of a mirror fails its I/O for a while: nothing may be lost or refused."""
         cands = []
         for pool in sorted(self.pools):
@@ -850,7 +868,8 @@ class Soak:
         if not cands or not self.faultinj:
             return
         pool, side = self.rng.choice(cands)
-        op = self.rng.choice(["write", "read", "fsync", "short_read"])
+        op = {"write": "write", "fsync": "fsync",
+              "read": self.rng.choice(["read", "short_read"])}[kind]
         rule = "path=%s;op=%s;err=EIO;after=%d;count=%d" % (
             os.path.basename(side), op, self.rng.randrange(4), self.rng.choice([1, 4, -1]))
         self.note("fault: " + rule)
@@ -924,8 +943,8 @@ class Soak:
             self.kill_inflight("receive")
         elif kind == "kill_create":
             self.kill_inflight("create")
-        elif kind == "fault":
-            self.fault()
+        elif kind.startswith("fault_"):
+            self.fault(kind[len("fault_"):])
         self.check()
 
     def kill_inflight(self, what):
