@@ -1074,7 +1074,15 @@ class Soak:
             j = self.json("pool", "status", pool)
             p = j["pools"][pool]
             scan = p.get("scan") or {}
-            if scan.get("function") != "resilver" or scan.get("state") != "scanning":
+            states = []
+
+            def walk(v):
+                states.append(v.get("state"))
+                for c in v.get("vdevs", {}).values():
+                    walk(c)
+            walk(p.get("vdevs", {}).get(pool, {}))
+            if (scan.get("function") != "resilver" or scan.get("state") != "scanning") \
+                    and "RESILVERING" not in states:
                 return p
             if time.time() > end:
                 raise Fail("pool %s: resilver not done in %d s" % (pool, DEADLINE * 2))

