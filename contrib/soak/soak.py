@@ -94,6 +94,17 @@ import sys
 import tempfile
 import time
 
+# How the model works. Each dataset of the model (Ds) holds, per record, the
+# tuple of contents a read may return: one after an acknowledged write, more
+# while it is not known which landed (a write to a sync=disabled dataset until
+# the next commit, a write that failed); a verify after a recovery narrows it
+# to what the LUNs kept. Snapshots copy that map, clones and receives start
+# from a snapshot's. Every operation draws its choices from the one seeded
+# generator, in a fixed order over sorted names, so a seed replays the same
+# sequence as long as the daemon answers the same; what a kill -9 interrupted
+# may differ by timing, and the model then takes whichever outcome it finds
+# (if it is one of the allowed ones).
+
 try:  # python3-libnbd: record I/O over NBD too
     import nbd
 except ImportError:
@@ -977,7 +988,7 @@ class Soak:
         self.check()
 
     def kill_inflight(self, what):
-        """kill -9 while a create or a receive runs: after the restart it is there whole or not at all."""
+        """kill -9 while a create or a receive runs: after the restart, whole or absent."""
         pool = self.pick(self.pools)
         full = self.pick(self.all_snaps(self.datasets(need_key=True)))
         if what == "receive" and full:
