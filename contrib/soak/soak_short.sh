@@ -19,8 +19,10 @@ random=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
 ops=${COFFER_SOAK_OPS:-45}
 # kill9_loss, export_loss: an acknowledged create, clone or set lost with the
 # state directory (#33 item 1; after a kill -9 even a later clean export does
-# not bring it to the LUNs: --seed 4711 --ops 71 --without kill9_loss); detach, attach: a mirror that comes back DEGRADED, or split in
-# two vdevs after a kill -9 (#33 item 2); promote: promote + destroy -R
+# not bring it to the LUNs: --seed 4711 --ops 71 --without
+# attach,change_key,detach,fault_fsync,fault_write,kill9_loss,promote);
+# detach, attach: a mirror that comes back DEGRADED, or split in two vdevs
+# after a kill -9 (#33 item 2); promote: promote + destroy -R
 # overflows cofferd's stack (#33 item 3). Found by the soak beside those:
 # fault_write, fault_fsync: after a resilver (replace, online), one failed write
 # or fsync on the other side of the mirror fails the client's flush with EIO
