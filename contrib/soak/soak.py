@@ -533,18 +533,23 @@ class Soak:
             gone = [d.snaps[idx]]
             target = full
         R = self.rng.random() < 0.3
-        clones = [c for s in gone for c in self.clones_of("%s@%s" % (name, s[0]))]
+        names = {s[0] for s in gone}
+        # -R implies -r, as in zfs: the descendants' snapshots of those names go too
+        subs = [name] + (self.children(name) if R else [])
+        fulls = ["%s@%s" % (n, x[0]) for n in subs for x in self.ds[n].snaps if x[0] in names]
+        clones = [c for f in fulls for c in self.clones_of(f)]
         rc, _, err = self.cof("destroy", *(["-R"] if R else []), target)
         desc = "destroy %s%s" % ("-R " if R else "", target)
         if rc != 0:
             return desc + " (refused)"
         if clones and not R:
             raise Fail("%s succeeded; it has clones %s" % (desc, clones))
-        if R:
-            for c in clones:
-                for x in self.destroy_set(c, "-R"):
-                    self.ds.pop(x, None)
-        d.snaps = [s for s in d.snaps if s not in gone]
+        for c in clones:
+            for x in self.destroy_set(c, "-R") if c in self.ds else []:
+                self.ds.pop(x, None)
+        for n in subs:
+            if n in self.ds:
+                self.ds[n].snaps = [x for x in self.ds[n].snaps if x[0] not in names]
         return desc
 
     def op_destroy_range(self):
