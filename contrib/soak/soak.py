@@ -980,7 +980,8 @@ class Soak:
             self.kill_soon()
             self.restart(loss=self.maybe_loss())
         elif kind == "kill_resilver":
-            d = self.op_attach() or ""
+            # the resilver of an attach, or of a replace when attach is left out
+            d = (self.op_replace() if "attach" in self.a.without else self.op_attach()) or ""
             self.note(d + " (then kill -9)")
             self.kill_soon()
             self.restart(loss=self.maybe_loss())
