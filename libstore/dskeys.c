@@ -566,6 +566,33 @@ static int new_key_props(const struct stor_ds *ds, const char *loc, char *v[3])
 	return -ENOMEM;
 }
 
+/*
+ * A clone holds its origin's master key under the same root (clone_import
+ * refuses a pool where they differ), so a key change that moves the
+ * datasets @moved (one flag each, p->ds's order) to another root must move
+ * each clone together with its origin, or neither. Under p->admin.
+ * @return 0, or -EXDEV with the text
+ */
+static int keeps_clones_with_origins(struct stor_pool *p, const char *moved)
+{
+	for (size_t i = 0; i < p->nds; i++) {
+		const struct stor_ds *d = p->ds[i];
+
+		if (!d->origin || !d->suite)
+			continue;
+		for (size_t j = 0; j < p->nds; j++) {
+			if (p->ds[j] != d->origin->ds || !moved[j] == !moved[i])
+				continue;
+			pool_set_error("this would give clone %s another encryption root than its "
+				       "origin %s, whose key it shares; promote it or change the "
+				       "key of their common root",
+				       d->name, d->origin->ds->name);
+			return -EXDEV;
+		}
+	}
+	return 0;
+}
+
 int stor_key_change(struct stor_pool *p, const char *name, const char *const *props,
 		    size_t nprops, const struct stor_key_material *key)
 {
@@ -631,6 +658,8 @@ int stor_key_change(struct stor_pool *p, const char *name, const char *const *pr
 	old_root_id = ds->enc_root_id;
 	for (size_t i = 0; i < p->nds; i++)
 		member_of[i] = (char)member(p->ds[i], ds, old_root_id);
+	if (ds->id != old_root_id && (ret = keeps_clones_with_origins(p, member_of)) < 0)
+		goto out;
 	saved.keyformat = ds->keyformat;
 	saved.iters = ds->iters;
 	memcpy(saved.salt, ds->salt, sizeof(saved.salt));
@@ -800,6 +829,9 @@ int stor_key_inherit(struct stor_pool *p, const char *name)
 		ret = -ENOMEM;
 		goto out;
 	}
+	for (size_t i = 0; i < p->nds; i++)
+		moved[i] = p->ds[i]->suite && p->ds[i]->enc_root_id == ds->id;
+	ret = keeps_clones_with_origins(p, moved);
 	/* wrap every member first: nothing changes unless all of them can */
 	for (size_t i = 0; i < p->nds && ret == 0; i++) {
 		struct stor_ds *d = p->ds[i];

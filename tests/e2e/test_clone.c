@@ -243,3 +243,38 @@ Test(clone, promote_then_destroy_the_old_origin_and_the_clone_keeps_its_data)
 	reads_as("tank/k@a", a);
 	reads_as("tank/k", b);
 }
+
+/*
+ * A clone shares its origin's master key under their root, and an import
+ * refuses a pool where the two have different roots: a change-key that
+ * would split them is refused, and the pool comes back after a restart.
+ * Before, the change-key was acknowledged and the next import faulted the
+ * pool ("clone ... has another encryption root than its origin").
+ */
+Test(clone, a_key_change_that_would_part_a_clone_from_its_origin_is_refused)
+{
+	static const char pass[] = "correct horse battery\n", pass2[] = "staple of the horse\n";
+	char a[4200], k1[4200], k2[4200];
+
+	snprintf(k1, sizeof(k1), "%s", tdaemon_file(&td, "pass", pass, sizeof(pass) - 1));
+	snprintf(k2, sizeof(k2), "%s", tdaemon_file(&td, "pass2", pass2, sizeof(pass2) - 1));
+	COF_OK(NULL, "pool create -s 16M tank %s/l/0", td.dir);
+	COF_OK(NULL, "create -s -V 1M -o encryption=aes-256-ccm -o keyformat=passphrase "
+		     "-o keylocation=file://%s -o pbkdf2iters=100000 tank/e", k1);
+	COF_OK(NULL, "create -s -V 1M tank/e/a");
+	tdaemon_random_file(&td, "a", 1 << 20, a, sizeof(a));
+	COF_OK(a, "write tank/e/a");
+	COF_OK(NULL, "snapshot tank/e/a@s");
+	COF_OK(NULL, "clone tank/e/a@s tank/e/k");
+	cr_assert_eq(cof(NULL, "change-key -o keylocation=file://%s tank/e/k", k2), 1);
+	cr_assert(strstr(out, "another encryption root than its origin"), "%s", out);
+	cr_assert_eq(cof(NULL, "change-key -o keylocation=file://%s tank/e/a", k2), 1);
+	cr_assert(strstr(out, "another encryption root than its origin"), "%s", out);
+	/* the root's own key change moves both: allowed */
+	COF_OK(NULL, "change-key -o keylocation=file://%s tank/e", k2);
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	COF_OK(NULL, "load-key tank/e");
+	reads_as("tank/e/k", a);
+	checked();
+}
