@@ -182,6 +182,17 @@ void tdaemon_setup(struct tdaemon *d, const char *extra)
 	tdaemon_start_ok(d);
 }
 
+void tdaemon_setup_lun_dir(struct tdaemon *d)
+{
+	char path[PATH_MAX / 4 + 8];
+
+	tdaemon_init(d, NULL);
+	snprintf(path, sizeof(path), "%s/l", d->dir);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	tdaemon_write_conf(d, NULL, "lun_search = %s/l\n", d->dir);
+	tdaemon_start_ok(d);
+}
+
 void tdaemon_stop_ok(struct tdaemon *d)
 {
 	int st;

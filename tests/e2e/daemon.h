@@ -41,6 +41,9 @@ void tdaemon_write_conf(struct tdaemon *d, const char *sock, const char *fmt, ..
 void tdaemon_start_ok(struct tdaemon *d);
 /** A suite's .init: tdaemon_init(@d, @extra), then tdaemon_start_ok(). */
 void tdaemon_setup(struct tdaemon *d, const char *extra);
+/** tdaemon_setup(@d, NULL) with a directory for LUN files, @d->dir/l, that
+ *  the daemon scans (lun_search): pool import lists what is left there. */
+void tdaemon_setup_lun_dir(struct tdaemon *d);
 /**
  * Stop @d if it runs and expect a clean exit (0: an ASan leak report makes
  * it 23), logging the daemon's stderr otherwise.

@@ -22,13 +22,7 @@ static char out[65536];
 
 static void setup(void)
 {
-	char path[4200];
-
-	tdaemon_init(&td, NULL);
-	snprintf(path, sizeof(path), "%s/l", td.dir);
-	cr_assert_eq(mkdir(path, 0700), 0);
-	tdaemon_write_conf(&td, NULL, "lun_search = %s/l\n", td.dir);
-	tdaemon_start_ok(&td);
+	tdaemon_setup_lun_dir(&td);
 }
 
 static void teardown(void)
