@@ -430,9 +430,12 @@ struct stor_recv *recv_parser_new(void)
 
 static int sides_sound(struct stor_pool *p)
 {
-	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
+		if (atomic_load(&p->luns[i].state) == SIDE_DETACHED)
+			continue; /* an index kept, no side: nothing to resilver */
 		if (atomic_load(&p->luns[i].out) != SIDE_IN || atomic_load(&p->luns[i].missing_since))
 			return 0;
+	}
 	return 1;
 }
 
