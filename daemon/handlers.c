@@ -383,39 +383,42 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 	json_object_set_new(o, "datasets", json_integer(st.ndatasets));
 	json_object_set_new(o, "handles", json_integer(atomic_load(&pe->nhandles)));
 	if (luns) {
-		json_t *a = json_array(), *vdevs = json_array(), *v = NULL;
-		unsigned nmirror = 0, nlun = 0, nfaulted = 0;
+		json_t *a = json_array(), *vdevs = json_array();
+		/* per first LUN: its vdev's entry, and that vdev's sides and faulted */
+		json_t *v[STOR_LUNS_MAX] = { 0 };
+		unsigned nlun[STOR_LUNS_MAX] = { 0 }, nfaulted[STOR_LUNS_MAX] = { 0 };
+		unsigned nmirror = 0, n;
 		int faulted = 0;
 
-		/* the tree of zpool status: each vdev, a mirror with its sides */
-		for (unsigned i = 0;; i++) {
+		/* the tree of zpool status: each vdev, a mirror with its sides. A
+		 * side joins the vdev its first LUN names, wherever its index
+		 * falls: one attached later has an index past other vdevs' */
+		for (n = 0; n < STOR_LUNS_MAX; n++) {
 			struct stor_lun_stat ls;
 
-			if (stor_pool_lun_stat(pe->pool, i, &ls) < 0)
+			if (stor_pool_lun_stat(pe->pool, n, &ls) < 0)
 				break;
 			json_array_append_new(a, lun_json(&ls));
 			/* a detached side keeps its index, but is in no vdev's list */
-			if (ls.state == STOR_SIDE_DETACHED && ls.vdev != i)
+			if (ls.state == STOR_SIDE_DETACHED && ls.vdev != n)
 				continue;
 			faulted += ls.faulted && ls.state != STOR_SIDE_DETACHED;
-			if (ls.vdev == i) {
-				vdev_state(v, nlun, nfaulted);
-				v = json_pack("{s:s, s:[]}", "type", ls.sides > 1 ? "mirror" : "lun",
-					      "luns");
+			if (ls.vdev == n) {
+				v[n] = json_pack("{s:s, s:[]}", "type", ls.sides > 1 ? "mirror" : "lun",
+						 "luns");
 				if (ls.sides > 1)
-					json_object_set_new(v, "name",
+					json_object_set_new(v[n], "name",
 							    json_sprintf("mirror-%u", nmirror++));
-				json_array_append_new(vdevs, v);
-				nlun = nfaulted = 0;
+				json_array_append_new(vdevs, v[n]);
 			}
-			if (ls.state == STOR_SIDE_DETACHED)
+			if (ls.state == STOR_SIDE_DETACHED || ls.vdev > n || !v[ls.vdev])
 				continue;
-			if (v)
-				json_array_append_new(json_object_get(v, "luns"), json_integer(i));
-			nlun++;
-			nfaulted += ls.faulted != 0;
+			json_array_append_new(json_object_get(v[ls.vdev], "luns"), json_integer(n));
+			nlun[ls.vdev]++;
+			nfaulted[ls.vdev] += ls.faulted != 0;
 		}
-		vdev_state(v, nlun, nfaulted);
+		for (unsigned i = 0; i < n; i++)
+			vdev_state(v[i], nlun[i], nfaulted[i]);
 		json_object_set_new(o, "luns", a);
 		json_object_set_new(o, "scan", scan_json(pe->pool));
 		errors_json(o, pe->pool);

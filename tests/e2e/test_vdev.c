@@ -10,7 +10,8 @@
  * data written before reads back and pool check is clean. The two
  * sequences of issue 33 run through each of these, and a seeded random walk
  * of attach, detach and replace restarts after each step (seed:
- * COFFER_TEST_SEED, printed).
+ * COFFER_TEST_SEED, printed). A side attached to a vdev other than the
+ * last is listed in status under that vdev, not the last one.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
@@ -434,4 +435,84 @@ Test(vdev, a_detached_index_keeps_no_raw_receive_waiting)
 	COF_OK(stream, "receive rd/r2");
 	come_back(STATE_LOST, 1, "state directory lost, import -d");
 	COF_OK(stream, "receive rd/r3");
+
+ * The vdevs of pool rd as "side,side vdev ...": each vdev in the order of
+ * its first LUN, its sides in index order, by file name; *online is 0
+ * while a side is not ONLINE (resilvering).
+ */
+static void layout_add(json_t *side, char *buf, size_t len, size_t *at, int *online)
+{
+	const char *path = json_string_value(json_object_get(side, "path"));
+	const char *st = json_string_value(json_object_get(side, "state"));
+
+	*online &= st && !strcmp(st, "ONLINE");
+	*at += (size_t)snprintf(buf + *at, len - *at, "%s%s",
+				*at && buf[*at - 1] != ' ' ? "," : "",
+				path && strrchr(path, '/') ? strrchr(path, '/') + 1 : "?");
+}
+
+static void layout(char *buf, size_t len, int *online)
+{
+	json_t *p = status(), *v, *side;
+	const char *k, *k2;
+	size_t at = 0;
+
+	*online = 1;
+	buf[0] = '\0';
+	json_object_foreach(json_object_get(json_object_get(json_object_get(p, "vdevs"), "rd"),
+					    "vdevs"),
+			    k, v) {
+		if (json_object_get(v, "vdevs"))
+			json_object_foreach(json_object_get(v, "vdevs"), k2, side)
+				layout_add(side, buf, len, &at, online);
+		else
+			layout_add(v, buf, len, &at, online);
+		at += (size_t)snprintf(buf + at, len - at, " ");
+	}
+	if (at)
+		buf[at - 1] = '\0';
+	json_decref(p);
+}
+
+/* Wait (bounded) until the vdevs are @want, every side ONLINE. */
+static void await_layout(const char *want, const char *when)
+{
+	double end = tdaemon_deadline(TDAEMON_WAIT_S);
+	char have[1024];
+	int online;
+
+	for (;;) {
+		layout(have, sizeof(have), &online);
+		if (online && !strcmp(have, want))
+			return;
+		if (!tdaemon_poll(end)) {
+			cof(NULL, "pool status rd");
+			cr_assert_fail("%s: vdevs '%s'%s, not '%s':\n%s\ndaemon:\n%s", when, have,
+				       online ? "" : " (not all ONLINE)", want, out,
+				       tdaemon_log(&td));
+		}
+	}
+}
+
+/*
+ * A side attached to a vdev that is not the last: its index comes after
+ * the other vdev's sides, and it must still be a side of the vdev it was
+ * attached to, in status as in the pool, right after the attach and after
+ * a kill -9 and a restart (the soak's seed 20261205: a LUN of its own and
+ * a 3-way mirror added after it, a side attached to the first).
+ */
+Test(vdev, a_side_attached_to_an_earlier_vdev_stays_in_it)
+{
+	COF_OK(NULL, "pool create -s %u rd %s", LUN_SIZE, lun("s"));
+	COF_OK(NULL, "pool add -s %u rd mirror %s %s", LUN_SIZE, lun("a"), lun("b"));
+	COF_OK(NULL, "pool attach rd %s %s", lun("b"), lun("c"));
+	await_layout("s a,b,c", "after attach b c");
+	COF_OK(NULL, "pool attach rd %s %s", lun("s"), lun("d"));
+	await_layout("s,d a,b,c", "after attach s d");
+	killed();
+	tdaemon_start_ok(&td);
+	await_layout("s,d a,b,c", "after a kill -9");
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	await_layout("s,d a,b,c", "after a restart");
 }
