@@ -416,26 +416,6 @@ Test(vdev, a_random_walk_of_attach_detach_and_replace_survives_every_restart)
 }
 
 /*
- * A detached index is no side out of service: a raw receive, which waits
- * while any side lacks extents, goes in at once after a detach, and after
- * a restart that brings the stand-in back. Found by the soak (seed
- * 20261207): every raw receive into such a pool was refused as busy.
- */
-Test(vdev, a_detached_index_keeps_no_raw_receive_waiting)
-{
-	char stream[4300];
-
-	create_pool();
-	COF_OK(NULL, "snapshot rd/v@s");
-	snprintf(stream, sizeof(stream), "%s/stream", td.dir);
-	COF_OK(NULL, "send -w rd/v@s > '%s'", stream);
-	detach("a");
-	COF_OK(stream, "receive rd/r1");
-	come_back(RESTART, 1, "restart");
-	COF_OK(stream, "receive rd/r2");
-	come_back(STATE_LOST, 1, "state directory lost, import -d");
-	COF_OK(stream, "receive rd/r3");
-
  * The vdevs of pool rd as "side,side vdev ...": each vdev in the order of
  * its first LUN, its sides in index order, by file name; *online is 0
  * while a side is not ONLINE (resilvering).
@@ -515,4 +495,26 @@ Test(vdev, a_side_attached_to_an_earlier_vdev_stays_in_it)
 	tdaemon_stop_ok(&td);
 	tdaemon_start_ok(&td);
 	await_layout("s,d a,b,c", "after a restart");
+}
+
+/*
+ * A detached index is no side out of service: a raw receive, which waits
+ * while any side lacks extents, goes in at once after a detach, and after
+ * a restart that brings the stand-in back. Found by the soak (seed
+ * 20261207): every raw receive into such a pool was refused as busy.
+ */
+Test(vdev, a_detached_index_keeps_no_raw_receive_waiting)
+{
+	char stream[4300];
+
+	create_pool();
+	COF_OK(NULL, "snapshot rd/v@s");
+	snprintf(stream, sizeof(stream), "%s/stream", td.dir);
+	COF_OK(NULL, "send -w rd/v@s > '%s'", stream);
+	detach("a");
+	COF_OK(stream, "receive rd/r1");
+	come_back(RESTART, 1, "restart");
+	COF_OK(stream, "receive rd/r2");
+	come_back(STATE_LOST, 1, "state directory lost, import -d");
+	COF_OK(stream, "receive rd/r3");
 }
