@@ -582,7 +582,7 @@ Test(faults, failed_destroy_commit_never_deletes_a_new_dataset_of_that_name)
 	/* no timer commit: on a loaded machine one retried the destroy's
 	 * commit before the create below, which then rightly succeeded */
 	tdaemon_stop_ok(&td);
-	tdaemon_write_conf(&td, NULL, "lun_mmap = no\ntxg_timeout = 3600\n");
+	tdaemon_write_conf(&td, NULL, "lun_mmap = no\ntxg_timeout = 300\n");
 	start();
 	make_pool("tank");
 	COF_OK("create -V 4M tank/x");
