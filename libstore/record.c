@@ -355,12 +355,17 @@ static void read_extents(struct stor_pool *p, struct read_batch *b, struct rec *
 }
 
 /* A clear record: its place-seeded checksum (if it has one), then its bytes
- * into our buffer if they were read in place. */
+ * into our buffer if they were read in place. Whether it has one is the
+ * pointer's to say, as in ZFS, not the reader's checksum property: a record
+ * written under checksum=off has none, also when the property is on again
+ * or a clone of it reads it. (A clear record's checksum guards against
+ * damage, not an attacker, who can compute it; an encrypted dataset refuses
+ * a clear pointer in check_pointer.) */
 static void verify(struct rec *r)
 {
 	struct stor_pool *p = r->ds->pool;
 
-	if (atomic_load(&r->ds->checksum_on) || memcmp(r->bp.mac, (uint8_t[16]){ 0 }, 16)) {
+	if (memcmp(r->bp.mac, (uint8_t[16]){ 0 }, 16)) {
 		uint8_t mac[16];
 
 		record_checksum(r->guid, r->recno, r->bp.birth, r->src, r->bp.csize, mac);

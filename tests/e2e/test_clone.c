@@ -272,3 +272,28 @@ Test(clone, a_key_change_that_would_part_a_clone_from_its_origin_is_refused)
 	reads_as("tank/e/k", a);
 	checked();
 }
+
+/*
+ * Whether a clear record has a checksum is its pointer's to say: records
+ * written under checksum=off read back through a clone (whose checksum is
+ * on) and after the property is on again. Found by the soak (seed
+ * 20261208): "record checksum mismatch" on every such read.
+ */
+Test(clone, records_written_without_a_checksum_read_through_a_clone_and_after_it_is_on)
+{
+	char a[4200];
+
+	COF_OK(NULL, "pool create -s 16M tank %s/l/0", td.dir);
+	COF_OK(NULL, "create -V 1M -o checksum=off tank/v");
+	tdaemon_random_file(&td, "a", 1 << 20, a, sizeof(a));
+	COF_OK(a, "write tank/v");
+	COF_OK(NULL, "snapshot tank/v@s");
+	COF_OK(NULL, "clone tank/v@s tank/k");
+	reads_as("tank/k", a);
+	COF_OK(NULL, "set checksum=on tank/v");
+	reads_as("tank/v", a);
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	reads_as("tank/k", a);
+	checked();
+}
