@@ -379,3 +379,17 @@ json_t *tdaemon_status_lun(json_t *pool, size_t i)
 	}
 	return NULL;
 }
+
+const char *tdaemon_path(struct tdaemon *d, const char *fmt, ...)
+{
+	static char path[8][PATH_MAX];
+	static int k;
+	char *p = path[k++ % 8], name[PATH_MAX / 2];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof(name), fmt, ap);
+	va_end(ap);
+	snprintf(p, PATH_MAX, "%s/%s", d->dir, name);
+	return p;
+}

@@ -138,6 +138,8 @@ bool tdaemon_poll(double deadline);
 /** Wait up to @ms for @fd to be readable (EINTR retried). @return 1 readable, 0 timeout */
 int tdaemon_wait_readable(int fd, int ms);
 
+/** @d->dir/NAME, NAME made by @fmt: a static buffer, eight at a time stay valid. */
+const char *tdaemon_path(struct tdaemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /** Write @len bytes to a new file @name in the temp dir; returns its path (static). */
 const char *tdaemon_file(struct tdaemon *d, const char *name, const void *data, size_t len);
 /** Like tdaemon_file, with @len bytes of rand() into @path (@cap bytes). */

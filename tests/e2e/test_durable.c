@@ -31,15 +31,10 @@ static char out[65536];
 #define cof(...) tdaemon_cofferf(&td, NULL, out, sizeof(out), __VA_ARGS__)
 #define COF_OK(in, ...) TDAEMON_COF_OK(&td, out, (in), __VA_ARGS__)
 
-/* td.dir/luns/NAME; eight at a time stay valid. */
+/* td.dir/luns/NAME */
 static const char *lun(const char *name)
 {
-	static char path[8][4200];
-	static int n;
-	char *p = path[n++ % 8];
-
-	snprintf(p, 4200, "%s/luns/%s", td.dir, name);
-	return p;
+	return tdaemon_path(&td, "luns/%s", name);
 }
 
 static void make_lun_dir(void)

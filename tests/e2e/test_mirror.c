@@ -51,12 +51,7 @@ static char out[1 << 17];
 
 static const char *lun(const char *name)
 {
-	static char path[8][4096];
-	static int k;
-	char *p = path[k++ % 8];
-
-	snprintf(p, 4096, "%s/%s", td.dir, name);
-	return p;
+	return tdaemon_path(&td, "%s", name);
 }
 
 static int files_equal(const char *a, const char *b)
