@@ -197,7 +197,7 @@ class Soak:
         self.proc = None
         self.oplog = open(os.path.join(self.work, "ops.log"), "w")
         self.ds = {}
-        self.pools = {}  # name -> {"vdevs": [[path, ...], ...], "offline": set()}
+        self.pools = {}  # name -> {"vdevs": [[path, ...], ...], "offline": set(), "resilver": bool}
         self.n = 0
         self.opno = 0
         self.history = []
@@ -649,8 +649,8 @@ class Soak:
             if raw and any(d.guid == src.guid for n, d in self.ds.items()
                            if self.pool_of(n) == dst):
                 return desc + " (refused: one copy per GUID)"
-            if raw and self.pools[dst]["offline"]:  # coffer(8): it waits for the resilver
-                return desc + " (refused: a side is offline)"
+            if raw and self.side_out(dst) and "waits for the resilver" in err:
+                return desc + " (refused: %s)" % err  # coffer(8): it waits for the resilver
             raise Fail("%s refused: %s" % (desc, err))
         self.ds[tname] = self.received(tname, name, snap, raw)
         return desc
@@ -783,6 +783,7 @@ class Soak:
         pool, side = self.rng.choice(sorted(cands))
         self.cof("pool", "online", pool, side, must=True)
         self.pools[pool]["offline"].discard(side)
+        self.pools[pool]["resilver"] = True
         return "pool online %s %s" % (pool, side)
 
     def op_replace(self):
@@ -800,6 +801,7 @@ class Soak:
             if side in v:
                 v[v.index(side)] = new
         self.pools[pool]["offline"].discard(side)
+        self.pools[pool]["resilver"] = True
         return desc
 
     def op_attach(self):
@@ -816,6 +818,7 @@ class Soak:
         for v in self.pools[pool]["vdevs"]:
             if side in v:
                 v.append(new)
+        self.pools[pool]["resilver"] = True
         return desc
 
     def op_detach(self):
@@ -878,6 +881,8 @@ class Soak:
         if loss:
             shutil.rmtree(self.state, ignore_errors=True)
         self.start()
+        for p in self.pools.values():
+            p["resilver"] = True  # a side that missed writes catches up after the restart
         if loss:
             for p in sorted(self.pools):
                 self.cof("pool", "import", "-d", self.luns, p, must=True)
@@ -1118,9 +1123,14 @@ class Soak:
                 raise Fail("pool %s: resilver not done in %d s" % (pool, DEADLINE * 2))
             time.sleep(0.2)
 
+    def side_out(self, pool):
+        """A side may be out of service: offline, or resilvering since the last check."""
+        return bool(self.pools[pool]["offline"]) or self.pools[pool].get("resilver", False)
+
     def check_pool(self, pool):
         p = self.wait_scan(pool)
         m = self.pools[pool]
+        m["resilver"] = False
         want = "DEGRADED" if m["offline"] else "ONLINE"
         got = p.get("state")
         if got != want:
