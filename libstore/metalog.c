@@ -399,7 +399,22 @@ static void ub_encode(uint8_t *buf, uint64_t guid, uint64_t txg, uint64_t seq,
 	put_u64(&w, XXH64(buf, UB_LEN - 8, 0));
 }
 
-/* Write the uberblock on every LUN, durable, all at once.
+/* Whether a LUN of the vdev of LUN @idx (itself aside) took the uberblock:
+ * @res holds the results of the LUNs @at names. */
+static int sibling_took(struct stor_pool *p, unsigned idx, const unsigned *at, const int *res,
+			unsigned n)
+{
+	for (unsigned k = 0; k < n; k++)
+		if (at[k] != idx && p->luns[at[k]].vdev == p->luns[idx].vdev && res[k] == 0)
+			return 1;
+	return 0;
+}
+
+/* Write the uberblock on every LUN, durable, all at once. A mirror side
+ * that fails it while a sibling took it goes out of service, as one that
+ * misses a data write does (mirror.c), and is not counted in @tried: one
+ * side's failure must not fail the commit of a pool whose every vdev holds
+ * the uberblock, and a side out of service is left out of the count anyway.
  * @return how many are durable */
 static unsigned write_ubs(struct stor_pool *p, uint64_t txg, uint64_t seq, const struct mptr *head,
 			  unsigned *tried)
@@ -407,11 +422,14 @@ static unsigned write_ubs(struct stor_pool *p, uint64_t txg, uint64_t seq, const
 	unsigned nluns = atomic_load(&p->nluns), ok = 0, n = 0;
 	int failed;
 	struct lun **luns = calloc(nluns ? nluns : 1, sizeof(*luns));
+	unsigned *at = calloc(nluns ? nluns : 1, sizeof(*at));
 	int *res = calloc(nluns ? nluns : 1, sizeof(*res));
 	uint8_t *ub = NULL;
 
-	if (!luns || !res || posix_memalign((void **)&ub, STOR_SECTOR, UB_SIZE)) {
+	*tried = 0;
+	if (!luns || !at || !res || posix_memalign((void **)&ub, STOR_SECTOR, UB_SIZE)) {
 		free(luns);
+		free(at);
 		free(res);
 		return 0;
 	}
@@ -427,14 +445,21 @@ static unsigned write_ubs(struct stor_pool *p, uint64_t txg, uint64_t seq, const
 	ub_encode(ub, p->guid, txg, seq, head);
 	/* not on a mirror side out of service: it lacks extents since */
 	for (unsigned i = 0; i < nluns; i++)
-		if (!atomic_load(&p->luns[i].out))
+		if (!atomic_load(&p->luns[i].out)) {
+			at[n] = i;
 			luns[n++] = p->luns[i].lun;
+		}
 	*tried = n;
 	failed = lun_reserved_write_sync(luns, res, n, ub, UB_SIZE,
 					 UB_OFF + (seq % UB_SLOTS) * UB_SIZE);
 	ok = failed < 0 ? 0 : n - (unsigned)failed;
+	for (unsigned k = 0; failed > 0 && k < n; k++)
+		if (res[k] < 0 && sibling_took(p, at[k], at, res, n) &&
+		    mirror_side_failed(p, at[k], 1))
+			--*tried;
 	free(ub);
 	free(luns);
+	free(at);
 	free(res);
 	return ok;
 }

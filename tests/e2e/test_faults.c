@@ -999,3 +999,63 @@ Test(faults, a_write_only_a_side_catching_up_took_is_never_acknowledged)
 	}
 	coffer_close(c);
 }
+
+/* Side @i of pool tank is in service again and nothing resilvers. */
+static void wait_side_online(unsigned i)
+{
+	double end = tdaemon_deadline(120);
+
+	for (;;) {
+		json_t *p = pool_status("tank");
+		int online = !strcmp(lun_state(p, i), "ONLINE");
+
+		json_decref(p);
+		if (online && !resilver_running())
+			return;
+		cr_assert(tdaemon_poll(end), "side %u not back in service", i);
+	}
+}
+
+/*
+ * A mirror side that fails one write - of a record, of the log record or
+ * of the uberblock, whichever the Nth is - goes out of service, and the
+ * write and its flush succeed on the other side, as they would on a LUN
+ * of its own: one side's fault never reaches the client.
+ */
+Test(faults, one_failed_write_on_a_mirror_side_fails_no_flush)
+{
+	static uint8_t buf[REC], want[REC];
+	struct coffer_conn *c;
+	char rule[128];
+	int h;
+
+	tdaemon_stop_ok(&td);
+	tdaemon_write_conf(&td, NULL, "lun_mmap = no\n");
+	start();
+	COF_OK("pool create -s 64M tank mirror %s/m0 %s/m1", td.dir, td.dir);
+	COF_OK("create -V 4M tank/a");
+	c = seeded("tank/a", &h);
+	for (unsigned after = 0; after < 6; after++) {
+		json_t *p;
+		int out_of_service;
+
+		snprintf(rule, sizeof(rule), "path=m1;op=write;err=EIO;after=%u;count=1", after);
+		arm(rule);
+		fill(buf, 0, 10 + after);
+		cr_assert_eq(coffer_write(c, h, 0, buf, REC), 0, "%s: the write failed", rule);
+		cr_assert_eq(coffer_ds_flush(c, h), 0, "%s: the flush failed\n%s", rule,
+			     tdaemon_log(&td));
+		arm("");
+		p = pool_status("tank");
+		out_of_service = strcmp(lun_state(p, 1), "ONLINE") != 0;
+		json_decref(p);
+		COF_OK("pool clear tank");
+		if (out_of_service)
+			COF_OK("pool online tank %s/m1", td.dir);
+		wait_side_online(1);
+	}
+	cr_assert_eq(coffer_read(c, h, 0, buf, REC), 0);
+	fill(want, 0, 15);
+	cr_assert_arr_eq(buf, want, REC, "record 0 is not the last write");
+	coffer_close(c);
+}
