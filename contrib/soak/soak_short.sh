@@ -7,8 +7,7 @@
 #
 # Environment: COFFERD, COFFER (set by make check), COFFER_SOAK_SEEDS (the
 # fixed seeds), COFFER_SOAK_OPS (operations per seed), COFFER_SOAK_WITHOUT
-# (the operation and disruption kinds left out: those that still meet open
-# bugs; empty it once they are fixed),
+# (operation and disruption kinds to leave out, comma-separated),
 # COFFER_SOAK_ARGS (more options for soak.py).
 top=$(cd "${srcdir:-$(dirname "$0")/../..}" && pwd)
 [ -x "${COFFERD:-}" ] && [ -x "${COFFER:-}" ] || { echo "COFFERD/COFFER not set"; exit 77; }
@@ -17,13 +16,7 @@ py=/usr/bin/python3
 seeds=${COFFER_SOAK_SEEDS:-"1001 1002"}
 random=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
 ops=${COFFER_SOAK_OPS:-45}
-# The kinds left out meet a bug still open, found by the soak:
-# fault_write, fault_fsync: after a resilver (replace, online), one failed
-# write or fsync on the other side of the mirror fails the client's flush
-# with EIO (soak.py --seed 22 --ops 60 --weight
-# fault_write=10,fault_read=10,fault_fsync=10 --disrupt 0.25 --without
-# kill9_loss,detach,attach,promote).
-without=${COFFER_SOAK_WITHOUT-fault_write,fault_fsync}
+without=${COFFER_SOAK_WITHOUT:-}
 rc=0
 for s in $seeds $random; do
 	set -- --seed "$s" --ops "$ops" --quiet
