@@ -74,7 +74,12 @@
  *   data area taken from the allocator; they are not block pointers, so an
  *   import marks the extents of the log it walked as used. The extents of a
  *   log replaced by a checkpoint are freed once that checkpoint's commit is
- *   done. A record is padded to whole sectors.
+ *   done. A record is padded to whole sectors and written in parts of 64
+ *   sectors at most (metalog.c), but for a part of one op larger than that
+ *   (the key file of a pool of thousands of encrypted datasets); no part is
+ *   ever larger than MLOG_PART_MAX_SECT. An import reads each copy whole
+ *   before its checksum can vouch for it, so a pointer whose sector count is
+ *   not its length rounded up, or is above that bound, is refused unread.
  * - The uberblock ring: every commit writes an uberblock into slot
  *   seq % UB_SLOTS of every LUN, after the record copies are durable and
  *   before LMDB commits; it names the newest record. An import takes the
@@ -171,6 +176,7 @@
 #define MLOG_TABLE_KEYS 0x80u
 #define MLOG_MIN_CKPT (256u << 10) /* bytes of log (whole sectors, one copy) */
 #define MLOG_MAX_RECORDS 4096u /* a checkpoint at the latest after this many records */
+#define MLOG_PART_MAX_SECT 1024u /* 4 MiB: the largest log record part, head included */
 #define MPTR_LEN (1 + MLOG_COPIES * (2 + 8) + 4 + 4 + 8)
 #define MLOG_HEAD_LEN (8 + 4 + 4 + 8 + 8 + 8 + MPTR_LEN + 4)
 #define UB_LEN (8 + 4 + 4 + 8 + 8 + 8 + MPTR_LEN + 8)

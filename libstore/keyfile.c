@@ -41,6 +41,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "format.h"
+#include "meta.h"
 #include "metalog.h"
 #include "store_impl.h"
 
@@ -128,6 +130,13 @@ int keyfile_save(struct stor_pool *p, struct stor_ds *extra)
 			n++;
 			len += ENTRY_LEN + 2 + strlen(entry_loc(d));
 		}
+	}
+	/* the LUNs log it as one op, in a part of its own at most */
+	if (len > (size_t)MLOG_PART_MAX_SECT * STOR_SECTOR - MLOG_HEAD_LEN - META_OP_HEAD - 4) {
+		pool_set_error("pool %s: a key file of %zu encrypted datasets would outgrow the "
+			       "%u KiB a metadata log record holds", p->name, n,
+			       MLOG_PART_MAX_SECT * STOR_SECTOR / 1024);
+		return -EFBIG;
 	}
 	buf = keys_secure_alloc(len);
 	if (!buf)

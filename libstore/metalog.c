@@ -283,8 +283,11 @@ static int mptr_get(const uint8_t **r, struct mptr *m)
 	m->nsect = get_u32(r);
 	m->len = get_u32(r);
 	m->cksum = get_u64(r);
-	if (m->ncopies > MLOG_COPIES || (m->ncopies && (m->len < MLOG_HEAD_LEN ||
-							 m->len > (uint64_t)m->nsect * STOR_SECTOR)))
+	/* the import allocates and reads nsect sectors of each copy before its
+	 * checksum can vouch for them: only what a writer makes is sound */
+	if (m->ncopies > MLOG_COPIES ||
+	    (m->ncopies && (m->len < MLOG_HEAD_LEN || m->nsect > MLOG_PART_MAX_SECT ||
+			    m->nsect != ((uint64_t)m->len + STOR_SECTOR - 1) / STOR_SECTOR)))
 		return STOR_ECORRUPT;
 	return 0;
 }
@@ -557,7 +560,9 @@ static int place_parts(struct stor_pool *p, const struct meta_redo *body, uint64
 		for (; k < n; k++) {
 			size_t len = MLOG_HEAD_LEN + v[k].len;
 
-			if (len > UINT32_MAX) {
+			/* one op alone larger than a part: the key file, bounded
+			 * by keyfile_save below what an import reads */
+			if (len > (size_t)MLOG_PART_MAX_SECT * STOR_SECTOR) {
 				unplace_parts(p, v, k);
 				free(v);
 				return -E2BIG;
@@ -891,11 +896,15 @@ static int ub_decode(const uint8_t *buf, uint64_t guid, struct ub *u)
 		return -ENOENT; /* another pool's, from before this LUN was labelled */
 	u->txg = get_u64(&r);
 	u->seq = get_u64(&r);
-	return mptr_get(&r, &u->head) < 0 || u->head.ncopies == 0 ? STOR_ECORRUPT : 0;
+	if (mptr_get(&r, &u->head) < 0)
+		return -ERANGE; /* u->head as it reads, for the message */
+	return u->head.ncopies == 0 ? STOR_ECORRUPT : 0;
 }
 
-/* Every sound uberblock of every LUN, newest first. */
-static int read_ubs(struct metalog_luns *L, struct ub **out, size_t *nout, uint64_t *newest)
+/* Every sound uberblock of every LUN, newest first; in @odd (lun L->n if
+ * none) the first whose checksum holds but whose pointer no writer makes. */
+static int read_ubs(struct metalog_luns *L, struct ub **out, size_t *nout, uint64_t *newest,
+		    struct ub *odd)
 {
 	uint8_t *ring = NULL;
 	struct ub *v = NULL;
@@ -914,7 +923,13 @@ static int read_ubs(struct metalog_luns *L, struct ub **out, size_t *nout, uint6
 			struct ub u;
 			struct ub *g;
 
-			if (ub_decode(ring + (size_t)s * UB_SIZE, L->guid, &u) < 0)
+			int bad = ub_decode(ring + (size_t)s * UB_SIZE, L->guid, &u);
+
+			if (bad == -ERANGE && odd->lun == L->n) {
+				*odd = u;
+				odd->lun = i;
+			}
+			if (bad < 0)
 				continue;
 			u.lun = i;
 			if (u.seq > newest[i])
@@ -1211,7 +1226,7 @@ int metalog_import(struct stor_pool *p, struct metalog_luns *L, struct meta *m, 
 {
 	struct metalog *ml = p->mlog;
 	uint64_t *newest = calloc(L->n + 1, sizeof(*newest));
-	struct ub *ubs = NULL;
+	struct ub *ubs = NULL, odd = { .lun = L->n };
 	struct rec *v = NULL, *fallback = NULL;
 	size_t nubs = 0, n = 0, nfallback = 0, pick, fpick = 0;
 	unsigned quorum = L->n / 2 + 1, passed = 0;
@@ -1220,7 +1235,22 @@ int metalog_import(struct stor_pool *p, struct metalog_luns *L, struct meta *m, 
 	*log_txg = 0;
 	if (!newest)
 		return -ENOMEM;
-	ret = read_ubs(L, &ubs, &nubs, newest);
+	ret = read_ubs(L, &ubs, &nubs, newest, &odd);
+	if (ret == 0 && odd.lun < L->n) {
+		char what[160];
+
+		snprintf(what, sizeof(what), "an uberblock of txg %llu names a log record of %u "
+			 "sectors for %u bytes in %u copies", (unsigned long long)odd.txg,
+			 odd.head.nsect, odd.head.len, odd.head.ncopies);
+		if (!nubs) {
+			pool_set_error("pool %s: lun %u: %s (a record has its length in sectors, "
+				       "%u at most): refused unread, and no other uberblock found",
+				       p->name, odd.lun, what, MLOG_PART_MAX_SECT);
+			ret = STOR_ECORRUPT;
+		} else {
+			add_note(ml, "lun %u: %s: ignored", odd.lun, what);
+		}
+	}
 	if (ret < 0 || !nubs)
 		goto out;
 	/* the rule of the head comment: the newest uberblock that a majority

@@ -6,15 +6,20 @@
  * behind gets the missing record replayed; a damaged uberblock ring or log
  * copy is ignored for the sound one, repaired in place, and pool status
  * says so; a txg only a minority of the LUNs hold loses to an older one
- * when a copy of its record does not verify.
+ * when a copy of its record does not verify. An uberblock whose pointer
+ * names more sectors than its record fills is refused unread, in bounded
+ * time and memory.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "alloc.h"
 #include "fixture.h"
@@ -626,4 +631,102 @@ Test(metalog, a_change_committed_just_before_a_crash_reaches_the_luns_at_the_nex
 	cr_assert_eq(tpat_check(buf, sizeof(buf), 7), 1);
 	stor_ds_close(ds);
 	check_gen(2);
+}
+
+/* Offsets in an uberblock (format.h): its pointer, after magic, version,
+ * reserved, guid, txg, seq; in that the sector count and the length. */
+#define UB_PTR 40
+#define PTR_NSECT (1 + MLOG_COPIES * (2 + 8))
+
+static void put_be32(uint8_t *b, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		b[i] = (uint8_t)(v >> (24 - 8 * i));
+}
+
+static uint32_t be32(const uint8_t *b)
+{
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+/* Every LUN keeps its newest uberblock alone, made to name @nsect sectors
+ * (its record's length kept, its checksum made good), and its file grows
+ * sparsely so that many sectors read as zeros from every copy's place. */
+static void forge_newest_ub(uint32_t nsect)
+{
+	for (unsigned lun = 0; lun < 3; lun++) {
+		uint64_t newest = ring_newest(lun), end = 0;
+		int fd;
+
+		ring_forget_after(lun, newest);
+		fd = open(tp.lun[lun], O_RDWR);
+		cr_assert_geq(fd, 0);
+		for (unsigned s = 0; s < UB_SLOTS; s++) {
+			uint8_t ub[UB_SIZE], *ptr = ub + UB_PTR;
+			uint64_t sum;
+			off_t at = (off_t)UB_OFF + (off_t)s * UB_SIZE;
+
+			cr_assert_eq(pread(fd, ub, sizeof(ub), at), (ssize_t)sizeof(ub));
+			if (memcmp(ub, "COFFUBER", 8) || be64(ub + SEQ_OFF) != newest) {
+				cr_assert_eq(pwrite(fd, (uint8_t[UB_SIZE]){ 0 }, UB_SIZE, at), UB_SIZE);
+				continue;
+			}
+			cr_assert_eq(be32(ptr + PTR_NSECT), (be32(ptr + PTR_NSECT + 4) + 4095) / 4096,
+				     "a writer's pointer names its length in sectors");
+			for (unsigned c = 0; c < ptr[0]; c++) {
+				uint64_t last = be64(ptr + 1 + c * 10 + 2) + nsect;
+
+				end = last > end ? last : end;
+			}
+			put_be32(ptr + PTR_NSECT, nsect);
+			sum = XXH64(ub, UB_LEN - 8, 0);
+			for (int i = 0; i < 8; i++)
+				ub[UB_LEN - 8 + i] = (uint8_t)(sum >> (56 - 8 * i));
+			cr_assert_eq(pwrite(fd, ub, sizeof(ub), at), (ssize_t)sizeof(ub));
+		}
+		cr_assert_gt(end * 4096, LUN_SIZE);
+		cr_assert_eq(ftruncate(fd, (off_t)(end * 4096)), 0);
+		close(fd);
+	}
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static long maxrss_kib(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss;
+}
+
+Test(metalog, an_uberblock_naming_more_sectors_than_its_record_is_refused_unread)
+{
+	long rss;
+	double t0, took;
+	int ret;
+
+	make_datasets();
+	write_gen(1);
+	tpool_close(&tp);
+	remove_state(1);
+	/* 256 MiB per copy: what an import would read and hold of each */
+	forge_newest_ub(1u << 16);
+	rss = maxrss_kib();
+	t0 = now_s();
+	ret = tpool_open(&tp);
+	took = now_s() - t0;
+	cr_assert_neq(ret, 0, "the forged pointer was taken");
+	cr_assert(strstr(stor_pool_last_error(), "65536 sectors"), "says why: %s",
+		  stor_pool_last_error());
+	cr_assert_lt(maxrss_kib() - rss, 32 << 10, "the import grew by %ld KiB",
+		     maxrss_kib() - rss);
+	/* a few ring reads: far below this even on a loaded machine */
+	cr_assert_lt(took, 5.0, "the refusal took %.2f s", took);
 }
