@@ -34,7 +34,9 @@
  *   (the set of records is taken as received) and why no nonce repeats.
  *   A pool holds one dataset of a GUID: a second raw copy is refused.
  *   The open txg is moved past the stream's newest birth first, so every
- *   snapshot taken here later is newer than every record received.
+ *   snapshot taken here later is newer than every record received; a
+ *   stream that would move it more than STREAM_TXG_AHEAD is refused, as
+ *   is one whose snapshot has a GUID of a dataset of the pool (fits_pool).
  *   A side of a mirror out of service at the start or the end of a raw
  *   receive fails it: a resilver copies what was born since the side went
  *   out, and these records were born elsewhere, earlier.
@@ -866,6 +868,39 @@ static int finish(struct stor_recv *r)
 	return 1;
 }
 
+/*
+ * What no stream may do to this pool, whatever its checksums: give its
+ * snapshot the GUID of a dataset here (a snapshot's MAC table is keyed by
+ * its GUID, as a head's by its dataset's), or, raw, move the pool's txg
+ * (which it advances past the stream's) further than STREAM_TXG_AHEAD.
+ */
+static int fits_pool(struct stor_recv *r)
+{
+	struct stor_pool *p = r->p;
+	const struct stream_hdr *h = &r->h;
+	uint64_t txg;
+	int ret = 0;
+
+	if (!p)
+		return 0;
+	txg = atomic_load(&p->synced_txg);
+	if (h->flags & STREAM_F_RAW && h->to_txg > txg + STREAM_TXG_AHEAD) {
+		pool_set_error("send stream's snapshot is at txg %llu, more than 2^40 past pool "
+			       "%s's txg %llu, which a raw receive would move there",
+			       (unsigned long long)h->to_txg, p->name, (unsigned long long)txg);
+		return -ERANGE;
+	}
+	pthread_mutex_lock(&p->admin);
+	for (size_t i = 0; i < p->nds && ret == 0; i++)
+		if (p->ds[i]->guid == h->to_guid) {
+			pool_set_error("send stream's snapshot has the GUID of dataset %s",
+				       p->ds[i]->name);
+			ret = STOR_ECORRUPT;
+		}
+	pthread_mutex_unlock(&p->admin);
+	return ret;
+}
+
 /* One whole part is in r->part (r->plen bytes). */
 static int part_done(struct stor_recv *r)
 {
@@ -881,6 +916,8 @@ static int part_done(struct stor_recv *r)
 				       r->name, r->h.snapname, STOR_NAME_MAX);
 			ret = STOR_EBADNAME;
 		}
+		if (ret == 0)
+			ret = fits_pool(r);
 		if (ret == 0)
 			ret = r->h.flags & STREAM_F_INCREMENTAL ? attach(r) : create(r);
 		if (ret < 0)

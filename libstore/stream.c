@@ -116,6 +116,9 @@ int stream_hdr_get(const uint8_t *in, struct stream_hdr *h, uint64_t *sum)
 	if (!h->to_guid || !h->guid || !h->to_txg || h->to_txg > (1ull << 48) ||
 	    h->max_birth > h->to_txg)
 		BAD(STOR_ECORRUPT, "send stream names no snapshot it could hold");
+	/* a snapshot's table keyed like its head's would share its MAC key */
+	if (h->to_guid == h->guid || h->from_guid == h->guid)
+		BAD(STOR_ECORRUPT, "send stream's snapshot has the GUID of its dataset");
 	if (h->flags & STREAM_F_INCREMENTAL
 		    ? !h->from_guid || h->from_guid == h->to_guid || !h->from_txg ||
 			      h->from_txg >= h->to_txg

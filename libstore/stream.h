@@ -75,7 +75,9 @@
  *   and its data key is HKDF(master key, dataset GUID, suite, key salt).
  *   So the received dataset keeps the source's GUID (and every birth txg):
  *   it is the same dataset under the same master key, in another place.
- *   A pool refuses a raw stream whose GUID it holds already.
+ *   A pool refuses a raw stream whose GUID it holds already, and any
+ *   stream whose snapshot has its dataset's GUID or a GUID of a dataset
+ *   of the pool: a snapshot's MAC table is keyed by its GUID (bpmac.c).
  * - The block pointer MAC tree (bpmac.c) covers the pointers' place on the
  *   LUNs, which the receiver chooses, and it is keyed: the receiver, which
  *   has no key, cannot make it. The dataset is received with its MACs
@@ -102,7 +104,8 @@
  *   txg, as snapshot.c needs, and a raw incremental's records, born after
  *   FROM's txg on the source, are after FROM's txg here too. The receiver
  *   moves its open txg past the stream's snapshot txg first (txg_advance),
- *   so every later write and snapshot there is newer than all of it.
+ *   so every later write and snapshot there is newer than all of it; a
+ *   snapshot more than STREAM_TXG_AHEAD past the pool's txg is refused.
  * - Keys: a raw incremental carries the wrapping it was sent with; one
  *   whose wrapped key or key parameters differ from the target's (a
  *   change-key on either side since FROM) is refused: applying it would
@@ -137,6 +140,14 @@
 #define STREAM_REC_LEN (4 + 8 + 1 + 1 + 4 + 4 + 4 + 8 + 8 + 12 + 16 + 8 + 4 + 8)
 #define STREAM_FREE_LEN (4 + 8 + 8 + 8)
 #define STREAM_END_LEN (4 + 8 + 8 + 8)
+
+/*
+ * How far ahead of the receiving pool's txg a raw stream's snapshot may be
+ * (the pool moves its own txg past it): a source committing a thousand
+ * txgs a second for 35 years, while a forged stream moves the pool's txg
+ * by this much at most, far from stream_hdr_get's absolute 2^48.
+ */
+#define STREAM_TXG_AHEAD (1ull << 40)
 
 /* The largest part: a record of the largest recordsize, raw or not. */
 #define STREAM_PART_MAX (STREAM_REC_LEN + (1u << 20))

@@ -15,7 +15,9 @@
  * with no (salt, nonce) pair twice in the copy's pointers. Each refusal
  * (another FROM, a changed target without -F, a change-key on either side,
  * a cut, flipped or forged stream, a client or daemon killed mid-stream)
- * leaves the target as it was, snapshots included.
+ * leaves the target as it was, snapshots included. A stream whose snapshot
+ * has a GUID of a dataset, and a raw one far ahead of the pool's txg, are
+ * refused.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
@@ -235,15 +237,21 @@ static void settles_at(unsigned long long before, const char *what)
 	cr_assert_eq(after, before, "%s: left space taken (%llu, then %llu)", what, before, after);
 }
 
-/* Receive @path into backup/x; it must fail and leave nothing. */
-static void refused(const char *path, const char *what)
+/* Receive @path into backup/x; it must fail saying @says and leave nothing. */
+static void refused_saying(const char *path, const char *what, const char *says)
 {
 	unsigned long long before = stable_used();
 
 	cr_assert_neq(cof(path, "receive backup/x"), 0, "%s: accepted", what);
 	cr_assert(strstr(out, "coffer: "), "%s: says why: %s", what, out);
+	cr_assert(strstr(out, says), "%s: says '%s': %s", what, says, out);
 	cr_assert_neq(cof(NULL, "list backup/x"), 0, "%s: left a dataset", what);
 	settles_at(before, what);
+}
+
+static void refused(const char *path, const char *what)
+{
+	refused_saying(path, what, "coffer: ");
 }
 
 static void write_variant(const char *dst, const uint8_t *b, size_t n)
@@ -613,6 +621,108 @@ Test(send, a_raw_stream_forged_with_sound_checksums_fails_at_its_tags_and_its_ke
 	COF_OK(NULL, "get -H -o value keystatus backup/g");
 	cr_assert(strstr(out, "unavailable"), "%s", out);
 	checked(&td, "backup");
+}
+
+/* @stream with its header's snapshot GUID and txg changed (0: kept) and
+ * every checksum made good again, into @dst; the original GUID in *@guid. */
+static void forge_hdr(const char *stream, const char *dst, uint64_t to_guid, uint64_t to_txg,
+		      uint64_t *guid)
+{
+	struct stream_hdr h;
+	uint64_t sum;
+	size_t n;
+	uint8_t *b = slurp(stream, &n);
+
+	struct stream_hdr was;
+	struct stream_rec r;
+	uint64_t chain, parts = 0, first, count;
+	size_t pos = STREAM_HDR_LEN;
+
+	cr_assert_eq(stream_hdr_get(b, &h, &sum), 0);
+	was = h;
+	if (guid)
+		*guid = h.guid;
+	h.to_guid = to_guid ? to_guid : h.to_guid;
+	h.to_txg = to_txg ? to_txg : h.to_txg;
+	stream_hdr_put(&h, b, &sum);
+	/* the parts as they are; the chain over them starts from the header */
+	chain = sum;
+	while (stream_kind(b + pos) != STREAM_END) {
+		if (stream_kind(b + pos) == STREAM_FREE) {
+			cr_assert_eq(stream_free_get(b + pos, &was, &first, &count, &sum), 0);
+			pos += STREAM_FREE_LEN;
+		} else {
+			cr_assert_eq(stream_rec_get(b + pos, &was, &r), 0);
+			cr_assert_eq(stream_rec_check(b + pos, b + pos + STREAM_REC_LEN, r.len, &sum),
+				     0);
+			pos += STREAM_REC_LEN + r.len;
+		}
+		chain = stream_chain(chain, sum);
+		parts++;
+	}
+	cr_assert_eq(pos + STREAM_END_LEN, n);
+	stream_end_put(parts, chain, b + pos);
+	write_variant(dst, b, n);
+	free(b);
+}
+
+Test(send, a_stream_whose_snapshot_has_a_datasets_guid_is_refused)
+{
+	char keyfile[4200], stream[4200], kid[4200], bad[4200], rnd[4200];
+	const char *data;
+	uint64_t guid;
+
+	raw_stream(keyfile, sizeof(keyfile), &data, stream, sizeof(stream));
+	COF_OK(NULL, "pool create -s 32M backup %s/m0", td.dir);
+	snprintf(bad, sizeof(bad), "%s/forged", td.dir);
+	/* its own dataset's: the snapshot's table would share the head's MAC key */
+	forge_hdr(stream, bad, 0, 0, &guid);
+	forge_hdr(stream, bad, guid, 0, NULL);
+	refused_saying(bad, "the snapshot GUID of its dataset", "GUID");
+	/* another dataset's of the receiving pool */
+	COF_OK(stream, "receive backup/e");
+	COF_OK(NULL, "load-key tank/e");
+	COF_OK(NULL, "create -s -V 256K tank/e/kid");
+	tdaemon_random_file(&td, "kid", 256 << 10, rnd, sizeof(rnd));
+	COF_OK(rnd, "write tank/e/kid");
+	COF_OK(NULL, "snapshot tank/e/kid@k");
+	COF_OK(NULL, "unload-key tank/e");
+	snprintf(kid, sizeof(kid), "%s/kid-stream", td.dir);
+	COF_OK(NULL, "send -w tank/e/kid@k > '%s'", kid);
+	forge_hdr(kid, bad, guid, 0, NULL);
+	refused_saying(bad, "the snapshot GUID of backup/e", "backup/e");
+	COF_OK(kid, "receive backup/kid"); /* the stream as sent goes in */
+	checked(&td, "backup");
+}
+
+static unsigned long long pool_txg(const char *pool)
+{
+	unsigned long long txg = 0;
+
+	COF_OK(NULL, "pool status %s", pool);
+	cr_assert_not_null(strstr(out, "txg: "), "%s", out);
+	cr_assert_eq(sscanf(strstr(out, "txg: "), "txg: %llu", &txg), 1, "%s", out);
+	return txg;
+}
+
+Test(send, a_raw_stream_far_ahead_of_the_pools_txg_is_refused)
+{
+	char keyfile[4200], stream[4200], bad[4200];
+	const char *data;
+	unsigned long long txg;
+
+	raw_stream(keyfile, sizeof(keyfile), &data, stream, sizeof(stream));
+	COF_OK(NULL, "pool create -s 32M backup %s/m0", td.dir);
+	snprintf(bad, sizeof(bad), "%s/forged", td.dir);
+	txg = pool_txg("backup");
+	forge_hdr(stream, bad, 0, 1ull << 48, NULL);
+	refused_saying(bad, "a snapshot at txg 2^48", "txg");
+	cr_assert_lt(pool_txg("backup"), txg + 1000, "the pool's txg moved");
+	/* as sent it goes in, sparse as every received volume */
+	COF_OK(stream, "receive backup/e");
+	COF_OK(NULL, "get -H -o value refreservation backup/e");
+	cr_assert(strstr(out, "none"), "%s", out);
+	cr_assert_lt(pool_txg("backup"), txg + 1000, "the pool's txg moved");
 }
 
 /* ---- incremental streams (send -i / -I, receive onto the dataset) ---- */
