@@ -172,23 +172,33 @@ static void pool_free(struct stor_pool *p)
 /*
  * Two openers of one pool would allocate the same sectors. LMDB's own lock
  * file does not stop that, and a lock on the .mdb file itself would be lost
- * whenever LMDB closes a descriptor of it, so the pool has a lock file.
+ * whenever LMDB closes a descriptor of it, so the pool has a lock file. A
+ * refused create removes it, holding it: a lock taken on a file no longer
+ * at its path is no lock, so it is taken again on the one there now.
  */
 static int pool_lock(struct stor_pool *p)
 {
 	char path[4200];
+	struct stat fd_st, path_st;
 
 	snprintf(path, sizeof(path), "%.4090s.lock", p->path);
-	p->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (p->lock_fd < 0)
-		return -errno;
-	if (flock(p->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
+	for (;;) {
+		p->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (p->lock_fd < 0)
+			return -errno;
+		if (flock(p->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+			int err = errno == EWOULDBLOCK ? -EBUSY : -errno;
 
-		pool_set_error("pool %s: open elsewhere (%s is locked)", p->name, path);
-		return err;
+			pool_set_error("pool %s: open elsewhere (%s is locked)", p->name, path);
+			return err;
+		}
+		if (fstat(p->lock_fd, &fd_st) < 0)
+			return -errno;
+		if (stat(path, &path_st) == 0 && path_st.st_dev == fd_st.st_dev &&
+		    path_st.st_ino == fd_st.st_ino)
+			return 0;
+		close(p->lock_fd);
 	}
-	return 0;
 }
 
 /* <pool>.luns: the paths of the first @n LUNs, replaced whole. Best effort:
@@ -896,7 +906,7 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 {
 	struct stor_pool *p = NULL;
 	struct stat st;
-	int ret;
+	int ret, ours = 0;
 
 	*out = NULL;
 	pool_clear_error();
@@ -929,6 +939,7 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 		}
 		goto fail;
 	}
+	ours = 1; /* every file of the pool's name in state_dir is ours to remove */
 	ret = keys_random(&p->guid, sizeof(p->guid));
 	if (ret < 0)
 		goto fail;
@@ -965,14 +976,10 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 	return 0;
 fail:
 	txg_fini(p);
-	if (p->meta) {
-		unlink(p->path);
-		char lock[4200];
-		snprintf(lock, sizeof(lock), "%s-lock", p->path);
-		unlink(lock);
-		statedir_luns_path(p->path, lock, sizeof(lock));
-		unlink(lock);
-	}
+	/* a refused create leaves state_dir as it found it; the lock file
+	 * goes while it is held (pool_lock) */
+	if (ours)
+		statedir_remove_pool(p->path);
 	lunset_wipe(p);
 	pool_free(p);
 	return ret;

@@ -6,7 +6,7 @@
  * Labels a crashed create left are reclaimed by create -f or labelclear.
  * A LUN on a full file system (a small tmpfs) fails writes as out of space,
  * is not faulted, and takes writes again once there is room; pool clear
- * resets its counts.
+ * resets its counts. A refused create leaves the state directory as it was.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
@@ -235,6 +235,38 @@ Test(luns, labels_a_crashed_create_left_are_reclaimed)
 	make_file(at("plain"), 64 << 20, "keep me", 0, 0600);
 	cr_assert_eq(cof("labelclear -f %s", at("plain")), 1, "%s", out);
 	cr_assert_eq(nonzero(at("plain")), 7);
+}
+
+/* Every path under @dir, sorted: what a refused create must leave. */
+static void tree(const char *dir, char *buf, size_t cap)
+{
+	char cmd[4400];
+	size_t n;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "cd '%s' && find . -printf '%%p\\n' | sort", dir);
+	f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	n = fread(buf, 1, cap - 1, f);
+	buf[n] = '\0';
+	cr_assert_eq(pclose(f), 0);
+}
+
+Test(luns, a_refused_create_leaves_the_state_directory_as_it_was)
+{
+	static char before[16384], after[16384];
+
+	COF_OK("pool create -s 64M good %s", at("good-l0"));
+	tree(td.state, before, sizeof(before));
+	/* refused before, at and after its first LUN */
+	cr_assert_eq(cof("pool create tank %s", at("no/such/dir/l0")), 1, "%s", out);
+	cr_assert_eq(cof("pool create -s 64M tank %s %s", at("t-l0"), at("t-l0")), 1, "%s", out);
+	cr_assert_eq(cof("pool create -s 64M tank %s %s", at("t-l1"), at("good-l0")), 1, "%s", out);
+	cr_assert(strstr(out, "in use by pool 'good'"), "%s", out);
+	cr_assert_eq(cof("pool create -s 64M good %s", at("g-l1")), 1, "%s", out);
+	tree(td.state, after, sizeof(after));
+	cr_assert_str_eq(after, before, "the state directory changed");
+	COF_OK("pool create -s 64M tank %s", at("t-l2"));
 }
 
 Test(luns, a_full_file_system_is_out_of_space_and_faults_nothing)
