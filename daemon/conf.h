@@ -41,6 +41,9 @@ struct config {
 	uint32_t max_frame;     /* bytes of one frame payload */
 	uint64_t max_buffered;  /* request bytes held at once; reading pauses above */
 	unsigned hello_timeout; /* seconds a new connection has to say HELLO */
+	unsigned tls_handshake_timeout; /* seconds a TCP peer has until its TLS handshake names it */
+	unsigned max_tls_handshakes; /* TCP peers not yet named, over all addresses */
+	unsigned max_tls_handshakes_per_address; /* of them, from one address (IPv6: one /64) */
 	unsigned idle_timeout;  /* seconds a quiet connection is kept; 0 = for ever */
 	int direct_io;          /* open LUNs with O_DIRECT */
 	int io_inline;          /* run record I/O on the event loop, not on workers */
@@ -77,6 +80,10 @@ struct config {
 #define CONFIG_MAX_BUFFERED_MAX (1ull << 40)
 #define CONFIG_HELLO_TIMEOUT_DEFAULT 10u
 #define CONFIG_HELLO_TIMEOUT_MAX 3600u
+#define CONFIG_TLS_HANDSHAKE_TIMEOUT_DEFAULT 5u
+#define CONFIG_TLS_HANDSHAKE_TIMEOUT_MAX 3600u
+#define CONFIG_TLS_HANDSHAKES_DEFAULT 512u
+#define CONFIG_TLS_HANDSHAKES_PER_ADDRESS_DEFAULT 256u
 #define CONFIG_IDLE_TIMEOUT_DEFAULT 600u
 #define CONFIG_IDLE_TIMEOUT_MAX 604800u    /* a week */
 /* max_frame's default is proto.h's PROTO_FRAME_DEFAULT, which the client and tests see too */

@@ -43,7 +43,9 @@
  * NBD_REP_ERR_TLS_REQD (EXPORT_NAME, which has no error reply, closes), so
  * nothing is said about an export to a peer nobody knows. The TLS session
  * (tls.c) names the peer, a local user, and from there the rules are the
- * Unix socket's. On the Unix socket STARTTLS is not offered.
+ * Unix socket's; before, the transport holds it in its pool of unnamed TCP
+ * peers (rpc.c), outside every limit of local users. On the Unix socket
+ * STARTTLS is not offered.
  * Negotiation runs one option at a time: an option that needs the store
  * holds the connection (rpc_conn_hold) until its call is done, so replies
  * leave in the order of the options. Until GO the peer has the transport's

@@ -34,12 +34,20 @@
  * tls.h): the TLS session sits between the stream and the read buffer, so
  * the framing sees plaintext frames and the limits and back-pressure are
  * the ones above. Until its handshake names a local user, a TCP peer is
- * the uid RPC_UID_UNKNOWN: the per-uid limits bound unauthenticated peers
- * together, and it may open nothing. Then it becomes that user (uid, gid,
- * the groups a login gives it), admin or not by the same rule as a local
- * peer. A peer's bytes buffered after the frame that starts TLS are not
- * taken as TLS nor as plaintext: the connection closes (a man in the middle
- * could inject them before the handshake).
+ * the uid RPC_UID_UNKNOWN, may open nothing, and lives in a pool of its
+ * own (srv.pa_head): it counts against no limit of local users
+ * (max_connections, admin_connections, any uid's), only against
+ * max_tls_handshakes over all addresses and max_tls_handshakes_per_address
+ * from its address (an IPv6 one by its /64), and it has
+ * tls_handshake_timeout to get named. A full pool never refuses: the
+ * oldest peer of the newcomer's address goes, or the oldest of all, so
+ * that a flood of idle peers (anyone can open them, from 127.0.0.1 too)
+ * never turns away a client that completes its handshake; that one leaves
+ * the pool for the limits of the user it names (uid, gid, the groups a
+ * login gives it), admin or not by the same rule as a local peer. A
+ * peer's bytes buffered after the frame that starts TLS are not taken as
+ * TLS nor as plaintext: the connection closes (a man in the middle could
+ * inject them before the handshake).
  *
  * The socket: a path a live daemon answers on is never taken over
  * (rpc_socket_probe), and at exit the path is unlinked only if it still
@@ -59,6 +67,7 @@
 #include <grp.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +91,7 @@
 #define PARSE_QUANTUM 64u     /* frames of one connection per turn of the loop */
 #define SWEEP_MS 1000u        /* how often HELLO and idle timeouts are checked */
 #define SHUTDOWN_GRACE_MS 5000u /* then clients that do not read are cut off */
+#define EVICT_LOG_MS 10000u   /* at most one warning per kind of eviction this often */
 #define RPC_UID_UNKNOWN ((uid_t)-1) /* a TCP peer before its TLS handshake named it */
 #define TLS_SLICE (256u << 10) /* plaintext put into a TLS session before its records go out */
 /*
@@ -120,6 +130,11 @@ struct rpc_conn {
 	int tls_peer;        /* its handshake named the peer: dc.peer is that user */
 	int tls_bye;         /* close_notify is queued */
 	char addr[64];       /* TCP: the peer's address, for the log */
+	char host[INET6_ADDRSTRLEN]; /* TCP: the address alone */
+	uint8_t src[8];      /* TCP: what the pool's cap per address compares (IPv4, IPv6 /64) */
+	uint8_t srclen;
+	int preauth;         /* TCP, not named yet: in the pool of srv.pa_head, in no uid's count */
+	struct rpc_conn *pa_prev, *pa_next; /* that pool, oldest first */
 	void *priv;          /* the framing's */
 	int held;            /* the framing waits for a reply before the next frame */
 	int handshake;       /* the framing's negotiation goes on after dc.hello_done */
@@ -131,7 +146,7 @@ struct rpc_conn {
 	int parsing;         /* conn_parse is on the stack: do not re-enter */
 	int counted;         /* accepted: counted in ue->nconns */
 	int backlog;         /* its turn is over; parses on in srv.kick */
-	struct uid_ent *ue;
+	struct uid_ent *ue;  /* NULL while preauth */
 	uint64_t since;      /* uv_now() at accept, for hello_timeout */
 	uint64_t last_active; /* uv_now() of the last byte read or written */
 	size_t frame_need;   /* bytes of the frame being received, 0 between frames */
@@ -179,7 +194,10 @@ static struct {
 	struct listener lst[LISTENERS_MAX];
 	unsigned nlst;
 	struct rpc_conn *conns;
-	unsigned nconns;
+	unsigned nconns;     /* on srv.conns: local users' and the preauth pool's */
+	struct rpc_conn *pa_head, *pa_tail; /* TCP peers not named yet, oldest first */
+	unsigned npreauth;
+	uint64_t addr_warn_at, pool_warn_at; /* uv_now() when an eviction may be logged again */
 	uint64_t next_id;
 	unsigned live_conns; /* allocated, not yet freed */
 	int stopping;
@@ -243,6 +261,121 @@ static void uid_put(struct uid_ent *ue)
 		;
 	*pp = ue->next;
 	free(ue);
+}
+
+/*
+ * May @conn, whose peer is known (a local socket's, or a TCP peer its
+ * handshake named), be one of the connections of local users? They are
+ * the ones on srv.conns outside the preauth pool, @conn among them.
+ * The last admin_connections slots, at most half of them, are for
+ * administrators.
+ * @return 0, or -EUSERS with @why; *@quiet: its uid has been told already
+ */
+static int conn_admit(struct rpc_conn *conn, char *why, size_t len, int *quiet)
+{
+	unsigned cap = srv.cfg->max_connections, reserve = srv.cfg->admin_connections;
+	unsigned held = srv.nconns - srv.npreauth;
+
+	*quiet = 0;
+	if (reserve > cap / 2)
+		reserve = cap / 2;
+	if (held > cap) {
+		snprintf(why, len, "%u connections is the limit", cap);
+	} else if (!conn->dc.peer.admin && held > cap - reserve) {
+		snprintf(why, len, "the last %u of %u connections are kept for administrators",
+			 reserve, cap);
+	} else if (conn->ue->nconns >= srv.cfg->max_connections_per_uid) {
+		snprintf(why, len, "%u connections per uid is the limit",
+			 srv.cfg->max_connections_per_uid);
+		*quiet = conn->ue->refused_logged;
+		conn->ue->refused_logged = 1;
+	} else {
+		return 0;
+	}
+	return -EUSERS;
+}
+
+/* ---- TCP peers not named yet: a pool of their own ---- */
+
+static void preauth_unlink(struct rpc_conn *conn)
+{
+	if (!conn->preauth)
+		return;
+	conn->preauth = 0;
+	if (conn->pa_prev)
+		conn->pa_prev->pa_next = conn->pa_next;
+	else
+		srv.pa_head = conn->pa_next;
+	if (conn->pa_next)
+		conn->pa_next->pa_prev = conn->pa_prev;
+	else
+		srv.pa_tail = conn->pa_prev;
+	conn->pa_prev = conn->pa_next = NULL;
+	srv.npreauth--;
+}
+
+static int same_source(const struct rpc_conn *a, const struct rpc_conn *b)
+{
+	return a->srclen == b->srclen && memcmp(a->src, b->src, a->srclen) == 0;
+}
+
+/* Say why the pool closed a peer, at most once per EVICT_LOG_MS for each reason. */
+static void evict_log(uint64_t *next_at, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void evict_log(uint64_t *next_at, const char *fmt, ...)
+{
+	uint64_t now = uv_now(srv.loop);
+	char msg[160];
+	va_list ap;
+
+	if (now < *next_at)
+		return;
+	*next_at = now + EVICT_LOG_MS;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_warn("%s", msg);
+}
+
+/*
+ * Take @conn, a TCP peer just accepted, into the pool, the newest. At the
+ * cap of its address the oldest peer of that address goes first, else in a
+ * full pool the oldest of all: a newcomer is never refused, and a flood from
+ * one address (at most the cap per address) pushes out only its own peers.
+ * So a client is closed here only if that many newer peers came while it
+ * did its handshake. The walk is over at most max_tls_handshakes peers.
+ */
+static void preauth_add(struct rpc_conn *conn)
+{
+	struct rpc_conn *c, *victim = NULL, *oldest_same = NULL;
+	unsigned same = 0;
+
+	for (c = srv.pa_head; c; c = c->pa_next)
+		if (same_source(c, conn) && same++ == 0)
+			oldest_same = c;
+	if (same >= srv.cfg->max_tls_handshakes_per_address) {
+		victim = oldest_same;
+		evict_log(&srv.addr_warn_at,
+			  "unauthenticated TCP peers of %s reached %u: the oldest is closed",
+			  conn->host, srv.cfg->max_tls_handshakes_per_address);
+	} else if (srv.npreauth >= srv.cfg->max_tls_handshakes) {
+		victim = srv.pa_head;
+		evict_log(&srv.pool_warn_at,
+			  "unauthenticated TCP peers reached %u: the oldest is closed",
+			  srv.cfg->max_tls_handshakes);
+	}
+	if (victim) {
+		log_debug("conn %llu (%s): closed for a newer unauthenticated peer",
+			  (unsigned long long)victim->dc.id, victim->addr);
+		conn_close(victim); /* leaves the pool */
+	}
+	conn->preauth = 1;
+	conn->pa_prev = srv.pa_tail;
+	if (srv.pa_tail)
+		srv.pa_tail->pa_next = conn;
+	else
+		srv.pa_head = conn;
+	srv.pa_tail = conn;
+	srv.npreauth++;
 }
 
 static int over_buffered(void)
@@ -670,27 +803,17 @@ static int conn_tls_peer(struct rpc_conn *conn)
 	uid_t uid;
 	gid_t gid;
 	const char *name = tls_conn_peer(conn->tls, &uid, &gid);
-	struct uid_ent *ue = uid_get(uid), *old = conn->ue;
+	char why[128];
+	int quiet = 0;
 
-	if (!ue) {
+	/* out of the pool, into the user's counts: its calls so far are the user's from here */
+	conn->ue = uid_get(uid);
+	if (!conn->ue) {
 		conn_close(conn);
 		return -1;
 	}
-	if (ue->nconns >= srv.cfg->max_connections_per_uid) {
-		log_warn("conn %llu (%s, user %s): refused: %u connections per uid is the limit",
-			 (unsigned long long)conn->dc.id, conn->addr, name,
-			 srv.cfg->max_connections_per_uid);
-		uid_put(ue);
-		conn_close(conn);
-		return -1;
-	}
-	/* move the counts from the unknown peer to the user */
-	old->nconns--;
-	old->inflight -= conn->inflight;
-	ue->nconns++;
-	ue->inflight += conn->inflight;
-	conn->ue = ue;
-	uid_put(old);
+	conn->ue->inflight += conn->inflight;
+	preauth_unlink(conn);
 	conn->dc.peer.uid = uid;
 	conn->dc.peer.gid = gid;
 	conn->dc.peer.ngroups = -1; /* the groups a login gives the user (registry.c) */
@@ -701,6 +824,16 @@ static int conn_tls_peer(struct rpc_conn *conn)
 		conn_close(conn);
 		return -1;
 	}
+	/* the user's limits, as if it had connected now (admin is known from here) */
+	if (conn_admit(conn, why, sizeof(why), &quiet) < 0) {
+		if (!quiet)
+			log_warn("conn %llu (%s, user %s): refused: %s",
+				 (unsigned long long)conn->dc.id, conn->addr, name, why);
+		conn_close(conn);
+		return -1;
+	}
+	conn->counted = 1;
+	conn->ue->nconns++;
 	conn->tls_peer = 1;
 	log_info("conn %llu (%s): TLS peer is user %s (uid %u)%s, %s", (unsigned long long)conn->dc.id,
 		 conn->addr, name, (unsigned)uid, conn->dc.peer.admin ? ", admin" : "",
@@ -1036,6 +1169,7 @@ static void sweep_cb(uv_timer_t *t)
 {
 	uint64_t now = uv_now(srv.loop);
 	uint64_t hello_ms = (uint64_t)srv.cfg->hello_timeout * 1000;
+	uint64_t tls_ms = (uint64_t)srv.cfg->tls_handshake_timeout * 1000;
 	uint64_t idle_ms = (uint64_t)srv.cfg->idle_timeout * 1000;
 	struct rpc_conn *conn, *next;
 
@@ -1044,7 +1178,13 @@ static void sweep_cb(uv_timer_t *t)
 		next = conn->next;
 		if (conn->closing || conn->close_after)
 			continue;
-		if (!negotiated(conn) && now - conn->since >= hello_ms) {
+		if (conn->preauth && now - conn->since >= tls_ms) {
+			/* debug: a flood would say this for every one of its peers */
+			log_debug("conn %llu (%s): no TLS handshake within %u s: closed",
+				  (unsigned long long)conn->dc.id, conn->addr,
+				  srv.cfg->tls_handshake_timeout);
+			conn_close(conn);
+		} else if (!negotiated(conn) && now - conn->since >= hello_ms) {
 			log_info("conn %llu (uid %u): no hello within %u s: closed",
 				 (unsigned long long)conn->dc.id, (unsigned)conn->dc.peer.uid,
 				 srv.cfg->hello_timeout);
@@ -1090,6 +1230,7 @@ static void conn_close(struct rpc_conn *conn)
 		conn->next->prev = conn->prev;
 	conn->prev = conn->next = NULL;
 	srv.nconns--;
+	preauth_unlink(conn);
 	if (conn->counted) {
 		conn->counted = 0;
 		conn->ue->nconns--;
@@ -1135,6 +1276,29 @@ static int peer_groups(int fd, gid_t **out)
 	return -1;
 }
 
+/*
+ * The part of @ss the cap per address compares, into @conn: an IPv4 address
+ * (also one mapped into IPv6), or the /64 of an IPv6 one, the least a
+ * single host is given.
+ */
+static void source_key(const struct sockaddr_storage *ss, struct rpc_conn *conn)
+{
+	if (ss->ss_family == AF_INET) {
+		memcpy(conn->src, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+		conn->srclen = 4;
+	} else if (ss->ss_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+
+		if (IN6_IS_ADDR_V4MAPPED(a)) {
+			memcpy(conn->src, a->s6_addr + 12, 4);
+			conn->srclen = 4;
+		} else {
+			memcpy(conn->src, a->s6_addr, 8);
+			conn->srclen = 8;
+		}
+	}
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
 	const struct listener *l = server->data;
@@ -1177,18 +1341,23 @@ static void on_connection(uv_stream_t *server, int status)
 		uv_tcp_nodelay(&conn->io.tcp, 1);
 		if (uv_tcp_getpeername(&conn->io.tcp, (struct sockaddr *)&ss, &sl) == 0 &&
 		    getnameinfo((struct sockaddr *)&ss, (socklen_t)sl, host, sizeof(host), port,
-				sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+				sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
 			snprintf(conn->addr, sizeof(conn->addr), "tcp %s:%s", host, port);
-		else
+			snprintf(conn->host, sizeof(conn->host), "%s", host);
+			source_key(&ss, conn);
+		} else {
 			snprintf(conn->addr, sizeof(conn->addr), "tcp");
+			snprintf(conn->host, sizeof(conn->host), "?");
+		}
 	} else if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
 		conn_close_early(conn);
 		return;
 	} else {
 		snprintf(conn->addr, sizeof(conn->addr), "unix");
 	}
-	conn->ue = uid_get(cred.uid);
-	if (!conn->ue) {
+	/* a TCP peer is in no uid's count until its handshake names it */
+	conn->ue = l->tls ? NULL : uid_get(cred.uid);
+	if (!l->tls && !conn->ue) {
 		conn_close_early(conn);
 		return;
 	}
@@ -1210,43 +1379,32 @@ static void on_connection(uv_stream_t *server, int status)
 	STATS_ADD(conns_total, 1);
 	STATS_ADD(conns_open, 1);
 	{
-		/* the last admin_connections slots, at most half of them, are for administrators */
-		unsigned cap = srv.cfg->max_connections, reserve = srv.cfg->admin_connections;
-		unsigned anyone;
+		int quiet = 0, err = 0;
+		char why[128];
 
-		if (reserve > cap / 2)
-			reserve = cap / 2;
-		anyone = cap - reserve;
-		int quiet = 0;
-		char why[128] = "";
-
-		if (srv.stopping)
+		if (srv.stopping) {
 			snprintf(why, sizeof(why), "shutting down");
-		else if (srv.nconns > cap)
-			snprintf(why, sizeof(why), "%u connections is the limit", cap);
-		else if (!conn->dc.peer.admin && srv.nconns > anyone)
-			snprintf(why, sizeof(why),
-				 "the last %u of %u connections are kept for administrators",
-				 reserve, cap);
-		else if (conn->ue->nconns >= srv.cfg->max_connections_per_uid) {
-			snprintf(why, sizeof(why), "%u connections per uid is the limit",
-				 srv.cfg->max_connections_per_uid);
-			quiet = conn->ue->refused_logged;
-			conn->ue->refused_logged = 1;
+			err = -ESHUTDOWN;
+		} else if (!l->tls) {
+			err = conn_admit(conn, why, sizeof(why), &quiet);
 		}
-		if (why[0]) {
+		if (err < 0) {
 			/* the framing says why in its first reply, then the connection closes */
 			if (!quiet)
 				log_warn("conn %llu (uid %u, %s): refused: %s",
 					 (unsigned long long)conn->dc.id, (unsigned)cred.uid,
 					 conn->fr->name, why);
 			conn->close_after = 1;
-			conn->fr->refuse(conn, srv.stopping ? -ESHUTDOWN : -EUSERS, why);
+			conn->fr->refuse(conn, err, why);
 			return;
 		}
 	}
-	conn->counted = 1;
-	conn->ue->nconns++;
+	if (l->tls) {
+		preauth_add(conn);
+	} else {
+		conn->counted = 1;
+		conn->ue->nconns++;
+	}
 	log_debug("conn %llu (%s): uid %u gid %u pid %d%s", (unsigned long long)conn->dc.id,
 		  conn->fr->name, (unsigned)cred.uid, (unsigned)cred.gid, (int)cred.pid,
 		  conn->dc.peer.admin ? " admin" : "");

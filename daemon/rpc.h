@@ -85,8 +85,10 @@ int rpc_listen_framing(const char *path, const struct rpc_framing *fr);
 /**
  * Listen on TCP at @hostport (nbd_listen's form) with @fr, whose connections
  * must start TLS with @tls (rpc_conn_starttls) before they are anyone: until
- * then their peer is an unknown uid that may open nothing. *@port: the port
- * bound (port 0 lets the kernel choose). @return 0 or -errno
+ * then their peer is an unknown uid that may open nothing, held in a pool of
+ * its own (max_tls_handshakes, tls_handshake_timeout) and in no limit of
+ * local users. *@port: the port bound (port 0 lets the kernel choose).
+ * @return 0 or -errno
  */
 int rpc_listen_tcp(const char *hostport, const struct rpc_framing *fr, struct tls_ctx *tls,
 		   unsigned *port);

@@ -6,18 +6,25 @@
  * raw peer for what no well-behaved client sends. The peer of a TLS
  * session is the local user its PSK identity or its certificate's CN names:
  * root is an admin, nobody an owner of what it owns, a name that is no
- * local user is refused like a wrong key.
+ * local user is refused like a wrong key. Peers not yet named have a
+ * bounded pool of their own: a flood of idle ones from one address turns
+ * away neither a client that completes its handshake nor a local user.
  */
 #include <config.h> /* the autoconf header: _GNU_SOURCE */
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -505,33 +512,211 @@ Test(nbd_tls, hostile_handshakes_over_tcp_close_only_themselves)
 	cr_assert(strstr(out, "1048576"), "%s", out);
 }
 
-/* Peers nobody has named yet share one uid's limit: a flood of them holds only itself. */
-Test(nbd_tls, unauthenticated_peers_share_one_connection_limit)
-{
-	int fds[24], fd;
+/* ---- peers nobody has named yet ---- */
 
-	for (unsigned i = 0; i < 24; i++) {
-		fds[i] = raw_connect_tcp(tls_port());
-		greeting(fds[i]);
+/* A config for the tests of this part: the suite's, without its per-uid limit, and @extra. */
+static void restart_with(const char *extra)
+{
+	cr_assert_eq(tdaemon_stop(&td), 0);
+	tdaemon_write_conf(&td, NULL,
+			   "socket_mode = 0666\nlog_level = debug\nworkers = 2\ntxg_timeout = 1\n"
+			   "nbd_listen = 127.0.0.1:0\nnbd_tls_psk = %s\n%s",
+			   psk_file, extra);
+	tdaemon_start_ok(&td);
+}
+
+/* Room for @n more descriptors in this process (and the daemon it starts next), or skip. */
+static void need_fds(unsigned n)
+{
+	struct rlimit rl;
+	rlim_t want = n + 256;
+
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+		if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want)
+			tdaemon_skip(&td, "RLIMIT_NOFILE's hard limit %llu is below the %llu "
+					  "descriptors this test holds",
+				     (unsigned long long)rl.rlim_max, (unsigned long long)want);
+		rl.rlim_cur = want;
+		cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0, "%s", strerror(errno));
 	}
-	/* the 25th is closed without a greeting */
-	fd = raw_connect_tcp(tls_port());
-	expect_closed(fd);
-	/* the control socket is not theirs */
-	daemon_alive();
-	for (unsigned i = 0; i < 24; i++)
-		close(fds[i]);
-	/* once they are gone, a client gets in */
+}
+
+/* A TCP connection to the NBD port from the loopback address @src (127.0.0.x). */
+static int connect_from(const char *src)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)tls_port()),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in me = { .sin_family = AF_INET };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(inet_pton(AF_INET, src, &me.sin_addr), 1);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&me, sizeof(me)), 0, "bind %s: %s", src,
+		     strerror(errno));
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "connect: %s",
+		     strerror(errno));
+	return fd;
+}
+
+/*
+ * Is @fd still open on the daemon's side? What it sent (the greeting) is
+ * read and dropped; EOF or a reset means closed.
+ */
+static int still_open(int fd)
+{
+	char buf[512];
+
+	for (;;) {
+		ssize_t r = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (r > 0)
+			continue;
+		return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+	}
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * Under @limits: 300 idle TCP connections from 127.0.0.1, the attack of a
+ * peer nobody knows (more than max_connections_per_uid's 256). Meanwhile a
+ * PSK client completes its handshake and reads back what it wrote, and a
+ * local user who is no administrator is answered on the control socket.
+ */
+static void flood_serves_others(const char *limits)
+{
+	enum { FLOOD = 300 };
+	const char *priv = "timeout 120 setpriv --reuid=nobody --regid=nogroup --clear-groups";
+	char in[PATH_MAX], back[PATH_MAX];
+	int fds[FLOOD], st;
+	unsigned open_now = 0;
+	double t0, took;
+
+	NEED("nbdcopy", "libnbd-bin");
+	NEED("setpriv", "util-linux");
+	if (geteuid() != 0 || !getpwnam("nobody"))
+		tdaemon_skip(&td, "needs root and a 'nobody' user");
+	need_fds(FLOOD);
+	restart_with(limits);
 	make_pool();
 	COF_OK(NULL, "create -V 1M tank/vm");
-	{
-		double end = tdaemon_deadline(TDAEMON_WAIT_S);
+	tdaemon_random_file(&td, "in", 1 << 20, in, sizeof(in));
+	snprintf(back, sizeof(back), "%s/back", td.dir);
+	SH_OK("nbdcopy '%s' '%s'", in, psk_uri("root", "tank/vm", psk_file));
 
-		while (sh("nbdinfo --size '%s'", psk_uri("root", "tank/vm", psk_file)) != 0 &&
-		       tdaemon_poll(end))
-			;
+	for (unsigned i = 0; i < FLOOD; i++)
+		fds[i] = raw_connect_tcp(tls_port());
+	st = tdaemon_coffer(&td, priv, NULL, out, sizeof(out), "ping");
+	cr_assert_eq(st, 0, "a local non-admin was turned away (exit %d): %s\ndaemon:\n%s", st, out,
+		     tdaemon_log(&td));
+	t0 = now_s();
+	st = sh("timeout 120 nbdcopy '%s' '%s'", psk_uri("root", "tank/vm", psk_file), back);
+	took = now_s() - t0;
+	cr_log_info("a PSK client read 1 MiB in %.2f s with %u idle peers open", took, FLOOD);
+	cr_assert_eq(st, 0, "the PSK client was turned away (exit %d): %s\ndaemon:\n%s", st, out,
+		     tdaemon_log(&td));
+	cr_assert(files_equal(in, back));
+	/* the flood was there all along: its newest connections are still open */
+	for (unsigned i = 0; i < FLOOD; i++)
+		open_now += still_open(fds[i]);
+	cr_log_info("%u of %u idle peers still open", open_now, FLOOD);
+	cr_assert_geq(open_now, 200, "the flood was closed before the test ran");
+	/* the bound: measured at about 0.5 s on a loaded 2-core machine */
+	cr_assert_lt(took, 10.0, "the PSK client took %.2f s", took);
+	for (unsigned i = 0; i < FLOOD; i++)
+		close(fds[i]);
+	daemon_alive();
+}
+
+/* The case: the default limits, one address, more idle peers than a uid may have. */
+Test(nbd_tls, idle_tcp_peers_of_one_address_turn_no_client_away)
+{
+	flood_serves_others("hello_timeout = 300\ntls_handshake_timeout = 300\n");
+}
+
+/* A low max_connections: the flood takes none of the local users' slots. */
+Test(nbd_tls, idle_tcp_peers_take_no_connection_slot_of_local_users)
+{
+	flood_serves_others("max_connections = 32\nhello_timeout = 300\n"
+			    "tls_handshake_timeout = 300\n");
+}
+
+/*
+ * Peers nobody has named have a pool of their own: at the cap of their
+ * address the oldest of that address goes, when the pool is full the oldest
+ * of all; a newcomer is always taken, and another address keeps its own.
+ */
+Test(nbd_tls, unauthenticated_peers_evict_their_oldest_not_others)
+{
+	int mine[8], third[2], other, fd;
+
+	restart_with("hello_timeout = 300\ntls_handshake_timeout = 300\n"
+		     "max_tls_handshakes = 10\nmax_tls_handshakes_per_address = 8\n");
+	other = connect_from("127.0.0.2");
+	greeting(other);
+	for (unsigned i = 0; i < 8; i++) {
+		mine[i] = connect_from("127.0.0.1");
+		greeting(mine[i]);
 	}
+	/* the ninth of 127.0.0.1: its oldest goes, 127.0.0.2's stays */
+	fd = connect_from("127.0.0.1");
+	greeting(fd);
+	expect_closed(mine[0]);
+	mine[0] = fd;
+	cr_assert(still_open(other), "another address's peer was evicted");
+	cr_assert(log_says("unauthenticated TCP peers of 127.0.0.1 reached 8: the oldest is "
+			   "closed"),
+		  "%s", tdaemon_log(&td));
+	/* 127.0.0.3 fills the pool (10), then comes again: the oldest of all, 127.0.0.2's, goes */
+	third[0] = connect_from("127.0.0.3");
+	greeting(third[0]);
+	third[1] = connect_from("127.0.0.3");
+	greeting(third[1]);
+	expect_closed(other);
+	for (unsigned i = 0; i < 8; i++)
+		cr_assert(still_open(mine[i]), "peer %u of 127.0.0.1 was closed", i);
+	cr_assert(still_open(third[0]) && still_open(third[1]));
+	cr_assert(log_says("unauthenticated TCP peers reached 10: the oldest is closed"), "%s",
+		  tdaemon_log(&td));
+	/* the control socket is not theirs, and a client still gets in */
+	daemon_alive();
+	make_pool();
+	COF_OK(NULL, "create -V 1M tank/vm");
+	SH_OK("nbdinfo --size '%s'", psk_uri("root", "tank/vm", psk_file));
 	cr_assert(strstr(out, "1048576"), "%s", out);
+	close(third[0]);
+	close(third[1]);
+	for (unsigned i = 0; i < 8; i++)
+		close(mine[i]);
+}
+
+/* A peer that never completes its TLS handshake is closed at tls_handshake_timeout. */
+Test(nbd_tls, a_handshake_not_completed_in_time_is_closed)
+{
+	uint8_t d[64];
+	uint32_t len;
+	int idle, begun;
+
+	restart_with("hello_timeout = 300\ntls_handshake_timeout = 2\n");
+	/* silent; and STARTTLS without a ClientHello */
+	idle = raw_connect_tcp(tls_port());
+	greeting(idle);
+	begun = raw_connect_tcp(tls_port());
+	greeting(begun);
+	send_flags(begun);
+	send_opt(begun, NBD_OPT_STARTTLS, NULL, 0);
+	cr_assert_eq(read_opt_reply(begun, NBD_OPT_STARTTLS, d, sizeof(d), &len), NBD_REP_ACK);
+	expect_closed(idle);
+	expect_closed(begun);
+	cr_assert(log_says("no TLS handshake within 2 s: closed"), "%s", tdaemon_log(&td));
+	daemon_alive();
 }
 
 /* `cofferd --check-config` on @conf_text: its exit status, its words in out. */

@@ -106,6 +106,9 @@ static void assert_config(const struct config *w)
 	cr_assert_eq(c.max_frame, w->max_frame);
 	cr_assert_eq(c.max_buffered, w->max_buffered);
 	cr_assert_eq(c.hello_timeout, w->hello_timeout);
+	cr_assert_eq(c.tls_handshake_timeout, w->tls_handshake_timeout);
+	cr_assert_eq(c.max_tls_handshakes, w->max_tls_handshakes);
+	cr_assert_eq(c.max_tls_handshakes_per_address, w->max_tls_handshakes_per_address);
 	cr_assert_eq(c.idle_timeout, w->idle_timeout);
 	cr_assert_eq(c.direct_io, w->direct_io);
 	cr_assert_eq(c.io_inline, w->io_inline);
@@ -145,6 +148,9 @@ Test(config, defaults_for_a_user_follow_xdg)
 		.max_frame = (16u << 20) + 16,
 		.max_buffered = 1ull << 30,
 		.hello_timeout = 10,
+		.tls_handshake_timeout = 5,
+		.max_tls_handshakes = 512,
+		.max_tls_handshakes_per_address = 256,
 		.idle_timeout = 600,
 		.direct_io = 0,
 		.io_inline = 0,
@@ -235,6 +241,9 @@ Test(config, every_option_is_parsed)
 			  "max_frame = 64K\n"
 			  "max_buffered = 3M\n"
 			  "hello_timeout = 2\n"
+			  "tls_handshake_timeout = 3\n"
+			  "max_tls_handshakes = 20\n"
+			  "max_tls_handshakes_per_address = 4\n"
 			  "idle_timeout = 0\n"
 			  "direct_io = yes\n"
 			  "io_inline = yes\n"
@@ -266,6 +275,9 @@ Test(config, every_option_is_parsed)
 		.max_frame = 64u << 10,
 		.max_buffered = 3u << 20,
 		.hello_timeout = 2,
+		.tls_handshake_timeout = 3,
+		.max_tls_handshakes = 20,
+		.max_tls_handshakes_per_address = 4,
 		.idle_timeout = 0,
 		.direct_io = 1,
 		.io_inline = 1,
@@ -383,6 +395,12 @@ Test(config, bad_values_name_file_line_and_option)
 		{ "max_buffered = 2T", "bad value for 'max_buffered'" },
 		{ "hello_timeout = 0", "bad value for 'hello_timeout': '0' is out of range" },
 		{ "hello_timeout = 3601", "bad value for 'hello_timeout'" },
+		{ "tls_handshake_timeout = 0",
+		  "bad value for 'tls_handshake_timeout': '0' is out of range" },
+		{ "tls_handshake_timeout = 3601", "bad value for 'tls_handshake_timeout'" },
+		{ "max_tls_handshakes = 0", "bad value for 'max_tls_handshakes': '0' is out of range" },
+		{ "max_tls_handshakes_per_address = 65537",
+		  "bad value for 'max_tls_handshakes_per_address'" },
 		{ "idle_timeout = 604801", "bad value for 'idle_timeout'" },
 		{ "idle_timeout = 10m", "bad value for 'idle_timeout': '10m' is not a whole number" },
 		{ "max_frame = 65535", "bad value for 'max_frame': '65535' is out of range" },
@@ -663,6 +681,9 @@ Test(config, shipped_example_lists_every_option_with_its_default)
 	cr_assert_eq(got.max_frame, root.max_frame);
 	cr_assert_eq(got.max_buffered, root.max_buffered);
 	cr_assert_eq(got.hello_timeout, root.hello_timeout);
+	cr_assert_eq(got.tls_handshake_timeout, root.tls_handshake_timeout);
+	cr_assert_eq(got.max_tls_handshakes, root.max_tls_handshakes);
+	cr_assert_eq(got.max_tls_handshakes_per_address, root.max_tls_handshakes_per_address);
 	cr_assert_eq(got.idle_timeout, root.idle_timeout);
 	cr_assert_eq(got.direct_io, root.direct_io);
 	cr_assert_eq(got.io_inline, root.io_inline);
