@@ -274,6 +274,7 @@ static void offline_verify(const char *when, uint64_t nenc)
 	cr_assert_eq(ret, 0, "%s: open pool offline: %s (%s)", when, stor_strerror(ret),
 		     stor_pool_last_error());
 	ret = stor_pool_verify(p, &rep);
+	stor_verify_report_free(&rep);
 	cr_assert_eq(ret, 0, "%s: stor_pool_verify: %s", when, stor_strerror(ret));
 	cr_assert_eq(stor_pool_close(p), 0);
 	cr_log_info("%s: verify: %llu records, %llu encrypted, %llu nonce repeats, %llu cksum "
