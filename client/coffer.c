@@ -1276,10 +1276,37 @@ static int pool_destroy(int argc, char **argv)
 	return pool_simple(argc, argv, "pool_destroy");
 }
 
+/* What pool check found of the MAC trees, one line each: failures, then tables unverified. */
+static void print_mac_findings(json_t *reply)
+{
+	json_t *a = json_object_get(reply, "mac_failures"), *f;
+	long long errors = (long long)json_integer_value(json_object_get(reply, "mac_errors"));
+	long long unver = (long long)json_integer_value(json_object_get(reply, "mac_unverified"));
+	size_t i, shown = json_array_size(a);
+
+	json_array_foreach(a, i, f) {
+		const char *name = json_string_value(json_object_get(f, "name"));
+
+		if (!strcmp(json_string_value(json_object_get(f, "what")) ?: "", "root"))
+			printf("%s: MAC root does not verify\n", name);
+		else
+			printf("%s: records %lld-%lld: block pointer MACs do not verify\n", name,
+			       (long long)json_integer_value(json_object_get(f, "first")),
+			       (long long)json_integer_value(json_object_get(f, "last")));
+	}
+	a = json_object_get(reply, "mac_not_verified");
+	json_array_foreach(a, i, f)
+		printf("%s: MACs not verified: %s\n", json_string_value(json_object_get(f, "name")),
+		       json_string_value(json_object_get(f, "reason")));
+	shown += json_array_size(a);
+	if ((long long)shown < errors + unver)
+		printf("(%lld more not listed)\n", errors + unver - (long long)shown);
+}
+
 static int pool_check(int argc, char **argv)
 {
 	static const char *const fields[] = { "nonce_repeats", "cksum_errors", "extent_errors",
-					      "space_errors", "bad_frees" };
+					      "space_errors", "bad_frees", "mac_errors" };
 	struct coffer_conn *c;
 	json_t *reply;
 	int bad = 0;
@@ -1307,7 +1334,15 @@ static int pool_check(int argc, char **argv)
 		for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
 			printf("%s: %lld\n", fields[i],
 			       (long long)json_integer_value(json_object_get(reply, fields[i])));
-		printf("%s\n", bad ? "errors found" : "no errors");
+		printf("mac_verified: %lld tables, mac_unverified: %lld tables\n",
+		       (long long)json_integer_value(json_object_get(reply, "mac_verified")),
+		       (long long)json_integer_value(json_object_get(reply, "mac_unverified")));
+		print_mac_findings(reply);
+		if (!bad && json_integer_value(json_object_get(reply, "mac_unverified")))
+			printf("no errors (MACs of %lld tables not verified)\n",
+			       (long long)json_integer_value(json_object_get(reply, "mac_unverified")));
+		else
+			printf("%s\n", bad ? "errors found" : "no errors");
 	}
 	json_decref(reply);
 	coffer_close(c);

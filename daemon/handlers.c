@@ -451,6 +451,42 @@ static int h_pool_status(struct hcall *c)
 	return pools_reply(c, 1);
 }
 
+/*
+ * The MAC findings of a check, as two lists: what failed (a table's records
+ * or its root) and which tables went unverified, and why.
+ */
+static void check_findings(json_t *reply, const struct stor_verify_report *r)
+{
+	json_t *failed = json_array(), *unverified = json_array();
+
+	for (size_t i = 0; i < r->nfindings; i++) {
+		const struct stor_verify_finding *f = &r->findings[i];
+
+		switch (f->kind) {
+		case STOR_VERIFY_MAC_GROUP:
+			json_array_append_new(failed, json_pack("{s:s,s:s,s:I,s:I}", "name",
+								f->table, "what", "records", "first",
+								(json_int_t)f->first, "last",
+								(json_int_t)f->last));
+			break;
+		case STOR_VERIFY_MAC_ROOT:
+			json_array_append_new(failed, json_pack("{s:s,s:s}", "name", f->table,
+								"what", "root"));
+			break;
+		case STOR_VERIFY_NO_KEY:
+		case STOR_VERIFY_MAC_PENDING:
+			json_array_append_new(unverified,
+					      json_pack("{s:s,s:s}", "name", f->table, "reason",
+							f->kind == STOR_VERIFY_NO_KEY
+								? "key not loaded"
+								: "MAC tree pending (receive)"));
+			break;
+		}
+	}
+	json_object_set_new(reply, "mac_failures", failed);
+	json_object_set_new(reply, "mac_not_verified", unverified);
+}
+
 /* The offline check of a pool, run on it live: writes wait meanwhile. */
 static int h_pool_check(struct hcall *c)
 {
@@ -459,13 +495,19 @@ static int h_pool_check(struct hcall *c)
 
 	if (ret < 0)
 		return fail(c, ret, "check", NULL);
-	c->reply = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "name", c->name, "records",
-			     (json_int_t)r.records, "encrypted", (json_int_t)r.encrypted,
-			     "kept", (json_int_t)r.kept,
+	c->reply = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "name", c->name,
+			     "records", (json_int_t)r.records, "encrypted",
+			     (json_int_t)r.encrypted, "kept", (json_int_t)r.kept,
 			     "nonce_repeats", (json_int_t)r.nonce_repeats, "cksum_errors",
 			     (json_int_t)r.cksum_errors, "extent_errors",
 			     (json_int_t)r.extent_errors, "space_errors",
-			     (json_int_t)r.space_errors, "bad_frees", (json_int_t)r.bad_frees);
+			     (json_int_t)r.space_errors, "bad_frees", (json_int_t)r.bad_frees,
+			     "mac_verified", (json_int_t)r.mac_verified, "mac_errors",
+			     (json_int_t)r.mac_errors, "mac_unverified",
+			     (json_int_t)r.mac_unverified);
+	if (c->reply)
+		check_findings(c->reply, &r);
+	stor_verify_report_free(&r);
 	return 0;
 }
 

@@ -27,6 +27,9 @@
  * once), a group when one of its records is first read after that (its
  * pointers from one LMDB snapshot), then a bit in memory says so until the
  * key is unloaded, so steady-state reads pay nothing per record.
+ * The checker (verify.c, pool check) walks a whole table instead: every
+ * group against all its pointers and every stored group MAC against the
+ * pointers under it (bpmac_check_table), with the root as at load-key.
  *
  * What an attacker without the key cannot do undetected: change any field
  * of a pointer (a clear flag, another extent, sizes, compression, salt,
@@ -330,6 +333,114 @@ int bpmac_check_group(struct meta *m, uint64_t ds_id, const struct mac_key *mk,
 	meta_rtxn_put(t);
 	if (ret == 0 && (b = seen_byte(seen, g, 1, &bit)))
 		atomic_fetch_or_explicit(b, bit, memory_order_release);
+	return ret;
+}
+
+/* ---- the whole tree of one table, for the checker (verify.c) ---- */
+
+struct group_sum {
+	uint64_t g;
+	uint8_t acc[MAC_LEN];
+	int broken; /* a pointer of it is no pointer at all */
+};
+
+struct table_walk {
+	const struct mac_key *mk;
+	struct group_sum *v;
+	size_t n, cap, i; /* i: the merge's place in v while the stored MACs are walked */
+	void (*bad)(void *ctx, uint64_t g);
+	void *ctx;
+	int err;
+};
+
+static int sum_bp(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
+{
+	struct table_walk *w = ctx;
+	const uint8_t *r = (const uint8_t *)key + 8;
+	uint64_t recno, g;
+
+	if (klen != BP_KEY_LEN)
+		return 0; /* the keyless walk counts it */
+	recno = get_u64(&r);
+	g = recno / MAC_GROUP;
+	if (!w->n || w->v[w->n - 1].g != g) {
+		if (w->n == w->cap) {
+			size_t cap = w->cap ? w->cap * 2 : 64;
+			struct group_sum *v = realloc(w->v, cap * sizeof(*v));
+
+			if (!v) {
+				w->err = -ENOMEM;
+				return 1;
+			}
+			w->v = v;
+			w->cap = cap;
+		}
+		w->v[w->n++] = (struct group_sum){ .g = g };
+	}
+	if (vlen != BP_LEN) {
+		w->v[w->n - 1].broken = 1;
+		return 0;
+	}
+	if (bpmac_leaf_xor(w->mk, recno, val, w->v[w->n - 1].acc) < 0) {
+		w->err = -EIO;
+		return 1;
+	}
+	return 0;
+}
+
+/* Groups before @g that have pointers but no stored MAC: each sums to zero or lies. */
+static void unstored_before(struct table_walk *w, uint64_t g)
+{
+	for (; w->i < w->n && w->v[w->i].g < g; w->i++)
+		if (w->v[w->i].broken || !is_zero(w->v[w->i].acc))
+			w->bad(w->ctx, w->v[w->i].g);
+}
+
+static int match_stored(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
+{
+	struct table_walk *w = ctx;
+	const uint8_t *r = (const uint8_t *)key + 8;
+	uint64_t g;
+
+	if (klen != 16)
+		return 0; /* bpmac_verify_root fails the root for it */
+	g = get_u64(&r);
+	if (g == MAC_ROOT)
+		return 0;
+	unstored_before(w, g);
+	if (w->i < w->n && w->v[w->i].g == g) {
+		const struct group_sum *s = &w->v[w->i++];
+
+		if (s->broken || vlen != MAC_LEN || memcmp(val, s->acc, MAC_LEN))
+			w->bad(w->ctx, g);
+	} else {
+		w->bad(w->ctx, g); /* a MAC over pointers that are gone */
+	}
+	return 0;
+}
+
+int bpmac_check_table(struct meta *m, uint64_t ds_id, const struct mac_key *mk,
+		      void (*bad)(void *ctx, uint64_t g), void *ctx)
+{
+	struct table_walk w = { .mk = mk, .bad = bad, .ctx = ctx };
+	struct meta_txn *t = NULL;
+	uint8_t prefix[8], *p = prefix;
+	int ret;
+
+	put_u64(&p, ds_id);
+	ret = meta_rtxn_get(m, &t);
+	if (ret < 0)
+		return ret;
+	/* both walks in one snapshot, in key order: groups ascending */
+	ret = meta_iter(t, META_BP, prefix, sizeof(prefix), 0, sum_bp, &w);
+	if (ret == 1)
+		ret = w.err;
+	if (ret == 0)
+		ret = meta_iter(t, META_MAC, prefix, sizeof(prefix), 0, match_stored, &w);
+	meta_rtxn_put(t);
+	if (ret == 0)
+		unstored_before(&w, MAC_ROOT);
+	free(w.v);
 	return ret;
 }
 

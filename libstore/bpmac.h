@@ -52,6 +52,16 @@ int bpmac_verify_root(struct meta *m, uint64_t ds_id, const struct mac_key *mk);
 int bpmac_check_group(struct meta *m, uint64_t ds_id, const struct mac_key *mk,
 		      struct mac_seen *seen, uint64_t recno);
 
+/**
+ * Check every group MAC of table @ds_id against its block pointers, all of
+ * them, in one snapshot (the checker's walk, not the read path's lazy one):
+ * @bad is called for each group @g whose pointers do not sum to its stored
+ * MAC, whose MAC is missing, or whose MAC remains with no pointers under it.
+ * The root is bpmac_verify_root's. @return 0 or an error (not a mismatch)
+ */
+int bpmac_check_table(struct meta *m, uint64_t ds_id, const struct mac_key *mk,
+		      void (*bad)(void *ctx, uint64_t g), void *ctx);
+
 /*
  * The change a commit makes to @recno's group: the XOR of leaf(old) ^ leaf(new)
  * over the group's pointers it replaces (an absent pointer is zero).

@@ -466,7 +466,25 @@ int stor_pool_stat(struct stor_pool *pool, struct stor_pool_stat *st);
 /** Fill @st for LUN @idx (0-based). @return 0 or -ENOENT past the last LUN. */
 int stor_pool_lun_stat(struct stor_pool *pool, unsigned idx, struct stor_lun_stat *st);
 
-/** What stor_pool_verify() found. */
+/** What a finding of stor_pool_verify() is about. */
+enum stor_verify_kind {
+	STOR_VERIFY_MAC_GROUP,   /* records first..last: their block pointers' group MAC fails */
+	STOR_VERIFY_MAC_ROOT,    /* the table's MAC root does not verify against its groups */
+	STOR_VERIFY_NO_KEY,      /* an encrypted table whose MACs were not verified: no key */
+	STOR_VERIFY_MAC_PENDING, /* ditto: its tree is being received or built at load-key */
+};
+
+/** One thing stor_pool_verify() names: a table (dataset or snapshot) and what of it. */
+struct stor_verify_finding {
+	char *table; /* "pool/ds" or "pool/ds@snap" */
+	enum stor_verify_kind kind;
+	uint64_t first, last; /* records, for STOR_VERIFY_MAC_GROUP */
+};
+
+/* Findings a report lists at most; the counts go on past it. */
+#define STOR_VERIFY_FINDINGS_MAX 256
+
+/** What stor_pool_verify() found; free it with stor_verify_report_free(). */
 struct stor_verify_report {
 	uint64_t records;       /* block pointers walked */
 	uint64_t encrypted;     /* of which encrypted */
@@ -476,17 +494,29 @@ struct stor_verify_report {
 	uint64_t space_errors;  /* LUNs or datasets whose used space is not what is referenced */
 	uint64_t bad_frees;     /* double frees the allocator refused since import */
 	uint64_t kept;          /* pointers held by snapshots only (snapshot.c) */
+	uint64_t mac_verified;  /* encrypted tables whose whole MAC tree was checked (key loaded) */
+	uint64_t mac_errors;    /* their groups and roots that do not verify: must be 0 */
+	uint64_t mac_unverified; /* encrypted tables not checked: no key, or tree pending */
+	struct stor_verify_finding *findings; /* the MAC errors and unverified tables, in order */
+	size_t nfindings;       /* at most STOR_VERIFY_FINDINGS_MAX */
 };
 
 /**
- * Check the pool's invariants without any key: commit what is open, then
- * walk every block pointer, read its extent and compare its checksum, count
- * nonces used twice under one data key and extents referenced twice, and
- * compare the space the pointers reference with what the allocator and each
- * dataset count. Meant for a quiet pool (no writes while it runs).
+ * Check the pool's invariants: commit what is open, then walk every block
+ * pointer, read its extent and compare its checksum, count nonces used
+ * twice under one data key and extents referenced twice, and compare the
+ * space the pointers reference with what the allocator and each dataset
+ * count; none of that needs a key. Then, for every encrypted dataset and
+ * snapshot whose key is loaded, check its whole MAC tree (bpmac.c): each
+ * group MAC against all its block pointers, and the root against the
+ * groups; each table whose key is not loaded is named as not verified.
+ * Meant for a quiet pool (no writes while it runs).
+ * @param[out] rep  zeroed first; free its findings with stor_verify_report_free()
  * @return 0 (see @rep) or an error
  */
 int stor_pool_verify(struct stor_pool *pool, struct stor_verify_report *rep);
+/** Free the findings of @rep (and zero them). NULL-safe. */
+void stor_verify_report_free(struct stor_verify_report *rep);
 
 /* ---- key material ---- */
 

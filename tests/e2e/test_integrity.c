@@ -274,6 +274,7 @@ static void offline_verify(const char *when, uint64_t nenc)
 	cr_assert_eq(ret, 0, "%s: open pool offline: %s (%s)", when, stor_strerror(ret),
 		     stor_pool_last_error());
 	ret = stor_pool_verify(p, &rep);
+	stor_verify_report_free(&rep);
 	cr_assert_eq(ret, 0, "%s: stor_pool_verify: %s", when, stor_strerror(ret));
 	cr_assert_eq(stor_pool_close(p), 0);
 	cr_log_info("%s: verify: %llu records, %llu encrypted, %llu nonce repeats, %llu cksum "
@@ -1028,6 +1029,92 @@ Test(integrity, deleted_mac_root_makes_load_key_or_import_refuse_the_dataset)
 	pat(p, RS, 0xe000);
 	cr_expect_neq(st, 0, "a record of %s was read without its mac root", ENC);
 	cr_expect(!leaks(got, n, p, RS), "a record of %s was returned", ENC);
+}
+
+/*
+ * pool check with and without the key. ENC@s keeps record 5's first
+ * version; the attacker changes a byte of the nonce of record 3's pointer
+ * in the head's table and of the tag of record 5's in the snapshot's. The
+ * stored bytes are untouched, so every keyless check still passes: only the
+ * MAC tree tells. With the key unloaded, pool check must say it did not
+ * verify those MACs; with it loaded, it must name both tables and the
+ * records of the forged groups, and fail.
+ */
+struct other_table {
+	uint64_t head, id;
+};
+
+static int find_other(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
+{
+	struct other_table *o = ctx;
+	uint64_t id, recno;
+
+	(void)val, (void)vlen;
+	if (klen != TBP_KEY_LEN)
+		return 0;
+	tbp_key_parse(key, &id, &recno);
+	if (id != o->head && recno == 5)
+		o->id = id;
+	return 0;
+}
+
+Test(integrity, pool_check_names_forged_pointers_with_the_key_and_says_when_it_cannot)
+{
+	struct other_table o = { 0 };
+	struct tamper *t;
+	struct tbp bp;
+	int st;
+
+	pool_create();
+	create_root(ENC, "aes-256-ccm");
+	for (uint64_t r = 0; r < 8; r++)
+		cr_assert_eq(write_pat(ENC, r * RS, RS, 0xe000 + r), 0, "%s", out);
+	cr_assert_eq(write_pat(ENC, OTHER_GROUP * RS, RS, 0xe000 + OTHER_GROUP), 0, "%s", out);
+	COF_OK("snapshot %s@s", ENC);
+	cr_assert_eq(write_pat(ENC, 5 * RS, RS, 0xa005), 0, "%s", out);
+	COF_OK("flush %s", ENC);
+	COF_OK("pool check tank");
+	cr_assert(strstr(out, "no errors"), "pool check before the attack: %s", out);
+	stop();
+
+	t = tam();
+	o.head = ds_id(t, ENC);
+	cr_assert_eq(tamper_bp_get(t, o.head, 3, &bp), 0);
+	bp.nonce[5] ^= 0x10;
+	cr_assert_eq(tamper_bp_put(t, o.head, 3, &bp), 0);
+	cr_assert_gt(tamper_each(t, "bp", find_other, &o), 0);
+	cr_assert_neq(o.id, 0, "no snapshot table keeps record 5 of %s", ENC);
+	cr_assert_eq(tamper_bp_get(t, o.id, 5, &bp), 0);
+	bp.mac[0] ^= 0x01;
+	cr_assert_eq(tamper_bp_put(t, o.id, 5, &bp), 0);
+	untam(t);
+	start();
+
+	/* the key is not loaded after a start */
+	st = cof("pool check tank");
+	cr_log_info("pool check, key unloaded: exit %d:\n%s", st, out);
+	cr_expect(strstr(out, ENC ": MACs not verified: key not loaded"),
+		  "pool check does not say it left the MACs of %s unverified:\n%s", ENC, out);
+	cr_expect(strstr(out, ENC "@s: MACs not verified: key not loaded"),
+		  "pool check does not say it left the MACs of %s@s unverified:\n%s", ENC, out);
+	st = cof("pool check -j tank");
+	cr_expect(strstr(out, "\"mac_not_verified\"") && strstr(out, "\"" ENC "@s\""),
+		  "pool check -j does not list %s@s as not verified:\n%s", ENC, out);
+
+	COF_OK("load-key %s", ENC);
+	st = cof("pool check tank");
+	cr_log_info("pool check, key loaded: exit %d:\n%s", st, out);
+	cr_expect_neq(st, 0, "pool check passed a forged block pointer:\n%s", out);
+	cr_expect(strstr(out, ENC ": records 0-255: block pointer MACs do not verify"),
+		  "pool check does not name the forged record 3 of %s:\n%s", ENC, out);
+	cr_expect(strstr(out, ENC "@s: records 0-255: block pointer MACs do not verify"),
+		  "pool check does not name the forged record 5 of %s@s:\n%s", ENC, out);
+	cr_expect(!strstr(out, "records 256-"), "pool check blames a sound group:\n%s", out);
+	cr_expect(!strstr(out, "not verified"), "the key is loaded:\n%s", out);
+	st = cof("pool check -j tank");
+	cr_expect_neq(st, 0, "pool check -j passed a forged block pointer");
+	cr_expect(strstr(out, "\"mac_failures\"") && strstr(out, "\"" ENC "@s\""),
+		  "pool check -j does not list the forged tables:\n%s", out);
 }
 
 /*

@@ -47,16 +47,22 @@ static void assert_clean(const char *when)
 {
 	struct stor_verify_report r;
 	int ret = stor_pool_verify(tp.pool, &r);
+	char first[128] = "";
 
+	if (r.nfindings && r.findings[0].kind <= STOR_VERIFY_MAC_ROOT)
+		snprintf(first, sizeof(first), ", the first in %s from record %llu",
+			 r.findings[0].table, (unsigned long long)r.findings[0].first);
+	stor_verify_report_free(&r);
 	cr_assert_eq(ret, 0, "%s: verify: %s", when, stor_strerror(ret));
 	cr_assert_eq(r.extent_errors + r.space_errors + r.bad_frees + r.cksum_errors +
-			     r.nonce_repeats,
+			     r.nonce_repeats + r.mac_errors,
 		     0,
 		     "%s: %llu extent errors (leaked or twice referenced), %llu space errors, "
-		     "%llu double frees, %llu checksum errors, %llu nonce repeats",
+		     "%llu double frees, %llu checksum errors, %llu nonce repeats, "
+		     "%llu MAC errors%s",
 		     when, (unsigned long long)r.extent_errors, (unsigned long long)r.space_errors,
 		     (unsigned long long)r.bad_frees, (unsigned long long)r.cksum_errors,
-		     (unsigned long long)r.nonce_repeats);
+		     (unsigned long long)r.nonce_repeats, (unsigned long long)r.mac_errors, first);
 }
 
 static void put(struct stor_ds *ds, uint64_t rec, uint64_t gen)

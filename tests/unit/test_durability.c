@@ -45,12 +45,15 @@ static void assert_clean(const char *when)
 	struct stor_verify_report r;
 	int ret = stor_pool_verify(tp.pool, &r);
 
+	stor_verify_report_free(&r);
 	cr_assert_eq(ret, 0, "%s: verify: %s", when, stor_strerror(ret));
-	cr_assert_eq(r.extent_errors + r.space_errors + r.bad_frees + r.cksum_errors, 0,
+	cr_assert_eq(r.extent_errors + r.space_errors + r.bad_frees + r.cksum_errors + r.mac_errors,
+		     0,
 		     "%s: %llu extent errors, %llu space errors, %llu double frees, "
-		     "%llu checksum errors",
+		     "%llu checksum errors, %llu MAC errors",
 		     when, (unsigned long long)r.extent_errors, (unsigned long long)r.space_errors,
-		     (unsigned long long)r.bad_frees, (unsigned long long)r.cksum_errors);
+		     (unsigned long long)r.bad_frees, (unsigned long long)r.cksum_errors,
+		     (unsigned long long)r.mac_errors);
 }
 
 /* Clean now, and after the pool is closed and imported again. */

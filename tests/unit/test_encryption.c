@@ -1395,7 +1395,10 @@ static void assert_verified(struct tpool *tp, uint64_t min_encrypted)
 	struct stor_verify_report rep;
 	int ret = stor_pool_verify(tp->pool, &rep);
 
+	stor_verify_report_free(&rep);
 	cr_assert_eq(ret, 0, "verify: %s", stor_strerror(ret));
+	cr_assert_eq(rep.mac_errors, 0, "verify: %llu MAC groups or roots fail",
+		     (unsigned long long)rep.mac_errors);
 	cr_assert_eq(rep.nonce_repeats, 0, "verify: %llu nonces repeat",
 		     (unsigned long long)rep.nonce_repeats);
 	cr_assert_eq(rep.cksum_errors, 0, "verify: %llu checksum errors",

@@ -91,11 +91,13 @@ static void check_gen(uint64_t gen)
 		stor_ds_close(ds);
 	}
 	ret = stor_pool_verify(tp.pool, &rep);
+	stor_verify_report_free(&rep);
 	cr_assert_eq(ret, 0, "verify: %s", stor_strerror(ret));
 	cr_assert_eq(rep.extent_errors + rep.space_errors + rep.bad_frees + rep.cksum_errors +
-			     rep.nonce_repeats,
-		     0, "verify: %llu extent, %llu space errors", (unsigned long long)rep.extent_errors,
-		     (unsigned long long)rep.space_errors);
+			     rep.nonce_repeats + rep.mac_errors,
+		     0, "verify: %llu extent, %llu space, %llu MAC errors",
+		     (unsigned long long)rep.extent_errors, (unsigned long long)rep.space_errors,
+		     (unsigned long long)rep.mac_errors);
 }
 
 static void state_file(const char *ext, char *out, size_t len)

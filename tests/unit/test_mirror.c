@@ -843,6 +843,7 @@ Test(mirror, attach_makes_a_lun_a_mirror_and_detach_takes_a_side_away)
 		struct stor_verify_report rep;
 
 		cr_assert_eq(stor_pool_verify(tp.pool, &rep), 0);
+		stor_verify_report_free(&rep);
 		cr_assert_eq(rep.cksum_errors + rep.extent_errors + rep.space_errors, 0,
 			     "the check reads the side left, not the detached first LUN");
 	}
