@@ -75,6 +75,7 @@ struct mac_key *mac_key_new(const uint8_t *master, uint64_t guid, unsigned suite
 	}
 	atomic_init(&mk->refs, 1);
 	mk->staged_txg = 0;
+	mk->guid = guid;
 	return mk;
 }
 
@@ -150,15 +151,24 @@ static int is_zero(const uint8_t *a)
 	return v == 0;
 }
 
+/* Where the placement of a pointer sits in its BP_LEN bytes (format.h):
+ * u16 lun first, then u8 flags, u8 compression, three u32 sizes, u64 sector. */
+#define BP_PLACE_LUN 2
+#define BP_PLACE_AT (2 + 1 + 1 + 4 + 4 + 4)
+#define BP_PLACE_SECTOR 8
+
 int bpmac_leaf_xor(const struct mac_key *mk, uint64_t recno, const uint8_t bp[BP_LEN],
 		   uint8_t acc[MAC_LEN])
 {
-	uint8_t msg[1 + 8 + BP_LEN], leaf[MAC_LEN], *w = msg;
+	uint8_t msg[1 + 8 + 8 + BP_LEN - BP_PLACE_LUN - BP_PLACE_SECTOR], leaf[MAC_LEN], *w = msg;
 	int ret;
 
 	put_u8(&w, 'L');
+	put_u64(&w, mk->guid);
 	put_u64(&w, recno);
-	put_bytes(&w, bp, BP_LEN);
+	/* every field but the place: a raw copy elsewhere has the same leaves */
+	put_bytes(&w, bp + BP_PLACE_LUN, BP_PLACE_AT - BP_PLACE_LUN);
+	put_bytes(&w, bp + BP_PLACE_AT + BP_PLACE_SECTOR, BP_LEN - BP_PLACE_AT - BP_PLACE_SECTOR);
 	ret = keys_prf128(mk->k, msg, sizeof(msg), leaf);
 	xor16(acc, leaf);
 	return ret;
@@ -225,6 +235,8 @@ static int walk_group(const void *key, size_t klen, const void *val, size_t vlen
 		return 0;
 	}
 	g = get_u64(&r);
+	if (g == MAC_VIEW)
+		return 0; /* a snapshot's view root: not a group of its table */
 	if (g == MAC_ROOT) {
 		if (vlen != MAC_ROOT_LEN)
 			w->bad = 1;
@@ -437,4 +449,74 @@ int bpmac_forget(struct meta_txn *t, uint64_t ds_id)
 
 	put_u64(&p, ds_id);
 	return meta_iter(t, META_MAC, prefix, sizeof(prefix), 1, none, NULL);
+}
+
+int bpmac_forget_tree(struct meta_txn *t, uint64_t id)
+{
+	uint8_t view[MAC_ROOT_LEN];
+	int have = bpmac_row_get(t, id, MAC_VIEW, view) == 0;
+	int ret = bpmac_forget(t, id);
+
+	return ret == 0 && have ? bpmac_row_put(t, id, MAC_VIEW, view) : ret;
+}
+
+int bpmac_row_get(struct meta_txn *t, uint64_t id, uint64_t which, uint8_t out[MAC_ROOT_LEN])
+{
+	uint8_t key[16];
+	const void *v;
+	size_t vlen;
+	int ret;
+
+	mac_key_id(id, which, key);
+	ret = meta_get(t, META_MAC, key, sizeof(key), &v, &vlen);
+	if (ret == 0 && vlen != MAC_ROOT_LEN)
+		return STOR_EAUTH;
+	if (ret == 0)
+		memcpy(out, v, MAC_ROOT_LEN);
+	return ret;
+}
+
+int bpmac_row_put(struct meta_txn *t, uint64_t id, uint64_t which, const uint8_t in[MAC_ROOT_LEN])
+{
+	uint8_t key[16];
+
+	mac_key_id(id, which, key);
+	return meta_put(t, META_MAC, key, sizeof(key), in, MAC_ROOT_LEN);
+}
+
+int bpmac_view_save(struct meta_txn *t, uint64_t ds_id, uint64_t snap_id)
+{
+	uint8_t root[MAC_ROOT_LEN];
+	int ret = bpmac_row_get(t, ds_id, MAC_ROOT, root);
+
+	if (ret == -ENOENT)
+		return STOR_EAUTH;
+	return ret < 0 ? ret : bpmac_row_put(t, snap_id, MAC_VIEW, root);
+}
+
+int bpmac_sum_add(const struct mac_key *mk, uint64_t g, const uint8_t gmac[MAC_LEN],
+		  uint8_t acc[MAC_LEN])
+{
+	uint8_t term[MAC_LEN];
+	int ret;
+
+	if (is_zero(gmac))
+		return 0; /* an empty group has no term */
+	ret = group_term(mk, g, gmac, term);
+	xor16(acc, term);
+	return ret;
+}
+
+int bpmac_root_check(const struct mac_key *mk, const uint8_t acc[MAC_LEN],
+		     const uint8_t root[MAC_ROOT_LEN])
+{
+	uint8_t tag[MAC_LEN];
+	int ret = root_tag(mk, root, tag);
+
+	if (ret < 0)
+		return ret;
+	/* both comparisons always run: no early exit on secret-dependent data */
+	if ((memcmp(tag, root + MAC_LEN, MAC_LEN) != 0) | (memcmp(acc, root, MAC_LEN) != 0))
+		return STOR_EAUTH;
+	return 0;
 }

@@ -120,6 +120,9 @@
 
 #define LUN_MAGIC 0x434f46464c554e00ull /* "COFFLUN\0" */
 #define FORMAT_VERSION 4u
+/* The pool record's version: 5 since MAC leaves left out the place (bpmac.c),
+ * so a version 4 pool's trees do not verify here and it is refused. */
+#define POOL_RECORD_VERSION 5u
 #define LUN_LABEL_SIZE 4096u
 #define LUN_DATA_OFF (1u << 20)
 #define LUN_LABELS 2u /* copies: 0 at the front, 1 at the end */
@@ -157,6 +160,7 @@
 #define MAC_GROUP 256u
 #define MAC_LEN 16
 #define MAC_ROOT UINT64_MAX
+#define MAC_VIEW (UINT64_MAX - 1) /* a snapshot's view root (bpmac.c), MAC_ROOT_LEN bytes */
 #define MAC_ROOT_LEN (MAC_LEN + MAC_LEN) /* accumulator | tag */
 
 /* Metadata on the LUNs (see the head comment). */

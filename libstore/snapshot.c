@@ -546,7 +546,7 @@ static int rollback_commit(struct meta_txn *t, const struct snap_op *op,
 	if (ret == 0 && ch)
 		ret = bpmac_apply(t, ch, n);
 	if (ret == 0 && op->mk) {
-		ret = bpmac_forget(t, op->id);
+		ret = bpmac_forget_tree(t, op->id); /* S's view is what the head reads now */
 		if (ret == 0)
 			ret = bpmac_root_init(t, op->id, op->mk);
 	}
@@ -570,6 +570,15 @@ int snap_commit_op(struct meta_txn *t, const struct snap_op *op,
 	ret = meta_put(t, META_DS, op->name, strlen(op->name), op->rec, op->reclen);
 	if (ret == 0 && op->mk)
 		ret = bpmac_root_init(t, op->id, op->mk);
+	/* the view root: the dataset's root now (this commit's MACs are in),
+	 * or the one a raw stream carried, which the head then reads as too */
+	if (ret == 0 && op->have_view) {
+		ret = bpmac_row_put(t, op->id, MAC_VIEW, op->view);
+		if (ret == 0)
+			ret = bpmac_row_put(t, op->head_id, MAC_ROOT, op->view);
+	} else if (ret == 0 && op->mk) {
+		ret = bpmac_view_save(t, op->head_id, op->id);
+	}
 	if (ret == 0 && op->mark_id)
 		ret = recv_mark_txn(t, op->mark_id, op->mark);
 	return ret;
@@ -674,7 +683,10 @@ static int want_snap(struct stor_pool *p, struct create_ctx *c, struct stor_ds *
 					 .reclen = SNAP_RECORD_LEN,
 					 .mk = s->mk ? mac_key_ref(s->mk) : NULL,
 					 .mark_id = c->as ? c->as->mark_id : 0,
-					 .mark = c->as ? c->as->mark : 0 };
+					 .mark = c->as ? c->as->mark : 0, .head_id = ds->id,
+					 .have_view = c->as ? c->as->have_view : 0 };
+	if (c->as && c->as->have_view)
+		memcpy(c->ops[c->n].view, c->as->view, MAC_ROOT_LEN);
 	c->n++;
 	if (!c->ops[c->n - 1].name || !c->ops[c->n - 1].rec)
 		return -ENOMEM;
