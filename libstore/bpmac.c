@@ -7,11 +7,12 @@
  * record number, birth txg, sizes, compression), but every input of that
  * AAD sits in the block pointer itself, so an older pointer put back with
  * its older extent would open fine. Here every block pointer of an encrypted
- * dataset is covered by a MAC tree keyed by the dataset's MAC key (HKDF of
- * its master key, with the GUID and suite: keys_derive_mac), after OpenZFS's
- * objset and indirect-block MACs:
+ * dataset is covered by a MAC tree keyed by its table's MAC key (HKDF of
+ * the master key, with the table's GUID and suite: keys_derive_mac; a
+ * table is the head or a snapshot's kept pointers), after OpenZFS's objset
+ * and indirect-block MACs:
  *
- *   leaf(r)   = PRF(K, 'L' | recno | the 76 bytes of the pointer)
+ *   leaf(r)   = PRF(K, 'L' | table GUID | recno | the pointer but its place)
  *   group g   = records [g * MAC_GROUP, (g + 1) * MAC_GROUP)
  *   gmac(g)   = XOR of leaf(r) over the group's pointers   ("mac": id | g)
  *   acc       = XOR of PRF(K, 'G' | g | gmac(g)) over groups with a MAC
@@ -28,6 +29,26 @@
  * pointers from one LMDB snapshot), then a bit in memory says so until the
  * key is unloaded, so steady-state reads pay nothing per record.
  *
+ * A leaf covers every field of a pointer but its place (u16 lun, u64
+ * sector): flags, compression, the three sizes, birth, key salt, nonce, tag
+ * and the keyless checksum of the stored bytes. The place is policed by
+ * the others: the AEAD tag opens only the ciphertext it was made over and
+ * the checksum names the stored bytes, so a pointer sent elsewhere reads
+ * its own record or fails. Leaving it out makes the tree portable: a raw
+ * copy on another pool, in other places, has the same leaves and roots.
+ *
+ * View roots: the commit that makes a snapshot copies its dataset's root,
+ * as it stands with that txg's pointers, into the snapshot's MAC_VIEW row
+ * (bpmac_view_save; a copy, no key needed). It is the root of the set of
+ * pointers the snapshot reads (snapshot.c's read rule), under the head's
+ * key. A raw stream carries it (stream.h), and the receiver's first
+ * load-key builds the tree from the pointers received and requires it to
+ * come out with that root (recv.c: recv_build_macs), so a stream that
+ * drops, adds or replays a record is refused. The mark that says a tree
+ * waits for that build (RECV_MACS) chooses how the tree is checked, never
+ * whether: on a dataset that was never received the build must come out
+ * with the dataset's own root and its newest snapshot's view root.
+ *
  * What an attacker without the key cannot do undetected: change any field
  * of a pointer (a clear flag, another extent, sizes, compression, salt,
  * nonce, tag), move or copy a pointer to another record or dataset, drop or
@@ -41,7 +62,9 @@
  * is detection, never wrong data; rewriting them does not heal the group.
  * The documented limit, as in ZFS: the metadata of a whole dataset (every
  * pointer, group MAC and its root) put back to an older consistent state,
- * or a whole pool rolled back, is not detected. Clear datasets are not
+ * or a whole pool rolled back, is not detected; with the mark, the head put
+ * back to its newest snapshot (its view root is a root of the head's) is
+ * such a state. Clear datasets are not
  * authenticated (their checksums are unkeyed); the dataset table is checked
  * against the key file at import (dataset.c).
  */

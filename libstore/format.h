@@ -104,11 +104,13 @@
  * LMDB (one environment per pool, file <state_dir>/pools/<pool>.mdb):
  *   "pool": "config" -> pool record (meta_pool_* in pool.c);
  *           "recv/<dataset id, 16 hex digits>" -> u8 1 (being received) or
- *           2 (received raw, its MAC tree waits for its first key): recv.c
+ *           2 (its MAC tree waits for a key, to be built and checked
+ *           against the roots there) or 3 (an incremental going in): recv.c
  *   "ds":   dataset name -> dataset record (dataset.c)
  *   "bp":   u64 dataset id | u64 record number -> block pointer (BP_LEN bytes)
  *   "mac":  u64 dataset id | u64 group -> group MAC (MAC_LEN bytes), and
- *           u64 dataset id | MAC_ROOT -> dataset root (MAC_ROOT_LEN bytes);
+ *           u64 dataset id | MAC_ROOT -> dataset root (MAC_ROOT_LEN bytes),
+ *           u64 snapshot id | MAC_VIEW -> its view root (MAC_ROOT_LEN);
  *           encrypted datasets only, see bpmac.c
  */
 #ifndef STOR_FORMAT_H

@@ -488,7 +488,8 @@ static int load_config(struct stor_pool *p, uint64_t *txg, struct lun_paths *lp)
 		if (n == FORMAT_VERSION)
 			pool_set_error("pool %s: made by an older coffer whose block pointer MACs "
 				       "cover the pointers' place (pool version %u, this coffer "
-				       "reads %u); send its datasets to a new pool with that coffer",
+				       "reads %u); read its volumes out with that coffer and write "
+				       "them into a new pool",
 				       p->name, n, POOL_RECORD_VERSION);
 		ret = STOR_EFORMAT;
 		goto out;

@@ -26,12 +26,17 @@
  * - Raw: the dataset takes the source's GUID (its AADs and data keys are
  *   bound to it) and its wrapped key and becomes an encryption root of its
  *   own; records are written as stored (record_write_stored) and staged
- *   with no MAC key. The mark then says RECV_MACS: the first load-key,
- *   which alone can compute them, builds the MAC tree from the pointers
- *   (recv_build_macs) before the key is installed, and clears the mark.
- *   Each pointer must be encrypted then (a clear one is EAUTH), and every
- *   read checks its record's tag. stream.h says what this does not cover
- *   (the set of records is taken as received) and why no nonce repeats.
+ *   with no MAC key. The stream's view root becomes the snapshot's view
+ *   root and the head's root, and the mark says RECV_MACS: the first
+ *   load-key, which alone can compute MACs, builds the tree from the
+ *   pointers (recv_build_macs) before the key is installed, refuses the
+ *   dataset unless the head comes out with that root and every snapshot
+ *   reads as its view root, and clears the mark. Each pointer must be
+ *   encrypted then (a clear one is EAUTH), and every read checks its
+ *   record's tag. stream.h says why no nonce repeats. The mark itself is
+ *   unauthenticated and needs no authentication: added to any dataset, it
+ *   makes the load-key check the whole tree against the roots it has,
+ *   which a changed pointer fails as the lazy checks would.
  *   A pool holds one dataset of a GUID: a second raw copy is refused.
  *   The open txg is moved past the stream's newest birth first, so every
  *   snapshot taken here later is newer than every record received.
@@ -63,19 +68,18 @@
  *   key parameters must be the stream's. Applying records and a wrapped
  *   key that disagree is where OpenZFS lost datasets (#12614, #12000): the
  *   copy must stay openable by the one passphrase it was received with.
- * - The MAC tree of a raw incremental is rebuilt from the pointers, as
- *   after a full raw receive: the records come with no MAC (the sender has
- *   no key), so the receive stages them with none (macs_later, which also
- *   keeps txg.c from MACing FROM's kept pointers without a key) and ends
- *   with the mark RECV_MACS; the first load-key builds the head's tree and
- *   every snapshot table's (recv_build_macs). When the key is loaded on the
- *   receiver the tree is built at once, in the commit after the snapshot's,
- *   before the dataset is let go: nothing reads it in between (receiving),
- *   and building under the loaded key is the same computation the next
- *   load-key would make, on the same pointers, so it is no weaker; the
- *   alternative, leaving a loaded key over a tree that does not verify,
- *   would fail every read. The limit is the full receive's (stream.h): the
- *   set of records is taken as received, now for each incremental too.
+ * - The MAC tree of a raw incremental is built from the pointers and
+ *   checked, as after a full raw receive: the records come with no MAC
+ *   (the sender has no key), so the receive stages them with none
+ *   (macs_later, which also keeps txg.c from MACing FROM's kept pointers
+ *   without a key) and ends with the mark RECV_MACS and the stream's view
+ *   root as the head's root and the new snapshot's; the first load-key
+ *   checks it all (recv_build_macs). When the key is loaded on the receiver
+ *   the tree is built and checked against the stream's root at once,
+ *   before the snapshot is made: a stream that does not match is refused
+ *   and undone as any failed receive. A rollback made without MACs (a
+ *   failed or cut raw incremental) leaves the head reading as its newest
+ *   snapshot, so it takes that snapshot's view root (head_is_view).
  * - A package (-I) is its streams one after another: each is received as
  *   above, on its own, and the next begins where one ends. Bytes after a
  *   full stream are refused, and undo it, as before.

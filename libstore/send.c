@@ -24,7 +24,8 @@
  * records trustworthy on the other side is their AEAD tags, which the
  * receiver's first load-key and every read check (stream.h, recv.c). The
  * stream carries the wrapped master key with the parameters of the
- * dataset's encryption root.
+ * dataset's encryption root, and the snapshot's view root (bpmac.c), which
+ * the receiver checks the set of records against.
  * Non-raw: the plaintext through the ordinary read path of the snapshot
  * (its key loaded, MACs checked), an all-zero record sent as a hole.
  */

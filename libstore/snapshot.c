@@ -53,7 +53,9 @@
  * twice. The table's MAC root is made at creation, under that key, and
  * checked once per key load (snap_mac); a read checks the group of every
  * table it walks, so a kept pointer dropped, added or swapped reads as
- * EAUTH. Unlike ZFS, a snapshot of an encrypted dataset needs its key
+ * EAUTH. The commit that makes a snapshot also keeps its dataset's root as
+ * the snapshot's view root (bpmac.c), which a raw send carries; a rollback
+ * keeps it. Unlike ZFS, a snapshot of an encrypted dataset needs its key
  * loaded, and so does a destroy that moves pointers into an older snapshot
  * (destroying the oldest ones needs none). The limit, as for the dataset
  * table: the snapshot record (name, txg) is not under a MAC, so an attacker

@@ -77,20 +77,18 @@
  *   So the received dataset keeps the source's GUID (and every birth txg):
  *   it is the same dataset under the same master key, in another place.
  *   A pool refuses a raw stream whose GUID it holds already.
- * - The block pointer MAC tree (bpmac.c) covers the pointers' place on the
- *   LUNs, which the receiver chooses, and it is keyed: the receiver, which
- *   has no key, cannot make it. The dataset is received with its MACs
- *   pending (a "recv-macs" row in the pool table, recv.c); the first
- *   load-key builds the tree from the received pointers, under the key it
- *   just unwrapped, before any read or write can happen. Until then no
- *   record can be read or written (no key), and after it the dataset is
- *   authenticated as any other. The limit: the set of records is taken as
- *   received. Every record is authentic (its tag), but a stream rebuilt by
- *   a forger, or the receiver's metadata changed before that first
- *   load-key, can drop a record or carry an older authentic version of it.
- *   OpenZFS closes this with the objset MAC; here a snapshot keeps a MAC
- *   per table of kept pointers, not one over the snapshot's whole view, so
- *   there is nothing keyless to carry. (recv.c's head comment has more.)
+ * - The set of records: the header carries the snapshot's view root
+ *   (bpmac.c), the MAC root of every pointer the snapshot reads, made by
+ *   the source under the key, over the pointers' fields but their place,
+ *   which the receiver chooses. The receiver, which has no key, stores it
+ *   as the snapshot's view root and its head's root, and the first
+ *   load-key (or the end of an incremental whose key is loaded there)
+ *   builds the tree from the pointers received and refuses the dataset
+ *   unless it comes out with exactly those roots (recv.c). So a stream
+ *   rebuilt by a forger, or the receiver's metadata changed before that
+ *   load-key, that drops a record, adds one or carries an older authentic
+ *   version of one never loads, as OpenZFS's objset MAC does. Version 1
+ *   streams carry no root and are refused.
  * - Nonces: the copy's later writes draw nonce blocks as every key state
  *   does (crypt.c): a random 64-bit key salt and 32-bit prefix per block,
  *   in memory, never read from metadata. The source's records and the
