@@ -7,11 +7,12 @@
  * record number, birth txg, sizes, compression), but every input of that
  * AAD sits in the block pointer itself, so an older pointer put back with
  * its older extent would open fine. Here every block pointer of an encrypted
- * dataset is covered by a MAC tree keyed by the dataset's MAC key (HKDF of
- * its master key, with the GUID and suite: keys_derive_mac), after OpenZFS's
- * objset and indirect-block MACs:
+ * dataset is covered by a MAC tree keyed by its table's MAC key (HKDF of
+ * the master key, with the table's GUID and suite: keys_derive_mac; a
+ * table is the head or a snapshot's kept pointers), after OpenZFS's objset
+ * and indirect-block MACs:
  *
- *   leaf(r)   = PRF(K, 'L' | recno | the 76 bytes of the pointer)
+ *   leaf(r)   = PRF(K, 'L' | table GUID | recno | the pointer but its place)
  *   group g   = records [g * MAC_GROUP, (g + 1) * MAC_GROUP)
  *   gmac(g)   = XOR of leaf(r) over the group's pointers   ("mac": id | g)
  *   acc       = XOR of PRF(K, 'G' | g | gmac(g)) over groups with a MAC
@@ -31,6 +32,26 @@
  * group against all its pointers and every stored group MAC against the
  * pointers under it (bpmac_check_table), with the root as at load-key.
  *
+ * A leaf covers every field of a pointer but its place (u16 lun, u64
+ * sector): flags, compression, the three sizes, birth, key salt, nonce, tag
+ * and the keyless checksum of the stored bytes. The place is policed by
+ * the others: the AEAD tag opens only the ciphertext it was made over and
+ * the checksum names the stored bytes, so a pointer sent elsewhere reads
+ * its own record or fails. Leaving it out makes the tree portable: a raw
+ * copy on another pool, in other places, has the same leaves and roots.
+ *
+ * View roots: the commit that makes a snapshot copies its dataset's root,
+ * as it stands with that txg's pointers, into the snapshot's MAC_VIEW row
+ * (bpmac_view_save; a copy, no key needed). It is the root of the set of
+ * pointers the snapshot reads (snapshot.c's read rule), under the head's
+ * key. A raw stream carries it (stream.h), and the receiver's first
+ * load-key builds the tree from the pointers received and requires it to
+ * come out with that root (recv.c: recv_build_macs), so a stream that
+ * drops, adds or replays a record is refused. The mark that says a tree
+ * waits for that build (RECV_MACS) chooses how the tree is checked, never
+ * whether: on a dataset that was never received the build must come out
+ * with the dataset's own root and its newest snapshot's view root.
+ *
  * What an attacker without the key cannot do undetected: change any field
  * of a pointer (a clear flag, another extent, sizes, compression, salt,
  * nonce, tag), move or copy a pointer to another record or dataset, drop or
@@ -44,7 +65,9 @@
  * is detection, never wrong data; rewriting them does not heal the group.
  * The documented limit, as in ZFS: the metadata of a whole dataset (every
  * pointer, group MAC and its root) put back to an older consistent state,
- * or a whole pool rolled back, is not detected. Clear datasets are not
+ * or a whole pool rolled back, is not detected; with the mark, the head put
+ * back to its newest snapshot (its view root is a root of the head's) is
+ * such a state. Clear datasets are not
  * authenticated (their checksums are unkeyed); the dataset table is checked
  * against the key file at import (dataset.c).
  */
@@ -78,6 +101,7 @@ struct mac_key *mac_key_new(const uint8_t *master, uint64_t guid, unsigned suite
 	}
 	atomic_init(&mk->refs, 1);
 	mk->staged_txg = 0;
+	mk->guid = guid;
 	return mk;
 }
 
@@ -153,15 +177,24 @@ static int is_zero(const uint8_t *a)
 	return v == 0;
 }
 
+/* Where the placement of a pointer sits in its BP_LEN bytes (format.h):
+ * u16 lun first, then u8 flags, u8 compression, three u32 sizes, u64 sector. */
+#define BP_PLACE_LUN 2
+#define BP_PLACE_AT (2 + 1 + 1 + 4 + 4 + 4)
+#define BP_PLACE_SECTOR 8
+
 int bpmac_leaf_xor(const struct mac_key *mk, uint64_t recno, const uint8_t bp[BP_LEN],
 		   uint8_t acc[MAC_LEN])
 {
-	uint8_t msg[1 + 8 + BP_LEN], leaf[MAC_LEN], *w = msg;
+	uint8_t msg[1 + 8 + 8 + BP_LEN - BP_PLACE_LUN - BP_PLACE_SECTOR], leaf[MAC_LEN], *w = msg;
 	int ret;
 
 	put_u8(&w, 'L');
+	put_u64(&w, mk->guid);
 	put_u64(&w, recno);
-	put_bytes(&w, bp, BP_LEN);
+	/* every field but the place: a raw copy elsewhere has the same leaves */
+	put_bytes(&w, bp + BP_PLACE_LUN, BP_PLACE_AT - BP_PLACE_LUN);
+	put_bytes(&w, bp + BP_PLACE_AT + BP_PLACE_SECTOR, BP_LEN - BP_PLACE_AT - BP_PLACE_SECTOR);
 	ret = keys_prf128(mk->k, msg, sizeof(msg), leaf);
 	xor16(acc, leaf);
 	return ret;
@@ -228,6 +261,8 @@ static int walk_group(const void *key, size_t klen, const void *val, size_t vlen
 		return 0;
 	}
 	g = get_u64(&r);
+	if (g == MAC_VIEW)
+		return 0; /* a snapshot's view root: not a group of its table */
 	if (g == MAC_ROOT) {
 		if (vlen != MAC_ROOT_LEN)
 			w->bad = 1;
@@ -548,4 +583,74 @@ int bpmac_forget(struct meta_txn *t, uint64_t ds_id)
 
 	put_u64(&p, ds_id);
 	return meta_iter(t, META_MAC, prefix, sizeof(prefix), 1, none, NULL);
+}
+
+int bpmac_forget_tree(struct meta_txn *t, uint64_t id)
+{
+	uint8_t view[MAC_ROOT_LEN];
+	int have = bpmac_row_get(t, id, MAC_VIEW, view) == 0;
+	int ret = bpmac_forget(t, id);
+
+	return ret == 0 && have ? bpmac_row_put(t, id, MAC_VIEW, view) : ret;
+}
+
+int bpmac_row_get(struct meta_txn *t, uint64_t id, uint64_t which, uint8_t out[MAC_ROOT_LEN])
+{
+	uint8_t key[16];
+	const void *v;
+	size_t vlen;
+	int ret;
+
+	mac_key_id(id, which, key);
+	ret = meta_get(t, META_MAC, key, sizeof(key), &v, &vlen);
+	if (ret == 0 && vlen != MAC_ROOT_LEN)
+		return STOR_EAUTH;
+	if (ret == 0)
+		memcpy(out, v, MAC_ROOT_LEN);
+	return ret;
+}
+
+int bpmac_row_put(struct meta_txn *t, uint64_t id, uint64_t which, const uint8_t in[MAC_ROOT_LEN])
+{
+	uint8_t key[16];
+
+	mac_key_id(id, which, key);
+	return meta_put(t, META_MAC, key, sizeof(key), in, MAC_ROOT_LEN);
+}
+
+int bpmac_view_save(struct meta_txn *t, uint64_t ds_id, uint64_t snap_id)
+{
+	uint8_t root[MAC_ROOT_LEN];
+	int ret = bpmac_row_get(t, ds_id, MAC_ROOT, root);
+
+	if (ret == -ENOENT)
+		return STOR_EAUTH;
+	return ret < 0 ? ret : bpmac_row_put(t, snap_id, MAC_VIEW, root);
+}
+
+int bpmac_sum_add(const struct mac_key *mk, uint64_t g, const uint8_t gmac[MAC_LEN],
+		  uint8_t acc[MAC_LEN])
+{
+	uint8_t term[MAC_LEN];
+	int ret;
+
+	if (is_zero(gmac))
+		return 0; /* an empty group has no term */
+	ret = group_term(mk, g, gmac, term);
+	xor16(acc, term);
+	return ret;
+}
+
+int bpmac_root_check(const struct mac_key *mk, const uint8_t acc[MAC_LEN],
+		     const uint8_t root[MAC_ROOT_LEN])
+{
+	uint8_t tag[MAC_LEN];
+	int ret = root_tag(mk, root, tag);
+
+	if (ret < 0)
+		return ret;
+	/* both comparisons always run: no early exit on secret-dependent data */
+	if ((memcmp(tag, root + MAC_LEN, MAC_LEN) != 0) | (memcmp(acc, root, MAC_LEN) != 0))
+		return STOR_EAUTH;
+	return 0;
 }

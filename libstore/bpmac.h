@@ -18,6 +18,7 @@ struct meta_txn;
 struct mac_key {
 	atomic_int refs;
 	uint64_t staged_txg; /* txg.c: the newest stage holding a reference (stage_lock) */
+	uint64_t guid;       /* the table's GUID (dataset or snapshot): in every leaf */
 	uint8_t *k;          /* the keyed PRF state, KEYS_PRF_STATE_LEN bytes of secure memory */
 };
 
@@ -85,5 +86,25 @@ int bpmac_apply(struct meta_txn *t, struct bpmac_change *ch, size_t n);
 
 /** Delete every MAC of dataset @ds_id (it is being destroyed). */
 int bpmac_forget(struct meta_txn *t, uint64_t ds_id);
+/** Delete the tree of table @id, keeping its view root (it is rebuilt). */
+int bpmac_forget_tree(struct meta_txn *t, uint64_t id);
+
+/** The MAC_ROOT_LEN bytes of row @which (MAC_ROOT, MAC_VIEW) of table @id.
+ *  @return 0, -ENOENT, STOR_EAUTH (malformed) or an error */
+int bpmac_row_get(struct meta_txn *t, uint64_t id, uint64_t which, uint8_t out[MAC_ROOT_LEN]);
+int bpmac_row_put(struct meta_txn *t, uint64_t id, uint64_t which, const uint8_t in[MAC_ROOT_LEN]);
+/**
+ * The view root of snapshot @snap_id: its dataset's root as it stands in
+ * @t, the commit that makes the snapshot (a copy: no key is needed).
+ * @return 0, STOR_EAUTH (the dataset has no root) or an error
+ */
+int bpmac_view_save(struct meta_txn *t, uint64_t ds_id, uint64_t snap_id);
+/** Add the term of group @g whose MAC is @gmac to the root's sum @acc. */
+int bpmac_sum_add(const struct mac_key *mk, uint64_t g, const uint8_t gmac[MAC_LEN],
+		  uint8_t acc[MAC_LEN]);
+/** Check root @root (sum | tag) under @mk against the sum @acc computed.
+ *  @return 0 or STOR_EAUTH */
+int bpmac_root_check(const struct mac_key *mk, const uint8_t acc[MAC_LEN],
+		     const uint8_t root[MAC_ROOT_LEN]);
 
 #endif

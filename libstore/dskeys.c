@@ -465,7 +465,8 @@ int stor_key_load(struct stor_pool *p, const char *name, const struct stor_key_m
 		if (ret == 0)
 			ret = bpmac_verify_root(p->meta, d->id, states[i]->mac);
 		else if (ret == 1)
-			ret = flags & STOR_KEY_NOOP ? 0 : recv_build_macs(p, d, states[i]);
+			ret = recv_build_macs(p, d, states[i], NULL,
+					      flags & STOR_KEY_NOOP ? RECV_BUILD_DRY : 0);
 		if (ret < 0) {
 			pool_set_error("dataset %s: block pointer MACs do not verify (%s): "
 				       "its metadata was changed without its key",

@@ -109,11 +109,13 @@
  * LMDB (one environment per pool, file <state_dir>/pools/<pool>.mdb):
  *   "pool": "config" -> pool record (meta_pool_* in pool.c);
  *           "recv/<dataset id, 16 hex digits>" -> u8 1 (being received) or
- *           2 (received raw, its MAC tree waits for its first key): recv.c
+ *           2 (its MAC tree waits for a key, to be built and checked
+ *           against the roots there) or 3 (an incremental going in): recv.c
  *   "ds":   dataset name -> dataset record (dataset.c)
  *   "bp":   u64 dataset id | u64 record number -> block pointer (BP_LEN bytes)
  *   "mac":  u64 dataset id | u64 group -> group MAC (MAC_LEN bytes), and
- *           u64 dataset id | MAC_ROOT -> dataset root (MAC_ROOT_LEN bytes);
+ *           u64 dataset id | MAC_ROOT -> dataset root (MAC_ROOT_LEN bytes),
+ *           u64 snapshot id | MAC_VIEW -> its view root (MAC_ROOT_LEN);
  *           encrypted datasets only, see bpmac.c
  */
 #ifndef STOR_FORMAT_H
@@ -125,6 +127,9 @@
 
 #define LUN_MAGIC 0x434f46464c554e00ull /* "COFFLUN\0" */
 #define FORMAT_VERSION 4u
+/* The pool record's version: 5 since MAC leaves left out the place (bpmac.c),
+ * so a version 4 pool's trees do not verify here and it is refused. */
+#define POOL_RECORD_VERSION 5u
 #define LUN_LABEL_SIZE 4096u
 #define LUN_DATA_OFF (1u << 20)
 #define LUN_LABELS 2u /* copies: 0 at the front, 1 at the end */
@@ -162,6 +167,7 @@
 #define MAC_GROUP 256u
 #define MAC_LEN 16
 #define MAC_ROOT UINT64_MAX
+#define MAC_VIEW (UINT64_MAX - 1) /* a snapshot's view root (bpmac.c), MAC_ROOT_LEN bytes */
 #define MAC_ROOT_LEN (MAC_LEN + MAC_LEN) /* accumulator | tag */
 
 /* Metadata on the LUNs (see the head comment). */

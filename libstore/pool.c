@@ -244,7 +244,7 @@ static int put_config(struct stor_pool *p, unsigned n, struct meta_txn *t)
 	if (!buf)
 		return -ENOMEM;
 	w = buf;
-	put_u32(&w, FORMAT_VERSION);
+	put_u32(&w, POOL_RECORD_VERSION);
 	put_u64(&w, p->guid);
 	put_u64(&w, p->next_ds_id);
 	put_u32(&w, n);
@@ -493,7 +493,14 @@ static int load_config(struct stor_pool *p, uint64_t *txg, struct lun_paths *lp)
 	ret = STOR_ECORRUPT;
 	if (vlen < 24)
 		goto out;
-	if (get_u32(&r) != FORMAT_VERSION) {
+	n = get_u32(&r);
+	if (n != POOL_RECORD_VERSION) {
+		if (n == FORMAT_VERSION)
+			pool_set_error("pool %s: made by an older coffer whose block pointer MACs "
+				       "cover the pointers' place (pool version %u, this coffer "
+				       "reads %u); read its volumes out with that coffer and write "
+				       "them into a new pool",
+				       p->name, n, POOL_RECORD_VERSION);
 		ret = STOR_EFORMAT;
 		goto out;
 	}

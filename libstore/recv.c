@@ -26,12 +26,17 @@
  * - Raw: the dataset takes the source's GUID (its AADs and data keys are
  *   bound to it) and its wrapped key and becomes an encryption root of its
  *   own; records are written as stored (record_write_stored) and staged
- *   with no MAC key. The mark then says RECV_MACS: the first load-key,
- *   which alone can compute them, builds the MAC tree from the pointers
- *   (recv_build_macs) before the key is installed, and clears the mark.
- *   Each pointer must be encrypted then (a clear one is EAUTH), and every
- *   read checks its record's tag. stream.h says what this does not cover
- *   (the set of records is taken as received) and why no nonce repeats.
+ *   with no MAC key. The stream's view root becomes the snapshot's view
+ *   root and the head's root, and the mark says RECV_MACS: the first
+ *   load-key, which alone can compute MACs, builds the tree from the
+ *   pointers (recv_build_macs) before the key is installed, refuses the
+ *   dataset unless the head comes out with that root and every snapshot
+ *   reads as its view root, and clears the mark. Each pointer must be
+ *   encrypted then (a clear one is EAUTH), and every read checks its
+ *   record's tag. stream.h says why no nonce repeats. The mark itself is
+ *   unauthenticated and needs no authentication: added to any dataset, it
+ *   makes the load-key check the whole tree against the roots it has,
+ *   which a changed pointer fails as the lazy checks would.
  *   A pool holds one dataset of a GUID: a second raw copy is refused.
  *   The open txg is moved past the stream's newest birth first, so every
  *   snapshot taken here later is newer than every record received; a
@@ -65,19 +70,18 @@
  *   key parameters must be the stream's. Applying records and a wrapped
  *   key that disagree is where OpenZFS lost datasets (#12614, #12000): the
  *   copy must stay openable by the one passphrase it was received with.
- * - The MAC tree of a raw incremental is rebuilt from the pointers, as
- *   after a full raw receive: the records come with no MAC (the sender has
- *   no key), so the receive stages them with none (macs_later, which also
- *   keeps txg.c from MACing FROM's kept pointers without a key) and ends
- *   with the mark RECV_MACS; the first load-key builds the head's tree and
- *   every snapshot table's (recv_build_macs). When the key is loaded on the
- *   receiver the tree is built at once, in the commit after the snapshot's,
- *   before the dataset is let go: nothing reads it in between (receiving),
- *   and building under the loaded key is the same computation the next
- *   load-key would make, on the same pointers, so it is no weaker; the
- *   alternative, leaving a loaded key over a tree that does not verify,
- *   would fail every read. The limit is the full receive's (stream.h): the
- *   set of records is taken as received, now for each incremental too.
+ * - The MAC tree of a raw incremental is built from the pointers and
+ *   checked, as after a full raw receive: the records come with no MAC
+ *   (the sender has no key), so the receive stages them with none
+ *   (macs_later, which also keeps txg.c from MACing FROM's kept pointers
+ *   without a key) and ends with the mark RECV_MACS and the stream's view
+ *   root as the head's root and the new snapshot's; the first load-key
+ *   checks it all (recv_build_macs). When the key is loaded on the receiver
+ *   the tree is built and checked against the stream's root at once,
+ *   before the snapshot is made: a stream that does not match is refused
+ *   and undone as any failed receive. A rollback made without MACs (a
+ *   failed or cut raw incremental) leaves the head reading as its newest
+ *   snapshot, so it takes that snapshot's view root (head_is_view).
  * - A package (-I) is its streams one after another: each is received as
  *   above, on its own, and the next begins where one ends. Bytes after a
  *   full stream are refused, and undo it, as before.
@@ -89,6 +93,7 @@
 
 #include "array.h"
 #include "bpmac.h"
+#include "cache.h"
 #include "hash.h"
 #include "meta.h"
 #include "snapshot.h"
@@ -184,11 +189,12 @@ int recv_macs_pending(struct stor_pool *p, const struct stor_ds *ds)
 /* ---- the MAC tree of a raw receive, at its first load-key ---- */
 
 struct build {
-	uint64_t id;
+	uint64_t id, max_birth; /* a snapshot table keeps pointers born by its txg */
 	const struct mac_key *mk;
 	struct bpmac_change *ch;
 	size_t n, cap;
-	int clear; /* a pointer without encryption: refused */
+	uint64_t end; /* one past the highest record number seen */
+	int clear;    /* a pointer without encryption: refused */
 };
 
 static int leaf_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
@@ -204,9 +210,13 @@ static int leaf_one(const void *key, size_t klen, const void *val, size_t vlen, 
 		b->clear = 1;
 		return STOR_EAUTH;
 	}
+	if (bp.birth > b->max_birth)
+		return STOR_EAUTH;
 	k += 8;
 	recno = get_u64(&k);
 	g = recno / MAC_GROUP;
+	if (recno >= b->end)
+		b->end = recno + 1;
 	/* pointers come in record order: one change per group, appended */
 	if (!b->n || b->ch[b->n - 1].recno / MAC_GROUP != g) {
 		if (b->n == b->cap) {
@@ -222,15 +232,17 @@ static int leaf_one(const void *key, size_t klen, const void *val, size_t vlen, 
 	return bpmac_leaf_xor(b->mk, recno, val, b->ch[b->n - 1].delta);
 }
 
-/* Table @id's group MACs and root under @mk, from its pointers, in @t. */
-static int build_table(struct meta_txn *t, uint64_t id, const struct mac_key *mk)
+/* Table @id's group MACs and root under @mk, from its pointers, in @t; its
+ * view root stays. *@end grows past its highest record number. */
+static int build_table(struct meta_txn *t, uint64_t id, const struct mac_key *mk,
+		       uint64_t max_birth, uint64_t *end)
 {
-	struct build b = { .id = id, .mk = mk };
+	struct build b = { .id = id, .mk = mk, .max_birth = max_birth, .end = *end };
 	uint8_t prefix[8], *w = prefix;
 	int ret;
 
 	put_u64(&w, id);
-	ret = bpmac_forget(t, id); /* what an earlier tree left, if any */
+	ret = bpmac_forget_tree(t, id); /* what an earlier tree left, if any */
 	if (ret == 0)
 		ret = meta_iter(t, META_BP, prefix, sizeof(prefix), 0, leaf_one, &b);
 	if (ret == 0)
@@ -238,32 +250,133 @@ static int build_table(struct meta_txn *t, uint64_t id, const struct mac_key *mk
 	if (ret == 0 && b.n)
 		ret = bpmac_apply(t, b.ch, b.n);
 	free(b.ch);
+	*end = b.end;
 	return b.clear ? STOR_EAUTH : ret;
 }
 
-int recv_build_macs(struct stor_pool *p, struct stor_ds *ds, const struct ds_keys *k)
+/* One group of a snapshot's view: the pointers born by its txg. */
+struct view_group {
+	uint64_t txg;
+	int dup;
+	uint8_t have[MAC_GROUP];
+	uint8_t bp[MAC_GROUP][BP_LEN];
+};
+
+static int view_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
 {
+	struct view_group *v = ctx;
+	const uint8_t *k = (const uint8_t *)key + 8;
+	struct bp bp;
+	unsigned i;
+
+	if (klen != BP_KEY_LEN || bp_decode(val, vlen, &bp) < 0)
+		return STOR_ECORRUPT;
+	if (bp.birth > v->txg)
+		return 0;
+	i = (unsigned)(get_u64(&k) % MAC_GROUP);
+	/* two versions of a record alive at one txg: never made by a commit */
+	if (v->have[i]) {
+		v->dup = 1;
+		return 1;
+	}
+	v->have[i] = 1;
+	memcpy(v->bp[i], val, BP_LEN);
+	return 0;
+}
+
+/*
+ * Does snapshot @idx of @ds read as the view root it was made with (or
+ * received with)? Its view is what snapshot.c's read rule gives: the
+ * pointers born by its txg in the head and in its own and every newer
+ * table, at most one per record; its leaves are the head's (the view root
+ * was the head's root). Records [0, @end) in groups, in @t.
+ */
+static int check_view(struct meta_txn *t, const struct stor_ds *ds, size_t idx,
+		      const struct mac_key *head_mk, uint64_t end)
+{
+	const struct snap *x = ds->snaps[idx];
+	uint8_t root[MAC_ROOT_LEN], acc[MAC_LEN] = { 0 };
+	struct view_group *v;
+	int ret = bpmac_row_get(t, x->id, MAC_VIEW, root);
+
+	if (ret == -ENOENT)
+		return STOR_EAUTH;
+	if (ret < 0)
+		return ret;
+	v = malloc(sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (uint64_t g = 0; g * MAC_GROUP < end && ret == 0; g++) {
+		uint8_t gmac[MAC_LEN] = { 0 }, key[BP_KEY_LEN];
+
+		memset(v->have, 0, sizeof(v->have));
+		v->txg = x->txg;
+		v->dup = 0;
+		for (size_t j = ds->nsnaps + 1; j-- > idx && ret == 0;) {
+			bp_key(j == ds->nsnaps ? ds->id : ds->snaps[j]->id, g * MAC_GROUP, key);
+			/* the group's keys share all but their last byte (bpmac.c) */
+			ret = meta_iter(t, META_BP, key, sizeof(key) - 1, 0, view_one, v);
+			if (ret == 1)
+				ret = STOR_EAUTH;
+		}
+		for (unsigned i = 0; i < MAC_GROUP && ret == 0; i++)
+			if (v->have[i])
+				ret = bpmac_leaf_xor(head_mk, g * MAC_GROUP + i, v->bp[i], gmac);
+		if (ret == 0)
+			ret = bpmac_sum_add(head_mk, g, gmac, acc);
+	}
+	free(v);
+	return ret < 0 ? ret : bpmac_root_check(head_mk, acc, root);
+}
+
+int recv_build_macs(struct stor_pool *p, struct stor_ds *ds, const struct ds_keys *k,
+		    const uint8_t *expect, unsigned flags)
+{
+	uint8_t want[MAC_ROOT_LEN], got[MAC_ROOT_LEN], view[MAC_ROOT_LEN];
 	struct meta_txn *t = NULL;
+	uint64_t end = 0;
 	int ret = meta_txn_begin(p->meta, &t);
 
 	if (ret < 0)
 		return ret;
-	ret = build_table(t, ds->id, k->mac);
-	/* each snapshot's table under its own key (snapshot.c) */
+	/* the root the head must come out with: the stream's, else the one it
+	 * was left with, which is its newest snapshot's view (a dataset is only
+	 * ever marked when its head reads as that snapshot) */
+	if (expect) {
+		memcpy(want, expect, sizeof(want));
+	} else {
+		ret = bpmac_row_get(t, ds->id, MAC_ROOT, want);
+		if (ret == 0 && ds->nsnaps)
+			ret = bpmac_row_get(t, ds->snaps[ds->nsnaps - 1]->id, MAC_VIEW, view);
+		if (ret == -ENOENT || (ret == 0 && ds->nsnaps && memcmp(want, view, sizeof(view))))
+			ret = STOR_EAUTH;
+	}
+	if (ret == 0)
+		ret = build_table(t, ds->id, k->mac, UINT64_MAX, &end);
+	if (ret == 0)
+		ret = bpmac_row_get(t, ds->id, MAC_ROOT, got);
+	/* the tag of @got is ours, under the key: equal bytes are a sound root */
+	if (ret == 0 && memcmp(got, want, sizeof(got)))
+		ret = STOR_EAUTH;
+	/* each snapshot table under its own key (snapshot.c), its pointers
+	 * born by its txg; then each snapshot's view as its root says */
 	for (size_t i = 0; i < ds->nsnaps && ret == 0; i++) {
 		struct snap *s = ds->snaps[i];
 		struct mac_key *mk = mac_key_new(k->master, s->guid, (unsigned)ds->suite);
 
-		ret = mk ? build_table(t, s->id, mk) : -ENOMEM;
+		ret = mk ? build_table(t, s->id, mk, s->txg, &end) : -ENOMEM;
 		mac_key_put(mk);
 	}
-	if (ret == 0)
+	for (size_t i = 0; i < ds->nsnaps && ret == 0; i++)
+		ret = check_view(t, ds, i, k->mac, end);
+	if (ret == 0 && !(flags & RECV_BUILD_KEEP_MARK))
 		ret = recv_mark_txn(t, ds->id, 0);
-	if (ret < 0) {
+	if (ret < 0 || (flags & RECV_BUILD_DRY)) {
 		meta_txn_abort(t);
 		if (ret == STOR_EAUTH)
-			pool_set_error("dataset %s: a received block pointer is not encrypted",
-				       ds->name);
+			pool_set_error("dataset %s: its block pointers are not the set its MAC roots "
+				       "were made over (a record dropped, replayed or added, or "
+				       "not encrypted)", ds->name);
 		return ret;
 	}
 	ret = meta_txn_commit(t);
@@ -324,13 +437,52 @@ static int discard(struct stor_pool *p, uint64_t id)
 }
 
 /*
+ * @ds was rolled back to its newest snapshot without its MAC key (or with
+ * pointers staged without MACs): its head reads as that snapshot, so its
+ * root is that snapshot's view root, and its tree waits for a key
+ * (RECV_MACS), in one commit.
+ */
+static int head_is_view(struct stor_pool *p, struct stor_ds *ds)
+{
+	uint8_t view[MAC_ROOT_LEN];
+	struct meta_txn *t = NULL;
+	int ret = ds->nsnaps ? meta_txn_begin(p->meta, &t) : STOR_EAUTH;
+
+	if (ret < 0)
+		return ret;
+	ret = bpmac_row_get(t, ds->snaps[ds->nsnaps - 1]->id, MAC_VIEW, view);
+	if (ret == -ENOENT)
+		ret = STOR_EAUTH;
+	if (ret == 0)
+		ret = bpmac_row_put(t, ds->id, MAC_ROOT, view);
+	if (ret == 0)
+		ret = recv_mark_txn(t, ds->id, RECV_MACS);
+	if (ret < 0) {
+		meta_txn_abort(t);
+		return ret;
+	}
+	return meta_txn_commit(t);
+}
+
+/* A loaded key over a tree that does not verify goes: the dataset's next
+ * load-key checks it again (admin lock held; no one else has it open, it
+ * is being received, so no read holds the key). */
+static void drop_key(struct stor_ds *ds)
+{
+	dskeys_drop(ds);
+	cache_drop_ds(cache_data(), ds->guid);
+	snap_drop_keys(ds);
+}
+
+/*
  * Dataset @id, cut short while an incremental went in, back to its newest
  * snapshot (the stream's FROM; the -F rollback, if any, is committed
  * already). The rollback moves no MAC when the key is not loaded, or when
- * the receive staged pointers without them (a raw one): the tree is then
- * built again from the pointers, under the key now if it is loaded, else
- * at the next load-key (RECV_MACS), as after a raw receive. The caller
- * holds @held handles on it (0, or the receive's 1).
+ * the receive staged pointers without them (a raw one): the head then
+ * reads as FROM and takes FROM's view root (head_is_view), and the tree is
+ * built and checked against it under the key now if it is loaded, else at
+ * the next load-key. The caller holds @held handles on it (0, or the
+ * receive's 1).
  */
 static int undo_incr(struct stor_pool *p, uint64_t id, int held)
 {
@@ -350,22 +502,21 @@ static int undo_incr(struct stor_pool *p, uint64_t id, int held)
 		return mark(p, id, 0);
 	if (name[0])
 		ret = stor_snap_rollback(p, name, (held ? SNAP_HELD : 0) | (nomacs ? SNAP_NOMACS : 0));
-	if (ret == 0 && nomacs && k) {
+	if (ret == 0 && nomacs) {
 		pthread_mutex_lock(&p->admin);
+		ret = head_is_view(p, ds);
 		/* the key may have been unloaded while the admin lock was down */
 		k = atomic_load(&ds->keys);
-		if (k)
-			ret = recv_build_macs(p, ds, k);
+		if (ret == 0 && k && (ret = recv_build_macs(p, ds, k, NULL, 0)) < 0)
+			drop_key(ds);
 		pthread_mutex_unlock(&p->admin);
-		if (!k)
-			ret = mark(p, id, RECV_MACS);
 	} else if (ret == 0) {
-		ret = mark(p, id, nomacs ? RECV_MACS : 0);
+		ret = mark(p, id, 0);
 	}
 	atomic_store(&ds->macs_later, 0);
 	/* a rollback that failed leaves the dataset half received: it stays
 	 * closed to use, and its RECV_INCR mark has the next import undo it */
-	if (ret == 0)
+	if (ret == 0 || ret == STOR_EAUTH)
 		atomic_store(&ds->receiving, 0);
 	return ret;
 }
@@ -797,39 +948,54 @@ static int take_free(struct stor_recv *r, uint64_t first, uint64_t count)
 }
 
 /* The snapshot the stream names, in the commit that sets the mark to
- * @mark (its state once received). */
+ * @mark (its state once received); a raw stream's view root becomes the
+ * snapshot's and the head's (snapshot.c). */
 static int make_snapshot(struct stor_recv *r, unsigned mark)
 {
 	struct snap_recv as = { .guid = r->h.to_guid,
 				.txg = r->h.flags & STREAM_F_RAW ? r->h.to_txg : 0,
 				.nomacs = atomic_load(&r->ds->macs_later) ||
 					  (r->h.flags & STREAM_F_RAW && !r->incr),
-				.mark_id = r->ds->id, .mark = mark };
+				.mark_id = r->ds->id, .mark = mark,
+				.have_view = !!(r->h.flags & STREAM_F_RAW) };
 
+	memcpy(as.view, r->h.view, sizeof(as.view));
 	return snap_create_received(r->p, r->ds, r->h.snapname, &as);
 }
 
-/* An incremental is in: its snapshot, and the MAC tree if it waits. */
+/*
+ * An incremental is in: its snapshot. A raw one's pointers came without
+ * MACs: under a loaded key the tree is built and checked against the
+ * stream's view root first, so a stream that does not match it is refused
+ * (and undone) before its snapshot is made; without the key the tree
+ * waits for the next load-key (RECV_MACS), which checks the same.
+ */
 static int finish_incr(struct stor_recv *r)
 {
 	struct stor_pool *p = r->p;
 	struct stor_ds *ds = r->ds;
-	int later = atomic_load(&ds->macs_later), ret;
+	int later = atomic_load(&ds->macs_later), ret = 0;
 	struct ds_keys *k;
 
+	pthread_mutex_lock(&p->admin);
+	k = atomic_load(&ds->keys);
+	if (later && k) {
+		/* the mark stays RECV_INCR: a crash before the snapshot undoes it */
+		ret = recv_build_macs(p, ds, k, r->h.view, RECV_BUILD_KEEP_MARK);
+		if (ret == 0)
+			later = 0;
+	}
+	pthread_mutex_unlock(&p->admin);
+	if (ret < 0)
+		return ret;
+	atomic_store(&ds->macs_later, later);
 	ret = make_snapshot(r, later ? RECV_MACS : 0);
 	if (ret < 0)
 		return ret;
-	/* from here the receive is done, whatever the tree does */
 	r->done = 1;
-	pthread_mutex_lock(&p->admin);
-	k = atomic_load(&ds->keys);
-	if (later && k)
-		ret = recv_build_macs(p, ds, k);
-	pthread_mutex_unlock(&p->admin);
 	atomic_store(&ds->macs_later, 0);
 	atomic_store(&ds->receiving, 0);
-	return ret < 0 ? ret : 1;
+	return 1;
 }
 
 /* The stream is whole: write what is left, commit, clear the mark. */

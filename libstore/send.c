@@ -24,7 +24,8 @@
  * records trustworthy on the other side is their AEAD tags, which the
  * receiver's first load-key and every read check (stream.h, recv.c). The
  * stream carries the wrapped master key with the parameters of the
- * dataset's encryption root.
+ * dataset's encryption root, and the snapshot's view root (bpmac.c), which
+ * the receiver checks the set of records against.
  * Non-raw: the plaintext through the ordinary read path of the snapshot
  * (its key loaded, MACs checked), an all-zero record sent as a hole.
  */
@@ -33,8 +34,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bpmac.h"
 #include "hash.h"
 #include "lun.h"
+#include "meta.h"
 #include "snapshot.h"
 #include "store_impl.h"
 #include "stream.h"
@@ -50,6 +53,26 @@ static void chained(struct stor_send_cursor *cur, uint64_t sum)
 	cur->parts++;
 }
 
+/* The view root of snapshot @h (bpmac.c), which a raw stream carries so
+ * the receiver's first load-key can tell the set of records is the one the
+ * snapshot had. Stored bytes: no key is needed to copy them. */
+static int view_of(struct stor_pool *p, struct stor_ds *h, uint8_t view[MAC_ROOT_LEN])
+{
+	struct meta_txn *t = NULL;
+	int ret = meta_rtxn_get(p->meta, &t);
+
+	if (ret < 0)
+		return ret;
+	ret = bpmac_row_get(t, h->snap->id, MAC_VIEW, view);
+	meta_rtxn_put(t);
+	if (ret == -ENOENT || ret == STOR_EAUTH) {
+		pool_set_error("%s: the snapshot has no view root to send raw (its metadata was "
+			       "changed without its key)", h->name);
+		ret = STOR_EAUTH;
+	}
+	return ret;
+}
+
 static int header(struct stor_pool *p, struct stor_ds *h, struct stor_ds *f, unsigned raw,
 		  uint8_t *out, struct stor_send_cursor *cur)
 {
@@ -60,6 +83,7 @@ static int header(struct stor_pool *p, struct stor_ds *h, struct stor_ds *f, uns
 				 .max_birth = h->snap->txg };
 	const char *at = strchr(h->name, '@');
 	uint64_t sum;
+	int ret;
 
 	snprintf(sh.snapname, sizeof(sh.snapname), "%s", at ? at + 1 : "");
 	if (f) {
@@ -85,6 +109,9 @@ static int header(struct stor_pool *p, struct stor_ds *h, struct stor_ds *f, uns
 			pool_set_error("%s: its encryption root is gone", ds->name);
 			return STOR_ECORRUPT;
 		}
+		ret = view_of(p, h, sh.view);
+		if (ret < 0)
+			return ret;
 	}
 	stream_hdr_put(&sh, out, &sum);
 	cur->chain = sum;

@@ -53,7 +53,9 @@
  * twice. The table's MAC root is made at creation, under that key, and
  * checked once per key load (snap_mac); a read checks the group of every
  * table it walks, so a kept pointer dropped, added or swapped reads as
- * EAUTH. Unlike ZFS, a snapshot of an encrypted dataset needs its key
+ * EAUTH. The commit that makes a snapshot also keeps its dataset's root as
+ * the snapshot's view root (bpmac.c), which a raw send carries; a rollback
+ * keeps it. Unlike ZFS, a snapshot of an encrypted dataset needs its key
  * loaded, and so does a destroy that moves pointers into an older snapshot
  * (destroying the oldest ones needs none). The limit, as for the dataset
  * table: the snapshot record (name, txg) is not under a MAC, so an attacker
@@ -546,7 +548,7 @@ static int rollback_commit(struct meta_txn *t, const struct snap_op *op,
 	if (ret == 0 && ch)
 		ret = bpmac_apply(t, ch, n);
 	if (ret == 0 && op->mk) {
-		ret = bpmac_forget(t, op->id);
+		ret = bpmac_forget_tree(t, op->id); /* S's view is what the head reads now */
 		if (ret == 0)
 			ret = bpmac_root_init(t, op->id, op->mk);
 	}
@@ -570,6 +572,15 @@ int snap_commit_op(struct meta_txn *t, const struct snap_op *op,
 	ret = meta_put(t, META_DS, op->name, strlen(op->name), op->rec, op->reclen);
 	if (ret == 0 && op->mk)
 		ret = bpmac_root_init(t, op->id, op->mk);
+	/* the view root: the dataset's root now (this commit's MACs are in),
+	 * or the one a raw stream carried, which the head then reads as too */
+	if (ret == 0 && op->have_view) {
+		ret = bpmac_row_put(t, op->id, MAC_VIEW, op->view);
+		if (ret == 0)
+			ret = bpmac_row_put(t, op->head_id, MAC_ROOT, op->view);
+	} else if (ret == 0 && op->mk) {
+		ret = bpmac_view_save(t, op->head_id, op->id);
+	}
 	if (ret == 0 && op->mark_id)
 		ret = recv_mark_txn(t, op->mark_id, op->mark);
 	return ret;
@@ -674,7 +685,10 @@ static int want_snap(struct stor_pool *p, struct create_ctx *c, struct stor_ds *
 					 .reclen = SNAP_RECORD_LEN,
 					 .mk = s->mk ? mac_key_ref(s->mk) : NULL,
 					 .mark_id = c->as ? c->as->mark_id : 0,
-					 .mark = c->as ? c->as->mark : 0 };
+					 .mark = c->as ? c->as->mark : 0, .head_id = ds->id,
+					 .have_view = c->as ? c->as->have_view : 0 };
+	if (c->as && c->as->have_view)
+		memcpy(c->ops[c->n].view, c->as->view, MAC_ROOT_LEN);
 	c->n++;
 	if (!c->ops[c->n - 1].name || !c->ops[c->n - 1].rec)
 		return -ENOMEM;

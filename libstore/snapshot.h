@@ -56,6 +56,11 @@ struct snap_op {
 	struct promote_plan *promote; /* PROMOTE: clone.c's */
 	uint64_t mark_id; /* CREATE: a receive's mark that changes with it (recv.c) */
 	unsigned mark;
+	/* CREATE: the snapshot's dataset, and the view root a raw stream
+	 * carried (have_view), which is then the dataset's root too */
+	uint64_t head_id;
+	int have_view;
+	uint8_t view[MAC_ROOT_LEN];
 };
 
 /* A snapshot a receive makes (recv.c): the stream's guid, the source's txg
@@ -67,6 +72,8 @@ struct snap_recv {
 	int nomacs;
 	uint64_t mark_id;
 	unsigned mark;
+	int have_view; /* a raw stream's: the view root it carried (stream.h) */
+	uint8_t view[MAC_ROOT_LEN];
 };
 /** Make snapshot @ds@@snapname as @as says, in one commit (admin lock not held). */
 int snap_create_received(struct stor_pool *p, struct stor_ds *ds, const char *snapname,

@@ -603,7 +603,7 @@ int ds_create_received_locked(struct stor_pool *p, const char *name,
 			      const struct stor_ds_opts *o, const struct recv_identity *id,
 			      struct stor_ds **out);
 #define RECV_RECEIVING 1u /* the pool table's mark of a dataset: being received */
-#define RECV_MACS 2u      /* received raw, waiting for its MAC tree */
+#define RECV_MACS 2u      /* its MAC tree waits for a key; its roots are there (recv.c) */
 #define RECV_INCR 3u      /* an incremental going in: undone to its newest snapshot */
 /** Mark dataset @id (@state 0: unmark) in @t. */
 int recv_mark_txn(struct meta_txn *t, uint64_t id, unsigned state);
@@ -613,10 +613,19 @@ int ds_rename_received(struct stor_pool *p, struct stor_ds *ds, const char *name
 /** Is @ds waiting for its MAC tree (a raw receive)? 1 yes, 0 no, -EBUSY
  *  while it is being received, or an error. */
 int recv_macs_pending(struct stor_pool *p, const struct stor_ds *ds);
-/** Build the MAC tree of @ds, its head's under @k->mac and each snapshot
- *  table's under its own key, from the pointers (the first load-key after a
- *  raw receive; admin lock held). */
-int recv_build_macs(struct stor_pool *p, struct stor_ds *ds, const struct ds_keys *k);
+/**
+ * Build the MAC tree of @ds, its head's under @k->mac and each snapshot
+ * table's under its own key, from the pointers, and check it: the head
+ * must come out with root @expect (a raw stream's view root), else with
+ * the root it holds, which must be its newest snapshot's view root, and
+ * each snapshot must read as its view root (recv.c). Clears the mark
+ * unless RECV_BUILD_KEEP_MARK; RECV_BUILD_DRY checks and keeps nothing.
+ * Admin lock held. @return 0, STOR_EAUTH (the reason in pool_set_error)
+ */
+int recv_build_macs(struct stor_pool *p, struct stor_ds *ds, const struct ds_keys *k,
+		    const uint8_t *expect, unsigned flags);
+#define RECV_BUILD_DRY 0x1u
+#define RECV_BUILD_KEEP_MARK 0x2u
 /** A receive of no pool: every check of the stream, nothing stored (the
  *  fuzz harness); stor_recv_feed() and stor_recv_close() as for any. */
 struct stor_recv *recv_parser_new(void);

@@ -25,6 +25,7 @@
  *   (the property, 0 off; informative) | u8 keyformat | u32 pbkdf2iters |
  *   u8[16] pbkdf2 salt | u8[60] wrapped master key | u64 newest birth txg
  *   of any record | u8[64] snapshot name (after the '@', NUL padded) |
+ *   u8[32] the snapshot's view root (raw: bpmac.c, zero otherwise) |
  *   u64 xxh64 of everything before it
  * The key fields are zero unless raw. A raw stream's wrapped key is the
  * dataset's master key as its encryption root wrapped it (keys.c: AEAD,
@@ -78,20 +79,18 @@
  *   A pool refuses a raw stream whose GUID it holds already, and any
  *   stream whose snapshot has its dataset's GUID or a GUID of a dataset
  *   of the pool: a snapshot's MAC table is keyed by its GUID (bpmac.c).
- * - The block pointer MAC tree (bpmac.c) covers the pointers' place on the
- *   LUNs, which the receiver chooses, and it is keyed: the receiver, which
- *   has no key, cannot make it. The dataset is received with its MACs
- *   pending (a "recv-macs" row in the pool table, recv.c); the first
- *   load-key builds the tree from the received pointers, under the key it
- *   just unwrapped, before any read or write can happen. Until then no
- *   record can be read or written (no key), and after it the dataset is
- *   authenticated as any other. The limit: the set of records is taken as
- *   received. Every record is authentic (its tag), but a stream rebuilt by
- *   a forger, or the receiver's metadata changed before that first
- *   load-key, can drop a record or carry an older authentic version of it.
- *   OpenZFS closes this with the objset MAC; here a snapshot keeps a MAC
- *   per table of kept pointers, not one over the snapshot's whole view, so
- *   there is nothing keyless to carry. (recv.c's head comment has more.)
+ * - The set of records: the header carries the snapshot's view root
+ *   (bpmac.c), the MAC root of every pointer the snapshot reads, made by
+ *   the source under the key, over the pointers' fields but their place,
+ *   which the receiver chooses. The receiver, which has no key, stores it
+ *   as the snapshot's view root and its head's root, and the first
+ *   load-key (or the end of an incremental whose key is loaded there)
+ *   builds the tree from the pointers received and refuses the dataset
+ *   unless it comes out with exactly those roots (recv.c). So a stream
+ *   rebuilt by a forger, or the receiver's metadata changed before that
+ *   load-key, that drops a record, adds one or carries an older authentic
+ *   version of one never loads, as OpenZFS's objset MAC does. Version 1
+ *   streams carry no root and are refused.
  * - Nonces: the copy's later writes draw nonce blocks as every key state
  *   does (crypt.c): a random 64-bit key salt and 32-bit prefix per block,
  *   in memory, never read from metadata. The source's records and the
@@ -119,7 +118,7 @@
 #include "format.h"
 
 #define STREAM_MAGIC 0x434f464653454e44ull /* "COFFSEND" */
-#define STREAM_VERSION 1u
+#define STREAM_VERSION 2u
 
 #define STREAM_F_RAW 0x1u
 #define STREAM_F_INCREMENTAL 0x2u
@@ -129,9 +128,10 @@
 #define STREAM_WRAPPED_LEN 60u /* KEYS_WRAPPED_LEN */
 #define STREAM_SALT_LEN 16u    /* KEYS_SALT_LEN */
 
+#define STREAM_VIEW_LEN 32u /* MAC_ROOT_LEN */
 #define STREAM_HDR_LEN                                                                    \
 	(8 + 4 + 4 + 8 + 8 + 8 + 8 + 8 + 4 + 8 + 1 + 1 + 1 + 4 + STREAM_SALT_LEN +         \
-	 STREAM_WRAPPED_LEN + 8 + STREAM_SNAPNAME_LEN + 8)
+	 STREAM_WRAPPED_LEN + 8 + STREAM_SNAPNAME_LEN + STREAM_VIEW_LEN + 8)
 
 #define STREAM_REC 1u
 #define STREAM_FREE 2u
@@ -164,6 +164,7 @@ struct stream_hdr {
 	uint8_t wrapped[STREAM_WRAPPED_LEN];
 	uint64_t max_birth;
 	char snapname[STREAM_SNAPNAME_LEN + 1];
+	uint8_t view[STREAM_VIEW_LEN];
 };
 
 /** A record's fixed part, decoded (its payload follows it in the stream). */

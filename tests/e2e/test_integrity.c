@@ -952,6 +952,64 @@ Test(integrity, replayed_block_pointer_and_extent_fail_authentication)
 	cr_expect(has_authfail(out), "replayed record: no authentication error: %s", out);
 }
 
+/*
+ * The mark a raw receive leaves ("recv/<id>" = 2 in the pool table, the
+ * tree built at the first load-key) added to an ordinary encrypted dataset,
+ * with an older pointer and extent of record 5 put back and record 6's
+ * pointer deleted: a load-key that rebuilt the tree from whatever pointers
+ * are there would bless both. The mark may change how the tree is checked,
+ * never whether: load-key refuses naming the dataset, or both records read
+ * as authentication errors.
+ */
+Test(integrity, recv_mark_added_to_a_dataset_switches_no_mac_check_off)
+{
+	uint8_t old_ext[RS], got[RS], p1[RS], p6[RS], key[TBP_KEY_LEN], two = 2;
+	char mark[32];
+	struct tamper *t;
+	struct tbp old_bp;
+	uint64_t id;
+	size_t n;
+	int st;
+
+	enc_pool_stopped(NULL);
+	t = tam();
+	id = ds_id(t, ENC);
+	cr_assert_eq(tamper_bp_get(t, id, 5, &old_bp), 0);
+	untam(t);
+	cr_assert_eq(tlun_read(lun_path(old_bp.lun), old_bp.sector, 0, old_ext, RS), 0);
+
+	start();
+	COF_OK("load-key %s", ENC);
+	for (uint64_t r = 4; r < 7; r++)
+		cr_assert_eq(write_pat(ENC, r * RS, RS, 0xa000 + r), 0, "%s", out);
+	COF_OK("flush %s", ENC);
+	stop();
+
+	t = tam();
+	cr_assert_eq(tamper_bp_put(t, id, 5, &old_bp), 0);
+	tbp_key(id, 6, key);
+	cr_assert_eq(tamper_del(t, "bp", key, sizeof(key)), 0);
+	snprintf(mark, sizeof(mark), "recv/%016llx", (unsigned long long)id);
+	cr_assert_eq(tamper_put(t, "pool", mark, strlen(mark), &two, 1), 0);
+	untam(t);
+	cr_assert_eq(tlun_write(lun_path(old_bp.lun), old_bp.sector, 0, old_ext, RS), 0);
+
+	start();
+	if (cof("load-key %s", ENC) != 0) {
+		cr_expect(strstr(out, ENC), "load-key refused without naming %s: %s", ENC, out);
+		return;
+	}
+	pat(p1, RS, 0xe005);
+	st = read_rec(ENC, 5 * RS, RS, got, &n);
+	cr_expect(!leaks(got, n, p1, RS), "the replayed old contents were returned");
+	cr_expect_neq(st, 0, "the replayed record was read");
+	cr_expect(has_authfail(out), "replayed record: no authentication error: %s", out);
+	pat(p6, RS, 0xa006);
+	st = read_rec(ENC, 6 * RS, RS, got, &n);
+	cr_expect_neq(st, 0, "the deleted record read (as a hole)");
+	cr_expect(has_authfail(out), "deleted record: no authentication error: %s", out);
+}
+
 Test(integrity, block_pointers_swapped_between_datasets_of_one_root_fail_both)
 {
 	const char *child = ENC "/f";
