@@ -2857,7 +2857,13 @@ static int at_or_below(const char *name, const char *base)
  * @keystatus, and with @under only @under and the datasets below it (which
  * must exist).
  */
-static json_t *enc_roots(struct coffer_conn *c, const char *keystatus, const char *under)
+/*
+ * The encryption roots (whose keystatus is @keystatus, at or below @under
+ * when given). *@unmet, when asked for, gets the roots cofferd's
+ * encryption_roots lists that are missing or clear (cofferd(8)).
+ */
+static json_t *enc_roots(struct coffer_conn *c, const char *keystatus, const char *under,
+			 json_t **unmet)
 {
 	json_t *reply = call(c, "ds_list",
 			     json_pack("{s:[s,s,s]}", "props", "encryptionroot", "keystatus",
@@ -2882,6 +2888,10 @@ static json_t *enc_roots(struct coffer_conn *c, const char *keystatus, const cha
 			continue;
 		json_array_append(out, d);
 	}
+	if (unmet) {
+		*unmet = json_object_get(reply, "roots");
+		*unmet = json_incref(*unmet ? *unmet : json_array());
+	}
 	json_decref(reply);
 	if (!found)
 		die("%s: dataset does not exist; see 'coffer list' for the datasets there are", under);
@@ -2894,7 +2904,7 @@ static int cmd_load_key(int argc, char **argv)
 	int opt, all = 0, rec = 0, noop = 0;
 	size_t loaded = 0, total;
 	struct coffer_conn *c;
-	json_t *roots, *d;
+	json_t *roots, *d, *unmet = NULL;
 	size_t i;
 
 	while ((opt = getopt(argc, argv, "anrL:")) != -1) {
@@ -2931,7 +2941,7 @@ static int cmd_load_key(int argc, char **argv)
 	 * (a boot without a terminal) does not stop the others, and the summary
 	 * says how many made it; the exit status says whether all did.
 	 */
-	roots = enc_roots(c, "unavailable", all ? NULL : argv[optind]);
+	roots = enc_roots(c, "unavailable", all ? NULL : argv[optind], all ? &unmet : NULL);
 	total = json_array_size(roots);
 	/* the roots that need nobody first: a prompt left unanswered at boot holds only its own */
 	for (int asks = 0; asks < 2; asks++) {
@@ -2946,9 +2956,19 @@ static int cmd_load_key(int argc, char **argv)
 		}
 	}
 	printf("%zu / %zu key(s) successfully %s\n", loaded, total, noop ? "verified" : "loaded");
+	/* a root the operator listed that is gone or clear fails the boot unit */
+	json_array_foreach(unmet, i, d)
+		fprintf(stderr, "coffer: %s: listed in cofferd's encryption_roots, but %s\n",
+			json_string_value(json_object_get(d, "name")),
+			!strcmp(json_string_value(json_object_get(d, "problem")), "clear")
+				? "clear by its metadata: the metadata was changed, or the list "
+				  "is out of date"
+				: "no such dataset (or its pool is not imported)");
+	i = json_array_size(unmet);
+	json_decref(unmet);
 	json_decref(roots);
 	coffer_close(c);
-	return loaded == total ? 0 : 1;
+	return loaded == total && i == 0 ? 0 : 1;
 }
 
 static int cmd_unload_key(int argc, char **argv)
@@ -2978,7 +2998,7 @@ static int cmd_unload_key(int argc, char **argv)
 		coffer_close(c);
 		return 0;
 	}
-	roots = enc_roots(c, "available", all ? NULL : argv[optind]);
+	roots = enc_roots(c, "available", all ? NULL : argv[optind], NULL);
 	total = json_array_size(roots);
 	json_array_foreach(roots, i, d) {
 		const char *n = json_string_value(json_object_get(d, "name"));

@@ -84,6 +84,8 @@ static const struct config_opt opts[] = {
 	{ "nbd_tls_ca", OPT_PATH, FIELD(nbd_tls_ca), .def_str = "", .max = PATH_MAX - 1 },
 	{ "admin_group", OPT_STRING, FIELD(admin_group), .def_str = "" },
 	{ "key_https_ca", OPT_PATH, FIELD(key_https_ca), .def_str = "", .max = PATH_MAX - 1 },
+	{ "encryption_roots", OPT_PATH, FIELD(encryption_roots), .def_str = "",
+	  .max = PATH_MAX - 1 },
 	{ "state_dir", OPT_PATH, FIELD(state_dir), .def_str = NULL, .max = PATH_MAX - 1 },
 	{ "lun_search", OPT_PATHS, FIELD(lun_search), .def_str = CONFIG_LUN_SEARCH_DEFAULT,
 	  .max = CONFIG_LUN_SEARCH_MAX },

@@ -26,6 +26,7 @@ struct config {
 	char *nbd_tls_ca;       /* CA that signs the client certificates (PEM) */
 	char *admin_group;      /* members may administer; NULL/"" = none besides root and the daemon's uid */
 	char *key_https_ca;     /* CA certificates (PEM) keylocation=https:// servers must chain to; "" = the system's */
+	char *encryption_roots; /* the operator's list of datasets that must be encrypted (roots.c); "" = none */
 	char *state_dir;        /* pools/<pool>.mdb and pools.conf live here */
 	char *lun_search;       /* directories pool import scans for LUNs, ':'-separated; "" = none */
 	uint64_t cache_size;    /* data cache bytes, 0 = off */

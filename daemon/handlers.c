@@ -27,6 +27,7 @@
 #include "counters.h"
 #include "handlers.h"
 #include "log.h"
+#include "roots.h"
 
 #define ERR(c, code, ...)                                          \
 	do {                                                       \
@@ -1526,6 +1527,35 @@ static int prop_append(const struct stor_prop_value *v, void *arg)
 	return 0;
 }
 
+/*
+ * The roots of encryption_roots that are missing or clear (roots.c), for
+ * load-key -a to name: [{name, problem}]. A root of a pool that is not
+ * imported is missing too: its keys cannot be loaded.
+ */
+static json_t *roots_unmet(void)
+{
+	json_t *out = json_array();
+
+	for (size_t i = 0; i < roots_count(); i++) {
+		const char *r = roots_at(i);
+		char pool[PROTO_NAME_MAX + 1];
+		struct pool_ent *pe;
+		struct stor_prop_value v;
+		const char *problem = NULL;
+
+		snprintf(pool, sizeof(pool), "%.*s", (int)strcspn(r, "/"), r);
+		pe = reg_pool_of(pool);
+		if (!pe || !pe->pool || stor_ds_get(pe->pool, r, "encryption", &v) < 0)
+			problem = "missing";
+		else if (!strcmp(v.value, "off"))
+			problem = "clear";
+		if (problem)
+			json_array_append_new(out, json_pack("{s:s, s:s}", "name", r, "problem",
+							     problem));
+	}
+	return out;
+}
+
 static int h_ds_list(struct hcall *c)
 {
 	struct list_ctx lc = { .c = c, .name = c->name };
@@ -1594,6 +1624,8 @@ static int h_ds_list(struct hcall *c)
 	}
 	if (!lc.cells) {
 		c->reply = json_pack("{s:o}", "datasets", lc.out);
+		if (c->reply && !c->name && roots_count())
+			json_object_set_new(c->reply, "roots", roots_unmet());
 		return 0;
 	}
 	json_decref(lc.out);
@@ -1669,10 +1701,21 @@ static int h_ds_open(struct hcall *c)
 {
 	struct stor_prop_value v;
 	struct stor_ds *ds = NULL;
+	const char *root = roots_cover(c->name);
 	int ret = stor_ds_open(c->pool, c->name, &ds);
 
 	if (ret < 0)
 		return fail(c, ret, "open", NULL);
+	/* roots.c: a dataset the operator listed as encrypted that the metadata
+	 * calls clear would take its writes in plaintext */
+	if (root && (stor_ds_get(c->pool, c->name, "encryption", &v) < 0 ||
+		     !strcmp(v.value, "off"))) {
+		stor_ds_close(ds);
+		ERR(c, STOR_ECORRUPT,
+		    "%s: clear by its metadata, but %s lists %s as an encryption root: not "
+		    "opened (the metadata was changed, or the list is out of date)",
+		    c->name, roots_path(), root);
+	}
 	c->opened = ds;
 	c->opened_pe = c->pe;
 	atomic_fetch_add(&c->pe->nhandles, 1);

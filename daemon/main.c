@@ -40,6 +40,7 @@
 #include "dispatch.h"
 #include "log.h"
 #include "registry.h"
+#include "roots.h"
 #include "nbd.h"
 #include "tls.h"
 #include "rpc.h"
@@ -400,6 +401,12 @@ int main(int argc, char **argv)
 		config_free(&cfg);
 		return 1;
 	}
+	/* the list of encryption roots is read now, and a wrong one is a mistake now */
+	if (roots_load(cfg.encryption_roots, err, sizeof(err)) < 0) {
+		fprintf(stderr, "cofferd: %s\n", err);
+		config_free(&cfg);
+		return 1;
+	}
 	if (check && cfg.nbd_listen[0]) {
 		/* the TLS files are part of the configuration: check they load */
 		if (tls_ctx_new(&cfg, &tls, err, sizeof(err)) < 0) {
@@ -536,5 +543,6 @@ out:
 	tls_ctx_free(tls);
 	log_close();
 	config_free(&cfg);
+	roots_free();
 	return status;
 }

@@ -595,6 +595,24 @@ static void note_lost(struct rebuild *rb, const struct bp *bp, const struct stor
 		errlog_note(p, ds->id, recno);
 }
 
+/*
+ * A pointer sealed by a key in a dataset the metadata calls clear: the
+ * dataset was encrypted and its record, properties and key-file entry were
+ * edited to say otherwise, which would send its next writes to the LUNs in
+ * plaintext. The pool is refused, naming it (the other way round, a clear
+ * pointer in an encrypted dataset, is refused at its read).
+ */
+static int downgraded(struct stor_pool *p, const struct stor_ds *ds, const struct bp *bp,
+		      const char *what)
+{
+	if (ds->suite || !(bp->flags & BP_F_ENCRYPTED))
+		return 0;
+	pool_set_error("pool %s: dataset %s is clear by its metadata but %s encrypted "
+		       "records: its encryption was removed from the metadata, not by coffer",
+		       p->name, ds->name, what);
+	return STOR_ECORRUPT;
+}
+
 static int rebuild_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
 {
 	struct rebuild *rb = ctx;
@@ -611,6 +629,8 @@ static int rebuild_one(const void *key, size_t klen, const void *val, size_t vle
 	ds = ds_find_id_locked(rb->p, id);
 	if (!ds && (s = snap_find_id_locked(rb->p, id))) {
 		/* a snapshot's kept pointer: its dataset's usedbysnapshots */
+		if ((ret = downgraded(rb->p, s->ds, &bp, "a snapshot of it keeps")) < 0)
+			return ret;
 		atomic_fetch_add(&s->ds->snap_used, bp.psize);
 		note_lost(rb, &bp, NULL, 0);
 		ret = alloc_mark(rb->p->alloc, bp.lun, bp.sector, bp.psize / STOR_SECTOR);
@@ -624,6 +644,8 @@ static int rebuild_one(const void *key, size_t klen, const void *val, size_t vle
 			       (unsigned long long)id);
 		return STOR_ECORRUPT;
 	}
+	if ((ret = downgraded(rb->p, ds, &bp, "it holds")) < 0)
+		return ret;
 	note_lost(rb, &bp, ds, get_u64(&k));
 	ret = alloc_mark(rb->p->alloc, bp.lun, bp.sector, bp.psize / STOR_SECTOR);
 	if (ret < 0) {

@@ -848,17 +848,13 @@ Test(integrity, bp_flagged_clear_with_a_guessed_checksum_as_mac_is_refused)
  * encryption property say "off" as well (a u16-length-prefixed value in the
  * same record), so that only what lies outside the record can tell.
  */
-static void suite_off_attack(int prop_too)
+static void record_says_clear(int prop_too)
 {
 	static const char was[] = "\0\x0b" "aes-256-ccm", now[] = "\0\x03" "off";
-	uint8_t rec[4096], plain[RS];
-	struct tamper *t;
+	uint8_t rec[4096];
+	struct tamper *t = tam();
 	long n;
-	off_t from;
-	int st;
 
-	enc_pool_stopped(NULL);
-	t = tam();
 	n = tamper_get(t, "ds", ENC, strlen(ENC), rec, sizeof(rec));
 	cr_assert_gt(n, 12, "ds record of %s: %ld", ENC, n);
 	cr_assert_eq(rec[n - 1], TSUITE_AES256_CCM,
@@ -876,6 +872,56 @@ static void suite_off_attack(int prop_too)
 	}
 	cr_assert_eq(tamper_put(t, "ds", ENC, strlen(ENC), rec, (size_t)n), 0);
 	untam(t);
+}
+
+/*
+ * Both copies of the key file without ENC's entry (it is the only
+ * encrypted dataset: an empty list), each a generation newer, with its
+ * checksum (keyfile.c's layout: magic | version | generation | count |
+ * entries | XXH64): with the record edited too, nothing unkeyed says ENC
+ * was encrypted but its records.
+ */
+static void key_file_forgets_enc(void)
+{
+	for (int copy = 0; copy < 2; copy++) {
+		char path[PATH_MAX];
+		uint8_t buf[4096];
+		uint64_t gen = 0, sum;
+		ssize_t n;
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/pools/tank.keys%s", td.state, copy ? ".1" : "");
+		fd = open(path, O_RDWR);
+		cr_assert_geq(fd, 0, "open %s", path);
+		n = pread(fd, buf, sizeof(buf), 0);
+		cr_assert_gt(n, 24 + 8, "%s: %zd bytes", path, n);
+		for (int i = 0; i < 8; i++)
+			gen = gen << 8 | buf[12 + i];
+		gen++;
+		for (int i = 0; i < 8; i++)
+			buf[12 + i] = (uint8_t)(gen >> (56 - 8 * i));
+		memset(buf + 20, 0, 4); /* no entries */
+		sum = XXH64(buf, 24, 0);
+		for (int i = 0; i < 8; i++)
+			buf[24 + i] = (uint8_t)(sum >> (56 - 8 * i));
+		cr_assert_eq(ftruncate(fd, 0), 0);
+		cr_assert_eq(pwrite(fd, buf, 32, 0), 32);
+		close(fd);
+	}
+}
+
+enum downgrade { SUITE_BYTE, AND_PROPERTY, AND_KEY_FILE };
+
+static void suite_off_attack(enum downgrade how)
+{
+	uint8_t plain[RS];
+	off_t from;
+	int st;
+
+	enc_pool_stopped(NULL);
+	record_says_clear(how >= AND_PROPERTY);
+	if (how == AND_KEY_FILE)
+		key_file_forgets_enc();
 
 	from = log_size();
 	if (tdaemon_start(&td) != 0) {
@@ -902,12 +948,22 @@ static void suite_off_attack(int prop_too)
 
 Test(integrity, suite_byte_set_off_refuses_the_dataset_and_stores_no_plaintext)
 {
-	suite_off_attack(0);
+	suite_off_attack(SUITE_BYTE);
 }
 
 Test(integrity, suite_byte_and_encryption_property_set_off_still_refuse_the_dataset)
 {
-	suite_off_attack(1);
+	suite_off_attack(AND_PROPERTY);
+}
+
+/*
+ * The downgrade of a root under the pool's (clear) root dataset: record,
+ * encryption property and key file all say clear, consistently. Its
+ * records are still sealed, and the import refuses the pool naming it.
+ */
+Test(integrity, record_property_and_key_file_set_clear_refuse_the_pool_and_store_no_plaintext)
+{
+	suite_off_attack(AND_KEY_FILE);
 }
 
 Test(integrity, replayed_block_pointer_and_extent_fail_authentication)
@@ -1338,4 +1394,71 @@ Test(integrity, discard_with_key_unloaded_is_refused_and_changes_nothing)
 		cr_expect(!memcmp(before[r], after[r], TBP_LEN),
 			  "the block pointer of record %d changed under a discard with the key "
 			  "unloaded", r);
+}
+
+static void roots_file(const char *text)
+{
+	tdaemon_file(&td, "roots", text, strlen(text));
+}
+
+/*
+ * The downgrade the import cannot see: ENC holds no sealed record yet, so
+ * nothing on the LUNs says it was encrypted once its record, property and
+ * key-file entry say clear. The operator's encryption_roots list (on the
+ * host, out of the attacker's reach) does: ENC is not opened, no write
+ * reaches a LUN, and load-key -a names it and a listed root that is gone.
+ */
+Test(integrity, a_listed_root_set_clear_is_never_opened_and_load_key_a_names_it)
+{
+	char roots[PATH_MAX];
+	uint8_t plain[RS];
+	int st;
+
+	snprintf(roots, sizeof(roots), "%s", tdaemon_path(&td, "roots"));
+	roots_file("# must be encrypted\ntank/e\n");
+	stop();
+	tdaemon_write_conf(&td, NULL, "%sencryption_roots = %s\n",
+			   TEST_DIRECT_IO ? "direct_io = yes\n" : "", roots);
+	start();
+	pool_create();
+	create_root(ENC, "aes-256-ccm");
+	/* as listed: opened, and load-key -a has nothing to say */
+	cr_assert_eq(cof("load-key -a"), 0, "%s", out);
+	COF_OK("read -l %u %s > /dev/null", RS, ENC);
+	stop();
+
+	record_says_clear(1);
+	key_file_forgets_enc();
+	roots_file("tank/e\ntank/gone # destroyed\n");
+	start();
+	pat(plain, sizeof(plain), 0x5158);
+	st = write_pat(ENC, 0, RS, 0x5158);
+	cr_expect_neq(st, 0, "a write to %s, listed but clear by its metadata, succeeded", ENC);
+	cr_expect_neq(cof("read -l %u %s > /dev/null", RS, ENC), 0, "%s opened", ENC);
+	cr_expect(strstr(out, "encryption_roots") || strstr(out, "encryption root"), "%s", out);
+	cr_expect_eq(cof("load-key -a"), 1, "load-key -a passed a listed root made clear:\n%s",
+		     out);
+	cr_expect(strstr(out, "tank/e: listed") && strstr(out, "clear by its metadata"), "%s",
+		  out);
+	cr_expect(strstr(out, "tank/gone: listed") && strstr(out, "no such dataset"), "%s", out);
+	stop();
+	cr_expect_eq(on_luns(plain), 0, "the plaintext written to %s is on a LUN", ENC);
+	tdaemon_write_conf(&td, NULL, "%s", TEST_DIRECT_IO ? "direct_io = yes\n" : "");
+	start();
+}
+
+/* A list that is not a list of dataset names stops the daemon at start, naming the line. */
+Test(integrity, an_encryption_roots_line_that_is_no_dataset_stops_the_daemon)
+{
+	char roots[PATH_MAX];
+	off_t from = log_size();
+
+	snprintf(roots, sizeof(roots), "%s", tdaemon_path(&td, "roots"));
+	roots_file("tank\n");
+	stop();
+	tdaemon_write_conf(&td, NULL, "encryption_roots = %s\n", roots);
+	cr_assert_neq(tdaemon_start(&td), 0, "cofferd started with a pool name as a root");
+	cr_expect(strstr(log_since(from), "roots:1:"), "%s", log_since(from));
+	tdaemon_write_conf(&td, NULL, "%s", TEST_DIRECT_IO ? "direct_io = yes\n" : "");
+	start();
 }
