@@ -966,6 +966,34 @@ Test(integrity, record_property_and_key_file_set_clear_refuse_the_pool_and_store
 	suite_off_attack(AND_KEY_FILE);
 }
 
+/*
+ * ENC with records written (enc_pool_stopped), the pointer and extent of
+ * record 5 kept in @old_bp and @old_ext, then records 4-6 rewritten by the
+ * owner and the daemon stopped: an older version an attacker can put back.
+ * @return ENC's id
+ */
+static uint64_t keep_old_record_5(struct tbp *old_bp, uint8_t old_ext[RS])
+{
+	struct tamper *t;
+	uint64_t id;
+
+	enc_pool_stopped(NULL);
+	t = tam();
+	id = ds_id(t, ENC);
+	cr_assert_eq(tamper_bp_get(t, id, 5, old_bp), 0);
+	untam(t);
+	cr_assert_eq(old_bp->psize, RS);
+	cr_assert_eq(tlun_read(lun_path(old_bp->lun), old_bp->sector, 0, old_ext, RS), 0);
+
+	start();
+	COF_OK("load-key %s", ENC);
+	for (uint64_t r = 4; r < 7; r++)
+		cr_assert_eq(write_pat(ENC, r * RS, RS, 0xa000 + r), 0, "%s", out);
+	COF_OK("flush %s", ENC);
+	stop();
+	return id;
+}
+
 Test(integrity, replayed_block_pointer_and_extent_fail_authentication)
 {
 	uint8_t old_ext[RS], got[RS], p1[RS];
@@ -975,21 +1003,7 @@ Test(integrity, replayed_block_pointer_and_extent_fail_authentication)
 	size_t n;
 	int st;
 
-	enc_pool_stopped(NULL);
-	t = tam();
-	id = ds_id(t, ENC);
-	cr_assert_eq(tamper_bp_get(t, id, 5, &old_bp), 0);
-	untam(t);
-	cr_assert_eq(old_bp.psize, RS);
-	cr_assert_eq(tlun_read(lun_path(old_bp.lun), old_bp.sector, 0, old_ext, RS), 0);
-
-	/* the owner rewrites the record (and its neighbours), then stops */
-	start();
-	COF_OK("load-key %s", ENC);
-	for (uint64_t r = 4; r < 7; r++)
-		cr_assert_eq(write_pat(ENC, r * RS, RS, 0xa000 + r), 0, "%s", out);
-	COF_OK("flush %s", ENC);
-	stop();
+	id = keep_old_record_5(&old_bp, old_ext);
 
 	t = tam();
 	cr_assert_eq(tamper_bp_get(t, id, 5, &new_bp), 0);
@@ -1027,19 +1041,7 @@ Test(integrity, recv_mark_added_to_a_dataset_switches_no_mac_check_off)
 	size_t n;
 	int st;
 
-	enc_pool_stopped(NULL);
-	t = tam();
-	id = ds_id(t, ENC);
-	cr_assert_eq(tamper_bp_get(t, id, 5, &old_bp), 0);
-	untam(t);
-	cr_assert_eq(tlun_read(lun_path(old_bp.lun), old_bp.sector, 0, old_ext, RS), 0);
-
-	start();
-	COF_OK("load-key %s", ENC);
-	for (uint64_t r = 4; r < 7; r++)
-		cr_assert_eq(write_pat(ENC, r * RS, RS, 0xa000 + r), 0, "%s", out);
-	COF_OK("flush %s", ENC);
-	stop();
+	id = keep_old_record_5(&old_bp, old_ext);
 
 	t = tam();
 	cr_assert_eq(tamper_bp_put(t, id, 5, &old_bp), 0);
