@@ -440,8 +440,8 @@ static int match_stored(const void *key, size_t klen, const void *val, size_t vl
 	if (klen != 16)
 		return 0; /* bpmac_verify_root fails the root for it */
 	g = get_u64(&r);
-	if (g == MAC_ROOT)
-		return 0;
+	if (g == MAC_ROOT || g == MAC_VIEW)
+		return 0; /* roots, not groups: bpmac_verify_root and the load-key check */
 	unstored_before(w, g);
 	if (w->i < w->n && w->v[w->i].g == g) {
 		const struct group_sum *s = &w->v[w->i++];
