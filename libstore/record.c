@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc.h"
 #include "hash.h"
@@ -1280,9 +1281,11 @@ static size_t count_enospc(const struct stor_io *ios, size_t i, size_t j)
  * an overwrite replaces comes back only when its txg commits, and on a
  * full pool so does the room for the next overwrites. So while a commit
  * gives space back, commit and run the requests that found none again
- * (the others are fenced off meanwhile); a request is refused only when
- * no txg holds frees, or after SPACE_STALLS_MAX rounds that gave space
- * back and none of it to them. Each round before that either completes a
+ * (the others are fenced off meanwhile); a request is refused only after
+ * SPACE_STALLS_MAX rounds that gave it nothing: rounds in which space came
+ * back and went to others, or no txg held frees (then it waits 20, 40 and
+ * 80 ms for the frees of batches still writing: a full pool's new data is
+ * refused 140 ms later than it could be). Each round before that either completes a
  * request or counts as a stall, so the loop is bounded. No lock is held
  * here: the commits need the holds and stripes the batch took.
  */
@@ -1294,8 +1297,21 @@ static void run_writes(struct stor_pool *p, struct stor_io *ios, size_t i, size_
 
 	run_group(p, ios, i, j, 1);
 	for (left = count_enospc(ios, i, j); left && stalls < SPACE_STALLS_MAX;) {
-		if (txg_sync_for_space(p, &mark) <= 0)
+		int ret = txg_sync_for_space(p, &mark);
+
+		if (ret < 0)
 			break;
+		if (ret == 0) {
+			/* no txg holds frees yet, but another batch may have taken
+			 * the last room for overwrites whose frees it stages only
+			 * once its extents are written: give it that long */
+			if (++stalls < SPACE_STALLS_MAX) {
+				struct timespec ts = { 0, 10000000L << stalls };
+
+				nanosleep(&ts, NULL);
+			}
+			continue;
+		}
 		for (size_t x = i; x < j; x++)
 			ios[x].result = ios[x].result == STOR_ENOSPC ? 0 : ios[x].result ? ios[x].result : 1;
 		run_group(p, ios, i, j, 1);
