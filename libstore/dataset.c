@@ -18,6 +18,7 @@
 
 #include "array.h"
 #include "cache.h"
+#include "children.h"
 #include "meta.h"
 #include "snapshot.h"
 #include "store_impl.h"
@@ -100,6 +101,13 @@ static size_t lower_bound(struct stor_pool *p, const char *name)
 			hi = mid;
 	}
 	return lo;
+}
+
+size_t ds_parent_index_locked(struct stor_pool *p, const struct stor_ds *ds)
+{
+	struct stor_ds *pa = parent_of(p, ds);
+
+	return pa ? lower_bound(p, pa->name) : SIZE_MAX;
 }
 
 /* Cache the effective values of inherited properties that the I/O path reads. */
@@ -264,8 +272,12 @@ int ds_record(struct stor_ds *ds, uint8_t **out, size_t *outlen)
  * file entry, which names it by GUID: a crash before leaves an entry that
  * no record claims, which loading skips and the next save drops.
  */
-static int save_new(struct stor_pool *p, struct stor_ds *ds, const struct recv_identity *as)
+/* The record of a new dataset, its MAC root and list of children, and its
+ * place in its encrypted parent's list, in one commit (children.c). */
+static int save_new(struct stor_pool *p, struct stor_ds *ds, const struct stor_ds *parent,
+		    const struct recv_identity *as)
 {
+	struct ds_keys *k = atomic_load(&ds->keys), *pk = parent ? atomic_load(&parent->keys) : NULL;
 	struct meta_txn *t = NULL;
 	int ret = meta_txn_begin(p->meta, &t);
 
@@ -279,6 +291,17 @@ static int save_new(struct stor_pool *p, struct stor_ds *ds, const struct recv_i
 	/* a raw stream's dataset gets its MACs from its first key */
 	if (ret == 0 && !(as && as->raw))
 		ret = dskeys_init_macs(t, ds);
+	if (ret == 0 && ds->suite)
+		ret = as && as->raw ? children_adopt(t, ds->id, as->kids_empty)
+		      : k	    ? children_init(t, ds->id, k->mac)
+				    : STOR_ENOKEY;
+	if (ret == 0 && ds->suite && !as && parent && parent->suite)
+		ret = pk ? children_change(t, parent->id, pk->mac, ds->guid, (unsigned)ds->suite, 1)
+			 : STOR_ENOKEY;
+	if (ret == STOR_EAUTH)
+		pool_set_error("the list of encrypted children of %s does not verify: a child was "
+			       "removed, added or made clear without its key",
+			       parent ? parent->name : ds->name);
 	if (ret < 0) {
 		meta_txn_abort(t);
 		return ret;
@@ -588,6 +611,12 @@ static int ds_create_as(struct stor_pool *p, const char *name, const struct stor
 		parent = ds_find_locked(p, buf);
 		if (!parent)
 			return -ENOENT;
+		if (parent->suite && !atomic_load(&parent->keys)) {
+			pool_set_error("the key of %s is not loaded: it authenticates the list of its "
+				       "encrypted children (load the key of its encryption root first)",
+				       buf);
+			return STOR_ENOKEY;
+		}
 	}
 	volsize = o->volsize ? o->volsize : origin ? origin->volsize : DS_VOLSIZE_DEFAULT;
 	recsize = o->recordsize ? o->recordsize : origin ? origin->ds->recsize : STOR_RECSIZE_DEFAULT;
@@ -657,7 +686,8 @@ static int ds_create_as(struct stor_pool *p, const char *name, const struct stor
 	ret = ds->suite ? keyfile_save(p, ds) : 0;
 	if (ret < 0)
 		goto fail;
-	ret = save_new(p, ds, as);
+	ds->unlisted = as != NULL; /* it joins its parent's list when it is whole */
+	ret = save_new(p, ds, parent, as);
 	if (ret < 0)
 		goto fail;
 	atomic_store(&ds->receiving, as != NULL);
@@ -699,14 +729,40 @@ int pool_create_root(struct stor_pool *p)
 	return stor_ds_create(p, p->name, NULL, NULL);
 }
 
+/* What a destroy takes: a work list over the table, each dataset once. */
+struct doomed {
+	struct stor_ds **v; /* in the order found; v[done..n) still to look at */
+	size_t n;
+	unsigned char *seen; /* by table index */
+	struct stor_ds **leave; /* the parent whose list v[k] leaves, or NULL */
+};
+
+/* The encrypted parent whose list @ds leaves when the destroy @d takes it
+ * (children.c), or NULL: it is clear, in no list yet, or the parent goes too. */
+static struct stor_ds *leaves_list(struct stor_pool *p, const struct stor_ds *ds,
+				   const struct doomed *d)
+{
+	struct stor_ds *pa = parent_of(p, ds);
+
+	if (!ds->suite || ds->unlisted || !pa || !pa->suite)
+		return NULL;
+	return d->seen[lower_bound(p, pa->name)] ? NULL : pa;
+}
+
 /* Take @ds out of the table; txg_sync() then deletes it and its snapshots
  * from LMDB (each extent is in one table only, so each is freed once). */
-static int destroy_one_locked(struct stor_pool *p, struct stor_ds *ds)
+static int destroy_one_locked(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *pa)
 {
-	int ret = txg_forget_ds(p, ds->id, ds->name);
+	struct txg_leave leave;
+	int ret;
 
+	if (pa)
+		leave = (struct txg_leave){ .parent_id = pa->id, .guid = ds->guid,
+					    .suite = (unsigned)ds->suite,
+					    .mk = atomic_load(&pa->keys)->mac };
+	ret = txg_forget_ds(p, ds->id, ds->name, pa ? &leave : NULL);
 	for (size_t i = 0; i < ds->nsnaps && ret == 0; i++)
-		ret = txg_forget_ds(p, ds->snaps[i]->id, ds->snaps[i]->name);
+		ret = txg_forget_ds(p, ds->snaps[i]->id, ds->snaps[i]->name, NULL);
 	if (ret < 0)
 		return ret;
 	ds->destroyed = 1;
@@ -716,12 +772,6 @@ static int destroy_one_locked(struct stor_pool *p, struct stor_ds *ds)
 	return 0;
 }
 
-/* What a destroy takes: a work list over the table, each dataset once. */
-struct doomed {
-	struct stor_ds **v; /* in the order found; v[done..n) still to look at */
-	size_t n;
-	unsigned char *seen; /* by table index */
-};
 
 static void take(struct doomed *d, struct stor_pool *p, size_t i)
 {
@@ -801,6 +851,22 @@ static int doomed_locked(struct stor_pool *p, struct stor_ds *const *seeds, size
 			}
 		}
 	}
+	/* each list a child leaves is changed under its parent's key */
+	d->leave = calloc(d->n + 1, sizeof(*d->leave));
+	if (!d->leave)
+		return -ENOMEM;
+	for (size_t k = 0; k < d->n; k++) {
+		struct stor_ds *pa = leaves_list(p, d->v[k], d);
+
+		if (pa && !atomic_load(&pa->keys)) {
+			pool_set_error("%s: the key of %s is not loaded, and it authenticates the "
+				       "list of its encrypted children (load the key of its "
+				       "encryption root first)",
+				       d->v[k]->name, pa->name);
+			return STOR_ENOKEY;
+		}
+		d->leave[k] = pa;
+	}
 	return 0;
 }
 
@@ -818,7 +884,7 @@ int ds_destroy_set_locked(struct stor_pool *p, struct stor_ds *const *seeds, siz
 
 	ret = doomed_locked(p, seeds, nseeds, flags, &d);
 	for (size_t k = 0; k < d.n && ret == 0; k++) {
-		ret = destroy_one_locked(p, d.v[k]);
+		ret = destroy_one_locked(p, d.v[k], d.leave[k]);
 		if (ret == 0)
 			ngone++;
 	}
@@ -842,6 +908,7 @@ int ds_destroy_set_locked(struct stor_pool *p, struct stor_ds *const *seeds, siz
 		ret = keyfile_save(p, NULL);
 	free(d.v);
 	free(d.seen);
+	free(d.leave);
 	return ret;
 }
 
@@ -867,6 +934,28 @@ int ds_destroy_locked(struct stor_pool *p, const char *name, unsigned flags)
 	if (strcmp(name, p->name) == 0)
 		return -EBUSY; /* the root goes with the pool */
 	return ds_destroy_set_locked(p, &ds, 1, flags);
+}
+
+int ds_list_join(struct stor_pool *p, struct stor_ds *ds, struct txg_leave *join)
+{
+	struct stor_ds *pa;
+	struct ds_keys *pk;
+	int ret = 0;
+
+	memset(join, 0, sizeof(*join));
+	pthread_mutex_lock(&p->admin);
+	pa = ds->unlisted && ds->suite ? parent_of(p, ds) : NULL;
+	pk = pa && pa->suite ? atomic_load(&pa->keys) : NULL;
+	if (pa && pa->suite && !pk) {
+		pool_set_error("the key of %s is not loaded, and it authenticates the list of its "
+			       "encrypted children: load it, then receive again", pa->name);
+		ret = STOR_ENOKEY;
+	} else if (pk) {
+		*join = (struct txg_leave){ .parent_id = pa->id, .guid = ds->guid,
+					    .suite = (unsigned)ds->suite, .mk = mac_key_ref(pk->mac) };
+	}
+	pthread_mutex_unlock(&p->admin);
+	return ret;
 }
 
 int ds_rename_received(struct stor_pool *p, struct stor_ds *ds, const char *name, unsigned mark)

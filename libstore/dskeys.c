@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "cache.h"
+#include "children.h"
 #include "meta.h"
 #include "stor_assert.h"
 #include "snapshot.h"
@@ -397,6 +398,50 @@ int dskeys_clone(struct stor_pool *p, struct stor_ds *ds, const struct stor_ds *
 	return 0;
 }
 
+/*
+ * The list of encrypted children of each dataset whose key @states holds
+ * (by table index), against the children the pool has (children.c).
+ * @return 0, STOR_EAUTH (pool error set) or an error
+ */
+static int check_children(struct stor_pool *p, struct ds_keys *const *states)
+{
+	struct sum {
+		uint64_t n;
+		uint8_t acc[MAC_LEN];
+	} *sum = calloc(p->nds + 1, sizeof(*sum));
+	struct meta_txn *t = NULL;
+	uint64_t listed = 0;
+	int ret = sum ? 0 : -ENOMEM;
+
+	for (size_t i = 0; i < p->nds && ret == 0; i++) {
+		const struct stor_ds *d = p->ds[i];
+		size_t pi = ds_parent_index_locked(p, d);
+
+		/* a clear one under an encrypted parent: the import refuses the pool */
+		if (pi >= p->nds || !states[pi] || d->unlisted || !d->suite)
+			continue;
+		ret = children_sum_add(states[pi]->mac, d->guid, (unsigned)d->suite, sum[pi].acc);
+		sum[pi].n++;
+	}
+	if (ret == 0)
+		ret = meta_rtxn_get(p->meta, &t);
+	for (size_t i = 0; i < p->nds && ret == 0 && t; i++) {
+		if (!states[i])
+			continue;
+		ret = children_check(t, p->ds[i]->id, states[i]->mac, sum[i].n, sum[i].acc, &listed);
+		if (ret == STOR_EAUTH)
+			pool_set_error("dataset %s: its list of encrypted children does not verify "
+				       "(%llu listed, %llu under it now): a child was removed, added, "
+				       "moved or made unencrypted without its key",
+				       p->ds[i]->name, (unsigned long long)listed,
+				       (unsigned long long)sum[i].n);
+	}
+	if (t)
+		meta_rtxn_put(t);
+	free(sum);
+	return ret;
+}
+
 static int find_root(struct stor_pool *p, const char *name, struct stor_ds **out)
 {
 	struct stor_ds *ds = ds_find_locked(p, name);
@@ -475,6 +520,9 @@ int stor_key_load(struct stor_pool *p, const char *name, const struct stor_key_m
 		}
 		n++;
 	}
+	ret = check_children(p, states);
+	if (ret < 0)
+		goto out;
 	if (!(flags & STOR_KEY_NOOP))
 		for (size_t i = 0; i < p->nds; i++)
 			if (states[i]) {

@@ -110,7 +110,9 @@
  *   "pool": "config" -> pool record (meta_pool_* in pool.c);
  *           "recv/<dataset id, 16 hex digits>" -> u8 1 (being received) or
  *           2 (its MAC tree waits for a key, to be built and checked
- *           against the roots there) or 3 (an incremental going in): recv.c
+ *           against the roots there) or 3 (an incremental going in): recv.c;
+ *           "kids/<dataset id, 16 hex digits>" -> the encrypted children of
+ *           an encrypted dataset, under its key: children.c
  *   "ds":   dataset name -> dataset record (dataset.c)
  *   "bp":   u64 dataset id | u64 record number -> block pointer (BP_LEN bytes)
  *   "mac":  u64 dataset id | u64 group -> group MAC (MAC_LEN bytes), and
@@ -128,8 +130,11 @@
 #define LUN_MAGIC 0x434f46464c554e00ull /* "COFFLUN\0" */
 #define FORMAT_VERSION 4u
 /* The pool record's version: 5 since MAC leaves left out the place (bpmac.c),
- * so a version 4 pool's trees do not verify here and it is refused. */
-#define POOL_RECORD_VERSION 5u
+ * so a version 4 pool's trees do not verify here and it is refused; 6 since
+ * each encrypted dataset lists its encrypted children under its key
+ * (children.c): a version 5 pool has no lists, and one made for it now
+ * would sign whatever an attacker left, so it is refused too. */
+#define POOL_RECORD_VERSION 6u
 #define LUN_LABEL_SIZE 4096u
 #define LUN_DATA_OFF (1u << 20)
 #define LUN_LABELS 2u /* copies: 0 at the front, 1 at the end */

@@ -14,7 +14,7 @@ libstore_libstore_a_SOURCES = \
 	%D%/props.h %D%/props.c %D%/prop_names.c \
 	%D%/dataset.c \
 	%D%/bp.h %D%/bp.c %D%/txg.h %D%/txg.c %D%/hash.h \
-	%D%/bpmac.h %D%/bpmac.c %D%/verify.c \
+	%D%/bpmac.h %D%/bpmac.c %D%/children.h %D%/children.c %D%/verify.c \
 	%D%/record.c %D%/map.c %D%/snapshot.h %D%/snapshot.c %D%/clone.c \
 	%D%/stream.h %D%/stream.c %D%/send.c %D%/recv.c \
 	%D%/crypt.h %D%/crypt_backend.h %D%/crypt.c %D%/crypt_openssl.c \

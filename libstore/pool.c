@@ -495,12 +495,14 @@ static int load_config(struct stor_pool *p, uint64_t *txg, struct lun_paths *lp)
 		goto out;
 	n = get_u32(&r);
 	if (n != POOL_RECORD_VERSION) {
-		if (n == FORMAT_VERSION)
-			pool_set_error("pool %s: made by an older coffer whose block pointer MACs "
-				       "cover the pointers' place (pool version %u, this coffer "
-				       "reads %u); read its volumes out with that coffer and write "
-				       "them into a new pool",
-				       p->name, n, POOL_RECORD_VERSION);
+		if (n == FORMAT_VERSION || n == 5)
+			pool_set_error("pool %s: made by an older coffer (pool version %u, this "
+				       "coffer reads %u: %s); read its volumes out with that coffer "
+				       "and write them into a new pool",
+				       p->name, n, POOL_RECORD_VERSION,
+				       n == 5 ? "no dataset lists its encrypted children under its "
+						"key"
+					      : "its block pointer MACs cover the pointers' place");
 		ret = STOR_EFORMAT;
 		goto out;
 	}

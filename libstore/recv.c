@@ -429,6 +429,7 @@ static int discard(struct stor_pool *p, uint64_t id)
 	if (ds) {
 		snprintf(name, sizeof(name), "%s", ds->name);
 		atomic_store(&ds->receiving, 0);
+		ds->unlisted = 1; /* never whole, so in no list */
 	}
 	pthread_mutex_unlock(&p->admin);
 	if (name[0])
@@ -611,6 +612,7 @@ static int create(struct stor_recv *r)
 	snprintf(rs, sizeof(rs), "recordsize=%u", r->h.recsize);
 	memcpy(as.salt, r->h.salt, sizeof(as.salt));
 	memcpy(as.wrapped, r->h.wrapped, sizeof(as.wrapped));
+	memcpy(as.kids_empty, r->h.kids, sizeof(as.kids_empty));
 	if (as.raw && !sides_sound(p)) {
 		pool_set_error("a mirror side of pool %s is out of service; a raw receive waits "
 			       "for the resilver", p->name);
@@ -959,8 +961,16 @@ static int make_snapshot(struct stor_recv *r, unsigned mark)
 				.mark_id = r->ds->id, .mark = mark,
 				.have_view = !!(r->h.flags & STREAM_F_RAW) };
 
+	int ret;
+
 	memcpy(as.view, r->h.view, sizeof(as.view));
-	return snap_create_received(r->p, r->ds, r->h.snapname, &as);
+	ret = ds_list_join(r->p, r->ds, &as.join);
+	if (ret == 0)
+		ret = snap_create_received(r->p, r->ds, r->h.snapname, &as);
+	mac_key_put(as.join.mk);
+	if (ret == 0)
+		r->ds->unlisted = 0;
+	return ret;
 }
 
 /*

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "bpmac.h"
+#include "children.h"
 #include "hash.h"
 #include "lun.h"
 #include "meta.h"
@@ -55,8 +56,11 @@ static void chained(struct stor_send_cursor *cur, uint64_t sum)
 
 /* The view root of snapshot @h (bpmac.c), which a raw stream carries so
  * the receiver's first load-key can tell the set of records is the one the
- * snapshot had. Stored bytes: no key is needed to copy them. */
-static int view_of(struct stor_pool *p, struct stor_ds *h, uint8_t view[MAC_ROOT_LEN])
+ * snapshot had, and the tag of its dataset's empty list of children
+ * (children.c), the list the received dataset starts with. Stored bytes:
+ * no key is needed to copy them. */
+static int view_of(struct stor_pool *p, struct stor_ds *h, uint8_t view[MAC_ROOT_LEN],
+		   uint8_t kids[MAC_LEN])
 {
 	struct meta_txn *t = NULL;
 	int ret = meta_rtxn_get(p->meta, &t);
@@ -64,10 +68,13 @@ static int view_of(struct stor_pool *p, struct stor_ds *h, uint8_t view[MAC_ROOT
 	if (ret < 0)
 		return ret;
 	ret = bpmac_row_get(t, h->snap->id, MAC_VIEW, view);
+	if (ret == 0)
+		ret = children_empty_tag(t, h->head->id, kids);
 	meta_rtxn_put(t);
 	if (ret == -ENOENT || ret == STOR_EAUTH) {
-		pool_set_error("%s: the snapshot has no view root to send raw (its metadata was "
-			       "changed without its key)", h->name);
+		pool_set_error("%s: the snapshot has no view root or its dataset no list of "
+			       "children to send raw (its metadata was changed without its key)",
+			       h->name);
 		ret = STOR_EAUTH;
 	}
 	return ret;
@@ -109,7 +116,7 @@ static int header(struct stor_pool *p, struct stor_ds *h, struct stor_ds *f, uns
 			pool_set_error("%s: its encryption root is gone", ds->name);
 			return STOR_ECORRUPT;
 		}
-		ret = view_of(p, h, sh.view);
+		ret = view_of(p, h, sh.view, sh.kids);
 		if (ret < 0)
 			return ret;
 	}

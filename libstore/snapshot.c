@@ -71,6 +71,7 @@
 
 #include "array.h"
 #include "cache.h"
+#include "children.h"
 #include "meta.h"
 #include "snapshot.h"
 #include "store_impl.h"
@@ -388,6 +389,7 @@ void snap_ops_free(struct snap_op *ops, size_t n)
 		free(ops[i].rec);
 		mac_key_put(ops[i].mk);
 		mac_key_put(ops[i].prev_mk);
+		mac_key_put(ops[i].join.mk);
 		clone_plan_free(ops[i].promote);
 	}
 }
@@ -583,7 +585,11 @@ int snap_commit_op(struct meta_txn *t, const struct snap_op *op,
 	}
 	if (ret == 0 && op->mark_id)
 		ret = recv_mark_txn(t, op->mark_id, op->mark);
-	return ret;
+	if (ret == 0 && op->join.mk)
+		ret = children_change(t, op->join.parent_id, op->join.mk, op->join.guid,
+				      op->join.suite, 1);
+	/* a list that did not verify stays so: its load-key says it, never the commit */
+	return ret == STOR_EAUTH && op->join.mk ? 0 : ret;
 }
 
 /* ---- create ---- */
@@ -689,6 +695,8 @@ static int want_snap(struct stor_pool *p, struct create_ctx *c, struct stor_ds *
 					 .have_view = c->as ? c->as->have_view : 0 };
 	if (c->as && c->as->have_view)
 		memcpy(c->ops[c->n].view, c->as->view, MAC_ROOT_LEN);
+	if (c->as && c->as->join.mk)
+		c->ops[c->n].join = c->as->join, mac_key_ref(c->as->join.mk);
 	c->n++;
 	if (!c->ops[c->n - 1].name || !c->ops[c->n - 1].rec)
 		return -ENOMEM;

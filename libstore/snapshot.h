@@ -13,6 +13,7 @@
 
 #include "bp.h"
 #include "bpmac.h"
+#include "txg.h"
 
 struct stor_pool;
 struct stor_ds;
@@ -61,6 +62,7 @@ struct snap_op {
 	uint64_t head_id;
 	int have_view;
 	uint8_t view[MAC_ROOT_LEN];
+	struct txg_leave join; /* CREATE: a received dataset joins its parent's list */
 };
 
 /* A snapshot a receive makes (recv.c): the stream's guid, the source's txg
@@ -74,6 +76,7 @@ struct snap_recv {
 	unsigned mark;
 	int have_view; /* a raw stream's: the view root it carried (stream.h) */
 	uint8_t view[MAC_ROOT_LEN];
+	struct txg_leave join; /* mk set: the dataset joins its parent's list (children.c) */
 };
 /** Make snapshot @ds@@snapname as @as says, in one commit (admin lock not held). */
 int snap_create_received(struct stor_pool *p, struct stor_ds *ds, const char *snapname,

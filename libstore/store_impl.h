@@ -83,6 +83,7 @@ struct stor_ds {
 	atomic_int refs;
 	int destroyed;
 	atomic_int receiving; /* recv.c fills it: no one else opens it */
+	int unlisted;         /* created by a receive not whole yet: in no parent's list (children.c) */
 	atomic_int macs_later; /* recv.c: pointers staged with no MAC; the tree is rebuilt */
 
 	/* effective values of inherited properties, for the I/O path */
@@ -252,6 +253,8 @@ struct stor_pool {
 /* dataset.c */
 struct stor_ds *ds_find_locked(struct stor_pool *p, const char *name);
 struct stor_ds *ds_find_id_locked(struct stor_pool *p, uint64_t id);
+/** The index in p->ds of @ds's parent, or SIZE_MAX (the pool's root). */
+size_t ds_parent_index_locked(struct stor_pool *p, const struct stor_ds *ds);
 int ds_load_all(struct stor_pool *p);
 void ds_free(struct stor_ds *ds);
 int ds_save(struct stor_pool *p, struct stor_ds *ds);
@@ -596,9 +599,13 @@ struct recv_identity {
 	uint32_t iters;
 	uint8_t salt[KEYS_SALT_LEN];
 	uint8_t wrapped[KEYS_WRAPPED_LEN];
+	uint8_t kids_empty[MAC_LEN]; /* its empty list's tag (children.c) */
 };
 /** Create @name as the copy of a raw stream's dataset: its GUID, its
  *  encryption root's wrapping, no key (admin lock held). */
+/** What received @ds joins as its receive ends: its encrypted parent's list
+ *  (@join->mk set, a reference), or nothing. @return 0 or STOR_ENOKEY */
+int ds_list_join(struct stor_pool *p, struct stor_ds *ds, struct txg_leave *join);
 int ds_create_received_locked(struct stor_pool *p, const char *name,
 			      const struct stor_ds_opts *o, const struct recv_identity *id,
 			      struct stor_ds **out);

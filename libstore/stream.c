@@ -16,6 +16,7 @@
 static_assert(STREAM_WRAPPED_LEN == KEYS_WRAPPED_LEN, "the stream carries a whole wrapped key");
 static_assert(STREAM_SALT_LEN == KEYS_SALT_LEN, "the stream carries a whole pbkdf2 salt");
 static_assert(STREAM_VIEW_LEN == MAC_ROOT_LEN, "the stream carries a whole view root");
+static_assert(STREAM_KIDS_LEN == MAC_LEN, "and a whole tag of an empty list");
 
 uint64_t stream_chain(uint64_t chain, uint64_t part_sum)
 {
@@ -50,6 +51,7 @@ void stream_hdr_put(const struct stream_hdr *h, uint8_t *out, uint64_t *sum)
 	memcpy(name, h->snapname, strnlen(h->snapname, STREAM_SNAPNAME_LEN));
 	put_bytes(&w, name, STREAM_SNAPNAME_LEN);
 	put_bytes(&w, h->view, STREAM_VIEW_LEN);
+	put_bytes(&w, h->kids, STREAM_KIDS_LEN);
 	*sum = hash64(out, (size_t)(w - out));
 	put_u64(&w, *sum);
 }
@@ -102,6 +104,7 @@ int stream_hdr_get(const uint8_t *in, struct stream_hdr *h, uint64_t *sum)
 	get_bytes(&r, h->snapname, STREAM_SNAPNAME_LEN);
 	h->snapname[STREAM_SNAPNAME_LEN] = '\0';
 	get_bytes(&r, h->view, STREAM_VIEW_LEN);
+	get_bytes(&r, h->kids, STREAM_KIDS_LEN);
 	*sum = hash64(in, (size_t)(r - in));
 	if (get_u64(&r) != *sum)
 		BAD(STOR_ECKSUM, "send stream header checksum mismatch: the stream is damaged");
@@ -139,7 +142,8 @@ int stream_hdr_get(const uint8_t *in, struct stream_hdr *h, uint64_t *sum)
 			    : h->iters != 0)
 			BAD(STOR_ECORRUPT, "raw send stream has pbkdf2iters %u out of range", h->iters);
 	} else if (h->keyformat || h->iters || h->suite ||
-		   memcmp(h->view, (uint8_t[STREAM_VIEW_LEN]){ 0 }, STREAM_VIEW_LEN)) {
+		   memcmp(h->view, (uint8_t[STREAM_VIEW_LEN]){ 0 }, STREAM_VIEW_LEN) ||
+		   memcmp(h->kids, (uint8_t[STREAM_KIDS_LEN]){ 0 }, STREAM_KIDS_LEN)) {
 		BAD(STOR_ECORRUPT, "plain send stream carries key fields");
 	}
 	return 0;

@@ -26,6 +26,8 @@
  *   u8[16] pbkdf2 salt | u8[60] wrapped master key | u64 newest birth txg
  *   of any record | u8[64] snapshot name (after the '@', NUL padded) |
  *   u8[32] the snapshot's view root (raw: bpmac.c, zero otherwise) |
+ *   u8[16] the tag of the dataset's empty list of children (raw:
+ *   children.c, zero otherwise) |
  *   u64 xxh64 of everything before it
  * The key fields are zero unless raw. A raw stream's wrapped key is the
  * dataset's master key as its encryption root wrapped it (keys.c: AEAD,
@@ -118,7 +120,7 @@
 #include "format.h"
 
 #define STREAM_MAGIC 0x434f464653454e44ull /* "COFFSEND" */
-#define STREAM_VERSION 2u
+#define STREAM_VERSION 3u
 
 #define STREAM_F_RAW 0x1u
 #define STREAM_F_INCREMENTAL 0x2u
@@ -129,9 +131,10 @@
 #define STREAM_SALT_LEN 16u    /* KEYS_SALT_LEN */
 
 #define STREAM_VIEW_LEN 32u /* MAC_ROOT_LEN */
+#define STREAM_KIDS_LEN 16u /* MAC_LEN */
 #define STREAM_HDR_LEN                                                                    \
 	(8 + 4 + 4 + 8 + 8 + 8 + 8 + 8 + 4 + 8 + 1 + 1 + 1 + 4 + STREAM_SALT_LEN +         \
-	 STREAM_WRAPPED_LEN + 8 + STREAM_SNAPNAME_LEN + STREAM_VIEW_LEN + 8)
+	 STREAM_WRAPPED_LEN + 8 + STREAM_SNAPNAME_LEN + STREAM_VIEW_LEN + STREAM_KIDS_LEN + 8)
 
 #define STREAM_REC 1u
 #define STREAM_FREE 2u
@@ -165,6 +168,7 @@ struct stream_hdr {
 	uint64_t max_birth;
 	char snapname[STREAM_SNAPNAME_LEN + 1];
 	uint8_t view[STREAM_VIEW_LEN];
+	uint8_t kids[STREAM_KIDS_LEN];
 };
 
 /** A record's fixed part, decoded (its payload follows it in the stream). */

@@ -21,6 +21,7 @@
 
 #include "alloc.h"
 #include "array.h"
+#include "children.h"
 #include "lun.h"
 #include "meta.h"
 #include "metalog.h"
@@ -69,6 +70,7 @@ struct stage {
 	struct gone {
 		uint64_t id;
 		char *name;
+		struct txg_leave leave; /* mk NULL: in no list */
 	} *gone; /* destroyed datasets */
 	size_t ngone;
 	struct stage_group *groups; /* open addressing */
@@ -98,8 +100,10 @@ static void stage_free(struct stage *s)
 	free(s->slots);
 	free(s->groups);
 	free(s->frees);
-	for (size_t i = 0; i < s->ngone; i++)
+	for (size_t i = 0; i < s->ngone; i++) {
 		free(s->gone[i].name);
+		mac_key_put(s->gone[i].leave.mk);
+	}
 	free(s->gone);
 	for (size_t i = 0; i < s->nmks; i++)
 		mac_key_put(s->mks[i]);
@@ -619,7 +623,8 @@ int txg_lookup(struct stor_pool *p, size_t n, const uint64_t *ds_ids, const uint
 	return ret;
 }
 
-int txg_forget_ds(struct stor_pool *p, uint64_t ds_id, const char *name)
+int txg_forget_ds(struct stor_pool *p, uint64_t ds_id, const char *name,
+		  const struct txg_leave *leave)
 {
 	struct stage *s;
 	struct gone *gone;
@@ -645,7 +650,12 @@ int txg_forget_ds(struct stor_pool *p, uint64_t ds_id, const char *name)
 	 * extent is freed once (taking the staged ones out here would free
 	 * them, and then the commit would free the replaced ones again).
 	 */
-	s->gone[s->ngone++] = (struct gone){ ds_id, dup };
+	s->gone[s->ngone] = (struct gone){ ds_id, dup, { 0 } };
+	if (leave) {
+		s->gone[s->ngone].leave = *leave;
+		mac_key_ref(leave->mk);
+	}
+	s->ngone++;
 	pthread_mutex_unlock(&p->stage_lock);
 	pthread_rwlock_unlock(&p->hold);
 	return 0;
@@ -831,6 +841,14 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 			ret = bpmac_forget(t, s->gone[i].id);
 		if (ret == 0)
 			ret = forget_record(t, &s->gone[i]);
+		if (ret == 0)
+			ret = children_forget(t, s->gone[i].id);
+		if (ret == 0 && s->gone[i].leave.mk)
+			ret = children_change(t, s->gone[i].leave.parent_id, s->gone[i].leave.mk,
+					      s->gone[i].leave.guid, s->gone[i].leave.suite, 0);
+		/* a list that did not verify stays so: its load-key says it, never the commit */
+		if (ret == STOR_EAUTH)
+			ret = 0;
 	}
 	w = txgbuf;
 	put_u64(&w, s->txg);

@@ -57,11 +57,20 @@ int txg_lookup(struct stor_pool *p, size_t n, const uint64_t *ds_ids, const uint
 /**
  * Forget dataset @ds_id: the next commit writes what is staged for it,
  * then deletes its block pointers and MACs, frees their extents, and
- * deletes its record (@name) if the record still has @ds_id, all in one
+ * deletes its record (@name) if the record still has @ds_id, and with
+ * @leave (or NULL) takes it out of its parent's list, all in one
  * transaction, so a crash leaves the dataset either whole or gone.
  * @return 0 or -ENOMEM (nothing changed)
  */
-int txg_forget_ds(struct stor_pool *p, uint64_t ds_id, const char *name);
+struct mac_key;
+/* A destroyed dataset's leave of its encrypted parent's list (children.c). */
+struct txg_leave {
+	uint64_t parent_id, guid;
+	unsigned suite;
+	struct mac_key *mk; /* the parent's; the commit holds a reference */
+};
+int txg_forget_ds(struct stor_pool *p, uint64_t ds_id, const char *name,
+		  const struct txg_leave *leave);
 
 /** 1 if a dataset named @name was destroyed and its removal is not committed yet. */
 int txg_name_gone(struct stor_pool *p, const char *name);

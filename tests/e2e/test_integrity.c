@@ -1464,3 +1464,144 @@ Test(integrity, an_encryption_roots_line_that_is_no_dataset_stops_the_daemon)
 	tdaemon_write_conf(&td, NULL, "%s", TEST_DIRECT_IO ? "direct_io = yes\n" : "");
 	start();
 }
+
+/*
+ * Each encrypted dataset lists its encrypted children under its key
+ * (children.c). ENC has two children, tank/e/c (nothing written: the import
+ * cannot see a downgrade of it) and tank/e/d. The attacker, with the daemon
+ * stopped, edits tank/e/c's record: @how MOVE_OUT renames it to tank/c under
+ * the clear pool root, says clear and gives it a new GUID (so its key-file
+ * entry names nothing and is skipped); CLEAR_IN_PLACE says clear with a new
+ * GUID where it is; DELETE removes it. The import refuses a clear child of
+ * an encrypted parent; the other two pass the import (no sealed record
+ * says anything), and load-key of ENC fails naming ENC, as load-key -a
+ * does, so cofferd-load-key.service fails.
+ */
+enum child_edit { MOVE_OUT, CLEAR_IN_PLACE, DELETE };
+
+static void child_edit_attack(enum child_edit how)
+{
+	uint8_t rec[4096];
+	struct tamper *t;
+	const char *to = how == MOVE_OUT ? "tank/c" : ENC "/c";
+	long n;
+	int st;
+
+	pool_create();
+	create_root(ENC, "aes-256-ccm");
+	COF_OK("create -V %u %s/c", VOL, ENC);
+	COF_OK("create -V %u %s/d", VOL, ENC);
+	stop();
+	start();
+	cr_assert_eq(cof("load-key -a"), 0, "untouched: %s", out);
+	stop();
+
+	t = tam();
+	n = tamper_get(t, "ds", ENC "/c", strlen(ENC "/c"), rec, sizeof(rec));
+	cr_assert_gt(n, 20, "ds record of %s/c: %ld", ENC, n);
+	cr_assert_eq(tamper_del(t, "ds", ENC "/c", strlen(ENC "/c")), 0);
+	if (how != DELETE) {
+		cr_assert_eq(rec[n - 1], TSUITE_AES256_CCM, "last byte %u", rec[n - 1]);
+		rec[n - 1] = TSUITE_OFF;
+		for (int i = 12; i < 20; i++)
+			rec[i] ^= 0x5a; /* the guid: its key-file entry now names nothing */
+		cr_assert_eq(tamper_put(t, "ds", to, strlen(to), rec, (size_t)n), 0);
+	}
+	untam(t);
+
+	start();
+	st = cof("load-key %s", ENC);
+	cr_log_info("load-key after the child was edited (%d): exit %d: %s", how, st, out);
+	cr_expect_neq(st, 0, "load-key of %s passed with a child edited (%d)", ENC, how);
+	cr_expect(strstr(out, ENC), "load-key does not name %s: %s", ENC, out);
+	if (how == CLEAR_IN_PLACE) {
+		/* a clear child of an encrypted parent: the import refuses the pool */
+		cr_expect(strstr(out, ENC "/c") && strstr(out, "parent is encrypted"), "%s", out);
+		return;
+	}
+	cr_expect(strstr(out, "list of encrypted children"), "%s", out);
+	cr_expect_eq(cof("load-key -a"), 1, "load-key -a passed: %s", out);
+	cr_expect(strstr(out, ENC), "load-key -a does not name %s: %s", ENC, out);
+	cr_expect_neq(cof("read -l %u %s/d > /dev/null", RS, ENC), 0,
+		      "a child of %s was read after its load-key failed", ENC);
+}
+
+Test(integrity, an_empty_child_moved_out_and_made_clear_fails_its_parents_load_key)
+{
+	child_edit_attack(MOVE_OUT);
+}
+
+Test(integrity, an_empty_child_made_clear_in_place_fails_its_parents_load_key)
+{
+	child_edit_attack(CLEAR_IN_PLACE);
+}
+
+Test(integrity, a_deleted_child_fails_its_parents_load_key)
+{
+	child_edit_attack(DELETE);
+}
+
+/*
+ * The lists follow every change made with the keys: children created,
+ * cloned, received raw under an encrypted parent and destroyed, and a
+ * restart after each; load-key -a passes throughout. A change that would
+ * need an unloaded key (create or destroy under ENC) is refused, naming
+ * the dataset whose key it needs, and changes nothing.
+ */
+Test(integrity, lists_of_children_follow_create_clone_receive_and_destroy)
+{
+	char stream[PATH_MAX];
+
+	snprintf(stream, sizeof(stream), "%s", tdaemon_path(&td, "stream"));
+	pool_create();
+	create_root(ENC, "aes-256-gcm");
+	COF_OK("create -V %u %s/c", VOL, ENC);
+	COF_OK("create -V %u -o encryption=aes-128-ccm -o keyformat=raw "
+	       "-o keylocation=file://%s %s/c/own", VOL, key1, ENC);
+	COF_OK("create -V %u %s/x", VOL, ENC);
+	COF_OK("create -V %u %s/y", VOL, ENC);
+	cr_assert_eq(write_pat(ENC "/c", 0, RS, 0xc1), 0, "%s", out);
+	cr_assert_eq(write_pat(ENC "/x", 0, RS, 0xc2), 0, "%s", out);
+	COF_OK("snapshot %s/c@s %s/x@s %s/y@s", ENC, ENC, ENC);
+	COF_OK("clone %s/c@s %s/k", ENC, ENC);
+	/* raw copies (a pool holds one copy of a stream: the sources go first),
+	 * one under the encrypted ENC and one under the clear pool root */
+	COF_OK("send -w %s/x@s > '%s'", ENC, stream);
+	COF_OK("send -w %s/y@s > '%s.y'", ENC, stream);
+	COF_OK("destroy -r %s/x", ENC);
+	COF_OK("destroy -r %s/y", ENC);
+	cr_assert_eq(tdaemon_cofferf(&td, stream, out, sizeof(out), "receive %s/r", ENC), 0,
+		     "%s", out);
+	strcat(stream, ".y");
+	cr_assert_eq(tdaemon_cofferf(&td, stream, out, sizeof(out), "receive tank/r"), 0, "%s",
+		     out);
+	/* received raw: roots of their own, unwrapped by the sender's root's key */
+	COF_OK("set keylocation=file://%s %s/r", key1, ENC);
+	COF_OK("set keylocation=file://%s tank/r", key1);
+	stop();
+	start();
+	cr_assert_eq(cof("load-key -a"), 0, "after create, clone and receive: %s", out);
+	COF_OK("read -l %u %s/r > /dev/null", RS, ENC);
+	COF_OK("read -l %u tank/r > /dev/null", RS);
+	COF_OK("destroy %s/k", ENC);
+	COF_OK("destroy -r %s/c/own", ENC);
+
+	/* with the key of ENC unloaded: refused, nothing changes */
+	COF_OK("unload-key -r %s", ENC);
+	cr_expect_neq(cof("destroy -r %s/r", ENC), 0, "destroyed under an unloaded parent");
+	cr_expect(strstr(out, "not loaded") && strstr(out, ENC), "%s", out);
+	cr_expect_neq(cof("create -V %u -o encryption=aes-256-ccm -o keyformat=raw "
+			  "-o keylocation=file://%s %s/new", VOL, key1, ENC),
+		      0, "created under an unloaded parent");
+	cr_expect(strstr(out, "not loaded") && strstr(out, ENC), "%s", out);
+	stop();
+	start();
+	cr_assert_eq(cof("load-key -a"), 0, "after the destroys and the refusals: %s", out);
+	COF_OK("destroy -r %s/r", ENC);
+	stop();
+	start();
+	cr_assert_eq(cof("load-key -a"), 0, "after the last destroy: %s", out);
+	COF_OK("list -r %s", ENC);
+	cr_expect(!strstr(out, ENC "/r") && !strstr(out, ENC "/k") && strstr(out, ENC "/c"),
+		  "%s", out);
+}
