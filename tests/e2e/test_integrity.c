@@ -1068,6 +1068,73 @@ Test(integrity, recv_mark_added_to_a_dataset_switches_no_mac_check_off)
 	cr_expect(has_authfail(out), "deleted record: no authentication error: %s", out);
 }
 
+/*
+ * The same attack from the LUNs alone: the attacker never touches the
+ * owner's state directory. On the LUN files (a copy of the LUNs and a state
+ * directory of the attacker's own, imported without any key) the attacker
+ * edits that LMDB as above and sets its "unlogged" mark, so that the next
+ * open writes a checkpoint of it to the LUNs; with record 5's old extent put
+ * back there too, the owner's state directory is the one that lags. The
+ * owner's import takes the LUNs' newer state; the mark still changes no
+ * check: load-key refuses naming the dataset, or both records fail.
+ */
+Test(integrity, recv_mark_forged_on_the_luns_alone_switches_no_mac_check_off)
+{
+	uint8_t old_ext[RS], got[RS], p1[RS], key[TBP_KEY_LEN], two = 2, one = 1;
+	char mark[32], owner[PATH_MAX + 16], cmd[3 * PATH_MAX];
+	struct tamper *t;
+	struct tbp old_bp;
+	uint64_t id;
+	size_t n;
+	int st;
+
+	id = keep_old_record_5(&old_bp, old_ext);
+	snprintf(owner, sizeof(owner), "%s.owner", td.state);
+	snprintf(cmd, sizeof(cmd), "cp -a '%s' '%s'", td.state, owner);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+
+	/* the attacker's side: the forged state, checkpointed to the LUNs */
+	t = tam();
+	cr_assert_eq(tamper_bp_put(t, id, 5, &old_bp), 0);
+	tbp_key(id, 6, key);
+	cr_assert_eq(tamper_del(t, "bp", key, sizeof(key)), 0);
+	snprintf(mark, sizeof(mark), "recv/%016llx", (unsigned long long)id);
+	cr_assert_eq(tamper_put(t, "pool", mark, strlen(mark), &two, 1), 0);
+	cr_assert_eq(tamper_put(t, "pool", "unlogged", 8, &one, 1), 0);
+	untam(t);
+	start();
+	COF_OK("pool status tank");
+	cr_assert(strstr(out, "checkpoint"), "the forged LMDB was not written to the LUNs: %s",
+		  out);
+	stop();
+	cr_assert_eq(tlun_write(lun_path(old_bp.lun), old_bp.sector, 0, old_ext, RS), 0);
+
+	/* the owner's state directory, as it was: only the LUNs changed */
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' && mv '%s' '%s'", td.state, owner, td.state);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+	t = tam();
+	cr_assert_neq(tamper_get(t, "pool", mark, strlen(mark), &two, 1), 1,
+		     "the owner's LMDB has the mark");
+	untam(t);
+
+	start();
+	COF_OK("pool status tank");
+	cr_assert(strstr(out, "from the LUNs"), "the owner's import did not take the LUNs' newer "
+		  "state: %s", out);
+	if (cof("load-key %s", ENC) != 0) {
+		cr_expect(strstr(out, ENC), "load-key refused without naming %s: %s", ENC, out);
+		return;
+	}
+	pat(p1, RS, 0xe005);
+	st = read_rec(ENC, 5 * RS, RS, got, &n);
+	cr_expect(!leaks(got, n, p1, RS), "the replayed old contents were returned");
+	cr_expect_neq(st, 0, "the replayed record was read");
+	cr_expect(has_authfail(out), "replayed record: no authentication error: %s", out);
+	st = read_rec(ENC, 6 * RS, RS, got, &n);
+	cr_expect_neq(st, 0, "the deleted record read (as a hole)");
+	cr_expect(has_authfail(out), "deleted record: no authentication error: %s", out);
+}
+
 Test(integrity, block_pointers_swapped_between_datasets_of_one_root_fail_both)
 {
 	const char *child = ENC "/f";
