@@ -31,7 +31,7 @@ void coffer_close(struct coffer_conn *c);
 int coffer_fd(const struct coffer_conn *c);
 
 /**
- * Admin call @cmd (a command name of the table in daemon/proto.h, e.g.
+ * Admin call @cmd (a command name of the table in common/proto.h, e.g.
  * "ds_create") with arguments @args (borrowed; NULL = {}). On success
  * *reply is a new JSON object (caller decrefs). On failure the return is the
  * daemon's status (negative) and @err holds its message.

@@ -6,8 +6,8 @@ include %D%/bench.mk
 # carries the wire format, the default socket path and libstore's shared
 # rules it needs (names, error texts) in itself
 lib_LIBRARIES = %D%/libcoffer.a
-%C%_libcoffer_a_SOURCES = %D%/client.h %D%/conn.c %D%/sendrecv.c daemon/proto.c daemon/sockpath.c \
-	libstore/errors.c libstore/name.c
+%C%_libcoffer_a_SOURCES = %D%/client.h %D%/conn.c %D%/sendrecv.c common/proto.c common/sockpath.c \
+	common/errors.c common/name.c
 %C%_libcoffer_a_CPPFLAGS = $(AM_CPPFLAGS) $(PROTO_INC) $(STORE_INC)
 %C%_libcoffer_a_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 include_HEADERS = %D%/client.h

@@ -7,7 +7,7 @@
  * send hands back the cursor each reply carries and writes each chunk out
  * until the cursor says done. send -I is made here: the snapshots between
  * FROM and the one named, from the daemon's list in txg order, and one
- * incremental stream for each step, one after another (libstore/stream.h:
+ * incremental stream for each step, one after another (libstore/send/stream.h:
  * a package). receive reads the stream in chunks, sends
  * each, and at end of file asks whether the stream ended whole; a short
  * read or an early end is the daemon's to refuse, not ours to guess.

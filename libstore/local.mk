@@ -1,28 +1,31 @@
 # SPDX-License-Identifier: MIT
+# libstore, by layer: a folder uses only its own layer and those before it
+# (base, crypt, kv, dev, txg, ds, io, pool, send; tests/layers.sh checks it).
 noinst_LIBRARIES += libstore/libstore.a
-# its own headers only: a file includes from its own folder
-libstore_libstore_a_CPPFLAGS = $(AM_CPPFLAGS)
+libstore_libstore_a_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
 libstore_libstore_a_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS) $(LMDB_CFLAGS) $(ZSTD_CFLAGS) $(XXHASH_CFLAGS) $(URING_CFLAGS) $(RADOS_CFLAGS)
 libstore_libstore_a_SOURCES = \
-	%D%/store.h %D%/store_impl.h %D%/format.h \
-	%D%/errors.c %D%/pool_error.c %D%/statedir.c %D%/stor_assert.h %D%/size.c %D%/name.c %D%/typo.c %D%/hex.c \
-	%D%/lun.h %D%/lun_impl.h %D%/lun.c %D%/lun_rados.c %D%/lun_path.c %D%/lunset.c %D%/mirror.c %D%/scrub.c %D%/resilver.c %D%/errlog.c %D%/scan.c \
-	%D%/hostid.c %D%/pool_rename.c \
-	%D%/meta.h %D%/meta_lmdb.c %D%/metalog.h %D%/metalog.c \
-	%D%/alloc.h %D%/alloc.c %D%/array.h %D%/space.c \
-	%D%/pool.c \
-	%D%/props.h %D%/props.c %D%/prop_names.c \
-	%D%/dataset.c \
-	%D%/bp.h %D%/bp.c %D%/txg.h %D%/txg.c %D%/hash.h \
-	%D%/bpmac.h %D%/bpmac.c %D%/children.h %D%/children.c %D%/verify.c \
-	%D%/record.c %D%/map.c %D%/snapshot.h %D%/snapshot.c %D%/clone.c \
-	%D%/stream.h %D%/stream.c %D%/send.c %D%/recv.c \
-	%D%/crypt.h %D%/crypt_backend.h %D%/crypt.c %D%/crypt_openssl.c \
-	%D%/keys.h %D%/keys.c %D%/dskeys.c %D%/keyfile.c \
-	%D%/compress.h %D%/compress.c \
-	%D%/stats.h %D%/stats.c
-libstore_libstore_a_SOURCES += %D%/cache.h %D%/cache.c
+	%D%/store.h %D%/store_impl.h \
+	common/errors.c common/size.c common/name.c common/typo.c common/hex.c \
+	common/lun_path.c common/prop_names.c \
+	%D%/base/pool_error.c %D%/base/stor_assert.h %D%/base/array.h \
+	%D%/base/cache.h %D%/base/cache.c \
+	%D%/crypt/crypt.h %D%/crypt/crypt_backend.h %D%/crypt/crypt.c %D%/crypt/crypt_openssl.c \
+	%D%/crypt/keys.h %D%/crypt/keys.c %D%/crypt/hash.h %D%/crypt/compress.h %D%/crypt/compress.c \
+	%D%/kv/format.h %D%/kv/meta.h %D%/kv/meta_lmdb.c %D%/kv/bp.h %D%/kv/bp.c %D%/kv/statedir.c \
+	%D%/dev/lun.h %D%/dev/lun_impl.h %D%/dev/lun.c %D%/dev/lun_rados.c %D%/dev/lunset.c \
+	%D%/dev/mirror.c %D%/dev/alloc.h %D%/dev/alloc.c %D%/dev/hostid.c %D%/dev/scan.c \
+	%D%/dev/errlog.c \
+	%D%/txg/txg.h %D%/txg/txg.c %D%/txg/metalog.h %D%/txg/metalog.c \
+	%D%/txg/bpmac.h %D%/txg/bpmac.c \
+	%D%/ds/dataset.c %D%/ds/props.h %D%/ds/props.c %D%/ds/space.c %D%/ds/snapshot.h \
+	%D%/ds/snapshot.c %D%/ds/clone.c %D%/ds/dskeys.c %D%/ds/keyfile.c \
+	%D%/ds/children.h %D%/ds/children.c \
+	%D%/io/record.c %D%/io/map.c %D%/io/stats.h %D%/io/stats.c \
+	%D%/pool/pool.c %D%/pool/pool_rename.c %D%/pool/scrub.c %D%/pool/resilver.c \
+	%D%/pool/verify.c \
+	%D%/send/stream.h %D%/send/stream.c %D%/send/send.c %D%/send/recv.c
 if HAVE_IPSEC_MB
-libstore_libstore_a_SOURCES += %D%/crypt_ipsecmb.c
+libstore_libstore_a_SOURCES += %D%/crypt/crypt_ipsecmb.c
 endif
-EXTRA_DIST += %D%/crypt_ipsecmb.c
+EXTRA_DIST += %D%/crypt/crypt_ipsecmb.c

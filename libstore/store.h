@@ -648,7 +648,7 @@ int stor_ds_promote(struct stor_pool *pool, const char *name);
 /** Call @fn for each snapshot of the pool, by dataset name, oldest first. */
 int stor_snap_list(struct stor_pool *pool, int (*fn)(const char *name, void *ctx), void *ctx);
 
-/* ---- send and receive (send.c, recv.c; the stream format is libstore/stream.h) ---- */
+/* ---- send and receive (send.c, recv.c; the stream format is libstore/send/stream.h) ---- */
 
 #define STOR_SEND_RAW 0x1u /* the stored records as they are, no key needed (zfs send -w) */
 /** The smallest chunk stor_send_chunk() writes into: a record of the largest size and more. */

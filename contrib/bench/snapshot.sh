@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Snapshot creation time against dataset size: a snapshot copies no block
-# pointer (libstore/snapshot.c), so making one of a full 1 GiB volume must
+# pointer (libstore/ds/snapshot.c), so making one of a full 1 GiB volume must
 # take what making one of a full 16 MiB volume takes. Fills one volume of
 # each size (8 KiB records), then times ROUNDS `coffer snapshot` calls on
 # each, alternating, each after an overwrite of a few records so that

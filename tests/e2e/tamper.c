@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Offline tampering with a stopped daemon's pool: its LMDB file through the
- * LMDB API, opened the way libstore/meta_lmdb.c opens it (one file,
+ * LMDB API, opened the way libstore/kv/meta_lmdb.c opens it (one file,
  * MDB_NOSUBDIR, a 4 GiB map, named databases), and its LUN files with
  * pread/pwrite at the place the format puts an extent. LMDB must not have
  * one environment open twice in a process: close the tamper handle before

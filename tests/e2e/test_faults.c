@@ -35,7 +35,7 @@
 
 #define REC 8192u
 #define NREC 64u
-#define DATA_OFF (1u << 20) /* LUN_DATA_OFF of libstore/format.h */
+#define DATA_OFF (1u << 20) /* LUN_DATA_OFF of libstore/kv/format.h */
 
 static struct tdaemon td;
 static char out[65536];

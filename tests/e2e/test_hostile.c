@@ -196,7 +196,7 @@ static uint8_t *slurp(const char *path, size_t *len);
 /*
  * The wrapped master key of dataset @name: its GUID from the LMDB record
  * (u32 version | u64 id | u64 guid ...), then its entry in the pool's key
- * file beside the LMDB file (libstore/keyfile.c has the layout).
+ * file beside the LMDB file (libstore/ds/keyfile.c has the layout).
  */
 static void wrapped_key(const char *mdb, const char *name, uint8_t dst[WRAPPED_LEN])
 {

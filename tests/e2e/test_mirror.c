@@ -33,7 +33,7 @@
 
 #include "daemon.h"
 
-#define DATA_OFF (1u << 20) /* LUN_DATA_OFF of libstore/format.h */
+#define DATA_OFF (1u << 20) /* LUN_DATA_OFF of libstore/kv/format.h */
 #define LUN_SIZE (24u << 20)
 #define VOL (2u << 20)
 #define JUNK (64u << 10)

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer harness for the frame decoder (daemon/proto.c): the input is a
+ * libFuzzer harness for the frame decoder (common/proto.c): the input is a
  * byte stream as a peer would send it, cut into frames the way rpc.c does:
  * header, check against the table and max_frame before any allocation,
  * then the body by kind (HELLO, record I/O, JSON with its names).

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer harness for the send stream parser: libstore/recv.c's
+ * libFuzzer harness for the send stream parser: libstore/send/recv.c's
  * stor_recv_feed() on a receive of no pool (recv_parser_new), so every
  * check a real receive makes of the header, the records and the end runs,
  * on chunks cut where the input's first byte says. An error must come

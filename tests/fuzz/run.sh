@@ -27,12 +27,14 @@ cat >"$work/config.h" <<'H'
 #define VERSION "fuzz"
 H
 CFLAGS="-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-	-include $work/config.h -I$work -I$top/libstore -I$top/daemon -I$top/client
+	-include $work/config.h -I$work -I$top/common -I$top/libstore
+	$(for d in base crypt kv dev txg ds io pool send; do printf ' -I%s' "$top/libstore/$d"; done)
+	-I$top/daemon -I$top/client
 	$(pkg-config --cflags jansson libuv 2>/dev/null) -pthread"
-STORE="$(ls "$top"/libstore/*.c | grep -v crypt_ipsecmb)"
-# libstore's shared rules (sizes, names, error texts, typos, hex), which proto.c, conf.c
+# the shared rules (sizes, names, error texts, typos, hex), which proto.c, conf.c
 # and bench_parse.c call
-RULES="$top/libstore/size.c $top/libstore/name.c $top/libstore/errors.c $top/libstore/typo.c $top/libstore/hex.c"
+RULES="$top/common/size.c $top/common/name.c $top/common/errors.c $top/common/typo.c $top/common/hex.c"
+STORE="$(ls "$top"/libstore/*/*.c | grep -v crypt_ipsecmb) $top/common/lun_path.c $top/common/prop_names.c $RULES"
 
 build() {
 	name=$1
@@ -46,12 +48,12 @@ harnesses=${*:-"fuzz_proto fuzz_config fuzz_bench_parse fuzz_handlers fuzz_nbd f
 for h in $harnesses; do
 	case $h in
 	# shellcheck disable=SC2086
-	fuzz_proto) build "$h" "$top/daemon/proto.c" $RULES -ljansson ;;
+	fuzz_proto) build "$h" "$top/common/proto.c" $RULES -ljansson ;;
 	# shellcheck disable=SC2086
-	fuzz_nbd) build "$h" "$top/daemon/nbd_proto.c" "$top/daemon/proto.c" "$top/daemon/tls.c" \
+	fuzz_nbd) build "$h" "$top/daemon/nbd_proto.c" "$top/common/proto.c" "$top/daemon/tls.c" \
 		$RULES -lssl -lcrypto ;;
 	# shellcheck disable=SC2086
-	fuzz_config) build "$h" "$top/daemon/conf.c" "$top/daemon/sockpath.c" "$top/daemon/log.c" \
+	fuzz_config) build "$h" "$top/daemon/conf.c" "$top/common/sockpath.c" "$top/daemon/log.c" \
 		$RULES -linih ;;
 	# shellcheck disable=SC2086
 	fuzz_bench_parse) build "$h" "$top/client/bench_parse.c" $RULES -lm ;;
@@ -59,8 +61,8 @@ for h in $harnesses; do
 		# shellcheck disable=SC2086
 		build "$h" "$top/daemon/dispatch.c" "$top/daemon/handlers.c" "$top/daemon/sendrecv.c" \
 			"$top/daemon/registry.c" "$top/daemon/roots.c" \
-			"$top/daemon/work.c" "$top/daemon/conf.c" "$top/daemon/sockpath.c" "$top/daemon/log.c" \
-			"$top/daemon/proto.c" $STORE $(pkg-config --libs libuv 2>/dev/null || echo -luv) \
+			"$top/daemon/work.c" "$top/daemon/conf.c" "$top/common/sockpath.c" "$top/daemon/log.c" \
+			"$top/common/proto.c" $STORE $(pkg-config --libs libuv 2>/dev/null || echo -luv) \
 			-ljansson -linih -lcrypto -llmdb -lzstd -lxxhash -luring ;;
 	fuzz_stream)
 		# shellcheck disable=SC2086

@@ -16,7 +16,7 @@ check_PROGRAMS += %D%/test_keys
 
 check_PROGRAMS += %D%/test_config
 %C%_test_config_SOURCES = %D%/test_config.c daemon/conf.c daemon/log.c daemon/conf.h daemon/log.h \
-	daemon/sockpath.c daemon/sockpath.h
+	common/sockpath.c common/sockpath.h
 %C%_test_config_CFLAGS = $(UNIT_CFLAGS) $(INIH_CFLAGS) -DSRCDIR='"$(abs_top_srcdir)"'
 %C%_test_config_LDADD = libstore/libstore.a $(INIH_LIBS) $(CRITERION_LIBS)
 

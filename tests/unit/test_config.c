@@ -22,7 +22,7 @@
 #include <criterion/criterion.h>
 
 #include "daemon/conf.h"
-#include "daemon/sockpath.h"
+#include "common/sockpath.h"
 #include "daemon/log.h"
 
 static char dir[4096];
@@ -296,7 +296,7 @@ Test(config, value_spellings)
 		{ "cache_size = 4k", 4096 },      { "cache_size = 4KiB", 4096 },
 		{ "cache_size = 16MB", 16 << 20 }, { "cache_size = 3T", 3ull << 40 },
 		{ "cache_size = 1024T", 1ull << 50 },
-		/* the one size grammar (libstore/size.c), as coffer and zfs take it */
+		/* the one size grammar (common/size.c), as coffer and zfs take it */
 		{ "cache_size = 1.5G", 3ull << 29 }, { "cache_size = 1Gb", 1ull << 30 },
 		{ "cache_size = 1P", 1ull << 50 },   { "cache_size = 0.5k", 512 },
 	};

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Record crypto (libstore/crypt.c and its backends): published vectors for
+ * Record crypto (libstore/crypt/crypt.c and its backends): published vectors for
  * every suite on every backend, the backends agreeing byte for byte on
  * random mixed batches, tamper detection, in-place operation and threads,
  * and scans of this process's memory for key material a batch left behind.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The rules every part of coffer shares (libstore/size.c, name.c,
+ * The rules every part of coffer shares (common/size.c, name.c,
  * errors.c): the size grammar, the name check and the error texts, tested
  * once here rather than through each caller; and libstore's assertion.
  */

@@ -232,7 +232,7 @@ int proto_hdr_check(const struct proto_hdr *h, uint32_t max_frame);
 
 /**
  * Is @name a valid pool (@pool_only) or dataset name: stor_name_check()
- * of libstore/name.c, the one rule (pools 1-63 bytes, one component;
+ * of common/name.c, the one rule (pools 1-63 bytes, one component;
  * datasets 1-255 bytes of [A-Za-z0-9_.:-] components separated by single
  * '/', starting with a letter, no empty, "." or ".." component).
  */
