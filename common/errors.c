@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "stor_assert.h"
+#include "base/stor_assert.h"
 #include "store.h"
 
 static const struct stor_err {

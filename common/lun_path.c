@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "lun_impl.h"
+#include "dev/lun_impl.h"
 #include "store.h"
 
 int lun_path_is_rados(const char *path)

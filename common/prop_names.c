@@ -9,8 +9,8 @@
 #include <limits.h>
 #include <string.h>
 
-#include "keys.h"
-#include "props.h"
+#include "crypt/keys.h"
+#include "ds/props.h"
 #include "store.h"
 #include "store_impl.h"
 

@@ -23,12 +23,12 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "bpmac.h"
-#include "crypt.h"
-#include "keys.h"
-#include "props.h"
+#include "crypt/crypt.h"
+#include "crypt/keys.h"
+#include "ds/props.h"
 #include "store.h"
-#include "txg.h"
+#include "txg/bpmac.h"
+#include "txg/txg.h"
 
 struct lun;
 struct meta;

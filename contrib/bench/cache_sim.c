@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cache.h"
+#include "base/cache.h"
 
 #define DS_HOT 1
 #define DS_SCAN 2

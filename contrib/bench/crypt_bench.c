@@ -17,7 +17,7 @@
 
 #include <xxhash.h>
 
-#include "crypt.h"
+#include "crypt/crypt.h"
 
 #define NREC 64
 

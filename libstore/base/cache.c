@@ -37,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache.h"
+#include "base/cache.h"
 #include "store.h"
 
 #define GEN_SLOTS 256      /* generation slots per shard */

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <zstd.h>
 
-#include "compress.h"
+#include "crypt/compress.h"
 #include "store.h"
 
 struct zws {

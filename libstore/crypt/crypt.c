@@ -68,9 +68,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "crypt.h"
-#include "crypt_backend.h"
-#include "keys.h"
+#include "crypt/crypt.h"
+#include "crypt/crypt_backend.h"
+#include "crypt/keys.h"
 #include "store.h"
 
 struct suite_info {

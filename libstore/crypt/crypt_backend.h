@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "crypt.h"
+#include "crypt/crypt.h"
 
 /* Room for the largest backend schedule (ipsec-mb struct gcm_key_data). */
 #define CRYPT_SCHED_MAX 2048

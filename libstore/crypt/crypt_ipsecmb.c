@@ -42,9 +42,9 @@
 
 #include <intel-ipsec-mb.h>
 
-#include "crypt.h"
-#include "crypt_backend.h"
-#include "keys.h"
+#include "crypt/crypt.h"
+#include "crypt/crypt_backend.h"
+#include "crypt/keys.h"
 #include "store.h"
 
 /* intel-ipsec-mb 1.3 rejects CCM jobs beyond these (IMB_ERR_JOB_AAD_LEN, _CIPH_LEN). */

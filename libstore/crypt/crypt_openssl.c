@@ -33,8 +33,8 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "crypt.h"
-#include "crypt_backend.h"
+#include "crypt/crypt.h"
+#include "crypt/crypt_backend.h"
 #include "store.h"
 
 static pthread_key_t tls_key;

@@ -31,7 +31,7 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
-#include "keys.h"
+#include "crypt/keys.h"
 #include "store_impl.h"
 
 #define WRAP_NONCE_LEN 12

@@ -28,7 +28,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "alloc.h"
+#include "dev/alloc.h"
 #include "store.h"
 
 struct lun_map {

@@ -17,8 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "format.h"
-#include "meta.h"
+#include "kv/format.h"
+#include "kv/meta.h"
 #include "store_impl.h"
 
 static pthread_mutex_t errlog_lock = PTHREAD_MUTEX_INITIALIZER; /* a leaf */

@@ -34,7 +34,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "lun_impl.h"
+#include "dev/lun_impl.h"
 #include "store.h"
 
 static_assert(STOR_LUNS_MAX <= 8 * LABEL_DETACHED_LEN, "a label's bitmap has every LUN index");

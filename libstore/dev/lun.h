@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "format.h"
+#include "kv/format.h"
 
 struct lun;
 

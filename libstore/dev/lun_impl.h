@@ -12,7 +12,7 @@
 
 #include <stdatomic.h>
 
-#include "lun.h"
+#include "dev/lun.h"
 
 struct lun_ops {
 	/* @len bytes at byte @off of the whole LUN; 0 or -errno */

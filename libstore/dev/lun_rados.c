@@ -70,7 +70,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lun_impl.h"
+#include "dev/lun_impl.h"
 #include "store.h"
 
 #ifdef HAVE_RADOS

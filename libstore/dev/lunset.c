@@ -37,9 +37,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "lun_impl.h"
-#include "meta.h"
+#include "dev/alloc.h"
+#include "dev/lun_impl.h"
+#include "kv/meta.h"
 #include "store_impl.h"
 
 static unsigned lun_flags(const struct stor_pool *p)

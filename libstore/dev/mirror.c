@@ -27,9 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hash.h"
-#include "lun.h"
-#include "stor_assert.h"
+#include "base/stor_assert.h"
+#include "crypt/hash.h"
+#include "dev/lun.h"
 #include "store_impl.h"
 
 /* Taking a side out of service: two failing at once must not both go. */

@@ -28,7 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lun_impl.h"
+#include "dev/lun_impl.h"
 #include "store.h"
 
 struct found {

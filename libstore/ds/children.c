@@ -39,9 +39,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "children.h"
-#include "keys.h"
-#include "meta.h"
+#include "crypt/keys.h"
+#include "ds/children.h"
+#include "kv/meta.h"
 #include "store.h"
 
 #define ROW_LEN (8 + 3 * MAC_LEN)

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "bpmac.h"
+#include "txg/bpmac.h"
 
 /** The list of a new encrypted dataset @id: empty, under its own MAC key @mk. */
 int children_init(struct meta_txn *t, uint64_t id, const struct mac_key *mk);

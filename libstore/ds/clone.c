@@ -57,8 +57,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "meta.h"
-#include "snapshot.h"
+#include "ds/snapshot.h"
+#include "kv/meta.h"
 #include "store_impl.h"
 
 int stor_ds_clone(struct stor_pool *p, const char *origin, const char *name,

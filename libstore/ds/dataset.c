@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array.h"
-#include "cache.h"
-#include "children.h"
-#include "meta.h"
-#include "snapshot.h"
+#include "base/array.h"
+#include "base/cache.h"
+#include "ds/children.h"
+#include "ds/snapshot.h"
+#include "kv/meta.h"
 #include "store_impl.h"
 
 #define DS_VOLSIZE_DEFAULT (1ull << 30)

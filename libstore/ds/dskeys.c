@@ -21,11 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache.h"
-#include "children.h"
-#include "meta.h"
-#include "stor_assert.h"
-#include "snapshot.h"
+#include "base/cache.h"
+#include "base/stor_assert.h"
+#include "ds/children.h"
+#include "ds/snapshot.h"
+#include "kv/meta.h"
 #include "store_impl.h"
 
 /* ---- in-memory key state ---- */

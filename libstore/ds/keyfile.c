@@ -41,10 +41,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "format.h"
-#include "meta.h"
-#include "metalog.h"
+#include "kv/format.h"
+#include "kv/meta.h"
 #include "store_impl.h"
+#include "txg/metalog.h"
 
 #define KEYFILE_MAGIC 0x434f46464b455953ull /* "COFFKEYS" */
 #define KEYFILE_VERSION 3u /* its own number */

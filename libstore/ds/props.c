@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crypt.h"
-#include "keys.h"
-#include "props.h"
-#include "stor_assert.h"
+#include "base/stor_assert.h"
+#include "crypt/crypt.h"
+#include "crypt/keys.h"
+#include "ds/props.h"
 #include "store.h"
 #include "store_impl.h"
 

@@ -69,11 +69,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "array.h"
-#include "cache.h"
-#include "children.h"
-#include "meta.h"
-#include "snapshot.h"
+#include "base/array.h"
+#include "base/cache.h"
+#include "ds/children.h"
+#include "ds/snapshot.h"
+#include "kv/meta.h"
 #include "store_impl.h"
 
 #define SNAP_RECORD_LEN SNAP_RECORD_MAX

@@ -11,9 +11,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "bp.h"
-#include "bpmac.h"
-#include "txg.h"
+#include "kv/bp.h"
+#include "txg/bpmac.h"
+#include "txg/txg.h"
 
 struct stor_pool;
 struct stor_ds;

@@ -38,9 +38,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "metalog.h"
+#include "dev/alloc.h"
 #include "store_impl.h"
+#include "txg/metalog.h"
 
 #define SLOP_MIN (2ull << 20)   /* a few txgs of overwrites on a tiny pool */
 #define SLOP_MAX (128ull << 30) /* ZFS's cap */

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "store_impl.h"
-#include "txg.h"
+#include "txg/txg.h"
 
 #define MAP_BATCH 1024u /* records looked up at once */
 

@@ -23,13 +23,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "alloc.h"
-#include "hash.h"
-#include "cache.h"
-#include "compress.h"
-#include "lun.h"
-#include "snapshot.h"
-#include "stats.h"
+#include "base/cache.h"
+#include "crypt/compress.h"
+#include "crypt/hash.h"
+#include "dev/alloc.h"
+#include "dev/lun.h"
+#include "ds/snapshot.h"
+#include "io/stats.h"
 #include "store_impl.h"
 
 enum rec_kind { REC_READ, REC_WRITE, REC_ZERO, REC_HOLE };

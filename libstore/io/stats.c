@@ -9,8 +9,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "stats.h"
-#include "stor_assert.h"
+#include "base/stor_assert.h"
+#include "io/stats.h"
 
 uint64_t stats_now_ns(void)
 {

@@ -4,7 +4,7 @@
  * byte order and the checks a decoded pointer passes before anyone uses
  * it; nothing here knows txgs, pools or datasets.
  */
-#include "bp.h"
+#include "kv/bp.h"
 #include "store.h"
 
 void bp_key(uint64_t ds_id, uint64_t recno, uint8_t key[BP_KEY_LEN])

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "format.h"
+#include "kv/format.h"
 
 /** An in-memory block pointer (format.h has the on-disk form). */
 struct bp {

@@ -43,7 +43,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "meta.h"
+#include "kv/meta.h"
 #include "store_impl.h"
 
 #define RTXN_CACHE 64

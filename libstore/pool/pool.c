@@ -64,13 +64,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "cache.h"
-#include "lun.h"
-#include "meta.h"
-#include "metalog.h"
-#include "snapshot.h"
+#include "base/cache.h"
+#include "dev/alloc.h"
+#include "dev/lun.h"
+#include "ds/snapshot.h"
+#include "kv/meta.h"
 #include "store_impl.h"
+#include "txg/metalog.h"
 
 /* stor_name_check's limit for a pool is what a LUN label can hold */
 static_assert(STOR_POOL_NAME_MAX < LABEL_NAME_LEN, "a pool name fits the LUN label");

@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "meta.h"
-#include "snapshot.h"
+#include "ds/snapshot.h"
+#include "kv/meta.h"
 #include "store_impl.h"
 
 /* One dataset record under a name of another pool: key and value copies. */

@@ -37,10 +37,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "lun.h"
-#include "metalog.h"
+#include "dev/alloc.h"
+#include "dev/lun.h"
 #include "store_impl.h"
+#include "txg/metalog.h"
 
 /* Sides of @idx's vdev other than @idx that hold every write. */
 static unsigned sound_others(struct stor_pool *p, unsigned idx)

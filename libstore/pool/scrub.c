@@ -45,11 +45,11 @@
 
 #define SCRUB_NICE 19
 
-#include "alloc.h"
-#include "meta.h"
-#include "metalog.h"
-#include "snapshot.h"
+#include "dev/alloc.h"
+#include "ds/snapshot.h"
+#include "kv/meta.h"
 #include "store_impl.h"
+#include "txg/metalog.h"
 
 #define SCRUB_BATCH 16
 #define ROW_LEN_SCRUB (4 + BP_KEY_LEN + 6 * 8)

@@ -23,14 +23,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "array.h"
-#include "hash.h"
-#include "lun.h"
-#include "meta.h"
-#include "metalog.h"
-#include "snapshot.h"
+#include "base/array.h"
+#include "crypt/hash.h"
+#include "dev/alloc.h"
+#include "dev/lun.h"
+#include "ds/snapshot.h"
+#include "kv/meta.h"
 #include "store_impl.h"
+#include "txg/metalog.h"
 
 struct seen_nonce {
 	uint64_t salt;

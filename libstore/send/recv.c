@@ -91,14 +91,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array.h"
-#include "bpmac.h"
-#include "cache.h"
-#include "hash.h"
-#include "meta.h"
-#include "snapshot.h"
+#include "base/array.h"
+#include "base/cache.h"
+#include "crypt/hash.h"
+#include "ds/snapshot.h"
+#include "kv/meta.h"
+#include "send/stream.h"
 #include "store_impl.h"
-#include "stream.h"
+#include "txg/bpmac.h"
 
 #define RECV_BATCH 32u
 #define RECV_BATCH_BYTES (4u << 20) /* or fewer records of a large recordsize */

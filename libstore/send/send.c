@@ -34,14 +34,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bpmac.h"
-#include "children.h"
-#include "hash.h"
-#include "lun.h"
-#include "meta.h"
-#include "snapshot.h"
+#include "crypt/hash.h"
+#include "dev/lun.h"
+#include "ds/children.h"
+#include "ds/snapshot.h"
+#include "kv/meta.h"
+#include "send/stream.h"
 #include "store_impl.h"
-#include "stream.h"
+#include "txg/bpmac.h"
 
 #define SEND_BATCH 256u
 

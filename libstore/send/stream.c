@@ -7,11 +7,11 @@
 #include <errno.h>
 #include <string.h>
 
-#include "crypt.h"
-#include "hash.h"
+#include "crypt/crypt.h"
+#include "crypt/hash.h"
+#include "send/stream.h"
 #include "store.h"
 #include "store_impl.h"
-#include "stream.h"
 
 static_assert(STREAM_WRAPPED_LEN == KEYS_WRAPPED_LEN, "the stream carries a whole wrapped key");
 static_assert(STREAM_SALT_LEN == KEYS_SALT_LEN, "the stream carries a whole pbkdf2 salt");

@@ -117,7 +117,7 @@
 
 #include <stdint.h>
 
-#include "format.h"
+#include "kv/format.h"
 
 #define STREAM_MAGIC 0x434f464653454e44ull /* "COFFSEND" */
 #define STREAM_VERSION 3u

@@ -75,10 +75,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bpmac.h"
-#include "keys.h"
-#include "meta.h"
+#include "crypt/keys.h"
+#include "kv/meta.h"
 #include "store.h"
+#include "txg/bpmac.h"
 
 struct mac_key *mac_key_new(const uint8_t *master, uint64_t guid, unsigned suite)
 {

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "format.h"
+#include "kv/format.h"
 
 struct meta;
 struct meta_txn;

@@ -48,12 +48,12 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "alloc.h"
-#include "array.h"
-#include "lun.h"
-#include "meta.h"
-#include "metalog.h"
+#include "base/array.h"
+#include "dev/alloc.h"
+#include "dev/lun.h"
+#include "kv/meta.h"
 #include "store_impl.h"
+#include "txg/metalog.h"
 
 struct mext {
 	uint16_t lun;

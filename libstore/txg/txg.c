@@ -19,14 +19,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "alloc.h"
-#include "array.h"
-#include "children.h"
-#include "lun.h"
-#include "meta.h"
-#include "metalog.h"
-#include "snapshot.h"
+#include "base/array.h"
+#include "dev/alloc.h"
+#include "dev/lun.h"
+#include "ds/children.h"
+#include "ds/snapshot.h"
+#include "kv/meta.h"
 #include "store_impl.h"
+#include "txg/metalog.h"
 
 struct stage_ent {
 	uint64_t ds_id, recno;

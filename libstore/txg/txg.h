@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "bp.h"
+#include "kv/bp.h"
 
 struct stor_pool;
 struct stor_ds;

@@ -37,7 +37,7 @@
 
 #include "client.h"
 #include "daemon.h"
-#include "format.h" /* FORMAT_VERSION only: whether stor_pool_verify exists */
+#include "kv/format.h" /* FORMAT_VERSION only: whether stor_pool_verify exists */
 #include "store.h"
 #include "tamper.h"
 

@@ -33,9 +33,9 @@
 
 #include <criterion/criterion.h>
 
+#include "crypt/hash.h"
 #include "daemon.h"
-#include "hash.h"
-#include "stream.h"
+#include "send/stream.h"
 #include "tamper.h"
 
 static struct tdaemon td, td2;

@@ -27,9 +27,7 @@ cat >"$work/config.h" <<'H'
 #define VERSION "fuzz"
 H
 CFLAGS="-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-	-include $work/config.h -I$work -I$top/common -I$top/libstore
-	$(for d in base crypt kv dev txg ds io pool send; do printf ' -I%s' "$top/libstore/$d"; done)
-	-I$top/daemon -I$top/client
+	-include $work/config.h -I$work -I$top/common -I$top/libstore -I$top/daemon -I$top/client
 	$(pkg-config --cflags jansson libuv 2>/dev/null) -pthread"
 # the shared rules (sizes, names, error texts, typos, hex), which proto.c, conf.c
 # and bench_parse.c call

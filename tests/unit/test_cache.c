@@ -17,7 +17,7 @@
 
 #include <criterion/criterion.h>
 
-#include "cache.h"
+#include "base/cache.h"
 #include "fixture.h"
 
 TestSuite(cache, .timeout = 240);

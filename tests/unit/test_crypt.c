@@ -22,8 +22,8 @@
 #define OPENSSL_SUPPRESS_DEPRECATED
 #include <openssl/aes.h>
 
-#include "crypt.h"
-#include "crypt_backend.h"
+#include "crypt/crypt.h"
+#include "crypt/crypt_backend.h"
 #include "memscan.h"
 #include "store.h"
 

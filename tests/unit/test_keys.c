@@ -17,7 +17,7 @@
 #include <criterion/criterion.h>
 #include <openssl/sha.h>
 
-#include "keys.h"
+#include "crypt/keys.h"
 
 TestSuite(keys, .timeout = 240);
 

@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "alloc.h"
+#include "dev/alloc.h"
 #include "fixture.h"
 #include "store_impl.h"
 

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "fixture.h"
-#include "format.h"
+#include "kv/format.h"
 
 #define LUN_SIZE (16u << 20)
 #define REC 8192u

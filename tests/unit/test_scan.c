@@ -17,7 +17,7 @@
 #include <xxhash.h>
 
 #include "fixture.h"
-#include "format.h"
+#include "kv/format.h"
 
 #define LUN_SIZE (8u << 20)
 

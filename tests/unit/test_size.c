@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "stor_assert.h"
+#include "base/stor_assert.h"
 #include "store.h"
 
 TestSuite(rules, .timeout = 240);

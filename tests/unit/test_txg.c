@@ -26,7 +26,7 @@
 
 #include "fixture.h"
 #include "store_impl.h" /* the pool's stage lock, for all_committed() */
-#include "txg.h"
+#include "txg/txg.h"
 
 #define DSNAME TPOOL_NAME "/crash"
 #define NREC 64

@@ -1,0 +1,78 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# The layer check: a file of libstore includes only headers of its own
+# layer and of the layers before it, in the order of LAYERS; common/
+# includes nothing of libstore or daemon. Includes name the layer
+# ("dev/lun.h"), so the rule reads off the include lines. The two
+# headers at libstore's top are the public manual (store.h, allowed from
+# anywhere) and store_impl.h, which still draws on txg and ds: it counts as
+# the highest layer until it is split.
+#
+# The includes that break the rule today are listed in tests/layers.allow,
+# one "file: header" a line; the check fails on any other, and on a line of
+# the list that no longer breaks it (take it out), so the list only shrinks.
+#
+# usage: layers.sh  (from make check, or with srcdir set to the top)
+set -eu
+top=$(cd "${srcdir:-$(dirname "$0")/..}" && pwd)
+cd "$top"
+LAYERS="common base crypt kv dev txg ds io pool send"
+
+rank() { # layer -> its place in LAYERS; store_impl: above all
+	case $1 in
+	store_impl) echo 99; return ;;
+	store) echo 0; return ;;
+	esac
+	i=0
+	for l in $LAYERS; do
+		[ "$l" = "$1" ] && { echo $i; return; }
+		i=$((i + 1))
+	done
+	echo -1
+}
+
+found=$(mktemp)
+trap 'rm -f "$found"' EXIT
+for f in common/*.[ch] libstore/*.h libstore/*/*.[ch]; do
+	case $f in
+	common/*) mine=common ;;
+	libstore/store.h) mine=store ;;
+	libstore/store_impl.h) mine=store_impl ;;
+	libstore/*/*) mine=${f#libstore/}; mine=${mine%%/*} ;;
+	esac
+	[ "$(rank "$mine")" -ge 0 ] || { echo "layers: $f: folder $mine is in no layer" >&2; exit 1; }
+	sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" | while read -r h; do
+		case $h in
+		*/*) theirs=${h%%/*} ;;
+		store.h) theirs=store ;;
+		store_impl.h) theirs=store_impl ;;
+		config.h) continue ;;
+		*) # a header beside the file, or one of common/
+			if [ -f "$(dirname "$f")/$h" ]; then continue; fi
+			if [ -f "common/$h" ]; then theirs=common; else theirs=daemon; fi ;;
+		esac
+		r=$(rank "$theirs")
+		if [ "$mine" = common ] && [ "$theirs" != common ]; then
+			echo "$f: $h"
+		elif [ "$r" -lt 0 ] || [ "$r" -gt "$(rank "$mine")" ]; then
+			echo "$f: $h"
+		fi
+	done
+done | sort > "$found"
+
+rc=0
+new=$(comm -23 "$found" tests/layers.allow)
+gone=$(comm -13 "$found" tests/layers.allow)
+if [ -n "$new" ]; then
+	echo "layers: includes of a higher layer (or of libstore/daemon from common/):" >&2
+	echo "$new" | sed 's/^/  /' >&2
+	rc=1
+fi
+if [ -n "$gone" ]; then
+	echo "layers: no longer break the rule; take them out of tests/layers.allow:" >&2
+	echo "$gone" | sed 's/^/  /' >&2
+	rc=1
+fi
+[ $rc = 0 ] && echo "layers: $(wc -l < tests/layers.allow) known exceptions, no new one"
+exit $rc
