@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <xxhash.h>
 
-#include "kv/format.h"
+#include "base/bytes.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xxh_x86dispatch.h>

@@ -127,6 +127,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/bytes.h"
+
 #define LUN_MAGIC 0x434f46464c554e00ull /* "COFFLUN\0" */
 #define FORMAT_VERSION 4u
 /* The pool record's version: 5 since MAC leaves left out the place (bpmac.c),
@@ -205,60 +207,5 @@ static_assert(LABEL_LEN_DETACHED <= LUN_LABEL_SIZE, "label fits its sector");
 /* Compression of a record's payload. */
 #define BP_COMP_OFF 0u
 #define BP_COMP_ZSTD 1u
-
-static inline void put_u8(uint8_t **p, uint8_t v)
-{
-	*(*p)++ = v;
-}
-static inline void put_u16(uint8_t **p, uint16_t v)
-{
-	(*p)[0] = v >> 8;
-	(*p)[1] = v;
-	*p += 2;
-}
-static inline void put_u32(uint8_t **p, uint32_t v)
-{
-	for (int i = 3; i >= 0; i--)
-		*(*p)++ = v >> (8 * i);
-}
-static inline void put_u64(uint8_t **p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--)
-		*(*p)++ = v >> (8 * i);
-}
-static inline void put_bytes(uint8_t **p, const void *b, size_t n)
-{
-	memcpy(*p, b, n);
-	*p += n;
-}
-static inline uint8_t get_u8(const uint8_t **p)
-{
-	return *(*p)++;
-}
-static inline uint16_t get_u16(const uint8_t **p)
-{
-	uint16_t v = (uint16_t)((*p)[0] << 8 | (*p)[1]);
-	*p += 2;
-	return v;
-}
-static inline uint32_t get_u32(const uint8_t **p)
-{
-	uint32_t v = 0;
-	for (int i = 0; i < 4; i++)
-		v = v << 8 | *(*p)++;
-	return v;
-}
-static inline uint64_t get_u64(const uint8_t **p)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | *(*p)++;
-	return v;
-}
-static inline void get_bytes(const uint8_t **p, void *b, size_t n)
-{
-	memcpy(b, *p, n);
-	*p += n;
-}
 
 #endif
