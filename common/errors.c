@@ -11,8 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/stor_assert.h"
-#include "store.h"
+#include "common.h"
 
 static const struct stor_err {
 	int code;
@@ -58,14 +57,4 @@ const char *stor_errname(int err)
 		return n ? n : "EUNKNOWN";
 	}
 	return "EUNKNOWN";
-}
-
-int stor_assert_fail(const char *expr, const char *file, int line, const char *func)
-{
-	/* stderr, unbuffered and always there: the daemon's log may be what broke */
-	fprintf(stderr, "libstore: assertion failed: %s (%s:%d, %s)\n", expr, file, line, func);
-#ifdef STOR_DEBUG
-	abort();
-#endif
-	return 1;
 }

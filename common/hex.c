@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "store.h"
+#include "common.h"
 
 static int hexval(uint8_t c)
 {

@@ -9,8 +9,7 @@
  */
 #include <string.h>
 
-#include "dev/lun_impl.h"
-#include "store.h"
+#include "common.h"
 
 int lun_path_is_rados(const char *path)
 {

@@ -18,7 +18,7 @@
  */
 #include <string.h>
 
-#include "store.h"
+#include "common.h"
 
 static int name_char_ok(char ch)
 {

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "proto.h"
-#include "store.h"
+#include "common.h"
 
 /* Indexed by opcode: every frame looks its command up (more than once), so
  * the lookup is an array access; unused opcodes have no name. */

@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "store.h"
+#include "common.h"
 
 static int is_digit(char c)
 {

@@ -14,7 +14,7 @@
 #include <limits.h>
 #include <string.h>
 
-#include "store.h"
+#include "common.h"
 
 #define TYPO_MAX 64
 

@@ -3,7 +3,7 @@
 noinst_LIBRARIES += %D%/libproto.a
 # libproto.a also carries the default socket path, so the client finds the
 # daemon without linking its config parser; it uses libstore's shared rules.
-%C%_libproto_a_SOURCES = common/proto.h common/proto.c common/sockpath.h common/sockpath.c
+%C%_libproto_a_SOURCES = common/common.h common/proto.h common/proto.c common/sockpath.h common/sockpath.c
 %C%_libproto_a_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
 
 sbin_PROGRAMS += %D%/cofferd

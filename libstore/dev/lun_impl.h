@@ -42,10 +42,6 @@ struct lun {
 	atomic_uint_fast64_t read_errors, write_errors, nospace_errors;
 };
 
-#define LUN_RADOS_PREFIX "rados:"
-
-/** Is @path a RADOS LUN's ("rados:POOL/PREFIX")? */
-int lun_path_is_rados(const char *path);
 /** lun_open() of a RADOS LUN: *@out set, ->path and ->flags filled in. */
 int lun_rados_open(const char *path, unsigned flags, uint64_t size, struct lun **out);
 /** Call @fn with the path of every LUN in RADOS pool @pool ("rados:POOL").
