@@ -7,12 +7,11 @@
  * without linking them.
  */
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
-#include "crypt/keys.h"
-#include "ds/props.h"
-#include "store.h"
-#include "store_impl.h"
+#include "common.h"
+#include "prop_names.h"
 
 const struct prop_def prop_table[PROP_COUNT] = {
 #define XX(id, name, flags, def) [PROP_##id] = { name, flags, def },
@@ -44,8 +43,6 @@ static const char *const values_of[PROP_COUNT] = {
 	[PROP_KEYLOCATION] = "prompt, file:///absolute/path, https://HOST/PATH or http://HOST/PATH",
 	[PROP_PBKDF2ITERS] = "a number from 100000 to 10000000",
 };
-_Static_assert(KEYS_PBKDF2_MIN == 100000u && KEYS_PBKDF2_MAX == 10000000u,
-	       "pbkdf2iters' words match its bounds");
 
 const char *prop_values(int id)
 {
@@ -81,7 +78,7 @@ static int listed(const char *v, const char *const *set)
 	return 0;
 }
 
-int prop_find(const char *name)
+int prop_find(const char *name, char *why, size_t whylen)
 {
 	int id = prop_lookup(name), best = -1;
 	unsigned d, bestd = UINT_MAX;
@@ -89,7 +86,7 @@ int prop_find(const char *name)
 	if (id >= 0)
 		return id;
 	if (listed(name, zfs_only)) {
-		pool_set_error("'%s' is a ZFS property not supported by coffer", name);
+		snprintf(why, whylen, "'%s' is a ZFS property not supported by coffer", name);
 		return -1;
 	}
 	for (int i = 0; i < PROP_COUNT; i++)
@@ -98,9 +95,10 @@ int prop_find(const char *name)
 			best = i;
 		}
 	if (best >= 0)
-		pool_set_error("unknown property '%s' (did you mean '%s'?)", name,
-			       prop_table[best].name);
+		snprintf(why, whylen, "unknown property '%s' (did you mean '%s'?)", name,
+			 prop_table[best].name);
 	else
-		pool_set_error("unknown property '%s'; 'coffer get all DATASET' lists them", name);
+		snprintf(why, whylen, "unknown property '%s'; 'coffer get all DATASET' lists them",
+			 name);
 	return -1;
 }

@@ -7,7 +7,7 @@ libstore_libstore_a_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS) $(LMDB_CFLAGS) $(ZSTD
 libstore_libstore_a_SOURCES = \
 	%D%/store.h %D%/store_impl.h \
 	common/errors.c common/size.c common/name.c common/typo.c common/hex.c \
-	common/lun_path.c common/prop_names.c \
+	common/lun_path.c common/prop_names.h common/prop_names.c \
 	%D%/base/pool_error.c %D%/base/stor_assert.h %D%/base/stor_assert.c %D%/base/array.h %D%/base/bytes.h \
 	%D%/base/cache.h %D%/base/cache.c \
 	%D%/crypt/crypt.h %D%/crypt/crypt_backend.h %D%/crypt/crypt.c %D%/crypt/crypt_openssl.c \

@@ -39,6 +39,17 @@ static int cmp_name(const void *a, const void *b)
 	return strcmp((*(struct stor_ds *const *)a)->name, (*(struct stor_ds *const *)b)->name);
 }
 
+/* prop_find() for a name a client gave: the reason of a miss is the pool's error. */
+static int prop_named(const char *name)
+{
+	char why[STOR_NAME_MAX + 96];
+	int id = prop_find(name, why, sizeof(why));
+
+	if (id < 0)
+		pool_set_error("%s", why);
+	return id;
+}
+
 struct stor_ds *ds_find_locked(struct stor_pool *p, const char *name)
 {
 	struct stor_ds key = { .name = (char *)name }, *kp = &key, **r;
@@ -517,7 +528,7 @@ static int apply_create_props(struct stor_ds *ds, const struct stor_ds_opts *o, 
 			*volsize = n;
 			continue;
 		}
-		id = prop_find(name);
+		id = prop_named(name);
 		if (id < 0)
 			return STOR_EBADPROP;
 		if (prop_table[id].flags & PROP_READONLY)
@@ -1228,7 +1239,7 @@ int stor_ds_list_props(struct stor_pool *p, const char *const *props, size_t n,
 		return -ENOMEM;
 	}
 	for (size_t k = 0; k < nv; k++)
-		ids[k] = props ? prop_find(props[k]) : (int)k;
+		ids[k] = props ? prop_named(props[k]) : (int)k;
 	pthread_mutex_lock(&p->admin);
 	space_all_begin(p, &sa);
 	for (size_t i = 0; i < p->nds && ret == 0; i++) {
@@ -1271,7 +1282,7 @@ int stor_ds_get(struct stor_pool *p, const char *name, const char *prop,
 		struct stor_prop_value *out)
 {
 	struct stor_ds *ds;
-	int id = prop_find(prop), ret = 0;
+	int id = prop_named(prop), ret = 0;
 
 	if (strchr(name, '@')) {
 		struct one_prop o = { prop, out, 0 };
@@ -1472,7 +1483,7 @@ static int check_settable(int id)
 int stor_ds_set(struct stor_pool *p, const char *name, const char *prop, const char *value)
 {
 	struct stor_ds *ds;
-	int id = prop_find(prop), ret;
+	int id = prop_named(prop), ret;
 
 	ret = check_settable(id);
 	if (ret < 0)
@@ -1493,7 +1504,7 @@ int stor_ds_set(struct stor_pool *p, const char *name, const char *prop, const c
 int stor_ds_inherit(struct stor_pool *p, const char *name, const char *prop)
 {
 	struct stor_ds *ds;
-	int id = prop_find(prop), ret;
+	int id = prop_named(prop), ret;
 
 	ret = check_settable(id);
 	if (ret == 0 && (id == PROP_VOLSIZE || (prop_table[id].flags & PROP_KEY)))

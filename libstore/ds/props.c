@@ -16,6 +16,10 @@
 #include "store.h"
 #include "store_impl.h"
 
+/* prop_names.c says the bounds of pbkdf2iters in words */
+_Static_assert(KEYS_PBKDF2_MIN == 100000u && KEYS_PBKDF2_MAX == 10000000u,
+	       "pbkdf2iters' words match its bounds");
+
 int prop_compression_level(const char *v)
 {
 	if (strcmp(v, "off") == 0)
