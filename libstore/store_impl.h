@@ -605,7 +605,8 @@ struct recv_identity {
  *  encryption root's wrapping, no key (admin lock held). */
 /** What received @ds joins as its receive ends: its encrypted parent's list
  *  (@join->mk set, a reference), or nothing. @return 0 or STOR_ENOKEY */
-int ds_list_join(struct stor_pool *p, struct stor_ds *ds, struct txg_leave *join);
+struct kids_join;
+int ds_list_join(struct stor_pool *p, struct stor_ds *ds, struct kids_join *join);
 int ds_create_received_locked(struct stor_pool *p, const char *name,
 			      const struct stor_ds_opts *o, const struct recv_identity *id,
 			      struct stor_ds **out);

@@ -37,6 +37,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "crypt/keys.h"
@@ -191,4 +192,46 @@ int children_check(struct meta_txn *t, uint64_t id, const struct mac_key *mk, ui
 			 memcmp(racc, acc, MAC_LEN)))
 		ret = STOR_EAUTH;
 	return ret;
+}
+
+struct destroy_task {
+	uint64_t id;
+	struct kids_join leave;
+};
+
+static int destroy_commit(struct meta_txn *t, void *arg, txg_free_fn free_extent, void *stage)
+{
+	struct destroy_task *d = arg;
+	int ret = children_forget(t, d->id);
+
+	(void)free_extent;
+	(void)stage;
+	if (ret == 0 && d->leave.mk)
+		ret = children_change(t, d->leave.parent_id, d->leave.mk, d->leave.guid,
+				      d->leave.suite, 0);
+	/* a list that did not verify stays so: its load-key says it, never the commit */
+	return ret == STOR_EAUTH ? 0 : ret;
+}
+
+static void destroy_release(void *arg)
+{
+	struct destroy_task *d = arg;
+
+	mac_key_put(d->leave.mk);
+	free(d);
+}
+
+int children_destroy_task(uint64_t id, const struct kids_join *leave, struct txg_task *out)
+{
+	struct destroy_task *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return -ENOMEM;
+	d->id = id;
+	if (leave && leave->mk) {
+		d->leave = *leave;
+		mac_key_ref(d->leave.mk);
+	}
+	*out = (struct txg_task){ destroy_commit, destroy_release, d };
+	return 0;
 }

@@ -8,6 +8,21 @@
 #include <stdint.h>
 
 #include "txg/bpmac.h"
+#include "txg/txg.h"
+
+/* A change of one parent's list: (@guid, @suite) in or out of @parent_id's, under @mk. */
+struct kids_join {
+	uint64_t parent_id, guid;
+	unsigned suite;
+	struct mac_key *mk; /* the parent's MAC key; NULL: no list to change */
+};
+
+/**
+ * The commit task of destroying encrypted dataset @id: its own list goes,
+ * and with @leave->mk it leaves that parent's list (a reference on the key
+ * is taken). @return 0 or -ENOMEM
+ */
+int children_destroy_task(uint64_t id, const struct kids_join *leave, struct txg_task *out);
 
 /** The list of a new encrypted dataset @id: empty, under its own MAC key @mk. */
 int children_init(struct meta_txn *t, uint64_t id, const struct mac_key *mk);

@@ -602,7 +602,7 @@ static int promote_close(struct stor_pool *p, uint64_t txg, void *arg)
 	int ret;
 
 	(void)txg;
-	ret = txg_add_snap_ops(p, &c->op, 1);
+	ret = snap_enlist(p, &c->op, 1);
 	if (ret == 0)
 		c->added = 1;
 	return ret;

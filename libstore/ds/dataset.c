@@ -764,14 +764,18 @@ static struct stor_ds *leaves_list(struct stor_pool *p, const struct stor_ds *ds
  * from LMDB (each extent is in one table only, so each is freed once). */
 static int destroy_one_locked(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *pa)
 {
-	struct txg_leave leave;
-	int ret;
+	struct kids_join leave = { 0 };
+	struct txg_task task;
+	int ret = 0;
 
 	if (pa)
-		leave = (struct txg_leave){ .parent_id = pa->id, .guid = ds->guid,
+		leave = (struct kids_join){ .parent_id = pa->id, .guid = ds->guid,
 					    .suite = (unsigned)ds->suite,
 					    .mk = atomic_load(&pa->keys)->mac };
-	ret = txg_forget_ds(p, ds->id, ds->name, pa ? &leave : NULL);
+	if (ds->suite)
+		ret = children_destroy_task(ds->id, &leave, &task);
+	if (ret == 0)
+		ret = txg_forget_ds(p, ds->id, ds->name, ds->suite ? &task : NULL);
 	for (size_t i = 0; i < ds->nsnaps && ret == 0; i++)
 		ret = txg_forget_ds(p, ds->snaps[i]->id, ds->snaps[i]->name, NULL);
 	if (ret < 0)
@@ -947,7 +951,7 @@ int ds_destroy_locked(struct stor_pool *p, const char *name, unsigned flags)
 	return ds_destroy_set_locked(p, &ds, 1, flags);
 }
 
-int ds_list_join(struct stor_pool *p, struct stor_ds *ds, struct txg_leave *join)
+int ds_list_join(struct stor_pool *p, struct stor_ds *ds, struct kids_join *join)
 {
 	struct stor_ds *pa;
 	struct ds_keys *pk;
@@ -962,7 +966,7 @@ int ds_list_join(struct stor_pool *p, struct stor_ds *ds, struct txg_leave *join
 			       "encrypted children: load it, then receive again", pa->name);
 		ret = STOR_ENOKEY;
 	} else if (pk) {
-		*join = (struct txg_leave){ .parent_id = pa->id, .guid = ds->guid,
+		*join = (struct kids_join){ .parent_id = pa->id, .guid = ds->guid,
 					    .suite = (unsigned)ds->suite, .mk = mac_key_ref(pk->mac) };
 	}
 	pthread_mutex_unlock(&p->admin);

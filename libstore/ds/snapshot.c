@@ -592,6 +592,49 @@ int snap_commit_op(struct meta_txn *t, const struct snap_op *op,
 	return ret == STOR_EAUTH && op->join.mk ? 0 : ret;
 }
 
+/* A batch of ops, one participant of a commit (txg.h: struct txg_task). */
+struct op_batch {
+	struct snap_op *ops;
+	size_t n;
+};
+
+static int batch_commit(struct meta_txn *t, void *arg, txg_free_fn free_extent, void *stage)
+{
+	struct op_batch *b = arg;
+	int ret = 0;
+
+	for (size_t i = 0; i < b->n && ret == 0; i++)
+		ret = snap_commit_op(t, &b->ops[i], free_extent, stage);
+	return ret;
+}
+
+static void batch_release(void *arg)
+{
+	struct op_batch *b = arg;
+
+	snap_ops_free(b->ops, b->n);
+	free(b->ops);
+	free(b);
+}
+
+int snap_enlist(struct stor_pool *p, const struct snap_op *ops, size_t n)
+{
+	struct op_batch *b = malloc(sizeof(*b));
+	struct txg_task task = { batch_commit, batch_release, b };
+	int ret = -ENOMEM;
+
+	if (b && (b->ops = malloc((n ? n : 1) * sizeof(*ops)))) {
+		memcpy(b->ops, ops, n * sizeof(*ops));
+		b->n = n;
+		ret = txg_enlist(p, &task);
+		if (ret < 0)
+			free(b->ops);
+	}
+	if (ret < 0)
+		free(b);
+	return ret;
+}
+
 /* ---- create ---- */
 
 struct create_ctx {
@@ -614,7 +657,7 @@ static int create_close(struct stor_pool *p, uint64_t txg, void *arg)
 				      clone_shared_of(c->s[i]->ds);
 		encode(c->s[i], c->ops[i].rec);
 	}
-	ret = txg_add_snap_ops(p, c->ops, c->n);
+	ret = snap_enlist(p, c->ops, c->n);
 	if (ret < 0)
 		return ret;
 	c->added = 1;
@@ -802,7 +845,7 @@ static int destroy_close(struct stor_pool *p, uint64_t txg, void *arg)
 	int ret;
 
 	(void)txg;
-	ret = txg_add_snap_ops(p, c->ops, c->nops ? c->nops : c->n);
+	ret = snap_enlist(p, c->ops, c->nops ? c->nops : c->n);
 	if (ret < 0)
 		return ret;
 	c->added = 1;

@@ -13,7 +13,7 @@
 
 #include "kv/bp.h"
 #include "txg/bpmac.h"
-#include "txg/txg.h"
+#include "ds/children.h"
 
 struct stor_pool;
 struct stor_ds;
@@ -62,7 +62,7 @@ struct snap_op {
 	uint64_t head_id;
 	int have_view;
 	uint8_t view[MAC_ROOT_LEN];
-	struct txg_leave join; /* CREATE: a received dataset joins its parent's list */
+	struct kids_join join; /* CREATE: a received dataset joins its parent's list */
 };
 
 /* A snapshot a receive makes (recv.c): the stream's guid, the source's txg
@@ -76,7 +76,7 @@ struct snap_recv {
 	unsigned mark;
 	int have_view; /* a raw stream's: the view root it carried (stream.h) */
 	uint8_t view[MAC_ROOT_LEN];
-	struct txg_leave join; /* mk set: the dataset joins its parent's list (children.c) */
+	struct kids_join join; /* mk set: the dataset joins its parent's list (children.c) */
 };
 /** Make snapshot @ds@@snapname as @as says, in one commit (admin lock not held). */
 int snap_create_received(struct stor_pool *p, struct stor_ds *ds, const char *snapname,
@@ -91,6 +91,9 @@ int snap_create_received(struct stor_pool *p, struct stor_ds *ds, const char *sn
  *  keeps, another volsize), as last committed? Admin lock held. */
 int snap_head_changed(struct stor_pool *p, struct stor_ds *ds, const struct snap *S);
 
+/** Enlist @n ops in the open txg (their references are the stage's now);
+ *  only from a txg_close_fn. @return 0 or -ENOMEM (none taken) */
+int snap_enlist(struct stor_pool *p, const struct snap_op *ops, size_t n);
 /** Release what @n ops hold. */
 void snap_ops_free(struct snap_op *ops, size_t n);
 /** Apply @op in @t; an extent no one holds any more goes to @free_fn. */

@@ -22,7 +22,6 @@
 #include "base/array.h"
 #include "dev/alloc.h"
 #include "dev/lun.h"
-#include "ds/children.h"
 #include "ds/snapshot.h"
 #include "kv/meta.h"
 #include "store_impl.h"
@@ -70,7 +69,6 @@ struct stage {
 	struct gone {
 		uint64_t id;
 		char *name;
-		struct txg_leave leave; /* mk NULL: in no list */
 	} *gone; /* destroyed datasets */
 	size_t ngone;
 	struct stage_group *groups; /* open addressing */
@@ -78,8 +76,8 @@ struct stage {
 	struct mac_key **mks; /* a reference on the MAC key of each dataset staged */
 	size_t nmks, capmks;
 	size_t resv; /* entries txg_reserve() promised room for, not staged yet */
-	struct snap_op *sops; /* snapshots made and destroyed, in order */
-	size_t nsops, capsops;
+	struct txg_task *tasks; /* participants' work, in the order enlisted */
+	size_t ntasks, captasks;
 	uint8_t dirty[STOR_LUNS_MAX];
 };
 
@@ -100,16 +98,16 @@ static void stage_free(struct stage *s)
 	free(s->slots);
 	free(s->groups);
 	free(s->frees);
-	for (size_t i = 0; i < s->ngone; i++) {
+	for (size_t i = 0; i < s->ngone; i++)
 		free(s->gone[i].name);
-		mac_key_put(s->gone[i].leave.mk);
-	}
 	free(s->gone);
 	for (size_t i = 0; i < s->nmks; i++)
 		mac_key_put(s->mks[i]);
 	free(s->mks);
-	snap_ops_free(s->sops, s->nsops);
-	free(s->sops);
+	for (size_t i = 0; i < s->ntasks; i++)
+		if (s->tasks[i].release)
+			s->tasks[i].release(s->tasks[i].arg);
+	free(s->tasks);
 	free(s);
 }
 
@@ -131,7 +129,7 @@ static int stage_hold_mk(struct stage *s, struct mac_key *mk)
 
 static int stage_empty(const struct stage *s)
 {
-	return s->n == 0 && s->nfrees == 0 && s->ngone == 0 && s->nsops == 0;
+	return s->n == 0 && s->nfrees == 0 && s->ngone == 0 && s->ntasks == 0;
 }
 
 int txg_name_gone(struct stor_pool *p, const char *name)
@@ -623,26 +621,38 @@ int txg_lookup(struct stor_pool *p, size_t n, const uint64_t *ds_ids, const uint
 	return ret;
 }
 
+static int enlist_locked(struct stage *s, const struct txg_task *task)
+{
+	if (s->captasks == s->ntasks) {
+		size_t cap = s->captasks ? 2 * s->captasks : 8;
+		struct txg_task *t = realloc(s->tasks, cap * sizeof(*t));
+
+		if (!t)
+			return -ENOMEM;
+		s->tasks = t;
+		s->captasks = cap;
+	}
+	s->tasks[s->ntasks++] = *task;
+	return 0;
+}
+
 int txg_forget_ds(struct stor_pool *p, uint64_t ds_id, const char *name,
-		  const struct txg_leave *leave)
+		  const struct txg_task *also)
 {
 	struct stage *s;
-	struct gone *gone;
+	struct gone *gone = NULL;
 	char *dup = strdup(name);
+	int ret = -ENOMEM;
 
-	if (!dup)
-		return -ENOMEM;
 	pthread_rwlock_wrlock(&p->hold);
 	pthread_mutex_lock(&p->stage_lock);
 	s = p->open;
-	gone = realloc(s->gone, (s->ngone + 1) * sizeof(*gone));
-	if (!gone) {
-		pthread_mutex_unlock(&p->stage_lock);
-		pthread_rwlock_unlock(&p->hold);
-		free(dup);
-		return -ENOMEM;
+	if (dup)
+		gone = realloc(s->gone, (s->ngone + 1) * sizeof(*gone));
+	if (gone) {
+		s->gone = gone;
+		ret = also ? enlist_locked(s, also) : 0;
 	}
-	s->gone = gone;
 	/*
 	 * The dataset's staged pointers stay: the commit writes them, then
 	 * frees every extent LMDB lists for the dataset and deletes them. The
@@ -650,15 +660,16 @@ int txg_forget_ds(struct stor_pool *p, uint64_t ds_id, const char *name,
 	 * extent is freed once (taking the staged ones out here would free
 	 * them, and then the commit would free the replaced ones again).
 	 */
-	s->gone[s->ngone] = (struct gone){ ds_id, dup, { 0 } };
-	if (leave) {
-		s->gone[s->ngone].leave = *leave;
-		mac_key_ref(leave->mk);
-	}
-	s->ngone++;
+	if (ret == 0)
+		s->gone[s->ngone++] = (struct gone){ ds_id, dup };
 	pthread_mutex_unlock(&p->stage_lock);
 	pthread_rwlock_unlock(&p->hold);
-	return 0;
+	if (ret < 0) {
+		free(dup);
+		if (also && also->release)
+			also->release(also->arg);
+	}
+	return ret;
 }
 
 /* ---- commit ---- */
@@ -830,8 +841,8 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	}
 	/* records of destroyed datasets; their frees join this txg's */
 	size_t nfrees_before = s->nfrees;
-	for (size_t i = 0; i < s->nsops && ret == 0; i++)
-		ret = snap_commit_op(t, &s->sops[i], free_kept, s);
+	for (size_t i = 0; i < s->ntasks && ret == 0; i++)
+		ret = s->tasks[i].commit(t, s->tasks[i].arg, free_kept, s);
 	for (size_t i = 0; i < s->ngone && ret == 0; i++) {
 		struct gone_ctx g = { s };
 		uint8_t prefix[8], *pw = prefix;
@@ -841,14 +852,7 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 			ret = bpmac_forget(t, s->gone[i].id);
 		if (ret == 0)
 			ret = forget_record(t, &s->gone[i]);
-		if (ret == 0)
-			ret = children_forget(t, s->gone[i].id);
-		if (ret == 0 && s->gone[i].leave.mk)
-			ret = children_change(t, s->gone[i].leave.parent_id, s->gone[i].leave.mk,
-					      s->gone[i].leave.guid, s->gone[i].leave.suite, 0);
-		/* a list that did not verify stays so: its load-key says it, never the commit */
-		if (ret == STOR_EAUTH)
-			ret = 0;
+
 	}
 	w = txgbuf;
 	put_u64(&w, s->txg);
@@ -911,21 +915,9 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 	return 0;
 }
 
-int txg_add_snap_ops(struct stor_pool *p, const struct snap_op *ops, size_t n)
+int txg_enlist(struct stor_pool *p, const struct txg_task *task)
 {
-	struct stage *s = p->open;
-
-	if (s->capsops < s->nsops + n) {
-		struct snap_op *o = realloc(s->sops, (s->nsops + n) * sizeof(*o));
-
-		if (!o)
-			return -ENOMEM;
-		s->sops = o;
-		s->capsops = s->nsops + n;
-	}
-	memcpy(s->sops + s->nsops, ops, n * sizeof(*ops));
-	s->nsops += n;
-	return 0;
+	return enlist_locked(p->open, task);
 }
 
 static int sync_hooked(struct stor_pool *p, uint64_t min, txg_close_fn fn, void *arg);
@@ -1025,7 +1017,7 @@ static int sync_hooked(struct stor_pool *p, uint64_t min, txg_close_fn fn, void 
  * or snapshots it destroys? */
 static int stage_frees(const struct stage *s)
 {
-	return s && (s->nfrees || s->ngone || s->nsops);
+	return s && (s->nfrees || s->ngone || s->ntasks);
 }
 
 uint64_t txg_freed(struct stor_pool *p)

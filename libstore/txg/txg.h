@@ -57,20 +57,31 @@ int txg_lookup(struct stor_pool *p, size_t n, const uint64_t *ds_ids, const uint
 /**
  * Forget dataset @ds_id: the next commit writes what is staged for it,
  * then deletes its block pointers and MACs, frees their extents, and
- * deletes its record (@name) if the record still has @ds_id, and with
- * @leave (or NULL) takes it out of its parent's list, all in one
+ * deletes its record (@name) if the record still has @ds_id, and runs
+ * @also (or NULL, the stage's now: released if this fails), all in one
  * transaction, so a crash leaves the dataset either whole or gone.
  * @return 0 or -ENOMEM (nothing changed)
  */
-struct mac_key;
-/* A destroyed dataset's leave of its encrypted parent's list (children.c). */
-struct txg_leave {
-	uint64_t parent_id, guid;
-	unsigned suite;
-	struct mac_key *mk; /* the parent's; the commit holds a reference */
+struct bp;
+struct meta_txn;
+/* The stage's own freeing of an extent no record holds any more (@stage is
+ * the commit's). @return 0 or -ENOMEM */
+typedef int (*txg_free_fn)(void *stage, const struct bp *bp);
+/*
+ * Work of a layer above for a commit: the participants enlist, as with
+ * OpenZFS's dsl_synctask, and the commit knows none of them by name.
+ * @commit runs inside the commit's LMDB transaction, in the order enlisted
+ * (extents it frees go to @free_extent(@stage)); a failed commit aborts the
+ * transaction and runs it again with the next one. @release runs once, when
+ * the stage goes.
+ */
+struct txg_task {
+	int (*commit)(struct meta_txn *t, void *arg, txg_free_fn free_extent, void *stage);
+	void (*release)(void *arg);
+	void *arg;
 };
 int txg_forget_ds(struct stor_pool *p, uint64_t ds_id, const char *name,
-		  const struct txg_leave *leave);
+		  const struct txg_task *also);
 
 /** 1 if a dataset named @name was destroyed and its removal is not committed yet. */
 int txg_name_gone(struct stor_pool *p, const char *name);
@@ -100,9 +111,9 @@ int txg_sync_for_space(struct stor_pool *p, uint64_t *mark);
 typedef int (*txg_close_fn)(struct stor_pool *p, uint64_t txg, void *arg);
 /** Close the open txg through @fn, even if nothing is staged, and commit it. */
 int txg_sync_close(struct stor_pool *p, txg_close_fn fn, void *arg);
-/** Add @n ops (their references are the stage's now) to the open txg; only
- *  from a txg_close_fn. @return 0 or -ENOMEM (none taken) */
-int txg_add_snap_ops(struct stor_pool *p, const struct snap_op *ops, size_t n);
+/** Enlist @task in the open txg (its arg is the stage's now); only from a
+ *  txg_close_fn. @return 0 or -ENOMEM (not taken) */
+int txg_enlist(struct stor_pool *p, const struct txg_task *task);
 
 /* Reader sections: extents and keys seen inside one stay valid until it ends. */
 unsigned txg_read_enter(struct stor_pool *p);
