@@ -9,7 +9,6 @@
  * (bench_report.c), and the run's report (average, percentiles, JSON).
  * Last it saves the validation journal and the JSON document.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <fnmatch.h>

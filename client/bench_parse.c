@@ -11,7 +11,6 @@
  * Every token keeps the physical line it came from, so each error names
  * FILE:LINE. Nothing here talks to the daemon: dataset globs stay globs.
  */
-#include "config.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -9,7 +9,6 @@
  * Every format here is read by scripts (contrib/bench, the e2e tests):
  * a column or key changes only with them.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <inttypes.h>

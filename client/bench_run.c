@@ -14,7 +14,6 @@
  * that owns the dataset in the current run, so it takes no lock. The engine
  * prints nothing itself: failed I/Os go to bench_report_error().
  */
-#include "config.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -611,7 +610,6 @@ static int build_streams(struct engine *e, const struct bench_plan *pl, const st
 	}
 	return 0;
 }
-
 
 int bench_engine_setup(struct engine *e, const struct bench_plan *pl, unsigned ri,
 		       const struct sdmatch *m, const double *base_iops, char *err, size_t errlen)

@@ -10,7 +10,6 @@
  * Header: 0 magic "CFBVRFY1" | 8 guid[16] | 24 record u64 | 32 gen u32 |
  *         36 unit u32 | 40 checksum u64 | 48 reserved[16], all zero
  */
-#include "config.h"
 
 #include <endian.h>
 #include <errno.h>

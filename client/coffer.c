@@ -11,7 +11,6 @@
  * file of keylocation=file://, and sent hex-encoded over the socket, so a
  * daemon with another filesystem view still gets the key.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE, PACKAGE_VERSION */
 
 #include <ctype.h>
 #include <errno.h>

@@ -14,7 +14,6 @@
  * Nothing is sent before the server's uid (SO_PEERCRED) is known to be root,
  * ours or the one COFFER_SERVER_UID names: key text goes over this socket.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <poll.h>

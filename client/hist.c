@@ -6,7 +6,6 @@
  * 0 .. 2*HIST_SUB-1 one value per bucket. No allocation, no locking: callers
  * keep one histogram per thread and merge them.
  */
-#include "config.h"
 
 #include <math.h>
 #include <string.h>

@@ -15,7 +15,6 @@
  * as many digits as they need to read back the same (1048576, 0.25,
  * 0.1), never rounded for display.
  */
-#include <config.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -24,7 +24,6 @@
  * libcurl.so.4, has been stable since 2006; the headers of configure's
  * libcurl still check every call's types.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE, HAVE_CURL, PACKAGE_VERSION */
 
 #include <errno.h>
 #include <fcntl.h>

@@ -12,7 +12,6 @@
  * each, and at end of file asks whether the stream ended whole; a short
  * read or an early end is the daemon's to refuse, not ours to guess.
  */
-#include <config.h> /* the autoconf header first: _GNU_SOURCE */
 
 #include <errno.h>
 #include <stdio.h>

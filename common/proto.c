@@ -7,7 +7,6 @@
  * without libuv; of libstore it needs only the shared rules (name.c,
  * errors.c), which a static link pulls in alone.
  */
-#include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
 
 #include <assert.h>
 #include <errno.h>

@@ -18,7 +18,6 @@
  *
  * This file never logs; callers print the error text it returns.
  */
-#include <config.h> /* autoconf's, found first on the include path: _GNU_SOURCE */
 
 #include <ctype.h>
 #include <errno.h>

@@ -23,7 +23,6 @@
  * handler's failure without a text of its own reads "NAME: VERB: error:
  * DETAIL" from the error map (proto_strerror). Nothing here knows a socket.
  */
-#include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
 
 #include <errno.h>
 #include <stddef.h>

@@ -12,7 +12,6 @@
  * only for what only it knows (counts of open handles, a missing argument).
  * Blocking handlers run on the libuv threadpool; none touches a connection.
  */
-#include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
 
 #include <errno.h>
 #include <limits.h>

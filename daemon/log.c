@@ -18,7 +18,6 @@
  * log_open() and log_close() are for the main thread before and after the
  * other threads run; log_msg() and log_reopen() are safe from any thread.
  */
-#include <config.h> /* autoconf's, found first on the include path: _GNU_SOURCE */
 
 #include <errno.h>
 #include <fcntl.h>

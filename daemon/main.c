@@ -17,7 +17,6 @@
  * /proc/PID/mem for other processes of its uid), and jansson's buffers are
  * wiped when freed, since its lexer keeps copies of the key text it parsed.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE, PACKAGE_VERSION */
 
 #include <errno.h>
 #include <fcntl.h>

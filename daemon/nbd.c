@@ -52,7 +52,6 @@
  * small read buffer and hello_timeout, and an option's data is at most
  * NBD_OPT_MAX bytes; past either the connection closes.
  */
-#include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
 
 #include <errno.h>
 #include <stdarg.h>

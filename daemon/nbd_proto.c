@@ -4,7 +4,6 @@
  * given before anything is read, and nothing here allocates, so a peer's
  * bytes cannot make these read out of bounds or hold memory.
  */
-#include <config.h> /* the autoconf header first: _GNU_SOURCE */
 
 #include <errno.h>
 #include <string.h>

@@ -19,7 +19,6 @@
  * in flight and is closed. A revoked handle number stays taken: requests on
  * it get -ESTALE until its owner closes it.
  */
-#include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
 
 #include <dirent.h>
 #include <errno.h>

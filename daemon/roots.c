@@ -19,7 +19,6 @@
  * Read once, when cofferd starts: the list changes with the operator's
  * datasets, and a restart is how cofferd takes a changed configuration.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <stdio.h>

@@ -60,7 +60,6 @@
  * such a frame may be moved (compaction) or the buffer grown: both wipe the
  * bytes they leave behind. A closing connection wipes what it still holds.
  */
-#include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -17,7 +17,6 @@
  * pool's count of open datasets, as a handle does, so the pool is not
  * exported under it.
  */
-#include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
 
 #include <errno.h>
 #include <inttypes.h>

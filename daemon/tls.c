@@ -28,7 +28,6 @@
  * cache (a resumed session would skip the identity check), key files that
  * others may read are refused, PSKs are wiped when the daemon exits.
  */
-#include <config.h> /* the autoconf header first: _GNU_SOURCE */
 
 #include <errno.h>
 #include <fcntl.h>

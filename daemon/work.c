@@ -34,7 +34,6 @@
  * A request is completed through its own function pointer; this file names
  * no layer above it (work.h).
  */
-#include <config.h> /* the autoconf header first: _GNU_SOURCE, PACKAGE_VERSION */
 
 #include <errno.h>
 #include <malloc.h>

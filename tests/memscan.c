@@ -6,7 +6,6 @@
  * The scan's own buffer and the callers' vaults are subtracted from every
  * region, so that the copies the tests must hold never count as hits.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>

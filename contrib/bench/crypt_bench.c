@@ -8,7 +8,6 @@
  *
  * Usage: crypt_bench [record-bytes (default 8192)] [seconds per cell (default 0.3)]
  */
-#include "config.h"
 
 #include <stdio.h>
 #include <stdlib.h>

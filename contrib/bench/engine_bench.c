@@ -10,7 +10,6 @@
  * Buffered reads come from the page cache once the LUN files are cached; the
  * O_DIRECT rows are the ones that reach the device.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <ftw.h>

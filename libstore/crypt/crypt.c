@@ -62,7 +62,6 @@
  * walks a pool's block pointers and reports any (dataset, key salt, nonce)
  * seen twice.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <string.h>

@@ -32,7 +32,6 @@
  * each (crypt_bench) against 5.6 us in OpenSSL. Records that are not whole
  * blocks (compressed ones) still go to OpenSSL.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -23,7 +23,6 @@
  * Also the home of the constant-time compare and cleanse that crypt.c and
  * the other backends use, so that only backends include OpenSSL headers.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -10,7 +10,6 @@
  * buffer untouched; error text goes to a thread-local buffer, never to a log.
  * Only this file and the crypt backends include OpenSSL headers.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -6,7 +6,6 @@
  * run the coffer binary against it. Everything lives under
  * ${TMPDIR:-/tmp}/coffer-e2e.XXXXXX and is removed afterwards.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <fcntl.h>

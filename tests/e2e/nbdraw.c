@@ -3,7 +3,6 @@
  * E2E: a raw NBD peer for the tests that send what no well-behaved client
  * sends (nbdraw.h), on the Unix socket or over TCP.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <netinet/in.h>

@@ -7,7 +7,6 @@
  * one environment open twice in a process: close the tamper handle before
  * opening the pool with libstore.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,6 @@
  * output and its documented fields, and validation mode catching a record
  * corrupted in its LUN file and a lost (rolled back) write.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <criterion/criterion.h>
 #include <fcntl.h>

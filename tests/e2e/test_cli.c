@@ -5,7 +5,6 @@
  * bare "Invalid argument"), a typo gets "did you mean", and nothing stored
  * changes when a command is refused.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,6 @@
  * from the LUNs alone keep the clone; an encrypted clone shares its root's
  * key (keystatus, load-key) and `pool check` finds no nonce used twice.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <stdio.h>
 #include <stdlib.h>

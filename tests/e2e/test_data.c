@@ -6,7 +6,6 @@
  * SIGTERM + restart that keeps every flushed record and every dataset; the
  * generated systemd unit through systemd-analyze verify and security.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <pwd.h>

@@ -8,7 +8,6 @@
  * connections at once, must read back what was written; reads after writes
  * and discards see them; a SIGTERM with reads in flight stops cleanly.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,7 +8,6 @@
  * memory for the next txg's log record: the import missed them, or refused
  * the pool ("block pointer of unknown dataset").
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <signal.h>
 #include <stdarg.h>

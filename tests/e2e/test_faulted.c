@@ -5,7 +5,6 @@
  * works or says why, and the daemon lives on; export and destroy forget
  * the pool, and once the LUN is back it imports.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <stdio.h>
 #include <stdlib.h>

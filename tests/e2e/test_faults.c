@@ -10,7 +10,6 @@
  * damaged pool refuses import while the others go on serving, and one
  * damaged label copy is repaired from the other.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <fcntl.h>

@@ -20,7 +20,6 @@
  * and -f of an admin closes a non-admin's handles (with requests in flight)
  * for pool export and destroy; their requests then get ESTALE.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,7 +9,6 @@
  * state_dir an import is refused and changes nothing; a pool imported under
  * a new name keeps it in its datasets, state files and labels.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <stdarg.h>

@@ -19,7 +19,6 @@
  *   out a nonce it used for the records written in between.
  * - DISCARD, whole or partial, with the key unloaded changes nothing.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <fcntl.h>

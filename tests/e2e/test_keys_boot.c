@@ -10,7 +10,6 @@
  * given in cofferd.conf: a wrong CA, an oversized body, a missing key and an
  * unreachable server are each refused in words, and nothing is loaded.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -13,7 +13,6 @@
  * Every wait is for an event (a reply, a hang-up, a report on a pipe) with
  * a generous deadline; nothing sleeps for a fixed time.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <grp.h>

@@ -11,7 +11,6 @@
  * pool passes `pool check` and imports again from its LUNs. Clear and
  * encrypted (aes-256-ccm, a raw key file), the clone a child or a sibling.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,6 @@
  * is not faulted, and takes writes again once there is room; pool clear
  * resets its counts. A refused create leaves the state directory as it was.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <fcntl.h>

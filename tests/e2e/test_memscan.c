@@ -24,7 +24,6 @@
  * yes (what memory holds does not depend on it); where ptrace access is
  * refused even so (Yama, a sandbox) the scans skip with the reason.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <stdio.h>

@@ -10,7 +10,6 @@
  * it from the other LUNs and says so, with the rebuild's size and time, so
  * that the other LUNs' copies may fail next.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -16,7 +16,6 @@
  * finds nothing; offline and online through coffer copy only what the side
  * missed; attach and detach.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <fcntl.h>
 #include <signal.h>

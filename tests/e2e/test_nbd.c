@@ -6,7 +6,6 @@
  * well-behaved client sends. A test whose client is missing is skipped and
  * says which package brings it (contrib/deps.sh installs them).
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <fcntl.h>

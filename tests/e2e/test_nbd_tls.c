@@ -10,7 +10,6 @@
  * bounded pool of their own: a flood of idle ones from one address turns
  * away neither a client that completes its handshake nor a local user.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 /* The wire codecs, the command table and name checks of common/proto.c, without a daemon. */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <string.h>

@@ -16,7 +16,6 @@
  * daemon that will not come up), or coffer was built --without-rados, the
  * program says why and exits 77, which make check reports as SKIP.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <signal.h>

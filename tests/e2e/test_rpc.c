@@ -5,7 +5,6 @@
  * closed while another connection carries on, permissions of a non-admin
  * uid, connection limits and a clean SIGTERM.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <grp.h>

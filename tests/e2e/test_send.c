@@ -19,7 +19,6 @@
  * has a GUID of a dataset, and a raw one far ahead of the pool's txg, are
  * refused.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <stdint.h>
 #include <stdio.h>

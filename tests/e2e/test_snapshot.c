@@ -7,7 +7,6 @@
  * space back; `pool check` finds nothing leaked; names and requests that
  * make no sense are refused with a text and change nothing.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <stdio.h>
 #include <stdlib.h>

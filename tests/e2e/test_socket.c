@@ -10,7 +10,6 @@
  * sends nothing, not even HELLO, to a socket another uid serves unless
  * COFFER_SERVER_UID names that uid.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <errno.h>
 #include <poll.h>

@@ -7,7 +7,6 @@
  * ordinary writes, overwrites, flush, destroy and export still succeed.
  * `get` and `list` report the space as zfs does.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <stdio.h>
 #include <stdlib.h>

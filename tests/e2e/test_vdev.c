@@ -13,7 +13,6 @@
  * COFFER_TEST_SEED, printed). A side attached to a vdev other than the
  * last is listed in status under that vdev, not the last one.
  */
-#include <config.h> /* the autoconf header: _GNU_SOURCE */
 
 #include <signal.h>
 #include <stdint.h>

@@ -13,7 +13,6 @@
  * daemon/tls.c (PSK), as rpc.c feeds it; the session may only fail. Bit 2
  * runs the PSK file parser over the whole input instead.
  */
-#include <config.h>
 
 #include <stddef.h>
 #include <stdint.h>

@@ -8,7 +8,6 @@
  * record find it by content: they write an incompressible pattern and scan
  * the LUN files for it.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 /* coffer bench input: vdbench parameter files and one-liner flags into run plans. */
-#include "config.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>

@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 /* coffer bench data validation: unit headers, generations, the journal. */
-#include "config.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>

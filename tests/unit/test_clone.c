@@ -11,7 +11,6 @@
  * promote hands the snapshots over while every view reads as before, and
  * the old origin can then go.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -5,7 +5,6 @@
  * shipped example file and man page in step with the option table, and the
  * log targets (format, journald prefix, reopen after rotation, threads).
  */
-#include "config.h" /* autoconf's (tests/unit has no config.h of its own) */
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,7 +5,6 @@
  * random mixed batches, tamper detection, in-place operation and threads,
  * and scans of this process's memory for key material a batch left behind.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -5,7 +5,6 @@
  * property rules (inheritance, local override, inherit, recordsize fixed at
  * creation, unknown properties).
  */
-#include "config.h"
 
 #include <errno.h>
 #include <pthread.h>

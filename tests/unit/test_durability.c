@@ -6,7 +6,6 @@
  * referenced twice, allocator and datasets count what the pointers
  * reference, no double free refused) before and after a re-import.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>

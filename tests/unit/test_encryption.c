@@ -10,7 +10,6 @@
  * while the pool is closed (or from a forked child, which is a process of
  * its own), since LMDB forbids a second environment on one file per process.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>

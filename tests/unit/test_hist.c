@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 /* The latency histogram of coffer bench: bucket bounds, percentiles on known distributions, merge. */
-#include "config.h"
 
 #include <criterion/criterion.h>
 #include <math.h>

@@ -3,7 +3,6 @@
  * keys.c: known-answer tests of the KDFs, the three key formats with every
  * bad shape, wrap/unwrap round trips and tamper detection, locked memory.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <stdint.h>

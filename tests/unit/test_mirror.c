@@ -20,7 +20,6 @@
  * every write can be neither offlined, replaced nor detached; a side larger
  * than the first, detached or gone, leaves the pool importable.
  */
-#include "config.h" /* _GNU_SOURCE: memmem */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,6 @@
  * another pool, a missing LUN, a damaged label), destroy, and the size/used
  * accounting of stor_pool_stat.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,7 +6,6 @@
  * concurrent readers and writers, a LUN that refuses writes in the middle
  * of a batch, and records of 512 B and 1 MiB.
  */
-#include "config.h"
 
 #include <dirent.h>
 #include <errno.h>

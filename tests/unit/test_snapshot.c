@@ -8,7 +8,6 @@
  * metadata log on the LUNs carries them; encrypted datasets keep their
  * snapshots' pointers authenticated.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <stdio.h>

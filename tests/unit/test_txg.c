@@ -9,7 +9,6 @@
  * older, never torn, never another record's data. The child never shares a
  * pool handle with the parent (store.h: do not use a pool across fork).
  */
-#include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
