@@ -5,7 +5,11 @@ noinst_LIBRARIES += libstore/libstore.a
 libstore_libstore_a_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
 libstore_libstore_a_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS) $(LMDB_CFLAGS) $(ZSTD_CFLAGS) $(XXHASH_CFLAGS) $(URING_CFLAGS) $(RADOS_CFLAGS)
 libstore_libstore_a_SOURCES = \
-	%D%/store.h %D%/store_impl.h \
+	%D%/store.h %D%/pool_impl.h \
+	%D%/base/pool_error.h %D%/dev/errlog.h %D%/dev/lunset.h %D%/dev/mirror.h \
+	%D%/ds/clone.h %D%/ds/dataset.h %D%/ds/dskeys.h %D%/ds/keyfile.h %D%/ds/space.h \
+	%D%/io/record.h %D%/kv/statedir.h %D%/pool/pool.h %D%/pool/pool_rename.h \
+	%D%/pool/resilver.h %D%/pool/scrub.h %D%/send/recv.h \
 	common/errors.c common/size.c common/name.c common/typo.c common/hex.c \
 	common/lun_path.c common/prop_names.h common/prop_names.c \
 	%D%/base/pool_error.c %D%/base/stor_assert.h %D%/base/stor_assert.c %D%/base/array.h %D%/base/bytes.h \

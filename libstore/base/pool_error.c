@@ -13,7 +13,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "store_impl.h"
+#include "base/pool_error.h"
+#include "pool_impl.h"
 
 static _Thread_local char last_error[512];
 

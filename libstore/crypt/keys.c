@@ -30,8 +30,9 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
+#include "base/pool_error.h"
 #include "crypt/keys.h"
-#include "store_impl.h"
+#include "pool_impl.h"
 
 #define WRAP_NONCE_LEN 12
 #define WRAP_TAG_LEN 16

@@ -17,9 +17,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dev/errlog.h"
+#include "ds/dataset.h"
 #include "kv/format.h"
 #include "kv/meta.h"
-#include "store_impl.h"
+#include "pool_impl.h"
 
 static pthread_mutex_t errlog_lock = PTHREAD_MUTEX_INITIALIZER; /* a leaf */
 

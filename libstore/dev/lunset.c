@@ -37,10 +37,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/pool_error.h"
 #include "dev/alloc.h"
+#include "dev/errlog.h"
 #include "dev/lun_impl.h"
+#include "dev/lunset.h"
+#include "dev/mirror.h"
 #include "kv/meta.h"
-#include "store_impl.h"
+#include "kv/statedir.h"
+#include "pool_impl.h"
 
 static unsigned lun_flags(const struct stor_pool *p)
 {

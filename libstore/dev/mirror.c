@@ -30,7 +30,8 @@
 #include "base/stor_assert.h"
 #include "crypt/hash.h"
 #include "dev/lun.h"
-#include "store_impl.h"
+#include "dev/mirror.h"
+#include "pool_impl.h"
 
 /* Taking a side out of service: two failing at once must not both go. */
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -57,9 +57,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/pool_error.h"
+#include "ds/clone.h"
+#include "ds/dataset.h"
 #include "ds/snapshot.h"
+#include "ds/space.h"
 #include "kv/meta.h"
-#include "store_impl.h"
+#include "pool_impl.h"
 
 int stor_ds_clone(struct stor_pool *p, const char *origin, const char *name,
 		  const struct stor_ds_opts *opts)

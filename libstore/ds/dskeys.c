@@ -22,11 +22,16 @@
 #include <string.h>
 
 #include "base/cache.h"
+#include "base/pool_error.h"
 #include "base/stor_assert.h"
 #include "ds/children.h"
+#include "ds/dataset.h"
+#include "ds/dskeys.h"
+#include "ds/keyfile.h"
 #include "ds/snapshot.h"
 #include "kv/meta.h"
-#include "store_impl.h"
+#include "pool_impl.h"
+#include "send/recv.h"
 
 /* ---- in-memory key state ---- */
 

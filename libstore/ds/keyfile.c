@@ -41,9 +41,13 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "base/pool_error.h"
+#include "ds/dataset.h"
+#include "ds/keyfile.h"
 #include "kv/format.h"
 #include "kv/meta.h"
-#include "store_impl.h"
+#include "kv/statedir.h"
+#include "pool_impl.h"
 #include "txg/metalog.h"
 
 #define KEYFILE_MAGIC 0x434f46464b455953ull /* "COFFKEYS" */

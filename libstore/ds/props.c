@@ -9,12 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/pool_error.h"
 #include "base/stor_assert.h"
 #include "crypt/crypt.h"
 #include "crypt/keys.h"
 #include "ds/props.h"
+#include "pool_impl.h"
 #include "store.h"
-#include "store_impl.h"
 
 /* prop_names.c says the bounds of pbkdf2iters in words */
 _Static_assert(KEYS_PBKDF2_MIN == 100000u && KEYS_PBKDF2_MAX == 10000000u,

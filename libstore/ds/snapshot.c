@@ -71,10 +71,16 @@
 
 #include "base/array.h"
 #include "base/cache.h"
+#include "base/pool_error.h"
 #include "ds/children.h"
+#include "ds/clone.h"
+#include "ds/dataset.h"
 #include "ds/snapshot.h"
+#include "ds/space.h"
 #include "kv/meta.h"
-#include "store_impl.h"
+#include "pool/pool.h"
+#include "pool_impl.h"
+#include "send/recv.h"
 
 #define SNAP_RECORD_LEN SNAP_RECORD_MAX
 

@@ -11,9 +11,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "ds/children.h"
 #include "kv/bp.h"
 #include "txg/bpmac.h"
-#include "ds/children.h"
 
 struct stor_pool;
 struct stor_ds;

@@ -38,8 +38,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/pool_error.h"
 #include "dev/alloc.h"
-#include "store_impl.h"
+#include "ds/dataset.h"
+#include "ds/space.h"
+#include "pool_impl.h"
 #include "txg/metalog.h"
 
 #define SLOP_MIN (2ull << 20)   /* a few txgs of overwrites on a tiny pool */

@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "store_impl.h"
+#include "pool_impl.h"
 #include "txg/txg.h"
 
 #define MAP_BATCH 1024u /* records looked up at once */

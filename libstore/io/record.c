@@ -27,10 +27,17 @@
 #include "crypt/compress.h"
 #include "crypt/hash.h"
 #include "dev/alloc.h"
+#include "dev/errlog.h"
 #include "dev/lun.h"
+#include "dev/lunset.h"
+#include "dev/mirror.h"
+#include "ds/clone.h"
+#include "ds/dskeys.h"
 #include "ds/snapshot.h"
+#include "ds/space.h"
+#include "io/record.h"
 #include "io/stats.h"
-#include "store_impl.h"
+#include "pool_impl.h"
 
 enum rec_kind { REC_READ, REC_WRITE, REC_ZERO, REC_HOLE };
 

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "base/stor_assert.h"
+#include "ds/dataset.h"
 #include "io/stats.h"
 
 uint64_t stats_now_ns(void)

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "store_impl.h"
+#include "pool_impl.h"
 
 uint64_t stats_now_ns(void);
 /** Count one finished request of @ds and its latency. */

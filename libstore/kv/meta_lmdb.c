@@ -44,7 +44,8 @@
 #include <unistd.h>
 
 #include "kv/meta.h"
-#include "store_impl.h"
+#include "kv/statedir.h"
+#include "pool_impl.h"
 
 #define RTXN_CACHE 64
 

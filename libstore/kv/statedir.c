@@ -19,7 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "store_impl.h"
+#include "kv/statedir.h"
+#include "pool_impl.h"
 
 int statedir_sync(const char *path)
 {

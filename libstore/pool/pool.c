@@ -25,7 +25,8 @@
  * key file look datasets up by id and rewrite the key file on every key
  * change. They share the pool's admin lock and its dataset table, so they
  * are one subsystem in four files. No unit they call calls back into any
- * of them, so the circle ends here (see store_impl.h).
+ * of them, so the circle ends here; the pool's upward includes are in
+ * tests/layers.allow.
  *
  * The labels say who has the pool (lunset_mark): active under this host's
  * id from open (import) and create, exported by stor_pool_export(); a pool
@@ -65,11 +66,24 @@
 #include <unistd.h>
 
 #include "base/cache.h"
+#include "base/pool_error.h"
 #include "dev/alloc.h"
+#include "dev/errlog.h"
 #include "dev/lun.h"
+#include "dev/lunset.h"
+#include "dev/mirror.h"
+#include "ds/clone.h"
+#include "ds/dataset.h"
+#include "ds/keyfile.h"
 #include "ds/snapshot.h"
+#include "ds/space.h"
 #include "kv/meta.h"
-#include "store_impl.h"
+#include "kv/statedir.h"
+#include "pool/pool.h"
+#include "pool/pool_rename.h"
+#include "pool/scrub.h"
+#include "pool_impl.h"
+#include "send/recv.h"
 #include "txg/metalog.h"
 
 /* stor_name_check's limit for a pool is what a LUN label can hold */

@@ -19,9 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/pool_error.h"
+#include "ds/dataset.h"
 #include "ds/snapshot.h"
 #include "kv/meta.h"
-#include "store_impl.h"
+#include "kv/statedir.h"
+#include "pool/pool_rename.h"
+#include "pool_impl.h"
 
 /* One dataset record under a name of another pool: key and value copies. */
 struct stray {

@@ -37,9 +37,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/pool_error.h"
 #include "dev/alloc.h"
 #include "dev/lun.h"
-#include "store_impl.h"
+#include "dev/lunset.h"
+#include "dev/mirror.h"
+#include "pool/pool.h"
+#include "pool/resilver.h"
+#include "pool/scrub.h"
+#include "pool_impl.h"
 #include "txg/metalog.h"
 
 /* Sides of @idx's vdev other than @idx that hold every write. */

@@ -45,10 +45,15 @@
 
 #define SCRUB_NICE 19
 
+#include "base/pool_error.h"
 #include "dev/alloc.h"
+#include "dev/errlog.h"
+#include "dev/mirror.h"
 #include "ds/snapshot.h"
 #include "kv/meta.h"
-#include "store_impl.h"
+#include "pool/resilver.h"
+#include "pool/scrub.h"
+#include "pool_impl.h"
 #include "txg/metalog.h"
 
 #define SCRUB_BATCH 16

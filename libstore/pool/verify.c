@@ -27,9 +27,13 @@
 #include "crypt/hash.h"
 #include "dev/alloc.h"
 #include "dev/lun.h"
+#include "dev/mirror.h"
+#include "ds/clone.h"
+#include "ds/dataset.h"
 #include "ds/snapshot.h"
 #include "kv/meta.h"
-#include "store_impl.h"
+#include "pool_impl.h"
+#include "send/recv.h"
 #include "txg/metalog.h"
 
 struct seen_nonce {

@@ -93,11 +93,16 @@
 
 #include "base/array.h"
 #include "base/cache.h"
+#include "base/pool_error.h"
 #include "crypt/hash.h"
+#include "ds/dataset.h"
+#include "ds/dskeys.h"
 #include "ds/snapshot.h"
+#include "io/record.h"
 #include "kv/meta.h"
+#include "pool_impl.h"
+#include "send/recv.h"
 #include "send/stream.h"
-#include "store_impl.h"
 #include "txg/bpmac.h"
 
 #define RECV_BATCH 32u

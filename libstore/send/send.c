@@ -34,13 +34,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/pool_error.h"
 #include "crypt/hash.h"
 #include "dev/lun.h"
+#include "dev/mirror.h"
 #include "ds/children.h"
+#include "ds/dataset.h"
 #include "ds/snapshot.h"
 #include "kv/meta.h"
+#include "pool_impl.h"
 #include "send/stream.h"
-#include "store_impl.h"
 #include "txg/bpmac.h"
 
 #define SEND_BATCH 256u

@@ -7,11 +7,12 @@
 #include <errno.h>
 #include <string.h>
 
+#include "base/pool_error.h"
 #include "crypt/crypt.h"
 #include "crypt/hash.h"
+#include "pool_impl.h"
 #include "send/stream.h"
 #include "store.h"
-#include "store_impl.h"
 
 static_assert(STREAM_WRAPPED_LEN == KEYS_WRAPPED_LEN, "the stream carries a whole wrapped key");
 static_assert(STREAM_SALT_LEN == KEYS_SALT_LEN, "the stream carries a whole pbkdf2 salt");

@@ -49,10 +49,12 @@
 #include <xxhash.h>
 
 #include "base/array.h"
+#include "base/pool_error.h"
 #include "dev/alloc.h"
 #include "dev/lun.h"
+#include "dev/mirror.h"
 #include "kv/meta.h"
-#include "store_impl.h"
+#include "pool_impl.h"
 #include "txg/metalog.h"
 
 struct mext {

@@ -21,10 +21,13 @@
 
 #include "base/array.h"
 #include "dev/alloc.h"
+#include "dev/errlog.h"
 #include "dev/lun.h"
+#include "dev/lunset.h"
+#include "dev/mirror.h"
 #include "ds/snapshot.h"
 #include "kv/meta.h"
-#include "store_impl.h"
+#include "pool_impl.h"
 #include "txg/metalog.h"
 
 struct stage_ent {

@@ -25,8 +25,8 @@
 #include <criterion/criterion.h>
 
 #include "daemon.h"
-#include "nbdraw.h"
 #include "nbd_proto.h"
+#include "nbdraw.h"
 #include "proto.h"
 
 /* short handshake limits, so that the hostile tests see them act */

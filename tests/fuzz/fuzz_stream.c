@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ds/clone.h"
+#include "pool_impl.h"
+#include "send/recv.h"
 #include "store.h"
-#include "store_impl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

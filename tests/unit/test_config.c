@@ -20,8 +20,8 @@
 
 #include <criterion/criterion.h>
 
-#include "daemon/conf.h"
 #include "common/sockpath.h"
+#include "daemon/conf.h"
 #include "daemon/log.h"
 
 static char dir[4096];

@@ -23,7 +23,7 @@
 
 #include "dev/alloc.h"
 #include "fixture.h"
-#include "store_impl.h"
+#include "pool_impl.h"
 
 #define LUN_SIZE (16ull << 20)
 #define REC 8192u

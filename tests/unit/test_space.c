@@ -11,9 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ds/space.h"
 #include "fixture.h"
 #include "store.h"
-#include "store_impl.h" /* the space table, against a full rebuild */
+#include "pool_impl.h" /* the space table, against a full rebuild */
 
 #define REC 8192u
 #define MIB (1ull << 20)

@@ -24,7 +24,7 @@
 #include <criterion/criterion.h>
 
 #include "fixture.h"
-#include "store_impl.h" /* the pool's stage lock, for all_committed() */
+#include "pool_impl.h" /* the pool's stage lock, for all_committed() */
 #include "txg/txg.h"
 
 #define DSNAME TPOOL_NAME "/crash"

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/* errlog.c's functions inside libstore (its head comment says the rest). */
+#ifndef STOR_ERRLOG_H
+#define STOR_ERRLOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pool_impl.h"
+
+struct meta_txn;
+
+/** Record @recno of dataset @ds_id has no sound copy (a read, scrub or
+ *  resilver found none); any thread, no lock held but leaves. */
+void errlog_note(struct stor_pool *p, uint64_t ds_id, uint64_t recno);
+
+/** Empty the list (pool clear, a scrub without errors). */
+void errlog_clear(struct stor_pool *p);
+
+/** The list from the "errlog" row of @t, at import. */
+int errlog_load(struct stor_pool *p, struct meta_txn *t);
+
+/** Put the row into @t if the list changed: 1 put, 0 nothing, or an error;
+ *  after 1, a commit that fails calls errlog_undo() */
+int errlog_save(struct stor_pool *p, struct meta_txn *t);
+
+void errlog_undo(struct stor_pool *p);
+
+#endif

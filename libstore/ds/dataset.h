@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/* dataset.c's functions inside libstore (its head comment says the rest). */
+#ifndef STOR_DATASET_H
+#define STOR_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pool_impl.h"
+
+struct kids_join;
+struct meta_txn;
+struct recv_identity;
+struct snap;
+
+struct stor_ds *ds_find_locked(struct stor_pool *p, const char *name);
+
+struct stor_ds *ds_find_id_locked(struct stor_pool *p, uint64_t id);
+
+/** The index in p->ds of @ds's parent, or SIZE_MAX (the pool's root). */
+size_t ds_parent_index_locked(struct stor_pool *p, const struct stor_ds *ds);
+
+int ds_load_all(struct stor_pool *p);
+
+void ds_free(struct stor_ds *ds);
+
+int ds_save(struct stor_pool *p, struct stor_ds *ds);
+
+/** Put the record of @ds in @t (a read-write transaction). */
+int ds_save_txn(struct meta_txn *t, struct stor_ds *ds);
+
+/** The record of @ds, malloc'ed, in *@out. @return 0 or -ENOMEM */
+int ds_record(struct stor_ds *ds, uint8_t **out, size_t *len);
+
+/** Effective (local or inherited) value of @id for @ds; admin lock held. */
+const char *ds_prop_locked(struct stor_pool *p, struct stor_ds *ds, int id, struct stor_ds **from);
+
+/** Create a dataset; a clone when @origin is set (dataset.c). Admin lock held. */
+int ds_create_locked(struct stor_pool *p, const char *name, const struct stor_ds_opts *o,
+		     struct snap *origin, struct stor_ds **out);
+
+/** Destroy @name as stor_ds_destroy() does; admin lock held. */
+int ds_destroy_locked(struct stor_pool *p, const char *name, unsigned flags);
+
+/** Destroy @seeds, with -r (@flags) their descendants and snapshots, with -R
+ *  the clones of those too, recursively, all in one txg; admin lock held.
+ *  @return 0, -EBUSY (with the reason: children, snapshots or clones and no
+ *  flag for them, open, or the pool's root among them) */
+int ds_destroy_set_locked(struct stor_pool *p, struct stor_ds *const *seeds, size_t nseeds,
+			  unsigned flags);
+
+int pool_create_root(struct stor_pool *p);
+
+/** Create @name as the copy of a raw stream's dataset: its GUID, its
+ *  encryption root's wrapping, no key (admin lock held). */
+/** What received @ds joins as its receive ends: its encrypted parent's list
+ *  (@join->mk set, a reference), or nothing. @return 0 or STOR_ENOKEY */
+int ds_list_join(struct stor_pool *p, struct stor_ds *ds, struct kids_join *join);
+
+int ds_create_received_locked(struct stor_pool *p, const char *name,
+			      const struct stor_ds_opts *o, const struct recv_identity *id,
+			      struct stor_ds **out);
+
+/** @ds, received under a name of its own (receive -F), takes @name, whose
+ *  dataset is destroyed already; its mark becomes @mark in the same commit. */
+int ds_rename_received(struct stor_pool *p, struct stor_ds *ds, const char *name, unsigned mark);
+
+#endif

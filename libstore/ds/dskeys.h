@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/* dskeys.c's functions inside libstore (its head comment says the rest). */
+#ifndef STOR_DSKEYS_H
+#define STOR_DSKEYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pool_impl.h"
+
+struct crypt_key;
+struct meta_txn;
+struct recv_identity;
+
+/** A clone's key state: its origin's master key, wrapped by their root's
+ *  wrapping key under its own GUID (dskeys.c). */
+int dskeys_clone(struct stor_pool *p, struct stor_ds *ds, const struct stor_ds *parent,
+		 const struct stor_ds *origin);
+
+int dskeys_create(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *parent,
+		  const struct stor_ds_opts *opts);
+
+void dskeys_drop(struct stor_ds *ds);
+
+/** Draw @n nonces for a batch of writes from the current nonce block of @k. */
+void dskeys_nonces(struct ds_keys *k, size_t n, uint64_t *salt, uint32_t *prefix,
+		   uint64_t *first);
+
+/**
+ * The data key of key salt @salt, derived on first use and kept with the
+ * key state; past DSKEYS_MAX_SALTS salts a key of its own in *@own, which
+ * the caller frees (crypt_key_free) once its ops are done. NULL on failure.
+ */
+const struct crypt_key *dskeys_data_key(struct ds_keys *k, uint64_t guid, int suite,
+					uint64_t salt, struct crypt_key **own);
+
+#define DSKEYS_RECORD_LEN 1
+void dskeys_record(struct stor_ds *ds, uint8_t **p);
+
+int dskeys_parse(struct stor_ds *ds, const uint8_t **p, const uint8_t *end);
+
+/** Give @ds the GUID and wrapped key of a raw stream (recv.c). */
+int dskeys_adopt(struct stor_ds *ds, const struct recv_identity *id);
+
+/** Write the MAC root of a new encrypted dataset @ds into @t. */
+int dskeys_init_macs(struct meta_txn *t, struct stor_ds *ds);
+
+#endif
