@@ -65,12 +65,7 @@ static int term(const struct mac_key *mk, uint64_t guid, unsigned suite, uint8_t
 static int tag(const struct mac_key *mk, uint64_t n, const uint8_t acc[MAC_LEN],
 	       uint8_t out[MAC_LEN])
 {
-	uint8_t msg[1 + 8 + MAC_LEN], *w = msg;
-
-	put_u8(&w, 'N');
-	put_u64(&w, n);
-	put_bytes(&w, acc, MAC_LEN);
-	return keys_prf128(mk->k, msg, sizeof(msg), out);
+	return bpmac_prf(mk, 'N', n, acc, out);
 }
 
 static int put_row(struct meta_txn *t, uint64_t id, uint64_t n, const uint8_t acc[MAC_LEN],

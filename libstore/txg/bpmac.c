@@ -200,16 +200,22 @@ int bpmac_leaf_xor(const struct mac_key *mk, uint64_t recno, const uint8_t bp[BP
 	return ret;
 }
 
+int bpmac_prf(const struct mac_key *mk, uint8_t domain, uint64_t n, const uint8_t v[MAC_LEN],
+	      uint8_t out[MAC_LEN])
+{
+	uint8_t msg[1 + 8 + MAC_LEN], *w = msg;
+
+	put_u8(&w, domain);
+	put_u64(&w, n);
+	put_bytes(&w, v, MAC_LEN);
+	return keys_prf128(mk->k, msg, sizeof(msg), out);
+}
+
 /* The term of group @g in the root's accumulator. */
 static int group_term(const struct mac_key *mk, uint64_t g, const uint8_t gmac[MAC_LEN],
 		      uint8_t out[MAC_LEN])
 {
-	uint8_t msg[1 + 8 + MAC_LEN], *w = msg;
-
-	put_u8(&w, 'G');
-	put_u64(&w, g);
-	put_bytes(&w, gmac, MAC_LEN);
-	return keys_prf128(mk->k, msg, sizeof(msg), out);
+	return bpmac_prf(mk, 'G', g, gmac, out);
 }
 
 static int root_tag(const struct mac_key *mk, const uint8_t acc[MAC_LEN], uint8_t out[MAC_LEN])

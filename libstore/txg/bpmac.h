@@ -102,6 +102,10 @@ int bpmac_view_save(struct meta_txn *t, uint64_t ds_id, uint64_t snap_id);
 /** Add the term of group @g whose MAC is @gmac to the root's sum @acc. */
 int bpmac_sum_add(const struct mac_key *mk, uint64_t g, const uint8_t gmac[MAC_LEN],
 		  uint8_t acc[MAC_LEN]);
+/** PRF(@mk, @domain | @n | @v): a term or tag of a XOR sum under @mk, its
+ *  domain byte one of bpmac.c's ('G') or children.c's ('N'). @return 0 or -EIO */
+int bpmac_prf(const struct mac_key *mk, uint8_t domain, uint64_t n, const uint8_t v[MAC_LEN],
+	      uint8_t out[MAC_LEN]);
 /** Check root @root (sum | tag) under @mk against the sum @acc computed.
  *  @return 0 or STOR_EAUTH */
 int bpmac_root_check(const struct mac_key *mk, const uint8_t acc[MAC_LEN],
