@@ -24,12 +24,12 @@
 #include "ds/dataset.h"
 #include "ds/dskeys.h"
 #include "ds/keyfile.h"
+#include "ds/recv_state.h"
 #include "ds/snapshot.h"
 #include "ds/space.h"
 #include "kv/meta.h"
 #include "pool/pool.h"
 #include "pool_impl.h"
-#include "send/recv.h"
 
 #define DS_VOLSIZE_DEFAULT (1ull << 30)
 

@@ -28,10 +28,10 @@
 #include "ds/dataset.h"
 #include "ds/dskeys.h"
 #include "ds/keyfile.h"
+#include "ds/recv_state.h"
 #include "ds/snapshot.h"
 #include "kv/meta.h"
 #include "pool_impl.h"
-#include "send/recv.h"
 
 /* ---- in-memory key state ---- */
 

@@ -75,12 +75,12 @@
 #include "ds/children.h"
 #include "ds/clone.h"
 #include "ds/dataset.h"
+#include "ds/recv_state.h"
 #include "ds/snapshot.h"
 #include "ds/space.h"
 #include "kv/meta.h"
 #include "pool/pool.h"
 #include "pool_impl.h"
-#include "send/recv.h"
 
 #define SNAP_RECORD_LEN SNAP_RECORD_MAX
 

@@ -110,7 +110,7 @@
  *   "pool": "config" -> pool record (meta_pool_* in pool.c);
  *           "recv/<dataset id, 16 hex digits>" -> u8 1 (being received) or
  *           2 (its MAC tree waits for a key, to be built and checked
- *           against the roots there) or 3 (an incremental going in): recv.c;
+ *           against the roots there) or 3 (an incremental going in): ds/recv_state.c;
  *           "kids/<dataset id, 16 hex digits>" -> the encrypted children of
  *           an encrypted dataset, under its key: children.c
  *   "ds":   dataset name -> dataset record (dataset.c)

@@ -30,10 +30,10 @@
 #include "dev/mirror.h"
 #include "ds/clone.h"
 #include "ds/dataset.h"
+#include "ds/recv_state.h"
 #include "ds/snapshot.h"
 #include "kv/meta.h"
 #include "pool_impl.h"
-#include "send/recv.h"
 #include "txg/metalog.h"
 
 struct seen_nonce {

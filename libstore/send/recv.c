@@ -97,6 +97,7 @@
 #include "crypt/hash.h"
 #include "ds/dataset.h"
 #include "ds/dskeys.h"
+#include "ds/recv_state.h"
 #include "ds/snapshot.h"
 #include "io/record.h"
 #include "kv/meta.h"
@@ -107,7 +108,6 @@
 
 #define RECV_BATCH 32u
 #define RECV_BATCH_BYTES (4u << 20) /* or fewer records of a large recordsize */
-#define MARK_PREFIX "recv/"
 
 struct stor_recv {
 	struct stor_pool *p;
@@ -129,270 +129,6 @@ struct stor_recv {
 	uint8_t *bufs[RECV_BATCH];
 };
 
-/* ---- the marks ---- */
-
-static void mark_key(uint64_t id, char key[32])
-{
-	snprintf(key, 32, MARK_PREFIX "%016llx", (unsigned long long)id);
-}
-
-int recv_mark_txn(struct meta_txn *t, uint64_t id, unsigned state)
-{
-	char key[32];
-	uint8_t v = (uint8_t)state;
-	int ret;
-
-	mark_key(id, key);
-	if (state)
-		return meta_put(t, META_POOL, key, strlen(key), &v, 1);
-	ret = meta_del(t, META_POOL, key, strlen(key));
-	return ret == -ENOENT ? 0 : ret;
-}
-
-static int mark(struct stor_pool *p, uint64_t id, unsigned state)
-{
-	struct meta_txn *t = NULL;
-	int ret = meta_txn_begin(p->meta, &t);
-
-	if (ret < 0)
-		return ret;
-	ret = recv_mark_txn(t, id, state);
-	if (ret < 0) {
-		meta_txn_abort(t);
-		return ret;
-	}
-	return meta_txn_commit(t);
-}
-
-static int mark_of(struct stor_pool *p, uint64_t id)
-{
-	struct meta_txn *t = NULL;
-	const void *v;
-	size_t vlen;
-	char key[32];
-	int ret = meta_rtxn_get(p->meta, &t);
-
-	if (ret < 0)
-		return ret;
-	mark_key(id, key);
-	ret = meta_get(t, META_POOL, key, strlen(key), &v, &vlen);
-	ret = ret == -ENOENT ? 0 : ret < 0 ? ret : vlen == 1 ? *(const uint8_t *)v : STOR_ECORRUPT;
-	meta_rtxn_put(t);
-	return ret;
-}
-
-int recv_macs_pending(struct stor_pool *p, const struct stor_ds *ds)
-{
-	int m;
-
-	if (atomic_load(&ds->receiving))
-		return -EBUSY;
-	m = mark_of(p, ds->id);
-	return m < 0 ? m : m == RECV_MACS ? 1 : m == RECV_RECEIVING ? -EBUSY : 0;
-}
-
-/* ---- the MAC tree of a raw receive, at its first load-key ---- */
-
-struct build {
-	uint64_t id, max_birth; /* a snapshot table keeps pointers born by its txg */
-	const struct mac_key *mk;
-	struct bpmac_change *ch;
-	size_t n, cap;
-	uint64_t end; /* one past the highest record number seen */
-	int clear;    /* a pointer without encryption: refused */
-};
-
-static int leaf_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
-{
-	struct build *b = ctx;
-	const uint8_t *k = key;
-	uint64_t recno, g;
-	struct bp bp;
-
-	if (klen != BP_KEY_LEN || bp_decode(val, vlen, &bp) < 0)
-		return STOR_ECORRUPT;
-	if (!(bp.flags & BP_F_ENCRYPTED)) {
-		b->clear = 1;
-		return STOR_EAUTH;
-	}
-	if (bp.birth > b->max_birth)
-		return STOR_EAUTH;
-	k += 8;
-	recno = get_u64(&k);
-	g = recno / MAC_GROUP;
-	if (recno >= b->end)
-		b->end = recno + 1;
-	/* pointers come in record order: one change per group, appended */
-	if (!b->n || b->ch[b->n - 1].recno / MAC_GROUP != g) {
-		if (b->n == b->cap) {
-			size_t cap = b->cap ? b->cap * 2 : 64;
-			struct bpmac_change *c = realloc(b->ch, cap * sizeof(*c));
-			if (!c)
-				return -ENOMEM;
-			b->ch = c;
-			b->cap = cap;
-		}
-		b->ch[b->n++] = (struct bpmac_change){ .ds_id = b->id, .recno = recno, .mk = b->mk };
-	}
-	return bpmac_leaf_xor(b->mk, recno, val, b->ch[b->n - 1].delta);
-}
-
-/* Table @id's group MACs and root under @mk, from its pointers, in @t; its
- * view root stays. *@end grows past its highest record number. */
-static int build_table(struct meta_txn *t, uint64_t id, const struct mac_key *mk,
-		       uint64_t max_birth, uint64_t *end)
-{
-	struct build b = { .id = id, .mk = mk, .max_birth = max_birth, .end = *end };
-	uint8_t prefix[8], *w = prefix;
-	int ret;
-
-	put_u64(&w, id);
-	ret = bpmac_forget_tree(t, id); /* what an earlier tree left, if any */
-	if (ret == 0)
-		ret = meta_iter(t, META_BP, prefix, sizeof(prefix), 0, leaf_one, &b);
-	if (ret == 0)
-		ret = bpmac_root_init(t, id, mk);
-	if (ret == 0 && b.n)
-		ret = bpmac_apply(t, b.ch, b.n);
-	free(b.ch);
-	*end = b.end;
-	return b.clear ? STOR_EAUTH : ret;
-}
-
-/* One group of a snapshot's view: the pointers born by its txg. */
-struct view_group {
-	uint64_t txg;
-	int dup;
-	uint8_t have[MAC_GROUP];
-	uint8_t bp[MAC_GROUP][BP_LEN];
-};
-
-static int view_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
-{
-	struct view_group *v = ctx;
-	const uint8_t *k = (const uint8_t *)key + 8;
-	struct bp bp;
-	unsigned i;
-
-	if (klen != BP_KEY_LEN || bp_decode(val, vlen, &bp) < 0)
-		return STOR_ECORRUPT;
-	if (bp.birth > v->txg)
-		return 0;
-	i = (unsigned)(get_u64(&k) % MAC_GROUP);
-	/* two versions of a record alive at one txg: never made by a commit */
-	if (v->have[i]) {
-		v->dup = 1;
-		return 1;
-	}
-	v->have[i] = 1;
-	memcpy(v->bp[i], val, BP_LEN);
-	return 0;
-}
-
-/*
- * Does snapshot @idx of @ds read as the view root it was made with (or
- * received with)? Its view is what snapshot.c's read rule gives: the
- * pointers born by its txg in the head and in its own and every newer
- * table, at most one per record; its leaves are the head's (the view root
- * was the head's root). Records [0, @end) in groups, in @t.
- */
-static int check_view(struct meta_txn *t, const struct stor_ds *ds, size_t idx,
-		      const struct mac_key *head_mk, uint64_t end)
-{
-	const struct snap *x = ds->snaps[idx];
-	uint8_t root[MAC_ROOT_LEN], acc[MAC_LEN] = { 0 };
-	struct view_group *v;
-	int ret = bpmac_row_get(t, x->id, MAC_VIEW, root);
-
-	if (ret == -ENOENT)
-		return STOR_EAUTH;
-	if (ret < 0)
-		return ret;
-	v = malloc(sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	for (uint64_t g = 0; g * MAC_GROUP < end && ret == 0; g++) {
-		uint8_t gmac[MAC_LEN] = { 0 }, key[BP_KEY_LEN];
-
-		memset(v->have, 0, sizeof(v->have));
-		v->txg = x->txg;
-		v->dup = 0;
-		for (size_t j = ds->nsnaps + 1; j-- > idx && ret == 0;) {
-			bp_key(j == ds->nsnaps ? ds->id : ds->snaps[j]->id, g * MAC_GROUP, key);
-			/* the group's keys share all but their last byte (bpmac.c) */
-			ret = meta_iter(t, META_BP, key, sizeof(key) - 1, 0, view_one, v);
-			if (ret == 1)
-				ret = STOR_EAUTH;
-		}
-		for (unsigned i = 0; i < MAC_GROUP && ret == 0; i++)
-			if (v->have[i])
-				ret = bpmac_leaf_xor(head_mk, g * MAC_GROUP + i, v->bp[i], gmac);
-		if (ret == 0)
-			ret = bpmac_sum_add(head_mk, g, gmac, acc);
-	}
-	free(v);
-	return ret < 0 ? ret : bpmac_root_check(head_mk, acc, root);
-}
-
-int recv_build_macs(struct stor_pool *p, struct stor_ds *ds, const struct ds_keys *k,
-		    const uint8_t *expect, unsigned flags)
-{
-	uint8_t want[MAC_ROOT_LEN], got[MAC_ROOT_LEN], view[MAC_ROOT_LEN];
-	struct meta_txn *t = NULL;
-	uint64_t end = 0;
-	int ret = meta_txn_begin(p->meta, &t);
-
-	if (ret < 0)
-		return ret;
-	/* the root the head must come out with: the stream's, else the one it
-	 * was left with, which is its newest snapshot's view (a dataset is only
-	 * ever marked when its head reads as that snapshot) */
-	if (expect) {
-		memcpy(want, expect, sizeof(want));
-	} else {
-		ret = bpmac_row_get(t, ds->id, MAC_ROOT, want);
-		if (ret == 0 && ds->nsnaps)
-			ret = bpmac_row_get(t, ds->snaps[ds->nsnaps - 1]->id, MAC_VIEW, view);
-		if (ret == -ENOENT || (ret == 0 && ds->nsnaps && memcmp(want, view, sizeof(view))))
-			ret = STOR_EAUTH;
-	}
-	if (ret == 0)
-		ret = build_table(t, ds->id, k->mac, UINT64_MAX, &end);
-	if (ret == 0)
-		ret = bpmac_row_get(t, ds->id, MAC_ROOT, got);
-	/* the tag of @got is ours, under the key: equal bytes are a sound root */
-	if (ret == 0 && memcmp(got, want, sizeof(got)))
-		ret = STOR_EAUTH;
-	/* each snapshot table under its own key (snapshot.c), its pointers
-	 * born by its txg; then each snapshot's view as its root says */
-	for (size_t i = 0; i < ds->nsnaps && ret == 0; i++) {
-		struct snap *s = ds->snaps[i];
-		struct mac_key *mk = mac_key_new(k->master, s->guid, (unsigned)ds->suite);
-
-		ret = mk ? build_table(t, s->id, mk, s->txg, &end) : -ENOMEM;
-		mac_key_put(mk);
-	}
-	for (size_t i = 0; i < ds->nsnaps && ret == 0; i++)
-		ret = check_view(t, ds, i, k->mac, end);
-	if (ret == 0 && !(flags & RECV_BUILD_KEEP_MARK))
-		ret = recv_mark_txn(t, ds->id, 0);
-	if (ret < 0 || (flags & RECV_BUILD_DRY)) {
-		meta_txn_abort(t);
-		if (ret == STOR_EAUTH)
-			pool_set_error("dataset %s: its block pointers are not the set its MAC roots "
-				       "were made over (a record dropped, replayed or added, or "
-				       "not encrypted)", ds->name);
-		return ret;
-	}
-	ret = meta_txn_commit(t);
-	/* what was verified under the old tree is verified again under the new */
-	if (ret == 0)
-		snap_drop_keys(ds);
-	return ret;
-}
-
-/* ---- cleanup ---- */
-
 struct leftovers {
 	uint64_t *ids;
 	unsigned *states;
@@ -406,7 +142,7 @@ static int leftover_one(const void *key, size_t klen, const void *val, size_t vl
 	uint64_t *ids;
 	unsigned *states, state = vlen == 1 ? *(const uint8_t *)val : 0;
 
-	if ((state != RECV_RECEIVING && state != RECV_INCR) || klen != strlen(MARK_PREFIX) + 16)
+	if ((state != RECV_RECEIVING && state != RECV_INCR) || klen != strlen(RECV_MARK_PREFIX) + 16)
 		return 0;
 	ids = realloc(l->ids, (l->n + 1) * sizeof(*ids));
 	if (ids)
@@ -416,7 +152,7 @@ static int leftover_one(const void *key, size_t klen, const void *val, size_t vl
 		return -ENOMEM;
 	l->states = states;
 	l->states[l->n] = state;
-	memcpy(hex, (const char *)key + strlen(MARK_PREFIX), 16);
+	memcpy(hex, (const char *)key + strlen(RECV_MARK_PREFIX), 16);
 	hex[16] = '\0';
 	l->ids[l->n++] = strtoull(hex, NULL, 16);
 	return 0;
@@ -439,7 +175,7 @@ static int discard(struct stor_pool *p, uint64_t id)
 	pthread_mutex_unlock(&p->admin);
 	if (name[0])
 		ret = stor_ds_destroy(p, name, STOR_RECURSIVE);
-	return ret < 0 && ret != -ENOENT ? ret : mark(p, id, 0);
+	return ret < 0 && ret != -ENOENT ? ret : recv_mark(p, id, 0);
 }
 
 /*
@@ -505,7 +241,7 @@ static int undo_incr(struct stor_pool *p, uint64_t id, int held)
 	nomacs = ds && ds->suite && (!k || atomic_load(&ds->macs_later));
 	pthread_mutex_unlock(&p->admin);
 	if (!ds)
-		return mark(p, id, 0);
+		return recv_mark(p, id, 0);
 	if (name[0])
 		ret = stor_snap_rollback(p, name, (held ? SNAP_HELD : 0) | (nomacs ? SNAP_NOMACS : 0));
 	if (ret == 0 && nomacs) {
@@ -517,7 +253,7 @@ static int undo_incr(struct stor_pool *p, uint64_t id, int held)
 			drop_key(ds);
 		pthread_mutex_unlock(&p->admin);
 	} else if (ret == 0) {
-		ret = mark(p, id, 0);
+		ret = recv_mark(p, id, 0);
 	}
 	atomic_store(&ds->macs_later, 0);
 	/* a rollback that failed leaves the dataset half received: it stays
@@ -535,7 +271,7 @@ int recv_cleanup(struct stor_pool *p)
 
 	if (ret < 0)
 		return ret;
-	ret = meta_iter(t, META_POOL, MARK_PREFIX, strlen(MARK_PREFIX), 0, leftover_one, &l);
+	ret = meta_iter(t, META_POOL, RECV_MARK_PREFIX, strlen(RECV_MARK_PREFIX), 0, leftover_one, &l);
 	meta_rtxn_put(t);
 	for (size_t i = 0; i < l.n && ret == 0; i++)
 		ret = l.states[i] == RECV_INCR ? undo_incr(p, l.ids[i], 0) : discard(p, l.ids[i]);
@@ -822,18 +558,18 @@ static int attach(struct stor_recv *r)
 	}
 	/* the mark it had (RECV_MACS: a raw copy whose tree waits), kept if
 	 * the receive lets go of it before changing anything */
-	prev = ret == 0 ? mark_of(p, ds->id) : 0;
+	prev = ret == 0 ? recv_mark_of(p, ds->id) : 0;
 	if (prev < 0)
 		ret = prev;
 	if (ret == 0)
-		ret = mark(p, ds->id, RECV_INCR);
+		ret = recv_mark(p, ds->id, RECV_INCR);
 	if (ret == 0 && changed) {
 		unsigned nomacs = ds->suite && !atomic_load(&ds->keys) ? SNAP_NOMACS : 0;
 
 		/* refused (a newer snapshot has clones, say): nothing was rolled back */
 		ret = stor_snap_rollback(p, fromname, STOR_RECURSIVE | SNAP_HELD | nomacs);
 		if (ret < 0)
-			mark(p, ds->id, (unsigned)prev);
+			recv_mark(p, ds->id, (unsigned)prev);
 		else if (nomacs)
 			atomic_store(&ds->macs_later, 1);
 	}

@@ -6,45 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ds/recv_state.h"
 #include "pool_impl.h"
 
 struct meta_txn;
 struct stor_recv;
 
-struct recv_identity {
-	int raw; /* else only the mark: a fresh GUID and key as for any create */
-	uint64_t guid;
-	int suite, keyformat;
-	uint32_t iters;
-	uint8_t salt[KEYS_SALT_LEN];
-	uint8_t wrapped[KEYS_WRAPPED_LEN];
-	uint8_t kids_empty[MAC_LEN]; /* its empty list's tag (children.c) */
-};
-
-#define RECV_RECEIVING 1u /* the pool table's mark of a dataset: being received */
-#define RECV_MACS 2u      /* its MAC tree waits for a key; its roots are there (recv.c) */
-#define RECV_INCR 3u      /* an incremental going in: undone to its newest snapshot */
-/** Mark dataset @id (@state 0: unmark) in @t. */
-int recv_mark_txn(struct meta_txn *t, uint64_t id, unsigned state);
-
-/** Is @ds waiting for its MAC tree (a raw receive)? 1 yes, 0 no, -EBUSY
- *  while it is being received, or an error. */
-int recv_macs_pending(struct stor_pool *p, const struct stor_ds *ds);
-
-/**
- * Build the MAC tree of @ds, its head's under @k->mac and each snapshot
- * table's under its own key, from the pointers, and check it: the head
- * must come out with root @expect (a raw stream's view root), else with
- * the root it holds, which must be its newest snapshot's view root, and
- * each snapshot must read as its view root (recv.c). Clears the mark
- * unless RECV_BUILD_KEEP_MARK; RECV_BUILD_DRY checks and keeps nothing.
- * Admin lock held. @return 0, STOR_EAUTH (the reason in pool_set_error)
- */
-int recv_build_macs(struct stor_pool *p, struct stor_ds *ds, const struct ds_keys *k,
-		    const uint8_t *expect, unsigned flags);
-
-#define RECV_BUILD_DRY 0x1u
-#define RECV_BUILD_KEEP_MARK 0x2u
 /** A receive of no pool: every check of the stream, nothing stored (the
  *  fuzz harness); stor_recv_feed() and stor_recv_close() as for any. */
 struct stor_recv *recv_parser_new(void);
