@@ -591,11 +591,14 @@ int snap_commit_op(struct meta_txn *t, const struct snap_op *op,
 	}
 	if (ret == 0 && op->mark_id)
 		ret = recv_mark_txn(t, op->mark_id, op->mark);
-	if (ret == 0 && op->join.mk)
+	if (ret == 0 && op->join.mk) {
 		ret = children_change(t, op->join.parent_id, op->join.mk, op->join.guid,
 				      op->join.suite, 1);
-	/* a list that did not verify stays so: its load-key says it, never the commit */
-	return ret == STOR_EAUTH && op->join.mk ? 0 : ret;
+		/* a list that did not verify stays so: its load-key says it, never the commit */
+		if (ret == STOR_EAUTH)
+			ret = 0;
+	}
+	return ret;
 }
 
 /* A batch of ops, one participant of a commit (txg.h: struct txg_task). */
