@@ -8,12 +8,12 @@ libstore_libstore_a_SOURCES = \
 	%D%/store.h %D%/pool_impl.h \
 	%D%/base/pool_error.h %D%/dev/errlog.h %D%/dev/lunset.h %D%/dev/mirror.h \
 	%D%/ds/clone.h %D%/ds/dataset.h %D%/ds/dskeys.h %D%/ds/keyfile.h %D%/ds/space.h \
-	%D%/io/record.h %D%/kv/statedir.h %D%/pool/pool.h %D%/pool/pool_rename.h \
+	%D%/io/record.h %D%/kv/statedir.h %D%/pool/pool_rename.h \
 	%D%/pool/resilver.h %D%/pool/scrub.h %D%/send/recv.h \
 	common/errors.c common/size.c common/name.c common/typo.c common/hex.c \
 	common/lun_path.c common/prop_names.h common/prop_names.c \
 	%D%/base/pool_error.c %D%/base/stor_assert.h %D%/base/stor_assert.c %D%/base/array.h %D%/base/bytes.h \
-	%D%/base/cache.h %D%/base/cache.c \
+	%D%/base/cache.h %D%/base/cache.c %D%/base/seen_bits.h %D%/base/seen_bits.c \
 	%D%/crypt/crypt.h %D%/crypt/crypt_backend.h %D%/crypt/crypt.c %D%/crypt/crypt_openssl.c \
 	%D%/crypt/keys.h %D%/crypt/keys.c %D%/crypt/hash.h %D%/crypt/compress.h %D%/crypt/compress.c \
 	%D%/kv/format.h %D%/kv/meta.h %D%/kv/meta_lmdb.c %D%/kv/bp.h %D%/kv/bp.c %D%/kv/statedir.c \
@@ -21,12 +21,12 @@ libstore_libstore_a_SOURCES = \
 	%D%/dev/mirror.c %D%/dev/alloc.h %D%/dev/alloc.c %D%/dev/hostid.c %D%/dev/scan.c \
 	%D%/dev/errlog.c \
 	%D%/txg/txg.h %D%/txg/txg.c %D%/txg/metalog.h %D%/txg/metalog.c \
-	%D%/txg/bpmac.h %D%/txg/bpmac.c \
+	%D%/txg/bpmac.h %D%/txg/bpmac.c %D%/txg/pool_record.h %D%/txg/pool_record.c \
 	%D%/ds/dataset.c %D%/ds/props.h %D%/ds/props.c %D%/ds/space.c %D%/ds/snapshot.h \
 	%D%/ds/snapshot.c %D%/ds/clone.c %D%/ds/dskeys.c %D%/ds/keyfile.c \
 	%D%/ds/children.h %D%/ds/children.c %D%/ds/recv_state.h %D%/ds/recv_state.c \
 	%D%/io/record.c %D%/io/map.c %D%/io/stats.h %D%/io/stats.c \
-	%D%/pool/pool.c %D%/pool/pool_rename.c %D%/pool/scrub.c %D%/pool/resilver.c \
+	%D%/pool/pool.c %D%/pool/promote.c %D%/pool/pool_rename.c %D%/pool/scrub.c %D%/pool/resilver.c \
 	%D%/pool/verify.c \
 	%D%/send/stream.h %D%/send/stream.c %D%/send/send.c %D%/send/recv.c
 if HAVE_IPSEC_MB

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The two structs every part of libstore works on: the pool (struct
- * stor_pool, its LUNs in struct pool_lun) and the dataset (struct stor_ds,
- * its key state and counters). daemon/ and client/ never include this.
- * Each module's functions are in its own header, in its layer's folder
- * (libstore/local.mk lists the layers; tests/layers.sh checks them).
+ * The structs every part of libstore from dev/ up works on: the pool
+ * (struct stor_pool, its LUNs in struct pool_lun), the dataset (struct
+ * stor_ds, its key state and counters) and the snapshot (struct snap).
+ * A pool is LUNs first, so this is dev's: what it embeds comes from dev
+ * and the layers before it, and a layer above reaches in through a
+ * function pointer it is handed (keep_mac). daemon/ and client/ never
+ * include this. Each module's functions are in its own header, in its
+ * layer's folder (libstore/local.mk lists the layers; tests/layers.sh
+ * checks them).
  */
 #ifndef STOR_POOL_IMPL_H
 #define STOR_POOL_IMPL_H
@@ -13,12 +17,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "crypt/crypt.h"
+#include "base/seen_bits.h"
 #include "crypt/keys.h"
-#include "ds/props.h"
+#include "prop_names.h"
 #include "store.h"
-#include "txg/bpmac.h"
-#include "txg/txg.h"
 
 struct lun;
 struct meta;
@@ -43,7 +45,7 @@ struct ds_keys {
 	uint8_t *master; /* KEYS_MASTER_LEN bytes of secure memory */
 	uint8_t *wk;     /* wrapping key, on an encryption root only */
 	struct mac_key *mac;  /* block pointer MACs (bpmac.c) */
-	struct mac_seen seen; /* groups verified since the load */
+	struct seen_bits seen; /* groups verified since the load */
 	_Atomic(struct salt_key *) hot[DSKEYS_HOT]; /* by salt; entries live in @all */
 	struct salt_key *all;
 	size_t nall;
@@ -61,6 +63,25 @@ struct ds_stats {
 	atomic_uint_fast64_t read_bytes, write_bytes, cache_hits, cache_misses;
 	atomic_uint_fast64_t sealed, opened, seal_ns, open_ns, cksum_errors, auth_errors;
 	atomic_uint_fast64_t lat[STOR_LAT_BUCKETS];
+};
+
+/* A snapshot of a dataset (ds/snapshot.c); here because the write path
+ * (txg.c) moves an overwritten pointer into the newest one's table. */
+struct snap {
+	char *name; /* pool/ds@snap */
+	uint64_t id;      /* its table of kept pointers: META_BP keys (id, recno) */
+	uint64_t guid;    /* binds its MAC key (keys_derive_mac) */
+	uint64_t txg;     /* it holds what was committed up to this txg */
+	uint64_t ctime;   /* seconds since the epoch */
+	uint64_t volsize; /* the dataset's size then */
+	uint64_t referenced; /* the bytes its dataset's pointers took then */
+	struct stor_ds *ds; /* its dataset */
+	atomic_int refs;  /* open handles */
+	int dying;        /* its destroy is staged, not yet committed */
+	int nclones;      /* datasets whose origin it is (admin lock) */
+	pthread_mutex_t lock; /* @mk and @seen */
+	struct mac_key *mk;   /* of an encrypted dataset, while its key is loaded */
+	struct seen_bits seen; /* groups of its table verified since */
 };
 
 struct stor_ds {
@@ -222,6 +243,9 @@ struct stor_pool {
 	pthread_t timer;
 	pthread_mutex_t timer_lock;
 	pthread_cond_t timer_cond;
+	/* the MAC key of a snapshot (snap_mac), which txg.c needs for a pointer
+	 * it moves into the kept snapshot's table: handed down by txg_init */
+	int (*keep_mac)(struct snap *s, struct mac_key **out);
 	int timer_stop, timer_started;
 	atomic_int suspended; /* enum stor_suspend: writes are refused */
 	atomic_int suspend_error; /* what the failed flush or commit returned */

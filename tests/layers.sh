@@ -14,15 +14,21 @@
 # one "file: header" a line; the check fails on any other, and on a line of
 # the list that no longer breaks it (take it out), so the list only shrinks.
 #
+# The calls are checked as well, from the objects when a build is at hand
+# (make check runs in it): no object of a layer may need a symbol that an
+# object of a higher layer defines (nm), whatever the includes say.
+#
 # usage: layers.sh  (from make check, or with srcdir set to the top)
 set -eu
+build=$(pwd)
 top=$(cd "${srcdir:-$(dirname "$0")/..}" && pwd)
 cd "$top"
 LAYERS="common base crypt kv dev txg ds io pool send"
 
 rank() { # layer -> its place in LAYERS; the two top headers: 0
 	case $1 in
-	store | pool_impl) echo 0; return ;;
+	store) echo 0; return ;;
+	pool_impl) set -- dev ;;
 	esac
 	i=0
 	for l in $LAYERS; do
@@ -33,12 +39,13 @@ rank() { # layer -> its place in LAYERS; the two top headers: 0
 }
 
 found=$(mktemp)
-trap 'rm -f "$found"' EXIT
+calls=$(mktemp)
+trap 'rm -f "$found" "$calls"' EXIT
 for f in common/*.[ch] libstore/*.h libstore/*/*.[ch]; do
 	case $f in
 	common/*) mine=common ;;
 	libstore/store.h) mine=store ;;
-	libstore/pool_impl.h) mine=base ;;
+	libstore/pool_impl.h) mine=dev ;;
 	libstore/*/*) mine=${f#libstore/}; mine=${mine%%/*} ;;
 	esac
 	[ "$(rank "$mine")" -ge 0 ] || { echo "layers: $f: folder $mine is in no layer" >&2; exit 1; }
@@ -61,7 +68,27 @@ for f in common/*.[ch] libstore/*.h libstore/*/*.[ch]; do
 	done
 done | sort > "$found"
 
+# The calls: each object's layer is its folder; "symbol layer object" for
+# every definition, then every undefined symbol looked up in that list.
+for o in "$build"/libstore/*/*.o; do
+	[ -f "$o" ] || continue
+	l=${o#"$build"/libstore/}
+	l=${l%%/*}
+	nm -g --defined-only "$o" | awk -v l="$(rank "$l")" -v o="${o#"$build"/}" \
+		'NF == 3 { print "D", $3, l, o }'
+	nm -u "$o" | awk -v l="$(rank "$l")" -v o="${o#"$build"/}" '{ print "U", $2, l, o }'
+done | awk '$1 == "D" { layer[$2] = $3; at[$2] = $4; next }
+	{ use[NR] = $0 }
+	END { for (i in use) { split(use[i], f, " ")
+		if ((f[2] in layer) && layer[f[2]] + 0 > f[3] + 0)
+			print f[4] " calls " f[2] " of " at[f[2]] } }' | sort > "$calls"
+
 rc=0
+if [ -s "$calls" ]; then
+	echo "layers: calls into a higher layer:" >&2
+	sed 's/^/  /' "$calls" >&2
+	rc=1
+fi
 new=$(comm -23 "$found" tests/layers.allow)
 gone=$(comm -13 "$found" tests/layers.allow)
 if [ -n "$new" ]; then
@@ -74,5 +101,6 @@ if [ -n "$gone" ]; then
 	echo "$gone" | sed 's/^/  /' >&2
 	rc=1
 fi
-[ $rc = 0 ] && echo "layers: $(wc -l < tests/layers.allow) known exceptions, no new one"
+[ $rc = 0 ] && echo "layers: $(wc -l < tests/layers.allow) known exceptions, no new one;" \
+	"$(ls "$build"/libstore/*/*.o 2>/dev/null | wc -l) objects call no higher layer"
 exit $rc

@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #include "base/pool_error.h"
-#include "pool_impl.h"
+#include "store.h"
 
 static _Thread_local char last_error[512];
 

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pool_impl.h"
+#include "store.h"
 
 void pool_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

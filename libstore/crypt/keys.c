@@ -32,7 +32,7 @@
 
 #include "base/pool_error.h"
 #include "crypt/keys.h"
-#include "pool_impl.h"
+#include "store.h"
 
 #define WRAP_NONCE_LEN 12
 #define WRAP_TAG_LEN 16

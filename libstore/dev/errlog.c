@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "dev/errlog.h"
-#include "ds/dataset.h"
 #include "kv/format.h"
 #include "kv/meta.h"
 #include "pool_impl.h"
@@ -102,34 +101,14 @@ void errlog_undo(struct stor_pool *p)
 	atomic_store(&p->errlog.dirty, 1);
 }
 
-int stor_pool_errors(struct stor_pool *p, struct stor_pool_error *out, unsigned max,
-		     uint64_t *more)
+unsigned errlog_copy(struct stor_pool *p, struct errlog_ent *out, uint64_t *more)
 {
-	struct errlog_ent e[ERRLOG_MAX];
 	unsigned n;
 
 	pthread_mutex_lock(&errlog_lock);
 	n = p->errlog.n;
-	memcpy(e, p->errlog.e, n * sizeof(e[0]));
+	memcpy(out, p->errlog.e, n * sizeof(out[0]));
 	*more = p->errlog.more;
 	pthread_mutex_unlock(&errlog_lock);
-	if (n > max) {
-		*more += n - max;
-		n = max;
-	}
-	pthread_mutex_lock(&p->admin);
-	for (unsigned i = 0; i < n; i++) {
-		struct stor_ds *ds = ds_find_id_locked(p, e[i].ds_id);
-
-		out[i] = (struct stor_pool_error){ .record = e[i].recno };
-		if (ds) {
-			snprintf(out[i].dataset, sizeof(out[i].dataset), "%s", ds->name);
-			out[i].offset = e[i].recno * ds->recsize;
-		} else {
-			snprintf(out[i].dataset, sizeof(out[i].dataset), "<dataset %llu, destroyed>",
-				 (unsigned long long)e[i].ds_id);
-		}
-	}
-	pthread_mutex_unlock(&p->admin);
-	return (int)n;
+	return n;
 }

@@ -26,4 +26,8 @@ int errlog_save(struct stor_pool *p, struct meta_txn *t);
 
 void errlog_undo(struct stor_pool *p);
 
+/** The list as it is now, into @out (ERRLOG_MAX entries); returns how many,
+ *  and in @more how many were noted past the bound. */
+unsigned errlog_copy(struct stor_pool *p, struct errlog_ent *out, uint64_t *more);
+
 #endif

@@ -31,6 +31,7 @@
 #include "crypt/hash.h"
 #include "dev/lun.h"
 #include "dev/mirror.h"
+#include "kv/bp.h"
 #include "pool_impl.h"
 
 /* Taking a side out of service: two failing at once must not both go. */

@@ -6,10 +6,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kv/format.h"
 #include "pool_impl.h"
 
 struct meta_txn;
-struct promote_plan;
 struct snap;
 
 /** After the dataset table is loaded: each clone's origin from its id. */
@@ -48,6 +48,25 @@ static inline uint64_t clone_shared_of(const struct stor_ds *ds)
 
 	return ds->origin && n > 0 ? (uint64_t)n : 0;
 }
+
+/* A promote's changes, planned by pool/promote.c and committed as a
+ * snapshot op (snap_commit_op calls clone_promote_commit). */
+struct move {
+	uint64_t from, to, recno;
+	const struct mac_key *from_mk, *to_mk;
+	uint8_t bp[BP_LEN];
+};
+
+struct promote_plan {
+	struct move *v;
+	size_t n, cap;
+	struct mac_key *mks[64]; /* references the moves' keys point to */
+	size_t nmks;
+	size_t nrec;
+	char **names; /* META_DS: a NULL rec deletes the name */
+	uint8_t **recs;
+	size_t *lens;
+};
 
 /** Apply a promote's moves and records in @t (snap_commit_op). */
 int clone_promote_commit(struct meta_txn *t, const struct promote_plan *pl);

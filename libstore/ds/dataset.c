@@ -19,17 +19,19 @@
 #include "base/array.h"
 #include "base/cache.h"
 #include "base/pool_error.h"
+#include "crypt/crypt.h"
 #include "ds/children.h"
 #include "ds/clone.h"
 #include "ds/dataset.h"
 #include "ds/dskeys.h"
 #include "ds/keyfile.h"
+#include "ds/props.h"
 #include "ds/recv_state.h"
 #include "ds/snapshot.h"
 #include "ds/space.h"
 #include "kv/meta.h"
-#include "pool/pool.h"
 #include "pool_impl.h"
+#include "txg/pool_record.h"
 
 #define DS_VOLSIZE_DEFAULT (1ull << 30)
 

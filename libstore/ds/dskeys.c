@@ -24,10 +24,12 @@
 #include "base/cache.h"
 #include "base/pool_error.h"
 #include "base/stor_assert.h"
+#include "crypt/crypt.h"
 #include "ds/children.h"
 #include "ds/dataset.h"
 #include "ds/dskeys.h"
 #include "ds/keyfile.h"
+#include "ds/props.h"
 #include "ds/recv_state.h"
 #include "ds/snapshot.h"
 #include "kv/meta.h"
@@ -46,7 +48,7 @@ static void keys_state_free(struct ds_keys *k)
 		k->all = next;
 	}
 	mac_key_put(k->mac);
-	mac_seen_free(&k->seen);
+	seen_bits_free(&k->seen);
 	keys_secure_free(k->master, KEYS_MASTER_LEN);
 	keys_secure_free(k->wk, KEYS_WRAPKEY_LEN);
 	pthread_mutex_destroy(&k->lock);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "pool_impl.h"
+#include "txg/bpmac.h"
 
 struct ds_keys;
 struct meta_txn;
@@ -50,5 +51,13 @@ int recv_build_macs(struct stor_pool *p, struct stor_ds *ds, const struct ds_key
 
 #define RECV_BUILD_DRY 0x1u
 #define RECV_BUILD_KEEP_MARK 0x2u
+
+/** Destroy dataset @id, cut short while being received, and its mark. */
+int recv_discard(struct stor_pool *p, uint64_t id);
+/** Dataset @id, cut short while an incremental went in, back to its newest
+ *  snapshot; the caller holds @held handles on it (0, or the receive's 1). */
+int recv_undo_incr(struct stor_pool *p, uint64_t id, int held);
+/** Undo what receives cut short left (at import): recv_discard or recv_undo_incr by their marks. */
+int recv_cleanup(struct stor_pool *p);
 
 #endif

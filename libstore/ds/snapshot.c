@@ -79,8 +79,8 @@
 #include "ds/snapshot.h"
 #include "ds/space.h"
 #include "kv/meta.h"
-#include "pool/pool.h"
 #include "pool_impl.h"
+#include "txg/pool_record.h"
 
 #define SNAP_RECORD_LEN SNAP_RECORD_MAX
 
@@ -91,7 +91,7 @@ static void snap_free(struct snap *s)
 	if (!s)
 		return;
 	mac_key_put(s->mk);
-	mac_seen_free(&s->seen);
+	seen_bits_free(&s->seen);
 	pthread_mutex_destroy(&s->lock);
 	free(s->name);
 	free(s);
@@ -236,7 +236,7 @@ void snap_drop_keys(struct stor_ds *ds)
 		pthread_mutex_lock(&s->lock);
 		mac_key_put(s->mk);
 		s->mk = NULL;
-		mac_seen_free(&s->seen);
+		seen_bits_free(&s->seen);
 		pthread_mutex_unlock(&s->lock);
 	}
 	pthread_mutex_unlock(&p->snap_lock);
@@ -1436,7 +1436,7 @@ void snap_close(struct stor_ds *h)
 
 /* Look up @recno in table @id and, on an encrypted dataset, check its group. */
 static int look(struct stor_pool *p, uint64_t id, const struct mac_key *mk,
-		struct mac_seen *seen, uint64_t recno, struct bp *bp, int *found)
+		struct seen_bits *seen, uint64_t recno, struct bp *bp, int *found)
 {
 	int ret = txg_lookup(p, 1, &id, &recno, bp, found);
 

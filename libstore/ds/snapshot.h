@@ -13,6 +13,7 @@
 
 #include "ds/children.h"
 #include "kv/bp.h"
+#include "pool_impl.h"
 #include "txg/bpmac.h"
 
 struct stor_pool;
@@ -21,23 +22,6 @@ struct meta_txn;
 struct stor_prop_value;
 
 #define SNAP_RECORD_MAX (4 + 7 * 8)
-
-struct snap {
-	char *name; /* pool/ds@snap */
-	uint64_t id;      /* its table of kept pointers: META_BP keys (id, recno) */
-	uint64_t guid;    /* binds its MAC key (keys_derive_mac) */
-	uint64_t txg;     /* it holds what was committed up to this txg */
-	uint64_t ctime;   /* seconds since the epoch */
-	uint64_t volsize; /* the dataset's size then */
-	uint64_t referenced; /* the bytes its dataset's pointers took then */
-	struct stor_ds *ds; /* its dataset */
-	atomic_int refs;  /* open handles */
-	int dying;        /* its destroy is staged, not yet committed */
-	int nclones;      /* datasets whose origin it is (admin lock) */
-	pthread_mutex_t lock; /* @mk and @seen */
-	struct mac_key *mk;   /* of an encrypted dataset, while its key is loaded */
-	struct mac_seen seen; /* groups of its table verified since */
-};
 
 /* A change a txg commits for a snapshot, in the order staged. */
 enum snap_op_kind { SNAP_OP_CREATE, SNAP_OP_DESTROY, SNAP_OP_ROLLBACK, SNAP_OP_PROMOTE };

@@ -25,6 +25,7 @@
 
 #include "base/cache.h"
 #include "crypt/compress.h"
+#include "crypt/crypt.h"
 #include "crypt/hash.h"
 #include "dev/alloc.h"
 #include "dev/errlog.h"
@@ -33,6 +34,7 @@
 #include "dev/mirror.h"
 #include "ds/clone.h"
 #include "ds/dskeys.h"
+#include "ds/props.h"
 #include "ds/snapshot.h"
 #include "ds/space.h"
 #include "io/record.h"

@@ -43,9 +43,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/bytes.h"
 #include "kv/meta.h"
 #include "kv/statedir.h"
-#include "pool_impl.h"
+#include "store.h"
 
 #define RTXN_CACHE 64
 

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "kv/statedir.h"
-#include "pool_impl.h"
+#include "store.h"
 
 int statedir_sync(const char *path)
 {

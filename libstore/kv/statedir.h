@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pool_impl.h"
+#include "store.h"
 
 /** fsync the directory holding @path, so a file created or renamed there stays. */
 int statedir_sync(const char *path);

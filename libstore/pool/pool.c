@@ -18,15 +18,9 @@
  * the LUN set's (lunset.c); the pool's files in the state directory are
  * named in statedir.c.
  *
- * Mutual dependency, by design: pool, dataset (dataset.c), key state
- * (dskeys.c) and key file (keyfile.c) call each other. A pool opens by
- * loading its datasets and then their keys from the key file; a dataset
- * create bumps the pool record's next id (pool_config_txn); key state and
- * key file look datasets up by id and rewrite the key file on every key
- * change. They share the pool's admin lock and its dataset table, so they
- * are one subsystem in four files. No unit they call calls back into any
- * of them, so the circle ends here; the pool's upward includes are in
- * tests/layers.allow.
+ * A pool opens by loading its datasets and then their keys from the key
+ * file (ds/); nothing below calls back up into pool/: a dataset create puts
+ * the pool record's next id in its own transaction (txg/pool_record.c).
  *
  * The labels say who has the pool (lunset_mark): active under this host's
  * id from open (import) and create, exported by stor_pool_export(); a pool
@@ -45,14 +39,9 @@
  * txg that holds changes no log record took (meta_unlogged: an admin
  * change committed just before a crash).
  *
- * Pool record ("pool"/"config"): u32 version | u64 guid | u64 next dataset id |
- * u32 nluns | nluns x (u64 lun guid | u64 size | u16 path length | path),
- * and in a pool with mirrors: u32 nluns | nluns x u32 vdev (the index of
- * the first LUN of each LUN's vdev, mirror.c). A pool without mirrors has
- * no such tail, as before mirrors; with one, the labels must agree with it.
- * A detached LUN stays in the record (its index is taken for good); the
- * sides row says it is detached, and an import reads that row before any
- * LUN joins, so the detached one never counts among its vdev's sides.
+ * The pool record's codec and <pool>.luns are txg/pool_record.c's; an
+ * import reads the sides row (lunset.c) before any LUN joins, so a
+ * detached LUN never counts among its vdev's sides.
  * "pool"/"txg": u64 last committed txg.
  */
 #include <assert.h>
@@ -75,16 +64,16 @@
 #include "ds/clone.h"
 #include "ds/dataset.h"
 #include "ds/keyfile.h"
+#include "ds/recv_state.h"
 #include "ds/snapshot.h"
 #include "ds/space.h"
 #include "kv/meta.h"
 #include "kv/statedir.h"
-#include "pool/pool.h"
 #include "pool/pool_rename.h"
 #include "pool/scrub.h"
 #include "pool_impl.h"
-#include "send/recv.h"
 #include "txg/metalog.h"
+#include "txg/pool_record.h"
 
 /* stor_name_check's limit for a pool is what a LUN label can hold */
 static_assert(STOR_POOL_NAME_MAX < LABEL_NAME_LEN, "a pool name fits the LUN label");
@@ -215,107 +204,6 @@ static int pool_lock(struct stor_pool *p)
 	}
 }
 
-/* <pool>.luns: the paths of the first @n LUNs, replaced whole. Best effort:
- * LMDB's pool record is what an import reads while LMDB is there. */
-static void save_hint(struct stor_pool *p, unsigned n)
-{
-	char path[4200], tmp[4300];
-	FILE *f;
-	int ok;
-
-	statedir_luns_path(p->path, path, sizeof(path));
-	snprintf(tmp, sizeof(tmp), "%s.new", path);
-	f = fopen(tmp, "we");
-	if (!f)
-		return;
-	for (unsigned i = 0; i < n; i++)
-		fprintf(f, "%s\n", lun_path(p->luns[i].lun));
-	ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-	ok = fclose(f) == 0 && ok;
-	if (!ok || rename(tmp, path) < 0)
-		unlink(tmp);
-	else
-		statedir_sync(path);
-}
-
-/* The pool record naming the first @n LUNs of p->luns, put in @t. */
-static int put_config(struct stor_pool *p, unsigned n, struct meta_txn *t)
-{
-	size_t len = 4 + 8 + 8 + 4;
-	uint8_t *buf, *w;
-	int ret;
-
-	int mirrors = 0;
-
-	for (unsigned i = 0; i < n; i++) {
-		len += 8 + 8 + 2 + strlen(lun_path(p->luns[i].lun));
-		/* a mirror detached down to one side keeps its layout too */
-		mirrors |= mirror_is_side(p, i) || p->luns[i].vdev != i;
-	}
-	if (mirrors)
-		len += 4 + 4 * (size_t)n;
-	buf = malloc(len);
-	if (!buf)
-		return -ENOMEM;
-	w = buf;
-	put_u32(&w, POOL_RECORD_VERSION);
-	put_u64(&w, p->guid);
-	put_u64(&w, p->next_ds_id);
-	put_u32(&w, n);
-	for (unsigned i = 0; i < n; i++) {
-		const char *path = lun_path(p->luns[i].lun);
-		uint64_t end = lun_data_size(p->luns[i].lun) + LUN_DATA_OFF;
-
-		put_u64(&w, p->luns[i].guid);
-		/* a LUN cut short keeps its end: the next import knows it again */
-		put_u64(&w, end < p->luns[i].cut ? p->luns[i].cut : end);
-		put_u16(&w, (uint16_t)strlen(path));
-		put_bytes(&w, path, strlen(path));
-	}
-	if (mirrors) {
-		put_u32(&w, n);
-		for (unsigned i = 0; i < n; i++)
-			put_u32(&w, p->luns[i].vdev);
-	}
-	ret = meta_put(t, META_POOL, "config", 6, buf, len);
-	free(buf);
-	return ret;
-}
-
-/* The pool record naming the first @n LUNs of p->luns, committed, and
- * <pool>.luns with them. */
-static int save_config(struct stor_pool *p, unsigned n)
-{
-	struct meta_txn *t = NULL;
-	int ret = meta_txn_begin(p->meta, &t);
-
-	if (ret == 0)
-		ret = put_config(p, n, t);
-	if (ret == 0) {
-		ret = meta_txn_commit(t);
-		t = NULL;
-	}
-	meta_txn_abort(t);
-	if (ret == 0)
-		save_hint(p, n);
-	return ret;
-}
-
-int pool_save_config(struct stor_pool *p)
-{
-	return save_config(p, atomic_load(&p->nluns));
-}
-
-int pool_config_txn(struct stor_pool *p, struct meta_txn *t)
-{
-	return put_config(p, atomic_load(&p->nluns), t);
-}
-
-int pool_save_config_n(struct stor_pool *p, unsigned n)
-{
-	return save_config(p, n);
-}
-
 /* LUN paths an import looks at, before it knows which LUNs the pool has. */
 struct lun_paths {
 	char *path[STOR_LUNS_MAX];
@@ -361,22 +249,6 @@ static int read_hint(struct stor_pool *p, struct lun_paths *lp)
 	}
 	fclose(f);
 	return ret;
-}
-
-/* The vdev of each of the @n LUNs the pool record's tail at @r names (the
- * LUN itself where there is no tail: a pool without mirrors). */
-static int layout_of(uint32_t n, const uint8_t *r, const uint8_t *end, uint32_t *vdev)
-{
-	int tail = end - r >= 4;
-
-	if (tail && ((size_t)(end - r) < 4 + 4 * (size_t)n || get_u32(&r) != n))
-		return STOR_ECORRUPT;
-	for (uint32_t i = 0; i < n; i++) {
-		vdev[i] = tail ? get_u32(&r) : i;
-		if (vdev[i] > i || vdev[vdev[i]] != vdev[i])
-			return STOR_ECORRUPT;
-	}
-	return 0;
 }
 
 /* The vdevs the labels of the attached LUNs gave are the record's. */
@@ -476,112 +348,83 @@ static int check_sound(struct stor_pool *p, uint32_t n)
 static int load_config(struct stor_pool *p, uint64_t *txg, struct lun_paths *lp)
 {
 	struct meta_txn *t = NULL;
-	const uint8_t *r, *end;
+	struct pool_record *rec = calloc(1, sizeof(*rec));
+	const uint8_t *r;
 	const void *v;
 	size_t vlen;
-	uint32_t n;
-	struct lun_paths paths = { 0 };
-	uint64_t guids[STOR_LUNS_MAX], sizes[STOR_LUNS_MAX];
-	uint32_t vdevs[STOR_LUNS_MAX];
 	uint8_t detached[STOR_LUNS_MAX];
-	int ret;
+	int ret = rec ? meta_rtxn_get(p->meta, &t) : -ENOMEM;
 
-	ret = meta_rtxn_get(p->meta, &t);
 	if (ret < 0)
-		return ret;
+		goto out;
 	ret = meta_get(t, META_POOL, "txg", 3, &v, &vlen);
 	*txg = 0;
 	if (ret == 0 && vlen == 8) {
 		r = v;
 		*txg = get_u64(&r);
 	}
-	ret = meta_get(t, META_POOL, "config", 6, &v, &vlen);
-	if (ret < 0) {
+	ret = pool_record_read(t, rec);
+	if (ret == -ENOENT) {
 		if (!lp)
 			pool_set_error("pool %s: no pool record in %s", p->name, p->path);
-		ret = ret == -ENOENT ? STOR_ECORRUPT : ret;
-		goto out;
-	}
-	r = v;
-	end = r + vlen;
-	ret = STOR_ECORRUPT;
-	if (vlen < 24)
-		goto out;
-	n = get_u32(&r);
-	if (n != POOL_RECORD_VERSION) {
-		if (n == FORMAT_VERSION || n == 5)
-			pool_set_error("pool %s: made by an older coffer (pool version %u, this "
-				       "coffer reads %u: %s); read its volumes out with that coffer "
-				       "and write them into a new pool",
-				       p->name, n, POOL_RECORD_VERSION,
-				       n == 5 ? "no dataset lists its encrypted children under its "
-						"key"
-					      : "its block pointer MACs cover the pointers' place");
-		ret = STOR_EFORMAT;
-		goto out;
-	}
-	p->guid = get_u64(&r);
-	p->next_ds_id = get_u64(&r);
-	n = get_u32(&r);
-	if (n > STOR_LUNS_MAX)
-		goto out;
-	for (uint32_t i = 0; i < n; i++) {
-		char path[4096];
-		uint16_t plen;
-
-		if (end - r < 18)
-			goto out;
-		guids[i] = get_u64(&r);
-		sizes[i] = get_u64(&r);
-		plen = get_u16(&r);
-		if (end - r < plen || plen >= sizeof(path))
-			goto out;
-		get_bytes(&r, path, plen);
-		path[plen] = '\0';
-		/* a LUN a scan found elsewhere: there, and the record follows */
-		if (i < p->opts.nlun_paths && p->opts.lun_paths[i])
-			snprintf(path, sizeof(path), "%s", p->opts.lun_paths[i]);
-		/* attaching, path i is LUN i's: a detached LUN's file may be a
-		 * LUN of the pool again, so one path may come twice */
-		if (lp) {
-			ret = paths_add(lp, path);
-		} else {
-			paths.path[paths.n] = strdup(path);
-			ret = paths.path[paths.n] ? 0 : -ENOMEM;
-			paths.n += ret == 0;
-		}
-		if (ret < 0)
-			goto out;
 		ret = STOR_ECORRUPT;
 	}
-	if (lp) {
-		ret = 0;
+	if (ret == STOR_EFORMAT && (rec->version == FORMAT_VERSION || rec->version == 5))
+		pool_set_error("pool %s: made by an older coffer (pool version %u, this "
+			       "coffer reads %u: %s); read its volumes out with that coffer "
+			       "and write them into a new pool",
+			       p->name, rec->version, POOL_RECORD_VERSION,
+			       rec->version == 5 ? "no dataset lists its encrypted children under "
+						   "its key"
+						 : "its block pointer MACs cover the pointers' place");
+	if (ret < 0)
 		goto out;
+	p->guid = rec->guid;
+	p->next_ds_id = rec->next_ds_id;
+	for (uint32_t i = 0; i < rec->n; i++) {
+		/* a LUN a scan found elsewhere: there, and the record follows */
+		if (i < p->opts.nlun_paths && p->opts.lun_paths[i]) {
+			free(rec->path[i]);
+			rec->path[i] = strdup(p->opts.lun_paths[i]);
+			if (!rec->path[i]) {
+				ret = -ENOMEM;
+				goto out;
+			}
+		}
+		/* attaching, path i is LUN i's: a detached LUN's file may be a
+		 * LUN of the pool again, so one path may come twice */
+		if (lp && (ret = paths_add(lp, rec->path[i])) < 0)
+			goto out;
 	}
+	if (lp)
+		goto out;
 	/* the layout first: a mirror side that is gone takes its place from it */
-	ret = layout_of(n, r, end, vdevs);
+	ret = rec->layout;
 	if (ret < 0)
 		pool_set_error("pool %s: the pool record's vdev layout is damaged", p->name);
 	/* a detached LUN joins no vdev's sides, so the others count as their
 	 * labels do; its path is never opened (it may be a LUN again, elsewhere) */
 	if (ret == 0)
-		ret = lunset_row_detached(t, n, detached);
-	for (uint32_t i = 0; i < n && ret == 0; i++)
-		ret = detached[i] ? lunset_absent(p, i, paths.path[i], guids[i], sizes[i], vdevs[i],
-						  NULL)
-				  : attach_one(p, i, paths.path[i], guids[i], sizes[i], vdevs, n);
+		ret = lunset_row_detached(t, rec->n, detached);
+	for (uint32_t i = 0; i < rec->n && ret == 0; i++)
+		ret = detached[i] ? lunset_absent(p, i, rec->path[i], rec->lun_guid[i],
+						  rec->size[i], rec->vdev[i], NULL)
+				  : attach_one(p, i, rec->path[i], rec->lun_guid[i], rec->size[i],
+					       rec->vdev, rec->n);
 	if (ret == 0)
-		ret = check_layout(p, n, vdevs);
+		ret = check_layout(p, rec->n, rec->vdev);
 	if (ret == 0)
-		ret = check_sides(p, n);
+		ret = check_sides(p, rec->n);
 	if (ret == 0)
 		ret = lunset_load_sides(p, t, *txg);
 	if (ret == 0)
-		ret = check_sound(p, n);
+		ret = check_sound(p, rec->n);
 	if (ret == 0)
 		ret = errlog_load(p, t);
 out:
-	paths_free(&paths);
+	if (rec)
+		pool_record_free(rec);
+	free(rec);
 	meta_rtxn_put(t);
 	return ret;
 }
@@ -913,7 +756,7 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 	if (ret < 0)
 		goto fail;
 	metalog_repair(p); /* what it could not repair, the checkpoint below replaces */
-	ret = txg_init(p, txg);
+	ret = txg_init(p, txg, snap_mac);
 	if (ret < 0)
 		goto fail;
 	ret = clone_import(p); /* looks pointers up through the txg */
@@ -1003,7 +846,7 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 	ret = pool_save_config(p);
 	if (ret < 0)
 		goto fail;
-	ret = txg_init(p, 0);
+	ret = txg_init(p, 0, snap_mac);
 	if (ret < 0)
 		goto fail;
 	ret = pool_create_root(p);
@@ -1054,7 +897,7 @@ static int add_vdev(struct stor_pool *p, const char *const *paths, unsigned side
 	if (ret < 0)
 		k--; /* the failed one left nothing behind */
 	else if (p->meta)
-		ret = save_config(p, n[sides - 1].idx + 1);
+		ret = pool_save_config_n(p, n[sides - 1].idx + 1);
 	for (unsigned i = 0; i < k; i++) {
 		if (ret == 0)
 			lunset_publish(p, &n[i]);
@@ -1154,6 +997,35 @@ int stor_pool_destroy(const char *name, const struct stor_pool_opts *opts)
 	txg_fini(p);
 	pool_free(p);
 	return ret < 0 ? ret : r;
+}
+
+/* The error list, named: the dataset of each entry is looked up here, a
+ * layer above the list (dev/errlog.c). */
+int stor_pool_errors(struct stor_pool *p, struct stor_pool_error *out, unsigned max,
+		     uint64_t *more)
+{
+	struct errlog_ent e[ERRLOG_MAX];
+	unsigned n = errlog_copy(p, e, more);
+
+	if (n > max) {
+		*more += n - max;
+		n = max;
+	}
+	pthread_mutex_lock(&p->admin);
+	for (unsigned i = 0; i < n; i++) {
+		struct stor_ds *ds = ds_find_id_locked(p, e[i].ds_id);
+
+		out[i] = (struct stor_pool_error){ .record = e[i].recno };
+		if (ds) {
+			snprintf(out[i].dataset, sizeof(out[i].dataset), "%s", ds->name);
+			out[i].offset = e[i].recno * ds->recsize;
+		} else {
+			snprintf(out[i].dataset, sizeof(out[i].dataset), "<dataset %llu, destroyed>",
+				 (unsigned long long)e[i].ds_id);
+		}
+	}
+	pthread_mutex_unlock(&p->admin);
+	return (int)n;
 }
 
 int stor_pool_stat(struct stor_pool *p, struct stor_pool_stat *st)

@@ -42,11 +42,11 @@
 #include "dev/lun.h"
 #include "dev/lunset.h"
 #include "dev/mirror.h"
-#include "pool/pool.h"
 #include "pool/resilver.h"
 #include "pool/scrub.h"
 #include "pool_impl.h"
 #include "txg/metalog.h"
+#include "txg/pool_record.h"
 
 /* Sides of @idx's vdev other than @idx that hold every write. */
 static unsigned sound_others(struct stor_pool *p, unsigned idx)

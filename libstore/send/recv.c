@@ -129,157 +129,6 @@ struct stor_recv {
 	uint8_t *bufs[RECV_BATCH];
 };
 
-struct leftovers {
-	uint64_t *ids;
-	unsigned *states;
-	size_t n;
-};
-
-static int leftover_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
-{
-	struct leftovers *l = ctx;
-	char hex[17];
-	uint64_t *ids;
-	unsigned *states, state = vlen == 1 ? *(const uint8_t *)val : 0;
-
-	if ((state != RECV_RECEIVING && state != RECV_INCR) || klen != strlen(RECV_MARK_PREFIX) + 16)
-		return 0;
-	ids = realloc(l->ids, (l->n + 1) * sizeof(*ids));
-	if (ids)
-		l->ids = ids;
-	states = ids ? realloc(l->states, (l->n + 1) * sizeof(*states)) : NULL;
-	if (!states)
-		return -ENOMEM;
-	l->states = states;
-	l->states[l->n] = state;
-	memcpy(hex, (const char *)key + strlen(RECV_MARK_PREFIX), 16);
-	hex[16] = '\0';
-	l->ids[l->n++] = strtoull(hex, NULL, 16);
-	return 0;
-}
-
-/* Destroy dataset @id, cut short while being received, and its mark. */
-static int discard(struct stor_pool *p, uint64_t id)
-{
-	char name[STOR_NAME_MAX + 1] = "";
-	struct stor_ds *ds;
-	int ret = 0;
-
-	pthread_mutex_lock(&p->admin);
-	ds = ds_find_id_locked(p, id);
-	if (ds) {
-		snprintf(name, sizeof(name), "%s", ds->name);
-		atomic_store(&ds->receiving, 0);
-		ds->unlisted = 1; /* never whole, so in no list */
-	}
-	pthread_mutex_unlock(&p->admin);
-	if (name[0])
-		ret = stor_ds_destroy(p, name, STOR_RECURSIVE);
-	return ret < 0 && ret != -ENOENT ? ret : recv_mark(p, id, 0);
-}
-
-/*
- * @ds was rolled back to its newest snapshot without its MAC key (or with
- * pointers staged without MACs): its head reads as that snapshot, so its
- * root is that snapshot's view root, and its tree waits for a key
- * (RECV_MACS), in one commit.
- */
-static int head_is_view(struct stor_pool *p, struct stor_ds *ds)
-{
-	uint8_t view[MAC_ROOT_LEN];
-	struct meta_txn *t = NULL;
-	int ret = ds->nsnaps ? meta_txn_begin(p->meta, &t) : STOR_EAUTH;
-
-	if (ret < 0)
-		return ret;
-	ret = bpmac_row_get(t, ds->snaps[ds->nsnaps - 1]->id, MAC_VIEW, view);
-	if (ret == -ENOENT)
-		ret = STOR_EAUTH;
-	if (ret == 0)
-		ret = bpmac_row_put(t, ds->id, MAC_ROOT, view);
-	if (ret == 0)
-		ret = recv_mark_txn(t, ds->id, RECV_MACS);
-	if (ret < 0) {
-		meta_txn_abort(t);
-		return ret;
-	}
-	return meta_txn_commit(t);
-}
-
-/* A loaded key over a tree that does not verify goes: the dataset's next
- * load-key checks it again (admin lock held; no one else has it open, it
- * is being received, so no read holds the key). */
-static void drop_key(struct stor_ds *ds)
-{
-	dskeys_drop(ds);
-	cache_drop_ds(cache_data(), ds->guid);
-	snap_drop_keys(ds);
-}
-
-/*
- * Dataset @id, cut short while an incremental went in, back to its newest
- * snapshot (the stream's FROM; the -F rollback, if any, is committed
- * already). The rollback moves no MAC when the key is not loaded, or when
- * the receive staged pointers without them (a raw one): the head then
- * reads as FROM and takes FROM's view root (head_is_view), and the tree is
- * built and checked against it under the key now if it is loaded, else at
- * the next load-key. The caller holds @held handles on it (0, or the
- * receive's 1).
- */
-static int undo_incr(struct stor_pool *p, uint64_t id, int held)
-{
-	char name[STOR_NAME_MAX + 2] = "";
-	struct stor_ds *ds;
-	struct ds_keys *k;
-	int ret = 0, nomacs;
-
-	pthread_mutex_lock(&p->admin);
-	ds = ds_find_id_locked(p, id);
-	if (ds && ds->nsnaps)
-		snprintf(name, sizeof(name), "%s", ds->snaps[ds->nsnaps - 1]->name);
-	k = ds ? atomic_load(&ds->keys) : NULL;
-	nomacs = ds && ds->suite && (!k || atomic_load(&ds->macs_later));
-	pthread_mutex_unlock(&p->admin);
-	if (!ds)
-		return recv_mark(p, id, 0);
-	if (name[0])
-		ret = stor_snap_rollback(p, name, (held ? SNAP_HELD : 0) | (nomacs ? SNAP_NOMACS : 0));
-	if (ret == 0 && nomacs) {
-		pthread_mutex_lock(&p->admin);
-		ret = head_is_view(p, ds);
-		/* the key may have been unloaded while the admin lock was down */
-		k = atomic_load(&ds->keys);
-		if (ret == 0 && k && (ret = recv_build_macs(p, ds, k, NULL, 0)) < 0)
-			drop_key(ds);
-		pthread_mutex_unlock(&p->admin);
-	} else if (ret == 0) {
-		ret = recv_mark(p, id, 0);
-	}
-	atomic_store(&ds->macs_later, 0);
-	/* a rollback that failed leaves the dataset half received: it stays
-	 * closed to use, and its RECV_INCR mark has the next import undo it */
-	if (ret == 0 || ret == STOR_EAUTH)
-		atomic_store(&ds->receiving, 0);
-	return ret;
-}
-
-int recv_cleanup(struct stor_pool *p)
-{
-	struct leftovers l = { 0 };
-	struct meta_txn *t = NULL;
-	int ret = meta_rtxn_get(p->meta, &t);
-
-	if (ret < 0)
-		return ret;
-	ret = meta_iter(t, META_POOL, RECV_MARK_PREFIX, strlen(RECV_MARK_PREFIX), 0, leftover_one, &l);
-	meta_rtxn_put(t);
-	for (size_t i = 0; i < l.n && ret == 0; i++)
-		ret = l.states[i] == RECV_INCR ? undo_incr(p, l.ids[i], 0) : discard(p, l.ids[i]);
-	free(l.ids);
-	free(l.states);
-	return ret;
-}
-
 /* ---- the receive ---- */
 
 static int fail(struct stor_recv *r, int err)
@@ -1007,10 +856,10 @@ void stor_recv_close(struct stor_recv *r)
 			/* the reason the receive failed stays the one the caller sees */
 			snprintf(why, sizeof(why), "%s", stor_pool_last_error());
 			if (r->incr) {
-				undo_incr(r->p, id, 1);
+				recv_undo_incr(r->p, id, 1);
 			} else {
 				stor_ds_close(r->ds);
-				discard(r->p, id);
+				recv_discard(r->p, id);
 			}
 			pool_set_error("%s", why);
 		}

@@ -16,7 +16,4 @@ struct stor_recv;
  *  fuzz harness); stor_recv_feed() and stor_recv_close() as for any. */
 struct stor_recv *recv_parser_new(void);
 
-/** Destroy what receives cut short left (at import). */
-int recv_cleanup(struct stor_pool *p);
-
 #endif

@@ -119,41 +119,6 @@ void mac_key_put(struct mac_key *mk)
 	free(mk);
 }
 
-void mac_seen_free(struct mac_seen *s)
-{
-	for (unsigned i = 0; i < MAC_SEEN_CHUNKS; i++) {
-		free(atomic_load(&s->chunk[i]));
-		atomic_store(&s->chunk[i], NULL);
-	}
-}
-
-/* The byte and bit of group @g, or NULL when @g is beyond what is cached. */
-static _Atomic uint8_t *seen_byte(struct mac_seen *s, uint64_t g, int make, uint8_t *bit)
-{
-	uint64_t per = (uint64_t)MAC_SEEN_CHUNK_BYTES * 8;
-	uint64_t c = g / per, off = g % per;
-	uint8_t *chunk;
-
-	if (c >= MAC_SEEN_CHUNKS)
-		return NULL;
-	chunk = atomic_load(&s->chunk[c]);
-	if (!chunk && make) {
-		uint8_t *fresh = calloc(1, MAC_SEEN_CHUNK_BYTES), *none = NULL;
-		if (!fresh)
-			return NULL;
-		if (atomic_compare_exchange_strong(&s->chunk[c], &none, fresh))
-			chunk = fresh;
-		else {
-			free(fresh);
-			chunk = none;
-		}
-	}
-	if (!chunk)
-		return NULL;
-	*bit = (uint8_t)(1u << (off % 8));
-	return (_Atomic uint8_t *)&chunk[off / 8];
-}
-
 static void mac_key_id(uint64_t ds_id, uint64_t g, uint8_t key[16])
 {
 	uint8_t *w = key;
@@ -338,14 +303,14 @@ static int walk_bp(const void *key, size_t klen, const void *val, size_t vlen, v
 }
 
 int bpmac_check_group(struct meta *m, uint64_t ds_id, const struct mac_key *mk,
-		      struct mac_seen *seen, uint64_t recno)
+		      struct seen_bits *seen, uint64_t recno)
 {
 	static const uint8_t zero[MAC_LEN];
 	uint64_t g = recno / MAC_GROUP;
 	struct group_walk w = { .mk = mk };
 	struct meta_txn *t = NULL;
 	uint8_t prefix[BP_KEY_LEN], key[16], *p = prefix, bit = 0;
-	_Atomic uint8_t *b = seen_byte(seen, g, 0, &bit);
+	_Atomic uint8_t *b = seen_bits_at(seen, g, 0, &bit);
 	const void *v;
 	size_t vlen;
 	int ret;
@@ -372,7 +337,7 @@ int bpmac_check_group(struct meta *m, uint64_t ds_id, const struct mac_key *mk,
 		}
 	}
 	meta_rtxn_put(t);
-	if (ret == 0 && (b = seen_byte(seen, g, 1, &bit)))
+	if (ret == 0 && (b = seen_bits_at(seen, g, 1, &bit)))
 		atomic_fetch_or_explicit(b, bit, memory_order_release);
 	return ret;
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/seen_bits.h"
 #include "kv/format.h"
 
 struct meta;
@@ -28,13 +29,6 @@ struct mac_key *mac_key_ref(struct mac_key *mk);
 /** Drop a reference; the last one cleanses the key. NULL is a no-op. */
 void mac_key_put(struct mac_key *mk);
 
-/* Groups verified since the key was loaded: a bit per group, in chunks made on demand. */
-#define MAC_SEEN_CHUNKS 1024u
-#define MAC_SEEN_CHUNK_BYTES 4096u
-struct mac_seen {
-	_Atomic(uint8_t *) chunk[MAC_SEEN_CHUNKS];
-};
-void mac_seen_free(struct mac_seen *s);
 
 /** The root of a new, empty dataset (in @t, with its dataset record). */
 int bpmac_root_init(struct meta_txn *t, uint64_t ds_id, const struct mac_key *mk);
@@ -51,7 +45,7 @@ int bpmac_verify_root(struct meta *m, uint64_t ds_id, const struct mac_key *mk);
  * snapshot, later ones test a bit. @return 0, STOR_EAUTH, or an error
  */
 int bpmac_check_group(struct meta *m, uint64_t ds_id, const struct mac_key *mk,
-		      struct mac_seen *seen, uint64_t recno);
+		      struct seen_bits *seen, uint64_t recno);
 
 /**
  * Check every group MAC of table @ds_id against its block pointers, all of

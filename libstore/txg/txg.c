@@ -25,10 +25,12 @@
 #include "dev/lun.h"
 #include "dev/lunset.h"
 #include "dev/mirror.h"
-#include "ds/snapshot.h"
+#include "kv/bp.h"
 #include "kv/meta.h"
 #include "pool_impl.h"
+#include "txg/bpmac.h"
 #include "txg/metalog.h"
+#include "txg/txg.h"
 
 struct stage_ent {
 	uint64_t ds_id, recno;
@@ -498,7 +500,7 @@ static int stage_keep(struct stor_pool *p, struct stor_ds *ds, struct snap *keep
 	/* a raw receive's tables get their MACs when its tree is built (recv.c) */
 	if (ds->suite && !atomic_load(&ds->macs_later)) {
 		pthread_mutex_unlock(&p->stage_lock);
-		ret = snap_mac(keep, &kmk);
+		ret = p->keep_mac(keep, &kmk);
 		if (ret == 0)
 			ret = mac_delta(kmk, recno, old, NULL, NULL, delta, leaf);
 		pthread_mutex_lock(&p->stage_lock);
@@ -1073,7 +1075,8 @@ static void *timer_main(void *arg)
 	return NULL;
 }
 
-int txg_init(struct stor_pool *p, uint64_t last_txg)
+int txg_init(struct stor_pool *p, uint64_t last_txg,
+	     int (*keep_mac)(struct snap *s, struct mac_key **out))
 {
 	pthread_rwlockattr_t ra;
 	pthread_condattr_t ca;
@@ -1082,6 +1085,7 @@ int txg_init(struct stor_pool *p, uint64_t last_txg)
 	if (!p->open)
 		return -ENOMEM;
 	atomic_store(&p->synced_txg, last_txg);
+	p->keep_mac = keep_mac;
 	pthread_rwlockattr_init(&ra);
 	/* a commit must not starve behind a steady stream of writers */
 	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);

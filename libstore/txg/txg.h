@@ -15,9 +15,12 @@
 struct stor_pool;
 struct stor_ds;
 struct mac_key;
-struct snap_op;
+struct snap;
 
-int txg_init(struct stor_pool *p, uint64_t last_txg);
+/** @keep_mac gives the MAC key of a snapshot (ds/snapshot.c's snap_mac),
+ *  for the pointers an overwrite moves into the kept snapshot's table. */
+int txg_init(struct stor_pool *p, uint64_t last_txg,
+	     int (*keep_mac)(struct snap *s, struct mac_key **out));
 /** Commit what is open and stop the timer. */
 int txg_fini(struct stor_pool *p);
 
@@ -106,7 +109,7 @@ uint64_t txg_freed(struct stor_pool *p);
  */
 int txg_sync_for_space(struct stor_pool *p, uint64_t *mark);
 /** Called by txg_sync_close() with the hold and stage_lock held, as txg
- *  @txg closes: what it changes (txg_add_snap_op) is in @txg and no write
+ *  @txg closes: what it changes (txg_enlist) is in @txg and no write
  *  staged after it is. A failure leaves the txg open and is returned. */
 typedef int (*txg_close_fn)(struct stor_pool *p, uint64_t txg, void *arg);
 /** Close the open txg through @fn, even if nothing is staged, and commit it. */

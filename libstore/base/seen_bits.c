@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/* A sparse bitmap that threads set and test without a lock (seen_bits.h). */
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "base/seen_bits.h"
+
+void seen_bits_free(struct seen_bits *s)
+{
+	for (unsigned i = 0; i < SEEN_BITS_CHUNKS; i++) {
+		free(atomic_load(&s->chunk[i]));
+		atomic_store(&s->chunk[i], NULL);
+	}
+}
+
+_Atomic uint8_t *seen_bits_at(struct seen_bits *s, uint64_t g, int make, uint8_t *bit)
+{
+	uint64_t per = (uint64_t)SEEN_BITS_CHUNK_BYTES * 8;
+	uint64_t c = g / per, off = g % per;
+	uint8_t *chunk;
+
+	if (c >= SEEN_BITS_CHUNKS)
+		return NULL;
+	chunk = atomic_load(&s->chunk[c]);
+	if (!chunk && make) {
+		uint8_t *fresh = calloc(1, SEEN_BITS_CHUNK_BYTES), *none = NULL;
+		if (!fresh)
+			return NULL;
+		if (atomic_compare_exchange_strong(&s->chunk[c], &none, fresh))
+			chunk = fresh;
+		else {
+			free(fresh);
+			chunk = none;
+		}
+	}
+	if (!chunk)
+		return NULL;
+	*bit = (uint8_t)(1u << (off % 8));
+	return (_Atomic uint8_t *)&chunk[off / 8];
+}
