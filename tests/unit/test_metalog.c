@@ -23,6 +23,7 @@
 
 #include "dev/alloc.h"
 #include "fixture.h"
+#include "kv/format.h"
 #include "pool_impl.h"
 
 #define LUN_SIZE (16ull << 20)
