@@ -44,6 +44,7 @@
 #include "base/pool_error.h"
 #include "ds/dataset.h"
 #include "ds/keyfile.h"
+#include "ds/props.h"
 #include "kv/format.h"
 #include "kv/meta.h"
 #include "kv/statedir.h"

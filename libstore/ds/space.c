@@ -41,9 +41,11 @@
 #include "base/pool_error.h"
 #include "dev/alloc.h"
 #include "ds/dataset.h"
+#include "ds/props.h"
 #include "ds/space.h"
 #include "pool_impl.h"
 #include "txg/metalog.h"
+#include "txg/txg.h"
 
 #define SLOP_MIN (2ull << 20)   /* a few txgs of overwrites on a tiny pool */
 #define SLOP_MAX (128ull << 30) /* ZFS's cap */

@@ -47,6 +47,7 @@
 #include "pool_impl.h"
 #include "txg/metalog.h"
 #include "txg/pool_record.h"
+#include "txg/txg.h"
 
 /* Sides of @idx's vdev other than @idx that hold every write. */
 static unsigned sound_others(struct stor_pool *p, unsigned idx)
