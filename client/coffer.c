@@ -564,7 +564,7 @@ static char *abs_path(const char *p)
 	char cwd[PATH_MAX], *out;
 
 	/* rados:POOL/PREFIX (a LUN) and rados:POOL (where import -d looks) stay */
-	if (stor_lun_path_ok(p) || stor_scan_dir_ok(p))
+	if (stor_lun_path_ok(p) || stor_search_dir_ok(p))
 		return strdup(p);
 	if (!getcwd(cwd, sizeof(cwd)))
 		die("getcwd: %s", strerror(errno));
@@ -1348,7 +1348,7 @@ static int pool_check(int argc, char **argv)
 	return bad ? 1 : 0;
 }
 
-/* One pool found by scanning LUN labels, as zpool import lists it. */
+/* One pool found by searching LUN labels, as zpool import lists it. */
 static void print_found(json_t *p)
 {
 	json_t *v;

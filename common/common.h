@@ -59,8 +59,8 @@ const char *stor_errname(int err);
 
 /** May @path name a LUN: absolute, or "rados:POOL/PREFIX"? 1 or 0 */
 int stor_lun_path_ok(const char *path);
-/** May stor_pool_scan() look in @dir: absolute, or "rados:POOL"? 1 or 0 */
-int stor_scan_dir_ok(const char *dir);
+/** May stor_pool_search() look in @dir: absolute, or "rados:POOL"? 1 or 0 */
+int stor_search_dir_ok(const char *dir);
 /* The prefix of a LUN on Ceph RADOS. */
 #define LUN_RADOS_PREFIX "rados:"
 /** Is @path a RADOS LUN's ("rados:POOL/PREFIX")? */

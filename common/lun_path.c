@@ -28,7 +28,7 @@ int stor_lun_path_ok(const char *path)
 	return slash && slash > pool && slash[1];
 }
 
-int stor_scan_dir_ok(const char *dir)
+int stor_search_dir_ok(const char *dir)
 {
 	return dir[0] == '/' || (lun_path_is_rados(dir) && dir[strlen(LUN_RADOS_PREFIX)] &&
 				 !strchr(dir, '/'));

@@ -854,7 +854,7 @@ static int import_dirs(struct hcall *c, struct import_dirs *d)
 		d->given = 1;
 		ret = arg_strv(c, "dirs", &d->v, &d->n);
 		for (size_t i = 0; ret == 0 && i < d->n; i++)
-			if (!stor_scan_dir_ok(d->v[i])) {
+			if (!stor_search_dir_ok(d->v[i])) {
 				snprintf(c->err, sizeof(c->err),
 					 "import: directory '%.200s' is neither absolute nor rados:POOL",
 					 d->v[i]);
@@ -895,7 +895,7 @@ static int has_metadata(const char *name)
 	return access(path, F_OK) == 0;
 }
 
-static json_t *found_json(const struct stor_scan_pool *sp)
+static json_t *found_json(const struct stor_found_pool *sp)
 {
 	char guid[24], host[16];
 	json_t *luns = json_array(), *missing = json_array(), *detached = json_array();
@@ -913,15 +913,15 @@ static json_t *found_json(const struct stor_scan_pool *sp)
 	}
 	return json_pack("{s:s,s:s,s:s,s:s,s:b,s:i,s:i,s:b,s:b,s:b,s:o,s:o,s:o}", "name", sp->name,
 			 "guid", guid, "state",
-			 sp->state == STOR_SCAN_EXPORTED ? "EXPORTED" : "ACTIVE", "hostid", host,
+			 sp->state == STOR_FOUND_EXPORTED ? "EXPORTED" : "ACTIVE", "hostid", host,
 			 "this_host", sp->hostid == stor_hostid(), "nluns", (int)sp->nluns, "found",
 			 (int)sp->nfound, "complete", sp->complete, "degraded", sp->degraded, "metadata",
 			 has_metadata(sp->name), "luns", luns, "missing", missing, "detached",
 			 detached);
 }
 
-/* What an import by scanning looks for, and what it found. */
-struct import_scan {
+/* What an import by searching looks for, and what it found. */
+struct import_search {
 	const char *name;  /* NULL: any */
 	uint64_t guid;     /* 0: any */
 	json_t *found;     /* listing: the pools not imported */
@@ -932,7 +932,7 @@ struct import_scan {
 	unsigned npaths;
 };
 
-static void scan_paths_free(struct import_scan *s)
+static void search_paths_free(struct import_search *s)
 {
 	for (unsigned i = 0; i < s->npaths; i++)
 		free(s->paths[i]);
@@ -941,9 +941,9 @@ static void scan_paths_free(struct import_scan *s)
 	s->npaths = 0;
 }
 
-static int scan_one(const struct stor_scan_pool *sp, void *arg)
+static int found_one(const struct stor_found_pool *sp, void *arg)
 {
-	struct import_scan *s = arg;
+	struct import_search *s = arg;
 	int want = s->guid ? sp->guid == s->guid : s->name && !strcmp(sp->name, s->name);
 
 	if (imported_guid(sp->guid)) {
@@ -959,7 +959,7 @@ static int scan_one(const struct stor_scan_pool *sp, void *arg)
 	s->matches++;
 	json_decref(s->match);
 	s->match = found_json(sp);
-	scan_paths_free(s);
+	search_paths_free(s);
 	s->paths = calloc(sp->nluns, sizeof(*s->paths));
 	if (!s->paths)
 		return -ENOMEM;
@@ -985,12 +985,12 @@ static void importable_one(const char *name, void *arg)
 
 static int import_list(struct hcall *c, struct import_dirs *d)
 {
-	struct import_scan s = { .found = json_array() };
-	int ret = stor_pool_scan(d->v, d->n, scan_one, &s);
+	struct import_search s = { .found = json_array() };
+	int ret = stor_pool_search(d->v, d->n, found_one, &s);
 
 	c->reply = json_pack("{s:o,s:o}", "importable", json_array(), "found", s.found);
 	if (ret < 0)
-		return fail(c, ret, "scan", NULL);
+		return fail(c, ret, "search", NULL);
 	/* with -d, only what is there (zpool import -d) */
 	if (!d->given)
 		reg_importable(importable_one, c->reply);
@@ -1029,7 +1029,7 @@ static void import_says(json_t *reply, const struct pool_ent *pe)
 static int h_pool_import(struct hcall *c)
 {
 	const char *guid_s = jstr(c->args, "guid"), *new_name = jstr(c->args, "new_name");
-	struct import_scan s = { .name = c->name };
+	struct import_search s = { .name = c->name };
 	struct stor_pool_opts o = reg_pool_opts(0);
 	struct import_dirs d;
 	const char *name = c->name;
@@ -1069,9 +1069,9 @@ static int h_pool_import(struct hcall *c)
 		goto out;
 	}
 	snprintf(what, sizeof(what), "%s", c->name ? c->name : guid_s);
-	ret = d.n ? stor_pool_scan(d.v, d.n, scan_one, &s) : 0;
+	ret = d.n ? stor_pool_search(d.v, d.n, found_one, &s) : 0;
 	if (ret < 0) {
-		ret = fail(c, ret, "scan", NULL);
+		ret = fail(c, ret, "search", NULL);
 		goto out;
 	}
 	if (s.matches > 1) {
@@ -1090,7 +1090,7 @@ static int h_pool_import(struct hcall *c)
 	if (s.matches == 0 && (d.given || guid_s)) {
 		snprintf(c->err, sizeof(c->err), "%s: no such pool found%s%s", what,
 			 d.given ? " in the directories given" : "",
-			 d.given ? "" : " by scanning lun_search");
+			 d.given ? "" : " by searching lun_search");
 		ret = -ENOENT;
 		goto out;
 	}
@@ -1150,12 +1150,12 @@ static int h_pool_import(struct hcall *c)
 		log_info("pool %s: imported as %s", name, o.new_name);
 	else
 		log_info("pool %s: imported%s", name,
-			 s.matches ? " from the LUNs found by scanning" : "");
+			 s.matches ? " from the LUNs found by searching" : "");
 	c->reply = json_pack("{s:s}", "name", o.new_name ? o.new_name : name);
 	import_says(c->reply, pe);
 out:
 	json_decref(s.match);
-	scan_paths_free(&s);
+	search_paths_free(&s);
 	import_dirs_free(&d);
 	return ret;
 }

@@ -18,7 +18,7 @@ libstore_libstore_a_SOURCES = \
 	%D%/crypt/keys.h %D%/crypt/keys.c %D%/crypt/hash.h %D%/crypt/compress.h %D%/crypt/compress.c \
 	%D%/kv/format.h %D%/kv/meta.h %D%/kv/meta_lmdb.c %D%/kv/bp.h %D%/kv/bp.c %D%/kv/statedir.c \
 	%D%/dev/lun.h %D%/dev/lun_impl.h %D%/dev/lun.c %D%/dev/lun_rados.c %D%/dev/lunset.c \
-	%D%/dev/mirror.c %D%/dev/alloc.h %D%/dev/alloc.c %D%/dev/hostid.c %D%/dev/scan.c \
+	%D%/dev/mirror.c %D%/dev/alloc.h %D%/dev/alloc.c %D%/dev/hostid.c %D%/dev/search.c \
 	%D%/dev/errlog.c \
 	%D%/txg/txg.h %D%/txg/txg.c %D%/txg/metalog.h %D%/txg/metalog.c \
 	%D%/txg/bpmac.h %D%/txg/bpmac.c %D%/txg/pool_record.h %D%/txg/pool_record.c \

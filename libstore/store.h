@@ -71,7 +71,7 @@ struct stor_pool_opts {
 	size_t map_size;         /**< LMDB map size; 0 = 4 GiB */
 	int force;               /**< create: take LUNs as STOR_FORCE does for add;
 				  *   open: import a pool another host id holds */
-	/** open: the path of LUN i as stor_pool_scan() found it, for i below
+	/** open: the path of LUN i as stor_pool_search() found it, for i below
 	 *  nlun_paths (a NULL entry: the recorded path); the pool record is
 	 *  rewritten with these after the open */
 	const char *const *lun_paths;
@@ -166,13 +166,13 @@ int stor_rados_config(const char *conf, const char *user, const char *keyring,
  */
 int stor_pool_renew(struct stor_pool *pool);
 
-/* ---- import by scanning ---- */
+/* ---- import by searching ---- */
 
-/** A pool stor_pool_scan() found, put together from the labels it read. */
-struct stor_scan_pool {
+/** A pool stor_pool_search() found, put together from the labels it read. */
+struct stor_found_pool {
 	char name[STOR_POOL_NAME_MAX + 1];
 	uint64_t guid;
-	unsigned state;           /**< STOR_SCAN_ACTIVE or STOR_SCAN_EXPORTED */
+	unsigned state;           /**< STOR_FOUND_ACTIVE or STOR_FOUND_EXPORTED */
 	uint32_t hostid;          /**< the host that last imported it */
 	unsigned nluns;           /**< LUNs the pool has, as its labels say */
 	unsigned nfound;          /**< of those, found */
@@ -185,8 +185,8 @@ struct stor_scan_pool {
 				   *   mirror another side of which was found: it may import
 				   *   DEGRADED (the import decides, from the pool record) */
 };
-#define STOR_SCAN_ACTIVE 0u   /**< imported, or not cleanly exported (any label says so) */
-#define STOR_SCAN_EXPORTED 1u /**< every label found says exported */
+#define STOR_FOUND_ACTIVE 0u   /**< imported, or not cleanly exported (any label says so) */
+#define STOR_FOUND_EXPORTED 1u /**< every label found says exported */
 /**
  * Read the labels of the regular files and block devices directly in each
  * of @dirs (a symbolic link only if it leads to a block device, as in
@@ -199,8 +199,8 @@ struct stor_scan_pool {
  * call; a non-zero return stops the scan.
  * @return the number of pools found, the first non-zero of @fn, or -ENOMEM
  */
-int stor_pool_scan(const char *const *dirs, size_t ndirs,
-		   int (*fn)(const struct stor_scan_pool *pool, void *ctx), void *ctx);
+int stor_pool_search(const char *const *dirs, size_t ndirs,
+		   int (*fn)(const struct stor_found_pool *pool, void *ctx), void *ctx);
 
 /**
  * Destroy a closed pool: wipe its LUN labels and remove its metadata. A pool

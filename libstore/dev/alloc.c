@@ -71,7 +71,7 @@ void alloc_destroy(struct alloc *a)
 	free(a);
 }
 
-int alloc_map_new(uint64_t sectors, struct alloc_map **out)
+int alloc_lun_new(uint64_t sectors, struct alloc_lun **out)
 {
 	struct lun_map *m = calloc(1, sizeof(*m));
 
@@ -85,11 +85,11 @@ int alloc_map_new(uint64_t sectors, struct alloc_map **out)
 	}
 	m->nsectors = sectors;
 	pthread_mutex_init(&m->lock, NULL);
-	*out = (struct alloc_map *)m;
+	*out = (struct alloc_lun *)m;
 	return 0;
 }
 
-void alloc_map_free(struct alloc_map *map)
+void alloc_lun_free(struct alloc_lun *map)
 {
 	struct lun_map *m = (struct lun_map *)map;
 
@@ -140,7 +140,7 @@ static void meta_count(struct alloc *a, struct lun_map *m, uint32_t n, int on)
 		atomic_fetch_sub(&a->excess, was - now);
 }
 
-void alloc_add_map(struct alloc *a, struct alloc_map *map)
+void alloc_publish_lun(struct alloc *a, struct alloc_lun *map)
 {
 	unsigned n = atomic_load(&a->nluns);
 
@@ -153,14 +153,14 @@ void alloc_add_map(struct alloc *a, struct alloc_map *map)
 
 int alloc_add_lun(struct alloc *a, uint64_t sectors)
 {
-	struct alloc_map *m;
+	struct alloc_lun *m;
 	int ret;
 
 	if (atomic_load(&a->nluns) >= STOR_LUNS_MAX)
 		return -E2BIG;
-	ret = alloc_map_new(sectors, &m);
+	ret = alloc_lun_new(sectors, &m);
 	if (ret == 0)
-		alloc_add_map(a, m);
+		alloc_publish_lun(a, m);
 	return ret;
 }
 

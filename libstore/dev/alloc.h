@@ -12,17 +12,17 @@
 #include <stdint.h>
 
 struct alloc;
-struct alloc_map;
+struct alloc_lun;
 
 int alloc_create(struct alloc **out);
 void alloc_destroy(struct alloc *a);
 /** Add a LUN of @sectors sectors; it gets the next index. */
 int alloc_add_lun(struct alloc *a, uint64_t sectors);
 /** The map of a LUN to add later: made where failing is still harmless... */
-int alloc_map_new(uint64_t sectors, struct alloc_map **out);
-/** ...published by alloc_add_map (the next index; cannot fail) or freed (NULL-safe). */
-void alloc_add_map(struct alloc *a, struct alloc_map *map);
-void alloc_map_free(struct alloc_map *map);
+int alloc_lun_new(uint64_t sectors, struct alloc_lun **out);
+/** ...published by alloc_publish_lun (the next index; cannot fail) or freed (NULL-safe). */
+void alloc_publish_lun(struct alloc *a, struct alloc_lun *map);
+void alloc_lun_free(struct alloc_lun *map);
 /** Mark an extent used (import). @return 0 or STOR_ECORRUPT (overlap, out of range) */
 int alloc_mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
 /** The same for an extent of the metadata log: not counted in alloc_totals(). */

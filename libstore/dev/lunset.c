@@ -533,7 +533,7 @@ int lunset_prepare(struct stor_pool *p, const char *path, uint64_t size, unsigne
 	snprintf(lab.pool_name, sizeof(lab.pool_name), "%s", p->name);
 	lab.hostid = stor_hostid();
 	lab.state = LABEL_ACTIVE;
-	ret = alloc_map_new(side ? 0 : lun_data_size(n->lun) / STOR_SECTOR, &n->map);
+	ret = alloc_lun_new(side ? 0 : lun_data_size(n->lun) / STOR_SECTOR, &n->free);
 	if (ret == 0)
 		ret = lun_label_write(n->lun, &lab);
 	if (ret < 0)
@@ -555,7 +555,7 @@ fail:
 void lunset_publish(struct stor_pool *p, struct lunset_new *n)
 {
 	atomic_store(&p->nluns, n->idx + 1);
-	alloc_add_map(p->alloc, n->map);
+	alloc_publish_lun(p->alloc, n->free);
 	*n = (struct lunset_new){ 0 };
 }
 
@@ -569,7 +569,7 @@ void lunset_abandon(struct stor_pool *p, struct lunset_new *n)
 		if (l->vdev == n->idx)
 			l->nsides = 0;
 	}
-	alloc_map_free(n->map);
+	alloc_lun_free(n->free);
 	if (n->lun && n->labelled)
 		lun_label_wipe(n->lun);
 	lun_close(n->lun);

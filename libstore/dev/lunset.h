@@ -8,7 +8,7 @@
 
 #include "pool_impl.h"
 
-struct alloc_map;
+struct alloc_lun;
 struct lun;
 struct meta_txn;
 
@@ -23,7 +23,7 @@ int lunset_attach(struct stor_pool *p, unsigned idx, const char *path, uint64_t 
 /** A LUN being added: taken and labelled, not yet published. */
 struct lunset_new {
 	struct lun *lun;
-	struct alloc_map *map;
+	struct alloc_lun *free;
 	unsigned idx;
 	int labelled;
 };

@@ -324,7 +324,7 @@ int stor_pool_attach(struct stor_pool *p, const char *existing, const char *new_
 		ret = lunset_new_side(p, n.idx, new_lun, flags, vdev, width + 1, &n.lun,
 				      &p->luns[n.idx].guid);
 	if (ret == 0)
-		ret = alloc_map_new(0, &n.map);
+		ret = alloc_lun_new(0, &n.free);
 	if (ret < 0) {
 		if (n.lun) {
 			lun_label_wipe(n.lun);

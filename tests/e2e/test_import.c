@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * E2E: import by scanning, through the real daemon and real LUN files. A
+ * E2E: import by searching, through the real daemon and real LUN files. A
  * pool exported, its LUN files renamed into another directory, is listed
  * by `pool import` (lun_search) and imported with -d from there, data and
  * state_dir intact and pool status naming the new paths. A pool another

@@ -46,10 +46,10 @@ check_PROGRAMS += %D%/test_pool
 %C%_test_pool_CFLAGS = $(UNIT_CFLAGS)
 %C%_test_pool_LDADD = $(UNIT_LDADD)
 
-check_PROGRAMS += %D%/test_scan
-%C%_test_scan_SOURCES = %D%/test_scan.c $(UNIT_FIXTURE)
-%C%_test_scan_CFLAGS = $(UNIT_CFLAGS) $(XXHASH_CFLAGS)
-%C%_test_scan_LDADD = $(UNIT_LDADD)
+check_PROGRAMS += %D%/test_search
+%C%_test_search_SOURCES = %D%/test_search.c $(UNIT_FIXTURE)
+%C%_test_search_CFLAGS = $(UNIT_CFLAGS) $(XXHASH_CFLAGS)
+%C%_test_search_LDADD = $(UNIT_LDADD)
 
 check_PROGRAMS += %D%/test_dataset
 %C%_test_dataset_SOURCES = %D%/test_dataset.c $(UNIT_FIXTURE)

@@ -854,7 +854,7 @@ struct scanned {
 	int complete;
 };
 
-static int scanned_one(const struct stor_scan_pool *sp, void *ctx)
+static int scanned_one(const struct stor_found_pool *sp, void *ctx)
 {
 	struct scanned *s = ctx;
 
@@ -900,7 +900,7 @@ Test(mirror, a_side_attached_after_the_first_is_detached_counts_at_every_import)
 	resilver_wait();
 	tpool_close(&tp);
 	dirs[0] = tp.dir;
-	cr_assert_eq(stor_pool_scan(dirs, 1, scanned_one, &sc), 1);
+	cr_assert_eq(stor_pool_search(dirs, 1, scanned_one, &sc), 1);
 	cr_assert_eq(sc.nluns, 4);
 	cr_assert_eq(sc.ndetached, 1, "index 0 is detached, not missing");
 	cr_assert(sc.detached0);

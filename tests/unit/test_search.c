@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Import by scanning (scan.c) and host ids in labels: pools put together
+ * Import by searching (search.c) and host ids in labels: pools put together
  * from the labels found in a directory, whatever else lies there; a scan
  * that writes nothing; a pool opened at the paths a scan found, its record
  * following them; a pool another host id holds refused without force.
@@ -29,11 +29,11 @@ TestSuite(scan, .init = setup, .fini = teardown, .timeout = 240);
 /* What a scan reported, copied out of the callback. */
 struct seen {
 	int n;
-	struct stor_scan_pool pool[SCAN_MAX];
+	struct stor_found_pool pool[SCAN_MAX];
 	char path[SCAN_MAX][TPOOL_LUNS_MAX][4096];
 };
 
-static int collect(const struct stor_scan_pool *sp, void *arg)
+static int collect(const struct stor_found_pool *sp, void *arg)
 {
 	struct seen *s = arg;
 
@@ -54,12 +54,12 @@ static void scan(const char *dir, struct seen *s)
 	int ret;
 
 	memset(s, 0, sizeof(*s));
-	ret = stor_pool_scan(dirs, 1, collect, s);
+	ret = stor_pool_search(dirs, 1, collect, s);
 	cr_assert_eq(ret, s->n, "scan %s: %s", dir, stor_strerror(ret));
 }
 
 /* The pool named @name among those @s saw, or NULL. */
-static const struct stor_scan_pool *seen_pool(const struct seen *s, const char *name, int *at)
+static const struct stor_found_pool *seen_pool(const struct seen *s, const char *name, int *at)
 {
 	for (int i = 0; i < s->n; i++)
 		if (!strcmp(s->pool[i].name, name)) {
@@ -89,7 +89,7 @@ static void write_file(const char *path, const void *buf, size_t len)
 Test(scan, labels_are_grouped_by_pool_in_index_order)
 {
 	struct tpool other;
-	const struct stor_scan_pool *p, *q;
+	const struct stor_found_pool *p, *q;
 	struct seen s;
 	int a, b;
 
@@ -103,21 +103,21 @@ Test(scan, labels_are_grouped_by_pool_in_index_order)
 	cr_assert_eq(p->nluns, 3);
 	cr_assert_eq(p->nfound, 3);
 	cr_assert(p->complete);
-	cr_assert_eq(p->state, STOR_SCAN_EXPORTED);
+	cr_assert_eq(p->state, STOR_FOUND_EXPORTED);
 	cr_assert_eq(p->hostid, stor_hostid());
 	for (unsigned i = 0; i < 3; i++)
 		cr_assert_str_eq(s.path[a][i], tp.lun[i]);
 	/* still imported: its labels say active */
 	cr_assert_eq(q->nluns, 2);
 	cr_assert(q->complete);
-	cr_assert_eq(q->state, STOR_SCAN_ACTIVE);
+	cr_assert_eq(q->state, STOR_FOUND_ACTIVE);
 	cr_assert_str_eq(s.path[b][1], other.lun[1]);
 	stor_pool_close(other.pool);
 }
 
 Test(scan, a_lun_with_both_label_copies_damaged_is_missing)
 {
-	const struct stor_scan_pool *p;
+	const struct stor_found_pool *p;
 	struct seen s;
 	int a;
 
@@ -312,7 +312,7 @@ Test(scan, a_pool_another_host_did_not_export_needs_force)
 	tpool_close(&tp);
 	scan(tp.dir, &s);
 	cr_assert_eq(s.pool[0].hostid, 0xbeefu);
-	cr_assert_eq(s.pool[0].state, STOR_SCAN_ACTIVE);
+	cr_assert_eq(s.pool[0].state, STOR_FOUND_ACTIVE);
 	/* exported, any host imports it without force */
 	tp.opts.force = 0;
 	cr_assert_eq(tpool_open(&tp), 0);

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Import by scanning (zpool import -d): read the LUN labels of the files
+ * Import by searching (zpool import -d): read the LUN labels of the files
  * and block devices in some directories and put pools together from them,
- * by pool GUID, LUN index and LUN GUID, wherever the files now sit. A scan
+ * by pool GUID, LUN index and LUN GUID, wherever the files now sit. A search
  * only reads: each candidate is opened read-only and unclaimed (LUN_PEEK),
  * so it neither writes, nor locks, nor disturbs a pool that has it open.
  *
  * What is a candidate: a regular file or block device directly in a given
  * directory; a symbolic link only if it leads to a block device (udev's
- * /dev/disk/by-id is all links), never one to a file elsewhere, so a scan
+ * /dev/disk/by-id is all links), never one to a file elsewhere, so a search
  * of a directory does not wander into other trees. The file type is looked
  * at before the open (a FIFO would block it) and the open checks it again
  * on the descriptor (lun.c). No recursion. A "directory" rados:POOL is
@@ -90,7 +90,7 @@ static int read_one(struct found_set *fs, const char *path)
 	return 0;
 }
 
-static int scan_dir(struct found_set *fs, const char *dir)
+static int search_dir(struct found_set *fs, const char *dir)
 {
 	struct dirent **ents = NULL;
 	int n, dfd, ret = 0;
@@ -121,7 +121,7 @@ static int read_rados(const char *path, void *ctx)
 
 /* The LUNs of a RADOS pool: its ".lun" objects (lun_rados.c). A pool that
  * cannot be listed has nothing to import, as a missing directory. */
-static int scan_rados(struct found_set *fs, const char *pool)
+static int search_rados(struct found_set *fs, const char *pool)
 {
 	int ret = lun_rados_list(pool, read_rados, fs);
 
@@ -179,9 +179,9 @@ static int mirrors_cover(const struct found *v, size_t n, const uint8_t *bits, u
 
 /* Report the pool of the labels v[0, n) (one pool GUID, sorted by index). */
 static int report(const struct found *v, size_t n,
-		  int (*fn)(const struct stor_scan_pool *pool, void *ctx), void *ctx)
+		  int (*fn)(const struct stor_found_pool *pool, void *ctx), void *ctx)
 {
-	struct stor_scan_pool sp = { .guid = v[0].lab.pool_guid, .state = STOR_SCAN_EXPORTED };
+	struct stor_found_pool sp = { .guid = v[0].lab.pool_guid, .state = STOR_FOUND_EXPORTED };
 	uint8_t bits[LABEL_DETACHED_LEN] = { 0 }, *detached;
 	const char **paths;
 	int ret;
@@ -197,7 +197,7 @@ static int report(const struct found *v, size_t n,
 		if (v[i].lab.index >= sp.nluns)
 			sp.nluns = v[i].lab.index + 1;
 		if (v[i].lab.state != LABEL_EXPORTED)
-			sp.state = STOR_SCAN_ACTIVE;
+			sp.state = STOR_FOUND_ACTIVE;
 	}
 	if (sp.nluns > STOR_LUNS_MAX)
 		return 0; /* not a label we wrote */
@@ -233,14 +233,14 @@ static int report(const struct found *v, size_t n,
 	return ret;
 }
 
-int stor_pool_scan(const char *const *dirs, size_t ndirs,
-		   int (*fn)(const struct stor_scan_pool *pool, void *ctx), void *ctx)
+int stor_pool_search(const char *const *dirs, size_t ndirs,
+		   int (*fn)(const struct stor_found_pool *pool, void *ctx), void *ctx)
 {
 	struct found_set fs = { 0 };
 	int ret = 0, npools = 0;
 
 	for (size_t i = 0; ret == 0 && i < ndirs; i++)
-		ret = lun_path_is_rados(dirs[i]) ? scan_rados(&fs, dirs[i]) : scan_dir(&fs, dirs[i]);
+		ret = lun_path_is_rados(dirs[i]) ? search_rados(&fs, dirs[i]) : search_dir(&fs, dirs[i]);
 	if (ret == 0 && fs.n)
 		qsort(fs.v, fs.n, sizeof(*fs.v), by_pool_then_index);
 	for (size_t i = 0, j; ret == 0 && i < fs.n; i = j) {
