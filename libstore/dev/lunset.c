@@ -15,9 +15,9 @@
  * attach and replace reads back as it was. Labels only widen before the
  * pool record does (attach) and narrow after (detach): a label wider than
  * its vdev is harmless, a narrower one would refuse a side. lun.c is one
- * LUN and knows no pool; pool.c owns the pool record naming the set and
- * orders an add around it (stor_pool_add_lun), so nothing here writes
- * metadata.
+ * LUN and knows no pool; the record naming the set is txg/pool_record.c's,
+ * and pool.c orders an add around it (stor_pool_add_lun), so nothing here
+ * writes metadata.
  *
  * A LUN of an open pool is claimed (lun.c) until the pool is freed; a
  * claim that must be kept alive (a RADOS LUN's lock) is renewed through

@@ -38,7 +38,7 @@ struct snap_op {
 	 * the snapshot @id it goes back to (prev_txg; @mk is the snapshot's) */
 	uint64_t prev_id, prev_txg;
 	struct mac_key *prev_mk;
-	struct promote_plan *promote; /* PROMOTE: clone.c's */
+	struct promote_plan *promote; /* PROMOTE: planned by pool/promote.c */
 	uint64_t mark_id; /* CREATE: a receive's mark that changes with it (recv.c) */
 	unsigned mark;
 	/* CREATE: the snapshot's dataset, and the view root a raw stream

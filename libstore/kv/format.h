@@ -107,7 +107,7 @@
  * freed log extents until those are reused, as freed records do.
  *
  * LMDB (one environment per pool, file <state_dir>/pools/<pool>.mdb):
- *   "pool": "config" -> pool record (meta_pool_* in pool.c);
+ *   "pool": "config" -> pool record (txg/pool_record.c);
  *           "recv/<dataset id, 16 hex digits>" -> u8 1 (being received) or
  *           2 (its MAC tree waits for a key, to be built and checked
  *           against the roots there) or 3 (an incremental going in): ds/recv_state.c;
