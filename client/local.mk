@@ -8,7 +8,7 @@ include %D%/bench.mk
 lib_LIBRARIES = %D%/libcoffer.a
 %C%_libcoffer_a_SOURCES = %D%/client.h %D%/conn.c %D%/sendrecv.c common/proto.c common/sockpath.c \
 	common/errors.c common/name.c
-%C%_libcoffer_a_CPPFLAGS = $(AM_CPPFLAGS) $(PROTO_INC) $(STORE_INC)
+%C%_libcoffer_a_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
 %C%_libcoffer_a_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 include_HEADERS = %D%/client.h
 pkgconfigdir = $(libdir)/pkgconfig
@@ -20,16 +20,15 @@ CLEANFILES += %D%/coffer.pc
 	sed -e 's|@prefix[@]|$(prefix)|g' -e 's|@libdir[@]|$(libdir)|g' \
 	    -e 's|@includedir[@]|$(includedir)|g' -e 's|@VERSION[@]|$(VERSION)|g' \
 	    $(top_srcdir)/%D%/coffer.pc.in > $@
-# libstore.a for its shared rules only (sizes, names, error texts): a static
-# link takes just those objects, not the engine or its libraries
-CLIENT_LIBS = %D%/libcoffer.a daemon/libproto.a libstore/libstore.a $(JANSSON_LIBS) $(PTHREAD_LIBS)
+# libcommon.a for the rest of the shared rules (sizes, typos, properties)
+CLIENT_LIBS = %D%/libcoffer.a common/libcommon.a $(JANSSON_LIBS) $(PTHREAD_LIBS)
 
 bin_PROGRAMS += %D%/coffer
 # keysource.c: keys from a key server (libcurl, opened at the first fetch,
 # unless --without-curl) or a password agent
 %C%_coffer_SOURCES = %D%/coffer.c %D%/jsonout.c %D%/jsonout.h %D%/bench.h %D%/keysource.h \
 	%D%/keysource.c $(BENCH_SOURCES)
-%C%_coffer_CPPFLAGS = $(AM_CPPFLAGS) $(PROTO_INC) $(STORE_INC)
+%C%_coffer_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
 %C%_coffer_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) $(CURL_CFLAGS)
 %C%_coffer_LDADD = $(CLIENT_LIBS) $(BENCH_LIBS) $(DL_LIBS)
 

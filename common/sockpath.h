@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Where cofferd listens when nothing says otherwise, and so where coffer
- * looks: the one default both sides compute (sockpath.c, in libproto.a), so
+ * looks: the one default both sides compute (sockpath.c, in libcommon.a and libcoffer.a), so
  * the client need not link the daemon's config parser to find the daemon.
  * As root /run/coffer/cofferd.sock; for another user
  * $XDG_RUNTIME_DIR/coffer/cofferd.sock, or /tmp/coffer-<uid>/cofferd.sock

@@ -1,10 +1,5 @@
 # SPDX-License-Identifier: MIT
-# cofferd and the wire protocol library it shares with the client.
-noinst_LIBRARIES += %D%/libproto.a
-# libproto.a also carries the default socket path, so the client finds the
-# daemon without linking its config parser; it uses libstore's shared rules.
-%C%_libproto_a_SOURCES = common/common.h common/proto.h common/proto.c common/sockpath.h common/sockpath.c
-%C%_libproto_a_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
+# cofferd (the wire protocol it shares with the client is common/'s).
 
 sbin_PROGRAMS += %D%/cofferd
 %C%_cofferd_SOURCES = \
@@ -15,7 +10,7 @@ sbin_PROGRAMS += %D%/cofferd
 %C%_cofferd_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
 %C%_cofferd_CFLAGS = $(AM_CFLAGS) $(INIH_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SYSTEMD_CFLAGS) \
 	$(SSL_CFLAGS)
-%C%_cofferd_LDADD = %D%/libproto.a $(SSL_LIBS) $(STORE_LIBS) $(INIH_LIBS) $(UV_LIBS) \
+%C%_cofferd_LDADD = $(SSL_LIBS) $(STORE_LIBS) $(INIH_LIBS) $(UV_LIBS) \
 	$(JANSSON_LIBS) $(SYSTEMD_LIBS) $(PTHREAD_LIBS)
 
 dist_man_MANS += %D%/cofferd.8

@@ -70,10 +70,12 @@ done | sort > "$found"
 
 # The calls: each object's layer is its folder; "symbol layer object" for
 # every definition, then every undefined symbol looked up in that list.
-for o in "$build"/libstore/*/*.o; do
+for o in "$build"/common/libcommon_a-*.o "$build"/libstore/*/*.o; do
 	[ -f "$o" ] || continue
-	l=${o#"$build"/libstore/}
-	l=${l%%/*}
+	case $o in
+	"$build"/common/*) l=common ;;
+	*) l=${o#"$build"/libstore/}; l=${l%%/*} ;;
+	esac
 	nm -g --defined-only "$o" | awk -v l="$(rank "$l")" -v o="${o#"$build"/}" \
 		'NF == 3 { print "D", $3, l, o }'
 	nm -u "$o" | awk -v l="$(rank "$l")" -v o="${o#"$build"/}" '{ print "U", $2, l, o }'
@@ -102,5 +104,6 @@ if [ -n "$gone" ]; then
 	rc=1
 fi
 [ $rc = 0 ] && echo "layers: $(wc -l < tests/layers.allow) known exceptions, no new one;" \
-	"$(ls "$build"/libstore/*/*.o 2>/dev/null | wc -l) objects call no higher layer"
+	"$(ls "$build"/common/libcommon_a-*.o "$build"/libstore/*/*.o 2>/dev/null | wc -l)" \
+	"objects call no higher layer"
 exit $rc

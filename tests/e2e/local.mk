@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 # End-to-end tests: the real cofferd on a temp socket, driven through client.h and coffer.
-E2E_CFLAGS = $(AM_CFLAGS) $(CRITERION_CFLAGS) $(JANSSON_CFLAGS) $(STORE_INC) $(PROTO_INC) $(CLIENT_INC)
+E2E_CFLAGS = $(AM_CFLAGS) $(CRITERION_CFLAGS) $(JANSSON_CFLAGS) $(STORE_INC) -I$(top_srcdir)/daemon $(CLIENT_INC)
 E2E_LDADD = $(CLIENT_LIBS) $(CRITERION_LIBS)
 E2E_FIXTURE = %D%/daemon.c %D%/daemon.h
 
@@ -24,8 +24,8 @@ check_PROGRAMS += %D%/test_bench
 
 check_PROGRAMS += %D%/test_proto
 %C%_test_proto_SOURCES = %D%/test_proto.c
-%C%_test_proto_CFLAGS = $(AM_CFLAGS) $(CRITERION_CFLAGS) $(STORE_INC) $(PROTO_INC)
-%C%_test_proto_LDADD = daemon/libproto.a libstore/libstore.a $(CRITERION_LIBS)
+%C%_test_proto_CFLAGS = $(AM_CFLAGS) $(CRITERION_CFLAGS) $(STORE_INC)
+%C%_test_proto_LDADD = common/libcommon.a $(CRITERION_LIBS)
 
 check_PROGRAMS += %D%/test_faults
 %C%_test_faults_SOURCES = %D%/test_faults.c $(E2E_FIXTURE)
@@ -127,7 +127,7 @@ check_PROGRAMS += %D%/test_send
 %C%_test_send_CFLAGS = $(E2E_CFLAGS) $(LMDB_CFLAGS)
 # it forges streams with libstore's stream codec (stream.c, its checksums),
 # and reads the copy's block pointers from its LMDB file (tamper.c)
-%C%_test_send_LDADD = $(E2E_LDADD) $(LMDB_LIBS) $(XXHASH_LIBS)
+%C%_test_send_LDADD = $(E2E_LDADD) $(STORE_LIBS) $(LMDB_LIBS) $(XXHASH_LIBS)
 
 check_PROGRAMS += %D%/test_clone
 %C%_test_clone_SOURCES = %D%/test_clone.c $(E2E_FIXTURE)

@@ -15,10 +15,9 @@ check_PROGRAMS += %D%/test_keys
 %C%_test_keys_LDADD = $(UNIT_LDADD)
 
 check_PROGRAMS += %D%/test_config
-%C%_test_config_SOURCES = %D%/test_config.c daemon/conf.c daemon/log.c daemon/conf.h daemon/log.h \
-	common/sockpath.c common/sockpath.h
+%C%_test_config_SOURCES = %D%/test_config.c daemon/conf.c daemon/log.c daemon/conf.h daemon/log.h
 %C%_test_config_CFLAGS = $(UNIT_CFLAGS) $(INIH_CFLAGS) -DSRCDIR='"$(abs_top_srcdir)"'
-%C%_test_config_LDADD = libstore/libstore.a $(INIH_LIBS) $(CRITERION_LIBS)
+%C%_test_config_LDADD = common/libcommon.a $(INIH_LIBS) $(CRITERION_LIBS)
 
 # the rules shared by libstore, cofferd and coffer: sizes, names, error texts
 check_PROGRAMS += %D%/test_size
@@ -79,7 +78,7 @@ check_PROGRAMS += %D%/test_clone
 check_PROGRAMS += %D%/test_bench_parse
 %C%_test_bench_parse_SOURCES = %D%/test_bench_parse.c client/bench_parse.c client/bench_parse.h
 %C%_test_bench_parse_CFLAGS = $(UNIT_CFLAGS)
-%C%_test_bench_parse_LDADD = libstore/libstore.a $(CRITERION_LIBS) -lm
+%C%_test_bench_parse_LDADD = common/libcommon.a $(CRITERION_LIBS) -lm
 
 check_PROGRAMS += %D%/test_bench_verify
 %C%_test_bench_verify_SOURCES = %D%/test_bench_verify.c client/bench_verify.c client/bench_verify.h
