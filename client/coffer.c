@@ -30,6 +30,7 @@
 #include "client.h"
 #include "jsonout.h"
 #include "keysource.h"
+#include "pool_health.h"
 #include "proto.h"
 #include "store.h"
 
@@ -1170,18 +1171,31 @@ static json_t *pool_doc_entry(json_t *p)
 	return jout_numbers(o);
 }
 
+/* -x: only the pools that need their operator (zpool status -x). */
+static void keep_unhealthy(json_t *pools)
+{
+	struct pool_health h;
+
+	for (size_t i = json_array_size(pools); i-- > 0;)
+		if (!pool_health(json_array_get(pools, i), &h))
+			json_array_remove(pools, i);
+}
+
 static int pool_status(int argc, char **argv)
 {
 	struct coffer_conn *c;
 	json_t *reply, *p, *l, *v;
+	struct pool_health h;
 	size_t i, j;
-	int opt, verbose = 0;
+	int opt, verbose = 0, unhealthy = 0;
 
-	while ((opt = getopt(argc, argv, "jv")) != -1) {
+	while ((opt = getopt(argc, argv, "jvx")) != -1) {
 		if (opt == 'j')
 			opt_json = 1;
 		else if (opt == 'v')
 			verbose = 1;
+		else if (opt == 'x')
+			unhealthy = 1;
 		else
 			usage_exit();
 	}
@@ -1189,6 +1203,8 @@ static int pool_status(int argc, char **argv)
 		usage_exit();
 	c = conn_open();
 	reply = call_optional_name(c, "pool_status", argc, argv);
+	if (unhealthy)
+		keep_unhealthy(json_object_get(reply, "pools"));
 	if (opt_json) {
 		json_t *doc = jout_doc("coffer pool status", "pools");
 
@@ -1199,7 +1215,7 @@ static int pool_status(int argc, char **argv)
 		goto out;
 	}
 	if (json_array_size(json_object_get(reply, "pools")) == 0)
-		printf("no pools\n");
+		printf(unhealthy ? "all pools are healthy\n" : "no pools\n");
 	json_array_foreach(json_object_get(reply, "pools"), i, p) {
 		const char *err = json_string_value(json_object_get(p, "error"));
 
@@ -1207,12 +1223,10 @@ static int pool_status(int argc, char **argv)
 			putchar('\n');
 		printf("  pool: %s\n state: %s\n", json_string_value(json_object_get(p, "name")),
 		       json_string_value(json_object_get(p, "state")));
-		if (err && !strcmp(json_string_value(json_object_get(p, "state")), "SUSPENDED"))
-			printf(" error: %s\n", err); /* it says what to do */
-		else if (err)
-			printf(" error: %s\naction: fix or restore the LUN, then run 'coffer pool "
-			       "import %s'\n",
-			       err, json_string_value(json_object_get(p, "name")));
+		if (pool_health(p, &h))
+			printf("status: %s\naction: %s\n", h.status, h.action);
+		if (err && !json_object_get(p, "suspended"))
+			printf(" error: %s\n", err);
 		if (json_object_get(p, "key_file"))
 			printf("  keys: %s\n", json_string_value(json_object_get(p, "key_file")));
 		if (json_object_get(p, "metadata"))
@@ -1761,10 +1775,12 @@ static const struct cmd pool_cmds[] = {
 	  "PROPERTIES\n"
 	  "  name, size, allocated (alloc, used), free, capacity (cap), health (state), guid,\n"
 	  "  txg, luns, datasets, metadata_used, logicalused, handles" },
-	{ "status", pool_status, "[-j] [-v] [POOL]",
-	  "Show the vdev tree, the state and error counts of each LUN, and the scan line.\n"
+	{ "status", pool_status, "[-j] [-v] [-x] [POOL]",
+	  "Show the vdev tree, the state and error counts of each LUN, and the scan line;\n"
+	  "what needs doing, if anything, on the status: and action: lines.\n"
 	  "  -j  JSON\n"
-	  "  -v  list the records that no copy holds sound" },
+	  "  -v  list the records that no copy holds sound\n"
+	  "  -x  only the pools that need their operator (\"all pools are healthy\" if none)" },
 	{ "check", pool_check, "[-j] POOL",
 	  "Check POOL offline: every block pointer against the allocation and the LUNs.\n"
 	  "  -j  JSON" },

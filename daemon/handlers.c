@@ -364,6 +364,9 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 				 "a LUN flush failed (%s): written data may be lost; export and import",
 				 stor_strerror(st.suspend_error));
 		json_object_set_new(o, "error", json_string(why));
+		json_object_set_new(o, "suspended", json_string(st.suspended == STOR_SUSPEND_META
+									? "metadata"
+									: "lun"));
 	}
 	if (st.bad_frees)
 		json_object_set_new(o, "bad_frees", json_integer((json_int_t)st.bad_frees));

@@ -53,6 +53,11 @@ static void faulted_pool(int truncate_it)
 	tdaemon_start_ok(&td);
 	COF_OK(NULL, "pool list -H -o name,health f");
 	cr_assert_str_eq(out, "f\tFAULTED\n");
+	/* the operator is told what is wrong and what to do */
+	COF_OK(NULL, "pool status -x");
+	cr_assert(strstr(out, "  pool: f\n") && strstr(out, "status: The pool could not be opened") &&
+			  strstr(out, "then run 'coffer pool import f'") && strstr(out, " error: "),
+		  "%s", out);
 }
 
 /* Run coffer @args: success, or exit 1 with a message that says why; the daemon lives. */

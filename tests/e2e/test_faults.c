@@ -265,7 +265,13 @@ static void assert_suspended_by_metadata(const char *pool)
 	err = json_string_value(json_object_get(p, "error"));
 	cr_assert(err && strstr(err, "metadata commit failed"), "pool status says: %s",
 		  err ? err : "(nothing)");
+	cr_assert_str_eq(json_string_value(json_object_get(p, "suspended")), "metadata");
 	json_decref(p);
+	/* and the operator is told what lifts it */
+	COF_OK("pool status -x %s", pool);
+	cr_assert(strstr(out, "status: Writes to the pool are suspended") &&
+			  strstr(out, "action: Free space where the daemon keeps its state"),
+		  "%s", out);
 }
 
 static const char *lun_state(json_t *pool, unsigned i)

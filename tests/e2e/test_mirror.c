@@ -172,6 +172,11 @@ Test(mirror, junk_on_one_side_then_the_other_never_reaches_a_reader)
 	COF_OK(NULL, "pool status tank");
 	cr_assert(strstr(out, "mirror-0") && strstr(out, "rewritten from another side"), "%s",
 		  out);
+	/* the operator is told, and what to do (zpool status -x) */
+	COF_OK(NULL, "pool status -x");
+	cr_assert(strstr(out, "  pool: tank") && strstr(out, "status: A LUN had errors") &&
+			  strstr(out, "action: ") && strstr(out, "'coffer pool clear tank'"),
+		  "%s", out);
 
 	/* reads turn over the sides, so some bad copies were never read: a
 	 * scrub, keys unloaded, mends the rest and a second one finds nothing */
@@ -195,13 +200,17 @@ Test(mirror, junk_on_one_side_then_the_other_never_reaches_a_reader)
 	cr_assert_gt(lun_count(p, 1, "repaired"), 0);
 	json_decref(p);
 
-	/* clear resets the counts */
+	/* clear resets the counts, and the pool is healthy again */
 	COF_OK(NULL, "pool clear tank");
 	p = status("tank");
 	cr_assert_eq(lun_count(p, 0, "repaired") + lun_count(p, 1, "repaired") +
 			     lun_count(p, 0, "checksum_errors") + lun_count(p, 1, "checksum_errors"),
 		     0);
 	json_decref(p);
+	COF_OK(NULL, "pool status -x");
+	cr_assert(strstr(out, "all pools are healthy") && !strstr(out, "tank"), "%s", out);
+	COF_OK(NULL, "pool status tank");
+	cr_assert(!strstr(out, "status:") && !strstr(out, "action:"), "%s", out);
 
 	/* and the pool imports from its mirror's labels */
 	tdaemon_stop_ok(&td);
@@ -551,6 +560,10 @@ Test(mirror, a_side_deleted_under_load_is_replaced_and_resilvered_across_a_kill)
 
 	/* the new side alone serves everything, and a scrub finds nothing */
 	COF_OK(NULL, "pool offline tank %s", lun("l0"));
+	COF_OK(NULL, "pool status -x tank");
+	cr_assert(strstr(out, "status: LUN ") && strstr(out, "was taken offline") &&
+			  strstr(out, "action: Bring it online with 'coffer pool online tank"),
+		  "%s", out);
 	COF_OK(NULL, "load-key tank/e");
 	cr_assert(reads_back("tank/c", more), "from the new side: %s", out);
 	cr_assert(reads_back("tank/e", enc), "from the new side: %s", out);
