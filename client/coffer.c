@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -330,13 +331,15 @@ static size_t prompt_tty(const char *prompt, char *buf, size_t cap)
 #define KEY_BATCH 0x4u   /* load-key -a/-r: a prompt with no terminal and an empty stdin skips */
 #define KEY_SKIPPED (-2)
 
-/* Text formats end at the first newline; raw keys are exactly 32 bytes. */
+/* Text formats end at the first newline; a raw key is all its bytes (key_get
+ * refuses one that is not 32: cut short, a hex key file by mistake would
+ * load as its first 32 characters). */
 static size_t key_trim(const char *format, const uint8_t *buf, size_t n)
 {
 	size_t l = 0;
 
 	if (!strcmp(format, "raw"))
-		return n > 32 ? 32 : n;
+		return n;
 	while (l < n && buf[l] != '\n' && buf[l] != '\r')
 		l++;
 	return l;
@@ -432,12 +435,19 @@ static ssize_t key_get(struct coffer_conn *c, const char *ds, const char *format
 
 	if (location && !strncmp(location, "file://", 7)) {
 		int fd = open(location + 7, O_RDONLY | O_CLOEXEC);
+		struct stat st;
 
 		if (fd < 0) {
 			snprintf(why, whylen, "%s: keylocation %s: %s; fix the path or use -L prompt",
 				 ds, location, strerror(errno));
 			return -1;
 		}
+		/* as ssh warns of a private key others can read */
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0044))
+			fprintf(stderr,
+				"coffer: warning: %s: key file %s: mode %04o lets others read the "
+				"key; chmod 600 it\n",
+				ds, location + 7, (unsigned)(st.st_mode & 07777));
 		n = coffer_read_full(fd, buf, KEY_MAX);
 		close(fd);
 		if (n < 0) {
@@ -494,6 +504,13 @@ static ssize_t key_get(struct coffer_conn *c, const char *ds, const char *format
 	n = (ssize_t)key_trim(format, buf, (size_t)n);
 	if (n == 0) {
 		snprintf(why, whylen, "%s: empty key; give a %s", ds, format);
+		return -1;
+	}
+	if (!strcmp(format, "raw") && n != 32) {
+		snprintf(why, whylen,
+			 "%s: a raw key is exactly 32 bytes, this one is %zd%s", ds, n,
+			 n == 64 || n == 65 ? " (64 hex digits are keyformat=hex)" : "");
+		wipe(buf, KEY_MAX);
 		return -1;
 	}
 	return n;

@@ -262,7 +262,7 @@ const char *tdaemon_file(struct tdaemon *d, const char *name, const void *data, 
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s", d->dir, name);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	cr_assert_geq(fd, 0);
 	cr_assert_eq(write(fd, data, len), (ssize_t)len);
 	close(fd);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,9 +81,35 @@ Test(cli, refused_keys_and_encryption_say_why)
 	REFUSED(NULL, 1, "hex key must be exactly 64 hex digits",
 		"create -o encryption=on -o keyformat=hex -o keylocation=file://%s tank/b",
 		tdaemon_file(&td, "hex", "zzzz\n", 5));
+	/* a raw key of another length is refused, not cut to 32 bytes (a hex
+	 * key file given as raw would load as its first 32 characters) */
+	REFUSED(NULL, 1, "a raw key is exactly 32 bytes, this one is 65 (64 hex digits are "
+			 "keyformat=hex)",
+		"create -o encryption=on -o keyformat=raw -o keylocation=file://%s tank/r",
+		tdaemon_file(&td, "hexkey",
+			     "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n",
+			     65));
+	cr_assert_neq(cof(NULL, "get name tank/r"), 0, "a refused dataset exists: %s", out);
+	REFUSED(NULL, 1, "a raw key is exactly 32 bytes, this one is 33",
+		"create -o encryption=on -o keyformat=raw -o keylocation=file://%s tank/r",
+		tdaemon_file(&td, "raw33", "0123456789abcdef0123456789abcdef\n", 33));
 	tdaemon_random_file(&td, "raw", 32, key, sizeof(key));
 	COF_OK(NULL, "create -o encryption=on -o keyformat=raw -o keylocation=file://%s tank/enc",
 	       key);
+	cr_assert(!strstr(out, "warning"), "a key file of mode 0600 is fine: %s", out);
+	/* a key file others can read still loads, with a warning (as ssh's) */
+	cr_assert_eq(chmod(key, 0644), 0);
+	COF_OK(NULL, "unload-key tank/enc");
+	COF_OK(NULL, "load-key tank/enc");
+	cr_assert(strstr(out, "warning: tank/enc: key file") &&
+			  strstr(out, "mode 0644 lets others read the key; chmod 600 it"),
+		  "%s", out);
+	prop_is("tank/enc", "keystatus", "available");
+	COF_OK(NULL, "unload-key tank/enc");
+	REFUSED(NULL, 1, "a raw key is exactly 32 bytes, this one is 33",
+		"load-key -L file://%s tank/enc", tdaemon_path(&td, "raw33"));
+	prop_is("tank/enc", "keystatus", "unavailable");
+	COF_OK(NULL, "load-key tank/enc");
 	REFUSED(NULL, 1, "cannot create an unencrypted dataset under an encrypted parent",
 		"create -o encryption=off tank/enc/child");
 	/* a child's encryption root is found up its names */
