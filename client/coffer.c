@@ -98,15 +98,17 @@ static const char *hint(int status, const char *obj, int no_pool, char *buf, siz
 		    (!strcmp(cur_prefix, "pool ") &&
 		     (!strcmp(cur_cmd->name, "create") || !strcmp(cur_cmd->name, "add"))))
 			return "; export that pool, or stop the program using the LUN";
-		/* the daemon names the busy datasets and says what to do */
-		if (!strcmp(cur_prefix, "pool ") &&
-		    (!strcmp(cur_cmd->name, "export") || !strcmp(cur_cmd->name, "destroy") ||
-		     !strcmp(cur_cmd->name, "import")))
+		/* the daemon names the busy datasets or the side, and says what to do */
+		if (!strcmp(cur_prefix, "pool "))
 			return "";
 		if (!strcmp(cur_cmd->name, "destroy") && !cur_prefix[0])
 			return "; close its users first or give -f to close their handles; -r for "
 			       "children";
-		return "; close its users first, or give -f to close their handles";
+		/* only a verb that has -f is told to give it */
+		if (strstr(cur_cmd->usage, "-f"))
+			return "; close its users first, or give -f to close their handles";
+		return "; close its users first ('coffer stats' and the daemon's log show the "
+		       "handles)";
 	case STOR_EBADNAME:
 		return "; names are letters, digits, '_-.:' and '/' between components";
 	case STOR_EBADPROP:
@@ -124,6 +126,8 @@ static const char *hint(int status, const char *obj, int no_pool, char *buf, siz
 		if (!strcmp(cur_prefix, "pool ") &&
 		    (!strcmp(cur_cmd->name, "create") || !strcmp(cur_cmd->name, "add")))
 			return "; check the LUN paths, or give -s SIZE to create missing LUN files";
+		if (strchr(obj, '@') && !no_pool)
+			return "; see 'coffer list -t snapshot' for the snapshots there are";
 		if (strchr(obj, '/') && !no_pool)
 			return "; see 'coffer list' for the datasets there are";
 		return "; see 'coffer pool list', or 'coffer pool import' for exported pools";
@@ -438,8 +442,9 @@ static ssize_t key_get(struct coffer_conn *c, const char *ds, const char *format
 		struct stat st;
 
 		if (fd < 0) {
-			snprintf(why, whylen, "%s: keylocation %s: %s; fix the path or use -L prompt",
-				 ds, location, strerror(errno));
+			snprintf(why, whylen, "%s: keylocation %s: %s; fix the path or use %s", ds,
+				 location, strerror(errno),
+				 how & KEY_CONFIRM ? "-o keylocation=prompt" : "-L prompt");
 			return -1;
 		}
 		/* as ssh warns of a private key others can read */

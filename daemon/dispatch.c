@@ -160,19 +160,22 @@ static const char *error_text(struct disp_call *c)
 	if (h->err[0])
 		return h->err;
 	why = c->status == -ENOENT && c->cmd && (c->cmd->flags & CMD_DS) && h->name
-		      ? "dataset does not exist"
+		      ? strchr(h->name, '@') ? "snapshot does not exist" : "dataset does not exist"
 		      : proto_strerror(c->status);
-	if (!h->name && !h->verb && !h->detail)
+	if (!h->name && !h->verb && !h->detail[0])
 		return why;
-	/* a reason says more than "Invalid argument": it takes that one's place */
-	if (h->detail && (c->status == -EINVAL || c->status == STOR_EBADPROP)) {
+	/* a reason says more than "Invalid argument" or "does not exist" (it
+	 * names what is missing), and one that begins with the code's own
+	 * text says it whole: each takes that one's place */
+	if (h->detail[0] && (c->status == -EINVAL || c->status == STOR_EBADPROP ||
+			     c->status == -ENOENT || !strncmp(h->detail, why, strlen(why)))) {
 		snprintf(h->err, sizeof(h->err), "%s: %s%s%s", h->name ? h->name : c->cmd->name,
 			 h->verb ? h->verb : "", h->verb ? ": " : "", h->detail);
 		return h->err;
 	}
 	snprintf(h->err, sizeof(h->err), "%s: %s%s%s%s%s", h->name ? h->name : c->cmd->name,
-		 h->verb ? h->verb : "", h->verb ? ": " : "", why, h->detail ? ": " : "",
-		 h->detail ? h->detail : "");
+		 h->verb ? h->verb : "", h->verb ? ": " : "", why, h->detail[0] ? ": " : "",
+		 h->detail);
 	return h->err;
 }
 

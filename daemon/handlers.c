@@ -45,7 +45,7 @@ static int fail(struct hcall *c, int ret, const char *verb, const char *detail)
 	c->verb = verb;
 	if (!detail || !detail[0])
 		detail = stor_pool_last_error();
-	c->detail = detail[0] ? detail : NULL;
+	snprintf(c->detail, sizeof(c->detail), "%s", detail);
 	return ret;
 }
 
@@ -584,6 +584,7 @@ static int h_pool_create(struct hcall *c)
 	struct stor_pool_opts o;
 	struct stor_pool *pool = NULL;
 	uint64_t size;
+	uint8_t *made = NULL; /* LUN files this create makes (-s): removed if it fails */
 	int ret;
 
 	if (!json_is_array(luns) || json_array_size(luns) == 0 ||
@@ -606,8 +607,15 @@ static int h_pool_create(struct hcall *c)
 		ret = arg_strv(c, "props", &props, &nprops);
 	if (ret == 0)
 		ret = arg_sides(c, n, &sides, &nvdevs);
+	if (ret == 0 && !(made = calloc(n, 1)))
+		ret = -ENOMEM;
 	if (ret < 0)
 		goto out;
+	for (size_t i = 0; size && i < n; i++) {
+		struct stat st;
+
+		made[i] = paths[i][0] == '/' && stat(paths[i], &st) < 0 && errno == ENOENT;
+	}
 	o = reg_pool_opts(size);
 	o.force = jtrue(c->args, "force");
 	o.vdev_sides = sides;
@@ -615,7 +623,7 @@ static int h_pool_create(struct hcall *c)
 	ret = stor_pool_create(c->name, paths, (unsigned)n, &o, &pool);
 	if (ret < 0) {
 		ret = fail(c, ret, "create", stor_pool_last_error());
-		goto out;
+		goto undo;
 	}
 	/* all or nothing */
 	ret = root_props(c, pool, props, nprops);
@@ -624,11 +632,17 @@ static int h_pool_create(struct hcall *c)
 	if (ret < 0) {
 		stor_pool_close(pool);
 		stor_pool_destroy(c->name, &o);
-		goto out;
+		goto undo;
 	}
 	log_info("pool %s: created with %zu LUNs", c->name, n);
 	c->reply = json_pack("{s:s}", "name", c->name);
+	goto out;
+undo:
+	for (size_t i = 0; i < n; i++)
+		if (made[i])
+			unlink(paths[i]);
 out:
+	free(made);
 	free(paths);
 	free(props);
 	free(sides);

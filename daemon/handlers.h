@@ -29,8 +29,9 @@ struct hcall {
 	/* out */
 	json_t *reply;             /* the reply object; {} if left NULL on success */
 	const char *verb;          /* what failed, for the dispatcher's error text */
-	const char *detail;        /* libstore's word on it (stor_pool_last_error()) */
-	char err[512];             /* a handler's own error text; wins over the above */
+	char detail[512];          /* libstore's word on it (stor_pool_last_error()), copied:
+				    * a later libstore call may clear the thread's */
+	char err[1024];            /* a handler's own error text; wins over the above */
 	uint8_t *out_data;         /* CMD_DATA: bytes to send after the reply's NUL (malloc'd) */
 	size_t out_len;
 	int out_plain;               /* out_data may hold plaintext: wiped before it is freed */

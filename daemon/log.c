@@ -15,6 +15,10 @@
  * ISO 8601 timestamp and the level name. Newlines inside a message become
  * spaces: one message is one line, whatever text a client sent.
  *
+ * Until log_ready() (the daemon serves), an error logged to syslog or a
+ * file also goes to stderr: a cofferd that cannot start says why where it
+ * was started from, not only in a file nobody is looking at.
+ *
  * log_open() and log_close() are for the main thread before and after the
  * other threads run; log_msg() and log_reopen() are safe from any thread.
  */
@@ -27,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +42,7 @@
 enum log_kind { LOG_TO_STDERR, LOG_TO_SYSLOG, LOG_TO_FILE };
 
 int log_level = LOG_INFO;
+static volatile int started; /* log_ready() was called */
 
 static enum log_kind kind = LOG_TO_STDERR;
 static int log_fd = STDERR_FILENO;
@@ -149,6 +155,21 @@ static size_t put_prefix(char *buf, size_t len, int prio)
 	return n > 0 && (size_t)n < len ? (size_t)n : 0;
 }
 
+void log_ready(void)
+{
+	started = 1;
+}
+
+/* An error before the daemon serves, on stderr as well ("cofferd: ..."). */
+static void starting_error(const char *line, size_t len)
+{
+	struct iovec v[2] = { { .iov_base = (void *)"cofferd: ", .iov_len = 9 },
+			      { .iov_base = (void *)line, .iov_len = len } };
+
+	while (writev(STDERR_FILENO, v, 2) < 0 && errno == EINTR)
+		;
+}
+
 void log_msg(int prio, const char *fmt, ...)
 {
 	char buf[LOG_LINE_MAX];
@@ -176,6 +197,10 @@ void log_msg(int prio, const char *fmt, ...)
 	if (kind == LOG_TO_SYSLOG) {
 		buf[len] = '\0';
 		syslog(prio, "%s", buf);
+		if (!started && prio <= LOG_ERR) {
+			buf[len] = '\n';
+			starting_error(buf, len + 1);
+		}
 		goto out;
 	}
 	buf[pre + len] = '\n';
@@ -183,6 +208,8 @@ void log_msg(int prio, const char *fmt, ...)
 	/* no retry on a short write: a second write() could interleave with another thread */
 	while (write(log_fd, buf, len) < 0 && errno == EINTR)
 		;
+	if (!started && kind == LOG_TO_FILE && prio <= LOG_ERR)
+		starting_error(buf + pre, len - pre);
 out:
 	errno = saved_errno;
 }

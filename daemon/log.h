@@ -12,6 +12,8 @@ int log_open(const char *target, int level);
 /** Reopen the file target (SIGHUP); no-op for stderr and syslog. */
 int log_reopen(void);
 void log_close(void);
+/** The daemon serves: from now on errors go to the log target only. */
+void log_ready(void);
 void log_msg(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Arguments are not evaluated when the level is off. */

@@ -524,6 +524,7 @@ int main(int argc, char **argv)
 	log_info("cofferd %s: listening on %s%s%s, state in %s, %u workers", PACKAGE_VERSION,
 		 cfg.socket, nbd_on ? ", NBD on " : "", nbd_on ? nbd_path : "", cfg.state_dir,
 		 cfg.workers);
+	log_ready();
 	sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%lu", cfg.socket,
 		   (unsigned long)getpid());
 	if (ready_fd >= 0)

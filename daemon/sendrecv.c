@@ -58,10 +58,8 @@ static void sess_free(void *p)
 
 static int fail(struct hcall *c, int ret, const char *verb)
 {
-	const char *d = stor_pool_last_error();
-
 	c->verb = verb;
-	c->detail = d[0] ? d : NULL;
+	snprintf(c->detail, sizeof(c->detail), "%s", stor_pool_last_error());
 	return ret;
 }
 

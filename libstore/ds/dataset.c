@@ -630,8 +630,10 @@ static int ds_create_as(struct stor_pool *p, const char *name, const struct stor
 		snprintf(buf, sizeof(buf), "%s", name);
 		*strrchr(buf, '/') = '\0';
 		parent = ds_find_locked(p, buf);
-		if (!parent)
+		if (!parent) {
+			pool_set_error("its parent %s does not exist; create that first", buf);
 			return -ENOENT;
+		}
 		if (parent->suite && !atomic_load(&parent->keys)) {
 			pool_set_error("the key of %s is not loaded: it authenticates the list of its "
 				       "encrypted children (load the key of its encryption root first)",

@@ -153,7 +153,8 @@ static int only_sound_side(struct stor_pool *p, int idx)
 {
 	if (atomic_load(&p->luns[idx].out) != SIDE_IN || sound_others(p, (unsigned)idx))
 		return 0;
-	pool_set_error("pool %s: lun %d (%s) is the only side of its mirror that holds every write",
+	pool_set_error("pool %s: lun %d (%s) is the only side of its mirror that holds every "
+		       "write; bring another side online, or attach one, first",
 		       p->name, idx, lun_path(p->luns[idx].lun));
 	return -EBUSY;
 }

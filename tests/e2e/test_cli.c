@@ -6,6 +6,7 @@
  * changes when a command is refused.
  */
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,6 +305,43 @@ Test(cli, export_of_a_busy_pool_names_what_holds_it_and_what_to_do)
 	COF_OK(NULL, "pool export -f tank");
 	coffer_close(c);
 	COF_OK(NULL, "pool import tank");
+}
+
+Test(cli, advice_fits_the_verb_and_names_what_is_missing)
+{
+	struct coffer_conn *c = NULL;
+	char path[4200];
+	struct stat st;
+
+	pool();
+	/* a refused -o of pool create says why and leaves no LUN file behind */
+	REFUSED(NULL, 1, "'compression' must be one of off | on | zstd",
+		"pool create -s 64M -o compression=lz4 t2 %s/t2", td.dir);
+	snprintf(path, sizeof(path), "%s/t2", td.dir);
+	cr_assert(stat(path, &st) < 0 && errno == ENOENT, "the failed create left %s", path);
+	/* what does not exist is named */
+	REFUSED(NULL, 1, "its parent tank/a does not exist", "create -V 8M tank/a/b");
+	REFUSED(NULL, 1, "tank/v@nope: destroy: snapshot does not exist", "destroy tank/v@nope");
+	/* no -f where the verb has none */
+	COF_OK(NULL, "create -V 8M tank/v");
+	COF_OK(NULL, "snapshot tank/v@s");
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	cr_assert_geq(coffer_ds_open(c, "tank/v", NULL, NULL), 0);
+	REFUSED(NULL, 1, "open", "rollback tank/v@s");
+	cr_assert(!strstr(out, "-f"), "rollback has no -f: %s", out);
+	coffer_close(c);
+	/* create's key location is an -o; a wrong key is said once */
+	REFUSED(NULL, 1, "use -o keylocation=prompt",
+		"create -V 8M -o encryption=on -o keyformat=passphrase "
+		"-o keylocation=file:///nonexistent tank/e");
+	cr_assert(!strstr(out, "-L"), "create has no -L: %s", out);
+	COF_OK(NULL, "create -V 8M -o encryption=on -o keyformat=passphrase -o keylocation=file://%s "
+	       "tank/e", tdaemon_file(&td, "pass", "correct horse battery", 21));
+	COF_OK(NULL, "unload-key tank/e");
+	REFUSED(NULL, 1, "incorrect key", "load-key -L file://%s tank/e",
+		tdaemon_file(&td, "wrong", "wrong horse battery", 19));
+	cr_assert(!strstr(strstr(out, "incorrect key") + 1, "incorrect key"), "said twice: %s",
+		  out);
 }
 
 /* Where @name starts in the last output, failing the test if it is not there. */

@@ -981,6 +981,12 @@ Test(faults, a_write_only_a_side_catching_up_took_is_never_acknowledged)
 	COF_OK("create -V 4M tank/a");
 	c = seeded("tank/a", &h);
 	COF_OK("pool offline tank %s/m1", td.dir);
+	/* the side left is not taken too, and the refusal says what to do */
+	cr_assert_eq(cof("pool offline tank %s/m0", td.dir), 1, "%s", out);
+	cr_assert(strstr(out, "only side of its mirror that holds every write; bring another "
+			      "side online") &&
+			  !strstr(out, "-f"),
+		  "%s", out);
 	write_gen_flushed(c, h, 2); /* m1 misses these: the resilver has work */
 	COF_OK("pool online tank %s/m1", td.dir);
 	end = tdaemon_deadline(60);

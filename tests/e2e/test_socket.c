@@ -89,10 +89,16 @@ Test(socket, a_second_daemon_refuses_a_live_socket_and_leaves_it_to_the_first)
 	snprintf(want, sizeof(want), "cofferd already running (pid %d) at %s", (int)td.pid,
 		 td.sock);
 	cr_assert(strstr(tdaemon_log(&td2), want), "want '%s' in:\n%s", want, tdaemon_log(&td2));
-	/* the exit status, with a bound in case it runs after all */
-	snprintf(cmd, sizeof(cmd), "timeout 30 '%s' -f -c '%s' 2>/dev/null", bin, td2.conf);
+	/* the exit status, with a bound in case it runs after all; logging to a
+	 * file, it still says why on the terminal it was started from */
+	snprintf(cmd, sizeof(cmd),
+		 "{ cat '%s'; echo 'log_target = %s/second.log'; } > '%s.file' && "
+		 "timeout 30 '%s' -f -c '%s.file' 2>'%s/second.err'",
+		 td2.conf, td2.dir, td2.conf, bin, td2.conf, td2.dir);
 	st = system(cmd);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "second cofferd: status %d", st);
+	snprintf(cmd, sizeof(cmd), "grep -q 'cofferd: .*already running' '%s/second.err'", td2.dir);
+	cr_assert_eq(system(cmd), 0, "a cofferd logging to a file said nothing on stderr");
 	/* the first one still owns the same socket file and answers on it */
 	cr_assert_eq(lstat(td.sock, &after), 0, "the socket is gone");
 	cr_assert(after.st_ino == before.st_ino && after.st_dev == before.st_dev,
