@@ -5,12 +5,14 @@
  * records or pools. How the bytes move is a table of operations
  * (lun_impl.h) that a backend fills in: files and block devices in
  * lun_file.c, Ceph RADOS objects in lun_rados.c for a path
- * "rados:POOL/PREFIX". The labels, the reserved area and the data area go
- * through the same operations, so a backend carries them all and nothing
- * above lun.c knows which one it talks to. A batch or a durable round that
- * spans backends is split here, one part per backend. A write that fails
- * for want of space is counted apart from I/O errors: a full file system is
- * not a failing disk.
+ * "rados:POOL/PREFIX". lun_open() hands a path to the first backend of
+ * its table whose prefix the path begins with, so a new backend is a row
+ * there and a file of its own. The labels, the reserved area and the data
+ * area go through the same operations, so a backend carries them all and
+ * nothing above lun.c knows which one it talks to. A batch or a durable
+ * round that spans backends is split here, one part per backend. A write
+ * that fails for want of space is counted apart from I/O errors: a full
+ * file system is not a failing disk.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -35,12 +37,26 @@ const void *lun_mapped(const struct lun *l, uint64_t off, size_t len)
 	return l->map + LUN_DATA_OFF + off;
 }
 
+/*
+ * The backends, in the order a path is offered to them: the first whose
+ * prefix the path begins with opens it. The file backend takes any path,
+ * so it comes last; another backend is a row above it.
+ */
+static const struct lun_backend *const backends[] = {
+	&lun_rados_backend,
+	&lun_file_backend,
+};
+
 int lun_open(const char *path, unsigned flags, uint64_t size, struct lun **out)
 {
 	*out = NULL;
-	if (lun_path_is_rados(path))
-		return lun_rados_open(path, flags, size, out);
-	return lun_file_open(path, flags, size, out);
+	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
+		const struct lun_backend *b = backends[i];
+
+		if (!strncmp(path, b->prefix, strlen(b->prefix)))
+			return b->open(path, flags, size, out);
+	}
+	return -EINVAL; /* no backend takes it */
 }
 
 void lun_close(struct lun *l)

@@ -98,7 +98,7 @@ static int open_nofollow(const char *path, int oflags, unsigned flags)
 	return fd;
 }
 
-int lun_file_open(const char *path, unsigned flags, uint64_t size, struct lun **out)
+static int file_open(const char *path, unsigned flags, uint64_t size, struct lun **out)
 {
 	struct lun *l = NULL;
 	struct stat st;
@@ -629,4 +629,9 @@ static const struct lun_ops file_ops = {
 	.sync_round = file_sync_round,
 	.unmake = file_unmake,
 	.close = file_close,
+};
+
+const struct lun_backend lun_file_backend = {
+	.prefix = "", /* any path: a file or a block device */
+	.open = file_open,
 };

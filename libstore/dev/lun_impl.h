@@ -43,11 +43,21 @@ struct lun {
 	atomic_uint_fast64_t read_errors, write_errors, nospace_errors;
 };
 
-/** lun_open() of a file or block device: *@out set, ->path and ->flags
- *  filled in. */
-int lun_file_open(const char *path, unsigned flags, uint64_t size, struct lun **out);
-/** lun_open() of a RADOS LUN: *@out set, ->path and ->flags filled in. */
-int lun_rados_open(const char *path, unsigned flags, uint64_t size, struct lun **out);
+/*
+ * A backend as lun_open() sees it: the paths it takes and how it opens one.
+ * lun.c keeps the table of them; a path goes to the first whose prefix it
+ * begins with.
+ */
+struct lun_backend {
+	const char *prefix; /* of the paths it takes; "" takes any */
+	/* lun_open() of such a path: *@out set, ->ops, ->path and ->flags
+	 * filled in, or NULL and -errno */
+	int (*open)(const char *path, unsigned flags, uint64_t size, struct lun **out);
+};
+
+extern const struct lun_backend lun_file_backend;  /* files, block devices */
+extern const struct lun_backend lun_rados_backend; /* "rados:POOL/PREFIX" */
+
 /** Call @fn with the path of every LUN in RADOS pool @pool ("rados:POOL").
  *  @return 0, what @fn returned if not 0, -errno */
 int lun_rados_list(const char *pool, int (*fn)(const char *path, void *ctx), void *ctx);
