@@ -297,15 +297,27 @@ static struct ring *ring_get(void)
 	return r;
 }
 
+/* Back on the free list after a batch; NULL-safe. */
 static void ring_put(struct ring *r)
 {
+	if (!r)
+		return;
 	pthread_mutex_lock(&rings_lock);
 	r->next = free_rings;
 	free_rings = r;
 	pthread_mutex_unlock(&rings_lock);
 }
 
-/* Wait for @n completions of @ios; a short transfer is finished by pio(). */
+/* A ring that refused work is dropped, never put back: the entries it did
+ * not take would go out with the next batch. @return NULL, the ring now */
+static struct ring *ring_drop(struct ring *r)
+{
+	io_uring_queue_exit(&r->uring);
+	free(r);
+	return NULL;
+}
+
+/* Wait for @n completions of @ios; a short transfer is finished by file_rw(). */
 static void ring_reap(struct io_uring *u, struct lun_io *ios, unsigned n, int write)
 {
 	while (n) {
@@ -395,16 +407,10 @@ static void file_batch(struct lun_io *ios, size_t n, int write)
 	for (size_t i = 0; r && i < n; i += RING_ENTRIES) {
 		unsigned k = n - i < RING_ENTRIES ? (unsigned)(n - i) : RING_ENTRIES;
 
-		if (ring_run(&r->uring, ios + i, k, write) < 0) {
-			/* entries it did not take would go out with the next
-			 * batch: a ring that refused work is dropped */
-			io_uring_queue_exit(&r->uring);
-			free(r);
-			r = NULL;
-		}
+		if (ring_run(&r->uring, ios + i, k, write) < 0)
+			r = ring_drop(r);
 	}
-	if (r)
-		ring_put(r);
+	ring_put(r);
 	for (size_t i = 0; i < n; i++) {
 		struct lun_io *io = &ios[i];
 
@@ -606,14 +612,10 @@ static void file_sync_round(struct lun **luns, int *results, size_t n, const voi
 	for (size_t i = 0; r && i < n; i += RING_ENTRIES) {
 		unsigned k = n - i < RING_ENTRIES ? (unsigned)(n - i) : RING_ENTRIES;
 
-		if (ring_sync(&r->uring, luns + i, results + i, k, buf, len, off) < 0) {
-			io_uring_queue_exit(&r->uring);
-			free(r);
-			r = NULL;
-		}
+		if (ring_sync(&r->uring, luns + i, results + i, k, buf, len, off) < 0)
+			r = ring_drop(r);
 	}
-	if (r)
-		ring_put(r);
+	ring_put(r);
 	for (size_t i = 0; i < n; i++) {
 		if (results[i] == 1) {
 			int ret = buf ? file_rw(luns[i], 1, (void *)buf, len, off) : 0;
