@@ -15,9 +15,9 @@ libstore_libstore_a_SOURCES = \
 	%D%/crypt/crypt.h %D%/crypt/crypt_backend.h %D%/crypt/crypt.c %D%/crypt/crypt_openssl.c \
 	%D%/crypt/keys.h %D%/crypt/keys.c %D%/crypt/hash.h %D%/crypt/compress.h %D%/crypt/compress.c \
 	%D%/kv/format.h %D%/kv/meta.h %D%/kv/meta_lmdb.c %D%/kv/bp.h %D%/kv/bp.c %D%/kv/statedir.c \
-	%D%/dev/lun.h %D%/dev/lun_impl.h %D%/dev/lun.c %D%/dev/lun_rados.c %D%/dev/lunset.c \
-	%D%/dev/mirror.c %D%/dev/alloc.h %D%/dev/alloc.c %D%/dev/hostid.c %D%/dev/search.c \
-	%D%/dev/errlog.c \
+	%D%/dev/lun.h %D%/dev/lun_impl.h %D%/dev/lun.c %D%/dev/lun_file.c %D%/dev/lun_rados.c \
+	%D%/dev/lunset.c %D%/dev/mirror.c %D%/dev/alloc.h %D%/dev/alloc.c %D%/dev/hostid.c \
+	%D%/dev/search.c %D%/dev/errlog.c \
 	%D%/txg/txg.h %D%/txg/txg.c %D%/txg/metalog.h %D%/txg/metalog.c \
 	%D%/txg/bpmac.h %D%/txg/bpmac.c %D%/txg/pool_record.h %D%/txg/pool_record.c \
 	%D%/ds/dataset.c %D%/ds/props.h %D%/ds/props.c %D%/ds/space.c %D%/ds/snapshot.h \

@@ -2,9 +2,9 @@
 /*
  * The LUN interface: open, label, read and write a batch of extents, flush,
  * size, close. Each call goes through the LUN's table of operations
- * (lun_impl.h) to its backend: files and block devices (lun.c) or Ceph
- * RADOS objects for a path "rados:POOL/PREFIX" (lun_rados.c). Nothing above
- * lun.c sees a file descriptor or an object.
+ * (lun_impl.h) to its backend: files and block devices (lun_file.c) or
+ * Ceph RADOS objects for a path "rados:POOL/PREFIX" (lun_rados.c). Nothing
+ * above lun.c sees a file descriptor or an object.
  */
 #ifndef STOR_LUN_H
 #define STOR_LUN_H

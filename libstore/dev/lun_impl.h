@@ -2,8 +2,9 @@
 /*
  * Inside the LUN interface: struct lun and the table of operations a
  * backend fills in. lun.c owns the interface (labels, the blank check, the
- * error counters, the reserved area's bounds) and the file and block device
- * backend; lun_rados.c is the Ceph RADOS one. Every operation sees whole
+ * error counters, the reserved area's bounds, the split of a batch or a
+ * durable round by backend); lun_file.c is the file and block device
+ * backend, lun_rados.c the Ceph RADOS one. Every operation sees whole
  * LUN byte offsets (labels at 0 and at the end, the data area from
  * LUN_DATA_OFF); a backend moves bytes and claims its LUN, nothing more.
  */
@@ -42,10 +43,26 @@ struct lun {
 	atomic_uint_fast64_t read_errors, write_errors, nospace_errors;
 };
 
-/** lun_open() of a RADOS LUN: *@out set, ->path and ->flags filled in. */
-int lun_rados_open(const char *path, unsigned flags, uint64_t size, struct lun **out);
+/*
+ * A backend as lun_open() sees it: the paths it takes and how it opens one.
+ * lun.c keeps the table of them; a path goes to the first whose prefix it
+ * begins with.
+ */
+struct lun_backend {
+	const char *prefix; /* of the paths it takes; "" takes any */
+	/* lun_open() of such a path: *@out set, ->ops, ->path and ->flags
+	 * filled in, or NULL and -errno */
+	int (*open)(const char *path, unsigned flags, uint64_t size, struct lun **out);
+};
+
+extern const struct lun_backend lun_file_backend;  /* files, block devices */
+extern const struct lun_backend lun_rados_backend; /* "rados:POOL/PREFIX" */
+
 /** Call @fn with the path of every LUN in RADOS pool @pool ("rados:POOL").
  *  @return 0, what @fn returned if not 0, -errno */
 int lun_rados_list(const char *pool, int (*fn)(const char *path, void *ctx), void *ctx);
+/** Count @io's failure, if it failed, in its LUN's counters and *@failed:
+ *  a write refused for want of space apart from I/O errors. */
+void lun_count_result(struct lun_io *io, int write, int *failed);
 
 #endif

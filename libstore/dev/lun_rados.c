@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * LUNs on Ceph RADOS: the backend behind a LUN path "rados:POOL/PREFIX".
+ * LUNs on Ceph RADOS: the backend behind a LUN path "rados:POOL/PREFIX"
+ * (lun_rados_backend, a row of lun.c's table of backends).
  *
  * Layout. The LUN's bytes - labels, uberblock ring, data area, end label,
  * as format.h lays them out for a file - are cut into objects of
@@ -495,7 +496,7 @@ static int meta_size(struct lun_rados *rl, int create, uint64_t size, uint64_t *
 	return 0;
 }
 
-int lun_rados_open(const char *path, unsigned flags, uint64_t size, struct lun **out)
+static int rados_open(const char *path, unsigned flags, uint64_t size, struct lun **out)
 {
 	struct lun_rados *rl;
 	struct lun *l;
@@ -624,7 +625,7 @@ int stor_rados_config(const char *conf, const char *user, const char *keyring,
 	return 0;
 }
 
-int lun_rados_open(const char *path, unsigned flags, uint64_t size, struct lun **out)
+static int rados_open(const char *path, unsigned flags, uint64_t size, struct lun **out)
 {
 	(void)path, (void)flags, (void)size;
 	*out = NULL;
@@ -638,3 +639,8 @@ int lun_rados_list(const char *pool, int (*fn)(const char *path, void *ctx), voi
 }
 
 #endif
+
+const struct lun_backend lun_rados_backend = {
+	.prefix = LUN_RADOS_PREFIX,
+	.open = rados_open,
+};

@@ -11,7 +11,7 @@
  * /dev/disk/by-id is all links), never one to a file elsewhere, so a search
  * of a directory does not wander into other trees. The file type is looked
  * at before the open (a FIFO would block it) and the open checks it again
- * on the descriptor (lun.c). No recursion. A "directory" rados:POOL is
+ * on the descriptor (lun_file.c). No recursion. A "directory" rados:POOL is
  * the RADOS pool's LUNs, each opened as a file would be. Opening a pool at the paths
  * found is stor_pool_open()'s, with opts->lun_paths.
  *
