@@ -32,9 +32,9 @@ int lun_is_direct(const struct lun *l)
 
 const void *lun_mapped(const struct lun *l, uint64_t off, size_t len)
 {
-	if (!l->map || LUN_DATA_OFF + off + len > l->size)
+	if (!l->mmapped || LUN_DATA_OFF + off + len > l->size)
 		return NULL;
-	return l->map + LUN_DATA_OFF + off;
+	return l->mmapped + LUN_DATA_OFF + off;
 }
 
 /*

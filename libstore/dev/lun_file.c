@@ -66,7 +66,7 @@ static void map_if_ram(struct lun *l)
 		return;
 	m = mmap(NULL, (size_t)l->size, PROT_READ, MAP_SHARED, l->fd, 0);
 	if (m != MAP_FAILED)
-		l->map = m;
+		l->mmapped = m;
 }
 
 /*
@@ -199,8 +199,8 @@ static void file_unmake(struct lun *l)
 
 static void file_close(struct lun *l)
 {
-	if (l->map)
-		munmap((void *)l->map, (size_t)l->size);
+	if (l->mmapped)
+		munmap((void *)l->mmapped, (size_t)l->size);
 	close(l->fd);
 }
 

@@ -37,7 +37,7 @@ struct lun {
 	struct lun_rados *rados; /* RADOS LUNs: lun_rados.c's */
 	unsigned flags;
 	uint64_t size; /* whole file or device */
-	const uint8_t *map; /* the whole file, read-only, when on tmpfs and LUN_MAP */
+	const uint8_t *mmapped; /* the whole file, read-only, when on tmpfs and LUN_MAP */
 	char *path;
 	int created; /* LUN_MADE, LUN_SIZED or 0 */
 	atomic_uint_fast64_t read_errors, write_errors, nospace_errors;
