@@ -1717,7 +1717,7 @@ static int h_ds_open(struct hcall *c)
 	}
 	c->opened = ds;
 	c->opened_pe = c->pe;
-	atomic_fetch_add(&c->pe->nhandles, 1);
+	reg_pool_ref(c->pe);
 	c->reply = json_pack("{s:I, s:I}", "volsize", (json_int_t)stor_ds_volsize(ds),
 			     "recordsize", (json_int_t)stor_ds_recordsize(ds));
 	/* a block-device export refuses a dataset whose records cannot be read */

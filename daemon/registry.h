@@ -40,7 +40,7 @@ struct pool_ent {
 	char name[PROTO_NAME_MAX + 1];
 	struct stor_pool *pool; /* NULL when faulted */
 	char error[512];        /* why it is faulted */
-	atomic_uint nhandles;   /* datasets open on clients */
+	atomic_uint nhandles;   /* its users: reg_pool_ref() and reg_pool_unref() only */
 	/* what the import replayed into LMDB from the LUNs (records_total 0: nothing) */
 	struct stor_progress replayed;
 	double replay_secs;
@@ -148,6 +148,11 @@ int reg_handle_get(struct reg_client *cl, uint32_t h, struct stor_ds **ds);
 int reg_handle_encrypted(const struct reg_client *cl, uint32_t h);
 /** A request on @h (one reg_handle_get() that returned 0) is done. */
 void reg_handle_put(struct reg_client *cl, uint32_t h);
+/**
+ * Count one more user of @pe (a dataset opened on it for a handle, a
+ * receive in progress), so that export and destroy see it busy.
+ */
+void reg_pool_ref(struct pool_ent *pe);
 /** Drop a count of @pe that reg_handle_install() did not take over. */
 void reg_pool_unref(struct pool_ent *pe);
 
