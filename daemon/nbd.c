@@ -8,9 +8,10 @@
  * The design decision: an NBD connection is one more client of the
  * dispatcher, not a server of its own. Its options become the control
  * protocol's calls (GO and INFO a DS_OPEN, LIST a DS_LIST of what the
- * peer may open), its requests READ/WRITE/FLUSH/DISCARD calls on the handle
- * GO opened, with bodies made by proto_io_put(). So the peer's credentials
- * (SO_PEERCRED), the admin and owner rules, the per-uid and buffering
+ * peer may open; the handle of INFO, or of a GO refused once open, goes
+ * back with a DS_CLOSE), its requests READ/WRITE/FLUSH/DISCARD calls on the
+ * handle GO opened, with bodies made by proto_io_put(). So the peer's
+ * credentials (SO_PEERCRED), the admin and owner rules, the per-uid and buffering
  * limits, the handshake timeout and the I/O batches of the workers are the
  * ones the control socket has; there is no thread per connection, and an
  * open export is a handle like any other (unload-key, destroy and export
@@ -400,6 +401,27 @@ static void export_info(struct obuf *b, const struct nbd_req *q, const struct nb
 	}
 }
 
+/* The DS_CLOSE of close_export() is done, and so is the option. */
+static void close_done(struct disp_call *c)
+{
+	opt_done((struct nbd_req *)c);
+}
+
+/*
+ * Give back the handle that @q's DS_OPEN gave (INFO, or an export refused
+ * after its open), with a DS_CLOSE as any client closes one, so that the
+ * registry counts it closed and the close is seen like every other call.
+ * The option's replies are queued already; it ends when the close is done.
+ */
+static void close_export(struct nbd_req *q)
+{
+	uint32_t h = q->nc->handle;
+
+	q->nc->handle = UINT32_MAX;
+	call_reset(&q->r.dc);
+	call_json(q, PROTO_OP_DS_CLOSE, json_pack("{s:I}", "handle", (json_int_t)h), close_done);
+}
+
 /* DS_OPEN for INFO, GO or EXPORT_NAME is done. */
 static void open_done(struct disp_call *c)
 {
@@ -435,13 +457,12 @@ static void open_done(struct disp_call *c)
 	if (ks && !strcmp(ks, "unavailable")) {
 		/* open, but every read would fail: refuse it here, with what to do */
 		json_decref(o);
-		reg_handle_close(cl->handles, nc->handle);
 		c->status = STOR_ENOKEY;
 		if (q->opt == NBD_OPT_EXPORT_NAME)
 			rpc_conn_close_after(nc->conn);
 		else
 			open_refused(q, nc->name);
-		opt_done(q);
+		close_export(q);
 		return;
 	}
 	json_decref(o);
@@ -462,16 +483,15 @@ static void open_done(struct disp_call *c)
 		ob_send(nc, &b);
 	}
 	if (q->opt == NBD_OPT_INFO) {
-		reg_handle_close(cl->handles, nc->handle);
 		nc->name[0] = '\0';
-	} else {
-		nc->phase = PH_TRANSMISSION;
-		nc->block_status = nc->meta_alloc && !strcmp(nc->meta_name, nc->name);
-		rpc_conn_handshake(nc->conn, 0);
-		log_info("conn %llu (nbd, uid %u): serving %s (%llu bytes)",
-			 (unsigned long long)cl->id, (unsigned)cl->peer.uid, nc->name,
-			 (unsigned long long)nc->size);
+		close_export(q);
+		return;
 	}
+	nc->phase = PH_TRANSMISSION;
+	nc->block_status = nc->meta_alloc && !strcmp(nc->meta_name, nc->name);
+	rpc_conn_handshake(nc->conn, 0);
+	log_info("conn %llu (nbd, uid %u): serving %s (%llu bytes)", (unsigned long long)cl->id,
+		 (unsigned)cl->peer.uid, nc->name, (unsigned long long)nc->size);
 	opt_done(q);
 }
 

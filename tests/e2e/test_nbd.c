@@ -773,6 +773,51 @@ Test(nbd, truncated_handshakes_and_wrong_magic_close_only_themselves)
 	close(fd);
 }
 
+/* INFO or GO on @ds with no info requests: the type of the reply that ends it. */
+static uint32_t raw_export_opt(int fd, uint32_t opt, const char *ds)
+{
+	uint8_t d[512], r[512];
+	uint32_t n = (uint32_t)strlen(ds), len, type;
+
+	put_u32(d, n);
+	memcpy(d + 4, ds, n);
+	put_u16(d + 4 + n, 0);
+	send_opt(fd, opt, d, n + 6);
+	while ((type = read_opt_reply(fd, opt, r, sizeof(r), &len)) == NBD_REP_INFO)
+		;
+	return type;
+}
+
+/*
+ * INFO opens its export only to describe it, and a GO refused after the
+ * open (key not loaded) keeps nothing: both give the handle back with a
+ * DS_CLOSE at once, so the pool is not busy while the peer negotiates on.
+ */
+Test(nbd, info_and_a_refused_go_give_their_handle_back_at_once)
+{
+	uint8_t r[512];
+	uint32_t len;
+	int fd;
+
+	make_pool();
+	COF_OK(NULL, "create -V 1M tank/vm");
+	make_encrypted("tank/enc", "1M", "aes-128-gcm");
+	COF_OK(NULL, "unload-key tank/enc");
+	fd = raw_connect();
+	greeting(fd);
+	send_flags(fd);
+	cr_assert_eq(raw_export_opt(fd, NBD_OPT_INFO, "tank/vm"), NBD_REP_ACK);
+	cr_assert_eq(raw_export_opt(fd, NBD_OPT_GO, "tank/enc"), NBD_REP_ERR_UNKNOWN);
+	cr_assert(strstr(tdaemon_log(&td), "ds_close"), "the closes are calls of the dispatcher:\n%s",
+		  tdaemon_log(&td));
+	COF_OK(NULL, "pool export tank");
+	/* and the connection negotiates on */
+	send_opt(fd, NBD_OPT_ABORT, NULL, 0);
+	cr_assert_eq(read_opt_reply(fd, NBD_OPT_ABORT, r, sizeof(r), &len), NBD_REP_ACK);
+	expect_closed(fd);
+	daemon_alive();
+}
+
 Test(nbd, an_oversized_option_is_refused_before_it_is_read)
 {
 	uint8_t h[NBD_OPT_HDR], d[512];
