@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <systemd/sd-daemon.h>
 
 #include "conf.h"

@@ -67,7 +67,9 @@
 #include "log.h"
 #include "nbd.h"
 #include "nbd_proto.h"
+#include "registry.h" /* BLOCK_STATUS: its handle and map past the dispatcher, for now */
 #include "rpc.h"
+#include "work.h"
 
 enum phase {
 	PH_FLAGS,        /* the client's flags are due */
@@ -278,17 +280,6 @@ static json_t *call_reply(const struct disp_call *c)
 			      : NULL;
 }
 
-/* Free what an earlier call of @c held, so that @c can make the next one. */
-static void call_reset(struct disp_call *c)
-{
-	dispatch_call_free(c);
-	c->status = 0;
-	c->close_after = 0;
-	c->payload = NULL;
-	c->payload_len = 0;
-	c->cmd = NULL;
-}
-
 /*
  * The option is done: its replies are queued, the next option may be parsed
  * (before the call's own completion, which may free the connection).
@@ -418,7 +409,7 @@ static void close_export(struct nbd_req *q)
 	uint32_t h = q->nc->handle;
 
 	q->nc->handle = UINT32_MAX;
-	call_reset(&q->r.dc);
+	dispatch_call_reset(&q->r.dc);
 	call_json(q, PROTO_OP_DS_CLOSE, json_pack("{s:I}", "handle", (json_int_t)h), close_done);
 }
 
@@ -940,7 +931,7 @@ static void io_step(struct nbd_req *q)
 	size_t extra = 0;
 
 	if (c->cmd)
-		call_reset(c); /* the call before: its body and outcome */
+		dispatch_call_reset(c); /* the call before: its body and outcome */
 	if (q->step == ST_FLUSH) {
 		op = PROTO_OP_FLUSH;
 		io.off = io.len = 0;

@@ -22,18 +22,9 @@
 #include <uv.h>
 
 #include "conf.h"
+#include "peer.h"
 #include "proto.h"
 #include "store.h"
-
-/** Who is calling: the peer's credentials, as the transport learnt them. */
-struct peer {
-	uid_t uid;
-	gid_t gid;
-	pid_t pid;
-	const gid_t *groups; /* supplementary groups (SO_PEERGROUPS) */
-	int ngroups;         /* -1: the kernel did not say */
-	int admin;           /* reg_is_admin(), decided once per connection */
-};
 
 /** One pool of the registry. */
 struct pool_ent {
