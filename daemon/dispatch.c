@@ -8,7 +8,8 @@
  *
  *   1. HELLO first (CMD_PREHELLO), and the HELLO itself
  *   2. permission (CMD_ADMIN)
- *   3. record I/O (CMD_IO): the handle, then the I/O workers
+ *   3. calls on a handle (CMD_IO): the handle, held till the reply; then
+ *      record I/O to the I/O workers, a MAP (CMD_BLOCKING) to the threadpool
  *   4. the JSON body: an object
  *   5. then, where the handler runs (loop or threadpool): the target name
  *      (CMD_POOL, CMD_DS, CMD_CHILD, CMD_NAME_OPT), the registry lock
@@ -70,6 +71,17 @@ struct disp_json {
 	int locked;             /* holds the registry lock (CMD_LOCK, CMD_LOCK_WR) */
 };
 
+/* A MAP on the threadpool: the runs of [off, off + len) of ds into the call's out. */
+struct disp_map {
+	struct work_job job;
+	struct stor_ds *ds;
+	uint64_t off;
+	uint32_t len;
+	uint32_t max;           /* the most runs wanted */
+	uint32_t nruns;         /* runs in out so far */
+	int status;
+};
+
 /*
  * The dispatcher's part of a call, behind the transport's request in one
  * block (dispatch_call_create): the state it keeps of the registry and the
@@ -78,8 +90,11 @@ struct disp_json {
 struct disp_own {
 	struct disp_call *call;
 	struct disp_json *js;       /* JSON commands only */
-	struct work_io wio;         /* record I/O */
-	uint32_t handle;            /* the handle record I/O holds, UINT32_MAX: none */
+	union {
+		struct work_io wio; /* record I/O */
+		struct disp_map map; /* MAP */
+	};
+	uint32_t handle;            /* the handle a call on one holds, UINT32_MAX: none */
 	int plain;                  /* record I/O of an encrypted dataset: body and out
 				     * hold its plaintext, wiped when freed */
 	uint8_t hello[PROTO_HELLO_REPLY];
@@ -199,26 +214,30 @@ static const char *error_text(struct disp_call *c)
 	return h->err;
 }
 
+/* The counters of a call on a handle, by its command. */
 static void count_io(const struct disp_call *c)
 {
 	const struct stor_io *io = &c->own->wio.io;
 
-	switch (io->op) {
-	case STOR_IO_READ:
+	switch (c->hdr.op) {
+	case PROTO_OP_READ:
 		STATS_ADD(reads, 1);
 		if (c->status == 0)
 			STATS_ADD(read_bytes, io->len);
 		break;
-	case STOR_IO_WRITE:
+	case PROTO_OP_WRITE:
 		STATS_ADD(writes, 1);
 		if (c->status == 0)
 			STATS_ADD(write_bytes, io->len);
 		break;
-	case STOR_IO_FLUSH:
+	case PROTO_OP_FLUSH:
 		STATS_ADD(flushes, 1);
 		break;
-	case STOR_IO_DISCARD:
+	case PROTO_OP_DISCARD:
 		STATS_ADD(discards, 1);
+		break;
+	case PROTO_OP_MAP:
+		STATS_ADD(maps, 1);
 		break;
 	}
 }
@@ -281,6 +300,9 @@ static void build_reply(struct disp_call *c)
 	} else if (c->hdr.op == PROTO_OP_READ && c->status == 0) {
 		c->payload = c->out;
 		c->payload_len = c->own->wio.io.len;
+	} else if (c->hdr.op == PROTO_OP_MAP && c->status == 0) {
+		c->payload = c->out;
+		c->payload_len = c->out_len;
 	} else if (c->hdr.op == PROTO_OP_HELLO && c->status == 0) {
 		put_u32(c->own->hello, PROTO_MAGIC);
 		put_u16(c->own->hello + 4, PROTO_VERSION);
@@ -459,7 +481,78 @@ static void io_done(struct work_io *w)
 	complete(c);
 }
 
-/* Step 3: record I/O on a handle of the client, for the workers. */
+/* The call whose MAP job @j is. */
+static struct disp_call *call_of_map(struct work_job *j)
+{
+	return ((struct disp_own *)((char *)j - offsetof(struct disp_own, map.job)))->call;
+}
+
+/* A run of the map into the reply: its length fits a u32, as the range's does. */
+static int map_run(uint64_t off, uint64_t len, int allocated, void *arg)
+{
+	struct disp_call *c = arg;
+	struct disp_map *m = &c->own->map;
+	uint8_t *p = c->out + (size_t)PROTO_MAP_RUN * m->nruns;
+
+	(void)off;
+	put_u32(p, (uint32_t)len);
+	put_u32(p + 4, allocated ? 0 : PROTO_MAP_HOLE);
+	return ++m->nruns == m->max; /* a full reply: the client asks again from its end */
+}
+
+/* On the threadpool: the block pointers of the range (blocking metadata reads). */
+static void map_job(struct work_job *j)
+{
+	struct disp_call *c = call_of_map(j);
+	struct disp_map *m = &c->own->map;
+	int ret = stor_ds_map(m->ds, m->off, m->len, map_run, c);
+
+	m->status = ret == 1 ? 0 : ret;
+}
+
+static void map_done(struct work_job *j, int status)
+{
+	struct disp_call *c = call_of_map(j);
+	struct disp_map *m = &c->own->map;
+
+	c->status = status < 0 ? status : m->status;
+	if (c->status == 0 && m->nruns == 0 && m->len)
+		c->status = -EIO; /* cannot be: a range of a byte or more has a run */
+	c->out_len = (size_t)PROTO_MAP_RUN * m->nruns;
+	count_io(c);
+	complete(c);
+}
+
+/*
+ * Step 3 for a MAP: not record I/O, so not for the I/O workers' batches;
+ * the handle is held while the threadpool reads the block pointers.
+ */
+static void start_map(struct disp_call *c, struct stor_ds *ds, const struct proto_io *pio)
+{
+	struct disp_map *m = &c->own->map;
+	uint32_t max = get_u32(c->body + PROTO_IO_BODY);
+
+	log_debug("conn %llu: %s handle %u at %llu+%u, at most %u runs",
+		  (unsigned long long)c->cl->id, c->cmd->name, pio->handle,
+		  (unsigned long long)pio->off, pio->len, max);
+	if (max == 0) {
+		fail_now(c, -EINVAL);
+		return;
+	}
+	*m = (struct disp_map){ .ds = ds, .off = pio->off, .len = pio->len };
+	m->max = max < PROTO_MAP_RUNS ? max : PROTO_MAP_RUNS;
+	c->out = malloc((size_t)PROTO_MAP_RUN * m->max);
+	if (!c->out) {
+		fail_now(c, -ENOMEM);
+		return;
+	}
+	m->job.run = map_job;
+	m->job.done = map_done;
+	if (work_submit_job(dsp.loop, &m->job) < 0)
+		fail_now(c, -ENOMEM);
+}
+
+/* Step 3: a call on a handle of the client; record I/O goes to the workers. */
 static void start_io(struct disp_call *c)
 {
 	struct stor_io *io = &c->own->wio.io;
@@ -474,6 +567,10 @@ static void start_io(struct disp_call *c)
 		return;
 	}
 	c->own->handle = pio.handle;
+	if (c->hdr.op == PROTO_OP_MAP) {
+		start_map(c, ds, &pio);
+		return;
+	}
 	c->own->plain = stor_ds_encrypted(ds);
 	*io = (struct stor_io){ .ds = ds, .off = pio.off, .len = pio.len };
 	switch (c->hdr.op) {

@@ -4,9 +4,11 @@
  * call. It does the generic work once, in the order of the command table's
  * flags (proto.h): HELLO state, permission, the JSON body, the check of the
  * target name, the registry lock and the lookup and state of the target's
- * pool, the owner check, the dataset handle of record I/O. Then it routes
- * the call: inline on the loop, to the libuv threadpool (CMD_BLOCKING) or to
- * the I/O workers (CMD_IO), and builds the reply payload.
+ * pool, the owner check, the dataset handle of a call on one (CMD_IO). Then
+ * it routes the call: inline on the loop, to the libuv threadpool
+ * (CMD_BLOCKING) or to the I/O workers (record I/O), and builds the reply
+ * payload; it counts the calls, and logs the JSON ones and MAP at debug
+ * level (record I/O is too many to log one by one).
  *
  * A transport (the Unix socket of rpc.c; another front end likewise) owns
  * the bytes: it frames a request, fills a struct disp_call made by
@@ -19,9 +21,9 @@
  *
  * A transport with a handshake of its own (a block-device front end) sets
  * hello_done of its clients itself and speaks the table's opcodes: DS_OPEN
- * for a handle and DS_CLOSE to give it back, READ/WRITE/FLUSH/DISCARD with
- * a body made by proto_io_put(). It calls dispatch_flush() once per loop
- * turn, as rpc.c's check handle does.
+ * for a handle and DS_CLOSE to give it back, READ/WRITE/FLUSH/DISCARD and
+ * MAP with a body made by proto_io_put(). It calls dispatch_flush() once
+ * per loop turn, as rpc.c's check handle does.
  *
  * This header is all a transport sees of the layers below: the registry
  * (handles, pools, access rules) and the workers are the dispatcher's, so

@@ -1926,6 +1926,7 @@ static json_t *daemon_io_json(void)
 	json_object_set_new(io, "writes", STAT(writes));
 	json_object_set_new(io, "flushes", STAT(flushes));
 	json_object_set_new(io, "discards", STAT(discards));
+	json_object_set_new(io, "maps", STAT(maps));
 	json_object_set_new(io, "read_bytes", STAT(read_bytes));
 	json_object_set_new(io, "write_bytes", STAT(write_bytes));
 	json_object_set_new(io, "io_errors", STAT(io_errors));

@@ -1747,10 +1747,12 @@ static int ctl_handle(struct rpc_conn *conn, const uint8_t *p, size_t len)
 
 	(void)len;
 	proto_hdr_get(p, &h);
-	/* what this request will hold: its body, and for READ the reply buffer */
+	/* what this request will hold: its body, and for READ and MAP the reply buffer */
 	charge = h.len;
 	if (h.op == PROTO_OP_READ && h.len >= PROTO_IO_BODY)
 		charge += get_u32(body + 12);
+	if (h.op == PROTO_OP_MAP)
+		charge += (size_t)PROTO_MAP_RUN * PROTO_MAP_RUNS;
 	r = ctl_req_new(conn, &h, charge);
 	if (!r)
 		return -1;
