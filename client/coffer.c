@@ -3621,9 +3621,9 @@ static int cmd_stats(int argc, char **argv)
 			free(s);
 			json_decref(doc);
 		} else if (!interval) {
-			const char *keys[] = { "reads",	  "writes",	 "flushes",   "discards",
+			const char *keys[] = { "reads", "writes", "flushes", "discards", "maps",
 					       "read_bytes", "write_bytes", "io_errors", "admin_calls",
-					       "eperm",	  "bad_frames",	 "connections_total",
+					       "eperm", "bad_frames", "connections_total",
 					       "connections_open", "batches", "batched_ios",
 					       "ring_reads", "inflight_peak", NULL };
 

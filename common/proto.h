@@ -24,6 +24,14 @@
  * data follows the body; a READ reply carries exactly @length bytes. FLUSH
  * ignores offset and length.
  *
+ * MAP says which parts of a range hold data. Its body is the I/O body and a
+ * u32, the most runs wanted (over PROTO_MAP_RUNS: that many; 0: -EINVAL).
+ * The reply lists the runs of the range in order from @offset, each a u32
+ * length (bytes) and u32 flags (PROTO_MAP_HOLE: nothing is written there,
+ * it reads as zeros); runs that end before the range does mean "ask again
+ * from there". It is what the NBD front end answers BLOCK_STATUS with; no
+ * verb of coffer sends it.
+ *
  * Requests in flight at the same time are not ordered against each other
  * (as on a block device): wait for a WRITE's reply before reading what it
  * wrote, and for every WRITE's reply before a FLUSH that must cover it.
@@ -50,6 +58,10 @@
 #define PROTO_VERSION_MIN 1u     /* lowest version this build speaks */
 #define PROTO_HDR_SIZE 16u
 #define PROTO_IO_BODY 16u        /* handle u32, offset u64, length u32 */
+#define PROTO_MAP_BODY (PROTO_IO_BODY + 4u) /* the I/O body, then u32 the most runs wanted */
+#define PROTO_MAP_RUN 8u         /* a MAP reply's run: length u32, flags u32 */
+#define PROTO_MAP_RUNS 1024u     /* the most runs of one MAP reply */
+#define PROTO_MAP_HOLE 0x1u      /* a run's flag: no data written, reads as zeros */
 #define PROTO_HELLO_BODY 8u      /* magic u32, vmin u16, vmax u16 */
 #define PROTO_HELLO_REPLY 10u    /* magic u32, version u16, max_frame u32 */
 /* default max_frame (cofferd.conf): a 16 MiB record write plus its I/O body */
@@ -67,7 +79,8 @@
  */
 #define CMD_ADMIN 0x01u    /* needs uid 0, the daemon's uid or the admin group */
 #define CMD_JSON 0x02u     /* JSON body */
-#define CMD_IO 0x04u       /* record I/O on a handle: goes to the I/O workers */
+#define CMD_IO 0x04u       /* on a handle (the I/O body): to the I/O workers, or the
+			    * threadpool with CMD_BLOCKING (MAP reads no records) */
 #define CMD_BLOCKING 0x08u /* may block in libstore: runs off the loop */
 #define CMD_SECRET 0x10u   /* body holds key material: never logged */
 #define CMD_PREHELLO 0x20u /* allowed before HELLO */
@@ -97,7 +110,8 @@
  * THE command table: XX(opcode, NAME, "name", handler, flags, min body, max body).
  * It generates enum proto_op, the names used by logs and by coffer_call(),
  * and the daemon's handler array. The client ignores the handler column;
- * HELLO and record I/O have no handler (the dispatcher answers them).
+ * HELLO and the calls on a handle (record I/O, MAP) have no handler: the
+ * dispatcher answers them, and coffer_call() takes only the JSON rows.
  */
 #define PROTO_CMDS(XX)                                                                       \
 	XX(1, HELLO, "hello", NULL, CMD_PREHELLO, PROTO_HELLO_BODY, PROTO_HELLO_BODY)       \
@@ -142,7 +156,8 @@
 	XX(40, READ, "read", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)                    \
 	XX(41, WRITE, "write", NULL, CMD_IO, PROTO_IO_BODY, UINT32_MAX)                     \
 	XX(42, FLUSH, "flush", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)                  \
-	XX(43, DISCARD, "discard", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)
+	XX(43, DISCARD, "discard", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)              \
+	XX(44, MAP, "map", NULL, CMD_IO | CMD_BLOCKING, PROTO_MAP_BODY, PROTO_MAP_BODY)
 
 enum proto_op {
 #define XX(num, NAME, str, fn, flags, minb, maxb) PROTO_OP_##NAME = (num),

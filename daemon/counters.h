@@ -11,7 +11,7 @@
 #include <stdatomic.h>
 
 struct daemon_stats {
-	atomic_ullong reads, writes, flushes, discards;
+	atomic_ullong reads, writes, flushes, discards, maps;
 	atomic_ullong read_bytes, write_bytes;
 	atomic_ullong io_errors, admin_calls, eperm, bad_frames;
 	atomic_ullong conns_total, batches, batched_ios;

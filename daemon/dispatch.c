@@ -8,7 +8,8 @@
  *
  *   1. HELLO first (CMD_PREHELLO), and the HELLO itself
  *   2. permission (CMD_ADMIN)
- *   3. record I/O (CMD_IO): the handle, then the I/O workers
+ *   3. calls on a handle (CMD_IO): the handle, held till the reply; then
+ *      record I/O to the I/O workers, a MAP (CMD_BLOCKING) to the threadpool
  *   4. the JSON body: an object
  *   5. then, where the handler runs (loop or threadpool): the target name
  *      (CMD_POOL, CMD_DS, CMD_CHILD, CMD_NAME_OPT), the registry lock
@@ -22,6 +23,11 @@
  * The error texts of the generic checks are made here and nowhere else; a
  * handler's failure without a text of its own reads "NAME: VERB: error:
  * DETAIL" from the error map (proto_strerror). Nothing here knows a socket.
+ *
+ * The state a call keeps of the registry and the workers (the handle it
+ * holds, its work item, its JSON part) is struct disp_own, which only this
+ * file defines: dispatch_call_create() allocates it behind the transport's
+ * request, so that dispatch.h shows a transport neither layer.
  */
 
 #include <errno.h>
@@ -32,7 +38,10 @@
 
 #include "counters.h"
 #include "dispatch.h"
+#include "handlers.h"
 #include "log.h"
+#include "registry.h"
+#include "work.h"
 
 /*
  * A command that takes the registry lock runs off the loop: a revocation
@@ -62,6 +71,35 @@ struct disp_json {
 	int locked;             /* holds the registry lock (CMD_LOCK, CMD_LOCK_WR) */
 };
 
+/* A MAP on the threadpool: the runs of [off, off + len) of ds into the call's out. */
+struct disp_map {
+	struct work_job job;
+	struct stor_ds *ds;
+	uint64_t off;
+	uint32_t len;
+	uint32_t max;           /* the most runs wanted */
+	uint32_t nruns;         /* runs in out so far */
+	int status;
+};
+
+/*
+ * The dispatcher's part of a call, behind the transport's request in one
+ * block (dispatch_call_create): the state it keeps of the registry and the
+ * workers, which the transports do not see.
+ */
+struct disp_own {
+	struct disp_call *call;
+	struct disp_json *js;       /* JSON commands only */
+	union {
+		struct work_io wio; /* record I/O */
+		struct disp_map map; /* MAP */
+	};
+	uint32_t handle;            /* the handle a call on one holds, UINT32_MAX: none */
+	int plain;                  /* record I/O of an encrypted dataset: body and out
+				     * hold its plaintext, wiped when freed */
+	uint8_t hello[PROTO_HELLO_REPLY];
+};
+
 static int is_json(const struct disp_call *c)
 {
 	return c->cmd && (c->cmd->flags & CMD_JSON);
@@ -70,23 +108,23 @@ static int is_json(const struct disp_call *c)
 /* The JSON part of @c, made on first use. NULL: no memory */
 static struct disp_json *js_get(struct disp_call *c)
 {
-	if (!c->js && is_json(c)) {
-		c->js = calloc(1, sizeof(*c->js));
-		if (c->js) {
-			c->js->call = c;
-			c->js->h.cmd = c->cmd;
-			c->js->h.peer = &c->cl->peer;
-			c->js->h.client = c->cl->handles;
+	if (!c->own->js && is_json(c)) {
+		c->own->js = calloc(1, sizeof(*c->own->js));
+		if (c->own->js) {
+			c->own->js->call = c;
+			c->own->js->h.cmd = c->cmd;
+			c->own->js->h.peer = &c->cl->peer;
+			c->own->js->h.client = c->cl->handles;
 		}
 	}
-	return c->js;
+	return c->own->js;
 }
 
 /* A refusal's own text, for a JSON command (the rest get a bare status). */
 #define SAY(c, ...)                                                               \
 	do {                                                                      \
 		if (js_get(c))                                                    \
-			snprintf((c)->js->h.err, sizeof((c)->js->h.err), __VA_ARGS__); \
+			snprintf((c)->own->js->h.err, sizeof((c)->own->js->h.err), __VA_ARGS__); \
 	} while (0)
 
 void dispatch_init(uv_loop_t *loop, const struct config *cfg)
@@ -152,7 +190,7 @@ static void log_eperm(struct disp_client *cl, const char *what)
 /* The error text of a failed JSON call: the handler's, else from the error map. */
 static const char *error_text(struct disp_call *c)
 {
-	struct hcall *h = c->js ? &c->js->h : NULL;
+	struct hcall *h = c->own->js ? &c->own->js->h : NULL;
 	const char *why;
 
 	if (!h)
@@ -179,26 +217,30 @@ static const char *error_text(struct disp_call *c)
 	return h->err;
 }
 
+/* The counters of a call on a handle, by its command. */
 static void count_io(const struct disp_call *c)
 {
-	const struct stor_io *io = &c->wio.io;
+	const struct stor_io *io = &c->own->wio.io;
 
-	switch (io->op) {
-	case STOR_IO_READ:
+	switch (c->hdr.op) {
+	case PROTO_OP_READ:
 		STATS_ADD(reads, 1);
 		if (c->status == 0)
 			STATS_ADD(read_bytes, io->len);
 		break;
-	case STOR_IO_WRITE:
+	case PROTO_OP_WRITE:
 		STATS_ADD(writes, 1);
 		if (c->status == 0)
 			STATS_ADD(write_bytes, io->len);
 		break;
-	case STOR_IO_FLUSH:
+	case PROTO_OP_FLUSH:
 		STATS_ADD(flushes, 1);
 		break;
-	case STOR_IO_DISCARD:
+	case PROTO_OP_DISCARD:
 		STATS_ADD(discards, 1);
+		break;
+	case PROTO_OP_MAP:
+		STATS_ADD(maps, 1);
 		break;
 	}
 }
@@ -208,10 +250,10 @@ static void install_handle(struct disp_call *c)
 {
 	int n;
 
-	struct hcall *h = c->js ? &c->js->h : NULL;
+	struct hcall *h = c->own->js ? &c->own->js->h : NULL;
 
 	if (!h || !h->opened || c->status < 0 || c->cl->closed)
-		return; /* dispatch_call_free() closes it */
+		return; /* dispatch_call_reset() closes it */
 	n = reg_handle_install(c->cl->handles, h->opened, h->opened_pe);
 	if (n < 0) {
 		c->status = n;
@@ -228,7 +270,7 @@ static void build_reply(struct disp_call *c)
 	c->payload = NULL;
 	c->payload_len = 0;
 	if (is_json(c) && js_get(c)) {
-		struct disp_json *js = c->js;
+		struct disp_json *js = c->own->js;
 		json_t *o = js->h.reply;
 
 		if (c->status < 0) {
@@ -260,12 +302,15 @@ static void build_reply(struct disp_call *c)
 		}
 	} else if (c->hdr.op == PROTO_OP_READ && c->status == 0) {
 		c->payload = c->out;
-		c->payload_len = c->wio.io.len;
+		c->payload_len = c->own->wio.io.len;
+	} else if (c->hdr.op == PROTO_OP_MAP && c->status == 0) {
+		c->payload = c->out;
+		c->payload_len = c->out_len;
 	} else if (c->hdr.op == PROTO_OP_HELLO && c->status == 0) {
-		put_u32(c->hello, PROTO_MAGIC);
-		put_u16(c->hello + 4, PROTO_VERSION);
-		put_u32(c->hello + 6, dsp.cfg->max_frame);
-		c->payload = c->hello;
+		put_u32(c->own->hello, PROTO_MAGIC);
+		put_u16(c->own->hello + 4, PROTO_VERSION);
+		put_u32(c->own->hello + 6, dsp.cfg->max_frame);
+		c->payload = c->own->hello;
 		c->payload_len = PROTO_HELLO_REPLY;
 	}
 }
@@ -284,7 +329,7 @@ static void wipe_secret(struct disp_call *c)
 		return;
 	if (c->body)
 		explicit_bzero(c->body, c->hdr.len);
-	k = c->js ? json_string_value(json_object_get(c->js->h.args, "key_hex")) : NULL;
+	k = c->own->js ? json_string_value(json_object_get(c->own->js->h.args, "key_hex")) : NULL;
 	if (k)
 		explicit_bzero((char *)k, strlen(k));
 }
@@ -293,9 +338,9 @@ static void complete(struct disp_call *c)
 {
 	wipe_secret(c);
 	check_key_locks();
-	if (c->handle != UINT32_MAX) {
-		reg_handle_put(c->cl->handles, c->handle);
-		c->handle = UINT32_MAX;
+	if (c->own->handle != UINT32_MAX) {
+		reg_handle_put(c->cl->handles, c->own->handle);
+		c->own->handle = UINT32_MAX;
 	}
 	if (c->cmd && (c->cmd->flags & CMD_IO) && c->status < 0)
 		STATS_ADD(io_errors, 1);
@@ -328,7 +373,7 @@ static void fail_now(struct disp_call *c, int status)
 static int resolve(struct disp_call *c)
 {
 	unsigned fl = c->cmd->flags;
-	struct hcall *h = &c->js->h;
+	struct hcall *h = &c->own->js->h;
 	const char *s = NULL;
 	int plen;
 
@@ -349,7 +394,7 @@ static int resolve(struct disp_call *c)
 	}
 	if (fl & (CMD_LOCK | CMD_LOCK_WR)) {
 		reg_lock((fl & CMD_LOCK_WR) != 0);
-		c->js->locked = 1;
+		c->own->js->locked = 1;
 		h->pe = s ? reg_pool_of(s) : NULL;
 	}
 	if (!s)
@@ -381,7 +426,7 @@ static int resolve(struct disp_call *c)
  */
 static int make_durable(struct disp_call *c)
 {
-	struct hcall *h = &c->js->h;
+	struct hcall *h = &c->own->js->h;
 	int ret;
 
 	if (!(c->cmd->flags & CMD_ADMIN) || !h->pool)
@@ -399,11 +444,11 @@ static void run_json(struct disp_call *c)
 	int ret = resolve(c);
 
 	if (ret == 0)
-		ret = handlers_run(&c->js->h);
+		ret = handlers_run(&c->own->js->h);
 	if (ret == 0)
 		ret = make_durable(c);
-	if (c->js->locked) {
-		c->js->locked = 0;
+	if (c->own->js->locked) {
+		c->own->js->locked = 0;
 		reg_unlock();
 	}
 	c->status = ret;
@@ -431,17 +476,89 @@ static void job_done(struct work_job *j, int status)
 
 static void io_done(struct work_io *w)
 {
-	struct disp_call *c = (struct disp_call *)((char *)w - offsetof(struct disp_call, wio));
+	struct disp_own *o = (struct disp_own *)((char *)w - offsetof(struct disp_own, wio));
+	struct disp_call *c = o->call;
 
 	c->status = w->io.result;
 	count_io(c);
 	complete(c);
 }
 
-/* Step 3: record I/O on a handle of the client, for the workers. */
+/* The call whose MAP job @j is. */
+static struct disp_call *call_of_map(struct work_job *j)
+{
+	return ((struct disp_own *)((char *)j - offsetof(struct disp_own, map.job)))->call;
+}
+
+/* A run of the map into the reply: its length fits a u32, as the range's does. */
+static int map_run(uint64_t off, uint64_t len, int allocated, void *arg)
+{
+	struct disp_call *c = arg;
+	struct disp_map *m = &c->own->map;
+	uint8_t *p = c->out + (size_t)PROTO_MAP_RUN * m->nruns;
+
+	(void)off;
+	put_u32(p, (uint32_t)len);
+	put_u32(p + 4, allocated ? 0 : PROTO_MAP_HOLE);
+	return ++m->nruns == m->max; /* a full reply: the client asks again from its end */
+}
+
+/* On the threadpool: the block pointers of the range (blocking metadata reads). */
+static void map_job(struct work_job *j)
+{
+	struct disp_call *c = call_of_map(j);
+	struct disp_map *m = &c->own->map;
+	int ret = stor_ds_map(m->ds, m->off, m->len, map_run, c);
+
+	m->status = ret == 1 ? 0 : ret;
+}
+
+static void map_done(struct work_job *j, int status)
+{
+	struct disp_call *c = call_of_map(j);
+	struct disp_map *m = &c->own->map;
+
+	c->status = status < 0 ? status : m->status;
+	if (c->status == 0 && m->nruns == 0 && m->len)
+		c->status = -EIO; /* cannot be: a range of a byte or more has a run */
+	c->out_len = (size_t)PROTO_MAP_RUN * m->nruns;
+	count_io(c);
+	complete(c);
+}
+
+/*
+ * Step 3 for a MAP: not record I/O, so not for the I/O workers' batches;
+ * the handle is held while the threadpool reads the block pointers.
+ */
+static void start_map(struct disp_call *c, struct stor_ds *ds, const struct proto_io *pio)
+{
+	struct disp_map *m = &c->own->map;
+	uint32_t max = get_u32(c->body + PROTO_IO_BODY);
+
+	log_debug("conn %llu: %s handle %u at %llu+%u, at most %u runs",
+		  (unsigned long long)c->cl->id, c->cmd->name, pio->handle,
+		  (unsigned long long)pio->off, pio->len, max);
+	if (max == 0) {
+		fail_now(c, -EINVAL);
+		return;
+	}
+	*m = (struct disp_map){ .ds = ds, .off = pio->off, .len = pio->len };
+	m->max = max < PROTO_MAP_RUNS ? max : PROTO_MAP_RUNS;
+	c->out = malloc((size_t)PROTO_MAP_RUN * m->max);
+	if (!c->out) {
+		fail_now(c, -ENOMEM);
+		return;
+	}
+	m->job.run = map_job;
+	m->job.done = map_done;
+	if (work_submit_job(dsp.loop, &m->job) < 0)
+		fail_now(c, -ENOMEM);
+}
+
+/* Step 3: a call on a handle of the client; record I/O goes to the workers. */
 static void start_io(struct disp_call *c)
 {
-	struct stor_io *io = &c->wio.io;
+	struct stor_io *io = &c->own->wio.io;
 	struct proto_io pio;
 	struct stor_ds *ds;
 	int ret;
@@ -452,8 +569,12 @@ static void start_io(struct disp_call *c)
 		fail_now(c, ret);
 		return;
 	}
-	c->handle = pio.handle;
-	c->plain = stor_ds_encrypted(ds);
+	c->own->handle = pio.handle;
+	if (c->hdr.op == PROTO_OP_MAP) {
+		start_map(c, ds, &pio);
+		return;
+	}
+	c->own->plain = stor_ds_encrypted(ds);
 	*io = (struct stor_io){ .ds = ds, .off = pio.off, .len = pio.len };
 	switch (c->hdr.op) {
 	case PROTO_OP_READ:
@@ -488,13 +609,13 @@ static void start_io(struct disp_call *c)
 		break;
 	}
 	/* in arrival order, for the workers at the end of this loop turn */
-	c->wio.done = io_done;
-	c->wio.next = NULL;
+	c->own->wio.done = io_done;
+	c->own->wio.next = NULL;
 	if (dsp.io_tail)
-		dsp.io_tail->next = &c->wio;
+		dsp.io_tail->next = &c->own->wio;
 	else
-		dsp.io_head = &c->wio;
-	dsp.io_tail = &c->wio;
+		dsp.io_head = &c->own->wio;
+	dsp.io_tail = &c->own->wio;
 }
 
 void dispatch_flush(void)
@@ -526,7 +647,7 @@ static void hello(struct disp_call *c)
 /* Step 4: the body of a JSON command is an object (an empty body is {}). */
 static int parse_json(struct disp_call *c)
 {
-	struct hcall *h = &c->js->h;
+	struct hcall *h = &c->own->js->h;
 	json_error_t jerr;
 
 	if (!c->hdr.len) {
@@ -552,6 +673,20 @@ static int parse_json(struct disp_call *c)
 	return 0;
 }
 
+struct disp_call *dispatch_call_create(size_t size)
+{
+	/* the transport's request first: its type starts the block */
+	size_t at = (size + _Alignof(struct disp_own) - 1) & ~(_Alignof(struct disp_own) - 1);
+	struct disp_call *c = calloc(1, at + sizeof(struct disp_own));
+
+	if (!c)
+		return NULL;
+	c->own = (struct disp_own *)((char *)c + at);
+	c->own->call = c;
+	c->own->handle = UINT32_MAX;
+	return c;
+}
+
 void dispatch_call(struct disp_call *c)
 {
 	struct disp_client *cl = c->cl;
@@ -559,7 +694,7 @@ void dispatch_call(struct disp_call *c)
 	int ret;
 
 	c->cmd = cmd;
-	c->handle = UINT32_MAX;
+	c->own->handle = UINT32_MAX;
 	if (!cl->hello_done && !(cmd->flags & CMD_PREHELLO)) {
 		log_info("conn %llu: %s before hello", (unsigned long long)cl->id, cmd->name);
 		SAY(c, "hello required first");
@@ -591,9 +726,9 @@ void dispatch_call(struct disp_call *c)
 		log_debug("conn %llu: %s %.*s", (unsigned long long)cl->id, cmd->name,
 			  (int)(c->hdr.len > 200 ? 200 : c->hdr.len), (const char *)c->body);
 	if (cmd->flags & CMD_BLOCKING) {
-		c->js->job.run = job_run;
-		c->js->job.done = job_done;
-		if (work_submit_job(dsp.loop, &c->js->job) < 0)
+		c->own->js->job.run = job_run;
+		c->own->js->job.done = job_done;
+		if (work_submit_job(dsp.loop, &c->own->js->job) < 0)
 			fail_now(c, -ENOMEM);
 		return;
 	}
@@ -607,7 +742,7 @@ void dispatch_refuse(struct disp_call *c, int status)
 	c->cmd = proto_cmd_by_op(c->hdr.op);
 	if (c->cmd && !(c->cmd->flags & CMD_JSON))
 		c->cmd = NULL;
-	c->handle = UINT32_MAX;
+	c->own->handle = UINT32_MAX;
 	fail_now(c, status);
 }
 
@@ -649,20 +784,34 @@ int dispatch_write_wiped(const struct disp_client *cl, uint32_t handle)
 
 void dispatch_out_free(struct disp_call *c)
 {
-	if (c->out && c->plain)
+	if (c->out && c->own->plain)
 		explicit_bzero(c->out, c->out_len);
 	free(c->out);
 	c->out = NULL;
 }
 
-void dispatch_call_free(struct disp_call *c)
+void dispatch_call_reset(struct disp_call *c)
 {
 	wipe_secret(c);
-	if (c->body && c->plain)
+	if (c->body && c->own->plain)
 		explicit_bzero(c->body, c->hdr.len);
 	free(c->body);
-	js_free(c->js);
+	js_free(c->own->js);
 	dispatch_out_free(c);
 	c->body = NULL;
-	c->js = NULL;
+	c->own->js = NULL;
+	c->own->plain = 0;
+	c->status = 0;
+	c->close_after = 0;
+	c->payload = NULL;
+	c->payload_len = 0;
+	c->cmd = NULL;
+}
+
+void dispatch_call_destroy(struct disp_call *c)
+{
+	if (!c)
+		return;
+	dispatch_call_reset(c);
+	free(c);
 }

@@ -4,35 +4,47 @@
  * call. It does the generic work once, in the order of the command table's
  * flags (proto.h): HELLO state, permission, the JSON body, the check of the
  * target name, the registry lock and the lookup and state of the target's
- * pool, the owner check, the dataset handle of record I/O. Then it routes
- * the call: inline on the loop, to the libuv threadpool (CMD_BLOCKING) or to
- * the I/O workers (CMD_IO), and builds the reply payload.
+ * pool, the owner check, the dataset handle of a call on one (CMD_IO). Then
+ * it routes the call: inline on the loop, to the libuv threadpool
+ * (CMD_BLOCKING) or to the I/O workers (record I/O), and builds the reply
+ * payload; it counts the calls, and logs the JSON ones and MAP at debug
+ * level (record I/O is too many to log one by one).
  *
  * A transport (the Unix socket of rpc.c; another front end likewise) owns
- * the bytes: it frames a request, fills a struct disp_call and passes it to
- * dispatch_call() with its own completion callback. The callback runs on
- * the loop thread, possibly before dispatch_call() returns; the transport
- * then writes the header (dispatch_reply_hdr) and c->payload, and frees the
- * call with dispatch_call_free() once written or dropped. Everything here
- * runs on the loop thread except the handlers of blocking commands.
+ * the bytes: it frames a request, fills a struct disp_call made by
+ * dispatch_call_create() and passes it to dispatch_call() with its own
+ * completion callback. The callback runs on the loop thread, possibly
+ * before dispatch_call() returns; the transport then writes the header
+ * (dispatch_reply_hdr) and c->payload, and frees the call with
+ * dispatch_call_destroy() once written or dropped. Everything here runs on
+ * the loop thread except the handlers of blocking commands.
  *
  * A transport with a handshake of its own (a block-device front end) sets
  * hello_done of its clients itself and speaks the table's opcodes: DS_OPEN
- * for a handle, READ/WRITE/FLUSH/DISCARD with a body made by proto_io_put().
- * It calls dispatch_flush() once per loop turn, as rpc.c's check handle does.
+ * for a handle and DS_CLOSE to give it back, READ/WRITE/FLUSH/DISCARD and
+ * MAP with a body made by proto_io_put(). It calls dispatch_flush() once
+ * per loop turn, as rpc.c's check handle does.
+ *
+ * This header is all a transport sees of the layers below: the registry
+ * (handles, pools, access rules) and the workers are the dispatcher's, so
+ * the part of a call that holds their state is allocated with the call
+ * (dispatch_call_create) and defined in dispatch.c alone. A transport that
+ * reached past the dispatcher would have calls that no counter, log or
+ * generic check of the table sees.
  */
 #ifndef COFFERD_DISPATCH_H
 #define COFFERD_DISPATCH_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <uv.h>
 
 #include "conf.h"
-#include "handlers.h"
+#include "peer.h"
 #include "proto.h"
-#include "registry.h"
-#include "work.h"
+
+struct reg_client;
 
 /** What the dispatcher keeps per client (connection) of a transport. */
 struct disp_client {
@@ -42,15 +54,15 @@ struct disp_client {
 	int hello_done;
 	int closed;                 /* dispatch_client_closed(): replies go nowhere */
 	int eperm_logged;           /* the first refusal is logged, the rest counted */
-	struct reg_client *handles; /* its dataset handles */
+	struct reg_client *handles; /* its dataset handles (the registry's, opaque here) */
 };
 
 struct disp_call;
-struct disp_json;
+struct disp_own;
 /** Completion of a call, on the loop thread: reply (or drop) and free it. */
 typedef void (*disp_done_fn)(struct disp_call *c);
 
-/** One request from dispatch_call() to dispatch_call_free(). */
+/** One request from dispatch_call() to dispatch_call_destroy(). */
 struct disp_call {
 	/* filled by the transport */
 	struct disp_client *cl;
@@ -62,16 +74,11 @@ struct disp_call {
 	int close_after;            /* close the client once this reply is written */
 	const uint8_t *payload;     /* the reply payload (owned by the call) */
 	size_t payload_len;
-	/* dispatcher's own */
-	const struct proto_cmd *cmd;
-	struct disp_json *js;       /* JSON commands only (dispatch.c) */
-	struct work_io wio;         /* record I/O */
-	uint32_t handle;            /* the handle record I/O holds, UINT32_MAX: none */
-	uint8_t *out;               /* READ: the data (or a framing's reply made of it) */
+	uint8_t *out;               /* READ: the data (or a framing's reply made of it), owned
+				     * by the call: free it with dispatch_out_free() */
 	size_t out_len;             /* its length */
-	int plain;                  /* record I/O of an encrypted dataset: body and out
-				     * hold its plaintext, wiped when freed */
-	uint8_t hello[PROTO_HELLO_REPLY];
+	const struct proto_cmd *cmd; /* the command dispatched; NULL until then */
+	struct disp_own *own;       /* the dispatcher's part (dispatch.c), made with the call */
 };
 
 /** Serve on @loop with the limits of @cfg (max_frame). */
@@ -84,6 +91,12 @@ void dispatch_client_closed(struct disp_client *cl);
 void dispatch_client_fini(struct disp_client *cl);
 
 /**
+ * A zeroed call in a block of @size bytes (>= sizeof(struct disp_call)):
+ * a transport's request type, which starts with its struct disp_call; the
+ * dispatcher's own part is allocated behind it. @return NULL: no memory
+ */
+struct disp_call *dispatch_call_create(size_t size);
+/**
  * Dispatch @c (transport fields filled). @c->done is called exactly once,
  * maybe before this returns.
  */
@@ -95,8 +108,14 @@ void dispatch_call(struct disp_call *c);
 void dispatch_refuse(struct disp_call *c, int status);
 /** The reply header of completed @c into @buf (PROTO_HDR_SIZE bytes). */
 void dispatch_reply_hdr(const struct disp_call *c, uint8_t *buf);
-/** Free what @c holds (not @c itself); key material is wiped. */
-void dispatch_call_free(struct disp_call *c);
+/**
+ * Free what completed @c holds (key material and plaintext wiped) and
+ * clear its outcome, so that @c may carry a next call: a framing's request
+ * of several steps.
+ */
+void dispatch_call_reset(struct disp_call *c);
+/** dispatch_call_reset(), then free @c itself. NULL is a no-op. */
+void dispatch_call_destroy(struct disp_call *c);
 /**
  * Must the data of a WRITE on @handle of @cl be wiped from a transport's
  * buffers: its dataset is encrypted (or @handle names none open)?

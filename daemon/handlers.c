@@ -1734,7 +1734,7 @@ static int h_ds_open(struct hcall *c)
 	}
 	c->opened = ds;
 	c->opened_pe = c->pe;
-	atomic_fetch_add(&c->pe->nhandles, 1);
+	reg_pool_ref(c->pe);
 	c->reply = json_pack("{s:I, s:I}", "volsize", (json_int_t)stor_ds_volsize(ds),
 			     "recordsize", (json_int_t)stor_ds_recordsize(ds));
 	/* a block-device export refuses a dataset whose records cannot be read */
@@ -1943,6 +1943,7 @@ static json_t *daemon_io_json(void)
 	json_object_set_new(io, "writes", STAT(writes));
 	json_object_set_new(io, "flushes", STAT(flushes));
 	json_object_set_new(io, "discards", STAT(discards));
+	json_object_set_new(io, "maps", STAT(maps));
 	json_object_set_new(io, "read_bytes", STAT(read_bytes));
 	json_object_set_new(io, "write_bytes", STAT(write_bytes));
 	json_object_set_new(io, "io_errors", STAT(io_errors));

@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <systemd/sd-daemon.h>
 
 #include "conf.h"
@@ -496,13 +497,13 @@ int main(int argc, char **argv)
 			ret == -ESRCH ? "socket_group does not exist" : uv_strerror(ret));
 		goto out_pools;
 	}
-	ret = nbd_on ? nbd_listen(loop, &cfg, nbd_path) : 0;
+	ret = nbd_on ? nbd_listen(&cfg, nbd_path) : 0;
 	if (ret < 0) {
 		log_err("nbd_socket %s: %s", nbd_path,
 			ret == -ESRCH ? "socket_group does not exist" : uv_strerror(ret));
 		goto out_pools;
 	}
-	ret = tls ? nbd_listen_tcp(loop, &cfg, tls, &tcp_port) : 0;
+	ret = tls ? nbd_listen_tcp(&cfg, tls, &tcp_port) : 0;
 	if (ret < 0) {
 		log_err("nbd_listen %s: %s", cfg.nbd_listen,
 			ret == -EINVAL ? "not HOST:PORT" : uv_strerror(ret));

@@ -8,9 +8,12 @@
  * The design decision: an NBD connection is one more client of the
  * dispatcher, not a server of its own. Its options become the control
  * protocol's calls (GO and INFO a DS_OPEN, LIST a DS_LIST of what the
- * peer may open), its requests READ/WRITE/FLUSH/DISCARD calls on the handle
- * GO opened, with bodies made by proto_io_put(). So the peer's credentials
- * (SO_PEERCRED), the admin and owner rules, the per-uid and buffering
+ * peer may open; the handle of INFO, or of a GO refused once open, goes
+ * back with a DS_CLOSE), its requests READ/WRITE/FLUSH/DISCARD calls on the
+ * handle GO opened, with bodies made by proto_io_put(), and BLOCK_STATUS a
+ * MAP call. nbd.c sees no handle table, worker or dataset: what it asks of
+ * the store, the command table names. So the peer's
+ * credentials (SO_PEERCRED), the admin and owner rules, the per-uid and buffering
  * limits, the handshake timeout and the I/O batches of the workers are the
  * ones the control socket has; there is no thread per connection, and an
  * open export is a handle like any other (unload-key, destroy and export
@@ -35,9 +38,10 @@
  *              WRITE_ZEROES or FUA; a write is EPERM
  *   CAN_MULTI_CONN  a FLUSH commits the pool's transaction group, so it
  *              covers what every connection had written
- *   BLOCK_STATUS  base:allocation from the block pointers (stor_ds_map) on
- *              the threadpool, the handle held as a request holds it: not
- *              record I/O, so not for the I/O workers' batches
+ *   BLOCK_STATUS  base:allocation: a MAP call on the handle (the table's
+ *              row: the dispatcher reads the block pointers on the
+ *              threadpool, counts and logs it), a descriptor per run it
+ *              returns; with REQ_ONE it asks for one run
  * Over TCP (nbd_listen) TLS is required, as the spec has it for a TLS-only
  * server: until STARTTLS every option but STARTTLS and ABORT is refused with
  * NBD_REP_ERR_TLS_REQD (EXPORT_NAME, which has no error reply, closes), so
@@ -62,6 +66,7 @@
 
 #include <jansson.h>
 
+#include "common.h" /* the error map: the status codes of replies */
 #include "counters.h"
 #include "log.h"
 #include "nbd.h"
@@ -109,18 +114,9 @@ struct nbd_req {
 	struct nbd_request q;
 	uint64_t done_len;   /* WRITE_ZEROES with NO_HOLE: bytes written so far */
 	uint8_t *zeros;
-	/* BLOCK_STATUS */
-	struct work_job job;
-	struct stor_ds *ds;
-	uint8_t *ext;        /* descriptors: u32 length, u32 flags */
-	size_t next;
-	int map_status;
 };
 
-#define EXTENTS_MAX 1024u /* descriptors of one BLOCK_STATUS reply; the client asks again */
-
 static struct {
-	uv_loop_t *loop;
 	const struct config *cfg;
 	uint32_t max_len; /* the largest READ or WRITE: max_frame less the I/O body */
 } nbd;
@@ -277,17 +273,6 @@ static json_t *call_reply(const struct disp_call *c)
 			      : NULL;
 }
 
-/* Free what an earlier call of @c held, so that @c can make the next one. */
-static void call_reset(struct disp_call *c)
-{
-	dispatch_call_free(c);
-	c->status = 0;
-	c->close_after = 0;
-	c->payload = NULL;
-	c->payload_len = 0;
-	c->cmd = NULL;
-}
-
 /*
  * The option is done: its replies are queued, the next option may be parsed
  * (before the call's own completion, which may free the connection).
@@ -400,6 +385,27 @@ static void export_info(struct obuf *b, const struct nbd_req *q, const struct nb
 	}
 }
 
+/* The DS_CLOSE of close_export() is done, and so is the option. */
+static void close_done(struct disp_call *c)
+{
+	opt_done((struct nbd_req *)c);
+}
+
+/*
+ * Give back the handle that @q's DS_OPEN gave (INFO, or an export refused
+ * after its open), with a DS_CLOSE as any client closes one, so that the
+ * registry counts it closed and the close is seen like every other call.
+ * The option's replies are queued already; it ends when the close is done.
+ */
+static void close_export(struct nbd_req *q)
+{
+	uint32_t h = q->nc->handle;
+
+	q->nc->handle = UINT32_MAX;
+	dispatch_call_reset(&q->r.dc);
+	call_json(q, PROTO_OP_DS_CLOSE, json_pack("{s:I}", "handle", (json_int_t)h), close_done);
+}
+
 /* DS_OPEN for INFO, GO or EXPORT_NAME is done. */
 static void open_done(struct disp_call *c)
 {
@@ -435,13 +441,12 @@ static void open_done(struct disp_call *c)
 	if (ks && !strcmp(ks, "unavailable")) {
 		/* open, but every read would fail: refuse it here, with what to do */
 		json_decref(o);
-		reg_handle_close(cl->handles, nc->handle);
 		c->status = STOR_ENOKEY;
 		if (q->opt == NBD_OPT_EXPORT_NAME)
 			rpc_conn_close_after(nc->conn);
 		else
 			open_refused(q, nc->name);
-		opt_done(q);
+		close_export(q);
 		return;
 	}
 	json_decref(o);
@@ -462,16 +467,15 @@ static void open_done(struct disp_call *c)
 		ob_send(nc, &b);
 	}
 	if (q->opt == NBD_OPT_INFO) {
-		reg_handle_close(cl->handles, nc->handle);
 		nc->name[0] = '\0';
-	} else {
-		nc->phase = PH_TRANSMISSION;
-		nc->block_status = nc->meta_alloc && !strcmp(nc->meta_name, nc->name);
-		rpc_conn_handshake(nc->conn, 0);
-		log_info("conn %llu (nbd, uid %u): serving %s (%llu bytes)",
-			 (unsigned long long)cl->id, (unsigned)cl->peer.uid, nc->name,
-			 (unsigned long long)nc->size);
+		close_export(q);
+		return;
 	}
+	nc->phase = PH_TRANSMISSION;
+	nc->block_status = nc->meta_alloc && !strcmp(nc->meta_name, nc->name);
+	rpc_conn_handshake(nc->conn, 0);
+	log_info("conn %llu (nbd, uid %u): serving %s (%llu bytes)", (unsigned long long)cl->id,
+		 (unsigned)cl->peer.uid, nc->name, (unsigned long long)nc->size);
 	opt_done(q);
 }
 
@@ -544,7 +548,7 @@ static int query_is(const struct nbd_meta_req *m, uint32_t i, const char *s)
 
 /*
  * LIST_META_CONTEXT and SET_META_CONTEXT: the one context is base:allocation
- * (holes from the block pointers, stor_ds_map). SET chooses it for the
+ * (holes from the block pointers: MAP). SET chooses it for the
  * export GO then opens, if GO names the same one.
  */
 static int meta_context(struct nbd_conn *nc, uint32_t opt, const uint8_t *d, uint32_t len)
@@ -741,6 +745,30 @@ static uint32_t read_run(const struct nbd_req *q, uint32_t at, int *zero)
 	return pos - at;
 }
 
+/* The header of a structured reply's chunk of @q at @p; @len bytes follow it. */
+static void chunk_hdr(uint8_t *p, const struct nbd_req *q, uint16_t flags, uint16_t type,
+		      uint32_t len)
+{
+	put_u32(p, NBD_STRUCTURED_REPLY_MAGIC);
+	put_u16(p + 4, flags);
+	put_u16(p + 6, type);
+	put_u64(p + 8, q->q.cookie);
+	put_u32(p + 16, len);
+}
+
+/* @buf (malloc'd, @len bytes) is the whole reply of @q now, in place of the data it had. */
+static void reply_take(struct nbd_req *q, uint8_t *buf, size_t len)
+{
+	struct disp_call *c = &q->r.dc;
+
+	dispatch_out_free(c);
+	c->out = buf;
+	c->out_len = len;
+	c->payload = buf;
+	c->payload_len = len;
+	q->r.hdr_len = 0;
+}
+
 /*
  * A successful structured READ whose data turns from data to zeros and
  * back: one chunk per run, into a buffer of its own. @return 0, or if the
@@ -769,11 +797,9 @@ static int read_chunks(struct nbd_req *q)
 	p = buf;
 	for (uint32_t at = 0, n; at < q->q.len; at += n) {
 		n = read_run(q, at, &zero);
-		put_u32(p, NBD_STRUCTURED_REPLY_MAGIC);
-		put_u16(p + 4, at + n == q->q.len ? NBD_REPLY_FLAG_DONE : 0);
-		put_u16(p + 6, zero ? NBD_REPLY_TYPE_OFFSET_HOLE : NBD_REPLY_TYPE_OFFSET_DATA);
-		put_u64(p + 8, q->q.cookie);
-		put_u32(p + 16, zero ? 12 : 8 + n);
+		chunk_hdr(p, q, at + n == q->q.len ? NBD_REPLY_FLAG_DONE : 0,
+			  zero ? NBD_REPLY_TYPE_OFFSET_HOLE : NBD_REPLY_TYPE_OFFSET_DATA,
+			  zero ? 12 : 8 + n);
 		put_u64(p + 20, q->q.off + at);
 		if (zero) {
 			put_u32(p + 28, n);
@@ -783,12 +809,33 @@ static int read_chunks(struct nbd_req *q)
 			p += NBD_CHUNK_HDR + 8 + n;
 		}
 	}
-	dispatch_out_free(c);
-	c->out = buf;
-	c->out_len = size;
-	c->payload = buf;
-	c->payload_len = size;
-	q->r.hdr_len = 0;
+	reply_take(q, buf, size);
+	return 0;
+}
+
+/*
+ * A successful BLOCK_STATUS: its MAP's runs (c->out) as the descriptors of
+ * one chunk, in a buffer of its own; a run is a descriptor, as both are a
+ * u32 length and u32 flags. @return 0 or -ENOMEM
+ */
+static int status_chunk(struct nbd_req *q)
+{
+	struct disp_call *c = &q->r.dc;
+	size_t n = c->out_len / PROTO_MAP_RUN, len = NBD_CHUNK_HDR + 4 + 8 * n;
+	uint8_t *p = malloc(len);
+
+	if (!p)
+		return -ENOMEM;
+	chunk_hdr(p, q, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_BLOCK_STATUS, (uint32_t)(4 + 8 * n));
+	put_u32(p + 20, NBD_META_ALLOCATION_ID);
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *run = c->out + PROTO_MAP_RUN * i;
+
+		put_u32(p + 24 + 8 * i, get_u32(run));
+		put_u32(p + 28 + 8 * i, (get_u32(run + 4) & PROTO_MAP_HOLE)
+						? NBD_STATE_HOLE | NBD_STATE_ZERO : 0);
+	}
+	reply_take(q, p, len);
 	return 0;
 }
 
@@ -796,7 +843,8 @@ static int read_chunks(struct nbd_req *q)
  * The reply of request @q with NBD error @err (0: success) into its header
  * and payload. With structured replies a READ is a chunk per run of data
  * and of zeros (read_chunks), or when it is one run, one chunk: OFFSET_HOLE
- * when it read only zeros (a hole, or zeros written), else OFFSET_DATA.
+ * when it read only zeros (a hole, or zeros written), else OFFSET_DATA. A
+ * BLOCK_STATUS is one chunk of descriptors (status_chunk).
  */
 static void tx_reply(struct nbd_req *q, uint32_t err, const char *msg)
 {
@@ -804,7 +852,8 @@ static void tx_reply(struct nbd_req *q, uint32_t err, const char *msg)
 	uint8_t *h = q->r.hdrbuf;
 
 	if ((q->q.type == NBD_CMD_READ || q->q.type == NBD_CMD_BLOCK_STATUS) && q->nc->structured) {
-		int runs = !err && q->q.type == NBD_CMD_READ ? read_chunks(q) : READ_DATA;
+		int runs = err ? READ_DATA
+			       : q->q.type == NBD_CMD_READ ? read_chunks(q) : status_chunk(q);
 
 		if (runs == 0)
 			return;
@@ -814,11 +863,7 @@ static void tx_reply(struct nbd_req *q, uint32_t err, const char *msg)
 		}
 		if (!err && runs == READ_ZEROS) {
 			/* a hole (or zeros) costs 32 bytes on the wire, not its length */
-			put_u32(h, NBD_STRUCTURED_REPLY_MAGIC);
-			put_u16(h + 4, NBD_REPLY_FLAG_DONE);
-			put_u16(h + 6, NBD_REPLY_TYPE_OFFSET_HOLE);
-			put_u64(h + 8, q->q.cookie);
-			put_u32(h + 16, 12);
+			chunk_hdr(h, q, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_OFFSET_HOLE, 12);
 			put_u64(h + 20, q->q.off);
 			put_u32(h + 28, q->q.len);
 			q->r.hdr_len = NBD_CHUNK_HDR + 12;
@@ -827,11 +872,8 @@ static void tx_reply(struct nbd_req *q, uint32_t err, const char *msg)
 			return;
 		}
 		if (!err) {
-			put_u32(h, NBD_STRUCTURED_REPLY_MAGIC);
-			put_u16(h + 4, NBD_REPLY_FLAG_DONE);
-			put_u16(h + 6, NBD_REPLY_TYPE_OFFSET_DATA);
-			put_u64(h + 8, q->q.cookie);
-			put_u32(h + 16, 8 + q->q.len);
+			chunk_hdr(h, q, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_OFFSET_DATA,
+				  8 + q->q.len);
 			put_u64(h + 20, q->q.off);
 			q->r.hdr_len = NBD_CHUNK_HDR + 8;
 			c->payload = c->out;
@@ -843,21 +885,14 @@ static void tx_reply(struct nbd_req *q, uint32_t err, const char *msg)
 		size_t n = msg ? strlen(msg) : 0, len = NBD_CHUNK_HDR + 4 + 2 + n + (at ? 8 : 0);
 		uint8_t *p = malloc(len);
 
-		dispatch_out_free(c);
-		c->out = p;
-		c->out_len = p ? len : 0;
-		c->payload = p;
-		c->payload_len = p ? len : 0;
-		q->r.hdr_len = 0;
+		reply_take(q, p, p ? len : 0);
 		if (!p) {
 			rpc_conn_close_after(q->nc->conn);
 			return;
 		}
-		put_u32(p, NBD_STRUCTURED_REPLY_MAGIC);
-		put_u16(p + 4, NBD_REPLY_FLAG_DONE);
-		put_u16(p + 6, at ? NBD_REPLY_TYPE_ERROR_OFFSET : NBD_REPLY_TYPE_ERROR);
-		put_u64(p + 8, q->q.cookie);
-		put_u32(p + 16, (uint32_t)(len - NBD_CHUNK_HDR));
+		chunk_hdr(p, q, NBD_REPLY_FLAG_DONE,
+			  at ? NBD_REPLY_TYPE_ERROR_OFFSET : NBD_REPLY_TYPE_ERROR,
+			  (uint32_t)(len - NBD_CHUNK_HDR));
 		put_u32(p + 20, err);
 		put_u16(p + 24, (uint16_t)n);
 		memcpy(p + 26, msg, n);
@@ -917,10 +952,10 @@ static void io_step(struct nbd_req *q)
 	struct proto_io io = { .handle = q->nc->handle, .off = r->off, .len = r->len };
 	uint16_t op;
 	uint8_t *body;
-	size_t extra = 0;
+	size_t extra = 0; /* what the body carries after its I/O part */
 
 	if (c->cmd)
-		call_reset(c); /* the call before: its body and outcome */
+		dispatch_call_reset(c); /* the call before: its body and outcome */
 	if (q->step == ST_FLUSH) {
 		op = PROTO_OP_FLUSH;
 		io.off = io.len = 0;
@@ -945,6 +980,10 @@ static void io_step(struct nbd_req *q)
 			op = PROTO_OP_FLUSH;
 			io.off = io.len = 0;
 			break;
+		case NBD_CMD_BLOCK_STATUS:
+			op = PROTO_OP_MAP;
+			extra = PROTO_MAP_BODY - PROTO_IO_BODY;
+			break;
 		default: /* TRIM, WRITE_ZEROES that may leave holes */
 			op = PROTO_OP_DISCARD;
 			break;
@@ -959,113 +998,19 @@ static void io_step(struct nbd_req *q)
 			dispatch_refuse(c, -ENOMEM);
 			return;
 		}
-		if (extra)
+		if (q->zeros)
 			memcpy(body + PROTO_IO_BODY, q->zeros, extra);
 		c->body = body;
 	}
 	proto_io_put(c->body, &io);
+	/* the runs one reply can say; REQ_ONE: the client wants one */
+	if (op == PROTO_OP_MAP)
+		put_u32(c->body + PROTO_IO_BODY,
+			(r->flags & NBD_CMD_FLAG_REQ_ONE) ? 1 : PROTO_MAP_RUNS);
 	c->hdr.op = op;
-	c->hdr.len = PROTO_IO_BODY + (op == PROTO_OP_WRITE ? io.len : 0);
+	c->hdr.len = PROTO_IO_BODY + (op == PROTO_OP_WRITE ? io.len : (uint32_t)extra);
 	c->done = io_done;
 	dispatch_call(c);
-}
-
-/* One run of the allocation map as descriptors (a run over 4 GiB takes several). */
-static int map_run(uint64_t off, uint64_t len, int allocated, void *arg)
-{
-	struct nbd_req *q = arg;
-	uint32_t flags = allocated ? 0 : NBD_STATE_HOLE | NBD_STATE_ZERO;
-
-	(void)off;
-	while (len) {
-		uint32_t piece = len > 0xfffffe00u ? 0xfffffe00u : (uint32_t)len;
-
-		if (q->next == EXTENTS_MAX)
-			return 1; /* enough for one reply */
-		put_u32(q->ext + 8 * q->next, piece);
-		put_u32(q->ext + 8 * q->next + 4, flags);
-		q->next++;
-		len -= piece;
-		if (q->q.flags & NBD_CMD_FLAG_REQ_ONE)
-			return 1;
-	}
-	return 0;
-}
-
-static struct nbd_req *req_of_job(struct work_job *j)
-{
-	return (struct nbd_req *)((char *)j - offsetof(struct nbd_req, job));
-}
-
-/* On the threadpool: the map from the block pointers. */
-static void map_job(struct work_job *j)
-{
-	struct nbd_req *q = req_of_job(j);
-	int ret = stor_ds_map(q->ds, q->q.off, q->q.len, map_run, q);
-
-	q->map_status = ret == 1 ? 0 : ret;
-}
-
-/* On the loop: the BLOCK_STATUS chunk, or its error. */
-static void map_done(struct work_job *j, int status)
-{
-	struct nbd_req *q = req_of_job(j);
-	struct disp_call *c = &q->r.dc;
-	int st = status < 0 ? status : q->map_status;
-
-	reg_handle_put(rpc_conn_client(q->nc->conn)->handles, q->nc->handle);
-	if (st == 0 && q->next == 0)
-		st = -EIO; /* cannot be: a range of at least one byte has a run */
-	if (st < 0) {
-		tx_reply(q, nbd_errno(st), proto_strerror(st));
-	} else {
-		size_t len = NBD_CHUNK_HDR + 4 + 8 * q->next;
-		uint8_t *p = malloc(len);
-
-		c->out = p;
-		c->payload = p;
-		c->payload_len = p ? len : 0;
-		q->r.hdr_len = 0;
-		if (p) {
-			put_u32(p, NBD_STRUCTURED_REPLY_MAGIC);
-			put_u16(p + 4, NBD_REPLY_FLAG_DONE);
-			put_u16(p + 6, NBD_REPLY_TYPE_BLOCK_STATUS);
-			put_u64(p + 8, q->q.cookie);
-			put_u32(p + 16, (uint32_t)(4 + 8 * q->next));
-			put_u32(p + 20, NBD_META_ALLOCATION_ID);
-			memcpy(p + 24, q->ext, 8 * q->next);
-		} else {
-			rpc_conn_close_after(q->nc->conn);
-		}
-	}
-	free(q->ext);
-	q->ext = NULL;
-	rpc_req_done(c);
-}
-
-/*
- * BLOCK_STATUS: not record I/O, so not for the I/O workers; the handle is
- * held (counted in flight, as a request's) while the threadpool reads the
- * block pointers.
- */
-static void block_status(struct nbd_req *q)
-{
-	struct disp_client *cl = rpc_conn_client(q->nc->conn);
-	int ret = reg_handle_get(cl->handles, q->nc->handle, &q->ds);
-
-	if (ret == 0) {
-		q->ext = malloc(8 * EXTENTS_MAX);
-		q->job.run = map_job;
-		q->job.done = map_done;
-		if (q->ext && work_submit_job(nbd.loop, &q->job) == 0)
-			return;
-		reg_handle_put(cl->handles, q->nc->handle);
-		free(q->ext);
-		q->ext = NULL;
-		ret = -ENOMEM;
-	}
-	tx_reply(q, nbd_errno(ret), proto_strerror(ret));
-	rpc_req_done(&q->r.dc);
 }
 
 /* A request whose header (and WRITE data) is at @p. @return 0 or -1 (stop parsing) */
@@ -1086,7 +1031,7 @@ static int tx_request(struct nbd_conn *nc, const uint8_t *p)
 	if (r.type == NBD_CMD_READ || r.type == NBD_CMD_CACHE)
 		charge += r.len;
 	if (r.type == NBD_CMD_BLOCK_STATUS)
-		charge += 8 * EXTENTS_MAX;
+		charge += (size_t)PROTO_MAP_RUN * PROTO_MAP_RUNS;
 	err = nbd_request_check(&r, nc->size, nbd.max_len, nc->block_status);
 	q = req_new(nc, PROTO_OP_READ, err ? 0 : charge);
 	if (!q)
@@ -1115,10 +1060,6 @@ static int tx_request(struct nbd_conn *nc, const uint8_t *p)
 			rpc_req_done(&q->r.dc);
 			return 0;
 		}
-	}
-	if (r.type == NBD_CMD_BLOCK_STATUS) {
-		block_status(q);
-		return 0;
 	}
 	io_step(q);
 	return 0;
@@ -1271,23 +1212,21 @@ static const struct rpc_framing nbd_framing = {
 	.fini = nbd_fini,
 };
 
-static void nbd_init(uv_loop_t *loop, const struct config *cfg)
+static void nbd_init(const struct config *cfg)
 {
-	nbd.loop = loop;
 	nbd.cfg = cfg;
 	/* a multiple of the minimum block size, as the spec asks */
 	nbd.max_len = (cfg->max_frame - PROTO_IO_BODY) & ~511u;
 }
 
-int nbd_listen(uv_loop_t *loop, const struct config *cfg, const char *path)
+int nbd_listen(const struct config *cfg, const char *path)
 {
-	nbd_init(loop, cfg);
+	nbd_init(cfg);
 	return rpc_listen_framing(path, &nbd_framing);
 }
 
-int nbd_listen_tcp(uv_loop_t *loop, const struct config *cfg, struct tls_ctx *tls,
-		   unsigned *port)
+int nbd_listen_tcp(const struct config *cfg, struct tls_ctx *tls, unsigned *port)
 {
-	nbd_init(loop, cfg);
+	nbd_init(cfg);
 	return rpc_listen_tcp(cfg->nbd_listen, &nbd_framing, tls, port);
 }

@@ -8,8 +8,6 @@
 #ifndef COFFERD_NBD_H
 #define COFFERD_NBD_H
 
-#include <uv.h>
-
 #include "conf.h"
 
 struct tls_ctx;
@@ -18,12 +16,11 @@ struct tls_ctx;
  * Serve NBD on @path (config_nbd_socket()), with the socket mode and group
  * of @cfg; call after rpc_listen(). @return 0 or -errno
  */
-int nbd_listen(uv_loop_t *loop, const struct config *cfg, const char *path);
+int nbd_listen(const struct config *cfg, const char *path);
 /**
  * Serve NBD on TCP at cfg->nbd_listen, TLS required with @tls (tls.h);
  * *@port: the port bound. @return 0 or -errno
  */
-int nbd_listen_tcp(uv_loop_t *loop, const struct config *cfg, struct tls_ctx *tls,
-		   unsigned *port);
+int nbd_listen_tcp(const struct config *cfg, struct tls_ctx *tls, unsigned *port);
 
 #endif

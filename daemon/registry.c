@@ -452,6 +452,11 @@ static struct reg_client *clients;
 
 static void revoke_progress(void);
 
+void reg_pool_ref(struct pool_ent *pe)
+{
+	atomic_fetch_add(&pe->nhandles, 1);
+}
+
 void reg_pool_unref(struct pool_ent *pe)
 {
 	if (pe)

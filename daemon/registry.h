@@ -22,25 +22,16 @@
 #include <uv.h>
 
 #include "conf.h"
+#include "peer.h"
 #include "proto.h"
 #include "store.h"
-
-/** Who is calling: the peer's credentials, as the transport learnt them. */
-struct peer {
-	uid_t uid;
-	gid_t gid;
-	pid_t pid;
-	const gid_t *groups; /* supplementary groups (SO_PEERGROUPS) */
-	int ngroups;         /* -1: the kernel did not say */
-	int admin;           /* reg_is_admin(), decided once per connection */
-};
 
 /** One pool of the registry. */
 struct pool_ent {
 	char name[PROTO_NAME_MAX + 1];
 	struct stor_pool *pool; /* NULL when faulted */
 	char error[512];        /* why it is faulted */
-	atomic_uint nhandles;   /* datasets open on clients */
+	atomic_uint nhandles;   /* its users: reg_pool_ref() and reg_pool_unref() only */
 	/* what the import replayed into LMDB from the LUNs (records_total 0: nothing) */
 	struct stor_progress replayed;
 	double replay_secs;
@@ -148,6 +139,11 @@ int reg_handle_get(struct reg_client *cl, uint32_t h, struct stor_ds **ds);
 int reg_handle_encrypted(const struct reg_client *cl, uint32_t h);
 /** A request on @h (one reg_handle_get() that returned 0) is done. */
 void reg_handle_put(struct reg_client *cl, uint32_t h);
+/**
+ * Count one more user of @pe (a dataset opened on it for a handle, a
+ * receive in progress), so that export and destroy see it busy.
+ */
+void reg_pool_ref(struct pool_ent *pe);
 /** Drop a count of @pe that reg_handle_install() did not take over. */
 void reg_pool_unref(struct pool_ent *pe);
 

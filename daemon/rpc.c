@@ -225,8 +225,7 @@ static int rbuf_grow(struct rpc_conn *conn, size_t cap);
 
 static void req_free(struct rpc_req *r)
 {
-	dispatch_call_free(&r->dc);
-	free(r);
+	dispatch_call_destroy(&r->dc);
 }
 
 /* ---- limits: per uid, and the bytes of all requests together ---- */
@@ -717,7 +716,8 @@ void rpc_req_done(struct disp_call *dc)
 
 struct rpc_req *rpc_req_new(struct rpc_conn *conn, const struct proto_hdr *h, size_t charge)
 {
-	struct rpc_req *r = calloc(1, conn->fr->req_size);
+	/* the dispatcher makes the call: its own part of it rides behind ours */
+	struct rpc_req *r = (struct rpc_req *)dispatch_call_create(conn->fr->req_size);
 
 	if (!r) {
 		conn_close(conn);
@@ -1747,10 +1747,12 @@ static int ctl_handle(struct rpc_conn *conn, const uint8_t *p, size_t len)
 
 	(void)len;
 	proto_hdr_get(p, &h);
-	/* what this request will hold: its body, and for READ the reply buffer */
+	/* what this request will hold: its body, and for READ and MAP the reply buffer */
 	charge = h.len;
 	if (h.op == PROTO_OP_READ && h.len >= PROTO_IO_BODY)
 		charge += get_u32(body + 12);
+	if (h.op == PROTO_OP_MAP)
+		charge += (size_t)PROTO_MAP_RUN * PROTO_MAP_RUNS;
 	r = ctl_req_new(conn, &h, charge);
 	if (!r)
 		return -1;

@@ -25,7 +25,8 @@ struct rpc_conn;
 struct tls_ctx;
 
 /* One request from its frame to its written reply. A framing's own request
- * type starts with it (rpc_framing.req_size). */
+ * type starts with it (rpc_framing.req_size); rpc_req_new() has the
+ * dispatcher make it (dispatch_call_create), with the dispatcher's part behind. */
 struct rpc_req {
 	struct disp_call dc;  /* first: what the dispatcher sees */
 	struct rpc_conn *conn;

@@ -175,7 +175,7 @@ int h_receive(struct hcall *c)
 				      &s->r);
 		if (ret == 0) {
 			s->pe = c->pe;
-			atomic_fetch_add(&c->pe->nhandles, 1);
+			reg_pool_ref(c->pe);
 		}
 	}
 	if (ret == 0 && c->data_len) {

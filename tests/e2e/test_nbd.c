@@ -660,11 +660,36 @@ static int raw_connect(void)
 	return raw_connect_unix(nbd_sock());
 }
 
-/* Fixed newstyle up to GO on @ds, @structured replies or not. @return the export's size */
-static uint64_t raw_go_with(int fd, const char *ds, int structured)
+/*
+ * INFO or GO on @ds with no info requests. @return the type of the reply
+ * that ends it; *@size: the export's size, if it said
+ */
+static uint32_t raw_export_opt(int fd, uint32_t opt, const char *ds, uint64_t *size)
 {
 	uint8_t d[512], r[512];
 	uint32_t n = (uint32_t)strlen(ds), len, type;
+
+	put_u32(d, n);
+	memcpy(d + 4, ds, n);
+	put_u16(d + 4 + n, 0);
+	send_opt(fd, opt, d, n + 6);
+	while ((type = read_opt_reply(fd, opt, r, sizeof(r), &len)) == NBD_REP_INFO) {
+		if (get_u16(r) == NBD_INFO_EXPORT && size)
+			*size = get_u64(r + 2);
+	}
+	return type;
+}
+
+#define RAW_ALLOC 2 /* raw_go_with(): structured replies and base:allocation */
+
+/*
+ * Fixed newstyle up to GO on @ds, @structured replies or not (RAW_ALLOC:
+ * and the base:allocation context for BLOCK_STATUS). @return the export's size
+ */
+static uint64_t raw_go_with(int fd, const char *ds, int structured)
+{
+	uint8_t d[512], r[512];
+	uint32_t n = (uint32_t)strlen(ds), qn = (uint32_t)strlen(NBD_META_ALLOCATION), len;
 	uint64_t size = 0;
 
 	greeting(fd);
@@ -674,15 +699,20 @@ static uint64_t raw_go_with(int fd, const char *ds, int structured)
 		cr_assert_eq(read_opt_reply(fd, NBD_OPT_STRUCTURED_REPLY, r, sizeof(r), &len),
 			     NBD_REP_ACK);
 	}
-	put_u32(d, n);
-	memcpy(d + 4, ds, n);
-	put_u16(d + 4 + n, 0);
-	send_opt(fd, NBD_OPT_GO, d, n + 6);
-	while ((type = read_opt_reply(fd, NBD_OPT_GO, r, sizeof(r), &len)) == NBD_REP_INFO) {
-		if (get_u16(r) == NBD_INFO_EXPORT)
-			size = get_u64(r + 2);
+	if (structured == RAW_ALLOC) {
+		put_u32(d, n);
+		memcpy(d + 4, ds, n);
+		put_u32(d + 4 + n, 1);
+		put_u32(d + 8 + n, qn);
+		memcpy(d + 12 + n, NBD_META_ALLOCATION, qn);
+		send_opt(fd, NBD_OPT_SET_META_CONTEXT, d, 12 + n + qn);
+		cr_assert_eq(read_opt_reply(fd, NBD_OPT_SET_META_CONTEXT, r, sizeof(r), &len),
+			     NBD_REP_META_CONTEXT);
+		cr_assert_eq(get_u32(r), NBD_META_ALLOCATION_ID);
+		cr_assert_eq(read_opt_reply(fd, NBD_OPT_SET_META_CONTEXT, r, sizeof(r), &len),
+			     NBD_REP_ACK);
 	}
-	cr_assert_eq(type, NBD_REP_ACK, "GO: reply %#x: %.*s", type, (int)len, (char *)r);
+	cr_assert_eq(raw_export_opt(fd, NBD_OPT_GO, ds, &size), NBD_REP_ACK);
 	return size;
 }
 
@@ -771,6 +801,36 @@ Test(nbd, truncated_handshakes_and_wrong_magic_close_only_themselves)
 	daemon_alive();
 	cr_assert_eq(raw_go((fd = raw_connect()), "tank/h"), 1u << 20);
 	close(fd);
+}
+
+/*
+ * INFO opens its export only to describe it, and a GO refused after the
+ * open (key not loaded) keeps nothing: both give the handle back with a
+ * DS_CLOSE at once, so the pool is not busy while the peer negotiates on.
+ */
+Test(nbd, info_and_a_refused_go_give_their_handle_back_at_once)
+{
+	uint8_t r[512];
+	uint32_t len;
+	int fd;
+
+	make_pool();
+	COF_OK(NULL, "create -V 1M tank/vm");
+	make_encrypted("tank/enc", "1M", "aes-128-gcm");
+	COF_OK(NULL, "unload-key tank/enc");
+	fd = raw_connect();
+	greeting(fd);
+	send_flags(fd);
+	cr_assert_eq(raw_export_opt(fd, NBD_OPT_INFO, "tank/vm", NULL), NBD_REP_ACK);
+	cr_assert_eq(raw_export_opt(fd, NBD_OPT_GO, "tank/enc", NULL), NBD_REP_ERR_UNKNOWN);
+	cr_assert(strstr(tdaemon_log(&td), "ds_close"), "the closes are calls of the dispatcher:\n%s",
+		  tdaemon_log(&td));
+	COF_OK(NULL, "pool export tank");
+	/* and the connection negotiates on */
+	send_opt(fd, NBD_OPT_ABORT, NULL, 0);
+	cr_assert_eq(read_opt_reply(fd, NBD_OPT_ABORT, r, sizeof(r), &len), NBD_REP_ACK);
+	expect_closed(fd);
+	daemon_alive();
 }
 
 Test(nbd, an_oversized_option_is_refused_before_it_is_read)
@@ -923,21 +983,32 @@ static void read_chunk(int fd, uint64_t cookie, uint16_t *flags, uint16_t *type,
 	*len = get_u32(h + 16);
 }
 
-/* NBD_CMD_FLAG_DF: a read across data and a hole is one data chunk, as the client asked. */
-Test(nbd, a_read_that_may_not_fragment_is_one_chunk)
+/*
+ * A 64 KiB volume @ds of 8 KiB records whose first record alone is written,
+ * exported on a raw connection (raw_go_with's @structured). @return its fd
+ */
+static int raw_one_record(const char *ds, int structured)
 {
 	char in[PATH_MAX];
-	uint8_t buf[16384 + 12];
-	uint16_t flags, type;
-	uint32_t len;
 	int fd;
 
 	make_pool();
-	COF_OK(NULL, "create -V 64K -o recordsize=8K tank/df");
+	COF_OK(NULL, "create -V 64K -o recordsize=8K %s", ds);
 	tdaemon_random_file(&td, "in", 8192, in, sizeof(in));
-	COF_OK(in, "write tank/df");
+	COF_OK(in, "write %s", ds);
 	fd = raw_connect();
-	raw_go_with(fd, "tank/df", 1);
+	raw_go_with(fd, ds, structured);
+	return fd;
+}
+
+/* NBD_CMD_FLAG_DF: a read across data and a hole is one data chunk, as the client asked. */
+Test(nbd, a_read_that_may_not_fragment_is_one_chunk)
+{
+	uint8_t buf[16384 + 12];
+	uint16_t flags, type;
+	uint32_t len;
+	int fd = raw_one_record("tank/df", 1);
+
 	send_req(fd, NBD_CMD_READ, NBD_CMD_FLAG_DF, 7, 0, 16384);
 	read_chunk(fd, 7, &flags, &type, &len);
 	cr_assert_eq(type, NBD_REPLY_TYPE_OFFSET_DATA);
@@ -959,4 +1030,51 @@ Test(nbd, a_read_that_may_not_fragment_is_one_chunk)
 	cr_assert_eq(get_u64(buf), 8192);
 	cr_assert_eq(get_u32(buf + 8), 8192);
 	close(fd);
+}
+
+/* BLOCK_STATUS of @len bytes at @off: its descriptors into @d. @return how many */
+static uint32_t block_status(int fd, uint64_t cookie, uint16_t flags, uint64_t off, uint32_t len,
+			     uint8_t *d, size_t cap)
+{
+	uint16_t cflags, type;
+	uint32_t n;
+
+	send_req(fd, NBD_CMD_BLOCK_STATUS, flags, cookie, off, len);
+	read_chunk(fd, cookie, &cflags, &type, &n);
+	cr_assert_eq(type, NBD_REPLY_TYPE_BLOCK_STATUS);
+	cr_assert_eq(cflags, NBD_REPLY_FLAG_DONE);
+	cr_assert(n >= 4 && n - 4 <= cap && (n - 4) % 8 == 0, "a chunk of %u bytes", n);
+	cr_assert_eq(read_full(fd, d, 4), 0);
+	cr_assert_eq(get_u32(d), NBD_META_ALLOCATION_ID);
+	cr_assert_eq(read_full(fd, d, n - 4), 0);
+	return (n - 4) / 8;
+}
+
+/*
+ * BLOCK_STATUS is the dispatcher's MAP: a descriptor per run of the range,
+ * one with REQ_ONE, counted (maps) and logged like every other command.
+ */
+Test(nbd, block_status_is_a_map_counted_and_logged)
+{
+	const uint32_t hole = NBD_STATE_HOLE | NBD_STATE_ZERO;
+	uint8_t d[8 * 8];
+	json_t *j;
+	int fd = raw_one_record("tank/bs", RAW_ALLOC);
+
+	/* the data, then the hole */
+	cr_assert_eq(block_status(fd, 1, 0, 0, 65536, d, sizeof(d)), 2);
+	cr_assert(get_u32(d) == 8192 && get_u32(d + 4) == 0);
+	cr_assert(get_u32(d + 8) == 65536 - 8192 && get_u32(d + 12) == hole);
+	/* REQ_ONE: one descriptor */
+	cr_assert_eq(block_status(fd, 2, NBD_CMD_FLAG_REQ_ONE, 0, 65536, d, sizeof(d)), 1);
+	cr_assert(get_u32(d) == 8192 && get_u32(d + 4) == 0);
+	/* the hole alone */
+	cr_assert_eq(block_status(fd, 3, 0, 16384, 8192, d, sizeof(d)), 1);
+	cr_assert(get_u32(d) == 8192 && get_u32(d + 4) == hole);
+	close(fd);
+	j = tdaemon_coffer_json(&td, "stats --json-int");
+	cr_assert_eq(json_integer_value(json_object_get(json_object_get(j, "io"), "maps")), 3);
+	json_decref(j);
+	cr_assert(strstr(tdaemon_log(&td), ": map handle 0 at 16384+8192"),
+		  "not in the debug log:\n%s", tdaemon_log(&td));
 }

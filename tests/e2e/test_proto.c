@@ -61,6 +61,7 @@ Test(proto, table_lookups_agree_and_opcodes_are_unique)
 	cr_assert_eq(PROTO_OP_HELLO, 1);
 	cr_assert_eq(PROTO_OP_READ, 40);
 	cr_assert_eq(PROTO_OP_WRITE, 41);
+	cr_assert_eq(PROTO_OP_MAP, 44);
 	cr_assert_null(proto_cmd_by_op(0));
 	cr_assert_null(proto_cmd_by_name("nope"));
 	cr_assert_str_eq(proto_op_name(999), "unknown");
@@ -77,6 +78,10 @@ Test(proto, header_check_rejects_before_allocation)
 	cr_assert_eq(proto_hdr_check(&h, 1 << 20), -EPROTO, "short I/O body");
 	h = (struct proto_hdr){ .len = PROTO_IO_BODY + 1, .op = PROTO_OP_READ };
 	cr_assert_eq(proto_hdr_check(&h, 1 << 20), -EMSGSIZE, "READ carries no data");
+	h = (struct proto_hdr){ .len = PROTO_IO_BODY, .op = PROTO_OP_MAP };
+	cr_assert_eq(proto_hdr_check(&h, 1 << 20), -EPROTO, "MAP without its count of runs");
+	h.len = PROTO_MAP_BODY;
+	cr_assert_eq(proto_hdr_check(&h, 1 << 20), 0);
 	h = (struct proto_hdr){ .len = 0, .op = 1234 };
 	cr_assert_eq(proto_hdr_check(&h, 1 << 20), -EPROTO);
 	h = (struct proto_hdr){ .len = 2, .op = PROTO_OP_PING, .flags = PROTO_F_REPLY };

@@ -372,26 +372,34 @@ Test(rpc, cli_without_daemon_says_what_to_do)
 	cr_assert(strstr(out, "cofferd is not running"), "%s", out);
 }
 
+/* Pool @pool on a 64 MiB LUN in the test's dir, and in it the volume @pool/v of @size bytes. */
+static void make_volume(struct coffer_conn *adm, const char *pool, uint64_t size)
+{
+	char err[256], lun[600], ds[64];
+	json_t *a;
+
+	snprintf(lun, sizeof(lun), "%.500s/%.20s-l0", td.dir, pool);
+	snprintf(ds, sizeof(ds), "%.20s/v", pool);
+	a = json_pack("{s:s, s:[s], s:I}", "name", pool, "luns", lun, "lun_size",
+		      (json_int_t)(64 << 20));
+	cr_assert_eq(coffer_call(adm, "pool_create", a, NULL, err, sizeof(err)), 0, "%s", err);
+	json_decref(a);
+	a = json_pack("{s:s, s:I}", "name", ds, "volsize", (json_int_t)size);
+	cr_assert_eq(coffer_call(adm, "ds_create", a, NULL, err, sizeof(err)), 0, "%s", err);
+	json_decref(a);
+}
+
 Test(rpc, a_client_that_does_not_read_is_throttled_not_buffered)
 {
 	enum { N = 20000, LEN = 8 << 10 };
 	struct coffer_conn *c = conn(), *adm = conn();
 	uint8_t frame_buf[PROTO_HDR_SIZE + PROTO_IO_BODY];
-	char err[256], lun[600];
 	size_t sent = 0, total = (size_t)N * sizeof(frame_buf);
 	uint8_t *all = malloc(total);
 	int fd = raw_connect(), blocked = 0, h;
-	json_t *a;
 
 	/* a dataset to read from, opened on the raw connection after a HELLO */
-	snprintf(lun, sizeof(lun), "%.500s/bp-l0", td.dir);
-	a = json_pack("{s:s, s:[s], s:I}", "name", "bp", "luns", lun, "lun_size",
-		      (json_int_t)(64 << 20));
-	cr_assert_eq(coffer_call(adm, "pool_create", a, NULL, err, sizeof(err)), 0, "%s", err);
-	json_decref(a);
-	a = json_pack("{s:s, s:I}", "name", "bp/v", "volsize", (json_int_t)(8 << 20));
-	cr_assert_eq(coffer_call(adm, "ds_create", a, NULL, err, sizeof(err)), 0, "%s", err);
-	json_decref(a);
+	make_volume(adm, "bp", 8 << 20);
 	h = coffer_ds_open(c, "bp/v", NULL, NULL);
 	cr_assert_geq(h, 0);
 	coffer_close(c);
@@ -449,6 +457,61 @@ Test(rpc, a_client_that_does_not_read_is_throttled_not_buffered)
 	free(all);
 	coffer_close(c);
 	coffer_close(adm);
+}
+
+/* MAP @len bytes at @off on handle @h, @runs at most, into @runs_out. @return its status */
+static int map(struct coffer_conn *c, int h, uint64_t off, uint32_t len, uint32_t runs,
+	       uint8_t *runs_out, size_t cap, uint32_t *out_len)
+{
+	static uint32_t id = 500;
+	uint8_t buf[PROTO_HDR_SIZE + PROTO_MAP_BODY];
+	struct proto_io io = { .handle = (uint32_t)h, .off = off, .len = len };
+	struct proto_hdr r;
+
+	frame(buf, PROTO_MAP_BODY, PROTO_OP_MAP, ++id);
+	proto_io_put(buf + PROTO_HDR_SIZE, &io);
+	put_u32(buf + PROTO_HDR_SIZE + PROTO_IO_BODY, runs);
+	cr_assert_eq(coffer_send_raw(c, buf, sizeof(buf)), 0);
+	cr_assert_eq(coffer_recv_raw(c, &r, runs_out, cap, 10000), 1);
+	cr_assert_eq(r.op, PROTO_OP_MAP);
+	cr_assert_eq(r.req_id, id);
+	*out_len = r.len;
+	return r.status;
+}
+
+/* MAP on the control socket: the runs of a range, as NBD's BLOCK_STATUS uses them. */
+Test(rpc, map_lists_the_runs_of_data_and_holes_of_a_range)
+{
+	struct coffer_conn *c = conn();
+	uint8_t runs[PROTO_MAP_RUN * 4], data[8192];
+	uint32_t rs, len;
+	char err[256];
+	int h;
+
+	make_volume(c, "mp", 1 << 20);
+	h = coffer_ds_open(c, "mp/v", NULL, &rs);
+	cr_assert_geq(h, 0);
+	cr_assert_leq(rs, sizeof(data));
+	memset(data, 0xa5, sizeof(data));
+	cr_assert_eq(coffer_write(c, h, 0, data, rs), 0);
+	cr_assert_eq(map(c, h, 0, 1 << 20, PROTO_MAP_RUNS, runs, sizeof(runs), &len), 0);
+	cr_assert_eq(len, 2 * PROTO_MAP_RUN, "the record, then the hole: %u bytes", len);
+	cr_assert_eq(get_u32(runs), rs);
+	cr_assert_eq(get_u32(runs + 4), 0);
+	cr_assert_eq(get_u32(runs + 8), (1u << 20) - rs);
+	cr_assert_eq(get_u32(runs + 12), PROTO_MAP_HOLE);
+	/* the first run only, as asked */
+	cr_assert_eq(map(c, h, 0, 1 << 20, 1, runs, sizeof(runs), &len), 0);
+	cr_assert_eq(len, PROTO_MAP_RUN);
+	cr_assert_eq(get_u32(runs), rs);
+	/* what the dispatcher's checks refuse */
+	cr_assert_eq(map(c, h, 0, 1 << 20, 0, runs, sizeof(runs), &len), -EINVAL);
+	cr_assert_eq(map(c, h + 1, 0, 4096, 1, runs, sizeof(runs), &len), -EBADF);
+	cr_assert_eq(map(c, h, 1 << 20, 4096, 1, runs, sizeof(runs), &len), STOR_ERANGE);
+	/* a call of the dispatcher, not a verb of the client */
+	cr_assert_eq(coffer_call(c, "map", NULL, NULL, err, sizeof(err)), -EINVAL);
+	coffer_close(c);
+	assert_alive();
 }
 
 Test(rpc, sigterm_does_not_wait_forever_for_a_client_that_does_not_read)

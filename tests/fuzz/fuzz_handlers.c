@@ -18,10 +18,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "conf.h"
 #include "counters.h"
 #include "dispatch.h"
 #include "log.h"
+#include "registry.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -59,24 +62,26 @@ static void call_done(struct disp_call *dc)
 /* One request with body @args (consumed) through the dispatcher. */
 static int call(uint16_t op, json_t *args)
 {
-	struct fuzz_call fc;
+	struct fuzz_call *fc;
 	char *text = json_dumps(args, JSON_COMPACT);
 	int st;
 
 	json_decref(args);
-	if (!text)
+	fc = text ? (struct fuzz_call *)dispatch_call_create(sizeof(*fc)) : NULL;
+	if (!fc) {
+		free(text);
 		return -ENOMEM;
-	memset(&fc, 0, sizeof(fc));
-	fc.dc.cl = &client;
-	fc.dc.hdr.op = op;
-	fc.dc.hdr.len = (uint32_t)strlen(text);
-	fc.dc.body = (uint8_t *)text;
-	fc.dc.done = call_done;
-	dispatch_call(&fc.dc);
-	while (!fc.done)
+	}
+	fc->dc.cl = &client;
+	fc->dc.hdr.op = op;
+	fc->dc.hdr.len = (uint32_t)strlen(text);
+	fc->dc.body = (uint8_t *)text;
+	fc->dc.done = call_done;
+	dispatch_call(&fc->dc);
+	while (!fc->done)
 		uv_run(loop, UV_RUN_ONCE);
-	st = fc.dc.status;
-	dispatch_call_free(&fc.dc);
+	st = fc->dc.status;
+	dispatch_call_destroy(&fc->dc);
 	return st;
 }
 
