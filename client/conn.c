@@ -378,9 +378,9 @@ static int hello(struct coffer_conn *c)
 	struct proto_hdr h;
 	int ret, sent;
 
-	put_u32(body, PROTO_MAGIC);
-	put_u16(body + 4, PROTO_VERSION_MIN);
-	put_u16(body + 6, PROTO_VERSION);
+	wire_put_u32(body, PROTO_MAGIC);
+	wire_put_u16(body + 4, PROTO_VERSION_MIN);
+	wire_put_u16(body + 6, PROTO_VERSION);
 	ret = frame_queue(c, PROTO_OP_HELLO, 0, body, sizeof(body), NULL, 0);
 	if (ret < 0)
 		return ret;
@@ -394,9 +394,9 @@ static int hello(struct coffer_conn *c)
 		return sent < 0 ? sent : ret;
 	if (h.status < 0)
 		return h.status;
-	if (h.len < PROTO_HELLO_REPLY || get_u32(payload) != PROTO_MAGIC)
+	if (h.len < PROTO_HELLO_REPLY || wire_get_u32(payload) != PROTO_MAGIC)
 		return -EPROTO;
-	c->max_frame = get_u32(payload + 6);
+	c->max_frame = wire_get_u32(payload + 6);
 	return 0;
 }
 

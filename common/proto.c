@@ -46,34 +46,34 @@ const char *proto_op_name(unsigned op)
 
 void proto_hdr_put(uint8_t *p, const struct proto_hdr *h)
 {
-	put_u32(p, h->len);
-	put_u16(p + 4, h->op);
-	put_u16(p + 6, h->flags);
-	put_u32(p + 8, h->req_id);
-	put_u32(p + 12, (uint32_t)h->status);
+	wire_put_u32(p, h->len);
+	wire_put_u16(p + 4, h->op);
+	wire_put_u16(p + 6, h->flags);
+	wire_put_u32(p + 8, h->req_id);
+	wire_put_u32(p + 12, (uint32_t)h->status);
 }
 
 void proto_hdr_get(const uint8_t *p, struct proto_hdr *h)
 {
-	h->len = get_u32(p);
-	h->op = get_u16(p + 4);
-	h->flags = get_u16(p + 6);
-	h->req_id = get_u32(p + 8);
-	h->status = (int32_t)get_u32(p + 12);
+	h->len = wire_get_u32(p);
+	h->op = wire_get_u16(p + 4);
+	h->flags = wire_get_u16(p + 6);
+	h->req_id = wire_get_u32(p + 8);
+	h->status = (int32_t)wire_get_u32(p + 12);
 }
 
 void proto_io_put(uint8_t *p, const struct proto_io *io)
 {
-	put_u32(p, io->handle);
-	put_u64(p + 4, io->off);
-	put_u32(p + 12, io->len);
+	wire_put_u32(p, io->handle);
+	wire_put_u64(p + 4, io->off);
+	wire_put_u32(p + 12, io->len);
 }
 
 void proto_io_get(const uint8_t *p, struct proto_io *io)
 {
-	io->handle = get_u32(p);
-	io->off = get_u64(p + 4);
-	io->len = get_u32(p + 12);
+	io->handle = wire_get_u32(p);
+	io->off = wire_get_u64(p + 4);
+	io->len = wire_get_u32(p + 12);
 }
 
 int proto_hdr_check(const struct proto_hdr *h, uint32_t max_frame)

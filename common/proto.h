@@ -197,14 +197,16 @@ struct proto_io {
 	uint32_t len;
 };
 
-/* Big-endian codecs; never memcpy a struct onto the wire. */
-static inline void put_u16(uint8_t *p, uint16_t v)
+/* Big-endian codecs of the wire, at a fixed place (wire_*: the on-disk codec,
+ * libstore/base/bytes.h, moves a cursor instead); never memcpy a struct onto
+ * the wire. */
+static inline void wire_put_u16(uint8_t *p, uint16_t v)
 {
 	p[0] = v >> 8;
 	p[1] = v;
 }
 
-static inline void put_u32(uint8_t *p, uint32_t v)
+static inline void wire_put_u32(uint8_t *p, uint32_t v)
 {
 	p[0] = v >> 24;
 	p[1] = v >> 16;
@@ -212,25 +214,25 @@ static inline void put_u32(uint8_t *p, uint32_t v)
 	p[3] = v;
 }
 
-static inline void put_u64(uint8_t *p, uint64_t v)
+static inline void wire_put_u64(uint8_t *p, uint64_t v)
 {
-	put_u32(p, v >> 32);
-	put_u32(p + 4, (uint32_t)v);
+	wire_put_u32(p, v >> 32);
+	wire_put_u32(p + 4, (uint32_t)v);
 }
 
-static inline uint16_t get_u16(const uint8_t *p)
+static inline uint16_t wire_get_u16(const uint8_t *p)
 {
 	return (uint16_t)(p[0] << 8 | p[1]);
 }
 
-static inline uint32_t get_u32(const uint8_t *p)
+static inline uint32_t wire_get_u32(const uint8_t *p)
 {
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static inline uint64_t get_u64(const uint8_t *p)
+static inline uint64_t wire_get_u64(const uint8_t *p)
 {
-	return (uint64_t)get_u32(p) << 32 | get_u32(p + 4);
+	return (uint64_t)wire_get_u32(p) << 32 | wire_get_u32(p + 4);
 }
 
 void proto_hdr_put(uint8_t *p, const struct proto_hdr *h);

@@ -307,9 +307,9 @@ static void build_reply(struct disp_call *c)
 		c->payload = c->out;
 		c->payload_len = c->out_len;
 	} else if (c->hdr.op == PROTO_OP_HELLO && c->status == 0) {
-		put_u32(c->own->hello, PROTO_MAGIC);
-		put_u16(c->own->hello + 4, PROTO_VERSION);
-		put_u32(c->own->hello + 6, dsp.cfg->max_frame);
+		wire_put_u32(c->own->hello, PROTO_MAGIC);
+		wire_put_u16(c->own->hello + 4, PROTO_VERSION);
+		wire_put_u32(c->own->hello + 6, dsp.cfg->max_frame);
 		c->payload = c->own->hello;
 		c->payload_len = PROTO_HELLO_REPLY;
 	}
@@ -498,8 +498,8 @@ static int map_run(uint64_t off, uint64_t len, int allocated, void *arg)
 	uint8_t *p = c->out + (size_t)PROTO_MAP_RUN * m->nruns;
 
 	(void)off;
-	put_u32(p, (uint32_t)len);
-	put_u32(p + 4, allocated ? 0 : PROTO_MAP_HOLE);
+	wire_put_u32(p, (uint32_t)len);
+	wire_put_u32(p + 4, allocated ? 0 : PROTO_MAP_HOLE);
 	return ++m->nruns == m->max; /* a full reply: the client asks again from its end */
 }
 
@@ -533,7 +533,7 @@ static void map_done(struct work_job *j, int status)
 static void start_map(struct disp_call *c, struct stor_ds *ds, const struct proto_io *pio)
 {
 	struct disp_map *m = &c->own->map;
-	uint32_t max = get_u32(c->body + PROTO_IO_BODY);
+	uint32_t max = wire_get_u32(c->body + PROTO_IO_BODY);
 
 	log_debug("conn %llu: %s handle %u at %llu+%u, at most %u runs",
 		  (unsigned long long)c->cl->id, c->cmd->name, pio->handle,
@@ -629,8 +629,8 @@ void dispatch_flush(void)
 /* Step 1: the HELLO; a bad one closes the client after its reply. */
 static void hello(struct disp_call *c)
 {
-	uint32_t magic = get_u32(c->body);
-	unsigned vmin = get_u16(c->body + 4), vmax = get_u16(c->body + 6);
+	uint32_t magic = wire_get_u32(c->body);
+	unsigned vmin = wire_get_u16(c->body + 4), vmax = wire_get_u16(c->body + 6);
 
 	if (magic != PROTO_MAGIC) {
 		c->status = -EPROTO;

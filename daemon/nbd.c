@@ -187,10 +187,10 @@ static uint8_t *ob_reply(struct obuf *b, uint32_t opt, uint32_t type, const void
 
 	if (!p)
 		return NULL;
-	put_u64(p, NBD_REP_MAGIC);
-	put_u32(p + 8, opt);
-	put_u32(p + 12, type);
-	put_u32(p + 16, (uint32_t)len);
+	wire_put_u64(p, NBD_REP_MAGIC);
+	wire_put_u32(p + 8, opt);
+	wire_put_u32(p + 12, type);
+	wire_put_u32(p + 16, (uint32_t)len);
 	if (data)
 		memcpy(p + NBD_OPT_REPLY_HDR, data, len);
 	return p + NBD_OPT_REPLY_HDR;
@@ -297,9 +297,9 @@ static void greet(struct nbd_conn *nc)
 		rpc_conn_close_after(nc->conn);
 		return;
 	}
-	put_u64(g, NBD_MAGIC);
-	put_u64(g + 8, NBD_IHAVEOPT);
-	put_u16(g + 16, NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES);
+	wire_put_u64(g, NBD_MAGIC);
+	wire_put_u64(g + 8, NBD_IHAVEOPT);
+	wire_put_u16(g + 16, NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES);
 	send_bytes(nc, g, NBD_GREETING_SIZE);
 }
 
@@ -349,19 +349,19 @@ static void export_info(struct obuf *b, const struct nbd_req *q, const struct nb
 	uint8_t *p = ob_reply(b, q->opt, NBD_REP_INFO, NULL, 12);
 
 	if (p) {
-		put_u16(p, NBD_INFO_EXPORT);
-		put_u64(p + 2, nc->size);
-		put_u16(p + 10, tx_flags(nc));
+		wire_put_u16(p, NBD_INFO_EXPORT);
+		wire_put_u64(p + 2, nc->size);
+		wire_put_u16(p + 10, tx_flags(nc));
 	}
 	if (wants(q, NBD_INFO_BLOCK_SIZE)) {
 		uint32_t pref = nc->recordsize >= 512 ? nc->recordsize : 512;
 
 		p = ob_reply(b, q->opt, NBD_REP_INFO, NULL, 14);
 		if (p) {
-			put_u16(p, NBD_INFO_BLOCK_SIZE);
-			put_u32(p + 2, 512);
-			put_u32(p + 6, pref);
-			put_u32(p + 10, nbd.max_len);
+			wire_put_u16(p, NBD_INFO_BLOCK_SIZE);
+			wire_put_u32(p + 2, 512);
+			wire_put_u32(p + 6, pref);
+			wire_put_u32(p + 10, nbd.max_len);
 		}
 	}
 	if (wants(q, NBD_INFO_NAME)) {
@@ -369,7 +369,7 @@ static void export_info(struct obuf *b, const struct nbd_req *q, const struct nb
 
 		p = ob_reply(b, q->opt, NBD_REP_INFO, NULL, 2 + n);
 		if (p) {
-			put_u16(p, NBD_INFO_NAME);
+			wire_put_u16(p, NBD_INFO_NAME);
 			memcpy(p + 2, nc->name, n);
 		}
 	}
@@ -379,7 +379,7 @@ static void export_info(struct obuf *b, const struct nbd_req *q, const struct nb
 
 		p = ob_reply(b, q->opt, NBD_REP_INFO, NULL, 2 + (size_t)n);
 		if (p) {
-			put_u16(p, NBD_INFO_DESCRIPTION);
+			wire_put_u16(p, NBD_INFO_DESCRIPTION);
 			memcpy(p + 2, d, (size_t)n);
 		}
 	}
@@ -455,8 +455,8 @@ static void open_done(struct disp_call *c)
 		uint8_t *p = calloc(1, n);
 
 		if (p) {
-			put_u64(p, nc->size);
-			put_u16(p + 8, tx_flags(nc));
+			wire_put_u64(p, nc->size);
+			wire_put_u16(p + 8, tx_flags(nc));
 		}
 		send_bytes(nc, p, n);
 	} else {
@@ -529,7 +529,7 @@ static void list_done(struct disp_call *c)
 				continue;
 			p = ob_reply(&b, NBD_OPT_LIST, NBD_REP_SERVER, NULL, 4 + n);
 			if (p) {
-				put_u32(p, (uint32_t)n);
+				wire_put_u32(p, (uint32_t)n);
 				memcpy(p + 4, name, n);
 			}
 		}
@@ -580,7 +580,7 @@ static int meta_context(struct nbd_conn *nc, uint32_t opt, const uint8_t *d, uin
 	if (want) {
 		p = ob_reply(&b, opt, NBD_REP_META_CONTEXT, NULL, 4 + n);
 		if (p) {
-			put_u32(p, NBD_META_ALLOCATION_ID);
+			wire_put_u32(p, NBD_META_ALLOCATION_ID);
 			memcpy(p + 4, NBD_META_ALLOCATION, n);
 		}
 	}
@@ -749,11 +749,11 @@ static uint32_t read_run(const struct nbd_req *q, uint32_t at, int *zero)
 static void chunk_hdr(uint8_t *p, const struct nbd_req *q, uint16_t flags, uint16_t type,
 		      uint32_t len)
 {
-	put_u32(p, NBD_STRUCTURED_REPLY_MAGIC);
-	put_u16(p + 4, flags);
-	put_u16(p + 6, type);
-	put_u64(p + 8, q->q.cookie);
-	put_u32(p + 16, len);
+	wire_put_u32(p, NBD_STRUCTURED_REPLY_MAGIC);
+	wire_put_u16(p + 4, flags);
+	wire_put_u16(p + 6, type);
+	wire_put_u64(p + 8, q->q.cookie);
+	wire_put_u32(p + 16, len);
 }
 
 /* @buf (malloc'd, @len bytes) is the whole reply of @q now, in place of the data it had. */
@@ -800,9 +800,9 @@ static int read_chunks(struct nbd_req *q)
 		chunk_hdr(p, q, at + n == q->q.len ? NBD_REPLY_FLAG_DONE : 0,
 			  zero ? NBD_REPLY_TYPE_OFFSET_HOLE : NBD_REPLY_TYPE_OFFSET_DATA,
 			  zero ? 12 : 8 + n);
-		put_u64(p + 20, q->q.off + at);
+		wire_put_u64(p + 20, q->q.off + at);
 		if (zero) {
-			put_u32(p + 28, n);
+			wire_put_u32(p + 28, n);
 			p += NBD_CHUNK_HDR + 12;
 		} else {
 			memcpy(p + 28, c->out + at, n);
@@ -827,12 +827,12 @@ static int status_chunk(struct nbd_req *q)
 	if (!p)
 		return -ENOMEM;
 	chunk_hdr(p, q, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_BLOCK_STATUS, (uint32_t)(4 + 8 * n));
-	put_u32(p + 20, NBD_META_ALLOCATION_ID);
+	wire_put_u32(p + 20, NBD_META_ALLOCATION_ID);
 	for (size_t i = 0; i < n; i++) {
 		const uint8_t *run = c->out + PROTO_MAP_RUN * i;
 
-		put_u32(p + 24 + 8 * i, get_u32(run));
-		put_u32(p + 28 + 8 * i, (get_u32(run + 4) & PROTO_MAP_HOLE)
+		wire_put_u32(p + 24 + 8 * i, wire_get_u32(run));
+		wire_put_u32(p + 28 + 8 * i, (wire_get_u32(run + 4) & PROTO_MAP_HOLE)
 						? NBD_STATE_HOLE | NBD_STATE_ZERO : 0);
 	}
 	reply_take(q, p, len);
@@ -864,8 +864,8 @@ static void tx_reply(struct nbd_req *q, uint32_t err, const char *msg)
 		if (!err && runs == READ_ZEROS) {
 			/* a hole (or zeros) costs 32 bytes on the wire, not its length */
 			chunk_hdr(h, q, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_OFFSET_HOLE, 12);
-			put_u64(h + 20, q->q.off);
-			put_u32(h + 28, q->q.len);
+			wire_put_u64(h + 20, q->q.off);
+			wire_put_u32(h + 28, q->q.len);
 			q->r.hdr_len = NBD_CHUNK_HDR + 12;
 			c->payload = NULL;
 			c->payload_len = 0;
@@ -874,7 +874,7 @@ static void tx_reply(struct nbd_req *q, uint32_t err, const char *msg)
 		if (!err) {
 			chunk_hdr(h, q, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_OFFSET_DATA,
 				  8 + q->q.len);
-			put_u64(h + 20, q->q.off);
+			wire_put_u64(h + 20, q->q.off);
 			q->r.hdr_len = NBD_CHUNK_HDR + 8;
 			c->payload = c->out;
 			c->payload_len = q->q.len;
@@ -893,16 +893,16 @@ static void tx_reply(struct nbd_req *q, uint32_t err, const char *msg)
 		chunk_hdr(p, q, NBD_REPLY_FLAG_DONE,
 			  at ? NBD_REPLY_TYPE_ERROR_OFFSET : NBD_REPLY_TYPE_ERROR,
 			  (uint32_t)(len - NBD_CHUNK_HDR));
-		put_u32(p + 20, err);
-		put_u16(p + 24, (uint16_t)n);
+		wire_put_u32(p + 20, err);
+		wire_put_u16(p + 24, (uint16_t)n);
 		memcpy(p + 26, msg, n);
 		if (at)
-			put_u64(p + 26 + n, q->q.off);
+			wire_put_u64(p + 26 + n, q->q.off);
 		return;
 	}
-	put_u32(h, NBD_SIMPLE_REPLY_MAGIC);
-	put_u32(h + 4, err);
-	put_u64(h + 8, q->q.cookie);
+	wire_put_u32(h, NBD_SIMPLE_REPLY_MAGIC);
+	wire_put_u32(h + 4, err);
+	wire_put_u64(h + 8, q->q.cookie);
 	q->r.hdr_len = NBD_SIMPLE_REPLY_SIZE;
 	/* only a successful simple READ carries data */
 	if (q->q.type == NBD_CMD_READ && !err) {
@@ -1005,7 +1005,7 @@ static void io_step(struct nbd_req *q)
 	proto_io_put(c->body, &io);
 	/* the runs one reply can say; REQ_ONE: the client wants one */
 	if (op == PROTO_OP_MAP)
-		put_u32(c->body + PROTO_IO_BODY,
+		wire_put_u32(c->body + PROTO_IO_BODY,
 			(r->flags & NBD_CMD_FLAG_REQ_ONE) ? 1 : PROTO_MAP_RUNS);
 	c->hdr.op = op;
 	c->hdr.len = PROTO_IO_BODY + (op == PROTO_OP_WRITE ? io.len : (uint32_t)extra);
@@ -1166,7 +1166,7 @@ static int nbd_handle(struct rpc_conn *conn, const uint8_t *p, size_t len)
 
 	switch (nc->phase) {
 	case PH_FLAGS:
-		nc->cflags = get_u32(p);
+		nc->cflags = wire_get_u32(p);
 		if (!(nc->cflags & NBD_FLAG_C_FIXED_NEWSTYLE) ||
 		    (nc->cflags & ~(NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES))) {
 			log_info("conn %llu (nbd, uid %u): client flags %#x: only fixed newstyle is "

@@ -13,10 +13,10 @@
 
 int nbd_opt_get(const uint8_t *p, struct nbd_opt *o)
 {
-	if (get_u64(p) != NBD_IHAVEOPT)
+	if (wire_get_u64(p) != NBD_IHAVEOPT)
 		return -EPROTO;
-	o->opt = get_u32(p + 8);
-	o->len = get_u32(p + 12);
+	o->opt = wire_get_u32(p + 8);
+	o->len = wire_get_u32(p + 12);
 	return 0;
 }
 
@@ -27,19 +27,19 @@ int nbd_export_req_parse(const uint8_t *d, uint32_t len, struct nbd_export_req *
 	memset(r, 0, sizeof(*r));
 	if (len < 4)
 		return -EINVAL;
-	r->namelen = get_u32(d);
+	r->namelen = wire_get_u32(d);
 	if (r->namelen > len - 4 || len - 4 - r->namelen < 2)
 		return -EINVAL;
 	if (r->namelen > NBD_NAME_MAX)
 		return -ENAMETOOLONG;
 	r->name = d + 4;
 	pos = 4 + r->namelen;
-	r->ninfo = get_u16(d + pos);
+	r->ninfo = wire_get_u16(d + pos);
 	pos += 2;
 	if ((uint64_t)r->ninfo * 2 != len - pos)
 		return -EINVAL;
 	for (uint32_t i = 0; i < r->ninfo && i < NBD_INFO_REQ_MAX; i++)
-		r->info[i] = get_u16(d + pos + 2 * i);
+		r->info[i] = wire_get_u16(d + pos + 2 * i);
 	return 0;
 }
 
@@ -50,21 +50,21 @@ int nbd_meta_req_parse(const uint8_t *d, uint32_t len, struct nbd_meta_req *r)
 	memset(r, 0, sizeof(*r));
 	if (len < 8)
 		return -EINVAL;
-	r->namelen = get_u32(d);
+	r->namelen = wire_get_u32(d);
 	if (r->namelen > len - 8)
 		return -EINVAL;
 	if (r->namelen > NBD_NAME_MAX)
 		return -ENAMETOOLONG;
 	r->name = d + 4;
 	pos = 4 + r->namelen;
-	r->nqueries = get_u32(d + pos);
+	r->nqueries = wire_get_u32(d + pos);
 	pos += 4;
 	for (uint32_t i = 0; i < r->nqueries; i++) {
 		uint32_t ql;
 
 		if (len - pos < 4)
 			return -EINVAL;
-		ql = get_u32(d + pos);
+		ql = wire_get_u32(d + pos);
 		pos += 4;
 		if (ql > len - pos)
 			return -EINVAL;
@@ -81,13 +81,13 @@ int nbd_meta_req_parse(const uint8_t *d, uint32_t len, struct nbd_meta_req *r)
 
 int nbd_request_get(const uint8_t *p, struct nbd_request *r)
 {
-	if (get_u32(p) != NBD_REQUEST_MAGIC)
+	if (wire_get_u32(p) != NBD_REQUEST_MAGIC)
 		return -EPROTO;
-	r->flags = get_u16(p + 4);
-	r->type = get_u16(p + 6);
-	r->cookie = get_u64(p + 8);
-	r->off = get_u64(p + 16);
-	r->len = get_u32(p + 24);
+	r->flags = wire_get_u16(p + 4);
+	r->type = wire_get_u16(p + 6);
+	r->cookie = wire_get_u64(p + 8);
+	r->off = wire_get_u64(p + 16);
+	r->len = wire_get_u32(p + 24);
 	return 0;
 }
 

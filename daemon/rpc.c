@@ -1750,7 +1750,7 @@ static int ctl_handle(struct rpc_conn *conn, const uint8_t *p, size_t len)
 	/* what this request will hold: its body, and for READ and MAP the reply buffer */
 	charge = h.len;
 	if (h.op == PROTO_OP_READ && h.len >= PROTO_IO_BODY)
-		charge += get_u32(body + 12);
+		charge += wire_get_u32(body + 12);
 	if (h.op == PROTO_OP_MAP)
 		charge += (size_t)PROTO_MAP_RUN * PROTO_MAP_RUNS;
 	r = ctl_req_new(conn, &h, charge);

@@ -90,16 +90,16 @@ void greeting(int fd)
 	uint8_t g[NBD_GREETING_SIZE];
 
 	cr_assert_eq(read_full(fd, g, sizeof(g)), 0, "no greeting");
-	cr_assert_eq(get_u64(g), NBD_MAGIC);
-	cr_assert_eq(get_u64(g + 8), NBD_IHAVEOPT);
-	cr_assert_eq(get_u16(g + 16), NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES);
+	cr_assert_eq(wire_get_u64(g), NBD_MAGIC);
+	cr_assert_eq(wire_get_u64(g + 8), NBD_IHAVEOPT);
+	cr_assert_eq(wire_get_u16(g + 16), NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES);
 }
 
 void send_flags(int fd)
 {
 	uint8_t f[4];
 
-	put_u32(f, NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES);
+	wire_put_u32(f, NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES);
 	write_full(fd, f, 4);
 }
 
@@ -107,9 +107,9 @@ void send_opt(int fd, uint32_t opt, const void *data, uint32_t len)
 {
 	uint8_t h[NBD_OPT_HDR];
 
-	put_u64(h, NBD_IHAVEOPT);
-	put_u32(h + 8, opt);
-	put_u32(h + 12, len);
+	wire_put_u64(h, NBD_IHAVEOPT);
+	wire_put_u32(h + 8, opt);
+	wire_put_u32(h + 12, len);
 	write_full(fd, h, sizeof(h));
 	if (len)
 		write_full(fd, data, len);
@@ -122,10 +122,10 @@ uint32_t read_opt_reply(int fd, uint32_t opt, void *data, size_t cap, uint32_t *
 	uint32_t n, type;
 
 	cr_assert_eq(read_full(fd, h, sizeof(h)), 0, "no option reply");
-	cr_assert_eq(get_u64(h), NBD_REP_MAGIC);
-	cr_assert_eq(get_u32(h + 8), opt);
-	type = get_u32(h + 12);
-	n = get_u32(h + 16);
+	cr_assert_eq(wire_get_u64(h), NBD_REP_MAGIC);
+	cr_assert_eq(wire_get_u32(h + 8), opt);
+	type = wire_get_u32(h + 12);
+	n = wire_get_u32(h + 16);
 	*len = n;
 	for (uint32_t got = 0; got < n;) {
 		uint32_t k = n - got;

@@ -669,13 +669,13 @@ static uint32_t raw_export_opt(int fd, uint32_t opt, const char *ds, uint64_t *s
 	uint8_t d[512], r[512];
 	uint32_t n = (uint32_t)strlen(ds), len, type;
 
-	put_u32(d, n);
+	wire_put_u32(d, n);
 	memcpy(d + 4, ds, n);
-	put_u16(d + 4 + n, 0);
+	wire_put_u16(d + 4 + n, 0);
 	send_opt(fd, opt, d, n + 6);
 	while ((type = read_opt_reply(fd, opt, r, sizeof(r), &len)) == NBD_REP_INFO) {
-		if (get_u16(r) == NBD_INFO_EXPORT && size)
-			*size = get_u64(r + 2);
+		if (wire_get_u16(r) == NBD_INFO_EXPORT && size)
+			*size = wire_get_u64(r + 2);
 	}
 	return type;
 }
@@ -700,15 +700,15 @@ static uint64_t raw_go_with(int fd, const char *ds, int structured)
 			     NBD_REP_ACK);
 	}
 	if (structured == RAW_ALLOC) {
-		put_u32(d, n);
+		wire_put_u32(d, n);
 		memcpy(d + 4, ds, n);
-		put_u32(d + 4 + n, 1);
-		put_u32(d + 8 + n, qn);
+		wire_put_u32(d + 4 + n, 1);
+		wire_put_u32(d + 8 + n, qn);
 		memcpy(d + 12 + n, NBD_META_ALLOCATION, qn);
 		send_opt(fd, NBD_OPT_SET_META_CONTEXT, d, 12 + n + qn);
 		cr_assert_eq(read_opt_reply(fd, NBD_OPT_SET_META_CONTEXT, r, sizeof(r), &len),
 			     NBD_REP_META_CONTEXT);
-		cr_assert_eq(get_u32(r), NBD_META_ALLOCATION_ID);
+		cr_assert_eq(wire_get_u32(r), NBD_META_ALLOCATION_ID);
 		cr_assert_eq(read_opt_reply(fd, NBD_OPT_SET_META_CONTEXT, r, sizeof(r), &len),
 			     NBD_REP_ACK);
 	}
@@ -726,12 +726,12 @@ static void send_req(int fd, uint16_t type, uint16_t flags, uint64_t cookie, uin
 {
 	uint8_t q[NBD_REQ_SIZE];
 
-	put_u32(q, NBD_REQUEST_MAGIC);
-	put_u16(q + 4, flags);
-	put_u16(q + 6, type);
-	put_u64(q + 8, cookie);
-	put_u64(q + 16, off);
-	put_u32(q + 24, len);
+	wire_put_u32(q, NBD_REQUEST_MAGIC);
+	wire_put_u16(q + 4, flags);
+	wire_put_u16(q + 6, type);
+	wire_put_u64(q + 8, cookie);
+	wire_put_u64(q + 16, off);
+	wire_put_u32(q + 24, len);
 	write_full(fd, q, sizeof(q));
 }
 
@@ -741,9 +741,9 @@ static uint32_t read_simple(int fd, uint64_t cookie)
 	uint8_t r[NBD_SIMPLE_REPLY_SIZE];
 
 	cr_assert_eq(read_full(fd, r, sizeof(r)), 0, "no reply");
-	cr_assert_eq(get_u32(r), NBD_SIMPLE_REPLY_MAGIC);
-	cr_assert_eq(get_u64(r + 8), cookie);
-	return get_u32(r + 4);
+	cr_assert_eq(wire_get_u32(r), NBD_SIMPLE_REPLY_MAGIC);
+	cr_assert_eq(wire_get_u64(r + 8), cookie);
+	return wire_get_u32(r + 4);
 }
 
 Test(nbd, truncated_handshakes_and_wrong_magic_close_only_themselves)
@@ -785,7 +785,7 @@ Test(nbd, truncated_handshakes_and_wrong_magic_close_only_themselves)
 	fd = raw_connect();
 	greeting(fd);
 	send_flags(fd);
-	put_u32(d, 1000);
+	wire_put_u32(d, 1000);
 	memcpy(d + 4, "tank/h", 6);
 	send_opt(fd, NBD_OPT_GO, d, 12);
 	cr_assert_eq(read_opt_reply(fd, NBD_OPT_GO, d, sizeof(d), &len), NBD_REP_ERR_INVALID);
@@ -842,9 +842,9 @@ Test(nbd, an_oversized_option_is_refused_before_it_is_read)
 	fd = raw_connect();
 	greeting(fd);
 	send_flags(fd);
-	put_u64(h, NBD_IHAVEOPT);
-	put_u32(h + 8, NBD_OPT_GO);
-	put_u32(h + 12, 0x7fffffffu);
+	wire_put_u64(h, NBD_IHAVEOPT);
+	wire_put_u32(h + 8, NBD_OPT_GO);
+	wire_put_u32(h + 12, 0x7fffffffu);
 	write_full(fd, h, sizeof(h));
 	cr_assert_eq(read_opt_reply(fd, NBD_OPT_GO, d, sizeof(d), &len), NBD_REP_ERR_TOO_BIG);
 	expect_closed(fd);
@@ -918,12 +918,12 @@ Test(nbd, a_client_that_sends_and_never_reads_holds_only_itself)
 		uint8_t q[NBD_REQ_SIZE];
 		ssize_t w;
 
-		put_u32(q, NBD_REQUEST_MAGIC);
-		put_u16(q + 4, 0);
-		put_u16(q + 6, NBD_CMD_READ);
-		put_u64(q + 8, sent);
-		put_u64(q + 16, (uint64_t)(sent % 64) << 20);
-		put_u32(q + 24, 1u << 20);
+		wire_put_u32(q, NBD_REQUEST_MAGIC);
+		wire_put_u16(q + 4, 0);
+		wire_put_u16(q + 6, NBD_CMD_READ);
+		wire_put_u64(q + 8, sent);
+		wire_put_u64(q + 16, (uint64_t)(sent % 64) << 20);
+		wire_put_u32(q + 24, 1u << 20);
 		w = send(fd, q, sizeof(q), MSG_NOSIGNAL);
 		if (w < 0 && errno == EAGAIN) {
 			/* the socket is full: once the daemon has stopped reading it stays so */
@@ -976,11 +976,11 @@ static void read_chunk(int fd, uint64_t cookie, uint16_t *flags, uint16_t *type,
 	uint8_t h[NBD_CHUNK_HDR];
 
 	cr_assert_eq(read_full(fd, h, sizeof(h)), 0, "no chunk");
-	cr_assert_eq(get_u32(h), NBD_STRUCTURED_REPLY_MAGIC);
-	cr_assert_eq(get_u64(h + 8), cookie);
-	*flags = get_u16(h + 4);
-	*type = get_u16(h + 6);
-	*len = get_u32(h + 16);
+	cr_assert_eq(wire_get_u32(h), NBD_STRUCTURED_REPLY_MAGIC);
+	cr_assert_eq(wire_get_u64(h + 8), cookie);
+	*flags = wire_get_u16(h + 4);
+	*type = wire_get_u16(h + 6);
+	*len = wire_get_u32(h + 16);
 }
 
 /*
@@ -1027,8 +1027,8 @@ Test(nbd, a_read_that_may_not_fragment_is_one_chunk)
 	cr_assert_eq(flags, NBD_REPLY_FLAG_DONE);
 	cr_assert_eq(len, 12);
 	cr_assert_eq(read_full(fd, buf, len), 0);
-	cr_assert_eq(get_u64(buf), 8192);
-	cr_assert_eq(get_u32(buf + 8), 8192);
+	cr_assert_eq(wire_get_u64(buf), 8192);
+	cr_assert_eq(wire_get_u32(buf + 8), 8192);
 	close(fd);
 }
 
@@ -1045,7 +1045,7 @@ static uint32_t block_status(int fd, uint64_t cookie, uint16_t flags, uint64_t o
 	cr_assert_eq(cflags, NBD_REPLY_FLAG_DONE);
 	cr_assert(n >= 4 && n - 4 <= cap && (n - 4) % 8 == 0, "a chunk of %u bytes", n);
 	cr_assert_eq(read_full(fd, d, 4), 0);
-	cr_assert_eq(get_u32(d), NBD_META_ALLOCATION_ID);
+	cr_assert_eq(wire_get_u32(d), NBD_META_ALLOCATION_ID);
 	cr_assert_eq(read_full(fd, d, n - 4), 0);
 	return (n - 4) / 8;
 }
@@ -1063,14 +1063,14 @@ Test(nbd, block_status_is_a_map_counted_and_logged)
 
 	/* the data, then the hole */
 	cr_assert_eq(block_status(fd, 1, 0, 0, 65536, d, sizeof(d)), 2);
-	cr_assert(get_u32(d) == 8192 && get_u32(d + 4) == 0);
-	cr_assert(get_u32(d + 8) == 65536 - 8192 && get_u32(d + 12) == hole);
+	cr_assert(wire_get_u32(d) == 8192 && wire_get_u32(d + 4) == 0);
+	cr_assert(wire_get_u32(d + 8) == 65536 - 8192 && wire_get_u32(d + 12) == hole);
 	/* REQ_ONE: one descriptor */
 	cr_assert_eq(block_status(fd, 2, NBD_CMD_FLAG_REQ_ONE, 0, 65536, d, sizeof(d)), 1);
-	cr_assert(get_u32(d) == 8192 && get_u32(d + 4) == 0);
+	cr_assert(wire_get_u32(d) == 8192 && wire_get_u32(d + 4) == 0);
 	/* the hole alone */
 	cr_assert_eq(block_status(fd, 3, 0, 16384, 8192, d, sizeof(d)), 1);
-	cr_assert(get_u32(d) == 8192 && get_u32(d + 4) == hole);
+	cr_assert(wire_get_u32(d) == 8192 && wire_get_u32(d + 4) == hole);
 	close(fd);
 	j = tdaemon_coffer_json(&td, "stats --json-int");
 	cr_assert_eq(json_integer_value(json_object_get(json_object_get(j, "io"), "maps")), 3);

@@ -268,9 +268,9 @@ Test(nbd_tls, a_plaintext_client_is_refused)
 	fd = raw_connect_tcp(tls_port());
 	greeting(fd);
 	send_flags(fd);
-	put_u32(d, 7);
+	wire_put_u32(d, 7);
 	memcpy(d + 4, "tank/vm", 7);
-	put_u16(d + 11, 0);
+	wire_put_u16(d + 11, 0);
 	send_opt(fd, NBD_OPT_GO, d, 13);
 	cr_assert_eq(read_opt_reply(fd, NBD_OPT_GO, d, sizeof(d), &len), NBD_REP_ERR_TLS_REQD);
 	cr_assert(len > 0 && memmem(d, len < sizeof(d) ? len : sizeof(d), "TLS is required", 15),
@@ -466,9 +466,9 @@ Test(nbd_tls, hostile_handshakes_over_tcp_close_only_themselves)
 	fd = raw_connect_tcp(tls_port());
 	greeting(fd);
 	send_flags(fd);
-	put_u64(junk, NBD_IHAVEOPT);
-	put_u32(junk + 8, NBD_OPT_STARTTLS);
-	put_u32(junk + 12, 0x7fffffffu);
+	wire_put_u64(junk, NBD_IHAVEOPT);
+	wire_put_u32(junk + 8, NBD_OPT_STARTTLS);
+	wire_put_u32(junk + 12, 0x7fffffffu);
 	write_full(fd, junk, sizeof(junk));
 	cr_assert_eq(read_opt_reply(fd, NBD_OPT_STARTTLS, d, sizeof(d), &len), NBD_REP_ERR_TOO_BIG);
 	expect_closed(fd);
@@ -479,12 +479,12 @@ Test(nbd_tls, hostile_handshakes_over_tcp_close_only_themselves)
 	send_opt(fd, NBD_OPT_STARTTLS, "x", 1);
 	cr_assert_eq(read_opt_reply(fd, NBD_OPT_STARTTLS, d, sizeof(d), &len), NBD_REP_ERR_INVALID);
 	/* plaintext sent behind STARTTLS, before its answer: injected, so closed unanswered */
-	put_u64(two, NBD_IHAVEOPT);
-	put_u32(two + 8, NBD_OPT_STARTTLS);
-	put_u32(two + 12, 0);
-	put_u64(two + 16, NBD_IHAVEOPT);
-	put_u32(two + 24, NBD_OPT_STRUCTURED_REPLY);
-	put_u32(two + 28, 0);
+	wire_put_u64(two, NBD_IHAVEOPT);
+	wire_put_u32(two + 8, NBD_OPT_STARTTLS);
+	wire_put_u32(two + 12, 0);
+	wire_put_u64(two + 16, NBD_IHAVEOPT);
+	wire_put_u32(two + 24, NBD_OPT_STRUCTURED_REPLY);
+	wire_put_u32(two + 28, 0);
 	write_full(fd, two, sizeof(two));
 	cr_assert_eq(read_full(fd, d, 1), -1, "STARTTLS with bytes behind it was answered");
 	close(fd);

@@ -132,9 +132,9 @@ static int bad_hello(uint32_t id, uint32_t magic, uint16_t lo, uint16_t hi, stru
 	int fd = raw_connect();
 
 	frame(buf, PROTO_HELLO_BODY, PROTO_OP_HELLO, id);
-	put_u32(buf + PROTO_HDR_SIZE, magic);
-	put_u16(buf + PROTO_HDR_SIZE + 4, lo);
-	put_u16(buf + PROTO_HDR_SIZE + 6, hi);
+	wire_put_u32(buf + PROTO_HDR_SIZE, magic);
+	wire_put_u16(buf + PROTO_HDR_SIZE + 4, lo);
+	wire_put_u16(buf + PROTO_HDR_SIZE + 6, hi);
 	cr_assert_eq(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
 	cr_assert_eq(read_full(fd, buf, PROTO_HDR_SIZE), PROTO_HDR_SIZE);
 	proto_hdr_get(buf, h);
@@ -470,7 +470,7 @@ static int map(struct coffer_conn *c, int h, uint64_t off, uint32_t len, uint32_
 
 	frame(buf, PROTO_MAP_BODY, PROTO_OP_MAP, ++id);
 	proto_io_put(buf + PROTO_HDR_SIZE, &io);
-	put_u32(buf + PROTO_HDR_SIZE + PROTO_IO_BODY, runs);
+	wire_put_u32(buf + PROTO_HDR_SIZE + PROTO_IO_BODY, runs);
 	cr_assert_eq(coffer_send_raw(c, buf, sizeof(buf)), 0);
 	cr_assert_eq(coffer_recv_raw(c, &r, runs_out, cap, 10000), 1);
 	cr_assert_eq(r.op, PROTO_OP_MAP);
@@ -496,14 +496,14 @@ Test(rpc, map_lists_the_runs_of_data_and_holes_of_a_range)
 	cr_assert_eq(coffer_write(c, h, 0, data, rs), 0);
 	cr_assert_eq(map(c, h, 0, 1 << 20, PROTO_MAP_RUNS, runs, sizeof(runs), &len), 0);
 	cr_assert_eq(len, 2 * PROTO_MAP_RUN, "the record, then the hole: %u bytes", len);
-	cr_assert_eq(get_u32(runs), rs);
-	cr_assert_eq(get_u32(runs + 4), 0);
-	cr_assert_eq(get_u32(runs + 8), (1u << 20) - rs);
-	cr_assert_eq(get_u32(runs + 12), PROTO_MAP_HOLE);
+	cr_assert_eq(wire_get_u32(runs), rs);
+	cr_assert_eq(wire_get_u32(runs + 4), 0);
+	cr_assert_eq(wire_get_u32(runs + 8), (1u << 20) - rs);
+	cr_assert_eq(wire_get_u32(runs + 12), PROTO_MAP_HOLE);
 	/* the first run only, as asked */
 	cr_assert_eq(map(c, h, 0, 1 << 20, 1, runs, sizeof(runs), &len), 0);
 	cr_assert_eq(len, PROTO_MAP_RUN);
-	cr_assert_eq(get_u32(runs), rs);
+	cr_assert_eq(wire_get_u32(runs), rs);
 	/* what the dispatcher's checks refuse */
 	cr_assert_eq(map(c, h, 0, 1 << 20, 0, runs, sizeof(runs), &len), -EINVAL);
 	cr_assert_eq(map(c, h + 1, 0, 4096, 1, runs, sizeof(runs), &len), -EBADF);

@@ -162,7 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	while (transmission && size - pos >= NBD_REQ_SIZE) {
 		struct nbd_request r;
-		uint64_t esize = get_u32(data) ? get_u32(data) : 1u << 20;
+		uint64_t esize = wire_get_u32(data) ? wire_get_u32(data) : 1u << 20;
 		uint32_t err;
 
 		if (nbd_request_get(data + pos, &r) < 0)
