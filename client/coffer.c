@@ -286,17 +286,38 @@ static int is_size_prop(const char *p)
 	return 0;
 }
 
-/* @value as shown: sizes humanized unless @parsable. */
+/* A time property: seconds since the epoch on the wire and with -p, a date otherwise. */
+static int is_time_prop(const char *p)
+{
+	return !strcmp(p, "creation");
+}
+
+/* Shown other than as sent: sizes and times, unless -p. */
+static int is_shown_prop(const char *p)
+{
+	return is_size_prop(p) || is_time_prop(p);
+}
+
+/* @value as shown: sizes humanized and times as dates (zfs's "%a %b %e %k:%M %Y") unless
+ * @parsable. */
 static const char *show(const char *prop, const char *value, int parsable, char *buf, size_t len)
 {
 	char *end;
 	unsigned long long v;
 
-	if (parsable || !is_size_prop(prop) || !value[0])
+	if (parsable || !is_shown_prop(prop) || !value[0])
 		return value;
 	v = strtoull(value, &end, 10);
 	if (*end)
 		return value;
+	if (is_time_prop(prop)) {
+		time_t t = (time_t)v;
+		struct tm tm;
+
+		if (!localtime_r(&t, &tm) || !strftime(buf, len, "%a %b %e %k:%M %Y", &tm))
+			return value;
+		return buf;
+	}
 	human(v, buf, len);
 	return buf;
 }
@@ -2390,7 +2411,7 @@ static void list_print(const struct list_row *rows, size_t n, const char *const 
 	for (size_t k = 0; k < nf; k++) {
 		w[k] = strlen(f[k]);
 		col[k] = cell_col(f[k]);
-		sized[k] = !parsable && is_size_prop(f[k]);
+		sized[k] = !parsable && is_shown_prop(f[k]);
 	}
 	for (size_t r = 0; r < n; r++) {
 		for (size_t k = 0; k < nf; k++) {

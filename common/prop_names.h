@@ -14,6 +14,7 @@
 	XX(TYPE, "type", PROP_READONLY, "volume")                                          \
 	XX(GUID, "guid", PROP_READONLY, NULL)                                              \
 	XX(CREATETXG, "createtxg", PROP_READONLY, NULL)                                    \
+	XX(CREATION, "creation", PROP_READONLY, NULL)                                      \
 	XX(VOLSIZE, "volsize", 0, NULL)                                                    \
 	XX(RECORDSIZE, "recordsize", PROP_READONLY, NULL)                                  \
 	XX(REFRESERVATION, "refreservation", 0, "none")                                    \

@@ -88,6 +88,7 @@ struct stor_ds {
 	struct stor_pool *pool;
 	char *name;
 	uint64_t id, guid, createtxg;
+	uint64_t creation; /* seconds since the epoch; 0: not known (an older record) */
 	_Atomic uint64_t volsize;
 	uint32_t recsize;
 	char *local[PROP_COUNT]; /* locally set values; NULL = unset */

@@ -9,12 +9,21 @@
  * u32 recordsize | u64 createtxg | u16 nprops x (u16 len | name | u16 len | value) |
  * crypto section (dskeys.c) [| u64 origin (a clone's: the id of its origin
  * snapshot's table, else 0) | u16 n | n x (u64 upto | u64 guid): a promoted
- * clone's sealers (clone.c)].
+ * clone's sealers (clone.c) [| u64 creation (seconds since the epoch)]].
+ *
+ * The record's version is the pool's format, so what later versions add
+ * goes at its end, and its length says what is there: a record written
+ * before creation was stored ends after the sealers, and its dataset shows
+ * creation "-" (the time is not known; its createtxg still orders it). Each
+ * record written now carries the whole tail, so a binary older than this
+ * one refuses such a record (STOR_ECORRUPT, naming it) rather than
+ * misreading it: a pool goes forward, not back.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/array.h"
 #include "base/cache.h"
@@ -242,7 +251,7 @@ int ds_save_txn(struct meta_txn *t, struct stor_ds *ds)
 
 int ds_record(struct stor_ds *ds, uint8_t **out, size_t *outlen)
 {
-	size_t len = 4 + 8 + 8 + 8 + 4 + 8 + 2 + DSKEYS_RECORD_LEN + 8 + 2 + ds->nsealers * 16;
+	size_t len = 4 + 8 + 8 + 8 + 4 + 8 + 2 + DSKEYS_RECORD_LEN + 8 + 2 + ds->nsealers * 16 + 8;
 	uint8_t *buf, *w;
 	uint16_t nprops = 0;
 
@@ -271,14 +280,13 @@ int ds_record(struct stor_ds *ds, uint8_t **out, size_t *outlen)
 		put_bytes(&w, ds->local[i], strlen(ds->local[i]));
 	}
 	dskeys_record(ds, &w);
-	if (ds->origin_id || ds->nsealers) {
-		put_u64(&w, ds->origin_id);
-		put_u16(&w, (uint16_t)ds->nsealers);
-		for (size_t i = 0; i < ds->nsealers; i++) {
-			put_u64(&w, ds->sealers[i].upto);
-			put_u64(&w, ds->sealers[i].guid);
-		}
+	put_u64(&w, ds->origin_id);
+	put_u16(&w, (uint16_t)ds->nsealers);
+	for (size_t i = 0; i < ds->nsealers; i++) {
+		put_u64(&w, ds->sealers[i].upto);
+		put_u64(&w, ds->sealers[i].guid);
 	}
+	put_u64(&w, ds->creation);
 	*out = buf;
 	*outlen = (size_t)(w - buf);
 	return 0;
@@ -377,7 +385,7 @@ static int ds_parse(struct stor_ds *ds, const uint8_t *r, size_t len)
 			return STOR_ECORRUPT;
 		ds->origin_id = get_u64(&o);
 		n = get_u16(&o);
-		if (end - o != (long)n * 16)
+		if (end - o < (long)n * 16)
 			return STOR_ECORRUPT;
 		ds->sealers = n ? calloc(n, sizeof(*ds->sealers)) : NULL;
 		if (n && !ds->sealers)
@@ -387,6 +395,11 @@ static int ds_parse(struct stor_ds *ds, const uint8_t *r, size_t len)
 			ds->sealers[i].guid = get_u64(&o);
 		}
 		ds->nsealers = n;
+		/* nothing more: a record of before creation was stored */
+		if (end - o >= 8)
+			ds->creation = get_u64(&o);
+		if (end != o)
+			return STOR_ECORRUPT;
 		end = r + DSKEYS_RECORD_LEN;
 	}
 	return dskeys_parse(ds, &r, end);
@@ -688,6 +701,7 @@ static int ds_create_as(struct stor_pool *p, const char *name, const struct stor
 	}
 	ds->id = p->next_ds_id;
 	ds->createtxg = atomic_load(&p->synced_txg) + 1;
+	ds->creation = (uint64_t)time(NULL);
 	ret = as && as->raw ? 0 : keys_random(&ds->guid, sizeof(ds->guid));
 	if (ret < 0)
 		goto fail;
@@ -1161,6 +1175,13 @@ static void fill_value_of(struct stor_pool *p, struct stor_ds *ds, int id,
 		return;
 	case PROP_CREATETXG:
 		set_u64(v->value, ds->createtxg);
+		return;
+	case PROP_CREATION:
+		/* "-" for a dataset whose record predates the stored time */
+		if (ds->creation)
+			set_u64(v->value, ds->creation);
+		else
+			set_str(v->value, sizeof(v->value), "-");
 		return;
 	case PROP_VOLSIZE:
 		set_u64(v->value, atomic_load(&ds->volsize));
