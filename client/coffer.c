@@ -32,6 +32,7 @@
 #include "jsonout.h"
 #include "keysource.h"
 #include "pool_health.h"
+#include "prop_names.h"
 #include "proto.h"
 #include "store.h"
 
@@ -2204,6 +2205,13 @@ static void check_field(const char *f)
 
 	if (!strcmp(f, "name") || strcmp(long_name(f), f))
 		return;
+	if (prop_is_user(f)) { /* module:property: the daemon has the values */
+		char why[512];
+
+		if (prop_user_name_check(f, why, sizeof(why)) < 0)
+			die("list -o: %s", why);
+		return;
+	}
 	for (size_t i = 0; (name = stor_prop_describe(i, &values, &w)); i++) {
 		if (!strcmp(name, f))
 			return;

@@ -84,6 +84,10 @@ struct snap {
 	struct seen_bits seen; /* groups of its table verified since */
 };
 
+struct stor_uprop {
+	char *name, *value;
+};
+
 struct stor_ds {
 	struct stor_pool *pool;
 	char *name;
@@ -92,6 +96,8 @@ struct stor_ds {
 	_Atomic uint64_t volsize;
 	uint32_t recsize;
 	char *local[PROP_COUNT]; /* locally set values; NULL = unset */
+	struct stor_uprop *uprops; /* local user properties, sorted by name (userprops.c) */
+	size_t nuprops;
 	atomic_int refs;
 	int destroyed;
 	atomic_int receiving; /* recv.c fills it: no one else opens it */

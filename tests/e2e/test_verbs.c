@@ -87,3 +87,95 @@ Test(verbs, creation_survives_a_restart)
 	COF_OK(NULL, "get -H -p -o value creation tank/vm");
 	cr_assert_str_eq(out, first);
 }
+
+/* The value column of `get -H -o value,source PROP DS`, and its source into @src. */
+static const char *uprop(const char *prop, const char *ds, char *src, size_t len)
+{
+	char *tab;
+
+	COF_OK(NULL, "get -H -o value,source %s %s", prop, ds);
+	out[strcspn(out, "\n")] = '\0';
+	tab = strchr(out, '\t');
+	cr_assert(tab, "%s", out);
+	*tab = '\0';
+	snprintf(src, len, "%s", tab + 1);
+	return out;
+}
+
+Test(verbs, user_properties_are_set_inherited_listed_and_survive_a_restart)
+{
+	char src[128], *big;
+
+	pool();
+	COF_OK(NULL, "create -s -V 1M tank/a");
+	COF_OK(NULL, "create -s -V 1M tank/a/b");
+	COF_OK(NULL, "snapshot tank/a/b@s");
+	COF_OK(NULL, "set com.example:owner=alice tank/a");
+	cr_assert_str_eq(uprop("com.example:owner", "tank/a", src, sizeof(src)), "alice");
+	cr_assert_str_eq(src, "local");
+	cr_assert_str_eq(uprop("com.example:owner", "tank/a/b", src, sizeof(src)), "alice");
+	cr_assert_str_eq(src, "inherited from tank/a");
+	cr_assert_str_eq(uprop("com.example:owner", "tank/a/b@s", src, sizeof(src)), "alice");
+	cr_assert_str_eq(uprop("com.example:other", "tank/a/b", src, sizeof(src)), "-");
+	/* get all: after the table's, with the source */
+	COF_OK(NULL, "get all tank/a/b");
+	cr_assert(strstr(out, "com.example:owner") && strstr(out, "inherited from tank/a"), "%s",
+		  out);
+	/* a column of list, sortable */
+	COF_OK(NULL, "set com.example:owner=bob tank/a/b");
+	COF_OK(NULL, "list -H -r -o name,com.example:owner -S com.example:owner tank/a");
+	cr_assert_str_eq(out, "tank/a/b\tbob\ntank/a\talice\n");
+	COF_OK(NULL, "list -j -o name,com.example:owner tank/a/b");
+	cr_assert(strstr(out, "\"com.example:owner\"") && strstr(out, "bob"), "%s", out);
+	COF_OK(NULL, "inherit com.example:owner tank/a/b");
+	cr_assert_str_eq(uprop("com.example:owner", "tank/a/b", src, sizeof(src)), "alice");
+	/* the longest value, whole in get and list */
+	big = malloc(8192);
+	memset(big, 'v', 8191);
+	big[8191] = '\0';
+	/* through a file: a command line of tdaemon_cofferf has less room */
+	COF_OK(NULL, "set \"org.x:big=$(cat %s)\" tank/a", tdaemon_file(&td, "big", big, 8191));
+	COF_OK(NULL, "list -H -o org.x:big tank/a/b");
+	cr_assert_eq(strlen(out), 8192, "%zu", strlen(out));
+	/* stored with the dataset */
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	cr_assert_str_eq(uprop("com.example:owner", "tank/a/b", src, sizeof(src)), "alice");
+	COF_OK(NULL, "get -H -o value org.x:big tank/a");
+	cr_assert_eq(strlen(out), 8192);
+	/* one byte too many is refused */
+	REFUSED("at most 8191 bytes", "set \"org.x:big=$(cat %s)w\" tank/a",
+		tdaemon_file(&td, "big", big, 8191));
+	free(big);
+}
+
+Test(verbs, user_property_names_and_values_that_break_the_rule_are_refused)
+{
+	char src[128];
+
+	pool();
+	COF_OK(NULL, "create -s -V 1M tank/a");
+	REFUSED("not a user property name", "set 'Com.Example:x=1' tank/a");
+	REFUSED("not a user property name", "set 'a/b:c=1' tank/a");
+	REFUSED("not a user property name", "set 'a@b:c=1' tank/a");
+	REFUSED("not a user property name", "set 'a%%b:c=1' tank/a");
+	REFUSED("not a user property name", "set \"$(printf 'a:\\033x')=1\" tank/a");
+	REFUSED("not a user property name", "set \"a:$(head -c 300 /dev/zero | tr '\\0' x)=1\" tank/a");
+	REFUSED("control characters", "set \"a:b=$(printf 'x\\ty')\" tank/a");
+	REFUSED("control characters", "set \"a:b=$(printf 'x\\033[2J')\" tank/a");
+	REFUSED("not a user property name", "list -o 'A:B' tank/a");
+	/* nothing was set */
+	COF_OK(NULL, "get all tank/a");
+	cr_assert(!strstr(out, "a:b") && !strstr(out, "a:c"), "%s", out);
+	/* an encrypted dataset takes them without its key, and load-key still verifies */
+	COF_OK(NULL, "create -s -V 1M -o encryption=on -o keyformat=passphrase "
+		     "-o keylocation=file://%s -o pbkdf2iters=100000 tank/e",
+	       tdaemon_file(&td, "pass", "correct horse battery\n", 22));
+	COF_OK(NULL, "create -s -V 1M tank/e/c");
+	COF_OK(NULL, "unload-key tank/e");
+	COF_OK(NULL, "set com.example:tier=gold tank/e");
+	COF_OK(NULL, "load-key tank/e");
+	cr_assert_str_eq(uprop("com.example:tier", "tank/e/c", src, sizeof(src)), "gold");
+	COF_OK(NULL, "get -H -o value keystatus tank/e/c");
+	cr_assert_str_eq(out, "available\n");
+}
