@@ -179,3 +179,28 @@ Test(verbs, user_property_names_and_values_that_break_the_rule_are_refused)
 	COF_OK(NULL, "get -H -o value keystatus tank/e/c");
 	cr_assert_str_eq(out, "available\n");
 }
+
+Test(verbs, create_p_set_of_several_and_list_of_several)
+{
+	pool();
+	/* create -p: the missing parents first, sparse */
+	COF_OK(NULL, "create -p -s -V 1M tank/x/y/z");
+	COF_OK(NULL, "list -H -r -o name,refreservation tank/x");
+	cr_assert_str_eq(out, "tank/x\tnone\ntank/x/y\tnone\ntank/x/y/z\tnone\n");
+	/* the parents there already: made no second time */
+	COF_OK(NULL, "create -p -s -V 1M tank/x/y/w");
+	cr_assert_neq(cof(NULL, "create -s -V 1M tank/q/r"), 0, "no parent, no -p: %s", out);
+	/* set a=1 b=2 DS */
+	COF_OK(NULL, "set compression=zstd com.example:k=v tank/x/y");
+	COF_OK(NULL, "get -H -o value compression,com.example:k tank/x/y");
+	cr_assert_str_eq(out, "zstd\nv\n");
+	/* a malformed pair is refused before any is sent */
+	cr_assert_neq(cof(NULL, "set sync=always nonsense tank/x/y"), 0);
+	COF_OK(NULL, "get -H -o value sync tank/x/y");
+	cr_assert_str_eq(out, "standard\n");
+	/* list A B */
+	COF_OK(NULL, "list -H -o name tank/x/y/z tank/x");
+	cr_assert_str_eq(out, "tank/x/y/z\ntank/x\n");
+	COF_OK(NULL, "list -H -o name -s name tank/x/y/z tank/x");
+	cr_assert_str_eq(out, "tank/x\ntank/x/y/z\n");
+}
