@@ -32,6 +32,7 @@
 #include "jsonout.h"
 #include "keysource.h"
 #include "pool_health.h"
+#include "prop_names.h"
 #include "proto.h"
 #include "store.h"
 
@@ -286,17 +287,38 @@ static int is_size_prop(const char *p)
 	return 0;
 }
 
-/* @value as shown: sizes humanized unless @parsable. */
+/* A time property: seconds since the epoch on the wire and with -p, a date otherwise. */
+static int is_time_prop(const char *p)
+{
+	return !strcmp(p, "creation");
+}
+
+/* Shown other than as sent: sizes and times, unless -p. */
+static int is_shown_prop(const char *p)
+{
+	return is_size_prop(p) || is_time_prop(p);
+}
+
+/* @value as shown: sizes humanized and times as dates (zfs's "%a %b %e %k:%M %Y") unless
+ * @parsable. */
 static const char *show(const char *prop, const char *value, int parsable, char *buf, size_t len)
 {
 	char *end;
 	unsigned long long v;
 
-	if (parsable || !is_size_prop(prop) || !value[0])
+	if (parsable || !is_shown_prop(prop) || !value[0])
 		return value;
 	v = strtoull(value, &end, 10);
 	if (*end)
 		return value;
+	if (is_time_prop(prop)) {
+		time_t t = (time_t)v;
+		struct tm tm;
+
+		if (!localtime_r(&t, &tm) || !strftime(buf, len, "%a %b %e %k:%M %Y", &tm))
+			return value;
+		return buf;
+	}
 	human(v, buf, len);
 	return buf;
 }
@@ -1855,18 +1877,54 @@ static int cmd_pool(int argc, char **argv)
 
 /* ---- dataset verbs ---- */
 
+/*
+ * create -p: each missing dataset above @name, top first, as zfs create -p;
+ * sparse (they reserve nothing) and with every property inherited. One that
+ * appears meanwhile is taken as made.
+ */
+static void create_parents(struct coffer_conn *c, const char *name)
+{
+	char part[STOR_NAME_MAX + 1], err[512];
+
+	for (const char *s = strchr(name, '/'); s && (s = strchr(s + 1, '/'));) {
+		json_t *reply = NULL;
+		int ret;
+
+		snprintf(part, sizeof(part), "%.*s", (int)(s - name), name);
+		ret = coffer_call(c, "ds_get",
+				  json_pack("{s:s, s:[s]}", "name", part, "props", "type"), &reply,
+				  err, sizeof(err));
+		json_decref(reply);
+		if (ret == 0)
+			continue;
+		if (ret != -ENOENT)
+			die_call(ret, part, err);
+		reply = NULL;
+		ret = coffer_call(c, "ds_create",
+				  json_pack("{s:s, s:[s]}", "name", part, "props",
+					    "refreservation=none"),
+				  &reply, err, sizeof(err));
+		json_decref(reply);
+		if (ret < 0 && ret != -EEXIST)
+			die_call(ret, part, err);
+	}
+}
+
 static int cmd_create(int argc, char **argv)
 {
 	json_t *props = json_array(), *args;
 	uint64_t volsize = 0, recsize = 0;
-	int have_volsize = 0, have_recsize = 0;
+	int have_volsize = 0, have_recsize = 0, parents = 0;
 	const char *enc, *fmt, *loc;
 	struct coffer_conn *c;
 	uint8_t key[KEY_MAX];
 	int opt;
 
-	while ((opt = getopt(argc, argv, "sV:b:o:")) != -1) {
+	while ((opt = getopt(argc, argv, "psV:b:o:")) != -1) {
 		switch (opt) {
+		case 'p':
+			parents = 1;
+			break;
 		case 's':
 			/* sparse, as zfs create -s: no refreservation */
 			json_array_append_new(props, json_string("refreservation=none"));
@@ -1922,6 +1980,8 @@ static int cmd_create(int argc, char **argv)
 		key_attach(args, key, n);
 		wipe(key, sizeof(key));
 	}
+	if (parents)
+		create_parents(c, argv[optind]);
 	json_decref(call(c, "ds_create", args, argv[optind]));
 	coffer_close(c);
 	return 0;
@@ -2183,6 +2243,13 @@ static void check_field(const char *f)
 
 	if (!strcmp(f, "name") || strcmp(long_name(f), f))
 		return;
+	if (prop_is_user(f)) { /* module:property: the daemon has the values */
+		char why[512];
+
+		if (prop_user_name_check(f, why, sizeof(why)) < 0)
+			die("list -o: %s", why);
+		return;
+	}
 	for (size_t i = 0; (name = stor_prop_describe(i, &values, &w)); i++) {
 		if (!strcmp(name, f))
 			return;
@@ -2321,10 +2388,10 @@ static void sort_key_add(const char *prop, int desc)
 /*
  * ds_list with @args: its reply in *@reply, and its rows, nlist_cols cells
  * each, in *@cells (NULL for -j, whose rows are the objects returned);
- * *@n rows either way.
+ * *@n rows either way; the cells point into *@keep (malloc'd, the caller frees).
  */
 static json_t *list_call(struct coffer_conn *c, json_t *args, const char *obj, json_t **reply,
-			 const char ***cells, size_t *n)
+			 const char ***cells, size_t *n, char **keep)
 {
 	const uint8_t *data;
 	size_t len, ncells = 0;
@@ -2336,6 +2403,7 @@ static json_t *list_call(struct coffer_conn *c, json_t *args, const char *obj, j
 	if (ret < 0)
 		die_call(ret, obj, err);
 	*cells = NULL;
+	*keep = NULL;
 	if (!json_object_get(*reply, "columns")) {
 		json_t *all = json_object_get(*reply, "datasets");
 
@@ -2347,8 +2415,12 @@ static json_t *list_call(struct coffer_conn *c, json_t *args, const char *obj, j
 	    *n > len || (len && data[len - 1]))
 		die("list: bad reply from cofferd");
 	*cells = calloc(*n * nlist_cols + 1, sizeof(**cells));
-	if (!*cells)
+	/* the cells outlive the connection's buffer, which the next call reuses */
+	*keep = malloc(len + 1);
+	if (!*cells || !*keep)
 		die("out of memory");
+	memcpy(*keep, data, len);
+	data = (const uint8_t *)*keep;
 	for (size_t off = 0; off < len && ncells <= *n * nlist_cols; ncells++) {
 		if (ncells < *n * nlist_cols)
 			(*cells)[ncells] = (const char *)data + off;
@@ -2390,7 +2462,7 @@ static void list_print(const struct list_row *rows, size_t n, const char *const 
 	for (size_t k = 0; k < nf; k++) {
 		w[k] = strlen(f[k]);
 		col[k] = cell_col(f[k]);
-		sized[k] = !parsable && is_size_prop(f[k]);
+		sized[k] = !parsable && is_shown_prop(f[k]);
 	}
 	for (size_t r = 0; r < n; r++) {
 		for (size_t k = 0; k < nf; k++) {
@@ -2440,9 +2512,11 @@ static int cmd_list(int argc, char **argv)
 	const char *fields = "name,used,avail,refer,volsize,recordsize,encryption,keystatus";
 	const char *type = "volume";
 	int opt, rec = 0, noheader = 0, parsable = 0, own_fields = 0, depth = -1;
-	json_t *props = json_array(), *args, *reply, *all;
-	struct list_row *rows;
-	const char **cells;
+	json_t *props = json_array(), *args, **replies, *all;
+	struct list_row *rows = NULL;
+	const char **cells, ***cellv;
+	char **keepv;
+	size_t nreplies;
 	char *fcopy, *tok, *save = NULL, *end;
 	struct coffer_conn *c;
 	const char *f[64];
@@ -2468,8 +2542,6 @@ static int cmd_list(int argc, char **argv)
 		} else if (!listing_flag(opt, &noheader, &parsable))
 			usage_exit();
 	}
-	if (argc - optind > 1)
-		usage_exit();
 	if (!own_fields && !strcmp(type, "snapshot"))
 		fields = "name,createtxg,volsize,encryption,keystatus";
 	fcopy = strdup(fields);
@@ -2495,27 +2567,42 @@ static int cmd_list(int argc, char **argv)
 	for (size_t k = 0; k < nsort; k++)
 		if (strcmp(sort_keys[k].prop, "name"))
 			list_col_add(props, long_name(sort_keys[k].prop));
-	/* text takes cells (a long list parses fastest so), JSON the sources too */
-	args = json_pack("{s:o, s:b, s:s, s:b, s:b}", "props", props, "recursive", rec, "type",
-			 type, "sources", opt_json, "cells", !opt_json);
-	if (optind < argc) {
-		json_object_set_new(args, "name", json_string(argv[optind]));
-		base = name_depth(argv[optind]);
-	}
 	for (size_t k = 0; k < nsort; k++)
 		sort_keys[k].col = cell_col(sort_keys[k].prop);
 	c = conn_open();
-	all = list_call(c, args, optind < argc ? argv[optind] : NULL, &reply, &cells, &nall);
-	rows = calloc(nall + 1, sizeof(*rows));
-	if (!rows)
+	/* list A B ...: each named one (and with -r what is under it), rows in one table */
+	nreplies = argc - optind > 0 ? (size_t)(argc - optind) : 1;
+	replies = calloc(nreplies, sizeof(*replies));
+	cellv = calloc(nreplies, sizeof(*cellv));
+	keepv = calloc(nreplies, sizeof(*keepv));
+	if (!replies || !cellv || !keepv)
 		die("out of memory");
-	for (i = 0; i < nall; i++) {
-		struct list_row r = { cells ? cells + i * nlist_cols : NULL,
-				      cells ? NULL : json_array_get(all, i) };
+	for (size_t q = 0; q < nreplies; q++) {
+		const char *name = optind < argc ? argv[optind + (int)q] : NULL;
+		struct list_row *more;
 
-		if (depth < 0 || name_depth(list_value(&r, "name", 0)) - base <= depth)
-			rows[nrows++] = r;
+		/* text takes cells (a long list parses fastest so), JSON the sources too */
+		args = json_pack("{s:O, s:b, s:s, s:b, s:b}", "props", props, "recursive", rec,
+				 "type", type, "sources", opt_json, "cells", !opt_json);
+		if (name) {
+			json_object_set_new(args, "name", json_string(name));
+			base = name_depth(name);
+		}
+		all = list_call(c, args, name, &replies[q], &cellv[q], &nall, &keepv[q]);
+		cells = cellv[q];
+		more = realloc(rows, (nrows + nall + 1) * sizeof(*rows));
+		if (!more)
+			die("out of memory");
+		rows = more;
+		for (i = 0; i < nall; i++) {
+			struct list_row r = { cells ? cells + i * nlist_cols : NULL,
+					      cells ? NULL : json_array_get(all, i) };
+
+			if (depth < 0 || name_depth(list_value(&r, "name", 0)) - base <= depth)
+				rows[nrows++] = r;
+		}
 	}
+	json_decref(props);
 	if (nsort)
 		qsort(rows, nrows, sizeof(*rows), compare_datasets);
 	if (opt_json) {
@@ -2529,9 +2616,15 @@ static int cmd_list(int argc, char **argv)
 		list_print(rows, nrows, f, nf, noheader, parsable);
 	}
 	free(rows);
-	free(cells);
+	for (size_t q = 0; q < nreplies; q++) {
+		free(cellv[q]);
+		free(keepv[q]);
+		json_decref(replies[q]);
+	}
+	free(cellv);
+	free(keepv);
+	free(replies);
 	free(fcopy);
-	json_decref(reply);
 	coffer_close(c);
 	return 0;
 }
@@ -2769,24 +2862,30 @@ static int pool_get(int argc, char **argv)
 	return 0;
 }
 
+/* set PROP=VALUE... DATASET: each in turn, as given (zfs set takes several). */
 static int cmd_set(int argc, char **argv)
 {
 	struct coffer_conn *c;
-	char *eq, *prop;
+	const char *ds;
 
-	if (getopt(argc, argv, "") != -1 || argc - optind != 2)
+	if (getopt(argc, argv, "") != -1 || argc - optind < 2)
 		usage_exit();
-	prop = strdup(argv[optind]);
-	eq = strchr(prop, '=');
-	if (!eq || eq == prop)
-		usage_exit();
-	*eq = '\0';
+	ds = argv[argc - 1];
+	/* every assignment well-formed before the first is sent */
+	for (int k = optind; k < argc - 1; k++)
+		if (!strchr(argv[k], '=') || argv[k][0] == '=')
+			usage_exit();
 	c = conn_open();
-	json_decref(call(c, "ds_set",
-			 json_pack("{s:s, s:s, s:s}", "name", argv[optind + 1], "prop", prop,
-				   "value", eq + 1),
-			 argv[optind + 1]));
-	free(prop);
+	for (int k = optind; k < argc - 1; k++) {
+		char *prop = strdup(argv[k]), *eq = strchr(prop, '=');
+
+		*eq = '\0';
+		json_decref(call(c, "ds_set",
+				 json_pack("{s:s, s:s, s:s}", "name", ds, "prop", prop, "value",
+					   eq + 1),
+				 ds));
+		free(prop);
+	}
 	coffer_close(c);
 	return 0;
 }
@@ -3753,8 +3852,9 @@ static const struct cmd cmds[] = {
 			    "attach|detach|export|import|destroy ...",
 	  "Pools: run 'coffer help pool VERB' for one of create, add, list, get, status, check, "
 	  "clear, scrub, offline, online, replace, attach, detach, export, import, destroy." },
-	{ "create", cmd_create, "[-s] [-V SIZE] [-b RECORDSIZE] [-o prop=val]... POOL/NAME",
+	{ "create", cmd_create, "[-p] [-s] [-V SIZE] [-b RECORDSIZE] [-o prop=val]... POOL/NAME",
 	  "Create volume POOL/NAME.\n"
+	  "  -p          make the missing datasets above it first (sparse)\n"
 	  "  -s          sparse: no refreservation\n"
 	  "  -V SIZE     volume size (a multiple of the recordsize)\n"
 	  "  -b SIZE     recordsize, a power of 2 from 512 to 1M\n"
@@ -3779,7 +3879,7 @@ static const struct cmd cmds[] = {
 	  "  -r  destroy the newer snapshots (refused without it)" },
 	{ "list", cmd_list,
 	  "[-r | -d DEPTH] [-H] [-p] [-t TYPE[,TYPE]] [-o field[,field]...] [-s PROP]... "
-	  "[-S PROP]... [-j] [DATASET]",
+	  "[-S PROP]... [-j] [DATASET]...",
 	  "List datasets.\n"
 	  "  -r        recursively under DATASET\n"
 	  "  -d DEPTH  recursively, DEPTH levels down (a snapshot is one below its dataset)\n"
@@ -3799,7 +3899,7 @@ static const struct cmd cmds[] = {
 	  "  -j         JSON\n"
 	  "  -o FIELDS  columns: name, property, value, source, or all\n"
 	  "  -s SOURCES rows whose source is local, default, inherited or none" },
-	{ "set", cmd_set, "PROP=VALUE DATASET",
+	{ "set", cmd_set, "PROP=VALUE... DATASET",
 	  "Set property PROP of DATASET (see PROPERTIES below)." },
 	{ "inherit", cmd_inherit, "[-r] PROP DATASET",
 	  "Drop the local value of PROP: DATASET inherits it again.\n"

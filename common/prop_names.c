@@ -60,6 +60,47 @@ const char *stor_prop_describe(size_t i, const char **values, enum stor_prop_whe
 	return prop_table[i].name;
 }
 
+int prop_is_user(const char *name)
+{
+	return strchr(name, ':') != NULL;
+}
+
+int prop_user_name_check(const char *name, char *why, size_t whylen)
+{
+	size_t n = strlen(name);
+
+	if (!prop_is_user(name) || n > PROP_USER_NAME_MAX ||
+	    strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-_.:") != n) {
+		snprintf(why, whylen,
+			 "'%.64s%s' is not a user property name: module:property of lowercase "
+			 "letters, digits and -_.:, at most %d bytes (e.g. com.example:owner)",
+			 name, n > 64 ? "..." : "", PROP_USER_NAME_MAX);
+		return -1;
+	}
+	return 0;
+}
+
+int prop_user_value_check(const char *value, char *why, size_t whylen)
+{
+	size_t n = strlen(value);
+
+	if (n > PROP_USER_VALUE_MAX) {
+		snprintf(why, whylen, "a user property's value is at most %d bytes (this one has %zu)",
+			 PROP_USER_VALUE_MAX, n);
+		return -1;
+	}
+	/* tabs and newlines would break get -H and list -H; other control bytes, terminals */
+	for (const unsigned char *p = (const unsigned char *)value; *p; p++)
+		if (*p < 0x20 || *p == 0x7f) {
+			snprintf(why, whylen,
+				 "a user property's value may not hold control characters "
+				 "(byte 0x%02x at %zu)",
+				 *p, (size_t)(p - (const unsigned char *)value));
+			return -1;
+		}
+	return 0;
+}
+
 /* Properties of ZFS volumes that coffer does not have: named as such, not as typos. */
 static const char *const zfs_only[] = {
 	"aclinherit", "aclmode", "acltype", "atime", "canmount", "casesensitivity", "copies",

@@ -14,6 +14,7 @@
 	XX(TYPE, "type", PROP_READONLY, "volume")                                          \
 	XX(GUID, "guid", PROP_READONLY, NULL)                                              \
 	XX(CREATETXG, "createtxg", PROP_READONLY, NULL)                                    \
+	XX(CREATION, "creation", PROP_READONLY, NULL)                                      \
 	XX(VOLSIZE, "volsize", 0, NULL)                                                    \
 	XX(RECORDSIZE, "recordsize", PROP_READONLY, NULL)                                  \
 	XX(REFRESERVATION, "refreservation", 0, "none")                                    \
@@ -63,5 +64,20 @@ int prop_lookup(const char *name);
 int prop_find(const char *name, char *why, size_t whylen);
 /** What property @id takes, in words ("one of on | off"); NULL if it is not set by hand. */
 const char *prop_values(int id);
+
+/*
+ * User properties, as zfs's: a name with a colon (module:property, e.g.
+ * com.example:owner) of lowercase letters, digits and "-_.:", at most
+ * PROP_USER_NAME_MAX bytes; a value of at most PROP_USER_VALUE_MAX bytes.
+ */
+#define PROP_USER_NAME_MAX 255
+#define PROP_USER_VALUE_MAX 8191
+
+/** Is @name a user property's name: it has a colon (it may still break the rule). */
+int prop_is_user(const char *name);
+/** 0 if @name is a valid user property name, else -1 with the reason in @why. */
+int prop_user_name_check(const char *name, char *why, size_t whylen);
+/** 0 if @value may be a user property's value (length, no control bytes), else -1 and @why. */
+int prop_user_value_check(const char *value, char *why, size_t whylen);
 
 #endif

@@ -26,6 +26,7 @@
 #include "counters.h"
 #include "handlers.h"
 #include "log.h"
+#include "prop_names.h"
 #include "roots.h"
 
 #define ERR(c, code, ...)                                          \
@@ -1383,6 +1384,8 @@ struct list_ctx {
 	int sources;        /* each value as {value, source, inherited_from} (coffer list -j) */
 	int cells;          /* the rows as cells after the reply (list_row), no objects */
 	struct stor_prop_value *vals; /* nprops of them, for list_one */
+	char **full;        /* nprops: user properties' values in full (list_one), else NULL */
+	int user;           /* a user property is asked for: list_one for every row */
 	json_t *out;
 	size_t nrows;
 	char *text;         /* with cells: the bytes of the rows so far */
@@ -1455,7 +1458,7 @@ static void cell_add(struct list_ctx *lc, const char *s)
  * its time; a value holds no NUL, so the cells need no escaping.
  */
 static void list_row(struct list_ctx *lc, const char *name, const struct stor_prop_value *v,
-		     size_t nv)
+		     size_t nv, char *const *full)
 {
 	json_t *props;
 
@@ -1463,12 +1466,24 @@ static void list_row(struct list_ctx *lc, const char *name, const struct stor_pr
 	if (lc->cells) {
 		cell_add(lc, name);
 		for (size_t i = 0; i < nv; i++)
-			cell_add(lc, v[i].value);
+			cell_add(lc, full && full[i] ? full[i] : v[i].value);
 		return;
 	}
 	props = json_object();
-	for (size_t i = 0; i < nv; i++)
-		list_prop(props, &v[i], lc->sources);
+	for (size_t i = 0; i < nv; i++) {
+		/* a user property's name and value may not fit v[i]: the asked name, full[i] */
+		const char *key = lc->props ? lc->props[i] : v[i].name;
+		json_t *pv = lc->sources ? prop_json(&v[i]) : json_string(v[i].value);
+
+		if (full && full[i] && lc->sources) {
+			json_object_set_new(pv, "property", json_string(key));
+			json_object_set_new(pv, "value", json_string(full[i]));
+		} else if (full && full[i]) {
+			json_decref(pv);
+			pv = json_string(full[i]);
+		}
+		json_object_set_new(props, key, pv);
+	}
 	json_array_append_new(lc->out, json_pack("{s:s, s:o}", "name", name, "props", props));
 }
 
@@ -1478,8 +1493,28 @@ static int list_values(const char *name, const struct stor_prop_value *v, size_t
 	struct list_ctx *lc = arg;
 
 	if (list_wanted(lc, name))
-		list_row(lc, name, v, nv);
+		list_row(lc, name, v, nv, NULL);
 	return 0;
+}
+
+/* A user property into a stor_prop_value (name, source) and its whole value, malloc'd. */
+struct uprop_ctx {
+	struct stor_prop_value *v;
+	char *full;
+};
+
+static int uprop_keep(const struct stor_uprop_value *u, void *arg)
+{
+	struct uprop_ctx *uc = arg;
+
+	memset(uc->v, 0, sizeof(*uc->v));
+	snprintf(uc->v->name, sizeof(uc->v->name), "%s", u->name);
+	snprintf(uc->v->value, sizeof(uc->v->value), "%s", u->value);
+	snprintf(uc->v->inherited_from, sizeof(uc->v->inherited_from), "%s", u->inherited_from);
+	uc->v->source = u->source;
+	free(uc->full);
+	uc->full = strdup(u->value);
+	return uc->full ? 0 : -ENOMEM;
 }
 
 /* One dataset or snapshot at a time: for snapshots, and for who may open what. */
@@ -1503,6 +1538,23 @@ static int list_one(const char *name, void *arg)
 	for (size_t i = 0; i < lc->nprops; i++) {
 		struct stor_prop_value v;
 
+		free(lc->full[i]);
+		lc->full[i] = NULL;
+		if (prop_is_user(lc->props[i])) {
+			struct uprop_ctx u = { .v = &v };
+			int r = stor_ds_user_props(lc->pool, name, lc->props[i], uprop_keep, &u);
+
+			if (r < 0) {
+				memset(&v, 0, sizeof(v));
+				snprintf(v.value, sizeof(v.value), "-");
+				free(u.full);
+				u.full = NULL;
+				lc->nomem |= r == -ENOMEM;
+			}
+			lc->full[i] = u.full;
+			lc->vals[i] = v;
+			continue;
+		}
 		if (stor_ds_get(lc->pool, name, lc->props[i], &v) < 0) {
 			memset(&v, 0, sizeof(v));
 			snprintf(v.name, sizeof(v.name), "%s", lc->props[i]);
@@ -1511,7 +1563,7 @@ static int list_one(const char *name, void *arg)
 		}
 		lc->vals[i] = v;
 	}
-	list_row(lc, name, lc->vals, lc->nprops);
+	list_row(lc, name, lc->vals, lc->nprops, lc->full);
 	return 0;
 }
 
@@ -1540,6 +1592,14 @@ static json_t *prop_json(const struct stor_prop_value *v)
 static int prop_append(const struct stor_prop_value *v, void *arg)
 {
 	json_array_append_new(arg, prop_json(v));
+	return 0;
+}
+
+static int uprop_append(const struct stor_uprop_value *v, void *arg)
+{
+	json_array_append_new(arg, json_pack("{s:s, s:s, s:s, s:s}", "property", v->name, "value",
+					     v->value, "source", src_name(v->source),
+					     "inherited_from", v->inherited_from));
 	return 0;
 }
 
@@ -1600,10 +1660,15 @@ static int h_ds_list(struct hcall *c)
 		return ret;
 	lc.cells &= lc.props != NULL; /* a row's columns are the props asked for */
 	lc.vals = calloc(lc.nprops ? lc.nprops : 1, sizeof(*lc.vals));
-	if (!lc.vals) {
+	lc.full = calloc(lc.nprops ? lc.nprops : 1, sizeof(*lc.full));
+	if (!lc.vals || !lc.full) {
 		free(lc.props);
+		free(lc.vals);
+		free(lc.full);
 		return -ENOMEM;
 	}
+	for (size_t i = 0; i < lc.nprops; i++)
+		lc.user |= prop_is_user(lc.props[i]);
 	lc.out = json_array();
 	/* a named dataset is looked for in its pool only (c->pe, NULL if unknown) */
 	for (struct pool_ent *pe = c->name ? c->pe : reg_pools(); pe;
@@ -1613,7 +1678,7 @@ static int h_ds_list(struct hcall *c)
 		lc.pool = pe->pool;
 		lc.snapshots = 0;
 		/* datasets in one pass (list_values), unless each needs a check of its owner */
-		if (volumes && !lc.openable)
+		if (volumes && !lc.openable && !lc.user)
 			ret = stor_ds_list_props(pe->pool, lc.props, lc.nprops, list_values, &lc);
 		else if (volumes)
 			ret = stor_ds_list(pe->pool, list_one, &lc);
@@ -1627,6 +1692,9 @@ static int h_ds_list(struct hcall *c)
 			break;
 		}
 	}
+	for (size_t i = 0; i < lc.nprops; i++)
+		free(lc.full[i]);
+	free(lc.full);
 	free(lc.props);
 	free(lc.vals);
 	if (ret >= 0 && lc.nomem)
@@ -1665,9 +1733,18 @@ static int h_ds_get(struct hcall *c)
 	a = json_array();
 	if (!props)
 		ret = stor_ds_get_all(c->pool, c->name, prop_append, a);
+	/* get all: the user properties after the table's, by name, as zfs get all */
+	if (!props && ret == 0)
+		ret = stor_ds_user_props(c->pool, c->name, NULL, uprop_append, a);
 	for (size_t i = 0; ret == 0 && props && i < n; i++) {
 		struct stor_prop_value v;
 
+		if (prop_is_user(props[i])) {
+			ret = stor_ds_user_props(c->pool, c->name, props[i], uprop_append, a);
+			if (ret < 0 && ret != -ENOENT)
+				fail(c, ret, props[i], NULL);
+			continue;
+		}
 		ret = stor_ds_get(c->pool, c->name, props[i], &v);
 		if (ret == 0)
 			json_array_append_new(a, prop_json(&v));
@@ -1688,7 +1765,9 @@ static int h_ds_set(struct hcall *c)
 	const char *prop = jstr(c->args, "prop"), *value = jstr(c->args, "value");
 	int ret;
 
-	if (!prop || !value || strlen(prop) >= 32 || strlen(value) >= 256)
+	/* user properties have bounds of their own (prop_names.h), checked by libstore */
+	if (!prop || !value ||
+	    (!prop_is_user(prop) && (strlen(prop) >= 32 || strlen(value) >= 256)))
 		ERR(c, STOR_EBADPROP, "%s: give a property and a value", c->name);
 	ret = stor_ds_set(c->pool, c->name, prop, value);
 	if (ret < 0)

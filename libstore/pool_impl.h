@@ -84,13 +84,20 @@ struct snap {
 	struct seen_bits seen; /* groups of its table verified since */
 };
 
+struct stor_uprop {
+	char *name, *value;
+};
+
 struct stor_ds {
 	struct stor_pool *pool;
 	char *name;
 	uint64_t id, guid, createtxg;
+	uint64_t creation; /* seconds since the epoch; 0: not known (an older record) */
 	_Atomic uint64_t volsize;
 	uint32_t recsize;
 	char *local[PROP_COUNT]; /* locally set values; NULL = unset */
+	struct stor_uprop *uprops; /* local user properties, sorted by name (userprops.c) */
+	size_t nuprops;
 	atomic_int refs;
 	int destroyed;
 	atomic_int receiving; /* recv.c fills it: no one else opens it */

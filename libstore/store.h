@@ -710,6 +710,28 @@ int stor_ds_set(struct stor_pool *pool, const char *name, const char *prop, cons
 /** Remove the local value of @prop so that it is inherited again. */
 int stor_ds_inherit(struct stor_pool *pool, const char *name, const char *prop);
 
+/*
+ * User properties (module:property, prop_names.h's rule): stor_ds_set()
+ * and stor_ds_inherit() take them as any other name; their values may be
+ * longer than stor_prop_value's, so they are read through this call.
+ */
+struct stor_uprop_value {
+	const char *name, *value;      /* value "-" when unset (source STOR_SRC_NONE) */
+	enum stor_prop_source source;
+	const char *inherited_from;    /* "" unless inherited */
+};
+
+/**
+ * Call @fn for user property @prop of @name (a dataset or DATASET@SNAP,
+ * whose values are its dataset's, inherited), or with @prop NULL for each
+ * one that is set on it or above it, by name. @fn runs without any lock
+ * and the strings last until it returns.
+ * @return 0, -ENOENT (no such dataset), STOR_EBADPROP (@prop breaks the
+ * rule), -ENOMEM, or what @fn returned when not 0
+ */
+int stor_ds_user_props(struct stor_pool *pool, const char *name, const char *prop,
+		       int (*fn)(const struct stor_uprop_value *v, void *ctx), void *ctx);
+
 /** Name, GUID and geometry of an open dataset. */
 const char *stor_ds_name(const struct stor_ds *ds);
 uint64_t stor_ds_guid(const struct stor_ds *ds);

@@ -9,12 +9,22 @@
  * u32 recordsize | u64 createtxg | u16 nprops x (u16 len | name | u16 len | value) |
  * crypto section (dskeys.c) [| u64 origin (a clone's: the id of its origin
  * snapshot's table, else 0) | u16 n | n x (u64 upto | u64 guid): a promoted
- * clone's sealers (clone.c)].
+ * clone's sealers (clone.c) [| u64 creation (seconds since the epoch) |
+ * user properties (userprops.c)]].
+ *
+ * The record's version is the pool's format, so what later versions add
+ * goes at its end, and its length says what is there: a record written
+ * before creation was stored ends after the sealers, and its dataset shows
+ * creation "-" (the time is not known; its createtxg still orders it). Each
+ * record written now carries the whole tail, so a binary older than this
+ * one refuses such a record (STOR_ECORRUPT, naming it) rather than
+ * misreading it: a pool goes forward, not back.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/array.h"
 #include "base/cache.h"
@@ -29,6 +39,7 @@
 #include "ds/recv_state.h"
 #include "ds/snapshot.h"
 #include "ds/space.h"
+#include "ds/userprops.h"
 #include "kv/meta.h"
 #include "pool_impl.h"
 #include "txg/pool_record.h"
@@ -166,6 +177,7 @@ void ds_free(struct stor_ds *ds)
 	snap_free_all(ds);
 	for (int i = 0; i < PROP_COUNT; i++)
 		free(ds->local[i]);
+	uprops_free(ds);
 	free(ds->sealers);
 	free(ds->name);
 	free(ds);
@@ -242,7 +254,8 @@ int ds_save_txn(struct meta_txn *t, struct stor_ds *ds)
 
 int ds_record(struct stor_ds *ds, uint8_t **out, size_t *outlen)
 {
-	size_t len = 4 + 8 + 8 + 8 + 4 + 8 + 2 + DSKEYS_RECORD_LEN + 8 + 2 + ds->nsealers * 16;
+	size_t len = 4 + 8 + 8 + 8 + 4 + 8 + 2 + DSKEYS_RECORD_LEN + 8 + 2 + ds->nsealers * 16 + 8 +
+		     uprops_record_len(ds);
 	uint8_t *buf, *w;
 	uint16_t nprops = 0;
 
@@ -271,14 +284,14 @@ int ds_record(struct stor_ds *ds, uint8_t **out, size_t *outlen)
 		put_bytes(&w, ds->local[i], strlen(ds->local[i]));
 	}
 	dskeys_record(ds, &w);
-	if (ds->origin_id || ds->nsealers) {
-		put_u64(&w, ds->origin_id);
-		put_u16(&w, (uint16_t)ds->nsealers);
-		for (size_t i = 0; i < ds->nsealers; i++) {
-			put_u64(&w, ds->sealers[i].upto);
-			put_u64(&w, ds->sealers[i].guid);
-		}
+	put_u64(&w, ds->origin_id);
+	put_u16(&w, (uint16_t)ds->nsealers);
+	for (size_t i = 0; i < ds->nsealers; i++) {
+		put_u64(&w, ds->sealers[i].upto);
+		put_u64(&w, ds->sealers[i].guid);
 	}
+	put_u64(&w, ds->creation);
+	uprops_record(ds, &w);
 	*out = buf;
 	*outlen = (size_t)(w - buf);
 	return 0;
@@ -377,7 +390,7 @@ static int ds_parse(struct stor_ds *ds, const uint8_t *r, size_t len)
 			return STOR_ECORRUPT;
 		ds->origin_id = get_u64(&o);
 		n = get_u16(&o);
-		if (end - o != (long)n * 16)
+		if (end - o < (long)n * 16)
 			return STOR_ECORRUPT;
 		ds->sealers = n ? calloc(n, sizeof(*ds->sealers)) : NULL;
 		if (n && !ds->sealers)
@@ -387,6 +400,17 @@ static int ds_parse(struct stor_ds *ds, const uint8_t *r, size_t len)
 			ds->sealers[i].guid = get_u64(&o);
 		}
 		ds->nsealers = n;
+		/* nothing more: a record of before creation was stored */
+		if (end - o >= 8) {
+			int ret;
+
+			ds->creation = get_u64(&o);
+			ret = uprops_parse(ds, &o, end);
+			if (ret < 0)
+				return ret;
+		}
+		if (end != o)
+			return STOR_ECORRUPT;
 		end = r + DSKEYS_RECORD_LEN;
 	}
 	return dskeys_parse(ds, &r, end);
@@ -688,6 +712,7 @@ static int ds_create_as(struct stor_pool *p, const char *name, const struct stor
 	}
 	ds->id = p->next_ds_id;
 	ds->createtxg = atomic_load(&p->synced_txg) + 1;
+	ds->creation = (uint64_t)time(NULL);
 	ret = as && as->raw ? 0 : keys_random(&ds->guid, sizeof(ds->guid));
 	if (ret < 0)
 		goto fail;
@@ -1162,6 +1187,13 @@ static void fill_value_of(struct stor_pool *p, struct stor_ds *ds, int id,
 	case PROP_CREATETXG:
 		set_u64(v->value, ds->createtxg);
 		return;
+	case PROP_CREATION:
+		/* "-" for a dataset whose record predates the stored time */
+		if (ds->creation)
+			set_u64(v->value, ds->creation);
+		else
+			set_str(v->value, sizeof(v->value), "-");
+		return;
 	case PROP_VOLSIZE:
 		set_u64(v->value, atomic_load(&ds->volsize));
 		v->source = ds->local[id] ? STOR_SRC_LOCAL : STOR_SRC_NONE;
@@ -1496,10 +1528,28 @@ static int check_settable(int id)
 	return 0;
 }
 
+/* set or inherit (@value NULL) of a user property: its own rule, no table row */
+static int set_user(struct stor_pool *p, const char *name, const char *prop, const char *value)
+{
+	struct stor_ds *ds;
+	int ret;
+
+	pool_set_error("%s", "");
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_locked(p, name);
+	ret = ds ? uprops_set_locked(p, ds, prop, value) : -ENOENT;
+	pthread_mutex_unlock(&p->admin);
+	return ret;
+}
+
 int stor_ds_set(struct stor_pool *p, const char *name, const char *prop, const char *value)
 {
 	struct stor_ds *ds;
-	int id = prop_named(prop), ret;
+	int id, ret;
+
+	if (prop_is_user(prop))
+		return set_user(p, name, prop, value);
+	id = prop_named(prop);
 
 	ret = check_settable(id);
 	if (ret < 0)
@@ -1520,7 +1570,11 @@ int stor_ds_set(struct stor_pool *p, const char *name, const char *prop, const c
 int stor_ds_inherit(struct stor_pool *p, const char *name, const char *prop)
 {
 	struct stor_ds *ds;
-	int id = prop_named(prop), ret;
+	int id, ret;
+
+	if (prop_is_user(prop))
+		return set_user(p, name, prop, NULL);
+	id = prop_named(prop);
 
 	ret = check_settable(id);
 	if (ret == 0 && (id == PROP_VOLSIZE || (prop_table[id].flags & PROP_KEY)))
@@ -1531,5 +1585,95 @@ int stor_ds_inherit(struct stor_pool *p, const char *name, const char *prop)
 	ds = ds_find_locked(p, name);
 	ret = ds ? set_locked(p, ds, id, NULL) : -ENOENT;
 	pthread_mutex_unlock(&p->admin);
+	return ret;
+}
+
+/* ---- user properties: resolution (userprops.c keeps and stores them) ---- */
+
+/* What stor_ds_user_props() found, copied out of the table under the lock. */
+struct ufound {
+	char *name, *value, *from;
+	enum stor_prop_source source;
+};
+
+static int cmp_ufound(const void *a, const void *b)
+{
+	return strcmp(((const struct ufound *)a)->name, ((const struct ufound *)b)->name);
+}
+
+/* @name = @value as set on @d, seen from @asked (the head of a snapshot is a parent to it). */
+static int ufound_add(struct ufound **f, size_t *n, const char *name, const char *value,
+		      const struct stor_ds *d, const struct stor_ds *asked, int snap)
+{
+	struct ufound *t = realloc(*f, (*n + 1) * sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	*f = t;
+	t[*n] = (struct ufound){ strdup(name), strdup(value), strdup(d == asked && !snap ? ""
+										       : d->name),
+				 d == asked && !snap ? STOR_SRC_LOCAL : STOR_SRC_INHERITED };
+	(*n)++;
+	return t[*n - 1].name && t[*n - 1].value && t[*n - 1].from ? 0 : -ENOMEM;
+}
+
+int stor_ds_user_props(struct stor_pool *p, const char *name, const char *prop,
+		       int (*fn)(const struct stor_uprop_value *v, void *ctx), void *ctx)
+{
+	char dsname[STOR_NAME_MAX + 1], why[STOR_NAME_MAX + 160];
+	struct ufound *f = NULL;
+	struct stor_ds *ds;
+	size_t n = 0;
+	int ret = 0, snap = strchr(name, '@') != NULL;
+
+	if (prop && prop_user_name_check(prop, why, sizeof(why)) < 0) {
+		pool_set_error("%s", why);
+		return STOR_EBADPROP;
+	}
+	snprintf(dsname, sizeof(dsname), "%.*s", (int)strcspn(name, "@"), name);
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_locked(p, dsname);
+	if (!ds || (snap && !snap_find_locked(p, name)))
+		ret = -ENOENT;
+	for (struct stor_ds *d = ds; d && ret == 0; d = parent_of(p, d)) {
+		if (prop) {
+			const char *v = uprops_local(d, prop);
+
+			if (v) {
+				ret = ufound_add(&f, &n, prop, v, d, ds, snap);
+				break;
+			}
+			continue;
+		}
+		/* the nearest value of each name wins */
+		for (size_t i = 0; i < d->nuprops && ret == 0; i++) {
+			size_t k = 0;
+
+			while (k < n && strcmp(f[k].name, d->uprops[i].name))
+				k++;
+			if (k == n)
+				ret = ufound_add(&f, &n, d->uprops[i].name, d->uprops[i].value, d,
+						 ds, snap);
+		}
+	}
+	pthread_mutex_unlock(&p->admin);
+	if (ret == 0 && prop && !n) {
+		struct stor_uprop_value v = { prop, "-", STOR_SRC_NONE, "" };
+
+		ret = fn(&v, ctx);
+	}
+	if (n)
+		qsort(f, n, sizeof(*f), cmp_ufound);
+	for (size_t i = 0; i < n && ret == 0; i++) {
+		struct stor_uprop_value v = { f[i].name, f[i].value, f[i].source, f[i].from };
+
+		ret = fn(&v, ctx);
+	}
+	for (size_t i = 0; i < n; i++) {
+		free(f[i].name);
+		free(f[i].value);
+		free(f[i].from);
+	}
+	free(f);
 	return ret;
 }

@@ -1313,7 +1313,7 @@ int stor_snap_list(struct stor_pool *p, int (*fn)(const char *name, void *ctx), 
 	return ret;
 }
 
-static struct snap *find_locked(struct stor_pool *p, const char *name)
+struct snap *snap_find_locked(struct stor_pool *p, const char *name)
 {
 	char dsname[STOR_NAME_MAX + 1];
 	const char *snapname = split(name, dsname);
@@ -1343,7 +1343,7 @@ int snap_get_all(struct stor_pool *p, const char *name,
 	int ret = 0;
 
 	pthread_mutex_lock(&p->admin);
-	s = find_locked(p, name);
+	s = snap_find_locked(p, name);
 	if (s) {
 		value(&v[n++], "createtxg", s->txg);
 		value(&v[n++], "creation", s->ctime);
@@ -1389,7 +1389,7 @@ int snap_open(struct stor_pool *p, const char *name, struct stor_ds **out)
 
 	*out = NULL;
 	pthread_mutex_lock(&p->admin);
-	s = find_locked(p, name);
+	s = snap_find_locked(p, name);
 	if (!s) {
 		ret = -ENOENT;
 		goto out;

@@ -93,6 +93,8 @@ int snap_mac(struct snap *s, struct mac_key **out);
 int snap_load_one(struct stor_pool *p, const char *name, const void *val, size_t vlen);
 /** The snapshot whose table is @id (admin lock held), or NULL. */
 struct snap *snap_find_id_locked(struct stor_pool *p, uint64_t id);
+/** The snapshot DATASET@SNAP @name, unless it is being destroyed; NULL if none. */
+struct snap *snap_find_locked(struct stor_pool *p, const char *name);
 /** The dataset GUID of table @id if it is a snapshot's, else 0 (any thread). */
 uint64_t snap_guid_of(struct stor_pool *p, uint64_t id);
 /** The GUID a record of table @id (a head's or a snapshot's) born at @birth

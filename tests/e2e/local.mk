@@ -183,3 +183,8 @@ check_PROGRAMS += %D%/test_faulted
 %C%_test_faulted_SOURCES = %D%/test_faulted.c $(E2E_FIXTURE)
 %C%_test_faulted_CFLAGS = $(E2E_CFLAGS)
 %C%_test_faulted_LDADD = $(E2E_LDADD)
+
+check_PROGRAMS += %D%/test_verbs
+%C%_test_verbs_SOURCES = %D%/test_verbs.c $(E2E_FIXTURE)
+%C%_test_verbs_CFLAGS = $(E2E_CFLAGS)
+%C%_test_verbs_LDADD = $(E2E_LDADD)
