@@ -3680,18 +3680,31 @@ static int cmd_stats(int argc, char **argv)
 	const char *ds = NULL;
 	struct coffer_conn *c;
 	json_t *prev = NULL, *cur;
-	int opt;
+	static const struct option longs[] = { { "prometheus", no_argument, NULL, 'P' },
+						{ NULL, 0, NULL, 0 } };
+	int opt, prom = 0;
 
-	while ((opt = getopt(argc, argv, "jd:")) != -1) {
+	while ((opt = getopt_long(argc, argv, "jd:P", longs, NULL)) != -1) {
 		if (opt == 'j')
 			opt_json = 1;
 		else if (opt == 'd')
 			ds = optarg;
+		else if (opt == 'P')
+			prom = 1;
 		else
 			usage_exit();
 	}
-	if (argc - optind > 2)
+	if (argc - optind > 2 || (prom && (ds || opt_json || optind < argc)))
 		usage_exit();
+	if (prom) {
+		/* the daemon renders it, as for its GET /metrics */
+		c = conn_open();
+		cur = call(c, "stats", json_pack("{s:b}", "prometheus", 1), NULL);
+		fputs(json_string_value(json_object_get(cur, "text")), stdout);
+		json_decref(cur);
+		coffer_close(c);
+		return fflush(stdout) == 0 ? 0 : 1;
+	}
 	if (optind < argc) {
 		char *end;
 
@@ -3957,10 +3970,13 @@ static const struct cmd cmds[] = {
 	  "Make every write to DATASET durable." },
 	{ "labelclear", cmd_labelclear, "[-f] LUN...",
 	  "Wipe the coffer labels of LUNs no pool uses.\n  -f  of an exported pool's LUN too" },
-	{ "stats", cmd_stats, "[-j] [-d DATASET] [INTERVAL [COUNT]]",
+	{ "stats", cmd_stats, "[-j] [-d DATASET] [INTERVAL [COUNT]] | -P",
 	  "Show I/O counters, every INTERVAL seconds, COUNT times.\n"
 	  "  -j          JSON\n"
-	  "  -d DATASET  that dataset's rows" },
+	  "  -d DATASET  that dataset's rows\n"
+	  "  -P, --prometheus  every counter, gauge and latency histogram in the Prometheus\n"
+	  "              text format (node_exporter's textfile collector; the same text\n"
+	  "              as cofferd's metrics_listen serves)" },
 	{ "bench", cmd_bench, "[options] [PARAMFILE] (see coffer-bench(8))",
 	  "Run a vdbench-style load test; see coffer-bench(8)." },
 	{ "ping", cmd_ping, "",

@@ -7,13 +7,15 @@
 # key server test's HTTPS server; librados-dev: LUNs on Ceph RADOS; ceph-mon,
 # ceph-mgr, ceph-osd, ceph-common (ceph, rados, monmaptool) and uuid-runtime
 # (uuidgen): the single-node cluster tests/e2e/ceph_cluster.sh starts for the
-# RADOS tests, which skip without it).
+# RADOS tests, which skip without it); libmicrohttpd-dev: cofferd's metrics_listen;
+# python3-prometheus-client: the metrics test parses the exposition with it).
 set -e
 PKGS="build-essential autoconf automake pkg-config libuv1-dev libssl-dev liblmdb-dev lmdb-utils
 libzstd-dev libxxhash-dev libcriterion-dev libipsec-mb-dev libinih-dev libjansson-dev
 libsystemd-dev liburing-dev systemd mandoc util-linux procps clang libclang-rt-14-dev
 libnbd-bin python3-libnbd qemu-utils fio nbdkit openssl fuse3 libcurl4-openssl-dev python3
-librados-dev ceph-mon ceph-mgr ceph-osd ceph-common uuid-runtime"
+librados-dev ceph-mon ceph-mgr ceph-osd ceph-common uuid-runtime libmicrohttpd-dev
+python3-prometheus-client"
 missing=
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"

@@ -53,6 +53,7 @@ enum opt_type {
 	OPT_PATHS,     /* absolute paths separated by ':', "" allowed, at most .max bytes */
 	OPT_SOCKNAME,  /* "" (off), a file name beside the socket, or an absolute path (.max) */
 	OPT_HOSTPORT,  /* "" (off), or HOST:PORT ([ADDR]:PORT for IPv6), port 0 to 65535 */
+	OPT_LISTEN,    /* OPT_HOSTPORT, or an absolute path of a Unix socket (.max bytes) */
 };
 
 struct config_opt {
@@ -76,6 +77,9 @@ static const struct config_opt opts[] = {
 	{ "nbd_socket", OPT_SOCKNAME, FIELD(nbd_socket), .def_str = "nbd.sock",
 	  .max = CONFIG_SOCKET_MAX },
 	{ "nbd_listen", OPT_HOSTPORT, FIELD(nbd_listen), .def_str = "", .max = CONFIG_HOSTPORT_MAX },
+	{ "metrics_listen", OPT_LISTEN, FIELD(metrics_listen), .def_str = "",
+	  .max = CONFIG_SOCKET_MAX },
+	{ "metrics_allow_remote", OPT_BOOL, FIELD(metrics_allow_remote), .def_num = 0 },
 	/* an OPT_PATH whose default is "" may be set "" again: not used */
 	{ "nbd_tls_psk", OPT_PATH, FIELD(nbd_tls_psk), .def_str = "", .max = PATH_MAX - 1 },
 	{ "nbd_tls_cert", OPT_PATH, FIELD(nbd_tls_cert), .def_str = "", .max = PATH_MAX - 1 },
@@ -177,7 +181,8 @@ static char *xstrdup(const char *s)
 static bool is_string(const struct config_opt *o)
 {
 	return o->type == OPT_STRING || o->type == OPT_PATH || o->type == OPT_LOGTARGET ||
-	       o->type == OPT_PATHS || o->type == OPT_SOCKNAME || o->type == OPT_HOSTPORT;
+	       o->type == OPT_PATHS || o->type == OPT_SOCKNAME || o->type == OPT_HOSTPORT ||
+	       o->type == OPT_LISTEN;
 }
 
 static char **str_field(struct config *c, const struct config_opt *o)
@@ -274,6 +279,7 @@ void config_defaults_uid(struct config *c, uid_t uid)
 		case OPT_PATHS:
 		case OPT_SOCKNAME:
 		case OPT_HOSTPORT:
+		case OPT_LISTEN:
 			if (o->def_str)
 				*str_field(c, o) = xstrdup(o->def_str);
 			break;
@@ -422,11 +428,19 @@ static int set_value(struct config *c, const struct config_opt *o, const char *v
 		if (too_long(o, value, "path is ", why, whylen))
 			return -1;
 		break;
+	case OPT_LISTEN:
+		if (value[0] == '/') {
+			if (too_long(o, value, "", why, whylen))
+				return -1;
+			break;
+		}
+		/* HOST:PORT */
+		__attribute__((fallthrough));
 	case OPT_HOSTPORT:
 		if (value[0] && config_hostport_split(value, NULL, 0, NULL) < 0) {
 			snprintf(why, whylen,
-				 "'%s' is not HOST:PORT ([ADDRESS]:PORT for IPv6, a port up to 65535)",
-				 value);
+				 "'%s' is not HOST:PORT ([ADDRESS]:PORT for IPv6, a port up to 65535)%s",
+				 value, o->type == OPT_LISTEN ? " or an absolute path" : "");
 			return -1;
 		}
 		if (too_long(o, value, "", why, whylen))
@@ -697,6 +711,7 @@ int config_dump(const struct config *c, FILE *f)
 		case OPT_PATHS:
 		case OPT_SOCKNAME:
 		case OPT_HOSTPORT:
+		case OPT_LISTEN:
 			s = *(char *const *)((const char *)c + o->offset);
 			/* no spaces: a value that loaded from a line of the longest
 			 * length must fit on one line again */

@@ -20,6 +20,8 @@ struct config {
 	char *socket_group;     /* group owning the socket; NULL/"" = daemon's gid */
 	char *nbd_socket;       /* NBD socket: "" = off, a bare name = beside socket */
 	char *nbd_listen;       /* NBD over TCP with TLS, "HOST:PORT"; "" = off */
+	char *metrics_listen;   /* GET /metrics: "HOST:PORT" or a Unix socket path; "" = off */
+	int metrics_allow_remote; /* metrics_listen may be other than loopback */
 	char *nbd_tls_psk;      /* psktool file: identity:hexkey per line; "" = none */
 	char *nbd_tls_cert;     /* server certificate (PEM); "" = none */
 	char *nbd_tls_key;      /* its private key (PEM) */

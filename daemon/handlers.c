@@ -26,6 +26,7 @@
 #include "counters.h"
 #include "handlers.h"
 #include "log.h"
+#include "metrics.h"
 #include "prop_names.h"
 #include "roots.h"
 
@@ -2040,9 +2041,22 @@ static json_t *daemon_io_json(void)
 
 static int h_stats(struct hcall *c)
 {
-	json_t *pa = json_array();
+	json_t *pa;
 	int per_ds = jtrue(c->args, "datasets");
 	struct stor_cache_stats cs;
+
+	/* {"prometheus": true}: the exposition text GET /metrics serves */
+	if (jtrue(c->args, "prometheus")) {
+		size_t len;
+		char *text = metrics_render(&len);
+
+		if (!text)
+			return -ENOMEM;
+		c->reply = json_pack("{s:s%}", "text", text, len);
+		free(text);
+		return c->reply ? 0 : -ENOMEM;
+	}
+	pa = json_array();
 
 	for (struct pool_ent *pe = reg_pools(); pe; pe = pe->next) {
 		json_t *pj = pool_json(pe, 0);

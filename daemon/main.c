@@ -41,6 +41,7 @@
 #include "log.h"
 #include "registry.h"
 #include "roots.h"
+#include "metrics.h"
 #include "nbd.h"
 #include "tls.h"
 #include "rpc.h"
@@ -511,6 +512,10 @@ int main(int argc, char **argv)
 	}
 	if (tls)
 		log_info("NBD over TLS on %s (port %u)", cfg.nbd_listen, tcp_port);
+	if (metrics_http_start(&cfg, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		goto out_pools;
+	}
 	ret = work_start(loop, cfg.workers, cfg.io_inline);
 	if (ret < 0) {
 		log_err("workers: %s", uv_strerror(ret));
@@ -533,6 +538,7 @@ int main(int argc, char **argv)
 	uv_run(loop, UV_RUN_DEFAULT);
 	status = 0;
 out_pools:
+	metrics_http_stop(); /* its renders read the registry */
 	if (reg_fini() && status == 0)
 		status = 1; /* a pool lost writes at shutdown: say so in the exit status */
 	if (status == 0)

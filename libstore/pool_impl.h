@@ -57,12 +57,18 @@ struct ds_keys {
 	uint64_t salt, next;
 };
 
-/* Counters of one dataset: struct stor_io_stats, field by field, atomic. */
+/*
+ * Counters of one dataset: struct stor_io_stats, field by field, atomic.
+ * A request bumps one histogram, its op's (reads, writes, the rest); the
+ * all-ops histogram of stor_io_stats is their sum, made when read.
+ */
+enum { DS_LAT_READ, DS_LAT_WRITE, DS_LAT_OTHER, DS_LAT_N };
 struct ds_stats {
 	atomic_uint_fast64_t reads, writes, discards, flushes, errors;
 	atomic_uint_fast64_t read_bytes, write_bytes, cache_hits, cache_misses;
 	atomic_uint_fast64_t sealed, opened, seal_ns, open_ns, cksum_errors, auth_errors;
-	atomic_uint_fast64_t lat[STOR_LAT_BUCKETS];
+	atomic_uint_fast64_t read_ns, write_ns;
+	atomic_uint_fast64_t lat[DS_LAT_N][STOR_LAT_BUCKETS];
 };
 
 /* A snapshot of a dataset (ds/snapshot.c); here because the write path

@@ -848,7 +848,10 @@ struct stor_io_stats {
 	uint64_t sealed, opened;                     /**< records sealed and opened */
 	uint64_t seal_ns, open_ns;                   /**< time spent sealing and opening */
 	uint64_t cksum_errors, auth_errors;          /**< records that failed verification */
-	uint64_t lat[STOR_LAT_BUCKETS];              /**< request latency histogram */
+	uint64_t lat[STOR_LAT_BUCKETS];              /**< request latency histogram, every op */
+	uint64_t lat_read[STOR_LAT_BUCKETS];         /**< ... of the reads alone */
+	uint64_t lat_write[STOR_LAT_BUCKETS];        /**< ... of the writes alone */
+	uint64_t read_ns, write_ns;                  /**< latency summed over those reads, writes */
 };
 
 /** Lower bound in nanoseconds of latency bucket @i. */

@@ -47,6 +47,7 @@ void stats_request(struct stor_ds *ds, enum stor_io_op op, uint64_t bytes, int r
 		   uint64_t ns)
 {
 	struct ds_stats *s = &ds->stats;
+	unsigned h = DS_LAT_OTHER;
 
 	if (result) {
 		atomic_fetch_add_explicit(&s->errors, 1, memory_order_relaxed);
@@ -56,10 +57,14 @@ void stats_request(struct stor_ds *ds, enum stor_io_op op, uint64_t bytes, int r
 	case STOR_IO_READ:
 		atomic_fetch_add_explicit(&s->reads, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&s->read_bytes, bytes, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->read_ns, ns, memory_order_relaxed);
+		h = DS_LAT_READ;
 		break;
 	case STOR_IO_WRITE:
 		atomic_fetch_add_explicit(&s->writes, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&s->write_bytes, bytes, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->write_ns, ns, memory_order_relaxed);
+		h = DS_LAT_WRITE;
 		break;
 	case STOR_IO_DISCARD:
 		atomic_fetch_add_explicit(&s->discards, 1, memory_order_relaxed);
@@ -72,7 +77,7 @@ void stats_request(struct stor_ds *ds, enum stor_io_op op, uint64_t bytes, int r
 		STOR_ASSERT(!"a successful request of an unknown op");
 		return;
 	}
-	atomic_fetch_add_explicit(&s->lat[lat_bucket(ns)], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&s->lat[h][lat_bucket(ns)], 1, memory_order_relaxed);
 }
 
 static void add_one(const struct ds_stats *s, struct stor_io_stats *st)
@@ -93,9 +98,18 @@ static void add_one(const struct ds_stats *s, struct stor_io_stats *st)
 	ADD(open_ns);
 	ADD(cksum_errors);
 	ADD(auth_errors);
-	for (unsigned i = 0; i < STOR_LAT_BUCKETS; i++)
-		ADD(lat[i]);
+	ADD(read_ns);
+	ADD(write_ns);
 #undef ADD
+#define LAT(h, i) atomic_load_explicit(&s->lat[h][i], memory_order_relaxed)
+	for (unsigned i = 0; i < STOR_LAT_BUCKETS; i++) {
+		uint64_t r = LAT(DS_LAT_READ, i), w = LAT(DS_LAT_WRITE, i);
+
+		st->lat_read[i] += r;
+		st->lat_write[i] += w;
+		st->lat[i] += r + w + LAT(DS_LAT_OTHER, i);
+	}
+#undef LAT
 }
 
 int stor_ds_io_stats(struct stor_pool *p, const char *name, struct stor_io_stats *st)

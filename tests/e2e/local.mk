@@ -188,3 +188,12 @@ check_PROGRAMS += %D%/test_verbs
 %C%_test_verbs_SOURCES = %D%/test_verbs.c $(E2E_FIXTURE)
 %C%_test_verbs_CFLAGS = $(E2E_CFLAGS)
 %C%_test_verbs_LDADD = $(E2E_LDADD)
+
+check_PROGRAMS += %D%/test_metrics
+%C%_test_metrics_SOURCES = %D%/test_metrics.c $(E2E_FIXTURE)
+%C%_test_metrics_CFLAGS = $(E2E_CFLAGS)
+%C%_test_metrics_LDADD = $(E2E_LDADD)
+# the reference parser of the exposition: python3-prometheus-client
+EXTRA_DIST += %D%/metrics_check.py
+AM_TESTS_ENVIRONMENT += COFFER_METRICS_CHECK=$(abs_top_srcdir)/%D%/metrics_check.py; export COFFER_METRICS_CHECK; \
+	COFFER_DASHBOARD=$(abs_top_srcdir)/contrib/grafana-coffer.json; export COFFER_DASHBOARD;
