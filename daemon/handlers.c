@@ -823,6 +823,21 @@ static int h_pool_attach(struct hcall *c)
 	return new_side_verb(c, stor_pool_attach, "attach");
 }
 
+/* The events after "since" (0: every one held), of pool "name" if given. */
+static int h_pool_events(struct hcall *c)
+{
+	json_t *since = json_object_get(c->args, "since"), *max = json_object_get(c->args, "max");
+
+	if ((since && (!json_is_integer(since) || json_integer_value(since) < 0)) ||
+	    (max && (!json_is_integer(max) || json_integer_value(max) < 1)))
+		ERR(c, -EINVAL, "pool_events: 'since' is an eid (0 or more), 'max' a count");
+	c->reply = events_list(since ? (uint64_t)json_integer_value(since) : 0, c->name,
+			       max && json_integer_value(max) < EVENTS_REPLY_MAX
+				       ? (size_t)json_integer_value(max)
+				       : EVENTS_REPLY_MAX);
+	return c->reply ? 0 : -ENOMEM;
+}
+
 static int h_labelclear(struct hcall *c)
 {
 	struct stor_pool_opts o = reg_pool_opts(0);
