@@ -230,12 +230,11 @@ static enum verdict judge(const struct mirror_ext *e, const uint8_t *buf)
 	return memcmp(mac, bp->mac, sizeof(mac)) ? BAD : SOUND;
 }
 
-/* A bad copy on side @idx rewritten: one event per copy (the daemon limits floods). */
-static void repair_event(struct stor_pool *p, unsigned idx, const struct bp *bp, const char *via)
+void mirror_repair_event(struct stor_pool *p, unsigned idx, uint64_t sector, uint64_t size,
+			 const char *via)
 {
 	EVENT(STOR_EV_IO_REPAIR, p->name, EV_STR("lun", lun_path(p->luns[idx].lun)),
-	      EV_NUM("offset", bp->sector * STOR_SECTOR), EV_NUM("size", bp->psize),
-	      EV_STR("via", via));
+	      EV_NUM("offset", sector * STOR_SECTOR), EV_NUM("size", size), EV_STR("via", via));
 }
 
 static int read_side(struct stor_pool *p, unsigned idx, const struct bp *bp, uint8_t *buf)
@@ -296,7 +295,7 @@ int mirror_recover(struct stor_pool *p, const struct mirror_ext *e, unsigned bad
 	for (unsigned i = 0; i < nbad; i++) {
 		if (ios[i].result == 0) {
 			atomic_fetch_add(&p->luns[badv[i]].repaired, 1);
-			repair_event(p, badv[i], e->bp, "read");
+			mirror_repair_event(p, badv[i], e->bp->sector, e->bp->psize, "read");
 		} else {
 			mirror_side_failed(p, badv[i], 1);
 		}
@@ -379,7 +378,8 @@ int mirror_check_extent(struct stor_pool *p, const struct mirror_ext *e, uint64_
 			if (ios[i].result == 0) {
 				atomic_fetch_add(&p->luns[bad[i]].repaired, 1);
 				*fixed += e->bp->psize;
-				repair_event(p, bad[i], e->bp, "scrub");
+				mirror_repair_event(p, bad[i], e->bp->sector, e->bp->psize,
+						    "scrub");
 			} else {
 				mirror_side_failed(p, bad[i], 1);
 			}

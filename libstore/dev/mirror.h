@@ -38,6 +38,11 @@ int mirror_side_failed(struct stor_pool *p, unsigned idx, int write);
 /** mirror_side_failed() of a side whose file was deleted (lunset_check_gone). */
 int mirror_side_gone(struct stor_pool *p, unsigned idx);
 
+/** A bad copy of @size bytes at @sector of side @idx was rewritten, found
+ *  by @via ("read", "scrub"): an io.repair event, one per copy. */
+void mirror_repair_event(struct stor_pool *p, unsigned idx, uint64_t sector, uint64_t size,
+			 const char *via);
+
 /**
  * Side @idx went from state @old to @state (enum side_state): the event
  * (lun.fault for FAULTED, with @why; lun.state else), then the pool's
