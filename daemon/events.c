@@ -179,6 +179,9 @@ static int class_prio(const char *cls)
 					    STOR_EV_POOL_SUSPEND, STOR_EV_IO_REPAIR,
 					    STOR_EV_IO_ERROR,	  STOR_EV_IO_NOSPACE };
 
+	if (!strcmp(cls, EVENTS_POOL_FAULT))
+		return LOG_ERR;
+
 	for (size_t i = 0; i < sizeof(warn) / sizeof(warn[0]); i++)
 		if (!strcmp(cls, warn[i]))
 			return LOG_WARNING;

@@ -18,6 +18,9 @@
 #include "conf.h"
 #include "store.h"
 
+/** A pool that did not import stays listed FAULTED (registry.c): error. */
+#define EVENTS_POOL_FAULT "pool.fault"
+
 /** Most hooks that run at once; more wait, up to EVENTS_HOOK_QUEUE runs. */
 #define EVENTS_HOOKS_MAX 8u
 #define EVENTS_HOOK_QUEUE 256u

@@ -3,7 +3,7 @@
  * E2E: events through the real cofferd and coffer, from real faults. What
  * must hold: a mirror side's file deleted while the pool is imported is a
  * lun.fault naming the LUN and why, then pool.state DEGRADED, each a line
- * in the daemon's log; a scrub over a damaged side is a scrub.start, a
+ * in the daemon's log; a pool whose LUN is gone at start is a pool.fault; a scrub over a damaged side is a scrub.start, a
  * scrub.finish with its counts, and io.repair events cut to a burst whose
  * "suppressed" counts add up, with the named ones, to every copy the LUN
  * says was repaired; a write that finds no room is an io.nospace naming
@@ -152,6 +152,22 @@ Test(events, a_side_deleted_while_imported_is_a_fault_a_degraded_pool_and_log_li
 	cr_assert_not_null(e, "%s", tdaemon_log(&td));
 	cr_assert_str_eq(ev_str(e, "lun"), lun("l1"));
 	json_decref(a);
+}
+
+Test(events, a_pool_that_cannot_import_at_start_is_a_pool_fault)
+{
+	json_t *a, *e;
+
+	COF_OK(NULL, "pool create -s %u tank %s", LUN_SIZE, lun("l0"));
+	tdaemon_stop_ok(&td);
+	cr_assert_eq(unlink(lun("l0")), 0);
+	tdaemon_start_ok(&td);
+	a = wait_event("tank", "pool.fault", NULL, NULL);
+	e = find(a, "pool.fault", NULL, NULL);
+	cr_assert(strstr(ev_str(e, "error"), lun("l0")), "names the LUN: %s", ev_str(e, "error"));
+	json_decref(a);
+	cr_assert(strstr(tdaemon_log(&td), "err: event 1 pool.fault: pool=tank error="), "%s",
+		  tdaemon_log(&td));
 }
 
 /* Junk over the data region's first @len bytes of LUN file @path. */
