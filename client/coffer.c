@@ -1840,7 +1840,7 @@ static int pool_events(int argc, char **argv)
 	struct coffer_conn *c;
 	json_t *doc = NULL, *e;
 	long long since = 0, lost;
-	int opt, follow = 0, verbose = 0, first = 1;
+	int opt, follow = 0, verbose = 0, first = 1, more;
 	size_t i;
 
 	while ((opt = getopt(argc, argv, "fjv")) != -1) {
@@ -1885,8 +1885,11 @@ static int pool_events(int argc, char **argv)
 				event_print(e, verbose);
 		}
 		since = (long long)json_integer_value(json_object_get(reply, "next"));
+		more = json_is_true(json_object_get(reply, "more"));
 		json_decref(reply);
 		first = 0;
+		if (more)
+			continue; /* a reply holds EVENTS_REPLY_MAX: the rest at once */
 		if (!follow)
 			break;
 		fflush(stdout);

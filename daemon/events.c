@@ -326,6 +326,7 @@ json_t *events_list(uint64_t since, const char *pool, size_t max)
 	struct ev **got = NULL;
 	uint64_t first, next, lost, upto;
 	size_t n = 0;
+	int more = 0;
 
 	if (!reply || !a || !(got = calloc(max ? max : 1, sizeof(*got)))) {
 		json_decref(reply);
@@ -344,6 +345,7 @@ json_t *events_list(uint64_t since, const char *pool, size_t max)
 			continue;
 		if (n == max) {
 			upto = eid - 1;
+			more = 1;
 			break;
 		}
 		got[n++] = ev_ref(e);
@@ -368,6 +370,7 @@ json_t *events_list(uint64_t since, const char *pool, size_t max)
 	json_object_set_new(reply, "next", json_integer((json_int_t)(upto > since ? upto : since)));
 	json_object_set_new(reply, "first", json_integer((json_int_t)first));
 	json_object_set_new(reply, "lost", json_integer((json_int_t)lost));
+	json_object_set_new(reply, "more", json_boolean(more));
 	return reply;
 }
 

@@ -58,7 +58,7 @@ void events_post(const char *cls, const char *pool, const struct stor_event_fiel
  * @max, as the reply of pool_events: {"events": [{eid, time, time_ns,
  * class, pool, fields}], "next": the eid to ask after next, "first": the
  * oldest eid still held, "lost": events after @since that fell off the
- * list}. NULL: no memory.
+ * list, "more": true when @max cut the reply short}. NULL: no memory.
  */
 json_t *events_list(uint64_t since, const char *pool, size_t max);
 
