@@ -24,6 +24,9 @@
  * - libstore never prints; errors come back as return codes. The one
  *   exception is a failed internal assertion (stor_assert.h): a line on
  *   stderr, and abort() in a build configured with --enable-debug.
+ *   What happens without a caller asking (a LUN faulted, a copy repaired,
+ *   a scrub done) goes to the one receiver of stor_set_event_fn(), called
+ *   from any thread, pool locks perhaps held (see "events" below).
  * - Return values: 0 for success, >= 0 for a count, -errno for system
  *   failures, STOR_E* (below -10000) for store conditions.
  */
