@@ -1791,6 +1791,116 @@ static int pool_scrub(int argc, char **argv)
 	return 0;
 }
 
+/* One field's value of an event as text. */
+static void event_value(json_t *v, char *buf, size_t len)
+{
+	if (json_is_string(v))
+		snprintf(buf, len, "%s", json_string_value(v));
+	else
+		snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+}
+
+/* An event as events prints it: a line (time, class, pool), with -v its fields under it. */
+static void event_print(json_t *e, int verbose)
+{
+	time_t t = (time_t)json_integer_value(json_object_get(e, "time"));
+	const char *key;
+	char when[64], val[1024];
+	struct tm tm;
+	json_t *v;
+
+	localtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+	printf("%s.%03lld %-6lld %-18s %s\n", when,
+	       (long long)json_integer_value(json_object_get(e, "time_ns")) / 1000000,
+	       (long long)json_integer_value(json_object_get(e, "eid")),
+	       json_string_value(json_object_get(e, "class")),
+	       json_string_value(json_object_get(e, "pool")));
+	if (!verbose)
+		return;
+	json_object_foreach(json_object_get(e, "fields"), key, v) {
+		event_value(v, val, sizeof(val));
+		printf("        %-14s %s\n", key, val);
+	}
+	putchar('\n');
+}
+
+/* How often events -f asks for what is new (ms): cheap for the daemon, soon enough for a person. */
+#define EVENTS_POLL_MS 250
+
+/*
+ * events [-f] [-j] [-v] [POOL]: the daemon's list of events (zpool events),
+ * oldest first; -f then prints each new one as it comes, by asking for the
+ * events after the last one seen every EVENTS_POLL_MS. With -j the list is
+ * a document; with -f -j each event is a line of its own (JSON lines), so a
+ * reader can act on each as it comes.
+ */
+static int pool_events(int argc, char **argv)
+{
+	struct coffer_conn *c;
+	json_t *doc = NULL, *e;
+	long long since = 0, lost;
+	int opt, follow = 0, verbose = 0, first = 1, more;
+	size_t i;
+
+	while ((opt = getopt(argc, argv, "fjv")) != -1) {
+		if (opt == 'f')
+			follow = 1;
+		else if (opt == 'j')
+			opt_json = 1;
+		else if (opt == 'v')
+			verbose = 1;
+		else
+			usage_exit();
+	}
+	if (argc - optind > 1)
+		usage_exit();
+	if (opt_json && !follow) {
+		doc = jout_doc("coffer pool events", NULL);
+		json_object_set_new(doc, "events", json_array());
+	}
+	c = conn_open();
+	for (;;) {
+		json_t *args = json_pack("{s:I}", "since", (json_int_t)since), *reply;
+
+		if (optind < argc)
+			json_object_set_new(args, "name", json_string(argv[optind]));
+		reply = call(c, "pool_events", args, optind < argc ? argv[optind] : NULL);
+		lost = (long long)json_integer_value(json_object_get(reply, "lost"));
+		/* the first reply's losses are only the list's bound: older events left it */
+		if (lost && !first)
+			fprintf(stderr, "coffer: %lld events left the daemon's list before they were "
+					"read (max_events)\n", lost);
+		if (first && !opt_json)
+			printf("%-23s %-6s %-18s %s\n", "TIME", "EID", "CLASS", "POOL");
+		json_array_foreach(json_object_get(reply, "events"), i, e) {
+			if (doc)
+				json_array_append(json_object_get(doc, "events"), jout_numbers(e));
+			else if (opt_json) {
+				char *line = json_dumps(jout_numbers(e), JSON_COMPACT);
+
+				printf("%s\n", line ? line : "{}");
+				free(line);
+			} else
+				event_print(e, verbose);
+		}
+		since = (long long)json_integer_value(json_object_get(reply, "next"));
+		more = json_is_true(json_object_get(reply, "more"));
+		json_decref(reply);
+		first = 0;
+		if (more)
+			continue; /* a reply holds EVENTS_REPLY_MAX: the rest at once */
+		if (!follow)
+			break;
+		fflush(stdout);
+		nanosleep(&(struct timespec){ 0, EVENTS_POLL_MS * 1000000L }, NULL);
+	}
+	coffer_close(c);
+	if (doc)
+		jout_print(doc);
+	return 0;
+}
+
 static int pool_get(int argc, char **argv);
 
 static const struct cmd pool_cmds[] = {
@@ -1859,6 +1969,12 @@ static const struct cmd pool_cmds[] = {
 	{ "detach", pool_detach, "POOL LUN",
 	  "Take a side out of its mirror for good (refused for the only side holding every\n"
 	  "write)." },
+	{ "events", pool_events, "[-f] [-j] [-v] [POOL]",
+	  "List the daemon's recent events (faults, repairs, lost records, scans, state\n"
+	  "changes, keys, administrative changes), oldest first; of POOL only if given.\n"
+	  "  -f  follow: print new events as they come, until interrupted\n"
+	  "  -j  JSON (with -f, one event per line)\n"
+	  "  -v  every field of each event" },
 	{ NULL, NULL, NULL, NULL },
 };
 
@@ -3862,9 +3978,10 @@ static int unknown_verb(const struct cmd *table, const char *prefix, const char 
 
 static const struct cmd cmds[] = {
 	{ "pool", cmd_pool, "create|add|list|get|status|check|clear|scrub|offline|online|replace|"
-			    "attach|detach|export|import|destroy ...",
+			    "attach|detach|events|export|import|destroy ...",
 	  "Pools: run 'coffer help pool VERB' for one of create, add, list, get, status, check, "
-	  "clear, scrub, offline, online, replace, attach, detach, export, import, destroy." },
+	  "clear, scrub, offline, online, replace, attach, detach, events, export, import, "
+	  "destroy." },
 	{ "create", cmd_create, "[-p] [-s] [-V SIZE] [-b RECORDSIZE] [-o prop=val]... POOL/NAME",
 	  "Create volume POOL/NAME.\n"
 	  "  -p          make the missing datasets above it first (sparse)\n"

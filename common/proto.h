@@ -134,6 +134,7 @@
 	XX(63, POOL_REPLACE, "pool_replace", h_pool_replace, JA | ON_POOL, 2, JMAX)          \
 	XX(64, POOL_ATTACH, "pool_attach", h_pool_attach, JA | ON_POOL, 2, JMAX)             \
 	XX(65, POOL_DETACH, "pool_detach", h_pool_detach, JA | ON_POOL, 2, JMAX)             \
+	XX(66, POOL_EVENTS, "pool_events", h_pool_events, J | CMD_ADMIN | CMD_POOL | CMD_NAME_OPT, 0, JMAX) \
 	XX(70, SNAPSHOT, "snapshot", h_snapshot, JA | ON_DS | CMD_SNAP, 2, JMAX)             \
 	XX(71, ROLLBACK, "rollback", h_rollback, JA | ON_DS | CMD_SNAP, 2, JMAX)             \
 	XX(72, SEND, "send", h_send, JA | ON_DS | CMD_SNAP | CMD_DATA, 2, JMAX)              \

@@ -35,6 +35,8 @@ struct config {
 	unsigned txg_timeout;   /* seconds between txg commits */
 	uint64_t scrub_rate;    /* bytes per second a scrub reads at most; 0 = no limit */
 	unsigned workers;       /* worker threads for record I/O; 0 = number of CPUs */
+	unsigned max_events;    /* events the list keeps (pool events); older ones leave it */
+	char *event_hook_dir;   /* executables run per event class (events.c); "" = none */
 	int log_level;          /* syslog priority: LOG_ERR .. LOG_DEBUG */
 	char *log_target;       /* "stderr", "syslog" or a file path */
 	unsigned max_connections;
@@ -72,6 +74,9 @@ struct config {
 #define CONFIG_SCRUB_RATE_DEFAULT (64ull << 20)
 #define CONFIG_SCRUB_RATE_MAX (1ull << 40)
 #define CONFIG_WORKERS_MAX 256u
+#define CONFIG_MAX_EVENTS_DEFAULT 1000u
+#define CONFIG_MAX_EVENTS_MIN 8u
+#define CONFIG_MAX_EVENTS_MAX 1000000u
 #define CONFIG_MAX_CONNECTIONS_DEFAULT 1024u
 #define CONFIG_MAX_CONNECTIONS_MAX 65536u
 #define CONFIG_ADMIN_CONNECTIONS_DEFAULT 16u

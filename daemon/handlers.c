@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 
 #include "conf.h"
 #include "counters.h"
+#include "events.h"
 #include "handlers.h"
 #include "log.h"
 #include "metrics.h"
@@ -49,6 +51,33 @@ static int fail(struct hcall *c, int ret, const char *verb, const char *detail)
 		detail = stor_pool_last_error();
 	snprintf(c->detail, sizeof(c->detail), "%s", detail);
 	return ret;
+}
+
+/*
+ * An administrative change is done: one admin.<command> event, whose log
+ * line (events.c) is the journal's record of it, with the pool it changed
+ * (@pool, NULL: the part of c->name before '/' or '@'), the target, the
+ * caller's uid and @fmt's text.
+ */
+static void __attribute__((format(printf, 3, 4)))
+admin_event(struct hcall *c, const char *pool, const char *fmt, ...)
+{
+	char cls[64], msg[512], pbuf[STOR_POOL_NAME_MAX + 1] = "";
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (!pool && c->name) {
+		snprintf(pbuf, sizeof(pbuf), "%.*s", (int)strcspn(c->name, "/@"), c->name);
+		pool = pbuf;
+	}
+	snprintf(cls, sizeof(cls), "admin.%s", c->cmd->name);
+	events_post(cls, pool,
+		    (struct stor_event_field[]){ { .name = "name", .str = c->name ? c->name : "" },
+						 { .name = "uid", .num = c->peer->uid },
+						 { .name = "msg", .str = msg } },
+		    3);
 }
 
 static const char *jstr(json_t *args, const char *key)
@@ -636,7 +665,7 @@ static int h_pool_create(struct hcall *c)
 		stor_pool_destroy(c->name, &o);
 		goto undo;
 	}
-	log_info("pool %s: created with %zu LUNs", c->name, n);
+	admin_event(c, NULL, "pool %s: created with %zu LUNs", c->name, n);
 	c->reply = json_pack("{s:s}", "name", c->name);
 	goto out;
 undo:
@@ -688,6 +717,9 @@ static int h_pool_add(struct hcall *c)
 			     : stor_pool_add_mirror(c->pool, sides, (unsigned)n, size, flags);
 	if (ret < 0 && !c->err[0])
 		ret = fail(c, ret, "add", stor_pool_last_error());
+	if (ret == 0)
+		admin_event(c, NULL, "pool %s: %s %.200s added", c->name, n > 1 ? "mirror of" : "lun",
+			    sides[0]);
 	free(sides);
 	return ret;
 }
@@ -699,7 +731,7 @@ static int h_pool_clear(struct hcall *c)
 
 	if (ret < 0)
 		return fail(c, ret, "clear", ret == -ENOENT ? stor_pool_last_error() : NULL);
-	log_info("pool %s: errors cleared on %.200s", c->name, lun ? lun : "every LUN");
+	admin_event(c, NULL, "pool %s: errors cleared on %.200s", c->name, lun ? lun : "every LUN");
 	return 0;
 }
 
@@ -728,9 +760,7 @@ static int h_pool_scrub(struct hcall *c)
 		    what == STOR_SCRUB_PAUSE ? "running" : "running or paused");
 	if (ret < 0)
 		return fail(c, ret, "scrub", NULL);
-	log_info("pool %s: scrub %s", c->name,
-		 what == STOR_SCRUB_STOP ? "stopped" : what == STOR_SCRUB_PAUSE ? "paused" : "started");
-	return 0;
+	return 0; /* libstore's scrub.start, scrub.pause or scrub.abort event says it */
 }
 
 /* offline, online, detach: one side, by path or index */
@@ -745,7 +775,7 @@ static int side_verb(struct hcall *c, int (*verb)(struct stor_pool *, const char
 	ret = verb(c->pool, lun);
 	if (ret < 0)
 		return fail(c, ret, what, stor_pool_last_error());
-	log_info("pool %s: lun %.200s: %s", c->name, lun, what);
+	admin_event(c, NULL, "pool %s: lun %.200s: %s", c->name, lun, what);
 	return 0;
 }
 
@@ -780,7 +810,7 @@ static int new_side_verb(struct hcall *c,
 	ret = verb(c->pool, lun, new_lun, flags);
 	if (ret < 0)
 		return fail(c, ret, what, stor_pool_last_error());
-	log_info("pool %s: %s %.200s with %.200s: resilvering", c->name, what, lun, new_lun);
+	admin_event(c, NULL, "pool %s: %s %.200s with %.200s: resilvering", c->name, what, lun, new_lun);
 	return 0;
 }
 
@@ -794,6 +824,21 @@ static int h_pool_attach(struct hcall *c)
 	return new_side_verb(c, stor_pool_attach, "attach");
 }
 
+/* The events after "since" (0: every one held), of pool "name" if given. */
+static int h_pool_events(struct hcall *c)
+{
+	json_t *since = json_object_get(c->args, "since"), *max = json_object_get(c->args, "max");
+
+	if ((since && (!json_is_integer(since) || json_integer_value(since) < 0)) ||
+	    (max && (!json_is_integer(max) || json_integer_value(max) < 1)))
+		ERR(c, -EINVAL, "pool_events: 'since' is an eid (0 or more), 'max' a count");
+	c->reply = events_list(since ? (uint64_t)json_integer_value(since) : 0, c->name,
+			       max && json_integer_value(max) < EVENTS_REPLY_MAX
+				       ? (size_t)json_integer_value(max)
+				       : EVENTS_REPLY_MAX);
+	return c->reply ? 0 : -ENOMEM;
+}
+
 static int h_labelclear(struct hcall *c)
 {
 	struct stor_pool_opts o = reg_pool_opts(0);
@@ -805,7 +850,7 @@ static int h_labelclear(struct hcall *c)
 	ret = stor_lun_labelclear(lun, &o, jtrue(c->args, "force") ? STOR_FORCE : 0);
 	if (ret < 0)
 		return fail(c, ret, NULL, stor_pool_last_error());
-	log_info("lun %.200s: label cleared", lun);
+	admin_event(c, "", "lun %.200s: label cleared", lun);
 	return 0;
 }
 
@@ -819,7 +864,8 @@ static int h_pool_export(struct hcall *c)
 		reg_pool_remove(c->pe);
 		c->pe = NULL;
 		reg_save();
-		log_info("pool %s: exported (it was faulted; its labels are unchanged)", c->name);
+		admin_event(c, NULL, "pool %s: exported (it was faulted; its labels are unchanged)",
+			    c->name);
 		return 0;
 	}
 	ret = pool_revoke(c);
@@ -842,7 +888,7 @@ static int h_pool_export(struct hcall *c)
 	reg_pool_remove(c->pe);
 	c->pe = NULL;
 	reg_save();
-	log_info("pool %s: exported", c->name);
+	admin_event(c, NULL, "pool %s: exported", c->name);
 	return 0;
 }
 
@@ -1166,10 +1212,10 @@ static int h_pool_import(struct hcall *c)
 	}
 	reg_save();
 	if (o.new_name)
-		log_info("pool %s: imported as %s", name, o.new_name);
+		admin_event(c, o.new_name, "pool %s: imported as %s", name, o.new_name);
 	else
-		log_info("pool %s: imported%s", name,
-			 s.matches ? " from the LUNs found by searching" : "");
+		admin_event(c, name, "pool %s: imported%s", name,
+			    s.matches ? " from the LUNs found by searching" : "");
 	c->reply = json_pack("{s:s}", "name", o.new_name ? o.new_name : name);
 	import_says(c->reply, pe);
 out:
@@ -1199,7 +1245,7 @@ static int h_pool_destroy(struct hcall *c)
 	ret = stor_pool_destroy(c->name, &o);
 	if (ret < 0)
 		return fail(c, ret, "destroy", NULL);
-	log_info("pool %s: destroyed", c->name);
+	admin_event(c, NULL, "pool %s: destroyed", c->name);
 	return 0;
 }
 
@@ -1253,7 +1299,7 @@ static int h_ds_create(struct hcall *c)
 							 : NULL);
 		goto out;
 	}
-	log_info("dataset %s: created", c->name);
+	admin_event(c, NULL, "dataset %s: created", c->name);
 	c->reply = json_pack("{s:s}", "name", c->name);
 out:
 	key_free(kbuf, &key);
@@ -1283,7 +1329,7 @@ static int h_clone(struct hcall *c)
 	free(props);
 	if (ret < 0)
 		return ret;
-	log_info("dataset %s: cloned from %s", c->name, origin);
+	admin_event(c, NULL, "dataset %s: cloned from %s", c->name, origin);
 	c->reply = json_pack("{s:s}", "name", c->name);
 	return 0;
 }
@@ -1294,7 +1340,7 @@ static int h_promote(struct hcall *c)
 
 	if (ret < 0)
 		return fail(c, ret, "promote", NULL);
-	log_info("dataset %s: promoted", c->name);
+	admin_event(c, NULL, "dataset %s: promoted", c->name);
 	return 0;
 }
 
@@ -1313,7 +1359,7 @@ static int h_ds_destroy(struct hcall *c)
 		return fail(c, ret, "destroy", stor_pool_last_error());
 	if (ret < 0)
 		return fail(c, ret, "destroy", ret == -EBUSY ? "it has children or is open" : NULL);
-	log_info("dataset %s: destroyed", c->name);
+	admin_event(c, NULL, "dataset %s: destroyed", c->name);
 	return 0;
 }
 
@@ -1355,7 +1401,7 @@ static int h_snapshot(struct hcall *c)
 		return fail(c, ret, "snapshot",
 			    ret == STOR_ENOKEY || ret == -ENOENT ? stor_pool_last_error() : NULL);
 	if (ret == 0)
-		log_info("dataset %s: snapshot%s made", c->name, n ? "s" : "");
+		admin_event(c, NULL, "dataset %s: snapshot%s made", c->name, n ? "s" : "");
 	return ret;
 }
 
@@ -1369,7 +1415,7 @@ static int h_rollback(struct hcall *c)
 	if (ret < 0)
 		return fail(c, ret, "rollback",
 			    stor_pool_last_error()[0] ? stor_pool_last_error() : NULL);
-	log_info("dataset %s: rolled back", c->name);
+	admin_event(c, NULL, "dataset %s: rolled back", c->name);
 	return 0;
 }
 
@@ -1776,6 +1822,7 @@ static int h_ds_set(struct hcall *c)
 			    ret == STOR_EBADPROP  ? prop_hint(prop)
 			    : ret == STOR_ENOSPC ? stor_pool_last_error()
 						 : NULL);
+	admin_event(c, NULL, "dataset %s: %s set to %s", c->name, prop, value);
 	return 0;
 }
 
@@ -1789,6 +1836,7 @@ static int h_ds_inherit(struct hcall *c)
 	ret = stor_ds_inherit(c->pool, c->name, prop);
 	if (ret < 0)
 		return fail(c, ret, "inherit", NULL);
+	admin_event(c, NULL, "dataset %s: %s inherited", c->name, prop);
 	return 0;
 }
 
@@ -1856,8 +1904,7 @@ static int h_key_load(struct hcall *c)
 		return fail(c, ret, NULL,
 			    ret == STOR_EAUTH || ret == STOR_ECORRUPT ? stor_pool_last_error()
 								      : NULL);
-	log_info("dataset %s: key loaded", c->name);
-	return 0;
+	return 0; /* libstore's key.load event says it */
 }
 
 static int h_key_unload(struct hcall *c)
@@ -1872,8 +1919,7 @@ static int h_key_unload(struct hcall *c)
 	ret = stor_key_unload(c->pool, c->name, force ? STOR_FORCE : 0);
 	if (ret < 0)
 		return fail(c, ret, "unload-key", ret == -EBUSY ? "the dataset is open" : NULL);
-	log_info("dataset %s: key unloaded", c->name);
-	return 0;
+	return 0; /* libstore's key.unload event says it */
 }
 
 static int h_key_change(struct hcall *c)
@@ -1889,7 +1935,7 @@ static int h_key_change(struct hcall *c)
 		ret = stor_key_inherit(c->pool, c->name);
 		if (ret < 0)
 			return fail(c, ret, "change-key -i", NULL);
-		log_info("dataset %s: key now inherited from its parent's encryption root", c->name);
+		admin_event(c, NULL, "dataset %s: key now inherited from its parent's encryption root", c->name);
 		return 0;
 	}
 	ret = arg_strv(c, "props", &props, &n);
@@ -1901,7 +1947,7 @@ static int h_key_change(struct hcall *c)
 	free(props);
 	if (ret < 0)
 		return c->err[0] ? ret : fail(c, ret, "change-key", NULL);
-	log_info("dataset %s: key changed", c->name);
+	admin_event(c, NULL, "dataset %s: key changed", c->name);
 	return 0;
 }
 

@@ -38,6 +38,7 @@
 #include "conf.h"
 #include "counters.h"
 #include "dispatch.h"
+#include "events.h"
 #include "log.h"
 #include "registry.h"
 #include "roots.h"
@@ -269,6 +270,7 @@ static void drained(void)
 	/* every connection is gone: nothing is in flight any more */
 	reg_loop_stop();
 	work_stop();
+	events_loop_stop();
 	uv_close((uv_handle_t *)&sig_term, NULL);
 	uv_close((uv_handle_t *)&sig_int, NULL);
 	uv_close((uv_handle_t *)&sig_hup, NULL);
@@ -475,6 +477,11 @@ int main(int argc, char **argv)
 		log_err("ceph: out of memory");
 		goto out;
 	}
+	/* before the pools: what their imports find is an event too */
+	if (events_init(&cfg) < 0) {
+		log_err("max_events %u: out of memory", cfg.max_events);
+		goto out;
+	}
 	ret = reg_init(&cfg);
 	if (ret < 0) {
 		log_err("state_dir %s: pools: %s", cfg.state_dir, strerror(-ret));
@@ -487,7 +494,9 @@ int main(int argc, char **argv)
 
 	loop = uv_default_loop();
 	dispatch_init(loop, &cfg);
-	ret = reg_loop_start(loop);
+	ret = events_loop_start(loop);
+	if (ret == 0)
+		ret = reg_loop_start(loop);
 	if (ret < 0) {
 		log_err("registry: %s", uv_strerror(ret));
 		goto out_pools;
@@ -548,6 +557,7 @@ out:
 	if (status == 0)
 		uv_loop_close(loop);
 	tls_ctx_free(tls);
+	events_fini();
 	log_close();
 	config_free(&cfg);
 	roots_free();

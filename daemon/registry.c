@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "events.h"
 #include "log.h"
 #include "registry.h"
 #include "work.h"
@@ -244,6 +245,9 @@ struct pool_ent *reg_pool_import(const char *name, const struct stor_pool_opts *
 			free(pe);
 			return NULL;
 		}
+		/* listed FAULTED: its event's log line says why */
+		events_post(EVENTS_POOL_FAULT, pe->name,
+			    &(struct stor_event_field){ .name = "error", .str = pe->error }, 1);
 	}
 	pool_insert(pe);
 	return pe;
@@ -326,10 +330,8 @@ int reg_init(const struct config *config)
 		pe = reg_pool_import(line, NULL, 1, &ret);
 		if (!pe)
 			continue;
-		if (ret < 0)
-			log_err("pool %s: import: %s", line, pe->error);
-		else
-			log_info("pool %s: imported", line);
+		if (ret == 0)
+			log_info("pool %s: imported", line); /* a failure: pool.fault */
 	}
 	pthread_rwlock_unlock(&pools_lock);
 	fclose(f);

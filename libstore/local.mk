@@ -10,6 +10,7 @@ libstore_libstore_a_SOURCES = \
 	%D%/ds/clone.h %D%/ds/dataset.h %D%/ds/dskeys.h %D%/ds/keyfile.h %D%/ds/space.h \
 	%D%/io/record.h %D%/kv/statedir.h %D%/pool/pool_rename.h \
 	%D%/pool/resilver.h %D%/pool/scrub.h %D%/send/recv.h \
+	%D%/base/events.h %D%/base/events.c \
 	%D%/base/pool_error.c %D%/base/stor_assert.h %D%/base/stor_assert.c %D%/base/array.h %D%/base/bytes.h \
 	%D%/base/cache.h %D%/base/cache.c %D%/base/seen_bits.h %D%/base/seen_bits.c \
 	%D%/crypt/crypt.h %D%/crypt/crypt_backend.h %D%/crypt/crypt.c %D%/crypt/crypt_openssl.c \

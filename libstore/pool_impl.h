@@ -231,6 +231,7 @@ struct stor_pool {
 	struct pool_lun luns[STOR_LUNS_MAX];
 	atomic_uint nluns;
 	atomic_int sides_dirty; /* a side's missing_since changed: the next commit writes it */
+	atomic_int degraded;    /* a LUN is faulted, as the last pool.state event said */
 	/* LUNs (and absent reasons) a side no longer uses, closed with the pool:
 	 * a status call may still hold the pointer (lunset_retire) */
 	struct errlog errlog;

@@ -24,6 +24,9 @@
  * - libstore never prints; errors come back as return codes. The one
  *   exception is a failed internal assertion (stor_assert.h): a line on
  *   stderr, and abort() in a build configured with --enable-debug.
+ *   What happens without a caller asking (a LUN faulted, a copy repaired,
+ *   a scrub done) goes to the one receiver of stor_set_event_fn(), called
+ *   from any thread, pool locks perhaps held (see "events" below).
  * - Return values: 0 for success, >= 0 for a count, -errno for system
  *   failures, STOR_E* (below -10000) for store conditions.
  */
@@ -478,6 +481,69 @@ struct stor_verify_report {
 int stor_pool_verify(struct stor_pool *pool, struct stor_verify_report *rep);
 /** Free the findings of @rep (and zero them). NULL-safe. */
 void stor_verify_report_free(struct stor_verify_report *rep);
+
+/* ---- events ---- */
+
+/*
+ * What happens to a pool without a caller asking is reported as an event:
+ * a class in OpenZFS's style (below) and named fields. Which fields each
+ * class carries is listed beside it; every text field is printable, none
+ * carries key material or record bytes.
+ */
+#define STOR_EV_LUN_FAULT "lun.fault"         /**< a LUN faulted: lun, vdev, state, old_state,
+					       *   reason, read_errors, write_errors */
+#define STOR_EV_LUN_STATE "lun.state"         /**< a side changed state otherwise (OFFLINE,
+					       *   RESILVERING, ONLINE, DETACHED): lun, vdev,
+					       *   state, old_state */
+#define STOR_EV_POOL_STATE "pool.state"       /**< the pool became DEGRADED or ONLINE again:
+					       *   state, old_state */
+#define STOR_EV_POOL_SUSPEND "pool.suspend"   /**< writes refused: reason, error */
+#define STOR_EV_POOL_RESUME "pool.resume"     /**< a commit succeeded again: writes go on */
+#define STOR_EV_IO_REPAIR "io.repair"         /**< a bad copy rewritten from a sound side:
+					       *   lun, offset, size, via (read, scrub) */
+#define STOR_EV_IO_ERROR "io.error"           /**< a record with no sound copy (lost):
+					       *   dataset, dataset_id, record, via */
+#define STOR_EV_IO_NOSPACE "io.nospace"       /**< writes refused for want of space:
+					       *   dataset, requests */
+#define STOR_EV_SCRUB_START "scrub.start"     /**< total (bytes), resumed (0, 1) */
+#define STOR_EV_SCRUB_FINISH "scrub.finish"   /**< examined, repaired (bytes), errors */
+#define STOR_EV_SCRUB_ABORT "scrub.abort"     /**< stopped for good: examined, repaired, errors */
+#define STOR_EV_SCRUB_PAUSE "scrub.pause"     /**< examined */
+#define STOR_EV_RESILVER_START "resilver.start"   /**< total (bytes) */
+#define STOR_EV_RESILVER_FINISH "resilver.finish" /**< examined, repaired (bytes copied), errors */
+#define STOR_EV_KEY_LOAD "key.load"           /**< dataset (the encryption root), datasets */
+#define STOR_EV_KEY_UNLOAD "key.unload"       /**< dataset, datasets */
+
+/** One field of an event: a text, or a number when @str is NULL. */
+struct stor_event_field {
+	const char *name; /**< lowercase letters, digits and '_' */
+	const char *str;
+	uint64_t num;
+};
+
+/** An event; it and everything it points to live only during the call. */
+struct stor_event {
+	const char *cls;  /**< a STOR_EV_* class */
+	const char *pool; /**< the pool's name, "" for none */
+	const struct stor_event_field *fields;
+	size_t nfields;
+};
+
+/**
+ * Called for every event, from whichever thread saw it (an I/O worker, a
+ * scrub thread, an administrative call), possibly with locks of the pool
+ * held: it must copy what it keeps, return soon and never call into
+ * libstore. Floods happen (a scrub over a damaged side rewrites a copy per
+ * extent): a receiver that logs should limit them.
+ */
+typedef void (*stor_event_fn)(const struct stor_event *ev, void *arg);
+
+/**
+ * Register the receiver of every event of the process (NULL: none, the
+ * default). Call it before any pool opens: it is not meant to change while
+ * events may be posted.
+ */
+void stor_set_event_fn(stor_event_fn fn, void *arg);
 
 /* ---- key material ---- */
 

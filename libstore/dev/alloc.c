@@ -312,23 +312,27 @@ int alloc_get_on(struct alloc *a, unsigned lun, uint32_t n, uint64_t *sector)
 	return ret;
 }
 
-static void set_faulted(struct alloc *a, unsigned lun, int faulted)
+static int set_faulted(struct alloc *a, unsigned lun, int faulted)
 {
+	int was;
+
 	if (lun >= atomic_load(&a->nluns))
-		return;
+		return faulted;
 	pthread_mutex_lock(&a->luns[lun]->lock);
+	was = a->luns[lun]->faulted;
 	a->luns[lun]->faulted = faulted;
 	pthread_mutex_unlock(&a->luns[lun]->lock);
+	return was;
 }
 
-void alloc_set_faulted(struct alloc *a, unsigned lun)
+int alloc_set_faulted(struct alloc *a, unsigned lun)
 {
-	set_faulted(a, lun, 1);
+	return !set_faulted(a, lun, 1);
 }
 
 void alloc_clear_faulted(struct alloc *a, unsigned lun)
 {
-	set_faulted(a, lun, 0);
+	(void)set_faulted(a, lun, 0);
 }
 
 static int put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n, int meta)

@@ -37,8 +37,8 @@ int alloc_get_on(struct alloc *a, unsigned lun, uint32_t n, uint64_t *sector);
 /** LUN @lun had @was sectors before its file was cut short (import): an
  *  extent past its end is marked and freed only where it remains. */
 void alloc_set_cut(struct alloc *a, unsigned lun, uint64_t was);
-/** Place no new extent on LUN @lun (faulted). */
-void alloc_set_faulted(struct alloc *a, unsigned lun);
+/** Place no new extent on LUN @lun (faulted). @return 1 if it was not faulted before */
+int alloc_set_faulted(struct alloc *a, unsigned lun);
 /** Place new extents on LUN @lun again (pool clear). */
 void alloc_clear_faulted(struct alloc *a, unsigned lun);
 /**

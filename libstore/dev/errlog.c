@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/events.h"
 #include "dev/errlog.h"
 #include "kv/format.h"
 #include "kv/meta.h"
@@ -24,21 +25,27 @@
 
 static pthread_mutex_t errlog_lock = PTHREAD_MUTEX_INITIALIZER; /* a leaf */
 
-void errlog_note(struct stor_pool *p, uint64_t ds_id, uint64_t recno)
+void errlog_note(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const char *name,
+		 const char *via)
 {
 	struct errlog *el = &p->errlog;
+	int known = 0;
 
 	pthread_mutex_lock(&errlog_lock);
-	for (unsigned i = 0; i < el->n; i++)
-		if (el->e[i].ds_id == ds_id && el->e[i].recno == recno)
-			goto out;
-	if (el->n < ERRLOG_MAX)
-		el->e[el->n++] = (struct errlog_ent){ ds_id, recno };
-	else
-		el->more++;
-	atomic_store(&el->dirty, 1);
-out:
+	for (unsigned i = 0; i < el->n && !known; i++)
+		known = el->e[i].ds_id == ds_id && el->e[i].recno == recno;
+	if (!known) {
+		if (el->n < ERRLOG_MAX)
+			el->e[el->n++] = (struct errlog_ent){ ds_id, recno };
+		else
+			el->more++;
+		atomic_store(&el->dirty, 1);
+	}
 	pthread_mutex_unlock(&errlog_lock);
+	/* a record lost is said once, not at every read that fails on it */
+	if (!known)
+		EVENT(STOR_EV_IO_ERROR, p->name, EV_STR("dataset", name), EV_NUM("dataset_id", ds_id),
+		      EV_NUM("record", recno), EV_STR("via", via));
 }
 
 void errlog_clear(struct stor_pool *p)

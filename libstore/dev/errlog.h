@@ -11,8 +11,11 @@
 struct meta_txn;
 
 /** Record @recno of dataset @ds_id has no sound copy (a read, scrub or
- *  resilver found none); any thread, no lock held but leaves. */
-void errlog_note(struct stor_pool *p, uint64_t ds_id, uint64_t recno);
+ *  resilver found none); any thread, no lock held but leaves. The first
+ *  time, an io.error event names it: dataset @name (NULL where the caller
+ *  knows only the id), found by @via ("read", "scrub", "resilver", "import"). */
+void errlog_note(struct stor_pool *p, uint64_t ds_id, uint64_t recno, const char *name,
+		 const char *via);
 
 /** Empty the list (pool clear, a scrub without errors). */
 void errlog_clear(struct stor_pool *p);

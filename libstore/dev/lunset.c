@@ -37,6 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/events.h"
 #include "base/pool_error.h"
 #include "dev/alloc.h"
 #include "dev/errlog.h"
@@ -686,7 +687,29 @@ void lunset_check_gone(struct stor_pool *p)
 {
 	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
 		if (atomic_load(&p->luns[i].out) != SIDE_OUT && lun_unlinked(p->luns[i].lun))
-			mirror_side_failed(p, i, 1); /* a side with a sound sibling goes out */
+			mirror_side_gone(p, i); /* a side with a sound sibling goes out */
+}
+
+void lunset_note_health(struct stor_pool *p)
+{
+	unsigned n = atomic_load(&p->nluns);
+	int degraded = 0, was;
+
+	/* as pool status has it: a LUN faulted (a side out of service, or one
+	 * past its error budget) that is still part of the pool */
+	for (unsigned i = 0; i < n && !degraded; i++) {
+		struct lun_counters c;
+
+		if (atomic_load(&p->luns[i].state) == SIDE_DETACHED)
+			continue;
+		lun_counters(p->luns[i].lun, &c);
+		degraded = atomic_load(&p->luns[i].out) != SIDE_IN ||
+			   c.read_errors + c.write_errors >= STOR_LUN_FAULT_ERRORS;
+	}
+	was = atomic_exchange(&p->degraded, degraded);
+	if (was != degraded)
+		EVENT(STOR_EV_POOL_STATE, p->name, EV_STR("state", degraded ? "DEGRADED" : "ONLINE"),
+		      EV_STR("old_state", was ? "DEGRADED" : "ONLINE"));
 }
 
 void lunset_failed(struct stor_pool *p, struct lun *l)
@@ -701,8 +724,16 @@ void lunset_failed(struct stor_pool *p, struct lun *l)
 		if (mirror_side_failed(p, i, 0))
 			return;
 		lun_counters(l, &c);
-		if (c.read_errors + c.write_errors >= STOR_LUN_FAULT_ERRORS)
-			alloc_set_faulted(p->alloc, p->luns[i].vdev);
+		if (c.read_errors + c.write_errors >= STOR_LUN_FAULT_ERRORS &&
+		    alloc_set_faulted(p->alloc, p->luns[i].vdev)) {
+			/* once, as it goes: the errors past the budget say nothing new */
+			EVENT(STOR_EV_LUN_FAULT, p->name, EV_STR("lun", lun_path(l)),
+			      EV_NUM("vdev", p->luns[i].vdev), EV_STR("state", "FAULTED"),
+			      EV_STR("old_state", "ONLINE"), EV_STR("reason", "too many I/O errors"),
+			      EV_NUM("read_errors", c.read_errors),
+			      EV_NUM("write_errors", c.write_errors));
+			lunset_note_health(p);
+		}
 		return;
 	}
 }
@@ -892,6 +923,7 @@ int stor_pool_clear(struct stor_pool *p, const char *lun)
 		atomic_store(&p->luns[i].repaired, 0);
 		alloc_clear_faulted(p->alloc, i);
 	}
+	lunset_note_health(p);
 	return 0;
 }
 

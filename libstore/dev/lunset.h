@@ -109,6 +109,13 @@ int lunset_wipe(struct stor_pool *p);
  *  side holds every write: it would be gone at the next import anyway. */
 void lunset_check_gone(struct stor_pool *p);
 
+/**
+ * Is any LUN of @p faulted (pool status's DEGRADED)? When that changed
+ * since the last call, a pool.state event says so. After a side's state or
+ * a LUN's fault changed, and once the pool has opened.
+ */
+void lunset_note_health(struct stor_pool *p);
+
 /** Note that I/O on @lun failed; fault it when errors pile up. */
 void lunset_failed(struct stor_pool *p, struct lun *lun);
 

@@ -27,9 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/events.h"
 #include "base/stor_assert.h"
 #include "crypt/hash.h"
 #include "dev/lun.h"
+#include "dev/lunset.h"
 #include "dev/mirror.h"
 #include "kv/bp.h"
 #include "pool_impl.h"
@@ -104,11 +106,39 @@ unsigned mirror_read_side(struct stor_pool *p, unsigned vdev)
 	return sides[atomic_fetch_add(&p->luns[vdev].turn, 1) % n];
 }
 
-int mirror_side_failed(struct stor_pool *p, unsigned idx, int write)
+static const char *const state_names[] = { "ONLINE", "FAULTED", "OFFLINE", "RESILVERING",
+					   "DETACHED" };
+
+static const char *state_name(int state)
+{
+	return state >= SIDE_ONLINE && state <= SIDE_DETACHED ? state_names[state] : "UNKNOWN";
+}
+
+void mirror_state_event(struct stor_pool *p, unsigned idx, int old, int state, const char *why)
+{
+	struct lun_counters c;
+
+	if (old == state)
+		return;
+	lun_counters(p->luns[idx].lun, &c);
+	if (state == SIDE_FAULTED)
+		EVENT(STOR_EV_LUN_FAULT, p->name, EV_STR("lun", lun_path(p->luns[idx].lun)),
+		      EV_NUM("vdev", p->luns[idx].vdev), EV_STR("state", state_name(state)),
+		      EV_STR("old_state", state_name(old)), EV_STR("reason", why),
+		      EV_NUM("read_errors", c.read_errors), EV_NUM("write_errors", c.write_errors));
+	else
+		EVENT(STOR_EV_LUN_STATE, p->name, EV_STR("lun", lun_path(p->luns[idx].lun)),
+		      EV_NUM("vdev", p->luns[idx].vdev), EV_STR("state", state_name(state)),
+		      EV_STR("old_state", state_name(old)));
+	lunset_note_health(p);
+}
+
+/* Side @idx out of service, faulted: @why it went, for the event. */
+static int side_fails(struct stor_pool *p, unsigned idx, int write, const char *why)
 {
 	unsigned sides[STOR_MIRROR_MAX], n, vdev = p->luns[idx].vdev;
 	struct lun_counters c;
-	int taken = 0;
+	int taken = 0, old = SIDE_FAULTED;
 
 	if (!mirror_is_side(p, idx))
 		return 0;
@@ -118,9 +148,10 @@ int mirror_side_failed(struct stor_pool *p, unsigned idx, int write)
 		/* a resilver's target that fails: out again, its vdev unharmed */
 		pthread_mutex_lock(&out_lock);
 		atomic_store(&p->luns[idx].out, SIDE_OUT);
-		atomic_store(&p->luns[idx].state, SIDE_FAULTED);
+		old = atomic_exchange(&p->luns[idx].state, SIDE_FAULTED);
 		atomic_store(&p->sides_dirty, 1);
 		pthread_mutex_unlock(&out_lock);
+		mirror_state_event(p, idx, old, SIDE_FAULTED, why);
 		return 1;
 	}
 	lun_counters(p->luns[idx].lun, &c);
@@ -139,11 +170,23 @@ int mirror_side_failed(struct stor_pool *p, unsigned idx, int write)
 		atomic_compare_exchange_strong(&p->luns[idx].missing_since, &none,
 					       atomic_load(&p->synced_txg) + 1);
 		atomic_store(&p->luns[idx].out, SIDE_OUT);
-		atomic_store(&p->luns[idx].state, SIDE_FAULTED);
+		old = atomic_exchange(&p->luns[idx].state, SIDE_FAULTED);
 		atomic_store(&p->sides_dirty, 1);
 	}
 	pthread_mutex_unlock(&out_lock);
+	if (taken)
+		mirror_state_event(p, idx, old, SIDE_FAULTED, why);
 	return taken;
+}
+
+int mirror_side_failed(struct stor_pool *p, unsigned idx, int write)
+{
+	return side_fails(p, idx, write, write ? "a write or flush failed" : "too many read errors");
+}
+
+int mirror_side_gone(struct stor_pool *p, unsigned idx)
+{
+	return side_fails(p, idx, 1, "its file was deleted");
 }
 
 int mirror_flush(struct stor_pool *p, unsigned vdev)
@@ -185,6 +228,13 @@ static enum verdict judge(const struct mirror_ext *e, const uint8_t *buf)
 		return UNKNOWN; /* checksum=off */
 	record_checksum(e->guid, e->recno, bp->birth, buf, bp->csize, mac);
 	return memcmp(mac, bp->mac, sizeof(mac)) ? BAD : SOUND;
+}
+
+void mirror_repair_event(struct stor_pool *p, unsigned idx, uint64_t sector, uint64_t size,
+			 const char *via)
+{
+	EVENT(STOR_EV_IO_REPAIR, p->name, EV_STR("lun", lun_path(p->luns[idx].lun)),
+	      EV_NUM("offset", sector * STOR_SECTOR), EV_NUM("size", size), EV_STR("via", via));
 }
 
 static int read_side(struct stor_pool *p, unsigned idx, const struct bp *bp, uint8_t *buf)
@@ -243,10 +293,12 @@ int mirror_recover(struct stor_pool *p, const struct mirror_ext *e, unsigned bad
 	if (nbad)
 		lun_write_batch(ios, nbad);
 	for (unsigned i = 0; i < nbad; i++) {
-		if (ios[i].result == 0)
+		if (ios[i].result == 0) {
 			atomic_fetch_add(&p->luns[badv[i]].repaired, 1);
-		else
+			mirror_repair_event(p, badv[i], e->bp->sector, e->bp->psize, "read");
+		} else {
 			mirror_side_failed(p, badv[i], 1);
+		}
 	}
 	return 0;
 }
@@ -326,6 +378,8 @@ int mirror_check_extent(struct stor_pool *p, const struct mirror_ext *e, uint64_
 			if (ios[i].result == 0) {
 				atomic_fetch_add(&p->luns[bad[i]].repaired, 1);
 				*fixed += e->bp->psize;
+				mirror_repair_event(p, bad[i], e->bp->sector, e->bp->psize,
+						    "scrub");
 			} else {
 				mirror_side_failed(p, bad[i], 1);
 			}

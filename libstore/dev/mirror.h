@@ -35,6 +35,20 @@ unsigned mirror_read_side(struct stor_pool *p, unsigned vdev);
 /** I/O on LUN @idx failed (@write: it missed a write): a mirror side with
  *  a sound sibling goes out of service. @return 1 if it did */
 int mirror_side_failed(struct stor_pool *p, unsigned idx, int write);
+/** mirror_side_failed() of a side whose file was deleted (lunset_check_gone). */
+int mirror_side_gone(struct stor_pool *p, unsigned idx);
+
+/** A bad copy of @size bytes at @sector of side @idx was rewritten, found
+ *  by @via ("read", "scrub"): an io.repair event, one per copy. */
+void mirror_repair_event(struct stor_pool *p, unsigned idx, uint64_t sector, uint64_t size,
+			 const char *via);
+
+/**
+ * Side @idx went from state @old to @state (enum side_state): the event
+ * (lun.fault for FAULTED, with @why; lun.state else), then the pool's
+ * health (lunset_note_health). Nothing when they are equal.
+ */
+void mirror_state_event(struct stor_pool *p, unsigned idx, int old, int state, const char *why);
 
 /** fsync every side in service of vdev @vdev; a side whose fsync fails goes
  *  out while one succeeded. @return 0, or the error when none did */

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "base/cache.h"
+#include "base/events.h"
 #include "base/pool_error.h"
 #include "base/stor_assert.h"
 #include "crypt/crypt.h"
@@ -544,7 +545,8 @@ out:
 	free(states);
 	keys_cleanse(wk, sizeof(wk));
 	pthread_mutex_unlock(&p->admin);
-	(void)n;
+	if (ret == 0 && !(flags & STOR_KEY_NOOP))
+		EVENT(STOR_EV_KEY_LOAD, p->name, EV_STR("dataset", name), EV_NUM("datasets", n));
 	return ret;
 }
 
@@ -559,6 +561,7 @@ int stor_key_unload(struct stor_pool *p, const char *name, unsigned flags)
 	struct ds_keys **old = NULL;
 	struct stor_ds *root = NULL;
 	int ret, refs = 0;
+	size_t n = 0;
 
 	pthread_mutex_lock(&p->admin);
 	ret = find_root(p, name, &root);
@@ -582,7 +585,7 @@ int stor_key_unload(struct stor_pool *p, const char *name, unsigned flags)
 	}
 	for (size_t i = 0; i < p->nds; i++)
 		if (p->ds[i]->suite && p->ds[i]->enc_root_id == root->id)
-			old[i] = atomic_exchange(&p->ds[i]->keys, NULL);
+			n += (old[i] = atomic_exchange(&p->ds[i]->keys, NULL)) != NULL;
 	/* records being sealed or opened with these keys finish first */
 	txg_read_synchronize(p);
 	for (size_t i = 0; i < p->nds; i++) {
@@ -595,6 +598,8 @@ int stor_key_unload(struct stor_pool *p, const char *name, unsigned flags)
 	free(old);
 out:
 	pthread_mutex_unlock(&p->admin);
+	if (ret == 0)
+		EVENT(STOR_EV_KEY_UNLOAD, p->name, EV_STR("dataset", name), EV_NUM("datasets", n));
 	return ret;
 }
 

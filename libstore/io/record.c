@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "base/cache.h"
+#include "base/events.h"
 #include "crypt/compress.h"
 #include "crypt/crypt.h"
 #include "crypt/hash.h"
@@ -110,7 +111,7 @@ static void fail_io(struct rec *r, int err)
 {
 	/* no sound copy: pool status -v names the record (errlog.c) */
 	if (err == STOR_ECKSUM || err == STOR_EAUTH)
-		errlog_note(r->ds->pool, r->ds->id, r->recno);
+		errlog_note(r->ds->pool, r->ds->id, r->recno, r->ds->name, "read");
 	r->status = err;
 	if (r->io->result == 0)
 		r->io->result = err;
@@ -325,7 +326,7 @@ static int extent_of(struct stor_pool *p, struct rec *r, struct lun_io *io)
 	}
 	if (past_cut(p, &r->bp)) {
 		/* its LUN's file was truncated through it: lost, and no I/O error of the LUN */
-		errlog_note(p, r->ds->id, r->recno);
+		errlog_note(p, r->ds->id, r->recno, r->ds->name, "read");
 		fail_io(r, -EIO);
 		return 0;
 	}
@@ -1331,6 +1332,13 @@ static void run_writes(struct stor_pool *p, struct stor_io *ios, size_t i, size_
 		left = count_enospc(ios, i, j);
 		stalls = left < was ? 0 : stalls + 1;
 	}
+	for (size_t x = i; left && x < j; x++)
+		if (ios[x].result == STOR_ENOSPC) {
+			/* one event a batch, naming its first dataset refused */
+			EVENT(STOR_EV_IO_NOSPACE, p->name, EV_STR("dataset", ios[x].ds->name),
+			      EV_NUM("requests", left));
+			break;
+		}
 }
 
 static int submit_pool(struct stor_pool *p, struct stor_io *ios, size_t n)

@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "base/cache.h"
+#include "base/events.h"
 #include "base/pool_error.h"
 #include "dev/alloc.h"
 #include "dev/errlog.h"
@@ -451,7 +452,7 @@ static void note_lost(struct rebuild *rb, const struct bp *bp, const struct stor
 		return;
 	rb->lost[bp->lun]++;
 	if (ds)
-		errlog_note(p, ds->id, recno);
+		errlog_note(p, ds->id, recno, ds->name, "import");
 }
 
 /*
@@ -683,6 +684,22 @@ out:
 	return ret;
 }
 
+/*
+ * What an import found: each LUN that did not open (UNAVAIL, as status
+ * says), then the pool's health (pool.state DEGRADED). Said at every
+ * import, as OpenZFS reports a vdev that fails to open each time.
+ */
+static void open_events(struct stor_pool *p)
+{
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
+		if (p->luns[i].absent && atomic_load(&p->luns[i].state) != SIDE_DETACHED)
+			EVENT(STOR_EV_LUN_FAULT, p->name, EV_STR("lun", lun_path(p->luns[i].lun)),
+			      EV_NUM("vdev", p->luns[i].vdev), EV_STR("state", "UNAVAIL"),
+			      EV_STR("old_state", ""), EV_STR("reason", p->luns[i].absent),
+			      EV_NUM("read_errors", 0), EV_NUM("write_errors", 0));
+	lunset_note_health(p);
+}
+
 int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct stor_pool **out)
 {
 	struct stor_pool *p = NULL;
@@ -774,6 +791,7 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 	ret = scrub_init(p);
 	if (ret < 0)
 		goto fail;
+	open_events(p);
 	/* a receive cut short by a crash leaves nothing (recv.c) */
 	if (recv_cleanup(p) < 0)
 		metalog_notef(p, "a dataset of a receive cut short could not be destroyed yet");

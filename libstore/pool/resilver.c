@@ -63,12 +63,15 @@ static unsigned sound_others(struct stor_pool *p, unsigned idx)
  * and staging (the hold taken for writing). */
 static void flip(struct stor_pool *p, unsigned idx, int out, int state, uint64_t since)
 {
+	int old;
+
 	pthread_rwlock_wrlock(&p->hold);
 	atomic_store(&p->luns[idx].missing_since, since);
-	atomic_store(&p->luns[idx].state, state);
+	old = atomic_exchange(&p->luns[idx].state, state);
 	atomic_store(&p->luns[idx].out, out);
 	atomic_store(&p->sides_dirty, 1);
 	pthread_rwlock_unlock(&p->hold);
+	mirror_state_event(p, idx, old, state, NULL);
 }
 
 /* Side @idx takes writes from now on and waits for the resilver; commit
@@ -382,7 +385,7 @@ int stor_pool_detach(struct stor_pool *p, const char *lun)
 	struct lun *stand = NULL;
 	struct pool_lun *pl;
 	char *why = NULL;
-	int idx, ret = 0;
+	int idx, ret = 0, old;
 
 	pool_clear_error();
 	pthread_mutex_lock(&p->admin);
@@ -407,10 +410,12 @@ int stor_pool_detach(struct stor_pool *p, const char *lun)
 	}
 	pthread_mutex_lock(&p->commit_lock);
 	pthread_rwlock_wrlock(&p->hold);
+	old = atomic_load(&pl->state);
 	lunset_drop_side(p, (unsigned)idx);
 	atomic_store(&pl->missing_since, 0);
 	atomic_store(&p->sides_dirty, 1);
 	pthread_rwlock_unlock(&p->hold);
+	mirror_state_event(p, (unsigned)idx, old, SIDE_DETACHED, NULL);
 	ret = lunset_write_sides(p, atomic_load(&p->nluns));
 	if (ret == 0) {
 		struct lun *was = pl->lun;

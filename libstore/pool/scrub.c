@@ -45,6 +45,7 @@
 
 #define SCRUB_NICE 19
 
+#include "base/events.h"
 #include "base/pool_error.h"
 #include "dev/alloc.h"
 #include "dev/errlog.h"
@@ -206,7 +207,7 @@ static int walk(struct stor_pool *p, int resilver, const uint8_t from[BP_KEY_LEN
 			break;
 		*errors += ret < 0;
 		if (ret < 0)
-			errlog_note(p, ds_id, recno);
+			errlog_note(p, ds_id, recno, NULL, resilver ? "resilver" : "scrub");
 		*examined += b->bp[i].psize;
 		ret = 0;
 	}
@@ -218,6 +219,18 @@ static int walk(struct stor_pool *p, int resilver, const uint8_t from[BP_KEY_LEN
 	ret = ret < 0 ? ret : (int)b->n;
 	free(b);
 	return ret;
+}
+
+/* A scan's end (or a scrub's stop or pause), with its counts. */
+static void scan_event(struct stor_pool *p, const struct stor_scrub_stat *st)
+{
+	const char *cls = st->function == STOR_SCAN_RESILVER ? STOR_EV_RESILVER_FINISH
+			  : st->state == STOR_SCRUB_FINISHED  ? STOR_EV_SCRUB_FINISH
+			  : st->state == STOR_SCRUB_PAUSED    ? STOR_EV_SCRUB_PAUSE
+							      : STOR_EV_SCRUB_ABORT;
+
+	EVENT(cls, p->name, EV_NUM("examined", st->examined), EV_NUM("repaired", st->repaired),
+	      EV_NUM("errors", st->errors), EV_NUM("total", st->total));
 }
 
 static void *scrub_main(void *arg)
@@ -276,8 +289,12 @@ static void *scrub_main(void *arg)
 				errlog_clear(p);
 		}
 		if (s->st.state != STOR_SCRUB_RUNNING || mono() - last_save >= 1.0) {
+			struct stor_scrub_stat st = s->st;
+
 			pthread_mutex_unlock(&s->lock);
 			save(p);
+			if (st.state == STOR_SCRUB_FINISHED)
+				scan_event(p, &st);
 			last_save = mono();
 			pthread_mutex_lock(&s->lock);
 		}
@@ -404,6 +421,8 @@ int scan_resilver(struct stor_pool *p)
 	if (ret == 0)
 		ret = start_thread(p);
 	pthread_mutex_unlock(&s->cmd);
+	if (ret == 0)
+		EVENT(STOR_EV_RESILVER_START, p->name, EV_NUM("total", used * STOR_SECTOR));
 	return ret;
 }
 
@@ -429,7 +448,8 @@ void scrub_fini(struct stor_pool *p)
 int stor_pool_scrub(struct stor_pool *p, int what)
 {
 	struct scrub *s = p->scrub;
-	int ret = 0;
+	struct stor_scrub_stat st;
+	int ret = 0, resumed = 0;
 
 	if (!s || what < STOR_SCRUB_START || what > STOR_SCRUB_STOP)
 		return -EINVAL;
@@ -452,8 +472,8 @@ int stor_pool_scrub(struct stor_pool *p, int what)
 		if (ret == 0)
 			join_thread(s); /* one that finished */
 		pthread_mutex_lock(&s->lock);
-		if (ret == 0 && (s->st.state != STOR_SCRUB_PAUSED ||
-				 s->st.function != STOR_SCAN_SCRUB)) {
+		resumed = s->st.state == STOR_SCRUB_PAUSED && s->st.function == STOR_SCAN_SCRUB;
+		if (ret == 0 && !resumed) {
 			uint64_t used, total;
 
 			alloc_totals(p->alloc, &used, &total);
@@ -480,11 +500,19 @@ int stor_pool_scrub(struct stor_pool *p, int what)
 		if (ret == 0)
 			join_thread(s); /* it sees the state and ends */
 	}
+	pthread_mutex_lock(&s->lock);
+	st = s->st;
+	pthread_mutex_unlock(&s->lock);
 	if (ret == 0)
 		ret = save(p);
 	if (ret == 0 && what == STOR_SCRUB_START)
 		ret = start_thread(p);
 	pthread_mutex_unlock(&s->cmd);
+	if (ret == 0 && what == STOR_SCRUB_START)
+		EVENT(STOR_EV_SCRUB_START, p->name, EV_NUM("total", st.total),
+		      EV_NUM("resumed", resumed));
+	else if (ret == 0)
+		scan_event(p, &st);
 	return ret;
 }
 

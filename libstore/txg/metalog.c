@@ -1499,6 +1499,7 @@ static int scrub_copy(struct stor_pool *p, const struct mptr *m, unsigned c, uin
 		if (lun_write_batch(&io, 1) == 0 && lun_flush(io.lun) == 0) {
 			sc->repaired += sz;
 			atomic_fetch_add(&p->luns[bad[i]].repaired, 1);
+			mirror_repair_event(p, bad[i], m->sector[c], sz, "scrub");
 		} else {
 			mirror_side_failed(p, bad[i], 1);
 		}

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "base/array.h"
+#include "base/events.h"
 #include "dev/alloc.h"
 #include "dev/errlog.h"
 #include "dev/lun.h"
@@ -802,7 +803,10 @@ static int flush_round(struct stor_pool *p, struct stage *s, const uint8_t *want
 		/* after a failed fsync the kernel may have dropped the dirty
 		 * pages: a retry could "succeed" over lost data, so stop */
 		atomic_store(&p->suspend_error, res[i]);
-		atomic_store(&p->suspended, STOR_SUSPEND_LUN);
+		if (atomic_exchange(&p->suspended, STOR_SUSPEND_LUN) != STOR_SUSPEND_LUN)
+			EVENT(STOR_EV_POOL_SUSPEND, p->name, EV_STR("reason", "a LUN flush failed"),
+			      EV_STR("lun", lun_path(p->luns[i].lun)),
+			      EV_STR("error", stor_strerror(res[i])));
 		lunset_failed(p, p->luns[i].lun);
 		ret = res[i];
 	}
@@ -991,15 +995,23 @@ static int sync_hooked(struct stor_pool *p, uint64_t min, txg_close_fn fn, void 
 			/* the stage stays and the next sync retries it; until one
 			 * succeeds, no write is acknowledged into a stage that may
 			 * never commit */
-			if (atomic_load(&p->suspended) != STOR_SUSPEND_LUN) {
+			int none = STOR_SUSPEND_NONE;
+
+			if (atomic_load(&p->suspended) != STOR_SUSPEND_LUN)
 				atomic_store(&p->suspend_error, ret);
-				atomic_store(&p->suspended, STOR_SUSPEND_META);
-			}
+			/* said once, as it begins: every retry fails alike until one does not */
+			if (atomic_compare_exchange_strong(&p->suspended, &none, STOR_SUSPEND_META))
+				EVENT(STOR_EV_POOL_SUSPEND, p->name,
+				      EV_STR("reason", "a metadata commit failed"),
+				      EV_STR("error", stor_strerror(ret)));
 			break;
 		}
 		{
 			int meta = STOR_SUSPEND_META;
-			atomic_compare_exchange_strong(&p->suspended, &meta, 0);
+
+			if (atomic_compare_exchange_strong(&p->suspended, &meta, 0))
+				EVENT(STOR_EV_POOL_RESUME, p->name,
+				      EV_STR("reason", "a metadata commit succeeded"));
 		}
 		pthread_mutex_lock(&p->stage_lock);
 		p->syncing = NULL;

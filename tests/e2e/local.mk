@@ -178,6 +178,12 @@ check_PROGRAMS += %D%/test_lineage
 %C%_test_lineage_CFLAGS = $(E2E_CFLAGS)
 %C%_test_lineage_LDADD = $(E2E_LDADD)
 
+# events from real faults, repairs, no space and keys; the list, -f, the hooks
+check_PROGRAMS += %D%/test_events
+%C%_test_events_SOURCES = %D%/test_events.c $(E2E_FIXTURE)
+%C%_test_events_CFLAGS = $(E2E_CFLAGS)
+%C%_test_events_LDADD = $(E2E_LDADD)
+
 # every pool and dataset verb on a faulted pool
 check_PROGRAMS += %D%/test_faulted
 %C%_test_faulted_SOURCES = %D%/test_faulted.c $(E2E_FIXTURE)
