@@ -414,7 +414,7 @@ struct stor_pool_stat {
 	int suspend_error;     /**< what the failed LUN flush or metadata commit returned */
 	uint64_t bad_frees;    /**< double frees the allocator refused since import */
 	char key_file[512];    /**< a copy of the key file repaired or not written, or "" */
-	char meta_log[512];    /**< at import: metadata copies ignored or repaired, a rebuild, or "" */
+	char meta_log[2048];   /**< at import: metadata copies ignored or repaired, a rebuild, or "" */
 	uint64_t meta_bytes;   /**< metadata (log records, uberblocks) written to the LUNs since import */
 	uint64_t meta_records; /**< log records written since import */
 };

@@ -118,7 +118,7 @@ struct metalog {
 	size_t ndead, capdead;
 	uint64_t log_bytes, ckpt_bytes;
 	unsigned nrecs;
-	char note[512];
+	char note[2048]; /* room for a copy damaged on every LUN in every txg of a small pool */
 	int lag_noted;
 	char lag[384]; /* while the LUNs lag LMDB: the status sentence; "" once caught up */
 	unsigned ring_ready; /* LUNs [0, ring_ready) have every ring slot allocated */
