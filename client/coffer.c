@@ -2535,7 +2535,8 @@ static json_t *list_call(struct coffer_conn *c, json_t *args, const char *obj, j
 	*keep = malloc(len + 1);
 	if (!*cells || !*keep)
 		die("out of memory");
-	memcpy(*keep, data, len);
+	if (len)
+		memcpy(*keep, data, len); /* data is NULL when there is none */
 	data = (const uint8_t *)*keep;
 	for (size_t off = 0; off < len && ncells <= *n * nlist_cols; ncells++) {
 		if (ncells < *n * nlist_cols)

@@ -842,6 +842,11 @@ Test(integrity, bp_flagged_clear_with_a_guessed_checksum_as_mac_is_refused)
 	clear_flag_attack(1);
 }
 
+/* The suite byte of a dataset record of @n bytes, no clone and no user
+ * properties: the crypto section's last, before the tail (dataset.c):
+ * u64 origin | u16 0 sealers | u64 creation | u16 0 user properties. */
+#define SUITE_AT(n) ((n) - 21)
+
 /*
  * Set the suite byte of ENC's record off; with @prop_too, make its local
  * encryption property say "off" as well (a u16-length-prefixed value in the
@@ -856,10 +861,10 @@ static void record_says_clear(int prop_too)
 
 	n = tamper_get(t, "ds", ENC, strlen(ENC), rec, sizeof(rec));
 	cr_assert_gt(n, 12, "ds record of %s: %ld", ENC, n);
-	cr_assert_eq(rec[n - 1], TSUITE_AES256_CCM,
-		     "the last byte of the dataset record is %u, not aes-256-ccm (%u)", rec[n - 1],
-		     TSUITE_AES256_CCM);
-	rec[n - 1] = TSUITE_OFF;
+	cr_assert_eq(rec[SUITE_AT(n)], TSUITE_AES256_CCM,
+		     "the suite byte of the dataset record is %u, not aes-256-ccm (%u)",
+		     rec[SUITE_AT(n)], TSUITE_AES256_CCM);
+	rec[SUITE_AT(n)] = TSUITE_OFF;
 	if (prop_too) {
 		uint8_t *v = memmem(rec, (size_t)n, was, sizeof(was) - 1);
 
@@ -1564,8 +1569,8 @@ static void child_edit_attack(enum child_edit how)
 	cr_assert_gt(n, 20, "ds record of %s/c: %ld", ENC, n);
 	cr_assert_eq(tamper_del(t, "ds", ENC "/c", strlen(ENC "/c")), 0);
 	if (how != DELETE) {
-		cr_assert_eq(rec[n - 1], TSUITE_AES256_CCM, "last byte %u", rec[n - 1]);
-		rec[n - 1] = TSUITE_OFF;
+		cr_assert_eq(rec[SUITE_AT(n)], TSUITE_AES256_CCM, "suite byte %u", rec[SUITE_AT(n)]);
+		rec[SUITE_AT(n)] = TSUITE_OFF;
 		for (int i = 12; i < 20; i++)
 			rec[i] ^= 0x5a; /* the guid: its key-file entry now names nothing */
 		cr_assert_eq(tamper_put(t, "ds", to, strlen(to), rec, (size_t)n), 0);
