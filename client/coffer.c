@@ -2003,23 +2003,23 @@ static void create_parents(struct coffer_conn *c, const char *name)
 	char part[STOR_NAME_MAX + 1], err[512];
 
 	for (const char *s = strchr(name, '/'); s && (s = strchr(s + 1, '/'));) {
-		json_t *reply = NULL;
+		json_t *reply = NULL, *args;
 		int ret;
 
 		snprintf(part, sizeof(part), "%.*s", (int)(s - name), name);
-		ret = coffer_call(c, "ds_get",
-				  json_pack("{s:s, s:[s]}", "name", part, "props", "type"), &reply,
-				  err, sizeof(err));
+		/* coffer_call() borrows its arguments */
+		args = json_pack("{s:s, s:[s]}", "name", part, "props", "type");
+		ret = coffer_call(c, "ds_get", args, &reply, err, sizeof(err));
+		json_decref(args);
 		json_decref(reply);
 		if (ret == 0)
 			continue;
 		if (ret != -ENOENT)
 			die_call(ret, part, err);
 		reply = NULL;
-		ret = coffer_call(c, "ds_create",
-				  json_pack("{s:s, s:[s]}", "name", part, "props",
-					    "refreservation=none"),
-				  &reply, err, sizeof(err));
+		args = json_pack("{s:s, s:[s]}", "name", part, "props", "refreservation=none");
+		ret = coffer_call(c, "ds_create", args, &reply, err, sizeof(err));
+		json_decref(args);
 		json_decref(reply);
 		if (ret < 0 && ret != -EEXIST)
 			die_call(ret, part, err);
