@@ -172,6 +172,15 @@ enum side_state {
 	SIDE_DETACHED = STOR_SIDE_DETACHED
 };
 
+/* The stripe (p->stripes) a writer of record @recno of dataset @ds_id holds
+ * from its read of old bytes to its stage (record.c, txg_stage). */
+static inline unsigned pool_stripe(uint64_t ds_id, uint64_t recno)
+{
+	uint64_t h = (ds_id * 0x9e3779b97f4a7c15ull) ^ (recno * 0xc2b2ae3d27d4eb4full);
+
+	return (unsigned)((h ^ (h >> 32)) % STRIPES);
+}
+
 /* The dataset whose keys and records a handle reads: a snapshot's head. */
 static inline struct stor_ds *ds_head(const struct stor_ds *ds)
 {

@@ -23,7 +23,8 @@
  *   copies on unload and free. The caller cleanses its own buffer.
  * - libstore never prints; errors come back as return codes. The one
  *   exception is a failed internal assertion (stor_assert.h): a line on
- *   stderr, and abort() in a build configured with --enable-debug.
+ *   stderr, and abort() in a build configured with --enable-debug (for a
+ *   lock a function needs and does not hold, with --enable-asan too).
  *   What happens without a caller asking (a LUN faulted, a copy repaired,
  *   a scrub done) goes to the one receiver of stor_set_event_fn(), called
  *   from any thread, pool locks perhaps held (see "events" below).

@@ -12,6 +12,7 @@
  *   main; LRU uses main only);
  * - a generation slot only grows, and only under the lock, so a put that
  *   compares its generation under the same lock sees every drop before it.
+ * (The functions that change a shard check that: STOR_ASSERT_WRHELD.)
  * A hit holds the lock shared and bumps the entry's frequency atomically
  * (S3-FIFO never moves an entry on a hit); LRU must relink, so it takes the
  * lock exclusive. Memory is wiped and freed after the lock is dropped.
@@ -38,6 +39,7 @@
 #include <string.h>
 
 #include "base/cache.h"
+#include "base/stor_assert.h"
 #include "store.h"
 
 #define GEN_SLOTS 256      /* generation slots per shard */
@@ -187,8 +189,10 @@ static struct centry *find(const struct shard *s, uint64_t h, uint64_t guid, uin
 /* Take @e out of the table and its queue and chain it on @victims. */
 static void unlink_entry(struct shard *s, struct centry *e, struct centry **victims)
 {
-	struct centry **pp = &s->buckets[e->hash & (s->nbuckets - 1)];
+	struct centry **pp;
 
+	STOR_ASSERT_WRHELD(&s->lock);
+	pp = &s->buckets[e->hash & (s->nbuckets - 1)];
 	while (*pp != e)
 		pp = &(*pp)->hnext;
 	*pp = e->hnext;
@@ -205,6 +209,8 @@ static void maybe_grow(struct shard *s)
 {
 	struct centry **nb;
 	size_t i, nn;
+
+	STOR_ASSERT_WRHELD(&s->lock);
 
 	if (s->n <= s->nbuckets)
 		return;
@@ -249,6 +255,8 @@ static void ghost_add(struct shard *s, uint64_t h)
 	struct ghost_slot *b, *old;
 	int i;
 
+	STOR_ASSERT_WRHELD(&s->lock);
+
 	if (!s->ghost)
 		return;
 	b = ghost_bucket(s, h);
@@ -268,9 +276,11 @@ static void ghost_add(struct shard *s, uint64_t h)
 static bool ghost_take(struct shard *s, uint64_t h)
 {
 	struct ghost_slot *b;
-	size_t live = s->main.n > 16 ? s->main.n : 16;
+	size_t live;
 	int i;
 
+	STOR_ASSERT_WRHELD(&s->lock);
+	live = s->main.n > 16 ? s->main.n : 16;
 	if (!s->ghost)
 		return false;
 	b = ghost_bucket(s, h);
@@ -295,6 +305,8 @@ static bool ghost_take(struct shard *s, uint64_t h)
 static bool evict_one(const struct cache *c, struct shard *s, struct centry **victims)
 {
 	struct centry *e;
+
+	STOR_ASSERT_WRHELD(&s->lock);
 
 	if (c->policy == CACHE_LRU) {
 		e = s->main.tail;
@@ -340,10 +352,13 @@ static void shard_fini(struct shard *s)
 {
 	struct centry *victims = NULL;
 
+	/* no one else uses the shard any more: taken for unlink_entry's check */
+	pthread_rwlock_wrlock(&s->lock);
 	while (s->small.tail)
 		unlink_entry(s, s->small.tail, &victims);
 	while (s->main.tail)
 		unlink_entry(s, s->main.tail, &victims);
+	pthread_rwlock_unlock(&s->lock);
 	free_victims(victims);
 	free(s->buckets);
 	free(s->ghost);
@@ -584,9 +599,10 @@ void cache_drop(struct cache *c, uint64_t ds_guid, uint64_t recno)
 
 static void drop_queue(struct shard *s, struct queue *q, uint64_t guid, struct centry **victims)
 {
-	struct centry *e = q->head, *next;
+	struct centry *e, *next;
 
-	for (; e; e = next) {
+	STOR_ASSERT_WRHELD(&s->lock);
+	for (e = q->head; e; e = next) {
 		next = e->next;
 		if (e->guid == guid)
 			unlink_entry(s, e, victims);

@@ -28,6 +28,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "base/stor_assert.h"
 #include "dev/alloc.h"
 #include "store.h"
 
@@ -117,6 +118,8 @@ static uint64_t reserve_left(const struct lun_map *m)
 {
 	uint64_t r = meta_reserve(m->nsectors);
 
+	STOR_ASSERT_HELD(&m->lock);
+
 	return r > m->meta ? r - m->meta : 0;
 }
 
@@ -130,8 +133,10 @@ static uint64_t excess_of(const struct lun_map *m)
 /* The log of @m holds @n sectors more (@on) or fewer (m->lock held). */
 static void meta_count(struct alloc *a, struct lun_map *m, uint32_t n, int on)
 {
-	uint64_t was = excess_of(m), now;
+	uint64_t was, now;
 
+	STOR_ASSERT_HELD(&m->lock);
+	was = excess_of(m);
 	m->meta = on ? m->meta + n : m->meta - n;
 	now = excess_of(m);
 	if (now > was)
@@ -183,6 +188,8 @@ static void set_range(uint64_t *b, uint64_t s, uint32_t n, int on)
  * part that remains (possibly none). Under m->lock. */
 static void clip(const struct lun_map *m, uint64_t sector, uint32_t *n)
 {
+	STOR_ASSERT_HELD(&m->lock);
+
 	if (m->was <= m->nsectors || sector + *n > m->was || sector + *n < sector ||
 	    sector + *n <= m->nsectors)
 		return;

@@ -58,6 +58,7 @@
 #include <string.h>
 
 #include "base/pool_error.h"
+#include "base/stor_assert.h"
 #include "ds/clone.h"
 #include "ds/dataset.h"
 #include "ds/snapshot.h"
@@ -262,6 +263,8 @@ int clone_destroy_dependents_locked(struct stor_pool *p, struct snap *const *sna
 	struct stor_ds **clones = NULL;
 	size_t k = 0;
 	int ret;
+
+	STOR_ASSERT_HELD(&p->admin);
 
 	for (size_t i = 0; i < p->nds; i++) {
 		struct snap *o = p->ds[i]->origin;

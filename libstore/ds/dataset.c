@@ -29,6 +29,7 @@
 #include "base/array.h"
 #include "base/cache.h"
 #include "base/pool_error.h"
+#include "base/stor_assert.h"
 #include "crypt/crypt.h"
 #include "ds/children.h"
 #include "ds/clone.h"
@@ -75,6 +76,8 @@ struct stor_ds *ds_find_locked(struct stor_pool *p, const char *name)
 {
 	struct stor_ds key = { .name = (char *)name }, *kp = &key, **r;
 
+	STOR_ASSERT_HELD(&p->admin);
+
 	if (!p->nds)
 		return NULL;
 	r = bsearch(&kp, p->ds, p->nds, sizeof(*p->ds), cmp_name);
@@ -83,6 +86,8 @@ struct stor_ds *ds_find_locked(struct stor_pool *p, const char *name)
 
 struct stor_ds *ds_find_id_locked(struct stor_pool *p, uint64_t id)
 {
+	STOR_ASSERT_HELD(&p->admin);
+
 	for (size_t i = 0; i < p->nds; i++)
 		if (p->ds[i]->id == id)
 			return p->ds[i];
@@ -105,6 +110,8 @@ static struct stor_ds *parent_of(struct stor_pool *p, const struct stor_ds *ds)
 
 const char *ds_prop_locked(struct stor_pool *p, struct stor_ds *ds, int id, struct stor_ds **from)
 {
+	STOR_ASSERT_HELD(&p->admin);
+
 	for (struct stor_ds *d = ds; d; d = parent_of(p, d)) {
 		if (d->local[id]) {
 			if (from)
@@ -137,8 +144,10 @@ static size_t lower_bound(struct stor_pool *p, const char *name)
 
 size_t ds_parent_index_locked(struct stor_pool *p, const struct stor_ds *ds)
 {
-	struct stor_ds *pa = parent_of(p, ds);
+	struct stor_ds *pa;
 
+	STOR_ASSERT_HELD(&p->admin);
+	pa = parent_of(p, ds);
 	return pa ? lower_bound(p, pa->name) : SIZE_MAX;
 }
 
@@ -615,6 +624,8 @@ static int ds_create_as(struct stor_pool *p, const char *name, const struct stor
 int ds_create_locked(struct stor_pool *p, const char *name, const struct stor_ds_opts *o,
 		     struct snap *origin, struct stor_ds **out)
 {
+	STOR_ASSERT_HELD(&p->admin);
+
 	return ds_create_as(p, name, o, NULL, origin, out);
 }
 
@@ -622,6 +633,8 @@ int ds_create_received_locked(struct stor_pool *p, const char *name,
 			      const struct stor_ds_opts *o, const struct recv_identity *id,
 			      struct stor_ds **out)
 {
+	STOR_ASSERT_HELD(&p->admin);
+
 	return ds_create_as(p, name, o, id, NULL, out);
 }
 
@@ -805,6 +818,8 @@ static int destroy_one_locked(struct stor_pool *p, struct stor_ds *ds, struct st
 	struct txg_task task;
 	int ret = 0;
 
+	STOR_ASSERT_HELD(&p->admin);
+
 	if (pa)
 		leave = (struct kids_join){ .parent_id = pa->id, .guid = ds->guid,
 					    .suite = (unsigned)ds->suite,
@@ -849,6 +864,8 @@ static int doomed_locked(struct stor_pool *p, struct stor_ds *const *seeds, size
 			 unsigned flags, struct doomed *d)
 {
 	char prefix[STOR_NAME_MAX + 2];
+
+	STOR_ASSERT_HELD(&p->admin);
 
 	d->v = calloc(p->nds + 1, sizeof(*d->v));
 	d->seen = calloc(p->nds + 1, 1);
@@ -934,6 +951,8 @@ int ds_destroy_set_locked(struct stor_pool *p, struct stor_ds *const *seeds, siz
 	size_t ngone = 0;
 	int ret, enc = 0;
 
+	STOR_ASSERT_HELD(&p->admin);
+
 	ret = doomed_locked(p, seeds, nseeds, flags, &d);
 	for (size_t k = 0; k < d.n && ret == 0; k++) {
 		ret = destroy_one_locked(p, d.v[k], d.leave[k]);
@@ -979,8 +998,10 @@ int stor_ds_destroy(struct stor_pool *p, const char *name, unsigned flags)
 
 int ds_destroy_locked(struct stor_pool *p, const char *name, unsigned flags)
 {
-	struct stor_ds *ds = ds_find_locked(p, name);
+	struct stor_ds *ds;
 
+	STOR_ASSERT_HELD(&p->admin);
+	ds = ds_find_locked(p, name);
 	if (!ds)
 		return -ENOENT;
 	if (strcmp(name, p->name) == 0)
@@ -1415,6 +1436,8 @@ static int set_space_locked(struct stor_pool *p, struct stor_ds *ds, int id, con
 	char *nv = NULL, num[32];
 	int ret, volume = strcmp(ds->name, p->name) != 0;
 
+	STOR_ASSERT_HELD(&p->admin);
+
 	if (id == PROP_VOLSIZE) {
 		vol = canon ? strtoull(canon, NULL, 10) : 0;
 		if (!volume) {
@@ -1493,6 +1516,8 @@ static int set_locked(struct stor_pool *p, struct stor_ds *ds, int id, const cha
 {
 	char canon[256] = "", *old;
 	int ret;
+
+	STOR_ASSERT_HELD(&p->admin);
 
 	if (value) {
 		ret = prop_validate(id, value, canon, sizeof(canon));

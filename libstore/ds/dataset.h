@@ -51,12 +51,13 @@ int ds_destroy_set_locked(struct stor_pool *p, struct stor_ds *const *seeds, siz
 
 int pool_create_root(struct stor_pool *p);
 
-/** Create @name as the copy of a raw stream's dataset: its GUID, its
- *  encryption root's wrapping, no key (admin lock held). */
 /** What received @ds joins as its receive ends: its encrypted parent's list
  *  (@join->mk set, a reference), or nothing. @return 0 or STOR_ENOKEY */
 int ds_list_join(struct stor_pool *p, struct stor_ds *ds, struct kids_join *join);
 
+/** Create @name for a receive, marked as being received (@id); a raw
+ *  stream's copy takes its GUID and its encryption root's wrapping from
+ *  @id, and no key. Admin lock held. */
 int ds_create_received_locked(struct stor_pool *p, const char *name,
 			      const struct stor_ds_opts *o, const struct recv_identity *id,
 			      struct stor_ds **out);

@@ -636,6 +636,8 @@ static int new_key_props(const struct stor_ds *ds, const char *loc, char *v[3])
  */
 static int keeps_clones_with_origins(struct stor_pool *p, const char *moved)
 {
+	STOR_ASSERT_HELD(&p->admin);
+
 	for (size_t i = 0; i < p->nds; i++) {
 		const struct stor_ds *d = p->ds[i];
 

@@ -18,6 +18,7 @@
 
 #include "base/cache.h"
 #include "base/pool_error.h"
+#include "base/stor_assert.h"
 #include "ds/dataset.h"
 #include "ds/dskeys.h"
 #include "ds/recv_state.h"
@@ -239,8 +240,10 @@ int recv_build_macs(struct stor_pool *p, struct stor_ds *ds, const struct ds_key
 	uint8_t want[MAC_ROOT_LEN], got[MAC_ROOT_LEN], view[MAC_ROOT_LEN];
 	struct meta_txn *t = NULL;
 	uint64_t end = 0;
-	int ret = meta_txn_begin(p->meta, &t);
+	int ret;
 
+	STOR_ASSERT_HELD(&p->admin);
+	ret = meta_txn_begin(p->meta, &t);
 	if (ret < 0)
 		return ret;
 	/* the root the head must come out with: the stream's, else the one it
@@ -376,6 +379,8 @@ static int head_is_view(struct stor_pool *p, struct stor_ds *ds)
  * is being received, so no read holds the key). */
 static void drop_key(struct stor_ds *ds)
 {
+	STOR_ASSERT_HELD(&ds->pool->admin);
+
 	dskeys_drop(ds);
 	cache_drop_ds(cache_data(), ds->guid);
 	snap_drop_keys(ds);

@@ -72,6 +72,7 @@
 #include "base/array.h"
 #include "base/cache.h"
 #include "base/pool_error.h"
+#include "base/stor_assert.h"
 #include "ds/children.h"
 #include "ds/clone.h"
 #include "ds/dataset.h"
@@ -286,6 +287,8 @@ int snap_load_one(struct stor_pool *p, const char *name, const void *val, size_t
 
 struct snap *snap_find_id_locked(struct stor_pool *p, uint64_t id)
 {
+	STOR_ASSERT_HELD(&p->admin);
+
 	for (size_t i = 0; i < p->nds; i++)
 		for (size_t k = 0; k < p->ds[i]->nsnaps; k++)
 			if (p->ds[i]->snaps[k]->id == id)
@@ -632,6 +635,10 @@ int snap_enlist(struct stor_pool *p, const struct snap_op *ops, size_t n)
 	struct txg_task task = { batch_commit, batch_release, b };
 	int ret = -ENOMEM;
 
+	/* only from a txg_close_fn: the txg closes under both */
+	STOR_ASSERT_WRHELD(&p->hold);
+	STOR_ASSERT_HELD(&p->stage_lock);
+
 	if (b && (b->ops = malloc((n ? n : 1) * sizeof(*ops)))) {
 		memcpy(b->ops, ops, n * sizeof(*ops));
 		b->n = n;
@@ -690,6 +697,8 @@ static int want_snap(struct stor_pool *p, struct create_ctx *c, struct stor_ds *
 	struct snap **a;
 	size_t mine = 0;
 	int ret = 0;
+
+	STOR_ASSERT_HELD(&p->admin);
 
 	if ((size_t)snprintf(name, sizeof(name), "%s@%s", ds->name, snapname) > STOR_NAME_MAX)
 		return STOR_EBADNAME;
@@ -1071,6 +1080,8 @@ static void recount_kept(struct stor_pool *p, struct stor_ds *ds)
 {
 	uint64_t kept = 0;
 
+	STOR_ASSERT_HELD(&p->admin);
+
 	for (size_t i = 0; i < ds->nsnaps; i++)
 		kept += sum_table(p, ds->snaps[i]->id, 0, UINT64_MAX);
 	atomic_store(&ds->snap_used, (int64_t)kept);
@@ -1089,14 +1100,18 @@ static uint64_t prev_txg(const struct snap *s)
 
 int snap_head_changed(struct stor_pool *p, struct stor_ds *ds, const struct snap *S)
 {
+	STOR_ASSERT_HELD(&p->admin);
+
 	return sum_table(p, ds->id, S->txg, UINT64_MAX) || sum_table(p, S->id, 0, UINT64_MAX) ||
 	       atomic_load(&ds->volsize) != S->volsize;
 }
 
 uint64_t snap_written_head(struct stor_pool *p, struct stor_ds *ds)
 {
-	struct snap *n = newest_alive(ds);
+	struct snap *n;
 
+	STOR_ASSERT_HELD(&p->admin);
+	n = newest_alive(ds);
 	return sum_table(p, ds->id, n ? n->txg : 0, UINT64_MAX);
 }
 
@@ -1136,6 +1151,8 @@ static void recount(struct stor_pool *p, struct stor_ds *ds);
 
 void snap_recount_space(struct stor_pool *p, struct stor_ds *ds)
 {
+	STOR_ASSERT_HELD(&p->admin);
+
 	recount(p, ds);
 	recount_kept(p, ds);
 	clone_count_shared_ds(p, ds);
@@ -1317,9 +1334,12 @@ struct snap *snap_find_locked(struct stor_pool *p, const char *name)
 {
 	char dsname[STOR_NAME_MAX + 1];
 	const char *snapname = split(name, dsname);
-	struct stor_ds *ds = snapname ? ds_find_locked(p, dsname) : NULL;
-	struct snap *s = ds ? find_in(ds, snapname) : NULL;
+	struct stor_ds *ds;
+	struct snap *s;
 
+	STOR_ASSERT_HELD(&p->admin);
+	ds = snapname ? ds_find_locked(p, dsname) : NULL;
+	s = ds ? find_in(ds, snapname) : NULL;
 	return s && !s->dying ? s : NULL;
 }
 

@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "base/pool_error.h"
+#include "base/stor_assert.h"
 #include "dev/alloc.h"
 #include "ds/dataset.h"
 #include "ds/props.h"
@@ -97,9 +98,10 @@ void space_props_locked(struct stor_pool *p, struct stor_ds *ds)
 {
 	uint64_t aut = space_auto_refres(atomic_load(&ds->volsize), ds->recsize);
 
+	STOR_ASSERT_HELD(&p->admin);
+
 	atomic_store(&ds->refres, prop_reservation_bytes(ds->local[PROP_REFRESERVATION], aut));
 	atomic_store(&ds->res, prop_reservation_bytes(ds->local[PROP_RESERVATION], 0));
-	(void)p;
 }
 
 /* Is @name below @anc ("tank/a/b" below "tank" and "tank/a")? */
@@ -114,6 +116,8 @@ static int is_under(const char *name, const char *anc)
 static void publish_locked(struct stor_pool *p, struct stor_ds **d, int *par, uint64_t *tree,
 			   size_t n, size_t from)
 {
+	STOR_ASSERT_HELD(&p->space_lock);
+
 	for (size_t i = from; i < n; i++)
 		d[i]->sp_idx = i;
 	free(p->sp_ds);
@@ -131,6 +135,8 @@ int space_sync_locked(struct stor_pool *p)
 	int *par = NULL, *up = NULL;
 	uint64_t *tree = NULL, total = 0;
 	size_t n = p->nds;
+
+	STOR_ASSERT_HELD(&p->admin);
 
 	d = malloc((n ? n : 1) * sizeof(*d));
 	par = malloc((n ? n : 1) * sizeof(*par));
@@ -192,6 +198,8 @@ int space_insert_locked(struct stor_pool *p, struct stor_ds *ds)
 	int *par;
 	uint64_t *tree;
 	char pname[STOR_NAME_MAX + 1];
+
+	STOR_ASSERT_HELD(&p->admin);
 
 	for (size_t i = 0; i < n; i++)
 		if (p->ds[i] == ds) {
@@ -264,6 +272,8 @@ static uint64_t compute_locked(struct stor_pool *p)
 {
 	uint64_t u = p->sp_pending;
 
+	STOR_ASSERT_HELD(&p->space_lock);
+
 	for (size_t i = 0; i < p->sp_n; i++) {
 		int64_t snaps = atomic_load(&p->sp_ds[i]->snap_used);
 
@@ -324,8 +334,11 @@ int space_admit(struct stor_pool *p, struct stor_ds *ds, uint64_t n, uint64_t re
 /* base: what anyone may still take; plus the headroom of @i and its ancestors */
 static uint64_t room_locked(struct stor_pool *p, int i, uint64_t fr, uint64_t slop)
 {
-	uint64_t u = compute_locked(p), room = fr > slop + u ? fr - slop - u : 0;
+	uint64_t u, room;
 
+	STOR_ASSERT_HELD(&p->space_lock);
+	u = compute_locked(p);
+	room = fr > slop + u ? fr - slop - u : 0;
 	for (; i >= 0; i = p->sp_parent[i]) {
 		uint64_t res = atomic_load(&p->sp_ds[i]->res);
 		room += res > p->sp_tree[i] ? res - p->sp_tree[i] : 0;
@@ -337,6 +350,8 @@ void space_of_locked(struct stor_pool *p, struct stor_ds *ds, struct space_view 
 {
 	uint64_t fr, size;
 	int i;
+
+	STOR_ASSERT_HELD(&p->admin);
 
 	memset(v, 0, sizeof(*v));
 	pool_bytes(p, &fr, &size);
@@ -408,6 +423,8 @@ int space_promise_locked(struct stor_pool *p, struct stor_ds *from, uint64_t nee
 	uint64_t fr, size, room;
 	char a[32], b[32];
 
+	STOR_ASSERT_HELD(&p->admin);
+
 	if (!need)
 		return 0;
 	/* counted before the free space is read: a writer racing with us sees it */
@@ -440,6 +457,8 @@ int space_promise_locked(struct stor_pool *p, struct stor_ds *from, uint64_t nee
 
 void space_unpromise_locked(struct stor_pool *p, uint64_t need)
 {
+	STOR_ASSERT_HELD(&p->admin);
+
 	if (!need)
 		return;
 	pthread_mutex_lock(&p->space_lock);

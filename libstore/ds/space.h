@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* space.c's functions inside libstore (its head comment says the rest). */
+/* space.c's functions inside libstore (its head comment says the rest).
+ * Those named *_locked want the admin lock held: they read the dataset
+ * table, or pair a promise with the change it is for. */
 #ifndef STOR_SPACE_H
 #define STOR_SPACE_H
 

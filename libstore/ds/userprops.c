@@ -22,6 +22,7 @@
 
 #include "base/bytes.h"
 #include "base/pool_error.h"
+#include "base/stor_assert.h"
 #include "ds/dataset.h"
 #include "ds/userprops.h"
 #include "prop_names.h"
@@ -147,8 +148,10 @@ int uprops_set_locked(struct stor_pool *p, struct stor_ds *ds, const char *name,
 	struct stor_uprop *t, was = { 0 };
 	char why[256], *nv = NULL, *nn = NULL;
 	int found, ret;
-	size_t i = find(ds, name, &found);
+	size_t i;
 
+	STOR_ASSERT_HELD(&p->admin);
+	i = find(ds, name, &found);
 	if (prop_user_name_check(name, why, sizeof(why)) < 0 ||
 	    (value && prop_user_value_check(value, why, sizeof(why)) < 0)) {
 		pool_set_error("%s", why);

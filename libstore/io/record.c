@@ -588,9 +588,7 @@ static void read_recs(struct stor_pool *p, struct rec *recs, size_t n)
 
 static unsigned stripe_of(const struct rec *r)
 {
-	uint64_t h = (r->ds->id * 0x9e3779b97f4a7c15ull) ^ (r->recno * 0xc2b2ae3d27d4eb4full);
-
-	return (unsigned)((h ^ (h >> 32)) % STRIPES);
+	return pool_stripe(r->ds->id, r->recno);
 }
 
 static void lock_stripes(struct stor_pool *p, const struct rec *recs, size_t n, uint8_t *held)

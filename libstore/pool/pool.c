@@ -749,6 +749,10 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 		ret = pool_follow_name(p);
 	if (ret < 0)
 		goto fail;
+	/* the load reads and fills the dataset table through the *_locked
+	 * functions, which want the admin lock: taken, though no other thread
+	 * sees the pool yet (recv_cleanup below takes it itself) */
+	pthread_mutex_lock(&p->admin);
 	ret = ds_load_all(p);
 	kb = metalog_keys_get(p, &klen);
 	if (ret == 0 && (ret = keyfile_restore(p, kb, klen)) > 0)
@@ -758,7 +762,7 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 	if (ret < 0) {
 		if (!pool_error_set())
 			pool_set_error("pool %s: dataset records: %s", name, stor_strerror(ret));
-		goto fail;
+		goto fail_locked;
 	}
 	ret = rebuild_space(p);
 	if (ret == 0)
@@ -771,12 +775,13 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 	if (ret == 0)
 		ret = lunset_mark(p, LABEL_ACTIVE);
 	if (ret < 0)
-		goto fail;
+		goto fail_locked;
 	metalog_repair(p); /* what it could not repair, the checkpoint below replaces */
 	ret = txg_init(p, txg, snap_mac);
 	if (ret < 0)
-		goto fail;
+		goto fail_locked;
 	ret = clone_import(p); /* looks pointers up through the txg */
+	pthread_mutex_unlock(&p->admin);
 	if (ret < 0)
 		goto fail;
 	p->opts.lun_paths = NULL; /* the caller's */
@@ -797,6 +802,8 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 		metalog_notef(p, "a dataset of a receive cut short could not be destroyed yet");
 	*out = p;
 	return 0;
+fail_locked:
+	pthread_mutex_unlock(&p->admin);
 fail:
 	scrub_fini(p);
 	txg_fini(p);

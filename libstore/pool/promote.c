@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "base/pool_error.h"
+#include "base/stor_assert.h"
 #include "ds/clone.h"
 #include "ds/dataset.h"
 #include "ds/snapshot.h"
@@ -93,6 +94,8 @@ static int found_at(struct stor_pool *p, struct stor_ds *ds, struct snap *s, uin
 	struct bp bp;
 	int found = 0;
 
+	STOR_ASSERT_HELD(&p->admin);
+
 	if (txg_lookup(p, 1, &ds->id, &recno, &bp, &found) == 0 && found && bp.birth <= s->txg)
 		return 1;
 	for (size_t i = ds->nsnaps; i-- > 0 && ds->snaps[i]->txg >= s->txg;) {
@@ -110,6 +113,8 @@ static uint64_t first_written(struct stor_pool *p, struct stor_ds *C, uint64_t r
 	uint64_t first = 0;
 	struct bp bp;
 	int found = 0;
+
+	STOR_ASSERT_HELD(&p->admin);
 
 	if (txg_lookup(p, 1, &C->id, &recno, &bp, &found) == 0 && found)
 		first = bp.birth;
@@ -138,6 +143,8 @@ static int plan_moves(struct stor_pool *p, struct promote_plan *pl, struct stor_
 	struct meta_txn *t = NULL;
 	uint8_t *zeros = NULL;
 	int ret = 0;
+
+	STOR_ASSERT_HELD(&p->admin);
 
 	if (D->suite) {
 		struct mac_key *mk = NULL;
@@ -287,7 +294,8 @@ static int promote_checks(struct stor_pool *p, struct stor_ds *C, struct stor_ds
 {
 	size_t cn = strlen(C->name);
 
-	(void)p;
+	STOR_ASSERT_HELD(&p->admin);
+
 	if (atomic_load(&C->refs) > 0 || atomic_load(&D->refs) > 0) {
 		pool_set_error("%s: it or its origin %s is open", C->name, D->name);
 		return -EBUSY;

@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "base/pool_error.h"
+#include "base/stor_assert.h"
 #include "dev/alloc.h"
 #include "dev/lun.h"
 #include "dev/lunset.h"
@@ -78,6 +79,8 @@ static void flip(struct stor_pool *p, unsigned idx, int out, int state, uint64_t
  * lock held, so resilver_done() cannot put it in service unwalked. */
 static void catch_up(struct stor_pool *p, unsigned idx, uint64_t since)
 {
+	STOR_ASSERT_HELD(&p->commit_lock);
+
 	atomic_store(&p->resilver_asked, 1);
 	flip(p, idx, SIDE_CATCHING_UP, SIDE_RESILVERING, since ? since : 1);
 }

@@ -47,6 +47,7 @@
 
 #include "base/events.h"
 #include "base/pool_error.h"
+#include "base/stor_assert.h"
 #include "dev/alloc.h"
 #include "dev/errlog.h"
 #include "dev/mirror.h"
@@ -323,6 +324,8 @@ static int start_thread(struct stor_pool *p)
 	struct scrub *s = p->scrub;
 	int ret;
 
+	STOR_ASSERT_HELD(&s->cmd);
+
 	s->stop = 0;
 	s->t0 = mono();
 	s->ex0 = s->st.examined;
@@ -334,6 +337,8 @@ static int start_thread(struct stor_pool *p)
 /* Wake the thread and wait for it to end; cmd lock held. */
 static void join_thread(struct scrub *s)
 {
+	STOR_ASSERT_HELD(&s->cmd);
+
 	if (!s->have_thread)
 		return;
 	pthread_mutex_lock(&s->lock);

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "base/array.h"
+#include "base/stor_assert.h"
 #include "crypt/hash.h"
 #include "dev/alloc.h"
 #include "dev/lun.h"
@@ -71,10 +72,12 @@ static int cmp_nonce(const void *a, const void *b)
 /* Count the repeats among the nonces of the dataset just walked, and check its space. */
 static void close_ds(struct walk *w)
 {
+	STOR_ASSERT_HELD(&w->p->admin);
+
 	if (w->ds_id != UINT64_MAX) {
 		struct stor_ds *ds;
 
-		ds = ds_find_id_locked(w->p, w->ds_id); /* the caller holds the admin lock */
+		ds = ds_find_id_locked(w->p, w->ds_id);
 		if (w->kept)
 			w->rep->kept += w->nkept; /* its bytes went to kept_by[] */
 		else if (!ds || (uint64_t)atomic_load(&ds->used) != w->ds_used)
@@ -331,6 +334,8 @@ static int copy_snaps(struct stor_pool *p, struct stor_ds *ds, struct snap_copy 
 static int check_macs(struct stor_pool *p, struct stor_verify_report *rep)
 {
 	int ret = 0;
+
+	STOR_ASSERT_HELD(&p->admin);
 
 	for (size_t i = 0; ret == 0 && i < p->nds; i++) {
 		struct stor_ds *ds = p->ds[i];

@@ -94,6 +94,7 @@
 #include "base/array.h"
 #include "base/cache.h"
 #include "base/pool_error.h"
+#include "base/stor_assert.h"
 #include "crypt/hash.h"
 #include "ds/dataset.h"
 #include "ds/dskeys.h"
@@ -255,8 +256,10 @@ static int create(struct stor_recv *r)
  * on either side)? Admin lock held. */
 static int key_changed(struct stor_pool *p, const struct stor_ds *ds, const struct stream_hdr *h)
 {
-	const struct stor_ds *root = ds_find_id_locked(p, ds->enc_root_id);
+	const struct stor_ds *root;
 
+	STOR_ASSERT_HELD(&p->admin);
+	root = ds_find_id_locked(p, ds->enc_root_id);
 	return root != ds || memcmp(ds->wrapped, h->wrapped, sizeof(h->wrapped)) ||
 	       root->keyformat != h->keyformat || root->iters != h->iters ||
 	       memcmp(root->salt, h->salt, sizeof(h->salt));
@@ -271,9 +274,11 @@ static int check_target(struct stor_recv *r, struct stor_ds *ds, struct snap **f
 {
 	struct stor_pool *p = r->p;
 	const struct stream_hdr *h = &r->h;
-	struct snap *newest = ds->nsnaps ? ds->snaps[ds->nsnaps - 1] : NULL;
+	struct snap *newest;
 	size_t n = strlen(ds->name);
 
+	STOR_ASSERT_HELD(&p->admin);
+	newest = ds->nsnaps ? ds->snaps[ds->nsnaps - 1] : NULL;
 	*from = NULL;
 	if (atomic_load(&ds->receiving) || atomic_load(&ds->refs) > 0) {
 		pool_set_error("%s is open or being received", ds->name);
@@ -333,8 +338,10 @@ static int check_target(struct stor_recv *r, struct stor_ds *ds, struct snap **f
 static int check_unchanged(struct stor_recv *r, struct snap *from, int *changed)
 {
 	struct stor_ds *ds = r->ds;
-	int newer = from != ds->snaps[ds->nsnaps - 1];
+	int newer;
 
+	STOR_ASSERT_HELD(&r->p->admin);
+	newer = from != ds->snaps[ds->nsnaps - 1];
 	*changed = newer || snap_head_changed(r->p, ds, from);
 	if (*changed && !(r->flags & STOR_FORCE)) {
 		pool_set_error(newer ? "%s has snapshots newer than %s; use -F to roll it back"

@@ -21,6 +21,7 @@
 
 #include "base/array.h"
 #include "base/events.h"
+#include "base/stor_assert.h"
 #include "dev/alloc.h"
 #include "dev/errlog.h"
 #include "dev/lun.h"
@@ -64,6 +65,7 @@ struct extent {
 
 struct stage {
 	uint64_t txg;
+	pthread_mutex_t *stage_lock; /* the pool's: held for the open stage's helpers below */
 	/* entries in staging order, found through an index of 8-byte slots
 	 * small enough to stay in cache when the entries do not */
 	struct stage_ent *ents;
@@ -87,12 +89,14 @@ struct stage {
 	uint8_t dirty[STOR_LUNS_MAX];
 };
 
-static struct stage *stage_new(uint64_t txg)
+static struct stage *stage_new(struct stor_pool *p, uint64_t txg)
 {
 	struct stage *s = calloc(1, sizeof(*s));
 
-	if (s)
+	if (s) {
 		s->txg = txg;
+		s->stage_lock = &p->stage_lock;
+	}
 	return s;
 }
 
@@ -152,6 +156,8 @@ int txg_name_gone(struct stor_pool *p, const char *name)
 
 int txg_stage_idle(struct stor_pool *p)
 {
+	STOR_ASSERT_HELD(&p->stage_lock);
+
 	return stage_empty(p->open) && !p->syncing;
 }
 
@@ -198,6 +204,8 @@ static int stage_grow(struct stage *s, size_t n)
 {
 	size_t cap = s->cap ? s->cap : 1024, ecap = s->capents ? s->capents : 768;
 	uint64_t *slots;
+
+	STOR_ASSERT_HELD(s->stage_lock);
 
 	while ((s->n + n) * 4 > cap * 3)
 		cap *= 2;
@@ -255,6 +263,8 @@ static int group_room(struct stage *s, size_t n)
 	size_t cap = s->gcap ? s->gcap : 64;
 	struct stage_group *tab;
 
+	STOR_ASSERT_HELD(s->stage_lock);
+
 	while ((s->ngroups + n) * 4 > cap * 3)
 		cap *= 2;
 	if (cap == s->gcap)
@@ -275,8 +285,10 @@ static int group_room(struct stage *s, size_t n)
 static void group_add(struct stage *s, uint64_t ds_id, uint64_t recno, struct mac_key *mk,
 		      const uint8_t delta[MAC_LEN])
 {
-	struct stage_group *g = group_slot(s->groups, s->gcap, ds_id, recno / MAC_GROUP);
+	struct stage_group *g;
 
+	STOR_ASSERT_HELD(s->stage_lock);
+	g = group_slot(s->groups, s->gcap, ds_id, recno / MAC_GROUP);
 	if (!g->used) {
 		*g = (struct stage_group){ .ds_id = ds_id, .group = recno / MAC_GROUP, .used = 1 };
 		s->ngroups++;
@@ -380,6 +392,8 @@ static int lookup_committed(struct meta_txn *t, uint64_t ds_id, uint64_t recno, 
 /* Room for @n more entries, frees and MAC keys in @s (stage_lock held). */
 static int stage_room(struct stage *s, size_t n)
 {
+	STOR_ASSERT_HELD(s->stage_lock);
+
 	if (stage_grow(s, n) < 0)
 		return -ENOMEM;
 	if (s->capfrees < s->nfrees + n) {
@@ -428,10 +442,12 @@ static int find_current(struct stor_pool *p, uint64_t ds_id, uint64_t recno,
 			const struct mac_key *mk, struct bp *old, int *had_old,
 			uint8_t leaf[MAC_LEN], int *have_leaf)
 {
-	struct stage_ent *e = stage_find(p->open, ds_id, recno);
+	struct stage_ent *e;
 	struct meta_txn *t = NULL;
 	int ret;
 
+	STOR_ASSERT_HELD(&p->stage_lock);
+	e = stage_find(p->open, ds_id, recno);
 	*had_old = 0;
 	if (!e)
 		e = stage_find(p->syncing, ds_id, recno);
@@ -498,6 +514,8 @@ static int stage_keep(struct stor_pool *p, struct stor_ds *ds, struct snap *keep
 	struct stage_ent *e;
 	int ret = 0;
 
+	STOR_ASSERT_HELD(&p->stage_lock);
+
 	/* a raw receive's tables get their MACs when its tree is built (recv.c) */
 	if (ds->suite && !atomic_load(&ds->macs_later)) {
 		pthread_mutex_unlock(&p->stage_lock);
@@ -535,6 +553,9 @@ int txg_stage(struct stor_pool *p, struct stor_ds *ds, uint64_t recno, const str
 	struct snap *keep;
 	uint8_t delta[MAC_LEN] = { 0 }, leaf[MAC_LEN], old_leaf[MAC_LEN];
 	int ret, have_leaf = 0;
+
+	/* the hold of the open txg is a read lock: that one cannot be checked */
+	STOR_ASSERT_HELD(&p->stripes[pool_stripe(ds_id, recno)]);
 
 	pthread_mutex_lock(&p->stage_lock);
 	ret = find_current(p, ds_id, recno, mk, old, had_old, old_leaf, &have_leaf);
@@ -629,6 +650,8 @@ int txg_lookup(struct stor_pool *p, size_t n, const uint64_t *ds_ids, const uint
 
 static int enlist_locked(struct stage *s, const struct txg_task *task)
 {
+	STOR_ASSERT_HELD(s->stage_lock);
+
 	if (s->captasks == s->ntasks) {
 		size_t cap = s->captasks ? 2 * s->captasks : 8;
 		struct txg_task *t = realloc(s->tasks, cap * sizeof(*t));
@@ -926,6 +949,10 @@ static int commit_stage(struct stor_pool *p, struct stage *s)
 
 int txg_enlist(struct stor_pool *p, const struct txg_task *task)
 {
+	/* only from a txg_close_fn: the txg closes under both */
+	STOR_ASSERT_WRHELD(&p->hold);
+	STOR_ASSERT_HELD(&p->stage_lock);
+
 	return enlist_locked(p->open, task);
 }
 
@@ -956,7 +983,7 @@ static int sync_hooked(struct stor_pool *p, uint64_t min, txg_close_fn fn, void 
 			break;
 		retried = p->syncing != NULL;
 		if (!retried) {
-			next = stage_new(0);
+			next = stage_new(p, 0);
 			if (!next) {
 				ret = -ENOMEM;
 				break;
@@ -1093,7 +1120,7 @@ int txg_init(struct stor_pool *p, uint64_t last_txg,
 	pthread_rwlockattr_t ra;
 	pthread_condattr_t ca;
 
-	p->open = stage_new(last_txg + 1);
+	p->open = stage_new(p, last_txg + 1);
 	if (!p->open)
 		return -ENOMEM;
 	atomic_store(&p->synced_txg, last_txg);

@@ -25,6 +25,12 @@ check_PROGRAMS += %D%/test_size
 %C%_test_size_CFLAGS = $(UNIT_CFLAGS)
 %C%_test_size_LDADD = $(UNIT_LDADD)
 
+# lock contracts (base/stor_assert.h): checked where the build has them
+check_PROGRAMS += %D%/test_assert
+%C%_test_assert_SOURCES = %D%/test_assert.c $(UNIT_FIXTURE)
+%C%_test_assert_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_assert_LDADD = $(UNIT_LDADD)
+
 check_PROGRAMS += %D%/test_hist
 %C%_test_hist_SOURCES = %D%/test_hist.c client/hist.c client/hist.h
 %C%_test_hist_CFLAGS = $(UNIT_CFLAGS)
