@@ -3,8 +3,8 @@
  * The texts and names of return codes: STOR_ERRNO_MAP of store.h is expanded
  * here and nowhere else (libuv's UV_ERRNO_MAP likewise). The daemon's
  * proto_strerror() and the client's reports call stor_strerror() and
- * stor_errname() instead of expanding the map again. Also the report of a
- * failed STOR_ASSERT (stor_assert.h), the one line libstore ever writes.
+ * stor_errname() instead of expanding the map again. (A failed STOR_ASSERT is
+ * reported by libstore/base/stor_assert.c.)
  */
 #include <errno.h>
 #include <stdio.h>
