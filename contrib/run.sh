@@ -1,9 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# The README's run command: install what is missing, build, start cofferd on
-# its embedded defaults, make a pool of sparse LUN files with a clear and an
-# aes-256-ccm dataset, move data through both and check it, then run a short
-# 8 KiB random-read load test on each and print encrypted vs clear.
+# The README's run command: install what is missing (the build set of
+# contrib/deps.sh, no test toolchain), build, start cofferd on its embedded
+# defaults, make a pool of sparse LUN files with a clear and an aes-256-ccm
+# dataset, move data through both and check it, then run a short 8 KiB
+# random-read load test on each and print encrypted vs clear.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
