@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,6 +297,35 @@ double bench_report_average(struct engine *e, const struct tally *t)
 	return f.iops;
 }
 
+/*
+ * What the streams of the run used, set in @o: "threads" (requests kept
+ * outstanding per dataset), "xfersize" (bytes) and "rdpct", after the sd,
+ * wd and for-loop settings are applied; each is null when the streams
+ * differ in it (an xfersize distribution differs from itself).
+ */
+static void set_used(json_t *o, const struct engine *e)
+{
+	const struct stream *first = NULL;
+	bool qd = true, xfer = true, rd = true;
+
+	for (unsigned i = 0; i < e->nstreams; i++) {
+		const struct stream *st = &e->streams[i];
+
+		xfer &= st->nxfer == 1;
+		if (!first) {
+			first = st;
+			continue;
+		}
+		qd &= st->qd == first->qd;
+		xfer &= st->xfer[0].size == first->xfer[0].size;
+		rd &= st->rdpct == first->rdpct;
+	}
+	json_object_set_new(o, "threads", first && qd ? json_integer(first->qd) : json_null());
+	json_object_set_new(o, "xfersize",
+			    first && xfer ? json_integer(first->xfer[0].size) : json_null());
+	json_object_set_new(o, "rdpct", first && rd ? json_real(first->rdpct) : json_null());
+}
+
 json_t *bench_report_run_json(struct engine *e, struct tally *t)
 {
 	const struct bench_run *r = t->r;
@@ -315,9 +345,7 @@ json_t *bench_report_run_json(struct engine *e, struct tally *t)
 	json_object_set_new(jrun, "elapsed", json_real(r->elapsed));
 	json_object_set_new(jrun, "interval", json_real(r->interval));
 	json_object_set_new(jrun, "warmup", json_real(r->warmup));
-	json_object_set_new(jrun, "threads", json_integer(r->threads));
-	json_object_set_new(jrun, "xfersize", json_integer(r->xfersize));
-	json_object_set_new(jrun, "rdpct", r->rdpct >= 0 ? json_real(r->rdpct) : json_null());
+	set_used(jrun, e);
 	json_object_set_new(jrun, "connections", json_integer(e->nw));
 	json_object_set_new(jrun, "streams", json_integer(e->nstreams));
 	json_object_set_new(jrun, "datasets", ds);
@@ -345,7 +373,8 @@ int bench_report_json(struct engine *e, const char *path)
 	 * --json-int, and every digit a real has (1 MiB/s is 1048576, not 1048580) */
 	jout_int = e->a->json_int;
 	doc = jout_doc("coffer bench", NULL);
-	body = json_pack("{s:i, s:s, s:s, s:i, s:b, s:O, s:O, s:I, s:I}", "version", 1, "host", host,
+	/* 2: threads, xfersize and rdpct of a run are what it ran with, not the for-loop overrides */
+	body = json_pack("{s:i, s:s, s:s, s:i, s:b, s:O, s:O, s:I, s:I}", "version", 2, "host", host,
 			 "socket", e->sock ? e->sock : "", "daemon_pid", e->daemon_pid, "verify",
 			 e->verify, "runs", e->jruns, "errors", e->jerrors, "io_errors",
 			 (json_int_t)e->total_errors, "validation_errors",

@@ -108,13 +108,17 @@ Test(bench, open_loop_rate_is_within_5_percent_and_json_has_the_documented_field
 	       path("out.json"), path("out.csv"));
 	doc = json_load_file(path("out.json"), 0, &jerr);
 	cr_assert_not_null(doc, "%s: %s", path("out.json"), jerr.text);
-	cr_assert(json_is_integer(json_object_get(doc, "version")));
+	cr_assert_eq(json_integer_value(json_object_get(doc, "version")), 2);
 	cr_assert_gt(json_integer_value(json_object_get(doc, "daemon_pid")), 0);
 	cr_assert_eq(json_integer_value(json_object_get(doc, "io_errors")), 0);
 	cr_assert_eq(json_array_size(json_object_get(doc, "runs")), 1);
 	run = json_array_get(json_object_get(doc, "runs"), 0);
 	cr_assert_str_eq(json_string_value(json_object_get(run, "name")), "run1");
 	cr_assert_float_eq(json_number_value(json_object_get(run, "iorate")), 800, 1e-6);
+	/* what it ran with, from --qd, --bs and --rw: no for loop set them */
+	cr_assert_eq(json_integer_value(json_object_get(run, "threads")), 2);
+	cr_assert_eq(json_integer_value(json_object_get(run, "xfersize")), 8192);
+	cr_assert_float_eq(json_number_value(json_object_get(run, "rdpct")), 100, 1e-6);
 	cr_assert_eq(json_array_size(json_object_get(run, "datasets")), 2);
 	cr_assert_geq(json_array_size(json_object_get(run, "intervals")), 4);
 	iv = json_array_get(json_object_get(run, "intervals"), 0);
