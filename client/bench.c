@@ -51,7 +51,9 @@ static int run_setup(struct engine *e, const struct bench_plan *pl, unsigned ri,
 	t->h = malloc(sizeof(*t->h));
 	t->hr = malloc(sizeof(*t->hr));
 	t->hw = malloc(sizeof(*t->hw));
-	if (!t->h || !t->hr || !t->hw)
+	t->gtot = calloc(e->ngroups, sizeof(*t->gtot));
+	t->gint = calloc(e->ngroups, sizeof(*t->gint));
+	if (!t->h || !t->hr || !t->hw || !t->gtot || !t->gint)
 		return -ENOMEM;
 	hist_init(t->h);
 	hist_init(t->hr);
@@ -89,7 +91,7 @@ static void run_sample(struct engine *e, const struct bench_plan *pl, struct tal
 		}
 		if (atomic_load(&interrupted))
 			atomic_store(&e->stop, true), done = true;
-		bench_collect(e, &l.a);
+		bench_collect(e, &l.a, t->gint);
 		bench_acc_add(&t->all, &l.a);
 		cpu1 = bench_client_cpu_s();
 		dcpu1 = bench_daemon_cpu_s(e->daemon_pid);
@@ -103,6 +105,8 @@ static void run_sample(struct engine *e, const struct bench_plan *pl, struct tal
 			/* an interval that began at or after the warmup counts in the average */
 			if (prev >= e->t0 + e->warm_ns - ival / 1000) {
 				bench_acc_add(&t->tot.a, &l.a);
+				for (unsigned g = 0; g < e->ngroups; g++)
+					bench_acc_add(&t->gtot[g], &t->gint[g]);
 				t->tot.dur += l.dur;
 				t->tot.ccpu += l.ccpu * l.dur;
 				t->tot.dcpu = l.dcpu < 0 || t->tot.dcpu < 0 ? -1 :
@@ -122,8 +126,10 @@ static json_t *run_report(struct engine *e, struct tally *t, double *base_iops, 
 	struct acc late;
 
 	/* completions inside the run that arrived after the last sample */
-	bench_collect(e, &late);
+	bench_collect(e, &late, t->gint);
 	bench_acc_add(&t->tot.a, &late);
+	for (unsigned g = 0; g < e->ngroups; g++)
+		bench_acc_add(&t->gtot[g], &t->gint[g]);
 	bench_acc_add(&t->all, &late);
 	e->total_errors += t->all.errors;
 	e->total_verrors += t->all.verrors;
@@ -169,6 +175,8 @@ out:
 	free(t.h);
 	free(t.hr);
 	free(t.hw);
+	free(t.gtot);
+	free(t.gint);
 	json_decref(t.jint);
 	return ret;
 }
@@ -542,7 +550,9 @@ int bench_main(int argc, char **argv)
 	}
 	if (rplan) {
 		printf("Validating every record of journal %s\n", a.journal);
+		e.total_only = true;
 		ret = run_plan(&e, rplan, rm);
+		e.total_only = false;
 		if (ret < 0)
 			goto out;
 	}

@@ -47,6 +47,7 @@ struct bds {
 /* One (workload, dataset) pair of a run. */
 struct stream {
 	struct bds *ds;
+	unsigned group; /* index in engine.groups: the sd that brought the dataset in */
 	unsigned qd, inflight;
 	unsigned slot0; /* its slots are slot0 .. slot0 + qd - 1 of its worker */
 	uint64_t lo, hi;
@@ -93,7 +94,9 @@ struct worker {
 	uint64_t rng;
 	struct hist *h, *hr, *hw;
 	pthread_mutex_t lock;
-	struct acc acc; /* under lock: read and cleared by the main thread */
+	struct acc *gacc; /* under lock, one per group: read and cleared by the main thread */
+	struct acc *gpend; /* the worker's own: a batch of completions, per group */
+	bool *gdirty;      /* which gpend entries the batch touched */
 	atomic_bool finished;
 	int err;
 	char errmsg[300];
@@ -118,6 +121,11 @@ struct engine {
 	unsigned nw;
 	struct stream *streams;
 	unsigned nstreams;
+	/* the dataset groups of the run: its sds, in the plan's order; counted
+	 * apart, so that one run compares them (clear against encrypted) */
+	const struct bench_sd **groups;
+	unsigned ngroups;
+	bool total_only; /* no line per group: the -vr pass, whose sds are the journal's datasets */
 	pthread_mutex_t rep_lock; /* error reports */
 	unsigned reported;
 	json_t *jerrors;
@@ -146,6 +154,8 @@ struct tally {
 	const struct bench_run *r;
 	unsigned ri;              /* index of r in its plan */
 	struct line tot;          /* the intervals after the warmup */
+	struct acc *gtot;         /* the same counters per group (engine.groups) */
+	struct acc *gint;         /* one interval's per group, before it counts or not */
 	struct acc all;           /* every completion, warmup included: for the error counts */
 	struct hist *h, *hr, *hw; /* all, read and write latencies after the warmup */
 	json_t *jint;             /* the interval lines */
@@ -164,8 +174,11 @@ const char *bench_errstr(int status, char *buf, size_t len);
 /** Add the counters of @s to @d. */
 void bench_acc_add(struct acc *d, const struct acc *s);
 
-/** Take (and clear) the counters the workers gathered since the last call. */
-void bench_collect(struct engine *e, struct acc *a);
+/**
+ * Take (and clear) the counters the workers gathered since the last call:
+ * the run's into @a, each group's into @g (e->ngroups entries) unless NULL.
+ */
+void bench_collect(struct engine *e, struct acc *a, struct acc *g);
 
 /** True once every worker of the run has left its loop. */
 bool bench_all_finished(const struct engine *e);

@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,19 +143,25 @@ static void print_header(void)
 	       "cofferd");
 }
 
+/* A CPU percentage as the lines print it: "-" when unknown (< 0). */
+static const char *cpu_text(double pct, char *buf, size_t len)
+{
+	if (pct < 0)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.1f", pct);
+	return buf;
+}
+
 static void print_line(const char *when, const char *label, const struct line *l)
 {
 	struct figures f;
-	char dc[16];
+	char cc[16], dc[16];
 
 	figures_of(l, &f);
-	if (l->dcpu < 0)
-		snprintf(dc, sizeof(dc), "-");
-	else
-		snprintf(dc, sizeof(dc), "%.1f", l->dcpu);
-	printf("%-12s %9s %10.1f %8.2f %7.0f %6.2f %8.3f %8.3f %8.3f %8.3f %8.3f %6.1f %5.1f %7s\n",
+	printf("%-12s %9s %10.1f %8.2f %7.0f %6.2f %8.3f %8.3f %8.3f %8.3f %8.3f %6.1f %5s %7s\n",
 	       when, label, f.iops, f.mbps, f.bpio, f.rdpct, f.resp, f.rresp, f.wresp, f.maxr,
-	       f.sdev, f.qd, l->ccpu, dc);
+	       f.sdev, f.qd, cpu_text(l->ccpu, cc, sizeof(cc)), cpu_text(l->dcpu, dc, sizeof(dc)));
 }
 
 static json_t *line_json(const struct line *l)
@@ -163,13 +170,14 @@ static json_t *line_json(const struct line *l)
 
 	figures_of(l, &f);
 	return json_pack("{s:f, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
-			 "s:f, s:o}",
+			 "s:o, s:o}",
 			 "seconds", l->dur, "reads", (json_int_t)l->a.reads, "writes",
 			 (json_int_t)l->a.writes, "errors", (json_int_t)l->a.errors, "iops", f.iops,
 			 "mbps", f.mbps, "bytes_per_io", f.bpio, "read_pct", f.rdpct, "resp_ms",
 			 f.resp, "read_resp_ms", f.rresp, "write_resp_ms", f.wresp, "max_resp_ms",
 			 f.maxr, "resp_stddev_ms", f.sdev, "queue_depth", f.qd, "client_cpu_pct",
-			 l->ccpu, "daemon_cpu_pct", l->dcpu < 0 ? json_null() : json_real(l->dcpu));
+			 l->ccpu < 0 ? json_null() : json_real(l->ccpu), "daemon_cpu_pct",
+			 l->dcpu < 0 ? json_null() : json_real(l->dcpu));
 }
 
 static void csv_line(struct engine *e, const char *when, const char *label, const struct line *l,
@@ -180,9 +188,12 @@ static void csv_line(struct engine *e, const char *when, const char *label, cons
 	if (!e->csv)
 		return;
 	figures_of(l, &f);
-	fprintf(e->csv, "%s,%s,%s,%s,%.3f,%.1f,%.3f,%.0f,%.2f,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f,%.1f,",
+	fprintf(e->csv, "%s,%s,%s,%s,%.3f,%.1f,%.3f,%.0f,%.2f,%.4f,%.4f,%.4f,%.4f,%.4f,%.2f,",
 		e->run->name, e->run->label, when, label, l->dur, f.iops, f.mbps, f.bpio, f.rdpct,
-		f.resp, f.rresp, f.wresp, f.maxr, f.sdev, f.qd, l->ccpu);
+		f.resp, f.rresp, f.wresp, f.maxr, f.sdev, f.qd);
+	if (l->ccpu >= 0)
+		fprintf(e->csv, "%.1f", l->ccpu);
+	fputc(',', e->csv);
 	if (l->dcpu >= 0)
 		fprintf(e->csv, "%.1f", l->dcpu);
 	if (h && h->count)
@@ -264,6 +275,12 @@ void bench_report_interval(struct engine *e, struct tally *t, const struct line 
 	json_array_append_new(t->jint, o);
 }
 
+/* Group @g's average line: its counters over the run's time after the warmup; CPU unknown. */
+static void group_line(const struct tally *t, unsigned g, struct line *l)
+{
+	*l = (struct line){ .dur = t->tot.dur, .a = t->gtot[g], .ccpu = -1, .dcpu = -1 };
+}
+
 double bench_report_average(struct engine *e, const struct tally *t)
 {
 	const struct bench_run *r = t->r;
@@ -286,6 +303,16 @@ double bench_report_average(struct engine *e, const struct tally *t)
 	if (t->all.errors || t->all.verrors)
 		printf("%-12s %9s %" PRIu64 " I/O errors, %" PRIu64 " validation errors\n", when,
 		       "errors", t->all.errors, t->all.verrors);
+	/* with several groups (sds), each one's average: clear and encrypted side by side */
+	for (unsigned g = 0; e->ngroups > 1 && !e->total_only && g < e->ngroups; g++) {
+		struct line gl;
+		char lbl[160];
+
+		group_line(t, g, &gl);
+		snprintf(lbl, sizeof(lbl), "sd=%s", e->groups[g]->name);
+		print_line(when, lbl, &gl);
+		csv_line(e, when, lbl, &gl, NULL);
+	}
 	fflush(stdout);
 	/* reads of holes cost no LUN read and no decryption: such a run measures little */
 	if (t->all.reads >= 16 && t->all.zreads * 2 > t->all.reads)
@@ -294,6 +321,72 @@ double bench_report_average(struct engine *e, const struct tally *t)
 			"the datasets first, e.g. seekpct=eof\n",
 			r->name, 100.0 * (double)t->all.zreads / (double)t->all.reads);
 	return f.iops;
+}
+
+/*
+ * What the streams of group @g (-1: of the run) used, set in @o: "threads"
+ * (requests kept outstanding per dataset), "xfersize" (bytes) and "rdpct",
+ * after the sd, wd and for-loop settings are applied; each is null when the
+ * streams differ in it (an xfersize distribution differs from itself).
+ */
+static void set_used(json_t *o, const struct engine *e, int g)
+{
+	const struct stream *first = NULL;
+	bool qd = true, xfer = true, rd = true;
+
+	for (unsigned i = 0; i < e->nstreams; i++) {
+		const struct stream *st = &e->streams[i];
+
+		if (g >= 0 && st->group != (unsigned)g)
+			continue;
+		xfer &= st->nxfer == 1;
+		if (!first) {
+			first = st;
+			continue;
+		}
+		qd &= st->qd == first->qd;
+		xfer &= st->xfer[0].size == first->xfer[0].size;
+		rd &= st->rdpct == first->rdpct;
+	}
+	json_object_set_new(o, "threads", first && qd ? json_integer(first->qd) : json_null());
+	json_object_set_new(o, "xfersize",
+			    first && xfer ? json_integer(first->xfer[0].size) : json_null());
+	json_object_set_new(o, "rdpct", first && rd ? json_real(first->rdpct) : json_null());
+}
+
+/* The run's groups (sds): what each ran on and with, and its average line. */
+static json_t *groups_json(const struct engine *e, const struct tally *t)
+{
+	json_t *arr = json_array();
+
+	for (unsigned g = 0; g < e->ngroups; g++) {
+		json_t *o = json_object(), *ds = json_array();
+		unsigned nst = 0;
+		struct line gl;
+
+		for (unsigned i = 0; i < e->nstreams; i++) {
+			const struct stream *st = &e->streams[i];
+			bool seen = false;
+
+			if (st->group != g)
+				continue;
+			nst++;
+			/* a dataset two workloads of the group run on is listed once */
+			for (unsigned j = 0; j < i && !seen; j++)
+				seen = e->streams[j].group == g && e->streams[j].ds == st->ds;
+			if (!seen)
+				json_array_append_new(ds, json_string(st->ds->name));
+		}
+		group_line(t, g, &gl);
+		json_object_set_new(o, "sd", json_string(e->groups[g]->name));
+		json_object_set_new(o, "dataset", json_string(e->groups[g]->dataset));
+		json_object_set_new(o, "datasets", ds);
+		json_object_set_new(o, "streams", json_integer(nst));
+		set_used(o, e, (int)g);
+		json_object_set_new(o, "average", line_json(&gl));
+		json_array_append_new(arr, o);
+	}
+	return arr;
 }
 
 json_t *bench_report_run_json(struct engine *e, struct tally *t)
@@ -315,12 +408,11 @@ json_t *bench_report_run_json(struct engine *e, struct tally *t)
 	json_object_set_new(jrun, "elapsed", json_real(r->elapsed));
 	json_object_set_new(jrun, "interval", json_real(r->interval));
 	json_object_set_new(jrun, "warmup", json_real(r->warmup));
-	json_object_set_new(jrun, "threads", json_integer(r->threads));
-	json_object_set_new(jrun, "xfersize", json_integer(r->xfersize));
-	json_object_set_new(jrun, "rdpct", r->rdpct >= 0 ? json_real(r->rdpct) : json_null());
+	set_used(jrun, e, -1);
 	json_object_set_new(jrun, "connections", json_integer(e->nw));
 	json_object_set_new(jrun, "streams", json_integer(e->nstreams));
 	json_object_set_new(jrun, "datasets", ds);
+	json_object_set_new(jrun, "groups", groups_json(e, t));
 	json_object_set_new(jrun, "intervals", t->jint);
 	t->jint = NULL;
 	json_object_set_new(jrun, "average", line_json(&t->tot));
@@ -345,7 +437,8 @@ int bench_report_json(struct engine *e, const char *path)
 	 * --json-int, and every digit a real has (1 MiB/s is 1048576, not 1048580) */
 	jout_int = e->a->json_int;
 	doc = jout_doc("coffer bench", NULL);
-	body = json_pack("{s:i, s:s, s:s, s:i, s:b, s:O, s:O, s:I, s:I}", "version", 1, "host", host,
+	/* 2: threads, xfersize and rdpct of a run are what it ran with, not the for-loop overrides */
+	body = json_pack("{s:i, s:s, s:s, s:i, s:b, s:O, s:O, s:I, s:I}", "version", 2, "host", host,
 			 "socket", e->sock ? e->sock : "", "daemon_pid", e->daemon_pid, "verify",
 			 e->verify, "runs", e->jruns, "errors", e->jerrors, "io_errors",
 			 (json_int_t)e->total_errors, "validation_errors",

@@ -282,12 +282,17 @@ void bench_acc_add(struct acc *d, const struct acc *s)
 		d->max = s->max;
 }
 
+/*
+ * Take up to a batch of completions. Each is counted in its group's pending
+ * counters, and the groups the batch touched go to the shared ones under
+ * one lock, so the main thread's sample costs the workers one lock a batch.
+ */
 static int reap_some(struct worker *w, int timeout_ms)
 {
 	struct coffer_completion c[REAP_BATCH];
-	struct acc a = { 0 };
+	unsigned touched[REAP_BATCH], nt = 0;
 	uint64_t now;
-	int n;
+	int n, ret;
 
 	n = coffer_reap(w->conn, c, REAP_BATCH, timeout_ms);
 	if (n <= 0) {
@@ -296,18 +301,31 @@ static int reap_some(struct worker *w, int timeout_ms)
 		return n;
 	}
 	now = bench_now_ns();
+	ret = n;
 	for (int i = 0; i < n; i++) {
+		struct slot *sl;
+
 		if (c[i].id >= w->nslots || !w->slots[c[i].id].busy) {
 			snprintf(w->errmsg, sizeof(w->errmsg), "completion of unknown request %u",
 				 c[i].id);
-			return -EPROTO;
+			ret = -EPROTO;
+			break;
 		}
-		complete(w, &w->slots[c[i].id], c[i].status, now, &a);
+		sl = &w->slots[c[i].id];
+		if (!w->gdirty[sl->st->group]) {
+			w->gdirty[sl->st->group] = true;
+			touched[nt++] = sl->st->group;
+		}
+		complete(w, sl, c[i].status, now, &w->gpend[sl->st->group]);
 	}
 	pthread_mutex_lock(&w->lock);
-	bench_acc_add(&w->acc, &a);
+	for (unsigned k = 0; k < nt; k++) {
+		bench_acc_add(&w->gacc[touched[k]], &w->gpend[touched[k]]);
+		memset(&w->gpend[touched[k]], 0, sizeof(w->gpend[touched[k]]));
+		w->gdirty[touched[k]] = false;
+	}
 	pthread_mutex_unlock(&w->lock);
-	return n;
+	return ret;
 }
 
 static int worker_setup(struct worker *w)
@@ -509,14 +527,23 @@ static void *worker_main(void *arg)
 
 /* ---- a run's workers ---- */
 
-void bench_collect(struct engine *e, struct acc *a)
+void bench_collect(struct engine *e, struct acc *a, struct acc *g)
 {
 	memset(a, 0, sizeof(*a));
+	if (g)
+		memset(g, 0, e->ngroups * sizeof(*g));
 	for (unsigned i = 0; i < e->nw; i++) {
-		pthread_mutex_lock(&e->w[i].lock);
-		bench_acc_add(a, &e->w[i].acc);
-		memset(&e->w[i].acc, 0, sizeof(e->w[i].acc));
-		pthread_mutex_unlock(&e->w[i].lock);
+		struct worker *w = &e->w[i];
+
+		pthread_mutex_lock(&w->lock);
+		for (unsigned k = 0; k < e->ngroups; k++) {
+			/* the run's counters are its groups' together */
+			bench_acc_add(a, &w->gacc[k]);
+			if (g)
+				bench_acc_add(&g[k], &w->gacc[k]);
+		}
+		memset(w->gacc, 0, e->ngroups * sizeof(*w->gacc));
+		pthread_mutex_unlock(&w->lock);
 	}
 }
 
@@ -528,24 +555,40 @@ bool bench_all_finished(const struct engine *e)
 	return true;
 }
 
-static int build_streams(struct engine *e, const struct bench_plan *pl, const struct bench_run *r,
-			 const struct sdmatch *m, char *err, size_t errlen)
+/*
+ * The run's groups: the sds its workloads name, in the plan's order (not
+ * the workloads'), so that the lines of a plan's runs come in one order.
+ * @param[out] gmap  for each sd of the plan its group, or -1
+ */
+static int build_groups(struct engine *e, const struct bench_plan *pl, const struct bench_run *r,
+			int *gmap)
 {
-	unsigned n = 0;
+	enum { UNUSED = -1, NAMED = -2 }; /* before an sd gets its number */
 
+	for (unsigned s = 0; s < pl->nsd; s++)
+		gmap[s] = UNUSED;
 	for (unsigned i = 0; i < r->nwd; i++) {
 		const struct bench_wd *wd = &pl->wd[r->wd_idx[i]];
 
 		for (unsigned j = 0; j < wd->nsd; j++)
-			n += m[wd->sd_idx[j]].n;
+			gmap[wd->sd_idx[j]] = NAMED;
 	}
-	if (!n) {
-		snprintf(err, errlen, "run %s: no dataset to run on", r->name);
-		return -ENOENT;
-	}
-	e->streams = calloc(n, sizeof(*e->streams));
-	if (!e->streams)
+	e->groups = calloc(pl->nsd, sizeof(*e->groups));
+	if (!e->groups)
 		return -ENOMEM;
+	e->ngroups = 0;
+	for (unsigned s = 0; s < pl->nsd; s++)
+		if (gmap[s] == NAMED) {
+			gmap[s] = (int)e->ngroups;
+			e->groups[e->ngroups++] = &pl->sd[s];
+		}
+	return 0;
+}
+
+/* The streams of run @r, each with its sd's group from @gmap. @return 0 or -EINVAL */
+static int fill_streams(struct engine *e, const struct bench_plan *pl, const struct bench_run *r,
+			const struct sdmatch *m, const int *gmap, char *err, size_t errlen)
+{
 	e->nstreams = 0;
 	for (unsigned i = 0; i < r->nwd; i++) {
 		const struct bench_wd *wd = &pl->wd[r->wd_idx[i]];
@@ -560,6 +603,7 @@ static int build_streams(struct engine *e, const struct bench_plan *pl, const st
 				uint32_t maxx = 0;
 
 				st->ds = ds;
+				st->group = (unsigned)gmap[wd->sd_idx[j]];
 				st->qd = r->threads ? r->threads : sd->threads;
 				st->rdpct = r->rdpct >= 0 ? r->rdpct : wd->rdpct;
 				st->seekpct = wd->seekpct;
@@ -609,6 +653,31 @@ static int build_streams(struct engine *e, const struct bench_plan *pl, const st
 		}
 	}
 	return 0;
+}
+
+static int build_streams(struct engine *e, const struct bench_plan *pl, const struct bench_run *r,
+			 const struct sdmatch *m, char *err, size_t errlen)
+{
+	unsigned n = 0;
+	int *gmap = NULL, ret;
+
+	for (unsigned i = 0; i < r->nwd; i++) {
+		const struct bench_wd *wd = &pl->wd[r->wd_idx[i]];
+
+		for (unsigned j = 0; j < wd->nsd; j++)
+			n += m[wd->sd_idx[j]].n;
+	}
+	if (!n) {
+		snprintf(err, errlen, "run %s: no dataset to run on", r->name);
+		return -ENOENT;
+	}
+	e->streams = calloc(n, sizeof(*e->streams));
+	gmap = calloc(pl->nsd, sizeof(*gmap));
+	ret = !e->streams || !gmap ? -ENOMEM : build_groups(e, pl, r, gmap);
+	if (ret == 0)
+		ret = fill_streams(e, pl, r, m, gmap, err, errlen);
+	free(gmap);
+	return ret;
 }
 
 int bench_engine_setup(struct engine *e, const struct bench_plan *pl, unsigned ri,
@@ -661,7 +730,10 @@ int bench_engine_setup(struct engine *e, const struct bench_plan *pl, unsigned r
 		w->h = malloc(sizeof(*w->h));
 		w->hr = malloc(sizeof(*w->hr));
 		w->hw = malloc(sizeof(*w->hw));
-		if (!w->st || !w->h || !w->hr || !w->hw)
+		w->gacc = calloc(e->ngroups, sizeof(*w->gacc));
+		w->gpend = calloc(e->ngroups, sizeof(*w->gpend));
+		w->gdirty = calloc(e->ngroups, sizeof(*w->gdirty));
+		if (!w->st || !w->h || !w->hr || !w->hw || !w->gacc || !w->gpend || !w->gdirty)
 			return -ENOMEM;
 		hist_init(w->h);
 		hist_init(w->hr);
@@ -757,6 +829,9 @@ void bench_engine_free(struct engine *e)
 		free(w->h);
 		free(w->hr);
 		free(w->hw);
+		free(w->gacc);
+		free(w->gpend);
+		free(w->gdirty);
 		coffer_close(w->conn);
 		pthread_mutex_destroy(&w->lock);
 	}
@@ -765,4 +840,7 @@ void bench_engine_free(struct engine *e)
 	e->nw = 0;
 	free(e->streams);
 	e->streams = NULL;
+	free(e->groups);
+	e->groups = NULL;
+	e->ngroups = 0;
 }

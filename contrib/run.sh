@@ -1,9 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# The README's run command: install what is missing, build, start cofferd on
-# its embedded defaults, make a pool of sparse LUN files with a clear and an
-# aes-256-ccm dataset, move data through both and check it, then run a short
-# 8 KiB random-read load test on each and print encrypted vs clear.
+# The README's run command: install what is missing (the build set of
+# contrib/deps.sh, no test toolchain), build, start cofferd on its embedded
+# defaults, make a pool of sparse LUN files with a clear and an aes-256-ccm
+# dataset, move data through both and check it, then run a short 8 KiB
+# random-read load test on each and print encrypted vs clear.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -64,4 +65,10 @@ secure=$(awk '$2 ~ /^avg_/ { print $3; exit }' "$demo/secure.out")
 awk -v c="$clear" -v s="$secure" 'BEGIN {
 	printf "run: 8 KiB random reads, qd 16: clear %.0f IOPS, aes-256-ccm %.0f IOPS (%.1f%% of clear)\n",
 		c, s, (c > 0 ? 100 * s / c : 0) }'
-echo "run: cofferd keeps running; stop it with: kill \$(pidof cofferd)"
+# its pid file sits beside its socket (pid_file, cofferd.conf(5)): where cofferd puts that
+case ${XDG_RUNTIME_DIR:-} in
+/*) rundir=$XDG_RUNTIME_DIR/coffer ;;
+*) rundir=/tmp/coffer-$(id -u) ;;
+esac
+[ "$(id -u)" = 0 ] && rundir=/run/coffer
+echo "run: cofferd keeps running; stop it with: kill \$(cat $rundir/cofferd.pid)"

@@ -1,11 +1,12 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# The README's test command: install what is missing, build with ASan and
-# UBSan, run every test; then a plain build passes make distcheck.
+# The README's test command: install what is missing (the build and the test
+# packages), build with ASan and UBSan, run every test; then a plain build
+# passes make distcheck.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-sh contrib/deps.sh
+sh contrib/deps.sh --test
 ./autogen.sh >/dev/null 2>&1 || ./autogen.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 

@@ -51,7 +51,8 @@ enum opt_type {
 	OPT_LOGLEVEL,  /* err | warning | notice | info | debug */
 	OPT_LOGTARGET, /* stderr | syslog | absolute path */
 	OPT_PATHS,     /* absolute paths separated by ':', "" allowed, at most .max bytes */
-	OPT_SOCKNAME,  /* "" (off), a file name beside the socket, or an absolute path (.max) */
+	OPT_SOCKNAME,  /* "" (off), a file name beside the socket, or an absolute path (.max):
+			* nbd_socket, pid_file */
 	OPT_HOSTPORT,  /* "" (off), or HOST:PORT ([ADDR]:PORT for IPv6), port 0 to 65535 */
 	OPT_LISTEN,    /* OPT_HOSTPORT, or an absolute path of a Unix socket (.max bytes) */
 };
@@ -76,6 +77,7 @@ static const struct config_opt opts[] = {
 	{ "socket_group", OPT_STRING, FIELD(socket_group), .def_str = "" },
 	{ "nbd_socket", OPT_SOCKNAME, FIELD(nbd_socket), .def_str = "nbd.sock",
 	  .max = CONFIG_SOCKET_MAX },
+	{ "pid_file", OPT_SOCKNAME, FIELD(pid_file), .def_str = "cofferd.pid", .max = PATH_MAX - 1 },
 	{ "nbd_listen", OPT_HOSTPORT, FIELD(nbd_listen), .def_str = "", .max = CONFIG_HOSTPORT_MAX },
 	{ "metrics_listen", OPT_LISTEN, FIELD(metrics_listen), .def_str = "",
 	  .max = CONFIG_SOCKET_MAX },
@@ -779,9 +781,10 @@ int config_hostport_split(const char *s, char *host, size_t hostlen, unsigned *p
 	return 0;
 }
 
-int config_nbd_socket(const struct config *c, char *buf, size_t len)
+/* An OPT_SOCKNAME value @n as a path of at most @max bytes: see config_nbd_socket(). */
+static int beside_socket(const struct config *c, const char *n, size_t max, char *buf, size_t len)
 {
-	const char *n = c->nbd_socket, *slash;
+	const char *slash;
 	int w;
 
 	if (!n || !n[0])
@@ -792,7 +795,17 @@ int config_nbd_socket(const struct config *c, char *buf, size_t len)
 	else
 		w = snprintf(buf, len, "%.*s/%s", slash ? (int)(slash - c->socket) : 1,
 			     slash ? c->socket : ".", n);
-	if (w < 0 || (size_t)w >= len || (size_t)w > CONFIG_SOCKET_MAX)
+	if (w < 0 || (size_t)w >= len || (size_t)w > max)
 		return -ENAMETOOLONG;
 	return 1;
+}
+
+int config_nbd_socket(const struct config *c, char *buf, size_t len)
+{
+	return beside_socket(c, c->nbd_socket, CONFIG_SOCKET_MAX, buf, len);
+}
+
+int config_pid_file(const struct config *c, char *buf, size_t len)
+{
+	return beside_socket(c, c->pid_file, PATH_MAX - 1, buf, len);
 }

@@ -19,6 +19,7 @@ struct config {
 	unsigned socket_mode;   /* octal, e.g. 0660 */
 	char *socket_group;     /* group owning the socket; NULL/"" = daemon's gid */
 	char *nbd_socket;       /* NBD socket: "" = off, a bare name = beside socket */
+	char *pid_file;         /* "PID\n" while running: "" = none, a bare name = beside socket */
 	char *nbd_listen;       /* NBD over TCP with TLS, "HOST:PORT"; "" = off */
 	char *metrics_listen;   /* GET /metrics: "HOST:PORT" or a Unix socket path; "" = off */
 	int metrics_allow_remote; /* metrics_listen may be other than loopback */
@@ -149,6 +150,11 @@ const char *config_log_level_name(int prio);
  * @return 1, 0 (NBD is off), -ENAMETOOLONG (over CONFIG_SOCKET_MAX)
  */
 int config_nbd_socket(const struct config *c, char *buf, size_t len);
+/**
+ * The pid file's path into @buf, resolved as config_nbd_socket() resolves
+ * nbd_socket. @return 1, 0 (no pid file), -ENAMETOOLONG (PATH_MAX or more)
+ */
+int config_pid_file(const struct config *c, char *buf, size_t len);
 /**
  * Split nbd_listen's "HOST:PORT" ("[ADDR]:PORT" for IPv6) into @host (NULL:
  * only checked) and *@port (NULL: not wanted). @return 0 or -1: not that form

@@ -8,7 +8,7 @@ sbin_PROGRAMS += %D%/cofferd
 	%D%/registry.h %D%/registry.c %D%/roots.h %D%/roots.c %D%/work.h %D%/work.c \
 	%D%/events.h %D%/events.c \
 	%D%/nbd.h %D%/nbd.c %D%/nbd_proto.h %D%/nbd_proto.c %D%/tls.h %D%/tls.c \
-	%D%/metrics.h %D%/metrics.c %D%/metrics_http.c
+	%D%/metrics.h %D%/metrics.c %D%/metrics_http.c %D%/pidfile.h %D%/pidfile.c
 %C%_cofferd_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
 %C%_cofferd_CFLAGS = $(AM_CFLAGS) $(INIH_CFLAGS) $(UV_CFLAGS) $(JANSSON_CFLAGS) $(SYSTEMD_CFLAGS) \
 	$(SSL_CFLAGS) $(MHD_CFLAGS)

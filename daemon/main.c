@@ -5,12 +5,13 @@
  *
  * Start-up order matters: a daemon already answering on the socket stops
  * us before anything else (exit 1, naming its pid); a socket nobody
- * listens on is replaced. The state directory and every pool come next,
+ * listens on is replaced. The pid file comes next, refused as well when a
+ * running daemon holds it. The state directory and every pool come next,
  * then the socket; READY=1 is sent only when both are usable, so a client
  * started after systemd says "started" finds its pools. SIGTERM stops
  * accepting, lets every request in flight finish and be answered, then
- * closes each pool (which commits its open txg) and exits 0. Start-up
- * errors are one line on stderr and exit 1.
+ * closes each pool (which commits its open txg), removes the pid file and
+ * exits 0. Start-up errors are one line on stderr and exit 1.
  *
  * Key hygiene of the process: unless allow_core_dumps = yes, cofferd makes
  * itself non-dumpable before it reads any key (no core file, no ptrace or
@@ -44,6 +45,7 @@
 #include "roots.h"
 #include "metrics.h"
 #include "nbd.h"
+#include "pidfile.h"
 #include "tls.h"
 #include "rpc.h"
 #include "store.h"
@@ -69,11 +71,13 @@ static void json_wipe_free(void *p)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: cofferd [-f] [-c FILE] [-S SOCKET] [-D STATE_DIR] [--check-config]\n"
+	fprintf(f, "usage: cofferd [-f] [-c FILE] [-S SOCKET] [-D STATE_DIR] [-P PID_FILE]"
+		   " [--check-config]\n"
 		   "  -c, --config FILE      read the [cofferd] section of FILE\n"
 		   "  -f, --foreground       do not detach (systemd, tests)\n"
 		   "  -S, --socket PATH      listen on PATH (overrides 'socket')\n"
 		   "  -D, --state-dir DIR    keep pool metadata in DIR (overrides 'state_dir')\n"
+		   "  -P, --pid-file PATH    write the pid to PATH, '' for none (overrides 'pid_file')\n"
 		   "      --check-config     parse the configuration and exit\n"
 		   "  -V, --version          print the version and exit\n");
 }
@@ -142,6 +146,27 @@ static int claim_socket(const char *what, const char *path)
 	else if (ret < 0)
 		log_err("%s %s: %s", what, path,
 			ret == -EEXIST ? "exists and is not a socket" : strerror(-ret));
+	return ret < 0 ? -1 : 0;
+}
+
+/*
+ * The pid file at @path taken, or the reason it is not (logged): a running
+ * daemon that holds it keeps it, as one answering on the socket keeps that.
+ * @return 0 or -1
+ */
+static int claim_pid_file(const char *path, struct pidfile **pf)
+{
+	pid_t holder;
+	int ret = pidfile_claim(path, pf, &holder);
+
+	if (ret == -EBUSY && holder > 0)
+		log_err("pid_file %s: held by cofferd pid %d, which is running; give each cofferd "
+			"its own pid_file", path, (int)holder);
+	else if (ret == -EBUSY)
+		log_err("pid_file %s: held by a running process", path);
+	else if (ret < 0)
+		log_err("pid_file %s: %s", path,
+			ret == -ELOOP ? "is a symbolic link" : strerror(-ret));
 	return ret < 0 ? -1 : 0;
 }
 
@@ -326,23 +351,25 @@ int main(int argc, char **argv)
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "socket", required_argument, NULL, 'S' },
 		{ "state-dir", required_argument, NULL, 'D' },
+		{ "pid-file", required_argument, NULL, 'P' },
 		{ "check-config", no_argument, NULL, 'C' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct config cfg;
-	const char *cfile = NULL, *sock = NULL, *state = NULL;
+	const char *cfile = NULL, *sock = NULL, *state = NULL, *pidf = NULL;
 	int foreground = 0, check = 0, opt, ret, status = 1, ready_fd = -1;
-	char err[512], nbd_path[CONFIG_SOCKET_MAX + 1];
-	int nbd_on;
+	char err[512], nbd_path[CONFIG_SOCKET_MAX + 1], pid_path[PATH_MAX];
+	struct pidfile *pid_claim = NULL;
+	int nbd_on, pid_on;
 	struct tls_ctx *tls = NULL;
 	unsigned tcp_port = 0;
 	uv_loop_t *loop = NULL;
 	long ncpu;
 
 	config_defaults(&cfg);
-	while ((opt = getopt_long(argc, argv, "c:fS:D:Vh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:fS:D:P:Vh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			cfile = optarg;
@@ -355,6 +382,9 @@ int main(int argc, char **argv)
 			break;
 		case 'D':
 			state = optarg;
+			break;
+		case 'P':
+			pidf = optarg;
 			break;
 		case 'C':
 			check = 1;
@@ -395,6 +425,19 @@ int main(int argc, char **argv)
 	}
 	if (!cfg.socket || !cfg.state_dir) {
 		fprintf(stderr, "cofferd: out of memory\n");
+		config_free(&cfg);
+		return 1;
+	}
+	/* -P is checked as the file's value is: a bare name goes beside the socket */
+	if (pidf && config_set(&cfg, "pid_file", pidf, err, sizeof(err)) < 0) {
+		fprintf(stderr, "cofferd: %s\n", err);
+		config_free(&cfg);
+		return 1;
+	}
+	pid_on = config_pid_file(&cfg, pid_path, sizeof(pid_path));
+	if (pid_on < 0) {
+		fprintf(stderr, "cofferd: pid_file %s: path is longer than %d bytes\n", cfg.pid_file,
+			PATH_MAX - 1);
 		config_free(&cfg);
 		return 1;
 	}
@@ -470,6 +513,9 @@ int main(int argc, char **argv)
 	/* before the pools: a daemon already serving them must keep them, and its sockets */
 	if (claim_socket("socket", cfg.socket) < 0 ||
 	    (nbd_on && claim_socket("nbd_socket", nbd_path) < 0))
+		goto out;
+	/* after the sockets, which name a daemon that answers there; written by the detached child */
+	if (pid_on && claim_pid_file(pid_path, &pid_claim) < 0)
 		goto out;
 	/* before the pools: an import of one on RADOS LUNs connects with it */
 	if (stor_rados_config(cfg.ceph_conf, cfg.ceph_user, cfg.ceph_keyring,
@@ -556,6 +602,7 @@ out:
 	/* after a failed start the process exits; the loop is left as it is */
 	if (status == 0)
 		uv_loop_close(loop);
+	pidfile_release(pid_claim);
 	tls_ctx_free(tls);
 	events_fini();
 	log_close();

@@ -87,7 +87,7 @@ stop_osd() {
 start_cluster() {
 	pool=${1:-coffer}
 	for b in ceph-mon ceph-mgr ceph-osd ceph monmaptool uuidgen; do
-		command -v "$b" >/dev/null 2>&1 || die "$b not installed (contrib/deps.sh)"
+		command -v "$b" >/dev/null 2>&1 || die "$b not installed (sh contrib/deps.sh --test)"
 	done
 	# the OSD wants to set its own limits and open raw sockets as it likes
 	[ "$(id -u)" = 0 ] || die "not root: a Ceph OSD will not start as user $(id -un) here"

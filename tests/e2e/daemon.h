@@ -70,6 +70,25 @@ void tdaemon_teardown(struct tdaemon *d);
 		tdaemon_teardown(&td);              \
 	}
 
+/*
+ * The fixture of a suite whose tests may start a second daemon: `td` as
+ * TDAEMON_FIXTURE(NULL) has it, and `td2`, which a test sets up itself
+ * (tdaemon_init) when it needs one; teardown kills and removes td2 if it
+ * was set up, whatever its state, then tears td down.
+ */
+#define TDAEMON_FIXTURE2                            \
+	static struct tdaemon td, td2;              \
+	static void setup(void)                     \
+	{                                           \
+		tdaemon_setup(&td, NULL);           \
+	}                                           \
+	static void teardown(void)                  \
+	{                                           \
+		if (td2.dir[0])                     \
+			tdaemon_cleanup(&td2);      \
+		tdaemon_teardown(&td);              \
+	}
+
 /** Kill a daemon still running and remove the temp dir. */
 void tdaemon_cleanup(struct tdaemon *d);
 /** The daemon's stderr so far (static buffer), for failure messages. */

@@ -22,6 +22,11 @@ check_PROGRAMS += %D%/test_bench
 %C%_test_bench_CFLAGS = $(E2E_CFLAGS)
 %C%_test_bench_LDADD = $(E2E_LDADD)
 
+check_PROGRAMS += %D%/test_pidfile
+%C%_test_pidfile_SOURCES = %D%/test_pidfile.c $(E2E_FIXTURE)
+%C%_test_pidfile_CFLAGS = $(E2E_CFLAGS)
+%C%_test_pidfile_LDADD = $(E2E_LDADD)
+
 check_PROGRAMS += %D%/test_proto
 %C%_test_proto_SOURCES = %D%/test_proto.c
 %C%_test_proto_CFLAGS = $(AM_CFLAGS) $(CRITERION_CFLAGS) $(STORE_INC)

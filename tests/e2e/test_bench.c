@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * coffer bench against a real cofferd: open-loop rate control, the JSON
- * output and its documented fields, and validation mode catching a record
- * corrupted in its LUN file and a lost (rolled back) write.
+ * output and its documented fields, a line per sd (clear against
+ * encrypted in one run), and validation mode catching a record corrupted
+ * in its LUN file and a lost (rolled back) write.
  */
 
 #include <criterion/criterion.h>
@@ -108,13 +109,20 @@ Test(bench, open_loop_rate_is_within_5_percent_and_json_has_the_documented_field
 	       path("out.json"), path("out.csv"));
 	doc = json_load_file(path("out.json"), 0, &jerr);
 	cr_assert_not_null(doc, "%s: %s", path("out.json"), jerr.text);
-	cr_assert(json_is_integer(json_object_get(doc, "version")));
+	cr_assert_eq(json_integer_value(json_object_get(doc, "version")), 2);
 	cr_assert_gt(json_integer_value(json_object_get(doc, "daemon_pid")), 0);
 	cr_assert_eq(json_integer_value(json_object_get(doc, "io_errors")), 0);
 	cr_assert_eq(json_array_size(json_object_get(doc, "runs")), 1);
 	run = json_array_get(json_object_get(doc, "runs"), 0);
 	cr_assert_str_eq(json_string_value(json_object_get(run, "name")), "run1");
 	cr_assert_float_eq(json_number_value(json_object_get(run, "iorate")), 800, 1e-6);
+	/* what it ran with, from --qd, --bs and --rw: no for loop set them */
+	cr_assert_eq(json_integer_value(json_object_get(run, "threads")), 2);
+	cr_assert_eq(json_integer_value(json_object_get(run, "xfersize")), 8192);
+	cr_assert_float_eq(json_number_value(json_object_get(run, "rdpct")), 100, 1e-6);
+	/* one sd: one group in the JSON, no line of its own on stdout */
+	cr_assert_eq(json_array_size(json_object_get(run, "groups")), 1);
+	cr_assert(!strstr(out, " sd=sd1 "), "%s", out);
 	cr_assert_eq(json_array_size(json_object_get(run, "datasets")), 2);
 	cr_assert_geq(json_array_size(json_object_get(run, "intervals")), 4);
 	iv = json_array_get(json_object_get(run, "intervals"), 0);
@@ -190,6 +198,81 @@ static size_t read_file(const char *p, uint8_t *buf, size_t cap)
 	close(fd);
 	cr_assert_geq(n, 0);
 	return (size_t)n;
+}
+
+/* The integer @key of @o, failing the test unless it is one. */
+static json_int_t int_of(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	cr_assert(json_is_integer(v), "%s: %s", key, json_dumps(o, 0));
+	return json_integer_value(v);
+}
+
+Test(bench, a_run_over_two_sds_reports_each_besides_the_total)
+{
+	json_t *doc, *run, *groups, *g;
+	const char *key;
+	const char *line_clear, *line_enc, *avg;
+	json_int_t reads = 0;
+
+	make_datasets();
+	key = tdaemon_file(&td, "key", "0123456789abcdef0123456789abcdef", 32);
+	coffer(0, "create -V 8M -b 8k -o encryption=aes-256-ccm -o keyformat=raw "
+		  "-o keylocation=file://%s p/e1", key);
+	coffer(0, "set primarycache=metadata p/e1");
+	bench(0, "'%s'", parm("fillall.parm", "sd=sd1,dataset=p/*,threads=2\n"
+					      "wd=fill,sd=sd1,rdpct=0,seekpct=eof,xfersize=64k\n"
+					      "rd=fill,wd=fill,iorate=max,elapsed=60,interval=1\n"));
+	/* the encrypted sd first in the workload, second in the plan: lines go in plan order */
+	bench(0, "--json-int --json '%s' --csv '%s' '%s'", path("g.json"), path("g.csv"),
+	      parm("groups.parm", "sd=clear,dataset=p/v*,threads=2\n"
+				  "sd=enc,dataset=p/e*,threads=4\n"
+				  "wd=rr,sd=(enc,clear),rdpct=100,xfersize=8k\n"
+				  "rd=rr,wd=rr,iorate=max,elapsed=2,interval=1\n"));
+	avg = strstr(out, " avg_");
+	line_clear = strstr(out, " sd=clear ");
+	line_enc = strstr(out, " sd=enc ");
+	cr_assert(avg && line_clear && line_enc, "no average and sd lines:\n%s", out);
+	cr_assert(avg < line_clear && line_clear < line_enc, "out of order:\n%s", out);
+
+	doc = json_load_file(path("g.json"), 0, NULL);
+	cr_assert_not_null(doc);
+	run = json_array_get(json_object_get(doc, "runs"), 0);
+	/* the sds differ in threads=: the run has no one value, each group its own */
+	cr_assert(json_is_null(json_object_get(run, "threads")), "%s", json_dumps(run, 0));
+	cr_assert_eq(int_of(run, "xfersize"), 8192);
+	groups = json_object_get(run, "groups");
+	cr_assert_eq(json_array_size(groups), 2, "%s", json_dumps(groups, 0));
+	g = json_array_get(groups, 0);
+	cr_assert_str_eq(json_string_value(json_object_get(g, "sd")), "clear");
+	cr_assert_str_eq(json_string_value(json_object_get(g, "dataset")), "p/v*");
+	cr_assert_eq(json_array_size(json_object_get(g, "datasets")), 2);
+	cr_assert_eq(int_of(g, "streams"), 2);
+	cr_assert_eq(int_of(g, "threads"), 2);
+	g = json_array_get(groups, 1);
+	cr_assert_str_eq(json_string_value(json_object_get(g, "sd")), "enc");
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(g, "datasets"), 0)),
+			 "p/e1");
+	cr_assert_eq(int_of(g, "threads"), 4);
+	cr_assert_eq(int_of(g, "xfersize"), 8192);
+	/* both did I/O, and the run's average is theirs added up */
+	for (size_t i = 0; i < 2; i++) {
+		json_t *a = json_object_get(json_array_get(groups, i), "average");
+
+		cr_assert_gt(int_of(a, "reads"), 0, "group %zu: %s", i, json_dumps(a, 0));
+		cr_assert(json_is_null(json_object_get(a, "client_cpu_pct")));
+		reads += int_of(a, "reads");
+	}
+	cr_assert_eq(reads, int_of(json_object_get(run, "average"), "reads"));
+	json_decref(doc);
+	{
+		static char csv[65536];
+		size_t n = read_file(path("g.csv"), (uint8_t *)csv, sizeof(csv) - 1);
+
+		csv[n] = '\0';
+		cr_assert(strstr(csv, ",sd=clear,") && strstr(csv, ",sd=enc,"), "%s", csv);
+	}
 }
 
 Test(bench, validation_catches_a_record_corrupted_in_its_lun)

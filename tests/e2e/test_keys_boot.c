@@ -436,7 +436,7 @@ Test(keys_boot, change_key_l_loads_the_key_before_changing_it)
 	do {                                                                             \
 		if (!have(prog))                                                         \
 			tdaemon_skip(&td, "%s is not installed (Debian package %s; "     \
-					  "contrib/deps.sh installs it)", prog, pkg);    \
+					  "contrib/deps.sh --test installs it)", prog, pkg); \
 	} while (0)
 
 /*

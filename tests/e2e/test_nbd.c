@@ -4,7 +4,7 @@
  * Debian packages libnbd-bin (nbdinfo, nbdcopy), python3-libnbd (nbdsh),
  * qemu-utils (qemu-img, qemu-io) and fio, and by a raw socket for what no
  * well-behaved client sends. A test whose client is missing is skipped and
- * says which package brings it (contrib/deps.sh installs them).
+ * says which package brings it (contrib/deps.sh --test installs them).
  */
 
 #include <errno.h>
@@ -105,7 +105,7 @@ static int have(const char *prog)
 	do {                                                                             \
 		if (!have(prog))                                                         \
 			tdaemon_skip(&td, "%s is not installed (Debian package %s; "     \
-					  "contrib/deps.sh installs it)", prog, pkg);    \
+					  "contrib/deps.sh --test installs it)", prog, pkg); \
 	} while (0)
 
 /*

@@ -89,7 +89,7 @@ static int have(const char *prog)
 	do {                                                                             \
 		if (!have(prog))                                                         \
 			tdaemon_skip(&td, "%s is not installed (Debian package %s; "     \
-					  "contrib/deps.sh installs it)", prog, pkg);    \
+					  "contrib/deps.sh --test installs it)", prog, pkg); \
 	} while (0)
 
 /* The options every daemon of this file has; TLS's come after them. */

@@ -29,20 +29,8 @@
 #include "client.h"
 #include "daemon.h"
 
-static struct tdaemon td, td2;
+TDAEMON_FIXTURE2
 static char out[16384];
-
-static void setup(void)
-{
-	tdaemon_setup(&td, NULL);
-}
-
-static void teardown(void)
-{
-	if (td2.dir[0])
-		tdaemon_cleanup(&td2);
-	tdaemon_teardown(&td);
-}
 
 TestSuite(socket, .init = setup, .fini = teardown, .timeout = 240);
 

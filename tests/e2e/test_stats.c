@@ -127,7 +127,7 @@ Test(stats, counters_agree_with_a_bench_run)
 	/* without --json-int every number is a string, and a real keeps every digit */
 	avg = json_object_get(json_array_get(json_object_get(b, "runs"), 0), "average");
 	cr_assert_str_eq(json_string_value(json_object_get(avg, "bytes_per_io")), "8192");
-	cr_assert_str_eq(json_string_value(json_object_get(b, "version")), "1");
+	cr_assert_str_eq(json_string_value(json_object_get(b, "version")), "2");
 	breads = strtoll(json_string_value(json_object_get(avg, "reads")), NULL, 10);
 	bwrites = strtoll(json_string_value(json_object_get(avg, "writes")), NULL, 10);
 	cr_assert_gt(breads, 0);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <pthread.h>
 #include <regex.h>
 #include <stdio.h>
@@ -85,6 +86,7 @@ static void assert_config(const struct config *w)
 	cr_assert_eq(c.socket_mode, w->socket_mode);
 	cr_assert_str_eq(c.socket_group, w->socket_group);
 	cr_assert_str_eq(c.nbd_socket, w->nbd_socket);
+	cr_assert_str_eq(c.pid_file, w->pid_file);
 	/* the TCP export's options: NULL in @w is their default, empty */
 	cr_assert_str_eq(c.nbd_listen, w->nbd_listen ? w->nbd_listen : "");
 	cr_assert_str_eq(c.nbd_tls_psk, w->nbd_tls_psk ? w->nbd_tls_psk : "");
@@ -133,6 +135,7 @@ Test(config, defaults_for_a_user_follow_xdg)
 		.socket_mode = 0660,
 		.socket_group = "",
 		.nbd_socket = "nbd.sock",
+		.pid_file = "cofferd.pid",
 		.admin_group = "",
 		.cache_size = 0,
 		.txg_timeout = 5,
@@ -220,6 +223,7 @@ Test(config, every_option_is_parsed)
 			  "socket_mode = 0600\n"
 			  "socket_group = storage\n"
 			  "nbd_socket = /srv/nbd.sock\n"
+			  "pid_file = /srv/run/cofferd.pid\n"
 			  "nbd_listen = [::1]:10809\n"
 			  "nbd_tls_psk = /etc/coffer/nbd.psk\n"
 			  "nbd_tls_cert = /etc/coffer/cert.pem\n"
@@ -254,6 +258,7 @@ Test(config, every_option_is_parsed)
 		.socket_mode = 0600,
 		.socket_group = "storage",
 		.nbd_socket = "/srv/nbd.sock",
+		.pid_file = "/srv/run/cofferd.pid",
 		.nbd_listen = "[::1]:10809",
 		.nbd_tls_psk = "/etc/coffer/nbd.psk",
 		.nbd_tls_cert = "/etc/coffer/cert.pem",
@@ -344,6 +349,8 @@ Test(config, bad_values_name_file_line_and_option)
 		{ "nbd_socket = /xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
 		  "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
 		  "bad value for 'nbd_socket': path is longer than 107 bytes" },
+		{ "pid_file = run/cofferd.pid", "bad value for 'pid_file': 'run/cofferd.pid' is not "
+					      "empty, a file name or an absolute path" },
 		{ "nbd_listen = 10809", "bad value for 'nbd_listen': '10809' is not HOST:PORT" },
 		{ "nbd_listen = ::1:10809", "bad value for 'nbd_listen': '::1:10809' is not HOST:PORT" },
 		{ "nbd_listen = [::1]10809", "bad value for 'nbd_listen': '[::1]10809' is not" },
@@ -418,28 +425,56 @@ Test(config, bad_values_name_file_line_and_option)
 	}
 }
 
+/*
+ * @text loads, and @resolve (config_nbd_socket, config_pid_file) returns
+ * @want for it: 1 with the path @where, 0 for off, or an error.
+ */
+static void assert_resolves(int (*resolve)(const struct config *, char *, size_t),
+			    const char *text, int want, const char *where)
+{
+	char p[PATH_MAX];
+
+	cr_assert_eq(load(text), 0, "%s", err);
+	cr_assert_eq(resolve(&c, p, sizeof(p)), want, "%s", text);
+	if (want == 1)
+		cr_assert_str_eq(p, where, "%s", text);
+}
+
 /* A bare name is beside the control socket, wherever that is; "" is off. */
 Test(config, nbd_socket_resolves_beside_the_control_socket)
 {
-	char p[256];
-
-	cr_assert_eq(load("[cofferd]\nsocket = /srv/x/c.sock\n"), 0, "%s", err);
-	cr_assert_eq(config_nbd_socket(&c, p, sizeof(p)), 1);
-	cr_assert_str_eq(p, "/srv/x/nbd.sock");
-	cr_assert_eq(load("[cofferd]\nsocket = /c.sock\nnbd_socket = b.sock\n"), 0, "%s", err);
-	cr_assert_eq(config_nbd_socket(&c, p, sizeof(p)), 1);
-	cr_assert_str_eq(p, "/b.sock");
-	cr_assert_eq(load("[cofferd]\nnbd_socket = /run/n.sock\n"), 0, "%s", err);
-	cr_assert_eq(config_nbd_socket(&c, p, sizeof(p)), 1);
-	cr_assert_str_eq(p, "/run/n.sock");
-	cr_assert_eq(load("[cofferd]\nnbd_socket =\n"), 0, "%s", err);
-	cr_assert_eq(config_nbd_socket(&c, p, sizeof(p)), 0);
+	assert_resolves(config_nbd_socket, "[cofferd]\nsocket = /srv/x/c.sock\n", 1,
+			"/srv/x/nbd.sock");
+	assert_resolves(config_nbd_socket, "[cofferd]\nsocket = /c.sock\nnbd_socket = b.sock\n", 1,
+			"/b.sock");
+	assert_resolves(config_nbd_socket, "[cofferd]\nnbd_socket = /run/n.sock\n", 1,
+			"/run/n.sock");
+	assert_resolves(config_nbd_socket, "[cofferd]\nnbd_socket =\n", 0, NULL);
 	/* a name that fits alone but not beside a long socket path */
-	cr_assert_eq(load("[cofferd]\nsocket = /aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-			  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/c\n"
-			  "nbd_socket = nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn\n"),
-		     0, "%s", err);
-	cr_assert_eq(config_nbd_socket(&c, p, sizeof(p)), -ENAMETOOLONG);
+	assert_resolves(config_nbd_socket,
+			"[cofferd]\nsocket = /aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+			"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/c\n"
+			"nbd_socket = nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn\n",
+			-ENAMETOOLONG, NULL);
+}
+
+/* The pid file resolves as nbd_socket does, and may be longer than a socket's path. */
+Test(config, pid_file_resolves_beside_the_control_socket)
+{
+	char p[PATH_MAX], longname[300];
+
+	assert_resolves(config_pid_file, "[cofferd]\nsocket = /srv/x/c.sock\n", 1,
+			"/srv/x/cofferd.pid");
+	assert_resolves(config_pid_file, "[cofferd]\npid_file = /run/other.pid\n", 1,
+			"/run/other.pid");
+	assert_resolves(config_pid_file, "[cofferd]\npid_file =\n", 0, NULL);
+	memset(longname, 'p', sizeof(longname) - 1);
+	longname[0] = '/';
+	longname[sizeof(longname) - 1] = '\0';
+	cr_assert_eq(config_set(&c, "pid_file", longname, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(config_pid_file(&c, p, sizeof(p)), 1);
+	cr_assert_str_eq(p, longname);
+	cr_assert_eq(config_pid_file(&c, p, 100), -ENAMETOOLONG);
 }
 
 Test(config, nbd_listen_splits_into_host_and_port)
@@ -666,6 +701,7 @@ Test(config, shipped_example_lists_every_option_with_its_default)
 	cr_assert_eq(got.socket_mode, root.socket_mode);
 	cr_assert_str_eq(got.socket_group, root.socket_group);
 	cr_assert_str_eq(got.nbd_socket, root.nbd_socket);
+	cr_assert_str_eq(got.pid_file, root.pid_file);
 	cr_assert_str_eq(got.admin_group, root.admin_group);
 	cr_assert_eq(got.cache_size, root.cache_size);
 	cr_assert_eq(got.txg_timeout, root.txg_timeout);
