@@ -6,9 +6,11 @@
  * outstanding through the asynchronous client library. iorate=max is a
  * closed loop; iorate=N and curve points are an open loop: each stream has
  * scheduled issue times, and as in vdbench at most its threads (queue
- * depth) of them outstanding, and latency counts from the send; so a daemon
- * that falls behind shows as a lower achieved rate, not as a backlog's wait
- * counted as response time. Completions are counted under the worker's lock for the main thread
+ * depth) of them outstanding, and latency counts from the send; an issue
+ * time missed by more than a period is dropped, not sent in a burst later.
+ * So a daemon (or a client starved of CPU) that falls behind shows as a
+ * lower achieved rate, never above the rate asked, and not as a backlog's
+ * wait counted as response time. Completions are counted under the worker's lock for the main thread
  * to sample, and checked against the validation state when -v is on. That
  * state of a dataset (generations, busy units) is touched by the one worker
  * that owns the dataset in the current run, so it takes no lock. The engine
@@ -406,6 +408,8 @@ static void worker_loop(struct worker *w)
 				if (open_loop) {
 					if (st->next_ns > now)
 						break;
+					if (now - st->next_ns > st->period_ns)
+						st->next_ns = now;
 					t = st->next_ns;
 				}
 				ret = issue(w, st, t, now);
