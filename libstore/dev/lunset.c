@@ -39,6 +39,7 @@
 
 #include "base/events.h"
 #include "base/pool_error.h"
+#include "base/stor_assert.h"
 #include "dev/alloc.h"
 #include "dev/errlog.h"
 #include "dev/lun_impl.h"
@@ -346,6 +347,7 @@ int lunset_write_sides(struct stor_pool *p, unsigned n)
 	size_t len;
 	int ret;
 
+	STOR_ASSERT_HELD(&p->commit_lock);
 	sides_encode(p, n, buf, &len);
 	ret = meta_txn_begin(p->meta, &t);
 	if (ret == 0)
@@ -508,6 +510,7 @@ int lunset_prepare(struct stor_pool *p, const char *path, uint64_t size, unsigne
 	unsigned vdev;
 	int ret;
 
+	STOR_ASSERT_HELD(&p->admin);
 	*n = (struct lunset_new){ .idx = prev ? prev->idx + 1 : atomic_load(&p->nluns) };
 	ret = n->idx >= STOR_LUNS_MAX ? -E2BIG : lun_take(p, n->idx, path, size, flags, &n->lun);
 	if (ret < 0)
@@ -746,6 +749,7 @@ int lunset_new_side(struct stor_pool *p, unsigned idx, const char *path, unsigne
 	struct lun *l = NULL;
 	int ret;
 
+	STOR_ASSERT_HELD(&p->admin);
 	*out = NULL;
 	/* a file made here is made the size of the side it joins */
 	ret = lun_take(p, idx, path, want + LUN_DATA_OFF + LUN_LABEL_SIZE, flags, &l);
@@ -789,6 +793,7 @@ int lunset_relabel_width(struct stor_pool *p, unsigned vdev, unsigned sides)
 	const struct pool_lun *first = &p->luns[vdev];
 	int ret = 0;
 
+	STOR_ASSERT_HELD(&p->admin);
 	for (unsigned s = 0; s < first->nsides && ret == 0; s++) {
 		struct pool_lun *l = &p->luns[first->side[s]];
 		struct lun_label lab;

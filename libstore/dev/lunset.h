@@ -74,7 +74,8 @@ int lunset_new_side(struct stor_pool *p, unsigned idx, const char *path, unsigne
 
 /** Rewrite the labels of the sides of vdev @vdev as @sides wide, with its
  *  detached LUNs (format.h): wider before the pool record counts a side,
- *  narrower only after the record and sides row without it are on the LUNs. */
+ *  narrower only after the record and sides row without it are on the LUNs.
+ *  Admin lock held. */
 int lunset_relabel_width(struct stor_pool *p, unsigned vdev, unsigned sides);
 
 /** Open LUN @idx again at its path (it was absent) and check its label is
