@@ -284,18 +284,7 @@ static json_t *lun_json(const struct stor_lun_stat *ls)
 	json_object_set_new(o, "nospace_errors", json_integer((json_int_t)ls->nospace_errors));
 	json_object_set_new(o, "repaired", json_integer((json_int_t)ls->repaired));
 	json_object_set_new(o, "vdev", json_integer(ls->vdev));
-	/* zpool status's words: a side that did not open is UNAVAIL */
-	static const char *const side_state[] = { "ONLINE", "FAULTED", "OFFLINE", "RESILVERING",
-						  "DETACHED" };
-	const char *state = ls->state >= 0 && ls->state <= STOR_SIDE_DETACHED
-				    ? side_state[ls->state]
-				    : "FAULTED";
-
-	if (ls->state == STOR_SIDE_ONLINE && ls->faulted)
-		state = "FAULTED"; /* a LUN of its own past its error budget */
-	if (ls->absent[0] && ls->state != STOR_SIDE_DETACHED)
-		state = "UNAVAIL";
-	json_object_set_new(o, "state", json_string(state));
+	json_object_set_new(o, "state", json_string(stor_lun_state_name(ls)));
 	if (ls->absent[0])
 		json_object_set_new(o, "absent", json_string(ls->absent));
 	if (ls->truncated_from)

@@ -61,19 +61,9 @@ struct snap {
 };
 
 static const char *const pool_states[] = { "ONLINE", "SUSPENDED", "DEGRADED", "FAULTED" };
+/* the words of stor_lun_state_name(), one series each */
 static const char *const lun_states[] = { "ONLINE",   "FAULTED",  "OFFLINE",
 					  "RESILVERING", "DETACHED", "UNAVAIL" };
-
-/* pool status's word for a LUN (handlers.c's lun_json says the same) */
-static const char *lun_state(const struct stor_lun_stat *ls)
-{
-	if (ls->absent[0] && ls->state != STOR_SIDE_DETACHED)
-		return "UNAVAIL";
-	if (ls->state == STOR_SIDE_ONLINE && ls->faulted)
-		return "FAULTED";
-	return ls->state >= 0 && ls->state <= STOR_SIDE_DETACHED ? lun_states[ls->state]
-								 : "FAULTED";
-}
 
 /* ---- the snapshot ---- */
 
@@ -422,7 +412,7 @@ static void lun_families(FILE *f, const struct snap *s)
 
 				snprintf(extra, sizeof(extra), "state=\"%s\"", lun_states[k]);
 				sample(f, "coffer_lun_state", &w, extra,
-				       !strcmp(lun_state(&p->luns[i]), lun_states[k]));
+				       !strcmp(stor_lun_state_name(&p->luns[i]), lun_states[k]));
 			}
 		}
 	}

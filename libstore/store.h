@@ -430,6 +430,10 @@ enum stor_suspend { STOR_SUSPEND_NONE = 0, STOR_SUSPEND_LUN = 1, STOR_SUSPEND_ME
 int stor_pool_stat(struct stor_pool *pool, struct stor_pool_stat *st);
 /** Fill @st for LUN @idx (0-based). @return 0 or -ENOENT past the last LUN. */
 int stor_pool_lun_stat(struct stor_pool *pool, unsigned idx, struct stor_lun_stat *st);
+/** zpool status's word for the LUN @st describes: ONLINE, FAULTED (a side so
+ *  marked, or a LUN of its own past its error budget), OFFLINE, RESILVERING,
+ *  DETACHED, or UNAVAIL (a side that did not open). */
+const char *stor_lun_state_name(const struct stor_lun_stat *st);
 
 /** What a finding of stor_pool_verify() is about. */
 enum stor_verify_kind {

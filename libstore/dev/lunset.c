@@ -884,6 +884,18 @@ int stor_pool_lun_stat(struct stor_pool *p, unsigned idx, struct stor_lun_stat *
 	return 0;
 }
 
+const char *stor_lun_state_name(const struct stor_lun_stat *st)
+{
+	static const char *const side[] = { "ONLINE", "FAULTED", "OFFLINE", "RESILVERING",
+					    "DETACHED" };
+
+	if (st->absent[0] && st->state != STOR_SIDE_DETACHED)
+		return "UNAVAIL";
+	if (st->state == STOR_SIDE_ONLINE && st->faulted)
+		return "FAULTED";
+	return st->state >= 0 && st->state <= STOR_SIDE_DETACHED ? side[st->state] : "FAULTED";
+}
+
 /* LUN @lun of @p by path or by index ("0", "1"...); -1 if none. */
 int lunset_index(struct stor_pool *p, const char *lun)
 {
