@@ -879,6 +879,14 @@ int stor_pool_lun_stat(struct stor_pool *p, unsigned idx, struct stor_lun_stat *
 	return 0;
 }
 
+int stor_pool_lun_iostat(struct stor_pool *p, unsigned idx, struct stor_lun_iostat *st)
+{
+	if (idx >= atomic_load(&p->nluns))
+		return -ENOENT;
+	lun_iostat(p->luns[idx].lun, st);
+	return 0;
+}
+
 /* LUN @lun of @p by path or by index ("0", "1"...); -1 if none. */
 int lunset_index(struct stor_pool *p, const char *lun)
 {
