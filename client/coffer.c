@@ -2046,8 +2046,9 @@ static const struct cmd pool_cmds[] = {
 	  "  -x  only the pools that need their operator (\"all pools are healthy\" if none)" },
 	{ "iostat", pool_iostat, "[-H] [-l] [-p] [-q] [-v] [-w] [POOL] [INTERVAL [COUNT]]",
 	  "Show the I/O of pools as their LUNs see it: capacity, then reads and writes per\n"
-	  "second, in operations and bytes; the first report since import, then one every\n"
-	  "INTERVAL seconds of that INTERVAL, COUNT times or until interrupted.\n"
+	  "second, in operations and bytes. The first report covers the time since import;\n"
+	  "with INTERVAL, one follows every INTERVAL seconds covering that interval, COUNT\n"
+	  "times or until interrupted.\n"
 	  "  -H  no headers, tabs between fields\n"
 	  "  -l  average waits: total_wait (issue to completion), disk_wait (the LUN alone)\n"
 	  "  -p  exact numbers (bytes, nanoseconds)\n"
