@@ -12,8 +12,9 @@
  * A row above a LUN (a mirror, the pool) sums its LUNs: a mirror's write
  * counts on every side it reached, as zpool's physical I/O does. Rates sum
  * per LUN, each over its own span; the waits average over the extents that
- * completed in the span. This file only reads replies and prints; the verb
- * (coffer.c) asks, waits and repeats.
+ * completed in the span. A faulted pool (no LUNs open) is a row of "-".
+ * This file only reads replies and prints; the verb (coffer.c) asks, waits
+ * and repeats.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -415,8 +416,11 @@ int iostat_report(const struct iostat_opts *o, json_t *cur, json_t *prev)
 	json_array_foreach(json_object_get(cur, "pools"), i, p) {
 		size_t n;
 
-		if (!json_is_array(json_object_get(p, "luns")))
+		if (!json_is_array(json_object_get(p, "luns"))) {
+			if ((int)strlen(str(p, "name")) > namew)
+				namew = (int)strlen(str(p, "name"));
 			continue;
+		}
 		n = pool_rows(p, NULL, o->verbose, rows, max);
 		for (size_t r = 0; r < n; r++)
 			if (rows[r].name && (int)strlen(rows[r].name) + rows[r].indent > namew)
@@ -428,10 +432,22 @@ int iostat_report(const struct iostat_opts *o, json_t *cur, json_t *prev)
 	json_array_foreach(json_object_get(cur, "pools"), i, p) {
 		size_t n;
 
-		/* a faulted pool has no LUNs open: nothing to count (zpool leaves it out) */
-		if (!json_is_array(json_object_get(p, "luns")))
-			continue;
 		npools++;
+		/* a faulted pool has no LUNs open: nothing to count, a row of "-" */
+		if (!json_is_array(json_object_get(p, "luns"))) {
+			size_t ncols = 2 * groups(o, (const char *[6]){ 0 });
+
+			if (o->hist)
+				continue;
+			if (o->scripted)
+				printf("%s", str(p, "name"));
+			else
+				printf("%-*s", namew, str(p, "name"));
+			for (size_t k = 0; k < ncols; k++)
+				field(o, "-");
+			printf("\n");
+			continue;
+		}
 		n = pool_rows(p, prev ? pool_in(prev, p) : NULL, o->verbose, rows, max);
 		for (size_t r = 0; r < n; r++) {
 			if (o->hist)
