@@ -34,7 +34,7 @@ struct lun_ops {
 
 /*
  * A LUN's I/O counters of one direction (pool iostat), counted at the
- * extent's completion by lun_io_done() with relaxed atomics: the I/O path
+ * extent's completion (lun_count_result) with relaxed atomics: the I/O path
  * takes no lock and orders nothing by them; a reader sees each counter
  * whole, the set possibly a moment apart.
  */
