@@ -29,6 +29,7 @@
 
 #include "bench.h"
 #include "client.h"
+#include "iostat.h"
 #include "jsonout.h"
 #include "keysource.h"
 #include "pool_health.h"
@@ -1791,6 +1792,114 @@ static int pool_scrub(int argc, char **argv)
 	return 0;
 }
 
+/* Does @s look like a number (an INTERVAL or COUNT rather than a POOL)? */
+static int numeric(const char *s)
+{
+	return s[0] && strspn(s, "0123456789.") == strlen(s);
+}
+
+/*
+ * iostat [-H] [-l] [-p] [-q] [-v] [-w] [POOL] [INTERVAL [COUNT]], as zpool
+ * iostat: the first report covers the time since import, each later one
+ * the INTERVAL before it; COUNT reports, or until interrupted. Reports
+ * keep to the clock (each due INTERVAL after the one before it was due),
+ * so a slow reply does not make the next report late. The arithmetic and
+ * the printing are iostat.c's.
+ */
+static int pool_iostat(int argc, char **argv)
+{
+	struct iostat_opts o = { 0 };
+	const char *pool = NULL;
+	double interval = 0;
+	unsigned long count = 0;
+	struct coffer_conn *c;
+	struct timespec due;
+	json_t *prev = NULL;
+	char **args;
+	int opt, n;
+
+	while ((opt = getopt(argc, argv, "Hlpqvw")) != -1) {
+		if (opt == 'H')
+			o.scripted = 1;
+		else if (opt == 'l')
+			o.latency = 1;
+		else if (opt == 'p')
+			o.parsable = 1;
+		else if (opt == 'q')
+			o.queue = 1;
+		else if (opt == 'v')
+			o.verbose = 1;
+		else if (opt == 'w')
+			o.hist = 1;
+		else
+			usage_exit();
+	}
+	if (o.hist && (o.latency || o.queue)) {
+		fprintf(stderr, "coffer: pool iostat: -w prints histograms, not columns: give it "
+				"without -l and -q\n");
+		usage_exit();
+	}
+	args = argv + optind;
+	n = argc - optind;
+	/* a pool name begins with a letter: a first argument that is a number is INTERVAL */
+	if (n && !numeric(args[0])) {
+		pool = args[0];
+		args++;
+		n--;
+	}
+	if (n > 2)
+		usage_exit();
+	if (n >= 1) {
+		char *end;
+
+		errno = 0;
+		interval = strtod(args[0], &end);
+		if (!numeric(args[0]) || *end || errno || !(interval > 0) || interval > 86400 * 365) {
+			fprintf(stderr,
+				"coffer: pool iostat: interval '%s': give a number of seconds greater "
+				"than 0 (the time between reports)\n",
+				args[0]);
+			usage_exit();
+		}
+	}
+	if (n == 2) {
+		char *end;
+
+		errno = 0;
+		count = strtoul(args[1], &end, 10);
+		if (!isdigit((unsigned char)args[1][0]) || *end || errno || count == 0) {
+			fprintf(stderr,
+				"coffer: pool iostat: count '%s': give a whole number of reports, 1 "
+				"or more\n",
+				args[1]);
+			usage_exit();
+		}
+	}
+	c = conn_open();
+	clock_gettime(CLOCK_MONOTONIC, &due);
+	for (unsigned long k = 1;; k++) {
+		json_t *reply = call(c, "pool_iostat", pool ? json_pack("{s:s}", "name", pool) : NULL,
+				     pool);
+
+		iostat_report(&o, reply, prev);
+		json_decref(prev);
+		prev = reply;
+		if (interval <= 0 || (count && k >= count))
+			break;
+		due.tv_sec += (time_t)interval;
+		due.tv_nsec += (long)((interval - (double)(time_t)interval) * 1e9);
+		if (due.tv_nsec >= 1000000000L) {
+			due.tv_sec++;
+			due.tv_nsec -= 1000000000L;
+		}
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) == EINTR)
+			;
+	}
+	json_decref(prev);
+	coffer_close(c);
+	return 0;
+}
+
 /* One field's value of an event as text. */
 static void event_value(json_t *v, char *buf, size_t len)
 {
@@ -1935,6 +2044,17 @@ static const struct cmd pool_cmds[] = {
 	  "  -j  JSON\n"
 	  "  -v  list the records that no copy holds sound\n"
 	  "  -x  only the pools that need their operator (\"all pools are healthy\" if none)" },
+	{ "iostat", pool_iostat, "[-H] [-l] [-p] [-q] [-v] [-w] [POOL] [INTERVAL [COUNT]]",
+	  "Show the I/O of pools as their LUNs see it: capacity, then reads and writes per\n"
+	  "second, in operations and bytes. The first report covers the time since import;\n"
+	  "with INTERVAL, one follows every INTERVAL seconds covering that interval, COUNT\n"
+	  "times or until interrupted.\n"
+	  "  -H  no headers, tabs between fields\n"
+	  "  -l  average waits: total_wait (issue to completion), disk_wait (the LUN alone)\n"
+	  "  -p  exact numbers (bytes, nanoseconds)\n"
+	  "  -q  extents in flight now, reads and writes\n"
+	  "  -v  a row per vdev and LUN, a mirror's sides under it\n"
+	  "  -w  latency histograms (power-of-two buckets of nanoseconds), not rates" },
 	{ "check", pool_check, "[-j] POOL",
 	  "Check POOL offline: every block pointer against the allocation and the LUNs.\n"
 	  "  -j  JSON" },

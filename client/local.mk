@@ -26,7 +26,7 @@ CLIENT_LIBS = %D%/libcoffer.a common/libcommon.a $(JANSSON_LIBS) $(PTHREAD_LIBS)
 bin_PROGRAMS += %D%/coffer
 # keysource.c: keys from a key server (libcurl, opened at the first fetch,
 # unless --without-curl) or a password agent
-%C%_coffer_SOURCES = %D%/coffer.c %D%/pool_health.c %D%/pool_health.h %D%/jsonout.c %D%/jsonout.h %D%/bench.h %D%/keysource.h \
+%C%_coffer_SOURCES = %D%/coffer.c %D%/iostat.c %D%/iostat.h %D%/pool_health.c %D%/pool_health.h %D%/jsonout.c %D%/jsonout.h %D%/bench.h %D%/keysource.h \
 	%D%/keysource.c $(BENCH_SOURCES)
 %C%_coffer_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
 %C%_coffer_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS) $(CURL_CFLAGS)

@@ -135,6 +135,7 @@
 	XX(64, POOL_ATTACH, "pool_attach", h_pool_attach, JA | ON_POOL, 2, JMAX)             \
 	XX(65, POOL_DETACH, "pool_detach", h_pool_detach, JA | ON_POOL, 2, JMAX)             \
 	XX(66, POOL_EVENTS, "pool_events", h_pool_events, J | CMD_ADMIN | CMD_POOL | CMD_NAME_OPT, 0, JMAX) \
+	XX(67, POOL_IOSTAT, "pool_iostat", h_pool_iostat, JB | LIST_POOL, 0, JMAX)           \
 	XX(70, SNAPSHOT, "snapshot", h_snapshot, JA | ON_DS | CMD_SNAP, 2, JMAX)             \
 	XX(71, ROLLBACK, "rollback", h_rollback, JA | ON_DS | CMD_SNAP, 2, JMAX)             \
 	XX(72, SEND, "send", h_send, JA | ON_DS | CMD_SNAP | CMD_DATA, 2, JMAX)              \

@@ -353,6 +353,40 @@ static void vdev_state(json_t *v, unsigned nlun, unsigned nfaulted)
 									      : "FAULTED"));
 }
 
+/* Two counters of a LUN, reads then writes, as a JSON pair. */
+static json_t *pair(const uint64_t v[2])
+{
+	return json_pack("[I, I]", (json_int_t)v[0], (json_int_t)v[1]);
+}
+
+static json_t *hist_json(const uint64_t h[STOR_LUN_HIST_BUCKETS])
+{
+	json_t *a = json_array();
+
+	for (unsigned b = 0; b < STOR_LUN_HIST_BUCKETS; b++)
+		json_array_append_new(a, json_integer((json_int_t)h[b]));
+	return a;
+}
+
+/* LUN @idx's I/O counters, raw since its open, as "io" of its entry @l:
+ * pool iostat makes rates and deltas of them, as zpool iostat does of vdev_stat_t. */
+static void lun_io_json(struct stor_pool *pool, unsigned idx, json_t *l)
+{
+	struct stor_lun_iostat st;
+
+	if (stor_pool_lun_iostat(pool, idx, &st) < 0)
+		return;
+	json_object_set_new(
+		l, "io",
+		json_pack("{s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:[o, o], s:[o, o]}", "since_ns",
+			  (json_int_t)st.since_ns, "now_ns", (json_int_t)st.now_ns, "ops",
+			  pair(st.ops), "bytes", pair(st.bytes), "wait_ns", pair(st.wait_ns),
+			  "disk_ns", pair(st.disk_ns), "inflight", pair(st.inflight), "hist",
+			  hist_json(st.hist[0]), hist_json(st.hist[1]), "disk_hist",
+			  hist_json(st.disk_hist[0]), hist_json(st.disk_hist[1])));
+}
+
+/* Pool @pe as pool list (@luns 0), status (1) or iostat (2: each LUN's "io") show it. */
 static json_t *pool_json(struct pool_ent *pe, int luns)
 {
 	struct stor_pool_stat st;
@@ -422,6 +456,8 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 			if (stor_pool_lun_stat(pe->pool, n, &ls) < 0)
 				break;
 			json_array_append_new(a, lun_json(&ls));
+			if (luns > 1)
+				lun_io_json(pe->pool, n, json_array_get(a, n));
 			/* a detached side keeps its index, but is in no vdev's list */
 			if (ls.state == STOR_SIDE_DETACHED && ls.vdev != n)
 				continue;
@@ -473,6 +509,12 @@ static int h_pool_status(struct hcall *c)
 {
 	return pools_reply(c, 1);
 }
+
+static int h_pool_iostat(struct hcall *c)
+{
+	return pools_reply(c, 2);
+}
+
 
 /*
  * The MAC findings of a check, as two lists: what failed (a table's records

@@ -16,7 +16,8 @@
  * two of nanoseconds) at every second power of two, 1.024 us to 68.7 s: a
  * bucket boundary of libstore's, so each `le` count is exact, in 14 buckets
  * and +Inf. _count is the sum of the buckets, so +Inf == _count holds even
- * while requests land during the read-out.
+ * while requests land during the read-out. A LUN's wait histogram (the LUN
+ * layer's, power-of-two buckets) is folded at the same boundaries.
  */
 
 #include <errno.h>
@@ -49,6 +50,7 @@ struct pool_snap {
 	struct stor_io_stats io;
 	unsigned handles, keys_loaded;
 	struct stor_lun_stat *luns;
+	struct stor_lun_iostat *lunio; /* nluns of them */
 	unsigned nluns;
 	struct ds_snap *ds;
 	size_t nds, cap;
@@ -109,6 +111,9 @@ static void pool_take(struct pool_snap *ps, struct pool_ent *pe)
 	while (ps->luns && ps->nluns < STOR_LUNS_MAX &&
 	       stor_pool_lun_stat(pe->pool, ps->nluns, &ps->luns[ps->nluns]) == 0)
 		ps->nluns++;
+	ps->lunio = calloc(ps->nluns ? ps->nluns : 1, sizeof(*ps->lunio));
+	for (unsigned i = 0; ps->lunio && i < ps->nluns; i++)
+		stor_pool_lun_iostat(pe->pool, i, &ps->lunio[i]);
 	/* the names under the pool's lock, then each one's counters: the
 	 * listing's callback must not call into the pool */
 	stor_ds_list_props(pe->pool, props, 3, ds_one, ps);
@@ -122,6 +127,7 @@ static void snap_free(struct snap *s)
 {
 	for (size_t i = 0; i < s->np; i++) {
 		free(s->p[i].luns);
+		free(s->p[i].lunio);
 		free(s->p[i].ds);
 	}
 	free(s->p);
@@ -418,6 +424,63 @@ static void lun_families(FILE *f, const struct snap *s)
 	}
 }
 
+/* A LUN's latency histogram (power-of-two buckets, store.h) at the same
+ * boundaries as histogram()'s: bucket b holds [2^b, 2^(b+1)) ns, so the
+ * count under 2^log is exact. */
+static void lun_histogram(FILE *f, const char *name, const struct who *w, const char *op,
+			  const uint64_t *h, uint64_t sum_ns)
+{
+	unsigned long long cum = 0;
+	unsigned b = 0;
+	char extra[96], le[32];
+
+	for (unsigned log = LE_FIRST; log <= LE_LAST + LE_STEP; log += LE_STEP) {
+		unsigned end = log <= LE_LAST ? log : STOR_LUN_HIST_BUCKETS;
+
+		for (; b < end; b++)
+			cum += h[b];
+		snprintf(extra, sizeof(extra), "op=\"%s\",le=\"%s\"", op,
+			 log <= LE_LAST ? secs(le, sizeof(le), 1ull << log) : "+Inf");
+		sample_start(f, name, "_bucket", w, extra);
+		fprintf(f, " %llu\n", cum);
+	}
+	snprintf(extra, sizeof(extra), "op=\"%s\"", op);
+	sample_start(f, name, "_sum", w, extra);
+	fprintf(f, " %s\n", secs(le, sizeof(le), sum_ns));
+	sample_start(f, name, "_count", w, extra);
+	fprintf(f, " %llu\n", cum);
+}
+
+/* The LUN layer's I/O counters (pool iostat's): ops, bytes, total wait. */
+static void lun_io_families(FILE *f, const struct snap *s)
+{
+	static const char *const op[] = { "read", "write" };
+
+	family(f, "coffer_lun_io_ops_total", "counter",
+	       "Extents the LUN completed without error, as pool iostat counts them.");
+	EACH_POOL(s, p)
+		for (unsigned i = 0; p->lunio && i < p->nluns; i++)
+			for (int d = 0; d < 2; d++)
+				sample(f, "coffer_lun_io_ops_total",
+				       &(struct who){ p->name, NULL, (int)i, p->luns[i].path },
+				       d ? "op=\"write\"" : "op=\"read\"", p->lunio[i].ops[d]);
+	family(f, "coffer_lun_io_bytes_total", "counter", "Bytes of those extents.");
+	EACH_POOL(s, p)
+		for (unsigned i = 0; p->lunio && i < p->nluns; i++)
+			for (int d = 0; d < 2; d++)
+				sample(f, "coffer_lun_io_bytes_total",
+				       &(struct who){ p->name, NULL, (int)i, p->luns[i].path },
+				       d ? "op=\"write\"" : "op=\"read\"", p->lunio[i].bytes[d]);
+	family(f, "coffer_lun_io_wait_seconds", "histogram",
+	       "Total wait of those extents, issue to completion (pool iostat -l, -w).");
+	EACH_POOL(s, p)
+		for (unsigned i = 0; p->lunio && i < p->nluns; i++)
+			for (int d = 0; d < 2; d++)
+				lun_histogram(f, "coffer_lun_io_wait_seconds",
+					      &(struct who){ p->name, NULL, (int)i, p->luns[i].path },
+					      op[d], p->lunio[i].hist[d], p->lunio[i].wait_ns[d]);
+}
+
 static void dataset_families(FILE *f, const struct snap *s)
 {
 	family(f, "coffer_dataset_used_bytes", "gauge", "Space the dataset and its children use.");
@@ -503,6 +566,7 @@ char *metrics_render(size_t *len)
 		pool_families(f, &s);
 		io_families(f, &s, 0);
 		lun_families(f, &s);
+		lun_io_families(f, &s);
 		dataset_families(f, &s);
 		io_families(f, &s, 1);
 		if (fclose(f) != 0) {

@@ -933,6 +933,40 @@ int stor_ds_io_stats(struct stor_pool *pool, const char *name, struct stor_io_st
 /** The same summed over every dataset of the pool. */
 int stor_pool_io_stats(struct stor_pool *pool, struct stor_io_stats *st);
 
+/*
+ * A LUN's own I/O (pool iostat, as zpool iostat's vdev counters): what the
+ * LUN layer sent to the LUN, counted where each extent completes. Index 0
+ * of each pair is reads, 1 writes. An extent counts once it completes
+ * without error (errors are the status counters'); a mirror's write counts
+ * on each side it reached. Counted: the data area (records, the metadata
+ * log, resilver and scrub), the uberblock ring, reads served in place from
+ * a LUN file on tmpfs (zero wait: the pages are RAM); not counted: labels.
+ */
+/** Latency buckets: bucket i counts waits of [2^i, 2^(i+1)) ns (0 and 1 ns
+ *  in bucket 0), the last every wait from 2^36 ns (68.7 s) on. */
+#define STOR_LUN_HIST_BUCKETS 37
+
+struct stor_lun_iostat {
+	uint64_t since_ns;  /**< CLOCK_MONOTONIC ns the counters started (the LUN's open) */
+	uint64_t now_ns;    /**< CLOCK_MONOTONIC ns they were read */
+	uint64_t ops[2];    /**< extents completed without error */
+	uint64_t bytes[2];  /**< their bytes */
+	uint64_t wait_ns[2]; /**< total wait summed over them: from the extent's issue to
+			      *   its completion, as its caller waits (a batch's extents
+			      *   wait for the batch) */
+	uint64_t disk_ns[2]; /**< disk wait summed over them: the backend's time on the
+			      *   extent alone (its own pread/pwrite, or submission to
+			      *   completion in io_uring), without waiting for others */
+	uint64_t inflight[2]; /**< extents issued and not completed, at @now_ns */
+	uint64_t hist[2][STOR_LUN_HIST_BUCKETS];      /**< total wait histogram */
+	uint64_t disk_hist[2][STOR_LUN_HIST_BUCKETS]; /**< disk wait histogram */
+};
+
+/** Fill @st with the I/O counters of LUN @idx (0-based); lock-free, so the
+ *  pairs may be a moment apart while I/O runs. @return 0 or -ENOENT past
+ *  the last LUN */
+int stor_pool_lun_iostat(struct stor_pool *pool, unsigned idx, struct stor_lun_iostat *st);
+
 /* ---- keys ---- */
 
 #define STOR_KEY_NOOP 0x1u /**< load-key -n: check the key, load nothing */

@@ -39,6 +39,10 @@ struct lun_io {
 	void *buf;
 	size_t len;
 	int result; /* 0 or -errno; a short read is -EIO */
+	/* the LUN layer's, for pool iostat: when the extent went out
+	 * (CLOCK_MONOTONIC ns; the thread's ring only), and the time the
+	 * backend spent on it alone (0: it does not say, the wait counts) */
+	uint64_t issued_ns, disk_ns;
 };
 
 #define LUN_CREATE 0x1u /* create a sparse file of the given size if missing */
@@ -127,7 +131,7 @@ int lun_reserved_io(struct lun *l, int write, void *buf, size_t len, uint64_t of
 int lun_is_direct(const struct lun *l);
 /** The extent at @off of a LUN opened with LUN_MAP whose file is on tmpfs,
  *  readable in place; NULL otherwise (read it with lun_read_batch). */
-const void *lun_mapped(const struct lun *l, uint64_t off, size_t len);
+const void *lun_mapped(struct lun *l, uint64_t off, size_t len);
 
 /** Run a batch of reads or writes, possibly over several LUNs.
  *  @return the number of extents that failed */
@@ -164,6 +168,11 @@ struct lun_counters {
 	uint64_t nospace_errors; /* writes refused for want of space: no fault */
 };
 void lun_counters(const struct lun *l, struct lun_counters *c);
+/** The I/O counters of @l (store.h's struct stor_lun_iostat), read now. */
+struct stor_lun_iostat;
+void lun_iostat(const struct lun *l, struct stor_lun_iostat *st);
+/** CLOCK_MONOTONIC in nanoseconds, the clock of the I/O counters. */
+uint64_t lun_now_ns(void);
 /** Zero the counters (pool clear). */
 void lun_counters_reset(struct lun *l);
 

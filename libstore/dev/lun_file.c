@@ -182,6 +182,7 @@ struct lun *lun_absent(const char *path, uint64_t size)
 	l->ops = &file_ops;
 	l->fd = -1;
 	l->size = size;
+	l->since_ns = lun_now_ns();
 	return l;
 }
 
@@ -317,8 +318,10 @@ static struct ring *ring_drop(struct ring *r)
 	return NULL;
 }
 
-/* Wait for @n completions of @ios; a short transfer is finished by file_rw(). */
-static void ring_reap(struct io_uring *u, struct lun_io *ios, unsigned n, int write)
+/* Wait for @n completions of @ios, submitted at @t0 (ns); a short transfer
+ * is finished by file_rw(). Each extent's disk time ends when its
+ * completion is seen. */
+static void ring_reap(struct io_uring *u, struct lun_io *ios, unsigned n, int write, uint64_t t0)
 {
 	while (n) {
 		struct io_uring_cqe *cqe;
@@ -339,6 +342,7 @@ static void ring_reap(struct io_uring *u, struct lun_io *ios, unsigned n, int wr
 					 LUN_DATA_OFF + io->off + done);
 		} else
 			io->result = 0;
+		io->disk_ns = lun_now_ns() - t0;
 		io_uring_cqe_seen(u, cqe);
 		n--;
 	}
@@ -371,6 +375,7 @@ static unsigned ring_submit(struct io_uring *u, unsigned n, int *err)
 static int ring_run(struct io_uring *u, struct lun_io *ios, unsigned n, int write)
 {
 	unsigned queued;
+	uint64_t t0;
 	int ret;
 
 	for (unsigned i = 0; i < n; i++) {
@@ -385,8 +390,9 @@ static int ring_run(struct io_uring *u, struct lun_io *ios, unsigned n, int writ
 					   LUN_DATA_OFF + io->off);
 		sqe->user_data = i;
 	}
+	t0 = lun_now_ns();
 	queued = ring_submit(u, n, &ret);
-	ring_reap(u, ios, queued, write);
+	ring_reap(u, ios, queued, write, t0);
 	return ret;
 }
 
@@ -401,6 +407,7 @@ static int all_direct(const struct lun_io *ios, size_t n)
 static void file_batch(struct lun_io *ios, size_t n, int write)
 {
 	struct ring *r = all_direct(ios, n) ? ring_get() : NULL;
+	uint64_t t;
 
 	for (size_t i = 0; i < n; i++)
 		ios[i].result = 1; /* not run yet */
@@ -411,11 +418,21 @@ static void file_batch(struct lun_io *ios, size_t n, int write)
 			r = ring_drop(r);
 	}
 	ring_put(r);
+	t = 0;
+	/* in a row: each extent's disk time is its own pread or pwrite, one
+	 * clock read apiece (the end of one is the start of the next) */
 	for (size_t i = 0; i < n; i++) {
 		struct lun_io *io = &ios[i];
+		uint64_t now;
 
-		if (io->result == 1)
-			io->result = file_rw(io->lun, write, io->buf, io->len, LUN_DATA_OFF + io->off);
+		if (io->result != 1)
+			continue;
+		if (!t)
+			t = lun_now_ns();
+		io->result = file_rw(io->lun, write, io->buf, io->len, LUN_DATA_OFF + io->off);
+		now = lun_now_ns();
+		io->disk_ns = now - t;
+		t = now;
 	}
 }
 
@@ -501,6 +518,8 @@ int lun_ring_read(struct lun_ring *r, struct lun_io *io)
 	io_uring_prep_read(sqe, io->lun->fd, io->buf, (unsigned)io->len, LUN_DATA_OFF + io->off);
 	io_uring_sqe_set_data(sqe, io);
 	r->queued++;
+	lun_io_issue(io, 0);
+	io->issued_ns = lun_now_ns();
 	return 0;
 }
 
@@ -508,6 +527,7 @@ unsigned lun_ring_reap(struct lun_ring *r, struct lun_io **done, unsigned max)
 {
 	unsigned n = 0;
 	int failed = 0;
+	uint64_t now = 0;
 
 	while (n < max) {
 		struct io_uring_cqe *cqe;
@@ -527,7 +547,12 @@ unsigned lun_ring_reap(struct lun_ring *r, struct lun_io **done, unsigned max)
 			io->result = 0;
 		}
 		io_uring_cqe_seen(&r->uring, cqe);
-		lun_count_result(io, 0, &failed);
+		/* one clock read a reap, for all it hands back: they were done by then;
+		 * the caller waits for this extent alone, so its wait is its disk time */
+		if (!now)
+			now = lun_now_ns();
+		io->disk_ns = now - io->issued_ns;
+		lun_count_result(io, 0, io->disk_ns, &failed);
 		done[n++] = io;
 	}
 	if (r->queued)

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 
 #include "dev/lun.h"
+#include "store.h"
 
 struct lun_ops {
 	/* @len bytes at byte @off of the whole LUN; 0 or -errno */
@@ -31,6 +32,17 @@ struct lun_ops {
 	void (*close)(struct lun *l);
 };
 
+/*
+ * A LUN's I/O counters of one direction (pool iostat), counted at the
+ * extent's completion (lun_count_result) with relaxed atomics: the I/O path
+ * takes no lock and orders nothing by them; a reader sees each counter
+ * whole, the set possibly a moment apart.
+ */
+struct lun_iodir {
+	atomic_uint_fast64_t ops, bytes, wait_ns, disk_ns, inflight;
+	atomic_uint_fast64_t hist[STOR_LUN_HIST_BUCKETS], disk_hist[STOR_LUN_HIST_BUCKETS];
+};
+
 struct lun {
 	const struct lun_ops *ops;
 	int fd;              /* files and block devices; -1 otherwise */
@@ -41,6 +53,8 @@ struct lun {
 	char *path;
 	int created; /* LUN_MADE, LUN_SIZED or 0 */
 	atomic_uint_fast64_t read_errors, write_errors, nospace_errors;
+	uint64_t since_ns; /* when the I/O counters started: the open */
+	struct lun_iodir io[2]; /* the I/O counters: [0] reads, [1] writes */
 };
 
 /*
@@ -61,8 +75,11 @@ extern const struct lun_backend lun_rados_backend; /* "rados:POOL/PREFIX" */
 /** Call @fn with the path of every LUN in RADOS pool @pool ("rados:POOL").
  *  @return 0, what @fn returned if not 0, -errno */
 int lun_rados_list(const char *pool, int (*fn)(const char *path, void *ctx), void *ctx);
-/** Count @io's failure, if it failed, in its LUN's counters and *@failed:
- *  a write refused for want of space apart from I/O errors. */
-void lun_count_result(struct lun_io *io, int write, int *failed);
+/** @io goes out now: it is in flight until lun_count_result(). */
+void lun_io_issue(struct lun_io *io, int write);
+/** Count @io's completion after @wait_ns of total wait: its I/O counters,
+ *  and its failure, if it failed, in its LUN's error counters and *@failed
+ *  (a write refused for want of space apart from I/O errors). */
+void lun_count_result(struct lun_io *io, int write, uint64_t wait_ns, int *failed);
 
 #endif

@@ -896,6 +896,14 @@ const char *stor_lun_state_name(const struct stor_lun_stat *st)
 	return st->state >= 0 && st->state <= STOR_SIDE_DETACHED ? side[st->state] : "FAULTED";
 }
 
+int stor_pool_lun_iostat(struct stor_pool *p, unsigned idx, struct stor_lun_iostat *st)
+{
+	if (idx >= atomic_load(&p->nluns))
+		return -ENOENT;
+	lun_iostat(p->luns[idx].lun, st);
+	return 0;
+}
+
 /* LUN @lun of @p by path or by index ("0", "1"...); -1 if none. */
 int lunset_index(struct stor_pool *p, const char *lun)
 {

@@ -239,7 +239,7 @@ void mirror_repair_event(struct stor_pool *p, unsigned idx, uint64_t sector, uin
 
 static int read_side(struct stor_pool *p, unsigned idx, const struct bp *bp, uint8_t *buf)
 {
-	struct lun_io io = { p->luns[idx].lun, bp->sector * STOR_SECTOR, buf, bp->psize, 0 };
+	struct lun_io io = { p->luns[idx].lun, bp->sector * STOR_SECTOR, buf, bp->psize, 0, 0, 0 };
 
 	if (lun_read_batch(&io, 1) == 0)
 		return 0;
@@ -289,7 +289,7 @@ int mirror_recover(struct stor_pool *p, const struct mirror_ext *e, unsigned bad
 			badv[i--] = badv[--nbad];
 	for (unsigned i = 0; i < nbad; i++)
 		ios[i] = (struct lun_io){ p->luns[badv[i]].lun, e->bp->sector * STOR_SECTOR, buf,
-					  e->bp->psize, 0 };
+					  e->bp->psize, 0, 0, 0 };
 	if (nbad)
 		lun_write_batch(ios, nbad);
 	for (unsigned i = 0; i < nbad; i++) {
@@ -372,7 +372,7 @@ int mirror_check_extent(struct stor_pool *p, const struct mirror_ext *e, uint64_
 	} else if (nbad) {
 		for (unsigned i = 0; i < nbad; i++)
 			ios[i] = (struct lun_io){ p->luns[bad[i]].lun, e->bp->sector * STOR_SECTOR,
-						  good, e->bp->psize, 0 };
+						  good, e->bp->psize, 0, 0, 0 };
 		lun_write_batch(ios, nbad);
 		for (unsigned i = 0; i < nbad; i++) {
 			if (ios[i].result == 0) {
@@ -422,7 +422,7 @@ int mirror_resilver_extent(struct stor_pool *p, const struct mirror_ext *e, uint
 	if (ret == 0) {
 		for (unsigned i = 0; i < nto; i++)
 			ios[i] = (struct lun_io){ p->luns[to[i]].lun, e->bp->sector * STOR_SECTOR, buf,
-						  e->bp->psize, 0 };
+						  e->bp->psize, 0, 0, 0 };
 		lun_write_batch(ios, nto);
 		for (unsigned i = 0; i < nto; i++) {
 			if (ios[i].result == 0)
@@ -455,12 +455,12 @@ int mirror_copy_raw(struct stor_pool *p, unsigned vdev, uint64_t sector, uint32_
 		return -ENOMEM;
 	n = mirror_sound_sides(p, vdev, sides);
 	for (unsigned s = 0; s < n && ret < 0; s++) {
-		struct lun_io io = { p->luns[sides[s]].lun, sector * STOR_SECTOR, buf, len, 0 };
+		struct lun_io io = { p->luns[sides[s]].lun, sector * STOR_SECTOR, buf, len, 0, 0, 0 };
 
 		ret = lun_read_batch(&io, 1) ? io.result : 0;
 	}
 	for (unsigned i = 0; ret == 0 && i < nto; i++)
-		ios[i] = (struct lun_io){ p->luns[to[i]].lun, sector * STOR_SECTOR, buf, len, 0 };
+		ios[i] = (struct lun_io){ p->luns[to[i]].lun, sector * STOR_SECTOR, buf, len, 0, 0, 0 };
 	if (ret == 0)
 		lun_write_batch(ios, nto);
 	for (unsigned i = 0; ret == 0 && i < nto; i++)

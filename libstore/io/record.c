@@ -332,7 +332,7 @@ static int extent_of(struct stor_pool *p, struct rec *r, struct lun_io *io)
 	}
 	if (r->src)
 		return 0;
-	*io = (struct lun_io){ lun, r->bp.sector * STOR_SECTOR, r->buf, r->bp.psize, 0 };
+	*io = (struct lun_io){ lun, r->bp.sector * STOR_SECTOR, r->buf, r->bp.psize, 0, 0, 0 };
 	return 1;
 }
 
@@ -953,7 +953,7 @@ static void write_extents(struct stor_pool *p, struct write_batch *b, struct rec
 			b->side[k] = sides[s];
 			b->ios[k++] = (struct lun_io){ p->luns[sides[s]].lun,
 						       r->bp.sector * STOR_SECTOR, r->buf,
-						       r->bp.psize, 0 };
+						       r->bp.psize, 0, 0, 0 };
 		}
 	}
 	if (!k || !lun_write_batch(b->ios, k))

@@ -143,7 +143,7 @@ static int check_extent(struct walk *w, const struct bp *bp)
 	/* a mirror's copy from a side that holds every write: its first LUN
 	 * may be out of service, absent or detached */
 	io = (struct lun_io){ w->p->luns[mirror_read_side(w->p, bp->lun)].lun,
-			      bp->sector * STOR_SECTOR, w->buf, bp->psize, 0 };
+			      bp->sector * STOR_SECTOR, w->buf, bp->psize, 0, 0, 0 };
 	if (lun_read_batch(&io, 1) || io.result < 0)
 		return STOR_ECKSUM;
 	if (bp->flags & BP_F_ENCRYPTED)

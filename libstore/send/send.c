@@ -271,7 +271,7 @@ static int raw_batch(struct stor_pool *p, struct stor_ds *h, struct stor_ds *f, 
 			}
 			dst = bounce[i];
 		}
-		ios[nio++] = (struct lun_io){ lun, bps[i].sector * STOR_SECTOR, dst, bps[i].psize, 0 };
+		ios[nio++] = (struct lun_io){ lun, bps[i].sector * STOR_SECTOR, dst, bps[i].psize, 0, 0, 0 };
 	}
 	if (ret == 0 && nio && lun_read_batch(ios, nio))
 		ret = -EIO;

@@ -710,7 +710,7 @@ int metalog_write(struct stor_pool *p, struct meta_txn *t, uint64_t txg, uint8_t
 		for (unsigned c = 0; c < v[k].m.ncopies; c++)
 			io[nio++] = (struct lun_io){ p->luns[v[k].m.lun[c]].lun,
 						     v[k].m.sector[c] * STOR_SECTOR, buf + off,
-						     (size_t)v[k].m.nsect * STOR_SECTOR, 0 };
+						     (size_t)v[k].m.nsect * STOR_SECTOR, 0, 0, 0 };
 	/* to every side in service of each copy's vdev */
 	for (size_t k = 0, x = 0; k < n; x += v[k].m.ncopies, k++)
 		mirror_write_copies(p, io + x, v[k].m.lun, v[k].m.ncopies);
@@ -1001,7 +1001,7 @@ static int read_copy(struct metalog_luns *L, const struct mptr *m, unsigned c, u
 		/* k == 0: the LUN the pointer names; then every other side */
 		unsigned i = k == 0 ? vdev : k - 1;
 		struct lun_io io = { i < L->n ? L->lun[i] : NULL, m->sector[c] * STOR_SECTOR, buf,
-				     (size_t)m->nsect * STOR_SECTOR, 0 };
+				     (size_t)m->nsect * STOR_SECTOR, 0, 0, 0 };
 
 		if (!io.lun || (k && (i == vdev || L->vdev[i] != vdev)))
 			continue;
@@ -1413,7 +1413,7 @@ int metalog_repair(struct stor_pool *p)
 			uint16_t vdev = f->lun;
 
 			ios[0] = (struct lun_io){ NULL, f->sector * STOR_SECTOR, f->buf,
-						  (size_t)f->nsect * STOR_SECTOR, 0 };
+						  (size_t)f->nsect * STOR_SECTOR, 0, 0, 0 };
 			mirror_write_copies(p, ios, &vdev, 1);
 			ret = ios[0].result ? ios[0].result : mirror_flush(p, f->lun);
 		}
@@ -1483,7 +1483,7 @@ static int scrub_copy(struct stor_pool *p, const struct mptr *m, unsigned c, uin
 	if (posix_memalign((void **)&tmp, STOR_SECTOR, sz))
 		return -ENOMEM;
 	for (unsigned s = 0; s < n; s++) {
-		struct lun_io io = { p->luns[sides[s]].lun, m->sector[c] * STOR_SECTOR, tmp, sz, 0 };
+		struct lun_io io = { p->luns[sides[s]].lun, m->sector[c] * STOR_SECTOR, tmp, sz, 0, 0, 0 };
 
 		sc->examined += sz;
 		if (lun_read_batch(&io, 1) || !copy_sound(tmp, m)) {
@@ -1494,7 +1494,7 @@ static int scrub_copy(struct stor_pool *p, const struct mptr *m, unsigned c, uin
 		}
 	}
 	for (unsigned i = 0; have && i < nbad; i++) {
-		struct lun_io io = { p->luns[bad[i]].lun, m->sector[c] * STOR_SECTOR, good, sz, 0 };
+		struct lun_io io = { p->luns[bad[i]].lun, m->sector[c] * STOR_SECTOR, good, sz, 0, 0, 0 };
 
 		if (lun_write_batch(&io, 1) == 0 && lun_flush(io.lun) == 0) {
 			sc->repaired += sz;

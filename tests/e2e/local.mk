@@ -208,3 +208,9 @@ check_PROGRAMS += %D%/test_metrics
 EXTRA_DIST += %D%/metrics_check.py
 AM_TESTS_ENVIRONMENT += COFFER_METRICS_CHECK=$(abs_top_srcdir)/%D%/metrics_check.py; export COFFER_METRICS_CHECK; \
 	COFFER_DASHBOARD=$(abs_top_srcdir)/contrib/grafana-coffer.json; export COFFER_DASHBOARD;
+
+# pool iostat: per-LUN counters against what was written and read, reports, bad input
+check_PROGRAMS += %D%/test_iostat
+%C%_test_iostat_SOURCES = %D%/test_iostat.c $(E2E_FIXTURE)
+%C%_test_iostat_CFLAGS = $(E2E_CFLAGS)
+%C%_test_iostat_LDADD = $(E2E_LDADD)

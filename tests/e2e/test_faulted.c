@@ -83,6 +83,9 @@ static void every_verb(void)
 		{ "pool list", NULL },
 		{ "pool list f", NULL },
 		{ "pool get all f", NULL },
+		{ "pool iostat f", NULL },
+		{ "pool iostat -v -l -q", NULL },
+		{ "pool iostat -w f", NULL },
 		{ "pool check f", "faulted" },
 		{ "pool clear f", "faulted" },
 		{ "pool scrub f", "faulted" },
@@ -146,6 +149,9 @@ Test(faulted, every_verb_on_a_pool_with_a_deleted_lun_answers_and_export_forgets
 {
 	faulted_pool(0);
 	every_verb();
+	/* nothing open to count: a row of "-" */
+	COF_OK(NULL, "pool iostat -H f");
+	cr_assert_str_eq(out, "f\t-\t-\t-\t-\t-\t-\n");
 	verb("pool export f", NULL);
 	COF_OK(NULL, "pool list -H -o name");
 	cr_assert(!strstr(out, "f\n"), "exported, still listed: %s", out);

@@ -175,6 +175,51 @@ Test(mirror, one_vdev_of_two_sides_holds_every_record_on_both)
 	stor_ds_close(ds);
 }
 
+/* Sum of a histogram of stor_lun_iostat. */
+static uint64_t hist_sum(const uint64_t *h)
+{
+	uint64_t n = 0;
+
+	for (unsigned b = 0; b < STOR_LUN_HIST_BUCKETS; b++)
+		n += h[b];
+	return n;
+}
+
+Test(mirror, each_side_counts_the_writes_it_took_and_the_reads_it_served)
+{
+	static const unsigned sides[] = { 2 };
+	struct stor_lun_iostat a, b;
+	struct stor_ds *ds;
+	uint64_t reads;
+
+	mirror_pool(2, sides, 1);
+	ds = tpool_ds(&tp, "tank/v", NREC * REC, REC);
+	write_all(ds);
+	cr_assert_eq(stor_pool_lun_iostat(tp.pool, 0, &a), 0);
+	cr_assert_eq(stor_pool_lun_iostat(tp.pool, 1, &b), 0);
+	cr_assert_eq(stor_pool_lun_iostat(tp.pool, 2, &b), -ENOENT);
+	cr_assert_eq(stor_pool_lun_iostat(tp.pool, 1, &b), 0);
+	/* every write reaches both sides: the same extents, the same bytes */
+	cr_assert_geq(a.bytes[1], (uint64_t)NREC * REC);
+	cr_assert_eq(a.bytes[1], b.bytes[1]);
+	cr_assert_eq(a.ops[1], b.ops[1]);
+	for (int w = 0; w < 2; w++) {
+		cr_assert_eq(hist_sum(a.hist[w]), a.ops[w], "every extent has its wait");
+		cr_assert_eq(hist_sum(a.disk_hist[w]), a.ops[w]);
+		cr_assert_eq(a.inflight[w], 0, "nothing in flight once the calls returned");
+		cr_assert_leq(a.disk_ns[w], a.wait_ns[w], "the disk alone waits no longer");
+	}
+	cr_assert_gt(a.wait_ns[1], 0);
+	cr_assert_leq(a.since_ns, a.now_ns);
+	reads = a.ops[0] + b.ops[0];
+	read_all(ds, UINT64_MAX);
+	cr_assert_eq(stor_pool_lun_iostat(tp.pool, 0, &a), 0);
+	cr_assert_eq(stor_pool_lun_iostat(tp.pool, 1, &b), 0);
+	/* each record read from one side or the other (no data cache here) */
+	cr_assert_geq(a.ops[0] + b.ops[0] - reads, NREC);
+	stor_ds_close(ds);
+}
+
 Test(mirror, a_stripe_pool_keeps_version_4_labels)
 {
 	struct stor_lun_stat ls;
