@@ -2214,16 +2214,49 @@ static int cmd_rollback(int argc, char **argv)
 	return 0;
 }
 
+/* send -n/-v/-P: what the estimate lines go to and how they look */
+struct send_est {
+	FILE *to;
+	int parsable, raw;
+	uint64_t total;
+};
+
+/* One line of zfs send -v (or -P) for the stream @from (NULL: full) to @snap. */
+static int send_est_step(struct coffer_conn *c, const char *snap, const char *from, void *ctx,
+			 char *err, size_t errlen)
+{
+	struct send_est *e = ctx;
+	uint64_t bytes;
+	char sz[32];
+	int ret = coffer_send_estimate(c, snap, from, e->raw, &bytes, err, errlen);
+
+	if (ret < 0)
+		return ret;
+	e->total += bytes;
+	stor_format_size(bytes, sz, sizeof(sz));
+	if (e->parsable && from)
+		fprintf(e->to, "incremental\t%s\t%s\t%llu\n", strchr(from, '@'), snap,
+			(unsigned long long)bytes);
+	else if (e->parsable)
+		fprintf(e->to, "full\t%s\t%llu\n", snap, (unsigned long long)bytes);
+	else if (from)
+		fprintf(e->to, "incremental send of %s to %s estimated size is %s\n", from, snap, sz);
+	else
+		fprintf(e->to, "full send of %s estimated size is %s\n", snap, sz);
+	return 0;
+}
+
 /* send and receive: the stream moves in chunks (client/sendrecv.c) */
 static int cmd_send(int argc, char **argv)
 {
 	struct coffer_conn *c;
+	struct send_est est = { .to = stdout };
 	char err[1024], from[512];
 	const char *fromarg = NULL;
-	int opt, raw = 0, all = 0, ret;
+	int opt, raw = 0, all = 0, ret, dry = 0, verbose = 0;
 	size_t dlen;
 
-	while ((opt = getopt(argc, argv, "wi:I:")) != -1) {
+	while ((opt = getopt(argc, argv, "wi:I:nvP")) != -1) {
 		if (opt == 'w') {
 			raw = 1;
 		} else if (opt == 'i' || opt == 'I') {
@@ -2231,6 +2264,12 @@ static int cmd_send(int argc, char **argv)
 				die("send: give one of -i and -I, once");
 			fromarg = optarg;
 			all = opt == 'I';
+		} else if (opt == 'n') {
+			dry = 1;
+		} else if (opt == 'v') {
+			verbose = 1;
+		} else if (opt == 'P') {
+			est.parsable = verbose = 1; /* as zfs send -P: the same lines, parsable */
 		} else {
 			usage_exit();
 		}
@@ -2253,13 +2292,38 @@ static int cmd_send(int argc, char **argv)
 		    sizeof(from))
 			die("send: '%s' is too long a name", fromarg);
 	}
-	if (isatty(STDOUT_FILENO))
+	if (!dry && isatty(STDOUT_FILENO))
 		die("%s: send: standard output is a terminal; redirect it to a file or a pipe",
 		    argv[optind]);
 	c = conn_open();
-	ret = all ? coffer_send_package(c, argv[optind], from, raw, STDOUT_FILENO, err, sizeof(err))
-		  : coffer_send_stream(c, argv[optind], fromarg ? from : NULL, raw, STDOUT_FILENO,
-				       err, sizeof(err));
+	/* the estimate first: with -n it is all there is (on stdout, as zfs
+	 * send -n prints it); before a real send it goes to stderr, so the
+	 * stream on stdout stays whole. -n alone still makes every check. */
+	est.raw = raw;
+	if (!dry)
+		est.to = stderr;
+	if (dry && !verbose)
+		est.to = fopen("/dev/null", "w");
+	if (!est.to)
+		die("send: /dev/null: %s", strerror(errno));
+	ret = !dry && !verbose ? 0
+	      : all ? coffer_send_steps(c, argv[optind], from, send_est_step, &est, err, sizeof(err))
+		    : send_est_step(c, argv[optind], fromarg ? from : NULL, &est, err, sizeof(err));
+	if (ret == 0 && verbose && est.parsable)
+		fprintf(est.to, "size\t%llu\n", (unsigned long long)est.total);
+	else if (ret == 0 && verbose) {
+		char sz[32];
+
+		stor_format_size(est.total, sz, sizeof(sz));
+		fprintf(est.to, "total estimated size is %s\n", sz);
+	}
+	if (dry && !verbose)
+		fclose(est.to);
+	if (ret == 0 && !dry)
+		ret = all ? coffer_send_package(c, argv[optind], from, raw, STDOUT_FILENO, err,
+						sizeof(err))
+			  : coffer_send_stream(c, argv[optind], fromarg ? from : NULL, raw,
+					       STDOUT_FILENO, err, sizeof(err));
 	if (ret < 0) {
 		*strchr(argv[optind], '@') = '\0'; /* what to load a key for */
 		die_call(ret, argv[optind], err);
@@ -4060,12 +4124,16 @@ static const struct cmd cmds[] = {
 	  "  -o keyformat=raw|hex|passphrase\n"
 	  "  -o keylocation=prompt|file:///path|https://URL\n"
 	  "  -o pbkdf2iters=N" },
-	{ "send", cmd_send, "[-w] [-i @FROM | -I @FROM] DATASET@SNAP > STREAM",
+	{ "send", cmd_send, "[-nvP] [-w] [-i @FROM | -I @FROM] DATASET@SNAP > STREAM",
 	  "Write the stream of snapshot DATASET@SNAP to standard output, for 'coffer receive'.\n"
 	  "  -w        raw: the records as stored, encrypted, with the wrapped key; no key\n"
 	  "            needed, and the copy loads with the original key\n"
 	  "  -i @FROM  incremental: only what changed since the earlier snapshot FROM\n"
-	  "  -I @FROM  incremental over every snapshot between FROM and SNAP, each one sent" },
+	  "  -I @FROM  incremental over every snapshot between FROM and SNAP, each one sent\n"
+	  "  -n        dry run: check and estimate, send nothing\n"
+	  "  -v        print the estimated size of each stream and the total (on stderr\n"
+	  "            when the stream goes to stdout)\n"
+	  "  -P        the same, parsable: full|incremental, names, bytes; then size" },
 	{ "receive", cmd_receive, "[-F] [-u] DATASET < STREAM",
 	  "Make DATASET and its snapshot from a stream of 'coffer send', or apply an\n"
 	  "incremental to it; a damaged or cut stream leaves it as it was.\n"

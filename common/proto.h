@@ -42,6 +42,11 @@
  * its object and a NUL byte, in the request, the reply or both: the chunks of
  * a send stream, which JSON would have to encode.
  *
+ * Dry runs extend their command's object, no opcode of their own: send
+ * with "dryrun": true sends no bytes and replies {"estimate": {"bytes",
+ * "records", "frees"}}, the size of the stream the same arguments would
+ * write (libstore's stor_send_estimate).
+ *
  * A handle an administrator closed with -f (pool export, destroy, unload-key)
  * answers record I/O with -ESTALE until DS_CLOSE frees its number.
  *

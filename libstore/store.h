@@ -702,6 +702,27 @@ int stor_send_chunk(struct stor_pool *pool, const char *snapshot, const char *fr
 		    unsigned flags, struct stor_send_cursor *cur, uint8_t *out, size_t cap,
 		    size_t *len);
 
+/** What stor_send_estimate() found: the stream stor_send_chunk() would write. */
+struct stor_send_estimate {
+	uint64_t bytes;   /* the stream's size: header, records, frees and end */
+	uint64_t records; /* records it carries */
+	uint64_t frees;   /* runs of freed records (an incremental's) */
+};
+
+/**
+ * The size of the stream stor_send_chunk() would write for the same
+ * arguments (zfs send -n -v), from the block pointers alone: no record is
+ * read or opened, so it costs a lookup per record number. The same
+ * refusals as the send (no such snapshot, @from no earlier one, a key not
+ * loaded for a plain stream, a raw clone). Exact but for two things the
+ * pointers cannot tell: a plain stream leaves out a record written as
+ * zeros (counted here), and splits a run of frees where a chunk ends.
+ * @return 0 with *@est, or what stor_send_chunk() would; the reason in
+ *         stor_pool_last_error()
+ */
+int stor_send_estimate(struct stor_pool *pool, const char *snapshot, const char *from,
+		       unsigned flags, struct stor_send_estimate *est);
+
 /** A receive in progress: one stream (or a package of them) into one dataset. */
 struct stor_recv;
 /**

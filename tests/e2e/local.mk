@@ -208,3 +208,9 @@ check_PROGRAMS += %D%/test_metrics
 EXTRA_DIST += %D%/metrics_check.py
 AM_TESTS_ENVIRONMENT += COFFER_METRICS_CHECK=$(abs_top_srcdir)/%D%/metrics_check.py; export COFFER_METRICS_CHECK; \
 	COFFER_DASHBOARD=$(abs_top_srcdir)/contrib/grafana-coffer.json; export COFFER_DASHBOARD;
+
+# dry runs (send -n, destroy -n) against the real thing, and set of several at once
+check_PROGRAMS += %D%/test_dryrun
+%C%_test_dryrun_SOURCES = %D%/test_dryrun.c $(E2E_FIXTURE)
+%C%_test_dryrun_CFLAGS = $(E2E_CFLAGS)
+%C%_test_dryrun_LDADD = $(E2E_LDADD)

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: MIT
+/*
+ * E2E: the dry runs and the all-or-nothing set, through the real coffer
+ * and cofferd. send -n -v/-P estimates a stream from its block pointers:
+ * the estimate is checked against the stream a real send writes, for a
+ * full, an incremental, a -I package and a raw stream. destroy -n -v/-p
+ * lists what a destroy would take and what it would free, with the
+ * refusals of the real destroy, and changes nothing. set a=1 b=2 applies
+ * all its assignments or none. Each refusal says why and changes nothing.
+ */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <criterion/criterion.h>
+
+#include "daemon.h"
+
+TDAEMON_FIXTURE(NULL)
+static char out[65536];
+
+TestSuite(dryrun, .init = setup, .fini = teardown, .timeout = 240);
+
+#define cof(in, ...) tdaemon_cofferf(&td, (in), out, sizeof(out), __VA_ARGS__)
+#define COF_OK(in, ...) TDAEMON_COF_OK(&td, out, (in), __VA_ARGS__)
+
+/* `coffer ARGS` fails and says @want. */
+#define REFUSED(want, ...)                                                                  \
+	do {                                                                                \
+		int rc_ = cof(NULL, __VA_ARGS__);                                           \
+		cr_assert_neq(rc_, 0, "exit 0, want a refusal: %s", out);                   \
+		cr_assert(strstr(out, (want)), "'%s' lacks '%s'", out, (want));             \
+	} while (0)
+
+static const char pass[] = "correct horse battery\n";
+
+static unsigned long long file_size(const char *path)
+{
+	struct stat st;
+
+	cr_assert_eq(stat(path, &st), 0, "%s", path);
+	return (unsigned long long)st.st_size;
+}
+
+/* The number after "@key\t" in @text (a -P line), or fail. */
+static unsigned long long field(const char *text, const char *key)
+{
+	const char *at = strstr(text, key);
+
+	cr_assert(at, "no '%s' in: %s", key, text);
+	return strtoull(at + strlen(key), NULL, 10);
+}
+
+/* Write @len random bytes at @off of @ds. */
+static void scribble(const char *ds, const char *off, size_t len)
+{
+	char f[4200];
+
+	tdaemon_random_file(&td, "scribble", len, f, sizeof(f));
+	COF_OK(f, "write %s -o %s", ds, off);
+}
+
+/* The real stream of `send ARGS` into a file: its size. */
+static unsigned long long sent_size(const char *args)
+{
+	const char *path = tdaemon_path(&td, "stream");
+
+	COF_OK(NULL, "send %s > '%s'", args, path);
+	return file_size(path);
+}
+
+/* tank/p: 1 MiB of 8K records, random, @a; records overwritten and a run
+ * discarded, @b; one more record, @c. */
+static void three_snapshots(void)
+{
+	char f[4200];
+
+	COF_OK(NULL, "pool create -s 64M tank %s/l0", td.dir);
+	COF_OK(NULL, "create -s -V 1M -o recordsize=8K tank/p");
+	tdaemon_random_file(&td, "p", 1u << 20, f, sizeof(f));
+	COF_OK(f, "write tank/p");
+	COF_OK(NULL, "snapshot tank/p@a");
+	scribble("tank/p", "128K", 64 << 10);
+	scribble("tank/p", "1016K", 8 << 10);
+	COF_OK(NULL, "discard tank/p -o 512K -l 96K");
+	COF_OK(NULL, "snapshot tank/p@b");
+	scribble("tank/p", "0", 8 << 10);
+	COF_OK(NULL, "snapshot tank/p@c");
+}
+
+Test(dryrun, send_n_estimates_full_incremental_and_package_streams_exactly)
+{
+	unsigned long long est, real;
+
+	three_snapshots();
+	/* full: the lines of zfs send -nv */
+	COF_OK(NULL, "send -n -v tank/p@a");
+	cr_assert(strstr(out, "full send of tank/p@a estimated size is 1."), "%s", out);
+	cr_assert(strstr(out, "\ntotal estimated size is 1."), "%s", out);
+	COF_OK(NULL, "send -n -P tank/p@a");
+	est = field(out, "full\ttank/p@a\t");
+	cr_assert_eq(field(out, "\nsize\t"), est, "%s", out);
+	real = sent_size("tank/p@a");
+	cr_assert_eq(est, real, "full: estimated %llu, sent %llu", est, real);
+	/* incremental: what changed, and a free */
+	COF_OK(NULL, "send -n -v -i @a tank/p@b");
+	cr_assert(strstr(out, "incremental send of tank/p@a to tank/p@b estimated size is "),
+		  "%s", out);
+	COF_OK(NULL, "send -n -P -i tank/p@a tank/p@b");
+	est = field(out, "incremental\t@a\ttank/p@b\t");
+	real = sent_size("-i @a tank/p@b");
+	cr_assert_eq(est, real, "incremental: estimated %llu, sent %llu", est, real);
+	cr_assert_lt(est, 200000ull, "only what changed: %llu", est);
+	/* -I: a line per step, their sum */
+	COF_OK(NULL, "send -n -P -I @a tank/p@c");
+	cr_assert(strstr(out, "incremental\t@a\ttank/p@b\t"), "%s", out);
+	cr_assert(strstr(out, "incremental\t@b\ttank/p@c\t"), "%s", out);
+	est = field(out, "\nsize\t");
+	real = sent_size("-I @a tank/p@c");
+	cr_assert_eq(est, real, "package: estimated %llu, sent %llu", est, real);
+	/* without -n: the estimate on stderr, the stream on stdout untouched */
+	COF_OK(NULL, "send -v tank/p@a > '%s'", tdaemon_path(&td, "s.v"));
+	cr_assert(strstr(out, "full send of tank/p@a estimated size is"), "%s", out);
+	cr_assert_eq(file_size(tdaemon_path(&td, "s.v")), sent_size("tank/p@a"));
+	COF_OK(NULL, "send -P tank/p@a > '%s'", tdaemon_path(&td, "s.p"));
+	cr_assert_eq(field(out, "full\ttank/p@a\t"), file_size(tdaemon_path(&td, "s.p")), "%s",
+		     out);
+	/* -n alone: every check, nothing printed */
+	COF_OK(NULL, "send -n -i @a tank/p@c");
+	cr_assert_str_eq(out, "");
+}
+
+Test(dryrun, send_n_estimates_raw_streams_exactly)
+{
+	const char *key = tdaemon_file(&td, "pass", pass, sizeof(pass) - 1);
+	unsigned long long est, real;
+	char f[4200];
+
+	COF_OK(NULL, "pool create -s 64M tank %s/l0", td.dir);
+	COF_OK(NULL, "create -s -V 1M -o recordsize=8K -o encryption=aes-256-ccm "
+		     "-o keyformat=passphrase -o keylocation=file://%s -o pbkdf2iters=100000 "
+		     "-o compression=zstd tank/e",
+	       key);
+	/* half compressible, half not: raw records of several stored sizes */
+	{
+		char *a = malloc(512 << 10);
+
+		cr_assert_not_null(a);
+		for (size_t i = 0; i < 512 << 10; i++)
+			a[i] = (char)('a' + i % 7);
+		COF_OK(tdaemon_file(&td, "a", a, 512 << 10), "write tank/e");
+		free(a);
+	}
+	tdaemon_random_file(&td, "r", 512 << 10, f, sizeof(f));
+	COF_OK(f, "write tank/e -o 512K");
+	COF_OK(NULL, "snapshot tank/e@s1");
+	scribble("tank/e", "64K", 24 << 10);
+	COF_OK(NULL, "discard tank/e -o 800K -l 64K");
+	COF_OK(NULL, "snapshot tank/e@s2");
+	COF_OK(NULL, "unload-key tank/e");
+	/* raw needs no key, for the estimate as for the stream */
+	COF_OK(NULL, "send -n -P -w tank/e@s1");
+	est = field(out, "full\ttank/e@s1\t");
+	real = sent_size("-w tank/e@s1");
+	cr_assert_eq(est, real, "raw: estimated %llu, sent %llu", est, real);
+	cr_assert_lt(est, 800000ull, "the stored (compressed) sizes: %llu", est);
+	COF_OK(NULL, "send -n -P -w -i @s1 tank/e@s2");
+	est = field(out, "incremental\t@s1\ttank/e@s2\t");
+	real = sent_size("-w -i @s1 tank/e@s2");
+	cr_assert_eq(est, real, "raw incremental: estimated %llu, sent %llu", est, real);
+	/* a plain one needs the key, dry or not, and says so alike */
+	REFUSED("its key is not loaded; load it, or send it raw (-w)", "send -n -v tank/e@s1");
+	REFUSED("its key is not loaded; load it, or send it raw (-w)",
+		"send tank/e@s1 > '%s'", tdaemon_path(&td, "x"));
+	COF_OK(NULL, "load-key tank/e");
+	COF_OK(NULL, "send -n -P tank/e@s1");
+	est = field(out, "full\ttank/e@s1\t");
+	real = sent_size("tank/e@s1");
+	cr_assert_eq(est, real, "plain of encrypted: estimated %llu, sent %llu", est, real);
+}
+
+Test(dryrun, send_n_refuses_what_send_refuses)
+{
+	three_snapshots();
+	REFUSED("is not an earlier snapshot", "send -n -v -i @b tank/p@a");
+	REFUSED("is not an earlier snapshot", "send -i @b tank/p@a > '%s'",
+		tdaemon_path(&td, "x"));
+	REFUSED("no such snapshot to send an incremental from", "send -n -i @zz tank/p@b");
+	REFUSED("tank/p@nope", "send -n -v tank/p@nope");
+	REFUSED("is no snapshot", "send -n tank/p");
+	REFUSED("is not an earlier snapshot", "send -n -I @c tank/p@a");
+	/* nothing changed: the snapshots are all there */
+	COF_OK(NULL, "list -H -t snapshot -o name -r tank/p");
+	cr_assert_str_eq(out, "tank/p@a\ntank/p@b\ntank/p@c\n");
+}
