@@ -3043,30 +3043,28 @@ static int pool_get(int argc, char **argv)
 	return 0;
 }
 
-/* set PROP=VALUE... DATASET: each in turn, as given (zfs set takes several). */
+/* set PROP=VALUE... DATASET: all in one call, made all or none (zfs set takes several). */
 static int cmd_set(int argc, char **argv)
 {
 	struct coffer_conn *c;
+	json_t *props;
 	const char *ds;
 
 	if (getopt(argc, argv, "") != -1 || argc - optind < 2)
 		usage_exit();
 	ds = argv[argc - 1];
-	/* every assignment well-formed before the first is sent */
-	for (int k = optind; k < argc - 1; k++)
-		if (!strchr(argv[k], '=') || argv[k][0] == '=')
-			usage_exit();
-	c = conn_open();
+	props = json_array();
+	/* every assignment well-formed before any is sent */
 	for (int k = optind; k < argc - 1; k++) {
-		char *prop = strdup(argv[k]), *eq = strchr(prop, '=');
-
-		*eq = '\0';
-		json_decref(call(c, "ds_set",
-				 json_pack("{s:s, s:s, s:s}", "name", ds, "prop", prop, "value",
-					   eq + 1),
-				 ds));
-		free(prop);
+		if (!strchr(argv[k], '=') || argv[k][0] == '=') {
+			fprintf(stderr, "coffer: set: '%s' is no PROP=VALUE; nothing was set\n",
+				argv[k]);
+			usage_exit();
+		}
+		json_array_append_new(props, json_string(argv[k]));
 	}
+	c = conn_open();
+	json_decref(call(c, "ds_set", json_pack("{s:s, s:o}", "name", ds, "props", props), ds));
 	coffer_close(c);
 	return 0;
 }
@@ -4095,7 +4093,8 @@ static const struct cmd cmds[] = {
 	  "  -o FIELDS  columns: name, property, value, source, or all\n"
 	  "  -s SOURCES rows whose source is local, default, inherited or none" },
 	{ "set", cmd_set, "PROP=VALUE... DATASET",
-	  "Set property PROP of DATASET (see PROPERTIES below)." },
+	  "Set property PROP of DATASET (see PROPERTIES below); several at once are set\n"
+	  "all or none." },
 	{ "inherit", cmd_inherit, "[-r] PROP DATASET",
 	  "Drop the local value of PROP: DATASET inherits it again.\n"
 	  "  -r  and every dataset under DATASET" },

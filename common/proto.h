@@ -45,7 +45,9 @@
  * Dry runs extend their command's object, no opcode of their own: send
  * with "dryrun": true sends no bytes and replies {"estimate": {"bytes",
  * "records", "frees"}}, the size of the stream the same arguments would
- * write (libstore's stor_send_estimate).
+ * write (libstore's stor_send_estimate). ds_set takes either "prop" and
+ * "value", or "props": ["PROP=VALUE", ...], made all or none
+ * (stor_ds_set_many).
  *
  * A handle an administrator closed with -f (pool export, destroy, unload-key)
  * answers record I/O with -ESTALE until DS_CLOSE frees its number.

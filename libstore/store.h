@@ -795,6 +795,20 @@ int stor_ds_list_props(struct stor_pool *pool, const char *const *props, size_t 
  */
 int stor_ds_set(struct stor_pool *pool, const char *name, const char *prop, const char *value);
 
+/**
+ * Set @n properties of @name at once, all or none (zfs set a=1 b=2): each
+ * assignment is checked (name, value, settable, none given twice) before
+ * any is made, then they are made in order, each seeing the ones before
+ * it (a refreservation after a volsize), and saved in one commit; one that
+ * fails (STOR_ENOSPC of a reservation) or a commit that fails puts every
+ * one back as it was. User properties mix with the others.
+ * @param[out] bad  the index of the assignment refused, -1 if none is to blame
+ * @return 0, or what stor_ds_set() returns for the one refused; the reason
+ *         in stor_pool_last_error()
+ */
+int stor_ds_set_many(struct stor_pool *pool, const char *name, size_t n, const char *const *props,
+		     const char *const *values, int *bad);
+
 /** Remove the local value of @prop so that it is inherited again. */
 int stor_ds_inherit(struct stor_pool *pool, const char *name, const char *prop);
 

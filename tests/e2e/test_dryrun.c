@@ -195,3 +195,57 @@ Test(dryrun, send_n_refuses_what_send_refuses)
 	COF_OK(NULL, "list -H -t snapshot -o name -r tank/p");
 	cr_assert_str_eq(out, "tank/p@a\ntank/p@b\ntank/p@c\n");
 }
+
+/* The values of compression, sync and com.example:k of tank/x, one a line. */
+static const char *three(void)
+{
+	COF_OK(NULL, "get -H -o value compression,sync,com.example:k tank/x");
+	return out;
+}
+
+Test(dryrun, set_of_several_is_all_or_nothing_and_names_the_one_refused)
+{
+	char before[256];
+
+	COF_OK(NULL, "pool create -s 64M tank %s/l0", td.dir);
+	COF_OK(NULL, "create -s -V 1M tank/x");
+	snprintf(before, sizeof(before), "%s", three());
+	/* a bad value second: the first is not made */
+	REFUSED("set sync=bogus: ", "set compression=zstd sync=bogus tank/x");
+	cr_assert(strstr(out, "nothing was set"), "%s", out);
+	cr_assert_str_eq(three(), before);
+	/* a bad user property name, a read-only property, an unknown one */
+	REFUSED("set com.example:K=1", "set compression=zstd com.example:K=1 tank/x");
+	cr_assert(strstr(out, "nothing was set"), "%s", out);
+	REFUSED("set used=1M", "set com.example:k=v used=1M tank/x");
+	REFUSED("set nosuchprop=1", "set com.example:k=v nosuchprop=1 tank/x");
+	/* the same property twice */
+	REFUSED("sync is given twice", "set sync=always sync=disabled tank/x");
+	cr_assert_str_eq(three(), before);
+	/* refused only when made: a reservation the pool cannot promise puts
+	 * back the ones made before it */
+	REFUSED("set refreservation=1G", "set compression=zstd com.example:k=v refreservation=1G "
+					 "tank/x");
+	cr_assert(strstr(out, "nothing was set"), "%s", out);
+	cr_assert_str_eq(three(), before);
+	COF_OK(NULL, "get -H -o value refreservation tank/x");
+	cr_assert_str_eq(out, "none\n");
+	/* a malformed pair is refused before anything is sent */
+	REFUSED("'nonsense' is no PROP=VALUE", "set sync=always nonsense tank/x");
+	REFUSED("dataset does not exist", "set sync=always tank/none");
+	cr_assert_str_eq(three(), before);
+	/* all good: all made, and they stay after a restart */
+	COF_OK(NULL, "set compression=zstd sync=always com.example:k=v tank/x");
+	cr_assert_str_eq(three(), "zstd\nalways\nv\n");
+	/* each sees the one before: a bigger volume, then its reservation */
+	COF_OK(NULL, "set volsize=2M refreservation=auto tank/x");
+	COF_OK(NULL, "get -H -p -o value volsize tank/x");
+	cr_assert_str_eq(out, "2097152\n");
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	cr_assert_str_eq(three(), "zstd\nalways\nv\n");
+	COF_OK(NULL, "get -H -p -o value volsize tank/x");
+	cr_assert_str_eq(out, "2097152\n");
+	COF_OK(NULL, "get -H -o value refreservation tank/x");
+	cr_assert_str_neq(out, "none\n");
+}
