@@ -2106,25 +2106,60 @@ static int cmd_create(int argc, char **argv)
 static int cmd_destroy(int argc, char **argv)
 {
 	struct coffer_conn *c;
-	int opt, rec = 0, force = 0, clones = 0;
+	int opt, rec = 0, force = 0, clones = 0, dry = 0, verbose = 0, parsable = 0;
 
-	while ((opt = getopt(argc, argv, "rRf")) != -1) {
+	while ((opt = getopt(argc, argv, "rRfnvp")) != -1) {
 		if (opt == 'r')
 			rec = 1;
 		else if (opt == 'R')
 			clones = 1;
 		else if (opt == 'f')
 			force = 1;
+		else if (opt == 'n')
+			dry = 1;
+		else if (opt == 'v')
+			verbose = 1;
+		else if (opt == 'p')
+			parsable = verbose = 1; /* as zfs destroy -p: the -v lines, parsable */
 		else
 			usage_exit();
 	}
 	if (argc - optind != 1)
 		usage_exit();
 	c = conn_open();
-	json_decref(call(c, "ds_destroy",
-			 json_pack("{s:s, s:b, s:b, s:b}", "name", argv[optind], "recursive", rec,
-				   "force", force, "clones", clones),
-			 argv[optind]));
+	/* -n, and -v before a destroy: the daemon's plan, made by the
+	 * destroy's own collector, with the destroy's refusals */
+	if (dry || verbose) {
+		json_t *plan = call(c, "ds_destroy",
+				    json_pack("{s:s, s:b, s:b, s:b, s:b}", "name", argv[optind],
+					      "recursive", rec, "force", force, "clones", clones,
+					      "dryrun", 1),
+				    argv[optind]);
+		json_t *n;
+		json_int_t bytes = json_integer_value(json_object_get(plan, "reclaim"));
+		const char *would = dry ? "would" : "will";
+		char sz[32];
+		size_t i;
+
+		json_array_foreach(json_object_get(plan, "destroy"), i, n) {
+			if (parsable)
+				printf("destroy\t%s\n", json_string_value(n));
+			else if (verbose)
+				printf("%s destroy %s\n", would, json_string_value(n));
+		}
+		stor_format_size(bytes > 0 ? (uint64_t)bytes : 0, sz, sizeof(sz));
+		if (parsable)
+			printf("reclaim\t%lld\n", (long long)bytes);
+		else if (verbose)
+			printf("%s reclaim %s\n", would, sz);
+		json_decref(plan);
+		fflush(stdout);
+	}
+	if (!dry)
+		json_decref(call(c, "ds_destroy",
+				 json_pack("{s:s, s:b, s:b, s:b}", "name", argv[optind], "recursive",
+					   rec, "force", force, "clones", clones),
+				 argv[optind]));
 	coffer_close(c);
 	return 0;
 }
@@ -4052,11 +4087,14 @@ static const struct cmd cmds[] = {
 	  "  -V SIZE     volume size (a multiple of the recordsize)\n"
 	  "  -b SIZE     recordsize, a power of 2 from 512 to 1M\n"
 	  "  -o P=V      set property P (see PROPERTIES below)" },
-	{ "destroy", cmd_destroy, "[-rR] [-f] DATASET | DATASET@SNAP[%SNAP]",
+	{ "destroy", cmd_destroy, "[-nvp] [-rR] [-f] DATASET | DATASET@SNAP[%SNAP]",
 	  "Destroy DATASET, or snapshots (@a%b: from a to b; @a% and @%b open ends).\n"
 	  "  -r  its children (or their snapshots of that name) too\n"
 	  "  -R  the clones of what goes too (and theirs); implies -r\n"
-	  "  -f  close the handles of its users" },
+	  "  -f  close the handles of its users\n"
+	  "  -n  dry run: check, destroy nothing\n"
+	  "  -v  list what goes (would destroy NAME) and the space it frees (would reclaim)\n"
+	  "  -p  the same, parsable: destroy NAME, reclaim BYTES" },
 	{ "clone", cmd_clone, "[-o prop=val]... DATASET@SNAP POOL/NAME",
 	  "Make POOL/NAME from the snapshot, in constant time: it reads the snapshot's\n"
 	  "data until it writes its own, and shares its encryption root and key.\n"

@@ -47,7 +47,9 @@
  * "records", "frees"}}, the size of the stream the same arguments would
  * write (libstore's stor_send_estimate). ds_set takes either "prop" and
  * "value", or "props": ["PROP=VALUE", ...], made all or none
- * (stor_ds_set_many).
+ * (stor_ds_set_many). ds_destroy with "dryrun": true destroys nothing and
+ * replies {"destroy": [names], "reclaim": bytes}, what the same destroy
+ * would take and free (stor_destroy_plan), or its refusal.
  *
  * A handle an administrator closed with -f (pool export, destroy, unload-key)
  * answers record I/O with -ESTALE until DS_CLOSE frees its number.

@@ -1344,21 +1344,44 @@ static int h_promote(struct hcall *c)
 	return 0;
 }
 
+static int plan_one(const char *name, void *ctx)
+{
+	return json_array_append_new(ctx, json_string(name)) ? -ENOMEM : 0;
+}
+
 static int h_ds_destroy(struct hcall *c)
 {
-	int force = jtrue(c->args, "force");
+	int force = jtrue(c->args, "force"), dry = jtrue(c->args, "dryrun");
 	unsigned fl = (jtrue(c->args, "recursive") ? STOR_RECURSIVE : 0) |
 		      (jtrue(c->args, "clones") ? STOR_RECURSIVE | STOR_DESTROY_CLONES : 0);
+	json_t *names = NULL;
+	uint64_t reclaim = 0;
 	int ret;
 
-	ret = no_handles(c, fl ? REG_DS_TREE : REG_DS_ONE, force, "");
+	/* a dry run closes no handle: it refuses as the destroy would without
+	 * -f, and with -f counts on their being closed */
+	ret = dry && force ? 0 : no_handles(c, fl ? REG_DS_TREE : REG_DS_ONE, dry ? 0 : force, "");
 	if (ret < 0)
 		return ret;
-	ret = stor_ds_destroy(c->pool, c->name, fl);
+	if (dry) {
+		names = json_array();
+		ret = names ? stor_destroy_plan(c->pool, c->name,
+						fl | (force ? STOR_DESTROY_OPEN_OK : 0), plan_one,
+						names, &reclaim)
+			    : -ENOMEM;
+	} else {
+		ret = stor_ds_destroy(c->pool, c->name, fl);
+	}
+	if (ret < 0)
+		json_decref(names);
 	if (ret < 0 && stor_pool_last_error()[0]) /* snapshots, keys: libstore says why */
 		return fail(c, ret, "destroy", stor_pool_last_error());
 	if (ret < 0)
 		return fail(c, ret, "destroy", ret == -EBUSY ? "it has children or is open" : NULL);
+	if (dry) {
+		c->reply = json_pack("{s:o, s:I}", "destroy", names, "reclaim", (json_int_t)reclaim);
+		return c->reply ? 0 : -ENOMEM;
+	}
 	admin_event(c, NULL, "dataset %s: destroyed", c->name);
 	return 0;
 }

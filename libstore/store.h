@@ -602,6 +602,26 @@ int stor_ds_create(struct stor_pool *pool, const char *name, const struct stor_d
  */
 int stor_ds_destroy(struct stor_pool *pool, const char *name, unsigned flags);
 
+/** stor_destroy_plan(): the handles on what goes are to be closed first
+ *  (destroy -f), so an open dataset or snapshot is no refusal. */
+#define STOR_DESTROY_OPEN_OK 0x4u
+
+/**
+ * The dry run of stor_ds_destroy() (zfs destroy -n): what a destroy of
+ * @name (a dataset, DATASET@SNAP or DATASET@A%B) with @flags would take,
+ * found by the destroy's own collector, so the two cannot disagree, and
+ * refused as the destroy would be, with the same reason. Nothing changes.
+ * @fn is called for each dataset and snapshot it would destroy (a
+ * dataset's snapshots before it, children before parents, clones before
+ * their origin), outside the pool's lock; *@reclaim gets the bytes it
+ * would free: a dataset's own data, its snapshots' and its unused
+ * refreservation; a snapshot's, the extents it holds that no older
+ * snapshot that stays was born by.
+ * @return 0, what stor_ds_destroy() would return, or what @fn returned
+ */
+int stor_destroy_plan(struct stor_pool *pool, const char *name, unsigned flags,
+		      int (*fn)(const char *name, void *ctx), void *ctx, uint64_t *reclaim);
+
 /** Open a handle on dataset @name. Reference counted; thread-safe. */
 int stor_ds_open(struct stor_pool *pool, const char *name, struct stor_ds **out);
 /** Close a handle. NULL is a no-op. */

@@ -909,7 +909,7 @@ static int doomed_locked(struct stor_pool *p, struct stor_ds *const *seeds, size
 				       p->name);
 			return -EBUSY;
 		}
-		if (atomic_load(&ds->refs) > 0) {
+		if (atomic_load(&ds->refs) > 0 && !(flags & STOR_DESTROY_OPEN_OK)) {
 			pool_set_error("%s is open", ds->name);
 			return -EBUSY;
 		}
@@ -984,6 +984,91 @@ int ds_destroy_set_locked(struct stor_pool *p, struct stor_ds *const *seeds, siz
 	free(d.v);
 	free(d.seen);
 	free(d.leave);
+	return ret;
+}
+
+int destroy_plan_add(struct destroy_plan *pl, const char *name)
+{
+	char **v = realloc(pl->names, (pl->n + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	pl->names = v;
+	v[pl->n] = strdup(name);
+	if (!v[pl->n])
+		return -ENOMEM;
+	pl->n++;
+	return 0;
+}
+
+void destroy_plan_free(struct destroy_plan *pl)
+{
+	for (size_t i = 0; i < pl->n; i++)
+		free(pl->names[i]);
+	free(pl->names);
+	memset(pl, 0, sizeof(*pl));
+}
+
+int ds_destroy_plan_locked(struct stor_pool *p, struct stor_ds *const *seeds, size_t nseeds,
+			   unsigned flags, struct destroy_plan *pl, struct stor_ds ***gone)
+{
+	struct doomed d = { 0 };
+	int ret;
+
+	STOR_ASSERT_HELD(&p->admin);
+
+	if (gone)
+		*gone = NULL;
+	ret = doomed_locked(p, seeds, nseeds, flags, &d);
+	/* found parents first: listed the other way, as zfs destroy -nv lists */
+	for (size_t k = d.n; ret == 0 && k-- > 0;) {
+		struct stor_ds *ds = d.v[k];
+		struct space_view sv;
+
+		for (size_t i = 0; i < ds->nsnaps && ret == 0; i++)
+			ret = destroy_plan_add(pl, ds->snaps[i]->name);
+		if (ret == 0)
+			ret = destroy_plan_add(pl, ds->name);
+		space_of_locked(p, ds, &sv);
+		pl->bytes += sv.own + sv.rr + sv.snaps;
+	}
+	if (ret == 0 && gone) {
+		d.v[d.n] = NULL; /* calloc'ed with room for it */
+		*gone = d.v;
+		d.v = NULL;
+	}
+	free(d.v);
+	free(d.seen);
+	free(d.leave);
+	return ret;
+}
+
+int stor_destroy_plan(struct stor_pool *p, const char *name, unsigned flags,
+		      int (*fn)(const char *name, void *ctx), void *ctx, uint64_t *reclaim)
+{
+	struct destroy_plan pl = { 0 };
+	struct stor_ds *ds;
+	int ret;
+
+	*reclaim = 0;
+	pool_clear_error();
+	if (strchr(name, '@')) {
+		ret = snap_destroy_plan(p, name, flags, &pl);
+	} else {
+		pthread_mutex_lock(&p->admin);
+		ds = ds_find_locked(p, name);
+		/* as ds_destroy_locked() refuses them */
+		ret = !ds ? -ENOENT
+		      : !strcmp(name, p->name) ? -EBUSY
+					       : ds_destroy_plan_locked(p, &ds, 1, flags, &pl, NULL);
+		pthread_mutex_unlock(&p->admin);
+	}
+	/* the names are copies: @fn may call into the pool */
+	for (size_t i = 0; ret == 0 && i < pl.n; i++)
+		ret = fn(pl.names[i], ctx);
+	if (ret == 0)
+		*reclaim = pl.bytes;
+	destroy_plan_free(&pl);
 	return ret;
 }
 

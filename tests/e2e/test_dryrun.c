@@ -16,6 +16,7 @@
 
 #include <criterion/criterion.h>
 
+#include "client.h"
 #include "daemon.h"
 
 TDAEMON_FIXTURE(NULL)
@@ -248,4 +249,155 @@ Test(dryrun, set_of_several_is_all_or_nothing_and_names_the_one_refused)
 	cr_assert_str_eq(out, "2097152\n");
 	COF_OK(NULL, "get -H -o value refreservation tank/x");
 	cr_assert_str_neq(out, "none\n");
+}
+
+/* `coffer ARGS` and `coffer -n ARGS` (the dry run) both fail with the same text. */
+static void same_refusal(const char *args, const char *want)
+{
+	static char real[sizeof(out)];
+
+	cr_assert_neq(cof(NULL, "destroy %s", args), 0, "destroy %s went through: %s", args, out);
+	memcpy(real, out, sizeof(out));
+	cr_assert(strstr(real, want), "'%s' lacks '%s'", real, want);
+	cr_assert_neq(cof(NULL, "destroy -n -v %s", args), 0, "destroy -n -v %s: %s", args, out);
+	cr_assert_str_eq(out, real, "the dry run of 'destroy %s' refuses otherwise", args);
+}
+
+static const char *names(void)
+{
+	COF_OK(NULL, "list -H -t all -o name -r tank");
+	return out;
+}
+
+static unsigned long long used_of(const char *name)
+{
+	COF_OK(NULL, "get -H -p -o value used %s", name);
+	return strtoull(out, NULL, 10);
+}
+
+Test(dryrun, destroy_n_lists_what_goes_and_refuses_as_destroy_does)
+{
+	static char before[sizeof(out)];
+	char f[4200];
+	unsigned long long want;
+
+	COF_OK(NULL, "pool create -s 64M tank %s/l0", td.dir);
+	COF_OK(NULL, "create -s -V 1M -o recordsize=8K tank/a");
+	COF_OK(NULL, "create -s -V 1M -o recordsize=8K tank/a/b");
+	tdaemon_random_file(&td, "d", 1u << 20, f, sizeof(f));
+	COF_OK(f, "write tank/a");
+	COF_OK(f, "write tank/a/b");
+	COF_OK(NULL, "snapshot -r tank/a@s1");
+	scribble("tank/a/b", "0", 256 << 10);
+	COF_OK(NULL, "snapshot tank/a/b@s2");
+	scribble("tank/a/b", "0", 128 << 10);
+	COF_OK(NULL, "clone tank/a@s1 tank/c");
+	scribble("tank/c", "0", 64 << 10);
+	memcpy(before, names(), sizeof(out));
+
+	/* every refusal of the destroy, word for word, and nothing gone */
+	same_refusal("tank/a", "it has snapshots; use -r");
+	same_refusal("-r tank/a", "snapshot has dependent clones (tank/c); use -R");
+	same_refusal("tank/a@s1", "snapshot has dependent clones (tank/c); use -R");
+	same_refusal("tank/nope", "does not exist");
+	same_refusal("tank/a@nope", "does not exist");
+	same_refusal("tank", "tank");
+	cr_assert_str_eq(names(), before);
+
+	/* -R: the clone, the children, every snapshot; children first */
+	COF_OK(NULL, "destroy -n -v -R tank/a");
+	{
+		static const char want_lines[] = "would destroy tank/c\n"
+						 "would destroy tank/a/b@s1\n"
+						 "would destroy tank/a/b@s2\n"
+						 "would destroy tank/a/b\n"
+						 "would destroy tank/a@s1\n"
+						 "would destroy tank/a\n"
+						 "would reclaim ";
+
+		cr_assert(!strncmp(out, want_lines, sizeof(want_lines) - 1), "%s", out);
+		cr_assert(strchr(out + sizeof(want_lines) - 1, 'M'), "%s", out);
+	}
+	/* -p: what it frees is what the datasets use */
+	want = used_of("tank/a") + used_of("tank/c");
+	COF_OK(NULL, "destroy -n -p -R tank/a");
+	cr_assert(strstr(out, "destroy\ttank/a\n"), "%s", out);
+	cr_assert_eq(field(out, "reclaim\t"), want, "%s", out);
+	/* -n alone says nothing */
+	COF_OK(NULL, "destroy -n -R tank/a");
+	cr_assert_str_eq(out, "");
+	cr_assert_str_eq(names(), before);
+
+	/* snapshots: one, a range, -r; what it frees is its used */
+	want = used_of("tank/a/b@s1");
+	COF_OK(NULL, "destroy -n -p tank/a/b@s1");
+	cr_assert(!strncmp(out, "destroy\ttank/a/b@s1\nreclaim\t", 28), "%s", out);
+	cr_assert_eq(field(out, "reclaim\t"), want, "%s", out);
+	cr_assert_gt(want, 200000ull, "the records overwritten since: %llu", want);
+	COF_OK(NULL, "destroy -n -v tank/a/b@%%");
+	cr_assert(strstr(out, "would destroy tank/a/b@s1\nwould destroy tank/a/b@s2\n"), "%s",
+		  out);
+	/* -R implies -r: the children's @s1 too, after the clone */
+	COF_OK(NULL, "destroy -n -v -R tank/a@s1");
+	cr_assert(strstr(out, "would destroy tank/c\nwould destroy tank/a@s1\n"
+			      "would destroy tank/a/b@s1\nwould reclaim"),
+		  "%s", out);
+	cr_assert_str_eq(names(), before);
+
+	/* the real one does what the dry run said: -v says it first */
+	COF_OK(NULL, "destroy -v -R tank/a");
+	cr_assert(strstr(out, "will destroy tank/c\n") && strstr(out, "will destroy tank/a\n"),
+		  "%s", out);
+	COF_OK(NULL, "list -H -t all -o name -r tank");
+	cr_assert_str_eq(out, "tank\n");
+}
+
+Test(dryrun, destroy_n_of_an_encrypted_snapshot_needs_the_key_as_destroy_does)
+{
+	const char *key = tdaemon_file(&td, "pass", pass, sizeof(pass) - 1);
+	static char before[sizeof(out)];
+
+	COF_OK(NULL, "pool create -s 64M tank %s/l0", td.dir);
+	COF_OK(NULL, "create -s -V 1M -o encryption=aes-256-ccm -o keyformat=passphrase "
+		     "-o keylocation=file://%s -o pbkdf2iters=100000 tank/e",
+	       key);
+	scribble("tank/e", "0", 64 << 10);
+	COF_OK(NULL, "snapshot tank/e@s1");
+	scribble("tank/e", "0", 64 << 10);
+	COF_OK(NULL, "snapshot tank/e@s2");
+	COF_OK(NULL, "unload-key tank/e");
+	memcpy(before, names(), sizeof(out));
+	same_refusal("tank/e@s2", "the key of tank/e is not loaded");
+	/* the oldest has no older one to hand on to: no key needed */
+	COF_OK(NULL, "destroy -n -v tank/e@s1");
+	cr_assert(strstr(out, "would destroy tank/e@s1\n"), "%s", out);
+	cr_assert_str_eq(names(), before);
+	COF_OK(NULL, "load-key tank/e");
+	COF_OK(NULL, "destroy -n -v tank/e@s2");
+	cr_assert(strstr(out, "would destroy tank/e@s2\n"), "%s", out);
+	cr_assert_str_eq(names(), before);
+}
+
+Test(dryrun, destroy_n_of_an_open_dataset_refuses_without_f_and_closes_nothing_with_it)
+{
+	struct coffer_conn *c = NULL;
+	uint64_t vol = 0;
+	uint32_t rs = 0;
+	int h;
+
+	COF_OK(NULL, "pool create -s 64M tank %s/l0", td.dir);
+	COF_OK(NULL, "create -s -V 1M tank/a");
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	h = coffer_ds_open(c, "tank/a", &vol, &rs);
+	cr_assert_geq(h, 0, "open: %d", h);
+	same_refusal("tank/a", "dataset is open (1 handles)");
+	/* -f: the destroy would close it; the dry run only counts on that */
+	COF_OK(NULL, "destroy -n -v -f tank/a");
+	cr_assert(strstr(out, "would destroy tank/a\n"), "%s", out);
+	/* still open, still there: a second dry run without -f sees the handle */
+	same_refusal("tank/a", "dataset is open (1 handles)");
+	COF_OK(NULL, "list -H -o name tank/a");
+	coffer_close(c);
+	COF_OK(NULL, "destroy -n -v tank/a");
+	cr_assert(strstr(out, "would destroy tank/a\n"), "%s", out);
 }
