@@ -131,6 +131,15 @@ Test(dryrun, send_n_estimates_full_incremental_and_package_streams_exactly)
 	/* -n alone: every check, nothing printed */
 	COF_OK(NULL, "send -n -i @a tank/p@c");
 	cr_assert_str_eq(out, "");
+	/* a clone's full stream carries what it reads through its origin */
+	COF_OK(NULL, "clone tank/p@a tank/q");
+	scribble("tank/q", "64K", 16 << 10);
+	COF_OK(NULL, "snapshot tank/q@x");
+	COF_OK(NULL, "send -n -P tank/q@x");
+	est = field(out, "full\ttank/q@x\t");
+	real = sent_size("tank/q@x");
+	cr_assert_eq(est, real, "clone: estimated %llu, sent %llu", est, real);
+	cr_assert_gt(est, 1000000ull, "the origin's records too: %llu", est);
 }
 
 Test(dryrun, send_n_estimates_raw_streams_exactly)
