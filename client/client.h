@@ -60,6 +60,23 @@ int coffer_send_stream(struct coffer_conn *c, const char *snap, const char *from
  */
 int coffer_send_package(struct coffer_conn *c, const char *snap, const char *from, int raw, int fd,
 			char *err, size_t errlen);
+/** One step of a send -I package: the incremental from @from to @snap. */
+typedef int (*coffer_send_step_fn)(struct coffer_conn *c, const char *snap, const char *from,
+				   void *ctx, char *err, size_t errlen);
+/**
+ * The steps of a send -I package (the snapshots of the dataset between
+ * @from and @snap, in txg order), @fn called for each. @return 0, what @fn
+ * returned, or a negative status with @err
+ */
+int coffer_send_steps(struct coffer_conn *c, const char *snap, const char *from,
+		      coffer_send_step_fn fn, void *ctx, char *err, size_t errlen);
+/**
+ * send -n: the size in bytes of the stream coffer_send_stream() would write
+ * with the same arguments, as the daemon reckons it from the block pointers
+ * (nothing is sent). @return 0, or a negative status with @err
+ */
+int coffer_send_estimate(struct coffer_conn *c, const char *snap, const char *from, int raw,
+			 uint64_t *bytes, char *err, size_t errlen);
 /**
  * Receive the send stream read from @fd into dataset @name (@force: -F,
  * replace it), chunk by chunk; a stream that fails leaves nothing.

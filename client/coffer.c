@@ -2226,25 +2226,60 @@ static int cmd_create(int argc, char **argv)
 static int cmd_destroy(int argc, char **argv)
 {
 	struct coffer_conn *c;
-	int opt, rec = 0, force = 0, clones = 0;
+	int opt, rec = 0, force = 0, clones = 0, dry = 0, verbose = 0, parsable = 0;
 
-	while ((opt = getopt(argc, argv, "rRf")) != -1) {
+	while ((opt = getopt(argc, argv, "rRfnvp")) != -1) {
 		if (opt == 'r')
 			rec = 1;
 		else if (opt == 'R')
 			clones = 1;
 		else if (opt == 'f')
 			force = 1;
+		else if (opt == 'n')
+			dry = 1;
+		else if (opt == 'v')
+			verbose = 1;
+		else if (opt == 'p')
+			parsable = verbose = 1; /* as zfs destroy -p: the -v lines, parsable */
 		else
 			usage_exit();
 	}
 	if (argc - optind != 1)
 		usage_exit();
 	c = conn_open();
-	json_decref(call(c, "ds_destroy",
-			 json_pack("{s:s, s:b, s:b, s:b}", "name", argv[optind], "recursive", rec,
-				   "force", force, "clones", clones),
-			 argv[optind]));
+	/* -n, and -v before a destroy: the daemon's plan, made by the
+	 * destroy's own collector, with the destroy's refusals */
+	if (dry || verbose) {
+		json_t *plan = call(c, "ds_destroy",
+				    json_pack("{s:s, s:b, s:b, s:b, s:b}", "name", argv[optind],
+					      "recursive", rec, "force", force, "clones", clones,
+					      "dryrun", 1),
+				    argv[optind]);
+		json_t *n;
+		json_int_t bytes = json_integer_value(json_object_get(plan, "reclaim"));
+		const char *would = dry ? "would" : "will";
+		char sz[32];
+		size_t i;
+
+		json_array_foreach(json_object_get(plan, "destroy"), i, n) {
+			if (parsable)
+				printf("destroy\t%s\n", json_string_value(n));
+			else if (verbose)
+				printf("%s destroy %s\n", would, json_string_value(n));
+		}
+		stor_format_size(bytes > 0 ? (uint64_t)bytes : 0, sz, sizeof(sz));
+		if (parsable)
+			printf("reclaim\t%lld\n", (long long)bytes);
+		else if (verbose)
+			printf("%s reclaim %s\n", would, sz);
+		json_decref(plan);
+		fflush(stdout);
+	}
+	if (!dry)
+		json_decref(call(c, "ds_destroy",
+				 json_pack("{s:s, s:b, s:b, s:b}", "name", argv[optind], "recursive",
+					   rec, "force", force, "clones", clones),
+				 argv[optind]));
 	coffer_close(c);
 	return 0;
 }
@@ -2334,16 +2369,49 @@ static int cmd_rollback(int argc, char **argv)
 	return 0;
 }
 
+/* send -n/-v/-P: what the estimate lines go to and how they look */
+struct send_est {
+	FILE *to;
+	int parsable, raw;
+	uint64_t total;
+};
+
+/* One line of zfs send -v (or -P) for the stream @from (NULL: full) to @snap. */
+static int send_est_step(struct coffer_conn *c, const char *snap, const char *from, void *ctx,
+			 char *err, size_t errlen)
+{
+	struct send_est *e = ctx;
+	uint64_t bytes;
+	char sz[32];
+	int ret = coffer_send_estimate(c, snap, from, e->raw, &bytes, err, errlen);
+
+	if (ret < 0)
+		return ret;
+	e->total += bytes;
+	stor_format_size(bytes, sz, sizeof(sz));
+	if (e->parsable && from)
+		fprintf(e->to, "incremental\t%s\t%s\t%llu\n", strchr(from, '@'), snap,
+			(unsigned long long)bytes);
+	else if (e->parsable)
+		fprintf(e->to, "full\t%s\t%llu\n", snap, (unsigned long long)bytes);
+	else if (from)
+		fprintf(e->to, "incremental send of %s to %s estimated size is %s\n", from, snap, sz);
+	else
+		fprintf(e->to, "full send of %s estimated size is %s\n", snap, sz);
+	return 0;
+}
+
 /* send and receive: the stream moves in chunks (client/sendrecv.c) */
 static int cmd_send(int argc, char **argv)
 {
 	struct coffer_conn *c;
+	struct send_est est = { .to = stdout };
 	char err[1024], from[512];
 	const char *fromarg = NULL;
-	int opt, raw = 0, all = 0, ret;
+	int opt, raw = 0, all = 0, ret, dry = 0, verbose = 0;
 	size_t dlen;
 
-	while ((opt = getopt(argc, argv, "wi:I:")) != -1) {
+	while ((opt = getopt(argc, argv, "wi:I:nvP")) != -1) {
 		if (opt == 'w') {
 			raw = 1;
 		} else if (opt == 'i' || opt == 'I') {
@@ -2351,6 +2419,12 @@ static int cmd_send(int argc, char **argv)
 				die("send: give one of -i and -I, once");
 			fromarg = optarg;
 			all = opt == 'I';
+		} else if (opt == 'n') {
+			dry = 1;
+		} else if (opt == 'v') {
+			verbose = 1;
+		} else if (opt == 'P') {
+			est.parsable = verbose = 1; /* as zfs send -P: the same lines, parsable */
 		} else {
 			usage_exit();
 		}
@@ -2373,13 +2447,38 @@ static int cmd_send(int argc, char **argv)
 		    sizeof(from))
 			die("send: '%s' is too long a name", fromarg);
 	}
-	if (isatty(STDOUT_FILENO))
+	if (!dry && isatty(STDOUT_FILENO))
 		die("%s: send: standard output is a terminal; redirect it to a file or a pipe",
 		    argv[optind]);
 	c = conn_open();
-	ret = all ? coffer_send_package(c, argv[optind], from, raw, STDOUT_FILENO, err, sizeof(err))
-		  : coffer_send_stream(c, argv[optind], fromarg ? from : NULL, raw, STDOUT_FILENO,
-				       err, sizeof(err));
+	/* the estimate first: with -n it is all there is (on stdout, as zfs
+	 * send -n prints it); before a real send it goes to stderr, so the
+	 * stream on stdout stays whole. -n alone still makes every check. */
+	est.raw = raw;
+	if (!dry)
+		est.to = stderr;
+	if (dry && !verbose)
+		est.to = fopen("/dev/null", "w");
+	if (!est.to)
+		die("send: /dev/null: %s", strerror(errno));
+	ret = !dry && !verbose ? 0
+	      : all ? coffer_send_steps(c, argv[optind], from, send_est_step, &est, err, sizeof(err))
+		    : send_est_step(c, argv[optind], fromarg ? from : NULL, &est, err, sizeof(err));
+	if (ret == 0 && verbose && est.parsable)
+		fprintf(est.to, "size\t%llu\n", (unsigned long long)est.total);
+	else if (ret == 0 && verbose) {
+		char sz[32];
+
+		stor_format_size(est.total, sz, sizeof(sz));
+		fprintf(est.to, "total estimated size is %s\n", sz);
+	}
+	if (dry && !verbose)
+		fclose(est.to);
+	if (ret == 0 && !dry)
+		ret = all ? coffer_send_package(c, argv[optind], from, raw, STDOUT_FILENO, err,
+						sizeof(err))
+			  : coffer_send_stream(c, argv[optind], fromarg ? from : NULL, raw,
+					       STDOUT_FILENO, err, sizeof(err));
 	if (ret < 0) {
 		*strchr(argv[optind], '@') = '\0'; /* what to load a key for */
 		die_call(ret, argv[optind], err);
@@ -3099,30 +3198,28 @@ static int pool_get(int argc, char **argv)
 	return 0;
 }
 
-/* set PROP=VALUE... DATASET: each in turn, as given (zfs set takes several). */
+/* set PROP=VALUE... DATASET: all in one call, made all or none (zfs set takes several). */
 static int cmd_set(int argc, char **argv)
 {
 	struct coffer_conn *c;
+	json_t *props;
 	const char *ds;
 
 	if (getopt(argc, argv, "") != -1 || argc - optind < 2)
 		usage_exit();
 	ds = argv[argc - 1];
-	/* every assignment well-formed before the first is sent */
-	for (int k = optind; k < argc - 1; k++)
-		if (!strchr(argv[k], '=') || argv[k][0] == '=')
-			usage_exit();
-	c = conn_open();
+	props = json_array();
+	/* every assignment well-formed before any is sent */
 	for (int k = optind; k < argc - 1; k++) {
-		char *prop = strdup(argv[k]), *eq = strchr(prop, '=');
-
-		*eq = '\0';
-		json_decref(call(c, "ds_set",
-				 json_pack("{s:s, s:s, s:s}", "name", ds, "prop", prop, "value",
-					   eq + 1),
-				 ds));
-		free(prop);
+		if (!strchr(argv[k], '=') || argv[k][0] == '=') {
+			fprintf(stderr, "coffer: set: '%s' is no PROP=VALUE; nothing was set\n",
+				argv[k]);
+			usage_exit();
+		}
+		json_array_append_new(props, json_string(argv[k]));
 	}
+	c = conn_open();
+	json_decref(call(c, "ds_set", json_pack("{s:s, s:o}", "name", ds, "props", props), ds));
 	coffer_close(c);
 	return 0;
 }
@@ -4110,11 +4207,14 @@ static const struct cmd cmds[] = {
 	  "  -V SIZE     volume size (a multiple of the recordsize)\n"
 	  "  -b SIZE     recordsize, a power of 2 from 512 to 1M\n"
 	  "  -o P=V      set property P (see PROPERTIES below)" },
-	{ "destroy", cmd_destroy, "[-rR] [-f] DATASET | DATASET@SNAP[%SNAP]",
+	{ "destroy", cmd_destroy, "[-nvp] [-rR] [-f] DATASET | DATASET@SNAP[%SNAP]",
 	  "Destroy DATASET, or snapshots (@a%b: from a to b; @a% and @%b open ends).\n"
 	  "  -r  its children (or their snapshots of that name) too\n"
 	  "  -R  the clones of what goes too (and theirs); implies -r\n"
-	  "  -f  close the handles of its users" },
+	  "  -f  close the handles of its users\n"
+	  "  -n  dry run: check, destroy nothing\n"
+	  "  -v  list what goes (would destroy NAME) and the space it frees (would reclaim)\n"
+	  "  -p  the same, parsable: destroy NAME, reclaim BYTES" },
 	{ "clone", cmd_clone, "[-o prop=val]... DATASET@SNAP POOL/NAME",
 	  "Make POOL/NAME from the snapshot, in constant time: it reads the snapshot's\n"
 	  "data until it writes its own, and shares its encryption root and key.\n"
@@ -4151,7 +4251,8 @@ static const struct cmd cmds[] = {
 	  "  -o FIELDS  columns: name, property, value, source, or all\n"
 	  "  -s SOURCES rows whose source is local, default, inherited or none" },
 	{ "set", cmd_set, "PROP=VALUE... DATASET",
-	  "Set property PROP of DATASET (see PROPERTIES below)." },
+	  "Set property PROP of DATASET (see PROPERTIES below); several at once are set\n"
+	  "all or none." },
 	{ "inherit", cmd_inherit, "[-r] PROP DATASET",
 	  "Drop the local value of PROP: DATASET inherits it again.\n"
 	  "  -r  and every dataset under DATASET" },
@@ -4180,12 +4281,16 @@ static const struct cmd cmds[] = {
 	  "  -o keyformat=raw|hex|passphrase\n"
 	  "  -o keylocation=prompt|file:///path|https://URL\n"
 	  "  -o pbkdf2iters=N" },
-	{ "send", cmd_send, "[-w] [-i @FROM | -I @FROM] DATASET@SNAP > STREAM",
+	{ "send", cmd_send, "[-nvP] [-w] [-i @FROM | -I @FROM] DATASET@SNAP > STREAM",
 	  "Write the stream of snapshot DATASET@SNAP to standard output, for 'coffer receive'.\n"
 	  "  -w        raw: the records as stored, encrypted, with the wrapped key; no key\n"
 	  "            needed, and the copy loads with the original key\n"
 	  "  -i @FROM  incremental: only what changed since the earlier snapshot FROM\n"
-	  "  -I @FROM  incremental over every snapshot between FROM and SNAP, each one sent" },
+	  "  -I @FROM  incremental over every snapshot between FROM and SNAP, each one sent\n"
+	  "  -n        dry run: check and estimate, send nothing\n"
+	  "  -v        print the estimated size of each stream and the total (on stderr\n"
+	  "            when the stream goes to stdout)\n"
+	  "  -P        the same, parsable: full|incremental, names, bytes; then size" },
 	{ "receive", cmd_receive, "[-F] [-u] DATASET < STREAM",
 	  "Make DATASET and its snapshot from a stream of 'coffer send', or apply an\n"
 	  "incremental to it; a damaged or cut stream leaves it as it was.\n"

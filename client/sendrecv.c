@@ -8,7 +8,7 @@
  * until the cursor says done. send -I is made here: the snapshots between
  * FROM and the one named, from the daemon's list in txg order, and one
  * incremental stream for each step, one after another (libstore/send/stream.h:
- * a package). receive reads the stream in chunks, sends
+ * a package); send -n asks the daemon for each step's estimate instead. receive reads the stream in chunks, sends
  * each, and at end of file asks whether the stream ended whole; a short
  * read or an early end is the daemon's to refuse, not ours to guess.
  */
@@ -98,8 +98,8 @@ static json_int_t createtxg(json_t *d)
 	return v ? (json_int_t)strtoll(v, NULL, 10) : -1;
 }
 
-int coffer_send_package(struct coffer_conn *c, const char *snap, const char *from, int raw, int fd,
-			char *err, size_t errlen)
+int coffer_send_steps(struct coffer_conn *c, const char *snap, const char *from,
+		      coffer_send_step_fn fn, void *ctx, char *err, size_t errlen)
 {
 	size_t dlen = strcspn(snap, "@"), n = 0, i;
 	char *ds = strndup(snap, dlen);
@@ -137,12 +137,59 @@ int coffer_send_package(struct coffer_conn *c, const char *snap, const char *fro
 	for (i = 0; ret == 0 && i < n; i++) {
 		if (v[i].txg <= lo.txg || v[i].txg > hi.txg)
 			continue;
-		ret = coffer_send_stream(c, v[i].name, lo.name, raw, fd, err, errlen);
+		ret = fn(c, v[i].name, lo.name, ctx, err, errlen);
 		lo = v[i];
 	}
 	free(v);
 	json_decref(reply);
 	free(ds);
+	return ret;
+}
+
+struct package_ctx {
+	int raw, fd;
+};
+
+static int package_step(struct coffer_conn *c, const char *snap, const char *from, void *ctx,
+			char *err, size_t errlen)
+{
+	const struct package_ctx *pc = ctx;
+
+	return coffer_send_stream(c, snap, from, pc->raw, pc->fd, err, errlen);
+}
+
+int coffer_send_package(struct coffer_conn *c, const char *snap, const char *from, int raw, int fd,
+			char *err, size_t errlen)
+{
+	struct package_ctx pc = { raw, fd };
+
+	return coffer_send_steps(c, snap, from, package_step, &pc, err, errlen);
+}
+
+int coffer_send_estimate(struct coffer_conn *c, const char *snap, const char *from, int raw,
+			 uint64_t *bytes, char *err, size_t errlen)
+{
+	json_t *args = json_pack("{s:s, s:b, s:b}", "name", snap, "raw", raw, "dryrun", 1);
+	json_t *reply = NULL, *b;
+	int ret;
+
+	*bytes = 0;
+	if (!args)
+		return -ENOMEM;
+	if (from)
+		json_object_set_new(args, "from", json_string(from));
+	ret = coffer_call(c, "send", args, &reply, err, errlen);
+	json_decref(args);
+	if (ret < 0)
+		return ret;
+	b = json_object_get(json_object_get(reply, "estimate"), "bytes");
+	if (!json_is_integer(b) || json_integer_value(b) < 0) {
+		snprintf(err, errlen, "send: the daemon's reply has no estimate");
+		ret = -EPROTO;
+	} else {
+		*bytes = (uint64_t)json_integer_value(b);
+	}
+	json_decref(reply);
 	return ret;
 }
 

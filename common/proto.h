@@ -42,6 +42,15 @@
  * its object and a NUL byte, in the request, the reply or both: the chunks of
  * a send stream, which JSON would have to encode.
  *
+ * Dry runs extend their command's object, no opcode of their own: send
+ * with "dryrun": true sends no bytes and replies {"estimate": {"bytes",
+ * "records", "frees"}}, the size of the stream the same arguments would
+ * write (libstore's stor_send_estimate). ds_set takes either "prop" and
+ * "value", or "props": ["PROP=VALUE", ...], made all or none
+ * (stor_ds_set_many). ds_destroy with "dryrun": true destroys nothing and
+ * replies {"destroy": [names], "reclaim": bytes}, what the same destroy
+ * would take and free (stor_destroy_plan), or its refusal.
+ *
  * A handle an administrator closed with -f (pool export, destroy, unload-key)
  * answers record I/O with -ESTALE until DS_CLOSE frees its number.
  *

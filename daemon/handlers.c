@@ -1375,21 +1375,44 @@ static int h_promote(struct hcall *c)
 	return 0;
 }
 
+static int plan_one(const char *name, void *ctx)
+{
+	return json_array_append_new(ctx, json_string(name)) ? -ENOMEM : 0;
+}
+
 static int h_ds_destroy(struct hcall *c)
 {
-	int force = jtrue(c->args, "force");
+	int force = jtrue(c->args, "force"), dry = jtrue(c->args, "dryrun");
 	unsigned fl = (jtrue(c->args, "recursive") ? STOR_RECURSIVE : 0) |
 		      (jtrue(c->args, "clones") ? STOR_RECURSIVE | STOR_DESTROY_CLONES : 0);
+	json_t *names = NULL;
+	uint64_t reclaim = 0;
 	int ret;
 
-	ret = no_handles(c, fl ? REG_DS_TREE : REG_DS_ONE, force, "");
+	/* a dry run closes no handle: it refuses as the destroy would without
+	 * -f, and with -f counts on their being closed */
+	ret = dry && force ? 0 : no_handles(c, fl ? REG_DS_TREE : REG_DS_ONE, dry ? 0 : force, "");
 	if (ret < 0)
 		return ret;
-	ret = stor_ds_destroy(c->pool, c->name, fl);
+	if (dry) {
+		names = json_array();
+		ret = names ? stor_destroy_plan(c->pool, c->name,
+						fl | (force ? STOR_DESTROY_OPEN_OK : 0), plan_one,
+						names, &reclaim)
+			    : -ENOMEM;
+	} else {
+		ret = stor_ds_destroy(c->pool, c->name, fl);
+	}
+	if (ret < 0)
+		json_decref(names);
 	if (ret < 0 && stor_pool_last_error()[0]) /* snapshots, keys: libstore says why */
 		return fail(c, ret, "destroy", stor_pool_last_error());
 	if (ret < 0)
 		return fail(c, ret, "destroy", ret == -EBUSY ? "it has children or is open" : NULL);
+	if (dry) {
+		c->reply = json_pack("{s:o, s:I}", "destroy", names, "reclaim", (json_int_t)reclaim);
+		return c->reply ? 0 : -ENOMEM;
+	}
 	admin_event(c, NULL, "dataset %s: destroyed", c->name);
 	return 0;
 }
@@ -1838,10 +1861,78 @@ static int h_ds_get(struct hcall *c)
 	return 0;
 }
 
+/*
+ * set with "props": ["PROP=VALUE", ...]: all or none (stor_ds_set_many),
+ * and a refusal names the assignment refused and says none was made.
+ */
+static int ds_set_many(struct hcall *c, json_t *arr)
+{
+	size_t n = json_array_size(arr), i;
+	const char **props = calloc(n + 1, sizeof(*props)), **values = calloc(n + 1, sizeof(*values));
+	char **copies = calloc(n + 1, sizeof(*copies));
+	json_t *v;
+	int ret = 0, bad = -1;
+
+	if (!props || !values || !copies) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	json_array_foreach(arr, i, v) {
+		const char *s = json_string_value(v);
+		char *eq;
+
+		if (!s || !(copies[i] = strdup(s))) {
+			ret = s ? -ENOMEM : -EINVAL;
+			snprintf(c->err, sizeof(c->err), "%s: set: give PROP=VALUE strings", c->name);
+			goto out;
+		}
+		eq = strchr(copies[i], '=');
+		if (!eq || eq == copies[i]) {
+			snprintf(c->err, sizeof(c->err), "%s: set: '%s' is no PROP=VALUE; nothing was set",
+				 c->name, s);
+			ret = STOR_EBADPROP;
+			goto out;
+		}
+		*eq = '\0';
+		props[i] = copies[i];
+		values[i] = eq + 1;
+	}
+	ret = stor_ds_set_many(c->pool, c->name, n, props, values, &bad);
+	if (ret < 0 && bad >= 0) {
+		const char *why = stor_pool_last_error(), *hint = prop_hint(props[bad]);
+
+		if (!why[0])
+			why = hint ? hint : stor_strerror(ret);
+		/* a long value is cut: the reason must fit */
+		snprintf(c->err, sizeof(c->err), "%s: set %.64s=%.40s%s: %s; nothing was set",
+			 c->name, props[bad], values[bad], strlen(values[bad]) > 40 ? "..." : "",
+			 why);
+	} else if (ret < 0) {
+		ret = fail(c, ret, "set", NULL);
+	}
+	for (size_t k = 0; ret == 0 && k < n; k++)
+		admin_event(c, NULL, "dataset %s: %s set to %s", c->name, props[k], values[k]);
+out:
+	for (size_t k = 0; copies && k < n; k++)
+		free(copies[k]);
+	free(copies);
+	free(props);
+	free(values);
+	return ret;
+}
+
 static int h_ds_set(struct hcall *c)
 {
 	const char *prop = jstr(c->args, "prop"), *value = jstr(c->args, "value");
+	json_t *many = json_object_get(c->args, "props");
 	int ret;
+
+	if (many) {
+		if (!json_is_array(many) || !json_array_size(many) ||
+		    json_array_size(many) > PROP_COUNT + 1024)
+			ERR(c, STOR_EBADPROP, "%s: set: give one PROP=VALUE or more", c->name);
+		return ds_set_many(c, many);
+	}
 
 	/* user properties have bounds of their own (prop_names.h), checked by libstore */
 	if (!prop || !value ||

@@ -7,7 +7,9 @@
  * send is stateless here: each request names the snapshot and carries the
  * cursor the previous reply gave (libstore's struct stor_send_cursor, its
  * u64 fields as hex strings), and the reply carries one chunk and the next
- * cursor. A client that stops just stops.
+ * cursor. A client that stops just stops. With "dryrun" true it sends
+ * nothing and replies {"estimate": {"bytes", "records", "frees"}}: the
+ * stream's size as libstore reckons it from the block pointers.
  *
  * receive keeps one receive per client connection (registry.c's stream
  * slot): the first chunk begins it, each chunk feeds it, a request with
@@ -84,6 +86,19 @@ static json_t *hex(uint64_t v)
 	return json_string(b);
 }
 
+/* send with "dryrun": the stream's size from its block pointers, and no stream */
+static int send_dryrun(struct hcall *c, const char *from, int raw)
+{
+	struct stor_send_estimate est;
+	int ret = stor_send_estimate(c->pool, c->name, from, raw ? STOR_SEND_RAW : 0, &est);
+
+	if (ret < 0)
+		return fail(c, ret, "send");
+	c->reply = json_pack("{s:{s:I, s:I, s:I}}", "estimate", "bytes", (json_int_t)est.bytes,
+			     "records", (json_int_t)est.records, "frees", (json_int_t)est.frees);
+	return c->reply ? 0 : -ENOMEM;
+}
+
 int h_send(struct hcall *c)
 {
 	struct stor_send_cursor cur = { 0 };
@@ -92,6 +107,14 @@ int h_send(struct hcall *c)
 	size_t len = 0;
 	int ret = 0, raw;
 
+	if (json_is_true(json_object_get(c->args, "dryrun"))) {
+		from = json_object_get(c->args, "from");
+		if (from && (!json_is_string(from) ||
+			     strlen(json_string_value(from)) > PROTO_NAME_MAX))
+			ERR_TEXT(c, -EINVAL, "send: a bad snapshot to start from");
+		return send_dryrun(c, json_string_value(from),
+				   json_is_true(json_object_get(c->args, "raw")));
+	}
 	if (jc) {
 		json_t *st = json_object_get(jc, "state");
 

@@ -104,6 +104,7 @@ struct stor_ds {
 	char *local[PROP_COUNT]; /* locally set values; NULL = unset */
 	struct stor_uprop *uprops; /* local user properties, sorted by name (userprops.c) */
 	size_t nuprops;
+	int save_later; /* stor_ds_set_many: ds_save() waits for its one commit (admin lock) */
 	atomic_int refs;
 	int destroyed;
 	atomic_int receiving; /* recv.c fills it: no one else opens it */

@@ -606,6 +606,26 @@ int stor_ds_create(struct stor_pool *pool, const char *name, const struct stor_d
  */
 int stor_ds_destroy(struct stor_pool *pool, const char *name, unsigned flags);
 
+/** stor_destroy_plan(): the handles on what goes are to be closed first
+ *  (destroy -f), so an open dataset or snapshot is no refusal. */
+#define STOR_DESTROY_OPEN_OK 0x4u
+
+/**
+ * The dry run of stor_ds_destroy() (zfs destroy -n): what a destroy of
+ * @name (a dataset, DATASET@SNAP or DATASET@A%B) with @flags would take,
+ * found by the destroy's own collector, so the two cannot disagree, and
+ * refused as the destroy would be, with the same reason. Nothing changes.
+ * @fn is called for each dataset and snapshot it would destroy (a
+ * dataset's snapshots before it, children before parents, clones before
+ * their origin), outside the pool's lock; *@reclaim gets the bytes it
+ * would free: a dataset's own data, its snapshots' and its unused
+ * refreservation; a snapshot's, the extents it holds that no older
+ * snapshot that stays was born by.
+ * @return 0, what stor_ds_destroy() would return, or what @fn returned
+ */
+int stor_destroy_plan(struct stor_pool *pool, const char *name, unsigned flags,
+		      int (*fn)(const char *name, void *ctx), void *ctx, uint64_t *reclaim);
+
 /** Open a handle on dataset @name. Reference counted; thread-safe. */
 int stor_ds_open(struct stor_pool *pool, const char *name, struct stor_ds **out);
 /** Close a handle. NULL is a no-op. */
@@ -706,6 +726,27 @@ int stor_send_chunk(struct stor_pool *pool, const char *snapshot, const char *fr
 		    unsigned flags, struct stor_send_cursor *cur, uint8_t *out, size_t cap,
 		    size_t *len);
 
+/** What stor_send_estimate() found: the stream stor_send_chunk() would write. */
+struct stor_send_estimate {
+	uint64_t bytes;   /* the stream's size: header, records, frees and end */
+	uint64_t records; /* records it carries */
+	uint64_t frees;   /* runs of freed records (an incremental's) */
+};
+
+/**
+ * The size of the stream stor_send_chunk() would write for the same
+ * arguments (zfs send -n -v), from the block pointers alone: no record is
+ * read or opened, so it costs a lookup per record number. The same
+ * refusals as the send (no such snapshot, @from no earlier one, a key not
+ * loaded for a plain stream, a raw clone). Exact but for two things the
+ * pointers cannot tell: a plain stream leaves out a record written as
+ * zeros (counted here), and splits a run of frees where a chunk ends.
+ * @return 0 with *@est, or what stor_send_chunk() would; the reason in
+ *         stor_pool_last_error()
+ */
+int stor_send_estimate(struct stor_pool *pool, const char *snapshot, const char *from,
+		       unsigned flags, struct stor_send_estimate *est);
+
 /** A receive in progress: one stream (or a package of them) into one dataset. */
 struct stor_recv;
 /**
@@ -777,6 +818,20 @@ int stor_ds_list_props(struct stor_pool *pool, const char *const *props, size_t 
  * @return 0, -ENOENT, STOR_EBADPROP, STOR_EREADONLY (fixed at creation)
  */
 int stor_ds_set(struct stor_pool *pool, const char *name, const char *prop, const char *value);
+
+/**
+ * Set @n properties of @name at once, all or none (zfs set a=1 b=2): each
+ * assignment is checked (name, value, settable, none given twice) before
+ * any is made, then they are made in order, each seeing the ones before
+ * it (a refreservation after a volsize), and saved in one commit; one that
+ * fails (STOR_ENOSPC of a reservation) or a commit that fails puts every
+ * one back as it was. User properties mix with the others.
+ * @param[out] bad  the index of the assignment refused, -1 if none is to blame
+ * @return 0, or what stor_ds_set() returns for the one refused; the reason
+ *         in stor_pool_last_error()
+ */
+int stor_ds_set_many(struct stor_pool *pool, const char *name, size_t n, const char *const *props,
+		     const char *const *values, int *bad);
 
 /** Remove the local value of @prop so that it is inherited again. */
 int stor_ds_inherit(struct stor_pool *pool, const char *name, const char *prop);

@@ -236,7 +236,11 @@ static void table_remove(struct stor_pool *p, struct stor_ds *ds)
 int ds_save(struct stor_pool *p, struct stor_ds *ds)
 {
 	struct meta_txn *t = NULL;
-	int ret = meta_txn_begin(p->meta, &t);
+	int ret;
+
+	if (ds->save_later)
+		return 0; /* stor_ds_set_many() saves them all at once */
+	ret = meta_txn_begin(p->meta, &t);
 
 	if (ret < 0)
 		return ret;
@@ -905,7 +909,7 @@ static int doomed_locked(struct stor_pool *p, struct stor_ds *const *seeds, size
 				       p->name);
 			return -EBUSY;
 		}
-		if (atomic_load(&ds->refs) > 0) {
+		if (atomic_load(&ds->refs) > 0 && !(flags & STOR_DESTROY_OPEN_OK)) {
 			pool_set_error("%s is open", ds->name);
 			return -EBUSY;
 		}
@@ -980,6 +984,91 @@ int ds_destroy_set_locked(struct stor_pool *p, struct stor_ds *const *seeds, siz
 	free(d.v);
 	free(d.seen);
 	free(d.leave);
+	return ret;
+}
+
+int destroy_plan_add(struct destroy_plan *pl, const char *name)
+{
+	char **v = realloc(pl->names, (pl->n + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	pl->names = v;
+	v[pl->n] = strdup(name);
+	if (!v[pl->n])
+		return -ENOMEM;
+	pl->n++;
+	return 0;
+}
+
+void destroy_plan_free(struct destroy_plan *pl)
+{
+	for (size_t i = 0; i < pl->n; i++)
+		free(pl->names[i]);
+	free(pl->names);
+	memset(pl, 0, sizeof(*pl));
+}
+
+int ds_destroy_plan_locked(struct stor_pool *p, struct stor_ds *const *seeds, size_t nseeds,
+			   unsigned flags, struct destroy_plan *pl, struct stor_ds ***gone)
+{
+	struct doomed d = { 0 };
+	int ret;
+
+	STOR_ASSERT_HELD(&p->admin);
+
+	if (gone)
+		*gone = NULL;
+	ret = doomed_locked(p, seeds, nseeds, flags, &d);
+	/* found parents first: listed the other way, as zfs destroy -nv lists */
+	for (size_t k = d.n; ret == 0 && k-- > 0;) {
+		struct stor_ds *ds = d.v[k];
+		struct space_view sv;
+
+		for (size_t i = 0; i < ds->nsnaps && ret == 0; i++)
+			ret = destroy_plan_add(pl, ds->snaps[i]->name);
+		if (ret == 0)
+			ret = destroy_plan_add(pl, ds->name);
+		space_of_locked(p, ds, &sv);
+		pl->bytes += sv.own + sv.rr + sv.snaps;
+	}
+	if (ret == 0 && gone) {
+		d.v[d.n] = NULL; /* calloc'ed with room for it */
+		*gone = d.v;
+		d.v = NULL;
+	}
+	free(d.v);
+	free(d.seen);
+	free(d.leave);
+	return ret;
+}
+
+int stor_destroy_plan(struct stor_pool *p, const char *name, unsigned flags,
+		      int (*fn)(const char *name, void *ctx), void *ctx, uint64_t *reclaim)
+{
+	struct destroy_plan pl = { 0 };
+	struct stor_ds *ds;
+	int ret;
+
+	*reclaim = 0;
+	pool_clear_error();
+	if (strchr(name, '@')) {
+		ret = snap_destroy_plan(p, name, flags, &pl);
+	} else {
+		pthread_mutex_lock(&p->admin);
+		ds = ds_find_locked(p, name);
+		/* as ds_destroy_locked() refuses them */
+		ret = !ds ? -ENOENT
+		      : !strcmp(name, p->name) ? -EBUSY
+					       : ds_destroy_plan_locked(p, &ds, 1, flags, &pl, NULL);
+		pthread_mutex_unlock(&p->admin);
+	}
+	/* the names are copies: @fn may call into the pool */
+	for (size_t i = 0; ret == 0 && i < pl.n; i++)
+		ret = fn(pl.names[i], ctx);
+	if (ret == 0)
+		*reclaim = pl.bytes;
+	destroy_plan_free(&pl);
 	return ret;
 }
 
@@ -1533,7 +1622,7 @@ static int set_locked(struct stor_pool *p, struct stor_ds *ds, int id, const cha
 		return -ENOMEM;
 	}
 	/* keylocation of a root lives in the key file (keyfile.c), with its key */
-	ret = id == PROP_KEYLOCATION ? keyfile_save(p, NULL) : ds_save(p, ds);
+	ret = id != PROP_KEYLOCATION ? ds_save(p, ds) : ds->save_later ? 0 : keyfile_save(p, NULL);
 	if (ret < 0) {
 		free(ds->local[id]);
 		ds->local[id] = old;
@@ -1588,6 +1677,158 @@ int stor_ds_set(struct stor_pool *p, const char *name, const char *prop, const c
 		ret = ds->suite ? STOR_ENOTROOT : STOR_ENOTENCRYPTED;
 	else
 		ret = set_locked(p, ds, id, value);
+	pthread_mutex_unlock(&p->admin);
+	return ret;
+}
+
+/* What a set of several may have to put back: @ds's local values as they were. */
+struct ds_locals {
+	char *local[PROP_COUNT];
+	struct stor_uprop *uprops;
+	size_t nuprops;
+	uint64_t volsize;
+};
+
+static void locals_free(struct ds_locals *l)
+{
+	for (int i = 0; i < PROP_COUNT; i++)
+		free(l->local[i]);
+	for (size_t i = 0; i < l->nuprops; i++) {
+		free(l->uprops[i].name);
+		free(l->uprops[i].value);
+	}
+	free(l->uprops);
+	memset(l, 0, sizeof(*l));
+}
+
+static int locals_copy(const struct stor_ds *ds, struct ds_locals *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->volsize = atomic_load(&ds->volsize);
+	for (int i = 0; i < PROP_COUNT; i++)
+		if (ds->local[i] && !(l->local[i] = strdup(ds->local[i])))
+			goto nomem;
+	l->uprops = calloc(ds->nuprops + 1, sizeof(*l->uprops));
+	if (!l->uprops)
+		goto nomem;
+	for (; l->nuprops < ds->nuprops; l->nuprops++) {
+		struct stor_uprop *u = &l->uprops[l->nuprops];
+
+		u->name = strdup(ds->uprops[l->nuprops].name);
+		u->value = strdup(ds->uprops[l->nuprops].value);
+		if (!u->name || !u->value) {
+			l->nuprops++;
+			goto nomem;
+		}
+	}
+	return 0;
+nomem:
+	locals_free(l);
+	return -ENOMEM;
+}
+
+/* Put @l back into @ds (it takes @l's strings) and what follows from them. */
+static void locals_restore(struct stor_pool *p, struct stor_ds *ds, struct ds_locals *l)
+{
+	for (int i = 0; i < PROP_COUNT; i++) {
+		free(ds->local[i]);
+		ds->local[i] = l->local[i];
+	}
+	uprops_free(ds);
+	ds->uprops = l->uprops;
+	ds->nuprops = l->nuprops;
+	atomic_store(&ds->volsize, l->volsize);
+	memset(l, 0, sizeof(*l));
+	space_props_locked(p, ds);
+	space_sync_locked(p);
+	refresh_effective(p, ds);
+}
+
+/* The checks of one assignment that need no dataset: the name, the value. */
+static int set_check(const char *prop, const char *value)
+{
+	char canon[256], why[STOR_NAME_MAX + 160];
+	int id, ret;
+
+	if (prop_is_user(prop)) {
+		if (prop_user_name_check(prop, why, sizeof(why)) < 0 ||
+		    prop_user_value_check(value, why, sizeof(why)) < 0) {
+			pool_set_error("%s", why);
+			return STOR_EBADPROP;
+		}
+		return 0;
+	}
+	id = prop_named(prop);
+	ret = check_settable(id);
+	if (ret == 0)
+		ret = prop_validate(id, value, canon, sizeof(canon));
+	return ret;
+}
+
+int stor_ds_set_many(struct stor_pool *p, const char *name, size_t n, const char *const *props,
+		     const char *const *values, int *bad)
+{
+	struct ds_locals was = { 0 };
+	struct stor_ds *ds;
+	int ret = 0, keyloc = 0;
+	size_t i;
+
+	*bad = -1;
+	pool_set_error("%s", "");
+	/* every assignment checked before any is made */
+	for (i = 0; i < n && ret == 0; i++) {
+		for (size_t j = 0; j < i && ret == 0; j++)
+			if (!strcmp(props[i], props[j])) {
+				pool_set_error("%s is given twice", props[i]);
+				ret = STOR_EBADPROP;
+			}
+		if (ret == 0)
+			ret = set_check(props[i], values[i]);
+	}
+	if (ret < 0) {
+		*bad = (int)i - 1;
+		return ret;
+	}
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_locked(p, name);
+	if (!ds) {
+		ret = -ENOENT;
+		goto out;
+	}
+	for (i = 0; i < n && ret == 0; i++) {
+		if (prop_is_user(props[i]) || prop_named(props[i]) != PROP_KEYLOCATION)
+			continue;
+		keyloc = 1;
+		if (!ds->suite || ds->enc_root_id != ds->id)
+			ret = ds->suite ? STOR_ENOTROOT : STOR_ENOTENCRYPTED;
+	}
+	if (ret < 0) {
+		*bad = (int)i - 1;
+		goto out;
+	}
+	ret = locals_copy(ds, &was);
+	if (ret < 0)
+		goto out;
+	/* each made in memory (what one depends on, a reservation on the
+	 * volsize before it, sees the ones before it), then one commit */
+	ds->save_later = 1;
+	for (i = 0; i < n && ret == 0; i++)
+		ret = prop_is_user(props[i]) ? uprops_set_locked(p, ds, props[i], values[i])
+					     : set_locked(p, ds, prop_named(props[i]), values[i]);
+	ds->save_later = 0;
+	if (ret < 0)
+		*bad = (int)i - 1;
+	if (ret == 0 && keyloc)
+		ret = keyfile_save(p, NULL);
+	if (ret == 0)
+		ret = ds_save(p, ds);
+	if (ret < 0) {
+		locals_restore(p, ds, &was);
+		if (keyloc)
+			keyfile_save(p, NULL); /* as it was; it failed, or is unchanged */
+	}
+out:
+	locals_free(&was);
 	pthread_mutex_unlock(&p->admin);
 	return ret;
 }

@@ -49,6 +49,24 @@ int ds_destroy_locked(struct stor_pool *p, const char *name, unsigned flags);
 int ds_destroy_set_locked(struct stor_pool *p, struct stor_ds *const *seeds, size_t nseeds,
 			  unsigned flags);
 
+/** What a destroy would take (stor_destroy_plan): names in the order listed,
+ *  and the bytes it would free. */
+struct destroy_plan {
+	char **names;
+	size_t n;
+	uint64_t bytes;
+};
+int destroy_plan_add(struct destroy_plan *pl, const char *name);
+void destroy_plan_free(struct destroy_plan *pl);
+
+/** The dry run of ds_destroy_set_locked(): doomed_locked()'s very list and
+ *  refusals, nothing changed. Each dataset it takes goes into @pl (its
+ *  snapshots first, children before parents) with its space (own data,
+ *  snapshots, unused refreservation). With @gone, the datasets taken, a
+ *  NULL-terminated array to free. Admin lock held. */
+int ds_destroy_plan_locked(struct stor_pool *p, struct stor_ds *const *seeds, size_t nseeds,
+			   unsigned flags, struct destroy_plan *pl, struct stor_ds ***gone);
+
 int pool_create_root(struct stor_pool *p);
 
 /** What received @ds joins as its receive ends: its encrypted parent's list

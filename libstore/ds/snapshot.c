@@ -1042,6 +1042,135 @@ out:
 	return ret;
 }
 
+static uint64_t sum_table(struct stor_pool *p, uint64_t id, uint64_t after, uint64_t upto);
+
+/* Is @s among @v[0..n)? */
+static int among(struct snap *const *v, size_t n, const struct snap *s)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == s)
+			return 1;
+	return 0;
+}
+
+/*
+ * The dry run of stor_snap_destroy(): the same targets (pick), the same
+ * clones (with -R, their datasets through ds_destroy_plan_locked, which is
+ * the destroy's own collector) and the same refusals in the same order,
+ * under the admin lock and changing nothing. A target freed frees what its
+ * table holds that was born after the nearest older snapshot that stays
+ * (the rest passes to that one, as destroy_close folds it).
+ */
+int snap_destroy_plan(struct stor_pool *p, const char *name, unsigned flags,
+		      struct destroy_plan *pl)
+{
+	char dsname[STOR_NAME_MAX + 1];
+	struct destroy_ctx c = { 0 };
+	struct stor_ds **gone = NULL, **clones = NULL, *top;
+	struct snap **kept = NULL;
+	size_t total = 0, len, nclones = 0, nkept = 0;
+	const char *spec;
+	int ret = 0;
+
+	if (stor_name_check(name, STOR_NAME_SNAPSHOT) < 0 || !(spec = split(name, dsname)))
+		return STOR_EBADNAME;
+	len = strlen(dsname);
+	pthread_mutex_lock(&p->admin);
+	top = ds_find_locked(p, dsname);
+	if (!top) {
+		ret = -ENOENT;
+		goto out;
+	}
+	for (size_t i = 0; i < p->nds; i++) {
+		struct stor_ds *d = p->ds[i];
+
+		if (atomic_load(&d->receiving) &&
+		    (d == top || ((flags & STOR_RECURSIVE) && !strncmp(d->name, dsname, len) &&
+				  d->name[len] == '/'))) {
+			pool_set_error("%s is being received; wait for the receive to end", d->name);
+			ret = -EBUSY;
+			goto out;
+		}
+		total += d->nsnaps;
+	}
+	c.s = calloc(total + 1, sizeof(*c.s));
+	kept = calloc(total + 1, sizeof(*kept));
+	clones = calloc(p->nds + 1, sizeof(*clones));
+	if (!c.s || !kept || !clones) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = pick(top, spec, &c, 1);
+	for (size_t i = 0; i < p->nds && ret == 0 && (flags & STOR_RECURSIVE); i++)
+		if (!strncmp(p->ds[i]->name, dsname, len) && p->ds[i]->name[len] == '/')
+			ret = pick(p->ds[i], spec, &c, 0);
+	if (ret < 0)
+		goto out;
+	/* clone_destroy_dependents_locked's refusal and its set of clones */
+	for (size_t i = 0; i < p->nds && ret == 0; i++) {
+		struct snap *o = p->ds[i]->origin;
+
+		if (!o || !among(c.s, c.n, o))
+			continue;
+		if (!(flags & STOR_DESTROY_CLONES)) {
+			pool_set_error("%s: snapshot has dependent clones (%s); use -R to destroy "
+				       "them too",
+				       o->name, p->ds[i]->name);
+			ret = -EBUSY;
+			goto out;
+		}
+		clones[nclones++] = p->ds[i];
+	}
+	if (nclones)
+		ret = ds_destroy_plan_locked(p, clones, nclones,
+					     STOR_RECURSIVE | STOR_DESTROY_CLONES |
+						     (flags & STOR_DESTROY_OPEN_OK),
+					     pl, &gone);
+	if (ret < 0)
+		goto out;
+	/* what the clones take goes with them; the targets left are picked
+	 * again by the destroy, which finds these */
+	for (size_t i = 0; i < c.n; i++) {
+		int with_clone = 0;
+
+		for (size_t g = 0; gone && gone[g]; g++)
+			with_clone |= gone[g] == c.s[i]->ds;
+		if (!with_clone)
+			kept[nkept++] = c.s[i];
+	}
+	for (size_t i = 0; i < nkept; i++) {
+		if (atomic_load(&kept[i]->refs) > 0 && !(flags & STOR_DESTROY_OPEN_OK)) {
+			pool_set_error("%s: snapshot is open", kept[i]->name);
+			ret = -EBUSY;
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < nkept && ret == 0; i++) {
+		struct snap *s = kept[i], *prev = NULL;
+		struct stor_ds *ds = s->ds;
+		struct mac_key *mk = NULL;
+
+		for (size_t k = 0; k < ds->nsnaps && ds->snaps[k] != s; k++)
+			if (!among(kept, nkept, ds->snaps[k]))
+				prev = ds->snaps[k];
+		if (prev && ds->suite && (ret = snap_mac(prev, &mk)) == STOR_ENOKEY)
+			pool_set_error("%s: the key of %s is not loaded; load it to destroy a "
+				       "snapshot that has older ones",
+				       s->name, ds->name);
+		mac_key_put(mk);
+		if (ret == 0)
+			ret = destroy_plan_add(pl, s->name);
+		pl->bytes += sum_table(p, s->id, prev ? prev->txg : 0, UINT64_MAX);
+	}
+out:
+	pthread_mutex_unlock(&p->admin);
+	free(gone);
+	free(clones);
+	free(kept);
+	free(c.s);
+	return ret;
+}
+
 /* ---- space ---- */
 
 struct sum {

@@ -106,6 +106,10 @@ uint64_t snap_sealer_of(struct stor_pool *p, uint64_t id, uint64_t birth, int *r
 int snap_rename_txn(struct stor_pool *p, struct meta_txn *t, const char *name);
 void snap_rename_mem(struct stor_pool *p, const char *name);
 /** Free the snapshots of a dataset being freed. */
+struct destroy_plan;
+/** The dry run of stor_snap_destroy() into @pl (stor_destroy_plan). */
+int snap_destroy_plan(struct stor_pool *p, const char *name, unsigned flags,
+		      struct destroy_plan *pl);
 void snap_free_all(struct stor_ds *ds);
 /** Wipe the MAC keys of @ds's snapshots (its key is being unloaded). */
 void snap_drop_keys(struct stor_ds *ds);

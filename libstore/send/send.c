@@ -39,6 +39,7 @@
 #include "dev/lun.h"
 #include "dev/mirror.h"
 #include "ds/children.h"
+#include "ds/clone.h"
 #include "ds/dataset.h"
 #include "ds/snapshot.h"
 #include "kv/meta.h"
@@ -402,13 +403,62 @@ static int open_from(struct stor_pool *p, struct stor_ds *h, const char *from,
 	return 0;
 }
 
+/*
+ * Open @snapshot (and @from) for a send, with every refusal a send makes
+ * before its first record: the handles in *@h, *@f (NULL for a full
+ * stream), and whether the stream is raw in *@raw. The cursor's checks
+ * (a snapshot replaced since the first chunk) need @cur; NULL: a new one.
+ */
+static int send_open(struct stor_pool *p, const char *snapshot, const char *from,
+		     unsigned flags, const struct stor_send_cursor *cur, struct stor_ds **h,
+		     struct stor_ds **f, int *raw)
+{
+	static const struct stor_send_cursor fresh = { 0 };
+	int ret;
+
+	*h = *f = NULL;
+	if (!cur)
+		cur = &fresh;
+	if (!strchr(snapshot, '@')) {
+		pool_set_error("send takes a snapshot, DATASET@NAME");
+		return -EINVAL;
+	}
+	ret = stor_ds_open(p, snapshot, h);
+	if (ret < 0)
+		return ret;
+	/* a raw stream of a clear dataset is its plain stream, as in zfs */
+	*raw = (flags & STOR_SEND_RAW) && (*h)->suite;
+	if (cur->state != CUR_HEADER && cur->guid != (*h)->snap->guid) {
+		pool_set_error("%s was destroyed or replaced during the send", snapshot);
+		return -ESTALE;
+	}
+	if (from) {
+		ret = open_from(p, *h, from, cur, f);
+		if (ret < 0)
+			return ret;
+	}
+	/* a raw stream keeps one GUID, the source's: records a clone reads from
+	 * its origin, or that a promote brought over, were sealed under another,
+	 * and the walk below sees only the dataset's own tables */
+	if (*raw && ((*h)->head->origin || (*h)->head->nsealers)) {
+		pool_set_error("%s: a raw send of a clone, or of a dataset made the origin by "
+			       "promote, is not supported yet; send it without -w", snapshot);
+		return -ENOTSUP;
+	}
+	if (cur->state == CUR_HEADER && !*raw && (*h)->suite && !atomic_load(&(*h)->head->keys)) {
+		pool_set_error("%s: its key is not loaded; load it, or send it raw (-w)", snapshot);
+		return STOR_ENOKEY;
+	}
+	return 0;
+}
+
 int stor_send_chunk(struct stor_pool *p, const char *snapshot, const char *from, unsigned flags,
 		    struct stor_send_cursor *cur, uint8_t *out, size_t cap, size_t *len)
 {
 	struct stor_ds *h = NULL, *f = NULL;
 	uint64_t nrec;
 	size_t pos = 0;
-	int ret, raw;
+	int ret, raw = 0;
 
 	*len = 0;
 	pool_clear_error();
@@ -416,41 +466,10 @@ int stor_send_chunk(struct stor_pool *p, const char *snapshot, const char *from,
 		return 0;
 	if (cap < STOR_SEND_CHUNK_MIN || cur->state > CUR_DONE)
 		return -EINVAL;
-	if (!strchr(snapshot, '@')) {
-		pool_set_error("send takes a snapshot, DATASET@NAME");
-		return -EINVAL;
-	}
-	ret = stor_ds_open(p, snapshot, &h);
+	ret = send_open(p, snapshot, from, flags, cur, &h, &f, &raw);
 	if (ret < 0)
-		return ret;
-	/* a raw stream of a clear dataset is its plain stream, as in zfs */
-	raw = (flags & STOR_SEND_RAW) && h->suite;
-	if (cur->state != CUR_HEADER && cur->guid != h->snap->guid) {
-		pool_set_error("%s was destroyed or replaced during the send", snapshot);
-		ret = -ESTALE;
 		goto out;
-	}
-	if (from) {
-		ret = open_from(p, h, from, cur, &f);
-		if (ret < 0)
-			goto out;
-	}
-	/* a raw stream keeps one GUID, the source's: records a clone reads from
-	 * its origin, or that a promote brought over, were sealed under another,
-	 * and the walk below sees only the dataset's own tables */
-	if (raw && (h->head->origin || h->head->nsealers)) {
-		pool_set_error("%s: a raw send of a clone, or of a dataset made the origin by "
-			       "promote, is not supported yet; send it without -w", snapshot);
-		ret = -ENOTSUP;
-		goto out;
-	}
 	if (cur->state == CUR_HEADER) {
-		if (!raw && h->suite && !atomic_load(&h->head->keys)) {
-			pool_set_error("%s: its key is not loaded; load it, or send it raw (-w)",
-				       snapshot);
-			ret = STOR_ENOKEY;
-			goto out;
-		}
 		ret = header(p, h, f, (unsigned)raw, out, cur);
 		if (ret < 0)
 			goto out;
@@ -478,6 +497,65 @@ int stor_send_chunk(struct stor_pool *p, const char *snapshot, const char *from,
 	*len = pos;
 	ret = 0;
 out:
+	stor_ds_close(f);
+	stor_ds_close(h);
+	return ret;
+}
+
+/*
+ * The dry run of a send: the same walk over record numbers and the same
+ * classify() as the batches above, counting what each would write instead
+ * of reading it. A raw record is its stored size (psize), a plain one the
+ * record size; a run of frees is one part per batch, as put_free() makes.
+ */
+int stor_send_estimate(struct stor_pool *p, const char *snapshot, const char *from,
+		       unsigned flags, struct stor_send_estimate *est)
+{
+	struct stor_ds *h = NULL, *f = NULL;
+	struct bp *bps = NULL;
+	int *found = NULL, ret, raw = 0;
+	unsigned char act[SEND_BATCH];
+	uint64_t nrec;
+
+	memset(est, 0, sizeof(*est));
+	pool_clear_error();
+	ret = send_open(p, snapshot, from, flags, NULL, &h, &f, &raw);
+	if (ret < 0)
+		goto out;
+	bps = malloc(SEND_BATCH * sizeof(*bps));
+	found = malloc(SEND_BATCH * sizeof(*found));
+	if (!bps || !found) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	est->bytes = STREAM_HDR_LEN + STREAM_END_LEN;
+	nrec = atomic_load(&h->volsize) / h->recsize;
+	for (uint64_t first = 0; first < nrec && ret == 0; first += SEND_BATCH) {
+		size_t n = nrec - first < SEND_BATCH ? (size_t)(nrec - first) : SEND_BATCH;
+		unsigned slot = txg_read_enter(p);
+
+		ret = classify(p, h, f, first, n, bps, found, act);
+		/* a clone's full plain stream carries what it reads through its
+		 * origin too, which none of its own tables holds */
+		for (size_t i = 0; i < n && ret == 0 && !raw && !f && h->head->origin; i++)
+			if (!found[i] && clone_shared_psize(p, h->head, first + i))
+				act[i] = SEND;
+		txg_read_exit(p, slot);
+		for (size_t i = 0; i < n && ret == 0; i++) {
+			if (act[i] == SEND) {
+				est->records++;
+				est->bytes += STREAM_REC_LEN + (raw ? bps[i].psize : h->recsize);
+			} else if (act[i] == FREE && (!i || act[i - 1] != FREE)) {
+				est->frees++;
+				est->bytes += STREAM_FREE_LEN;
+			}
+		}
+	}
+out:
+	if (ret < 0)
+		memset(est, 0, sizeof(*est));
+	free(bps);
+	free(found);
 	stor_ds_close(f);
 	stor_ds_close(h);
 	return ret;

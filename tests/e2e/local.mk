@@ -214,3 +214,8 @@ check_PROGRAMS += %D%/test_iostat
 %C%_test_iostat_SOURCES = %D%/test_iostat.c $(E2E_FIXTURE)
 %C%_test_iostat_CFLAGS = $(E2E_CFLAGS)
 %C%_test_iostat_LDADD = $(E2E_LDADD)
+# dry runs (send -n, destroy -n) against the real thing, and set of several at once
+check_PROGRAMS += %D%/test_dryrun
+%C%_test_dryrun_SOURCES = %D%/test_dryrun.c $(E2E_FIXTURE)
+%C%_test_dryrun_CFLAGS = $(E2E_CFLAGS)
+%C%_test_dryrun_LDADD = $(E2E_LDADD)
