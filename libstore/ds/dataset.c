@@ -1080,7 +1080,7 @@ int stor_ds_open(struct stor_pool *p, const char *name, struct stor_ds **out)
 	ds = ds_find_locked(p, name);
 	if (ds && atomic_load(&ds->receiving)) {
 		pthread_mutex_unlock(&p->admin);
-		pool_set_error("%s is being received; wait for the receive to end", name);
+		recv_busy_error(ds);
 		return -EBUSY;
 	}
 	if (ds)
@@ -1272,6 +1272,9 @@ static void fill_value_of(struct stor_pool *p, struct stor_ds *ds, int id,
 		return;
 	case PROP_ORIGIN:
 		set_str(v->value, sizeof(v->value), ds->origin ? ds->origin->name : "-");
+		return;
+	case PROP_RECEIVE_RESUME_TOKEN:
+		recv_resume_token(p, ds, v->value, sizeof(v->value));
 		return;
 	}
 	val = ds_prop_locked(p, ds, id, &from);
