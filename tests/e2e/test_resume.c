@@ -388,3 +388,70 @@ Test(resume, an_incremental_resumes_or_receive_A_rolls_it_back_to_from)
 	reads_as("backup/e@s1", s1);
 	checked("backup");
 }
+
+Test(resume, a_raw_incremental_resumes_and_loads_with_its_passphrase)
+{
+	char tok[256], data2[4200];
+
+	source(1);
+	COF_OK(NULL, "send -w tank/e@s1 > '%s'", stream);
+	COF_OK(stream, "receive backup/e");
+	tdaemon_random_file(&td, "data2", VOL, data2, sizeof(data2));
+	COF_OK(data2, "write -o 0 tank/e");
+	COF_OK(NULL, "snapshot tank/e@s2");
+	COF_OK(NULL, "unload-key tank/e");
+	COF_OK(NULL, "send -w -i @s1 tank/e@s2 > '%s'", stream);
+	cut_receive(file_size(stream) * 3 / 5, tok, sizeof(tok));
+	resume_with(tok);
+	COF_OK(NULL, "list -H -o name -t snapshot backup/e");
+	cr_assert(strstr(out, "backup/e@s1") && strstr(out, "backup/e@s2"), "%s", out);
+	checked("backup");
+	COF_OK(NULL, "load-key -L file://%s backup/e", keyfile);
+	reads_as("backup/e", data2);
+	reads_as("backup/e@s2", data2);
+	reads_as("backup/e@s1", data);
+	checked("backup");
+}
+
+Test(resume, a_receive_whose_client_goes_away_is_kept_and_resumes)
+{
+	char fifo[4200], tok[256];
+	size_t n, part;
+	uint8_t *b;
+	double end;
+	FILE *f;
+	pid_t pid;
+	int wfd, st;
+
+	source(0);
+	COF_OK(NULL, "send tank/e@s1 > '%s'", stream);
+	n = file_size(stream);
+	part = n / 3;
+	b = malloc(n);
+	cr_assert_not_null(b);
+	f = fopen(stream, "rb");
+	cr_assert_eq(fread(b, 1, n, f), n);
+	fclose(f);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", td.dir);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	pid = receiver(fifo);
+	wfd = open(fifo, O_WRONLY);
+	cr_assert_geq(wfd, 0);
+	cr_assert_eq(write(wfd, b, part), (ssize_t)part);
+	end = tdaemon_deadline(TDAEMON_WAIT_S);
+	while (cof(NULL, "list -H -o name backup/e") != 0 && tdaemon_poll(end))
+		;
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	close(wfd);
+	free(b);
+	/* the connection's end keeps the state: the token shows once it is kept */
+	end = tdaemon_deadline(TDAEMON_WAIT_S);
+	while (token_is("backup/e", "-") && tdaemon_poll(end))
+		;
+	token_of("backup/e", tok, sizeof(tok));
+	cr_assert(!strncmp(tok, "1-", 2), "a client gone keeps the state: %s", tok);
+	resume_with(tok);
+	reads_as("backup/e", data);
+	checked("backup");
+}
