@@ -161,6 +161,7 @@ Test(resume, a_cut_raw_stream_resumes_to_the_same_bytes_and_loads_with_its_passp
 	cr_assert_str_eq(tok, "-", "a dataset with no partial receive shows -");
 
 	cut_receive(file_size(stream) * 2 / 5, tok, sizeof(tok));
+	checked("backup"); /* a partial state is sound as it is */
 	/* the partial target is closed to use, naming the way out */
 	cr_assert_neq(cof(NULL, "read backup/e -l 8K > /dev/null"), 0);
 	cr_assert(strstr(out, "receive_resume_token") && strstr(out, "receive -A"), "%s", out);
@@ -452,6 +453,24 @@ Test(resume, a_receive_whose_client_goes_away_is_kept_and_resumes)
 	token_of("backup/e", tok, sizeof(tok));
 	cr_assert(!strncmp(tok, "1-", 2), "a client gone keeps the state: %s", tok);
 	resume_with(tok);
+	reads_as("backup/e", data);
+	checked("backup");
+}
+
+Test(resume, a_destroyed_partial_receive_leaves_nothing_behind)
+{
+	char tok[256];
+
+	source(0);
+	COF_OK(NULL, "send tank/e@s1 > '%s'", stream);
+	cut_receive(file_size(stream) / 2, tok, sizeof(tok));
+	COF_OK(NULL, "destroy backup/e");
+	cr_assert_neq(cof(NULL, "list backup/e"), 0);
+	COF_OK(stream, "receive backup/e");
+	/* a restart finds no state of the dataset destroyed to undo */
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	cr_assert(token_is("backup/e", "-"));
 	reads_as("backup/e", data);
 	checked("backup");
 }
