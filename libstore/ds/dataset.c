@@ -1589,8 +1589,12 @@ int stor_ds_set(struct stor_pool *p, const char *name, const char *prop, const c
 		ret = -ENOENT;
 	else if (id == PROP_KEYLOCATION && (!ds->suite || ds->enc_root_id != ds->id))
 		ret = ds->suite ? STOR_ENOTROOT : STOR_ENOTENCRYPTED;
+	else if (id == PROP_VOLSIZE && atomic_load(&ds->receiving))
+		ret = -EBUSY; /* the stream's shape, which a resume needs too */
 	else
 		ret = set_locked(p, ds, id, value);
+	if (ret == -EBUSY)
+		recv_busy_error(ds);
 	pthread_mutex_unlock(&p->admin);
 	return ret;
 }

@@ -168,6 +168,8 @@ Test(resume, a_cut_raw_stream_resumes_to_the_same_bytes_and_loads_with_its_passp
 	cr_assert_neq(cof(NULL, "snapshot backup/e@x"), 0);
 	cr_assert(strstr(out, "receive -A"), "%s", out);
 	cr_assert_neq(cof(NULL, "load-key -L file://%s backup/e", keyfile), 0);
+	cr_assert_neq(cof(NULL, "set volsize=8M backup/e"), 0);
+	cr_assert(strstr(out, "receive -A"), "%s", out);
 	/* a new stream into it is refused, saying to resume or -A */
 	cr_assert_neq(cof(stream, "receive backup/e"), 0);
 	cr_assert(strstr(out, "partial receive") && strstr(out, "receive -A"), "%s", out);
