@@ -28,6 +28,13 @@
  * the receiver checks the set of records against.
  * Non-raw: the plaintext through the ordinary read path of the snapshot
  * (its key loaded, MACs checked), an all-zero record sent as a hole.
+ *
+ * Resumed (STOR_SEND_RESUME, send -t): the cursor comes from a resume
+ * token; the first chunk checks the snapshot (and FROM) has the token's
+ * GUID, so a snapshot destroyed and made anew under its name is refused,
+ * marks the header resumed and puts the resume part after it (stream.h);
+ * the walk then starts at the token's record. The header is made as for
+ * a whole stream, so the receiver can compare it with the one it kept.
  */
 #include <errno.h>
 #include <stdio.h>
