@@ -7,12 +7,13 @@
  * as the source, loads with the original passphrase, and `pool check` is
  * clean. The daemon killed mid-receive keeps only what was committed (the
  * token says no more) and the resume completes; the state survives export
- * and import. A mangled token, a token of a snapshot that is gone or of
+ * and import, from the LUNs alone too. A mangled token, a token of a snapshot that is gone or of
  * another one, and a new stream into a partial target are refused, leaving
  * the partial state as it was; reads of it name the token and -A; receive
  * -A drops it (an incremental's target goes back to FROM).
  */
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
@@ -302,6 +303,7 @@ static pid_t receiver(const char *fifo)
 
 Test(resume, a_receive_cut_by_a_crash_resumes_from_what_was_committed)
 {
+	static const char *const gone[] = { ".mdb", ".mdb-lock", ".luns", ".keys", ".keys.1" };
 	char fifo[4200], tok[256], why[256];
 	struct stor_resume_token t;
 	size_t n, half;
@@ -353,6 +355,16 @@ Test(resume, a_receive_cut_by_a_crash_resumes_from_what_was_committed)
 	COF_OK(NULL, "pool export backup");
 	COF_OK(NULL, "pool import -d %s backup", td.dir);
 	cr_assert(token_is("backup/e", tok), "the same state after an import");
+	/* and an import from the LUNs alone, the state_dir's files of the pool gone */
+	COF_OK(NULL, "pool export backup");
+	for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++) {
+		char path[4200];
+
+		snprintf(path, sizeof(path), "%s/pools/backup%s", td.state, gone[i]);
+		cr_assert(unlink(path) == 0 || errno == ENOENT, "%s: %s", path, strerror(errno));
+	}
+	COF_OK(NULL, "pool import -d %s backup", td.dir);
+	cr_assert(token_is("backup/e", tok), "the same state from the LUNs alone");
 
 	resume_with(tok);
 	checked("backup");
