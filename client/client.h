@@ -84,6 +84,21 @@ int coffer_send_estimate(struct coffer_conn *c, const char *snap, const char *fr
  */
 int coffer_receive_stream(struct coffer_conn *c, const char *name, int force, int fd, char *err,
 			  size_t errlen);
+#define COFFER_RECV_FORCE 0x1u     /* -F */
+#define COFFER_RECV_RESUMABLE 0x2u /* -s: a stream cut short keeps what came (zfs receive -s) */
+/** coffer_receive_stream() with COFFER_RECV_* @flags. */
+int coffer_receive_flags(struct coffer_conn *c, const char *name, unsigned flags, int fd,
+			 char *err, size_t errlen);
+/** zfs receive -A: drop the partial state a receive -s left in @name. @return as above */
+int coffer_receive_abandon(struct coffer_conn *c, const char *name, char *err, size_t errlen);
+/**
+ * zfs send -t: the rest of the stream that @token (a receive_resume_token)
+ * was made for, to @fd. The snapshot (and an incremental's FROM) is found
+ * by its GUID among the daemon's snapshots; the daemon checks the token
+ * again. @return as above; -EINVAL a token refused, -ENOENT no snapshot
+ */
+int coffer_send_resume(struct coffer_conn *c, const char *token, int fd, char *err,
+		       size_t errlen);
 /** Up to @cap bytes from @fd, fewer only at end of file. @return the count, or -errno */
 ssize_t coffer_read_full(int fd, void *buf, size_t cap);
 

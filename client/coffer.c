@@ -2407,13 +2407,15 @@ static int cmd_send(int argc, char **argv)
 	struct coffer_conn *c;
 	struct send_est est = { .to = stdout };
 	char err[1024], from[512];
-	const char *fromarg = NULL;
+	const char *fromarg = NULL, *token = NULL;
 	int opt, raw = 0, all = 0, ret, dry = 0, verbose = 0;
 	size_t dlen;
 
-	while ((opt = getopt(argc, argv, "wi:I:nvP")) != -1) {
+	while ((opt = getopt(argc, argv, "wi:I:nvPt:")) != -1) {
 		if (opt == 'w') {
 			raw = 1;
+		} else if (opt == 't') {
+			token = optarg;
 		} else if (opt == 'i' || opt == 'I') {
 			if (fromarg)
 				die("send: give one of -i and -I, once");
@@ -2428,6 +2430,20 @@ static int cmd_send(int argc, char **argv)
 		} else {
 			usage_exit();
 		}
+	}
+	/* send -t TOKEN: the token says the rest (zfs send -t) */
+	if (token) {
+		if (argc != optind || raw || fromarg || dry || verbose)
+			die("send -t: give the token alone; it names the snapshot, the snapshot it "
+			    "starts from and -w (and -n, -v, -P estimate whole streams only)");
+		if (isatty(STDOUT_FILENO))
+			die("send: standard output is a terminal; redirect it to a file or a pipe");
+		c = conn_open();
+		ret = coffer_send_resume(c, token, STDOUT_FILENO, err, sizeof(err));
+		if (ret < 0)
+			die_call(ret, "send -t", err);
+		coffer_close(c);
+		return 0;
 	}
 	if (argc - optind != 1)
 		usage_exit();
@@ -2491,21 +2507,38 @@ static int cmd_receive(int argc, char **argv)
 {
 	struct coffer_conn *c;
 	char err[1024];
-	int opt, force = 0, ret;
+	int opt, abandon = 0, ret;
+	unsigned flags = 0;
 
-	while ((opt = getopt(argc, argv, "Fu")) != -1) {
+	while ((opt = getopt(argc, argv, "FusA")) != -1) {
 		if (opt == 'F')
-			force = 1;
+			flags |= COFFER_RECV_FORCE;
+		else if (opt == 's')
+			flags |= COFFER_RECV_RESUMABLE;
+		else if (opt == 'A')
+			abandon = 1;
 		else if (opt != 'u') /* -u: nothing is exported or mounted on receive anyway */
 			usage_exit();
 	}
 	if (argc - optind != 1)
 		usage_exit();
+	if ((flags & COFFER_RECV_FORCE) && (flags & COFFER_RECV_RESUMABLE))
+		die("receive: -s does not go with -F; receive with one of them");
+	if (abandon) {
+		if (flags)
+			die("receive -A: give it alone with the dataset; it reads no stream");
+		c = conn_open();
+		ret = coffer_receive_abandon(c, argv[optind], err, sizeof(err));
+		if (ret < 0)
+			die_call(ret, argv[optind], err);
+		coffer_close(c);
+		return 0;
+	}
 	if (isatty(STDIN_FILENO))
 		die("%s: receive: standard input is a terminal; redirect a stream into it",
 		    argv[optind]);
 	c = conn_open();
-	ret = coffer_receive_stream(c, argv[optind], force, STDIN_FILENO, err, sizeof(err));
+	ret = coffer_receive_flags(c, argv[optind], flags, STDIN_FILENO, err, sizeof(err));
 	if (ret < 0)
 		die_call(ret, argv[optind], err);
 	coffer_close(c);
@@ -4281,7 +4314,7 @@ static const struct cmd cmds[] = {
 	  "  -o keyformat=raw|hex|passphrase\n"
 	  "  -o keylocation=prompt|file:///path|https://URL\n"
 	  "  -o pbkdf2iters=N" },
-	{ "send", cmd_send, "[-nvP] [-w] [-i @FROM | -I @FROM] DATASET@SNAP > STREAM",
+	{ "send", cmd_send, "[-nvP] [-w] [-i @FROM | -I @FROM] DATASET@SNAP > STREAM | -t TOKEN > STREAM",
 	  "Write the stream of snapshot DATASET@SNAP to standard output, for 'coffer receive'.\n"
 	  "  -w        raw: the records as stored, encrypted, with the wrapped key; no key\n"
 	  "            needed, and the copy loads with the original key\n"
@@ -4290,13 +4323,20 @@ static const struct cmd cmds[] = {
 	  "  -n        dry run: check and estimate, send nothing\n"
 	  "  -v        print the estimated size of each stream and the total (on stderr\n"
 	  "            when the stream goes to stdout)\n"
-	  "  -P        the same, parsable: full|incremental, names, bytes; then size" },
-	{ "receive", cmd_receive, "[-F] [-u] DATASET < STREAM",
+	  "  -P        the same, parsable: full|incremental, names, bytes; then size\n"
+	  "  -t TOKEN  the rest of a stream a 'receive -s' kept part of: TOKEN is the target's\n"
+	  "            receive_resume_token; it names the snapshot, FROM and -w" },
+	{ "receive", cmd_receive, "[-F | -s] [-u] DATASET < STREAM | -A DATASET",
 	  "Make DATASET and its snapshot from a stream of 'coffer send', or apply an\n"
-	  "incremental to it; a damaged or cut stream leaves it as it was.\n"
+	  "incremental to it; a damaged or cut stream leaves it as it was (but with -s).\n"
 	  "  -F  replace DATASET if it exists; an incremental: roll it back to FROM first\n"
+	  "  -s  a stream cut short keeps what came whole, and DATASET a receive_resume_token\n"
+	  "      for 'coffer send -t TOKEN | coffer receive -s DATASET'; until then DATASET\n"
+	  "      is closed to other use\n"
+	  "  -A  abandon the partial receive -s left in DATASET (a full stream's DATASET is\n"
+	  "      destroyed, an incremental's goes back to FROM)\n"
 	  "  -u  accepted for zfs receive; nothing is exported on receive" },
-	{ "recv", cmd_receive, "[-F] [-u] DATASET < STREAM",
+	{ "recv", cmd_receive, "[-F | -s] [-u] DATASET < STREAM | -A DATASET",
 	  "The same as receive." },
 	{ "write", cmd_write, "DATASET [-o OFFSET] < FILE",
 	  "Write standard input to DATASET.\n  -o OFFSET  from byte OFFSET" },

@@ -7,7 +7,7 @@ include %D%/bench.mk
 # rules it needs (names, error texts) in itself
 lib_LIBRARIES = %D%/libcoffer.a
 %C%_libcoffer_a_SOURCES = %D%/client.h %D%/conn.c %D%/sendrecv.c common/proto.c common/sockpath.c \
-	common/errors.c common/name.c
+	common/errors.c common/name.c common/resume_token.c common/hex.c
 %C%_libcoffer_a_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
 %C%_libcoffer_a_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 include_HEADERS = %D%/client.h

@@ -10,7 +10,9 @@
  * incremental stream for each step, one after another (libstore/send/stream.h:
  * a package); send -n asks the daemon for each step's estimate instead. receive reads the stream in chunks, sends
  * each, and at end of file asks whether the stream ended whole; a short
- * read or an early end is the daemon's to refuse, not ours to guess.
+ * read or an early end is the daemon's to refuse, not ours to guess (with
+ * -s it keeps what came whole). send -t finds the token's snapshot by its
+ * GUID and hands the daemon the token, which it checks again.
  */
 
 #include <errno.h>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "common.h"
 
 #define RECV_CHUNK (1u << 20)
 
@@ -38,8 +41,9 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 	return 0;
 }
 
-int coffer_send_stream(struct coffer_conn *c, const char *snap, const char *from, int raw, int fd,
-		       char *err, size_t errlen)
+/* A stream, or with @token (send -t) the rest of one. */
+static int send_stream(struct coffer_conn *c, const char *snap, const char *from, int raw,
+		       const char *token, int fd, char *err, size_t errlen)
 {
 	json_t *cursor = NULL;
 	int ret = 0, done = 0;
@@ -53,6 +57,8 @@ int coffer_send_stream(struct coffer_conn *c, const char *snap, const char *from
 			return -ENOMEM;
 		if (from)
 			json_object_set_new(args, "from", json_string(from));
+		if (token && !cursor)
+			json_object_set_new(args, "token", json_string(token));
 		if (cursor)
 			json_object_set_new(args, "cursor", cursor);
 		cursor = NULL;
@@ -74,6 +80,78 @@ int coffer_send_stream(struct coffer_conn *c, const char *snap, const char *from
 		}
 	}
 	json_decref(cursor);
+	return ret;
+}
+
+int coffer_send_stream(struct coffer_conn *c, const char *snap, const char *from, int raw, int fd,
+		       char *err, size_t errlen)
+{
+	return send_stream(c, snap, from, raw, NULL, fd, err, errlen);
+}
+
+/* The GUID of a list reply's snapshot object, or 0. */
+static unsigned long long snap_guid(json_t *d)
+{
+	const char *g = json_string_value(
+		json_object_get(json_object_get(json_object_get(d, "props"), "guid"), "value"));
+
+	return g ? strtoull(g, NULL, 10) : 0;
+}
+
+int coffer_send_resume(struct coffer_conn *c, const char *token, int fd, char *err,
+		       size_t errlen)
+{
+	struct stor_resume_token t;
+	char why[256], *to = NULL, *from = NULL;
+	json_t *args, *reply = NULL, *d, *arr;
+	size_t i, j;
+	int ret;
+
+	if (stor_resume_token_decode(token, &t, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "send -t: the token is refused: %s", why);
+		return -EINVAL;
+	}
+	/* the snapshots by GUID: the token names no pool, as zfs's names none
+	 * the sender must have */
+	args = json_pack("{s:[s], s:s, s:b, s:b}", "props", "guid", "type", "snapshot", "sources",
+			 1, "rows", 0);
+	ret = args ? coffer_call(c, "ds_list", args, &reply, err, errlen) : -ENOMEM;
+	json_decref(args);
+	/* a received copy has its source's snapshot GUIDs: FROM is looked for
+	 * beside the snapshot, in the same dataset */
+	arr = json_object_get(reply, "datasets");
+	json_array_foreach(arr, i, d) {
+		const char *name = json_string_value(json_object_get(d, "name"));
+
+		if (ret < 0 || !name || snap_guid(d) != t.to_guid || (to && (!t.from_guid || from)))
+			continue;
+		free(to);
+		to = strdup(name);
+		json_array_foreach(arr, j, d) {
+			const char *f = json_string_value(json_object_get(d, "name"));
+			size_t dlen = strcspn(to, "@");
+
+			if (t.from_guid && !from && f && snap_guid(d) == t.from_guid &&
+			    !strncmp(f, to, dlen + 1))
+				from = strdup(f);
+		}
+	}
+	json_decref(reply);
+	if (ret == 0 && !to) {
+		snprintf(err, errlen, "send -t: no snapshot here has the token's GUID %llu: it was "
+			 "destroyed, or the token is of another sender",
+			 (unsigned long long)t.to_guid);
+		ret = -ENOENT;
+	} else if (ret == 0 && t.from_guid && !from) {
+		snprintf(err, errlen, "send -t: %s is here, but not the snapshot the token's "
+			 "incremental starts from (GUID %llu)", to, (unsigned long long)t.from_guid);
+		ret = -ENOENT;
+	}
+	if (ret == 0)
+		ret = send_stream(c, to, from, !!(t.flags & STOR_RESUME_RAW), token, fd, err,
+				  errlen);
+	free(to);
+	free(from);
 	return ret;
 }
 
@@ -212,8 +290,26 @@ ssize_t coffer_read_full(int fd, void *to, size_t cap)
 	return (ssize_t)got;
 }
 
+int coffer_receive_abandon(struct coffer_conn *c, const char *name, char *err, size_t errlen)
+{
+	json_t *args = json_pack("{s:s, s:b}", "name", name, "abandon", 1);
+	int ret;
+
+	if (!args)
+		return -ENOMEM;
+	ret = coffer_call_data(c, "receive", args, NULL, 0, NULL, NULL, NULL, err, errlen);
+	json_decref(args);
+	return ret;
+}
+
 int coffer_receive_stream(struct coffer_conn *c, const char *name, int force, int fd, char *err,
 			  size_t errlen)
+{
+	return coffer_receive_flags(c, name, force ? COFFER_RECV_FORCE : 0, fd, err, errlen);
+}
+
+int coffer_receive_flags(struct coffer_conn *c, const char *name, unsigned flags, int fd,
+			 char *err, size_t errlen)
 {
 	uint8_t *buf = malloc(RECV_CHUNK);
 	int ret = 0, end = 0;
@@ -230,7 +326,9 @@ int coffer_receive_stream(struct coffer_conn *c, const char *name, int force, in
 			break;
 		}
 		end = (size_t)n < RECV_CHUNK;
-		args = json_pack("{s:s, s:b, s:b}", "name", name, "force", force, "end", end);
+		args = json_pack("{s:s, s:b, s:b, s:b}", "name", name, "force",
+				 !!(flags & COFFER_RECV_FORCE), "resumable",
+				 !!(flags & COFFER_RECV_RESUMABLE), "end", end);
 		if (!args) {
 			ret = -ENOMEM;
 			break;

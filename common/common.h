@@ -124,6 +124,30 @@ int stor_parse_size(const char *s, uint64_t *out);
  */
 void stor_format_size(uint64_t v, char *buf, size_t len);
 
+/*
+ * The receive_resume_token (resume_token.c gives its form): what a receive
+ * -s cut short keeps, for send -t to go on from.
+ */
+#define STOR_RESUME_RAW 0x1u  /* the stream is raw (send -w) */
+#define STOR_RESUME_INCR 0x2u /* the stream is an incremental (from_guid set) */
+#define STOR_RESUME_TOKEN_MAX 128 /* its length and NUL, rounded up */
+struct stor_resume_token {
+	unsigned flags;
+	uint64_t guid;      /* the source dataset's GUID (the stream header's) */
+	uint64_t to_guid;   /* the snapshot sent */
+	uint64_t from_guid; /* an incremental's FROM, else 0 */
+	uint64_t to_txg;    /* the snapshot's txg on the source */
+	uint64_t next;      /* the record number the resumed stream starts at */
+};
+/** Write @t as a token into @out (@len >= STOR_RESUME_TOKEN_MAX). @return 0, -ENOSPC */
+int stor_resume_token_encode(const struct stor_resume_token *t, char *out, size_t len);
+/**
+ * Read token @s into @t. @return 0, or -EINVAL with the reason in @why (a
+ * version not read here, not the token's form, a checksum that does not match)
+ */
+int stor_resume_token_decode(const char *s, struct stor_resume_token *t, char *why,
+			     size_t whylen);
+
 #ifdef __cplusplus
 }
 #endif

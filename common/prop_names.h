@@ -40,7 +40,8 @@
 	XX(PBKDF2ITERS, "pbkdf2iters", PROP_INHERIT | PROP_CREATE | PROP_KEY, "0")         \
 	XX(ENCRYPTIONROOT, "encryptionroot", PROP_READONLY, "-")                           \
 	XX(KEYSTATUS, "keystatus", PROP_READONLY, "-")                                     \
-	XX(ORIGIN, "origin", PROP_READONLY, "-")
+	XX(ORIGIN, "origin", PROP_READONLY, "-")                                           \
+	XX(RECEIVE_RESUME_TOKEN, "receive_resume_token", PROP_READONLY, "-")
 
 enum prop_id {
 #define XX(id, name, flags, def) PROP_##id,

@@ -11,6 +11,19 @@
  * nothing and replies {"estimate": {"bytes", "records", "frees"}}: the
  * stream's size as libstore reckons it from the block pointers.
  *
+ * send, request: {"name": DATASET@SNAP, "raw": bool, "from": DATASET@FROM
+ * (an incremental), "cursor": {...} (after the first chunk), "token": a
+ * receive_resume_token (send -t; the first chunk only: it gives the cursor
+ * its start, raw or not and the GUIDs the snapshot and FROM must have)}.
+ * Reply: {"cursor": {"next", "chain", "parts", "guid", "from_guid": hex,
+ * "state": 0..2}}, then the chunk.
+ *
+ * receive, request: {"name": DATASET, "force": bool (-F), "resumable": bool
+ * (-s: a stream cut short keeps what came, see libstore's
+ * STOR_RECV_RESUMABLE), "end": bool (the stream's last chunk), "abandon":
+ * bool (receive -A: drop the partial state; no bytes, nothing else)}, then
+ * the chunk. Reply: {"complete": bool}.
+ *
  * receive keeps one receive per client connection (registry.c's stream
  * slot): the first chunk begins it, each chunk feeds it, a request with
  * "end" true asks whether the stream ended whole. A failure ends it at
@@ -106,6 +119,7 @@ int h_send(struct hcall *c)
 	uint8_t *buf;
 	size_t len = 0;
 	int ret = 0, raw;
+	unsigned resume = 0;
 
 	if (json_is_true(json_object_get(c->args, "dryrun"))) {
 		from = json_object_get(c->args, "from");
@@ -134,17 +148,31 @@ int h_send(struct hcall *c)
 		if (ret < 0)
 			ERR_TEXT(c, -EINVAL, "send: a bad cursor");
 	}
+	raw = json_is_true(json_object_get(c->args, "raw"));
+	if (json_object_get(c->args, "token")) {
+		const char *tok = json_string_value(json_object_get(c->args, "token"));
+		struct stor_resume_token t;
+		char why[256];
+
+		if (!tok || jc)
+			ERR_TEXT(c, -EINVAL, "send: a token is a string, and only in the first request");
+		if (stor_resume_token_decode(tok, &t, why, sizeof(why)) < 0)
+			ERR_TEXT(c, -EINVAL, "send -t: the token is refused: %s", why);
+		cur = (struct stor_send_cursor){ .guid = t.to_guid, .from_guid = t.from_guid,
+						 .next = t.next };
+		raw = !!(t.flags & STOR_RESUME_RAW);
+		resume = STOR_SEND_RESUME;
+	}
 	buf = malloc(SEND_CHUNK);
 	if (!buf)
 		return -ENOMEM;
-	raw = json_is_true(json_object_get(c->args, "raw"));
 	from = json_object_get(c->args, "from");
 	if (from && (!json_is_string(from) || strlen(json_string_value(from)) > PROTO_NAME_MAX)) {
 		free(buf);
 		ERR_TEXT(c, -EINVAL, "send: a bad snapshot to start from");
 	}
 	ret = stor_send_chunk(c->pool, c->name, from ? json_string_value(from) : NULL,
-			      raw ? STOR_SEND_RAW : 0, &cur, buf, SEND_CHUNK, &len);
+			      (raw ? STOR_SEND_RAW : 0) | resume, &cur, buf, SEND_CHUNK, &len);
 	if (ret < 0) {
 		if (!raw) /* a plain stream's records are plaintext */
 			explicit_bzero(buf, SEND_CHUNK);
@@ -172,6 +200,21 @@ int h_receive(struct hcall *c)
 	void **slot;
 	struct recv_sess *s;
 	int ret = 0, end = json_is_true(json_object_get(c->args, "end"));
+	unsigned flags = 0;
+
+	if (json_is_true(json_object_get(c->args, "abandon"))) {
+		ret = stor_recv_abandon(c->pool, c->name);
+		if (ret == -ENOENT && !stor_pool_last_error()[0])
+			ERR_TEXT(c, ret, "receive -A: %s: no such dataset", c->name);
+		if (ret < 0)
+			return fail(c, ret, "receive -A");
+		c->reply = json_pack("{s:b}", "complete", 1);
+		return c->reply ? 0 : -ENOMEM;
+	}
+	if (json_is_true(json_object_get(c->args, "force")))
+		flags |= STOR_FORCE;
+	if (json_is_true(json_object_get(c->args, "resumable")))
+		flags |= STOR_RECV_RESUMABLE;
 
 	pthread_mutex_lock(&sess_lock);
 	slot = reg_client_stream(c->client, sess_free);
@@ -193,9 +236,7 @@ int h_receive(struct hcall *c)
 	pthread_mutex_unlock(&sess_lock);
 
 	if (!s->r) {
-		ret = stor_recv_begin(c->pool, c->name,
-				      json_is_true(json_object_get(c->args, "force")) ? STOR_FORCE : 0,
-				      &s->r);
+		ret = stor_recv_begin(c->pool, c->name, flags, &s->r);
 		if (ret == 0) {
 			s->pe = c->pe;
 			reg_pool_ref(c->pe);
@@ -207,7 +248,14 @@ int h_receive(struct hcall *c)
 		if (ret >= 0)
 			s->complete = ret == 1;
 	}
-	if (ret >= 0 && end && !s->complete) {
+	if (ret >= 0 && end && !s->complete && stor_recv_keeps(s->r)) {
+		snprintf(c->err, sizeof(c->err),
+			 "receive: the stream ended early (truncated); what came whole is kept in "
+			 "%s: resume with 'coffer send -t TOKEN | coffer receive -s %s', TOKEN "
+			 "from 'coffer get -H -o value receive_resume_token %s', or abandon it "
+			 "with 'coffer receive -A %s'", c->name, c->name, c->name, c->name);
+		ret = STOR_ECORRUPT;
+	} else if (ret >= 0 && end && !s->complete) {
 		snprintf(c->err, sizeof(c->err),
 			 "receive: the stream ended early (truncated); nothing was received");
 		ret = STOR_ECORRUPT;

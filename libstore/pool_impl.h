@@ -110,6 +110,8 @@ struct stor_ds {
 	atomic_int receiving; /* recv.c fills it: no one else opens it */
 	int unlisted;         /* created by a receive not whole yet: in no parent's list (children.c) */
 	atomic_int macs_later; /* recv.c: pointers staged with no MAC; the tree is rebuilt */
+	atomic_int partial;    /* a receive -s cut short kept it (receiving is set too): it
+				* waits for send -t or receive -A (recv_state.c) */
 
 	/* effective values of inherited properties, for the I/O path */
 	atomic_int sync_mode; /* enum prop_sync */

@@ -697,6 +697,9 @@ int stor_snap_list(struct stor_pool *pool, int (*fn)(const char *name, void *ctx
 /* ---- send and receive (send.c, recv.c; the stream format is libstore/send/stream.h) ---- */
 
 #define STOR_SEND_RAW 0x1u /* the stored records as they are, no key needed (zfs send -w) */
+/* the rest of a stream a receive -s kept part of (zfs send -t): the caller
+ * sets the cursor from the token (stor_send_cursor_resume) */
+#define STOR_SEND_RESUME 0x2u
 /** The smallest chunk stor_send_chunk() writes into: a record of the largest size and more. */
 #define STOR_SEND_CHUNK_MIN ((1u << 20) + (64u << 10))
 
@@ -721,6 +724,10 @@ struct stor_send_cursor {
  * -EINVAL (@from is not an earlier snapshot of it), STOR_ENOKEY, -ESTALE
  * (a snapshot was replaced since the first chunk), STOR_ECKSUM (a damaged
  * extent), -EIO; the reason in stor_pool_last_error()
+ * With STOR_SEND_RESUME, a cursor in state 0 with guid, from_guid and next
+ * from a resume token: the first chunk checks the snapshot is the token's
+ * (-ESTALE if not), the stream is marked resumed and goes on from record
+ * next (stream.h); later chunks as any.
  */
 int stor_send_chunk(struct stor_pool *pool, const char *snapshot, const char *from,
 		    unsigned flags, struct stor_send_cursor *cur, uint8_t *out, size_t cap,
@@ -762,6 +769,23 @@ struct stor_recv;
  */
 int stor_recv_begin(struct stor_pool *pool, const char *name, unsigned flags,
 		    struct stor_recv **out);
+/* stor_recv_begin's flag (beside STOR_FORCE): zfs receive -s. A stream cut
+ * short (a close before the end, a failure past the header, a crash) keeps
+ * what was received and committed, and the dataset a receive_resume_token
+ * (its property) for send -t; a resumed stream goes on with it. The
+ * dataset stays closed to every other use until it is whole or
+ * stor_recv_abandon() drops the state. A resumed stream keeps its state
+ * with or without the flag. Not with STOR_FORCE. */
+#define STOR_RECV_RESUMABLE 0x2u
+/**
+ * Abandon the partial state a receive -s kept in @name (zfs receive -A): a
+ * full stream's dataset is destroyed, an incremental's target rolled back
+ * to the snapshot it started from. @return 0, -ENOENT (no such dataset, or
+ * it holds no partial state), -EBUSY (a resume is going on), or an error
+ */
+int stor_recv_abandon(struct stor_pool *pool, const char *name);
+/** Would stor_recv_close() now keep a partial state (receive -s, past the header)? 1 or 0 */
+int stor_recv_keeps(const struct stor_recv *r);
 /**
  * Give the receive the next @len bytes of the stream, cut anywhere.
  * @return 0 (more is wanted), 1 (the end was read, checked and everything

@@ -61,6 +61,7 @@
 #include "base/stor_assert.h"
 #include "ds/clone.h"
 #include "ds/dataset.h"
+#include "ds/recv_state.h"
 #include "ds/snapshot.h"
 #include "ds/space.h"
 #include "kv/meta.h"
@@ -98,7 +99,7 @@ int stor_ds_clone(struct stor_pool *p, const char *origin, const char *name,
 		ret = -ENOENT;
 	} else if (atomic_load(&S->ds->receiving)) {
 		/* a receive that fails rolls its dataset back past what it made */
-		pool_set_error("%s is being received; wait for the receive to end", S->ds->name);
+		recv_busy_error(S->ds);
 		ret = -EBUSY;
 	} else {
 		ret = ds_create_locked(p, name, &o, S, NULL);

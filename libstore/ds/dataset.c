@@ -1169,7 +1169,7 @@ int stor_ds_open(struct stor_pool *p, const char *name, struct stor_ds **out)
 	ds = ds_find_locked(p, name);
 	if (ds && atomic_load(&ds->receiving)) {
 		pthread_mutex_unlock(&p->admin);
-		pool_set_error("%s is being received; wait for the receive to end", name);
+		recv_busy_error(ds);
 		return -EBUSY;
 	}
 	if (ds)
@@ -1361,6 +1361,9 @@ static void fill_value_of(struct stor_pool *p, struct stor_ds *ds, int id,
 		return;
 	case PROP_ORIGIN:
 		set_str(v->value, sizeof(v->value), ds->origin ? ds->origin->name : "-");
+		return;
+	case PROP_RECEIVE_RESUME_TOKEN:
+		recv_resume_token(p, ds, v->value, sizeof(v->value));
 		return;
 	}
 	val = ds_prop_locked(p, ds, id, &from);
@@ -1675,8 +1678,12 @@ int stor_ds_set(struct stor_pool *p, const char *name, const char *prop, const c
 		ret = -ENOENT;
 	else if (id == PROP_KEYLOCATION && (!ds->suite || ds->enc_root_id != ds->id))
 		ret = ds->suite ? STOR_ENOTROOT : STOR_ENOTENCRYPTED;
+	else if (id == PROP_VOLSIZE && atomic_load(&ds->receiving))
+		ret = -EBUSY; /* the stream's shape, which a resume needs too */
 	else
 		ret = set_locked(p, ds, id, value);
+	if (ret == -EBUSY)
+		recv_busy_error(ds);
 	pthread_mutex_unlock(&p->admin);
 	return ret;
 }

@@ -511,8 +511,11 @@ int stor_key_load(struct stor_pool *p, const char *name, const struct stor_key_m
 		 * raw receive's gets its MACs now, from its first key (recv.c) */
 		ret = recv_macs_pending(p, d);
 		if (ret == -EBUSY) {
-			pool_set_error("%s is being received; load its key once that is done",
-				       d->name);
+			if (atomic_load(&d->partial))
+				recv_busy_error(d);
+			else
+				pool_set_error("%s is being received; load its key once that is "
+					       "done", d->name);
 			goto out;
 		}
 		if (ret == 0)

@@ -36,17 +36,121 @@ static void mark_key(uint64_t id, char key[32])
 	snprintf(key, 32, RECV_MARK_PREFIX "%016llx", (unsigned long long)id);
 }
 
+static void resume_key(uint64_t id, char key[32])
+{
+	snprintf(key, 32, RECV_RESUME_PREFIX "%016llx", (unsigned long long)id);
+}
+
 int recv_mark_txn(struct meta_txn *t, uint64_t id, unsigned state)
 {
 	char key[32];
 	uint8_t v = (uint8_t)state;
 	int ret;
 
+	/* a resume state lives only beside a receive going in (recv_state.h) */
+	if (state != RECV_RECEIVING && state != RECV_INCR) {
+		resume_key(id, key);
+		ret = meta_del(t, META_POOL, key, strlen(key));
+		if (ret < 0 && ret != -ENOENT)
+			return ret;
+	}
 	mark_key(id, key);
 	if (state)
 		return meta_put(t, META_POOL, key, strlen(key), &v, 1);
 	ret = meta_del(t, META_POOL, key, strlen(key));
 	return ret == -ENOENT ? 0 : ret;
+}
+
+/* ---- the resume state of a receive -s ---- */
+
+#define RESUME_FIXED (1 + 1 + 5 * 8 + 2)
+
+int recv_resume_save(struct stor_pool *p, struct meta_txn *t, uint64_t id,
+		     const struct recv_resume *rs)
+{
+	uint8_t v[RESUME_FIXED + RECV_HDR_MAX], *w = v;
+	struct meta_txn *own = NULL;
+	char key[32];
+	int ret;
+
+	STOR_ASSERT(rs->hdr_len <= RECV_HDR_MAX);
+	put_u8(&w, 1);
+	put_u8(&w, (uint8_t)rs->id.flags);
+	put_u64(&w, rs->id.guid);
+	put_u64(&w, rs->id.to_guid);
+	put_u64(&w, rs->id.from_guid);
+	put_u64(&w, rs->id.to_txg);
+	put_u64(&w, rs->id.next);
+	put_u16(&w, (uint16_t)rs->hdr_len);
+	put_bytes(&w, rs->hdr, rs->hdr_len);
+	resume_key(id, key);
+	if (!t) {
+		ret = meta_txn_begin(p->meta, &own);
+		if (ret < 0)
+			return ret;
+		t = own;
+	}
+	ret = meta_put(t, META_POOL, key, strlen(key), v, (size_t)(w - v));
+	if (own && ret < 0)
+		meta_txn_abort(own);
+	else if (own)
+		ret = meta_txn_commit(own);
+	return ret;
+}
+
+int recv_resume_load(struct stor_pool *p, uint64_t id, struct recv_resume *rs)
+{
+	struct meta_txn *t = NULL;
+	const void *v;
+	const uint8_t *r;
+	size_t vlen;
+	char key[32];
+	int ret = meta_rtxn_get(p->meta, &t);
+
+	memset(rs, 0, sizeof(*rs));
+	if (ret < 0)
+		return ret;
+	resume_key(id, key);
+	ret = meta_get(t, META_POOL, key, strlen(key), &v, &vlen);
+	r = v;
+	if (ret == 0 && (vlen < RESUME_FIXED || r[0] != 1))
+		ret = STOR_ECORRUPT;
+	if (ret == 0) {
+		r++;
+		rs->id.flags = get_u8(&r);
+		rs->id.guid = get_u64(&r);
+		rs->id.to_guid = get_u64(&r);
+		rs->id.from_guid = get_u64(&r);
+		rs->id.to_txg = get_u64(&r);
+		rs->id.next = get_u64(&r);
+		rs->hdr_len = get_u16(&r);
+		if (rs->hdr_len > RECV_HDR_MAX || vlen != RESUME_FIXED + rs->hdr_len)
+			ret = STOR_ECORRUPT;
+		else
+			get_bytes(&r, rs->hdr, rs->hdr_len);
+	}
+	meta_rtxn_put(t);
+	return ret;
+}
+
+void recv_resume_token(struct stor_pool *p, const struct stor_ds *ds, char *out, size_t len)
+{
+	struct recv_resume rs;
+
+	snprintf(out, len, "-");
+	if (atomic_load(&ds->partial) && recv_resume_load(p, ds->id, &rs) == 0)
+		stor_resume_token_encode(&rs.id, out, len);
+}
+
+void recv_busy_error(const struct stor_ds *ds)
+{
+	if (atomic_load(&ds->partial))
+		pool_set_error("%s holds a partial receive (a receive -s cut short): resume it "
+			       "with 'coffer send -t TOKEN | coffer receive -s %s', TOKEN its "
+			       "receive_resume_token property, or abandon it with 'coffer "
+			       "receive -A %s'", ds->name, ds->name, ds->name);
+	else
+		pool_set_error("%s is being received; wait for the receive to end", ds->name);
 }
 
 int recv_mark(struct stor_pool *p, uint64_t id, unsigned state)
@@ -83,8 +187,14 @@ int recv_mark_of(struct stor_pool *p, uint64_t id)
 
 int recv_macs_pending(struct stor_pool *p, const struct stor_ds *ds)
 {
+	struct recv_resume rs;
 	int m;
 
+	/* a plain stream's partial state was written with its MACs, as any
+	 * write: its key loads (a resume needs it); a raw one's waits */
+	if (atomic_load(&ds->partial) && !atomic_load(&ds->macs_later) &&
+	    recv_resume_load(p, ds->id, &rs) == 0 && !(rs.id.flags & STOR_RESUME_RAW))
+		return 0;
 	if (atomic_load(&ds->receiving))
 		return -EBUSY;
 	m = recv_mark_of(p, ds->id);
@@ -433,6 +543,36 @@ int recv_undo_incr(struct stor_pool *p, uint64_t id, int held)
 	return ret;
 }
 
+/*
+ * A receive -s cut short by a crash: its state is kept, as the receive
+ * keeps it when the stream stops (recv.c), closed to every use but a
+ * resume, a receive -A or a destroy. @return 1 kept, 0 it has none (undo it)
+ */
+static int keep_partial(struct stor_pool *p, uint64_t id, unsigned state)
+{
+	struct recv_resume rs;
+	struct stor_ds *ds;
+	int ret = recv_resume_load(p, id, &rs);
+
+	if (ret == -ENOENT || ret == STOR_ECORRUPT)
+		return 0;
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_id_locked(p, id);
+	if (ds) {
+		atomic_store(&ds->receiving, 1);
+		atomic_store(&ds->partial, 1);
+		/* a full stream's dataset joins its parent's list when it is whole */
+		ds->unlisted = state == RECV_RECEIVING;
+		/* a raw incremental's head holds pointers staged without MACs */
+		atomic_store(&ds->macs_later,
+			     state == RECV_INCR && (rs.id.flags & STOR_RESUME_RAW) != 0);
+	}
+	pthread_mutex_unlock(&p->admin);
+	return ds ? 1 : 0;
+}
+
 int recv_cleanup(struct stor_pool *p)
 {
 	struct leftovers l = { 0 };
@@ -443,8 +583,14 @@ int recv_cleanup(struct stor_pool *p)
 		return ret;
 	ret = meta_iter(t, META_POOL, RECV_MARK_PREFIX, strlen(RECV_MARK_PREFIX), 0, leftover_one, &l);
 	meta_rtxn_put(t);
-	for (size_t i = 0; i < l.n && ret == 0; i++)
-		ret = l.states[i] == RECV_INCR ? recv_undo_incr(p, l.ids[i], 0) : recv_discard(p, l.ids[i]);
+	for (size_t i = 0; i < l.n && ret == 0; i++) {
+		ret = keep_partial(p, l.ids[i], l.states[i]);
+		if (ret == 1)
+			ret = 0;
+		else if (ret == 0)
+			ret = l.states[i] == RECV_INCR ? recv_undo_incr(p, l.ids[i], 0)
+						       : recv_discard(p, l.ids[i]);
+	}
 	free(l.ids);
 	free(l.states);
 	return ret;

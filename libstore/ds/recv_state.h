@@ -33,6 +33,34 @@ int recv_mark(struct stor_pool *p, uint64_t id, unsigned state);
 /** The mark of dataset @id (0: none), or an error. */
 int recv_mark_of(struct stor_pool *p, uint64_t id);
 
+/*
+ * What a receive -s keeps for its resume, beside its mark (format.h):
+ * "resume/<id>" -> u8 version (1) | u8 flags (STOR_RESUME_*) | u64 dataset
+ * guid | u64 snapshot guid | u64 from guid | u64 snapshot txg | u64 next
+ * record number | u16 header length | the stream's header as it came. Only
+ * beside a mark RECV_RECEIVING or RECV_INCR: any other mark drops it in the
+ * same transaction (recv_mark_txn), so a receive that ends, is undone or
+ * abandoned leaves none. Its next record number never runs ahead of what
+ * is committed (recv.c's checkpoints).
+ */
+#define RECV_RESUME_PREFIX "resume/" /* + the dataset id in 16 hex digits */
+#define RECV_HDR_MAX 320u
+struct recv_resume {
+	struct stor_resume_token id;
+	size_t hdr_len;
+	uint8_t hdr[RECV_HDR_MAX];
+};
+/** Save @rs as dataset @id's resume state, in @t or (NULL) a transaction of its own. */
+int recv_resume_save(struct stor_pool *p, struct meta_txn *t, uint64_t id,
+		     const struct recv_resume *rs);
+/** Dataset @id's resume state. @return 0, -ENOENT (none), STOR_ECORRUPT */
+int recv_resume_load(struct stor_pool *p, uint64_t id, struct recv_resume *rs);
+/** @ds's receive_resume_token into @out (STOR_RESUME_TOKEN_MAX bytes), "-" if none. */
+void recv_resume_token(struct stor_pool *p, const struct stor_ds *ds, char *out, size_t len);
+/** Why @ds, which is being received or holds a partial receive, is refused:
+ *  into pool_set_error(), naming send -t and receive -A for a partial one. */
+void recv_busy_error(const struct stor_ds *ds);
+
 /** Is @ds waiting for its MAC tree (a raw receive)? 1 yes, 0 no, -EBUSY
  *  while it is being received, or an error. */
 int recv_macs_pending(struct stor_pool *p, const struct stor_ds *ds);

@@ -708,7 +708,7 @@ static int want_snap(struct stor_pool *p, struct create_ctx *c, struct stor_ds *
 		if (!strcmp(c->s[i]->name, name))
 			return -EEXIST;
 	if (atomic_load(&ds->receiving) && !c->as) {
-		pool_set_error("%s is being received; wait for the receive to end", ds->name);
+		recv_busy_error(ds);
 		return -EBUSY;
 	}
 	if (c->as && c->as->nomacs)
@@ -943,7 +943,7 @@ int stor_snap_destroy(struct stor_pool *p, const char *name, unsigned flags)
 		if (atomic_load(&d->receiving) &&
 		    (d == top || ((flags & STOR_RECURSIVE) && !strncmp(d->name, dsname, len) &&
 				  d->name[len] == '/'))) {
-			pool_set_error("%s is being received; wait for the receive to end", d->name);
+			recv_busy_error(d);
 			ret = -EBUSY;
 			goto out;
 		}
@@ -1545,7 +1545,7 @@ int snap_open(struct stor_pool *p, const char *name, struct stor_ds **out)
 	}
 	ds = s->ds;
 	if (atomic_load(&ds->receiving)) {
-		pool_set_error("%s is being received; wait for the receive to end", ds->name);
+		recv_busy_error(ds);
 		ret = -EBUSY;
 		goto out;
 	}

@@ -111,6 +111,8 @@
  *           "recv/<dataset id, 16 hex digits>" -> u8 1 (being received) or
  *           2 (its MAC tree waits for a key, to be built and checked
  *           against the roots there) or 3 (an incremental going in): ds/recv_state.c;
+ *           "resume/<dataset id, 16 hex digits>" -> a receive -s's resume
+ *           state, beside a mark 1 or 3 only (ds/recv_state.h);
  *           "kids/<dataset id, 16 hex digits>" -> the encrypted children of
  *           an encrypted dataset, under its key: children.c
  *   "ds":   dataset name -> dataset record (dataset.c)

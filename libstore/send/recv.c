@@ -85,6 +85,40 @@
  * - A package (-I) is its streams one after another: each is received as
  *   above, on its own, and the next begins where one ends. Bytes after a
  *   full stream are refused, and undo it, as before.
+ * - Resumable (STOR_RECV_RESUMABLE, zfs receive -s): once the header is
+ *   checked and the target made or claimed, its resume state is saved
+ *   beside its mark (recv_state.h: the header as it came and the record
+ *   number the rest starts at). A cut (a close before the end, a failure
+ *   past the header) then writes and commits what was applied, saves that
+ *   number and keeps the dataset, marked as before and "partial": closed
+ *   to every opener, snapshot, clone, rollback and new stream, each
+ *   refusal naming the token and -A (recv_busy_error). A crash keeps it
+ *   too: the import finds the state beside the mark (recv_cleanup). While
+ *   the stream goes, the state follows the commits (checkpoint), so after
+ *   a crash it names nothing the pool lacks. The receive_resume_token (the
+ *   property, common/resume_token.c) is that state's identity and number.
+ *   A resumed stream (stream.h: STREAM_F_RESUME and a resume part) is
+ *   taken only onto a partial target whose saved header is its own
+ *   (stream_hdr_same) and only at the saved number; what came before it is
+ *   not sent again. stor_recv_abandon (receive -A) undoes the state as a
+ *   cut without -s would have.
+ * - Why a resumed stream cannot splice in records of another snapshot
+ *   (an attacker holding the stream and the token): the token is no
+ *   credential, only a name; the receiver never trusts it, but compares
+ *   the resumed header with the one it kept, all of it (dataset and
+ *   snapshot GUIDs, txgs, FROM, raw or not, sizes, the wrapped key and key
+ *   parameters, the view root), and wants the rest to start at its own
+ *   number. A raw stream's records are then bound as in a whole stream:
+ *   each record's tag to the dataset GUID, record number and birth, and
+ *   the set of records of both parts to the view root of the kept header,
+ *   which the first load-key checks the whole tree against (or the end of
+ *   a raw incremental under a loaded key): records of another snapshot,
+ *   one dropped or an older one fail it, exactly as in a stream received
+ *   whole, and a header forged to match another snapshot's would carry
+ *   that snapshot's root, not the kept one, and is refused. A plain stream
+ *   is as sound as a whole plain stream: its checksums catch damage and
+ *   mix-ups (a token of another snapshot, a resumed stream of another
+ *   send), never a forger, who can rewrite a whole plain stream too.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -120,6 +154,14 @@ struct stor_recv {
 	int have_hdr, done, failed;
 	int incr; /* r->ds is an incremental's target: a failure rolls it back */
 	uint64_t chain, parts, next; /* next: the lowest record number still allowed */
+	/* receive -s (the head comment's "Resumable") */
+	int resumable;  /* a cut keeps the state (-s, or a resumed stream) */
+	int resumed;    /* a resumed stream: 1 its resume part is due, 2 it was read */
+	int have_state; /* the resume state is saved, so a cut can keep it */
+	uint64_t applied; /* every record below it is applied (staged or batched) */
+	uint64_t saved;   /* the next record number the saved state names */
+	uint64_t ck_txg, ck_next; /* a checkpoint waiting for txg ck_txg to commit */
+	uint8_t hdr[STREAM_HDR_LEN]; /* the stream's header as first sent (no resume flag) */
 	uint8_t *part;               /* the part being gathered */
 	size_t plen;
 	struct stream_rec rec; /* the fixed part of the record being gathered */
@@ -145,6 +187,10 @@ int stor_recv_begin(struct stor_pool *p, const char *name, unsigned flags, struc
 
 	*out = NULL;
 	pool_clear_error();
+	if ((flags & STOR_RECV_RESUMABLE) && (flags & STOR_FORCE)) {
+		pool_set_error("receive -s does not go with -F: receive the stream with one of them");
+		return -EINVAL;
+	}
 	if (stor_name_check(name, STOR_NAME_DATASET) < 0 || strncmp(name, p->name, plen) ||
 	    name[plen] != '/') {
 		pool_set_error("receive needs a dataset of pool %s, POOL/NAME", p->name);
@@ -157,6 +203,7 @@ int stor_recv_begin(struct stor_pool *p, const char *name, unsigned flags, struc
 	}
 	r->p = p;
 	r->flags = flags;
+	r->resumable = !!(flags & STOR_RECV_RESUMABLE);
 	snprintf(r->name, sizeof(r->name), "%s", name);
 	*out = r;
 	return 0;
@@ -182,6 +229,15 @@ static int sides_sound(struct stor_pool *p)
 			return 0;
 	}
 	return 1;
+}
+
+/* A stream that is not the rest of the one @ds holds part of. */
+static void partial_refused(const struct stor_ds *ds)
+{
+	pool_set_error("%s holds a partial receive (a receive -s cut short); a new stream is "
+		       "refused: resume it with 'coffer send -t TOKEN | coffer receive -s %s', "
+		       "TOKEN its receive_resume_token property, or abandon it with 'coffer "
+		       "receive -A %s'", ds->name, ds->name, ds->name);
 }
 
 static int create(struct stor_recv *r)
@@ -211,13 +267,16 @@ static int create(struct stor_recv *r)
 	}
 	pthread_mutex_lock(&p->admin);
 	old = ds_find_locked(p, r->name);
-	if (old && !(r->flags & STOR_FORCE)) {
+	if (old && atomic_load(&old->partial)) {
+		partial_refused(old);
+		ret = -EBUSY;
+	} else if (old && !(r->flags & STOR_FORCE)) {
 		pool_set_error("%s exists; use -F to replace it", r->name);
 		ret = -EEXIST;
 	}
 	/* -F: received beside the dataset it replaces, which stays until the
 	 * stream is whole; one that could not be destroyed then is refused now */
-	if (old && r->flags & STOR_FORCE) {
+	if (ret == 0 && old && r->flags & STOR_FORCE) {
 		uint32_t tag;
 		size_t n = strlen(r->name);
 
@@ -235,7 +294,7 @@ static int create(struct stor_recv *r)
 			ret = STOR_EBADNAME;
 		}
 	}
-	for (size_t i = 0; as.raw && i < p->nds; i++)
+	for (size_t i = 0; ret == 0 && as.raw && i < p->nds; i++)
 		if (p->ds[i]->guid == as.guid) {
 			pool_set_error("%s is this stream's dataset already (the same GUID); a pool "
 				       "holds one copy of a raw stream", p->ds[i]->name);
@@ -280,6 +339,10 @@ static int check_target(struct stor_recv *r, struct stor_ds *ds, struct snap **f
 	STOR_ASSERT_HELD(&p->admin);
 	newest = ds->nsnaps ? ds->snaps[ds->nsnaps - 1] : NULL;
 	*from = NULL;
+	if (atomic_load(&ds->partial)) {
+		partial_refused(ds);
+		return -EBUSY;
+	}
 	if (atomic_load(&ds->receiving) || atomic_load(&ds->refs) > 0) {
 		pool_set_error("%s is open or being received", ds->name);
 		return -EBUSY;
@@ -674,6 +737,200 @@ static int fits_pool(struct stor_recv *r)
 	return ret;
 }
 
+/* ---- receive -s: the state a cut keeps, and a resumed stream ---- */
+
+static_assert(STREAM_HDR_LEN <= RECV_HDR_MAX, "the resume state keeps a whole header");
+
+/* Save the resume state: the stream's header and @next, the record number
+ * the rest starts at (nothing below it may be missing from what is
+ * committed: the callers make sure). */
+static int save_state(struct stor_recv *r, uint64_t next)
+{
+	struct recv_resume rs = {
+		.id = { .flags = (r->h.flags & STREAM_F_RAW ? STOR_RESUME_RAW : 0) |
+				 (r->h.flags & STREAM_F_INCREMENTAL ? STOR_RESUME_INCR : 0),
+			.guid = r->h.guid, .to_guid = r->h.to_guid, .from_guid = r->h.from_guid,
+			.to_txg = r->h.to_txg, .next = next },
+		.hdr_len = STREAM_HDR_LEN,
+	};
+	int ret;
+
+	memcpy(rs.hdr, r->hdr, STREAM_HDR_LEN);
+	ret = recv_resume_save(r->p, NULL, r->ds->id, &rs);
+	if (ret == 0) {
+		r->have_state = 1;
+		r->saved = next;
+	}
+	return ret;
+}
+
+/*
+ * The saved state follows what is durable, at the txgs' pace and never
+ * ahead: when nothing waits in the batch, the open txg and the record
+ * number reached are taken as a candidate (every record below it is in
+ * that txg or an earlier one), and saved once that txg has committed. A
+ * crash then loses at most what came since; what was committed past the
+ * saved number is sent again and overwritten with the same records.
+ */
+static int checkpoint(struct stor_recv *r)
+{
+	struct stor_pool *p = r->p;
+	int ret;
+
+	if (!p || !r->have_state || r->nb)
+		return 0;
+	if (r->ck_txg && atomic_load(&p->synced_txg) >= r->ck_txg) {
+		ret = save_state(r, r->ck_next);
+		if (ret < 0)
+			return ret;
+		r->ck_txg = 0;
+	}
+	if (!r->ck_txg && r->applied > r->saved) {
+		r->ck_txg = txg_hold(p);
+		txg_rele(p);
+		r->ck_next = r->applied;
+	}
+	return 0;
+}
+
+/*
+ * A receive -s stops before its end: what was applied is committed and the
+ * state names where the rest starts; the dataset stays closed to use, as a
+ * partial receive (recv_busy_error says what to do). A failure to write
+ * or commit the last records keeps the state saved before them.
+ */
+static void keep(struct stor_recv *r)
+{
+	struct stor_pool *p = r->p;
+	int ret;
+
+	ret = flush_raw(r);
+	if (ret == 0)
+		ret = txg_sync(p, 0);
+	if (ret == 0 && r->applied > r->saved)
+		save_state(r, r->applied);
+	/* the state's own row reaches the LUNs with a commit */
+	txg_sync(p, 0);
+	atomic_store(&r->ds->partial, 1);
+	stor_ds_close(r->ds);
+	r->ds = NULL;
+}
+
+/* A resumed stream gave up its target before anything changed: it stays partial. */
+static void unclaim(struct stor_recv *r)
+{
+	atomic_store(&r->ds->partial, 1);
+	stor_ds_close(r->ds);
+	r->ds = NULL;
+	r->incr = 0;
+}
+
+/*
+ * A resumed stream's header is checked: the target must hold the partial
+ * state of a stream with this very header (bar the resume flag), whose
+ * record number the resume part must then name. The target is claimed
+ * (partial no more, still receiving: no one else opens it) for the rest.
+ */
+static int resume(struct stor_recv *r)
+{
+	struct stor_pool *p = r->p;
+	int raw = !!(r->h.flags & STREAM_F_RAW), ret = 0;
+	struct recv_resume rs;
+	struct stream_hdr kept;
+	struct stor_ds *ds;
+	uint64_t sum;
+
+	r->resumed = 1;
+	if (!p)
+		return 0;
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_locked(p, r->name);
+	if (!ds) {
+		pool_set_error("%s does not exist: a resumed stream (send -t) goes on with the "
+			       "partial receive it was sent for, into the same dataset", r->name);
+		ret = -ENOENT;
+	} else if (atomic_load(&ds->receiving) && !atomic_load(&ds->partial)) {
+		pool_set_error("%s is being received; wait for the receive to end", r->name);
+		ret = -EBUSY;
+	} else if (!atomic_load(&ds->partial)) {
+		pool_set_error("%s holds no partial receive to resume (it was finished or "
+			       "abandoned, or never cut short): send the whole stream", r->name);
+		ret = -ENOENT;
+	} else {
+		atomic_store(&ds->partial, 0);
+		atomic_fetch_add(&ds->refs, 1);
+		r->ds = ds;
+	}
+	pthread_mutex_unlock(&p->admin);
+	if (ret < 0)
+		return ret;
+	ret = recv_resume_load(p, ds->id, &rs);
+	if (ret == 0 && (rs.hdr_len != STREAM_HDR_LEN || stream_hdr_get(rs.hdr, &kept, &sum) < 0)) {
+		pool_set_error("%s: its resume state is damaged; abandon it with 'coffer receive "
+			       "-A %s'", r->name, r->name);
+		ret = STOR_ECORRUPT;
+	}
+	if (ret == 0 && !stream_hdr_same(&kept, &r->h)) {
+		pool_set_error("this stream is not the rest of the one %s holds part of (snapshot "
+			       "guid %016llx, %s%s there; %016llx, %s%s in the stream): send -t "
+			       "with %s's receive_resume_token", r->name,
+			       (unsigned long long)kept.to_guid, kept.flags & STREAM_F_RAW ? "raw" : "plain",
+			       kept.flags & STREAM_F_INCREMENTAL ? " incremental" : "",
+			       (unsigned long long)r->h.to_guid, raw ? "raw" : "plain",
+			       r->h.flags & STREAM_F_INCREMENTAL ? " incremental" : "", r->name);
+		ret = -EINVAL;
+	}
+	if (ret == 0 && !raw && ds->suite && !atomic_load(&ds->keys)) {
+		pool_set_error("%s: its key is not loaded; load it to resume a plain stream",
+			       r->name);
+		ret = STOR_ENOKEY;
+	}
+	if (ret == 0 && raw && !sides_sound(p)) {
+		pool_set_error("a mirror side of pool %s is out of service; a raw receive waits "
+			       "for the resilver", p->name);
+		ret = -EBUSY;
+	}
+	if (ret < 0) {
+		unclaim(r);
+		return ret;
+	}
+	memcpy(r->hdr, rs.hdr, STREAM_HDR_LEN);
+	r->incr = !!(r->h.flags & STREAM_F_INCREMENTAL);
+	r->resumable = r->have_state = 1;
+	r->next = r->applied = r->saved = rs.id.next;
+	if (raw) {
+		if (r->incr)
+			atomic_store(&ds->macs_later, 1);
+		txg_advance(p, r->h.to_txg + 1);
+	}
+	return 0;
+}
+
+/* The resume part: where the resumed stream starts, which must be where
+ * the saved state says the rest starts. */
+static int resume_part(struct stor_recv *r, uint64_t *sum)
+{
+	uint64_t first;
+	int ret = stream_resume_get(r->part, &r->h, &first, sum);
+
+	if (ret < 0)
+		return ret;
+	if (r->resumed != 1) {
+		pool_set_error("send stream has a resume part out of place");
+		return STOR_ECORRUPT;
+	}
+	if (r->p && first != r->next) {
+		pool_set_error("this stream resumes at record %llu, but the partial receive of %s "
+			       "is at record %llu: send -t with its receive_resume_token as it is "
+			       "now", (unsigned long long)first, r->name,
+			       (unsigned long long)r->next);
+		return -ESTALE;
+	}
+	r->next = r->applied = first;
+	r->resumed = 2;
+	return 0;
+}
+
 /* One whole part is in r->part (r->plen bytes). */
 static int part_done(struct stor_recv *r)
 {
@@ -689,17 +946,37 @@ static int part_done(struct stor_recv *r)
 				       r->name, r->h.snapname, STOR_NAME_MAX);
 			ret = STOR_EBADNAME;
 		}
-		if (ret == 0)
-			ret = fits_pool(r);
-		if (ret == 0)
-			ret = r->h.flags & STREAM_F_INCREMENTAL ? attach(r) : create(r);
+		if (ret == 0 && r->h.flags & STREAM_F_RESUME) {
+			ret = resume(r);
+		} else {
+			if (ret == 0)
+				ret = fits_pool(r);
+			if (ret == 0)
+				ret = r->h.flags & STREAM_F_INCREMENTAL ? attach(r) : create(r);
+			/* receive -s: the state a cut keeps, from the start */
+			if (ret == 0 && r->p && r->resumable) {
+				memcpy(r->hdr, r->part, STREAM_HDR_LEN);
+				ret = save_state(r, 0);
+			}
+		}
 		if (ret < 0)
 			return ret;
 		r->have_hdr = 1;
 		r->chain = sum;
 		return 0;
 	}
+	if (r->resumed == 1 && stream_kind(r->part) != STREAM_RESUME) {
+		pool_set_error("resumed send stream has no resume part after its header");
+		return STOR_ECORRUPT;
+	}
 	switch (stream_kind(r->part)) {
+	case STREAM_RESUME:
+		ret = resume_part(r, &sum);
+		if (ret < 0)
+			return ret;
+		r->chain = stream_chain(r->chain, sum);
+		r->parts++;
+		return 0;
 	case STREAM_REC:
 		ret = stream_rec_check(r->part, r->part + STREAM_REC_LEN, r->rec.len, &sum);
 		if (ret < 0)
@@ -712,7 +989,10 @@ static int part_done(struct stor_recv *r)
 		r->next = r->rec.recno + 1;
 		r->chain = stream_chain(r->chain, sum);
 		r->parts++;
-		return take_record(r, r->part + STREAM_REC_LEN);
+		ret = take_record(r, r->part + STREAM_REC_LEN);
+		if (ret == 0)
+			r->applied = r->next;
+		return ret < 0 ? ret : checkpoint(r);
 	case STREAM_FREE:
 		ret = stream_free_get(r->part, &r->h, &first, &count, &sum);
 		if (ret == 0 && first < r->next) {
@@ -725,7 +1005,10 @@ static int part_done(struct stor_recv *r)
 		r->next = first + count;
 		r->chain = stream_chain(r->chain, sum);
 		r->parts++;
-		return take_free(r, first, count);
+		ret = take_free(r, first, count);
+		if (ret == 0)
+			r->applied = r->next;
+		return ret < 0 ? ret : checkpoint(r);
 	case STREAM_END:
 		ret = stream_end_get(r->part, &parts, &chain);
 		if (ret == 0 && (parts != r->parts || chain != r->chain)) {
@@ -763,6 +1046,13 @@ static int part_size(struct stor_recv *r, size_t *need)
 	case STREAM_END:
 		*need = STREAM_END_LEN;
 		return 0;
+	case STREAM_RESUME:
+		if (!(r->h.flags & STREAM_F_RESUME)) {
+			pool_set_error("a send stream that is not resumed has a resume part");
+			return STOR_ECORRUPT;
+		}
+		*need = STREAM_RESUME_LEN;
+		return 0;
 	case STREAM_FREE:
 		if (!(r->h.flags & STREAM_F_INCREMENTAL)) {
 			pool_set_error("a full send stream has no frees");
@@ -794,6 +1084,9 @@ static void next_stream(struct stor_recv *r)
 	r->have_hdr = r->done = r->incr = 0;
 	r->chain = r->parts = r->next = 0;
 	r->plen = 0;
+	r->resumable = !!(r->flags & STOR_RECV_RESUMABLE);
+	r->resumed = r->have_state = 0;
+	r->applied = r->saved = r->ck_txg = r->ck_next = 0;
 }
 
 int stor_recv_feed(struct stor_recv *r, const uint8_t *buf, size_t len)
@@ -852,6 +1145,14 @@ void stor_recv_close(struct stor_recv *r)
 {
 	if (!r)
 		return;
+	if (r->ds && !r->done && r->resumable && r->have_state) {
+		char why[512];
+
+		/* kept (receive -s); the reason it stopped stays the one the caller sees */
+		snprintf(why, sizeof(why), "%s", stor_pool_last_error());
+		keep(r);
+		pool_set_error("%s", why);
+	}
 	for (size_t i = 0; i < r->nb; i++)
 		free(r->bufs[i]);
 	if (r->ds) {
@@ -875,4 +1176,48 @@ void stor_recv_close(struct stor_recv *r)
 	}
 	free(r->part);
 	free(r);
+}
+
+int stor_recv_keeps(const struct stor_recv *r)
+{
+	return r && r->ds && !r->done && r->resumable && r->have_state;
+}
+
+int stor_recv_abandon(struct stor_pool *p, const char *name)
+{
+	struct stor_ds *ds;
+	uint64_t id = 0;
+	int ret = 0, mark;
+
+	pool_clear_error();
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_locked(p, name);
+	if (!ds) {
+		ret = -ENOENT;
+	} else if (!atomic_load(&ds->partial)) {
+		if (atomic_load(&ds->receiving))
+			pool_set_error("%s is being received (a resume, or a receive going on); "
+				       "stop it first", name);
+		else
+			pool_set_error("%s holds no partial receive to abandon", name);
+		ret = atomic_load(&ds->receiving) ? -EBUSY : -ENOENT;
+	} else {
+		/* claimed: no resume begins from here (receiving stays set) */
+		atomic_store(&ds->partial, 0);
+		id = ds->id;
+	}
+	pthread_mutex_unlock(&p->admin);
+	if (ret < 0)
+		return ret;
+	mark = recv_mark_of(p, id);
+	if (mark < 0) {
+		atomic_store(&ds->partial, 1);
+		return mark;
+	}
+	/* as a receive cut short without -s: a full stream's dataset goes, an
+	 * incremental's target goes back to the snapshot it started from */
+	ret = mark == RECV_INCR ? recv_undo_incr(p, id, 0) : recv_discard(p, id);
+	if (ret == 0)
+		ret = txg_sync(p, 0);
+	return ret;
 }

@@ -28,6 +28,13 @@
  * the receiver checks the set of records against.
  * Non-raw: the plaintext through the ordinary read path of the snapshot
  * (its key loaded, MACs checked), an all-zero record sent as a hole.
+ *
+ * Resumed (STOR_SEND_RESUME, send -t): the cursor comes from a resume
+ * token; the first chunk checks the snapshot (and FROM) has the token's
+ * GUID, so a snapshot destroyed and made anew under its name is refused,
+ * marks the header resumed and puts the resume part after it (stream.h);
+ * the walk then starts at the token's record. The header is made as for
+ * a whole stream, so the receiver can compare it with the one it kept.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -85,7 +92,7 @@ static int view_of(struct stor_pool *p, struct stor_ds *h, uint8_t view[MAC_ROOT
 }
 
 static int header(struct stor_pool *p, struct stor_ds *h, struct stor_ds *f, unsigned raw,
-		  uint8_t *out, struct stor_send_cursor *cur)
+		  unsigned resume, uint8_t *out, struct stor_send_cursor *cur)
 {
 	struct stor_ds *ds = h->head;
 	struct stream_hdr sh = { .guid = ds->guid, .to_guid = h->snap->guid, .to_txg = h->snap->txg,
@@ -124,9 +131,16 @@ static int header(struct stor_pool *p, struct stor_ds *h, struct stor_ds *f, uns
 		if (ret < 0)
 			return ret;
 	}
+	if (resume)
+		sh.flags |= STREAM_F_RESUME;
 	stream_hdr_put(&sh, out, &sum);
 	cur->chain = sum;
 	cur->parts = 0;
+	if (resume) {
+		/* the resume part: the rest starts at the token's record number */
+		stream_resume_put(cur->next, out + STREAM_HDR_LEN, &sum);
+		chained(cur, sum);
+	}
 	cur->guid = h->snap->guid;
 	cur->from_guid = f ? f->snap->guid : 0;
 	return 0;
@@ -381,7 +395,7 @@ static int plain_batch(struct stor_pool *p, struct stor_ds *h, struct stor_ds *f
 }
 
 /* Open @from, the snapshot an incremental of @h starts from, checked. */
-static int open_from(struct stor_pool *p, struct stor_ds *h, const char *from,
+static int open_from(struct stor_pool *p, struct stor_ds *h, const char *from, int resume,
 		     const struct stor_send_cursor *cur, struct stor_ds **f)
 {
 	int ret = stor_ds_open(p, from, f);
@@ -400,6 +414,13 @@ static int open_from(struct stor_pool *p, struct stor_ds *h, const char *from,
 		pool_set_error("%s was destroyed or replaced during the send", from);
 		return -ESTALE;
 	}
+	if (cur->state == CUR_HEADER && resume && cur->from_guid != (*f)->snap->guid) {
+		pool_set_error("%s is not the snapshot the resume token's incremental starts from "
+			       "(guid %016llx there, %016llx here)", from,
+			       (unsigned long long)cur->from_guid,
+			       (unsigned long long)(*f)->snap->guid);
+		return -ESTALE;
+	}
 	return 0;
 }
 
@@ -414,7 +435,7 @@ static int send_open(struct stor_pool *p, const char *snapshot, const char *from
 		     struct stor_ds **f, int *raw)
 {
 	static const struct stor_send_cursor fresh = { 0 };
-	int ret;
+	int ret, resume = !!(flags & STOR_SEND_RESUME);
 
 	*h = *f = NULL;
 	if (!cur)
@@ -432,8 +453,20 @@ static int send_open(struct stor_pool *p, const char *snapshot, const char *from
 		pool_set_error("%s was destroyed or replaced during the send", snapshot);
 		return -ESTALE;
 	}
+	/* send -t: the token names the snapshot by its GUID, and an
+	 * incremental's FROM; a snapshot of that name made anew is another */
+	if (cur->state == CUR_HEADER && resume &&
+	    (cur->guid != (*h)->snap->guid || !cur->from_guid != !from ||
+	     cur->next > atomic_load(&(*h)->volsize) / (*h)->recsize)) {
+		pool_set_error("%s is not the snapshot the resume token was made for (guid "
+			       "%016llx there, %016llx here%s): it was destroyed, or made anew",
+			       snapshot, (unsigned long long)cur->guid,
+			       (unsigned long long)(*h)->snap->guid,
+			       !cur->from_guid != !from ? "; or the incremental's FROM differs" : "");
+		return -ESTALE;
+	}
 	if (from) {
-		ret = open_from(p, *h, from, cur, f);
+		ret = open_from(p, *h, from, resume, cur, f);
 		if (ret < 0)
 			return ret;
 	}
@@ -458,7 +491,7 @@ int stor_send_chunk(struct stor_pool *p, const char *snapshot, const char *from,
 	struct stor_ds *h = NULL, *f = NULL;
 	uint64_t nrec;
 	size_t pos = 0;
-	int ret, raw = 0;
+	int ret, raw = 0, resume = !!(flags & STOR_SEND_RESUME);
 
 	*len = 0;
 	pool_clear_error();
@@ -470,11 +503,12 @@ int stor_send_chunk(struct stor_pool *p, const char *snapshot, const char *from,
 	if (ret < 0)
 		goto out;
 	if (cur->state == CUR_HEADER) {
-		ret = header(p, h, f, (unsigned)raw, out, cur);
+		if (!resume)
+			cur->next = 0;
+		ret = header(p, h, f, (unsigned)raw, (unsigned)resume, out, cur);
 		if (ret < 0)
 			goto out;
-		pos = STREAM_HDR_LEN;
-		cur->next = 0;
+		pos = STREAM_HDR_LEN + (resume ? STREAM_RESUME_LEN : 0);
 		cur->state = CUR_RECORDS;
 	}
 	nrec = atomic_load(&h->volsize) / h->recsize;

@@ -268,6 +268,47 @@ int stream_free_get(const uint8_t *in, const struct stream_hdr *h, uint64_t *fir
 	return 0;
 }
 
+void stream_resume_put(uint64_t first, uint8_t *out, uint64_t *sum)
+{
+	uint8_t *w = out;
+
+	put_u32(&w, STREAM_RESUME);
+	put_u64(&w, first);
+	*sum = hash64(out, (size_t)(w - out));
+	put_u64(&w, *sum);
+}
+
+int stream_resume_get(const uint8_t *in, const struct stream_hdr *h, uint64_t *first,
+		      uint64_t *sum)
+{
+	const uint8_t *r = in + 4;
+
+	*first = get_u64(&r);
+	*sum = hash64(in, (size_t)(r - in));
+	if (get_u64(&r) != *sum)
+		BAD(STOR_ECKSUM, "send stream resume part checksum mismatch: the stream is damaged");
+	if (!(h->flags & STREAM_F_RESUME))
+		BAD(STOR_ECORRUPT, "a send stream that is not resumed has a resume part");
+	if (*first > h->volsize / h->recsize)
+		BAD(STOR_ECORRUPT, "send stream resumes at record %llu, past the volume's end",
+		    (unsigned long long)*first);
+	return 0;
+}
+
+int stream_hdr_same(const struct stream_hdr *a, const struct stream_hdr *b)
+{
+	struct stream_hdr x = *a, y = *b;
+	uint8_t ex[STREAM_HDR_LEN], ey[STREAM_HDR_LEN];
+	uint64_t sum;
+
+	x.flags &= ~STREAM_F_RESUME;
+	y.flags &= ~STREAM_F_RESUME;
+	x.comp = y.comp = 0;
+	stream_hdr_put(&x, ex, &sum);
+	stream_hdr_put(&y, ey, &sum);
+	return memcmp(ex, ey, sizeof(ex)) == 0;
+}
+
 void stream_end_put(uint64_t parts, uint64_t chain, uint8_t *out)
 {
 	uint8_t *w = out;

@@ -72,6 +72,17 @@
  * End (STREAM_END_LEN bytes): u32 kind (STREAM_END) | u64 parts before it |
  * u64 chain | u64 xxh64 of the fields before it.
  *
+ * Resumed (STREAM_F_RESUME, zfs send -t): the rest of a stream a receive -s
+ * kept part of. The header is the original's but for this flag (and the
+ * informative compression level), and its first part is
+ *   Resume (STREAM_RESUME_LEN bytes): u32 kind (STREAM_RESUME) | u64 the
+ *   first record number it carries | u64 xxh64 of the fields before it
+ * then records and frees from that number on, and the end, as any stream:
+ * its chain and count start at its own header, so a resumed stream is
+ * checked whole in itself. The receiver takes it only onto the partial
+ * state of a stream with the same header, at the record number it kept
+ * (recv.c says why records of another snapshot cannot be spliced in).
+ *
  * Raw: why the copy stays authentic and no (key, nonce) pair repeats.
  * - Each record's AEAD tag binds its ciphertext to the dataset GUID, the
  *   record number, the birth txg, compression and sizes (record.c's AAD),
@@ -124,7 +135,8 @@
 
 #define STREAM_F_RAW 0x1u
 #define STREAM_F_INCREMENTAL 0x2u
-#define STREAM_F_KNOWN (STREAM_F_RAW | STREAM_F_INCREMENTAL)
+#define STREAM_F_RESUME 0x4u
+#define STREAM_F_KNOWN (STREAM_F_RAW | STREAM_F_INCREMENTAL | STREAM_F_RESUME)
 
 #define STREAM_SNAPNAME_LEN 64u
 #define STREAM_WRAPPED_LEN 60u /* KEYS_WRAPPED_LEN */
@@ -139,10 +151,12 @@
 #define STREAM_REC 1u
 #define STREAM_FREE 2u
 #define STREAM_END 3u
+#define STREAM_RESUME 4u
 
 #define STREAM_REC_LEN (4 + 8 + 1 + 1 + 4 + 4 + 4 + 8 + 8 + 12 + 16 + 8 + 4 + 8)
 #define STREAM_FREE_LEN (4 + 8 + 8 + 8)
 #define STREAM_END_LEN (4 + 8 + 8 + 8)
+#define STREAM_RESUME_LEN (4 + 8 + 8)
 
 /*
  * How far ahead of the receiving pool's txg a raw stream's snapshot may be
@@ -212,6 +226,15 @@ void stream_free_put(uint64_t first, uint64_t count, uint8_t *out, uint64_t *sum
  *  the volume. @return 0, STOR_ECKSUM, STOR_ECORRUPT */
 int stream_free_get(const uint8_t *in, const struct stream_hdr *h, uint64_t *first,
 		    uint64_t *count, uint64_t *sum);
+
+/** The resume part of a stream resumed at record @first; its checksum in *@sum. */
+void stream_resume_put(uint64_t first, uint8_t *out, uint64_t *sum);
+/** Decode and check one against the header's shape. @return 0, STOR_ECKSUM, STOR_ECORRUPT */
+int stream_resume_get(const uint8_t *in, const struct stream_hdr *h, uint64_t *first,
+		      uint64_t *sum);
+/** Are @a and @b the header of one stream, all but STREAM_F_RESUME and the
+ *  informative compression level? 1 yes, 0 no */
+int stream_hdr_same(const struct stream_hdr *a, const struct stream_hdr *b);
 
 void stream_end_put(uint64_t parts, uint64_t chain, uint8_t *out);
 /** @return 0 with the fields, or STOR_ECKSUM */

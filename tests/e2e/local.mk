@@ -134,6 +134,11 @@ check_PROGRAMS += %D%/test_send
 # and reads the copy's block pointers from its LMDB file (tamper.c)
 %C%_test_send_LDADD = $(E2E_LDADD) $(STORE_LIBS) $(LMDB_LIBS) $(XXHASH_LIBS)
 
+check_PROGRAMS += %D%/test_resume
+%C%_test_resume_SOURCES = %D%/test_resume.c $(E2E_FIXTURE)
+%C%_test_resume_CFLAGS = $(E2E_CFLAGS)
+%C%_test_resume_LDADD = $(E2E_LDADD)
+
 check_PROGRAMS += %D%/test_clone
 %C%_test_clone_SOURCES = %D%/test_clone.c $(E2E_FIXTURE)
 %C%_test_clone_CFLAGS = $(E2E_CFLAGS)
