@@ -12,9 +12,11 @@
  */
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include <criterion/criterion.h>
 
@@ -130,6 +132,35 @@ Test(rename, an_encrypted_tree_moves_and_reads_back_after_restart_and_import)
 	reads_as("tank/f/k/w", b);
 	reads_as("tank/f/k/w@s1", a);
 	reads_as("tank/f/k", a);
+	checked();
+}
+
+/* Acknowledged means on the LUNs: kill -9 at once, lose the state directory,
+ * and an import from the LUNs alone has the new names and the data. */
+Test(rename, an_acknowledged_rename_survives_a_crash_and_the_loss_of_the_state_directory)
+{
+	char a[4200], cmd[4400];
+	int st;
+
+	COF_OK(NULL, "pool create -s 32M tank %s/l/0 %s/l/1", td.dir, td.dir);
+	COF_OK(NULL, "create -s -V 1M tank/a");
+	COF_OK(NULL, "create -s -V 1M tank/a/c");
+	tdaemon_random_file(&td, "a", 1 << 20, a, sizeof(a));
+	COF_OK(a, "write tank/a/c");
+	COF_OK(NULL, "snapshot -r tank/a@s1");
+	COF_OK(NULL, "flush tank/a/c");
+	COF_OK(NULL, "rename tank/a tank/b");
+	COF_OK(NULL, "rename -r tank/b@s1 @s2");
+	kill(td.pid, SIGKILL);
+	waitpid(td.pid, &st, 0);
+	td.pid = -1;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", td.state);
+	cr_assert_eq(system(cmd), 0);
+	tdaemon_start_ok(&td);
+	COF_OK(NULL, "pool import -d %s/l tank", td.dir);
+	names_are("tank\ntank/b\ntank/b/c\ntank/b@s2\ntank/b/c@s2\n");
+	reads_as("tank/b/c", a);
+	reads_as("tank/b/c@s2", a);
 	checked();
 }
 
@@ -253,4 +284,60 @@ Test(rename, refusals_say_why_and_change_nothing)
 	COF_OK(NULL, "unload-key -a");
 	COF_OK(NULL, "load-key -a");
 	checked();
+
+	/* -f closes the handles on what moves; the handle then says so */
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	h = coffer_ds_open(c, "tank/z/c", NULL, NULL);
+	cr_assert_geq(h, 0, "open: %d", h);
+	COF_OK(NULL, "rename -f tank/z tank/y");
+	cr_assert_eq(coffer_read(c, h, 0, a, 512), -ESTALE);
+	coffer_close(c);
+	names_are("tank\ntank/b\ntank/e\ntank/e/k\ntank/e/r\ntank/e/v\ntank/y\ntank/y/c\n"
+		  "tank/e/v@s1\ntank2\n");
+}
+
+Test(rename, a_moved_dataset_inherits_from_its_new_parent_and_survives_export)
+{
+	char a[4200];
+
+	COF_OK(NULL, "pool create -s 32M tank %s/l/0", td.dir);
+	COF_OK(NULL, "create -s -V 1M tank/a");
+	COF_OK(NULL, "create -s -V 1M -o compression=zstd tank/b");
+	COF_OK(NULL, "set test:tag=kept tank/b");
+	COF_OK(NULL, "set test:mine=here tank/a");
+	tdaemon_random_file(&td, "a", 1 << 20, a, sizeof(a));
+	COF_OK(a, "write tank/a");
+	COF_OK(NULL, "rename tank/a tank/b/a");
+	COF_OK(NULL, "get -H -o value compression,test:tag,test:mine tank/b/a");
+	cr_assert_str_eq(out, "zstd\nkept\nhere\n");
+	COF_OK(NULL, "pool export tank");
+	COF_OK(NULL, "pool import tank");
+	names_are("tank\ntank/b\ntank/b/a\n");
+	COF_OK(NULL, "get -H -o value compression,test:mine tank/b/a");
+	cr_assert_str_eq(out, "zstd\nhere\n");
+	reads_as("tank/b/a", a);
+}
+
+/* encryption_roots (cofferd.conf): a listed root keeps its listed name, and a
+ * clear dataset does not move where a listed root covers it. */
+Test(rename, the_listed_encryption_roots_hold_their_names)
+{
+	static const char list[] = "tank/e\ntank/gone\n";
+	char key[4200], roots[4200];
+
+	snprintf(key, sizeof(key), "%s", tdaemon_file(&td, "key", hexkey, sizeof(hexkey) - 1));
+	snprintf(roots, sizeof(roots), "%s", tdaemon_file(&td, "roots", list, sizeof(list) - 1));
+
+	tdaemon_stop_ok(&td);
+	tdaemon_write_conf(&td, NULL, "log_target = stderr\nlun_search = %s/l\nencryption_roots = %s\n",
+			   td.dir, roots);
+	tdaemon_start_ok(&td);
+	COF_OK(NULL, "pool create -s 32M tank %s/l/0", td.dir);
+	COF_OK(NULL, "create -s -V 1M -o encryption=on -o keyformat=hex -o keylocation=file://%s "
+		     "tank/e", key);
+	COF_OK(NULL, "create -s -V 1M tank/c");
+	refused("rename tank/e tank/f", "tank/e is listed as an encryption root", "tank\ntank/c\ntank/e\n");
+	refused("rename tank/c tank/gone", "tank/c is not encrypted", "tank\ntank/c\ntank/e\n");
+	COF_OK(NULL, "rename tank/c tank/d");
+	names_are("tank\ntank/d\ntank/e\n");
 }
