@@ -341,3 +341,37 @@ Test(rename, the_listed_encryption_roots_hold_their_names)
 	COF_OK(NULL, "rename tank/c tank/d");
 	names_are("tank\ntank/d\ntank/e\n");
 }
+
+/* A send holds nothing between its chunks (send.c): a snapshot renamed
+ * between two ends it, saying so, and a send under the new name works. */
+Test(rename, a_send_between_chunks_ends_with_the_reason_when_its_snapshot_is_renamed)
+{
+	char a[4200], err[1024];
+	struct coffer_conn *c = NULL;
+	json_t *args, *reply = NULL, *cursor;
+	const uint8_t *data;
+	size_t len;
+	int ret;
+
+	COF_OK(NULL, "pool create -s 64M tank %s/l/0", td.dir);
+	COF_OK(NULL, "create -s -V 16M tank/v");
+	tdaemon_random_file(&td, "a", 16 << 20, a, sizeof(a));
+	COF_OK(a, "write tank/v");
+	COF_OK(NULL, "snapshot tank/v@s1");
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	args = json_pack("{s:s, s:b}", "name", "tank/v@s1", "raw", 0);
+	ret = coffer_call_data(c, "send", args, NULL, 0, &reply, &data, &len, err, sizeof(err));
+	json_decref(args);
+	cr_assert_eq(ret, 0, "%s", err);
+	cursor = json_incref(json_object_get(reply, "cursor"));
+	json_decref(reply);
+	cr_assert_neq(json_integer_value(json_object_get(cursor, "state")), 2, "one chunk only");
+	COF_OK(NULL, "rename tank/v@s1 s2");
+	args = json_pack("{s:s, s:b, s:o}", "name", "tank/v@s1", "raw", 0, "cursor", cursor);
+	ret = coffer_call_data(c, "send", args, NULL, 0, &reply, &data, &len, err, sizeof(err));
+	json_decref(args);
+	cr_assert_eq(ret, -ENOENT, "%d: %s", ret, err);
+	cr_assert(strstr(err, "renamed during the send"), "%s", err);
+	coffer_close(c);
+	COF_OK(NULL, "send tank/v@s2 > '%s/stream'", td.dir);
+}
