@@ -8,7 +8,8 @@
  * message, leaves every name as it was: the target exists, another pool,
  * the root, below itself, no parent, an inherited key leaving its root, a
  * clear dataset below an encrypted one, a snapshot to another dataset, a
- * list of children whose key is not loaded, and an open handle (named).
+ * list of children whose key is not loaded, an open handle (named), a
+ * receive in progress; a send between chunks ends, saying why.
  */
 
 #include <errno.h>
@@ -374,4 +375,49 @@ Test(rename, a_send_between_chunks_ends_with_the_reason_when_its_snapshot_is_ren
 	cr_assert(strstr(err, "renamed during the send"), "%s", err);
 	coffer_close(c);
 	COF_OK(NULL, "send tank/v@s2 > '%s/stream'", td.dir);
+}
+
+/* A receive in progress holds the dataset it fills, and so what is above it. */
+Test(rename, a_dataset_being_received_is_not_renamed)
+{
+	char a[4200], stream[4400], err[1024];
+	static uint8_t buf[64 << 10];
+	struct coffer_conn *c = NULL;
+	json_t *args, *reply = NULL;
+	FILE *f;
+	size_t n;
+	int ret;
+
+	COF_OK(NULL, "pool create -s 64M tank %s/l/0", td.dir);
+	COF_OK(NULL, "create -s -V 1M tank/v");
+	COF_OK(NULL, "create -s -V 1M tank/p");
+	tdaemon_random_file(&td, "a", 1 << 20, a, sizeof(a));
+	COF_OK(a, "write tank/v");
+	COF_OK(NULL, "snapshot tank/v@s1");
+	snprintf(stream, sizeof(stream), "%s/stream", td.dir);
+	COF_OK(NULL, "send tank/v@s1 > '%s'", stream);
+	f = fopen(stream, "rb");
+	cr_assert_not_null(f);
+	n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	cr_assert_eq(n, sizeof(buf));
+	/* the first part of the stream: the receive has begun, and not ended */
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	args = json_pack("{s:s}", "name", "tank/p/r");
+	ret = coffer_call_data(c, "receive", args, buf, n, &reply, NULL, NULL, err, sizeof(err));
+	json_decref(args);
+	json_decref(reply);
+	cr_assert_eq(ret, 0, "%s", err);
+	refused("rename tank/p/r tank/r", "tank/p/r is being received", "tank\ntank/p\ntank/p/r\n"
+		"tank/v\ntank/v@s1\n");
+	refused("rename tank/p tank/q", "tank/p/r is being received", "tank\ntank/p\ntank/p/r\n"
+		"tank/v\ntank/v@s1\n");
+	coffer_close(c);
+	/* the receive cut short is undone as its connection goes */
+	for (double end = tdaemon_deadline(TDAEMON_WAIT_S);
+	     cof(NULL, "list -H -o name tank/p/r") == 0 && tdaemon_poll(end);)
+		;
+	COF_OK(NULL, "receive tank/p/r < '%s'", stream);
+	COF_OK(NULL, "rename tank/p tank/q");
+	reads_as("tank/q/r@s1", a);
 }
