@@ -2311,6 +2311,49 @@ static int cmd_clone(int argc, char **argv)
 	return 0;
 }
 
+/*
+ * rename, as zfs rename: a dataset (its descendants and snapshots follow),
+ * or a snapshot, whose new name may be given short: "@NEW" or "NEW" for
+ * DATASET@NEW of the same dataset.
+ */
+static int cmd_rename(int argc, char **argv)
+{
+	int opt, rec = 0, parents = 0, force = 0;
+	char to[STOR_NAME_MAX + 2];
+	const char *from, *at;
+	struct coffer_conn *c;
+
+	while ((opt = getopt(argc, argv, "rpf")) != -1) {
+		if (opt == 'r')
+			rec = 1;
+		else if (opt == 'p')
+			parents = 1;
+		else if (opt == 'f')
+			force = 1;
+		else
+			usage_exit();
+	}
+	if (argc - optind != 2)
+		usage_exit();
+	from = argv[optind];
+	at = strchr(from, '@');
+	if (rec && !at)
+		die("rename: -r renames snapshots (DATASET@SNAP @NEW); the descendants of a "
+		    "dataset follow it anyway");
+	if (at && (argv[optind + 1][0] == '@' || !strpbrk(argv[optind + 1], "/@")))
+		snprintf(to, sizeof(to), "%.*s@%s", (int)(at - from), from,
+			 argv[optind + 1] + (argv[optind + 1][0] == '@'));
+	else
+		snprintf(to, sizeof(to), "%s", argv[optind + 1]);
+	c = conn_open();
+	json_decref(call(c, "ds_rename",
+			 json_pack("{s:s, s:s, s:b, s:b, s:b}", "name", from, "to", to,
+				   "recursive", rec, "parents", parents, "force", force),
+			 from));
+	coffer_close(c);
+	return 0;
+}
+
 static int cmd_promote(int argc, char **argv)
 {
 	struct coffer_conn *c;
@@ -4255,6 +4298,13 @@ static const struct cmd cmds[] = {
 	{ "promote", cmd_promote, "CLONE",
 	  "Make CLONE the owner of its origin's snapshots up to its origin; the old\n"
 	  "origin becomes a clone of that snapshot. Both read as before." },
+	{ "rename", cmd_rename, "[-f] [-p] DATASET NEWNAME | [-r] DATASET@SNAP [DATASET]@NEWSNAP",
+	  "Rename DATASET (its descendants and snapshots follow) or a snapshot, in the pool.\n"
+	  "A dataset whose key is inherited stays below its encryption root, and a clear\n"
+	  "one does not go below an encrypted one.\n"
+	  "  -p  make the missing datasets above NEWNAME first (sparse)\n"
+	  "  -r  the snapshot SNAP of every dataset under DATASET too\n"
+	  "  -f  close the handles of its users" },
 	{ "snapshot", cmd_snapshot, "[-r] DATASET@SNAP...",
 	  "Snapshot the datasets named, all in one txg, in constant time.\n"
 	  "  -r  every dataset under each one too" },

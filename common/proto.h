@@ -160,6 +160,7 @@
 	XX(25, DS_INHERIT, "ds_inherit", h_ds_inherit, JA | ON_DS, 2, JMAX)                  \
 	XX(26, DS_OPEN, "ds_open", h_ds_open, JB | ON_DS | CMD_OWNER | CMD_SNAP, 2, JMAX)    \
 	XX(27, DS_CLOSE, "ds_close", h_ds_close, J, 2, JMAX)                                 \
+	XX(28, DS_RENAME, "ds_rename", h_ds_rename, JA | ON_DS | CMD_SNAP, 2, JMAX)          \
 	XX(30, KEY_LOAD, "key_load", h_key_load, JA | CMD_SECRET | ON_DS, 2, JMAX)           \
 	XX(31, KEY_UNLOAD, "key_unload", h_key_unload, JA | ON_DS, 2, JMAX)                  \
 	XX(32, KEY_CHANGE, "key_change", h_key_change, JA | CMD_SECRET | ON_DS, 2, JMAX)     \

@@ -1375,6 +1375,119 @@ static int h_promote(struct hcall *c)
 	return 0;
 }
 
+/* What a rename moves, for the handles on it (reg_named_users): a dataset
+ * with what is below it and their snapshots; a snapshot, with -r the same
+ * snapshot of every descendant. */
+struct moving {
+	const char *name;
+	int recursive;
+};
+
+static int moving_name(const char *n, const void *arg)
+{
+	const struct moving *m = arg;
+	const char *at = strchr(m->name, '@'), *nat;
+	size_t len = at ? (size_t)(at - m->name) : strlen(m->name);
+
+	if (strncmp(n, m->name, len))
+		return 0;
+	if (!at)
+		return n[len] == '\0' || n[len] == '/' || n[len] == '@';
+	if (!strcmp(n, m->name))
+		return 1;
+	nat = strchr(n, '@');
+	return m->recursive && n[len] == '/' && nat && !strcmp(nat, at);
+}
+
+struct roots_walk {
+	struct stor_pool *pool;
+	const char *from, *to;
+	char *err;
+	size_t errlen;
+};
+
+/* roots.c: a clear dataset may not move to where a listed root covers it
+ * (its open would be refused), and a listed root may not move from the name
+ * the list gives it unless the list names its new name too. */
+static int roots_one(const char *n, void *arg)
+{
+	struct roots_walk *w = arg;
+	size_t flen = strlen(w->from);
+	char newname[PROTO_NAME_MAX + 1];
+	struct stor_prop_value v;
+	const char *cover;
+
+	if (strncmp(n, w->from, flen) || (n[flen] != '\0' && n[flen] != '/'))
+		return 0;
+	if ((size_t)snprintf(newname, sizeof(newname), "%s%s", w->to, n + flen) >= sizeof(newname))
+		return 0; /* libstore refuses the length */
+	for (size_t i = 0; i < roots_count(); i++) {
+		const char *r = roots_at(i);
+
+		if (!strcmp(r, n) && !roots_cover(newname)) {
+			snprintf(w->err, w->errlen,
+				 "%s is listed as an encryption root in %s, which would then name "
+				 "nothing: list %s there too, restart cofferd, then rename",
+				 n, roots_path(), newname);
+			return -EPERM;
+		}
+	}
+	cover = roots_cover(newname);
+	if (cover && (stor_ds_get(w->pool, n, "encryption", &v) < 0 || !strcmp(v.value, "off"))) {
+		snprintf(w->err, w->errlen,
+			 "%s is not encrypted, and %s lists %s, which would cover it as %s, as an "
+			 "encryption root: it would not open there",
+			 n, roots_path(), cover, newname);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* "name" the dataset or snapshot, "to" its new name (a snapshot: DATASET@NEW
+ * of the same dataset), "recursive" (-r: the snapshot of each descendant),
+ * "parents" (-p), "force" (-f: revoke the handles on what moves). */
+static int h_ds_rename(struct hcall *c)
+{
+	const char *to = jstr(c->args, "to");
+	struct moving m = { c->name, jtrue(c->args, "recursive") };
+	unsigned fl = (m.recursive ? STOR_RECURSIVE : 0) |
+		      (jtrue(c->args, "parents") ? STOR_RENAME_PARENTS : 0);
+	char users[sizeof(c->err) - 200];
+	int n, ret;
+
+	if (!to || !to[0] || strlen(to) > PROTO_NAME_MAX)
+		ERR(c, STOR_EBADNAME, "%s: rename: give the new name (at most %u bytes)", c->name,
+		    PROTO_NAME_MAX);
+	/* who holds it, by name, before libstore finds it busy */
+	n = reg_named_users(c->pe, moving_name, &m, 0, c->peer->uid, users, sizeof(users));
+	if (n < 0)
+		return fail(c, n, "finding its users", NULL);
+	if (n > 0 && !jtrue(c->args, "force"))
+		ERR(c, -EBUSY,
+		    "%s is busy: %s; close those handles (nbd-client -d for an export), or give "
+		    "-f to close them",
+		    c->name, users);
+	if (n > 0) {
+		n = reg_named_users(c->pe, moving_name, &m, 1, c->peer->uid, NULL, 0);
+		if (n < 0)
+			return fail(c, n, "closing its handles", NULL);
+	}
+	if (!strchr(c->name, '@') && roots_count()) {
+		struct roots_walk w = { c->pool, c->name, to, c->err, sizeof(c->err) };
+
+		ret = stor_ds_list(c->pool, roots_one, &w);
+		if (ret < 0)
+			return c->err[0] ? ret : fail(c, ret, "rename", NULL);
+	}
+	ret = stor_ds_rename(c->pool, c->name, to, fl);
+	if (ret < 0)
+		return fail(c, ret, "rename", NULL);
+	admin_event(c, NULL, "%s %s: renamed to %s", strchr(c->name, '@') ? "snapshot" : "dataset",
+		    c->name, to);
+	c->reply = json_pack("{s:s}", "name", to);
+	return 0;
+}
+
 static int plan_one(const char *name, void *ctx)
 {
 	return json_array_append_new(ctx, json_string(name)) ? -ENOMEM : 0;

@@ -601,11 +601,14 @@ void reg_handle_put(struct reg_client *cl, uint32_t hnum)
 
 /* ---- revocation ---- */
 
-/* Which handles revoke_wait() finds: those on pool @pe, of datasets @ds (all if @nds is 0). */
+/* Which handles revoke_wait() finds: those on pool @pe, of datasets @ds (all
+ * if @nds is 0), or, with @named, those whose dataset's name it accepts. */
 struct revoke_match {
 	struct pool_ent *pe;
 	struct stor_ds *const *ds;
 	size_t nds;
+	int (*named)(const char *name, const void *arg);
+	const void *named_arg;
 	uid_t by; /* the admin asking, for the log */
 };
 
@@ -633,6 +636,8 @@ static int revoke_matches(const struct revoke_match *r, const struct reg_handle 
 {
 	if (!h->ds || h->pe != r->pe)
 		return 0;
+	if (r->named)
+		return r->named(stor_ds_name(h->ds), r->named_arg);
 	if (!r->nds)
 		return 1;
 	for (size_t i = 0; i < r->nds; i++)
@@ -906,6 +911,22 @@ int reg_revoke_pool(struct pool_ent *pe, uid_t by)
 	int ret = revoke_wait(&r, 1, REVOKE_TIMEOUT_MS, NULL, 0);
 
 	if (ret >= 0)
+		log_warn("pool %s: %d handles revoked by uid %u", pe->name, ret, (unsigned)by);
+	return ret;
+}
+
+int reg_named_users(struct pool_ent *pe, int (*named)(const char *name, const void *arg),
+		    const void *arg, int revoke, uid_t by, char *buf, size_t len)
+{
+	struct revoke_match r = { .pe = pe, .named = named, .named_arg = arg, .by = by };
+	int ret;
+
+	if (buf && len)
+		buf[0] = '\0';
+	if (!revoke)
+		return revoke_wait(&r, 0, REVOKE_TIMEOUT_MS, buf, len);
+	ret = revoke_wait(&r, 1, REVOKE_TIMEOUT_MS, NULL, 0);
+	if (ret > 0)
 		log_warn("pool %s: %d handles revoked by uid %u", pe->name, ret, (unsigned)by);
 	return ret;
 }

@@ -169,5 +169,14 @@ int reg_revoke_pool(struct pool_ent *pe, uid_t by);
  * handles (0: @buf is ""), -ETIMEDOUT or -ESHUTDOWN
  */
 int reg_pool_users(struct pool_ent *pe, char *buf, size_t len);
+/**
+ * From a worker thread, registry lock held: the handles on the datasets and
+ * snapshots of @pe whose name @named accepts (called on the loop thread);
+ * with @revoke they are revoked as reg_revoke_datasets() does, else they
+ * are said in words into @buf as reg_pool_users() says them.
+ * @return their number, -ETIMEDOUT or -ESHUTDOWN
+ */
+int reg_named_users(struct pool_ent *pe, int (*named)(const char *name, const void *arg),
+		    const void *arg, int revoke, uid_t by, char *buf, size_t len);
 
 #endif

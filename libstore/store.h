@@ -691,6 +691,29 @@ int stor_ds_clone(struct stor_pool *pool, const char *origin, const char *name,
  *         origin has data), -EEXIST (a snapshot name taken), STOR_ENOKEY
  */
 int stor_ds_promote(struct stor_pool *pool, const char *name);
+
+#define STOR_RENAME_PARENTS 0x4u /**< rename -p: create the missing parents of the target */
+
+/**
+ * Rename (zfs rename) within the pool, in one commit that reaches the LUNs
+ * before it returns; a crash leaves the old names or the new ones.
+ * - A dataset @from to @to: its descendants and every snapshot of them
+ *   follow; its inherited properties come from its new parent. With
+ *   STOR_RENAME_PARENTS the missing parents of @to are created first (as
+ *   create -p makes them: sparse, every property inherited).
+ * - A snapshot DATASET@A to DATASET@B of the same dataset; with
+ *   STOR_RECURSIVE the snapshot A of every descendant that has one too.
+ * Refused, nothing changed, the reason in stor_pool_last_error(): the
+ * pool's root dataset; a dataset whose key is inherited leaving its
+ * encryption root; a clear dataset going below an encrypted one; anything
+ * of it open or being received.
+ * @return 0, STOR_EBADNAME, -ENOENT (no such dataset or snapshot, or no
+ *         parent of @to), -EEXIST (@to exists), -EXDEV (another pool, or a
+ *         snapshot to another dataset), -EBUSY (open, received, the root),
+ *         -EINVAL (below itself, or the encryption rules), STOR_ENOKEY (a
+ *         list of encrypted children it leaves or joins needs its key)
+ */
+int stor_ds_rename(struct stor_pool *pool, const char *from, const char *to, unsigned flags);
 /** Call @fn for each snapshot of the pool, by dataset name, oldest first. */
 int stor_snap_list(struct stor_pool *pool, int (*fn)(const char *name, void *ctx), void *ctx);
 

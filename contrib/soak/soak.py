@@ -14,7 +14,8 @@ DESCRIPTION
     import with and without -d, scrub, offline, online, replace, attach,
     detach, clear; create of clear and encrypted datasets of every suite
     and keyformat, destroy -r and -R, set and inherit, snapshot, destroy of
-    snapshots and ranges, rollback, clone, promote, send and receive full,
+    snapshots and ranges, rollback, clone, promote, rename of datasets and
+    snapshots, send and receive full,
     incremental, plain and raw between two pools, load-key, unload-key,
     change-key) and record writes, each acknowledged result applied to a
     model of what must be true: the datasets, their origins, local
@@ -129,6 +130,7 @@ WEIGHTS = {
     "rollback": 2, "clone": 4, "promote": 3, "send_full": 2, "send_incr": 2,
     "load_key": 2, "unload_key": 2, "change_key": 2, "scrub": 2, "offline": 2, "online": 2,
     "replace": 2, "attach": 2, "detach": 2, "clear": 1, "pool_add": 1, "export_import": 1,
+    "rename": 2,
 }
 DISRUPTIONS = {
     "kill9": 5, "kill9_loss": 4, "term": 2, "stop_cont": 2, "export_loss": 1,
@@ -618,6 +620,49 @@ class Soak:
                 if x != name:
                     self.ds[x].origin = "%s@%s" % (name, s[0])
         c.origin, o.origin = o.origin, "%s@%s" % (name, osnap)
+        return desc
+
+    def op_rename(self):
+        """A snapshot to a new name, or a dataset to a new name beside it: its
+        descendants, their snapshots and the origins of clones follow."""
+        if self.rng.random() < 0.5:
+            full = self.pick(self.all_snaps(self.ds))
+            if not full:
+                return None
+            name, snap = full.split("@")
+            new = self.newname("m")
+            rc, _, err = self.cof("rename", full, "@" + new)
+            desc = "rename %s @%s" % (full, new)
+            if rc != 0:
+                raise Fail("%s refused: %s" % (desc, err))
+            d = self.ds[name]
+            d.snaps = [(new,) + s[1:] if s[0] == snap else s for s in d.snaps]
+            for x in self.clones_of(full):
+                self.ds[x].origin = "%s@%s" % (name, new)
+            return desc
+        name = self.pick(n for n in self.ds if "/" in n)
+        if not name:
+            return None
+        new = name.rsplit("/", 1)[0] + "/" + self.newname("n")
+        rc, _, err = self.cof("rename", name, new)
+        desc = "rename %s %s" % (name, new)
+        if rc != 0:
+            raise Fail("%s refused: %s" % (desc, err))
+
+        def moved(n):
+            return new + n[len(name):] if n == name or n.startswith(name + "/") else n
+
+        for n in sorted(self.ds):
+            if moved(n) != n:
+                d = self.ds.pop(n)
+                d.name = moved(n)
+                self.ds[d.name] = d
+        for d in self.ds.values():
+            if d.origin:
+                o, s = d.origin.split("@")
+                d.origin = "%s@%s" % (moved(o), s)
+            if d.recv:
+                d.recv = (moved(d.recv[0]), d.recv[1])
         return desc
 
     def op_send_full(self):

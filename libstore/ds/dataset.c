@@ -178,6 +178,15 @@ static void refresh_effective(struct stor_pool *p, struct stor_ds *ds)
 		refresh_one(p, p->ds[i]);
 }
 
+void ds_table_renamed_locked(struct stor_pool *p, struct stor_ds *top)
+{
+	STOR_ASSERT_HELD(&p->admin);
+
+	qsort(p->ds, p->nds, sizeof(*p->ds), cmp_name);
+	if (top)
+		refresh_effective(p, top);
+}
+
 void ds_free(struct stor_ds *ds)
 {
 	if (!ds)

@@ -69,6 +69,11 @@ int ds_destroy_plan_locked(struct stor_pool *p, struct stor_ds *const *seeds, si
 
 int pool_create_root(struct stor_pool *p);
 
+/** Names of the table changed (rename.c): sort it again, and refresh what
+ *  @top and its descendants inherit (NULL: none moved). Admin lock held. */
+void ds_table_renamed_locked(struct stor_pool *p, struct stor_ds *top);
+
+
 /** What received @ds joins as its receive ends: its encrypted parent's list
  *  (@join->mk set, a reference), or nothing. @return 0 or STOR_ENOKEY */
 int ds_list_join(struct stor_pool *p, struct stor_ds *ds, struct kids_join *join);

@@ -1287,6 +1287,12 @@ void snap_recount_space(struct stor_pool *p, struct stor_ds *ds)
 	clone_count_shared_ds(p, ds);
 }
 
+int snap_record(const struct snap *s, uint8_t rec[SNAP_RECORD_MAX])
+{
+	encode(s, rec);
+	return SNAP_RECORD_LEN;
+}
+
 int snap_record_for(const struct snap *s, const struct stor_ds *to, char **name,
 		    uint8_t rec[SNAP_RECORD_MAX])
 {

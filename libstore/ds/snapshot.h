@@ -137,6 +137,9 @@ int clone_resolve(struct stor_pool *p, struct snap *S, uint64_t recno, struct bp
 /** Bytes of @ds's pointers born after its newest snapshot (its written
  *  property; all it references when it has none). Admin lock held. */
 uint64_t snap_written_head(struct stor_pool *p, struct stor_ds *ds);
+/** The record of snapshot @s as it is (a rename puts it under a new key).
+ *  @return its length */
+int snap_record(const struct snap *s, uint8_t rec[SNAP_RECORD_MAX]);
 /** The record of snapshot @s once it belongs to @to (a promote): its new
  *  name in *@name (malloc'ed) and its bytes in @rec. @return its length or -ENOMEM */
 int snap_record_for(const struct snap *s, const struct stor_ds *to, char **name,

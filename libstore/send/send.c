@@ -445,6 +445,9 @@ static int send_open(struct stor_pool *p, const char *snapshot, const char *from
 		return -EINVAL;
 	}
 	ret = stor_ds_open(p, snapshot, h);
+	if (ret == -ENOENT && cur->state != CUR_HEADER)
+		pool_set_error("%s was destroyed or renamed during the send; send it again under "
+			       "its name now", snapshot);
 	if (ret < 0)
 		return ret;
 	/* a raw stream of a clear dataset is its plain stream, as in zfs */

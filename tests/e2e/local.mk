@@ -200,6 +200,11 @@ check_PROGRAMS += %D%/test_faulted
 %C%_test_faulted_CFLAGS = $(E2E_CFLAGS)
 %C%_test_faulted_LDADD = $(E2E_LDADD)
 
+check_PROGRAMS += %D%/test_rename
+%C%_test_rename_SOURCES = %D%/test_rename.c $(E2E_FIXTURE)
+%C%_test_rename_CFLAGS = $(E2E_CFLAGS)
+%C%_test_rename_LDADD = $(E2E_LDADD)
+
 check_PROGRAMS += %D%/test_verbs
 %C%_test_verbs_SOURCES = %D%/test_verbs.c $(E2E_FIXTURE)
 %C%_test_verbs_CFLAGS = $(E2E_CFLAGS)

@@ -56,6 +56,11 @@ check_PROGRAMS += %D%/test_search
 %C%_test_search_CFLAGS = $(UNIT_CFLAGS) $(XXHASH_CFLAGS)
 %C%_test_search_LDADD = $(UNIT_LDADD)
 
+check_PROGRAMS += %D%/test_rename
+%C%_test_rename_SOURCES = %D%/test_rename.c $(UNIT_FIXTURE)
+%C%_test_rename_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_rename_LDADD = $(UNIT_LDADD)
+
 check_PROGRAMS += %D%/test_dataset
 %C%_test_dataset_SOURCES = %D%/test_dataset.c $(UNIT_FIXTURE)
 %C%_test_dataset_CFLAGS = $(UNIT_CFLAGS)
