@@ -1812,12 +1812,18 @@ int stor_ds_set_many(struct stor_pool *p, const char *name, size_t n, const char
 		goto out;
 	}
 	for (i = 0; i < n && ret == 0; i++) {
-		if (prop_is_user(props[i]) || prop_named(props[i]) != PROP_KEYLOCATION)
+		int id = prop_is_user(props[i]) ? -1 : prop_named(props[i]);
+
+		if (id == PROP_VOLSIZE && atomic_load(&ds->receiving))
+			ret = -EBUSY; /* the stream's shape, which a resume needs too */
+		if (id != PROP_KEYLOCATION)
 			continue;
 		keyloc = 1;
 		if (!ds->suite || ds->enc_root_id != ds->id)
 			ret = ds->suite ? STOR_ENOTROOT : STOR_ENOTENCRYPTED;
 	}
+	if (ret == -EBUSY)
+		recv_busy_error(ds);
 	if (ret < 0) {
 		*bad = (int)i - 1;
 		goto out;
