@@ -140,24 +140,27 @@ static const char *hint(int status, const char *obj, int no_pool, char *buf, siz
 	}
 }
 
-static void __attribute__((noreturn)) die_call(int status, const char *obj, const char *err)
+/* The line on stderr for a call about @obj that failed with @status, @err. */
+static void report_call(int status, const char *obj, const char *err)
 {
 	char buf[512];
 
-	/* the daemon's reason for a refused value says what is allowed: no generic hint */
-	if ((status == STOR_EBADPROP || status == -EINVAL) && err && err[0] &&
-	    !strstr(err, proto_strerror(status))) {
+	/* the daemon's reason for a refused value says what is allowed: no generic
+	 * hint; nor does a reason that names the command to run need a second one */
+	if (((status == STOR_EBADPROP || status == -EINVAL) && err && err[0] &&
+	     !strstr(err, proto_strerror(status))) ||
+	    (err && strstr(err, "; run 'coffer "))) {
 		fprintf(stderr, "coffer: %s\n", err);
-		exit(1);
-	}
-	/* a reason that names the command to run needs no second hint */
-	if (err && strstr(err, "; run 'coffer ")) {
-		fprintf(stderr, "coffer: %s\n", err);
-		exit(1);
+		return;
 	}
 	fprintf(stderr, "coffer: %s%s\n", err && err[0] ? err : proto_strerror(status),
 		hint(status, obj ? obj : "DATASET", err && strstr(err, "no such pool") != NULL, buf,
 		     sizeof(buf)));
+}
+
+static void __attribute__((noreturn)) die_call(int status, const char *obj, const char *err)
+{
+	report_call(status, obj, err);
 	exit(1);
 }
 
@@ -199,6 +202,19 @@ static json_t *call(struct coffer_conn *c, const char *cmd, json_t *args, const 
 	if (ret < 0)
 		die_call(ret, obj, err);
 	return reply;
+}
+
+/* Call @cmd about @obj; on failure print its line and @return -1 (a verb
+ * over several datasets goes on with the next, as zfs does). Steals @args. */
+static int call_each(struct coffer_conn *c, const char *cmd, json_t *args, const char *obj)
+{
+	char err[512];
+	int ret = coffer_call(c, cmd, args, NULL, err, sizeof(err));
+
+	json_decref(args);
+	if (ret < 0)
+		report_call(ret, obj, err);
+	return ret < 0 ? -1 : 0;
 }
 
 /* @cmd with the one optional name argument: no name, every pool. */
@@ -3279,33 +3295,43 @@ static int cmd_set(int argc, char **argv)
 {
 	struct coffer_conn *c;
 	json_t *props;
-	const char *ds;
+	int k, failed = 0;
 
-	if (getopt(argc, argv, "") != -1 || argc - optind < 2)
+	if (getopt(argc, argv, "") != -1)
 		usage_exit();
-	ds = argv[argc - 1];
 	props = json_array();
-	/* every assignment well-formed before any is sent */
-	for (int k = optind; k < argc - 1; k++) {
-		if (!strchr(argv[k], '=') || argv[k][0] == '=') {
+	/* PROP=VALUE... DATASET...: every assignment well-formed before any is sent */
+	for (k = optind; k < argc && strchr(argv[k], '='); k++) {
+		if (argv[k][0] == '=') {
 			fprintf(stderr, "coffer: set: '%s' is no PROP=VALUE; nothing was set\n",
 				argv[k]);
 			usage_exit();
 		}
 		json_array_append_new(props, json_string(argv[k]));
 	}
+	if (k == optind || k == argc)
+		usage_exit();
+	for (int d = k; d < argc; d++)
+		if (strchr(argv[d], '='))
+			die("set: '%s' comes after the dataset %s: give every PROP=VALUE first; "
+			    "nothing was set",
+			    argv[d], argv[k]);
 	c = conn_open();
-	json_decref(call(c, "ds_set", json_pack("{s:s, s:o}", "name", ds, "props", props), ds));
+	/* all or none on each dataset (the daemon's), the datasets in turn */
+	for (; k < argc; k++)
+		failed |= call_each(c, "ds_set",
+				    json_pack("{s:s, s:O}", "name", argv[k], "props", props), argv[k]);
+	json_decref(props);
 	coffer_close(c);
-	return 0;
+	return failed ? 1 : 0;
 }
 
-/* inherit [-r] PROP DATASET: with -r, DATASET and every dataset under it, as zfs inherit -r */
+/* inherit [-r] PROP DATASET...: with -r, each DATASET and every dataset under it, as zfs inherit -r */
 static int cmd_inherit(int argc, char **argv)
 {
 	struct coffer_conn *c;
 	json_t *reply, *d;
-	int opt, rec = 0;
+	int opt, rec = 0, failed = 0;
 	size_t i;
 
 	while ((opt = getopt(argc, argv, "r")) != -1) {
@@ -3313,29 +3339,31 @@ static int cmd_inherit(int argc, char **argv)
 			usage_exit();
 		rec = 1;
 	}
-	if (argc - optind != 2)
+	if (argc - optind < 2)
 		usage_exit();
 	c = conn_open();
-	if (!rec) {
-		json_decref(call(c, "ds_inherit",
-				 json_pack("{s:s, s:s}", "name", argv[optind + 1], "prop",
-					   argv[optind]),
-				 argv[optind + 1]));
-		coffer_close(c);
-		return 0;
-	}
-	reply = call(c, "ds_list",
-		     json_pack("{s:s, s:b, s:[]}", "name", argv[optind + 1], "recursive", 1, "props"),
-		     argv[optind + 1]);
-	json_array_foreach(json_object_get(reply, "datasets"), i, d) {
-		const char *n = json_string_value(json_object_get(d, "name"));
+	for (int k = optind + 1; k < argc; k++) {
+		if (!rec) {
+			failed |= call_each(c, "ds_inherit",
+					    json_pack("{s:s, s:s}", "name", argv[k], "prop",
+						      argv[optind]),
+					    argv[k]);
+			continue;
+		}
+		reply = call(c, "ds_list",
+			     json_pack("{s:s, s:b, s:[]}", "name", argv[k], "recursive", 1, "props"),
+			     argv[k]);
+		json_array_foreach(json_object_get(reply, "datasets"), i, d) {
+			const char *n = json_string_value(json_object_get(d, "name"));
 
-		json_decref(call(c, "ds_inherit",
-				 json_pack("{s:s, s:s}", "name", n, "prop", argv[optind]), n));
+			json_decref(call(c, "ds_inherit",
+					 json_pack("{s:s, s:s}", "name", n, "prop", argv[optind]),
+					 n));
+		}
+		json_decref(reply);
 	}
-	json_decref(reply);
 	coffer_close(c);
-	return 0;
+	return failed ? 1 : 0;
 }
 
 /*
@@ -4333,11 +4361,13 @@ static const struct cmd cmds[] = {
 	  "  -j         JSON\n"
 	  "  -o FIELDS  columns: name, property, value, source, or all\n"
 	  "  -s SOURCES rows whose source is local, default, inherited or none" },
-	{ "set", cmd_set, "PROP=VALUE... DATASET",
+	{ "set", cmd_set, "PROP=VALUE... DATASET...",
 	  "Set property PROP of DATASET (see PROPERTIES below); several at once are set\n"
-	  "all or none." },
-	{ "inherit", cmd_inherit, "[-r] PROP DATASET",
-	  "Drop the local value of PROP: DATASET inherits it again.\n"
+	  "all or none on each DATASET. A DATASET that refuses is named, and the rest are\n"
+	  "set; the exit status is then 1." },
+	{ "inherit", cmd_inherit, "[-r] PROP DATASET...",
+	  "Drop the local value of PROP: DATASET inherits it again. A DATASET that refuses\n"
+	  "is named, and the rest go on; the exit status is then 1.\n"
 	  "  -r  and every dataset under DATASET" },
 	{ "load-key", cmd_load_key, "[-n] [-L LOCATION] -a | [-r] DATASET",
 	  "Load the key of encryption root DATASET from its keylocation (prompt, file:// or\n"

@@ -241,7 +241,7 @@ Test(dryrun, set_of_several_is_all_or_nothing_and_names_the_one_refused)
 	COF_OK(NULL, "get -H -o value refreservation tank/x");
 	cr_assert_str_eq(out, "none\n");
 	/* a malformed pair is refused before anything is sent */
-	REFUSED("'nonsense' is no PROP=VALUE", "set sync=always nonsense tank/x");
+	REFUSED("'=nonsense' is no PROP=VALUE", "set sync=always =nonsense tank/x");
 	REFUSED("dataset does not exist", "set sync=always tank/none");
 	cr_assert_str_eq(three(), before);
 	/* all good: all made, and they stay after a restart */

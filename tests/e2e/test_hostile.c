@@ -462,7 +462,7 @@ Test(hostile, loose_owner_values_are_refused_with_the_expected_form)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cr_assert_eq(cof("set owner=%s tank/a", bad[i]), 1, "owner=%s accepted: %s", bad[i],
 			     out);
-		cr_assert(strstr(out, "owner is UID or UID:GID"), "owner=%s: %s", bad[i], out);
+		cr_assert(strstr(out, "UID or UID:GID, each a decimal"), "owner=%s: %s", bad[i], out);
 		cr_assert_eq(cof("create -V 4M -o owner=%s tank/b%zu", bad[i], i), 1,
 			     "create -o owner=%s accepted: %s", bad[i], out);
 		cr_assert(strstr(out, "owner is UID or UID:GID"), "create owner=%s: %s", bad[i],

@@ -149,6 +149,32 @@ Test(verbs, user_properties_are_set_inherited_listed_and_survive_a_restart)
 	free(big);
 }
 
+/* set and inherit take several datasets, as zfs: each is done in turn, one
+ * that refuses is named, the others are still done, and the exit status is 1. */
+Test(verbs, set_and_inherit_take_several_datasets_and_go_on_past_a_refusal)
+{
+	pool();
+	COF_OK(NULL, "create -s -V 1M tank/a");
+	COF_OK(NULL, "create -s -V 1M tank/b");
+	COF_OK(NULL, "set compression=zstd com.example:tier=gold tank/a tank/b");
+	COF_OK(NULL, "list -H -o name,compression,com.example:tier tank/a tank/b");
+	cr_assert_str_eq(out, "tank/a\tzstd\tgold\ntank/b\tzstd\tgold\n", "%s", out);
+	/* the missing one is named; the ones around it are set */
+	REFUSED("tank/nope", "set com.example:tier=lead tank/a tank/nope tank/b");
+	COF_OK(NULL, "list -H -o name,com.example:tier tank/a tank/b");
+	cr_assert_str_eq(out, "tank/a\tlead\ntank/b\tlead\n", "%s", out);
+	/* an assignment after a dataset is refused before anything is sent */
+	REFUSED("give every PROP=VALUE first", "set com.example:tier=tin tank/a tank/b x:y=1");
+	COF_OK(NULL, "get -H -o value com.example:tier tank/a");
+	cr_assert_str_eq(out, "lead\n", "%s", out);
+	COF_OK(NULL, "inherit com.example:tier tank/a tank/b");
+	COF_OK(NULL, "list -H -o name,com.example:tier tank/a tank/b");
+	cr_assert_str_eq(out, "tank/a\t-\ntank/b\t-\n", "%s", out);
+	REFUSED("tank/nope", "inherit compression tank/nope tank/a");
+	COF_OK(NULL, "get -H -o value,source compression tank/a");
+	cr_assert(strstr(out, "\tdefault") || strstr(out, "\tinherited"), "%s", out);
+}
+
 Test(verbs, user_property_names_and_values_that_break_the_rule_are_refused)
 {
 	char src[128];
@@ -194,8 +220,10 @@ Test(verbs, create_p_set_of_several_and_list_of_several)
 	COF_OK(NULL, "set compression=zstd com.example:k=v tank/x/y");
 	COF_OK(NULL, "get -H -o value compression,com.example:k tank/x/y");
 	cr_assert_str_eq(out, "zstd\nv\n");
-	/* a malformed pair is refused before any is sent */
-	cr_assert_neq(cof(NULL, "set sync=always nonsense tank/x/y"), 0);
+	/* a malformed pair is refused before any is sent (a word without '=' is
+	 * a dataset to set, as in zfs set) */
+	cr_assert_neq(cof(NULL, "set sync=always =nonsense tank/x/y"), 0);
+	cr_assert(strstr(out, "nothing was set"), "%s", out);
 	COF_OK(NULL, "get -H -o value sync tank/x/y");
 	cr_assert_str_eq(out, "standard\n");
 	/* list A B */
