@@ -4311,8 +4311,9 @@ static const struct cmd cmds[] = {
 	  "  -V SIZE     volume size (a multiple of the recordsize)\n"
 	  "  -b SIZE     recordsize, a power of 2 from 512 to 1M\n"
 	  "  -o P=V      set property P (see PROPERTIES below)" },
-	{ "destroy", cmd_destroy, "[-nvp] [-rR] [-f] DATASET | DATASET@SNAP[%SNAP]",
-	  "Destroy DATASET, or snapshots (@a%b: from a to b; @a% and @%b open ends).\n"
+	{ "destroy", cmd_destroy, "[-nvp] [-rR] [-f] DATASET | DATASET@SNAP[%SNAP][,...]",
+	  "Destroy DATASET, or snapshots (@a%b: from a to b; @a% and @%b open ends;\n"
+	  "@a,c%e: a list of both, destroyed together or not at all).\n"
 	  "  -r  its children (or their snapshots of that name) too\n"
 	  "  -R  the clones of what goes too (and theirs); implies -r\n"
 	  "  -f  close the handles of its users\n"

@@ -10,7 +10,9 @@
  *   namechar  = ALPHA | DIGIT | "_" | "-" | "." | ":"   (ASCII only)
  *
  *   snapshot  = name "@" snapname         (STOR_NAME_SNAPSHOT, at most STOR_NAME_MAX in all)
- *   snapname  = 1*namechar, or a range [snapname] "%" [snapname] (destroy's @a%b)
+ *   snapname  = 1*namechar; destroy's also a list of names and ranges:
+ *   snaplist  = snapspec *("," snapspec), snapspec = 1*namechar | [snapname] "%" [snapname]
+ *               (@a%b, @a,c%e as zfs destroy takes them)
  *
  * A pool's name lives in every LUN label (format.h LABEL_NAME_LEN), hence its
  * own, shorter limit; STOR_NAME_DATASET checks the form only, the length of
@@ -31,7 +33,7 @@ static int check_form(const char *name, enum stor_name_kind kind);
 int stor_name_check(const char *name, enum stor_name_kind kind)
 {
 	const char *at;
-	int pct = 0;
+	int pct = 0, len = 0;
 
 	if (kind != STOR_NAME_SNAPSHOT)
 		return check_form(name, kind);
@@ -39,11 +41,20 @@ int stor_name_check(const char *name, enum stor_name_kind kind)
 		return STOR_EBADNAME;
 	if (at == name || at - name > STOR_NAME_MAX)
 		return STOR_EBADNAME;
-	for (const char *c = at + 1; *c; c++)
-		if (*c == '%' ? pct++ : !name_char_ok(*c))
+	/* each element of a list: a name, or one range whose ends may be left out */
+	for (const char *c = at + 1;; c++) {
+		if (*c == ',' || !*c) {
+			if (!len && !pct)
+				return STOR_EBADNAME;
+			if (!*c)
+				break;
+			pct = len = 0;
+		} else if (*c == '%' ? pct++ : !name_char_ok(*c)) {
 			return STOR_EBADNAME;
-	if (!at[1])
-		return STOR_EBADNAME;
+		} else {
+			len += *c != '%';
+		}
+	}
 	{
 		char ds[STOR_NAME_MAX + 1];
 

@@ -1549,7 +1549,7 @@ static int h_snapshot(struct hcall *c)
 	for (size_t i = 0; i < n; i++)
 		all[i + 1] = more[i];
 	for (size_t i = 0; i <= n && ret == 0; i++) {
-		if (!strchr(all[i], '@') || strchr(all[i], '%') ||
+		if (!strchr(all[i], '@') || strpbrk(all[i], "%,") ||
 		    stor_name_check(all[i], STOR_NAME_SNAPSHOT) < 0) {
 			snprintf(c->err, sizeof(c->err), "'%.64s': a snapshot is DATASET@NAME", all[i]);
 			ret = STOR_EBADNAME;

@@ -652,7 +652,8 @@ int stor_snap_create(struct stor_pool *pool, const char *const *names, size_t n,
 /**
  * Destroy snapshot DATASET@NAME, or every snapshot from A to B, oldest
  * first, for DATASET@A%B (an empty A: from the oldest, an empty B: to the
- * newest); STOR_RECURSIVE: the same in every descendant. Frees the extents
+ * newest), or a list of both, DATASET@A,C%E (each snapshot once, all or
+ * none); STOR_RECURSIVE: the same in every descendant. Frees the extents
  * no other snapshot nor the head holds, in time proportional to what the
  * snapshot kept. @return 0, -ENOENT, -EINVAL (A newer than B), -EBUSY
  *         (open), STOR_ENOKEY (encrypted, an older snapshot stays and the

@@ -76,7 +76,7 @@ int stor_ds_clone(struct stor_pool *p, const char *origin, const char *name,
 	int ret;
 
 	pool_clear_error();
-	if (stor_name_check(origin, STOR_NAME_SNAPSHOT) < 0 || strchr(origin, '%')) {
+	if (stor_name_check(origin, STOR_NAME_SNAPSHOT) < 0 || strpbrk(origin, "%,")) {
 		pool_set_error("'%s': the origin of a clone is DATASET@SNAP", origin);
 		return STOR_EBADNAME;
 	}

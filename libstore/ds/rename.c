@@ -588,7 +588,7 @@ static int rename_snap_locked(struct stor_pool *p, const char *from, const char 
 		pool_set_error("-p creates parents of a dataset; a snapshot keeps its dataset");
 		return -EINVAL;
 	}
-	if (stor_name_check(from, STOR_NAME_SNAPSHOT) < 0 || strchr(from, '%')) {
+	if (stor_name_check(from, STOR_NAME_SNAPSHOT) < 0 || strpbrk(from, "%,")) {
 		pool_set_error("'%.300s' is no snapshot name (DATASET@NAME)", from);
 		return STOR_EBADNAME;
 	}
@@ -606,7 +606,7 @@ static int rename_snap_locked(struct stor_pool *p, const char *from, const char 
 	}
 	snprintf(dsname, sizeof(dsname), "%.*s", (int)dlen, from);
 	if ((size_t)snprintf(newname, sizeof(newname), "%s@%s", dsname, newsnap) > STOR_NAME_MAX ||
-	    stor_name_check(newname, STOR_NAME_SNAPSHOT) < 0 || strchr(newsnap, '%')) {
+	    stor_name_check(newname, STOR_NAME_SNAPSHOT) < 0 || strpbrk(newsnap, "%,")) {
 		pool_set_error("'%.300s' is no snapshot name (DATASET@NAME)", newname);
 		return STOR_EBADNAME;
 	}

@@ -254,7 +254,7 @@ int snap_load_one(struct stor_pool *p, const char *name, const void *val, size_t
 	uint64_t ds_id;
 	int ret;
 
-	if (stor_name_check(name, STOR_NAME_SNAPSHOT) < 0 || strchr(name, '%') ||
+	if (stor_name_check(name, STOR_NAME_SNAPSHOT) < 0 || strpbrk(name, "%,") ||
 	    !split(name, dsname) || vlen < SNAP_RECORD_LEN)
 		return STOR_ECORRUPT;
 	if (get_u32(&r) != FORMAT_VERSION)
@@ -772,7 +772,7 @@ int stor_snap_create(struct stor_pool *p, const char *const *names, size_t n, un
 
 	pool_clear_error();
 	for (size_t i = 0; i < n; i++)
-		if (stor_name_check(names[i], STOR_NAME_SNAPSHOT) < 0 || strchr(names[i], '%'))
+		if (stor_name_check(names[i], STOR_NAME_SNAPSHOT) < 0 || strpbrk(names[i], "%,"))
 			return STOR_EBADNAME;
 	pthread_mutex_lock(&p->admin);
 	for (size_t i = 0; i < n; i++) {
@@ -873,8 +873,17 @@ static int destroy_close(struct stor_pool *p, uint64_t txg, void *arg)
 	return 0;
 }
 
+/* Is @s among the targets already (a list's ranges may overlap)? */
+static int picked(const struct destroy_ctx *c, const struct snap *s)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (c->s[i] == s)
+			return 1;
+	return 0;
+}
+
 /* Mark the snapshots of @ds @spec names (one, or a range a%b) as targets. */
-static int pick(struct stor_ds *ds, const char *spec, struct destroy_ctx *c, int must)
+static int pick_one(struct stor_ds *ds, const char *spec, struct destroy_ctx *c, int must)
 {
 	const char *pct = strchr(spec, '%');
 	size_t first = 0, last, before = c->n;
@@ -884,7 +893,8 @@ static int pick(struct stor_ds *ds, const char *spec, struct destroy_ctx *c, int
 
 		if (!s || s->dying)
 			return must ? -ENOENT : 0;
-		c->s[c->n++] = s;
+		if (!picked(c, s))
+			c->s[c->n++] = s;
 		return 0;
 	}
 	if (!ds->nsnaps)
@@ -912,9 +922,30 @@ static int pick(struct stor_ds *ds, const char *spec, struct destroy_ctx *c, int
 	if (first > last)
 		return must ? -EINVAL : 0;
 	for (size_t i = first; i <= last; i++)
-		if (!ds->snaps[i]->dying)
+		if (!ds->snaps[i]->dying && !picked(c, ds->snaps[i]))
 			c->s[c->n++] = ds->snaps[i];
 	return c->n == before && must ? -ENOENT : 0;
+}
+
+/* Mark the snapshots of @ds that @spec names, a list of names and ranges
+ * (a,c%e as zfs destroy takes it), as targets; each at most once. */
+static int pick(struct stor_ds *ds, const char *spec, struct destroy_ctx *c, int must)
+{
+	char one[STOR_NAME_MAX + 1];
+	int ret = 0;
+
+	for (const char *e = spec; ret == 0; e += strlen(one) + 1) {
+		size_t n = strcspn(e, ",");
+
+		if (n >= sizeof(one))
+			return -EINVAL;
+		memcpy(one, e, n);
+		one[n] = '\0';
+		ret = pick_one(ds, one, c, must);
+		if (!e[n])
+			break;
+	}
+	return ret;
 }
 
 int stor_snap_destroy(struct stor_pool *p, const char *name, unsigned flags)
@@ -1335,7 +1366,7 @@ int stor_snap_rollback(struct stor_pool *p, const char *name, unsigned flags)
 	int ret = 0;
 
 	pool_clear_error();
-	if (stor_name_check(name, STOR_NAME_SNAPSHOT) < 0 || strchr(name, '%') ||
+	if (stor_name_check(name, STOR_NAME_SNAPSHOT) < 0 || strpbrk(name, "%,") ||
 	    !(snapname = split(name, dsname)))
 		return STOR_EBADNAME;
 	pthread_mutex_lock(&p->admin);

@@ -57,12 +57,12 @@ void stream_hdr_put(const struct stream_hdr *h, uint8_t *out, uint64_t *sum)
 	put_u64(&w, *sum);
 }
 
-/* A snapshot's own name as name.c allows it: no '@', '/' or range '%'. */
+/* A snapshot's own name as name.c allows it: no '@', '/', range '%' or list ','. */
 static int snapname_ok(const char *s)
 {
 	char full[STREAM_SNAPNAME_LEN + 4] = "p@";
 
-	if (!s[0] || strpbrk(s, "@/%"))
+	if (!s[0] || strpbrk(s, "@/%,"))
 		return 0;
 	strcat(full, s);
 	return stor_name_check(full, STOR_NAME_SNAPSHOT) == 0;

@@ -175,6 +175,29 @@ Test(verbs, set_and_inherit_take_several_datasets_and_go_on_past_a_refusal)
 	cr_assert(strstr(out, "\tdefault") || strstr(out, "\tinherited"), "%s", out);
 }
 
+/* destroy DS@a,c%d: a list of names and ranges, as zfs destroy takes it:
+ * each snapshot once, all in one go or none. */
+Test(verbs, destroy_takes_a_list_of_snapshots_and_ranges_all_or_none)
+{
+	pool();
+	COF_OK(NULL, "create -s -V 1M tank/v");
+	COF_OK(NULL, "snapshot tank/v@a tank/v@b tank/v@c tank/v@d tank/v@e");
+	COF_OK(NULL, "destroy -n -p tank/v@a,c%%d,a");
+	cr_assert_str_eq(strstr(out, "destroy\t"), out, "%s", out);
+	cr_assert(strstr(out, "destroy\ttank/v@a\n") && strstr(out, "destroy\ttank/v@c\n") &&
+		  strstr(out, "destroy\ttank/v@d\n") && !strstr(out, "tank/v@b") &&
+		  !strstr(out, "tank/v@e"), "%s", out);
+	/* one missing: none goes */
+	REFUSED("tank/v@a,c,zz", "destroy tank/v@a,c,zz");
+	REFUSED("names are letters", "destroy tank/v@a,,c");
+	REFUSED("a snapshot is DATASET@NAME", "snapshot tank/v@x,y");
+	COF_OK(NULL, "list -H -t snapshot -o name tank/v");
+	cr_assert_str_eq(out, "tank/v@a\ntank/v@b\ntank/v@c\ntank/v@d\ntank/v@e\n", "%s", out);
+	COF_OK(NULL, "destroy tank/v@a,c%%d,a");
+	COF_OK(NULL, "list -H -t snapshot -o name tank/v");
+	cr_assert_str_eq(out, "tank/v@b\ntank/v@e\n", "%s", out);
+}
+
 Test(verbs, user_property_names_and_values_that_break_the_rule_are_refused)
 {
 	char src[128];

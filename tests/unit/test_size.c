@@ -93,6 +93,17 @@ Test(rules, one_name_check_for_pools_and_datasets)
 	cr_expect_eq(stor_name_check("tank/.", STOR_NAME_DATASET), STOR_EBADNAME);
 	cr_expect_eq(stor_name_check("tank/a/", STOR_NAME_DATASET), STOR_EBADNAME);
 	cr_expect_eq(stor_name_check(NULL, STOR_NAME_DATASET), STOR_EBADNAME);
+	/* a snapshot, a range, a list of both (destroy's); no empty element */
+	cr_expect_eq(stor_name_check("tank/a@s1", STOR_NAME_SNAPSHOT), 0);
+	cr_expect_eq(stor_name_check("tank/a@s1%s3", STOR_NAME_SNAPSHOT), 0);
+	cr_expect_eq(stor_name_check("tank/a@%", STOR_NAME_SNAPSHOT), 0);
+	cr_expect_eq(stor_name_check("tank/a@s1,s2%,%s0,x", STOR_NAME_SNAPSHOT), 0);
+	cr_expect_eq(stor_name_check("tank/a@s1,", STOR_NAME_SNAPSHOT), STOR_EBADNAME);
+	cr_expect_eq(stor_name_check("tank/a@,s1", STOR_NAME_SNAPSHOT), STOR_EBADNAME);
+	cr_expect_eq(stor_name_check("tank/a@s1,,s2", STOR_NAME_SNAPSHOT), STOR_EBADNAME);
+	cr_expect_eq(stor_name_check("tank/a@s1%s2%s3", STOR_NAME_SNAPSHOT), STOR_EBADNAME);
+	cr_expect_eq(stor_name_check("tank/a@s1,s2%s3%", STOR_NAME_SNAPSHOT), STOR_EBADNAME);
+	cr_expect_eq(stor_name_check("tank/a@", STOR_NAME_SNAPSHOT), STOR_EBADNAME);
 
 	/* a pool's name fits a LUN label: 63 bytes; a dataset's 255 in all */
 	memset(name, 'p', sizeof(name));
