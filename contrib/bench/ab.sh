@@ -59,7 +59,7 @@ c() { # side args...
 	"$(eval echo \$"$side")/client/coffer" -S "$work/$side/sock" "$@"
 }
 
-head -c 32 /dev/urandom > "$work/key"
+(umask 077 && head -c 32 /dev/urandom >"$work/key")
 nsuites=$(echo $suites | wc -w)
 # two LUNs holding every suite's datasets and a half (thick volumes, copy-on-write)
 lun_mib=$(( nsuites * datasets * size * 3 / 4 + 16 ))

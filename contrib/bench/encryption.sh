@@ -591,7 +591,7 @@ targets() {
 		}' "$out/summary.csv" "$out/rss.csv"
 }
 
-head -c 32 /dev/urandom > "$work/key"
+(umask 077 && head -c 32 /dev/urandom >"$work/key")
 : > "$work/failed.csv"
 : > "$work/rows.csv"
 : > "$out/rss.csv"

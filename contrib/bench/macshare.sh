@@ -46,7 +46,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 c() { "$build/client/coffer" -S "$work/sock" "$@"; }
 
-head -c 32 /dev/urandom > "$work/key"
+(umask 077 && head -c 32 /dev/urandom >"$work/key")
 cat > "$work/cofferd.conf" <<CONF
 [cofferd]
 socket = $work/sock

@@ -28,7 +28,7 @@ daemon_init send
 daemon_conf "txg_timeout = 5"
 daemon_start detect_leaks=0
 "$COFFER" pool create -s 2G snd "$dir/l0" >/dev/null
-head -c 32 /dev/urandom >"$dir/key"
+(umask 077 && head -c 32 /dev/urandom >"$dir/key")
 "$COFFER" create -s -V "$SIZE" -o encryption=aes-256-ccm -o keyformat=raw \
 	-o keylocation="file://$dir/key" snd/e >/dev/null
 bytes=$("$COFFER" get -H -p -o value volsize snd/e)
