@@ -235,21 +235,33 @@ static const struct io_field {
 #undef IOF
 };
 
-/* One latency histogram: @lat's buckets folded into ours, @sum_ns. */
+/*
+ * libstore's two histogram shapes, folded into our boundaries 2^log ns:
+ * @n buckets, of which bucket step * (log - shift) is the first to start at
+ * 2^log. The I/O latency histograms (STOR_LAT_BUCKETS) have four buckets an
+ * octave; a LUN's (STOR_LUN_HIST_BUCKETS) bucket b is [2^b, 2^(b+1)) ns.
+ * Either way the count under each boundary is exact.
+ */
+struct hist_shape {
+	unsigned n, step, shift;
+};
+static const struct hist_shape LAT_SHAPE = { STOR_LAT_BUCKETS, 4, 1 };
+static const struct hist_shape LUN_SHAPE = { STOR_LUN_HIST_BUCKETS, 1, 0 };
+
+/* One latency histogram: @h's buckets (of @shape) folded into ours, @sum_ns. */
 static void histogram(FILE *f, const char *name, const struct who *w, const char *op,
-		      const uint64_t *lat, uint64_t sum_ns)
+		      const struct hist_shape *shape, const uint64_t *h, uint64_t sum_ns)
 {
 	unsigned long long cum = 0;
-	unsigned i = 0;
+	unsigned b = 0;
 	char extra[96], le[32];
 
 	for (unsigned log = LE_FIRST; log <= LE_LAST + LE_STEP; log += LE_STEP) {
-		/* bucket 4(log-1) is the first to start at 2^log ns; past the
-		 * last boundary, every bucket: +Inf */
-		unsigned end = log <= LE_LAST ? 4 * (log - 1) : STOR_LAT_BUCKETS;
+		/* past the last boundary, every bucket: +Inf */
+		unsigned end = log <= LE_LAST ? shape->step * (log - shape->shift) : shape->n;
 
-		for (; i < end; i++)
-			cum += lat[i];
+		for (; b < end; b++)
+			cum += h[b];
 		snprintf(extra, sizeof(extra), "op=\"%s\",le=\"%s\"", op,
 			 log <= LE_LAST ? secs(le, sizeof(le), 1ull << log) : "+Inf");
 		sample_start(f, name, "_bucket", w, extra);
@@ -300,8 +312,8 @@ static void io_families(FILE *f, const struct snap *s, int per_ds)
 			struct who w = { p->name, per_ds ? p->ds[d].name : NULL, -1, NULL };
 			const struct stor_io_stats *io = per_ds ? &p->ds[d].io : &p->io;
 
-			histogram(f, name, &w, "read", io->lat_read, io->read_ns);
-			histogram(f, name, &w, "write", io->lat_write, io->write_ns);
+			histogram(f, name, &w, "read", &LAT_SHAPE, io->lat_read, io->read_ns);
+			histogram(f, name, &w, "write", &LAT_SHAPE, io->lat_write, io->write_ns);
 		}
 	}
 }
@@ -424,33 +436,6 @@ static void lun_families(FILE *f, const struct snap *s)
 	}
 }
 
-/* A LUN's latency histogram (power-of-two buckets, store.h) at the same
- * boundaries as histogram()'s: bucket b holds [2^b, 2^(b+1)) ns, so the
- * count under 2^log is exact. */
-static void lun_histogram(FILE *f, const char *name, const struct who *w, const char *op,
-			  const uint64_t *h, uint64_t sum_ns)
-{
-	unsigned long long cum = 0;
-	unsigned b = 0;
-	char extra[96], le[32];
-
-	for (unsigned log = LE_FIRST; log <= LE_LAST + LE_STEP; log += LE_STEP) {
-		unsigned end = log <= LE_LAST ? log : STOR_LUN_HIST_BUCKETS;
-
-		for (; b < end; b++)
-			cum += h[b];
-		snprintf(extra, sizeof(extra), "op=\"%s\",le=\"%s\"", op,
-			 log <= LE_LAST ? secs(le, sizeof(le), 1ull << log) : "+Inf");
-		sample_start(f, name, "_bucket", w, extra);
-		fprintf(f, " %llu\n", cum);
-	}
-	snprintf(extra, sizeof(extra), "op=\"%s\"", op);
-	sample_start(f, name, "_sum", w, extra);
-	fprintf(f, " %s\n", secs(le, sizeof(le), sum_ns));
-	sample_start(f, name, "_count", w, extra);
-	fprintf(f, " %llu\n", cum);
-}
-
 /* The LUN layer's I/O counters (pool iostat's): ops, bytes, total wait. */
 static void lun_io_families(FILE *f, const struct snap *s)
 {
@@ -476,9 +461,10 @@ static void lun_io_families(FILE *f, const struct snap *s)
 	EACH_POOL(s, p)
 		for (unsigned i = 0; p->lunio && i < p->nluns; i++)
 			for (int d = 0; d < 2; d++)
-				lun_histogram(f, "coffer_lun_io_wait_seconds",
-					      &(struct who){ p->name, NULL, (int)i, p->luns[i].path },
-					      op[d], p->lunio[i].hist[d], p->lunio[i].wait_ns[d]);
+				histogram(f, "coffer_lun_io_wait_seconds",
+					  &(struct who){ p->name, NULL, (int)i, p->luns[i].path },
+					  op[d], &LUN_SHAPE, p->lunio[i].hist[d],
+					  p->lunio[i].wait_ns[d]);
 }
 
 static void dataset_families(FILE *f, const struct snap *s)

@@ -948,6 +948,34 @@ static int pick(struct stor_ds *ds, const char *spec, struct destroy_ctx *c, int
 	return ret;
 }
 
+/*
+ * A snapshot destroy (or its plan) of @top, with STOR_RECURSIVE its
+ * descendants, refuses while one of them is being received: an incremental
+ * going in rolls back to its newest snapshot if it fails. @return -EBUSY
+ * (the text set), or 0 with *@total the pool's snapshot count, the most
+ * targets there can be. Admin lock held.
+ */
+static int targets_receiving(struct stor_pool *p, const struct stor_ds *top, unsigned flags,
+			     size_t *total)
+{
+	size_t len = strlen(top->name);
+
+	STOR_ASSERT_HELD(&p->admin);
+	*total = 0;
+	for (size_t i = 0; i < p->nds; i++) {
+		struct stor_ds *d = p->ds[i];
+
+		if (atomic_load(&d->receiving) &&
+		    (d == top || ((flags & STOR_RECURSIVE) && !strncmp(d->name, top->name, len) &&
+				  d->name[len] == '/'))) {
+			recv_busy_error(d);
+			return -EBUSY;
+		}
+		*total += d->nsnaps;
+	}
+	return 0;
+}
+
 int stor_snap_destroy(struct stor_pool *p, const char *name, unsigned flags)
 {
 	char dsname[STOR_NAME_MAX + 1];
@@ -967,19 +995,9 @@ int stor_snap_destroy(struct stor_pool *p, const char *name, unsigned flags)
 		ret = -ENOENT;
 		goto out;
 	}
-	/* an incremental going in rolls back to its newest snapshot if it fails */
-	for (size_t i = 0; i < p->nds; i++) {
-		struct stor_ds *d = p->ds[i];
-
-		if (atomic_load(&d->receiving) &&
-		    (d == top || ((flags & STOR_RECURSIVE) && !strncmp(d->name, dsname, len) &&
-				  d->name[len] == '/'))) {
-			recv_busy_error(d);
-			ret = -EBUSY;
-			goto out;
-		}
-		total += d->nsnaps;
-	}
+	ret = targets_receiving(p, top, flags, &total);
+	if (ret < 0)
+		goto out;
 	c.s = calloc(total + 1, sizeof(*c.s));
 	c.ops = calloc(total + 1, sizeof(*c.ops));
 	if (!c.s || !c.ops) {
@@ -1112,18 +1130,9 @@ int snap_destroy_plan(struct stor_pool *p, const char *name, unsigned flags,
 		ret = -ENOENT;
 		goto out;
 	}
-	for (size_t i = 0; i < p->nds; i++) {
-		struct stor_ds *d = p->ds[i];
-
-		if (atomic_load(&d->receiving) &&
-		    (d == top || ((flags & STOR_RECURSIVE) && !strncmp(d->name, dsname, len) &&
-				  d->name[len] == '/'))) {
-			pool_set_error("%s is being received; wait for the receive to end", d->name);
-			ret = -EBUSY;
-			goto out;
-		}
-		total += d->nsnaps;
-	}
+	ret = targets_receiving(p, top, flags, &total);
+	if (ret < 0)
+		goto out;
 	c.s = calloc(total + 1, sizeof(*c.s));
 	kept = calloc(total + 1, sizeof(*kept));
 	clones = calloc(p->nds + 1, sizeof(*clones));
