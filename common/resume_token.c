@@ -25,6 +25,7 @@
 #include <xxhash.h>
 
 #include "common.h"
+#include "proto.h"
 
 #define TOKEN_VERSION 1u
 #define RESUME_TOKEN_PAYLOAD (1 + 5 * 8)
@@ -38,21 +39,6 @@ static uint64_t token_sum(const uint8_t *payload)
 	return XXH64(b, sizeof(b), 0);
 }
 
-static void put64(uint8_t *w, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--, v >>= 8)
-		w[i] = (uint8_t)v;
-}
-
-static uint64_t get64(const uint8_t *r)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | r[i];
-	return v;
-}
-
 int stor_resume_token_encode(const struct stor_resume_token *t, char *out, size_t len)
 {
 	uint8_t p[RESUME_TOKEN_PAYLOAD];
@@ -63,7 +49,7 @@ int stor_resume_token_encode(const struct stor_resume_token *t, char *out, size_
 		return -ENOSPC;
 	p[0] = (uint8_t)t->flags;
 	for (int i = 0; i < 5; i++)
-		put64(p + 1 + 8 * i, v[i]);
+		wire_put_u64(p + 1 + 8 * i, v[i]);
 	n = (size_t)snprintf(out, len, "%u-", TOKEN_VERSION);
 	for (size_t i = 0; i < sizeof(p); i++)
 		n += (size_t)snprintf(out + n, len - n, "%02x", p[i]);
@@ -90,17 +76,17 @@ int stor_resume_token_decode(const char *s, struct stor_resume_token *t, char *w
 			 "receive_resume_token'", 2 + plen + 1 + 16);
 		return -EINVAL;
 	}
-	if (get64(sum) != token_sum(p)) {
+	if (wire_get_u64(sum) != token_sum(p)) {
 		snprintf(why, whylen, "its checksum does not match: it was changed or mangled; copy "
 			 "it whole from 'coffer get receive_resume_token'");
 		return -EINVAL;
 	}
 	t->flags = p[0];
-	t->guid = get64(p + 1);
-	t->to_guid = get64(p + 9);
-	t->from_guid = get64(p + 17);
-	t->to_txg = get64(p + 25);
-	t->next = get64(p + 33);
+	t->guid = wire_get_u64(p + 1);
+	t->to_guid = wire_get_u64(p + 9);
+	t->from_guid = wire_get_u64(p + 17);
+	t->to_txg = wire_get_u64(p + 25);
+	t->next = wire_get_u64(p + 33);
 	if (t->flags & ~(STOR_RESUME_RAW | STOR_RESUME_INCR) || !t->to_guid ||
 	    !(t->flags & STOR_RESUME_INCR) != !t->from_guid) {
 		snprintf(why, whylen, "it names no stream a coffer sends (flags 0x%x)", t->flags);
