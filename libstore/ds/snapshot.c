@@ -949,25 +949,28 @@ static int pick(struct stor_ds *ds, const char *spec, struct destroy_ctx *c, int
 }
 
 /*
- * A snapshot destroy (or its plan) of @top, with STOR_RECURSIVE its
- * descendants, refuses while one of them is being received: an incremental
- * going in rolls back to its newest snapshot if it fails. @return -EBUSY
- * (the text set), or 0 with *@total the pool's snapshot count, the most
- * targets there can be. Admin lock held.
+ * The dataset @dsname whose snapshots a destroy (or its plan) takes, in
+ * *@top. It refuses while @top or, with STOR_RECURSIVE, a descendant is
+ * being received: an incremental going in rolls back to its newest snapshot
+ * if it fails. @return -ENOENT, -EBUSY (the text set), or 0 with *@total the
+ * pool's snapshot count, the most targets there can be. Admin lock held.
  */
-static int targets_receiving(struct stor_pool *p, const struct stor_ds *top, unsigned flags,
-			     size_t *total)
+static int destroy_top_locked(struct stor_pool *p, const char *dsname, unsigned flags,
+			      struct stor_ds **top, size_t *total)
 {
-	size_t len = strlen(top->name);
+	size_t len = strlen(dsname);
 
 	STOR_ASSERT_HELD(&p->admin);
 	*total = 0;
+	*top = ds_find_locked(p, dsname);
+	if (!*top)
+		return -ENOENT;
 	for (size_t i = 0; i < p->nds; i++) {
 		struct stor_ds *d = p->ds[i];
 
 		if (atomic_load(&d->receiving) &&
-		    (d == top || ((flags & STOR_RECURSIVE) && !strncmp(d->name, top->name, len) &&
-				  d->name[len] == '/'))) {
+		    (d == *top || ((flags & STOR_RECURSIVE) && !strncmp(d->name, dsname, len) &&
+				   d->name[len] == '/'))) {
 			recv_busy_error(d);
 			return -EBUSY;
 		}
@@ -990,12 +993,7 @@ int stor_snap_destroy(struct stor_pool *p, const char *name, unsigned flags)
 		return STOR_EBADNAME;
 	len = strlen(dsname);
 	pthread_mutex_lock(&p->admin);
-	top = ds_find_locked(p, dsname);
-	if (!top) {
-		ret = -ENOENT;
-		goto out;
-	}
-	ret = targets_receiving(p, top, flags, &total);
+	ret = destroy_top_locked(p, dsname, flags, &top, &total);
 	if (ret < 0)
 		goto out;
 	c.s = calloc(total + 1, sizeof(*c.s));
@@ -1125,12 +1123,7 @@ int snap_destroy_plan(struct stor_pool *p, const char *name, unsigned flags,
 		return STOR_EBADNAME;
 	len = strlen(dsname);
 	pthread_mutex_lock(&p->admin);
-	top = ds_find_locked(p, dsname);
-	if (!top) {
-		ret = -ENOENT;
-		goto out;
-	}
-	ret = targets_receiving(p, top, flags, &total);
+	ret = destroy_top_locked(p, dsname, flags, &top, &total);
 	if (ret < 0)
 		goto out;
 	c.s = calloc(total + 1, sizeof(*c.s));
