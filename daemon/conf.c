@@ -46,6 +46,7 @@ enum opt_type {
 	OPT_PATH,      /* absolute path, at most .max bytes */
 	OPT_MODE,      /* octal permission bits, at most .max */
 	OPT_UINT,      /* decimal integer in [.min, .max] */
+	OPT_AUTO,      /* "auto" (stored as 0: the daemon picks), or OPT_UINT */
 	OPT_BYTES,     /* a size: stor_parse_size(), K/M/G/T/P/E suffixes (powers of 1024) */
 	OPT_BOOL,      /* yes/no, true/false, on/off, 1/0 */
 	OPT_LOGLEVEL,  /* err | warning | notice | info | debug */
@@ -99,6 +100,7 @@ static const struct config_opt opts[] = {
 	  .min = 1, .max = CONFIG_TXG_TIMEOUT_MAX },
 	{ "scrub_rate", OPT_BYTES, FIELD(scrub_rate), .def_num = CONFIG_SCRUB_RATE_DEFAULT,
 	  .max = CONFIG_SCRUB_RATE_MAX },
+	{ "loops", OPT_AUTO, FIELD(loops), .def_num = 0, .min = 1, .max = CONFIG_LOOPS_MAX },
 	{ "workers", OPT_UINT, FIELD(workers), .def_num = 0, .max = CONFIG_WORKERS_MAX },
 	{ "max_events", OPT_UINT, FIELD(max_events), .def_num = CONFIG_MAX_EVENTS_DEFAULT,
 	  .min = CONFIG_MAX_EVENTS_MIN, .max = CONFIG_MAX_EVENTS_MAX },
@@ -367,7 +369,8 @@ static void range_text(const struct config_opt *o, char *buf, size_t len)
 		snprintf(buf, len, "a size from %llu to %llu bytes (suffixes K, M, G, T, P, E)",
 			 (unsigned long long)o->min, (unsigned long long)o->max);
 	else
-		snprintf(buf, len, "a whole number from %llu to %llu", (unsigned long long)o->min,
+		snprintf(buf, len, "%sa whole number from %llu to %llu",
+			 o->type == OPT_AUTO ? "auto or " : "", (unsigned long long)o->min,
 			 (unsigned long long)o->max);
 }
 
@@ -462,9 +465,15 @@ static int set_value(struct config *c, const struct config_opt *o, const char *v
 		}
 		set_num(c, o, v);
 		return 0;
+	case OPT_AUTO:
+		if (!strcmp(value, "auto")) {
+			set_num(c, o, 0);
+			return 0;
+		}
+		/* fall through */
 	case OPT_UINT:
 	case OPT_BYTES:
-		if (o->type == OPT_UINT)
+		if (o->type != OPT_BYTES)
 			n = parse_u64(value, &end, &v) < 0 || *end ? -EINVAL : 0;
 		else
 			n = stor_parse_size(value, &v); /* -ERANGE: a size, just too large */
@@ -733,6 +742,12 @@ int config_dump(const struct config *c, FILE *f)
 			n = fprintf(f, "%s = %s\n", o->name,
 				    config_log_level_name((int)get_num(c, o)));
 			break;
+		case OPT_AUTO:
+			if (get_num(c, o) == 0) {
+				n = fprintf(f, "%s = auto\n", o->name);
+				break;
+			}
+			/* fall through */
 		default:
 			v = get_num(c, o);
 			n = fprintf(f, "%s = %llu\n", o->name, (unsigned long long)v);

@@ -35,6 +35,7 @@ struct config {
 	uint64_t cache_size;    /* data cache bytes, 0 = off */
 	unsigned txg_timeout;   /* seconds between txg commits */
 	uint64_t scrub_rate;    /* bytes per second a scrub reads at most; 0 = no limit */
+	unsigned loops;         /* event loops, each with its connections; 0 = one per CPU */
 	unsigned workers;       /* worker threads for record I/O; 0 = number of CPUs */
 	unsigned max_events;    /* events the list keeps (pool events); older ones leave it */
 	char *event_hook_dir;   /* executables run per event class (events.c); "" = none */
@@ -75,6 +76,7 @@ struct config {
 #define CONFIG_SCRUB_RATE_DEFAULT (64ull << 20)
 #define CONFIG_SCRUB_RATE_MAX (1ull << 40)
 #define CONFIG_WORKERS_MAX 256u
+#define CONFIG_LOOPS_MAX 64u
 #define CONFIG_MAX_EVENTS_DEFAULT 1000u
 #define CONFIG_MAX_EVENTS_MIN 8u
 #define CONFIG_MAX_EVENTS_MAX 1000000u

@@ -54,10 +54,14 @@ PROTO_CMDS(XX)
 #undef XX
 
 static struct {
-	uv_loop_t *loop;
 	const struct config *cfg;
-	struct work_io *io_head, *io_tail; /* dispatched record I/O not yet handed over */
 } dsp;
+
+/* Each event loop's own (loops.c): its record I/O not yet handed over. */
+static _Thread_local struct {
+	uv_loop_t *loop;
+	struct work_io *io_head, *io_tail;
+} dl;
 
 /*
  * What only a JSON command needs, apart from the call so that record I/O
@@ -127,10 +131,19 @@ static struct disp_json *js_get(struct disp_call *c)
 			snprintf((c)->own->js->h.err, sizeof((c)->own->js->h.err), __VA_ARGS__); \
 	} while (0)
 
-void dispatch_init(uv_loop_t *loop, const struct config *cfg)
+void dispatch_init(const struct config *cfg)
 {
-	dsp.loop = loop;
 	dsp.cfg = cfg;
+}
+
+void dispatch_loop_attach(uv_loop_t *loop)
+{
+	dl.loop = loop;
+}
+
+int dispatch_peer_admin(const struct peer *p)
+{
+	return reg_is_admin(p);
 }
 
 int dispatch_client_init(struct disp_client *cl)
@@ -551,7 +564,7 @@ static void start_map(struct disp_call *c, struct stor_ds *ds, const struct prot
 	}
 	m->job.run = map_job;
 	m->job.done = map_done;
-	if (work_submit_job(dsp.loop, &m->job) < 0)
+	if (work_submit_job(dl.loop, &m->job) < 0)
 		fail_now(c, -ENOMEM);
 }
 
@@ -611,18 +624,18 @@ static void start_io(struct disp_call *c)
 	/* in arrival order, for the workers at the end of this loop turn */
 	c->own->wio.done = io_done;
 	c->own->wio.next = NULL;
-	if (dsp.io_tail)
-		dsp.io_tail->next = &c->own->wio;
+	if (dl.io_tail)
+		dl.io_tail->next = &c->own->wio;
 	else
-		dsp.io_head = &c->own->wio;
-	dsp.io_tail = &c->own->wio;
+		dl.io_head = &c->own->wio;
+	dl.io_tail = &c->own->wio;
 }
 
 void dispatch_flush(void)
 {
-	struct work_io *list = dsp.io_head;
+	struct work_io *list = dl.io_head;
 
-	dsp.io_head = dsp.io_tail = NULL;
+	dl.io_head = dl.io_tail = NULL;
 	work_submit_io(list);
 }
 
@@ -728,7 +741,7 @@ void dispatch_call(struct disp_call *c)
 	if (cmd->flags & CMD_BLOCKING) {
 		c->own->js->job.run = job_run;
 		c->own->js->job.done = job_done;
-		if (work_submit_job(dsp.loop, &c->own->js->job) < 0)
+		if (work_submit_job(dl.loop, &c->own->js->job) < 0)
 			fail_now(c, -ENOMEM);
 		return;
 	}

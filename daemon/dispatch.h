@@ -81,8 +81,12 @@ struct disp_call {
 	struct disp_own *own;       /* the dispatcher's part (dispatch.c), made with the call */
 };
 
-/** Serve on @loop with the limits of @cfg (max_frame). */
-void dispatch_init(uv_loop_t *loop, const struct config *cfg);
+/** Take the limits of @cfg (max_frame). */
+void dispatch_init(const struct config *cfg);
+/** Dispatch on @loop, from its own thread: each loop, the main one too (loops.c). */
+void dispatch_loop_attach(uv_loop_t *loop);
+/** Whether @p is an administrator (admin_group, root), as dispatch_client_init() decides. */
+int dispatch_peer_admin(const struct peer *p);
 /** Start serving @cl (cl->peer and cl->id set): decides cl->peer.admin. @return 0 or -ENOMEM */
 int dispatch_client_init(struct disp_client *cl);
 /** The client's connection is gone; its calls in flight still complete. */

@@ -41,6 +41,7 @@
 #include "dispatch.h"
 #include "events.h"
 #include "log.h"
+#include "loops.h"
 #include "registry.h"
 #include "roots.h"
 #include "metrics.h"
@@ -290,9 +291,31 @@ static void detached_ready(const struct config *cfg, int *ready_fd)
 	*ready_fd = -1;
 }
 
+/* Each layer's part of an event loop, on the loop's thread (loops.c). */
+static int loop_attach(uv_loop_t *loop)
+{
+	int ret;
+
+	dispatch_loop_attach(loop);
+	ret = work_loop_attach(loop);
+	if (ret == 0)
+		ret = reg_loop_attach(loop);
+	if (ret == 0)
+		ret = rpc_loop_attach(loop);
+	return ret;
+}
+
+/* A loop's connections are gone: nothing of its own is in flight any more. */
+static void loop_drained(void)
+{
+	reg_loop_detach();
+	work_loop_detach();
+}
+
 static void drained(void)
 {
-	/* every connection is gone: nothing is in flight any more */
+	/* every loop's connections are gone: nothing is in flight any more */
+	loops_join();
 	reg_loop_stop();
 	work_stop();
 	events_loop_stop();
@@ -341,7 +364,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	}
 	log_info("signal %d: shutting down", signum);
 	sd_notify(0, "STOPPING=1");
-	rpc_shutdown(drained);
+	rpc_shutdown(loop_drained, drained);
 }
 
 int main(int argc, char **argv)
@@ -538,8 +561,21 @@ int main(int argc, char **argv)
 		goto out_pools;
 	}
 
+	if (cfg.loops == 0)
+		cfg.loops = loops_auto();
 	loop = uv_default_loop();
-	dispatch_init(loop, &cfg);
+	dispatch_init(&cfg);
+	rpc_init(&cfg);
+	ret = work_start(cfg.workers, cfg.io_inline);
+	if (ret < 0) {
+		log_err("workers: %s", uv_strerror(ret));
+		goto out_pools;
+	}
+	ret = loops_start(loop, cfg.loops, loop_attach);
+	if (ret < 0) {
+		log_err("loops: %s", uv_strerror(ret));
+		goto out_pools;
+	}
 	ret = events_loop_start(loop);
 	if (ret == 0)
 		ret = reg_loop_start(loop);
@@ -547,7 +583,7 @@ int main(int argc, char **argv)
 		log_err("registry: %s", uv_strerror(ret));
 		goto out_pools;
 	}
-	ret = rpc_listen(loop, &cfg);
+	ret = rpc_listen();
 	if (ret < 0) {
 		log_err("socket %s: %s", cfg.socket,
 			ret == -ESRCH ? "socket_group does not exist" : uv_strerror(ret));
@@ -571,20 +607,15 @@ int main(int argc, char **argv)
 		log_err("%s", err);
 		goto out_pools;
 	}
-	ret = work_start(loop, cfg.workers, cfg.io_inline);
-	if (ret < 0) {
-		log_err("workers: %s", uv_strerror(ret));
-		goto out_pools;
-	}
 	uv_signal_init(loop, &sig_term);
 	uv_signal_init(loop, &sig_int);
 	uv_signal_init(loop, &sig_hup);
 	uv_signal_start(&sig_term, on_signal, SIGTERM);
 	uv_signal_start(&sig_int, on_signal, SIGINT);
 	uv_signal_start(&sig_hup, on_signal, SIGHUP);
-	log_info("cofferd %s: listening on %s%s%s, state in %s, %u workers", PACKAGE_VERSION,
-		 cfg.socket, nbd_on ? ", NBD on " : "", nbd_on ? nbd_path : "", cfg.state_dir,
-		 cfg.workers);
+	log_info("cofferd %s: listening on %s%s%s, state in %s, %u loops, %u workers",
+		 PACKAGE_VERSION, cfg.socket, nbd_on ? ", NBD on " : "", nbd_on ? nbd_path : "",
+		 cfg.state_dir, cfg.loops, cfg.io_inline ? 0 : cfg.workers);
 	log_ready();
 	sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%lu", cfg.socket,
 		   (unsigned long)getpid());

@@ -14,10 +14,13 @@
  * time, and a pool that lost its lock says so in the log.
  *
  * Revocation (pool export -f, destroy -f, unload-key -f): a worker thread
- * asks the loop through an async handle to revoke the matching handles of
- * every client, closed ones included, and waits until each has no request
- * in flight and is closed. A revoked handle number stays taken: requests on
- * it get -ESTALE until its owner closes it.
+ * asks every loop through an async handle to revoke the matching handles of
+ * its clients, closed ones included, and waits until each has no request
+ * in flight and is closed. A client's handle table is its loop's alone
+ * (loops.c): requests take and put handles with no lock, and each loop
+ * walks its own clients for a revocation, counting what stays open there.
+ * A revoked handle number stays taken: requests on it get -ESTALE until its
+ * owner closes it.
  */
 
 #include <dirent.h>
@@ -35,6 +38,7 @@
 
 #include "events.h"
 #include "log.h"
+#include "loops.h"
 #include "registry.h"
 #include "work.h"
 
@@ -440,6 +444,7 @@ struct reg_handle {
 struct reg_client {
 	struct peer peer; /* uid and pid for the log of a revocation */
 	uint64_t id;
+	unsigned loop;    /* the loop whose thread alone touches the handles */
 	int nbd;          /* an NBD client: its handles are exports */
 	int closed;
 	struct reg_handle *handles;
@@ -451,6 +456,7 @@ struct reg_client {
 
 /* Every client with a table, closed ones included until their last request is done. */
 static struct reg_client *clients;
+static pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER; /* the list's links */
 
 static void revoke_progress(void);
 
@@ -485,10 +491,13 @@ struct reg_client *reg_client_new(const struct peer *p, uint64_t id, const char 
 	cl->peer = *p;
 	cl->peer.groups = NULL; /* not kept: the owner's may go first */
 	cl->id = id;
+	cl->loop = loops_self();
+	pthread_mutex_lock(&clients_lock);
 	cl->next = clients;
 	if (clients)
 		clients->prev = cl;
 	clients = cl;
+	pthread_mutex_unlock(&clients_lock);
 	return cl;
 }
 
@@ -502,12 +511,14 @@ void reg_client_free(struct reg_client *cl)
 {
 	if (!cl)
 		return;
+	pthread_mutex_lock(&clients_lock);
 	if (cl->prev)
 		cl->prev->next = cl->next;
 	else
 		clients = cl->next;
 	if (cl->next)
 		cl->next->prev = cl->prev;
+	pthread_mutex_unlock(&clients_lock);
 	for (uint32_t i = 0; i < cl->nhandles; i++)
 		if (cl->handles[i].ds)
 			handle_release(&cl->handles[i]);
@@ -612,7 +623,21 @@ struct revoke_match {
 	uid_t by; /* the admin asking, for the log */
 };
 
-/* Revocation requests of worker threads (revoke_wait), handled on the loop. */
+/*
+ * Who holds the handles a request matches, one entry per dataset and front
+ * end: "tank/vm is exported over NBD (1 connection)", "tank/a is open (2
+ * handles on 1 connection)". A few are named, then how many handles more
+ * there are. A client counts once per entry however many handles it holds.
+ */
+enum { SAY_MAX = 6 };
+
+struct users_ent {
+	struct stor_ds *ds;
+	int nbd;
+	unsigned handles, conns;
+};
+
+/* Revocation requests of worker threads (revoke_wait), handled on every loop. */
 struct revoke_req {
 	const struct revoke_match *what;
 	int mark;         /* revoke; 0: only count */
@@ -620,16 +645,20 @@ struct revoke_req {
 	size_t saylen;
 	int done;
 	unsigned matched; /* handles that matched when marked */
+	uint64_t seen;    /* the loops that walked their clients for it */
+	unsigned open[CONFIG_LOOPS_MAX]; /* handles still open, by loop */
+	struct users_ent users[SAY_MAX]; /* say: the holders found so far */
+	unsigned nusers, more;
 	struct revoke_req *next;
 };
 
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct revoke_req *queue;  /* not yet seen by the loop */
+	struct revoke_req *queue;  /* not yet seen by every loop */
 	struct revoke_req *active; /* marked, waiting for handles to close */
-	uv_async_t async;
-	int init;
+	uv_async_t *async[CONFIG_LOOPS_MAX];
+	uint64_t loops;            /* the loops attached, one bit each */
 } rv = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
 static int revoke_matches(const struct revoke_match *r, const struct reg_handle *h)
@@ -646,12 +675,18 @@ static int revoke_matches(const struct revoke_match *r, const struct reg_handle 
 	return 0;
 }
 
-/* Handles matching @r still open; with @mark, revoke them first. */
+/*
+ * Handles of this loop's clients matching @r still open; with @mark, revoke
+ * them first. rv.lock held.
+ */
 static unsigned revoke_walk(const struct revoke_match *r, int mark, unsigned *matched)
 {
-	unsigned open = 0;
+	unsigned open = 0, self = loops_self();
 
+	pthread_mutex_lock(&clients_lock);
 	for (struct reg_client *cl = clients; cl; cl = cl->next) {
+		if (cl->loop != self)
+			continue;
 		for (uint32_t i = 0; i < cl->nhandles; i++) {
 			struct reg_handle *h = &cl->handles[i];
 
@@ -676,18 +711,31 @@ static unsigned revoke_walk(const struct revoke_match *r, int mark, unsigned *ma
 			open++;
 		}
 	}
+	pthread_mutex_unlock(&clients_lock);
 	return open;
 }
 
-/* Handles closed: wake the requests whose handles are all gone (loop thread). */
+static unsigned open_total(const struct revoke_req *q)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < CONFIG_LOOPS_MAX; i++)
+		n += q->open[i];
+	return n;
+}
+
+/* Handles closed on this loop: wake the requests whose handles are all gone. */
 static void revoke_progress(void)
 {
+	unsigned self = loops_self();
+
 	pthread_mutex_lock(&rv.lock);
 	for (struct revoke_req **pp = &rv.active; *pp;) {
 		struct revoke_req *q = *pp;
 		unsigned dummy = 0;
 
-		if (revoke_walk(q->what, 0, &dummy) == 0) {
+		q->open[self] = revoke_walk(q->what, 0, &dummy);
+		if (open_total(q) == 0) {
 			q->done = 1;
 			*pp = q->next;
 			pthread_cond_broadcast(&rv.cond);
@@ -698,43 +746,32 @@ static void revoke_progress(void)
 	pthread_mutex_unlock(&rv.lock);
 }
 
-/*
- * Who holds the handles @r matches, one entry per dataset and front end:
- * "tank/vm is exported over NBD (1 connection)", "tank/a is open (2
- * handles on 1 connection)". A few are named, then how many handles more
- * there are. A client counts once per entry however many handles it holds.
- */
-enum { SAY_MAX = 6 };
-
-struct users_ent {
-	struct stor_ds *ds;
-	int nbd;
-	unsigned handles, conns;
-};
-
-static void users_say(const struct revoke_match *r, char *buf, size_t len)
+/* Count this loop's holders of the handles @q matches into @q (rv.lock held). */
+static void users_count(struct revoke_req *q)
 {
-	struct users_ent e[SAY_MAX];
-	unsigned n = 0, more = 0;
-	size_t at = 0;
+	struct users_ent *e = q->users;
+	unsigned self = loops_self();
 
+	pthread_mutex_lock(&clients_lock);
 	for (struct reg_client *cl = clients; cl; cl = cl->next) {
 		unsigned first[SAY_MAX] = { 0 }; /* entries this client already counts in */
 
+		if (cl->loop != self)
+			continue;
 		for (uint32_t i = 0; i < cl->nhandles; i++) {
 			struct reg_handle *h = &cl->handles[i];
 			unsigned k = 0;
 
-			if (!revoke_matches(r, h) || h->closing)
+			if (!revoke_matches(q->what, h) || h->closing)
 				continue;
-			while (k < n && !(e[k].ds == h->ds && e[k].nbd == cl->nbd))
+			while (k < q->nusers && !(e[k].ds == h->ds && e[k].nbd == cl->nbd))
 				k++;
-			if (k == n) {
-				if (n == SAY_MAX) {
-					more++;
+			if (k == q->nusers) {
+				if (q->nusers == SAY_MAX) {
+					q->more++;
 					continue;
 				}
-				e[n++] = (struct users_ent){ .ds = h->ds, .nbd = cl->nbd };
+				e[q->nusers++] = (struct users_ent){ .ds = h->ds, .nbd = cl->nbd };
 			}
 			e[k].handles++;
 			if (!first[k]) {
@@ -743,8 +780,18 @@ static void users_say(const struct revoke_match *r, char *buf, size_t len)
 			}
 		}
 	}
+	pthread_mutex_unlock(&clients_lock);
+}
+
+/* The holders every loop counted, in words, into q->say. */
+static void users_say(const struct revoke_req *q)
+{
+	const struct users_ent *e = q->users;
+	char *buf = q->say;
+	size_t len = q->saylen, at = 0;
+
 	buf[0] = '\0';
-	for (unsigned k = 0; k < n && at < len; k++) {
+	for (unsigned k = 0; k < q->nusers && at < len; k++) {
 		int w;
 
 		if (e[k].nbd)
@@ -757,22 +804,29 @@ static void users_say(const struct revoke_match *r, char *buf, size_t len)
 				     e[k].handles == 1 ? "" : "s", e[k].conns, e[k].conns == 1 ? "" : "s");
 		at += w > 0 ? (size_t)w : 0;
 	}
-	if (more && at < len)
-		snprintf(buf + at, len - at, ", and %u more handle%s", more, more == 1 ? "" : "s");
+	if (q->more && at < len)
+		snprintf(buf + at, len - at, ", and %u more handle%s", q->more,
+			 q->more == 1 ? "" : "s");
 }
 
-static void revoke_cb(uv_async_t *a)
+/*
+ * Requests every attached loop has walked leave the queue: counted, or
+ * waiting for the handles still open. rv.lock held.
+ */
+static void revoke_settle(void)
 {
-	(void)a;
-	pthread_mutex_lock(&rv.lock);
-	while (rv.queue) {
-		struct revoke_req *q = rv.queue;
+	for (struct revoke_req **pp = &rv.queue; *pp;) {
+		struct revoke_req *q = *pp;
 		unsigned open;
 
-		rv.queue = q->next;
+		if ((q->seen & rv.loops) != rv.loops) {
+			pp = &q->next;
+			continue;
+		}
+		*pp = q->next;
 		if (q->say)
-			users_say(q->what, q->say, q->saylen);
-		open = revoke_walk(q->what, q->mark, &q->matched);
+			users_say(q);
+		open = open_total(q);
 		if (!q->mark)
 			q->matched = open;
 		if (!q->mark || open == 0) {
@@ -783,6 +837,23 @@ static void revoke_cb(uv_async_t *a)
 		}
 	}
 	pthread_cond_broadcast(&rv.cond);
+}
+
+static void revoke_cb(uv_async_t *a)
+{
+	unsigned self = loops_self();
+
+	(void)a;
+	pthread_mutex_lock(&rv.lock);
+	for (struct revoke_req *q = rv.queue; q; q = q->next) {
+		if (q->seen & (1ull << self))
+			continue;
+		q->seen |= 1ull << self;
+		if (q->say)
+			users_count(q);
+		q->open[self] = revoke_walk(q->what, q->mark, &q->matched);
+	}
+	revoke_settle();
 	pthread_mutex_unlock(&rv.lock);
 }
 
@@ -820,13 +891,15 @@ static int revoke_wait(const struct revoke_match *r, int mark, unsigned timeout_
 	until.tv_sec += (time_t)(ns / 1000000000u);
 	until.tv_nsec = (long)(ns % 1000000000u);
 	pthread_mutex_lock(&rv.lock);
-	if (!rv.init) {
+	if (!rv.loops) {
 		pthread_mutex_unlock(&rv.lock);
 		return -ESHUTDOWN;
 	}
 	q.next = rv.queue;
 	rv.queue = &q;
-	uv_async_send(&rv.async);
+	for (unsigned i = 0; i < CONFIG_LOOPS_MAX; i++)
+		if (rv.loops & (1ull << i))
+			uv_async_send(rv.async[i]);
 	while (!q.done && ret == 0)
 		ret = pthread_cond_timedwait(&rv.cond, &rv.lock, &until);
 	if (!q.done) {
@@ -980,12 +1053,7 @@ static void renew_cb(uv_timer_t *t)
 int reg_loop_start(uv_loop_t *loop)
 {
 	uint64_t ms = (uint64_t)cfg->ceph_lock_timeout * 1000 / 3;
-	int ret = uv_async_init(loop, &rv.async, revoke_cb);
 
-	if (ret < 0)
-		return ret;
-	uv_unref((uv_handle_t *)&rv.async);
-	rv.init = 1;
 	uv_timer_init(loop, &renew.timer);
 	uv_timer_start(&renew.timer, renew_cb, ms, ms);
 	uv_unref((uv_handle_t *)&renew.timer);
@@ -995,16 +1063,42 @@ int reg_loop_start(uv_loop_t *loop)
 
 void reg_loop_stop(void)
 {
-	pthread_mutex_lock(&rv.lock);
-	if (!rv.init) {
-		pthread_mutex_unlock(&rv.lock);
-		return;
-	}
-	rv.init = 0;
-	pthread_mutex_unlock(&rv.lock);
-	uv_close((uv_handle_t *)&rv.async, NULL);
 	if (renew.init) {
 		renew.init = 0;
 		uv_close((uv_handle_t *)&renew.timer, NULL);
 	}
+}
+
+int reg_loop_attach(uv_loop_t *loop)
+{
+	unsigned self = loops_self();
+	uv_async_t *a = malloc(sizeof(*a));
+	int ret = a ? uv_async_init(loop, a, revoke_cb) : -ENOMEM;
+
+	if (ret < 0) {
+		free(a);
+		return ret;
+	}
+	uv_unref((uv_handle_t *)a);
+	pthread_mutex_lock(&rv.lock);
+	rv.async[self] = a;
+	rv.loops |= 1ull << self;
+	pthread_mutex_unlock(&rv.lock);
+	return 0;
+}
+
+void reg_loop_detach(void)
+{
+	unsigned self = loops_self();
+	uv_async_t *a;
+
+	pthread_mutex_lock(&rv.lock);
+	a = rv.async[self];
+	rv.async[self] = NULL;
+	rv.loops &= ~(1ull << self);
+	/* a loop that is gone holds no handle: what waited on it alone is settled */
+	revoke_settle();
+	pthread_mutex_unlock(&rv.lock);
+	if (a)
+		uv_close((uv_handle_t *)a, (uv_close_cb)free);
 }

@@ -44,10 +44,17 @@ struct pool_ent {
 int reg_init(const struct config *cfg);
 /** Close every pool (commits the open txg). @return how many failed their final commit */
 int reg_fini(void);
-/** Start answering revocations on @loop (the loop thread owns handle tables). */
+/** Renew the claims on LUNs from a timer of @loop, the main one. @return 0 */
 int reg_loop_start(uv_loop_t *loop);
-/** Stop: later revocations get -ESHUTDOWN. */
+/** Stop renewing. */
 void reg_loop_stop(void);
+/**
+ * Answer revocations on @loop, from its own thread (loops.c): the handle
+ * tables of the clients made on it are its alone. @return 0 or -errno
+ */
+int reg_loop_attach(uv_loop_t *loop);
+/** This loop's clients are gone; once every loop is, revocations get -ESHUTDOWN. */
+void reg_loop_detach(void);
 
 /* ---- pools (reg_lock held as the comments say) ---- */
 

@@ -12,7 +12,16 @@
  * and turns it into calls; buffering, limits, timeouts and the write queue
  * are shared, so a limit is one limit over both sockets (per uid, in all).
  *
- * Invariants: only the loop thread touches a connection. A connection lives
+ * Loops (loops.c): the main loop accepts. It learns a local peer's
+ * credentials and applies the connection limits there, in the order of the
+ * accepts, then hands the socket to the loop serving the fewest
+ * connections, where everything else of that connection happens; TCP
+ * peers stay on the main loop, whose pool bounds them. The limits over all
+ * connections are shared: a request moves atomic counters, a connection's
+ * arrival and departure take uids_lock, and a loop that releases a limit
+ * wakes the others whose connections it stopped.
+ *
+ * Invariants: only its loop's thread touches a connection. A connection lives
  * while its handle is open or any of its calls is in flight (refs); a call
  * whose connection closed is completed and dropped. Back-pressure: a
  * connection stops being read while PROTO_INFLIGHT_MAX requests or
@@ -27,7 +36,7 @@
  * every connection stops at its next frame boundary. Before HELLO a peer
  * gets a 4 KiB read buffer and any frame larger than a HELLO closes it;
  * hello_timeout and idle_timeout close silent ones. Fairness: a connection
- * parses PARSE_QUANTUM frames per turn, the rest waits for srv.kick, so a
+ * parses PARSE_QUANTUM frames per turn, the rest waits for here->kick, so a
  * flood on some connections cannot starve root's ping on another.
  *
  * TCP (rpc_listen_tcp) is for a framing that starts TLS (rpc_conn_starttls,
@@ -63,10 +72,13 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +90,7 @@
 #include "counters.h"
 #include "dispatch.h"
 #include "log.h"
+#include "loops.h"
 #include "rpc.h"
 #include "tls.h"
 
@@ -115,8 +128,8 @@ struct uid_ent {
 	uid_t uid;
 	unsigned refs;     /* connections pointing here, accepted or being refused */
 	unsigned nconns;   /* accepted connections */
-	unsigned inflight; /* requests in flight over all of them */
-	int paused;        /* one of them stopped reading at max_requests_per_uid */
+	atomic_uint inflight; /* requests in flight over all of them, on every loop */
+	atomic_int paused; /* one of them stopped reading at max_requests_per_uid */
 	int refused_logged;
 	struct uid_ent *next;
 };
@@ -144,7 +157,8 @@ struct rpc_conn {
 	int reading;
 	int parsing;         /* conn_parse is on the stack: do not re-enter */
 	int counted;         /* accepted: counted in ue->nconns */
-	int backlog;         /* its turn is over; parses on in srv.kick */
+	int in_nconns;       /* counted in srv.nconns */
+	int backlog;         /* its turn is over; parses on in here->kick */
 	struct uid_ent *ue;  /* NULL while preauth */
 	uint64_t since;      /* uv_now() at accept, for hello_timeout */
 	uint64_t last_active; /* uv_now() of the last byte read or written */
@@ -187,32 +201,65 @@ struct listener {
 
 #define LISTENERS_MAX 3u
 
-static struct {
+/*
+ * What each event loop (loops.c) has of its own: the connections it serves
+ * and the handles that serve them. Only its thread touches it, but for the
+ * part under @lock, through which other threads reach it (new connections,
+ * a limit released, the shutdown), waking it with @wake.
+ */
+struct rpc_loop {
 	uv_loop_t *loop;
-	const struct config *cfg;
-	struct listener lst[LISTENERS_MAX];
-	unsigned nlst;
+	unsigned idx;
 	struct rpc_conn *conns;
-	unsigned nconns;     /* on srv.conns: local users' and the preauth pool's */
-	struct rpc_conn *pa_head, *pa_tail; /* TCP peers not named yet, oldest first */
-	unsigned npreauth;
-	uint64_t addr_warn_at, pool_warn_at; /* uv_now() when an eviction may be logged again */
-	uint64_t next_id;
 	unsigned live_conns; /* allocated, not yet freed */
-	int stopping;
-	void (*on_drained)(void);
+	atomic_uint load;    /* its connections, for the choice of a loop for the next */
 	struct rpc_conn *flush_list;
 	uv_check_t tick;     /* after each poll: hand I/O to the workers, write replies */
 	uv_timer_t grace;
-	struct uid_ent *uids;
-	uint64_t buffered;   /* read buffers + bodies and reply buffers of calls in flight */
-	int mem_paused;      /* some connection stopped reading at max_buffered */
-	int resume_all;      /* a limit was released: srv.kick resumes every connection */
+	int resume_all;      /* a limit was released: kick resumes every connection */
 	struct rpc_conn *backlog_head; /* connections whose turn ended with frames left */
 	uv_idle_t kick;      /* runs while there is deferred parsing: poll does not block */
 	uv_timer_t sweep;    /* hello and idle timeouts */
+	uv_async_t wake;
+	pthread_mutex_t lock;
+	struct arrival *incoming; /* connections the main loop accepted for it, under @lock */
+	int stop_asked;      /* under @lock */
+	int resume_asked;    /* under @lock */
+	int stopping;        /* its shutdown began */
+	int drained;         /* and ended: its handles are closed (set under @lock) */
 	uint8_t cipher_in[READ_CHUNK]; /* TLS: what a read brought, till read_cb decrypts it */
-} srv;
+};
+
+/*
+ * The loops share the listeners (on the main loop), the limits over all
+ * connections and the TCP peers' pool (TCP stays on the main loop). The
+ * counters a request moves are atomics; what a connection's arrival and
+ * departure move is under uids_lock.
+ */
+static struct {
+	const struct config *cfg;
+	struct listener lst[LISTENERS_MAX];
+	unsigned nlst;
+	atomic_uint nconns;  /* on some loop's conns: local users' and the preauth pool's */
+	struct rpc_conn *pa_head, *pa_tail; /* TCP peers not named yet, oldest first */
+	atomic_uint npreauth;
+	uint64_t addr_warn_at, pool_warn_at; /* uv_now() when an eviction may be logged again */
+	atomic_ullong next_id;
+	atomic_int stopping;
+	void (*on_drained)(void);     /* on each loop, once its connections are gone */
+	void (*on_all_drained)(void); /* on the main loop, once every loop's are */
+	atomic_uint ndrained;
+	pthread_mutex_t uids_lock;    /* uids, and each one's refs, nconns, refused_logged */
+	struct uid_ent *uids;
+	atomic_ullong buffered; /* read buffers + bodies and reply buffers of calls in flight */
+	atomic_int mem_paused;  /* some connection stopped reading at max_buffered */
+	struct rpc_loop *loops[CONFIG_LOOPS_MAX];
+	unsigned nloops;
+	unsigned next_loop;     /* where a tie in load sends the next connection */
+} srv = { .uids_lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* The loop this thread runs (loops.c): every callback here runs on one. */
+static _Thread_local struct rpc_loop *here;
 
 static void conn_close(struct rpc_conn *conn);
 static void conn_parse(struct rpc_conn *conn);
@@ -234,18 +281,21 @@ static struct uid_ent *uid_get(uid_t uid)
 {
 	struct uid_ent *ue;
 
+	pthread_mutex_lock(&srv.uids_lock);
 	for (ue = srv.uids; ue; ue = ue->next)
 		if (ue->uid == uid)
 			break;
 	if (!ue) {
 		ue = calloc(1, sizeof(*ue));
-		if (!ue)
-			return NULL;
-		ue->uid = uid;
-		ue->next = srv.uids;
-		srv.uids = ue;
+		if (ue) {
+			ue->uid = uid;
+			ue->next = srv.uids;
+			srv.uids = ue;
+		}
 	}
-	ue->refs++;
+	if (ue)
+		ue->refs++;
+	pthread_mutex_unlock(&srv.uids_lock);
 	return ue;
 }
 
@@ -253,44 +303,75 @@ static void uid_put(struct uid_ent *ue)
 {
 	struct uid_ent **pp;
 
-	if (!ue || --ue->refs > 0)
+	if (!ue)
 		return;
-	for (pp = &srv.uids; *pp != ue; pp = &(*pp)->next)
-		;
-	*pp = ue->next;
-	free(ue);
+	pthread_mutex_lock(&srv.uids_lock);
+	if (--ue->refs == 0) {
+		for (pp = &srv.uids; *pp != ue; pp = &(*pp)->next)
+			;
+		*pp = ue->next;
+		free(ue);
+	}
+	pthread_mutex_unlock(&srv.uids_lock);
 }
 
 /*
- * May @conn, whose peer is known (a local socket's, or a TCP peer its
- * handshake named), be one of the connections of local users? They are
- * the ones on srv.conns outside the preauth pool, @conn among them.
+ * May a peer of @ue, known (a local socket's, or a TCP peer its handshake
+ * named) and @admin or not, be one of the connections of local users? They
+ * are the ones on the loops outside the preauth pool, this one among them.
  * The last admin_connections slots, at most half of them, are for
- * administrators.
+ * administrators. If so, it counts in its uid's connections from now on.
  * @return 0, or -EUSERS with @why; *@quiet: its uid has been told already
  */
-static int conn_admit(struct rpc_conn *conn, char *why, size_t len, int *quiet)
+static int peer_admit(struct uid_ent *ue, int admin, char *why, size_t len, int *quiet)
 {
 	unsigned cap = srv.cfg->max_connections, reserve = srv.cfg->admin_connections;
-	unsigned held = srv.nconns - srv.npreauth;
+	unsigned held = atomic_load(&srv.nconns) - atomic_load(&srv.npreauth);
+	int ret = -EUSERS;
 
 	*quiet = 0;
 	if (reserve > cap / 2)
 		reserve = cap / 2;
+	pthread_mutex_lock(&srv.uids_lock);
 	if (held > cap) {
 		snprintf(why, len, "%u connections is the limit", cap);
-	} else if (!conn->dc.peer.admin && held > cap - reserve) {
+	} else if (!admin && held > cap - reserve) {
 		snprintf(why, len, "the last %u of %u connections are kept for administrators",
 			 reserve, cap);
-	} else if (conn->ue->nconns >= srv.cfg->max_connections_per_uid) {
+	} else if (ue->nconns >= srv.cfg->max_connections_per_uid) {
 		snprintf(why, len, "%u connections per uid is the limit",
 			 srv.cfg->max_connections_per_uid);
-		*quiet = conn->ue->refused_logged;
-		conn->ue->refused_logged = 1;
+		*quiet = ue->refused_logged;
+		ue->refused_logged = 1;
 	} else {
-		return 0;
+		ue->nconns++;
+		ret = 0;
 	}
-	return -EUSERS;
+	pthread_mutex_unlock(&srv.uids_lock);
+	return ret;
+}
+
+/* A connection of @ue admitted by peer_admit() is gone. */
+static void uid_uncount(struct uid_ent *ue)
+{
+	pthread_mutex_lock(&srv.uids_lock);
+	ue->nconns--;
+	if (ue->nconns < srv.cfg->max_connections_per_uid)
+		ue->refused_logged = 0;
+	pthread_mutex_unlock(&srv.uids_lock);
+}
+
+/* @conn leaves the count of connections, and its uid's. */
+static void conn_leave(struct rpc_conn *conn)
+{
+	if (conn->in_nconns) {
+		conn->in_nconns = 0;
+		srv.nconns--;
+	}
+	if (conn->counted) {
+		conn->counted = 0;
+		uid_uncount(conn->ue);
+	}
 }
 
 /* ---- TCP peers not named yet: a pool of their own ---- */
@@ -321,7 +402,7 @@ static int same_source(const struct rpc_conn *a, const struct rpc_conn *b)
 static void evict_log(uint64_t *next_at, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void evict_log(uint64_t *next_at, const char *fmt, ...)
 {
-	uint64_t now = uv_now(srv.loop);
+	uint64_t now = uv_now(here->loop);
 	char msg[160];
 	va_list ap;
 
@@ -382,23 +463,44 @@ static int over_buffered(void)
 }
 
 /*
+ * Ask every loop to try each of its connections again: a shared limit was
+ * released, and the connections it stopped may be on any loop.
+ */
+static void loop_poke(struct rpc_loop *lp, int stop, int resume);
+
+static void resume_everywhere(void)
+{
+	for (unsigned i = 0; i < srv.nloops; i++) {
+		struct rpc_loop *lp = srv.loops[i];
+
+		if (lp == here) {
+			here->resume_all = 1;
+			kick_start();
+		} else {
+			loop_poke(lp, 0, 1);
+		}
+	}
+}
+
+/*
  * Memory was given back or a uid's requests finished: connections that
  * stopped reading for max_buffered or max_requests_per_uid resume, from
- * srv.kick (never from inside the call that released the limit).
+ * each loop's kick (never from inside the call that released the limit).
  */
 static void limits_released(struct uid_ent *ue)
 {
-	if (ue && ue->paused && ue->inflight < srv.cfg->max_requests_per_uid) {
-		ue->paused = 0;
-		srv.resume_all = 1;
-	}
-	if (srv.mem_paused && !over_buffered()) {
-		srv.mem_paused = 0;
+	int resume = 0;
+
+	/* sequentially consistent, with note_blocked(): one of the two sees the other */
+	if (ue && atomic_load(&ue->paused) && ue->inflight < srv.cfg->max_requests_per_uid &&
+	    atomic_exchange(&ue->paused, 0))
+		resume = 1;
+	if (atomic_load(&srv.mem_paused) && !over_buffered() && atomic_exchange(&srv.mem_paused, 0)) {
 		log_debug("buffered requests below max_buffered again: reading resumes");
-		srv.resume_all = 1;
+		resume = 1;
 	}
-	if (srv.resume_all)
-		kick_start();
+	if (resume)
+		resume_everywhere();
 }
 
 /* Count what the read buffer of @conn holds in srv.buffered. */
@@ -430,7 +532,8 @@ static void conn_unref(struct rpc_conn *conn)
 	srv.buffered -= conn->rcounted;
 	uid_put(conn->ue);
 	free(conn);
-	srv.live_conns--;
+	here->live_conns--;
+	atomic_fetch_sub(&here->load, 1);
 	check_drained();
 }
 
@@ -459,8 +562,8 @@ static void flush_schedule(struct rpc_conn *conn)
 	if (conn->in_flush_list)
 		return;
 	conn->in_flush_list = 1;
-	conn->flush_next = srv.flush_list;
-	srv.flush_list = conn;
+	conn->flush_next = here->flush_list;
+	here->flush_list = conn;
 	conn->refs++;
 }
 
@@ -475,7 +578,7 @@ static void write_cb(uv_write_t *req, int status)
 		req_free(c);
 	}
 	conn->queued_bytes -= w->bytes;
-	conn->last_active = uv_now(srv.loop);
+	conn->last_active = uv_now(here->loop);
 	free(w->cipher);
 	free(w);
 	if (status < 0 && !conn->closing) {
@@ -647,10 +750,10 @@ static void conn_flush(struct rpc_conn *conn)
 
 static void flush_all(void)
 {
-	while (srv.flush_list) {
-		struct rpc_conn *conn = srv.flush_list;
+	while (here->flush_list) {
+		struct rpc_conn *conn = here->flush_list;
 
-		srv.flush_list = conn->flush_next;
+		here->flush_list = conn->flush_next;
 		conn->in_flush_list = 0;
 		conn_flush(conn);
 		conn_unref(conn);
@@ -811,7 +914,7 @@ static int conn_tls_peer(struct rpc_conn *conn)
 		conn_close(conn);
 		return -1;
 	}
-	conn->ue->inflight += conn->inflight;
+	atomic_fetch_add(&conn->ue->inflight, conn->inflight);
 	preauth_unlink(conn);
 	conn->dc.peer.uid = uid;
 	conn->dc.peer.gid = gid;
@@ -824,7 +927,7 @@ static int conn_tls_peer(struct rpc_conn *conn)
 		return -1;
 	}
 	/* the user's limits, as if it had connected now (admin is known from here) */
-	if (conn_admit(conn, why, sizeof(why), &quiet) < 0) {
+	if (peer_admit(conn->ue, conn->dc.peer.admin, why, sizeof(why), &quiet) < 0) {
 		if (!quiet)
 			log_warn("conn %llu (%s, user %s): refused: %s",
 				 (unsigned long long)conn->dc.id, conn->addr, name, why);
@@ -832,7 +935,6 @@ static int conn_tls_peer(struct rpc_conn *conn)
 		return -1;
 	}
 	conn->counted = 1;
-	conn->ue->nconns++;
 	conn->tls_peer = 1;
 	log_info("conn %llu (%s): TLS peer is user %s (uid %u)%s, %s", (unsigned long long)conn->dc.id,
 		 conn->addr, name, (unsigned)uid, conn->dc.peer.admin ? ", admin" : "",
@@ -841,7 +943,7 @@ static int conn_tls_peer(struct rpc_conn *conn)
 }
 
 /*
- * @n bytes of TLS records arrived (in srv.cipher_in): their plaintext goes
+ * @n bytes of TLS records arrived (in here->cipher_in): their plaintext goes
  * to the read buffer, whatever the handshake owes the peer goes out.
  * @return 0, or -1 and the connection closes
  */
@@ -850,7 +952,7 @@ static int conn_tls_in(struct rpc_conn *conn, size_t n)
 	size_t chunk = conn->dc.hello_done && !conn->handshake ? READ_CHUNK : PREHELLO_CHUNK;
 	long got;
 
-	if (tls_conn_feed(conn->tls, srv.cipher_in, n) < 0) {
+	if (tls_conn_feed(conn->tls, here->cipher_in, n) < 0) {
 		conn_close(conn);
 		return -1;
 	}
@@ -933,15 +1035,23 @@ static int conn_blocked(const struct rpc_conn *conn)
 	       conn->backlog || conn->held || uid_blocked(conn) || mem_blocked(conn);
 }
 
-/* @conn stops reading: remember which shared limit to wake it up from. */
+/*
+ * @conn stops reading: remember which shared limit to wake it up from. A
+ * loop that released the limit meanwhile may not have seen the mark: look
+ * again after making it.
+ */
 static void note_blocked(const struct rpc_conn *conn)
 {
-	if (uid_blocked(conn))
-		conn->ue->paused = 1;
-	if (mem_blocked(conn) && !srv.mem_paused) {
-		srv.mem_paused = 1;
+	if (uid_blocked(conn)) {
+		atomic_store(&conn->ue->paused, 1);
+		if (!uid_blocked(conn))
+			limits_released(conn->ue);
+	}
+	if (mem_blocked(conn) && !atomic_exchange(&srv.mem_paused, 1)) {
 		log_debug("buffered requests reached max_buffered (%llu bytes): reading paused",
 			  (unsigned long long)srv.cfg->max_buffered);
+		if (!over_buffered())
+			limits_released(NULL);
 	}
 }
 
@@ -1001,8 +1111,8 @@ static void conn_parse(struct rpc_conn *conn)
 		if (turn++ == PARSE_QUANTUM) {
 			/* fairness: the others get their turn before the rest of ours */
 			conn->backlog = 1;
-			conn->backlog_next = srv.backlog_head;
-			srv.backlog_head = conn;
+			conn->backlog_next = here->backlog_head;
+			here->backlog_head = conn;
 			conn->refs++;
 			kick_start();
 			break;
@@ -1063,7 +1173,7 @@ static void alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 	(void)suggested;
 	if (conn->tls) {
 		/* records land here; read_cb decrypts them into the read buffer */
-		*buf = uv_buf_init((char *)srv.cipher_in, (unsigned)chunk);
+		*buf = uv_buf_init((char *)here->cipher_in, (unsigned)chunk);
 		return;
 	}
 	if (conn->rcap - conn->rlen < chunk / 4 && conn->rpos) {
@@ -1091,7 +1201,7 @@ static void read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 		return;
 	}
 	if (nread > 0)
-		conn->last_active = uv_now(srv.loop);
+		conn->last_active = uv_now(here->loop);
 	if (conn->tls) {
 		if (nread > 0 && conn_tls_in(conn, (size_t)nread) < 0)
 			return;
@@ -1123,7 +1233,7 @@ static void conn_maybe_resume(struct rpc_conn *conn)
 		return;
 	}
 	/* time spent held back by us is not the peer's idleness */
-	conn->last_active = uv_now(srv.loop);
+	conn->last_active = uv_now(here->loop);
 	if (uv_read_start(&conn->io.s, alloc_cb, read_cb) == 0)
 		conn->reading = 1;
 }
@@ -1138,42 +1248,42 @@ static void kick_cb(uv_idle_t *h)
 	struct rpc_conn *conn, *next;
 
 	(void)h;
-	if (srv.resume_all) {
-		srv.resume_all = 0;
-		for (conn = srv.conns; conn; conn = next) {
+	if (here->resume_all) {
+		here->resume_all = 0;
+		for (conn = here->conns; conn; conn = next) {
 			next = conn->next;
 			conn_maybe_resume(conn);
 		}
 	}
-	conn = srv.backlog_head;
-	srv.backlog_head = NULL;
+	conn = here->backlog_head;
+	here->backlog_head = NULL;
 	for (; conn; conn = next) {
 		next = conn->backlog_next;
 		conn->backlog = 0;
 		conn_maybe_resume(conn);
 		conn_unref(conn);
 	}
-	if (!srv.backlog_head && !srv.resume_all)
-		uv_idle_stop(&srv.kick);
+	if (!here->backlog_head && !here->resume_all)
+		uv_idle_stop(&here->kick);
 }
 
 static void kick_start(void)
 {
 	/* also while stopping: connections on the backlog hold a reference */
-	uv_idle_start(&srv.kick, kick_cb);
+	uv_idle_start(&here->kick, kick_cb);
 }
 
 /* HELLO and idle timeouts, checked every SWEEP_MS. */
 static void sweep_cb(uv_timer_t *t)
 {
-	uint64_t now = uv_now(srv.loop);
+	uint64_t now = uv_now(here->loop);
 	uint64_t hello_ms = (uint64_t)srv.cfg->hello_timeout * 1000;
 	uint64_t tls_ms = (uint64_t)srv.cfg->tls_handshake_timeout * 1000;
 	uint64_t idle_ms = (uint64_t)srv.cfg->idle_timeout * 1000;
 	struct rpc_conn *conn, *next;
 
 	(void)t;
-	for (conn = srv.conns; conn; conn = next) {
+	for (conn = here->conns; conn; conn = next) {
 		next = conn->next;
 		if (conn->closing || conn->close_after)
 			continue;
@@ -1224,18 +1334,12 @@ static void conn_close(struct rpc_conn *conn)
 	if (conn->prev)
 		conn->prev->next = conn->next;
 	else
-		srv.conns = conn->next;
+		here->conns = conn->next;
 	if (conn->next)
 		conn->next->prev = conn->prev;
 	conn->prev = conn->next = NULL;
-	srv.nconns--;
 	preauth_unlink(conn);
-	if (conn->counted) {
-		conn->counted = 0;
-		conn->ue->nconns--;
-		if (conn->ue->nconns < srv.cfg->max_connections_per_uid)
-			conn->ue->refused_logged = 0;
-	}
+	conn_leave(conn);
 	atomic_fetch_sub_explicit(&daemon_stats.conns_open, 1, memory_order_relaxed);
 	log_debug("conn %llu: closed", (unsigned long long)conn->dc.id);
 	uv_close(&conn->io.h, close_cb);
@@ -1244,6 +1348,7 @@ static void conn_close(struct rpc_conn *conn)
 /* Close a connection that never made it onto the list. */
 static void conn_close_early(struct rpc_conn *conn)
 {
+	conn_leave(conn);
 	conn->closing = 1;
 	uv_close(&conn->io.h, close_cb);
 }
@@ -1298,44 +1403,228 @@ static void source_key(const struct sockaddr_storage *ss, struct rpc_conn *conn)
 	}
 }
 
-static void on_connection(uv_stream_t *server, int status)
-{
-	const struct listener *l = server->data;
-	struct rpc_conn *conn;
+/*
+ * A local peer as the main loop accepts it, in the order of the accepts:
+ * who it is and whether it may stay, decided there so that the limits
+ * refuse the newest connection whichever loop then serves it.
+ */
+struct arrival {
+	int fd;
+	const struct listener *l;
+	uint64_t id;
 	struct ucred cred;
-	socklen_t clen = sizeof(cred);
-	uv_os_fd_t fd;
+	gid_t *groups;       /* SO_PEERGROUPS, owned until a connection takes them */
+	int ngroups;
+	struct uid_ent *ue;
+	int err;             /* refused: the framing says why in its first reply */
+	char why[128];
+	struct arrival *next; /* a loop's queue of them */
+};
 
-	if (status < 0) {
-		log_warn("accept: %s", uv_strerror(status));
-		return;
-	}
-	conn = calloc(1, sizeof(*conn));
+/* A connection of listener @l on this loop, its socket still to be given. */
+static struct rpc_conn *conn_new(const struct listener *l, uint64_t id)
+{
+	struct rpc_conn *conn = calloc(1, sizeof(*conn));
+
 	if (!conn)
-		return;
-	if ((l->tls ? uv_tcp_init(srv.loop, &conn->io.tcp) : uv_pipe_init(srv.loop, &conn->io.pipe, 0)) <
-	    0) {
+		return NULL;
+	if ((l->tls ? uv_tcp_init(here->loop, &conn->io.tcp)
+		    : uv_pipe_init(here->loop, &conn->io.pipe, 0)) < 0) {
 		free(conn);
-		return;
+		return NULL;
 	}
 	conn->io.h.data = conn;
 	conn->fr = l->fr;
 	conn->dc.front = l->fr->name;
 	conn->tls_ctx = l->tls;
-	conn->dc.id = ++srv.next_id;
+	conn->dc.id = id;
 	conn->refs = 1;
-	srv.live_conns++;
-	if (uv_accept(server, &conn->io.s) < 0 || uv_fileno(&conn->io.h, &fd) < 0) {
-		conn_close_early(conn);
+	here->live_conns++;
+	return conn;
+}
+
+/*
+ * The loop that serves the next connection: the one with the fewest, the
+ * next in turn on a tie (192 NBD connections opened at once spread evenly).
+ * It counts the connection from now on.
+ */
+static struct rpc_loop *loop_pick(void)
+{
+	struct rpc_loop *best = NULL;
+	unsigned best_load = 0;
+
+	for (unsigned k = 0; k < srv.nloops; k++) {
+		struct rpc_loop *lp = srv.loops[(srv.next_loop + k) % srv.nloops];
+		unsigned load = atomic_load_explicit(&lp->load, memory_order_relaxed);
+
+		if (!best || load < best_load) {
+			best = lp;
+			best_load = load;
+		}
+	}
+	srv.next_loop = (best->idx + 1) % srv.nloops;
+	atomic_fetch_add(&best->load, 1);
+	return best;
+}
+
+/* @a goes without a connection: undo what its arrival counted. */
+static void arrival_drop(struct arrival *a)
+{
+	if (a->ue && !a->err)
+		uid_uncount(a->ue);
+	srv.nconns--;
+	uid_put(a->ue);
+	free(a->groups);
+	if (a->fd >= 0)
+		close(a->fd);
+	free(a);
+}
+
+/*
+ * The socket of the connection @server has ready, as a descriptor of our
+ * own: a libuv handle belongs to its loop, a descriptor to no one.
+ * @return it, or -1
+ */
+static int accept_fd(uv_stream_t *server)
+{
+	uv_pipe_t *tmp = malloc(sizeof(*tmp));
+	uv_os_fd_t fd;
+	int ret = -1;
+
+	if (!tmp || uv_pipe_init(here->loop, tmp, 0) < 0) {
+		free(tmp);
+		return -1;
+	}
+	if (uv_accept(server, (uv_stream_t *)tmp) == 0 && uv_fileno((uv_handle_t *)tmp, &fd) == 0)
+		ret = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	uv_close((uv_handle_t *)tmp, (uv_close_cb)free);
+	return ret;
+}
+
+/* Who the local peer of @a is, and whether it may stay. @return 0, or -1 (@a is dropped) */
+static int arrive(struct arrival *a)
+{
+	socklen_t clen = sizeof(a->cred);
+	struct peer p;
+	int quiet = 0;
+
+	srv.nconns++;
+	if (getsockopt(a->fd, SOL_SOCKET, SO_PEERCRED, &a->cred, &clen) < 0 ||
+	    !(a->ue = uid_get(a->cred.uid))) {
+		a->err = 1; /* nothing counted under a uid */
+		arrival_drop(a);
+		return -1;
+	}
+	a->ngroups = peer_groups(a->fd, &a->groups);
+	p = (struct peer){ .uid = a->cred.uid, .gid = a->cred.gid, .pid = a->cred.pid,
+			   .groups = a->groups, .ngroups = a->ngroups };
+	if (srv.stopping) {
+		snprintf(a->why, sizeof(a->why), "shutting down");
+		a->err = -ESHUTDOWN;
+	} else {
+		a->err = peer_admit(a->ue, dispatch_peer_admin(&p), a->why, sizeof(a->why), &quiet);
+	}
+	if (a->err < 0 && !quiet)
+		log_warn("conn %llu (uid %u, %s): refused: %s", (unsigned long long)a->id,
+			 (unsigned)a->cred.uid, a->l->fr->name, a->why);
+	return 0;
+}
+
+static void conn_begin(struct rpc_conn *conn, const struct listener *l, struct arrival *a);
+
+/* A local peer that arrived, from now on served by this loop. */
+static void adopt(struct arrival *a)
+{
+	struct rpc_conn *conn = here->drained ? NULL : conn_new(a->l, a->id);
+
+	if (!conn || uv_pipe_open(&conn->io.pipe, a->fd) < 0) {
+		if (conn)
+			conn_close_early(conn); /* and the load with it */
+		else
+			atomic_fetch_sub(&here->load, 1);
+		arrival_drop(a);
+		return;
+	}
+	a->fd = -1; /* the connection's */
+	conn_begin(conn, a->l, a);
+	free(a);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	const struct listener *l = server->data;
+	struct rpc_loop *to;
+	struct arrival *a;
+	struct rpc_conn *conn;
+
+	if (status < 0) {
+		log_warn("accept: %s", uv_strerror(status));
 		return;
 	}
 	if (l->tls) {
+		/* TCP peers stay here: the pool that bounds them is the main loop's */
+		conn = conn_new(l, ++srv.next_id);
+		if (!conn)
+			return;
+		atomic_fetch_add(&here->load, 1);
+		if (uv_accept(server, &conn->io.s) < 0) {
+			conn_close_early(conn);
+			return;
+		}
+		conn_begin(conn, l, NULL);
+		return;
+	}
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return;
+	a->l = l;
+	a->id = ++srv.next_id;
+	a->fd = accept_fd(server);
+	if (a->fd < 0) {
+		free(a);
+		return;
+	}
+	if (arrive(a) < 0)
+		return;
+	/* a refusal is said from here: it costs no other loop a wake-up */
+	to = a->err ? here : loop_pick();
+	if (to == here) {
+		if (a->err)
+			atomic_fetch_add(&here->load, 1);
+		adopt(a);
+		return;
+	}
+	pthread_mutex_lock(&to->lock);
+	a->next = to->incoming;
+	to->incoming = a;
+	pthread_mutex_unlock(&to->lock);
+	uv_async_send(&to->wake);
+}
+
+/*
+ * The rest of an accept, on the loop that serves @conn: a TCP peer's
+ * address, a local one's @a, the limits' verdict, the framing.
+ */
+static void conn_begin(struct rpc_conn *conn, const struct listener *l, struct arrival *a)
+{
+	struct ucred cred = { .uid = RPC_UID_UNKNOWN, .gid = (gid_t)-1, .pid = 0 };
+
+	if (a) {
+		cred = a->cred;
+		conn->ue = a->ue;
+		conn->counted = !a->err;
+		conn->groups = a->groups;
+		conn->dc.peer.ngroups = a->ngroups;
+		a->ue = NULL;
+		a->groups = NULL;
+		snprintf(conn->addr, sizeof(conn->addr), "unix");
+	} else {
 		/* no kernel word on a TCP peer: unknown until its TLS handshake names it */
 		struct sockaddr_storage ss;
 		int sl = sizeof(ss);
 		char host[INET6_ADDRSTRLEN], port[8];
 
-		cred = (struct ucred){ .uid = RPC_UID_UNKNOWN, .gid = (gid_t)-1, .pid = 0 };
+		srv.nconns++;
 		/* replies are small and many: Nagle would hold each for the peer's delayed ACK */
 		uv_tcp_nodelay(&conn->io.tcp, 1);
 		if (uv_tcp_getpeername(&conn->io.tcp, (struct sockaddr *)&ss, &sl) == 0 &&
@@ -1348,62 +1637,36 @@ static void on_connection(uv_stream_t *server, int status)
 			snprintf(conn->addr, sizeof(conn->addr), "tcp");
 			snprintf(conn->host, sizeof(conn->host), "?");
 		}
-	} else if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0) {
-		conn_close_early(conn);
-		return;
-	} else {
-		snprintf(conn->addr, sizeof(conn->addr), "unix");
 	}
-	/* a TCP peer is in no uid's count until its handshake names it */
-	conn->ue = l->tls ? NULL : uid_get(cred.uid);
-	if (!l->tls && !conn->ue) {
-		conn_close_early(conn);
-		return;
-	}
-	conn->since = conn->last_active = uv_now(srv.loop);
+	/* in srv.nconns from here: conn_close() or conn_close_early() takes it out */
+	conn->in_nconns = 1;
+	conn->since = conn->last_active = uv_now(here->loop);
 	conn->dc.peer.uid = cred.uid;
 	conn->dc.peer.gid = cred.gid;
 	conn->dc.peer.pid = cred.pid;
-	conn->dc.peer.ngroups = l->tls ? 0 : peer_groups(fd, &conn->groups);
 	conn->dc.peer.groups = conn->groups;
 	if (dispatch_client_init(&conn->dc) < 0) {
 		conn_close_early(conn);
 		return;
 	}
-	conn->next = srv.conns;
-	if (srv.conns)
-		srv.conns->prev = conn;
-	srv.conns = conn;
-	srv.nconns++;
+	conn->next = here->conns;
+	if (here->conns)
+		here->conns->prev = conn;
+	here->conns = conn;
 	STATS_ADD(conns_total, 1);
 	STATS_ADD(conns_open, 1);
-	{
-		int quiet = 0, err = 0;
-		char why[128];
-
-		if (srv.stopping) {
-			snprintf(why, sizeof(why), "shutting down");
-			err = -ESHUTDOWN;
-		} else if (!l->tls) {
-			err = conn_admit(conn, why, sizeof(why), &quiet);
-		}
-		if (err < 0) {
-			/* the framing says why in its first reply, then the connection closes */
-			if (!quiet)
-				log_warn("conn %llu (uid %u, %s): refused: %s",
-					 (unsigned long long)conn->dc.id, (unsigned)cred.uid,
-					 conn->fr->name, why);
-			conn->close_after = 1;
-			conn->fr->refuse(conn, err, why);
-			return;
-		}
+	if (a && a->err < 0) {
+		conn->close_after = 1;
+		conn->fr->refuse(conn, a->err, a->why);
+		return;
 	}
-	if (l->tls) {
+	if (!a && srv.stopping) {
+		conn->close_after = 1;
+		conn->fr->refuse(conn, -ESHUTDOWN, "shutting down");
+		return;
+	}
+	if (l->tls)
 		preauth_add(conn);
-	} else {
-		conn->counted = 1;
-		conn->ue->nconns++;
-	}
 	log_debug("conn %llu (%s): uid %u gid %u pid %d%s", (unsigned long long)conn->dc.id,
 		  conn->fr->name, (unsigned)cred.uid, (unsigned)cred.gid, (int)cred.pid,
 		  conn->dc.peer.admin ? " admin" : "");
@@ -1532,7 +1795,7 @@ int rpc_listen_framing(const char *path, const struct rpc_framing *fr)
 	if (!l->path)
 		return -ENOMEM;
 	l->fr = fr;
-	ret = uv_pipe_init(srv.loop, &l->io.pipe, 0);
+	ret = uv_pipe_init(here->loop, &l->io.pipe, 0);
 	if (ret < 0)
 		return ret;
 	l->io.h.data = l;
@@ -1569,7 +1832,7 @@ int rpc_listen_tcp(const char *hostport, const struct rpc_framing *fr, struct tl
 	l->path = strdup(hostport);
 	l->fr = fr;
 	l->tls = tls;
-	ret = l->path ? uv_tcp_init(srv.loop, &l->io.tcp) : -ENOMEM;
+	ret = l->path ? uv_tcp_init(here->loop, &l->io.tcp) : -ENOMEM;
 	if (ret < 0) {
 		free(l->path);
 		l->path = NULL;
@@ -1592,33 +1855,128 @@ int rpc_listen_tcp(const char *hostport, const struct rpc_framing *fr, struct tl
 	return ret;
 }
 
-int rpc_listen(uv_loop_t *loop, const struct config *cfg)
+static void loop_shutdown(void);
+static void all_drained(void);
+
+/* Tell loop @lp, from another thread, to stop or to resume its connections. */
+static void loop_poke(struct rpc_loop *lp, int stop, int resume)
 {
-	srv.loop = loop;
-	srv.cfg = cfg;
-	uv_check_init(loop, &srv.tick);
-	uv_check_start(&srv.tick, tick_cb);
-	uv_unref((uv_handle_t *)&srv.tick);
-	uv_idle_init(loop, &srv.kick);
-	uv_timer_init(loop, &srv.sweep);
-	uv_timer_start(&srv.sweep, sweep_cb, SWEEP_MS, SWEEP_MS);
-	uv_unref((uv_handle_t *)&srv.sweep);
-	return rpc_listen_framing(cfg->socket, &ctl_framing);
+	pthread_mutex_lock(&lp->lock);
+	/* a loop that drained has closed its wake-up (the main loop's stays till the end) */
+	if (!lp->drained || lp->idx == 0) {
+		lp->stop_asked |= stop;
+		lp->resume_asked |= resume;
+		uv_async_send(&lp->wake);
+	}
+	pthread_mutex_unlock(&lp->lock);
 }
 
+/* Other threads' news for this loop: connections handed over, limits released, the shutdown. */
+static void wake_cb(uv_async_t *a)
+{
+	struct arrival *in, *fifo = NULL, *next;
+	int stop, resume;
+
+	(void)a;
+	pthread_mutex_lock(&here->lock);
+	in = here->incoming;
+	here->incoming = NULL;
+	stop = here->stop_asked;
+	here->stop_asked = 0;
+	resume = here->resume_asked;
+	here->resume_asked = 0;
+	pthread_mutex_unlock(&here->lock);
+	for (; in; in = next) {
+		next = in->next;
+		in->next = fifo;
+		fifo = in;
+	}
+	for (; fifo; fifo = next) {
+		next = fifo->next;
+		adopt(fifo);
+	}
+	if (resume && !here->drained) {
+		here->resume_all = 1;
+		kick_start();
+	}
+	if (stop)
+		loop_shutdown();
+	all_drained();
+}
+
+void rpc_init(const struct config *cfg)
+{
+	srv.cfg = cfg;
+}
+
+int rpc_loop_attach(uv_loop_t *loop)
+{
+	struct rpc_loop *lp = calloc(1, sizeof(*lp));
+	int ret;
+
+	if (!lp)
+		return -ENOMEM;
+	lp->loop = loop;
+	lp->idx = loops_self();
+	pthread_mutex_init(&lp->lock, NULL);
+	ret = uv_async_init(loop, &lp->wake, wake_cb);
+	if (ret < 0) {
+		free(lp);
+		return ret;
+	}
+	uv_check_init(loop, &lp->tick);
+	uv_check_start(&lp->tick, tick_cb);
+	uv_unref((uv_handle_t *)&lp->tick);
+	uv_idle_init(loop, &lp->kick);
+	uv_timer_init(loop, &lp->sweep);
+	uv_timer_start(&lp->sweep, sweep_cb, SWEEP_MS, SWEEP_MS);
+	uv_unref((uv_handle_t *)&lp->sweep);
+	here = lp;
+	/* loops attach one after the other, before anything listens */
+	srv.loops[lp->idx] = lp;
+	if (lp->idx >= srv.nloops)
+		srv.nloops = lp->idx + 1;
+	return 0;
+}
+
+int rpc_listen(void)
+{
+	return rpc_listen_framing(srv.cfg->socket, &ctl_framing);
+}
+
+/*
+ * This loop's connections are all gone: its handles close (its thread then
+ * ends, loops.c), and once every loop is there the main loop says so.
+ */
 static void check_drained(void)
 {
-	void (*done)(void) = srv.on_drained;
+	if (!here->stopping || here->drained || here->live_conns)
+		return;
+	pthread_mutex_lock(&here->lock);
+	here->drained = 1;
+	pthread_mutex_unlock(&here->lock);
+	uv_close((uv_handle_t *)&here->tick, NULL);
+	uv_close((uv_handle_t *)&here->grace, NULL);
+	uv_close((uv_handle_t *)&here->kick, NULL);
+	uv_close((uv_handle_t *)&here->sweep, NULL);
+	if (srv.on_drained)
+		srv.on_drained();
+	if (here->idx != 0)
+		uv_close((uv_handle_t *)&here->wake, NULL);
+	if (atomic_fetch_add(&srv.ndrained, 1) + 1 == srv.nloops && here->idx != 0)
+		uv_async_send(&srv.loops[0]->wake);
+	all_drained();
+}
 
-	if (!srv.stopping || !done)
+/* On the main loop, once: every loop has drained. */
+static void all_drained(void)
+{
+	void (*done)(void) = srv.on_all_drained;
+
+	if (here->idx != 0 || !here->drained || !done || atomic_load(&srv.ndrained) < srv.nloops)
 		return;
-	if (srv.live_conns)
-		return;
-	srv.on_drained = NULL;
-	uv_close((uv_handle_t *)&srv.tick, NULL);
-	uv_close((uv_handle_t *)&srv.grace, NULL);
-	uv_close((uv_handle_t *)&srv.kick, NULL);
-	uv_close((uv_handle_t *)&srv.sweep, NULL);
+	srv.on_all_drained = NULL;
+	uv_close((uv_handle_t *)&here->wake, NULL);
 	done();
 }
 
@@ -1628,7 +1986,7 @@ static void grace_cb(uv_timer_t *t)
 	struct rpc_conn *conn, *next;
 
 	(void)t;
-	for (conn = srv.conns; conn; conn = next) {
+	for (conn = here->conns; conn; conn = next) {
 		next = conn->next;
 		log_warn("conn %llu: closed at shutdown with %u requests in flight, "
 			 "%zu reply bytes unread",
@@ -1637,10 +1995,36 @@ static void grace_cb(uv_timer_t *t)
 	}
 }
 
-void rpc_shutdown(void (*done)(void))
+/* This loop stops reading; in-flight calls finish and their replies go out first. */
+static void loop_shutdown(void)
 {
 	struct rpc_conn *conn, *next;
 
+	if (here->stopping)
+		return;
+	here->stopping = 1;
+	uv_timer_init(here->loop, &here->grace);
+	uv_timer_start(&here->grace, grace_cb, SHUTDOWN_GRACE_MS, 0);
+	uv_unref((uv_handle_t *)&here->grace);
+	for (conn = here->conns; conn; conn = next) {
+		next = conn->next;
+		if (conn->reading) {
+			uv_read_stop(&conn->io.s);
+			conn->reading = 0;
+		}
+		conn->close_after = 1;
+		flush_schedule(conn);
+	}
+	flush_all();
+	for (conn = here->conns; conn; conn = next) {
+		next = conn->next;
+		conn_check_close(conn);
+	}
+	check_drained();
+}
+
+void rpc_shutdown(void (*each)(void), void (*all)(void))
+{
 	if (srv.stopping)
 		return;
 	srv.stopping = 1;
@@ -1653,26 +2037,16 @@ void rpc_shutdown(void (*done)(void))
 		l->listening = 0;
 		unlink_own_socket(l);
 	}
-	srv.on_drained = done;
-	uv_timer_init(srv.loop, &srv.grace);
-	uv_timer_start(&srv.grace, grace_cb, SHUTDOWN_GRACE_MS, 0);
-	uv_unref((uv_handle_t *)&srv.grace);
-	/* stop reading; in-flight calls finish and their replies go out first */
-	for (conn = srv.conns; conn; conn = next) {
-		next = conn->next;
-		if (conn->reading) {
-			uv_read_stop(&conn->io.s);
-			conn->reading = 0;
-		}
-		conn->close_after = 1;
-		flush_schedule(conn);
+	srv.on_drained = each;
+	srv.on_all_drained = all;
+	/* after the listeners: no connection is handed to a loop that stopped */
+	for (unsigned i = 0; i < srv.nloops; i++) {
+		struct rpc_loop *lp = srv.loops[i];
+
+		if (lp != here)
+			loop_poke(lp, 1, 0);
 	}
-	flush_all();
-	for (conn = srv.conns; conn; conn = next) {
-		next = conn->next;
-		conn_check_close(conn);
-	}
-	check_drained();
+	loop_shutdown();
 }
 
 /* ---- the control protocol (proto.h): a 16-byte header and its payload ---- */

@@ -75,12 +75,20 @@ struct rpc_framing {
  *         -EEXIST (something other than a socket is there), -errno
  */
 int rpc_socket_probe(const char *path, pid_t *pid);
+/** Take @cfg's limits; before any loop attaches. */
+void rpc_init(const struct config *cfg);
 /**
- * Listen on cfg->socket (mode, group) with the control protocol; call
- * rpc_socket_probe() and dispatch_init() first. At shutdown the socket file
- * is removed only if it is still the inode bound here. @return 0 or -errno
+ * Serve connections on @loop too, from its own thread (loops.c): the main
+ * loop first, each loop before anything listens. @return 0 or -errno
  */
-int rpc_listen(uv_loop_t *loop, const struct config *cfg);
+int rpc_loop_attach(uv_loop_t *loop);
+/**
+ * Listen on cfg->socket (mode, group) with the control protocol, from the
+ * main loop, which accepts for every loop; call rpc_socket_probe() and
+ * dispatch_init() first. At shutdown the socket file is removed only if it
+ * is still the inode bound here. @return 0 or -errno
+ */
+int rpc_listen(void);
 /** Listen on @path too, with @fr, under the same mode, group and rules. @return 0 or -errno */
 int rpc_listen_framing(const char *path, const struct rpc_framing *fr);
 /**
@@ -93,8 +101,12 @@ int rpc_listen_framing(const char *path, const struct rpc_framing *fr);
  */
 int rpc_listen_tcp(const char *hostport, const struct rpc_framing *fr, struct tls_ctx *tls,
 		   unsigned *port);
-/** Stop accepting, let in-flight requests finish, then call @done on the loop. */
-void rpc_shutdown(void (*done)(void));
+/**
+ * From the main loop: stop accepting, let in-flight requests finish, then
+ * call @each on every loop once its connections are gone (on its thread),
+ * and @all on the main loop once every loop's are.
+ */
+void rpc_shutdown(void (*each)(void), void (*all)(void));
 
 /* ---- for framings ---- */
 

@@ -61,20 +61,28 @@ static struct {
 	int stop;
 	pthread_t *threads;
 	unsigned nthreads;
-	pthread_mutex_t done_lock;
-	struct work_io *done;        /* completed, for the loop (LIFO, reversed there) */
-	uv_async_t async;
-	int async_init;
-	size_t out;                  /* requests given to the workers, not yet back */
-	struct stor_reader *reader;  /* reads of O_DIRECT pools, on the loop */
-	uv_poll_t reader_poll;
-	int reader_efd;
 } wq = {
 	/* adaptive: the sections are a few pointer moves, spinning beats sleeping */
 	.lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP,
 	.cond = PTHREAD_COND_INITIALIZER,
-	.done_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP,
 };
+
+/*
+ * Each event loop's own (loops.c): the workers hand a request back to the
+ * loop that submitted it, and the loop's O_DIRECT reads go to its own ring.
+ */
+struct work_loop {
+	pthread_mutex_t done_lock;
+	struct work_io *done;        /* completed, for the loop (LIFO, reversed there) */
+	uv_async_t async;
+	size_t out;                  /* requests given to the workers, not yet back */
+	struct stor_reader *reader;  /* reads of O_DIRECT pools, on the loop */
+	uv_poll_t reader_poll;
+	int reader_efd;
+	int handles;                 /* open: freed when the last closes */
+};
+
+static _Thread_local struct work_loop *here;
 
 /*
  * A worker's malloc arena keeps the peak of a burst: a fill of 1 MiB writes
@@ -146,6 +154,41 @@ static void run_batch(struct work_io **batch, size_t n)
 
 static int run_inline; /* io_inline: batches run on the loop thread */
 
+/*
+ * Give the requests of a batch back to the loops that sent them: one lock
+ * and one wake-up per loop in the batch (the loops share the workers, and a
+ * batch may hold requests of several).
+ */
+static void hand_back(struct work_io **batch, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		struct work_loop *home = batch[i]->home;
+		struct work_io *first = NULL, *last = NULL;
+
+		for (size_t k = i; k < n; k++) {
+			if (!batch[k] || batch[k]->home != home)
+				continue;
+			batch[k]->next = NULL;
+			if (last)
+				last->next = batch[k];
+			else
+				first = batch[k];
+			last = batch[k];
+			batch[k] = NULL;
+		}
+		pthread_mutex_lock(&home->done_lock);
+		last->next = home->done;
+		home->done = first;
+		/* under the lock: once the loop has the list, no worker touches the loop */
+		uv_async_send(&home->async);
+		pthread_mutex_unlock(&home->done_lock);
+		while (i < n && !batch[i])
+			i++;
+	}
+}
+
 static void *worker(void *arg)
 {
 	struct work_io *batch[IO_BATCH];
@@ -153,7 +196,6 @@ static void *worker(void *arg)
 
 	(void)arg;
 	for (;;) {
-		struct work_io *first, *last;
 		size_t n = 0, share;
 
 		pthread_mutex_lock(&wq.lock);
@@ -178,15 +220,7 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&wq.lock);
 
 		run_batch(batch, n);
-		for (size_t i = 0; i < n; i++)
-			batch[i]->next = i + 1 < n ? batch[i + 1] : NULL;
-		first = batch[0];
-		last = batch[n - 1];
-		pthread_mutex_lock(&wq.done_lock);
-		last->next = wq.done;
-		wq.done = first;
-		pthread_mutex_unlock(&wq.done_lock);
-		uv_async_send(&wq.async);
+		hand_back(batch, n);
 		untrimmed = trim_now_and_then();
 	}
 	return NULL;
@@ -197,13 +231,13 @@ static void async_cb(uv_async_t *h)
 	struct work_io *list, *next;
 
 	(void)h;
-	pthread_mutex_lock(&wq.done_lock);
-	list = wq.done;
-	wq.done = NULL;
-	pthread_mutex_unlock(&wq.done_lock);
+	pthread_mutex_lock(&here->done_lock);
+	list = here->done;
+	here->done = NULL;
+	pthread_mutex_unlock(&here->done_lock);
 	for (; list; list = next) {
 		next = list->next;
-		wq.out--;
+		here->out--;
 		list->done(list);
 	}
 }
@@ -222,10 +256,10 @@ static void reader_cb(uv_poll_t *h, int status, int events)
 	(void)h;
 	(void)status;
 	(void)events;
-	if (read(wq.reader_efd, &n, sizeof(n)) < 0) {
+	if (read(here->reader_efd, &n, sizeof(n)) < 0) {
 		/* EAGAIN: nothing new; the completions are reaped all the same */
 	}
-	stor_reader_reap(wq.reader);
+	stor_reader_reap(here->reader);
 }
 
 /*
@@ -234,34 +268,45 @@ static void reader_cb(uv_poll_t *h, int status, int events)
  * sees every read the clients have in flight. Where io_uring is not allowed
  * they go to the workers as before.
  */
-static void reader_start(uv_loop_t *loop)
+static void loop_handle_closed(uv_handle_t *h)
 {
-	wq.reader_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (wq.reader_efd < 0)
-		return;
-	wq.reader = stor_reader_new(wq.reader_efd, reader_done);
-	if (!wq.reader || uv_poll_init(loop, &wq.reader_poll, wq.reader_efd) < 0 ||
-	    uv_poll_start(&wq.reader_poll, UV_READABLE, reader_cb) < 0) {
-		stor_reader_free(wq.reader);
-		wq.reader = NULL;
-		close(wq.reader_efd);
-		wq.reader_efd = -1;
-	}
+	struct work_loop *wl = h->data;
+
+	if (h == (uv_handle_t *)&wl->reader_poll)
+		close(wl->reader_efd);
+	if (--wl->handles == 0)
+		free(wl);
 }
 
-static void reader_close(uv_handle_t *h)
+static void reader_start(uv_loop_t *loop)
 {
-	(void)h;
-	close(wq.reader_efd);
-	wq.reader_efd = -1;
+	int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+	if (efd < 0)
+		return;
+	here->reader = stor_reader_new(efd, reader_done);
+	if (!here->reader || uv_poll_init(loop, &here->reader_poll, efd) < 0) {
+		stor_reader_free(here->reader);
+		here->reader = NULL;
+		close(efd);
+		return;
+	}
+	here->reader_efd = efd;
+	here->reader_poll.data = here;
+	here->handles++;
+	if (uv_poll_start(&here->reader_poll, UV_READABLE, reader_cb) < 0) {
+		stor_reader_free(here->reader);
+		here->reader = NULL;
+		uv_close((uv_handle_t *)&here->reader_poll, loop_handle_closed);
+	}
 }
 
 /* Wait for every read of the reader: the loop is about to block. */
 static void reader_drain(void)
 {
-	struct pollfd pfd = { .fd = wq.reader_efd, .events = POLLIN };
+	struct pollfd pfd = { .fd = here->reader_efd, .events = POLLIN };
 
-	while (wq.reader && stor_reader_inflight(wq.reader)) {
+	while (here->reader && stor_reader_inflight(here->reader)) {
 		poll(&pfd, 1, 100);
 		reader_cb(NULL, 0, 0);
 	}
@@ -269,12 +314,12 @@ static void reader_drain(void)
 
 static void reader_stop(void)
 {
-	if (!wq.reader)
+	if (!here->reader)
 		return;
 	reader_drain(); /* nothing, once every connection is gone */
-	stor_reader_free(wq.reader);
-	wq.reader = NULL;
-	uv_close((uv_handle_t *)&wq.reader_poll, reader_close);
+	stor_reader_free(here->reader);
+	here->reader = NULL;
+	uv_close((uv_handle_t *)&here->reader_poll, loop_handle_closed);
 }
 
 /*
@@ -284,7 +329,7 @@ static void reader_stop(void)
  */
 static int for_reader(const struct work_io *list)
 {
-	if (!wq.reader || wq.out)
+	if (!here->reader || here->out)
 		return 0;
 	for (; list; list = list->next)
 		if (list->io.op != STOR_IO_READ || !list->io.ds || !stor_ds_reads_async(list->io.ds))
@@ -304,24 +349,19 @@ static void to_reader(struct work_io *list)
 			list = list->next;
 		}
 		STATS_ADD(ring_reads, n);
-		stor_read_start(wq.reader, ios, n);
+		stor_read_start(here->reader, ios, n);
 	}
 }
 
-int work_start(uv_loop_t *loop, unsigned n, int io_inline)
+int work_start(unsigned n, int io_inline)
 {
 	int ret;
 
 	run_inline = io_inline;
-	if (n == 0)
-		n = 1;
-	ret = uv_async_init(loop, &wq.async, async_cb);
-	if (ret < 0)
-		return ret;
-	wq.async_init = 1;
-	reader_start(loop);
 	if (io_inline)
 		return 0; /* no workers: work_submit_io() runs every batch itself */
+	if (n == 0)
+		n = 1;
 	wq.threads = calloc(n, sizeof(*wq.threads));
 	if (!wq.threads)
 		return -ENOMEM;
@@ -334,6 +374,34 @@ int work_start(uv_loop_t *loop, unsigned n, int io_inline)
 		wq.nthreads++;
 	}
 	return 0;
+}
+
+int work_loop_attach(uv_loop_t *loop)
+{
+	struct work_loop *wl = calloc(1, sizeof(*wl));
+	int ret;
+
+	if (!wl)
+		return -ENOMEM;
+	ret = uv_async_init(loop, &wl->async, async_cb);
+	if (ret < 0) {
+		free(wl);
+		return ret;
+	}
+	pthread_mutex_init(&wl->done_lock, NULL);
+	wl->async.data = wl;
+	wl->handles = 1;
+	wl->reader_efd = -1;
+	here = wl;
+	reader_start(loop);
+	return 0;
+}
+
+void work_loop_detach(void)
+{
+	reader_stop();
+	uv_close((uv_handle_t *)&here->async, loop_handle_closed);
+	here = NULL;
 }
 
 void work_submit_io(struct work_io *list)
@@ -369,6 +437,9 @@ void work_submit_io(struct work_io *list)
 		tail = tail->next;
 		count++;
 	}
+	for (struct work_io *w = list; w; w = w->next)
+		w->home = here;
+	here->out += count;
 	pthread_mutex_lock(&wq.lock);
 	if (wq.tail)
 		wq.tail->next = list;
@@ -376,7 +447,6 @@ void work_submit_io(struct work_io *list)
 		wq.head = list;
 	wq.tail = tail;
 	wq.queued += count;
-	wq.out += count;
 	pthread_cond_signal(&wq.cond);
 	pthread_mutex_unlock(&wq.lock);
 }
@@ -403,7 +473,6 @@ int work_submit_job(uv_loop_t *loop, struct work_job *j)
 
 void work_stop(void)
 {
-	reader_stop();
 	pthread_mutex_lock(&wq.lock);
 	wq.stop = 1;
 	pthread_cond_broadcast(&wq.cond);
@@ -413,8 +482,4 @@ void work_stop(void)
 	free(wq.threads);
 	wq.threads = NULL;
 	wq.nthreads = 0;
-	if (wq.async_init) {
-		uv_close((uv_handle_t *)&wq.async, NULL);
-		wq.async_init = 0;
-	}
 }

@@ -34,6 +34,22 @@ static const char *env_or(const char *name, const char *def)
 	return v && v[0] ? v : def;
 }
 
+/*
+ * The loops line of a test's config: COFFER_TEST_LOOPS (make check runs
+ * the e2e suites with 4 loops on 2 cores, so that connections of one test
+ * land on different loops; 1 runs them as a single loop), unless the test
+ * sets loops itself.
+ */
+static const char *test_loops(const char *extra)
+{
+	static char line[32];
+
+	if (extra && strstr(extra, "loops"))
+		return "";
+	snprintf(line, sizeof(line), "loops = %.8s\n", env_or("COFFER_TEST_LOOPS", "4"));
+	return line;
+}
+
 void tdaemon_init(struct tdaemon *d, const char *extra)
 {
 	FILE *f;
@@ -60,8 +76,8 @@ void tdaemon_init(struct tdaemon *d, const char *extra)
 		"log_target = stderr\n"
 		"workers = 2\n"
 		"txg_timeout = 1\n"
-		"%s%s",
-		d->sock, d->state,
+		"%s%s%s",
+		d->sock, d->state, test_loops(extra),
 		/* the host's block devices are no test's business */
 		extra && strstr(extra, "lun_search") ? "" : "lun_search =\n", extra ? extra : "");
 	fclose(f);
@@ -162,8 +178,8 @@ void tdaemon_write_conf(struct tdaemon *d, const char *sock, const char *fmt, ..
 	va_list ap;
 
 	cr_assert_not_null(f, "%s: %s", d->conf, strerror(errno));
-	fprintf(f, "[cofferd]\nsocket = %s\nstate_dir = %s\n%s", sock ? sock : d->sock, d->state,
-		strstr(fmt, "lun_search") ? "" : "lun_search =\n");
+	fprintf(f, "[cofferd]\nsocket = %s\nstate_dir = %s\n%s%s", sock ? sock : d->sock, d->state,
+		strstr(fmt, "lun_search") ? "" : "lun_search =\n", test_loops(fmt));
 	va_start(ap, fmt);
 	vfprintf(f, fmt, ap);
 	va_end(ap);

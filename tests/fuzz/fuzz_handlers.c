@@ -109,8 +109,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (reg_init(&cfg) < 0)
 		abort();
 	loop = uv_default_loop();
-	dispatch_init(loop, &cfg);
-	if (reg_loop_start(loop) < 0)
+	dispatch_init(&cfg);
+	dispatch_loop_attach(loop);
+	if (reg_loop_start(loop) < 0 || reg_loop_attach(loop) < 0)
 		abort();
 	client.peer.uid = getuid();
 	client.peer.gid = getgid();
