@@ -4006,6 +4006,32 @@ static void engine_stats(json_t *io)
 	       (long long)json_integer_value(json_object_get(io, "cache_misses")));
 }
 
+/* The cipher's bursts by size, as the daemon counts them (records per call). */
+static void crypto_bursts(json_t *crypto)
+{
+	const char *ops[] = { "open_bursts", "seal_bursts" };
+
+	if (!crypto)
+		return;
+	printf("%-18s", "crypto bursts");
+	for (unsigned b = 0; b < 8; b++) {
+		char label[16];
+
+		snprintf(label, sizeof(label), b == 7 ? "%u+" : "%u", 1u << b);
+		printf(" %8s", label);
+	}
+	putchar('\n');
+	for (unsigned k = 0; k < 2; k++) {
+		json_t *a = json_object_get(crypto, ops[k]), *v;
+		size_t i;
+
+		printf("  %-16s", k ? "seal" : "open");
+		json_array_foreach(a, i, v)
+			printf(" %8lld", (long long)json_integer_value(v));
+		putchar('\n');
+	}
+}
+
 static long long ioval(json_t *io, const char *key)
 {
 	return (long long)json_integer_value(json_object_get(io, key));
@@ -4182,6 +4208,7 @@ static int cmd_stats(int argc, char **argv)
 
 			for (int k = 0; keys[k]; k++)
 				printf("%-18s %lld\n", keys[k], io_stat(cur, keys[k]));
+			crypto_bursts(json_object_get(cur, "crypto"));
 			json_array_foreach(json_object_get(cur, "pools"), j, p) {
 				char us[32], sz[32];
 

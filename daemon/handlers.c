@@ -2320,6 +2320,20 @@ static json_t *daemon_io_json(void)
 	return io;
 }
 
+/* The cipher's bursts: {"open_bursts": [n of 1, of 2-3, ...], "seal_bursts": [...]}. */
+static json_t *bursts_json(void)
+{
+	struct stor_crypt_bursts b;
+	json_t *open = json_array(), *seal = json_array();
+
+	stor_crypt_bursts(&b);
+	for (unsigned i = 0; i < STOR_BURST_BUCKETS; i++) {
+		json_array_append_new(open, json_integer((json_int_t)b.open[i]));
+		json_array_append_new(seal, json_integer((json_int_t)b.seal[i]));
+	}
+	return json_pack("{s:o, s:o}", "open_bursts", open, "seal_bursts", seal);
+}
+
 static int h_stats(struct hcall *c)
 {
 	json_t *pa;
@@ -2360,6 +2374,7 @@ static int h_stats(struct hcall *c)
 			     (json_int_t)cs.entries, "hits", (json_int_t)cs.hits, "misses",
 			     (json_int_t)cs.misses, "inserts", (json_int_t)cs.inserts, "evictions",
 			     (json_int_t)cs.evictions);
+	json_object_set_new(c->reply, "crypto", bursts_json());
 	/* key hygiene of the process: 0 and 0 unless configured or limited otherwise */
 	json_object_set_new(c->reply, "process",
 			    json_pack("{s:i, s:I}", "dumpable", prctl(PR_GET_DUMPABLE, 0, 0, 0, 0),

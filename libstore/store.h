@@ -1128,6 +1128,21 @@ int stor_key_inherit(struct stor_pool *pool, const char *name);
  */
 uint64_t stor_key_pages_unlocked(void);
 
+/*
+ * The bursts the cipher was handed since the process started: calls of a
+ * crypto backend by the number of records in them, bucket i counting
+ * bursts of 2^i to 2^(i+1) - 1 records, the last one all larger. The
+ * multi-buffer backend interleaves the records of a burst, so a burst of 4
+ * costs each record almost three times what a burst of 16 does.
+ */
+#define STOR_BURST_BUCKETS 8
+struct stor_crypt_bursts {
+	uint64_t open[STOR_BURST_BUCKETS];
+	uint64_t seal[STOR_BURST_BUCKETS];
+};
+/** Read the burst histogram. Thread-safe. */
+void stor_crypt_bursts(struct stor_crypt_bursts *out);
+
 
 #ifdef __cplusplus
 }

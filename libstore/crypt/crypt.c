@@ -64,6 +64,7 @@
  */
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -247,6 +248,26 @@ static int op_valid(const struct crypt_op *op)
 	return 1;
 }
 
+/* stor_crypt_bursts(): [seal][bucket], relaxed (a statistic) */
+static atomic_ullong bursts[2][STOR_BURST_BUCKETS];
+
+static void count_burst(size_t n, int seal)
+{
+	unsigned b = 0;
+
+	while (b + 1 < STOR_BURST_BUCKETS && n >> (b + 1))
+		b++;
+	atomic_fetch_add_explicit(&bursts[seal][b], 1, memory_order_relaxed);
+}
+
+void stor_crypt_bursts(struct stor_crypt_bursts *out)
+{
+	for (unsigned b = 0; b < STOR_BURST_BUCKETS; b++) {
+		out->open[b] = atomic_load_explicit(&bursts[0][b], memory_order_relaxed);
+		out->seal[b] = atomic_load_explicit(&bursts[1][b], memory_order_relaxed);
+	}
+}
+
 static int run_batch(struct crypt_op *ops, size_t n, int seal)
 {
 	struct crypt_op *lists[NBACKENDS][SLICE];
@@ -273,9 +294,12 @@ static int run_batch(struct crypt_op *ops, size_t n, int seal)
 				;
 			lists[b][counts[b]++] = op;
 		}
-		for (size_t b = 0; b < NBACKENDS; b++)
-			if (counts[b])
-				backends[b]->run(lists[b], counts[b], seal);
+		for (size_t b = 0; b < NBACKENDS; b++) {
+			if (!counts[b])
+				continue;
+			count_burst(counts[b], seal);
+			backends[b]->run(lists[b], counts[b], seal);
+		}
 		for (size_t i = base; i < end; i++)
 			failed += ops[i].status != 0;
 	}

@@ -175,6 +175,22 @@ Test(io_inline, validating_bench_and_round_trip)
 	COF_OK(NULL, "flush tank/e");
 	COF_OK(NULL, "read -l 256K tank/e > %s/out", td.dir);
 	{
+		/* the seals and opens of tank/e went to the cipher, and the bursts say so */
+		json_t *j, *b;
+		long long sealed = 0, opened = 0;
+		size_t i;
+
+		COF_OK(NULL, "stats --json-int");
+		j = json_loads(out, 0, NULL);
+		cr_assert(j, "stats: %s", out);
+		json_array_foreach(json_object_get(json_object_get(j, "crypto"), "seal_bursts"), i, b)
+			sealed += json_integer_value(b);
+		json_array_foreach(json_object_get(json_object_get(j, "crypto"), "open_bursts"), i, b)
+			opened += json_integer_value(b);
+		cr_assert(sealed > 0 && opened > 0, "no crypto bursts counted: %s", out);
+		json_decref(j);
+	}
+	{
 		char cmd[3 * 1024];
 
 		snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s/out'", in, td.dir);
