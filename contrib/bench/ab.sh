@@ -16,17 +16,23 @@
 # I/O (from cofferd% of the bench), the median of the pair ratios and
 # their min-max.
 #
+# The same build twice with another cofferd.conf line on each side (--conf-a,
+# --conf-b: "loops = 1" against "loops = 2") compares a setting the same way.
+#
 # usage: ab.sh --a BUILD --b BUILD [--suites LIST] [--ops read,write]
 #        [--datasets D] [--size MiB] [--slice SEC] [--slices N] [--out DIR]
+#        [--conf-a LINE] [--conf-b LINE]
 # BUILD is a build tree holding daemon/cofferd and client/coffer.
 set -eu
 
-a= b= suites="clear aes-256-ccm" ops="read write" datasets=16 size=8 slice=3 slices=7 out=
+a= b= conf_a= conf_b= suites="clear aes-256-ccm" ops="read write" datasets=16 size=8 slice=3 slices=7 out=
 die() { echo "ab.sh: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	--a) a=$2; shift ;;
 	--b) b=$2; shift ;;
+	--conf-a) conf_a=$2; shift ;;
+	--conf-b) conf_b=$2; shift ;;
 	--suites) suites=$(echo "$2" | tr ',' ' '); shift ;;
 	--ops) ops=$(echo "$2" | tr ',' ' '); shift ;;
 	--datasets) datasets=$2; shift ;;
@@ -73,6 +79,7 @@ for side in a b; do
 	io_inline = yes
 	log_level = warning
 	log_target = $out/cofferd-$side.log
+	$(if [ $side = a ]; then echo "$conf_a"; else echo "$conf_b"; fi)
 	CONF
 	"$(eval echo \$"$side")/daemon/cofferd" -f -c "$work/$side/cofferd.conf" &
 	pids="$pids $!"

@@ -60,7 +60,7 @@
 #
 # usage: encryption.sh [--quick] [--pools P] [--luns L] [--datasets D] [--size MiB]
 #        [--time SEC] [--warmup SEC] [--curve LIST] [--rounds R] [--suites LIST]
-#        [--slice SEC] [--slices N] [--workers N]
+#        [--slice SEC] [--slices N] [--workers N] [--loops N]
 #        [--passes direct,shm,mirror,nbd,rados] [--dir DIR] [--out DIR]
 #        [--ceph-conf FILE] [--ceph-pool NAME]
 # env:   COFFERD, COFFER (binaries; default: from the build tree, else PATH)
@@ -72,7 +72,7 @@ top=$(cd "$here/../.." && pwd)
 # five rounds for a median and its spread; short points and a short curve
 # keep the whole run near half an hour
 pools=4 luns=32 datasets=192 size=32 elapsed=5 warmup=1 rounds=5
-slice=4 slices=3 workers=
+slice=4 slices=3 workers= loops=
 curve=90,50
 suites="clear aes-128-ccm aes-192-ccm aes-256-ccm aes-256-gcm"
 passes="direct shm nbd"
@@ -97,6 +97,7 @@ while [ $# -gt 0 ]; do
 	--slice) slice=$2; shift ;;
 	--slices) slices=$2; shift ;;
 	--workers) workers=$2; shift ;;
+	--loops) loops=$2; shift ;;
 	--suites) suites=$(echo "$2" | tr ',' ' '); shift ;;
 	--passes) passes=$(echo "$2" | tr ',' ' '); shift ;;
 	--dir) dir=$2; shift ;;
@@ -161,6 +162,7 @@ start_daemon() { # pass
 	direct_io = $([ "$1" = direct ] && echo yes || echo no)
 	io_inline = $([ "$1" = direct ] || [ "$1" = rados ] && echo no || echo yes)
 	$([ -n "$workers" ] && echo "workers = $workers")
+	$([ -n "$loops" ] && echo "loops = $loops")
 	ceph_conf = $ceph_conf
 	log_level = warning
 	log_target = $out/cofferd-$1.log
@@ -504,14 +506,24 @@ failed() { # pass round suite
 	fi
 }
 
-# The targets, each met or not, from the medians and the RSS samples: the
-# design's (direct within 1% of clear, aes-256-ccm at 0.90 of clear on tmpfs)
-# and the performance issue's (NBD against nbdkit with the same client, the
-# curve at clear's rates, writes, memory).
+# The targets, each met or not, from the medians and the RSS samples: those
+# of the issue that spread the data path over every core (direct within 3%
+# of clear and at clear's rates, an aes-256-ccm read on tmpfs at most 1.3 us
+# of daemon CPU more than a clear one and 0.90 of its IOPS, writes, NBD
+# against nbdkit with the same client, memory).
 targets() {
-	awk -F, -v rssfile="$out/rss.csv" -v curve="$curve" -v suites="$suites" '
+	awk -F, -v rssfile="$out/rss.csv" -v nbdcpu="$out/nbd-cpu.csv" -v curve="$curve" \
+	    -v suites="$suites" '
 		FILENAME == rssfile { if ($5 > rss[$4]) rss[$4] = $5; next }
-		{ iops[$1 "," $2] = $3; resp[$1 "," $2] = $4; ratio[$1 "," $2] = $7; held[$1 "," $2] = $10 }
+		# pass,round,server,IOPS,CPU%,us per I/O: the mean over the rounds
+		FILENAME == nbdcpu { if ($6 > 0) { srvsum[$3] += $6; srvn[$3]++ }; next }
+		{ iops[$1 "," $2] = $3; resp[$1 "," $2] = $4; ratio[$1 "," $2] = $7; held[$1 "," $2] = $10
+		  if ($3 > 0) us[$1 "," $2] = 1e4 * $6 / $3 }
+		# the daemon CPU a read of @a costs over one of @b, in microseconds
+		function extra(what, a, b, max,    have) {
+			have = (a in us) && (b in us) ? sprintf("%+.2f us", us[a] - us[b]) : "-"
+			line(what, have, have != "-" && us[a] - us[b] <= max)
+		}
 		function line(what, have, ok) {
 			printf "  %-58s %-22s %s\n", what, have, have == "-" ? "not measured" : ok ? "met" : "NOT MET"
 		}
@@ -562,21 +574,29 @@ targets() {
 		}
 		END {
 			print "targets (medians of the rounds):"
-			every("direct", 0.99)
+			every("direct", 0.97)
 			vs("shm: aes-256-ccm >= 0.90 of clear", "shm,aes-256-ccm", "shm,clear", 0.90)
-			vs("shm: aes-192-ccm >= 0.90 of aes-256-ccm", "shm,aes-192-ccm", "shm,aes-256-ccm", 0.90)
+			extra("shm: aes-256-ccm read <= clear + 1.3 us of CPU", "shm,aes-256-ccm",
+			      "shm,clear", 1.3)
 			vs("nbd: clear >= 2x nbdkit file plugin", "nbd,clear", "nbd,nbdkit-file", 2)
 			vs("nbd: aes-256-ccm >= 2.5x nbdkit file + luks", "nbd,aes-256-ccm", "nbd,nbdkit-luks", 2.5)
 			vs("nbd: aes-256-ccm >= 0.90 of clear", "nbd,aes-256-ccm", "nbd,clear", 0.90)
 			within("nbd", "aes-256-ccm", 0.10)
+			for (k in srvn)
+				if (k !~ /^nbdkit/ && srvsum[k] / srvn[k] > worst_us)
+					worst_us = srvsum[k] / srvn[k]
+			kit_us = srvn["nbdkit-file"] ? srvsum["nbdkit-file"] / srvn["nbdkit-file"] : 0
+			have = worst_us && kit_us ? sprintf("highest %.2f of nbdkit file", worst_us / kit_us) : "-"
+			line("nbd: cofferd CPU per I/O <= half of nbdkit file", have,
+			     have != "-" && worst_us / kit_us <= 0.5)
 			vs("direct: clear >= 0.90 of fio io_uring", "direct,clear", "direct,fio-io_uring", 0.90)
 			np = split(curve, pct, ",")
 			for (i = 1; i <= np; i++) {
 				point("direct@" pct[i])
 				point("shm@" pct[i])
 			}
-			every("direct-write", 0.95)
-			every("shm-write", 0.95)
+			every("direct-write", 0.90)
+			every("shm-write", 0.85)
 			vs("mirror: aes-256-ccm reads >= 0.90 of shm", "mirror,aes-256-ccm", "shm,aes-256-ccm", 0.90)
 			vs("mirror: aes-256-ccm writes >= 0.55 of shm", "mirror-write,aes-256-ccm",
 			   "shm-write,aes-256-ccm", 0.55)
@@ -588,7 +608,7 @@ targets() {
 			if (rss["write"])
 				printf "  (right after the writes, with a txg of them still open: largest %.1f MiB)\n",
 				       rss["write"] / 1024
-		}' "$out/summary.csv" "$out/rss.csv"
+		}' "$out/summary.csv" "$out/rss.csv" "$out/nbd-cpu.csv"
 }
 
 (umask 077 && head -c 32 /dev/urandom >"$work/key")
