@@ -7,7 +7,8 @@ noinst_PROGRAMS += %D%/crypt_bench
 %C%_crypt_bench_CFLAGS = $(AM_CFLAGS) $(CRYPTO_CFLAGS) $(XXHASH_CFLAGS) $(STORE_INC)
 %C%_crypt_bench_LDADD = $(STORE_LIBS)
 
-# engine_bench: single-thread 8 KiB random read/write rates of libstore, buffered and O_DIRECT
+# engine_bench: 8 KiB random read/write rates of libstore, buffered and O_DIRECT, one thread;
+# with -t, how its reads scale over threads (stor_io_submit batches, a dataset per thread)
 noinst_PROGRAMS += %D%/engine_bench
 %C%_engine_bench_SOURCES = %D%/engine_bench.c
 %C%_engine_bench_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
