@@ -22,6 +22,7 @@
  * the file backend reads it once more an extent for its disk time.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -381,10 +382,22 @@ static unsigned hist_bucket(uint64_t ns)
 	return b < STOR_LUN_HIST_BUCKETS ? b : STOR_LUN_HIST_BUCKETS - 1;
 }
 
+/* The calling thread's shard of the I/O counters, given out in turn. */
+static unsigned io_shard(void)
+{
+	static atomic_uint next;
+	static _Thread_local unsigned shard = UINT_MAX;
+
+	if (shard == UINT_MAX)
+		shard = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) % LUN_IO_SHARDS;
+	return shard;
+}
+
 void lun_io_issue(struct lun_io *io, int write)
 {
 	io->disk_ns = 0;
-	atomic_fetch_add_explicit(&io->lun->io[write].inflight, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&io->lun->io[io_shard()][write].inflight, 1,
+				  memory_order_relaxed);
 }
 
 /*
@@ -394,8 +407,9 @@ void lun_io_issue(struct lun_io *io, int write)
  */
 static void io_done(struct lun_io *io, int write, uint64_t wait_ns)
 {
-	struct lun_iodir *d = &io->lun->io[write];
+	struct lun_iodir *d = &io->lun->io[io_shard()][write];
 
+	/* an extent issued on another thread's shard: the sum is still right */
 	atomic_fetch_sub_explicit(&d->inflight, 1, memory_order_relaxed);
 	if (io->result == 0) {
 		/* a backend that does not time an extent alone: its wait is all it knows */
@@ -606,18 +620,21 @@ void lun_iostat(const struct lun *l, struct stor_lun_iostat *st)
 	memset(st, 0, sizeof(*st));
 	st->since_ns = l->since_ns;
 	st->now_ns = lun_now_ns();
-	for (int w = 0; w < 2; w++) {
-		const struct lun_iodir *d = &l->io[w];
+	for (unsigned s = 0; s < LUN_IO_SHARDS; s++) {
+		for (int w = 0; w < 2; w++) {
+			const struct lun_iodir *d = &l->io[s][w];
 
-		st->ops[w] = atomic_load_explicit(&d->ops, memory_order_relaxed);
-		st->bytes[w] = atomic_load_explicit(&d->bytes, memory_order_relaxed);
-		st->wait_ns[w] = atomic_load_explicit(&d->wait_ns, memory_order_relaxed);
-		st->disk_ns[w] = atomic_load_explicit(&d->disk_ns, memory_order_relaxed);
-		st->inflight[w] = atomic_load_explicit(&d->inflight, memory_order_relaxed);
-		for (unsigned b = 0; b < STOR_LUN_HIST_BUCKETS; b++) {
-			st->hist[w][b] = atomic_load_explicit(&d->hist[b], memory_order_relaxed);
-			st->disk_hist[w][b] =
-				atomic_load_explicit(&d->disk_hist[b], memory_order_relaxed);
+			st->ops[w] += atomic_load_explicit(&d->ops, memory_order_relaxed);
+			st->bytes[w] += atomic_load_explicit(&d->bytes, memory_order_relaxed);
+			st->wait_ns[w] += atomic_load_explicit(&d->wait_ns, memory_order_relaxed);
+			st->disk_ns[w] += atomic_load_explicit(&d->disk_ns, memory_order_relaxed);
+			st->inflight[w] += atomic_load_explicit(&d->inflight, memory_order_relaxed);
+			for (unsigned b = 0; b < STOR_LUN_HIST_BUCKETS; b++) {
+				st->hist[w][b] +=
+					atomic_load_explicit(&d->hist[b], memory_order_relaxed);
+				st->disk_hist[w][b] +=
+					atomic_load_explicit(&d->disk_hist[b], memory_order_relaxed);
+			}
 		}
 	}
 }
