@@ -229,3 +229,10 @@ check_PROGRAMS += %D%/test_dryrun
 %C%_test_dryrun_SOURCES = %D%/test_dryrun.c $(E2E_FIXTURE)
 %C%_test_dryrun_CFLAGS = $(E2E_CFLAGS)
 %C%_test_dryrun_LDADD = $(E2E_LDADD)
+
+# four loops at once: writers on each beside a forced unload-key, the per-uid
+# limit over them, a SIGTERM with writes in flight on every one
+check_PROGRAMS += %D%/test_loops
+%C%_test_loops_SOURCES = %D%/test_loops.c $(E2E_FIXTURE)
+%C%_test_loops_CFLAGS = $(E2E_CFLAGS)
+%C%_test_loops_LDADD = $(E2E_LDADD)
