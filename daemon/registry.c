@@ -675,11 +675,15 @@ static int revoke_matches(const struct revoke_match *r, const struct reg_handle 
 	return 0;
 }
 
-/*
- * Handles of this loop's clients matching @r still open; with @mark, revoke
- * them first. rv.lock held.
- */
-static unsigned revoke_walk(const struct revoke_match *r, int mark, unsigned *matched)
+/* What revoke_walk() does with the handles that match. */
+enum walk {
+	WALK_COUNT,   /* count them */
+	WALK_REVOKE,  /* revoke them, count those still open */
+	WALK_PENDING, /* count those revoked (or closed by their owner) not yet released */
+};
+
+/* Handles of this loop's clients matching @r, as @how says. rv.lock held. */
+static unsigned revoke_walk(const struct revoke_match *r, enum walk how, unsigned *matched)
 {
 	unsigned open = 0, self = loops_self();
 
@@ -692,7 +696,10 @@ static unsigned revoke_walk(const struct revoke_match *r, int mark, unsigned *ma
 
 			if (!revoke_matches(r, h))
 				continue;
-			if (mark) {
+			/* one opened since the revocation is not what it waits for */
+			if (how == WALK_PENDING && !h->closing)
+				continue;
+			if (how == WALK_REVOKE) {
 				(*matched)++;
 				if (!h->revoked)
 					log_warn("conn %llu (uid %u pid %d): handle %u on %s "
@@ -724,17 +731,25 @@ static unsigned open_total(const struct revoke_req *q)
 	return n;
 }
 
-/* Handles closed on this loop: wake the requests whose handles are all gone. */
+/*
+ * Handles closed on this loop: count again what it still holds for each
+ * request it has walked, those other loops have not walked yet included
+ * (the count it gave them may be stale by the time the last one walks),
+ * and wake the requests whose handles are all gone.
+ */
 static void revoke_progress(void)
 {
 	unsigned self = loops_self();
+	unsigned dummy = 0;
 
 	pthread_mutex_lock(&rv.lock);
+	for (struct revoke_req *q = rv.queue; q; q = q->next)
+		if (q->mark && (q->seen & (1ull << self)))
+			q->open[self] = revoke_walk(q->what, WALK_PENDING, &dummy);
 	for (struct revoke_req **pp = &rv.active; *pp;) {
 		struct revoke_req *q = *pp;
-		unsigned dummy = 0;
 
-		q->open[self] = revoke_walk(q->what, 0, &dummy);
+		q->open[self] = revoke_walk(q->what, WALK_PENDING, &dummy);
 		if (open_total(q) == 0) {
 			q->done = 1;
 			*pp = q->next;
@@ -851,7 +866,7 @@ static void revoke_cb(uv_async_t *a)
 		q->seen |= 1ull << self;
 		if (q->say)
 			users_count(q);
-		q->open[self] = revoke_walk(q->what, q->mark, &q->matched);
+		q->open[self] = revoke_walk(q->what, q->mark ? WALK_REVOKE : WALK_COUNT, &q->matched);
 	}
 	revoke_settle();
 	pthread_mutex_unlock(&rv.lock);
