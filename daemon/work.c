@@ -5,9 +5,9 @@
  * Record I/O goes to worker threads through one mutex+cond queue. A worker
  * hands what it takes (across connections and datasets) to stor_io_submit()
  * in one call, so the crypto sees bursts and the LUN extents go out
- * together; completions go back to the loop on one list with one
- * uv_async_send per batch. Per request that is one lock on each side and no
- * syscall of its own.
+ * together; completions go back to the loop that submitted them (each event
+ * loop has its own list, loops.c) with one uv_async_send per loop and batch.
+ * Per request that is one lock on each side and no syscall of its own.
  *
  * A batch answers when its slowest extent is back, so one worker taking all
  * that is ready would hold a disk to one batch at a time, each as slow as
@@ -18,8 +18,8 @@
  * not pay on a disk: the thread switches cost more CPU than the extra
  * reads in flight gave back.
  *
- * Reads of pools on O_DIRECT LUNs skip the workers: they start on the loop
- * and their extents go to a ring of the loop's own (stor_read_start), each
+ * Reads of pools on O_DIRECT LUNs skip the workers: they start on their
+ * loop and their extents go to a ring of that loop's own (stor_read_start), each
  * request answered in the turn its own extents arrive. A worker waiting on a
  * batch sends nothing new meanwhile, so with two workers the disk saw at
  * most two batches in flight, each as slow as its slowest read, however
