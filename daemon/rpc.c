@@ -508,8 +508,11 @@ static void rbuf_account(struct rpc_conn *conn)
 {
 	size_t was = conn->rcounted;
 
-	srv.buffered += conn->rlen;
-	srv.buffered -= was;
+	/* one atomic add of the difference: the loops share the counter */
+	if (conn->rlen >= was)
+		srv.buffered += conn->rlen - was;
+	else
+		srv.buffered -= was - conn->rlen;
 	conn->rcounted = conn->rlen;
 	if (conn->rlen < was)
 		limits_released(NULL);
