@@ -40,6 +40,7 @@
 #include "dispatch.h"
 #include "handlers.h"
 #include "log.h"
+#include "plainbuf.h"
 #include "registry.h"
 #include "work.h"
 
@@ -101,6 +102,9 @@ struct disp_own {
 	uint32_t handle;            /* the handle a call on one holds, UINT32_MAX: none */
 	int plain;                  /* record I/O of an encrypted dataset: body and out
 				     * hold its plaintext, wiped when freed */
+	size_t body_cap;            /* body from the loop's plainbuf pool: its size, else 0 */
+	size_t out_cap;             /* the same for out */
+	unsigned body_epoch, out_epoch; /* plainbuf_get()'s */
 	uint8_t hello[PROTO_HELLO_REPLY];
 };
 
@@ -454,10 +458,14 @@ static int make_durable(struct disp_call *c)
 /* Steps 5 and 6, on whichever thread the table says. */
 static void run_json(struct disp_call *c)
 {
+	unsigned drops = plainbuf_epoch();
 	int ret = resolve(c);
 
 	if (ret == 0)
 		ret = handlers_run(&c->own->js->h);
+	/* a key it dropped takes the plaintext kept for reuse with it */
+	if (plainbuf_epoch() != drops)
+		plainbuf_sync();
 	if (ret == 0)
 		ret = make_durable(c);
 	if (c->own->js->locked) {
@@ -595,7 +603,12 @@ static void start_io(struct disp_call *c)
 			fail_now(c, -EMSGSIZE);
 			return;
 		}
-		c->out = stor_ds_read_buf(ds, pio.len);
+		if (plainbuf_takes(pio.len)) {
+			c->out = plainbuf_get(pio.len, &c->own->out_epoch);
+			c->own->out_cap = c->out ? pio.len : 0;
+		} else {
+			c->out = stor_ds_read_buf(ds, pio.len);
+		}
 		if (!c->out) {
 			fail_now(c, -ENOMEM);
 			return;
@@ -795,20 +808,39 @@ int dispatch_write_wiped(const struct disp_client *cl, uint32_t handle)
 	return reg_handle_encrypted(cl->handles, handle);
 }
 
+uint8_t *dispatch_body_alloc(struct disp_call *c, size_t len)
+{
+	if (!plainbuf_takes(len))
+		return c->body = malloc(len ? len : 1);
+	c->body = plainbuf_get(len, &c->own->body_epoch);
+	c->own->body_cap = c->body ? len : 0;
+	return c->body;
+}
+
 void dispatch_out_free(struct disp_call *c)
 {
-	if (c->out && c->own->plain)
-		explicit_bzero(c->out, c->out_len);
-	free(c->out);
+	if (c->own->out_cap) {
+		plainbuf_put(c->out, c->own->out_cap, c->own->out_epoch, c->own->plain);
+		c->own->out_cap = 0;
+	} else {
+		if (c->out && c->own->plain)
+			explicit_bzero(c->out, c->out_len);
+		free(c->out);
+	}
 	c->out = NULL;
 }
 
 void dispatch_call_reset(struct disp_call *c)
 {
 	wipe_secret(c);
-	if (c->body && c->own->plain)
-		explicit_bzero(c->body, c->hdr.len);
-	free(c->body);
+	if (c->own->body_cap) {
+		plainbuf_put(c->body, c->own->body_cap, c->own->body_epoch, c->own->plain);
+		c->own->body_cap = 0;
+	} else {
+		if (c->body && c->own->plain)
+			explicit_bzero(c->body, c->hdr.len);
+		free(c->body);
+	}
 	js_free(c->own->js);
 	dispatch_out_free(c);
 	c->body = NULL;

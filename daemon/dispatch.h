@@ -67,7 +67,8 @@ struct disp_call {
 	/* filled by the transport */
 	struct disp_client *cl;
 	struct proto_hdr hdr;       /* checked by proto_hdr_check() */
-	uint8_t *body;              /* hdr.len bytes (malloc'd; the call owns it), NULL if empty */
+	uint8_t *body;              /* hdr.len bytes (dispatch_body_alloc(), or malloc'd: the
+				     * call owns it), NULL if empty */
 	disp_done_fn done;
 	/* the outcome, for the transport */
 	int status;                 /* the reply's status */
@@ -100,6 +101,11 @@ void dispatch_client_fini(struct disp_client *cl);
  * dispatcher's own part is allocated behind it. @return NULL: no memory
  */
 struct disp_call *dispatch_call_create(size_t size);
+/**
+ * The body of @c, @len bytes: record I/O's from the loop's pool (plainbuf.h),
+ * so give them to @c at once; freed with the call. @return c->body, NULL: no memory
+ */
+uint8_t *dispatch_body_alloc(struct disp_call *c, size_t len);
 /**
  * Dispatch @c (transport fields filled). @c->done is called exactly once,
  * maybe before this returns.

@@ -47,6 +47,7 @@
 #include "metrics.h"
 #include "nbd.h"
 #include "pidfile.h"
+#include "plainbuf.h"
 #include "tls.h"
 #include "rpc.h"
 #include "store.h"
@@ -297,7 +298,9 @@ static int loop_attach(uv_loop_t *loop)
 	int ret;
 
 	dispatch_loop_attach(loop);
-	ret = work_loop_attach(loop);
+	ret = plainbuf_loop_attach(loop);
+	if (ret == 0)
+		ret = work_loop_attach(loop);
 	if (ret == 0)
 		ret = reg_loop_attach(loop);
 	if (ret == 0)
@@ -310,6 +313,7 @@ static void loop_drained(void)
 {
 	reg_loop_detach();
 	work_loop_detach();
+	plainbuf_loop_detach();
 }
 
 static void drained(void)
@@ -571,6 +575,7 @@ int main(int argc, char **argv)
 		log_err("workers: %s", uv_strerror(ret));
 		goto out_pools;
 	}
+	plainbuf_init();
 	ret = loops_start(loop, cfg.loops, loop_attach);
 	if (ret < 0) {
 		log_err("loops: %s", uv_strerror(ret));

@@ -1046,8 +1046,7 @@ static int tx_request(struct nbd_conn *nc, const uint8_t *p)
 	}
 	if (r.type == NBD_CMD_WRITE) {
 		/* the data goes in once, behind the I/O body */
-		q->r.dc.body = malloc(PROTO_IO_BODY + r.len);
-		if (!q->r.dc.body) {
+		if (!dispatch_body_alloc(&q->r.dc, PROTO_IO_BODY + r.len)) {
 			tx_reply(q, NBD_ENOMEM, NULL);
 			rpc_req_done(&q->r.dc);
 			return 0;

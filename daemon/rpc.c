@@ -2134,8 +2134,7 @@ static int ctl_handle(struct rpc_conn *conn, const uint8_t *p, size_t len)
 	if (!r)
 		return -1;
 	if (h.len) {
-		r->dc.body = malloc(h.len);
-		if (!r->dc.body) {
+		if (!dispatch_body_alloc(&r->dc, h.len)) {
 			dispatch_refuse(&r->dc, -ENOMEM);
 			return 0;
 		}

@@ -552,6 +552,15 @@ void stor_set_event_fn(stor_event_fn fn, void *arg);
 
 /* ---- key material ---- */
 
+/**
+ * Have @fn called (from the thread that did it, libstore's locks maybe
+ * held: it must return soon and not call into libstore) each time a
+ * dataset's loaded key is dropped: unloaded, its dataset closed for good,
+ * or a load that failed. A program that keeps plaintext beside libstore
+ * (the daemon's reply buffers) wipes it then. NULL: none, the default.
+ */
+void stor_set_key_drop_fn(void (*fn)(void));
+
 enum stor_keyformat { STOR_KEY_NONE = 0, STOR_KEY_RAW, STOR_KEY_HEX, STOR_KEY_PASSPHRASE };
 
 /** User key material for an encryption root, as read from keylocation. */

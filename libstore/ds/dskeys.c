@@ -17,6 +17,7 @@
  * keyformat, iterations, salt, wrapped key) is in the key file (keyfile.c).
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +39,17 @@
 
 /* ---- in-memory key state ---- */
 
+static void (*_Atomic key_drop_fn)(void);
+
+void stor_set_key_drop_fn(void (*fn)(void))
+{
+	atomic_store(&key_drop_fn, fn);
+}
+
 static void keys_state_free(struct ds_keys *k)
 {
+	void (*dropped)(void) = atomic_load(&key_drop_fn);
+
 	if (!k)
 		return;
 	while (k->all) {
@@ -55,6 +65,8 @@ static void keys_state_free(struct ds_keys *k)
 	pthread_mutex_destroy(&k->lock);
 	pthread_mutex_destroy(&k->nonce_lock);
 	free(k);
+	if (dropped)
+		dropped();
 }
 
 static struct ds_keys *keys_state_new(const struct stor_ds *ds, const uint8_t *master,
