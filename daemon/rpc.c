@@ -214,6 +214,7 @@ struct rpc_loop {
 	unsigned live_conns; /* allocated, not yet freed */
 	atomic_uint load;    /* its connections, for the choice of a loop for the next */
 	struct rpc_conn *flush_list;
+	struct wreq *wreq_spare; /* of the last write that went at once */
 	uv_check_t tick;     /* after each poll: hand I/O to the workers, write replies */
 	uv_timer_t grace;
 	int resume_all;      /* a limit was released: kick resumes every connection */
@@ -698,7 +699,36 @@ out:
 		conn_check_close(conn);
 }
 
-/* Hand every pending reply of @conn to one uv_write (up to WRITE_BATCH calls each). */
+/*
+ * Write what @w holds at once if libuv has nothing of @conn queued (so the
+ * order holds): a reply that fits the socket then costs one writev and
+ * no request, where uv_write would also change the descriptor's epoll
+ * watch twice (POLLOUT on and off: an epoll_ctl a reply).
+ * @return bytes written (the first ones of w->bufs), or a libuv error
+ */
+static int write_now(struct rpc_conn *conn, struct wreq *w, unsigned nb)
+{
+	if (conn->queued_bytes)
+		return 0;
+	return uv_try_write((uv_stream_t *)&conn->io.s, w->bufs, nb);
+}
+
+/* Drop the first @n bytes of @w's @nb buffers. @return the buffers left */
+static unsigned bufs_skip(struct wreq *w, unsigned nb, size_t n)
+{
+	unsigned i = 0;
+
+	while (i < nb && n >= w->bufs[i].len)
+		n -= w->bufs[i++].len;
+	if (i < nb) {
+		w->bufs[i].base += n;
+		w->bufs[i].len -= n;
+	}
+	memmove(w->bufs, w->bufs + i, (nb - i) * sizeof(w->bufs[0]));
+	return nb - i;
+}
+
+/* Hand every pending reply of @conn to the socket (up to WRITE_BATCH calls a write). */
 static void conn_flush(struct rpc_conn *conn)
 {
 	if (conn->tls) {
@@ -707,15 +737,19 @@ static void conn_flush(struct rpc_conn *conn)
 	}
 	while (conn->pend_head && !conn->closing) {
 		unsigned n = conn->npend < WRITE_BATCH ? conn->npend : WRITE_BATCH;
-		struct wreq *w = calloc(1, sizeof(*w) + 2 * n * sizeof(uv_buf_t));
+		struct wreq *w = here->wreq_spare;
 		struct rpc_req *c, *last = NULL;
 		unsigned nb = 0;
 		int ret;
 
+		here->wreq_spare = NULL;
+		if (!w)
+			w = malloc(sizeof(*w) + 2 * WRITE_BATCH * sizeof(uv_buf_t));
 		if (!w) {
 			conn_close(conn);
 			return;
 		}
+		memset(w, 0, sizeof(*w));
 		w->conn = conn;
 		w->calls = conn->pend_head;
 		for (unsigned i = 0; i < n; i++) {
@@ -733,9 +767,24 @@ static void conn_flush(struct rpc_conn *conn)
 		last->next = NULL;
 		if (!conn->pend_head)
 			conn->pend_tail = NULL;
+		ret = write_now(conn, w, nb);
+		if (ret >= 0 && (size_t)ret == w->bytes) {
+			conn->last_active = uv_now(here->loop);
+			for (c = w->calls; c; c = last) {
+				last = c->next;
+				req_free(c);
+			}
+			here->wreq_spare = w;
+			continue;
+		}
+		if (ret > 0) {
+			nb = bufs_skip(w, nb, (size_t)ret);
+			w->bytes -= (size_t)ret;
+		}
 		conn->queued_bytes += w->bytes;
 		conn->refs++;
-		ret = uv_write(&w->req, &conn->io.s, w->bufs, nb, write_cb);
+		if (ret >= 0 || ret == UV_EAGAIN)
+			ret = uv_write(&w->req, &conn->io.s, w->bufs, nb, write_cb);
 		if (ret < 0) {
 			conn->refs--;
 			conn->queued_bytes -= w->bytes;
@@ -1958,6 +2007,8 @@ static void check_drained(void)
 	pthread_mutex_lock(&here->lock);
 	here->drained = 1;
 	pthread_mutex_unlock(&here->lock);
+	free(here->wreq_spare);
+	here->wreq_spare = NULL;
 	uv_close((uv_handle_t *)&here->tick, NULL);
 	uv_close((uv_handle_t *)&here->grace, NULL);
 	uv_close((uv_handle_t *)&here->kick, NULL);
