@@ -39,8 +39,9 @@
 # jobs at the same total queue depth, are nbdkit's file plugin (a file of
 # the same size on tmpfs) and nbdkit's file plugin under its luks filter
 # (a LUKSv1 aes-256-xts image made by qemu-img), so every row has the same
-# client. Its rows' CPU column is the server's (cofferd or nbdkit) and
-# OUT/nbd-cpu.csv gives the server's CPU time per I/O.
+# client. Its rows' CPU column is the server's (cofferd or nbdkit), over the
+# steady part of each run, and OUT/nbd-cpu.csv gives the server's CPU time
+# per I/O and fio's own: the CPUs over fio's time per I/O bound every row.
 #
 # The rados pass is the shm pass's shape (io_inline off: every I/O waits on
 # the network) on LUNs in a Ceph pool, rados:POOL/PREFIX: those of the
@@ -414,28 +415,40 @@ fio_nbd() { # pass round name server-pid uri_of
 			i=$((i + 1))
 		done
 	} > "$work/nbd.fio"
-	t0=$(cpu_ticks "$spid")
-	w0=$(date +%s.%N)
+	# the server's CPU ticks every quarter second, for a window of the steady load
+	( while :; do echo "$(date +%s.%N) $(cpu_ticks "$spid")"; sleep 0.25; done ) > "$work/ticks" &
+	sampler=$!
 	fio --output-format=terse --output="$out/$fp-$fn-r$fr.terse" "$work/nbd.fio" \
 		>"$out/$fp-$fn-r$fr.log" 2>&1 ||
-		{ echo "encryption.sh: fio nbd ($fn) failed; see $out/$fp-$fn-r$fr.log" >&2; return 1; }
-	t1=$(cpu_ticks "$spid")
+		{ kill "$sampler"; echo "encryption.sh: fio nbd ($fn) failed; see $out/$fp-$fn-r$fr.log" >&2; return 1; }
 	w1=$(date +%s.%N)
+	kill "$sampler" 2>/dev/null || true
+	wait "$sampler" 2>/dev/null || true
 	fio_row "$fp" "$fr" "$fn" "$out/$fp-$fn-r$fr.terse" "$fp-$fn-r$fr.terse"
-	# the server's CPU in the row, not fio's: ticks over the whole fio run (its
-	# connections' setup and the ramp included) over its wall time, and its CPU
-	# time per I/O into nbd-cpu.csv
-	awk -F, -v OFS=, -v d=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" \
-		-v secs="$(awk -v a="$w0" -v b="$w1" 'BEGIN { print b - a }')" \
-		-v cpuf="$out/nbd-cpu.csv" '
-		{ rows[NR] = $0 }
+	# The server's CPU in the row, not fio's, over the last elapsed - 1 seconds
+	# of the run up to half a second before fio ended: the load alone, not the
+	# setup of its connections (for luks a key unlock each) nor the ramp. Into
+	# nbd-cpu.csv: that and the CPU time per I/O of the server and of the client
+	# (fio's own CPU per job, times its jobs): no server can serve more than
+	# the machine's CPUs over the client's time per I/O.
+	awk -F, -v OFS=, -v hz="$(getconf CLK_TCK)" -v end="$w1" -v span=$((elapsed > 1 ? elapsed - 1 : 1)) \
+		-v ticksf="$work/ticks" -v cpuf="$out/nbd-cpu.csv" -v jobs="$datasets" \
+		-v client="$(awk -F';' '{ print $88 + $89 }' "$out/$fp-$fn-r$fr.terse")" '
+		FILENAME == ticksf {
+			if ($1 <= end - 0.5 - span && (!ta || $1 > ta)) { ta = $1; ka = $2 }
+			if ($1 <= end - 0.5 && $1 > tb) { tb = $1; kb = $2 }
+			next
+		}
+		{ rows[++n] = $0 }
 		END {
-			for (i = 1; i < NR; i++) print rows[i]
-			$0 = rows[NR]
-			$7 = sprintf("%.1f", 100 * d / hz / secs)
+			for (i = 1; i < n; i++) print rows[i]
+			$0 = rows[n]
+			share = tb > ta ? (kb - ka) / hz / (tb - ta) : 0
+			$7 = sprintf("%.1f", 100 * share)
 			print
-			print $1, $2, $3, $4, $7, ($4 > 0 ? sprintf("%.1f", 1e6 * d / hz / secs / $4) : "-") >> cpuf
-		}' "$work/rows.csv" > "$work/rows.tmp" && mv "$work/rows.tmp" "$work/rows.csv"
+			print $1, $2, $3, $4, $7, ($4 > 0 ? sprintf("%.1f", 1e6 * share / $4) : "-"),
+			      ($4 > 0 ? sprintf("%.1f", client * jobs * 1e4 / $4) : "-") >> cpuf
+		}' "$work/ticks" "$work/rows.csv" > "$work/rows.tmp" && mv "$work/rows.tmp" "$work/rows.csv"
 }
 
 coffer_uri() { printf 'uri=nbd+unix:///p%s/%s/d%s?socket=%s\n' $(($1 % pools + 1)) "$nbd_suite" "$1" "$work/nbd-coffer.sock"; }
@@ -512,11 +525,12 @@ failed() { # pass round suite
 # of daemon CPU more than a clear one and 0.90 of its IOPS, writes, NBD
 # against nbdkit with the same client, memory).
 targets() {
-	awk -F, -v rssfile="$out/rss.csv" -v nbdcpu="$out/nbd-cpu.csv" -v curve="$curve" \
+	awk -F, -v rssfile="$out/rss.csv" -v nbdcpu="$out/nbd-cpu.csv" -v curve="$curve" -v ncpu="$(nproc)" \
 	    -v suites="$suites" '
 		FILENAME == rssfile { if ($5 > rss[$4]) rss[$4] = $5; next }
 		# pass,round,server,IOPS,CPU%,us per I/O: the mean over the rounds
-		FILENAME == nbdcpu { if ($6 > 0) { srvsum[$3] += $6; srvn[$3]++ }; next }
+		FILENAME == nbdcpu { if ($6 > 0) { srvsum[$3] += $6; srvn[$3]++ }
+				     if ($7 > 0 && (!cli || $7 < cli)) cli = $7; next }
 		{ iops[$1 "," $2] = $3; resp[$1 "," $2] = $4; ratio[$1 "," $2] = $7; held[$1 "," $2] = $10
 		  if ($3 > 0) us[$1 "," $2] = 1e4 * $6 / $3 }
 		# the daemon CPU a read of @a costs over one of @b, in microseconds
@@ -578,6 +592,11 @@ targets() {
 			vs("shm: aes-256-ccm >= 0.90 of clear", "shm,aes-256-ccm", "shm,clear", 0.90)
 			extra("shm: aes-256-ccm read <= clear + 1.3 us of CPU", "shm,aes-256-ccm",
 			      "shm,clear", 1.3)
+			# what the client alone allows: the CPUs over the least time per I/O of fio
+			if (cli > 0 && ("nbd,nbdkit-file" in iops))
+				printf "  %-58s %-22s %s\n", "nbd: fio alone takes " cli " us of CPU an I/O: any server <=",
+				       sprintf("%.0f IOPS", ncpu * 1e6 / cli),
+				       sprintf("(%.2fx nbdkit file)", ncpu * 1e6 / cli / iops["nbd,nbdkit-file"])
 			vs("nbd: clear >= 2x nbdkit file plugin", "nbd,clear", "nbd,nbdkit-file", 2)
 			vs("nbd: aes-256-ccm >= 2.5x nbdkit file + luks", "nbd,aes-256-ccm", "nbd,nbdkit-luks", 2.5)
 			vs("nbd: aes-256-ccm >= 0.90 of clear", "nbd,aes-256-ccm", "nbd,clear", 0.90)
@@ -719,9 +738,11 @@ awk -F, -v suites="$suites fio-io_uring nbdkit-fio nbdkit-file nbdkit-luks" '
 	echo " PASS@PCT: reads offered PCT% of clear's maximum; held: IOPS / the rate offered)"
 	if [ -s "$out/nbd-cpu.csv" ]; then
 		echo
-		printf '%-12s %-6s %-12s %10s %9s %12s\n' pass round server IOPS "server%" "CPU us/IO"
-		while IFS=, read -r pass round name iops cpu us; do
-			printf '%-12s %-6s %-12s %10s %9s %12s\n' "$pass" "$round" "$name" "$iops" "$cpu" "$us"
+		printf '%-12s %-6s %-12s %10s %9s %12s %12s\n' pass round server IOPS "server%" "CPU us/IO" \
+			"fio us/IO"
+		while IFS=, read -r pass round name iops cpu us cus; do
+			printf '%-12s %-6s %-12s %10s %9s %12s %12s\n' "$pass" "$round" "$name" "$iops" "$cpu" \
+				"$us" "$cus"
 		done < "$out/nbd-cpu.csv"
 	fi
 	while IFS=, read -r pass round suite what; do
