@@ -434,9 +434,10 @@ fio_nbd() { # pass round name server-pid uri_of
 	awk -F, -v OFS=, -v hz="$(getconf CLK_TCK)" -v end="$w1" -v span=$((elapsed > 1 ? elapsed - 1 : 1)) \
 		-v ticksf="$work/ticks" -v cpuf="$out/nbd-cpu.csv" -v jobs="$datasets" \
 		-v client="$(awk -F';' '{ print $88 + $89 }' "$out/$fp-$fn-r$fr.terse")" '
-		FILENAME == ticksf {
-			if ($1 <= end - 0.5 - span && (!ta || $1 > ta)) { ta = $1; ka = $2 }
-			if ($1 <= end - 0.5 && $1 > tb) { tb = $1; kb = $2 }
+		FILENAME == ticksf { # "time ticks"
+			split($0, f, " ")
+			if (f[1] <= end - 0.5 - span && (!ta || f[1] > ta)) { ta = f[1]; ka = f[2] }
+			if (f[1] <= end - 0.5 && f[1] > tb) { tb = f[1]; kb = f[2] }
 			next
 		}
 		{ rows[++n] = $0 }
