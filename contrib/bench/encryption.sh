@@ -230,6 +230,18 @@ destroy_suite() {
 	done
 }
 
+# Wait until the txg holding a fill is on the LUNs of every pool (a flush of
+# a dataset in each): a fill returns when its writes are acknowledged, and
+# the commit that follows (their block pointers, gigabytes of records at the
+# default shape) would otherwise run into the first measurement after it.
+settle() { # suite
+	p=1
+	while [ $p -le $pools ] && [ $p -le $datasets ]; do
+		c flush "p$p/$1/d$((p - 1))" || return 1
+		p=$((p + 1))
+	done
+}
+
 run_suite() { # pass round suite
 	tag=$1-$3-r$2
 	cat > "$work/fill.parm" <<-PARM
@@ -254,7 +266,8 @@ run_suite() { # pass round suite
 		fi
 	} > "$work/read.parm"
 	echo "== $1 round $2: $3: fill $datasets x ${size} MiB" >&2
-	c bench -q --socket "$sock" "$work/fill.parm" > "$out/$tag-fill.txt" || { failed "$@"; return; }
+	c bench -q --socket "$sock" "$work/fill.parm" > "$out/$tag-fill.txt" && settle "$3" ||
+		{ failed "$@"; return; }
 	echo "== $1 round $2: $3: 8k random reads, max then curve (${rates:-$curve% of its maximum})" >&2
 	c bench -q --socket "$sock" --json "$out/$tag.json" --csv "$out/$tag.csv" \
 		"$work/read.parm" > "$out/$tag.txt" || { failed "$@"; return; }
@@ -463,7 +476,8 @@ run_nbd_suite() { # round suite: fill as the other passes do, then fio over NBD
 	rd=fill,wd=fill,iorate=max,elapsed=10h,interval=5
 	PARM
 	echo "== nbd round $1: $2: fill $datasets x ${size} MiB" >&2
-	c bench -q --socket "$sock" "$work/fill.parm" > "$out/$tag-fill.txt" || { failed nbd "$1" "$2"; return; }
+	c bench -q --socket "$sock" "$work/fill.parm" > "$out/$tag-fill.txt" && settle "$2" ||
+		{ failed nbd "$1" "$2"; return; }
 	echo "== nbd round $1: $2: fio nbd, 8k random reads, qd 2 per dataset" >&2
 	nbd_suite=$2
 	fio_nbd nbd "$1" "$2" "$daemon_pid" coffer_uri || failed nbd "$1" "$2"
