@@ -463,15 +463,15 @@ static void run_json(struct disp_call *c)
 
 	if (ret == 0)
 		ret = handlers_run(&c->own->js->h);
-	/* a key it dropped takes the plaintext kept for reuse with it */
-	if (plainbuf_epoch() != drops)
-		plainbuf_sync();
 	if (ret == 0)
 		ret = make_durable(c);
 	if (c->own->js->locked) {
 		c->own->js->locked = 0;
 		reg_unlock();
 	}
+	/* a key it dropped takes the plaintext kept for reuse with it, before the reply */
+	if (plainbuf_epoch() != drops)
+		plainbuf_sync();
 	c->status = ret;
 }
 
