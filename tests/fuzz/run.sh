@@ -58,7 +58,7 @@ for h in $harnesses; do
 	fuzz_handlers)
 		# shellcheck disable=SC2086
 		build "$h" "$top/daemon/dispatch.c" "$top/daemon/handlers.c" "$top/daemon/sendrecv.c" \
-			"$top/daemon/registry.c" "$top/daemon/loops.c" "$top/daemon/roots.c" "$top/daemon/events.c" "$top/daemon/metrics.c" \
+			"$top/daemon/registry.c" "$top/daemon/loops.c" "$top/daemon/plainbuf.c" "$top/daemon/roots.c" "$top/daemon/events.c" "$top/daemon/metrics.c" \
 			"$top/daemon/work.c" "$top/daemon/conf.c" "$top/common/sockpath.c" "$top/daemon/log.c" \
 			"$top/common/proto.c" $STORE $(pkg-config --libs libuv 2>/dev/null || echo -luv) \
 			-ljansson -linih -lcrypto -llmdb -lzstd -lxxhash -luring ;;
