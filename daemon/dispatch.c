@@ -820,7 +820,7 @@ uint8_t *dispatch_body_alloc(struct disp_call *c, size_t len)
 void dispatch_out_free(struct disp_call *c)
 {
 	if (c->own->out_cap) {
-		plainbuf_put(c->out, c->own->out_cap, c->own->out_epoch, c->own->plain);
+		plainbuf_put(c->out, c->own->out_cap, c->own->out_epoch);
 		c->own->out_cap = 0;
 	} else {
 		if (c->out && c->own->plain)
@@ -834,7 +834,7 @@ void dispatch_call_reset(struct disp_call *c)
 {
 	wipe_secret(c);
 	if (c->own->body_cap) {
-		plainbuf_put(c->body, c->own->body_cap, c->own->body_epoch, c->own->plain);
+		plainbuf_put(c->body, c->own->body_cap, c->own->body_epoch);
 		c->own->body_cap = 0;
 	} else {
 		if (c->body && c->own->plain)

@@ -106,14 +106,16 @@ void *plainbuf_get(size_t len, unsigned *epoch)
 	return p;
 }
 
-void plainbuf_put(void *p, size_t len, unsigned epoch, int plain)
+void plainbuf_put(void *p, size_t len, unsigned epoch)
 {
 	unsigned c = class_of(len);
 	size_t size = class_size(c);
 
 	if (!p)
 		return;
-	if (plain && epoch != atomic_load_explicit(&pb.epoch, memory_order_acquire))
+	/* whatever the buffer held: a write refused before its dataset was
+	 * known to be encrypted still carried the plaintext it was sent */
+	if (epoch != atomic_load_explicit(&pb.epoch, memory_order_acquire))
 		explicit_bzero(p, size);
 	if (!here || here->kept + size > PLAINBUF_KEEP) {
 		unmap_buf(p, size);

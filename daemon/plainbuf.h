@@ -36,11 +36,10 @@ static inline int plainbuf_takes(size_t len)
  */
 void *plainbuf_get(size_t len, unsigned *epoch);
 /**
- * Give back @p (plainbuf_get(@len) of this loop thread). @plain: it may
- * hold an encrypted dataset's plaintext, wiped here if a key was dropped
- * since @epoch.
+ * Give back @p (plainbuf_get(@len) of this loop thread): wiped here if a
+ * key was dropped since @epoch.
  */
-void plainbuf_put(void *p, size_t len, unsigned epoch, int plain);
+void plainbuf_put(void *p, size_t len, unsigned epoch);
 
 /** Seconds plainbuf_sync() waits for the loops at most: they never block that long. */
 #define PLAINBUF_SYNC_S 5
