@@ -255,7 +255,8 @@ fill_suite() { # pass round suite
 	c bench -q --socket "$sock" "$work/fill.parm" > "$out/$1-$3-r$2-fill.txt" && settle "$3"
 }
 
-run_suite() { # pass round suite
+# A suite's reads: the maximum, then the curve.
+read_run() { # pass round suite
 	tag=$1-$3-r$2
 	# the curve is clear's: once clear's maximum is known, every suite is
 	# offered the same rates, so a suite that cannot hold them shows it
@@ -273,13 +274,17 @@ run_suite() { # pass round suite
 			echo "rd=rr,wd=rr,iorate=curve,curve=($curve),elapsed=$elapsed,warmup=$warmup,interval=1"
 		fi
 	} > "$work/read.parm"
-	[ -n "$keep" ] || fill_suite "$@" || { failed "$@"; return; }
 	echo "== $1 round $2: $3: 8k random reads, max then curve (${rates:-$curve% of its maximum})" >&2
 	c bench -q --socket "$sock" --json "$out/$tag.json" --csv "$out/$tag.csv" \
-		"$work/read.parm" > "$out/$tag.txt" || { failed "$@"; return; }
+		"$work/read.parm" > "$out/$tag.txt" || { failed "$@"; return 1; }
 	max_row "$1" "$2" "$3" "$tag" "$rates"
 	[ "$3" = clear ] && clear_max=$(awk -F, -v p="$1" -v r="$2" '$1 == p && $2 == r && $3 == "clear" { m = $4 } END { print m }' "$work/rows.csv")
 	rss "$1" "$2" "$3" read
+}
+
+# A suite's writes, then their txg on the LUNs, not in the next run.
+write_run() { # pass round suite
+	tag=$1-$3-r$2
 	cat > "$work/write.parm" <<-PARM
 	* $datasets datasets, 8 KiB random writes, queue depth 2 each, sync=standard
 	sd=sd1,dataset=p*/$3/d*,threads=2
@@ -288,11 +293,18 @@ run_suite() { # pass round suite
 	PARM
 	echo "== $1 round $2: $3: 8k random writes" >&2
 	c bench -q --socket "$sock" --json "$out/$tag-write.json" --csv "$out/$tag-write.csv" \
-		"$work/write.parm" > "$out/$tag-write.txt" || { failed "$1-write" "$2" "$3"; return; }
+		"$work/write.parm" > "$out/$tag-write.txt" || { failed "$1-write" "$2" "$3"; return 1; }
 	max_row "$1-write" "$2" "$3" "$tag-write"
 	rss "$1" "$2" "$3" write
-	# the writes' txg on the LUNs now, not in the next suite's reads
-	settle "$3" || { failed "$1-write" "$2" "$3"; return; }
+	settle "$3" || { failed "$1-write" "$2" "$3"; return 1; }
+}
+
+# A suite filled (unless kept), its reads, its writes; on the mirror pass the
+# scrub slices.
+run_suite() { # pass round suite
+	[ -n "$keep" ] || fill_suite "$@" || { failed "$@"; return; }
+	read_run "$@" || return 0
+	write_run "$@" || return 0
 	[ "$1" = mirror ] || return 0
 	# the reads again in short slices, every other one while each pool scrubs
 	# at scrub_rate: idle, scrub, idle, scrub...; a ratio of neighbours taken
@@ -309,6 +321,24 @@ run_suite() { # pass round suite
 		k=$((k + 1))
 	done
 	return 0
+}
+
+# Wait until the disk under the LUNs serves the clear suite's reads at a
+# steady rate: runs of 3 s until two in a row agree within 5 % (at most 20).
+# After gigabytes of fills the host's disk writes them back for minutes, and
+# the reads first in line ran at a third of the rate of the same reads later.
+quiesce() { # pass
+	printf 'sd=sd1,dataset=p*/clear/d*,threads=2\nwd=q,sd=sd1,rdpct=100,seekpct=random,xfersize=8k\nrd=q,wd=q,iorate=max,elapsed=3,interval=1\n' \
+		> "$work/quiesce.parm"
+	echo "== $1: reads until the disk is steady after the fills" >&2
+	prev=0 k=0
+	while [ $k -lt 20 ]; do
+		c bench -q --socket "$sock" --csv "$work/quiesce.csv" "$work/quiesce.parm" >/dev/null || return 0
+		now=$(awk -F, '$4 ~ /^avg/ { print int($6); exit }' "$work/quiesce.csv")
+		echo "$1,quiesce,$k,$now" >> "$out/quiesce.csv"
+		[ "$prev" -gt 0 ] && [ $((now * 100)) -ge $((prev * 95)) ] && [ $((now * 100)) -le $((prev * 105)) ] && return 0
+		prev=${now:-0} k=$((k + 1))
+	done
 }
 
 slice_run() { # pass round suite idle|scrub k: one slice, its row as pass-idle or pass-scrub
@@ -698,28 +728,44 @@ for pass in $passes; do
 		done
 	fi
 	clear_max=
-	r=1
-	while [ $r -le $rounds ]; do
-		# rotate the order each round: drift over time hits every suite alike
-		order=$suites
-		k=1
-		while [ $k -lt $r ]; do
-			order="$(echo "$order" | cut -d' ' -f2-) $(echo "$order" | cut -d' ' -f1)"
-			k=$((k + 1))
-		done
-		for s in $order; do
-			[ -n "$keep" ] || make_suite "$s"
-			if [ "$pass" = nbd ]; then
-				run_nbd_suite "$r" "$s"
-				[ "$s" = clear ] && nbd_peers "$r" "$lundir"
-			else
-				run_suite "$pass" "$r" "$s"
+	# Kept suites (but on the mirror pass, whose slices follow each suite's
+	# writes) run every round of reads, then every round of writes: reads
+	# measured after a write run were measured during its write-back.
+	phases=all
+	if [ -n "$keep" ] && [ "$pass" != mirror ] && [ "$pass" != nbd ]; then
+		phases="reads writes"
+		case "$pass: $suites " in direct:*" clear "*) quiesce "$pass" ;; esac
+	fi
+	for phase in $phases; do
+		r=1
+		while [ $r -le $rounds ]; do
+			# rotate the order each round: drift over time hits every suite alike
+			order=$suites
+			k=1
+			while [ $k -lt $r ]; do
+				order="$(echo "$order" | cut -d' ' -f2-) $(echo "$order" | cut -d' ' -f1)"
+				k=$((k + 1))
+			done
+			for s in $order; do
+				if [ "$phase" = writes ]; then
+					write_run "$pass" "$r" "$s" || true
+					continue
+				fi
+				[ -n "$keep" ] || make_suite "$s"
+				if [ "$pass" = nbd ]; then
+					run_nbd_suite "$r" "$s"
+					[ "$s" = clear ] && nbd_peers "$r" "$lundir"
+				elif [ "$phase" = reads ]; then
+					read_run "$pass" "$r" "$s" || true
+				else
+					run_suite "$pass" "$r" "$s"
+				fi
 				# the direct peer reads the clear suite's extents, not holes
-				[ "$s" = clear ] && peer "$pass" "$r" "$lundir"
-			fi
-			[ -n "$keep" ] || destroy_suite "$s"
+				[ "$pass" != nbd ] && [ "$s" = clear ] && peer "$pass" "$r" "$lundir"
+				[ -n "$keep" ] || destroy_suite "$s"
+			done
+			r=$((r + 1))
 		done
-		r=$((r + 1))
 	done
 	stop_daemon
 	case $lundir in
