@@ -335,9 +335,10 @@ quiesce() { # pass
 	while [ $k -lt 20 ]; do
 		c bench -q --socket "$sock" --csv "$work/quiesce.csv" "$work/quiesce.parm" >/dev/null || return 0
 		now=$(awk -F, '$4 ~ /^avg/ { print int($6); exit }' "$work/quiesce.csv")
+		now=${now:-0}
 		echo "$1,quiesce,$k,$now" >> "$out/quiesce.csv"
 		[ "$prev" -gt 0 ] && [ $((now * 100)) -ge $((prev * 95)) ] && [ $((now * 100)) -le $((prev * 105)) ] && return 0
-		prev=${now:-0} k=$((k + 1))
+		prev=$now k=$((k + 1))
 	done
 }
 
@@ -716,6 +717,7 @@ for pass in $passes; do
 		if [ "${free_mib:-0}" -ge $((2 * nsuites * datasets * size)) ]; then
 			keep=1
 			pass_lun_mib=$((lun_mib * nsuites))
+			echo "$pass: every suite kept side by side, LUNs of $pass_lun_mib MiB" | tee -a "$out/setup.txt"
 		fi
 		;;
 	esac
@@ -734,7 +736,7 @@ for pass in $passes; do
 	phases=all
 	if [ -n "$keep" ] && [ "$pass" != mirror ] && [ "$pass" != nbd ]; then
 		phases="reads writes"
-		case "$pass: $suites " in direct:*" clear "*) quiesce "$pass" ;; esac
+		case " $suites " in *" clear "*) [ "$pass" != direct ] || quiesce "$pass" ;; esac
 	fi
 	for phase in $phases; do
 		r=1
