@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -45,9 +46,12 @@ static _Thread_local unsigned self;
 static void *loop_main(void *arg)
 {
 	struct loop_thread *t = arg;
+	char name[16];
 	int ret;
 
 	self = t->idx;
+	snprintf(name, sizeof(name), "cofferd-loop%u", t->idx);
+	(void)pthread_setname_np(pthread_self(), name);
 	ret = uv_loop_init(&t->loop);
 	if (ret == 0)
 		ret = t->attach(&t->loop);

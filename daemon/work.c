@@ -40,6 +40,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -193,8 +195,11 @@ static void *worker(void *arg)
 {
 	struct work_io *batch[IO_BATCH];
 	int untrimmed = 0;
+	char name[16];
 
-	(void)arg;
+	/* named for top -H, perf and ps -L: which threads the cores go to */
+	snprintf(name, sizeof(name), "cofferd-io%u", (unsigned)(uintptr_t)arg);
+	(void)pthread_setname_np(pthread_self(), name);
 	for (;;) {
 		size_t n = 0, share;
 
@@ -366,7 +371,7 @@ int work_start(unsigned n, int io_inline)
 	if (!wq.threads)
 		return -ENOMEM;
 	for (unsigned i = 0; i < n; i++) {
-		ret = pthread_create(&wq.threads[i], NULL, worker, NULL);
+		ret = pthread_create(&wq.threads[i], NULL, worker, (void *)(uintptr_t)i);
 		if (ret) {
 			log_err("worker %u: %s", i, strerror(ret));
 			return -ret;
@@ -453,8 +458,12 @@ void work_submit_io(struct work_io *list)
 
 static void job_run(uv_work_t *w)
 {
+	static _Thread_local int named;
 	struct work_job *j = w->data;
 
+	/* libuv's pool threads would show the name of the loop that started them */
+	if (!named)
+		named = pthread_setname_np(pthread_self(), "cofferd-admin") == 0;
 	j->run(j);
 }
 

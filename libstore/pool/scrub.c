@@ -36,6 +36,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -239,7 +240,10 @@ static void *scrub_main(void *arg)
 	struct stor_pool *p = arg;
 	struct scrub *s = p->scrub;
 	double last_save = mono();
+	char name[16];
 
+	snprintf(name, sizeof(name), "scrub:%s", p->name);
+	(void)pthread_setname_np(pthread_self(), name);
 	/* this thread only (Linux nice is per thread); a failure costs only speed */
 	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), SCRUB_NICE);
 

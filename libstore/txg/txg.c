@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -1091,7 +1092,11 @@ static void *timer_main(void *arg)
 {
 	struct stor_pool *p = arg;
 	unsigned ms = p->opts.txg_timeout_ms ? p->opts.txg_timeout_ms : 5000;
+	char name[16];
 
+	/* named after the pool as imported (top -H, perf): the commits of txg_timeout */
+	snprintf(name, sizeof(name), "txg:%s", p->name);
+	(void)pthread_setname_np(pthread_self(), name);
 	pthread_mutex_lock(&p->timer_lock);
 	while (!p->timer_stop) {
 		struct timespec ts;

@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <criterion/criterion.h>
 #include <jansson.h>
 
@@ -363,6 +365,33 @@ static int io_one(struct coffer_conn *c, int h, enum coffer_op op, uint64_t off,
 	int ret = io_batch(c, h, &r, 1);
 
 	return ret < 0 ? ret : r.status;
+}
+
+/* Does a thread of the daemon carry @name (its comm, as top -H shows it)? */
+static bool has_thread(const char *name)
+{
+	char path[64], comm[32];
+	struct dirent *e;
+	bool found = false;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)td.pid);
+	d = opendir(path);
+	cr_assert_not_null(d, "%s: %s", path, strerror(errno));
+	while (!found && (e = readdir(d))) {
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/comm", (int)td.pid, e->d_name);
+		f = fopen(path, "r");
+		if (f && fgets(comm, sizeof(comm), f))
+			found = strcspn(comm, "\n") == strlen(name) && !strncmp(comm, name, strlen(name));
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	return found;
 }
 
 static struct coffer_conn *connect_ok(void)
@@ -987,6 +1016,16 @@ Test(loops, connections_spread_and_limits_hold_over_loops)
 			     rh.req_id);
 		cr_assert_eq(rh.status, 0);
 	}
+	/* each thread says what it does (cofferd(8)): the loops that answered,
+	 * the workers, the pool's commits */
+	for (int i = 1; i < 4; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "cofferd-loop%d", i);
+		cr_assert(has_thread(name), "no thread named %s", name);
+	}
+	cr_assert(has_thread("cofferd-io0"), "no thread named cofferd-io0");
+	cr_assert(has_thread("txg:tank"), "no thread named txg:tank");
 
 	/* writes in flight on all of them at once: each completion must come back to its own */
 	for (int i = 0; i < SPREAD; i++) {
