@@ -100,8 +100,11 @@ static const char *hint(int status, const char *obj, int no_pool, char *buf, siz
 		    (!strcmp(cur_prefix, "pool ") &&
 		     (!strcmp(cur_cmd->name, "create") || !strcmp(cur_cmd->name, "add"))))
 			return "; export that pool, or stop the program using the LUN";
-		/* the daemon names the busy datasets or the side, and says what to do */
-		if (!strcmp(cur_prefix, "pool "))
+		/* the daemon names the busy datasets or the side, and says what to do;
+		 * so does libstore's reason for rekey (one runs; snapshots, clones,
+		 * children), and for snapshot and change-key (a rekey or receive runs) */
+		if (!strcmp(cur_prefix, "pool ") || !strcmp(cur_cmd->name, "rekey") ||
+		    !strcmp(cur_cmd->name, "snapshot") || !strcmp(cur_cmd->name, "change-key"))
 			return "";
 		if (!strcmp(cur_cmd->name, "destroy") && !cur_prefix[0])
 			return "; close its users first or give -f to close their handles; -r for "
@@ -3691,6 +3694,42 @@ static int cmd_change_key(int argc, char **argv)
 	return 0;
 }
 
+/*
+ * rekey [-p | -s] [-r RATE] DATASET: start or resume the rekey of DATASET
+ * (at most RATE bytes per second, 0 for no limit); -p pauses it, -s stops
+ * it. Its progress is the property rekeystatus.
+ */
+static int cmd_rekey(int argc, char **argv)
+{
+	uint64_t rate = PROTO_REKEY_RATE;
+	int opt, pause = 0, stop = 0, have_rate = 0;
+	struct coffer_conn *c;
+	json_t *args;
+
+	while ((opt = getopt(argc, argv, "psr:")) != -1) {
+		if (opt == 'p') {
+			pause = 1;
+		} else if (opt == 's') {
+			stop = 1;
+		} else if (opt == 'r') {
+			rate = size_arg(optarg, "-r");
+			have_rate = 1;
+		} else {
+			usage_exit();
+		}
+	}
+	/* a rate is a start's: with -p or -s it would be dropped unsaid */
+	if (argc - optind != 1 || (pause && stop) || (have_rate && (pause || stop)))
+		usage_exit();
+	args = json_pack("{s:s, s:b, s:b}", "name", argv[optind], "pause", pause, "stop", stop);
+	if (!pause && !stop)
+		json_object_set_new(args, "rate", json_integer((json_int_t)rate));
+	c = conn_open();
+	json_decref(call(c, "rekey", args, argv[optind]));
+	coffer_close(c);
+	return 0;
+}
+
 /* ---- data verbs ---- */
 
 static int ds_open_or_die(struct coffer_conn *c, const char *ds, uint64_t *volsize)
@@ -4422,6 +4461,14 @@ static const struct cmd cmds[] = {
 	  "  -o keyformat=raw|hex|passphrase\n"
 	  "  -o keylocation=prompt|file:///path|https://URL\n"
 	  "  -o pbkdf2iters=N" },
+	{ "rekey", cmd_rekey, "[-p | -s] [-r RATE] DATASET",
+	  "Give DATASET a new master key and seal every record again under it, in the\n"
+	  "background while it serves I/O; then the old master key leaves the key file.\n"
+	  "Again on a paused, stopped or failed rekey: resume it. Progress: 'coffer get\n"
+	  "rekeystatus DATASET'. Refused for a dataset with snapshots, clones or children.\n"
+	  "  -p       pause\n"
+	  "  -s       stop (resume with 'coffer rekey DATASET')\n"
+	  "  -r RATE  at most RATE bytes per second (default 64M, 0: no limit)" },
 	{ "send", cmd_send, "[-nvP] [-w] [-i @FROM | -I @FROM] DATASET@SNAP > STREAM | -t TOKEN > STREAM",
 	  "Write the stream of snapshot DATASET@SNAP to standard output, for 'coffer receive'.\n"
 	  "  -w        raw: the records as stored, encrypted, with the wrapped key; no key\n"

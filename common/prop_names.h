@@ -40,6 +40,7 @@
 	XX(PBKDF2ITERS, "pbkdf2iters", PROP_INHERIT | PROP_CREATE | PROP_KEY, "0")         \
 	XX(ENCRYPTIONROOT, "encryptionroot", PROP_READONLY, "-")                           \
 	XX(KEYSTATUS, "keystatus", PROP_READONLY, "-")                                     \
+	XX(REKEYSTATUS, "rekeystatus", PROP_READONLY, "-")                                 \
 	XX(ORIGIN, "origin", PROP_READONLY, "-")                                           \
 	XX(RECEIVE_RESUME_TOKEN, "receive_resume_token", PROP_READONLY, "-")
 

@@ -51,6 +51,11 @@
  * replies {"destroy": [names], "reclaim": bytes}, what the same destroy
  * would take and free (stor_destroy_plan), or its refusal.
  *
+ * rekey takes {"name", "pause", "stop", "rate"}: with neither flag it starts
+ * or resumes the rekey of an encrypted dataset at "rate" bytes per second
+ * (0: no limit; absent: PROTO_REKEY_RATE), else pauses or stops it
+ * (stor_rekey). Its progress is the read-only property rekeystatus.
+ *
  * A handle an administrator closed with -f (pool export, destroy, unload-key)
  * answers record I/O with -ESTALE until DS_CLOSE frees its number.
  *
@@ -78,6 +83,7 @@
 #define PROTO_NAME_MAX 255u      /* pool/dataset names, as STOR_NAME_MAX */
 #define PROTO_JSON_MAX (1u << 20) /* cap of a JSON request body */
 #define PROTO_INFLIGHT_MAX 256u  /* requests in flight per connection */
+#define PROTO_REKEY_RATE (64ull << 20) /* rekey's bytes per second unless given */
 
 /* Header flags. */
 #define PROTO_F_REPLY 0x1u /* set by the daemon on replies */
@@ -165,6 +171,7 @@
 	XX(31, KEY_UNLOAD, "key_unload", h_key_unload, JA | ON_DS, 2, JMAX)                  \
 	XX(32, KEY_CHANGE, "key_change", h_key_change, JA | CMD_SECRET | ON_DS, 2, JMAX)     \
 	XX(33, KEY_HTTPS_CA, "key_https_ca", h_key_https_ca, JA, 0, JMAX)                    \
+	XX(34, REKEY, "rekey", h_rekey, JA | ON_DS, 2, JMAX)                                 \
 	XX(40, READ, "read", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)                    \
 	XX(41, WRITE, "write", NULL, CMD_IO, PROTO_IO_BODY, UINT32_MAX)                     \
 	XX(42, FLUSH, "flush", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)                  \

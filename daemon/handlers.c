@@ -2187,6 +2187,38 @@ static int h_key_change(struct hcall *c)
 }
 
 /*
+ * Start or resume the rekey of an encrypted dataset at "rate" bytes per
+ * second (0: no limit; absent: PROTO_REKEY_RATE), or "pause" or "stop" it.
+ * libstore says what it refuses and why (snapshots, clones, children, a key
+ * not loaded, one running, none to pause) in stor_pool_last_error().
+ */
+static int h_rekey(struct hcall *c)
+{
+	int what = jtrue(c->args, "stop")    ? STOR_REKEY_STOP
+		   : jtrue(c->args, "pause") ? STOR_REKEY_PAUSE
+					     : STOR_REKEY_START;
+	json_t *r = json_object_get(c->args, "rate");
+	uint64_t rate = PROTO_REKEY_RATE;
+	int ret;
+
+	if (r && (!json_is_integer(r) || json_integer_value(r) < 0))
+		ERR(c, -EINVAL, "%s: rekey: 'rate' is bytes per second, 0 for no limit", c->name);
+	if (r)
+		rate = (uint64_t)json_integer_value(r);
+	ret = stor_rekey(c->pool, c->name, what, rate);
+	if (ret < 0)
+		return fail(c, ret, what == STOR_REKEY_START   ? "rekey"
+				    : what == STOR_REKEY_PAUSE ? "rekey -p"
+							       : "rekey -s",
+			    NULL);
+	/* libstore's rekey.start event says a start; a pause or stop has none */
+	if (what != STOR_REKEY_START)
+		admin_event(c, NULL, "dataset %s: rekey %s", c->name,
+			    what == STOR_REKEY_PAUSE ? "paused" : "stopped");
+	return 0;
+}
+
+/*
  * The CA certificates of key_https_ca, for the client that fetches a
  * keylocation=https:// key: the client fetches (it reads every key, and the
  * daemon's unit has no network), the daemon's configuration says whom to

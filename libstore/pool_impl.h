@@ -33,6 +33,7 @@ struct stage;
 struct salt_key {
 	uint64_t salt;
 	uint64_t guid; /* the dataset GUID it is derived for: a clone's own, or its origin's */
+	unsigned gen;  /* the master key it is derived from (struct ds_keys) */
 	struct crypt_key *key;
 	struct salt_key *next; /* every key of the state, newest first */
 };
@@ -43,6 +44,11 @@ struct salt_key {
 /* Key state of a dataset whose key is loaded; swapped as one pointer. */
 struct ds_keys {
 	uint8_t *master; /* KEYS_MASTER_LEN bytes of secure memory */
+	/* a rekey's previous master key, until every record is sealed again
+	 * (rekey.c); NULL otherwise. Records carry the generation bit of the
+	 * one they were sealed under: BP_F_KEYGEN set for generation 1 */
+	uint8_t *old;
+	unsigned gen; /* of @master; @old is the other one */
 	uint8_t *wk;     /* wrapping key, on an encryption root only */
 	struct mac_key *mac;  /* block pointer MACs (bpmac.c) */
 	struct seen_bits seen; /* groups verified since the load */
@@ -128,10 +134,16 @@ struct stor_ds {
 	int suite;               /* enum crypt_suite; CRYPT_OFF if clear */
 	uint64_t enc_root_id;    /* the dataset whose wrapping key wraps ours */
 	uint8_t wrapped[KEYS_WRAPPED_LEN];
+	/* key generations (rekey.c): @wrapped is generation @keygen; during a
+	 * rekey @wrapped_old is the other, until the rekey completes */
+	unsigned keygen;
+	int has_old;
+	uint8_t wrapped_old[KEYS_WRAPPED_LEN];
 	int keyformat;           /* enum stor_keyformat, on a root */
 	uint32_t iters;          /* pbkdf2 iterations, on a root */
 	uint8_t salt[KEYS_SALT_LEN];
 	_Atomic(struct ds_keys *) keys; /* NULL while the key is not loaded */
+	struct rekey *rekey; /* rekey.c: its state and thread, once asked (admin lock) */
 
 	/* snapshots (snapshot.c): oldest first, under the pool's snap_lock;
 	 * @keep is the newest one not being destroyed, where an overwrite puts
@@ -272,6 +284,9 @@ struct stor_pool {
 	/* the MAC key of a snapshot (snap_mac), which txg.c needs for a pointer
 	 * it moves into the kept snapshot's table: handed down by txg_init */
 	int (*keep_mac)(struct snap *s, struct mac_key **out);
+	/* record_reseal (io/record.c), which a rekey's walk (ds/rekey.c) calls:
+	 * set by the pool when it opens */
+	int (*reseal)(struct stor_ds *ds, size_t n, const uint64_t *recnos, size_t *done);
 	int timer_stop, timer_started;
 	atomic_int suspended; /* enum stor_suspend: writes are refused */
 	atomic_int suspend_error; /* what the failed flush or commit returned */

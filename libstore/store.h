@@ -518,6 +518,9 @@ void stor_verify_report_free(struct stor_verify_report *rep);
 #define STOR_EV_RESILVER_FINISH "resilver.finish" /**< examined, repaired (bytes copied), errors */
 #define STOR_EV_KEY_LOAD "key.load"           /**< dataset (the encryption root), datasets */
 #define STOR_EV_KEY_UNLOAD "key.unload"       /**< dataset, datasets */
+#define STOR_EV_REKEY_START "rekey.start"     /**< dataset, resumed (0, 1) */
+#define STOR_EV_REKEY_FINISH "rekey.finish"   /**< dataset, rewritten (records); the old key is gone */
+#define STOR_EV_REKEY_FAIL "rekey.fail"       /**< dataset, error */
 
 /** One field of an event: a text, or a number when @str is NULL. */
 struct stor_event_field {
@@ -1128,6 +1131,46 @@ int stor_key_change(struct stor_pool *pool, const char *name, const char *const 
  *         in stor_pool_last_error()
  */
 int stor_key_inherit(struct stor_pool *pool, const char *name);
+
+/* ---- rekey ---- */
+
+enum stor_rekey_state {
+	STOR_REKEY_NONE = 0,     /**< never rekeyed */
+	STOR_REKEY_RUNNING = 1,  /**< records being sealed again (resumes at load-key) */
+	STOR_REKEY_PAUSED = 2,   /**< -p: stopped where it was; STOR_REKEY_START resumes */
+	STOR_REKEY_STOPPED = 3,  /**< -s: stopped for now; STOR_REKEY_START resumes */
+	STOR_REKEY_DONE = 4,     /**< every record under the new key; the old one is gone */
+	STOR_REKEY_FAILED = 5    /**< a record could not be sealed again: the error says which */
+};
+/** What stor_rekey() does. */
+#define STOR_REKEY_START 0 /**< start, or resume one paused, stopped or failed */
+#define STOR_REKEY_PAUSE 1 /**< pause a running rekey; -ENOENT if none runs */
+#define STOR_REKEY_STOP 2  /**< stop a running or paused rekey; -ENOENT if none */
+/**
+ * Rekey encrypted dataset @name (rekey.c): a new master key, wrapped by its
+ * root's wrapping key, then every record sealed again under it in the
+ * background at @rate bytes per second (0: as fast as it goes), while the
+ * dataset serves I/O. When the last record is under the new key, the old
+ * master key leaves the key file. Both keys stay until then, so a rekey
+ * paused, stopped, or cut by an export or a crash resumes where it was.
+ * Its key must be loaded. @return 0, -ENOENT, STOR_ENOTENCRYPTED,
+ * STOR_ENOKEY, -EBUSY (one runs; or snapshots, clones or children, which
+ * this version cannot rekey), STOR_EAUTH (its block pointers do not
+ * verify), -ENOSPC; the reason in stor_pool_last_error()
+ */
+int stor_rekey(struct stor_pool *pool, const char *name, int what, uint64_t rate);
+struct stor_rekey_stat {
+	int state;          /**< enum stor_rekey_state */
+	int key_loaded;     /**< 0: a rekey under way waits for load-key */
+	uint64_t total;     /**< records of the dataset when it started */
+	uint64_t examined;  /**< records looked at since it started */
+	uint64_t rewritten; /**< records sealed again under the new key */
+	uint64_t rate;      /**< the bytes per second asked, 0 for no limit */
+	uint64_t start;     /**< unix seconds it started, 0 if never */
+	uint64_t end;       /**< unix seconds it finished, 0 while not */
+	char error[256];    /**< STOR_REKEY_FAILED: why */
+};
+int stor_rekey_stat(struct stor_pool *pool, const char *name, struct stor_rekey_stat *st);
 
 /**
  * Pages of key memory (dataset and data keys, the crypto backends' per-thread

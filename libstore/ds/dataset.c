@@ -35,6 +35,7 @@
 #include "ds/clone.h"
 #include "ds/dataset.h"
 #include "ds/dskeys.h"
+#include "ds/rekey.h"
 #include "ds/keyfile.h"
 #include "ds/props.h"
 #include "ds/recv_state.h"
@@ -191,6 +192,7 @@ void ds_free(struct stor_ds *ds)
 {
 	if (!ds)
 		return;
+	rekey_free(ds);
 	dskeys_drop(ds);
 	snap_free_all(ds);
 	for (int i = 0; i < PROP_COUNT; i++)
@@ -967,6 +969,8 @@ int ds_destroy_set_locked(struct stor_pool *p, struct stor_ds *const *seeds, siz
 	STOR_ASSERT_HELD(&p->admin);
 
 	ret = doomed_locked(p, seeds, nseeds, flags, &d);
+	for (size_t k = 0; k < d.n && ret == 0; k++)
+		rekey_halt(d.v[k]); /* its walk reads the dataset: it ends first */
 	for (size_t k = 0; k < d.n && ret == 0; k++) {
 		ret = destroy_one_locked(p, d.v[k], d.leave[k]);
 		if (ret == 0)
@@ -1367,6 +1371,9 @@ static void fill_value_of(struct stor_pool *p, struct stor_ds *ds, int id,
 			!ds->suite		   ? "-"
 			: atomic_load(&ds->keys) ? "available"
 						 : "unavailable");
+		return;
+	case PROP_REKEYSTATUS:
+		rekey_status_text(p, ds, v->value, sizeof(v->value));
 		return;
 	case PROP_ORIGIN:
 		set_str(v->value, sizeof(v->value), ds->origin ? ds->origin->name : "-");

@@ -33,9 +33,11 @@
 #include "ds/keyfile.h"
 #include "ds/props.h"
 #include "ds/recv_state.h"
+#include "ds/rekey.h"
 #include "ds/snapshot.h"
 #include "kv/meta.h"
 #include "pool_impl.h"
+#include "txg/txg.h"
 
 /* ---- in-memory key state ---- */
 
@@ -61,6 +63,7 @@ static void keys_state_free(struct ds_keys *k)
 	mac_key_put(k->mac);
 	seen_bits_free(&k->seen);
 	keys_secure_free(k->master, KEYS_MASTER_LEN);
+	keys_secure_free(k->old, KEYS_MASTER_LEN);
 	keys_secure_free(k->wk, KEYS_WRAPKEY_LEN);
 	pthread_mutex_destroy(&k->lock);
 	pthread_mutex_destroy(&k->nonce_lock);
@@ -69,22 +72,32 @@ static void keys_state_free(struct ds_keys *k)
 		dropped();
 }
 
-static struct ds_keys *keys_state_new(const struct stor_ds *ds, const uint8_t *master,
-				      const uint8_t *wk)
+/*
+ * The key state of @ds: @master of generation @ds->keygen, a rekey's
+ * previous master @old (or NULL), the MAC key from the master of
+ * generation @mac_gen (rekey.c says which one the tree is under).
+ */
+struct ds_keys *dskeys_state_new(const struct stor_ds *ds, const uint8_t *master,
+				 const uint8_t *old, unsigned mac_gen, const uint8_t *wk)
 {
 	struct ds_keys *k = calloc(1, sizeof(*k));
+	const uint8_t *mac_master = mac_gen == ds->keygen ? master : old;
 
 	if (!k)
 		return NULL;
 	pthread_mutex_init(&k->lock, NULL);
 	pthread_mutex_init(&k->nonce_lock, NULL);
+	k->gen = ds->keygen;
 	k->master = keys_secure_alloc(KEYS_MASTER_LEN);
-	if (!k->master || (wk && !(k->wk = keys_secure_alloc(KEYS_WRAPKEY_LEN))) ||
-	    !(k->mac = mac_key_new(master, ds->guid, (unsigned)ds->suite))) {
+	if (!k->master || (old && !(k->old = keys_secure_alloc(KEYS_MASTER_LEN))) ||
+	    (wk && !(k->wk = keys_secure_alloc(KEYS_WRAPKEY_LEN))) || !mac_master ||
+	    !(k->mac = mac_key_new(mac_master, ds->guid, (unsigned)ds->suite))) {
 		keys_state_free(k);
 		return NULL;
 	}
 	memcpy(k->master, master, KEYS_MASTER_LEN);
+	if (old)
+		memcpy(k->old, old, KEYS_MASTER_LEN);
 	if (wk)
 		memcpy(k->wk, wk, KEYS_WRAPKEY_LEN);
 	return k;
@@ -95,30 +108,46 @@ void dskeys_drop(struct stor_ds *ds)
 	keys_state_free(atomic_exchange(&ds->keys, NULL));
 }
 
+void dskeys_state_free(struct ds_keys *k)
+{
+	keys_state_free(k);
+}
+
+int dskeys_has_gen(struct ds_keys *k, unsigned gen)
+{
+	int has;
+
+	pthread_mutex_lock(&k->lock);
+	has = gen == k->gen || k->old;
+	pthread_mutex_unlock(&k->lock);
+	return has;
+}
+
 static unsigned hot_slot(uint64_t salt)
 {
 	return (unsigned)((salt * 0x9e3779b97f4a7c15ull) >> 60) % DSKEYS_HOT;
 }
 
-static struct crypt_key *derive_data_key(struct ds_keys *k, uint64_t guid, int suite,
-					 uint64_t salt)
+static struct crypt_key *derive_data_key(struct ds_keys *k, unsigned gen, uint64_t guid,
+					 int suite, uint64_t salt)
 {
 	uint8_t raw[CRYPT_KEY_MAX];
 	size_t len = crypt_suite_keylen((enum crypt_suite)suite);
+	const uint8_t *master = gen == k->gen ? k->master : k->old;
 	struct crypt_key *key = NULL;
 
 	/* ds->suite was checked when its record was read (dskeys_parse), and a
-	 * clear dataset has no keys to derive from */
-	if (STOR_FAILS_ASSERT(len > 0))
+	 * clear dataset has no keys to derive from; the caller checked @gen */
+	if (STOR_FAILS_ASSERT(len > 0) || STOR_FAILS_ASSERT(master))
 		return NULL;
-	if (keys_derive_data(k->master, guid, (unsigned)suite, salt, raw, len) < 0 ||
+	if (keys_derive_data(master, guid, (unsigned)suite, salt, raw, len) < 0 ||
 	    crypt_key_new((enum crypt_suite)suite, raw, len, NULL, &key) < 0)
 		key = NULL;
 	keys_cleanse(raw, sizeof(raw));
 	return key;
 }
 
-const struct crypt_key *dskeys_data_key(struct ds_keys *k, uint64_t guid, int suite,
+const struct crypt_key *dskeys_data_key(struct ds_keys *k, unsigned gen, uint64_t guid, int suite,
 					uint64_t salt, struct crypt_key **own)
 {
 	_Atomic(struct salt_key *) *slot = &k->hot[hot_slot(salt)];
@@ -126,19 +155,20 @@ const struct crypt_key *dskeys_data_key(struct ds_keys *k, uint64_t guid, int su
 
 	*own = NULL;
 	/* a clone's state also derives its origin's keys (under their GUID) */
-	if (e && e->salt == salt && e->guid == guid)
+	if (e && e->salt == salt && e->guid == guid && e->gen == gen)
 		return e->key;
 	pthread_mutex_lock(&k->lock);
-	for (e = k->all; e && (e->salt != salt || e->guid != guid); e = e->next)
+	for (e = k->all; e && (e->salt != salt || e->guid != guid || e->gen != gen); e = e->next)
 		;
 	if (!e && k->nall < DSKEYS_MAX_SALTS && (e = calloc(1, sizeof(*e)))) {
-		e->key = derive_data_key(k, guid, suite, salt);
+		e->key = derive_data_key(k, gen, guid, suite, salt);
 		if (!e->key) {
 			free(e);
 			e = NULL;
 		} else {
 			e->salt = salt;
 			e->guid = guid;
+			e->gen = gen;
 			e->next = k->all;
 			k->all = e;
 			k->nall++;
@@ -150,7 +180,7 @@ const struct crypt_key *dskeys_data_key(struct ds_keys *k, uint64_t guid, int su
 	if (e)
 		return e->key;
 	/* a dataset of very many nonce blocks: beyond the cache, a key per use */
-	*own = derive_data_key(k, guid, suite, salt);
+	*own = derive_data_key(k, gen, guid, suite, salt);
 	return *own;
 }
 
@@ -305,7 +335,7 @@ int dskeys_create(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *paren
 	ret = keys_random(master, sizeof(master));
 	if (ret == 0)
 		ret = keys_wrap(wk, aad, wrap_aad(ds, root, aad), master, ds->wrapped);
-	k = ret == 0 ? keys_state_new(ds, master, root == ds ? wk : NULL) : NULL;
+	k = ret == 0 ? dskeys_state_new(ds, master, NULL, ds->keygen, root == ds ? wk : NULL) : NULL;
 	if (ret == 0 && !k)
 		ret = -ENOMEM;
 	keys_cleanse(master, sizeof(master));
@@ -333,6 +363,7 @@ int dskeys_adopt(struct stor_ds *ds, const struct recv_identity *id)
 	ds->iters = id->iters;
 	memcpy(ds->salt, id->salt, sizeof(ds->salt));
 	memcpy(ds->wrapped, id->wrapped, sizeof(ds->wrapped));
+	ds->keygen = id->keygen;
 	for (int i = 0; i < 3; i++) {
 		free(ds->local[props[i]]);
 		if (!v[i] || !(ds->local[props[i]] = strdup(v[i])))
@@ -407,9 +438,15 @@ int dskeys_clone(struct stor_pool *p, struct stor_ds *ds, const struct stor_ds *
 	if (parent->suite != ds->suite &&
 	    !(ds->local[PROP_ENCRYPTION] = strdup(crypt_suite_name((enum crypt_suite)ds->suite))))
 		return -ENOMEM;
+	if (origin->has_old) {
+		pool_set_error("%s is being rekeyed; clone it once that is done", origin->name);
+		return -EBUSY;
+	}
 	ds->enc_root_id = root->id;
+	/* the clone reads its origin's records: the same master, of their generation */
+	ds->keygen = origin->keygen;
 	ret = keys_wrap(rk->wk, aad, wrap_aad(ds, root, aad), ok->master, ds->wrapped);
-	k = ret == 0 ? keys_state_new(ds, ok->master, NULL) : NULL;
+	k = ret == 0 ? dskeys_state_new(ds, ok->master, NULL, ds->keygen, NULL) : NULL;
 	if (ret == 0 && !k)
 		ret = -ENOMEM;
 	if (ret < 0)
@@ -479,11 +516,11 @@ static int find_root(struct stor_pool *p, const char *name, struct stor_ds **out
 int stor_key_load(struct stor_pool *p, const char *name, const struct stor_key_material *key,
 		  unsigned flags)
 {
-	uint8_t wk[KEYS_WRAPKEY_LEN], master[KEYS_MASTER_LEN], aad[64];
+	uint8_t wk[KEYS_WRAPKEY_LEN], master[KEYS_MASTER_LEN], old[KEYS_MASTER_LEN], aad[64];
 	struct ds_keys **states = NULL;
 	struct stor_ds *root = NULL;
 	size_t n = 0;
-	int ret;
+	int ret, mac_gen;
 
 	pool_set_error("%s", "");
 	pthread_mutex_lock(&p->admin);
@@ -513,8 +550,20 @@ int stor_key_load(struct stor_pool *p, const char *name, const struct stor_key_m
 			ret = d == root ? ret : STOR_ECORRUPT;
 			goto out;
 		}
-		states[i] = keys_state_new(d, master, d == root ? wk : NULL);
+		/* a rekey under way: its previous key too, and the tree's generation */
+		if (d->has_old &&
+		    keys_unwrap(wk, aad, wrap_aad(d, root, aad), d->wrapped_old, old) < 0)
+			ret = STOR_ECORRUPT;
+		mac_gen = ret == 0 ? rekey_mac_gen(p, d) : ret;
+		if (mac_gen < 0) {
+			keys_cleanse(master, sizeof(master));
+			ret = mac_gen;
+			goto out;
+		}
+		states[i] = dskeys_state_new(d, master, d->has_old ? old : NULL, (unsigned)mac_gen,
+					     d == root ? wk : NULL);
 		keys_cleanse(master, sizeof(master));
+		keys_cleanse(old, sizeof(old));
 		if (!states[i]) {
 			ret = -ENOMEM;
 			goto out;
@@ -551,6 +600,7 @@ int stor_key_load(struct stor_pool *p, const char *name, const struct stor_key_m
 			if (states[i]) {
 				atomic_store(&p->ds[i]->keys, states[i]);
 				states[i] = NULL;
+				rekey_resume(p, p->ds[i]); /* one that was running goes on */
 			}
 	ret = 0;
 out:
@@ -598,6 +648,10 @@ int stor_key_unload(struct stor_pool *p, const char *name, unsigned flags)
 		ret = -ENOMEM;
 		goto out;
 	}
+	/* a rekey stops where it is, and goes on at the next load-key */
+	for (size_t i = 0; i < p->nds; i++)
+		if (p->ds[i]->suite && p->ds[i]->enc_root_id == root->id)
+			rekey_halt(p->ds[i]);
 	for (size_t i = 0; i < p->nds; i++)
 		if (p->ds[i]->suite && p->ds[i]->enc_root_id == root->id)
 			n += (old[i] = atomic_exchange(&p->ds[i]->keys, NULL)) != NULL;
@@ -671,6 +725,22 @@ static int keeps_clones_with_origins(struct stor_pool *p, const char *moved)
 	return 0;
 }
 
+/*
+ * A rekey keeps two master keys of a dataset wrapped until it completes:
+ * rewrapping one and not the other would lose records, so a key change
+ * over a dataset being rekeyed waits for it. @return 0 or -EBUSY
+ */
+static int none_rekeying(struct stor_pool *p, const char *member_of)
+{
+	for (size_t i = 0; i < p->nds; i++)
+		if (member_of[i] && p->ds[i]->has_old) {
+			pool_set_error("%s is being rekeyed; change its key once that is done "
+				       "(coffer get rekeystatus %s)", p->ds[i]->name, p->ds[i]->name);
+			return -EBUSY;
+		}
+	return 0;
+}
+
 int stor_key_change(struct stor_pool *p, const char *name, const char *const *props,
 		    size_t nprops, const struct stor_key_material *key)
 {
@@ -737,6 +807,8 @@ int stor_key_change(struct stor_pool *p, const char *name, const char *const *pr
 	for (size_t i = 0; i < p->nds; i++)
 		member_of[i] = (char)member(p->ds[i], ds, old_root_id);
 	if (ds->id != old_root_id && (ret = keeps_clones_with_origins(p, member_of)) < 0)
+		goto out;
+	if ((ret = none_rekeying(p, member_of)) < 0)
 		goto out;
 	saved.keyformat = ds->keyformat;
 	saved.iters = ds->iters;
@@ -910,6 +982,8 @@ int stor_key_inherit(struct stor_pool *p, const char *name)
 	for (size_t i = 0; i < p->nds; i++)
 		moved[i] = p->ds[i]->suite && p->ds[i]->enc_root_id == ds->id;
 	ret = keeps_clones_with_origins(p, moved);
+	if (ret == 0)
+		ret = none_rekeying(p, moved);
 	/* wrap every member first: nothing changes unless all of them can */
 	for (size_t i = 0; i < p->nds && ret == 0; i++) {
 		struct stor_ds *d = p->ds[i];
@@ -975,4 +1049,95 @@ out:
 	free(moved);
 	pthread_mutex_unlock(&p->admin);
 	return ret;
+}
+
+/* ---- key generations (rekey.c) ---- */
+
+int dskeys_new_gen(struct stor_pool *p, struct stor_ds *ds, uint8_t *master)
+{
+	struct stor_ds *root = ds_find_id_locked(p, ds->enc_root_id);
+	struct ds_keys *rk = root ? atomic_load(&root->keys) : NULL;
+	uint8_t aad[64], keep[KEYS_WRAPPED_LEN];
+	int ret;
+
+	STOR_ASSERT_HELD(&p->admin);
+	if (!rk || !rk->wk)
+		return STOR_ENOKEY;
+	memcpy(keep, ds->wrapped, sizeof(keep));
+	ret = keys_random(master, KEYS_MASTER_LEN);
+	if (ret == 0)
+		ret = keys_wrap(rk->wk, aad, wrap_aad(ds, root, aad), master, ds->wrapped);
+	if (ret == 0) {
+		memcpy(ds->wrapped_old, keep, sizeof(keep));
+		ds->keygen ^= 1u;
+		ds->has_old = 1;
+		/* the commit point: both keys are in the file, or neither change is */
+		ret = keyfile_save(p, NULL);
+		if (ret < 0) {
+			ds->keygen ^= 1u;
+			ds->has_old = 0;
+			memset(ds->wrapped_old, 0, sizeof(ds->wrapped_old));
+		}
+	}
+	if (ret < 0) {
+		memcpy(ds->wrapped, keep, sizeof(keep));
+		keys_cleanse(master, KEYS_MASTER_LEN);
+	}
+	return ret;
+}
+
+int dskeys_drop_old(struct stor_pool *p, struct stor_ds *ds)
+{
+	struct ds_keys *k = atomic_load(&ds->keys);
+	struct salt_key *gone = NULL;
+	uint8_t keep[KEYS_WRAPPED_LEN], *old;
+	int ret;
+
+	STOR_ASSERT_HELD(&p->admin);
+	memcpy(keep, ds->wrapped_old, sizeof(keep));
+	ds->has_old = 0;
+	memset(ds->wrapped_old, 0, sizeof(ds->wrapped_old));
+	/* the commit point; the replaced file's bytes are overwritten (keyfile.c) */
+	ret = keyfile_save(p, NULL);
+	if (ret < 0) {
+		ds->has_old = 1;
+		memcpy(ds->wrapped_old, keep, sizeof(keep));
+		return ret;
+	}
+	if (!k)
+		return 0;
+	/* the old master and every data key derived from it leave memory:
+	 * unlinked here, freed once no reader section can hold one */
+	pthread_mutex_lock(&k->lock);
+	old = k->old;
+	k->old = NULL;
+	for (struct salt_key **pp = &k->all; *pp;) {
+		struct salt_key *e = *pp;
+
+		if (e->gen == k->gen) {
+			pp = &e->next;
+			continue;
+		}
+		*pp = e->next;
+		e->next = gone;
+		gone = e;
+		k->nall--;
+	}
+	for (unsigned i = 0; i < DSKEYS_HOT; i++) {
+		struct salt_key *e = atomic_load(&k->hot[i]);
+
+		if (e && e->gen != k->gen)
+			atomic_store(&k->hot[i], NULL);
+	}
+	pthread_mutex_unlock(&k->lock);
+	txg_read_synchronize(p);
+	while (gone) {
+		struct salt_key *next = gone->next;
+
+		crypt_key_free(gone->key);
+		free(gone);
+		gone = next;
+	}
+	keys_secure_free(old, KEYS_MASTER_LEN);
+	return 0;
 }

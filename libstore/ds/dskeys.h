@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kv/bp.h"
 #include "pool_impl.h"
 
 struct crypt_key;
@@ -27,12 +28,32 @@ void dskeys_nonces(struct ds_keys *k, size_t n, uint64_t *salt, uint32_t *prefix
 		   uint64_t *first);
 
 /**
- * The data key of key salt @salt, derived on first use and kept with the
- * key state; past DSKEYS_MAX_SALTS salts a key of its own in *@own, which
- * the caller frees (crypt_key_free) once its ops are done. NULL on failure.
+ * The data key of key salt @salt under the master key of generation @gen
+ * (a record's BP_F_KEYGEN), derived on first use and kept with the key
+ * state; past DSKEYS_MAX_SALTS salts a key of its own in *@own, which the
+ * caller frees (crypt_key_free) once its ops are done. NULL on failure,
+ * or when the state has no master of @gen (dskeys_has_gen).
  */
-const struct crypt_key *dskeys_data_key(struct ds_keys *k, uint64_t guid, int suite,
+const struct crypt_key *dskeys_data_key(struct ds_keys *k, unsigned gen, uint64_t guid, int suite,
 					uint64_t salt, struct crypt_key **own);
+
+/** Does @k hold the master key of generation @gen? */
+int dskeys_has_gen(struct ds_keys *k, unsigned gen);
+
+/** The generation bit of a record: the master key that sealed it. */
+static inline unsigned dskeys_gen_of(const struct bp *bp)
+{
+	return (bp->flags & BP_F_KEYGEN) ? 1u : 0u;
+}
+
+/**
+ * A key state for @ds: @master of generation @ds->keygen, a rekey's
+ * previous master @old (NULL when none), the MAC key derived from the
+ * master of generation @mac_gen, and on a root its wrapping key @wk.
+ */
+struct ds_keys *dskeys_state_new(const struct stor_ds *ds, const uint8_t *master,
+				 const uint8_t *old, unsigned mac_gen, const uint8_t *wk);
+void dskeys_state_free(struct ds_keys *k);
 
 #define DSKEYS_RECORD_LEN 1
 void dskeys_record(struct stor_ds *ds, uint8_t **p);
@@ -44,5 +65,17 @@ int dskeys_adopt(struct stor_ds *ds, const struct recv_identity *id);
 
 /** Write the MAC root of a new encrypted dataset @ds into @t. */
 int dskeys_init_macs(struct meta_txn *t, struct stor_ds *ds);
+
+/**
+ * A rekey's first step (rekey.c): a new master key for @ds into @master,
+ * wrapped by its root's wrapping key as generation !keygen, the wrapped key
+ * it replaces kept beside it until the rekey ends. The key file's
+ * replacement is the commit point. Admin lock held.
+ */
+int dskeys_new_gen(struct stor_pool *p, struct stor_ds *ds, uint8_t *master);
+
+/** A rekey's last step: the previous master key leaves the key file (the
+ *  commit point), then memory with every data key derived from it. */
+int dskeys_drop_old(struct stor_pool *p, struct stor_ds *ds);
 
 #endif

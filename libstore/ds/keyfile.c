@@ -29,8 +29,12 @@
  *
  * Layout, big-endian: u64 magic "COFFKEYS" | u32 version | u64 generation |
  * u32 count | count x (u64 dataset guid | u64 root dataset id |
- * u8 keyformat | u32 iterations | salt | wrapped key | u16 length |
- * keylocation, empty but on a root) | u64 xxh64 of everything before it.
+ * u8 keyformat | u32 iterations | salt | wrapped key | u8 key flags |
+ * [wrapped previous key] | u16 length | keylocation, empty but on a root) |
+ * u64 xxh64 of everything before it. Key flags (version 4; version 3 has
+ * none and reads as 0): KF_GEN1, the wrapped key is of generation 1;
+ * KF_OLD, a rekey's previous master key follows (rekey.c), which goes when
+ * the rekey completes, with this file's whole replacement.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -52,7 +56,10 @@
 #include "txg/metalog.h"
 
 #define KEYFILE_MAGIC 0x434f46464b455953ull /* "COFFKEYS" */
-#define KEYFILE_VERSION 3u /* its own number */
+#define KEYFILE_VERSION 4u /* its own number */
+#define KEYFILE_VERSION_NOGEN 3u /* before key generations: read as generation 0 */
+#define KF_GEN1 0x1u
+#define KF_OLD 0x2u
 #define KEYFILE_COPIES 2
 #define HEAD_LEN (8 + 4 + 8 + 4)
 #define ENTRY_LEN (8 + 8 + 1 + 4 + KEYS_SALT_LEN + KEYS_WRAPPED_LEN) /* fixed part */
@@ -133,7 +140,8 @@ int keyfile_save(struct stor_pool *p, struct stor_ds *extra)
 
 		if (d && d->suite) {
 			n++;
-			len += ENTRY_LEN + 2 + strlen(entry_loc(d));
+			len += ENTRY_LEN + 1 + (d->has_old ? KEYS_WRAPPED_LEN : 0) + 2 +
+			       strlen(entry_loc(d));
 		}
 	}
 	/* the LUNs log it as one op, in a part of its own at most */
@@ -164,6 +172,9 @@ int keyfile_save(struct stor_pool *p, struct stor_ds *extra)
 		put_u32(&w, d->iters);
 		put_bytes(&w, d->salt, KEYS_SALT_LEN);
 		put_bytes(&w, d->wrapped, KEYS_WRAPPED_LEN);
+		put_u8(&w, (uint8_t)((d->keygen ? KF_GEN1 : 0) | (d->has_old ? KF_OLD : 0)));
+		if (d->has_old)
+			put_bytes(&w, d->wrapped_old, KEYS_WRAPPED_LEN);
 		put_u16(&w, (uint16_t)strlen(loc));
 		put_bytes(&w, loc, strlen(loc));
 	}
@@ -257,7 +268,8 @@ static int read_file(const char *path, uint8_t **out, size_t *outlen, uint64_t *
 	r = buf;
 	if (get_u64(&r) != KEYFILE_MAGIC)
 		goto out;
-	if (get_u32(&r) != KEYFILE_VERSION) {
+	ret = (int)get_u32(&r);
+	if (ret != KEYFILE_VERSION && ret != KEYFILE_VERSION_NOGEN) {
 		ret = STOR_EFORMAT;
 		goto out;
 	}
@@ -276,24 +288,44 @@ out:
 /* Fill the key fields of the pool's datasets from a checked copy. */
 static int parse_entries(struct stor_pool *p, const uint8_t *buf, size_t len, const char *path)
 {
-	const uint8_t *r = buf + HEAD_LEN - 4, *end = buf + len - 8;
+	const uint8_t *r = buf + 8, *end = buf + len - 8;
 	size_t nenc = 0, nfound = 0;
-	uint32_t n;
+	uint32_t n, version = get_u32(&r);
 	int ret = STOR_ECORRUPT;
 
 	for (size_t i = 0; i < p->nds; i++)
 		nenc += p->ds[i]->suite != 0;
+	r = buf + HEAD_LEN - 4;
 	n = get_u32(&r);
 	for (uint32_t i = 0; i < n; i++) {
 		struct stor_ds *d;
 		char loc[LOC_MAX + 1], canon[LOC_MAX + 1];
+		uint8_t kf = 0, old[KEYS_WRAPPED_LEN];
 		uint16_t loclen = 0;
+		const uint8_t *fixed;
 
 		if (end - r < ENTRY_LEN + 2)
 			goto bad;
+		fixed = r;
+		r += ENTRY_LEN;
+		if (version != KEYFILE_VERSION_NOGEN) {
+			if (end - r < 1 + 2)
+				goto bad;
+			kf = get_u8(&r);
+			if ((kf & ~(KF_GEN1 | KF_OLD)) ||
+			    ((kf & KF_OLD) && end - r < KEYS_WRAPPED_LEN + 2))
+				goto bad;
+			if (kf & KF_OLD)
+				get_bytes(&r, old, KEYS_WRAPPED_LEN);
+		}
+		loclen = get_u16(&r);
+		if (loclen > LOC_MAX || end - r < loclen)
+			goto bad;
+		r = fixed;
 		d = by_guid(p, get_u64(&r));
 		if (!d) { /* destroyed since: not ours */
-			r += ENTRY_LEN - 8;
+			r += ENTRY_LEN - 8 + (version != KEYFILE_VERSION_NOGEN) +
+			     ((kf & KF_OLD) ? KEYS_WRAPPED_LEN : 0);
 			loclen = get_u16(&r);
 			if (end - r < loclen)
 				goto bad;
@@ -312,6 +344,13 @@ static int parse_entries(struct stor_pool *p, const uint8_t *buf, size_t len, co
 		d->iters = get_u32(&r);
 		get_bytes(&r, d->salt, KEYS_SALT_LEN);
 		get_bytes(&r, d->wrapped, KEYS_WRAPPED_LEN);
+		d->keygen = (kf & KF_GEN1) ? 1 : 0;
+		d->has_old = (kf & KF_OLD) != 0;
+		if (d->has_old)
+			memcpy(d->wrapped_old, old, KEYS_WRAPPED_LEN);
+		else
+			memset(d->wrapped_old, 0, KEYS_WRAPPED_LEN);
+		r += (version != KEYFILE_VERSION_NOGEN) + (d->has_old ? KEYS_WRAPPED_LEN : 0);
 		/* iterations above the bound would hold load-key for hours: no key of
 		 * ours has them, so the file is damaged */
 		if (d->keyformat > STOR_KEY_PASSPHRASE || !d->enc_root_id ||
@@ -367,11 +406,15 @@ static const char *copy_state(int rc)
 static int frame_gen(const uint8_t *buf, size_t len, uint64_t *gen)
 {
 	const uint8_t *r = buf + len - 8;
+	uint32_t v;
 
 	if (len < HEAD_LEN + 8 || get_u64(&r) != XXH64(buf, len - 8, 0))
 		return STOR_ECORRUPT;
 	r = buf;
-	if (get_u64(&r) != KEYFILE_MAGIC || get_u32(&r) != KEYFILE_VERSION)
+	if (get_u64(&r) != KEYFILE_MAGIC)
+		return STOR_ECORRUPT;
+	v = get_u32(&r);
+	if (v != KEYFILE_VERSION && v != KEYFILE_VERSION_NOGEN)
 		return STOR_ECORRUPT;
 	*gen = get_u64(&r);
 	return 0;

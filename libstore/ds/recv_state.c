@@ -203,72 +203,6 @@ int recv_macs_pending(struct stor_pool *p, const struct stor_ds *ds)
 
 /* ---- the MAC tree of a raw receive, at its first load-key ---- */
 
-struct build {
-	uint64_t id, max_birth; /* a snapshot table keeps pointers born by its txg */
-	const struct mac_key *mk;
-	struct bpmac_change *ch;
-	size_t n, cap;
-	uint64_t end; /* one past the highest record number seen */
-	int clear;    /* a pointer without encryption: refused */
-};
-
-static int leaf_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
-{
-	struct build *b = ctx;
-	const uint8_t *k = key;
-	uint64_t recno, g;
-	struct bp bp;
-
-	if (klen != BP_KEY_LEN || bp_decode(val, vlen, &bp) < 0)
-		return STOR_ECORRUPT;
-	if (!(bp.flags & BP_F_ENCRYPTED)) {
-		b->clear = 1;
-		return STOR_EAUTH;
-	}
-	if (bp.birth > b->max_birth)
-		return STOR_EAUTH;
-	k += 8;
-	recno = get_u64(&k);
-	g = recno / MAC_GROUP;
-	if (recno >= b->end)
-		b->end = recno + 1;
-	/* pointers come in record order: one change per group, appended */
-	if (!b->n || b->ch[b->n - 1].recno / MAC_GROUP != g) {
-		if (b->n == b->cap) {
-			size_t cap = b->cap ? b->cap * 2 : 64;
-			struct bpmac_change *c = realloc(b->ch, cap * sizeof(*c));
-			if (!c)
-				return -ENOMEM;
-			b->ch = c;
-			b->cap = cap;
-		}
-		b->ch[b->n++] = (struct bpmac_change){ .ds_id = b->id, .recno = recno, .mk = b->mk };
-	}
-	return bpmac_leaf_xor(b->mk, recno, val, b->ch[b->n - 1].delta);
-}
-
-/* Table @id's group MACs and root under @mk, from its pointers, in @t; its
- * view root stays. *@end grows past its highest record number. */
-static int build_table(struct meta_txn *t, uint64_t id, const struct mac_key *mk,
-		       uint64_t max_birth, uint64_t *end)
-{
-	struct build b = { .id = id, .mk = mk, .max_birth = max_birth, .end = *end };
-	uint8_t prefix[8], *w = prefix;
-	int ret;
-
-	put_u64(&w, id);
-	ret = bpmac_forget_tree(t, id); /* what an earlier tree left, if any */
-	if (ret == 0)
-		ret = meta_iter(t, META_BP, prefix, sizeof(prefix), 0, leaf_one, &b);
-	if (ret == 0)
-		ret = bpmac_root_init(t, id, mk);
-	if (ret == 0 && b.n)
-		ret = bpmac_apply(t, b.ch, b.n);
-	free(b.ch);
-	*end = b.end;
-	return b.clear ? STOR_EAUTH : ret;
-}
-
 /* One group of a snapshot's view: the pointers born by its txg. */
 struct view_group {
 	uint64_t txg;
@@ -369,7 +303,7 @@ int recv_build_macs(struct stor_pool *p, struct stor_ds *ds, const struct ds_key
 			ret = STOR_EAUTH;
 	}
 	if (ret == 0)
-		ret = build_table(t, ds->id, k->mac, UINT64_MAX, &end);
+		ret = bpmac_build_table(t, ds->id, k->mac, UINT64_MAX, &end);
 	if (ret == 0)
 		ret = bpmac_row_get(t, ds->id, MAC_ROOT, got);
 	/* the tag of @got is ours, under the key: equal bytes are a sound root */
@@ -381,7 +315,7 @@ int recv_build_macs(struct stor_pool *p, struct stor_ds *ds, const struct ds_key
 		struct snap *s = ds->snaps[i];
 		struct mac_key *mk = mac_key_new(k->master, s->guid, (unsigned)ds->suite);
 
-		ret = mk ? build_table(t, s->id, mk, s->txg, &end) : -ENOMEM;
+		ret = mk ? bpmac_build_table(t, s->id, mk, s->txg, &end) : -ENOMEM;
 		mac_key_put(mk);
 	}
 	for (size_t i = 0; i < ds->nsnaps && ret == 0; i++)

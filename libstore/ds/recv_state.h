@@ -19,6 +19,7 @@ struct recv_identity {
 	uint32_t iters;
 	uint8_t salt[KEYS_SALT_LEN];
 	uint8_t wrapped[KEYS_WRAPPED_LEN];
+	unsigned keygen; /* of @wrapped and the records (rekey.c) */
 	uint8_t kids_empty[MAC_LEN]; /* its empty list's tag (children.c) */
 };
 

@@ -711,6 +711,12 @@ static int want_snap(struct stor_pool *p, struct create_ctx *c, struct stor_ds *
 		recv_busy_error(ds);
 		return -EBUSY;
 	}
+	/* a snapshot would keep records of the old key that the rekey walks past */
+	if (ds->has_old) {
+		pool_set_error("%s is being rekeyed; snapshot it once that is done (coffer get "
+			       "rekeystatus %s)", ds->name, ds->name);
+		return -EBUSY;
+	}
 	if (c->as && c->as->nomacs)
 		k = NULL; /* its MAC tree is built later, each table's root with it (recv.c) */
 	else if (ds->suite && !k) {

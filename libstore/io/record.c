@@ -399,12 +399,14 @@ static void verify(struct rec *r)
 static void queue_open(struct read_batch *b, struct rec *r)
 {
 	struct ds_keys *k = atomic_load(&ds_head(r->ds)->keys);
+	unsigned gen = dskeys_gen_of(&r->bp);
 	const struct crypt_key *key =
-		k ? dskeys_data_key(k, r->guid, r->ds->suite, r->bp.salt, &b->owned[b->nops])
+		k ? dskeys_data_key(k, gen, r->guid, r->ds->suite, r->bp.salt, &b->owned[b->nops])
 		  : NULL;
 
 	if (!key) {
-		fail_io(r, k ? -ENOMEM : STOR_ENOKEY);
+		/* a generation whose master key is gone opens nothing (rekey.c) */
+		fail_io(r, !k ? STOR_ENOKEY : dskeys_has_gen(k, gen) ? -ENOMEM : STOR_EAUTH);
 		return;
 	}
 	crypt_op_of(&b->ops[b->nops], b->aads[b->nops], key, r, r->src);
@@ -805,6 +807,7 @@ static void fail_siblings(struct rec *recs, size_t n)
 static void queue_seal(struct write_batch *b, struct rec *r, size_t i, uint64_t birth)
 {
 	const struct crypt_key *key;
+	unsigned gen;
 
 	r->bp = (struct bp){ .lsize = r->ds->recsize, .csize = r->ds->recsize,
 			     .psize = (uint32_t)round_sector(r->ds->recsize), .birth = birth };
@@ -818,13 +821,16 @@ static void queue_seal(struct write_batch *b, struct rec *r, size_t i, uint64_t 
 			record_checksum(r->ds->guid, r->recno, birth, r->buf, r->bp.csize, r->bp.mac);
 		return;
 	}
-	key = dskeys_data_key(b->plan[i].k, r->ds->guid, r->ds->suite, b->plan[i].salt,
+	/* the current generation: the key state cannot change it while the
+	 * caller holds the open txg (rekey.c switches under the write hold) */
+	gen = b->plan[i].k->gen;
+	key = dskeys_data_key(b->plan[i].k, gen, r->ds->guid, r->ds->suite, b->plan[i].salt,
 			      &b->owned[b->nops]);
 	if (!key) {
 		fail_io(r, -ENOMEM);
 		return;
 	}
-	r->bp.flags |= BP_F_ENCRYPTED;
+	r->bp.flags |= BP_F_ENCRYPTED | (gen ? BP_F_KEYGEN : 0);
 	r->bp.salt = b->plan[i].salt;
 	crypt_nonce(b->plan[i].prefix, b->plan[i].ctr, r->bp.nonce);
 	crypt_op_of(&b->ops[b->nops], b->aads[b->nops], key, r, r->buf);
@@ -1107,6 +1113,78 @@ int record_write_stored(struct stor_ds *ds, size_t n, const uint64_t *recnos,
 	ret = io.result;
 	free(scratch);
 	free(recs);
+	return ret;
+}
+
+int record_reseal(struct stor_ds *ds, size_t n, const uint64_t *recnos, size_t *done)
+{
+	static const uint8_t none; /* the bytes the "write" brings: not one */
+	struct stor_pool *p = ds->pool;
+	struct stor_io io = { .ds = ds, .op = STOR_IO_WRITE };
+	struct ds_keys *k = atomic_load(&ds->keys);
+	struct write_batch b;
+	struct rec *recs = calloc(n ? n : 1, sizeof(*recs));
+	uint64_t *ids = calloc(n ? n : 1, sizeof(*ids));
+	struct bp *bps = calloc(n ? n : 1, sizeof(*bps));
+	int *found = calloc(n ? n : 1, sizeof(*found));
+	void *scratch = NULL;
+	uint8_t held[STRIPES];
+	unsigned slot;
+	size_t m = 0;
+	int ret = 0;
+
+	*done = 0;
+	if (!k)
+		ret = STOR_ENOKEY;
+	else if (!recs || !ids || !bps || !found)
+		ret = -ENOMEM;
+	if (ret < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		ids[i] = ds->id;
+		recs[i] = (struct rec){ .io = &io, .ds = ds, .recno = recnos[i], .kind = REC_WRITE,
+					.ubuf = (uint8_t *)&none, .rlen = 0, .guid = ds->guid };
+	}
+	lock_stripes(p, recs, n, held);
+	slot = txg_read_enter(p);
+	/* what each record is now, under its stripe: a client's write since the
+	 * caller looked is under the new key already, and must stay */
+	ret = txg_lookup(p, n, ids, recnos, bps, found);
+	for (size_t i = 0; i < n && ret == 0; i++)
+		if (found[i] && (bps[i].flags & BP_F_ENCRYPTED) && dskeys_gen_of(&bps[i]) != k->gen)
+			recs[m++] = recs[i];
+	if (ret == 0 && m && !(scratch = write_batch_init(&b, m)))
+		ret = -ENOMEM;
+	if (ret == 0 && m) {
+		/* a read of its old bytes (read_old: it covers none of them), then
+		 * the rest of a write */
+		plan_nonces(recs, m, b.plan);
+		read_old(p, &b, recs, m);
+		merge_new(recs, m);
+		compress(recs, m);
+		fail_siblings(recs, m);
+		seal(&b, recs, m, txg_hold(p));
+		allocate(p, recs, m);
+		write_extents(p, &b, recs, m);
+		stage(p, &b, recs, m);
+		txg_rele(p);
+		ret = io.result;
+		for (size_t i = 0; i < m; i++) {
+			if (recs[i].buf)
+				explicit_bzero(recs[i].buf, round_sector(ds->recsize));
+			free(recs[i].buf);
+		}
+	}
+	txg_read_exit(p, slot);
+	unlock_stripes(p, held);
+	if (ret == 0)
+		*done = m;
+out:
+	free(scratch);
+	free(recs);
+	free(ids);
+	free(bps);
+	free(found);
 	return ret;
 }
 

@@ -204,6 +204,7 @@ static_assert(LABEL_LEN_DETACHED <= LUN_LABEL_SIZE, "label fits its sector");
 
 /* Record flags in a block pointer. */
 #define BP_F_ENCRYPTED 0x1u
+#define BP_F_KEYGEN 0x2u /* sealed under the dataset's master key of generation 1 (rekey.c) */
 #define BP_F_HOLE 0x80u /* staged discard: delete at commit; never on disk */
 
 /* Compression of a record's payload. */

@@ -66,8 +66,10 @@
 #include "ds/dataset.h"
 #include "ds/keyfile.h"
 #include "ds/recv_state.h"
+#include "ds/rekey.h"
 #include "ds/snapshot.h"
 #include "ds/space.h"
+#include "io/record.h"
 #include "kv/meta.h"
 #include "kv/statedir.h"
 #include "pool/pool_rename.h"
@@ -777,6 +779,7 @@ int stor_pool_open(const char *name, const struct stor_pool_opts *opts, struct s
 	if (ret < 0)
 		goto fail_locked;
 	metalog_repair(p); /* what it could not repair, the checkpoint below replaces */
+	p->reseal = record_reseal;
 	ret = txg_init(p, txg, snap_mac);
 	if (ret < 0)
 		goto fail_locked;
@@ -871,6 +874,7 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 	ret = pool_save_config(p);
 	if (ret < 0)
 		goto fail;
+	p->reseal = record_reseal;
 	ret = txg_init(p, 0, snap_mac);
 	if (ret < 0)
 		goto fail;
@@ -977,6 +981,7 @@ int stor_pool_close(struct stor_pool *p)
 	if (!p)
 		return 0;
 	scrub_fini(p);
+	rekey_fini(p);
 	ret = txg_fini(p);
 	pool_free(p);
 	return ret;
@@ -989,6 +994,7 @@ int stor_pool_export(struct stor_pool *p)
 	if (!p)
 		return 0;
 	scrub_fini(p);
+	rekey_fini(p);
 	ret = txg_fini(p);
 	/* only a pool whose last txg is on the LUNs is cleanly exported */
 	if (ret == 0)
@@ -1017,6 +1023,7 @@ int stor_pool_destroy(const char *name, const struct stor_pool_opts *opts)
 		return ret;
 	}
 	scrub_fini(p);
+	rekey_fini(p);
 	ret = lunset_wipe(p);
 	r = statedir_remove_pool(p->path);
 	txg_fini(p);

@@ -245,7 +245,8 @@ static int create(struct stor_recv *r)
 	struct stor_pool *p = r->p;
 	struct recv_identity as = { .raw = !!(r->h.flags & STREAM_F_RAW), .guid = r->h.guid,
 				    .suite = r->h.suite, .keyformat = r->h.keyformat,
-				    .iters = r->h.iters };
+				    .iters = r->h.iters,
+				    .keygen = (r->h.flags & STREAM_F_KEYGEN1) ? 1u : 0u };
 	char vs[32], rs[32];
 	const char *props[] = { vs, rs, "refreservation=none" };
 	struct stor_ds_opts o = { .props = props, .nprops = 3 };
@@ -320,6 +321,7 @@ static int key_changed(struct stor_pool *p, const struct stor_ds *ds, const stru
 	STOR_ASSERT_HELD(&p->admin);
 	root = ds_find_id_locked(p, ds->enc_root_id);
 	return root != ds || memcmp(ds->wrapped, h->wrapped, sizeof(h->wrapped)) ||
+	       ds->keygen != ((h->flags & STREAM_F_KEYGEN1) ? 1u : 0u) ||
 	       root->keyformat != h->keyformat || root->iters != h->iters ||
 	       memcmp(root->salt, h->salt, sizeof(h->salt));
 }
@@ -376,9 +378,10 @@ static int check_target(struct stor_recv *r, struct stor_ds *ds, struct snap **f
 			return -EINVAL;
 		}
 		if (key_changed(p, ds, h)) {
-			pool_set_error("%s: its key was changed since %s, here or on the source: "
-				       "its wrapped key or key parameters are not the stream's; a "
-				       "raw incremental needs the same key, send a full stream",
+			pool_set_error("%s: its key was changed or rekeyed since %s, here or on the "
+				       "source: its wrapped key or key parameters are not the "
+				       "stream's; a raw incremental needs the same key, send a full "
+				       "stream",
 				       ds->name, (*from)->name);
 			return -EPERM;
 		}

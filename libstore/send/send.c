@@ -121,6 +121,8 @@ static int header(struct stor_pool *p, struct stor_ds *h, struct stor_ds *f, uns
 			sh.iters = root->iters;
 			memcpy(sh.salt, root->salt, sizeof(sh.salt));
 			memcpy(sh.wrapped, ds->wrapped, sizeof(sh.wrapped));
+			if (ds->keygen)
+				sh.flags |= STREAM_F_KEYGEN1;
 		}
 		pthread_mutex_unlock(&p->admin);
 		if (!root) {

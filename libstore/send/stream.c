@@ -218,7 +218,9 @@ int stream_rec_get(const uint8_t *in, const struct stream_hdr *h, struct stream_
 			    (unsigned long long)r->recno);
 		return 0;
 	}
-	if (r->flags != BP_F_ENCRYPTED || r->comp > BP_COMP_ZSTD || r->lsize != h->recsize ||
+	/* every record under the stream's key: of its generation (rekey.c) */
+	if (r->flags != (BP_F_ENCRYPTED | ((h->flags & STREAM_F_KEYGEN1) ? BP_F_KEYGEN : 0)) ||
+	    r->comp > BP_COMP_ZSTD || r->lsize != h->recsize ||
 	    !r->psize || r->psize % STOR_SECTOR || r->psize > maxp || !r->csize ||
 	    r->csize > r->psize || (r->comp == BP_COMP_OFF && r->csize != r->lsize) ||
 	    r->len != r->psize || !r->birth || r->birth > h->max_birth ||

@@ -19,7 +19,7 @@
  *
  * Header (STREAM_HDR_LEN bytes):
  *   u64 magic "COFFSEND" | u32 version | u32 flags (STREAM_F_RAW,
- *   STREAM_F_INCREMENTAL) | u64 dataset guid | u64 from-snapshot guid |
+ *   STREAM_F_INCREMENTAL, STREAM_F_RESUME, STREAM_F_KEYGEN1) | u64 dataset guid | u64 from-snapshot guid |
  *   u64 from txg | u64 to-snapshot guid | u64 to txg (the snapshot's) |
  *   u32 recordsize | u64 volsize | u8 suite (crypt.h) | u8 compression level
  *   (the property, 0 off; informative) | u8 keyformat | u32 pbkdf2iters |
@@ -136,7 +136,10 @@
 #define STREAM_F_RAW 0x1u
 #define STREAM_F_INCREMENTAL 0x2u
 #define STREAM_F_RESUME 0x4u
-#define STREAM_F_KNOWN (STREAM_F_RAW | STREAM_F_INCREMENTAL | STREAM_F_RESUME)
+/* raw: the wrapped key is of generation 1, and so are the records it seals
+ * (BP_F_KEYGEN, rekey.c); a receiver that does not know the flag refuses */
+#define STREAM_F_KEYGEN1 0x8u
+#define STREAM_F_KNOWN (STREAM_F_RAW | STREAM_F_INCREMENTAL | STREAM_F_RESUME | STREAM_F_KEYGEN1)
 
 #define STREAM_SNAPNAME_LEN 64u
 #define STREAM_WRAPPED_LEN 60u /* KEYS_WRAPPED_LEN */

@@ -76,6 +76,7 @@
 #include <string.h>
 
 #include "crypt/keys.h"
+#include "kv/bp.h"
 #include "kv/meta.h"
 #include "store.h"
 #include "txg/bpmac.h"
@@ -624,4 +625,70 @@ int bpmac_root_check(const struct mac_key *mk, const uint8_t acc[MAC_LEN],
 	if ((memcmp(tag, root + MAC_LEN, MAC_LEN) != 0) | (memcmp(acc, root, MAC_LEN) != 0))
 		return STOR_EAUTH;
 	return 0;
+}
+
+/* ---- a whole table's tree at once (a raw receive's first load-key, a rekey) ---- */
+
+struct build {
+	uint64_t id, max_birth; /* a snapshot table keeps pointers born by its txg */
+	const struct mac_key *mk;
+	struct bpmac_change *ch;
+	size_t n, cap;
+	uint64_t end; /* one past the highest record number seen */
+	int clear;    /* a pointer without encryption: refused */
+};
+
+static int leaf_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
+{
+	struct build *b = ctx;
+	const uint8_t *k = key;
+	uint64_t recno, g;
+	struct bp bp;
+
+	if (klen != BP_KEY_LEN || bp_decode(val, vlen, &bp) < 0)
+		return STOR_ECORRUPT;
+	if (!(bp.flags & BP_F_ENCRYPTED)) {
+		b->clear = 1;
+		return STOR_EAUTH;
+	}
+	if (bp.birth > b->max_birth)
+		return STOR_EAUTH;
+	k += 8;
+	recno = get_u64(&k);
+	g = recno / MAC_GROUP;
+	if (recno >= b->end)
+		b->end = recno + 1;
+	/* pointers come in record order: one change per group, appended */
+	if (!b->n || b->ch[b->n - 1].recno / MAC_GROUP != g) {
+		if (b->n == b->cap) {
+			size_t cap = b->cap ? b->cap * 2 : 64;
+			struct bpmac_change *c = realloc(b->ch, cap * sizeof(*c));
+			if (!c)
+				return -ENOMEM;
+			b->ch = c;
+			b->cap = cap;
+		}
+		b->ch[b->n++] = (struct bpmac_change){ .ds_id = b->id, .recno = recno, .mk = b->mk };
+	}
+	return bpmac_leaf_xor(b->mk, recno, val, b->ch[b->n - 1].delta);
+}
+
+int bpmac_build_table(struct meta_txn *t, uint64_t id, const struct mac_key *mk,
+		      uint64_t max_birth, uint64_t *end)
+{
+	struct build b = { .id = id, .mk = mk, .max_birth = max_birth, .end = *end };
+	uint8_t prefix[8], *w = prefix;
+	int ret;
+
+	put_u64(&w, id);
+	ret = bpmac_forget_tree(t, id); /* what an earlier tree left, if any */
+	if (ret == 0)
+		ret = meta_iter(t, META_BP, prefix, sizeof(prefix), 0, leaf_one, &b);
+	if (ret == 0)
+		ret = bpmac_root_init(t, id, mk);
+	if (ret == 0 && b.n)
+		ret = bpmac_apply(t, b.ch, b.n);
+	free(b.ch);
+	*end = b.end;
+	return b.clear ? STOR_EAUTH : ret;
 }

@@ -79,6 +79,15 @@ int bpmac_leaf_xor(const struct mac_key *mk, uint64_t recno, const uint8_t bp[BP
 int bpmac_apply(struct meta_txn *t, struct bpmac_change *ch, size_t n);
 
 /** Delete every MAC of dataset @ds_id (it is being destroyed). */
+/**
+ * Table @id's group MACs and root under @mk, made from its pointers in @t,
+ * over whatever tree it had; its view root stays. Every pointer must be
+ * encrypted and born by @max_birth (else STOR_EAUTH). *@end grows past the
+ * highest record number seen.
+ */
+int bpmac_build_table(struct meta_txn *t, uint64_t id, const struct mac_key *mk,
+		      uint64_t max_birth, uint64_t *end);
+
 int bpmac_forget(struct meta_txn *t, uint64_t ds_id);
 /** Delete the tree of table @id, keeping its view root (it is rebuilt). */
 int bpmac_forget_tree(struct meta_txn *t, uint64_t id);

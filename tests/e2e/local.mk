@@ -236,3 +236,10 @@ check_PROGRAMS += %D%/test_loops
 %C%_test_loops_SOURCES = %D%/test_loops.c $(E2E_FIXTURE)
 %C%_test_loops_CFLAGS = $(E2E_CFLAGS)
 %C%_test_loops_LDADD = $(E2E_LDADD)
+
+# a rekey under validated writes and reads, cut by kill -9, the old key file
+# put back, and what it refuses
+check_PROGRAMS += %D%/test_rekey
+%C%_test_rekey_SOURCES = %D%/test_rekey.c $(E2E_FIXTURE)
+%C%_test_rekey_CFLAGS = $(E2E_CFLAGS) $(XXHASH_CFLAGS)
+%C%_test_rekey_LDADD = $(E2E_LDADD) $(XXHASH_LIBS)

@@ -1,0 +1,899 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Rekey: every record of an encrypted dataset sealed again under a new
+ * master key, in the background, while the dataset serves I/O (coffer
+ * rekey; after LUKS2's online reencryption, on a copy-on-write store where
+ * a record sealed again is one more write).
+ *
+ * Generations. A dataset has at most two master keys, of generation 0 and
+ * 1. A record's block pointer says which one sealed it (BP_F_KEYGEN), and
+ * its data key is derived from that one (dskeys_data_key); writes seal
+ * under the current one. The key file holds the current master key
+ * wrapped and, while a rekey runs, the previous one beside it (keyfile.c).
+ *
+ * A rekey, step by step:
+ * 1. Start (stor_rekey): the dataset's MAC tree is checked whole under its
+ *    key, so nothing unverified is carried over, and every group is marked
+ *    verified. Then a new master key is drawn and the key file saved with
+ *    both (dskeys_new_gen: the commit point). From here a crash resumes
+ *    at the next load-key.
+ * 2. The switch (switch_tree): as one txg closes (txg_sync_close), under
+ *    the write hold, the key state takes the new master as current and the
+ *    MAC key derived from it; the commit of that txg rebuilds the dataset's
+ *    MAC tree from its pointers under the new MAC key and records the
+ *    tree's generation in the pool table ("rekey/" and the id). Group sums
+ *    staged before are under the old key and applied before the rebuild,
+ *    those staged after are under the new key and applied on top of it.
+ *    Reads in between check no group: all were verified in step 1. From
+ *    the commit on, the old key cannot forge a pointer either.
+ * 3. The walk (rekey_main): the dataset's pointers in record order from a
+ *    cursor, REKEY_BATCH at a time; each record still under the old
+ *    generation is sealed again by record_reseal() (io/record.c, handed
+ *    down as p->reseal), under its stripe, so a client's write of it in
+ *    between wins: read, opened, sealed with a fresh nonce under the new
+ *    key, written to a new extent and staged like any write. Paced to the
+ *    rate asked. The cursor and counts go to the
+ *    pool table about once a second: a pause, an export or a crash resumes
+ *    there.
+ * 4. The end: a commit makes every rewrite durable, then a walk of all the
+ *    committed pointers must find none of the old generation, or the walk
+ *    starts over (a cursor edited offline skips nothing: the end is
+ *    checked, not assumed). Then the old master key leaves the key file
+ *    (dskeys_drop_old: the commit point) and memory, with every data key
+ *    derived from it.
+ *
+ * What it protects against: someone who holds an older copy of the key
+ * file with its passphrase or raw key, and the LUNs as they are after the
+ * end. The old master opens no record: each record's generation bit names
+ * the new key, a bit flipped back names a key the file no longer has, and
+ * the MAC tree that covers the bit is under the new key. What it cannot:
+ * copies taken before (backups of the LUN files, raw streams sent
+ * elsewhere) stay under the old key, and so do freed extents on the LUNs
+ * until they are written over.
+ *
+ * Limits of this version, each refused with its reason: datasets with
+ * snapshots, clones or children (their tables and lists are under MAC keys
+ * from the old master too, see snapshot.c and children.c); snapshots of the
+ * dataset and changes of its key wait for the end.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/bytes.h"
+#include "base/events.h"
+#include "base/pool_error.h"
+#include "base/stor_assert.h"
+#include "crypt/keys.h"
+#include "ds/children.h"
+#include "ds/dataset.h"
+#include "ds/dskeys.h"
+#include "ds/rekey.h"
+#include "kv/bp.h"
+#include "kv/meta.h"
+#include "pool_impl.h"
+#include "txg/bpmac.h"
+#include "txg/txg.h"
+
+#define REKEY_BATCH 64u
+#define REKEY_ROW_VERSION 1u
+#define REKEY_HALT (-1) /* rekey_halt: the thread ends, the rekey stays running */
+
+struct rekey {
+	struct stor_pool *p;
+	struct stor_ds *ds;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	pthread_t thread;
+	int have_thread;
+	int stop;               /* 0, a state to end in (paused, stopped), or REKEY_HALT */
+	struct stor_rekey_stat st;
+	unsigned mac_gen;
+	uint64_t cursor;        /* the next record the walk looks at */
+	double t0;              /* pace: when the thread (re)started, */
+	uint64_t ex0;           /* and the records examined then */
+};
+
+static double mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t wall(void)
+{
+	return (uint64_t)time(NULL);
+}
+
+/* ---- the row in the pool table ---- */
+
+static void row_key(uint64_t id, char key[32])
+{
+	snprintf(key, 32, "rekey/%016" PRIx64, id);
+}
+
+#define ROW_FIXED (1 + 1 + 1 + 8 * 8 + 2)
+
+static int row_put(struct meta_txn *t, uint64_t id, unsigned mac_gen, uint64_t cursor,
+		   const struct stor_rekey_stat *st)
+{
+	uint8_t buf[ROW_FIXED + sizeof(st->error)], *w = buf;
+	size_t elen = strnlen(st->error, sizeof(st->error) - 1);
+	char key[32];
+
+	put_u8(&w, REKEY_ROW_VERSION);
+	put_u8(&w, (uint8_t)mac_gen);
+	put_u8(&w, (uint8_t)st->state);
+	put_u64(&w, cursor);
+	put_u64(&w, st->total);
+	put_u64(&w, st->examined);
+	put_u64(&w, st->rewritten);
+	put_u64(&w, st->rate);
+	put_u64(&w, st->start);
+	put_u64(&w, st->end);
+	put_u64(&w, 0); /* room for what a later version counts */
+	put_u16(&w, (uint16_t)elen);
+	put_bytes(&w, st->error, elen);
+	row_key(id, key);
+	return meta_put(t, META_POOL, key, strlen(key), buf, (size_t)(w - buf));
+}
+
+/* The row of @id: 0, -ENOENT (never rekeyed), or STOR_ECORRUPT. */
+static int row_get(struct stor_pool *p, uint64_t id, unsigned *mac_gen, uint64_t *cursor,
+		   struct stor_rekey_stat *st)
+{
+	struct meta_txn *t = NULL;
+	const void *v;
+	const uint8_t *r;
+	size_t vlen;
+	char key[32];
+	int ret = meta_rtxn_get(p->meta, &t);
+
+	if (ret < 0)
+		return ret;
+	row_key(id, key);
+	ret = meta_get(t, META_POOL, key, strlen(key), &v, &vlen);
+	if (ret == 0) {
+		uint16_t elen;
+
+		r = v;
+		memset(st, 0, sizeof(*st));
+		if (vlen < ROW_FIXED || get_u8(&r) != REKEY_ROW_VERSION) {
+			ret = STOR_ECORRUPT;
+			goto out;
+		}
+		*mac_gen = get_u8(&r);
+		st->state = get_u8(&r);
+		*cursor = get_u64(&r);
+		st->total = get_u64(&r);
+		st->examined = get_u64(&r);
+		st->rewritten = get_u64(&r);
+		st->rate = get_u64(&r);
+		st->start = get_u64(&r);
+		st->end = get_u64(&r);
+		(void)get_u64(&r);
+		elen = get_u16(&r);
+		if (*mac_gen > 1 || st->state > STOR_REKEY_FAILED || elen >= sizeof(st->error) ||
+		    vlen != (size_t)ROW_FIXED + elen) {
+			ret = STOR_ECORRUPT;
+			goto out;
+		}
+		get_bytes(&r, st->error, elen);
+		st->error[elen] = '\0';
+	}
+out:
+	meta_rtxn_put(t);
+	return ret;
+}
+
+static int save(struct rekey *rk)
+{
+	struct stor_rekey_stat st;
+	struct meta_txn *t = NULL;
+	uint64_t cursor;
+	unsigned gen;
+	int ret;
+
+	pthread_mutex_lock(&rk->lock);
+	st = rk->st;
+	cursor = rk->cursor;
+	gen = rk->mac_gen;
+	pthread_mutex_unlock(&rk->lock);
+	ret = meta_txn_begin(rk->p->meta, &t);
+	if (ret == 0)
+		ret = row_put(t, rk->ds->id, gen, cursor, &st);
+	if (ret == 0)
+		return meta_txn_commit(t);
+	if (t)
+		meta_txn_abort(t);
+	return ret;
+}
+
+int rekey_mac_gen(struct stor_pool *p, const struct stor_ds *ds)
+{
+	struct stor_rekey_stat st;
+	uint64_t cursor;
+	unsigned gen;
+	int ret = row_get(p, ds->id, &gen, &cursor, &st);
+
+	/* no row: never switched, so under the key a rekey (if any) replaces */
+	if (ret == -ENOENT)
+		return (int)(ds->has_old ? ds->keygen ^ 1u : ds->keygen);
+	if (ret == 0 && gen != ds->keygen && !ds->has_old)
+		ret = STOR_ECORRUPT;
+	if (ret < 0) {
+		pool_set_error("dataset %s: its rekey state in the pool table is damaged, or "
+			       "disagrees with the key file", ds->name);
+		return ret;
+	}
+	return (int)gen;
+}
+
+/* ---- the state in memory ---- */
+
+static struct rekey *rekey_of(struct stor_pool *p, struct stor_ds *ds)
+{
+	struct rekey *rk = ds->rekey;
+
+	if (rk)
+		return rk;
+	rk = calloc(1, sizeof(*rk));
+	if (!rk)
+		return NULL;
+	rk->p = p;
+	rk->ds = ds;
+	pthread_mutex_init(&rk->lock, NULL);
+	pthread_cond_init(&rk->wake, NULL);
+	if (row_get(p, ds->id, &rk->mac_gen, &rk->cursor, &rk->st) < 0) {
+		/* none yet; with both keys in the key file, a start that a crash
+		 * cut before its switch: it goes on */
+		memset(&rk->st, 0, sizeof(rk->st));
+		rk->mac_gen = ds->has_old ? ds->keygen ^ 1u : ds->keygen;
+		rk->cursor = 0;
+		if (ds->has_old) {
+			rk->st.state = STOR_REKEY_RUNNING;
+			rk->st.start = wall();
+		}
+	}
+	ds->rekey = rk;
+	return rk;
+}
+
+void rekey_halt(struct stor_ds *ds)
+{
+	struct rekey *rk = ds->rekey;
+
+	if (!rk || !rk->have_thread)
+		return;
+	pthread_mutex_lock(&rk->lock);
+	rk->stop = REKEY_HALT;
+	pthread_cond_broadcast(&rk->wake);
+	pthread_mutex_unlock(&rk->lock);
+	pthread_join(rk->thread, NULL);
+	rk->have_thread = 0;
+}
+
+void rekey_free(struct stor_ds *ds)
+{
+	struct rekey *rk = ds->rekey;
+
+	if (!rk)
+		return;
+	rekey_halt(ds);
+	pthread_mutex_destroy(&rk->lock);
+	pthread_cond_destroy(&rk->wake);
+	free(rk);
+	ds->rekey = NULL;
+}
+
+void rekey_fini(struct stor_pool *p)
+{
+	pthread_mutex_lock(&p->admin);
+	for (size_t i = 0; i < p->nds; i++)
+		rekey_halt(p->ds[i]);
+	pthread_mutex_unlock(&p->admin);
+}
+
+/* ---- the switch ---- */
+
+struct switch_arg {
+	struct stor_ds *ds;
+	struct ds_keys *k;
+	uint8_t *master;      /* a new generation's master key, or NULL: the state has it */
+	struct mac_key *mk;   /* the new MAC key (a reference for the state) */
+	struct mac_key *was;  /* the MAC key replaced, put once no reader can hold it */
+	struct rebuild *rb;   /* the commit's task, the stage's once enlisted */
+};
+
+/* The task of the switch's commit: its own, since a failed commit keeps it
+ * for the next one. */
+struct rebuild {
+	struct stor_ds *ds;
+	struct mac_key *mk;
+	unsigned gen;
+	uint64_t cursor;
+	struct stor_rekey_stat st;
+};
+
+static int rebuild_commit(struct meta_txn *t, void *arg, txg_free_fn free_extent, void *stage)
+{
+	struct rebuild *rb = arg;
+	uint64_t end = 0;
+	int ret;
+
+	(void)free_extent;
+	(void)stage;
+	ret = bpmac_build_table(t, rb->ds->id, rb->mk, UINT64_MAX, &end);
+	if (ret == 0)
+		ret = children_init(t, rb->ds->id, rb->mk); /* no children: an empty list */
+	if (ret == 0)
+		ret = row_put(t, rb->ds->id, rb->gen, rb->cursor, &rb->st);
+	return ret;
+}
+
+static void rebuild_release(void *arg)
+{
+	struct rebuild *rb = arg;
+
+	mac_key_put(rb->mk);
+	free(rb);
+}
+
+static int switch_hook(struct stor_pool *p, uint64_t txg, void *arg)
+{
+	struct switch_arg *a = arg;
+	struct ds_keys *k = a->k;
+	struct txg_task task = { .commit = rebuild_commit, .release = rebuild_release,
+				 .arg = a->rb };
+	int ret;
+
+	(void)txg;
+	a->rb->mk = mac_key_ref(a->mk);
+	a->rb->gen = a->master ? a->ds->keygen : k->gen;
+	ret = txg_enlist(p, &task);
+	if (ret < 0) {
+		mac_key_put(a->rb->mk);
+		return ret;
+	}
+	a->rb = NULL; /* the stage's now */
+	/* no writer is between its hold and its stage: from here they seal under
+	 * the new master and sum their MAC changes under its MAC key */
+	pthread_mutex_lock(&k->lock);
+	if (a->master) {
+		k->old = k->master;
+		k->master = a->master;
+		a->master = NULL;
+		k->gen = a->ds->keygen;
+	}
+	a->was = k->mac;
+	k->mac = a->mk;
+	pthread_mutex_unlock(&k->lock);
+	return 0;
+}
+
+/* Mark every group of @ds's table verified: step 1 checked them all. */
+static int mark_all_seen(struct stor_ds *ds, struct ds_keys *k)
+{
+	uint64_t groups = (atomic_load(&ds->volsize) / ds->recsize + MAC_GROUP - 1) / MAC_GROUP;
+
+	for (uint64_t g = 0; g < groups; g++) {
+		uint8_t bit;
+		_Atomic uint8_t *b = seen_bits_at(&k->seen, g, 1, &bit);
+
+		if (!b)
+			return -ENOMEM;
+		atomic_fetch_or(b, bit);
+	}
+	return 0;
+}
+
+static void count_bad(void *ctx, uint64_t g)
+{
+	(void)g;
+	(*(uint64_t *)ctx)++;
+}
+
+/* Step 1's check: the whole tree under the key the state has now. */
+static int check_tree(struct stor_pool *p, struct stor_ds *ds, struct ds_keys *k)
+{
+	uint64_t bad = 0;
+	int ret = bpmac_verify_root(p->meta, ds->id, k->mac);
+
+	if (ret == 0)
+		ret = bpmac_check_table(p->meta, ds->id, k->mac, count_bad, &bad);
+	if (ret == 0 && bad)
+		ret = STOR_EAUTH;
+	if (ret == 0)
+		ret = mark_all_seen(ds, k);
+	if (ret == STOR_EAUTH)
+		pool_set_error("%s: its block pointers do not verify under its key (run 'coffer "
+			       "pool check'); nothing was rekeyed",
+			       ds->name);
+	return ret;
+}
+
+/*
+ * Step 2 for @ds, whose key state @k has the new master already (a resume)
+ * or gets @master (a start; taken, and freed on failure).
+ */
+static int switch_tree(struct stor_pool *p, struct stor_ds *ds, struct ds_keys *k, uint8_t *master)
+{
+	struct switch_arg *a = calloc(1, sizeof(*a));
+	int ret;
+
+	if (!a) {
+		keys_secure_free(master, KEYS_MASTER_LEN);
+		return -ENOMEM;
+	}
+	*a = (struct switch_arg){ .ds = ds, .k = k, .master = master };
+	a->mk = mac_key_new(master ? master : k->master, ds->guid, (unsigned)ds->suite);
+	a->rb = calloc(1, sizeof(*a->rb));
+	if (a->rb) {
+		struct rekey *rk = rekey_of(p, ds);
+
+		a->rb->ds = ds;
+		pthread_mutex_lock(&rk->lock);
+		a->rb->st = rk->st;
+		a->rb->cursor = rk->cursor;
+		pthread_mutex_unlock(&rk->lock);
+	}
+	ret = a->mk && a->rb ? txg_sync_close(p, switch_hook, a) : -ENOMEM;
+	free(a->rb); /* not enlisted */
+	if (a->master)
+		keys_secure_free(a->master, KEYS_MASTER_LEN); /* the hook did not take it */
+	if (ret == 0)
+		rekey_of(p, ds)->mac_gen = k->gen;
+	else if (!a->was && a->mk)
+		mac_key_put(a->mk);
+	/* readers that took the old MAC key are done with it before it goes */
+	if (a->was) {
+		txg_read_synchronize(p);
+		mac_key_put(a->was);
+	}
+	free(a);
+	return ret;
+}
+
+/* ---- the walk ---- */
+
+struct gather {
+	uint64_t id, recnos[REKEY_BATCH], last;
+	unsigned gen; /* the current generation: others are gathered */
+	size_t n, seen;
+	int more;
+};
+
+static int gather_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
+{
+	struct gather *g = ctx;
+	const uint8_t *k = key;
+	struct bp bp;
+
+	if (klen != BP_KEY_LEN || get_u64(&k) != g->id) {
+		g->more = 0;
+		return 1;
+	}
+	if (g->seen == REKEY_BATCH * 8 || g->n == REKEY_BATCH)
+		return 1;
+	g->last = get_u64(&k);
+	g->seen++;
+	if (bp_decode(val, vlen, &bp) < 0)
+		return STOR_ECORRUPT;
+	if ((bp.flags & BP_F_ENCRYPTED) && dskeys_gen_of(&bp) != g->gen)
+		g->recnos[g->n++] = g->last;
+	return 0;
+}
+
+/* Up to REKEY_BATCH records of the old generation from @from on, committed. */
+static int gather(struct stor_pool *p, struct stor_ds *ds, unsigned gen, uint64_t from,
+		  struct gather *g)
+{
+	struct meta_txn *t = NULL;
+	uint8_t key[BP_KEY_LEN];
+	int ret;
+
+	*g = (struct gather){ .id = ds->id, .gen = gen, .more = 1 };
+	ret = meta_rtxn_get(p->meta, &t);
+	if (ret < 0)
+		return ret;
+	bp_key(ds->id, from, key);
+	ret = meta_iter_from(t, META_BP, key, sizeof(key), gather_one, g);
+	meta_rtxn_put(t);
+	if (ret == 0)
+		g->more = 0; /* the table's end */
+	return ret < 0 ? ret : 0;
+}
+
+/* Step 4's check: is any committed record still under the old generation? */
+static int any_old(struct stor_pool *p, struct stor_ds *ds, unsigned gen)
+{
+	uint64_t from = 0;
+
+	for (;;) {
+		struct gather g;
+		int ret = gather(p, ds, gen, from, &g);
+
+		if (ret < 0 || g.n)
+			return ret < 0 ? ret : 1;
+		if (!g.more)
+			return 0;
+		from = g.last + 1;
+	}
+}
+
+/* Wait until the pace allows more, or a stop; rk->lock held. */
+static void pace(struct rekey *rk)
+{
+	while (!rk->stop && rk->st.rate) {
+		double bytes = (double)(rk->st.examined - rk->ex0) * rk->ds->recsize;
+		double ahead = bytes / (double)rk->st.rate - (mono() - rk->t0);
+		struct timespec ts;
+
+		if (ahead <= 0)
+			break;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ahead += ts.tv_nsec / 1e9;
+		ts.tv_sec += (time_t)ahead;
+		ts.tv_nsec = (long)((ahead - (double)(time_t)ahead) * 1e9);
+		pthread_cond_timedwait(&rk->wake, &rk->lock, &ts);
+	}
+}
+
+static void fail(struct rekey *rk, int err, const char *what)
+{
+	pthread_mutex_lock(&rk->lock);
+	rk->st.state = STOR_REKEY_FAILED;
+	snprintf(rk->st.error, sizeof(rk->st.error), "%s: %s", what, stor_strerror(err));
+	pthread_mutex_unlock(&rk->lock);
+	EVENT(STOR_EV_REKEY_FAIL, rk->p->name, EV_STR("dataset", rk->ds->name),
+	      EV_STR("error", rk->st.error));
+}
+
+/* Step 4: the old key goes, once nothing needs it. 1: done, 0: walk again. */
+static int finish(struct rekey *rk)
+{
+	struct stor_pool *p = rk->p;
+	int ret = txg_sync(p, 0);
+
+	if (ret == 0)
+		ret = any_old(p, rk->ds, atomic_load(&rk->ds->keys)->gen);
+	if (ret != 0)
+		return ret < 0 ? ret : 0;
+	/* the admin lock, unless asked to stop meanwhile (a halt holds it) */
+	while (pthread_mutex_trylock(&p->admin) != 0) {
+		struct timespec ts = { 0, 5000000 };
+
+		pthread_mutex_lock(&rk->lock);
+		ret = rk->stop;
+		pthread_mutex_unlock(&rk->lock);
+		if (ret)
+			return 0;
+		nanosleep(&ts, NULL);
+	}
+	ret = dskeys_drop_old(p, rk->ds);
+	pthread_mutex_unlock(&p->admin);
+	if (ret < 0)
+		return ret;
+	pthread_mutex_lock(&rk->lock);
+	rk->st.state = STOR_REKEY_DONE;
+	rk->st.end = wall();
+	pthread_mutex_unlock(&rk->lock);
+	EVENT(STOR_EV_REKEY_FINISH, p->name, EV_STR("dataset", rk->ds->name),
+	      EV_NUM("rewritten", rk->st.rewritten));
+	return 1;
+}
+
+static void *rekey_main(void *arg)
+{
+	struct rekey *rk = arg;
+	struct stor_pool *p = rk->p;
+	struct stor_ds *ds = rk->ds;
+	double last_save = mono();
+	char name[16];
+	int ret = 0;
+
+	snprintf(name, sizeof(name), "rekey:%s", p->name);
+	(void)pthread_setname_np(pthread_self(), name);
+	pthread_mutex_lock(&rk->lock);
+	while (!rk->stop && rk->st.state == STOR_REKEY_RUNNING) {
+		struct gather g;
+		size_t done = 0;
+		uint64_t from = rk->cursor;
+		struct ds_keys *k = atomic_load(&ds->keys);
+
+		pthread_mutex_unlock(&rk->lock);
+		ret = gather(p, ds, k->gen, from, &g);
+		if (ret == 0 && g.n)
+			ret = p->reseal(ds, g.n, g.recnos, &done);
+		if (ret < 0) {
+			fail(rk, ret, g.n ? "sealing records again" : "reading block pointers");
+			pthread_mutex_lock(&rk->lock);
+			break;
+		}
+		if (!g.more) {
+			ret = finish(rk);
+			if (ret < 0)
+				fail(rk, ret, "ending the rekey");
+			pthread_mutex_lock(&rk->lock);
+			rk->cursor = 0; /* done, or round again for what a crash left behind */
+			if (ret)
+				break;
+			continue;
+		}
+		pthread_mutex_lock(&rk->lock);
+		rk->cursor = g.last + 1;
+		rk->st.examined += g.seen;
+		rk->st.rewritten += done;
+		if (mono() - last_save >= 1.0) {
+			pthread_mutex_unlock(&rk->lock);
+			(void)save(rk); /* a failure costs only where a resume starts */
+			last_save = mono();
+			pthread_mutex_lock(&rk->lock);
+		}
+		pace(rk);
+	}
+	if (rk->stop > 0) {
+		rk->st.state = rk->stop;
+		rk->stop = 0;
+	}
+	pthread_mutex_unlock(&rk->lock);
+	(void)save(rk);
+	return NULL;
+}
+
+static int start_thread(struct rekey *rk)
+{
+	int ret;
+
+	if (rk->have_thread) {
+		/* a thread that ended on its own (done, failed) is joined first */
+		pthread_join(rk->thread, NULL);
+		rk->have_thread = 0;
+	}
+	rk->stop = 0;
+	rk->t0 = mono();
+	rk->ex0 = rk->st.examined;
+	ret = -pthread_create(&rk->thread, NULL, rekey_main, rk);
+	rk->have_thread = ret == 0;
+	return ret;
+}
+
+void rekey_resume(struct stor_pool *p, struct stor_ds *ds)
+{
+	struct ds_keys *k = atomic_load(&ds->keys);
+	struct rekey *rk;
+	int ret = 0;
+
+	STOR_ASSERT_HELD(&p->admin);
+	if (!ds->has_old || !k || !(rk = rekey_of(p, ds)))
+		return;
+	/* a crash between steps 1 and 2: the switch first */
+	if (rk->mac_gen != k->gen && (ret = check_tree(p, ds, k)) == 0)
+		ret = switch_tree(p, ds, k, NULL);
+	if (ret < 0) {
+		fail(rk, ret, "switching the MAC tree to the new key");
+		return;
+	}
+	if (rk->st.state == STOR_REKEY_RUNNING && start_thread(rk) < 0)
+		fail(rk, -EAGAIN, "starting its thread");
+}
+
+/* ---- rekeystatus ---- */
+
+/* @n bytes as the largest binary unit that states them whole: 64M, 1536K. */
+static void size_text(uint64_t n, char *buf, size_t len)
+{
+	static const char units[] = "BKMGT";
+	unsigned u = 0;
+
+	while (u + 1 < sizeof(units) - 1 && n >= 1024 && n % 1024 == 0) {
+		n /= 1024;
+		u++;
+	}
+	snprintf(buf, len, "%" PRIu64 "%c", n, units[u]);
+}
+
+void rekey_status_text(struct stor_pool *p, struct stor_ds *ds, char *buf, size_t len)
+{
+	struct rekey *rk = ds->suite && !ds->snap ? rekey_of(p, ds) : NULL;
+	struct stor_rekey_stat st;
+	char rate[32], when[40] = "";
+	unsigned pct;
+	struct tm tm;
+	time_t t;
+
+	STOR_ASSERT_HELD(&p->admin);
+	if (ds->snap) {
+		snprintf(buf, len, "-"); /* a snapshot is rekeyed with its dataset, or not */
+		return;
+	}
+	if (!rk) {
+		snprintf(buf, len, ds->suite ? "none" : "-");
+		return;
+	}
+	pthread_mutex_lock(&rk->lock);
+	st = rk->st;
+	pthread_mutex_unlock(&rk->lock);
+	pct = !st.total ? 0 : st.examined >= st.total ? 100 : (unsigned)(st.examined * 100 / st.total);
+	switch (st.state) {
+	case STOR_REKEY_RUNNING:
+		if (!atomic_load(&ds->keys)) {
+			snprintf(buf, len, "running, waits for load-key");
+			return;
+		}
+		size_text(st.rate, rate, sizeof(rate));
+		snprintf(buf, len, "running %u%% (%" PRIu64 "/%" PRIu64 " records, %s%s)", pct,
+			 st.examined, st.total, st.rate ? rate : "no rate limit", st.rate ? "/s" : "");
+		return;
+	case STOR_REKEY_PAUSED:
+	case STOR_REKEY_STOPPED:
+		snprintf(buf, len, "%s %u%%", st.state == STOR_REKEY_PAUSED ? "paused" : "stopped",
+			 pct);
+		return;
+	case STOR_REKEY_DONE:
+		t = (time_t)st.end;
+		if (st.end && gmtime_r(&t, &tm))
+			strftime(when, sizeof(when), " %Y-%m-%d %H:%M UTC", &tm);
+		snprintf(buf, len, "done%s", when);
+		return;
+	case STOR_REKEY_FAILED:
+		snprintf(buf, len, "failed: %s", st.error);
+		return;
+	default:
+		snprintf(buf, len, "none");
+		return;
+	}
+}
+
+/* ---- the calls ---- */
+
+/* What a start refuses, with its reason. */
+static int refuse(struct stor_pool *p, struct stor_ds *ds)
+{
+	size_t len = strlen(ds->name);
+
+	if (!ds->suite) {
+		pool_set_error("%s is not encrypted: there is no key to change", ds->name);
+		return STOR_ENOTENCRYPTED;
+	}
+	if (!atomic_load(&ds->keys)) {
+		pool_set_error("the key of %s is not loaded; load it to rekey", ds->name);
+		return STOR_ENOKEY;
+	}
+	if (atomic_load(&ds->receiving)) {
+		pool_set_error("%s is being received; rekey it once that is done", ds->name);
+		return -EBUSY;
+	}
+	if (ds->nsnaps || ds->origin) {
+		pool_set_error("%s %s, which this version cannot rekey: destroy %s, or send "
+			       "the dataset to a new one and rekey that",
+			       ds->name, ds->origin ? "is a clone" : "has snapshots",
+			       ds->origin ? "it" : "them");
+		return -EBUSY;
+	}
+	for (size_t i = 0; i < p->nds; i++)
+		if (!strncmp(p->ds[i]->name, ds->name, len) && p->ds[i]->name[len] == '/') {
+			pool_set_error("%s has child datasets (%s), which this version cannot "
+				       "rekey with it",
+				       ds->name, p->ds[i]->name);
+			return -EBUSY;
+		}
+	return 0;
+}
+
+static int start(struct stor_pool *p, struct stor_ds *ds, uint64_t rate)
+{
+	struct ds_keys *k = atomic_load(&ds->keys);
+	struct rekey *rk = rekey_of(p, ds);
+	uint8_t *master = NULL;
+	int ret;
+
+	if (!rk)
+		return -ENOMEM;
+	if (rk->have_thread && rk->st.state == STOR_REKEY_RUNNING) {
+		pool_set_error("a rekey of %s is running", ds->name);
+		return -EBUSY;
+	}
+	if (ds->has_old) {
+		/* paused, stopped, failed, or waiting: on from where it was */
+		pthread_mutex_lock(&rk->lock);
+		rk->st.state = STOR_REKEY_RUNNING;
+		rk->st.rate = rate;
+		rk->st.error[0] = '\0';
+		pthread_mutex_unlock(&rk->lock);
+		if (rk->mac_gen != k->gen) {
+			rekey_resume(p, ds);
+			return rk->st.state == STOR_REKEY_FAILED ? -EIO : 0;
+		}
+		ret = start_thread(rk);
+		EVENT(STOR_EV_REKEY_START, p->name, EV_STR("dataset", ds->name), EV_NUM("resumed", 1));
+		return ret;
+	}
+	ret = check_tree(p, ds, k);
+	if (ret == 0 && !(master = keys_secure_alloc(KEYS_MASTER_LEN)))
+		ret = -ENOMEM;
+	if (ret == 0)
+		ret = dskeys_new_gen(p, ds, master);
+	if (ret < 0) {
+		keys_secure_free(master, KEYS_MASTER_LEN);
+		return ret;
+	}
+	pthread_mutex_lock(&rk->lock);
+	memset(&rk->st, 0, sizeof(rk->st));
+	rk->st.state = STOR_REKEY_RUNNING;
+	rk->st.rate = rate;
+	rk->st.start = wall();
+	rk->st.total = (uint64_t)atomic_load(&ds->used) / (ds->recsize ? ds->recsize : 1);
+	rk->cursor = 0;
+	pthread_mutex_unlock(&rk->lock);
+	/* the key file has both keys now: a failure from here is resumed */
+	ret = switch_tree(p, ds, k, master);
+	if (ret < 0) {
+		fail(rk, ret, "switching the MAC tree to the new key");
+		return ret;
+	}
+	EVENT(STOR_EV_REKEY_START, p->name, EV_STR("dataset", ds->name), EV_NUM("resumed", 0));
+	return start_thread(rk);
+}
+
+int stor_rekey(struct stor_pool *p, const char *name, int what, uint64_t rate)
+{
+	struct stor_ds *ds;
+	struct rekey *rk;
+	int ret = 0;
+
+	pool_set_error("%s", "");
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_locked(p, name);
+	if (!ds || strchr(name, '@')) {
+		ret = -ENOENT;
+		goto out;
+	}
+	if (what == STOR_REKEY_START) {
+		ret = refuse(p, ds);
+		if (ret == 0)
+			ret = start(p, ds, rate);
+		goto out;
+	}
+	rk = ds->has_old ? rekey_of(p, ds) : NULL;
+	if (!rk || (what == STOR_REKEY_PAUSE && rk->st.state != STOR_REKEY_RUNNING)) {
+		pool_set_error("no rekey of %s is %s", name,
+			       what == STOR_REKEY_PAUSE ? "running" : "under way");
+		ret = -ENOENT;
+		goto out;
+	}
+	rekey_halt(ds);
+	pthread_mutex_lock(&rk->lock);
+	rk->st.state = what == STOR_REKEY_PAUSE ? STOR_REKEY_PAUSED : STOR_REKEY_STOPPED;
+	pthread_mutex_unlock(&rk->lock);
+	ret = save(rk);
+out:
+	pthread_mutex_unlock(&p->admin);
+	return ret;
+}
+
+int stor_rekey_stat(struct stor_pool *p, const char *name, struct stor_rekey_stat *st)
+{
+	struct stor_ds *ds;
+	struct rekey *rk;
+	int ret = 0;
+
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&p->admin);
+	ds = ds_find_locked(p, name);
+	if (!ds) {
+		ret = -ENOENT;
+	} else if (ds->suite && (rk = rekey_of(p, ds))) {
+		pthread_mutex_lock(&rk->lock);
+		*st = rk->st;
+		pthread_mutex_unlock(&rk->lock);
+		st->key_loaded = atomic_load(&ds->keys) != NULL;
+	}
+	pthread_mutex_unlock(&p->admin);
+	return ret;
+}

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: MIT
+/*
+ * E2E: coffer rekey on a real cofferd. A dataset is rekeyed while
+ * validated writes and reads run on it (coffer bench -v): every write it
+ * acknowledged reads back, pool check is clean (no nonce used twice, every
+ * MAC tree verified), and the status says done. A rekey cut by kill -9 at
+ * five points of its walk resumes at each load-key and completes. The old
+ * key file, put back as the newest copy by someone who holds the state
+ * directory, opens nothing: its key no longer verifies the dataset's
+ * block pointers, and no record reads. A raw stream taken after a rekey
+ * carries the new key, and its copy reads as the source. And what a
+ * rekey refuses, each with its reason.
+ */
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "daemon.h"
+
+TDAEMON_FIXTURE(NULL)
+static char out[65536];
+
+TestSuite(rekey, .init = setup, .fini = teardown, .timeout = 600);
+
+#define COF_OK(...) TDAEMON_COF_OK(&td, out, NULL, __VA_ARGS__)
+
+__attribute__((format(printf, 1, 2))) static int cof(const char *fmt, ...)
+{
+	char args[4096];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	return tdaemon_coffer(&td, NULL, NULL, out, sizeof(out), args);
+}
+
+static const char *parm(const char *name, const char *text)
+{
+	return tdaemon_file(&td, name, text, strlen(text));
+}
+
+static const char fill_parm[] = "sd=sd1,dataset=p/e,threads=2\n"
+				"wd=fill,sd=sd1,rdpct=0,seekpct=eof,xfersize=64k\n"
+				"rd=fill,wd=fill,iorate=max,elapsed=120,interval=1\n";
+
+/* An encrypted 32 MiB volume p/e, every record written (journaled in j). */
+static void make_filled(void)
+{
+	const char *key = tdaemon_file(&td, "key", "0123456789abcdef0123456789abcdef", 32);
+
+	COF_OK("pool create -s 128M p %s %s", tdaemon_path(&td, "lun0"),
+	       tdaemon_path(&td, "lun1"));
+	COF_OK("create -V 32M -b 8k -o encryption=aes-256-ccm -o keyformat=raw "
+	       "-o keylocation=file://%s -o primarycache=metadata p/e", key);
+	COF_OK("bench -q --socket %s -v --journal %s %s", td.sock, tdaemon_path(&td, "j"),
+	       parm("fill.parm", fill_parm));
+}
+
+static const char *status(void)
+{
+	COF_OK("get -H -o value rekeystatus p/e");
+	out[strcspn(out, "\n")] = '\0';
+	return out;
+}
+
+/* Wait (a generous deadline) until rekeystatus starts with @want. */
+static void wait_status(const char *want)
+{
+	double end = tdaemon_deadline(TDAEMON_WAIT_S);
+
+	while (strncmp(status(), want, strlen(want)) && tdaemon_poll(end))
+		;
+	cr_assert(!strncmp(status(), want, strlen(want)), "rekeystatus '%s', waited for '%s'\n%s",
+		  out, want, tdaemon_log(&td));
+}
+
+/* Every acknowledged write reads back, and the pool checks clean. */
+static void all_sound(void)
+{
+	COF_OK("bench -q --socket %s -vr %s", td.sock, tdaemon_path(&td, "j"));
+	COF_OK("pool check p");
+}
+
+Test(rekey, under_validated_writes_and_reads)
+{
+	pid_t pid;
+	int st;
+
+	make_filled();
+	cr_assert_str_eq(status(), "none");
+	/* writes and reads, validated against the journal, while the rekey walks */
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		_exit(tdaemon_cofferf(
+			&td, NULL, NULL, 0, "bench -q --socket %s -v --journal %s %s > %s 2>&1",
+			td.sock, tdaemon_path(&td, "j"),
+			parm("rw.parm", "sd=sd1,dataset=p/e,threads=4\n"
+					"wd=rw,sd=sd1,rdpct=50,seekpct=random,xfersize=8k\n"
+					"rd=rw,wd=rw,iorate=max,elapsed=6,interval=1\n"),
+			tdaemon_path(&td, "rw.out")));
+	COF_OK("rekey -r 8M p/e");
+	wait_status("done");
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the bench beside the rekey failed (%d)",
+		  st);
+	all_sound();
+	/* the records under the new key read back after a restart too */
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	COF_OK("load-key p/e");
+	all_sound();
+	cr_assert(!strncmp(status(), "done", 4), "%s", out);
+}
+
+Test(rekey, kill_9_in_its_walk_resumes_and_completes)
+{
+	char before[256] = "";
+
+	make_filled();
+	COF_OK("rekey -r 2M p/e");
+	for (int cycle = 0; cycle < 5; cycle++) {
+		double end = tdaemon_deadline(TDAEMON_WAIT_S);
+		int st;
+
+		/* somewhere further in the walk than the last kill, before the end */
+		while ((!strstr(status(), "%") || !strcmp(out, before)) && strncmp(out, "done", 4) &&
+		       tdaemon_poll(end))
+			;
+		if (!strncmp(out, "done", 4))
+			break;
+		snprintf(before, sizeof(before), "%.200s", out);
+		kill(td.pid, SIGKILL);
+		waitpid(td.pid, &st, 0);
+		td.pid = -1;
+		tdaemon_start_ok(&td);
+		COF_OK("load-key p/e"); /* a rekey that was running goes on */
+	}
+	wait_status("done");
+	all_sound();
+}
+
+/* Rewrite a key file copy's generation to @gen, as someone who holds the state dir could. */
+static void forge_generation(const char *path, uint64_t gen)
+{
+	static uint8_t buf[1 << 16];
+	int fd = open(path, O_RDWR);
+	ssize_t n;
+	uint64_t sum;
+
+	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+	n = read(fd, buf, sizeof(buf));
+	cr_assert_gt(n, 28);
+	for (int i = 0; i < 8; i++)
+		buf[12 + i] = (uint8_t)(gen >> (56 - 8 * i));
+	sum = XXH64(buf, (size_t)n - 8, 0);
+	for (int i = 0; i < 8; i++)
+		buf[n - 8 + i] = (uint8_t)(sum >> (56 - 8 * i));
+	cr_assert_eq(pwrite(fd, buf, (size_t)n, 0), n);
+	close(fd);
+}
+
+Test(rekey, the_old_key_file_opens_nothing_after_it)
+{
+	char cmd[8192];
+
+	make_filled();
+	snprintf(cmd, sizeof(cmd), "cp %s/pools/p.keys %s/old.keys", td.state, td.dir);
+	cr_assert_eq(system(cmd), 0);
+	COF_OK("rekey -r 0 p/e");
+	wait_status("done");
+	all_sound();
+	/* the old copy put back as both copies, newer than anything the pool has */
+	tdaemon_stop_ok(&td);
+	for (int i = 0; i < 2; i++) {
+		char path[4200];
+
+		snprintf(path, sizeof(path), "%s/pools/p.keys%s", td.state, i ? ".1" : "");
+		snprintf(cmd, sizeof(cmd), "cp %s/old.keys %s", td.dir, path);
+		cr_assert_eq(system(cmd), 0);
+		forge_generation(path, 1000000);
+	}
+	tdaemon_start_ok(&td);
+	cr_assert_neq(cof("load-key p/e"), 0, "the old key file loaded the dataset's key:\n%s",
+		      out);
+	cr_assert(strstr(out, "do not verify") || strstr(out, "disagrees with the key file"), "%s",
+		  out);
+	cr_assert_neq(cof("read -o 0 -l 8192 p/e > /dev/null"), 0, "a record read:\n%s", out);
+}
+
+Test(rekey, a_raw_stream_after_it_carries_the_new_key_only)
+{
+	char cmd[8192];
+
+	make_filled();
+	COF_OK("rekey -r 0 p/e");
+	wait_status("done");
+	COF_OK("snapshot p/e@s");
+	COF_OK("send -w p/e@s > %s", tdaemon_path(&td, "stream"));
+	COF_OK("pool create -s 128M q %s", tdaemon_path(&td, "lun2"));
+	COF_OK("receive q/e < %s", tdaemon_path(&td, "stream"));
+	COF_OK("load-key -L file://%s q/e", tdaemon_path(&td, "key"));
+	COF_OK("read p/e > %s", tdaemon_path(&td, "p.img"));
+	COF_OK("read q/e > %s", tdaemon_path(&td, "q.img"));
+	snprintf(cmd, sizeof(cmd), "cmp -s %s %s", tdaemon_path(&td, "p.img"),
+		 tdaemon_path(&td, "q.img"));
+	cr_assert_eq(system(cmd), 0, "the received copy reads otherwise than its source");
+	COF_OK("pool check q");
+}
+
+Test(rekey, refusals_say_why_and_change_nothing)
+{
+	make_filled();
+	COF_OK("create -V 8M -b 8k p/clear");
+	cr_assert_neq(cof("rekey p/clear"), 0);
+	cr_assert(strstr(out, "not encrypted"), "%s", out);
+	cr_assert_neq(cof("rekey p/none"), 0);
+	COF_OK("snapshot p/e@s");
+	cr_assert_neq(cof("rekey p/e"), 0);
+	cr_assert(strstr(out, "has snapshots"), "%s", out);
+	COF_OK("destroy p/e@s");
+	cr_assert_neq(cof("rekey -p p/e"), 0, "a pause with nothing running:\n%s", out);
+
+	/* while one runs: a second, a snapshot and a key change wait */
+	COF_OK("rekey -r 1M p/e");
+	cr_assert_neq(cof("rekey p/e"), 0);
+	cr_assert(strstr(out, "is running"), "%s", out);
+	cr_assert_neq(cof("snapshot p/e@t"), 0);
+	cr_assert(strstr(out, "being rekeyed"), "%s", out);
+	cr_assert_neq(cof("change-key -o keyformat=raw -o keylocation=file://%s p/e",
+			  tdaemon_path(&td, "key")), 0);
+	cr_assert(strstr(out, "being rekeyed"), "%s", out);
+
+	/* paused, it stays paused over an unload and a load; resumed, it ends */
+	COF_OK("rekey -p p/e");
+	cr_assert(!strncmp(status(), "paused", 6), "%s", out);
+	COF_OK("unload-key p/e");
+	COF_OK("load-key p/e");
+	cr_assert(!strncmp(status(), "paused", 6), "%s", out);
+	COF_OK("rekey -s p/e");
+	cr_assert(!strncmp(status(), "stopped", 7), "%s", out);
+	COF_OK("rekey -r 0 p/e");
+	wait_status("done");
+	all_sound();
+	COF_OK("snapshot p/e@after");
+}
