@@ -1382,8 +1382,9 @@ static void print_mac_findings(json_t *reply)
 
 static int pool_check(int argc, char **argv)
 {
-	static const char *const fields[] = { "nonce_repeats", "cksum_errors", "extent_errors",
-					      "space_errors", "bad_frees", "mac_errors" };
+	static const char *const fields[] = { "nonce_repeats", "old_keys", "cksum_errors",
+					      "extent_errors", "space_errors", "bad_frees",
+					      "mac_errors" };
 	struct coffer_conn *c;
 	json_t *reply;
 	int bad = 0;
@@ -4468,7 +4469,7 @@ static const struct cmd cmds[] = {
 	  "rekeystatus DATASET'. Refused for a dataset with snapshots, clones or children.\n"
 	  "  -p       pause\n"
 	  "  -s       stop (resume with 'coffer rekey DATASET')\n"
-	  "  -r RATE  at most RATE bytes per second (default 64M, 0: no limit)" },
+	  "  -r RATE  at most RATE bytes per second (default 16M, 0: no limit)" },
 	{ "send", cmd_send, "[-nvP] [-w] [-i @FROM | -I @FROM] DATASET@SNAP > STREAM | -t TOKEN > STREAM",
 	  "Write the stream of snapshot DATASET@SNAP to standard output, for 'coffer receive'.\n"
 	  "  -w        raw: the records as stored, encrypted, with the wrapped key; no key\n"

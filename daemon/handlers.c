@@ -560,10 +560,11 @@ static int h_pool_check(struct hcall *c)
 
 	if (ret < 0)
 		return fail(c, ret, "check", NULL);
-	c->reply = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "name", c->name,
-			     "records", (json_int_t)r.records, "encrypted",
+	c->reply = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "name",
+			     c->name, "records", (json_int_t)r.records, "encrypted",
 			     (json_int_t)r.encrypted, "kept", (json_int_t)r.kept,
-			     "nonce_repeats", (json_int_t)r.nonce_repeats, "cksum_errors",
+			     "nonce_repeats", (json_int_t)r.nonce_repeats, "old_keys",
+			     (json_int_t)r.old_keys, "cksum_errors",
 			     (json_int_t)r.cksum_errors, "extent_errors",
 			     (json_int_t)r.extent_errors, "space_errors",
 			     (json_int_t)r.space_errors, "bad_frees", (json_int_t)r.bad_frees,

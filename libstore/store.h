@@ -458,6 +458,8 @@ struct stor_verify_report {
 	uint64_t records;       /* block pointers walked */
 	uint64_t encrypted;     /* of which encrypted */
 	uint64_t nonce_repeats; /* (dataset, key salt, nonce) seen more than once: must be 0 */
+	uint64_t old_keys;      /* records under a master key their dataset no longer has (a
+				 * generation other than its own, no rekey under way): must be 0 */
 	uint64_t cksum_errors;  /* stored bytes that do not match their keyless checksum */
 	uint64_t extent_errors; /* extents referenced twice or out of their LUN */
 	uint64_t space_errors;  /* LUNs or datasets whose used space is not what is referenced */

@@ -61,7 +61,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/bytes.h"
 #include "base/events.h"
@@ -81,6 +84,7 @@
 #define REKEY_BATCH 64u
 #define REKEY_ROW_VERSION 1u
 #define REKEY_HALT (-1) /* rekey_halt: the thread ends, the rekey stays running */
+#define REKEY_NICE 19
 
 struct rekey {
 	struct stor_pool *p;
@@ -546,9 +550,12 @@ static void pace(struct rekey *rk)
 
 static void fail(struct rekey *rk, int err, const char *what)
 {
+	const char *why = err == STOR_ENOSPC ? stor_pool_last_error() : "";
+
 	pthread_mutex_lock(&rk->lock);
 	rk->st.state = STOR_REKEY_FAILED;
-	snprintf(rk->st.error, sizeof(rk->st.error), "%s: %s", what, stor_strerror(err));
+	snprintf(rk->st.error, sizeof(rk->st.error), "%s: %s", what,
+		 why[0] ? why : stor_strerror(err));
 	pthread_mutex_unlock(&rk->lock);
 	EVENT(STOR_EV_REKEY_FAIL, rk->p->name, EV_STR("dataset", rk->ds->name),
 	      EV_STR("error", rk->st.error));
@@ -588,6 +595,33 @@ static int finish(struct rekey *rk)
 	return 1;
 }
 
+/*
+ * Seal @g's records again. Copy-on-write: each needs a new extent before
+ * its old one is freed, which happens only when its txg commits, so a pool
+ * short of room commits for the frees and tries again (as writes do). A
+ * pool that has not one batch's room left fails the rekey, saying so.
+ */
+static int reseal(struct stor_pool *p, struct stor_ds *ds, const struct gather *g, size_t *done)
+{
+	uint64_t mark = txg_freed(p);
+	int ret = p->reseal(ds, g->n, g->recnos, done);
+
+	while (ret == STOR_ENOSPC) {
+		int more = txg_sync_for_space(p, &mark);
+
+		if (more <= 0) {
+			if (more == 0)
+				pool_set_error("pool %s has no room for the %zu records the rekey "
+					       "seals at once (%zu KiB) beside the old ones: free "
+					       "space, then resume it", p->name, g->n,
+					       g->n * ds->recsize / 1024);
+			return more < 0 ? more : ret;
+		}
+		ret = p->reseal(ds, g->n, g->recnos, done);
+	}
+	return ret;
+}
+
 static void *rekey_main(void *arg)
 {
 	struct rekey *rk = arg;
@@ -599,6 +633,10 @@ static void *rekey_main(void *arg)
 
 	snprintf(name, sizeof(name), "rekey:%s", p->name);
 	(void)pthread_setname_np(pthread_self(), name);
+	/* the whole pipeline of its records runs on this thread: at the lowest
+	 * priority (Linux nice is per thread) the clients' I/O comes first on
+	 * a busy machine, and the rate is only the most it takes */
+	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), REKEY_NICE);
 	pthread_mutex_lock(&rk->lock);
 	while (!rk->stop && rk->st.state == STOR_REKEY_RUNNING) {
 		struct gather g;
@@ -609,7 +647,7 @@ static void *rekey_main(void *arg)
 		pthread_mutex_unlock(&rk->lock);
 		ret = gather(p, ds, k->gen, from, &g);
 		if (ret == 0 && g.n)
-			ret = p->reseal(ds, g.n, g.recnos, &done);
+			ret = reseal(p, ds, &g, &done);
 		if (ret < 0) {
 			fail(rk, ret, g.n ? "sealing records again" : "reading block pointers");
 			pthread_mutex_lock(&rk->lock);

@@ -31,6 +31,7 @@
 #include "dev/mirror.h"
 #include "ds/clone.h"
 #include "ds/dataset.h"
+#include "ds/dskeys.h"
 #include "ds/recv_state.h"
 #include "ds/snapshot.h"
 #include "kv/meta.h"
@@ -200,6 +201,10 @@ static int visit(const void *key, size_t klen, const void *val, size_t vlen, voi
 		struct seen_nonce *s = array_grow(w->seen, w->nseen, &w->capseen, sizeof(*s), 1024);
 
 		w->rep->encrypted++;
+		/* sealed under a generation its dataset's key file no longer has,
+		 * past a rekey's end: what an old key might open (rekey.c) */
+		if (w->ds && !w->ds->has_old && dskeys_gen_of(&bp) != w->ds->keygen)
+			w->rep->old_keys++;
 		if (!s)
 			return -ENOMEM;
 		w->seen = s;

@@ -240,6 +240,6 @@ check_PROGRAMS += %D%/test_loops
 # a rekey under validated writes and reads, cut by kill -9, the old key file
 # put back, and what it refuses
 check_PROGRAMS += %D%/test_rekey
-%C%_test_rekey_SOURCES = %D%/test_rekey.c $(E2E_FIXTURE)
-%C%_test_rekey_CFLAGS = $(E2E_CFLAGS) $(XXHASH_CFLAGS)
-%C%_test_rekey_LDADD = $(E2E_LDADD) $(XXHASH_LIBS)
+%C%_test_rekey_SOURCES = %D%/test_rekey.c %D%/tamper.c %D%/tamper.h $(E2E_FIXTURE)
+%C%_test_rekey_CFLAGS = $(E2E_CFLAGS) $(LMDB_CFLAGS) $(XXHASH_CFLAGS)
+%C%_test_rekey_LDADD = $(E2E_LDADD) $(LMDB_LIBS) $(XXHASH_LIBS)

@@ -27,6 +27,7 @@
 #include <xxhash.h>
 
 #include "daemon.h"
+#include "tamper.h"
 
 TDAEMON_FIXTURE(NULL)
 static char out[65536];
@@ -198,6 +199,32 @@ Test(rekey, the_old_key_file_opens_nothing_after_it)
 	cr_assert(strstr(out, "do not verify") || strstr(out, "disagrees with the key file"), "%s",
 		  out);
 	cr_assert_neq(cof("read -o 0 -l 8192 p/e > /dev/null"), 0, "a record read:\n%s", out);
+}
+
+Test(rekey, an_old_generation_put_back_is_found_by_pool_check_without_the_key)
+{
+	char mdb[4200];
+	struct tamper *t;
+	struct tbp bp;
+	uint64_t id;
+
+	make_filled();
+	COF_OK("rekey -r 0 p/e");
+	wait_status("done");
+	COF_OK("pool check p");
+	cr_assert(strstr(out, "old_keys: 0"), "%s", out);
+	/* record 7's pointer made to name the other generation: the gone key */
+	tdaemon_stop_ok(&td);
+	snprintf(mdb, sizeof(mdb), "%s/pools/p.mdb", td.state);
+	cr_assert_eq(tamper_open(mdb, &t), 0);
+	cr_assert_eq(tamper_ds_id(t, "p/e", &id), 0);
+	cr_assert_eq(tamper_bp_get(t, id, 7, &bp), 0);
+	bp.flags ^= 0x2;
+	cr_assert_eq(tamper_bp_put(t, id, 7, &bp), 0);
+	tamper_close(t);
+	tdaemon_start_ok(&td);
+	cr_assert_neq(cof("pool check p"), 0, "pool check passed an old generation:\n%s", out);
+	cr_assert(strstr(out, "old_keys: 1"), "%s", out);
 }
 
 Test(rekey, a_raw_stream_after_it_carries_the_new_key_only)

@@ -1,0 +1,217 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# coffer rekey's targets, measured on this machine:
+# - speed: a dataset of --big MiB (default 1024) on tmpfs LUNs rekeyed at
+#   full rate (-r 0), --rounds times (each rekey after the first replaces
+#   the key the one before made); MB/s from the command to rekeystatus
+#   "done", the median and min-max;
+# - impact: --datasets datasets (default 16) of 8 KiB random reads, then
+#   writes, queue depth 2 each, in slices of --slice seconds: one with no
+#   rekey, one while another dataset of --big MiB is rekeyed at the default
+#   rate (16M; a new one once one is done), alternating, --slices pairs;
+#   on tmpfs and on O_DIRECT LUNs in --dir (--rate: another rate than the
+#   default). The median of each pair's ratio
+#   (with rekey / without) and its min-max; the target is >= 0.95;
+# - kill -9: --kills times a daemon killed at a random point of a rekey of
+#   a 256 MiB dataset (32M/s), restarted, its key loaded, until the rekey
+#   is done; then every acknowledged write reads back (bench -vr of the
+#   fill's journal) and pool check is clean.
+#
+# usage: rekey.sh [--big MiB] [--rounds N] [--datasets D] [--slice SEC]
+#        [--slices N] [--kills N] [--rate SIZE] [--dir DIR] [--out DIR]
+#        [--passes speed,impact,kills] (impact-tmpfs, impact-direct: one of the two)
+# env:   COFFERD, COFFER (binaries; default: from the build tree, else PATH)
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+big=1024 rounds=3 datasets=16 slice=4 slices=5 kills=20 passes="speed impact kills" rate=
+dir=${TMPDIR:-/var/tmp} out=
+die() { echo "rekey.sh: $*" >&2; exit 1; }
+while [ $# -gt 0 ]; do
+	case $1 in
+	--big) big=$2; shift ;;
+	--rounds) rounds=$2; shift ;;
+	--datasets) datasets=$2; shift ;;
+	--slice) slice=$2; shift ;;
+	--slices) slices=$2; shift ;;
+	--kills) kills=$2; shift ;;
+	--rate) rate=$2; shift ;;
+	--passes) passes=$(echo "$2" | tr ',' ' '); shift ;;
+	--dir) dir=$2; shift ;;
+	--out) out=$2; shift ;;
+	-h|--help) sed -n '/^# usage/,/^# env/p' "$0" | sed 's/^# //'; exit 0 ;;
+	*) die "unknown option '$1' (see --help)" ;;
+	esac
+	shift
+done
+find_bin() { # name, build-tree path
+	for b in "$top/build/$2" "$(command -v "$1" 2>/dev/null || true)"; do
+		[ -n "$b" ] && [ -x "$b" ] && { echo "$b"; return; }
+	done
+}
+COFFERD=${COFFERD:-$(find_bin cofferd daemon/cofferd)}
+COFFER=${COFFER:-$(find_bin coffer client/coffer)}
+[ -x "${COFFERD:-}" ] || die "no cofferd: set COFFERD=/path/to/cofferd"
+[ -x "${COFFER:-}" ] || die "no coffer: set COFFER=/path/to/coffer"
+out=${out:-$PWD/rekey-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$out"
+work=$(mktemp -d /dev/shm/coffer-rekey.XXXXXX)
+daemon_pid=
+cleanup() {
+	[ -z "$daemon_pid" ] || { kill -KILL "$daemon_pid" 2>/dev/null || true; wait "$daemon_pid" 2>/dev/null || true; }
+	rm -rf "$work" "$dir"/coffer-rekey-luns.*
+}
+trap cleanup EXIT
+(umask 077 && head -c 32 /dev/urandom > "$work/key")
+c() { "$COFFER" -S "$work/sock" "$@"; }
+now() { date +%s.%N; }
+
+# A daemon on a fresh state dir, LUNs in $1, with O_DIRECT when $2 = yes.
+start_daemon() { # lundir direct
+	[ -z "$daemon_pid" ] || { kill -TERM "$daemon_pid"; wait "$daemon_pid" || true; }
+	rm -rf "$work/state"
+	printf '[cofferd]\nsocket = %s\nstate_dir = %s\ncache_size = 0\ndirect_io = %s\nlog_level = warning\nlog_target = %s\n' \
+		"$work/sock" "$work/state" "$2" "$out/cofferd.log" > "$work/cofferd.conf"
+	"$COFFERD" -f -c "$work/cofferd.conf" > /dev/null 2>&1 &
+	daemon_pid=$!
+	until c ping > /dev/null 2>&1; do sleep 0.1; done
+}
+restart_daemon() { # after a kill: the same state
+	"$COFFERD" -f -c "$work/cofferd.conf" > /dev/null 2>&1 &
+	daemon_pid=$!
+	until c ping > /dev/null 2>&1; do sleep 0.1; done
+}
+
+# Pool p on LUNs in $1, room for $2 MiB of records.
+make_pool() { # lundir mib
+	l=$(mktemp -d "$1/coffer-rekey-luns.XXXXXX")
+	c pool create -s "$(( $2 / 2 + 64 ))M" p "$l/l0" "$l/l1" > /dev/null
+}
+make_ds() { # name MiB [encrypted]
+	if [ "${3:-1}" = 1 ]; then
+		c create -V "$2M" -b 8k -o encryption=aes-256-ccm -o keyformat=raw \
+			-o keylocation="file://$work/key" -o primarycache=metadata "$1" > /dev/null
+	else
+		c create -V "$2M" -b 8k -o primarycache=metadata "$1" > /dev/null
+	fi
+}
+fill() { # dataset glob [journal]
+	printf 'sd=sd1,dataset=%s,threads=2\nwd=f,sd=sd1,rdpct=0,seekpct=eof,xfersize=1m\nrd=f,wd=f,iorate=max,elapsed=10h,interval=5\n' \
+		"$1" > "$work/fill.parm"
+	if [ -n "${2:-}" ]; then c bench -q -v --journal "$2" "$work/fill.parm" > /dev/null
+	else c bench -q "$work/fill.parm" > /dev/null; fi
+}
+status() { c get -H -o value rekeystatus "$1"; }
+wait_done() { # dataset
+	until status "$1" | grep -q '^done'; do
+		status "$1" | grep -q '^failed' && die "$1: $(status "$1")"
+		sleep 0.1
+	done
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+spread() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
+
+speed() {
+	echo "== speed: a ${big} MiB dataset on tmpfs, rekey -r 0, $rounds round(s)" >&2
+	start_daemon /dev/shm no
+	make_pool /dev/shm "$big"
+	make_ds p/big "$big"
+	fill p/big
+	: > "$out/speed.txt"
+	r=1
+	while [ $r -le "$rounds" ]; do
+		t0=$(now)
+		c rekey -r 0 p/big
+		wait_done p/big
+		t1=$(now)
+		echo "$big $t0 $t1" | awk '{ printf "%.1f\n", $1 * 1.048576 / ($3 - $2) }' >> "$out/speed.txt"
+		r=$((r + 1))
+	done
+	printf 'speed: %s MB/s median of %s (%s), target >= 200\n' "$(median < "$out/speed.txt")" \
+		"$rounds" "$(spread < "$out/speed.txt")" | tee -a "$out/summary.txt"
+}
+
+# A rekey of p/big going through a slice: resumed where the last one was
+# paused, or a new one once one is done (a slice is far shorter than a
+# rekey at the default rate). Nothing else runs meanwhile: a poller would
+# cost the clients CPU of its own.
+rekey_on() {
+	c rekey ${rate:+-r "$rate"} p/big
+}
+rekey_off() {
+	c rekey -p p/big 2>/dev/null || true
+}
+
+one_slice() { # op -> IOPS
+	rd=100
+	[ "$1" = write ] && rd=0
+	printf 'sd=sd1,dataset=p/d*,threads=2\nwd=w,sd=sd1,rdpct=%s,seekpct=random,xfersize=8k\nrd=r,wd=w,iorate=max,elapsed=%s,warmup=1,interval=1\n' \
+		"$rd" "$slice" > "$work/slice.parm"
+	c bench -q "$work/slice.parm" | awk '/avg_/ { print $3 }'
+}
+
+impact() { # pass lundir direct
+	echo "== impact on $1: $datasets datasets of reads and writes beside a rekey at the default rate" >&2
+	start_daemon "$2" "$3"
+	make_pool "$2" $(( big + datasets * 64 ))
+	make_ds p/big "$big"
+	fill p/big
+	k=0
+	while [ $k -lt "$datasets" ]; do make_ds "p/d$k" 32; k=$((k + 1)); done
+	fill 'p/d*'
+	for op in read write; do
+		: > "$work/ratios"
+		k=1
+		while [ $k -le "$slices" ]; do
+			# the order flips every pair: neither side always follows the other
+			if [ $((k % 2)) = 1 ]; then
+				idle=$(one_slice $op); rekey_on; busy=$(one_slice $op); rekey_off
+			else
+				rekey_on; busy=$(one_slice $op); rekey_off; idle=$(one_slice $op)
+			fi
+			echo "$1 $op $k $idle $busy" >> "$out/impact.csv"
+			echo "$busy $idle" | awk '{ printf "%.3f\n", $1 / $2 }' >> "$work/ratios"
+			k=$((k + 1))
+		done
+		printf 'impact: %s %s: %s of the IOPS without a rekey, median of %s pairs (%s), target >= 0.95\n' \
+			"$1" $op "$(median < "$work/ratios")" "$slices" "$(spread < "$work/ratios")" |
+			tee -a "$out/summary.txt"
+	done
+}
+
+kill_cycles() {
+	echo "== kills: $kills kill -9 at random points of a rekey" >&2
+	start_daemon /dev/shm no
+	make_pool /dev/shm 512
+	make_ds p/k 256
+	fill p/k "$work/journal"
+	c rekey -r 32M p/k
+	n=0
+	while [ $n -lt "$kills" ] && ! status p/k | grep -q '^done'; do
+		sleep "$(awk -v s="$(od -An -N2 -tu2 /dev/urandom)" 'BEGIN { printf "%.2f", (s % 100) / 100 }')"
+		kill -KILL "$daemon_pid"
+		wait "$daemon_pid" 2>/dev/null || true
+		restart_daemon
+		c load-key p/k > /dev/null
+		n=$((n + 1))
+	done
+	wait_done p/k
+	c bench -q -vr "$work/journal" > "$out/kills-validate.txt" || die "validation failed: $out/kills-validate.txt"
+	c pool check p > "$out/kills-check.txt" || die "pool check failed: $out/kills-check.txt"
+	printf 'kills: %s kill -9, then done; every acknowledged write read back; pool check clean\n' "$n" |
+		tee -a "$out/summary.txt"
+}
+
+for pass in $passes; do
+	case $pass in
+	speed) speed ;;
+	impact) impact tmpfs /dev/shm no; impact direct "$dir" yes ;;
+	impact-tmpfs) impact tmpfs /dev/shm no ;;
+	impact-direct) impact direct "$dir" yes ;;
+	kills) kill_cycles ;;
+	*) die "unknown pass '$pass'" ;;
+	esac
+done
+echo "results in $out"
