@@ -3696,24 +3696,29 @@ static int cmd_change_key(int argc, char **argv)
 }
 
 /*
- * rekey [-p | -s] [-r RATE] DATASET: start or resume the rekey of DATASET
- * (at most RATE bytes per second, 0 for no limit); -p pauses it, -s stops
- * it. Its progress is the property rekeystatus.
+ * rekey [-r] [-p | -s] [--rate RATE] DATASET: start or resume the rekey of
+ * DATASET (and with -r of each encrypted dataset below it), at most RATE
+ * bytes per second, 0 for no limit; -p pauses it, -s stops it. Its
+ * progress is the property rekeystatus.
  */
 static int cmd_rekey(int argc, char **argv)
 {
+	static const struct option longs[] = { { "rate", required_argument, NULL, 'R' },
+					       { NULL, 0, NULL, 0 } };
 	uint64_t rate = PROTO_REKEY_RATE;
-	int opt, pause = 0, stop = 0, have_rate = 0;
+	int opt, pause = 0, stop = 0, recursive = 0, have_rate = 0;
 	struct coffer_conn *c;
 	json_t *args;
 
-	while ((opt = getopt(argc, argv, "psr:")) != -1) {
+	while ((opt = getopt_long(argc, argv, "prs", longs, NULL)) != -1) {
 		if (opt == 'p') {
 			pause = 1;
 		} else if (opt == 's') {
 			stop = 1;
 		} else if (opt == 'r') {
-			rate = size_arg(optarg, "-r");
+			recursive = 1;
+		} else if (opt == 'R') {
+			rate = size_arg(optarg, "--rate");
 			have_rate = 1;
 		} else {
 			usage_exit();
@@ -3722,7 +3727,8 @@ static int cmd_rekey(int argc, char **argv)
 	/* a rate is a start's: with -p or -s it would be dropped unsaid */
 	if (argc - optind != 1 || (pause && stop) || (have_rate && (pause || stop)))
 		usage_exit();
-	args = json_pack("{s:s, s:b, s:b}", "name", argv[optind], "pause", pause, "stop", stop);
+	args = json_pack("{s:s, s:b, s:b, s:b}", "name", argv[optind], "pause", pause, "stop", stop,
+			 "recursive", recursive);
 	if (!pause && !stop)
 		json_object_set_new(args, "rate", json_integer((json_int_t)rate));
 	c = conn_open();
@@ -4462,14 +4468,15 @@ static const struct cmd cmds[] = {
 	  "  -o keyformat=raw|hex|passphrase\n"
 	  "  -o keylocation=prompt|file:///path|https://URL\n"
 	  "  -o pbkdf2iters=N" },
-	{ "rekey", cmd_rekey, "[-p | -s] [-r RATE] DATASET",
+	{ "rekey", cmd_rekey, "[-r] [-p | -s] [--rate RATE] DATASET",
 	  "Give DATASET a new master key and seal every record again under it, in the\n"
 	  "background while it serves I/O; then the old master key leaves the key file.\n"
 	  "Again on a paused, stopped or failed rekey: resume it. Progress: 'coffer get\n"
-	  "rekeystatus DATASET'. Refused for a dataset with snapshots, clones or children.\n"
-	  "  -p       pause\n"
-	  "  -s       stop (resume with 'coffer rekey DATASET')\n"
-	  "  -r RATE  at most RATE bytes per second (default 16M, 0: no limit)" },
+	  "rekeystatus DATASET'. Refused for a dataset with snapshots, and for a clone.\n"
+	  "  -r           each encrypted dataset below DATASET too\n"
+	  "  -p           pause\n"
+	  "  -s           stop (resume with 'coffer rekey DATASET')\n"
+	  "  --rate RATE  at most RATE bytes per second (default 16M, 0: no limit)" },
 	{ "send", cmd_send, "[-nvP] [-w] [-i @FROM | -I @FROM] DATASET@SNAP > STREAM | -t TOKEN > STREAM",
 	  "Write the stream of snapshot DATASET@SNAP to standard output, for 'coffer receive'.\n"
 	  "  -w        raw: the records as stored, encrypted, with the wrapped key; no key\n"

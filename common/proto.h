@@ -51,9 +51,10 @@
  * replies {"destroy": [names], "reclaim": bytes}, what the same destroy
  * would take and free (stor_destroy_plan), or its refusal.
  *
- * rekey takes {"name", "pause", "stop", "rate"}: with neither flag it starts
- * or resumes the rekey of an encrypted dataset at "rate" bytes per second
- * (0: no limit; absent: PROTO_REKEY_RATE), else pauses or stops it
+ * rekey takes {"name", "pause", "stop", "recursive", "rate"}: with neither
+ * flag it starts or resumes the rekey of an encrypted dataset (with
+ * "recursive" of each encrypted dataset below it too) at "rate" bytes per
+ * second (0: no limit; absent: PROTO_REKEY_RATE), else pauses or stops it
  * (stor_rekey). Its progress is the read-only property rekeystatus.
  *
  * A handle an administrator closed with -f (pool export, destroy, unload-key)

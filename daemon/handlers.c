@@ -2189,7 +2189,8 @@ static int h_key_change(struct hcall *c)
 
 /*
  * Start or resume the rekey of an encrypted dataset at "rate" bytes per
- * second (0: no limit; absent: PROTO_REKEY_RATE), or "pause" or "stop" it.
+ * second (0: no limit; absent: PROTO_REKEY_RATE), or "pause" or "stop" it;
+ * with "recursive" each encrypted dataset below it too.
  * libstore says what it refuses and why (snapshots, clones, children, a key
  * not loaded, one running, none to pause) in stor_pool_last_error().
  */
@@ -2206,16 +2207,18 @@ static int h_rekey(struct hcall *c)
 		ERR(c, -EINVAL, "%s: rekey: 'rate' is bytes per second, 0 for no limit", c->name);
 	if (r)
 		rate = (uint64_t)json_integer_value(r);
+	if (jtrue(c->args, "recursive"))
+		what |= STOR_REKEY_RECURSIVE;
 	ret = stor_rekey(c->pool, c->name, what, rate);
 	if (ret < 0)
-		return fail(c, ret, what == STOR_REKEY_START   ? "rekey"
-				    : what == STOR_REKEY_PAUSE ? "rekey -p"
-							       : "rekey -s",
+		return fail(c, ret, jtrue(c->args, "stop")    ? "rekey -s"
+				    : jtrue(c->args, "pause") ? "rekey -p"
+							      : "rekey",
 			    NULL);
 	/* libstore's rekey.start event says a start; a pause or stop has none */
-	if (what != STOR_REKEY_START)
+	if (jtrue(c->args, "stop") || jtrue(c->args, "pause"))
 		admin_event(c, NULL, "dataset %s: rekey %s", c->name,
-			    what == STOR_REKEY_PAUSE ? "paused" : "stopped");
+			    jtrue(c->args, "pause") ? "paused" : "stopped");
 	return 0;
 }
 

@@ -1148,6 +1148,7 @@ enum stor_rekey_state {
 #define STOR_REKEY_START 0 /**< start, or resume one paused, stopped or failed */
 #define STOR_REKEY_PAUSE 1 /**< pause a running rekey; -ENOENT if none runs */
 #define STOR_REKEY_STOP 2  /**< stop a running or paused rekey; -ENOENT if none */
+#define STOR_REKEY_RECURSIVE 0x10 /**< or'ed in: the encrypted datasets below it too */
 /**
  * Rekey encrypted dataset @name (rekey.c): a new master key, wrapped by its
  * root's wrapping key, then every record sealed again under it in the
@@ -1155,10 +1156,11 @@ enum stor_rekey_state {
  * dataset serves I/O. When the last record is under the new key, the old
  * master key leaves the key file. Both keys stay until then, so a rekey
  * paused, stopped, or cut by an export or a crash resumes where it was.
- * Its key must be loaded. @return 0, -ENOENT, STOR_ENOTENCRYPTED,
- * STOR_ENOKEY, -EBUSY (one runs; or snapshots, clones or children, which
- * this version cannot rekey), STOR_EAUTH (its block pointers do not
- * verify), -ENOSPC; the reason in stor_pool_last_error()
+ * Its key must be loaded. With STOR_REKEY_RECURSIVE each encrypted dataset
+ * below it too, every one checked before any starts. @return 0, -ENOENT,
+ * STOR_ENOTENCRYPTED, STOR_ENOKEY, -EBUSY (one runs; or snapshots or a
+ * clone, which this version cannot rekey), STOR_EAUTH (its block pointers
+ * do not verify), -ENOSPC; the reason in stor_pool_last_error()
  */
 int stor_rekey(struct stor_pool *pool, const char *name, int what, uint64_t rate);
 struct stor_rekey_stat {

@@ -3,7 +3,7 @@
 #
 # coffer rekey's targets, measured on this machine:
 # - speed: a dataset of --big MiB (default 1024) on tmpfs LUNs rekeyed at
-#   full rate (-r 0), --rounds times (each rekey after the first replaces
+#   full rate (--rate 0), --rounds times (each rekey after the first replaces
 #   the key the one before made); MB/s from the command to rekeystatus
 #   "done", the median and min-max;
 # - impact: --datasets datasets (default 16) of 8 KiB random reads, then
@@ -114,7 +114,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1
 spread() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
 
 speed() {
-	echo "== speed: a ${big} MiB dataset on tmpfs, rekey -r 0, $rounds round(s)" >&2
+	echo "== speed: a ${big} MiB dataset on tmpfs, rekey --rate 0, $rounds round(s)" >&2
 	start_daemon /dev/shm no
 	make_pool /dev/shm "$big"
 	make_ds p/big "$big"
@@ -123,7 +123,7 @@ speed() {
 	r=1
 	while [ $r -le "$rounds" ]; do
 		t0=$(now)
-		c rekey -r 0 p/big
+		c rekey --rate 0 p/big
 		wait_done p/big
 		t1=$(now)
 		echo "$big $t0 $t1" | awk '{ printf "%.1f\n", $1 * 1.048576 / ($3 - $2) }' >> "$out/speed.txt"
@@ -138,7 +138,7 @@ speed() {
 # rekey at the default rate). Nothing else runs meanwhile: a poller would
 # cost the clients CPU of its own.
 rekey_on() {
-	c rekey ${rate:+-r "$rate"} p/big
+	c rekey ${rate:+--rate "$rate"} p/big
 }
 rekey_off() {
 	c rekey -p p/big 2>/dev/null || true
@@ -187,7 +187,7 @@ kill_cycles() {
 	make_pool /dev/shm 512
 	make_ds p/k 256
 	fill p/k "$work/journal"
-	c rekey -r 32M p/k
+	c rekey --rate 32M p/k
 	n=0
 	while [ $n -lt "$kills" ] && ! status p/k | grep -q '^done'; do
 		sleep "$(awk -v s="$(od -An -N2 -tu2 /dev/urandom)" 'BEGIN { printf "%.2f", (s % 100) / 100 }')"

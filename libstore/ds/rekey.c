@@ -51,10 +51,14 @@
  * elsewhere) stay under the old key, and so do freed extents on the LUNs
  * until they are written over.
  *
+ * Children: each has a master key of its own (rekey -r rekeys each), and
+ * the list of a dataset's encrypted children is under its MAC key
+ * (children.c), so the switch makes that list anew under the new key.
+ *
  * Limits of this version, each refused with its reason: datasets with
- * snapshots, clones or children (their tables and lists are under MAC keys
- * from the old master too, see snapshot.c and children.c); snapshots of the
- * dataset and changes of its key wait for the end.
+ * snapshots, and clones (their tables are under MAC keys from the old
+ * master too, and a kept pointer must keep its birth: snapshot.c);
+ * snapshots of the dataset and changes of its key wait for the end.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -322,6 +326,11 @@ struct rebuild {
 	unsigned gen;
 	uint64_t cursor;
 	struct stor_rekey_stat st;
+	size_t nkids;
+	struct kid {
+		uint64_t guid;
+		unsigned suite;
+	} *kids; /* its encrypted children, listed under its MAC key (children.c) */
 };
 
 static int rebuild_commit(struct meta_txn *t, void *arg, txg_free_fn free_extent, void *stage)
@@ -333,8 +342,11 @@ static int rebuild_commit(struct meta_txn *t, void *arg, txg_free_fn free_extent
 	(void)free_extent;
 	(void)stage;
 	ret = bpmac_build_table(t, rb->ds->id, rb->mk, UINT64_MAX, &end);
+	/* its list of encrypted children, anew under the new key */
 	if (ret == 0)
-		ret = children_init(t, rb->ds->id, rb->mk); /* no children: an empty list */
+		ret = children_init(t, rb->ds->id, rb->mk);
+	for (size_t i = 0; i < rb->nkids && ret == 0; i++)
+		ret = children_change(t, rb->ds->id, rb->mk, rb->kids[i].guid, rb->kids[i].suite, 1);
 	if (ret == 0)
 		ret = row_put(t, rb->ds->id, rb->gen, rb->cursor, &rb->st);
 	return ret;
@@ -345,7 +357,25 @@ static void rebuild_release(void *arg)
 	struct rebuild *rb = arg;
 
 	mac_key_put(rb->mk);
+	free(rb->kids);
 	free(rb);
+}
+
+/* @ds's encrypted children as its list has them (dskeys.c: check_children). */
+static int list_kids(struct stor_pool *p, struct stor_ds *ds, struct rebuild *rb)
+{
+	STOR_ASSERT_HELD(&p->admin);
+	rb->kids = calloc(p->nds ? p->nds : 1, sizeof(*rb->kids));
+	if (!rb->kids)
+		return -ENOMEM;
+	for (size_t i = 0; i < p->nds; i++) {
+		const struct stor_ds *d = p->ds[i];
+		size_t pi = ds_parent_index_locked(p, d);
+
+		if (pi < p->nds && p->ds[pi] == ds && !d->unlisted && d->suite)
+			rb->kids[rb->nkids++] = (struct kid){ d->guid, (unsigned)d->suite };
+	}
+	return 0;
 }
 
 static int switch_hook(struct stor_pool *p, uint64_t txg, void *arg)
@@ -446,8 +476,12 @@ static int switch_tree(struct stor_pool *p, struct stor_ds *ds, struct ds_keys *
 		a->rb->cursor = rk->cursor;
 		pthread_mutex_unlock(&rk->lock);
 	}
-	ret = a->mk && a->rb ? txg_sync_close(p, switch_hook, a) : -ENOMEM;
-	free(a->rb); /* not enlisted */
+	ret = a->mk && a->rb ? list_kids(p, ds, a->rb) : -ENOMEM;
+	if (ret == 0)
+		ret = txg_sync_close(p, switch_hook, a);
+	if (a->rb) /* not enlisted */
+		free(a->rb->kids);
+	free(a->rb);
 	if (a->master)
 		keys_secure_free(a->master, KEYS_MASTER_LEN); /* the hook did not take it */
 	if (ret == 0)
@@ -791,10 +825,8 @@ void rekey_status_text(struct stor_pool *p, struct stor_ds *ds, char *buf, size_
 /* ---- the calls ---- */
 
 /* What a start refuses, with its reason. */
-static int refuse(struct stor_pool *p, struct stor_ds *ds)
+static int refuse(struct stor_ds *ds)
 {
-	size_t len = strlen(ds->name);
-
 	if (!ds->suite) {
 		pool_set_error("%s is not encrypted: there is no key to change", ds->name);
 		return STOR_ENOTENCRYPTED;
@@ -814,13 +846,6 @@ static int refuse(struct stor_pool *p, struct stor_ds *ds)
 			       ds->origin ? "it" : "them");
 		return -EBUSY;
 	}
-	for (size_t i = 0; i < p->nds; i++)
-		if (!strncmp(p->ds[i]->name, ds->name, len) && p->ds[i]->name[len] == '/') {
-			pool_set_error("%s has child datasets (%s), which this version cannot "
-				       "rekey with it",
-				       ds->name, p->ds[i]->name);
-			return -EBUSY;
-		}
 	return 0;
 }
 
@@ -879,12 +904,33 @@ static int start(struct stor_pool *p, struct stor_ds *ds, uint64_t rate)
 	return start_thread(rk);
 }
 
+/* One dataset's start, pause or stop (admin lock held). */
+static int rekey_one(struct stor_pool *p, struct stor_ds *ds, int what, uint64_t rate)
+{
+	struct rekey *rk;
+
+	if (what == STOR_REKEY_START)
+		return start(p, ds, rate);
+	rk = ds->has_old ? rekey_of(p, ds) : NULL;
+	if (!rk || (what == STOR_REKEY_PAUSE && rk->st.state != STOR_REKEY_RUNNING)) {
+		pool_set_error("no rekey of %s is %s", ds->name,
+			       what == STOR_REKEY_PAUSE ? "running" : "under way");
+		return -ENOENT;
+	}
+	rekey_halt(ds);
+	pthread_mutex_lock(&rk->lock);
+	rk->st.state = what == STOR_REKEY_PAUSE ? STOR_REKEY_PAUSED : STOR_REKEY_STOPPED;
+	pthread_mutex_unlock(&rk->lock);
+	return save(rk);
+}
+
 int stor_rekey(struct stor_pool *p, const char *name, int what, uint64_t rate)
 {
+	int recursive = what & STOR_REKEY_RECURSIVE, ret = 0;
+	size_t len = strlen(name);
 	struct stor_ds *ds;
-	struct rekey *rk;
-	int ret = 0;
 
+	what &= ~STOR_REKEY_RECURSIVE;
 	pool_set_error("%s", "");
 	pthread_mutex_lock(&p->admin);
 	ds = ds_find_locked(p, name);
@@ -892,24 +938,24 @@ int stor_rekey(struct stor_pool *p, const char *name, int what, uint64_t rate)
 		ret = -ENOENT;
 		goto out;
 	}
-	if (what == STOR_REKEY_START) {
-		ret = refuse(p, ds);
-		if (ret == 0)
-			ret = start(p, ds, rate);
-		goto out;
+	/* -r: it and every encrypted dataset below it, each checked before any
+	 * starts; a pause or stop of those that have one under way */
+	for (size_t i = 0; i < p->nds && ret == 0; i++) {
+		struct stor_ds *d = p->ds[i];
+		int below = recursive && !strncmp(d->name, name, len) && d->name[len] == '/';
+
+		if (d != ds && !(below && (what == STOR_REKEY_START ? d->suite : d->has_old)))
+			continue;
+		if (what == STOR_REKEY_START)
+			ret = refuse(d);
 	}
-	rk = ds->has_old ? rekey_of(p, ds) : NULL;
-	if (!rk || (what == STOR_REKEY_PAUSE && rk->st.state != STOR_REKEY_RUNNING)) {
-		pool_set_error("no rekey of %s is %s", name,
-			       what == STOR_REKEY_PAUSE ? "running" : "under way");
-		ret = -ENOENT;
-		goto out;
+	for (size_t i = 0; i < p->nds && ret == 0; i++) {
+		struct stor_ds *d = p->ds[i];
+		int below = recursive && !strncmp(d->name, name, len) && d->name[len] == '/';
+
+		if (d == ds || (below && (what == STOR_REKEY_START ? d->suite : d->has_old)))
+			ret = rekey_one(p, d, what, rate);
 	}
-	rekey_halt(ds);
-	pthread_mutex_lock(&rk->lock);
-	rk->st.state = what == STOR_REKEY_PAUSE ? STOR_REKEY_PAUSED : STOR_REKEY_STOPPED;
-	pthread_mutex_unlock(&rk->lock);
-	ret = save(rk);
 out:
 	pthread_mutex_unlock(&p->admin);
 	return ret;

@@ -112,7 +112,7 @@ Test(rekey, under_validated_writes_and_reads)
 					"wd=rw,sd=sd1,rdpct=50,seekpct=random,xfersize=8k\n"
 					"rd=rw,wd=rw,iorate=max,elapsed=6,interval=1\n"),
 			tdaemon_path(&td, "rw.out")));
-	COF_OK("rekey -r 8M p/e");
+	COF_OK("rekey --rate 8M p/e");
 	wait_status("done");
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the bench beside the rekey failed (%d)",
@@ -131,7 +131,7 @@ Test(rekey, kill_9_in_its_walk_resumes_and_completes)
 	char before[256] = "";
 
 	make_filled();
-	COF_OK("rekey -r 2M p/e");
+	COF_OK("rekey --rate 2M p/e");
 	for (int cycle = 0; cycle < 5; cycle++) {
 		double end = tdaemon_deadline(TDAEMON_WAIT_S);
 		int st;
@@ -180,7 +180,7 @@ Test(rekey, the_old_key_file_opens_nothing_after_it)
 	make_filled();
 	snprintf(cmd, sizeof(cmd), "cp %s/pools/p.keys %s/old.keys", td.state, td.dir);
 	cr_assert_eq(system(cmd), 0);
-	COF_OK("rekey -r 0 p/e");
+	COF_OK("rekey --rate 0 p/e");
 	wait_status("done");
 	all_sound();
 	/* the old copy put back as both copies, newer than anything the pool has */
@@ -209,7 +209,7 @@ Test(rekey, an_old_generation_put_back_is_found_by_pool_check_without_the_key)
 	uint64_t id;
 
 	make_filled();
-	COF_OK("rekey -r 0 p/e");
+	COF_OK("rekey --rate 0 p/e");
 	wait_status("done");
 	COF_OK("pool check p");
 	cr_assert(strstr(out, "old_keys: 0"), "%s", out);
@@ -232,7 +232,7 @@ Test(rekey, a_raw_stream_after_it_carries_the_new_key_only)
 	char cmd[8192];
 
 	make_filled();
-	COF_OK("rekey -r 0 p/e");
+	COF_OK("rekey --rate 0 p/e");
 	wait_status("done");
 	COF_OK("snapshot p/e@s");
 	COF_OK("send -w p/e@s > %s", tdaemon_path(&td, "stream"));
@@ -245,6 +245,28 @@ Test(rekey, a_raw_stream_after_it_carries_the_new_key_only)
 		 tdaemon_path(&td, "q.img"));
 	cr_assert_eq(system(cmd), 0, "the received copy reads otherwise than its source");
 	COF_OK("pool check q");
+}
+
+Test(rekey, r_takes_the_children_and_the_lists_verify_under_the_new_keys)
+{
+	char data[4200];
+
+	make_filled();
+	COF_OK("create -V 8M -b 8k p/e/c1");
+	COF_OK("create -V 8M -b 8k p/e/c1/g");
+	tdaemon_random_file(&td, "r1", 65536, data, sizeof(data));
+	COF_OK("write p/e/c1 < %s", data);
+	COF_OK("rekey -r --rate 0 p/e");
+	wait_status("done");
+	COF_OK("get -H -o value rekeystatus p/e/c1 p/e/c1/g");
+	cr_assert(!strncmp(out, "done", 4) && strstr(out, "\ndone"), "%s", out);
+	all_sound();
+	/* load-key checks every list of children under its parent's new MAC key */
+	COF_OK("unload-key p/e");
+	COF_OK("load-key p/e");
+	COF_OK("read -l 8192 p/e/c1 > /dev/null");
+	COF_OK("pool check p");
+	cr_assert(strstr(out, "old_keys: 0") && strstr(out, "mac_errors: 0"), "%s", out);
 }
 
 Test(rekey, refusals_say_why_and_change_nothing)
@@ -261,7 +283,7 @@ Test(rekey, refusals_say_why_and_change_nothing)
 	cr_assert_neq(cof("rekey -p p/e"), 0, "a pause with nothing running:\n%s", out);
 
 	/* while one runs: a second, a snapshot and a key change wait */
-	COF_OK("rekey -r 1M p/e");
+	COF_OK("rekey --rate 1M p/e");
 	cr_assert_neq(cof("rekey p/e"), 0);
 	cr_assert(strstr(out, "is running"), "%s", out);
 	cr_assert_neq(cof("snapshot p/e@t"), 0);
@@ -278,7 +300,7 @@ Test(rekey, refusals_say_why_and_change_nothing)
 	cr_assert(!strncmp(status(), "paused", 6), "%s", out);
 	COF_OK("rekey -s p/e");
 	cr_assert(!strncmp(status(), "stopped", 7), "%s", out);
-	COF_OK("rekey -r 0 p/e");
+	COF_OK("rekey --rate 0 p/e");
 	wait_status("done");
 	all_sound();
 	COF_OK("snapshot p/e@after");
