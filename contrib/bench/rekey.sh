@@ -61,7 +61,7 @@ work=$(mktemp -d /dev/shm/coffer-rekey.XXXXXX)
 daemon_pid=
 cleanup() {
 	[ -z "$daemon_pid" ] || { kill -KILL "$daemon_pid" 2>/dev/null || true; wait "$daemon_pid" 2>/dev/null || true; }
-	rm -rf "$work" "$dir"/coffer-rekey-luns.*
+	rm -rf "$work" "$dir"/coffer-rekey-luns.* /dev/shm/coffer-rekey-luns.*
 }
 trap cleanup EXIT
 (umask 077 && head -c 32 /dev/urandom > "$work/key")
