@@ -3696,17 +3696,19 @@ static int cmd_change_key(int argc, char **argv)
 }
 
 /*
- * rekey [-r] [-p | -s] [--rate RATE] DATASET: start or resume the rekey of
- * DATASET (and with -r of each encrypted dataset below it), at most RATE
- * bytes per second, 0 for no limit; -p pauses it, -s stops it. Its
+ * rekey [-r] [-p | -s] [--rate RATE] [--scrub-free] DATASET: start or resume
+ * the rekey of DATASET (and with -r of each encrypted dataset below it), at
+ * most RATE bytes per second, 0 for no limit, writing over the pool's free
+ * space before it ends with --scrub-free; -p pauses it, -s stops it. Its
  * progress is the property rekeystatus.
  */
 static int cmd_rekey(int argc, char **argv)
 {
 	static const struct option longs[] = { { "rate", required_argument, NULL, 'R' },
+					       { "scrub-free", no_argument, NULL, 'F' },
 					       { NULL, 0, NULL, 0 } };
 	uint64_t rate = PROTO_REKEY_RATE;
-	int opt, pause = 0, stop = 0, recursive = 0, have_rate = 0;
+	int opt, pause = 0, stop = 0, recursive = 0, have_rate = 0, scrub = 0;
 	struct coffer_conn *c;
 	json_t *args;
 
@@ -3720,15 +3722,17 @@ static int cmd_rekey(int argc, char **argv)
 		} else if (opt == 'R') {
 			rate = size_arg(optarg, "--rate");
 			have_rate = 1;
+		} else if (opt == 'F') {
+			scrub = 1;
 		} else {
 			usage_exit();
 		}
 	}
 	/* a rate is a start's: with -p or -s it would be dropped unsaid */
-	if (argc - optind != 1 || (pause && stop) || (have_rate && (pause || stop)))
+	if (argc - optind != 1 || (pause && stop) || ((have_rate || scrub) && (pause || stop)))
 		usage_exit();
-	args = json_pack("{s:s, s:b, s:b, s:b}", "name", argv[optind], "pause", pause, "stop", stop,
-			 "recursive", recursive);
+	args = json_pack("{s:s, s:b, s:b, s:b, s:b}", "name", argv[optind], "pause", pause, "stop",
+			 stop, "recursive", recursive, "scrub_free", scrub);
 	if (!pause && !stop)
 		json_object_set_new(args, "rate", json_integer((json_int_t)rate));
 	c = conn_open();
@@ -4468,7 +4472,7 @@ static const struct cmd cmds[] = {
 	  "  -o keyformat=raw|hex|passphrase\n"
 	  "  -o keylocation=prompt|file:///path|https://URL\n"
 	  "  -o pbkdf2iters=N" },
-	{ "rekey", cmd_rekey, "[-r] [-p | -s] [--rate RATE] DATASET",
+	{ "rekey", cmd_rekey, "[-r] [-p | -s] [--rate RATE] [--scrub-free] DATASET",
 	  "Give DATASET a new master key and seal every record again under it, in the\n"
 	  "background while it serves I/O; then the old master key leaves the key file.\n"
 	  "Again on a paused, stopped or failed rekey: resume it. Progress: 'coffer get\n"
@@ -4476,7 +4480,9 @@ static const struct cmd cmds[] = {
 	  "  -r           each encrypted dataset below DATASET too\n"
 	  "  -p           pause\n"
 	  "  -s           stop (resume with 'coffer rekey DATASET')\n"
-	  "  --rate RATE  at most RATE bytes per second (default 16M, 0: no limit)" },
+	  "  --rate RATE  at most RATE bytes per second (default 16M, 0: no limit)\n"
+	  "  --scrub-free before it ends, write over the pool's free space, where the\n"
+	  "               old ciphertext the rekey freed is" },
 	{ "send", cmd_send, "[-nvP] [-w] [-i @FROM | -I @FROM] DATASET@SNAP > STREAM | -t TOKEN > STREAM",
 	  "Write the stream of snapshot DATASET@SNAP to standard output, for 'coffer receive'.\n"
 	  "  -w        raw: the records as stored, encrypted, with the wrapped key; no key\n"

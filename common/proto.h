@@ -51,11 +51,13 @@
  * replies {"destroy": [names], "reclaim": bytes}, what the same destroy
  * would take and free (stor_destroy_plan), or its refusal.
  *
- * rekey takes {"name", "pause", "stop", "recursive", "rate"}: with neither
- * flag it starts or resumes the rekey of an encrypted dataset (with
- * "recursive" of each encrypted dataset below it too) at "rate" bytes per
- * second (0: no limit; absent: PROTO_REKEY_RATE), else pauses or stops it
- * (stor_rekey). Its progress is the read-only property rekeystatus.
+ * rekey takes {"name", "pause", "stop", "recursive", "scrub_free", "rate"}:
+ * with neither of the first two it starts or resumes the rekey of an
+ * encrypted dataset (with "recursive" of each encrypted dataset below it
+ * too; with "scrub_free" the pool's free space is written over before it
+ * ends) at "rate" bytes per second (0: no limit; absent: PROTO_REKEY_RATE),
+ * else pauses or stops it (stor_rekey). Its progress is the read-only
+ * property rekeystatus.
  *
  * A handle an administrator closed with -f (pool export, destroy, unload-key)
  * answers record I/O with -ESTALE until DS_CLOSE frees its number.

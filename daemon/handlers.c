@@ -2190,7 +2190,8 @@ static int h_key_change(struct hcall *c)
 /*
  * Start or resume the rekey of an encrypted dataset at "rate" bytes per
  * second (0: no limit; absent: PROTO_REKEY_RATE), or "pause" or "stop" it;
- * with "recursive" each encrypted dataset below it too.
+ * with "recursive" each encrypted dataset below it too, with "scrub_free"
+ * the pool's free space written over before it ends.
  * libstore says what it refuses and why (snapshots, clones, children, a key
  * not loaded, one running, none to pause) in stor_pool_last_error().
  */
@@ -2209,6 +2210,8 @@ static int h_rekey(struct hcall *c)
 		rate = (uint64_t)json_integer_value(r);
 	if (jtrue(c->args, "recursive"))
 		what |= STOR_REKEY_RECURSIVE;
+	if (jtrue(c->args, "scrub_free"))
+		what |= STOR_REKEY_SCRUB_FREE;
 	ret = stor_rekey(c->pool, c->name, what, rate);
 	if (ret < 0)
 		return fail(c, ret, jtrue(c->args, "stop")    ? "rekey -s"

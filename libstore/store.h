@@ -1149,6 +1149,7 @@ enum stor_rekey_state {
 #define STOR_REKEY_PAUSE 1 /**< pause a running rekey; -ENOENT if none runs */
 #define STOR_REKEY_STOP 2  /**< stop a running or paused rekey; -ENOENT if none */
 #define STOR_REKEY_RECURSIVE 0x10 /**< or'ed in: the encrypted datasets below it too */
+#define STOR_REKEY_SCRUB_FREE 0x20 /**< or'ed in: free space written over before the end */
 /**
  * Rekey encrypted dataset @name (rekey.c): a new master key, wrapped by its
  * root's wrapping key, then every record sealed again under it in the

@@ -299,6 +299,41 @@ int alloc_get(struct alloc *a, uint32_t n, unsigned *lun, uint64_t *sector)
 	return STOR_ENOSPC;
 }
 
+int alloc_claim_free(struct alloc *a, unsigned lun, uint64_t from, uint32_t max,
+		     uint64_t *sector, uint32_t *n)
+{
+	struct lun_map *m;
+	uint64_t i;
+	int ret = -ENOENT;
+
+	if (lun >= atomic_load(&a->nluns) || max == 0)
+		return -ENOENT;
+	m = a->luns[lun];
+	pthread_mutex_lock(&m->lock);
+	for (i = from; i < m->nsectors && test_bit(m->bits, i); i++)
+		if ((i % 64) == 0 && m->bits[i / 64] == ~0ull && i + 64 <= m->nsectors)
+			i += 63; /* a word of used sectors at once */
+	/* never into what the metadata log may need for a commit meanwhile */
+	if (m->nsectors - m->used <= reserve_left(m))
+		max = 0;
+	else if (max > m->nsectors - m->used - reserve_left(m))
+		max = (uint32_t)(m->nsectors - m->used - reserve_left(m));
+	if (i < m->nsectors && !m->faulted && !max)
+		ret = STOR_ENOSPC;
+	if (i < m->nsectors && !m->faulted && max) {
+		*sector = i;
+		for (*n = 0; *n < max && i + *n < m->nsectors && !test_bit(m->bits, i + *n);)
+			(*n)++;
+		/* as data: a writer meanwhile sees it used, and alloc_put gives it back */
+		set_range(m->bits, i, *n, 1);
+		m->used += *n;
+		atomic_fetch_add(&a->used, *n);
+		ret = 0;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return ret;
+}
+
 int alloc_get_on(struct alloc *a, unsigned lun, uint32_t n, uint64_t *sector)
 {
 	struct lun_map *m;

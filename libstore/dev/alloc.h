@@ -45,6 +45,15 @@ void alloc_clear_faulted(struct alloc *a, unsigned lun);
  * Return an extent. One not wholly in use (a double free) is refused and
  * counted, never half applied. @return 0 or STOR_ECORRUPT
  */
+/**
+ * Claim the first run of free sectors of @lun at or after @from, at most
+ * @max, as alloc_get() would (so no writer takes them meanwhile): rekey's
+ * scrub of free space writes over it, then gives it back (alloc_put).
+ * The metadata log's reserve stays free. @return 0 with *@sector and *@n,
+ * -ENOENT when none is left, STOR_ENOSPC when all free space is reserve
+ */
+int alloc_claim_free(struct alloc *a, unsigned lun, uint64_t from, uint32_t max,
+		     uint64_t *sector, uint32_t *n);
 int alloc_put(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
 /** Free an extent of the metadata log (taken by alloc_get_on or alloc_mark_meta). */
 int alloc_put_meta(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);

@@ -38,7 +38,9 @@
  * 4. The end: a commit makes every rewrite durable, then a walk of all the
  *    committed pointers must find none of the old generation, or the walk
  *    starts over (a cursor edited offline skips nothing: the end is
- *    checked, not assumed). Then the old master key leaves the key file
+ *    checked, not assumed). With --scrub-free every free extent of the
+ *    pool is then written over (scrub_free), the old ciphertext the rekey
+ *    freed with them. Then the old master key leaves the key file
  *    (dskeys_drop_old: the commit point) and memory, with every data key
  *    derived from it.
  *
@@ -49,7 +51,9 @@
  * the MAC tree that covers the bit is under the new key. What it cannot:
  * copies taken before (backups of the LUN files, raw streams sent
  * elsewhere) stay under the old key, and so do freed extents on the LUNs
- * until they are written over.
+ * until they are written over (at once with --scrub-free); the metadata
+ * log's older records keep the old key file's bytes (the old master key
+ * wrapped by the wrapping key) until the log reuses their extents.
  *
  * Children: each has a master key of its own (rekey -r rekeys each), and
  * the list of a dataset's encrypted children is under its MAC key
@@ -75,6 +79,9 @@
 #include "base/pool_error.h"
 #include "base/stor_assert.h"
 #include "crypt/keys.h"
+#include "dev/alloc.h"
+#include "dev/lun.h"
+#include "dev/mirror.h"
 #include "ds/children.h"
 #include "ds/dataset.h"
 #include "ds/dskeys.h"
@@ -98,6 +105,7 @@ struct rekey {
 	pthread_t thread;
 	int have_thread;
 	int stop;               /* 0, a state to end in (paused, stopped), or REKEY_HALT */
+	int scrub_free;         /* --scrub-free: free space written over before the end */
 	struct stor_rekey_stat st;
 	unsigned mac_gen;
 	uint64_t cursor;        /* the next record the walk looks at */
@@ -127,8 +135,10 @@ static void row_key(uint64_t id, char key[32])
 
 #define ROW_FIXED (1 + 1 + 1 + 8 * 8 + 2)
 
+#define ROW_SCRUB_FREE 0x1u /* row flags */
+
 static int row_put(struct meta_txn *t, uint64_t id, unsigned mac_gen, uint64_t cursor,
-		   const struct stor_rekey_stat *st)
+		   const struct stor_rekey_stat *st, unsigned flags)
 {
 	uint8_t buf[ROW_FIXED + sizeof(st->error)], *w = buf;
 	size_t elen = strnlen(st->error, sizeof(st->error) - 1);
@@ -144,7 +154,7 @@ static int row_put(struct meta_txn *t, uint64_t id, unsigned mac_gen, uint64_t c
 	put_u64(&w, st->rate);
 	put_u64(&w, st->start);
 	put_u64(&w, st->end);
-	put_u64(&w, 0); /* room for what a later version counts */
+	put_u64(&w, flags);
 	put_u16(&w, (uint16_t)elen);
 	put_bytes(&w, st->error, elen);
 	row_key(id, key);
@@ -153,7 +163,7 @@ static int row_put(struct meta_txn *t, uint64_t id, unsigned mac_gen, uint64_t c
 
 /* The row of @id: 0, -ENOENT (never rekeyed), or STOR_ECORRUPT. */
 static int row_get(struct stor_pool *p, uint64_t id, unsigned *mac_gen, uint64_t *cursor,
-		   struct stor_rekey_stat *st)
+		   struct stor_rekey_stat *st, unsigned *flags)
 {
 	struct meta_txn *t = NULL;
 	const void *v;
@@ -184,7 +194,7 @@ static int row_get(struct stor_pool *p, uint64_t id, unsigned *mac_gen, uint64_t
 		st->rate = get_u64(&r);
 		st->start = get_u64(&r);
 		st->end = get_u64(&r);
-		(void)get_u64(&r);
+		*flags = (unsigned)(get_u64(&r) & ROW_SCRUB_FREE);
 		elen = get_u16(&r);
 		if (*mac_gen > 1 || st->state > STOR_REKEY_FAILED || elen >= sizeof(st->error) ||
 		    vlen != (size_t)ROW_FIXED + elen) {
@@ -204,17 +214,18 @@ static int save(struct rekey *rk)
 	struct stor_rekey_stat st;
 	struct meta_txn *t = NULL;
 	uint64_t cursor;
-	unsigned gen;
+	unsigned gen, flags;
 	int ret;
 
 	pthread_mutex_lock(&rk->lock);
 	st = rk->st;
 	cursor = rk->cursor;
 	gen = rk->mac_gen;
+	flags = rk->scrub_free ? ROW_SCRUB_FREE : 0;
 	pthread_mutex_unlock(&rk->lock);
 	ret = meta_txn_begin(rk->p->meta, &t);
 	if (ret == 0)
-		ret = row_put(t, rk->ds->id, gen, cursor, &st);
+		ret = row_put(t, rk->ds->id, gen, cursor, &st, flags);
 	if (ret == 0)
 		return meta_txn_commit(t);
 	if (t)
@@ -226,8 +237,8 @@ int rekey_mac_gen(struct stor_pool *p, const struct stor_ds *ds)
 {
 	struct stor_rekey_stat st;
 	uint64_t cursor;
-	unsigned gen;
-	int ret = row_get(p, ds->id, &gen, &cursor, &st);
+	unsigned gen, flags;
+	int ret = row_get(p, ds->id, &gen, &cursor, &st, &flags);
 
 	/* no row: never switched, so under the key a rekey (if any) replaces */
 	if (ret == -ENOENT)
@@ -247,6 +258,7 @@ int rekey_mac_gen(struct stor_pool *p, const struct stor_ds *ds)
 static struct rekey *rekey_of(struct stor_pool *p, struct stor_ds *ds)
 {
 	struct rekey *rk = ds->rekey;
+	unsigned flags = 0;
 
 	if (rk)
 		return rk;
@@ -257,7 +269,9 @@ static struct rekey *rekey_of(struct stor_pool *p, struct stor_ds *ds)
 	rk->ds = ds;
 	pthread_mutex_init(&rk->lock, NULL);
 	pthread_cond_init(&rk->wake, NULL);
-	if (row_get(p, ds->id, &rk->mac_gen, &rk->cursor, &rk->st) < 0) {
+	if (row_get(p, ds->id, &rk->mac_gen, &rk->cursor, &rk->st, &flags) == 0) {
+		rk->scrub_free = (flags & ROW_SCRUB_FREE) != 0;
+	} else {
 		/* none yet; with both keys in the key file, a start that a crash
 		 * cut before its switch: it goes on */
 		memset(&rk->st, 0, sizeof(rk->st));
@@ -326,6 +340,7 @@ struct rebuild {
 	unsigned gen;
 	uint64_t cursor;
 	struct stor_rekey_stat st;
+	unsigned flags;
 	size_t nkids;
 	struct kid {
 		uint64_t guid;
@@ -348,7 +363,7 @@ static int rebuild_commit(struct meta_txn *t, void *arg, txg_free_fn free_extent
 	for (size_t i = 0; i < rb->nkids && ret == 0; i++)
 		ret = children_change(t, rb->ds->id, rb->mk, rb->kids[i].guid, rb->kids[i].suite, 1);
 	if (ret == 0)
-		ret = row_put(t, rb->ds->id, rb->gen, rb->cursor, &rb->st);
+		ret = row_put(t, rb->ds->id, rb->gen, rb->cursor, &rb->st, rb->flags);
 	return ret;
 }
 
@@ -474,6 +489,7 @@ static int switch_tree(struct stor_pool *p, struct stor_ds *ds, struct ds_keys *
 		pthread_mutex_lock(&rk->lock);
 		a->rb->st = rk->st;
 		a->rb->cursor = rk->cursor;
+		a->rb->flags = rk->scrub_free ? ROW_SCRUB_FREE : 0;
 		pthread_mutex_unlock(&rk->lock);
 	}
 	ret = a->mk && a->rb ? list_kids(p, ds, a->rb) : -ENOMEM;
@@ -595,6 +611,56 @@ static void fail(struct rekey *rk, int err, const char *what)
 	      EV_STR("error", rk->st.error));
 }
 
+/*
+ * --scrub-free, before the old key goes: every free extent of the pool
+ * written over with zeros on every side of its vdev, so the old ciphertext
+ * the rekey freed is not on the LUNs any more. Each run of free sectors is
+ * claimed while it is written (alloc_claim_free), so no writer takes it
+ * meanwhile. A side out of service would keep what it had: refused then.
+ * A crash in it starts it over at the resume: the old key is still there.
+ */
+static int scrub_free(struct stor_pool *p)
+{
+	const uint32_t chunk = 256; /* sectors at once: 1 MiB */
+	unsigned nluns = atomic_load(&p->nluns);
+	uint8_t *zero = aligned_alloc(STOR_SECTOR, (size_t)chunk * STOR_SECTOR);
+	int ret = zero ? 0 : -ENOMEM;
+
+	for (unsigned i = 0; i < nluns && ret == 0; i++)
+		if (atomic_load(&p->luns[i].out) != SIDE_IN) {
+			pool_set_error("a side of a mirror of pool %s is out of service and would "
+				       "keep the old ciphertext: bring it back, then resume the rekey",
+				       p->name);
+			ret = -EBUSY;
+		}
+	if (zero)
+		memset(zero, 0, (size_t)chunk * STOR_SECTOR);
+	for (unsigned v = 0; v < nluns && ret == 0; v++) {
+		uint64_t from = 0, sector;
+		uint32_t n;
+
+		while (ret == 0 && (ret = alloc_claim_free(p->alloc, v, from, chunk, &sector, &n)) == 0) {
+			struct lun_io ios[STOR_MIRROR_MAX];
+			unsigned sides[STOR_MIRROR_MAX], ns = mirror_sides(p, v, sides);
+
+			for (unsigned k = 0; k < ns; k++)
+				ios[k] = (struct lun_io){ p->luns[sides[k]].lun, sector * STOR_SECTOR,
+							  zero, (size_t)n * STOR_SECTOR, 0, 0, 0 };
+			if (ns && lun_write_batch(ios, ns))
+				for (unsigned k = 0; k < ns; k++)
+					ret = ios[k].result < 0 ? ios[k].result : ret;
+			alloc_put(p->alloc, v, sector, n);
+			from = sector + n;
+		}
+		ret = ret == -ENOENT ? 0 : ret;
+	}
+	for (unsigned i = 0; i < nluns && ret == 0; i++)
+		if (p->luns[i].lun)
+			ret = lun_flush(p->luns[i].lun);
+	free(zero);
+	return ret;
+}
+
 /* Step 4: the old key goes, once nothing needs it. 1: done, 0: walk again. */
 static int finish(struct rekey *rk)
 {
@@ -605,6 +671,8 @@ static int finish(struct rekey *rk)
 		ret = any_old(p, rk->ds, atomic_load(&rk->ds->keys)->gen);
 	if (ret != 0)
 		return ret < 0 ? ret : 0;
+	if (rk->scrub_free && (ret = scrub_free(p)) < 0)
+		return ret;
 	/* the admin lock, unless asked to stop meanwhile (a halt holds it) */
 	while (pthread_mutex_trylock(&p->admin) != 0) {
 		struct timespec ts = { 0, 5000000 };
@@ -849,7 +917,7 @@ static int refuse(struct stor_ds *ds)
 	return 0;
 }
 
-static int start(struct stor_pool *p, struct stor_ds *ds, uint64_t rate)
+static int start(struct stor_pool *p, struct stor_ds *ds, uint64_t rate, int scrub)
 {
 	struct ds_keys *k = atomic_load(&ds->keys);
 	struct rekey *rk = rekey_of(p, ds);
@@ -868,6 +936,7 @@ static int start(struct stor_pool *p, struct stor_ds *ds, uint64_t rate)
 		rk->st.state = STOR_REKEY_RUNNING;
 		rk->st.rate = rate;
 		rk->st.error[0] = '\0';
+		rk->scrub_free |= scrub; /* asked at any start, it stays asked */
 		pthread_mutex_unlock(&rk->lock);
 		if (rk->mac_gen != k->gen) {
 			rekey_resume(p, ds);
@@ -893,6 +962,7 @@ static int start(struct stor_pool *p, struct stor_ds *ds, uint64_t rate)
 	rk->st.start = wall();
 	rk->st.total = (uint64_t)atomic_load(&ds->used) / (ds->recsize ? ds->recsize : 1);
 	rk->cursor = 0;
+	rk->scrub_free = scrub;
 	pthread_mutex_unlock(&rk->lock);
 	/* the key file has both keys now: a failure from here is resumed */
 	ret = switch_tree(p, ds, k, master);
@@ -905,12 +975,12 @@ static int start(struct stor_pool *p, struct stor_ds *ds, uint64_t rate)
 }
 
 /* One dataset's start, pause or stop (admin lock held). */
-static int rekey_one(struct stor_pool *p, struct stor_ds *ds, int what, uint64_t rate)
+static int rekey_one(struct stor_pool *p, struct stor_ds *ds, int what, uint64_t rate, int scrub)
 {
 	struct rekey *rk;
 
 	if (what == STOR_REKEY_START)
-		return start(p, ds, rate);
+		return start(p, ds, rate, scrub);
 	rk = ds->has_old ? rekey_of(p, ds) : NULL;
 	if (!rk || (what == STOR_REKEY_PAUSE && rk->st.state != STOR_REKEY_RUNNING)) {
 		pool_set_error("no rekey of %s is %s", ds->name,
@@ -926,11 +996,11 @@ static int rekey_one(struct stor_pool *p, struct stor_ds *ds, int what, uint64_t
 
 int stor_rekey(struct stor_pool *p, const char *name, int what, uint64_t rate)
 {
-	int recursive = what & STOR_REKEY_RECURSIVE, ret = 0;
+	int recursive = what & STOR_REKEY_RECURSIVE, scrub = !!(what & STOR_REKEY_SCRUB_FREE), ret = 0;
 	size_t len = strlen(name);
 	struct stor_ds *ds;
 
-	what &= ~STOR_REKEY_RECURSIVE;
+	what &= ~(STOR_REKEY_RECURSIVE | STOR_REKEY_SCRUB_FREE);
 	pool_set_error("%s", "");
 	pthread_mutex_lock(&p->admin);
 	ds = ds_find_locked(p, name);
@@ -954,7 +1024,7 @@ int stor_rekey(struct stor_pool *p, const char *name, int what, uint64_t rate)
 		int below = recursive && !strncmp(d->name, name, len) && d->name[len] == '/';
 
 		if (d == ds || (below && (what == STOR_REKEY_START ? d->suite : d->has_old)))
-			ret = rekey_one(p, d, what, rate);
+			ret = rekey_one(p, d, what, rate, scrub);
 	}
 out:
 	pthread_mutex_unlock(&p->admin);

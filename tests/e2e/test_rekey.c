@@ -8,8 +8,10 @@
  * key file, put back as the newest copy by someone who holds the state
  * directory, opens nothing: its key no longer verifies the dataset's
  * block pointers, and no record reads. A raw stream taken after a rekey
- * carries the new key, and its copy reads as the source. And what a
- * rekey refuses, each with its reason.
+ * carries the new key, and its copy reads as the source. With
+ * --scrub-free no byte of the old ciphertext stays in the LUN files (and
+ * without it, it does: the check can fail). And what a rekey refuses,
+ * each with its reason.
  */
 
 #include <criterion/criterion.h>
@@ -225,6 +227,53 @@ Test(rekey, an_old_generation_put_back_is_found_by_pool_check_without_the_key)
 	tdaemon_start_ok(&td);
 	cr_assert_neq(cof("pool check p"), 0, "pool check passed an old generation:\n%s", out);
 	cr_assert(strstr(out, "old_keys: 1"), "%s", out);
+}
+
+/* The first 64 bytes of record @recno of p/e as stored (its ciphertext),
+ * read from its LUN file with the daemon stopped; restarted after. */
+static void stored_bytes(uint64_t recno, uint8_t bytes[64], char *lun, size_t cap)
+{
+	char mdb[4200];
+	struct tamper *t;
+	struct tbp bp;
+	uint64_t id;
+
+	tdaemon_stop_ok(&td);
+	snprintf(mdb, sizeof(mdb), "%s/pools/p.mdb", td.state);
+	cr_assert_eq(tamper_open(mdb, &t), 0);
+	cr_assert_eq(tamper_ds_id(t, "p/e", &id), 0);
+	cr_assert_eq(tamper_bp_get(t, id, recno, &bp), 0);
+	tamper_close(t);
+	snprintf(lun, cap, "%s", tdaemon_path(&td, "lun%u", bp.lun));
+	cr_assert_eq(tlun_read(lun, bp.sector, 0, bytes, 64), 0);
+	tdaemon_start_ok(&td);
+	COF_OK("load-key p/e");
+}
+
+Test(rekey, scrub_free_leaves_no_old_ciphertext_on_the_luns)
+{
+	char lun1[4200], lun2[4200];
+	uint8_t gen0[64], gen1[64];
+
+	make_filled();
+	stored_bytes(5, gen0, lun1, sizeof(lun1));
+	/* without --scrub-free the freed extent keeps its old ciphertext */
+	COF_OK("rekey --rate 0 p/e");
+	wait_status("done");
+	cr_assert_gt(tlun_find(lun1, gen0, sizeof(gen0)), 0,
+		     "the old ciphertext was gone without --scrub-free: the check proves nothing");
+	stored_bytes(5, gen1, lun2, sizeof(lun2));
+	COF_OK("rekey --rate 0 --scrub-free p/e");
+	wait_status("done");
+	for (int i = 0; i < 2; i++) {
+		const char *lun = tdaemon_path(&td, "lun%d", i);
+
+		cr_assert_eq(tlun_find(lun, gen0, sizeof(gen0)), 0, "%s keeps generation 0's bytes",
+			     lun);
+		cr_assert_eq(tlun_find(lun, gen1, sizeof(gen1)), 0, "%s keeps generation 1's bytes",
+			     lun);
+	}
+	all_sound();
 }
 
 Test(rekey, a_raw_stream_after_it_carries_the_new_key_only)
