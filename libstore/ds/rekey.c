@@ -42,7 +42,9 @@
  *    pool is then written over (scrub_free), the old ciphertext the rekey
  *    freed with them. Then the old master key leaves the key file
  *    (dskeys_drop_old: the commit point) and memory, with every data key
- *    derived from it.
+ *    derived from it; with --scrub-free a checkpoint of the metadata log
+ *    then frees its older records, which hold the old key file, and they
+ *    are written over too.
  *
  * What it protects against: someone who holds an older copy of the key
  * file with its passphrase or raw key, and the LUNs as they are after the
@@ -51,9 +53,9 @@
  * the MAC tree that covers the bit is under the new key. What it cannot:
  * copies taken before (backups of the LUN files, raw streams sent
  * elsewhere) stay under the old key, and so do freed extents on the LUNs
- * until they are written over (at once with --scrub-free); the metadata
- * log's older records keep the old key file's bytes (the old master key
- * wrapped by the wrapping key) until the log reuses their extents.
+ * until they are written over, and the metadata log's older records the
+ * old key file's bytes (the old master key wrapped by the wrapping key):
+ * --scrub-free writes over both before it reports done.
  *
  * Children: each has a master key of its own (rekey -r rekeys each), and
  * the list of a dataset's encrypted children is under its MAC key
@@ -90,6 +92,7 @@
 #include "kv/meta.h"
 #include "pool_impl.h"
 #include "txg/bpmac.h"
+#include "txg/metalog.h"
 #include "txg/txg.h"
 
 #define REKEY_BATCH 64u
@@ -665,29 +668,44 @@ static int scrub_free(struct stor_pool *p)
 static int finish(struct rekey *rk)
 {
 	struct stor_pool *p = rk->p;
-	int ret = txg_sync(p, 0);
+	int ret = 0;
 
-	if (ret == 0)
-		ret = any_old(p, rk->ds, atomic_load(&rk->ds->keys)->gen);
-	if (ret != 0)
-		return ret < 0 ? ret : 0;
-	if (rk->scrub_free && (ret = scrub_free(p)) < 0)
-		return ret;
-	/* the admin lock, unless asked to stop meanwhile (a halt holds it) */
-	while (pthread_mutex_trylock(&p->admin) != 0) {
-		struct timespec ts = { 0, 5000000 };
+	/* has_old changes only here, under the admin lock */
+	if (rk->ds->has_old) {
+		ret = txg_sync(p, 0);
+		if (ret == 0)
+			ret = any_old(p, rk->ds, atomic_load(&rk->ds->keys)->gen);
+		if (ret != 0)
+			return ret < 0 ? ret : 0;
+		if (rk->scrub_free && (ret = scrub_free(p)) < 0)
+			return ret;
+		/* the admin lock, unless asked to stop meanwhile (a halt holds it) */
+		while (pthread_mutex_trylock(&p->admin) != 0) {
+			struct timespec ts = { 0, 5000000 };
 
-		pthread_mutex_lock(&rk->lock);
-		ret = rk->stop;
-		pthread_mutex_unlock(&rk->lock);
-		if (ret)
-			return 0;
-		nanosleep(&ts, NULL);
+			pthread_mutex_lock(&rk->lock);
+			ret = rk->stop;
+			pthread_mutex_unlock(&rk->lock);
+			if (ret)
+				return 0;
+			nanosleep(&ts, NULL);
+		}
+		ret = dskeys_drop_old(p, rk->ds);
+		pthread_mutex_unlock(&p->admin);
+		if (ret < 0)
+			return ret;
 	}
-	ret = dskeys_drop_old(p, rk->ds);
-	pthread_mutex_unlock(&p->admin);
-	if (ret < 0)
-		return ret;
+	/* the older records of the metadata log keep the old key file's bytes:
+	 * a checkpoint replaces them, its commit frees them, and they are
+	 * written over as free space (a crash before the end does it again) */
+	if (rk->scrub_free) {
+		metalog_force_checkpoint(p);
+		ret = txg_sync(p, 0);
+		if (ret == 0)
+			ret = scrub_free(p);
+		if (ret < 0)
+			return ret;
+	}
 	pthread_mutex_lock(&rk->lock);
 	rk->st.state = STOR_REKEY_DONE;
 	rk->st.end = wall();
@@ -810,10 +828,12 @@ void rekey_resume(struct stor_pool *p, struct stor_ds *ds)
 	int ret = 0;
 
 	STOR_ASSERT_HELD(&p->admin);
-	if (!ds->has_old || !k || !(rk = rekey_of(p, ds)))
+	/* one under way, or a --scrub-free that a crash cut after the old key went */
+	if (!ds->suite || !k || !(rk = rekey_of(p, ds)) ||
+	    !(ds->has_old || (rk->st.state == STOR_REKEY_RUNNING && rk->scrub_free)))
 		return;
 	/* a crash between steps 1 and 2: the switch first */
-	if (rk->mac_gen != k->gen && (ret = check_tree(p, ds, k)) == 0)
+	if (ds->has_old && rk->mac_gen != k->gen && (ret = check_tree(p, ds, k)) == 0)
 		ret = switch_tree(p, ds, k, NULL);
 	if (ret < 0) {
 		fail(rk, ret, "switching the MAC tree to the new key");
@@ -930,8 +950,10 @@ static int start(struct stor_pool *p, struct stor_ds *ds, uint64_t rate, int scr
 		pool_set_error("a rekey of %s is running", ds->name);
 		return -EBUSY;
 	}
-	if (ds->has_old) {
-		/* paused, stopped, failed, or waiting: on from where it was */
+	/* paused, stopped, failed, or waiting: on from where it was (past the
+	 * old key's end, a --scrub-free left to do) */
+	if (ds->has_old || (rk->scrub_free && rk->st.state != STOR_REKEY_NONE &&
+			    rk->st.state != STOR_REKEY_DONE)) {
 		pthread_mutex_lock(&rk->lock);
 		rk->st.state = STOR_REKEY_RUNNING;
 		rk->st.rate = rate;

@@ -250,10 +250,27 @@ static void stored_bytes(uint64_t recno, uint8_t bytes[64], char *lun, size_t ca
 	COF_OK("load-key p/e");
 }
 
+/* The wrapped master key of p/e as the key file has it now (its only entry). */
+static void wrapped_now(uint8_t w[60])
+{
+	char path[4200];
+	uint8_t buf[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/pools/p.keys", td.state);
+	f = fopen(path, "rb");
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_geq(fread(buf, 1, sizeof(buf), f), 24 + 37 + 60);
+	fclose(f);
+	/* magic, version, generation, count; guid, root id, format, iterations, salt */
+	memcpy(w, buf + 24 + 37, 60);
+}
+
 Test(rekey, scrub_free_leaves_no_old_ciphertext_on_the_luns)
 {
 	char lun1[4200], lun2[4200];
-	uint8_t gen0[64], gen1[64];
+	uint8_t gen0[64], gen1[64], key1[60];
+	long found = 0;
 
 	make_filled();
 	stored_bytes(5, gen0, lun1, sizeof(lun1));
@@ -263,6 +280,11 @@ Test(rekey, scrub_free_leaves_no_old_ciphertext_on_the_luns)
 	cr_assert_gt(tlun_find(lun1, gen0, sizeof(gen0)), 0,
 		     "the old ciphertext was gone without --scrub-free: the check proves nothing");
 	stored_bytes(5, gen1, lun2, sizeof(lun2));
+	/* the metadata log on the LUNs holds the key file, wrapped key and all */
+	wrapped_now(key1);
+	for (int i = 0; i < 2; i++)
+		found += tlun_find(tdaemon_path(&td, "lun%d", i), key1, sizeof(key1));
+	cr_assert_gt(found, 0, "the wrapped key is in no LUN file: the check proves nothing");
 	COF_OK("rekey --rate 0 --scrub-free p/e");
 	wait_status("done");
 	for (int i = 0; i < 2; i++) {
@@ -272,6 +294,8 @@ Test(rekey, scrub_free_leaves_no_old_ciphertext_on_the_luns)
 			     lun);
 		cr_assert_eq(tlun_find(lun, gen1, sizeof(gen1)), 0, "%s keeps generation 1's bytes",
 			     lun);
+		cr_assert_eq(tlun_find(lun, key1, sizeof(key1)), 0,
+			     "%s keeps the old wrapped master key", lun);
 	}
 	all_sound();
 }
