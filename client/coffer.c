@@ -1301,6 +1301,9 @@ static int pool_status(int argc, char **argv)
 		if (!json_object_get(p, "luns"))
 			continue;
 		scan_line(json_object_get(p, "scan"));
+		json_array_foreach(json_object_get(p, "rekeys"), j, v)
+			printf(" rekey: %s: %s\n", json_string_value(json_object_get(v, "dataset")),
+			       json_string_value(json_object_get(v, "status")));
 		printf("config:\n\t%-40s %-8s %8s %8s %6s %6s %6s\n", "NAME", "STATE", "SIZE", "USED",
 		       "READ", "WRITE", "CKSUM");
 		printf("\t%-40s %-8s\n", json_string_value(json_object_get(p, "name")),

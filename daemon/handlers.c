@@ -325,6 +325,30 @@ static json_t *scan_json(struct stor_pool *pool)
 			 (json_int_t)ss.end, "rate", (json_int_t)ss.rate);
 }
 
+/* The datasets with a rekey under way or failed, as rekeystatus words it
+ * (pool status prints a line for each, as for a scan). */
+static int rekey_row(const char *name, const struct stor_prop_value *v, size_t nv, void *ctx)
+{
+	static const char *const under_way[] = { "running", "paused", "stopped", "failed" };
+
+	for (size_t i = 0; nv && i < sizeof(under_way) / sizeof(under_way[0]); i++)
+		if (!strncmp(v[0].value, under_way[i], strlen(under_way[i]))) {
+			json_array_append_new(ctx, json_pack("{s:s, s:s}", "dataset", name,
+							     "status", v[0].value));
+			break;
+		}
+	return 0;
+}
+
+static json_t *rekeys_json(struct stor_pool *pool)
+{
+	static const char *const props[] = { "rekeystatus" };
+	json_t *a = json_array();
+
+	stor_ds_list_props(pool, props, 1, rekey_row, a);
+	return a;
+}
+
 /* The records with unrecoverable errors: "data_errors" counts them all,
  * "error_records" names the first ones (pool status -v prints them). */
 static void errors_json(json_t *o, struct stor_pool *pool)
@@ -480,6 +504,7 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 			vdev_state(v[i], nlun[i], nfaulted[i]);
 		json_object_set_new(o, "luns", a);
 		json_object_set_new(o, "scan", scan_json(pe->pool));
+		json_object_set_new(o, "rekeys", rekeys_json(pe->pool));
 		errors_json(o, pe->pool);
 		json_object_set_new(o, "vdevs", vdevs);
 		/* a pool with faulted LUNs still serves what it holds: degraded, not faulted */

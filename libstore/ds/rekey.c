@@ -858,9 +858,23 @@ static void size_text(uint64_t n, char *buf, size_t len)
 	snprintf(buf, len, "%" PRIu64 "%c", n, units[u]);
 }
 
+/* @ds's rekey state, if it was ever rekeyed: none is made for a listing. */
+static struct rekey *rekey_if_any(struct stor_pool *p, struct stor_ds *ds)
+{
+	struct stor_rekey_stat st;
+	uint64_t cursor;
+	unsigned gen, flags;
+
+	if (!ds->suite || ds->snap)
+		return NULL;
+	if (ds->rekey || ds->has_old || row_get(p, ds->id, &gen, &cursor, &st, &flags) != -ENOENT)
+		return rekey_of(p, ds);
+	return NULL;
+}
+
 void rekey_status_text(struct stor_pool *p, struct stor_ds *ds, char *buf, size_t len)
 {
-	struct rekey *rk = ds->suite && !ds->snap ? rekey_of(p, ds) : NULL;
+	struct rekey *rk = rekey_if_any(p, ds);
 	struct stor_rekey_stat st;
 	char rate[32], when[40] = "";
 	unsigned pct;
@@ -1064,7 +1078,7 @@ int stor_rekey_stat(struct stor_pool *p, const char *name, struct stor_rekey_sta
 	ds = ds_find_locked(p, name);
 	if (!ds) {
 		ret = -ENOENT;
-	} else if (ds->suite && (rk = rekey_of(p, ds))) {
+	} else if ((rk = rekey_if_any(p, ds))) {
 		pthread_mutex_lock(&rk->lock);
 		*st = rk->st;
 		pthread_mutex_unlock(&rk->lock);

@@ -368,6 +368,8 @@ Test(rekey, refusals_say_why_and_change_nothing)
 	/* paused, it stays paused over an unload and a load; resumed, it ends */
 	COF_OK("rekey -p p/e");
 	cr_assert(!strncmp(status(), "paused", 6), "%s", out);
+	COF_OK("pool status p");
+	cr_assert(strstr(out, "rekey: p/e: paused"), "%s", out);
 	COF_OK("unload-key p/e");
 	COF_OK("load-key p/e");
 	cr_assert(!strncmp(status(), "paused", 6), "%s", out);
