@@ -622,7 +622,17 @@ static void fail(struct rekey *rk, int err, const char *what)
  * meanwhile. A side out of service would keep what it had: refused then.
  * A crash in it starts it over at the resume: the old key is still there.
  */
-static int scrub_free(struct stor_pool *p)
+static int stopping(struct rekey *rk)
+{
+	int stop;
+
+	pthread_mutex_lock(&rk->lock);
+	stop = rk->stop;
+	pthread_mutex_unlock(&rk->lock);
+	return stop;
+}
+
+static int scrub_free(struct stor_pool *p, struct rekey *rk)
 {
 	const uint32_t chunk = 256; /* sectors at once: 1 MiB */
 	unsigned nluns = atomic_load(&p->nluns);
@@ -645,6 +655,13 @@ static int scrub_free(struct stor_pool *p)
 		while (ret == 0 && (ret = alloc_claim_free(p->alloc, v, from, chunk, &sector, &n)) == 0) {
 			struct lun_io ios[STOR_MIRROR_MAX];
 			unsigned sides[STOR_MIRROR_MAX], ns = mirror_sides(p, v, sides);
+
+			/* a halt (unload-key, export) does not wait for a whole pool */
+			if (stopping(rk)) {
+				alloc_put(p->alloc, v, sector, n);
+				ret = -ECANCELED;
+				break;
+			}
 
 			for (unsigned k = 0; k < ns; k++)
 				ios[k] = (struct lun_io){ p->luns[sides[k]].lun, sector * STOR_SECTOR,
@@ -677,16 +694,13 @@ static int finish(struct rekey *rk)
 			ret = any_old(p, rk->ds, atomic_load(&rk->ds->keys)->gen);
 		if (ret != 0)
 			return ret < 0 ? ret : 0;
-		if (rk->scrub_free && (ret = scrub_free(p)) < 0)
-			return ret;
+		if (rk->scrub_free && (ret = scrub_free(p, rk)) < 0)
+			return ret == -ECANCELED ? 0 : ret;
 		/* the admin lock, unless asked to stop meanwhile (a halt holds it) */
 		while (pthread_mutex_trylock(&p->admin) != 0) {
 			struct timespec ts = { 0, 5000000 };
 
-			pthread_mutex_lock(&rk->lock);
-			ret = rk->stop;
-			pthread_mutex_unlock(&rk->lock);
-			if (ret)
+			if (stopping(rk))
 				return 0;
 			nanosleep(&ts, NULL);
 		}
@@ -702,9 +716,9 @@ static int finish(struct rekey *rk)
 		metalog_force_checkpoint(p);
 		ret = txg_sync(p, 0);
 		if (ret == 0)
-			ret = scrub_free(p);
+			ret = scrub_free(p, rk);
 		if (ret < 0)
-			return ret;
+			return ret == -ECANCELED ? 0 : ret;
 	}
 	pthread_mutex_lock(&rk->lock);
 	rk->st.state = STOR_REKEY_DONE;
