@@ -1136,14 +1136,6 @@ int stor_key_inherit(struct stor_pool *pool, const char *name);
 
 /* ---- rekey ---- */
 
-enum stor_rekey_state {
-	STOR_REKEY_NONE = 0,     /**< never rekeyed */
-	STOR_REKEY_RUNNING = 1,  /**< records being sealed again (resumes at load-key) */
-	STOR_REKEY_PAUSED = 2,   /**< -p: stopped where it was; STOR_REKEY_START resumes */
-	STOR_REKEY_STOPPED = 3,  /**< -s: stopped for now; STOR_REKEY_START resumes */
-	STOR_REKEY_DONE = 4,     /**< every record under the new key; the old one is gone */
-	STOR_REKEY_FAILED = 5    /**< a record could not be sealed again: the error says which */
-};
 /** What stor_rekey() does. */
 #define STOR_REKEY_START 0 /**< start, or resume one paused, stopped or failed */
 #define STOR_REKEY_PAUSE 1 /**< pause a running rekey; -ENOENT if none runs */
@@ -1161,21 +1153,10 @@ enum stor_rekey_state {
  * below it too, every one checked before any starts. @return 0, -ENOENT,
  * STOR_ENOTENCRYPTED, STOR_ENOKEY, -EBUSY (one runs; or snapshots or a
  * clone, which this version cannot rekey), STOR_EAUTH (its block pointers
- * do not verify), -ENOSPC; the reason in stor_pool_last_error()
+ * do not verify), -ENOSPC; the reason in stor_pool_last_error(). Where it
+ * is: the read-only property rekeystatus.
  */
 int stor_rekey(struct stor_pool *pool, const char *name, int what, uint64_t rate);
-struct stor_rekey_stat {
-	int state;          /**< enum stor_rekey_state */
-	int key_loaded;     /**< 0: a rekey under way waits for load-key */
-	uint64_t total;     /**< records of the dataset when it started */
-	uint64_t examined;  /**< records looked at since it started */
-	uint64_t rewritten; /**< records sealed again under the new key */
-	uint64_t rate;      /**< the bytes per second asked, 0 for no limit */
-	uint64_t start;     /**< unix seconds it started, 0 if never */
-	uint64_t end;       /**< unix seconds it finished, 0 while not */
-	char error[256];    /**< STOR_REKEY_FAILED: why */
-};
-int stor_rekey_stat(struct stor_pool *pool, const char *name, struct stor_rekey_stat *st);
 
 /**
  * Pages of key memory (dataset and data keys, the crypto backends' per-thread

@@ -100,6 +100,27 @@
 #define REKEY_HALT (-1) /* rekey_halt: the thread ends, the rekey stays running */
 #define REKEY_NICE 19
 
+enum rekey_state {
+	REKEY_NONE = 0,    /* never rekeyed */
+	REKEY_RUNNING = 1, /* records being sealed again (resumes at load-key) */
+	REKEY_PAUSED = 2,  /* -p: where it was; a start resumes it */
+	REKEY_STOPPED = 3, /* -s: likewise */
+	REKEY_DONE = 4,    /* every record under the new key; the old one is gone */
+	REKEY_FAILED = 5   /* a record could not be sealed again: the error says which */
+};
+
+/* Where a rekey is, as the pool-table row keeps it. */
+struct rekey_stat {
+	int state;          /* enum rekey_state */
+	uint64_t total;     /* records of the dataset when it started */
+	uint64_t examined;  /* records looked at since it started */
+	uint64_t rewritten; /* records sealed again under the new key */
+	uint64_t rate;      /* the bytes per second asked, 0 for no limit */
+	uint64_t start;     /* unix seconds it started, 0 if never */
+	uint64_t end;       /* unix seconds it finished, 0 while not */
+	char error[256];    /* REKEY_FAILED: why */
+};
+
 struct rekey {
 	struct stor_pool *p;
 	struct stor_ds *ds;
@@ -109,7 +130,7 @@ struct rekey {
 	int have_thread;
 	int stop;               /* 0, a state to end in (paused, stopped), or REKEY_HALT */
 	int scrub_free;         /* --scrub-free: free space written over before the end */
-	struct stor_rekey_stat st;
+	struct rekey_stat st;
 	unsigned mac_gen;
 	uint64_t cursor;        /* the next record the walk looks at */
 	double t0;              /* pace: when the thread (re)started, */
@@ -141,7 +162,7 @@ static void row_key(uint64_t id, char key[32])
 #define ROW_SCRUB_FREE 0x1u /* row flags */
 
 static int row_put(struct meta_txn *t, uint64_t id, unsigned mac_gen, uint64_t cursor,
-		   const struct stor_rekey_stat *st, unsigned flags)
+		   const struct rekey_stat *st, unsigned flags)
 {
 	uint8_t buf[ROW_FIXED + sizeof(st->error)], *w = buf;
 	size_t elen = strnlen(st->error, sizeof(st->error) - 1);
@@ -166,7 +187,7 @@ static int row_put(struct meta_txn *t, uint64_t id, unsigned mac_gen, uint64_t c
 
 /* The row of @id: 0, -ENOENT (never rekeyed), or STOR_ECORRUPT. */
 static int row_get(struct stor_pool *p, uint64_t id, unsigned *mac_gen, uint64_t *cursor,
-		   struct stor_rekey_stat *st, unsigned *flags)
+		   struct rekey_stat *st, unsigned *flags)
 {
 	struct meta_txn *t = NULL;
 	const void *v;
@@ -199,7 +220,7 @@ static int row_get(struct stor_pool *p, uint64_t id, unsigned *mac_gen, uint64_t
 		st->end = get_u64(&r);
 		*flags = (unsigned)(get_u64(&r) & ROW_SCRUB_FREE);
 		elen = get_u16(&r);
-		if (*mac_gen > 1 || st->state > STOR_REKEY_FAILED || elen >= sizeof(st->error) ||
+		if (*mac_gen > 1 || st->state > REKEY_FAILED || elen >= sizeof(st->error) ||
 		    vlen != (size_t)ROW_FIXED + elen) {
 			ret = STOR_ECORRUPT;
 			goto out;
@@ -214,7 +235,7 @@ out:
 
 static int save(struct rekey *rk)
 {
-	struct stor_rekey_stat st;
+	struct rekey_stat st;
 	struct meta_txn *t = NULL;
 	uint64_t cursor;
 	unsigned gen, flags;
@@ -238,7 +259,7 @@ static int save(struct rekey *rk)
 
 int rekey_mac_gen(struct stor_pool *p, const struct stor_ds *ds)
 {
-	struct stor_rekey_stat st;
+	struct rekey_stat st;
 	uint64_t cursor;
 	unsigned gen, flags;
 	int ret = row_get(p, ds->id, &gen, &cursor, &st, &flags);
@@ -281,7 +302,7 @@ static struct rekey *rekey_of(struct stor_pool *p, struct stor_ds *ds)
 		rk->mac_gen = ds->has_old ? ds->keygen ^ 1u : ds->keygen;
 		rk->cursor = 0;
 		if (ds->has_old) {
-			rk->st.state = STOR_REKEY_RUNNING;
+			rk->st.state = REKEY_RUNNING;
 			rk->st.start = wall();
 		}
 	}
@@ -342,7 +363,7 @@ struct rebuild {
 	struct mac_key *mk;
 	unsigned gen;
 	uint64_t cursor;
-	struct stor_rekey_stat st;
+	struct rekey_stat st;
 	unsigned flags;
 	size_t nkids;
 	struct kid {
@@ -606,7 +627,7 @@ static void fail(struct rekey *rk, int err, const char *what)
 	const char *why = err == STOR_ENOSPC ? stor_pool_last_error() : "";
 
 	pthread_mutex_lock(&rk->lock);
-	rk->st.state = STOR_REKEY_FAILED;
+	rk->st.state = REKEY_FAILED;
 	snprintf(rk->st.error, sizeof(rk->st.error), "%s: %s", what,
 		 why[0] ? why : stor_strerror(err));
 	pthread_mutex_unlock(&rk->lock);
@@ -721,7 +742,7 @@ static int finish(struct rekey *rk)
 			return ret == -ECANCELED ? 0 : ret;
 	}
 	pthread_mutex_lock(&rk->lock);
-	rk->st.state = STOR_REKEY_DONE;
+	rk->st.state = REKEY_DONE;
 	rk->st.end = wall();
 	pthread_mutex_unlock(&rk->lock);
 	EVENT(STOR_EV_REKEY_FINISH, p->name, EV_STR("dataset", rk->ds->name),
@@ -772,7 +793,7 @@ static void *rekey_main(void *arg)
 	 * a busy machine, and the rate is only the most it takes */
 	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), REKEY_NICE);
 	pthread_mutex_lock(&rk->lock);
-	while (!rk->stop && rk->st.state == STOR_REKEY_RUNNING) {
+	while (!rk->stop && rk->st.state == REKEY_RUNNING) {
 		struct gather g;
 		size_t done = 0;
 		uint64_t from = rk->cursor;
@@ -844,7 +865,7 @@ void rekey_resume(struct stor_pool *p, struct stor_ds *ds)
 	STOR_ASSERT_HELD(&p->admin);
 	/* one under way, or a --scrub-free that a crash cut after the old key went */
 	if (!ds->suite || !k || !(rk = rekey_of(p, ds)) ||
-	    !(ds->has_old || (rk->st.state == STOR_REKEY_RUNNING && rk->scrub_free)))
+	    !(ds->has_old || (rk->st.state == REKEY_RUNNING && rk->scrub_free)))
 		return;
 	/* a crash between steps 1 and 2: the switch first */
 	if (ds->has_old && rk->mac_gen != k->gen && (ret = check_tree(p, ds, k)) == 0)
@@ -853,7 +874,7 @@ void rekey_resume(struct stor_pool *p, struct stor_ds *ds)
 		fail(rk, ret, "switching the MAC tree to the new key");
 		return;
 	}
-	if (rk->st.state == STOR_REKEY_RUNNING && start_thread(rk) < 0)
+	if (rk->st.state == REKEY_RUNNING && start_thread(rk) < 0)
 		fail(rk, -EAGAIN, "starting its thread");
 }
 
@@ -875,7 +896,7 @@ static void size_text(uint64_t n, char *buf, size_t len)
 /* @ds's rekey state, if it was ever rekeyed: none is made for a listing. */
 static struct rekey *rekey_if_any(struct stor_pool *p, struct stor_ds *ds)
 {
-	struct stor_rekey_stat st;
+	struct rekey_stat st;
 	uint64_t cursor;
 	unsigned gen, flags;
 
@@ -889,7 +910,7 @@ static struct rekey *rekey_if_any(struct stor_pool *p, struct stor_ds *ds)
 void rekey_status_text(struct stor_pool *p, struct stor_ds *ds, char *buf, size_t len)
 {
 	struct rekey *rk = rekey_if_any(p, ds);
-	struct stor_rekey_stat st;
+	struct rekey_stat st;
 	char rate[32], when[40] = "";
 	unsigned pct;
 	struct tm tm;
@@ -909,7 +930,7 @@ void rekey_status_text(struct stor_pool *p, struct stor_ds *ds, char *buf, size_
 	pthread_mutex_unlock(&rk->lock);
 	pct = !st.total ? 0 : st.examined >= st.total ? 100 : (unsigned)(st.examined * 100 / st.total);
 	switch (st.state) {
-	case STOR_REKEY_RUNNING:
+	case REKEY_RUNNING:
 		if (!atomic_load(&ds->keys)) {
 			snprintf(buf, len, "running, waits for load-key");
 			return;
@@ -918,18 +939,18 @@ void rekey_status_text(struct stor_pool *p, struct stor_ds *ds, char *buf, size_
 		snprintf(buf, len, "running %u%% (%" PRIu64 "/%" PRIu64 " records, %s%s)", pct,
 			 st.examined, st.total, st.rate ? rate : "no rate limit", st.rate ? "/s" : "");
 		return;
-	case STOR_REKEY_PAUSED:
-	case STOR_REKEY_STOPPED:
-		snprintf(buf, len, "%s %u%%", st.state == STOR_REKEY_PAUSED ? "paused" : "stopped",
+	case REKEY_PAUSED:
+	case REKEY_STOPPED:
+		snprintf(buf, len, "%s %u%%", st.state == REKEY_PAUSED ? "paused" : "stopped",
 			 pct);
 		return;
-	case STOR_REKEY_DONE:
+	case REKEY_DONE:
 		t = (time_t)st.end;
 		if (st.end && gmtime_r(&t, &tm))
 			strftime(when, sizeof(when), " %Y-%m-%d %H:%M UTC", &tm);
 		snprintf(buf, len, "done%s", when);
 		return;
-	case STOR_REKEY_FAILED:
+	case REKEY_FAILED:
 		snprintf(buf, len, "failed: %s", st.error);
 		return;
 	default:
@@ -974,23 +995,23 @@ static int start(struct stor_pool *p, struct stor_ds *ds, uint64_t rate, int scr
 
 	if (!rk)
 		return -ENOMEM;
-	if (rk->have_thread && rk->st.state == STOR_REKEY_RUNNING) {
+	if (rk->have_thread && rk->st.state == REKEY_RUNNING) {
 		pool_set_error("a rekey of %s is running", ds->name);
 		return -EBUSY;
 	}
 	/* paused, stopped, failed, or waiting: on from where it was (past the
 	 * old key's end, a --scrub-free left to do) */
-	if (ds->has_old || (rk->scrub_free && rk->st.state != STOR_REKEY_NONE &&
-			    rk->st.state != STOR_REKEY_DONE)) {
+	if (ds->has_old || (rk->scrub_free && rk->st.state != REKEY_NONE &&
+			    rk->st.state != REKEY_DONE)) {
 		pthread_mutex_lock(&rk->lock);
-		rk->st.state = STOR_REKEY_RUNNING;
+		rk->st.state = REKEY_RUNNING;
 		rk->st.rate = rate;
 		rk->st.error[0] = '\0';
 		rk->scrub_free |= scrub; /* asked at any start, it stays asked */
 		pthread_mutex_unlock(&rk->lock);
 		if (rk->mac_gen != k->gen) {
 			rekey_resume(p, ds);
-			return rk->st.state == STOR_REKEY_FAILED ? -EIO : 0;
+			return rk->st.state == REKEY_FAILED ? -EIO : 0;
 		}
 		ret = start_thread(rk);
 		EVENT(STOR_EV_REKEY_START, p->name, EV_STR("dataset", ds->name), EV_NUM("resumed", 1));
@@ -1007,7 +1028,7 @@ static int start(struct stor_pool *p, struct stor_ds *ds, uint64_t rate, int scr
 	}
 	pthread_mutex_lock(&rk->lock);
 	memset(&rk->st, 0, sizeof(rk->st));
-	rk->st.state = STOR_REKEY_RUNNING;
+	rk->st.state = REKEY_RUNNING;
 	rk->st.rate = rate;
 	rk->st.start = wall();
 	rk->st.total = (uint64_t)atomic_load(&ds->used) / (ds->recsize ? ds->recsize : 1);
@@ -1032,14 +1053,14 @@ static int rekey_one(struct stor_pool *p, struct stor_ds *ds, int what, uint64_t
 	if (what == STOR_REKEY_START)
 		return start(p, ds, rate, scrub);
 	rk = ds->has_old ? rekey_of(p, ds) : NULL;
-	if (!rk || (what == STOR_REKEY_PAUSE && rk->st.state != STOR_REKEY_RUNNING)) {
+	if (!rk || (what == STOR_REKEY_PAUSE && rk->st.state != REKEY_RUNNING)) {
 		pool_set_error("no rekey of %s is %s", ds->name,
 			       what == STOR_REKEY_PAUSE ? "running" : "under way");
 		return -ENOENT;
 	}
 	rekey_halt(ds);
 	pthread_mutex_lock(&rk->lock);
-	rk->st.state = what == STOR_REKEY_PAUSE ? STOR_REKEY_PAUSED : STOR_REKEY_STOPPED;
+	rk->st.state = what == STOR_REKEY_PAUSE ? REKEY_PAUSED : REKEY_STOPPED;
 	pthread_mutex_unlock(&rk->lock);
 	return save(rk);
 }
@@ -1077,27 +1098,6 @@ int stor_rekey(struct stor_pool *p, const char *name, int what, uint64_t rate)
 			ret = rekey_one(p, d, what, rate, scrub);
 	}
 out:
-	pthread_mutex_unlock(&p->admin);
-	return ret;
-}
-
-int stor_rekey_stat(struct stor_pool *p, const char *name, struct stor_rekey_stat *st)
-{
-	struct stor_ds *ds;
-	struct rekey *rk;
-	int ret = 0;
-
-	memset(st, 0, sizeof(*st));
-	pthread_mutex_lock(&p->admin);
-	ds = ds_find_locked(p, name);
-	if (!ds) {
-		ret = -ENOENT;
-	} else if ((rk = rekey_if_any(p, ds))) {
-		pthread_mutex_lock(&rk->lock);
-		*st = rk->st;
-		pthread_mutex_unlock(&rk->lock);
-		st->key_loaded = atomic_load(&ds->keys) != NULL;
-	}
 	pthread_mutex_unlock(&p->admin);
 	return ret;
 }
