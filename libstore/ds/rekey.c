@@ -1081,13 +1081,11 @@ int stor_rekey(struct stor_pool *p, const char *name, int what, uint64_t rate)
 	}
 	/* -r: it and every encrypted dataset below it, each checked before any
 	 * starts; a pause or stop of those that have one under way */
-	for (size_t i = 0; i < p->nds && ret == 0; i++) {
+	for (size_t i = 0; i < p->nds && ret == 0 && what == STOR_REKEY_START; i++) {
 		struct stor_ds *d = p->ds[i];
 		int below = recursive && !strncmp(d->name, name, len) && d->name[len] == '/';
 
-		if (d != ds && !(below && (what == STOR_REKEY_START ? d->suite : d->has_old)))
-			continue;
-		if (what == STOR_REKEY_START)
+		if (d == ds || (below && d->suite))
 			ret = refuse(d);
 	}
 	for (size_t i = 0; i < p->nds && ret == 0; i++) {

@@ -1037,6 +1037,21 @@ static void stage(struct stor_pool *p, struct write_batch *b, struct rec *recs, 
 		txg_unreserve(p, nstage);
 }
 
+/* The write pipeline of @recs, whose stripes the caller holds, in a reader section. */
+static void write_held(struct stor_pool *p, struct write_batch *b, struct rec *recs, size_t n)
+{
+	plan_nonces(recs, n, b->plan);
+	read_old(p, b, recs, n);
+	merge_new(recs, n);
+	compress(recs, n);
+	fail_siblings(recs, n);
+	seal(b, recs, n, txg_hold(p));
+	allocate(p, recs, n);
+	write_extents(p, b, recs, n);
+	stage(p, b, recs, n);
+	txg_rele(p);
+}
+
 /*
  * Write the records of @recs: each record's stripe is held from its read
  * of old bytes to its stage, so two batches never interleave on a record.
@@ -1059,16 +1074,7 @@ static void write_recs(struct stor_pool *p, struct rec *recs, size_t n)
 	}
 	lock_stripes(p, recs, n, held);
 	slot = txg_read_enter(p);
-	plan_nonces(recs, n, b.plan);
-	read_old(p, &b, recs, n);
-	merge_new(recs, n);
-	compress(recs, n);
-	fail_siblings(recs, n);
-	seal(&b, recs, n, txg_hold(p));
-	allocate(p, recs, n);
-	write_extents(p, &b, recs, n);
-	stage(p, &b, recs, n);
-	txg_rele(p);
+	write_held(p, &b, recs, n);
 	txg_read_exit(p, slot);
 	unlock_stripes(p, held);
 	free(scratch);
@@ -1138,6 +1144,8 @@ int record_reseal(struct stor_ds *ds, size_t n, const uint64_t *recnos, size_t *
 		ret = STOR_ENOKEY;
 	else if (!recs || !ids || !bps || !found)
 		ret = -ENOMEM;
+	else if (atomic_load(&p->suspended))
+		ret = STOR_ESUSPENDED; /* as any write */
 	if (ret < 0)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
@@ -1156,18 +1164,8 @@ int record_reseal(struct stor_ds *ds, size_t n, const uint64_t *recnos, size_t *
 	if (ret == 0 && m && !(scratch = write_batch_init(&b, m)))
 		ret = -ENOMEM;
 	if (ret == 0 && m) {
-		/* a read of its old bytes (read_old: it covers none of them), then
-		 * the rest of a write */
-		plan_nonces(recs, m, b.plan);
-		read_old(p, &b, recs, m);
-		merge_new(recs, m);
-		compress(recs, m);
-		fail_siblings(recs, m);
-		seal(&b, recs, m, txg_hold(p));
-		allocate(p, recs, m);
-		write_extents(p, &b, recs, m);
-		stage(p, &b, recs, m);
-		txg_rele(p);
+		/* a write of none of its bytes: read_old reads and opens them all */
+		write_held(p, &b, recs, m);
 		ret = io.result;
 		for (size_t i = 0; i < m; i++) {
 			if (recs[i].buf)
