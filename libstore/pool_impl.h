@@ -51,6 +51,7 @@ struct ds_keys {
 	unsigned gen; /* of @master; @old is the other one */
 	uint8_t *wk;     /* wrapping key, on an encryption root only */
 	struct mac_key *mac;  /* block pointer MACs (bpmac.c) */
+	unsigned mac_gen; /* the master @mac and the snapshots' MAC keys are of (rekey.c) */
 	struct seen_bits seen; /* groups verified since the load */
 	_Atomic(struct salt_key *) hot[DSKEYS_HOT]; /* by salt; entries live in @all */
 	struct salt_key *all;
@@ -239,6 +240,16 @@ struct errlog {
 	atomic_int dirty; /* the next commit writes the row */
 };
 
+/* A table a rekey's walk seals records of (record_reseal): a dataset's
+ * head or one of its snapshots, with that table's MAC key and the bits of
+ * its groups verified since the key was loaded. */
+struct mac_key;
+struct reseal_table {
+	uint64_t id;
+	struct mac_key *mk;
+	struct seen_bits *seen;
+};
+
 struct stor_pool {
 	char *name;
 	char *path; /* the LMDB file */
@@ -286,7 +297,8 @@ struct stor_pool {
 	int (*keep_mac)(struct snap *s, struct mac_key **out);
 	/* record_reseal (io/record.c), which a rekey's walk (ds/rekey.c) calls:
 	 * set by the pool when it opens */
-	int (*reseal)(struct stor_ds *ds, size_t n, const uint64_t *recnos, size_t *done);
+	int (*reseal)(struct stor_ds *ds, const struct reseal_table *tb, size_t n,
+		      const uint64_t *recnos, size_t *done);
 	int timer_stop, timer_started;
 	atomic_int suspended; /* enum stor_suspend: writes are refused */
 	atomic_int suspend_error; /* what the failed flush or commit returned */

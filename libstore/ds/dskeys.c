@@ -88,6 +88,7 @@ struct ds_keys *dskeys_state_new(const struct stor_ds *ds, const uint8_t *master
 	pthread_mutex_init(&k->lock, NULL);
 	pthread_mutex_init(&k->nonce_lock, NULL);
 	k->gen = ds->keygen;
+	k->mac_gen = mac_gen;
 	k->master = keys_secure_alloc(KEYS_MASTER_LEN);
 	if (!k->master || (old && !(k->old = keys_secure_alloc(KEYS_MASTER_LEN))) ||
 	    (wk && !(k->wk = keys_secure_alloc(KEYS_WRAPKEY_LEN))) || !mac_master ||
@@ -439,7 +440,7 @@ int dskeys_clone(struct stor_pool *p, struct stor_ds *ds, const struct stor_ds *
 	    !(ds->local[PROP_ENCRYPTION] = strdup(crypt_suite_name((enum crypt_suite)ds->suite))))
 		return -ENOMEM;
 	if (origin->has_old) {
-		pool_set_error("%s is being rekeyed; clone it once that is done", origin->name);
+		rekey_busy_error(origin, "clone it");
 		return -EBUSY;
 	}
 	ds->enc_root_id = root->id;
@@ -734,8 +735,7 @@ static int none_rekeying(struct stor_pool *p, const char *member_of)
 {
 	for (size_t i = 0; i < p->nds; i++)
 		if (member_of[i] && p->ds[i]->has_old) {
-			pool_set_error("%s is being rekeyed; change its key once that is done "
-				       "(coffer get rekeystatus %s)", p->ds[i]->name, p->ds[i]->name);
+			rekey_busy_error(p->ds[i], "change its key");
 			return -EBUSY;
 		}
 	return 0;

@@ -233,25 +233,14 @@ static int view_one(const void *key, size_t klen, const void *val, size_t vlen, 
 	return 0;
 }
 
-/*
- * Does snapshot @idx of @ds read as the view root it was made with (or
- * received with)? Its view is what snapshot.c's read rule gives: the
- * pointers born by its txg in the head and in its own and every newer
- * table, at most one per record; its leaves are the head's (the view root
- * was the head's root). Records [0, @end) in groups, in @t.
- */
-static int check_view(struct meta_txn *t, const struct stor_ds *ds, size_t idx,
-		      const struct mac_key *head_mk, uint64_t end)
+int view_sum(struct meta_txn *t, const struct stor_ds *ds, size_t idx,
+	     const struct mac_key *head_mk, uint64_t end, uint8_t acc[MAC_LEN])
 {
 	const struct snap *x = ds->snaps[idx];
-	uint8_t root[MAC_ROOT_LEN], acc[MAC_LEN] = { 0 };
 	struct view_group *v;
-	int ret = bpmac_row_get(t, x->id, MAC_VIEW, root);
+	int ret = 0;
 
-	if (ret == -ENOENT)
-		return STOR_EAUTH;
-	if (ret < 0)
-		return ret;
+	memset(acc, 0, MAC_LEN);
 	v = malloc(sizeof(*v));
 	if (!v)
 		return -ENOMEM;
@@ -275,6 +264,21 @@ static int check_view(struct meta_txn *t, const struct stor_ds *ds, size_t idx,
 			ret = bpmac_sum_add(head_mk, g, gmac, acc);
 	}
 	free(v);
+	return ret;
+}
+
+/* Does snapshot @idx of @ds read as the view root it was made with (or
+ * received with)? */
+static int check_view(struct meta_txn *t, const struct stor_ds *ds, size_t idx,
+		      const struct mac_key *head_mk, uint64_t end)
+{
+	uint8_t root[MAC_ROOT_LEN], acc[MAC_LEN];
+	int ret = bpmac_row_get(t, ds->snaps[idx]->id, MAC_VIEW, root);
+
+	if (ret == -ENOENT)
+		return STOR_EAUTH;
+	if (ret == 0)
+		ret = view_sum(t, ds, idx, head_mk, end, acc);
 	return ret < 0 ? ret : bpmac_root_check(head_mk, acc, root);
 }
 

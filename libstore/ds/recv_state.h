@@ -89,4 +89,14 @@ int recv_undo_incr(struct stor_pool *p, uint64_t id, int held);
 /** Undo what receives cut short left (at import): recv_discard or recv_undo_incr by their marks. */
 int recv_cleanup(struct stor_pool *p);
 
+/**
+ * The sum (bpmac.c's acc) of snapshot @idx of @ds's view: what snapshot.c's
+ * read rule gives, the pointers born by its txg in the head and in its own
+ * and every newer table, at most one per record (else STOR_EAUTH), as
+ * leaves under the head's MAC key @head_mk (a view root is a root of the
+ * head's). Records [0, @end), in @t.
+ */
+int view_sum(struct meta_txn *t, const struct stor_ds *ds, size_t idx,
+	     const struct mac_key *head_mk, uint64_t end, uint8_t acc[MAC_LEN]);
+
 #endif

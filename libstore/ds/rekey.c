@@ -26,21 +26,28 @@
  *    those staged after are under the new key and applied on top of it.
  *    Reads in between check no group: all were verified in step 1. From
  *    the commit on, the old key cannot forge a pointer either.
- * 3. The walk (rekey_main): the dataset's pointers in record order from a
- *    cursor, REKEY_BATCH at a time; each record still under the old
- *    generation is sealed again by record_reseal() (io/record.c, handed
- *    down as p->reseal), under its stripe, so a client's write of it in
- *    between wins: read, opened, sealed with a fresh nonce under the new
- *    key, written to a new extent and staged like any write. Paced to the
- *    rate asked. The cursor and counts go to the
- *    pool table about once a second: a pause, an export or a crash resumes
- *    there.
+ * 3. The walk (rekey_main): the head's pointers in record order from a
+ *    cursor, REKEY_BATCH at a time, then each snapshot's table the same
+ *    way; each record still under the old generation is sealed again by
+ *    record_reseal() (io/record.c, handed down as p->reseal), under its
+ *    stripe, so a client's write of it in between wins: read, opened,
+ *    sealed with a fresh nonce under the new key and written to a new
+ *    extent, its pointer otherwise as it was. It keeps its birth, so every
+ *    snapshot that read the old pointer reads this one (snapshot.c's read
+ *    rule goes by birth), and nothing moves between tables: txg_stage()
+ *    frees the old extent of a pointer of the same birth instead of
+ *    keeping it for a snapshot. Paced to the rate asked. The table, the
+ *    cursor and the counts go to the pool table about once a second: a
+ *    pause, an export or a crash resumes there.
  * 4. The end: a commit makes every rewrite durable, then a walk of all the
- *    committed pointers must find none of the old generation, or the walk
- *    starts over (a cursor edited offline skips nothing: the end is
- *    checked, not assumed). With --scrub-free every free extent of the
- *    pool is then written over (scrub_free), the old ciphertext the rekey
- *    freed with them. Then the old master key leaves the key file
+ *    committed pointers of every table must find none of the old
+ *    generation, or the walk starts over (a cursor edited offline skips
+ *    nothing: the end is checked, not assumed). A commit then makes each
+ *    snapshot's view root (bpmac.c) anew from its pointers, under the
+ *    head's new MAC key: what a raw stream of it carries. With
+ *    --scrub-free every free extent of the pool is then written over
+ *    (scrub_free), the old ciphertext the rekey freed with them. Then the
+ *    old master key leaves the key file
  *    (dskeys_drop_old: the commit point) and memory, with every data key
  *    derived from it; with --scrub-free a checkpoint of the metadata log
  *    then frees its older records, which hold the old key file, and they
@@ -57,14 +64,27 @@
  * old key file's bytes (the old master key wrapped by the wrapping key):
  * --scrub-free writes over both before it reports done.
  *
+ * Snapshots. Each snapshot's table has a MAC tree of its own under a key
+ * from the master and its GUID (snapshot.c): step 1 checks them all, the
+ * switch rebuilds each under the new master and gives each snapshot its
+ * new MAC key in the same hold, the walk goes through them after the
+ * head. While a rekey is under way the list of tables stays as it is: a
+ * snapshot, its destroy, a rollback, and a raw send (whose view roots are
+ * made at the end) wait, each refused with its reason.
+ *
+ * Mirrors. A record sealed again keeps its birth in a new extent, so a
+ * side of a mirror out of service meanwhile lacks extents older than the
+ * txg it went out in: the row keeps the txg the rekey finished in
+ * (rekey_sealed_since), and a side that comes back after one, or during
+ * one, is resilvered whole (resilver.c).
+ *
  * Children: each has a master key of its own (rekey -r rekeys each), and
  * the list of a dataset's encrypted children is under its MAC key
  * (children.c), so the switch makes that list anew under the new key.
  *
- * Limits of this version, each refused with its reason: datasets with
- * snapshots, and clones (their tables are under MAC keys from the old
- * master too, and a kept pointer must keep its birth: snapshot.c);
- * snapshots of the dataset and changes of its key wait for the end.
+ * Limits of this version, each refused with its reason: clones, and the
+ * origins of clones (a clone reads its origin's records under their shared
+ * master key); changes of the dataset's key wait for the end.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -87,7 +107,9 @@
 #include "ds/children.h"
 #include "ds/dataset.h"
 #include "ds/dskeys.h"
+#include "ds/recv_state.h"
 #include "ds/rekey.h"
+#include "ds/snapshot.h"
 #include "kv/bp.h"
 #include "kv/meta.h"
 #include "pool_impl.h"
@@ -96,7 +118,7 @@
 #include "txg/txg.h"
 
 #define REKEY_BATCH 64u
-#define REKEY_ROW_VERSION 1u
+#define REKEY_ROW_VERSION 2u /* 1: no table, no end_txg */
 #define REKEY_HALT (-1) /* rekey_halt: the thread ends, the rekey stays running */
 #define REKEY_NICE 19
 
@@ -118,6 +140,8 @@ struct rekey_stat {
 	uint64_t rate;      /* the bytes per second asked, 0 for no limit */
 	uint64_t start;     /* unix seconds it started, 0 if never */
 	uint64_t end;       /* unix seconds it finished, 0 while not */
+	uint64_t end_txg;   /* the txg it finished in, 0 while not (rekey_sealed_since) */
+	unsigned table;     /* the table the walk is in: 0 the head, i its i-th snapshot */
 	char error[256];    /* REKEY_FAILED: why */
 };
 
@@ -158,13 +182,14 @@ static void row_key(uint64_t id, char key[32])
 }
 
 #define ROW_FIXED (1 + 1 + 1 + 8 * 8 + 2)
+#define ROW_V2 (8 + 4) /* end_txg, table */
 
 #define ROW_SCRUB_FREE 0x1u /* row flags */
 
 static int row_put(struct meta_txn *t, uint64_t id, unsigned mac_gen, uint64_t cursor,
 		   const struct rekey_stat *st, unsigned flags)
 {
-	uint8_t buf[ROW_FIXED + sizeof(st->error)], *w = buf;
+	uint8_t buf[ROW_FIXED + sizeof(st->error) + ROW_V2], *w = buf;
 	size_t elen = strnlen(st->error, sizeof(st->error) - 1);
 	char key[32];
 
@@ -181,8 +206,45 @@ static int row_put(struct meta_txn *t, uint64_t id, unsigned mac_gen, uint64_t c
 	put_u64(&w, flags);
 	put_u16(&w, (uint16_t)elen);
 	put_bytes(&w, st->error, elen);
+	put_u64(&w, st->end_txg);
+	put_u32(&w, st->table);
 	row_key(id, key);
 	return meta_put(t, META_POOL, key, strlen(key), buf, (size_t)(w - buf));
+}
+
+/* A row's value: 0 or STOR_ECORRUPT. */
+static int row_decode(const void *v, size_t vlen, unsigned *mac_gen, uint64_t *cursor,
+		      struct rekey_stat *st, unsigned *flags)
+{
+	const uint8_t *r = v;
+	uint16_t elen;
+	uint8_t version;
+
+	memset(st, 0, sizeof(*st));
+	version = vlen ? get_u8(&r) : 0;
+	if (vlen < ROW_FIXED || version < 1 || version > REKEY_ROW_VERSION)
+		return STOR_ECORRUPT;
+	*mac_gen = get_u8(&r);
+	st->state = get_u8(&r);
+	*cursor = get_u64(&r);
+	st->total = get_u64(&r);
+	st->examined = get_u64(&r);
+	st->rewritten = get_u64(&r);
+	st->rate = get_u64(&r);
+	st->start = get_u64(&r);
+	st->end = get_u64(&r);
+	*flags = (unsigned)(get_u64(&r) & ROW_SCRUB_FREE);
+	elen = get_u16(&r);
+	if (*mac_gen > 1 || st->state > REKEY_FAILED || elen >= sizeof(st->error) ||
+	    vlen != (size_t)ROW_FIXED + elen + (version > 1 ? ROW_V2 : 0))
+		return STOR_ECORRUPT;
+	get_bytes(&r, st->error, elen);
+	st->error[elen] = '\0';
+	if (version > 1) {
+		st->end_txg = get_u64(&r);
+		st->table = get_u32(&r);
+	}
+	return 0;
 }
 
 /* The row of @id: 0, -ENOENT (never rekeyed), or STOR_ECORRUPT. */
@@ -191,7 +253,6 @@ static int row_get(struct stor_pool *p, uint64_t id, unsigned *mac_gen, uint64_t
 {
 	struct meta_txn *t = NULL;
 	const void *v;
-	const uint8_t *r;
 	size_t vlen;
 	char key[32];
 	int ret = meta_rtxn_get(p->meta, &t);
@@ -200,37 +261,37 @@ static int row_get(struct stor_pool *p, uint64_t id, unsigned *mac_gen, uint64_t
 		return ret;
 	row_key(id, key);
 	ret = meta_get(t, META_POOL, key, strlen(key), &v, &vlen);
-	if (ret == 0) {
-		uint16_t elen;
-
-		r = v;
-		memset(st, 0, sizeof(*st));
-		if (vlen < ROW_FIXED || get_u8(&r) != REKEY_ROW_VERSION) {
-			ret = STOR_ECORRUPT;
-			goto out;
-		}
-		*mac_gen = get_u8(&r);
-		st->state = get_u8(&r);
-		*cursor = get_u64(&r);
-		st->total = get_u64(&r);
-		st->examined = get_u64(&r);
-		st->rewritten = get_u64(&r);
-		st->rate = get_u64(&r);
-		st->start = get_u64(&r);
-		st->end = get_u64(&r);
-		*flags = (unsigned)(get_u64(&r) & ROW_SCRUB_FREE);
-		elen = get_u16(&r);
-		if (*mac_gen > 1 || st->state > REKEY_FAILED || elen >= sizeof(st->error) ||
-		    vlen != (size_t)ROW_FIXED + elen) {
-			ret = STOR_ECORRUPT;
-			goto out;
-		}
-		get_bytes(&r, st->error, elen);
-		st->error[elen] = '\0';
-	}
-out:
+	if (ret == 0)
+		ret = row_decode(v, vlen, mac_gen, cursor, st, flags);
 	meta_rtxn_put(t);
 	return ret;
+}
+
+static int sealed_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
+{
+	uint64_t *since = ctx, cursor;
+	struct rekey_stat st;
+	unsigned gen, flags;
+
+	(void)key;
+	(void)klen;
+	/* a damaged row, or one under way: it may have sealed at any txg */
+	if (row_decode(val, vlen, &gen, &cursor, &st, &flags) < 0 || st.state != REKEY_DONE ||
+	    st.end_txg >= *since)
+		return 1;
+	return 0;
+}
+
+int rekey_sealed_since(struct stor_pool *p, uint64_t since)
+{
+	struct meta_txn *t = NULL;
+	int ret = meta_rtxn_get(p->meta, &t);
+
+	if (ret < 0)
+		return 1;
+	ret = meta_iter(t, META_POOL, "rekey/", 6, 0, sealed_one, &since);
+	meta_rtxn_put(t);
+	return ret != 0;
 }
 
 static int save(struct rekey *rk)
@@ -353,6 +414,7 @@ struct switch_arg {
 	uint8_t *master;      /* a new generation's master key, or NULL: the state has it */
 	struct mac_key *mk;   /* the new MAC key (a reference for the state) */
 	struct mac_key *was;  /* the MAC key replaced, put once no reader can hold it */
+	struct mac_key **snap_was; /* likewise, each snapshot's */
 	struct rebuild *rb;   /* the commit's task, the stage's once enlisted */
 };
 
@@ -370,6 +432,12 @@ struct rebuild {
 		uint64_t guid;
 		unsigned suite;
 	} *kids; /* its encrypted children, listed under its MAC key (children.c) */
+	size_t nsnaps;
+	struct table {
+		struct snap *s;
+		uint64_t id, txg;
+		struct mac_key *mk; /* its new MAC key */
+	} *snaps; /* its snapshots' tables, oldest first */
 };
 
 static int rebuild_commit(struct meta_txn *t, void *arg, txg_free_fn free_extent, void *stage)
@@ -386,18 +454,48 @@ static int rebuild_commit(struct meta_txn *t, void *arg, txg_free_fn free_extent
 		ret = children_init(t, rb->ds->id, rb->mk);
 	for (size_t i = 0; i < rb->nkids && ret == 0; i++)
 		ret = children_change(t, rb->ds->id, rb->mk, rb->kids[i].guid, rb->kids[i].suite, 1);
+	/* each snapshot's table under its new key: pointers born by its txg */
+	for (size_t i = 0; i < rb->nsnaps && ret == 0; i++)
+		ret = bpmac_build_table(t, rb->snaps[i].id, rb->snaps[i].mk, rb->snaps[i].txg, &end);
 	if (ret == 0)
 		ret = row_put(t, rb->ds->id, rb->gen, rb->cursor, &rb->st, rb->flags);
 	return ret;
 }
 
-static void rebuild_release(void *arg)
+static void rebuild_free(struct rebuild *rb)
 {
-	struct rebuild *rb = arg;
-
+	if (!rb)
+		return;
 	mac_key_put(rb->mk);
+	for (size_t i = 0; i < rb->nsnaps; i++)
+		mac_key_put(rb->snaps[i].mk);
+	free(rb->snaps);
 	free(rb->kids);
 	free(rb);
+}
+
+static void rebuild_release(void *arg)
+{
+	rebuild_free(arg);
+}
+
+/* @ds's snapshots, each with a MAC key from @master (admin lock held:
+ * none is made or destroyed meanwhile). */
+static int list_snaps(struct stor_ds *ds, const uint8_t *master, struct rebuild *rb)
+{
+	rb->snaps = calloc(ds->nsnaps ? ds->nsnaps : 1, sizeof(*rb->snaps));
+	if (!rb->snaps)
+		return -ENOMEM;
+	for (size_t i = 0; i < ds->nsnaps; i++) {
+		struct snap *s = ds->snaps[i];
+
+		rb->snaps[i] = (struct table){ s, s->id, s->txg,
+					       mac_key_new(master, s->guid, (unsigned)ds->suite) };
+		rb->nsnaps++;
+		if (!rb->snaps[i].mk)
+			return -ENOMEM;
+	}
+	return 0;
 }
 
 /* @ds's encrypted children as its list has them (dskeys.c: check_children). */
@@ -426,16 +524,20 @@ static int switch_hook(struct stor_pool *p, uint64_t txg, void *arg)
 	int ret;
 
 	(void)txg;
+	struct rebuild *rb = a->rb;
+
 	a->rb->mk = mac_key_ref(a->mk);
 	a->rb->gen = a->master ? a->ds->keygen : k->gen;
 	ret = txg_enlist(p, &task);
 	if (ret < 0) {
 		mac_key_put(a->rb->mk);
+		a->rb->mk = NULL;
 		return ret;
 	}
 	a->rb = NULL; /* the stage's now */
 	/* no writer is between its hold and its stage: from here they seal under
-	 * the new master and sum their MAC changes under its MAC key */
+	 * the new master and sum their MAC changes under its MAC key, and a
+	 * pointer kept for a snapshot joins its table's tree under its new key */
 	pthread_mutex_lock(&k->lock);
 	if (a->master) {
 		k->old = k->master;
@@ -445,18 +547,27 @@ static int switch_hook(struct stor_pool *p, uint64_t txg, void *arg)
 	}
 	a->was = k->mac;
 	k->mac = a->mk;
+	k->mac_gen = k->gen;
 	pthread_mutex_unlock(&k->lock);
+	for (size_t i = 0; i < rb->nsnaps; i++) {
+		struct snap *s = rb->snaps[i].s;
+
+		pthread_mutex_lock(&s->lock);
+		a->snap_was[i] = s->mk;
+		s->mk = mac_key_ref(rb->snaps[i].mk);
+		pthread_mutex_unlock(&s->lock);
+	}
 	return 0;
 }
 
-/* Mark every group of @ds's table verified: step 1 checked them all. */
-static int mark_all_seen(struct stor_ds *ds, struct ds_keys *k)
+/* Mark every group of a table of @volsize bytes verified: step 1 checked them all. */
+static int mark_all_seen(struct seen_bits *seen, uint64_t volsize, uint64_t recsize)
 {
-	uint64_t groups = (atomic_load(&ds->volsize) / ds->recsize + MAC_GROUP - 1) / MAC_GROUP;
+	uint64_t groups = (volsize / recsize + MAC_GROUP - 1) / MAC_GROUP;
 
 	for (uint64_t g = 0; g < groups; g++) {
 		uint8_t bit;
-		_Atomic uint8_t *b = seen_bits_at(&k->seen, g, 1, &bit);
+		_Atomic uint8_t *b = seen_bits_at(seen, g, 1, &bit);
 
 		if (!b)
 			return -ENOMEM;
@@ -471,7 +582,8 @@ static void count_bad(void *ctx, uint64_t g)
 	(*(uint64_t *)ctx)++;
 }
 
-/* Step 1's check: the whole tree under the key the state has now. */
+/* Step 1's check: the whole tree of the head and of each snapshot's table
+ * under the keys the state has now. */
 static int check_tree(struct stor_pool *p, struct stor_ds *ds, struct ds_keys *k)
 {
 	uint64_t bad = 0;
@@ -479,10 +591,23 @@ static int check_tree(struct stor_pool *p, struct stor_ds *ds, struct ds_keys *k
 
 	if (ret == 0)
 		ret = bpmac_check_table(p->meta, ds->id, k->mac, count_bad, &bad);
+	if (ret == 0)
+		ret = mark_all_seen(&k->seen, atomic_load(&ds->volsize), ds->recsize);
+	for (size_t i = 0; i < ds->nsnaps && ret == 0 && !bad; i++) {
+		struct snap *s = ds->snaps[i];
+		struct mac_key *mk = NULL;
+
+		ret = snap_mac(s, &mk); /* its root, checked */
+		if (ret == 0)
+			ret = bpmac_check_table(p->meta, s->id, mk, count_bad, &bad);
+		mac_key_put(mk);
+		pthread_mutex_lock(&s->lock);
+		if (ret == 0)
+			ret = mark_all_seen(&s->seen, s->volsize, ds->recsize);
+		pthread_mutex_unlock(&s->lock);
+	}
 	if (ret == 0 && bad)
 		ret = STOR_EAUTH;
-	if (ret == 0)
-		ret = mark_all_seen(ds, k);
 	if (ret == STOR_EAUTH)
 		pool_set_error("%s: its block pointers do not verify under its key (run 'coffer "
 			       "pool check'); nothing was rekeyed",
@@ -505,6 +630,7 @@ static int switch_tree(struct stor_pool *p, struct stor_ds *ds, struct ds_keys *
 	}
 	*a = (struct switch_arg){ .ds = ds, .k = k, .master = master };
 	a->mk = mac_key_new(master ? master : k->master, ds->guid, (unsigned)ds->suite);
+	a->snap_was = calloc(ds->nsnaps ? ds->nsnaps : 1, sizeof(*a->snap_was));
 	a->rb = calloc(1, sizeof(*a->rb));
 	if (a->rb) {
 		struct rekey *rk = rekey_of(p, ds);
@@ -516,23 +642,26 @@ static int switch_tree(struct stor_pool *p, struct stor_ds *ds, struct ds_keys *
 		a->rb->flags = rk->scrub_free ? ROW_SCRUB_FREE : 0;
 		pthread_mutex_unlock(&rk->lock);
 	}
-	ret = a->mk && a->rb ? list_kids(p, ds, a->rb) : -ENOMEM;
+	ret = a->mk && a->rb && a->snap_was ? list_kids(p, ds, a->rb) : -ENOMEM;
+	if (ret == 0)
+		ret = list_snaps(ds, master ? master : k->master, a->rb);
 	if (ret == 0)
 		ret = txg_sync_close(p, switch_hook, a);
-	if (a->rb) /* not enlisted */
-		free(a->rb->kids);
-	free(a->rb);
+	rebuild_free(a->rb); /* not enlisted */
 	if (a->master)
 		keys_secure_free(a->master, KEYS_MASTER_LEN); /* the hook did not take it */
 	if (ret == 0)
 		rekey_of(p, ds)->mac_gen = k->gen;
 	else if (!a->was && a->mk)
 		mac_key_put(a->mk);
-	/* readers that took the old MAC key are done with it before it goes */
+	/* readers that took the old MAC keys are done with them before they go */
 	if (a->was) {
 		txg_read_synchronize(p);
 		mac_key_put(a->was);
+		for (size_t i = 0; i < ds->nsnaps; i++)
+			mac_key_put(a->snap_was[i]);
 	}
+	free(a->snap_was);
 	free(a);
 	return ret;
 }
@@ -567,19 +696,20 @@ static int gather_one(const void *key, size_t klen, const void *val, size_t vlen
 	return 0;
 }
 
-/* Up to REKEY_BATCH records of the old generation from @from on, committed. */
-static int gather(struct stor_pool *p, struct stor_ds *ds, unsigned gen, uint64_t from,
+/* Up to REKEY_BATCH records of table @id under the old generation from
+ * @from on, committed. */
+static int gather(struct stor_pool *p, uint64_t id, unsigned gen, uint64_t from,
 		  struct gather *g)
 {
 	struct meta_txn *t = NULL;
 	uint8_t key[BP_KEY_LEN];
 	int ret;
 
-	*g = (struct gather){ .id = ds->id, .gen = gen, .more = 1 };
+	*g = (struct gather){ .id = id, .gen = gen, .more = 1 };
 	ret = meta_rtxn_get(p->meta, &t);
 	if (ret < 0)
 		return ret;
-	bp_key(ds->id, from, key);
+	bp_key(id, from, key);
 	ret = meta_iter_from(t, META_BP, key, sizeof(key), gather_one, g);
 	meta_rtxn_put(t);
 	if (ret == 0)
@@ -587,21 +717,119 @@ static int gather(struct stor_pool *p, struct stor_ds *ds, unsigned gen, uint64_
 	return ret < 0 ? ret : 0;
 }
 
-/* Step 4's check: is any committed record still under the old generation? */
+/*
+ * Table @i of @ds as the walk goes through them: 0 its head, i its i-th
+ * snapshot from the oldest (the list stays as it is while a rekey is under
+ * way: snapshots are neither made nor destroyed then), with its MAC key (a
+ * reference) and verified groups. @return 0, 1 past the last, or an error.
+ */
+static int table_at(struct stor_pool *p, struct stor_ds *ds, unsigned i, struct reseal_table *tb)
+{
+	struct ds_keys *k = atomic_load(&ds->keys);
+	struct snap *s = NULL;
+
+	*tb = (struct reseal_table){ 0 };
+	if (!k)
+		return STOR_ENOKEY;
+	if (i == 0) {
+		pthread_mutex_lock(&k->lock);
+		*tb = (struct reseal_table){ ds->id, mac_key_ref(k->mac), &k->seen };
+		pthread_mutex_unlock(&k->lock);
+		return 0;
+	}
+	pthread_mutex_lock(&p->snap_lock);
+	if (i <= ds->nsnaps)
+		s = ds->snaps[i - 1];
+	pthread_mutex_unlock(&p->snap_lock);
+	if (!s)
+		return 1;
+	tb->id = s->id;
+	tb->seen = &s->seen;
+	return snap_mac(s, &tb->mk);
+}
+
+/* Step 4's check: is any committed record of any table still under the old generation? */
 static int any_old(struct stor_pool *p, struct stor_ds *ds, unsigned gen)
 {
-	uint64_t from = 0;
+	for (unsigned i = 0;; i++) {
+		struct reseal_table tb;
+		uint64_t from = 0;
+		int ret = table_at(p, ds, i, &tb);
 
-	for (;;) {
-		struct gather g;
-		int ret = gather(p, ds, gen, from, &g);
+		mac_key_put(tb.mk);
+		if (ret != 0)
+			return ret < 0 ? ret : 0;
+		for (;;) {
+			struct gather g;
 
-		if (ret < 0 || g.n)
-			return ret < 0 ? ret : 1;
-		if (!g.more)
-			return 0;
-		from = g.last + 1;
+			ret = gather(p, tb.id, gen, from, &g);
+			if (ret < 0 || g.n)
+				return ret < 0 ? ret : 1;
+			if (!g.more)
+				break;
+			from = g.last + 1;
+		}
 	}
+}
+
+/* ---- the snapshots' view roots, at the end ---- */
+
+struct views {
+	struct stor_ds *ds;
+	struct mac_key *mk; /* the head's */
+};
+
+/* Each snapshot's view root (bpmac.c) over its pointers as they are now,
+ * all sealed again, under the head's new MAC key: what a raw send carries. */
+static int views_commit(struct meta_txn *t, void *arg, txg_free_fn free_extent, void *stage)
+{
+	struct views *v = arg;
+	struct stor_ds *ds = v->ds;
+	uint64_t end = atomic_load(&ds->volsize);
+	int ret = 0;
+
+	(void)free_extent;
+	(void)stage;
+	for (size_t i = 0; i < ds->nsnaps; i++)
+		end = ds->snaps[i]->volsize > end ? ds->snaps[i]->volsize : end;
+	end = end / ds->recsize + 1;
+	for (size_t i = 0; i < ds->nsnaps && ret == 0; i++) {
+		uint8_t acc[MAC_LEN];
+
+		ret = view_sum(t, ds, i, v->mk, end, acc);
+		if (ret == 0)
+			ret = bpmac_view_put(t, ds->snaps[i]->id, v->mk, acc);
+	}
+	return ret;
+}
+
+static void views_release(void *arg)
+{
+	struct views *v = arg;
+
+	mac_key_put(v->mk);
+	free(v);
+}
+
+static int save_views(struct stor_pool *p, struct stor_ds *ds)
+{
+	struct ds_keys *k = atomic_load(&ds->keys);
+	struct views *v = calloc(1, sizeof(*v));
+	struct txg_task task = { .commit = views_commit, .release = views_release, .arg = v };
+	int ret;
+
+	if (!v)
+		return -ENOMEM;
+	v->ds = ds;
+	pthread_mutex_lock(&k->lock);
+	v->mk = mac_key_ref(k->mac);
+	pthread_mutex_unlock(&k->lock);
+	ret = txg_enlist(p, &task);
+	if (ret < 0) {
+		views_release(v);
+		return ret;
+	}
+	return txg_sync(p, 0);
 }
 
 /* Wait until the pace allows more, or a stop; rk->lock held. */
@@ -713,6 +941,8 @@ static int finish(struct rekey *rk)
 		ret = txg_sync(p, 0);
 		if (ret == 0)
 			ret = any_old(p, rk->ds, atomic_load(&rk->ds->keys)->gen);
+		if (ret == 0 && rk->ds->nsnaps)
+			ret = save_views(p, rk->ds);
 		if (ret != 0)
 			return ret < 0 ? ret : 0;
 		if (rk->scrub_free && (ret = scrub_free(p, rk)) < 0)
@@ -744,6 +974,7 @@ static int finish(struct rekey *rk)
 	pthread_mutex_lock(&rk->lock);
 	rk->st.state = REKEY_DONE;
 	rk->st.end = wall();
+	rk->st.end_txg = atomic_load(&p->synced_txg);
 	pthread_mutex_unlock(&rk->lock);
 	EVENT(STOR_EV_REKEY_FINISH, p->name, EV_STR("dataset", rk->ds->name),
 	      EV_NUM("rewritten", rk->st.rewritten));
@@ -756,10 +987,11 @@ static int finish(struct rekey *rk)
  * short of room commits for the frees and tries again (as writes do). A
  * pool that has not one batch's room left fails the rekey, saying so.
  */
-static int reseal(struct stor_pool *p, struct stor_ds *ds, const struct gather *g, size_t *done)
+static int reseal(struct stor_pool *p, struct stor_ds *ds, const struct reseal_table *tb,
+		  const struct gather *g, size_t *done)
 {
 	uint64_t mark = txg_freed(p);
-	int ret = p->reseal(ds, g->n, g->recnos, done);
+	int ret = p->reseal(ds, tb, g->n, g->recnos, done);
 
 	while (ret == STOR_ENOSPC) {
 		int more = txg_sync_for_space(p, &mark);
@@ -772,7 +1004,7 @@ static int reseal(struct stor_pool *p, struct stor_ds *ds, const struct gather *
 					       g->n * ds->recsize / 1024);
 			return more < 0 ? more : ret;
 		}
-		ret = p->reseal(ds, g->n, g->recnos, done);
+		ret = p->reseal(ds, tb, g->n, g->recnos, done);
 	}
 	return ret;
 }
@@ -794,26 +1026,40 @@ static void *rekey_main(void *arg)
 	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), REKEY_NICE);
 	pthread_mutex_lock(&rk->lock);
 	while (!rk->stop && rk->st.state == REKEY_RUNNING) {
-		struct gather g;
+		struct gather g = { 0 };
+		struct reseal_table tb;
 		size_t done = 0;
 		uint64_t from = rk->cursor;
+		unsigned table = rk->st.table;
 		struct ds_keys *k = atomic_load(&ds->keys);
+		int past;
 
 		pthread_mutex_unlock(&rk->lock);
-		ret = gather(p, ds, k->gen, from, &g);
+		ret = past = table_at(p, ds, table, &tb);
+		if (ret == 0)
+			ret = gather(p, tb.id, k->gen, from, &g);
 		if (ret == 0 && g.n)
-			ret = reseal(p, ds, &g, &done);
+			ret = reseal(p, ds, &tb, &g, &done);
+		mac_key_put(tb.mk);
 		if (ret < 0) {
 			fail(rk, ret, g.n ? "sealing records again" : "reading block pointers");
 			pthread_mutex_lock(&rk->lock);
 			break;
 		}
-		if (!g.more) {
+		if (!past && !g.more) {
+			pthread_mutex_lock(&rk->lock);
+			rk->st.table++; /* the next snapshot's table */
+			rk->cursor = 0;
+			continue;
+		}
+		if (past) {
 			ret = finish(rk);
 			if (ret < 0)
 				fail(rk, ret, "ending the rekey");
 			pthread_mutex_lock(&rk->lock);
-			rk->cursor = 0; /* done, or round again for what a crash left behind */
+			/* done, or round again for what a crash left behind */
+			rk->cursor = 0;
+			rk->st.table = 0;
 			if (ret)
 				break;
 			continue;
@@ -959,6 +1205,12 @@ void rekey_status_text(struct stor_pool *p, struct stor_ds *ds, char *buf, size_
 	}
 }
 
+void rekey_busy_error(const struct stor_ds *ds, const char *what)
+{
+	pool_set_error("%s is being rekeyed; %s once that is done (coffer get rekeystatus %s)",
+		       ds->name, what, ds->name);
+}
+
 /* ---- the calls ---- */
 
 /* What a start refuses, with its reason. */
@@ -976,13 +1228,20 @@ static int refuse(struct stor_ds *ds)
 		pool_set_error("%s is being received; rekey it once that is done", ds->name);
 		return -EBUSY;
 	}
-	if (ds->nsnaps || ds->origin) {
-		pool_set_error("%s %s, which this version cannot rekey: destroy %s, or send "
-			       "the dataset to a new one and rekey that",
-			       ds->name, ds->origin ? "is a clone" : "has snapshots",
-			       ds->origin ? "it" : "them");
+	/* a clone reads its origin's records under their shared master key */
+	if (ds->origin) {
+		pool_set_error("%s is a clone, which shares its origin's master key: this "
+			       "version cannot rekey clones; promote it, or send it to a new "
+			       "dataset and rekey that", ds->name);
 		return -EBUSY;
 	}
+	for (size_t i = 0; i < ds->nsnaps; i++)
+		if (ds->snaps[i]->nclones) {
+			pool_set_error("%s has a clone (of %s), which shares its master key: this "
+				       "version cannot rekey the origin of a clone; destroy or promote "
+				       "the clone first", ds->name, ds->snaps[i]->name);
+			return -EBUSY;
+		}
 	return 0;
 }
 
@@ -1032,6 +1291,7 @@ static int start(struct stor_pool *p, struct stor_ds *ds, uint64_t rate, int scr
 	rk->st.rate = rate;
 	rk->st.start = wall();
 	rk->st.total = (uint64_t)atomic_load(&ds->used) / (ds->recsize ? ds->recsize : 1);
+	rk->st.total += (uint64_t)atomic_load(&ds->snap_used) / (ds->recsize ? ds->recsize : 1);
 	rk->cursor = 0;
 	rk->scrub_free = scrub;
 	pthread_mutex_unlock(&rk->lock);

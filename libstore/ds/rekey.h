@@ -27,6 +27,18 @@ void rekey_fini(struct stor_pool *p);
  *  paused N%, stopped N%, done DATE, failed: WHY, or - (clear). Admin lock held. */
 void rekey_status_text(struct stor_pool *p, struct stor_ds *ds, char *buf, size_t len);
 
+/**
+ * May a rekey have sealed records again at txg @since or after? A record
+ * sealed again keeps its birth in a new extent, so a side of a mirror out
+ * of service meanwhile lacks extents older than its missing_since, and is
+ * resilvered whole (resilver.c). Any thread.
+ */
+int rekey_sealed_since(struct stor_pool *p, uint64_t since);
+
+/** The error of a call that waits for @ds's rekey to end: "DS is being
+ *  rekeyed; @what once that is done (...)". */
+void rekey_busy_error(const struct stor_ds *ds, const char *what);
+
 /** Free @ds's rekey state (ds_free). */
 void rekey_free(struct stor_ds *ds);
 

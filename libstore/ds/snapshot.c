@@ -49,8 +49,8 @@
  * MAC tree of its own (bpmac.c) under a key derived from the dataset's
  * master key and the snapshot's GUID, so a pointer cannot move between the
  * head and a snapshot, or between snapshots, unseen; a kept pointer keeps
- * its extent, nonce and tag and is never sealed again, so no nonce is used
- * twice. The table's MAC root is made at creation, under that key, and
+ * its extent, nonce and tag, so no nonce is used twice, until a rekey
+ * seals it again in place under a new master key (rekey.c). The table's MAC root is made at creation, under that key, and
  * checked once per key load (snap_mac); a read checks the group of every
  * table it walks, so a kept pointer dropped, added or swapped reads as
  * EAUTH. The commit that makes a snapshot also keeps its dataset's root as
@@ -77,6 +77,7 @@
 #include "ds/clone.h"
 #include "ds/dataset.h"
 #include "ds/recv_state.h"
+#include "ds/rekey.h"
 #include "ds/snapshot.h"
 #include "ds/space.h"
 #include "kv/meta.h"
@@ -207,10 +208,16 @@ int snap_mac(struct snap *s, struct mac_key **out)
 		struct mac_key *mk = NULL;
 
 		k = atomic_load(&s->ds->keys);
-		if (!k)
+		if (!k) {
 			ret = STOR_ENOKEY;
-		else if (!(mk = mac_key_new(k->master, s->guid, (unsigned)s->ds->suite)))
-			ret = -ENOMEM;
+		} else {
+			/* the tables are under the master the head's tree is under */
+			pthread_mutex_lock(&k->lock);
+			mk = mac_key_new(k->mac_gen == k->gen ? k->master : k->old, s->guid,
+					 (unsigned)s->ds->suite);
+			pthread_mutex_unlock(&k->lock);
+			ret = mk ? 0 : -ENOMEM;
+		}
 		/* the table's root, once per key load: a group dropped or added
 		 * whole, or the root itself gone, is found here */
 		if (ret == 0)
@@ -711,10 +718,9 @@ static int want_snap(struct stor_pool *p, struct create_ctx *c, struct stor_ds *
 		recv_busy_error(ds);
 		return -EBUSY;
 	}
-	/* a snapshot would keep records of the old key that the rekey walks past */
+	/* the rekey walks the tables it had when it started */
 	if (ds->has_old) {
-		pool_set_error("%s is being rekeyed; snapshot it once that is done (coffer get "
-			       "rekeystatus %s)", ds->name, ds->name);
+		rekey_busy_error(ds, "snapshot it");
 		return -EBUSY;
 	}
 	if (c->as && c->as->nomacs)
@@ -974,10 +980,16 @@ static int destroy_top_locked(struct stor_pool *p, const char *dsname, unsigned 
 	for (size_t i = 0; i < p->nds; i++) {
 		struct stor_ds *d = p->ds[i];
 
-		if (atomic_load(&d->receiving) &&
-		    (d == *top || ((flags & STOR_RECURSIVE) && !strncmp(d->name, dsname, len) &&
-				   d->name[len] == '/'))) {
+		int mine = d == *top || ((flags & STOR_RECURSIVE) && !strncmp(d->name, dsname, len) &&
+					 d->name[len] == '/');
+
+		if (mine && atomic_load(&d->receiving)) {
 			recv_busy_error(d);
+			return -EBUSY;
+		}
+		/* the rekey walks the tables it had when it started */
+		if (mine && d->has_old) {
+			rekey_busy_error(d, "destroy its snapshots");
 			return -EBUSY;
 		}
 		*total += d->nsnaps;
@@ -1382,6 +1394,11 @@ int stor_snap_rollback(struct stor_pool *p, const char *name, unsigned flags)
 	S = ds ? find_in(ds, snapname) : NULL;
 	if (!S || S->dying) {
 		ret = -ENOENT;
+		goto out;
+	}
+	if (ds->has_old) {
+		rekey_busy_error(ds, "roll it back");
+		ret = -EBUSY;
 		goto out;
 	}
 	for (at = 0; ds->snaps[at] != S; at++)

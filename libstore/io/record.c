@@ -593,14 +593,19 @@ static unsigned stripe_of(const struct rec *r)
 	return pool_stripe(r->ds->id, r->recno);
 }
 
+static void lock_held(struct stor_pool *p, const uint8_t *held)
+{
+	for (unsigned s = 0; s < STRIPES; s++) /* in index order: no deadlock */
+		if (held[s])
+			pthread_mutex_lock(&p->stripes[s]);
+}
+
 static void lock_stripes(struct stor_pool *p, const struct rec *recs, size_t n, uint8_t *held)
 {
 	memset(held, 0, STRIPES);
 	for (size_t i = 0; i < n; i++)
 		held[stripe_of(&recs[i])] = 1;
-	for (unsigned s = 0; s < STRIPES; s++) /* in index order: no deadlock */
-		if (held[s])
-			pthread_mutex_lock(&p->stripes[s]);
+	lock_held(p, held);
 }
 
 static void unlock_stripes(struct stor_pool *p, const uint8_t *held)
@@ -1122,19 +1127,86 @@ int record_write_stored(struct stor_ds *ds, size_t n, const uint64_t *recnos,
 	return ret;
 }
 
-int record_reseal(struct stor_ds *ds, size_t n, const uint64_t *recnos, size_t *done)
+/*
+ * Seal each opened record of @recs again where it is: its pointer as it
+ * was (birth, sizes, compression, so the same AAD) but for a new salt,
+ * nonce and tag under the current generation, the stored payload as it
+ * was (so the same psize: nothing to charge). The caller holds the open txg.
+ */
+static void reseal_in_place(struct write_batch *b, struct rec *recs, size_t n)
 {
-	static const uint8_t none; /* the bytes the "write" brings: not one */
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &recs[i];
+		const struct crypt_key *key;
+
+		if (r->status)
+			continue;
+		/* the tail of the last sector: zeros, as a write leaves it */
+		memset(r->buf + r->bp.csize, 0, r->bp.psize - r->bp.csize);
+		key = dskeys_data_key(b->plan[i].k, b->plan[i].k->gen, r->guid, r->ds->suite,
+				      b->plan[i].salt, &b->owned[b->nops]);
+		if (!key) {
+			fail_io(r, -ENOMEM);
+			continue;
+		}
+		r->bp.flags = (uint8_t)((r->bp.flags & ~BP_F_KEYGEN) |
+					(b->plan[i].k->gen ? BP_F_KEYGEN : 0));
+		r->bp.salt = b->plan[i].salt;
+		crypt_nonce(b->plan[i].prefix, b->plan[i].ctr, r->bp.nonce);
+		crypt_op_of(&b->ops[b->nops], b->aads[b->nops], key, r, r->buf);
+		b->nops++;
+	}
+	if (b->nops && crypt_seal(b->ops, b->nops))
+		for (size_t i = 0, j = 0; i < n; i++) {
+			if (recs[i].status)
+				continue;
+			if (b->ops[j].status)
+				fail_io(&recs[i], b->ops[j].status);
+			j++;
+		}
+	for (size_t i = 0; i < b->nops; i++)
+		crypt_key_free(b->owned[i]);
+	for (size_t i = 0; i < n; i++)
+		if (!recs[i].status)
+			recs[i].bp.cksum = hash64(recs[i].buf, recs[i].bp.psize);
+}
+
+/* A new extent of the same size for each record (its old one is freed at
+ * the commit); no dataset is charged: its space does not change. */
+static void allocate_again(struct stor_pool *p, struct rec *recs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct rec *r = &recs[i];
+		unsigned lun;
+		int ret;
+
+		r->found = 0; /* from here: owns a new extent */
+		if (r->io->result)
+			continue;
+		ret = alloc_get(p->alloc, r->bp.psize / STOR_SECTOR, &lun, &r->bp.sector);
+		if (ret < 0) {
+			fail_io(r, ret);
+			continue;
+		}
+		r->bp.lun = (uint16_t)lun;
+		r->found = 1;
+	}
+}
+
+int record_reseal(struct stor_ds *ds, const struct reseal_table *tb, size_t n,
+		  const uint64_t *recnos, size_t *done)
+{
 	struct stor_pool *p = ds->pool;
 	struct stor_io io = { .ds = ds, .op = STOR_IO_WRITE };
 	struct ds_keys *k = atomic_load(&ds->keys);
-	struct write_batch b;
+	struct read_batch rb;
+	struct write_batch wb;
 	struct rec *recs = calloc(n ? n : 1, sizeof(*recs));
 	uint64_t *ids = calloc(n ? n : 1, sizeof(*ids));
 	struct bp *bps = calloc(n ? n : 1, sizeof(*bps));
 	int *found = calloc(n ? n : 1, sizeof(*found));
-	void *scratch = NULL;
-	uint8_t held[STRIPES];
+	void *rscratch = NULL, *wscratch = NULL;
+	uint8_t held[STRIPES] = { 0 };
 	unsigned slot;
 	size_t m = 0;
 	int ret = 0;
@@ -1149,27 +1221,60 @@ int record_reseal(struct stor_ds *ds, size_t n, const uint64_t *recnos, size_t *
 	if (ret < 0)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
-		ids[i] = ds->id;
-		recs[i] = (struct rec){ .io = &io, .ds = ds, .recno = recnos[i], .kind = REC_WRITE,
-					.ubuf = (uint8_t *)&none, .rlen = 0, .guid = ds->guid };
+		ids[i] = tb->id;
+		held[pool_stripe(tb->id, recnos[i])] = 1;
 	}
-	lock_stripes(p, recs, n, held);
+	lock_held(p, held);
 	slot = txg_read_enter(p);
 	/* what each record is now, under its stripe: a client's write since the
-	 * caller looked is under the new key already, and must stay */
+	 * caller looked is under the new key already, and must stay; a pointer
+	 * is used only once its group verifies (a resume trusts no cursor) */
 	ret = txg_lookup(p, n, ids, recnos, bps, found);
-	for (size_t i = 0; i < n && ret == 0; i++)
-		if (found[i] && (bps[i].flags & BP_F_ENCRYPTED) && dskeys_gen_of(&bps[i]) != k->gen)
-			recs[m++] = recs[i];
-	if (ret == 0 && m && !(scratch = write_batch_init(&b, m)))
+	for (size_t i = 0; i < n && ret == 0; i++) {
+		if (!found[i] || !(bps[i].flags & BP_F_ENCRYPTED) || dskeys_gen_of(&bps[i]) == k->gen)
+			continue;
+		ret = bpmac_check_group(p->meta, tb->id, tb->mk, tb->seen, recnos[i]);
+		recs[m++] = (struct rec){ .io = &io, .ds = ds, .recno = recnos[i], .kind = REC_WRITE,
+					  .bp = bps[i], .found = 1,
+					  .guid = ds_sealer(ds, bps[i].birth) };
+	}
+	if (ret == 0 && m &&
+	    (!(rscratch = read_batch_init(&rb, m)) || !(wscratch = write_batch_init(&wb, m))))
 		ret = -ENOMEM;
 	if (ret == 0 && m) {
-		/* a write of none of its bytes: read_old reads and opens them all */
-		write_held(p, &b, recs, m);
-		ret = io.result;
+		rb.m = m;
+		for (size_t i = 0; i < m; i++)
+			rb.idx[i] = i;
+		read_extents(p, &rb, recs);
+		verify_or_open(&rb, recs, m);
+		heal(recs, m);
+		fail_siblings(recs, m);
+		txg_hold(p); /* the generation stays while it is held (rekey.c) */
+		plan_nonces(recs, m, wb.plan);
+		reseal_in_place(&wb, recs, m);
+		allocate_again(p, recs, m);
+		write_extents(p, &wb, recs, m);
+		ret = io.result ? io.result : txg_reserve(p, m);
+		for (size_t i = 0, left = ret == 0 ? m : 0; i < m; i++) {
+			struct rec *r = &recs[i];
+			struct bp old;
+			int had_old;
+
+			if (ret == 0) {
+				ret = txg_stage_at(p, ds, tb->id, r->recno, &r->bp, tb->mk, &old,
+						   &had_old);
+				left--;
+				if (ret == 0)
+					continue;
+				txg_unreserve(p, left);
+			}
+			if (r->found) /* not staged: its new extent goes back */
+				alloc_put(p->alloc, r->bp.lun, r->bp.sector, r->bp.psize / STOR_SECTOR);
+		}
+		txg_rele(p);
 		for (size_t i = 0; i < m; i++) {
 			if (recs[i].buf)
-				explicit_bzero(recs[i].buf, round_sector(ds->recsize));
+				explicit_bzero(recs[i].buf, recs[i].bp.psize);
 			free(recs[i].buf);
 		}
 	}
@@ -1178,7 +1283,8 @@ int record_reseal(struct stor_ds *ds, size_t n, const uint64_t *recnos, size_t *
 	if (ret == 0)
 		*done = m;
 out:
-	free(scratch);
+	free(rscratch);
+	free(wscratch);
 	free(recs);
 	free(ids);
 	free(bps);

@@ -17,7 +17,8 @@
  * txg committed before the walk starts (its pointer is then in LMDB), or
  * after, and includes it. The resilver is scrub.c's walk with another
  * action: each extent born at or after missing_since is copied from a
- * sound side (mirror_resilver_extent); then resilver_done() copies the
+ * sound side (mirror_resilver_extent), every extent when a rekey sealed
+ * records again since (they keep their birth: rekey_sealed_since); then resilver_done() copies the
  * metadata log's extents and, under the commit lock, puts the sides in
  * service; the commit after writes their uberblocks. A side that fails
  * meanwhile goes out again. A restart goes on: the sides row says which
@@ -43,6 +44,7 @@
 #include "dev/lun.h"
 #include "dev/lunset.h"
 #include "dev/mirror.h"
+#include "ds/rekey.h"
 #include "pool/resilver.h"
 #include "pool/scrub.h"
 #include "pool_impl.h"
@@ -81,6 +83,9 @@ static void catch_up(struct stor_pool *p, unsigned idx, uint64_t since)
 {
 	STOR_ASSERT_HELD(&p->commit_lock);
 
+	/* a rekey meanwhile wrote records of older births: they go too */
+	if (since > 1 && rekey_sealed_since(p, since))
+		since = 1;
 	atomic_store(&p->resilver_asked, 1);
 	flip(p, idx, SIDE_CATCHING_UP, SIDE_RESILVERING, since ? since : 1);
 }

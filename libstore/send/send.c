@@ -48,6 +48,7 @@
 #include "ds/children.h"
 #include "ds/clone.h"
 #include "ds/dataset.h"
+#include "ds/rekey.h"
 #include "ds/snapshot.h"
 #include "kv/meta.h"
 #include "pool_impl.h"
@@ -482,6 +483,11 @@ static int send_open(struct stor_pool *p, const char *snapshot, const char *from
 		pool_set_error("%s: a raw send of a clone, or of a dataset made the origin by "
 			       "promote, is not supported yet; send it without -w", snapshot);
 		return -ENOTSUP;
+	}
+	/* its snapshots' view roots are made anew when the rekey ends */
+	if (*raw && (*h)->head->has_old) {
+		rekey_busy_error((*h)->head, "send it raw");
+		return -EBUSY;
 	}
 	if (cur->state == CUR_HEADER && !*raw && (*h)->suite && !atomic_load(&(*h)->head->keys)) {
 		pool_set_error("%s: its key is not loaded; load it, or send it raw (-w)", snapshot);

@@ -193,8 +193,8 @@ static int root_tag(const struct mac_key *mk, const uint8_t acc[MAC_LEN], uint8_
 	return keys_prf128(mk->k, msg, sizeof(msg), out);
 }
 
-static int put_root(struct meta_txn *t, uint64_t ds_id, const struct mac_key *mk,
-		    const uint8_t acc[MAC_LEN])
+static int put_row(struct meta_txn *t, uint64_t id, uint64_t which, const struct mac_key *mk,
+		   const uint8_t acc[MAC_LEN])
 {
 	uint8_t key[16], val[MAC_ROOT_LEN];
 	int ret;
@@ -203,8 +203,20 @@ static int put_root(struct meta_txn *t, uint64_t ds_id, const struct mac_key *mk
 	ret = root_tag(mk, acc, val + MAC_LEN);
 	if (ret < 0)
 		return ret;
-	mac_key_id(ds_id, MAC_ROOT, key);
+	mac_key_id(id, which, key);
 	return meta_put(t, META_MAC, key, sizeof(key), val, sizeof(val));
+}
+
+static int put_root(struct meta_txn *t, uint64_t ds_id, const struct mac_key *mk,
+		    const uint8_t acc[MAC_LEN])
+{
+	return put_row(t, ds_id, MAC_ROOT, mk, acc);
+}
+
+int bpmac_view_put(struct meta_txn *t, uint64_t snap_id, const struct mac_key *mk,
+		   const uint8_t acc[MAC_LEN])
+{
+	return put_row(t, snap_id, MAC_VIEW, mk, acc);
 }
 
 int bpmac_root_init(struct meta_txn *t, uint64_t ds_id, const struct mac_key *mk)

@@ -109,6 +109,10 @@ int bpmac_sum_add(const struct mac_key *mk, uint64_t g, const uint8_t gmac[MAC_L
  *  domain byte one of bpmac.c's ('G') or children.c's ('N'). @return 0 or -EIO */
 int bpmac_prf(const struct mac_key *mk, uint8_t domain, uint64_t n, const uint8_t v[MAC_LEN],
 	      uint8_t out[MAC_LEN]);
+/** Snapshot @snap_id's view root made anew from its sum @acc under the
+ *  head's MAC key @mk (a rekey sealed its pointers again: rekey.c). */
+int bpmac_view_put(struct meta_txn *t, uint64_t snap_id, const struct mac_key *mk,
+		   const uint8_t acc[MAC_LEN]);
 /** Check root @root (sum | tag) under @mk against the sum @acc computed.
  *  @return 0 or STOR_EAUTH */
 int bpmac_root_check(const struct mac_key *mk, const uint8_t acc[MAC_LEN],

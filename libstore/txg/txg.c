@@ -549,7 +549,12 @@ static int stage_keep(struct stor_pool *p, struct stor_ds *ds, struct snap *keep
 int txg_stage(struct stor_pool *p, struct stor_ds *ds, uint64_t recno, const struct bp *bp,
 	      struct mac_key *mk, struct bp *old, int *had_old)
 {
-	uint64_t ds_id = ds->id;
+	return txg_stage_at(p, ds, ds->id, recno, bp, mk, old, had_old);
+}
+
+int txg_stage_at(struct stor_pool *p, struct stor_ds *ds, uint64_t ds_id, uint64_t recno,
+		 const struct bp *bp, struct mac_key *mk, struct bp *old, int *had_old)
+{
 	struct stage_ent *e;
 	struct snap *keep;
 	uint8_t delta[MAC_LEN] = { 0 }, leaf[MAC_LEN], old_leaf[MAC_LEN];
@@ -561,7 +566,8 @@ int txg_stage(struct stor_pool *p, struct stor_ds *ds, uint64_t recno, const str
 	pthread_mutex_lock(&p->stage_lock);
 	ret = find_current(p, ds_id, recno, mk, old, had_old, old_leaf, &have_leaf);
 	/* the newest snapshot holds what it was born before (snapshot.c) */
-	keep = ret == 0 && *had_old && ds->keep && old->birth <= ds->keep->txg ? ds->keep : NULL;
+	keep = ret == 0 && *had_old && ds_id == ds->id && ds->keep && old->birth <= ds->keep->txg &&
+	       old->birth != bp->birth ? ds->keep : NULL;
 	if (keep)
 		ret = stage_keep(p, ds, keep, recno, old);
 	if (ret == 0 && mk) {

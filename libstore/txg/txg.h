@@ -37,10 +37,16 @@ void txg_advance(struct stor_pool *p, uint64_t min);
  * The previous block pointer (staged or committed) is returned in @old
  * (*had_old = 0 if none); its extent is freed when this txg is durable,
  * unless the newest snapshot holds it (snapshot.c): then it moves into that
- * snapshot's table in the same txg.
+ * snapshot's table in the same txg. A pointer of the same birth as the one
+ * it replaces is that version sealed again (rekey.c): whoever read the old
+ * one reads it, and the old extent is freed.
  */
 int txg_stage(struct stor_pool *p, struct stor_ds *ds, uint64_t recno, const struct bp *bp,
 	      struct mac_key *mk, struct bp *old, int *had_old);
+/** txg_stage() into table @table of @ds: its head's (ds->id) or one of its
+ *  snapshots' (@mk that table's MAC key), whose pointer @bp replaces. */
+int txg_stage_at(struct stor_pool *p, struct stor_ds *ds, uint64_t table, uint64_t recno,
+		 const struct bp *bp, struct mac_key *mk, struct bp *old, int *had_old);
 
 /**
  * Promise room for @n txg_stage() calls in the open txg (caller holds it),

@@ -94,6 +94,30 @@ static void all_sound(void)
 {
 	COF_OK("bench -q --socket %s -vr %s", td.sock, tdaemon_path(&td, "j"));
 	COF_OK("pool check p");
+	cr_assert(strstr(out, "old_keys: 0") && strstr(out, "mac_errors: 0"), "%s", out);
+}
+
+/* Snapshot p/e@@name, keep its image as name.img, then write over records
+ * at random for a second, journaled (the records it held move into its table). */
+static void snapshot_then_overwrite(const char *name)
+{
+	COF_OK("snapshot p/e@%s", name);
+	COF_OK("read p/e@%s > %s.img", name, tdaemon_path(&td, "%s", name));
+	COF_OK("bench -q --socket %s -v --journal %s %s", td.sock, tdaemon_path(&td, "j"),
+	       parm("ow.parm", "sd=sd1,dataset=p/e,threads=2\n"
+			       "wd=ow,sd=sd1,rdpct=0,seekpct=random,xfersize=8k\n"
+			       "rd=ow,wd=ow,iorate=max,elapsed=1,interval=1\n"));
+}
+
+/* p/e@@name (or another dataset's @@name) reads as its image. */
+static void reads_as_image(const char *snap, const char *name)
+{
+	char cmd[8192];
+
+	COF_OK("read %s > %s", snap, tdaemon_path(&td, "now.img"));
+	snprintf(cmd, sizeof(cmd), "cmp %s %s.img", tdaemon_path(&td, "now.img"),
+		 tdaemon_path(&td, "%s", name));
+	cr_assert_eq(system(cmd), 0, "%s reads otherwise than before the rekey", snap);
 }
 
 Test(rekey, under_validated_writes_and_reads)
@@ -133,6 +157,8 @@ Test(rekey, kill_9_in_its_walk_resumes_and_completes)
 	char before[256] = "";
 
 	make_filled();
+	snapshot_then_overwrite("s1");
+	snapshot_then_overwrite("s2");
 	COF_OK("rekey --rate 2M p/e");
 	for (int cycle = 0; cycle < 5; cycle++) {
 		double end = tdaemon_deadline(TDAEMON_WAIT_S);
@@ -153,6 +179,8 @@ Test(rekey, kill_9_in_its_walk_resumes_and_completes)
 	}
 	wait_status("done");
 	all_sound();
+	reads_as_image("p/e@s1", "s1");
+	reads_as_image("p/e@s2", "s2");
 }
 
 /* Rewrite a key file copy's generation to @gen, as someone who holds the state dir could. */
@@ -180,6 +208,7 @@ Test(rekey, the_old_key_file_opens_nothing_after_it)
 	char cmd[8192];
 
 	make_filled();
+	snapshot_then_overwrite("s");
 	snprintf(cmd, sizeof(cmd), "cp %s/pools/p.keys %s/old.keys", td.state, td.dir);
 	cr_assert_eq(system(cmd), 0);
 	COF_OK("rekey --rate 0 p/e");
@@ -201,6 +230,8 @@ Test(rekey, the_old_key_file_opens_nothing_after_it)
 	cr_assert(strstr(out, "do not verify") || strstr(out, "disagrees with the key file"), "%s",
 		  out);
 	cr_assert_neq(cof("read -o 0 -l 8192 p/e > /dev/null"), 0, "a record read:\n%s", out);
+	cr_assert_neq(cof("read -o 0 -l 8192 p/e@s > /dev/null"), 0, "a kept record read:\n%s",
+		      out);
 }
 
 Test(rekey, an_old_generation_put_back_is_found_by_pool_check_without_the_key)
@@ -349,13 +380,18 @@ Test(rekey, refusals_say_why_and_change_nothing)
 	cr_assert_neq(cof("rekey p/clear"), 0);
 	cr_assert(strstr(out, "not encrypted"), "%s", out);
 	cr_assert_neq(cof("rekey p/none"), 0);
+	/* a clone shares its origin's master key */
 	COF_OK("snapshot p/e@s");
+	COF_OK("clone p/e@s p/e/c");
 	cr_assert_neq(cof("rekey p/e"), 0);
-	cr_assert(strstr(out, "has snapshots"), "%s", out);
-	COF_OK("destroy p/e@s");
+	cr_assert(strstr(out, "has a clone"), "%s", out);
+	cr_assert_neq(cof("rekey p/e/c"), 0);
+	cr_assert(strstr(out, "is a clone"), "%s", out);
+	COF_OK("destroy p/e/c");
 	cr_assert_neq(cof("rekey -p p/e"), 0, "a pause with nothing running:\n%s", out);
 
-	/* while one runs: a second, a snapshot and a key change wait */
+	/* while one runs: a second, a snapshot, a key change, a destroy or a
+	 * rollback of a snapshot and a raw send wait */
 	COF_OK("rekey --rate 1M p/e");
 	cr_assert_neq(cof("rekey p/e"), 0);
 	cr_assert(strstr(out, "is running"), "%s", out);
@@ -363,6 +399,12 @@ Test(rekey, refusals_say_why_and_change_nothing)
 	cr_assert(strstr(out, "being rekeyed"), "%s", out);
 	cr_assert_neq(cof("change-key -o keyformat=raw -o keylocation=file://%s p/e",
 			  tdaemon_path(&td, "key")), 0);
+	cr_assert(strstr(out, "being rekeyed"), "%s", out);
+	cr_assert_neq(cof("destroy p/e@s"), 0);
+	cr_assert(strstr(out, "being rekeyed"), "%s", out);
+	cr_assert_neq(cof("rollback p/e@s"), 0);
+	cr_assert(strstr(out, "being rekeyed"), "%s", out);
+	cr_assert_neq(cof("send -w p/e@s > /dev/null"), 0);
 	cr_assert(strstr(out, "being rekeyed"), "%s", out);
 
 	/* paused, it stays paused over an unload and a load; resumed, it ends */
@@ -379,4 +421,95 @@ Test(rekey, refusals_say_why_and_change_nothing)
 	wait_status("done");
 	all_sound();
 	COF_OK("snapshot p/e@after");
+}
+
+Test(rekey, snapshots_read_as_before_and_raw_streams_of_them_verify)
+{
+	char cmd[8192];
+	pid_t pid;
+	int st;
+
+	make_filled();
+	snapshot_then_overwrite("s1");
+	snapshot_then_overwrite("s2");
+	/* validated writes over records the snapshots keep, while it walks */
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		_exit(tdaemon_cofferf(
+			&td, NULL, NULL, 0, "bench -q --socket %s -v --journal %s %s > %s 2>&1",
+			td.sock, tdaemon_path(&td, "j"),
+			parm("rw.parm", "sd=sd1,dataset=p/e,threads=4\n"
+					"wd=rw,sd=sd1,rdpct=50,seekpct=random,xfersize=8k\n"
+					"rd=rw,wd=rw,iorate=max,elapsed=6,interval=1\n"),
+			tdaemon_path(&td, "rw.out")));
+	COF_OK("rekey --rate 8M p/e");
+	wait_status("done");
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the bench beside the rekey failed (%d)",
+		  st);
+	all_sound();
+	reads_as_image("p/e@s1", "s1");
+	reads_as_image("p/e@s2", "s2");
+	/* a full and an incremental raw stream: their view roots were made anew */
+	COF_OK("pool create -s 128M q %s", tdaemon_path(&td, "lun2"));
+	COF_OK("send -w p/e@s1 > %s", tdaemon_path(&td, "full"));
+	COF_OK("send -w -i @s1 p/e@s2 > %s", tdaemon_path(&td, "incr"));
+	COF_OK("receive q/e < %s", tdaemon_path(&td, "full"));
+	COF_OK("receive q/e < %s", tdaemon_path(&td, "incr"));
+	COF_OK("load-key -L file://%s q/e", tdaemon_path(&td, "key"));
+	reads_as_image("q/e@s1", "s1");
+	reads_as_image("q/e@s2", "s2");
+	COF_OK("pool check q");
+	/* and everything again from the LUNs after a restart */
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	COF_OK("load-key p/e");
+	all_sound();
+	reads_as_image("p/e@s1", "s1");
+	reads_as_image("p/e@s2", "s2");
+	/* a snapshot of the new key, then a rollback to an old one */
+	COF_OK("snapshot p/e@s3");
+	COF_OK("rollback -r p/e@s1");
+	COF_OK("read p/e > %s", tdaemon_path(&td, "head.img"));
+	snprintf(cmd, sizeof(cmd), "cmp %s %s", tdaemon_path(&td, "head.img"),
+		 tdaemon_path(&td, "s1.img"));
+	cr_assert_eq(system(cmd), 0, "rolled back to s1, the head reads otherwise");
+	COF_OK("pool check p");
+}
+
+Test(rekey, a_mirror_side_out_of_service_meanwhile_is_resilvered_whole)
+{
+	const char *key = tdaemon_file(&td, "key", "0123456789abcdef0123456789abcdef", 32);
+	char data[4200], cmd[8192];
+	double end;
+
+	COF_OK("pool create -s 128M p mirror %s %s", tdaemon_path(&td, "lun0"),
+	       tdaemon_path(&td, "lun1"));
+	COF_OK("create -V 8M -b 8k -o encryption=aes-256-gcm -o keyformat=raw "
+	       "-o keylocation=file://%s p/e", key);
+	tdaemon_random_file(&td, "data", 8 << 20, data, sizeof(data));
+	COF_OK("write p/e < %s", data);
+	COF_OK("snapshot p/e@s");
+	COF_OK("read p/e@s > %s", tdaemon_path(&td, "s.img"));
+	/* sealed again in place while a side is out: it misses them all, and
+	 * they are older than the txg it went out in */
+	COF_OK("pool offline p %s", tdaemon_path(&td, "lun1"));
+	COF_OK("rekey --rate 0 p/e");
+	wait_status("done");
+	COF_OK("pool online p %s", tdaemon_path(&td, "lun1"));
+	end = tdaemon_deadline(TDAEMON_WAIT_S);
+	do
+		COF_OK("pool status p");
+	while (!(strstr(out, "resilver finished") && strstr(out, "state: ONLINE")) &&
+	       tdaemon_poll(end));
+	cr_assert(strstr(out, "resilver finished") && strstr(out, "state: ONLINE"), "%s", out);
+	/* the side that was out serves everything alone */
+	COF_OK("pool offline p %s", tdaemon_path(&td, "lun0"));
+	COF_OK("read p/e > %s", tdaemon_path(&td, "now.img"));
+	snprintf(cmd, sizeof(cmd), "cmp %s %s", tdaemon_path(&td, "now.img"), data);
+	cr_assert_eq(system(cmd), 0, "the side that was out reads otherwise");
+	reads_as_image("p/e@s", "s");
+	COF_OK("pool check p");
+	cr_assert(strstr(out, "old_keys: 0") && strstr(out, "mac_errors: 0"), "%s", out);
 }
