@@ -50,7 +50,7 @@
  * a shared pointer is found through the origin's tables, whose groups are
  * checked under the origin's head and snapshot MAC keys (snap_resolve_at),
  * so a shared pointer changed, or one of the clone's dropped to uncover
- * the origin's, reads as EAUTH.
+ * the origin's, reads as EAUTH. A rekey of either rekeys both (rekey.c).
  */
 #include <errno.h>
 #include <stdio.h>

@@ -1053,61 +1053,58 @@ out:
 
 /* ---- key generations (rekey.c) ---- */
 
-int dskeys_new_gen(struct stor_pool *p, struct stor_ds *ds, uint8_t *master)
+int dskeys_new_gen(struct stor_pool *p, struct stor_ds *const *dss, size_t n, uint8_t *master)
 {
-	struct stor_ds *root = ds_find_id_locked(p, ds->enc_root_id);
-	struct ds_keys *rk = root ? atomic_load(&root->keys) : NULL;
-	uint8_t aad[64], keep[KEYS_WRAPPED_LEN];
-	int ret;
+	uint8_t aad[64], (*keep)[KEYS_WRAPPED_LEN] = calloc(n ? n : 1, sizeof(*keep));
+	size_t i;
+	int ret = keep ? keys_random(master, KEYS_MASTER_LEN) : -ENOMEM;
 
 	STOR_ASSERT_HELD(&p->admin);
-	if (!rk || !rk->wk)
-		return STOR_ENOKEY;
-	memcpy(keep, ds->wrapped, sizeof(keep));
-	ret = keys_random(master, KEYS_MASTER_LEN);
-	if (ret == 0)
+	for (i = 0; i < n && ret == 0; i++) {
+		struct stor_ds *ds = dss[i];
+		struct stor_ds *root = ds_find_id_locked(p, ds->enc_root_id);
+		struct ds_keys *rk = root ? atomic_load(&root->keys) : NULL;
+
+		if (!rk || !rk->wk) {
+			ret = STOR_ENOKEY;
+			break;
+		}
+		memcpy(keep[i], ds->wrapped, sizeof(keep[i]));
 		ret = keys_wrap(rk->wk, aad, wrap_aad(ds, root, aad), master, ds->wrapped);
-	if (ret == 0) {
-		memcpy(ds->wrapped_old, keep, sizeof(keep));
+		if (ret < 0) {
+			memcpy(ds->wrapped, keep[i], sizeof(keep[i]));
+			break;
+		}
+		memcpy(ds->wrapped_old, keep[i], sizeof(keep[i]));
 		ds->keygen ^= 1u;
 		ds->has_old = 1;
-		/* the commit point: both keys are in the file, or neither change is */
-		ret = keyfile_save(p, NULL);
-		if (ret < 0) {
-			ds->keygen ^= 1u;
-			ds->has_old = 0;
-			memset(ds->wrapped_old, 0, sizeof(ds->wrapped_old));
-		}
 	}
+	/* the commit point: both keys of every one are in the file, or no change is */
+	if (ret == 0)
+		ret = keyfile_save(p, NULL);
 	if (ret < 0) {
-		memcpy(ds->wrapped, keep, sizeof(keep));
+		while (i-- > 0) {
+			memcpy(dss[i]->wrapped, keep[i], sizeof(keep[i]));
+			memset(dss[i]->wrapped_old, 0, sizeof(dss[i]->wrapped_old));
+			dss[i]->keygen ^= 1u;
+			dss[i]->has_old = 0;
+		}
 		keys_cleanse(master, KEYS_MASTER_LEN);
 	}
+	free(keep);
 	return ret;
 }
 
-int dskeys_drop_old(struct stor_pool *p, struct stor_ds *ds)
+/* The previous master key of @ds and every data key derived from it leave
+ * memory: unlinked here, freed once no reader section can hold one. */
+static void forget_old(struct stor_pool *p, struct stor_ds *ds)
 {
 	struct ds_keys *k = atomic_load(&ds->keys);
 	struct salt_key *gone = NULL;
-	uint8_t keep[KEYS_WRAPPED_LEN], *old;
-	int ret;
+	uint8_t *old;
 
-	STOR_ASSERT_HELD(&p->admin);
-	memcpy(keep, ds->wrapped_old, sizeof(keep));
-	ds->has_old = 0;
-	memset(ds->wrapped_old, 0, sizeof(ds->wrapped_old));
-	/* the commit point; the replaced file's bytes are overwritten (keyfile.c) */
-	ret = keyfile_save(p, NULL);
-	if (ret < 0) {
-		ds->has_old = 1;
-		memcpy(ds->wrapped_old, keep, sizeof(keep));
-		return ret;
-	}
 	if (!k)
-		return 0;
-	/* the old master and every data key derived from it leave memory:
-	 * unlinked here, freed once no reader section can hold one */
+		return;
 	pthread_mutex_lock(&k->lock);
 	old = k->old;
 	k->old = NULL;
@@ -1139,5 +1136,32 @@ int dskeys_drop_old(struct stor_pool *p, struct stor_ds *ds)
 		gone = next;
 	}
 	keys_secure_free(old, KEYS_MASTER_LEN);
-	return 0;
+}
+
+int dskeys_drop_old(struct stor_pool *p, struct stor_ds *const *dss, size_t n)
+{
+	uint8_t(*keep)[KEYS_WRAPPED_LEN] = calloc(n ? n : 1, sizeof(*keep));
+	int ret;
+
+	STOR_ASSERT_HELD(&p->admin);
+	if (!keep)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(keep[i], dss[i]->wrapped_old, sizeof(keep[i]));
+		dss[i]->has_old = 0;
+		memset(dss[i]->wrapped_old, 0, sizeof(dss[i]->wrapped_old));
+	}
+	/* the commit point; the replaced file's bytes are overwritten (keyfile.c) */
+	ret = keyfile_save(p, NULL);
+	for (size_t i = 0; i < n; i++) {
+		if (ret < 0) {
+			dss[i]->has_old = 1;
+			memcpy(dss[i]->wrapped_old, keep[i], sizeof(keep[i]));
+		} else {
+			forget_old(p, dss[i]);
+		}
+	}
+	keys_cleanse(keep, n * sizeof(*keep));
+	free(keep);
+	return ret;
 }

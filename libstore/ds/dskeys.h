@@ -67,15 +67,17 @@ int dskeys_adopt(struct stor_ds *ds, const struct recv_identity *id);
 int dskeys_init_macs(struct meta_txn *t, struct stor_ds *ds);
 
 /**
- * A rekey's first step (rekey.c): a new master key for @ds into @master,
- * wrapped by its root's wrapping key as generation !keygen, the wrapped key
- * it replaces kept beside it until the rekey ends. The key file's
- * replacement is the commit point. Admin lock held.
+ * A rekey's first step (rekey.c): one new master key into @master for the
+ * @n datasets @dss (a dataset and its clones share one), wrapped for each
+ * by its root's wrapping key as generation !keygen, the wrapped key it
+ * replaces kept beside it until the rekey ends. The key file's replacement
+ * is the commit point, for all of them at once. Admin lock held.
  */
-int dskeys_new_gen(struct stor_pool *p, struct stor_ds *ds, uint8_t *master);
+int dskeys_new_gen(struct stor_pool *p, struct stor_ds *const *dss, size_t n, uint8_t *master);
 
-/** A rekey's last step: the previous master key leaves the key file (the
- *  commit point), then memory with every data key derived from it. */
-int dskeys_drop_old(struct stor_pool *p, struct stor_ds *ds);
+/** A rekey's last step for the @n datasets @dss: their previous master key
+ *  leaves the key file (the commit point, once for all), then memory with
+ *  every data key derived from it. Admin lock held. */
+int dskeys_drop_old(struct stor_pool *p, struct stor_ds *const *dss, size_t n);
 
 #endif

@@ -78,13 +78,20 @@
  * (rekey_sealed_since), and a side that comes back after one, or during
  * one, is resilvered whole (resilver.c).
  *
+ * Clones share their origin's master key (dskeys_clone) and read its
+ * records under it, so a dataset, its clones, theirs and so on (a family)
+ * are rekeyed together, whichever of them is named: one new master for
+ * all in one save of the key file, every one switched before any walks
+ * (a clone must open what its origin's walk seals under the new key), a
+ * walk each, and the old key dropped from all at once by the last to end
+ * its walk (drop_old: a clone still opens its origin's old records until
+ * they are sealed again); the others wait in finish() for that. Creating
+ * or promoting a clone of one of them waits for the end.
+ *
  * Children: each has a master key of its own (rekey -r rekeys each), and
  * the list of a dataset's encrypted children is under its MAC key
  * (children.c), so the switch makes that list anew under the new key.
- *
- * Limits of this version, each refused with its reason: clones, and the
- * origins of clones (a clone reads its origin's records under their shared
- * master key); changes of the dataset's key wait for the end.
+ * Changes of the dataset's key wait for the end.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -153,6 +160,8 @@ struct rekey {
 	pthread_t thread;
 	int have_thread;
 	int stop;               /* 0, a state to end in (paused, stopped), or REKEY_HALT */
+	int walking;            /* its thread is in rekey_main (lock) */
+	int walked;             /* and found none of its records under the old key (lock) */
 	int scrub_free;         /* --scrub-free: free space written over before the end */
 	struct rekey_stat st;
 	unsigned mac_gen;
@@ -404,6 +413,36 @@ void rekey_fini(struct stor_pool *p)
 	for (size_t i = 0; i < p->nds; i++)
 		rekey_halt(p->ds[i]);
 	pthread_mutex_unlock(&p->admin);
+}
+
+/* ---- the datasets of one master key ---- */
+
+/* The dataset @ds's master key came from: up its origins to one that is
+ * no clone (admin lock held). */
+static struct stor_ds *family_top(struct stor_ds *ds)
+{
+	while (ds->origin)
+		ds = ds->origin->ds;
+	return ds;
+}
+
+/*
+ * The datasets that share @ds's master key (dskeys_clone): the one it came
+ * from and every clone of it, of its clones, and so on, into @out (room for
+ * p->nds). A clone reads its origin's records under that key, so they are
+ * rekeyed together: one new master for all, and the old one goes from all
+ * at once. Admin lock held. @return how many
+ */
+static size_t family(struct stor_pool *p, struct stor_ds *ds, struct stor_ds **out)
+{
+	struct stor_ds *top = family_top(ds);
+	size_t n = 0;
+
+	STOR_ASSERT_HELD(&p->admin);
+	for (size_t i = 0; i < p->nds; i++)
+		if (p->ds[i]->suite && family_top(p->ds[i]) == top)
+			out[n++] = p->ds[i];
+	return n;
 }
 
 /* ---- the switch ---- */
@@ -931,39 +970,161 @@ static int scrub_free(struct stor_pool *p, struct rekey *rk)
 }
 
 /* Step 4: the old key goes, once nothing needs it. 1: done, 0: walk again. */
+/* The admin lock, unless asked to stop meanwhile (a halt holds it). */
+static int admin_lock(struct rekey *rk)
+{
+	while (pthread_mutex_trylock(&rk->p->admin) != 0) {
+		struct timespec ts = { 0, 5000000 };
+
+		if (stopping(rk))
+			return -ECANCELED;
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+/*
+ * Has every dataset of @rk's master key (family) none of its records under
+ * the old one left? 1: yes (*@scrub: one of them asked for --scrub-free),
+ * 0: not yet, 2: the old key is gone already, or an error.
+ */
+static int family_walked(struct rekey *rk, int *scrub)
+{
+	struct stor_pool *p = rk->p;
+	struct stor_ds **fam = calloc(p->nds ? p->nds : 1, sizeof(*fam));
+	size_t n;
+	int ret = fam ? admin_lock(rk) : -ENOMEM;
+
+	if (ret < 0) {
+		free(fam);
+		return ret;
+	}
+	*scrub = rk->scrub_free;
+	n = family(p, rk->ds, fam);
+	ret = rk->ds->has_old ? 1 : 2;
+	for (size_t i = 0; i < n && ret == 1; i++) {
+		struct stor_ds *d = fam[i];
+		struct ds_keys *k = atomic_load(&d->keys);
+
+		struct rekey *o = d->rekey;
+		int walking = 0, walked = 0;
+
+		if (d == rk->ds || !d->has_old)
+			continue;
+		if (o) {
+			pthread_mutex_lock(&o->lock);
+			walking = o->walking;
+			walked = o->walked;
+			*scrub |= o->scrub_free;
+			pthread_mutex_unlock(&o->lock);
+		}
+		/* one still walking is not done; one with no thread (paused,
+		 * stopped, failed) may be, as its pointers say */
+		ret = walked ? 1 : walking || !k ? 0 : any_old(p, d, k->gen) ? 0 : 1;
+	}
+	pthread_mutex_unlock(&p->admin);
+	free(fam);
+	return ret;
+}
+
+/* The old key leaves every dataset of @rk's master key that still has it;
+ * one whose rekey has no thread to end it ends here. */
+static int drop_old(struct rekey *rk)
+{
+	struct stor_pool *p = rk->p;
+	struct stor_ds **fam = calloc(p->nds ? p->nds : 1, sizeof(*fam));
+	size_t n, m = 0;
+	int ret = fam ? admin_lock(rk) : -ENOMEM;
+
+	if (ret < 0) {
+		free(fam);
+		return ret;
+	}
+	n = family(p, rk->ds, fam);
+	for (size_t i = 0; i < n; i++)
+		if (fam[i]->has_old)
+			fam[m++] = fam[i];
+	ret = m ? dskeys_drop_old(p, fam, m) : 0;
+	for (size_t i = 0; i < m && ret == 0; i++) {
+		struct rekey *o = fam[i]->rekey;
+
+		if (!o || o == rk)
+			continue;
+		pthread_mutex_lock(&o->lock);
+		if (!o->walking && o->st.state != REKEY_DONE) {
+			o->st.state = REKEY_DONE;
+			o->st.end = wall();
+			o->st.end_txg = atomic_load(&p->synced_txg);
+		}
+		pthread_cond_broadcast(&o->wake); /* one waiting in finish() ends now */
+		pthread_mutex_unlock(&o->lock);
+		(void)save(o);
+	}
+	pthread_mutex_unlock(&p->admin);
+	free(fam);
+	return ret;
+}
+
+/*
+ * Step 4: the old key goes, once nothing needs it. 1: done, 0: walk again
+ * (or stop). Its clones and origin share it (family): the last of them to
+ * end its walk drops it from all, the others wait for that.
+ */
 static int finish(struct rekey *rk)
 {
 	struct stor_pool *p = rk->p;
-	int ret = 0;
+	int ret = 0, scrub = 0;
 
-	/* has_old changes only here, under the admin lock */
+	/* has_old changes only in drop_old, under the admin lock */
 	if (rk->ds->has_old) {
 		ret = txg_sync(p, 0);
 		if (ret == 0)
 			ret = any_old(p, rk->ds, atomic_load(&rk->ds->keys)->gen);
-		if (ret == 0 && rk->ds->nsnaps)
-			ret = save_views(p, rk->ds);
 		if (ret != 0)
 			return ret < 0 ? ret : 0;
-		if (rk->scrub_free && (ret = scrub_free(p, rk)) < 0)
-			return ret == -ECANCELED ? 0 : ret;
-		/* the admin lock, unless asked to stop meanwhile (a halt holds it) */
-		while (pthread_mutex_trylock(&p->admin) != 0) {
-			struct timespec ts = { 0, 5000000 };
+		pthread_mutex_lock(&rk->lock);
+		rk->walked = 1;
+		pthread_mutex_unlock(&rk->lock);
+		while ((ret = family_walked(rk, &scrub)) == 0) {
+			struct timespec ts;
 
+			pthread_mutex_lock(&rk->lock);
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			if (!rk->stop)
+				pthread_cond_timedwait(&rk->wake, &rk->lock, &ts);
+			pthread_mutex_unlock(&rk->lock);
 			if (stopping(rk))
 				return 0;
-			nanosleep(&ts, NULL);
 		}
-		ret = dskeys_drop_old(p, rk->ds);
-		pthread_mutex_unlock(&p->admin);
 		if (ret < 0)
-			return ret;
+			return ret == -ECANCELED ? 0 : ret;
+	}
+	if (ret == 1) {
+		struct stor_ds **fam = calloc(p->nds ? p->nds : 1, sizeof(*fam));
+		size_t n = 0;
+
+		/* the view roots of every one's snapshots (the list stays: has_old) */
+		ret = fam ? admin_lock(rk) : -ENOMEM;
+		if (ret == 0) {
+			n = family(p, rk->ds, fam);
+			pthread_mutex_unlock(&p->admin);
+		}
+		for (size_t i = 0; i < n && ret == 0; i++)
+			if (fam[i]->nsnaps && fam[i]->has_old)
+				ret = save_views(p, fam[i]);
+		free(fam);
+		if (ret == 0 && scrub)
+			ret = scrub_free(p, rk);
+		if (ret == 0)
+			ret = drop_old(rk);
+		if (ret < 0)
+			return ret == -ECANCELED ? 0 : ret;
 	}
 	/* the older records of the metadata log keep the old key file's bytes:
 	 * a checkpoint replaces them, its commit frees them, and they are
 	 * written over as free space (a crash before the end does it again) */
-	if (rk->scrub_free) {
+	if (rk->scrub_free || scrub) {
 		metalog_force_checkpoint(p);
 		ret = txg_sync(p, 0);
 		if (ret == 0)
@@ -1046,12 +1207,6 @@ static void *rekey_main(void *arg)
 			pthread_mutex_lock(&rk->lock);
 			break;
 		}
-		if (!past && !g.more) {
-			pthread_mutex_lock(&rk->lock);
-			rk->st.table++; /* the next snapshot's table */
-			rk->cursor = 0;
-			continue;
-		}
 		if (past) {
 			ret = finish(rk);
 			if (ret < 0)
@@ -1065,7 +1220,8 @@ static void *rekey_main(void *arg)
 			continue;
 		}
 		pthread_mutex_lock(&rk->lock);
-		rk->cursor = g.last + 1;
+		rk->cursor = g.more ? g.last + 1 : 0;
+		rk->st.table += !g.more; /* on to the next snapshot's table */
 		rk->st.examined += g.seen;
 		rk->st.rewritten += done;
 		if (mono() - last_save >= 1.0) {
@@ -1080,6 +1236,7 @@ static void *rekey_main(void *arg)
 		rk->st.state = rk->stop;
 		rk->stop = 0;
 	}
+	rk->walking = rk->walked = 0;
 	pthread_mutex_unlock(&rk->lock);
 	(void)save(rk);
 	return NULL;
@@ -1097,8 +1254,13 @@ static int start_thread(struct rekey *rk)
 	rk->stop = 0;
 	rk->t0 = mono();
 	rk->ex0 = rk->st.examined;
+	pthread_mutex_lock(&rk->lock);
+	rk->walking = 1;
+	pthread_mutex_unlock(&rk->lock);
 	ret = -pthread_create(&rk->thread, NULL, rekey_main, rk);
 	rk->have_thread = ret == 0;
+	if (ret < 0)
+		rk->walking = 0;
 	return ret;
 }
 
@@ -1228,91 +1390,133 @@ static int refuse(struct stor_ds *ds)
 		pool_set_error("%s is being received; rekey it once that is done", ds->name);
 		return -EBUSY;
 	}
-	/* a clone reads its origin's records under their shared master key */
-	if (ds->origin) {
-		pool_set_error("%s is a clone, which shares its origin's master key: this "
-			       "version cannot rekey clones; promote it, or send it to a new "
-			       "dataset and rekey that", ds->name);
-		return -EBUSY;
+	/* a clone reads its origin's records: both under one generation */
+	if (ds->origin && ds->keygen != ds->origin->ds->keygen) {
+		pool_set_error("%s: its key generation is not its origin's (%s): its key file "
+			       "entry was changed", ds->name, ds->origin->ds->name);
+		return STOR_ECORRUPT;
 	}
-	for (size_t i = 0; i < ds->nsnaps; i++)
-		if (ds->snaps[i]->nclones) {
-			pool_set_error("%s has a clone (of %s), which shares its master key: this "
-				       "version cannot rekey the origin of a clone; destroy or promote "
-				       "the clone first", ds->name, ds->snaps[i]->name);
-			return -EBUSY;
-		}
 	return 0;
 }
 
-static int start(struct stor_pool *p, struct stor_ds *ds, uint64_t rate, int scrub)
+/* Is @rk's rekey under way and left to go on (paused, stopped, failed, or
+ * past the old key's end with a --scrub-free left to do)? */
+static int resumable(const struct rekey *rk)
 {
-	struct ds_keys *k = atomic_load(&ds->keys);
-	struct rekey *rk = rekey_of(p, ds);
-	uint8_t *master = NULL;
+	return rk->ds->has_old ||
+	       (rk->scrub_free && rk->st.state != REKEY_NONE && rk->st.state != REKEY_DONE);
+}
+
+static int running(const struct rekey *rk)
+{
+	return rk->have_thread && rk->st.state == REKEY_RUNNING;
+}
+
+/* @rk's rekey on from where it was. */
+static int resume(struct stor_pool *p, struct rekey *rk, uint64_t rate, int scrub)
+{
+	struct ds_keys *k = atomic_load(&rk->ds->keys);
 	int ret;
 
-	if (!rk)
-		return -ENOMEM;
-	if (rk->have_thread && rk->st.state == REKEY_RUNNING) {
-		pool_set_error("a rekey of %s is running", ds->name);
-		return -EBUSY;
+	pthread_mutex_lock(&rk->lock);
+	rk->st.state = REKEY_RUNNING;
+	rk->st.rate = rate;
+	rk->st.error[0] = '\0';
+	rk->scrub_free |= scrub; /* asked at any start, it stays asked */
+	pthread_mutex_unlock(&rk->lock);
+	if (rk->mac_gen != k->gen) {
+		rekey_resume(p, rk->ds);
+		return rk->st.state == REKEY_FAILED ? -EIO : 0;
 	}
-	/* paused, stopped, failed, or waiting: on from where it was (past the
-	 * old key's end, a --scrub-free left to do) */
-	if (ds->has_old || (rk->scrub_free && rk->st.state != REKEY_NONE &&
-			    rk->st.state != REKEY_DONE)) {
-		pthread_mutex_lock(&rk->lock);
-		rk->st.state = REKEY_RUNNING;
-		rk->st.rate = rate;
-		rk->st.error[0] = '\0';
-		rk->scrub_free |= scrub; /* asked at any start, it stays asked */
-		pthread_mutex_unlock(&rk->lock);
-		if (rk->mac_gen != k->gen) {
-			rekey_resume(p, ds);
-			return rk->st.state == REKEY_FAILED ? -EIO : 0;
+	ret = start_thread(rk);
+	EVENT(STOR_EV_REKEY_START, p->name, EV_STR("dataset", rk->ds->name), EV_NUM("resumed", 1));
+	return ret;
+}
+
+/*
+ * Start the rekey of the @n datasets of one master key @fam, or resume
+ * theirs. One new master for all, in one save of the key file; every one
+ * switches before any walks, since a clone reads its origin's records
+ * under the master they share.
+ */
+static int start(struct stor_pool *p, struct stor_ds **fam, size_t n, uint64_t rate, int scrub)
+{
+	uint8_t *master = NULL;
+	size_t under_way = 0, resumed = 0;
+	int ret = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct rekey *rk = rekey_of(p, fam[i]);
+
+		if (!rk)
+			return -ENOMEM;
+		under_way += resumable(rk);
+	}
+	if (under_way) {
+		for (size_t i = 0; i < n && ret == 0; i++)
+			if (resumable(fam[i]->rekey) && !running(fam[i]->rekey)) {
+				ret = resume(p, fam[i]->rekey, rate, scrub);
+				resumed++;
+			}
+		if (ret == 0 && !resumed) {
+			pool_set_error("a rekey of %s is running", fam[0]->name);
+			return -EBUSY;
 		}
-		ret = start_thread(rk);
-		EVENT(STOR_EV_REKEY_START, p->name, EV_STR("dataset", ds->name), EV_NUM("resumed", 1));
 		return ret;
 	}
-	ret = check_tree(p, ds, k);
+	for (size_t i = 0; i < n && ret == 0; i++)
+		ret = check_tree(p, fam[i], atomic_load(&fam[i]->keys));
 	if (ret == 0 && !(master = keys_secure_alloc(KEYS_MASTER_LEN)))
 		ret = -ENOMEM;
 	if (ret == 0)
-		ret = dskeys_new_gen(p, ds, master);
+		ret = dskeys_new_gen(p, fam, n, master);
 	if (ret < 0) {
 		keys_secure_free(master, KEYS_MASTER_LEN);
 		return ret;
 	}
-	pthread_mutex_lock(&rk->lock);
-	memset(&rk->st, 0, sizeof(rk->st));
-	rk->st.state = REKEY_RUNNING;
-	rk->st.rate = rate;
-	rk->st.start = wall();
-	rk->st.total = (uint64_t)atomic_load(&ds->used) / (ds->recsize ? ds->recsize : 1);
-	rk->st.total += (uint64_t)atomic_load(&ds->snap_used) / (ds->recsize ? ds->recsize : 1);
-	rk->cursor = 0;
-	rk->scrub_free = scrub;
-	pthread_mutex_unlock(&rk->lock);
-	/* the key file has both keys now: a failure from here is resumed */
-	ret = switch_tree(p, ds, k, master);
-	if (ret < 0) {
-		fail(rk, ret, "switching the MAC tree to the new key");
-		return ret;
+	for (size_t i = 0; i < n; i++) {
+		struct stor_ds *ds = fam[i];
+		struct rekey *rk = ds->rekey;
+		uint64_t rs = ds->recsize ? ds->recsize : 1;
+
+		pthread_mutex_lock(&rk->lock);
+		memset(&rk->st, 0, sizeof(rk->st));
+		rk->st.state = REKEY_RUNNING;
+		rk->st.rate = rate;
+		rk->st.start = wall();
+		rk->st.total = (uint64_t)(atomic_load(&ds->used) + atomic_load(&ds->snap_used)) / rs;
+		rk->cursor = 0;
+		rk->scrub_free = scrub;
+		pthread_mutex_unlock(&rk->lock);
 	}
-	EVENT(STOR_EV_REKEY_START, p->name, EV_STR("dataset", ds->name), EV_NUM("resumed", 0));
-	return start_thread(rk);
+	/* the key file has the new key for all now: a failure from here is resumed */
+	for (size_t i = 0; i < n; i++) {
+		uint8_t *mine = keys_secure_alloc(KEYS_MASTER_LEN);
+		int r = mine ? 0 : -ENOMEM;
+
+		if (mine) {
+			memcpy(mine, master, KEYS_MASTER_LEN);
+			r = switch_tree(p, fam[i], atomic_load(&fam[i]->keys), mine);
+		}
+		if (r < 0) {
+			fail(fam[i]->rekey, r, "switching the MAC tree to the new key");
+			ret = ret ? ret : r;
+		}
+	}
+	keys_secure_free(master, KEYS_MASTER_LEN);
+	for (size_t i = 0; i < n && ret == 0; i++) {
+		EVENT(STOR_EV_REKEY_START, p->name, EV_STR("dataset", fam[i]->name),
+		      EV_NUM("resumed", 0));
+		ret = start_thread(fam[i]->rekey);
+	}
+	return ret;
 }
 
-/* One dataset's start, pause or stop (admin lock held). */
-static int rekey_one(struct stor_pool *p, struct stor_ds *ds, int what, uint64_t rate, int scrub)
+/* One dataset's pause or stop (admin lock held). */
+static int halt_one(struct stor_pool *p, struct stor_ds *ds, int what)
 {
-	struct rekey *rk;
+	struct rekey *rk = ds->has_old ? rekey_of(p, ds) : NULL;
 
-	if (what == STOR_REKEY_START)
-		return start(p, ds, rate, scrub);
-	rk = ds->has_old ? rekey_of(p, ds) : NULL;
 	if (!rk || (what == STOR_REKEY_PAUSE && rk->st.state != REKEY_RUNNING)) {
 		pool_set_error("no rekey of %s is %s", ds->name,
 			       what == STOR_REKEY_PAUSE ? "running" : "under way");
@@ -1325,11 +1529,24 @@ static int rekey_one(struct stor_pool *p, struct stor_ds *ds, int what, uint64_t
 	return save(rk);
 }
 
+/* Mark @d and the others of its master key in @sel (by table index). */
+static void select_family(struct stor_pool *p, struct stor_ds *d, struct stor_ds **tmp,
+			  uint8_t *sel)
+{
+	size_t n = family(p, d, tmp);
+
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < p->nds; j++)
+			if (p->ds[j] == tmp[i])
+				sel[j] = 1;
+}
+
 int stor_rekey(struct stor_pool *p, const char *name, int what, uint64_t rate)
 {
 	int recursive = what & STOR_REKEY_RECURSIVE, scrub = !!(what & STOR_REKEY_SCRUB_FREE), ret = 0;
 	size_t len = strlen(name);
-	struct stor_ds *ds;
+	struct stor_ds *ds, **fam = NULL;
+	uint8_t *sel = NULL;
 
 	what &= ~(STOR_REKEY_RECURSIVE | STOR_REKEY_SCRUB_FREE);
 	pool_set_error("%s", "");
@@ -1339,23 +1556,55 @@ int stor_rekey(struct stor_pool *p, const char *name, int what, uint64_t rate)
 		ret = -ENOENT;
 		goto out;
 	}
-	/* -r: it and every encrypted dataset below it, each checked before any
-	 * starts; a pause or stop of those that have one under way */
-	for (size_t i = 0; i < p->nds && ret == 0 && what == STOR_REKEY_START; i++) {
+	fam = calloc(p->nds, sizeof(*fam));
+	sel = calloc(p->nds, 1);
+	if (!fam || !sel) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (what != STOR_REKEY_START && !ds->has_old) {
+		ret = halt_one(p, ds, what); /* says why not */
+		goto out;
+	}
+	if (what == STOR_REKEY_START && (ret = refuse(ds)) < 0)
+		goto out;
+	/* it, with -r every encrypted dataset below it, and with each the
+	 * others of its master key (its clones, its origin), each checked
+	 * before any starts; a pause or stop of those that have one under way */
+	for (size_t i = 0; i < p->nds; i++) {
 		struct stor_ds *d = p->ds[i];
 		int below = recursive && !strncmp(d->name, name, len) && d->name[len] == '/';
 
 		if (d == ds || (below && d->suite))
-			ret = refuse(d);
+			select_family(p, d, fam, sel);
 	}
 	for (size_t i = 0; i < p->nds && ret == 0; i++) {
-		struct stor_ds *d = p->ds[i];
-		int below = recursive && !strncmp(d->name, name, len) && d->name[len] == '/';
+		if (sel[i] && what == STOR_REKEY_START)
+			ret = refuse(p->ds[i]);
+		else if (sel[i] && p->ds[i]->has_old)
+			ret = halt_one(p, p->ds[i], what);
+		/* the named one says why not; of the others, those that can */
+		if (ret == -ENOENT && p->ds[i] != ds) {
+			ret = 0;
+			pool_set_error("%s", "");
+		}
+	}
+	/* each master key's datasets together */
+	for (size_t i = 0; i < p->nds && ret == 0 && what == STOR_REKEY_START; i++) {
+		size_t n;
 
-		if (d == ds || (below && (what == STOR_REKEY_START ? d->suite : d->has_old)))
-			ret = rekey_one(p, d, what, rate, scrub);
+		if (!sel[i])
+			continue;
+		n = family(p, p->ds[i], fam);
+		for (size_t k = 0; k < n; k++)
+			for (size_t j = 0; j < p->nds; j++)
+				if (p->ds[j] == fam[k])
+					sel[j] = 0;
+		ret = start(p, fam, n, rate, scrub);
 	}
 out:
 	pthread_mutex_unlock(&p->admin);
+	free(fam);
+	free(sel);
 	return ret;
 }

@@ -37,6 +37,7 @@
 #include "ds/dataset.h"
 #include "ds/snapshot.h"
 #include "ds/space.h"
+#include "ds/rekey.h"
 #include "io/record.h"
 #include "kv/meta.h"
 #include "pool_impl.h"
@@ -317,6 +318,11 @@ static int promote_checks(struct stor_pool *p, struct stor_ds *C, struct stor_ds
 	if (D->suite && (!atomic_load(&D->keys) || !atomic_load(&C->keys))) {
 		pool_set_error("%s: the key is not loaded; load it to promote", C->name);
 		return STOR_ENOKEY;
+	}
+	/* the rekey walks the tables each had when it started */
+	if (C->has_old || D->has_old) {
+		rekey_busy_error(C->has_old ? C : D, "promote it");
+		return -EBUSY;
 	}
 	return 0;
 }

@@ -71,22 +71,32 @@ static void make_filled(void)
 	       parm("fill.parm", fill_parm));
 }
 
-static const char *status(void)
+static const char *status_of(const char *ds)
 {
-	COF_OK("get -H -o value rekeystatus p/e");
+	COF_OK("get -H -o value rekeystatus %s", ds);
 	out[strcspn(out, "\n")] = '\0';
 	return out;
 }
 
-/* Wait (a generous deadline) until rekeystatus starts with @want. */
-static void wait_status(const char *want)
+static const char *status(void)
+{
+	return status_of("p/e");
+}
+
+/* Wait (a generous deadline) until the rekeystatus of @ds starts with @want. */
+static void wait_status_of(const char *ds, const char *want)
 {
 	double end = tdaemon_deadline(TDAEMON_WAIT_S);
 
-	while (strncmp(status(), want, strlen(want)) && tdaemon_poll(end))
+	while (strncmp(status_of(ds), want, strlen(want)) && tdaemon_poll(end))
 		;
-	cr_assert(!strncmp(status(), want, strlen(want)), "rekeystatus '%s', waited for '%s'\n%s",
-		  out, want, tdaemon_log(&td));
+	cr_assert(!strncmp(status_of(ds), want, strlen(want)),
+		  "rekeystatus of %s '%s', waited for '%s'\n%s", ds, out, want, tdaemon_log(&td));
+}
+
+static void wait_status(const char *want)
+{
+	wait_status_of("p/e", want);
 }
 
 /* Every acknowledged write reads back, and the pool checks clean. */
@@ -380,18 +390,12 @@ Test(rekey, refusals_say_why_and_change_nothing)
 	cr_assert_neq(cof("rekey p/clear"), 0);
 	cr_assert(strstr(out, "not encrypted"), "%s", out);
 	cr_assert_neq(cof("rekey p/none"), 0);
-	/* a clone shares its origin's master key */
 	COF_OK("snapshot p/e@s");
 	COF_OK("clone p/e@s p/e/c");
-	cr_assert_neq(cof("rekey p/e"), 0);
-	cr_assert(strstr(out, "has a clone"), "%s", out);
-	cr_assert_neq(cof("rekey p/e/c"), 0);
-	cr_assert(strstr(out, "is a clone"), "%s", out);
-	COF_OK("destroy p/e/c");
 	cr_assert_neq(cof("rekey -p p/e"), 0, "a pause with nothing running:\n%s", out);
 
 	/* while one runs: a second, a snapshot, a key change, a destroy or a
-	 * rollback of a snapshot and a raw send wait */
+	 * rollback of a snapshot, a raw send, a clone and a promote wait */
 	COF_OK("rekey --rate 1M p/e");
 	cr_assert_neq(cof("rekey p/e"), 0);
 	cr_assert(strstr(out, "is running"), "%s", out);
@@ -405,6 +409,10 @@ Test(rekey, refusals_say_why_and_change_nothing)
 	cr_assert_neq(cof("rollback p/e@s"), 0);
 	cr_assert(strstr(out, "being rekeyed"), "%s", out);
 	cr_assert_neq(cof("send -w p/e@s > /dev/null"), 0);
+	cr_assert(strstr(out, "being rekeyed"), "%s", out);
+	cr_assert_neq(cof("clone p/e@s p/e/d"), 0);
+	cr_assert(strstr(out, "being rekeyed"), "%s", out);
+	cr_assert_neq(cof("promote p/e/c"), 0);
 	cr_assert(strstr(out, "being rekeyed"), "%s", out);
 
 	/* paused, it stays paused over an unload and a load; resumed, it ends */
@@ -512,4 +520,51 @@ Test(rekey, a_mirror_side_out_of_service_meanwhile_is_resilvered_whole)
 	reads_as_image("p/e@s", "s");
 	COF_OK("pool check p");
 	cr_assert(strstr(out, "old_keys: 0") && strstr(out, "mac_errors: 0"), "%s", out);
+}
+
+/* p/e/c's image now as @name.img. */
+static void clone_image(const char *ds, const char *name)
+{
+	COF_OK("read %s > %s.img", ds, tdaemon_path(&td, "%s", name));
+}
+
+Test(rekey, a_clone_and_its_origin_are_rekeyed_together)
+{
+	char data[4200];
+	int st;
+
+	make_filled();
+	snapshot_then_overwrite("s1");
+	/* a clone with records of its own, some kept by a snapshot of it */
+	COF_OK("clone p/e@s1 p/e/c");
+	tdaemon_random_file(&td, "c1", 1 << 20, data, sizeof(data));
+	COF_OK("write p/e/c < %s", data);
+	COF_OK("snapshot p/e/c@cs");
+	clone_image("p/e/c@cs", "cs");
+	tdaemon_random_file(&td, "c2", 256 << 10, data, sizeof(data));
+	COF_OK("write -o 65536 p/e/c < %s", data);
+	clone_image("p/e/c", "c");
+	/* named by the clone, the master key they share goes from both; a
+	 * kill -9 in the walk, and the load-key of their root resumes both */
+	COF_OK("rekey --rate 4M p/e/c");
+	COF_OK("get -H -o value rekeystatus p/e");
+	cr_assert(!strncmp(out, "running", 7), "the origin is not rekeyed with its clone: %s", out);
+	kill(td.pid, SIGKILL);
+	waitpid(td.pid, &st, 0);
+	td.pid = -1;
+	tdaemon_start_ok(&td);
+	COF_OK("load-key p/e");
+	wait_status("done");
+	wait_status_of("p/e/c", "done");
+	all_sound();
+	reads_as_image("p/e@s1", "s1");
+	reads_as_image("p/e/c@cs", "cs");
+	reads_as_image("p/e/c", "c");
+	/* from the LUNs alone, with the new key */
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	COF_OK("load-key p/e");
+	reads_as_image("p/e/c", "c");
+	reads_as_image("p/e/c@cs", "cs");
+	all_sound();
 }
