@@ -850,11 +850,22 @@ static void views_release(void *arg)
 	free(v);
 }
 
+static int views_hook(struct stor_pool *p, uint64_t txg, void *arg)
+{
+	struct views **v = arg;
+	struct txg_task task = { .commit = views_commit, .release = views_release, .arg = *v };
+	int ret = txg_enlist(p, &task);
+
+	(void)txg;
+	if (ret == 0)
+		*v = NULL; /* the stage's now */
+	return ret;
+}
+
 static int save_views(struct stor_pool *p, struct stor_ds *ds)
 {
 	struct ds_keys *k = atomic_load(&ds->keys);
 	struct views *v = calloc(1, sizeof(*v));
-	struct txg_task task = { .commit = views_commit, .release = views_release, .arg = v };
 	int ret;
 
 	if (!v)
@@ -863,12 +874,10 @@ static int save_views(struct stor_pool *p, struct stor_ds *ds)
 	pthread_mutex_lock(&k->lock);
 	v->mk = mac_key_ref(k->mac);
 	pthread_mutex_unlock(&k->lock);
-	ret = txg_enlist(p, &task);
-	if (ret < 0) {
+	ret = txg_sync_close(p, views_hook, &v);
+	if (v)
 		views_release(v);
-		return ret;
-	}
-	return txg_sync(p, 0);
+	return ret;
 }
 
 /* Wait until the pace allows more, or a stop; rk->lock held. */
