@@ -14,9 +14,10 @@
 #   default). The median of each pair's ratio
 #   (with rekey / without) and its min-max; the target is >= 0.95;
 # - kill -9: --kills times a daemon killed at a random point of a rekey of
-#   a 256 MiB dataset (32M/s), restarted, its key loaded, until the rekey
-#   is done; then every acknowledged write reads back (bench -vr of the
-#   fill's journal) and pool check is clean.
+#   a 256 MiB dataset with two snapshots and a clone of one (32M/s),
+#   restarted, its key loaded, until the rekey of both is done; then every
+#   acknowledged write reads back (bench -vr of the journal), the snapshots
+#   and the clone read as before, and pool check is clean.
 #
 # usage: rekey.sh [--big MiB] [--rounds N] [--datasets D] [--slice SEC]
 #        [--slices N] [--kills N] [--rate SIZE] [--dir DIR] [--out DIR]
@@ -184,9 +185,20 @@ impact() { # pass lundir direct
 kill_cycles() {
 	echo "== kills: $kills kill -9 at random points of a rekey" >&2
 	start_daemon /dev/shm no
-	make_pool /dev/shm 512
+	make_pool /dev/shm 1536 # the head, what each snapshot keeps, and a rekey's room
 	make_ds p/k 256
 	fill p/k "$work/journal"
+	# snapshots whose tables keep records, a clone with records of its own
+	printf 'sd=sd1,dataset=p/k,threads=2\nwd=o,sd=sd1,rdpct=0,seekpct=random,xfersize=8k\nrd=o,wd=o,iorate=max,elapsed=1,interval=1\n' \
+		> "$work/over.parm"
+	c snapshot p/k@a
+	c bench -q -v --journal "$work/journal" "$work/over.parm" > /dev/null
+	c snapshot p/k@b
+	c bench -q -v --journal "$work/journal" "$work/over.parm" > /dev/null
+	c clone p/k@a p/k/c
+	head -c 16M /dev/urandom | c write -o 1048576 p/k/c
+	images() { for x in p/k@a p/k@b p/k/c; do c read "$x" | sha256sum; done; }
+	images > "$out/kills-images-before.txt"
 	c rekey --rate 32M p/k
 	n=0
 	while [ $n -lt "$kills" ] && ! status p/k | grep -q '^done'; do
@@ -198,9 +210,13 @@ kill_cycles() {
 		n=$((n + 1))
 	done
 	wait_done p/k
+	wait_done p/k/c
 	c bench -q -vr "$work/journal" > "$out/kills-validate.txt" || die "validation failed: $out/kills-validate.txt"
+	images > "$out/kills-images-after.txt"
+	cmp -s "$out/kills-images-before.txt" "$out/kills-images-after.txt" ||
+		die "a snapshot or the clone reads otherwise: $out/kills-images-*.txt"
 	c pool check p > "$out/kills-check.txt" || die "pool check failed: $out/kills-check.txt"
-	printf 'kills: %s kill -9, then done; every acknowledged write read back; pool check clean\n' "$n" |
+	printf 'kills: %s kill -9, then done; every acknowledged write read back, the snapshots and the clone as before; pool check clean\n' "$n" |
 		tee -a "$out/summary.txt"
 }
 
