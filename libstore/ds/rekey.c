@@ -36,7 +36,8 @@
  *    snapshot that read the old pointer reads this one (snapshot.c's read
  *    rule goes by birth), and nothing moves between tables: txg_stage()
  *    frees the old extent of a pointer of the same birth instead of
- *    keeping it for a snapshot. Paced to the rate asked. The table, the
+ *    keeping it for a snapshot. Paced to the rate asked, an eighth of it
+ *    while clients' requests keep coming (pace). The table, the
  *    cursor and the counts go to the pool table about once a second: a
  *    pause, an export or a crash resumes there.
  * 4. The end: a commit makes every rewrite durable, then a walk of all the
@@ -128,6 +129,8 @@
 #define REKEY_ROW_VERSION 2u /* 1: no table, no end_txg */
 #define REKEY_HALT (-1) /* rekey_halt: the thread ends, the rekey stays running */
 #define REKEY_NICE 19
+#define REKEY_BUSY_S 0.25 /* clients' I/O this recent makes the pool busy (pace) */
+#define REKEY_BUSY_SHARE 8 /* of its rate a rekey takes on a busy pool */
 
 enum rekey_state {
 	REKEY_NONE = 0,    /* never rekeyed */
@@ -166,8 +169,9 @@ struct rekey {
 	struct rekey_stat st;
 	unsigned mac_gen;
 	uint64_t cursor;        /* the next record the walk looks at */
-	double t0;              /* pace: when the thread (re)started, */
-	uint64_t ex0;           /* and the records examined then */
+	double next;            /* pace: when the next batch may start (mono) */
+	double busy_until;      /* clients' I/O was seen: the walk yields until then */
+	uint_fast64_t io_seen;  /* p->client_io when last looked at */
 };
 
 static double mono(void)
@@ -880,16 +884,35 @@ static int save_views(struct stor_pool *p, struct stor_ds *ds)
 	return ret;
 }
 
-/* Wait until the pace allows more, or a stop; rk->lock held. */
-static void pace(struct rekey *rk)
+/*
+ * After a batch that examined @recs records: wait until the pace allows
+ * more, or a stop (rk->lock held). The rate asked is the most it takes:
+ * while clients' requests keep coming to the pool (client_io moved within
+ * REKEY_BUSY_S), it takes 1/REKEY_BUSY_SHARE of it, after ZFS's scrub that
+ * backs off a pool in use, so their I/O keeps its pace on a busy pool and
+ * an idle one is rekeyed at full speed.
+ */
+static void pace(struct rekey *rk, uint64_t recs)
 {
-	while (!rk->stop && rk->st.rate) {
-		double bytes = (double)(rk->st.examined - rk->ex0) * rk->ds->recsize;
-		double ahead = bytes / (double)rk->st.rate - (mono() - rk->t0);
+	uint_fast64_t io = atomic_load_explicit(&rk->p->client_io, memory_order_relaxed);
+	double now = mono(), rate = (double)rk->st.rate;
+
+	if (!rk->st.rate)
+		return;
+	if (io != rk->io_seen) {
+		rk->io_seen = io;
+		rk->busy_until = now + REKEY_BUSY_S;
+	}
+	if (now < rk->busy_until)
+		rate /= REKEY_BUSY_SHARE;
+	/* no credit saved up beyond one batch while it waited or was paused */
+	if (rk->next < now - 0.1)
+		rk->next = now - 0.1;
+	rk->next += (double)recs * rk->ds->recsize / rate;
+	while (!rk->stop && rk->next > mono()) {
+		double ahead = rk->next - mono();
 		struct timespec ts;
 
-		if (ahead <= 0)
-			break;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ahead += ts.tv_nsec / 1e9;
 		ts.tv_sec += (time_t)ahead;
@@ -1239,7 +1262,7 @@ static void *rekey_main(void *arg)
 			last_save = mono();
 			pthread_mutex_lock(&rk->lock);
 		}
-		pace(rk);
+		pace(rk, g.seen);
 	}
 	if (rk->stop > 0) {
 		rk->st.state = rk->stop;
@@ -1261,8 +1284,7 @@ static int start_thread(struct rekey *rk)
 		rk->have_thread = 0;
 	}
 	rk->stop = 0;
-	rk->t0 = mono();
-	rk->ex0 = rk->st.examined;
+	rk->next = mono();
 	pthread_mutex_lock(&rk->lock);
 	rk->walking = 1;
 	pthread_mutex_unlock(&rk->lock);

@@ -1525,6 +1525,7 @@ static int submit_pool(struct stor_pool *p, struct stor_io *ios, size_t n)
 {
 	size_t i = 0;
 
+	atomic_fetch_add_explicit(&p->client_io, 1, memory_order_relaxed);
 	while (i < n) {
 		int write = ios[i].op != STOR_IO_READ;
 		size_t j = i + 1;
@@ -1796,6 +1797,7 @@ static void start_flight(struct stor_reader *rd, struct stor_pool *p, struct sto
 	struct flight *f;
 	void *scratch;
 
+	atomic_fetch_add_explicit(&p->client_io, 1, memory_order_relaxed);
 	for (size_t k = 0; k < n; k++)
 		nrec += count_recs(reqs[k]);
 	f = flight_new(n, nrec);
