@@ -107,6 +107,29 @@ static void all_sound(void)
 	cr_assert(strstr(out, "old_keys: 0") && strstr(out, "mac_errors: 0"), "%s", out);
 }
 
+/* A rekey of p/e at 8M/s while writes and reads, validated against the
+ * journal, run on it; both end well. */
+static void rekey_beside_validated_io(void)
+{
+	pid_t pid = fork();
+	int st;
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		_exit(tdaemon_cofferf(
+			&td, NULL, NULL, 0, "bench -q --socket %s -v --journal %s %s > %s 2>&1",
+			td.sock, tdaemon_path(&td, "j"),
+			parm("rw.parm", "sd=sd1,dataset=p/e,threads=4\n"
+					"wd=rw,sd=sd1,rdpct=50,seekpct=random,xfersize=8k\n"
+					"rd=rw,wd=rw,iorate=max,elapsed=6,interval=1\n"),
+			tdaemon_path(&td, "rw.out")));
+	COF_OK("rekey --rate 8M p/e");
+	wait_status("done");
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the bench beside the rekey failed (%d)",
+		  st);
+}
+
 /* Snapshot p/e@@name, keep its image as name.img, then write over records
  * at random for a second, journaled (the records it held move into its table). */
 static void snapshot_then_overwrite(const char *name)
@@ -127,32 +150,14 @@ static void reads_as_image(const char *snap, const char *name)
 	COF_OK("read %s > %s", snap, tdaemon_path(&td, "now.img"));
 	snprintf(cmd, sizeof(cmd), "cmp %s %s.img", tdaemon_path(&td, "now.img"),
 		 tdaemon_path(&td, "%s", name));
-	cr_assert_eq(system(cmd), 0, "%s reads otherwise than before the rekey", snap);
+	cr_assert_eq(system(cmd), 0, "%s reads otherwise than %s.img", snap, name);
 }
 
 Test(rekey, under_validated_writes_and_reads)
 {
-	pid_t pid;
-	int st;
-
 	make_filled();
 	cr_assert_str_eq(status(), "none");
-	/* writes and reads, validated against the journal, while the rekey walks */
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0)
-		_exit(tdaemon_cofferf(
-			&td, NULL, NULL, 0, "bench -q --socket %s -v --journal %s %s > %s 2>&1",
-			td.sock, tdaemon_path(&td, "j"),
-			parm("rw.parm", "sd=sd1,dataset=p/e,threads=4\n"
-					"wd=rw,sd=sd1,rdpct=50,seekpct=random,xfersize=8k\n"
-					"rd=rw,wd=rw,iorate=max,elapsed=6,interval=1\n"),
-			tdaemon_path(&td, "rw.out")));
-	COF_OK("rekey --rate 8M p/e");
-	wait_status("done");
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the bench beside the rekey failed (%d)",
-		  st);
+	rekey_beside_validated_io();
 	all_sound();
 	/* the records under the new key read back after a restart too */
 	tdaemon_stop_ok(&td);
@@ -433,29 +438,10 @@ Test(rekey, refusals_say_why_and_change_nothing)
 
 Test(rekey, snapshots_read_as_before_and_raw_streams_of_them_verify)
 {
-	char cmd[8192];
-	pid_t pid;
-	int st;
-
 	make_filled();
 	snapshot_then_overwrite("s1");
 	snapshot_then_overwrite("s2");
-	/* validated writes over records the snapshots keep, while it walks */
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0)
-		_exit(tdaemon_cofferf(
-			&td, NULL, NULL, 0, "bench -q --socket %s -v --journal %s %s > %s 2>&1",
-			td.sock, tdaemon_path(&td, "j"),
-			parm("rw.parm", "sd=sd1,dataset=p/e,threads=4\n"
-					"wd=rw,sd=sd1,rdpct=50,seekpct=random,xfersize=8k\n"
-					"rd=rw,wd=rw,iorate=max,elapsed=6,interval=1\n"),
-			tdaemon_path(&td, "rw.out")));
-	COF_OK("rekey --rate 8M p/e");
-	wait_status("done");
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the bench beside the rekey failed (%d)",
-		  st);
+	rekey_beside_validated_io(); /* over records the snapshots keep too */
 	all_sound();
 	reads_as_image("p/e@s1", "s1");
 	reads_as_image("p/e@s2", "s2");
@@ -479,10 +465,7 @@ Test(rekey, snapshots_read_as_before_and_raw_streams_of_them_verify)
 	/* a snapshot of the new key, then a rollback to an old one */
 	COF_OK("snapshot p/e@s3");
 	COF_OK("rollback -r p/e@s1");
-	COF_OK("read p/e > %s", tdaemon_path(&td, "head.img"));
-	snprintf(cmd, sizeof(cmd), "cmp %s %s", tdaemon_path(&td, "head.img"),
-		 tdaemon_path(&td, "s1.img"));
-	cr_assert_eq(system(cmd), 0, "rolled back to s1, the head reads otherwise");
+	reads_as_image("p/e", "s1");
 	COF_OK("pool check p");
 }
 
