@@ -1136,15 +1136,16 @@ static int finish(struct rekey *rk)
 		struct stor_ds **fam = calloc(p->nds ? p->nds : 1, sizeof(*fam));
 		size_t n = 0;
 
-		/* the view roots of every one's snapshots (the list stays: has_old) */
+		/* the view roots of every one's snapshots (their lists stay: has_old),
+		 * under the admin lock: none of them is destroyed meanwhile */
 		ret = fam ? admin_lock(rk) : -ENOMEM;
 		if (ret == 0) {
 			n = family(p, rk->ds, fam);
+			for (size_t i = 0; i < n && ret == 0; i++)
+				if (fam[i]->nsnaps && fam[i]->has_old)
+					ret = save_views(p, fam[i]);
 			pthread_mutex_unlock(&p->admin);
 		}
-		for (size_t i = 0; i < n && ret == 0; i++)
-			if (fam[i]->nsnaps && fam[i]->has_old)
-				ret = save_views(p, fam[i]);
 		free(fam);
 		if (ret == 0 && scrub)
 			ret = scrub_free(p, rk);
