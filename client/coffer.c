@@ -3298,14 +3298,63 @@ static int pool_get(int argc, char **argv)
 }
 
 /* set PROP=VALUE... DATASET: all in one call, made all or none (zfs set takes several). */
-static int cmd_set(int argc, char **argv)
+/*
+ * set encryption=SUITE -o keyformat=F [-o keylocation=L] [-o pbkdf2iters=N]
+ * [--rate RATE] [--scrub-free] DATASET: encrypt the clear DATASET in place,
+ * its new key read as change-key reads one; its records are sealed in the
+ * background at RATE, as a rekey's (rekeystatus).
+ */
+static int set_encryption(json_t *props, json_t *opts, const char *ds, uint64_t rate,
+			  int have_rate, int scrub)
 {
 	struct coffer_conn *c;
-	json_t *props;
-	int k, failed = 0;
+	uint8_t key[KEY_MAX];
+	const char *fmt = prop_in(opts, "keyformat"), *loc = prop_in(opts, "keylocation");
+	json_t *args;
+	size_t n;
 
-	if (getopt(argc, argv, "") != -1)
-		usage_exit();
+	if (json_array_size(props) != 1)
+		die("set: encryption=SUITE goes alone; give keyformat, keylocation and pbkdf2iters "
+		    "with -o");
+	if (!fmt)
+		die("%s: encrypting it needs -o keyformat=raw, hex or passphrase", ds);
+	c = conn_open();
+	n = key_read(c, ds, fmt, loc ? loc : "prompt", KEY_CONFIRM | KEY_NEW, key);
+	json_array_extend(props, opts);
+	args = json_pack("{s:s, s:O, s:b}", "name", ds, "props", props, "scrub_free", scrub);
+	if (have_rate)
+		json_object_set_new(args, "rate", json_integer((json_int_t)rate));
+	key_attach(args, key, n);
+	wipe(key, sizeof(key));
+	json_decref(call(c, "ds_encrypt", args, ds));
+	coffer_close(c);
+	return 0;
+}
+
+static int cmd_set(int argc, char **argv)
+{
+	static const struct option longs[] = { { "rate", required_argument, NULL, 'R' },
+					       { "scrub-free", no_argument, NULL, 'F' },
+					       { NULL, 0, NULL, 0 } };
+	struct coffer_conn *c;
+	json_t *props, *opts = json_array();
+	uint64_t rate = PROTO_REKEY_RATE;
+	int opt, k, failed = 0, have_rate = 0, scrub = 0;
+
+	while ((opt = getopt_long(argc, argv, "o:", longs, NULL)) != -1) {
+		if (opt == 'o' && (!strncmp(optarg, "keyformat=", 10) ||
+				   !strncmp(optarg, "keylocation=", 12) ||
+				   !strncmp(optarg, "pbkdf2iters=", 12))) {
+			json_array_append_new(opts, json_string(optarg));
+		} else if (opt == 'R') {
+			rate = size_arg(optarg, "--rate");
+			have_rate = 1;
+		} else if (opt == 'F') {
+			scrub = 1;
+		} else {
+			usage_exit();
+		}
+	}
 	props = json_array();
 	/* PROP=VALUE... DATASET...: every assignment well-formed before any is sent */
 	for (k = optind; k < argc && strchr(argv[k], '='); k++) {
@@ -3323,6 +3372,17 @@ static int cmd_set(int argc, char **argv)
 			die("set: '%s' comes after the dataset %s: give every PROP=VALUE first; "
 			    "nothing was set",
 			    argv[d], argv[k]);
+	if (prop_in(props, "encryption")) {
+		if (k + 1 != argc)
+			die("set: encryption=SUITE takes one dataset");
+		failed = set_encryption(props, opts, argv[k], rate, have_rate, scrub);
+		json_decref(props);
+		json_decref(opts);
+		return failed;
+	}
+	if (json_array_size(opts) || have_rate || scrub)
+		die("set: -o, --rate and --scrub-free go with encryption=SUITE only");
+	json_decref(opts);
 	c = conn_open();
 	/* all or none on each dataset (the daemon's), the datasets in turn */
 	for (; k < argc; k++)
@@ -4442,10 +4502,15 @@ static const struct cmd cmds[] = {
 	  "  -j         JSON\n"
 	  "  -o FIELDS  columns: name, property, value, source, or all\n"
 	  "  -s SOURCES rows whose source is local, default, inherited or none" },
-	{ "set", cmd_set, "PROP=VALUE... DATASET...",
+	{ "set", cmd_set,
+	  "PROP=VALUE... DATASET... | encryption=SUITE -o keyformat=FMT [-o keylocation=LOC]\n"
+	  "       [-o pbkdf2iters=N] [--rate RATE] [--scrub-free] DATASET",
 	  "Set property PROP of DATASET (see PROPERTIES below); several at once are set\n"
 	  "all or none on each DATASET. A DATASET that refuses is named, and the rest are\n"
-	  "set; the exit status is then 1." },
+	  "set; the exit status is then 1. encryption=SUITE encrypts a clear DATASET in\n"
+	  "place with a new key (read as change-key reads one), while it serves I/O: its\n"
+	  "records are sealed in the background at RATE (default 16M), as a rekey's\n"
+	  "(rekeystatus; rekey -p, -s and a resume apply)." },
 	{ "inherit", cmd_inherit, "[-r] PROP DATASET...",
 	  "Drop the local value of PROP: DATASET inherits it again. A DATASET that refuses\n"
 	  "is named, and the rest go on; the exit status is then 1.\n"

@@ -57,7 +57,10 @@
  * too; with "scrub_free" the pool's free space is written over before it
  * ends) at "rate" bytes per second (0: no limit; absent: PROTO_REKEY_RATE),
  * else pauses or stops it (stor_rekey). Its progress is the read-only
- * property rekeystatus.
+ * property rekeystatus. ds_encrypt takes {"name", "props": ["encryption=S",
+ * "keyformat=F", ...], the key as key_change's, "rate", "scrub_free"}: the
+ * clear dataset is encrypted in place, its records sealed by the same
+ * background walk (stor_ds_encrypt), paused, stopped and resumed by rekey.
  *
  * A handle an administrator closed with -f (pool export, destroy, unload-key)
  * answers record I/O with -ESTALE until DS_CLOSE frees its number.
@@ -177,6 +180,7 @@
 	XX(32, KEY_CHANGE, "key_change", h_key_change, JA | CMD_SECRET | ON_DS, 2, JMAX)     \
 	XX(33, KEY_HTTPS_CA, "key_https_ca", h_key_https_ca, JA, 0, JMAX)                    \
 	XX(34, REKEY, "rekey", h_rekey, JA | ON_DS, 2, JMAX)                                 \
+	XX(35, DS_ENCRYPT, "ds_encrypt", h_ds_encrypt, JA | CMD_SECRET | ON_DS, 2, JMAX)     \
 	XX(40, READ, "read", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)                    \
 	XX(41, WRITE, "write", NULL, CMD_IO, PROTO_IO_BODY, UINT32_MAX)                     \
 	XX(42, FLUSH, "flush", NULL, CMD_IO, PROTO_IO_BODY, PROTO_IO_BODY)                  \

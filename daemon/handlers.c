@@ -2251,6 +2251,41 @@ static int h_rekey(struct hcall *c)
 }
 
 /*
+ * Encrypt a clear dataset in place: "props" (encryption, keyformat,
+ * keylocation, pbkdf2iters), the new key as key_change takes it, "rate"
+ * and "scrub_free" as rekey's. libstore says what it refuses and why.
+ */
+static int h_ds_encrypt(struct hcall *c)
+{
+	struct stor_key_material key = { 0 };
+	json_t *r = json_object_get(c->args, "rate");
+	uint64_t rate = PROTO_REKEY_RATE;
+	const char **props = NULL;
+	uint8_t *kbuf = NULL;
+	size_t n;
+	int have, ret;
+
+	if (r && (!json_is_integer(r) || json_integer_value(r) < 0))
+		ERR(c, -EINVAL, "%s: encrypt: 'rate' is bytes per second, 0 for no limit", c->name);
+	if (r)
+		rate = (uint64_t)json_integer_value(r);
+	ret = arg_strv(c, "props", &props, &n);
+	if (ret == 0)
+		ret = arg_key(c, &kbuf, &key, &have);
+	if (ret == 0 && !have)
+		ret = -EINVAL;
+	if (ret == 0)
+		ret = stor_ds_encrypt(c->pool, c->name, props, n, &key, rate,
+				      jtrue(c->args, "scrub_free") ? STOR_REKEY_SCRUB_FREE : 0);
+	key_free(kbuf, &key);
+	free(props);
+	if (ret < 0)
+		return c->err[0] ? ret : fail(c, ret, "encrypt", stor_pool_last_error());
+	admin_event(c, NULL, "dataset %s: being encrypted in place", c->name);
+	return 0;
+}
+
+/*
  * The CA certificates of key_https_ca, for the client that fetches a
  * keylocation=https:// key: the client fetches (it reads every key, and the
  * daemon's unit has no network), the daemon's configuration says whom to

@@ -140,6 +140,12 @@ struct stor_ds {
 	unsigned keygen;
 	int has_old;
 	uint8_t wrapped_old[KEYS_WRAPPED_LEN];
+	/* encryption in place (rekey.c): its key file entry written before the
+	 * commit that makes it encrypted (key_pending, keyfile.c), and, from
+	 * that commit to the end of the walk, clear records beside sealed ones
+	 * (encrypting), each read through its MAC group like them */
+	int key_pending;
+	atomic_int encrypting;
 	int keyformat;           /* enum stor_keyformat, on a root */
 	uint32_t iters;          /* pbkdf2 iterations, on a root */
 	uint8_t salt[KEYS_SALT_LEN];

@@ -1159,6 +1159,24 @@ int stor_key_inherit(struct stor_pool *pool, const char *name);
 int stor_rekey(struct stor_pool *pool, const char *name, int what, uint64_t rate);
 
 /**
+ * Encrypt the clear dataset @name in place: @props ("NAME=VALUE") give
+ * encryption (the suite), keyformat, and optionally keylocation and
+ * pbkdf2iters, @key the new key; it becomes an encryption root of its own.
+ * From the commit this makes, its writes are sealed and its MAC tree
+ * covers every pointer, clear ones too; its clear records (its snapshots'
+ * too) are then sealed in place in the background as a rekey's are, at
+ * @rate bytes per second, and progress shows in rekeystatus; when none is
+ * left, no clear record reads any more. @flags: STOR_REKEY_SCRUB_FREE.
+ * Pause, stop and resume are stor_rekey()'s. @return 0, -ENOENT, -EEXIST
+ * (encrypted already), -EBUSY (being received, a clone, one with a clone,
+ * a clear dataset below it), STOR_EBADPROP, -EINVAL; the reason in
+ * stor_pool_last_error().
+ */
+int stor_ds_encrypt(struct stor_pool *pool, const char *name, const char *const *props,
+		    size_t nprops, const struct stor_key_material *key, uint64_t rate,
+		    unsigned flags);
+
+/**
  * Pages of key memory (dataset and data keys, the crypto backends' per-thread
  * state) that mlock refused since the process started (RLIMIT_MEMLOCK,
  * EPERM). They stay out of core dumps and forked children but may be

@@ -1165,3 +1165,45 @@ int dskeys_drop_old(struct stor_pool *p, struct stor_ds *const *dss, size_t n)
 	free(keep);
 	return ret;
 }
+
+/* ---- encryption in place (rekey.c) ---- */
+
+int dskeys_encrypt_prepare(struct stor_pool *p, struct stor_ds *ds, unsigned suite,
+			   const char *fmt, const char *iters, char *loc,
+			   const struct stor_key_material *key, struct stor_ds *shadow,
+			   struct ds_keys **out)
+{
+	uint8_t master[KEYS_MASTER_LEN], wk[KEYS_WRAPKEY_LEN], aad[64];
+	int ret;
+
+	STOR_ASSERT_HELD(&p->admin);
+	*out = NULL;
+	/* the dataset as it will be: its record and key file entry are made
+	 * from this copy, the dataset itself changes at the switch's commit */
+	*shadow = *ds;
+	shadow->suite = (int)suite;
+	shadow->keygen = 0;
+	shadow->has_old = 0;
+	shadow->key_pending = 1;
+	shadow->local[PROP_KEYLOCATION] = loc; /* borrowed: the key file's entry has it */
+	ret = become_root(shadow, fmt, iters);
+	if (ret == 0)
+		ret = derive_new_wk(shadow, key, wk);
+	if (ret < 0)
+		return ret;
+	ret = keys_random(master, sizeof(master));
+	if (ret == 0)
+		ret = keys_wrap(wk, aad, wrap_aad(shadow, shadow, aad), master, shadow->wrapped);
+	if (ret == 0 && !(*out = dskeys_state_new(shadow, master, NULL, 0, wk)))
+		ret = -ENOMEM;
+	keys_cleanse(master, sizeof(master));
+	keys_cleanse(wk, sizeof(wk));
+	/* the commit point of the start's first half: an entry marked pending */
+	if (ret == 0)
+		ret = keyfile_save(p, shadow);
+	if (ret < 0) {
+		keys_state_free(*out);
+		*out = NULL;
+	}
+	return ret;
+}

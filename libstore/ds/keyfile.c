@@ -34,7 +34,10 @@
  * u64 xxh64 of everything before it. Key flags (version 4; version 3 has
  * none and reads as 0): KF_GEN1, the wrapped key is of generation 1;
  * KF_OLD, a rekey's previous master key follows (rekey.c), which goes when
- * the rekey completes, with this file's whole replacement.
+ * the rekey completes, with this file's whole replacement; KF_PENDING, the
+ * key of a clear dataset being encrypted in place, saved before the commit
+ * that makes its record encrypted: an import that finds its record still
+ * clear (a crash between the two) leaves it clear and drops the entry.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -60,6 +63,7 @@
 #define KEYFILE_VERSION_NOGEN 3u /* before key generations: read as generation 0 */
 #define KF_GEN1 0x1u
 #define KF_OLD 0x2u
+#define KF_PENDING 0x4u
 #define KEYFILE_COPIES 2
 #define HEAD_LEN (8 + 4 + 8 + 4)
 #define ENTRY_LEN (8 + 8 + 1 + 4 + KEYS_SALT_LEN + KEYS_WRAPPED_LEN) /* fixed part */
@@ -172,7 +176,8 @@ int keyfile_save(struct stor_pool *p, struct stor_ds *extra)
 		put_u32(&w, d->iters);
 		put_bytes(&w, d->salt, KEYS_SALT_LEN);
 		put_bytes(&w, d->wrapped, KEYS_WRAPPED_LEN);
-		put_u8(&w, (uint8_t)((d->keygen ? KF_GEN1 : 0) | (d->has_old ? KF_OLD : 0)));
+		put_u8(&w, (uint8_t)((d->keygen ? KF_GEN1 : 0) | (d->has_old ? KF_OLD : 0) |
+				     (d->key_pending ? KF_PENDING : 0)));
 		if (d->has_old)
 			put_bytes(&w, d->wrapped_old, KEYS_WRAPPED_LEN);
 		put_u16(&w, (uint16_t)strlen(loc));
@@ -312,7 +317,7 @@ static int parse_entries(struct stor_pool *p, const uint8_t *buf, size_t len, co
 			if (end - r < 1 + 2)
 				goto bad;
 			kf = get_u8(&r);
-			if ((kf & ~(KF_GEN1 | KF_OLD)) ||
+			if ((kf & ~(KF_GEN1 | KF_OLD | KF_PENDING)) ||
 			    ((kf & KF_OLD) && end - r < KEYS_WRAPPED_LEN + 2))
 				goto bad;
 			if (kf & KF_OLD)
@@ -323,7 +328,8 @@ static int parse_entries(struct stor_pool *p, const uint8_t *buf, size_t len, co
 			goto bad;
 		r = fixed;
 		d = by_guid(p, get_u64(&r));
-		if (!d) { /* destroyed since: not ours */
+		/* destroyed since, or an encryption in place cut before its commit */
+		if (!d || (!d->suite && (kf & KF_PENDING))) {
 			r += ENTRY_LEN - 8 + (version != KEYFILE_VERSION_NOGEN) +
 			     ((kf & KF_OLD) ? KEYS_WRAPPED_LEN : 0);
 			loclen = get_u16(&r);

@@ -307,7 +307,7 @@ int recv_build_macs(struct stor_pool *p, struct stor_ds *ds, const struct ds_key
 			ret = STOR_EAUTH;
 	}
 	if (ret == 0)
-		ret = bpmac_build_table(t, ds->id, k->mac, UINT64_MAX, &end);
+		ret = bpmac_build_table(t, ds->id, k->mac, UINT64_MAX, 0, &end);
 	if (ret == 0)
 		ret = bpmac_row_get(t, ds->id, MAC_ROOT, got);
 	/* the tag of @got is ours, under the key: equal bytes are a sound root */
@@ -319,7 +319,7 @@ int recv_build_macs(struct stor_pool *p, struct stor_ds *ds, const struct ds_key
 		struct snap *s = ds->snaps[i];
 		struct mac_key *mk = mac_key_new(k->master, s->guid, (unsigned)ds->suite);
 
-		ret = mk ? bpmac_build_table(t, s->id, mk, s->txg, &end) : -ENOMEM;
+		ret = mk ? bpmac_build_table(t, s->id, mk, s->txg, 0, &end) : -ENOMEM;
 		mac_key_put(mk);
 	}
 	for (size_t i = 0; i < ds->nsnaps && ret == 0; i++)

@@ -89,6 +89,21 @@
  * they are sealed again); the others wait in finish() for that. Creating
  * or promoting a clone of one of them waits for the end.
  *
+ * Encryption in place (stor_ds_encrypt, coffer set encryption=): the same
+ * walk over a clear dataset, where what needs sealing is a clear record.
+ * The key file is saved first with the dataset's new key marked pending
+ * (dskeys_encrypt_prepare, keyfile.c: an import that finds the record
+ * still clear drops it, so a crash leaves the dataset as it was); then one
+ * txg closing under the write hold (encrypt_hook) makes it an encryption
+ * root whose writes seal, and its commit writes the dataset's record with
+ * its suite and builds MAC trees over every pointer of the head and of each
+ * snapshot, clear ones too, with the row marked ROW_ENCRYPTING. While the
+ * mark stands a clear pointer reads (ds->encrypting; record.c checks its
+ * group like any), and the walk seals each one in place; at the end, as
+ * for a rekey, no table may hold one, the view roots are made, free space
+ * is written over with --scrub-free, and the mark goes. Clones, their
+ * origins, and datasets with clear ones below them are refused.
+ *
  * Children: each has a master key of its own (rekey -r rekeys each), and
  * the list of a dataset's encrypted children is under its MAC key
  * (children.c), so the switch makes that list anew under the new key.
@@ -108,6 +123,7 @@
 #include "base/events.h"
 #include "base/pool_error.h"
 #include "base/stor_assert.h"
+#include "crypt/crypt.h"
 #include "crypt/keys.h"
 #include "dev/alloc.h"
 #include "dev/lun.h"
@@ -115,6 +131,8 @@
 #include "ds/children.h"
 #include "ds/dataset.h"
 #include "ds/dskeys.h"
+#include "ds/keyfile.h"
+#include "ds/props.h"
 #include "ds/recv_state.h"
 #include "ds/rekey.h"
 #include "ds/snapshot.h"
@@ -198,6 +216,7 @@ static void row_key(uint64_t id, char key[32])
 #define ROW_V2 (8 + 4) /* end_txg, table */
 
 #define ROW_SCRUB_FREE 0x1u /* row flags */
+#define ROW_ENCRYPTING 0x2u /* an encryption in place: clear records are read until the end */
 
 static int row_put(struct meta_txn *t, uint64_t id, unsigned mac_gen, uint64_t cursor,
 		   const struct rekey_stat *st, unsigned flags)
@@ -246,7 +265,7 @@ static int row_decode(const void *v, size_t vlen, unsigned *mac_gen, uint64_t *c
 	st->rate = get_u64(&r);
 	st->start = get_u64(&r);
 	st->end = get_u64(&r);
-	*flags = (unsigned)(get_u64(&r) & ROW_SCRUB_FREE);
+	*flags = (unsigned)(get_u64(&r) & (ROW_SCRUB_FREE | ROW_ENCRYPTING));
 	elen = get_u16(&r);
 	if (*mac_gen > 1 || st->state > REKEY_FAILED || elen >= sizeof(st->error) ||
 	    vlen != (size_t)ROW_FIXED + elen + (version > 1 ? ROW_V2 : 0))
@@ -319,7 +338,8 @@ static int save(struct rekey *rk)
 	st = rk->st;
 	cursor = rk->cursor;
 	gen = rk->mac_gen;
-	flags = rk->scrub_free ? ROW_SCRUB_FREE : 0;
+	flags = (rk->scrub_free ? ROW_SCRUB_FREE : 0) |
+		(atomic_load(&rk->ds->encrypting) ? ROW_ENCRYPTING : 0);
 	pthread_mutex_unlock(&rk->lock);
 	ret = meta_txn_begin(rk->p->meta, &t);
 	if (ret == 0)
@@ -331,7 +351,7 @@ static int save(struct rekey *rk)
 	return ret;
 }
 
-int rekey_mac_gen(struct stor_pool *p, const struct stor_ds *ds)
+int rekey_mac_gen(struct stor_pool *p, struct stor_ds *ds)
 {
 	struct rekey_stat st;
 	uint64_t cursor;
@@ -348,6 +368,8 @@ int rekey_mac_gen(struct stor_pool *p, const struct stor_ds *ds)
 			       "disagrees with the key file", ds->name);
 		return ret;
 	}
+	/* its clear records read until the walk has sealed them all */
+	atomic_store(&ds->encrypting, (flags & ROW_ENCRYPTING) != 0);
 	return (int)gen;
 }
 
@@ -470,6 +492,7 @@ struct rebuild {
 	uint64_t cursor;
 	struct rekey_stat st;
 	unsigned flags;
+	int encrypt;          /* an encryption in place: its record, and trees over clear pointers */
 	size_t nkids;
 	struct kid {
 		uint64_t guid;
@@ -491,7 +514,9 @@ static int rebuild_commit(struct meta_txn *t, void *arg, txg_free_fn free_extent
 
 	(void)free_extent;
 	(void)stage;
-	ret = bpmac_build_table(t, rb->ds->id, rb->mk, UINT64_MAX, &end);
+	ret = rb->encrypt ? ds_save_txn(t, rb->ds) : 0; /* its record says encrypted now */
+	if (ret == 0)
+		ret = bpmac_build_table(t, rb->ds->id, rb->mk, UINT64_MAX, rb->encrypt, &end);
 	/* its list of encrypted children, anew under the new key */
 	if (ret == 0)
 		ret = children_init(t, rb->ds->id, rb->mk);
@@ -499,7 +524,8 @@ static int rebuild_commit(struct meta_txn *t, void *arg, txg_free_fn free_extent
 		ret = children_change(t, rb->ds->id, rb->mk, rb->kids[i].guid, rb->kids[i].suite, 1);
 	/* each snapshot's table under its new key: pointers born by its txg */
 	for (size_t i = 0; i < rb->nsnaps && ret == 0; i++)
-		ret = bpmac_build_table(t, rb->snaps[i].id, rb->snaps[i].mk, rb->snaps[i].txg, &end);
+		ret = bpmac_build_table(t, rb->snaps[i].id, rb->snaps[i].mk, rb->snaps[i].txg,
+					 rb->encrypt, &end);
 	if (ret == 0)
 		ret = row_put(t, rb->ds->id, rb->gen, rb->cursor, &rb->st, rb->flags);
 	return ret;
@@ -522,9 +548,10 @@ static void rebuild_release(void *arg)
 	rebuild_free(arg);
 }
 
-/* @ds's snapshots, each with a MAC key from @master (admin lock held:
- * none is made or destroyed meanwhile). */
-static int list_snaps(struct stor_ds *ds, const uint8_t *master, struct rebuild *rb)
+/* @ds's snapshots, each with a MAC key from @master for suite @suite
+ * (admin lock held: none is made or destroyed meanwhile). */
+static int list_snaps(struct stor_ds *ds, const uint8_t *master, unsigned suite,
+		      struct rebuild *rb)
 {
 	rb->snaps = calloc(ds->nsnaps ? ds->nsnaps : 1, sizeof(*rb->snaps));
 	if (!rb->snaps)
@@ -532,8 +559,7 @@ static int list_snaps(struct stor_ds *ds, const uint8_t *master, struct rebuild 
 	for (size_t i = 0; i < ds->nsnaps; i++) {
 		struct snap *s = ds->snaps[i];
 
-		rb->snaps[i] = (struct table){ s, s->id, s->txg,
-					       mac_key_new(master, s->guid, (unsigned)ds->suite) };
+		rb->snaps[i] = (struct table){ s, s->id, s->txg, mac_key_new(master, s->guid, suite) };
 		rb->nsnaps++;
 		if (!rb->snaps[i].mk)
 			return -ENOMEM;
@@ -687,7 +713,7 @@ static int switch_tree(struct stor_pool *p, struct stor_ds *ds, struct ds_keys *
 	}
 	ret = a->mk && a->rb && a->snap_was ? list_kids(p, ds, a->rb) : -ENOMEM;
 	if (ret == 0)
-		ret = list_snaps(ds, master ? master : k->master, a->rb);
+		ret = list_snaps(ds, master ? master : k->master, (unsigned)ds->suite, a->rb);
 	if (ret == 0)
 		ret = txg_sync_close(p, switch_hook, a);
 	rebuild_free(a->rb); /* not enlisted */
@@ -734,7 +760,8 @@ static int gather_one(const void *key, size_t klen, const void *val, size_t vlen
 	g->seen++;
 	if (bp_decode(val, vlen, &bp) < 0)
 		return STOR_ECORRUPT;
-	if ((bp.flags & BP_F_ENCRYPTED) && dskeys_gen_of(&bp) != g->gen)
+	/* clear (an encryption in place), or of the old generation */
+	if (!(bp.flags & BP_F_ENCRYPTED) || dskeys_gen_of(&bp) != g->gen)
 		g->recnos[g->n++] = g->last;
 	return 0;
 }
@@ -1033,7 +1060,7 @@ static int family_walked(struct rekey *rk, int *scrub)
 	}
 	*scrub = rk->scrub_free;
 	n = family(p, rk->ds, fam);
-	ret = rk->ds->has_old ? 1 : 2;
+	ret = rk->ds->has_old || atomic_load(&rk->ds->encrypting) ? 1 : 2;
 	for (size_t i = 0; i < n && ret == 1; i++) {
 		struct stor_ds *d = fam[i];
 		struct ds_keys *k = atomic_load(&d->keys);
@@ -1077,6 +1104,10 @@ static int drop_old(struct rekey *rk)
 		if (fam[i]->has_old)
 			fam[m++] = fam[i];
 	ret = m ? dskeys_drop_old(p, fam, m) : 0;
+	/* encrypted in place: no clear record is read from here (the row says
+	 * so when this thread ends) */
+	if (ret == 0)
+		atomic_store(&rk->ds->encrypting, 0);
 	for (size_t i = 0; i < m && ret == 0; i++) {
 		struct rekey *o = fam[i]->rekey;
 
@@ -1107,8 +1138,8 @@ static int finish(struct rekey *rk)
 	struct stor_pool *p = rk->p;
 	int ret = 0, scrub = 0;
 
-	/* has_old changes only in drop_old, under the admin lock */
-	if (rk->ds->has_old) {
+	/* has_old and encrypting change only in drop_old, under the admin lock */
+	if (rk->ds->has_old || atomic_load(&rk->ds->encrypting)) {
 		ret = txg_sync(p, 0);
 		if (ret == 0)
 			ret = any_old(p, rk->ds, atomic_load(&rk->ds->keys)->gen);
@@ -1142,7 +1173,8 @@ static int finish(struct rekey *rk)
 		if (ret == 0) {
 			n = family(p, rk->ds, fam);
 			for (size_t i = 0; i < n && ret == 0; i++)
-				if (fam[i]->nsnaps && fam[i]->has_old)
+				if (fam[i]->nsnaps &&
+				    (fam[i]->has_old || atomic_load(&fam[i]->encrypting)))
 					ret = save_views(p, fam[i]);
 			pthread_mutex_unlock(&p->admin);
 		}
@@ -1305,7 +1337,8 @@ void rekey_resume(struct stor_pool *p, struct stor_ds *ds)
 	STOR_ASSERT_HELD(&p->admin);
 	/* one under way, or a --scrub-free that a crash cut after the old key went */
 	if (!ds->suite || !k || !(rk = rekey_of(p, ds)) ||
-	    !(ds->has_old || (rk->st.state == REKEY_RUNNING && rk->scrub_free)))
+	    !(ds->has_old || atomic_load(&ds->encrypting) ||
+	      (rk->st.state == REKEY_RUNNING && rk->scrub_free)))
 		return;
 	/* a crash between steps 1 and 2: the switch first */
 	if (ds->has_old && rk->mac_gen != k->gen && (ret = check_tree(p, ds, k)) == 0)
@@ -1316,6 +1349,230 @@ void rekey_resume(struct stor_pool *p, struct stor_ds *ds)
 	}
 	if (rk->st.state == REKEY_RUNNING && start_thread(rk) < 0)
 		fail(rk, -EAGAIN, "starting its thread");
+}
+
+/* ---- encryption in place ---- */
+
+struct encrypt_arg {
+	struct stor_ds *ds, *shadow;
+	struct ds_keys *k;  /* the key state, the dataset's once the hook ran */
+	char *local[4];     /* encryption, keyformat, keylocation, pbkdf2iters: its own then */
+	struct rebuild *rb; /* the commit's task, the stage's once enlisted */
+};
+
+static const int encrypt_props[4] = { PROP_ENCRYPTION, PROP_KEYFORMAT, PROP_KEYLOCATION,
+				      PROP_PBKDF2ITERS };
+
+/* As the txg closes, under the write hold: from here every write of the
+ * dataset seals, every read goes through its MAC groups (all marked
+ * verified: the commit builds them over what is there), and a clear
+ * record reads until the walk has sealed it. */
+static int encrypt_hook(struct stor_pool *p, uint64_t txg, void *arg)
+{
+	struct encrypt_arg *a = arg;
+	struct stor_ds *ds = a->ds;
+	struct txg_task task = { .commit = rebuild_commit, .release = rebuild_release,
+				 .arg = a->rb };
+	struct rebuild *rb = a->rb;
+	int ret;
+
+	(void)txg;
+	ret = txg_enlist(p, &task);
+	if (ret < 0)
+		return ret;
+	a->rb = NULL; /* the stage's now */
+	ds->keyformat = a->shadow->keyformat;
+	ds->iters = a->shadow->iters;
+	memcpy(ds->salt, a->shadow->salt, sizeof(ds->salt));
+	memcpy(ds->wrapped, a->shadow->wrapped, sizeof(ds->wrapped));
+	ds->enc_root_id = ds->id;
+	ds->keygen = 0;
+	for (int i = 0; i < 4; i++) {
+		free(ds->local[encrypt_props[i]]);
+		ds->local[encrypt_props[i]] = a->local[i];
+		a->local[i] = NULL;
+	}
+	for (size_t i = 0; i < rb->nsnaps; i++) {
+		struct snap *s = rb->snaps[i].s;
+
+		pthread_mutex_lock(&s->lock);
+		mac_key_put(s->mk);
+		s->mk = mac_key_ref(rb->snaps[i].mk);
+		pthread_mutex_unlock(&s->lock);
+	}
+	atomic_store(&ds->encrypting, 1);
+	atomic_store(&ds->keys, a->k);
+	a->k = NULL;
+	ds->suite = a->shadow->suite;
+	return 0;
+}
+
+/* What an encryption in place of @ds refuses, with its reason. */
+static int refuse_encrypt(struct stor_pool *p, struct stor_ds *ds)
+{
+	size_t len = strlen(ds->name);
+
+	if (ds->suite) {
+		pool_set_error("%s is encrypted already (%s): a change of its suite is not "
+			       "built yet; use rekey for a new key", ds->name,
+			       crypt_suite_name((enum crypt_suite)ds->suite));
+		return -EEXIST;
+	}
+	if (atomic_load(&ds->receiving)) {
+		pool_set_error("%s is being received; encrypt it once that is done", ds->name);
+		return -EBUSY;
+	}
+	/* a clone reads its origin's records, and would share its key */
+	for (size_t i = 0; i <= ds->nsnaps; i++)
+		if (i == ds->nsnaps ? ds->origin != NULL : ds->snaps[i]->nclones > 0) {
+			pool_set_error("%s %s: a clone shares its origin's records and key; this "
+				       "version cannot encrypt either in place", ds->name,
+				       ds->origin ? "is a clone" : "has a clone");
+			return -EBUSY;
+		}
+	/* no clear dataset under an encrypted one (dataset.c's check_crypto) */
+	for (size_t i = 0; i < p->nds; i++) {
+		const struct stor_ds *d = p->ds[i];
+
+		if (!d->suite && !strncmp(d->name, ds->name, len) && d->name[len] == '/') {
+			pool_set_error("%s is not encrypted and would be under an encrypted "
+				       "dataset: encrypt it first (each below %s)", d->name, ds->name);
+			return -EBUSY;
+		}
+	}
+	return 0;
+}
+
+/* The value of property @name in @props ("NAME=VALUE"), or NULL. */
+static const char *prop_arg(const char *const *props, size_t n, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (size_t i = 0; i < n; i++)
+		if (!strncmp(props[i], name, len) && props[i][len] == '=')
+			return props[i] + len + 1;
+	return NULL;
+}
+
+static int encrypt_start(struct stor_pool *p, struct stor_ds *ds, const char *const *props,
+			 size_t nprops, const struct stor_key_material *key, uint64_t rate,
+			 int scrub)
+{
+	const char *enc = prop_arg(props, nprops, "encryption");
+	const char *fmt = prop_arg(props, nprops, "keyformat");
+	const char *loc = prop_arg(props, nprops, "keylocation");
+	const char *iters = prop_arg(props, nprops, "pbkdf2iters");
+	char canon[4][256] = { "", "", "prompt", "" };
+	struct stor_ds shadow;
+	struct encrypt_arg a = { .ds = ds, .shadow = &shadow };
+	struct rekey *rk;
+	int ret = 0, suite;
+
+	for (size_t i = 0; i < nprops; i++)
+		if (strncmp(props[i], "encryption=", 11) && strncmp(props[i], "keyformat=", 10) &&
+		    strncmp(props[i], "keylocation=", 12) && strncmp(props[i], "pbkdf2iters=", 12)) {
+			pool_set_error("%s: only encryption, keyformat, keylocation and "
+				       "pbkdf2iters go with an encryption in place", props[i]);
+			return STOR_EBADPROP;
+		}
+	if (!enc || !fmt) {
+		pool_set_error("%s: encrypting it needs encryption=SUITE and keyformat=raw, hex "
+			       "or passphrase", ds->name);
+		return -EINVAL;
+	}
+	ret = refuse_encrypt(p, ds);
+	for (int i = 0; i < 4 && ret == 0; i++) {
+		const char *v = i == 0 ? enc : i == 1 ? fmt : i == 2 ? loc : iters;
+
+		if (v)
+			ret = prop_validate(encrypt_props[i], v, canon[i], sizeof(canon[i]));
+	}
+	if (ret < 0)
+		return ret;
+	suite = crypt_suite_parse(canon[0]);
+	if (suite <= CRYPT_OFF) {
+		pool_set_error("%s: encryption=%s encrypts nothing", ds->name, enc);
+		return STOR_EBADPROP;
+	}
+	ret = dskeys_encrypt_prepare(p, ds, (unsigned)suite, canon[1], iters ? canon[3] : NULL,
+				     canon[2], key, &shadow, &a.k);
+	if (ret < 0)
+		return ret;
+	/* from here the key file has the key, marked pending until the commit */
+	if (shadow.keyformat == STOR_KEY_PASSPHRASE && !iters)
+		snprintf(canon[3], sizeof(canon[3]), "%u", shadow.iters);
+	for (int i = 0; i < 4 && ret == 0; i++)
+		if (canon[i][0] && !(a.local[i] = strdup(canon[i])))
+			ret = -ENOMEM;
+	rk = ret == 0 ? rekey_of(p, ds) : NULL;
+	if (ret == 0 && !rk)
+		ret = -ENOMEM;
+	if (ret == 0 && !(a.rb = calloc(1, sizeof(*a.rb))))
+		ret = -ENOMEM;
+	if (ret == 0) {
+		uint64_t rs = ds->recsize ? ds->recsize : 1;
+
+		pthread_mutex_lock(&rk->lock);
+		memset(&rk->st, 0, sizeof(rk->st));
+		rk->st.state = REKEY_RUNNING;
+		rk->st.rate = rate;
+		rk->st.start = wall();
+		rk->st.total = (uint64_t)(atomic_load(&ds->used) + atomic_load(&ds->snap_used)) / rs;
+		rk->cursor = 0;
+		rk->scrub_free = scrub;
+		rk->mac_gen = 0;
+		a.rb->st = rk->st;
+		pthread_mutex_unlock(&rk->lock);
+		a.rb->ds = ds;
+		a.rb->encrypt = 1;
+		a.rb->flags = ROW_ENCRYPTING | (scrub ? ROW_SCRUB_FREE : 0);
+		a.rb->mk = mac_key_ref(a.k->mac);
+		ret = list_kids(p, ds, a.rb);
+	}
+	if (ret == 0)
+		ret = list_snaps(ds, a.k->master, (unsigned)shadow.suite, a.rb);
+	/* every group verified: the commit builds them from what is there */
+	if (ret == 0)
+		ret = mark_all_seen(&a.k->seen, atomic_load(&ds->volsize), ds->recsize);
+	for (size_t i = 0; i < ds->nsnaps && ret == 0; i++) {
+		struct snap *s = ds->snaps[i];
+
+		pthread_mutex_lock(&s->lock);
+		ret = mark_all_seen(&s->seen, s->volsize, ds->recsize);
+		pthread_mutex_unlock(&s->lock);
+	}
+	if (ret == 0)
+		ret = txg_sync_close(p, encrypt_hook, &a);
+	rebuild_free(a.rb); /* not enlisted */
+	for (int i = 0; i < 4; i++)
+		free(a.local[i]);
+	dskeys_state_free(a.k); /* not installed */
+	if (ret < 0) {
+		pool_set_error("%s: its encryption could not start (%s); it stays clear, and "
+			       "its key file entry goes with the next change", ds->name,
+			       stor_strerror(ret));
+		return ret;
+	}
+	(void)keyfile_save(p, NULL); /* the pending mark goes; it is harmless if it stays */
+	EVENT(STOR_EV_REKEY_START, p->name, EV_STR("dataset", ds->name), EV_NUM("resumed", 0));
+	return start_thread(rk);
+}
+
+int stor_ds_encrypt(struct stor_pool *p, const char *name, const char *const *props,
+		    size_t nprops, const struct stor_key_material *key, uint64_t rate,
+		    unsigned flags)
+{
+	struct stor_ds *ds;
+	int ret;
+
+	pool_set_error("%s", "");
+	pthread_mutex_lock(&p->admin);
+	ds = strchr(name, '@') ? NULL : ds_find_locked(p, name);
+	ret = ds ? encrypt_start(p, ds, props, nprops, key, rate,
+				 !!(flags & STOR_REKEY_SCRUB_FREE))
+		 : -ENOENT;
+	pthread_mutex_unlock(&p->admin);
+	return ret;
 }
 
 /* ---- rekeystatus ---- */
@@ -1435,7 +1692,7 @@ static int refuse(struct stor_ds *ds)
  * past the old key's end with a --scrub-free left to do)? */
 static int resumable(const struct rekey *rk)
 {
-	return rk->ds->has_old ||
+	return rk->ds->has_old || atomic_load(&rk->ds->encrypting) ||
 	       (rk->scrub_free && rk->st.state != REKEY_NONE && rk->st.state != REKEY_DONE);
 }
 

@@ -8,9 +8,10 @@
 /**
  * The generation of the master key @ds's MAC tree is under, as its pool
  * table says (a rekey switches it in a commit of its own): what a load-key
- * derives the MAC key from. @return 0 or 1, or STOR_ECORRUPT
+ * derives the MAC key from. It also says whether @ds is being encrypted in
+ * place (ds->encrypting). @return 0 or 1, or STOR_ECORRUPT
  */
-int rekey_mac_gen(struct stor_pool *p, const struct stor_ds *ds);
+int rekey_mac_gen(struct stor_pool *p, struct stor_ds *ds);
 
 /** After a load-key installed @ds's keys: a rekey that was running goes on.
  *  Admin lock held. */

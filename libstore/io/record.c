@@ -165,7 +165,9 @@ static int check_pointer(struct stor_pool *p, struct rec *r)
 		return STOR_ENOKEY;
 	/* a snapshot's pointer had its group checked where snap_resolve found it */
 	ret = r->ds->snap ? 0 : bpmac_check_group(p->meta, r->ds->id, k->mac, &k->seen, r->recno);
-	if (ret == 0 && r->found && !(r->bp.flags & BP_F_ENCRYPTED))
+	/* clear beside sealed only while it is encrypted in place (rekey.c) */
+	if (ret == 0 && r->found && !(r->bp.flags & BP_F_ENCRYPTED) &&
+	    !atomic_load(&ds_head(r->ds)->encrypting))
 		ret = STOR_EAUTH;
 	if (ret == STOR_EAUTH)
 		auth_failed(p, r);
@@ -1149,8 +1151,7 @@ static void reseal_in_place(struct write_batch *b, struct rec *recs, size_t n)
 			fail_io(r, -ENOMEM);
 			continue;
 		}
-		r->bp.flags = (uint8_t)((r->bp.flags & ~BP_F_KEYGEN) |
-					(b->plan[i].k->gen ? BP_F_KEYGEN : 0));
+		r->bp.flags = (uint8_t)(BP_F_ENCRYPTED | (b->plan[i].k->gen ? BP_F_KEYGEN : 0));
 		r->bp.salt = b->plan[i].salt;
 		crypt_nonce(b->plan[i].prefix, b->plan[i].ctr, r->bp.nonce);
 		crypt_op_of(&b->ops[b->nops], b->aads[b->nops], key, r, r->buf);
@@ -1231,9 +1232,14 @@ int record_reseal(struct stor_ds *ds, const struct reseal_table *tb, size_t n,
 	 * is used only once its group verifies (a resume trusts no cursor) */
 	ret = txg_lookup(p, n, ids, recnos, bps, found);
 	for (size_t i = 0; i < n && ret == 0; i++) {
-		if (!found[i] || !(bps[i].flags & BP_F_ENCRYPTED) || dskeys_gen_of(&bps[i]) == k->gen)
+		int clear = found[i] && !(bps[i].flags & BP_F_ENCRYPTED);
+
+		if (!found[i] || (!clear && dskeys_gen_of(&bps[i]) == k->gen))
 			continue;
 		ret = bpmac_check_group(p->meta, tb->id, tb->mk, tb->seen, recnos[i]);
+		/* a clear record is sealed only by an encryption in place */
+		if (ret == 0 && clear && !atomic_load(&ds->encrypting))
+			ret = STOR_EAUTH;
 		recs[m++] = (struct rec){ .io = &io, .ds = ds, .recno = recnos[i], .kind = REC_WRITE,
 					  .bp = bps[i], .found = 1,
 					  .guid = ds_sealer(ds, bps[i].birth) };

@@ -16,7 +16,8 @@ int record_write_stored(struct stor_ds *ds, size_t n, const uint64_t *recnos,
 /**
  * Seal records @recnos of table @tb of @ds (its head's or a snapshot's)
  * again under its current master key, each keeping its version (rekey.c):
- * one still sealed under the other generation when its stripe is taken,
+ * one still sealed under the other generation (or clear, while @ds is
+ * encrypted in place) when its stripe is taken,
  * and whose MAC group verifies, is read, opened, sealed with a fresh nonce
  * and written to a new extent; the pointer staged in the open txg is the
  * old one but for its place, salt, nonce, tag and generation, and the old

@@ -365,7 +365,10 @@ static int check_macs(struct stor_pool *p, struct stor_verify_report *rep)
 				continue;
 			}
 			/* derived as snap_mac() does, but kept out of the read path's cache */
-			mk = mac_key_new(k->master, sv[j].guid, (unsigned)ds->suite);
+			pthread_mutex_lock(&k->lock);
+			mk = mac_key_new(k->mac_gen == k->gen ? k->master : k->old, sv[j].guid,
+					 (unsigned)ds->suite);
+			pthread_mutex_unlock(&k->lock);
 			ret = mk ? check_table(p, rep, sv[j].id, mk, sv[j].name,
 					       nrecords(sv[j].volsize, ds->recsize))
 				 : -ENOMEM;

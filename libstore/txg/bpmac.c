@@ -647,7 +647,8 @@ struct build {
 	struct bpmac_change *ch;
 	size_t n, cap;
 	uint64_t end; /* one past the highest record number seen */
-	int clear;    /* a pointer without encryption: refused */
+	int clear;    /* a pointer without encryption: refused, */
+	int clear_ok; /* unless a dataset being encrypted in place (rekey.c) */
 };
 
 static int leaf_one(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
@@ -659,7 +660,7 @@ static int leaf_one(const void *key, size_t klen, const void *val, size_t vlen, 
 
 	if (klen != BP_KEY_LEN || bp_decode(val, vlen, &bp) < 0)
 		return STOR_ECORRUPT;
-	if (!(bp.flags & BP_F_ENCRYPTED)) {
+	if (!(bp.flags & BP_F_ENCRYPTED) && !b->clear_ok) {
 		b->clear = 1;
 		return STOR_EAUTH;
 	}
@@ -686,9 +687,10 @@ static int leaf_one(const void *key, size_t klen, const void *val, size_t vlen, 
 }
 
 int bpmac_build_table(struct meta_txn *t, uint64_t id, const struct mac_key *mk,
-		      uint64_t max_birth, uint64_t *end)
+		      uint64_t max_birth, int clear_ok, uint64_t *end)
 {
-	struct build b = { .id = id, .mk = mk, .max_birth = max_birth, .end = *end };
+	struct build b = { .id = id, .mk = mk, .max_birth = max_birth, .end = *end,
+			   .clear_ok = clear_ok };
 	uint8_t prefix[8], *w = prefix;
 	int ret;
 

@@ -82,11 +82,12 @@ int bpmac_apply(struct meta_txn *t, struct bpmac_change *ch, size_t n);
 /**
  * Table @id's group MACs and root under @mk, made from its pointers in @t,
  * over whatever tree it had; its view root stays. Every pointer must be
- * encrypted and born by @max_birth (else STOR_EAUTH). *@end grows past the
+ * born by @max_birth and, unless @clear_ok (a dataset encrypted in place,
+ * rekey.c), encrypted (else STOR_EAUTH). *@end grows past the
  * highest record number seen.
  */
 int bpmac_build_table(struct meta_txn *t, uint64_t id, const struct mac_key *mk,
-		      uint64_t max_birth, uint64_t *end);
+		      uint64_t max_birth, int clear_ok, uint64_t *end);
 
 int bpmac_forget(struct meta_txn *t, uint64_t ds_id);
 /** Delete the tree of table @id, keeping its view root (it is rebuilt). */

@@ -11,7 +11,9 @@
  * carries the new key, and its copy reads as the source. With
  * --scrub-free no byte of the old ciphertext stays in the LUN files (and
  * without it, it does: the check can fail). And what a rekey refuses,
- * each with its reason.
+ * each with its reason. A clear dataset with snapshots is encrypted in
+ * place (set encryption=) while validated I/O runs on it, through a kill -9,
+ * and with --scrub-free no byte of its plaintext stays on the LUNs.
  */
 
 #include <criterion/criterion.h>
@@ -277,7 +279,8 @@ Test(rekey, an_old_generation_put_back_is_found_by_pool_check_without_the_key)
 
 /* The first 64 bytes of record @recno of p/e as stored (its ciphertext),
  * read from its LUN file with the daemon stopped; restarted after. */
-static void stored_bytes(uint64_t recno, uint8_t bytes[64], char *lun, size_t cap)
+static void stored_bytes_of(const char *ds, uint64_t recno, uint8_t bytes[64], char *lun,
+			    size_t cap)
 {
 	char mdb[4200];
 	struct tamper *t;
@@ -287,12 +290,17 @@ static void stored_bytes(uint64_t recno, uint8_t bytes[64], char *lun, size_t ca
 	tdaemon_stop_ok(&td);
 	snprintf(mdb, sizeof(mdb), "%s/pools/p.mdb", td.state);
 	cr_assert_eq(tamper_open(mdb, &t), 0);
-	cr_assert_eq(tamper_ds_id(t, "p/e", &id), 0);
+	cr_assert_eq(tamper_ds_id(t, ds, &id), 0);
 	cr_assert_eq(tamper_bp_get(t, id, recno, &bp), 0);
 	tamper_close(t);
 	snprintf(lun, cap, "%s", tdaemon_path(&td, "lun%u", bp.lun));
 	cr_assert_eq(tlun_read(lun, bp.sector, 0, bytes, 64), 0);
 	tdaemon_start_ok(&td);
+}
+
+static void stored_bytes(uint64_t recno, uint8_t bytes[64], char *lun, size_t cap)
+{
+	stored_bytes_of("p/e", recno, bytes, lun, cap);
 	COF_OK("load-key p/e");
 }
 
@@ -550,4 +558,159 @@ Test(rekey, a_clone_and_its_origin_are_rekeyed_together)
 	reads_as_image("p/e/c", "c");
 	reads_as_image("p/e/c@cs", "cs");
 	all_sound();
+}
+
+static const char clear_parm[] = "sd=sd1,dataset=p/c,threads=2\n"
+				 "wd=fill,sd=sd1,rdpct=0,seekpct=eof,xfersize=64k\n"
+				 "rd=fill,wd=fill,iorate=max,elapsed=120,interval=1\n";
+
+/* A clear 16 MiB volume p/c, every record written (journaled in j), and a
+ * snapshot of it (its image s.img) whose records a second of writes moves
+ * into its table. */
+static void make_clear(void)
+{
+	COF_OK("pool create -s 128M p %s %s", tdaemon_path(&td, "lun0"),
+	       tdaemon_path(&td, "lun1"));
+	COF_OK("create -V 16M -b 8k -o primarycache=metadata p/c");
+	COF_OK("bench -q --socket %s -v --journal %s %s", td.sock, tdaemon_path(&td, "j"),
+	       parm("cfill.parm", clear_parm));
+	COF_OK("snapshot p/c@s");
+	COF_OK("read p/c@s > %s", tdaemon_path(&td, "s.img"));
+	COF_OK("bench -q --socket %s -v --journal %s %s", td.sock, tdaemon_path(&td, "j"),
+	       parm("cow.parm", "sd=sd1,dataset=p/c,threads=2\n"
+				"wd=ow,sd=sd1,rdpct=0,seekpct=random,xfersize=8k\n"
+				"rd=ow,wd=ow,iorate=max,elapsed=1,interval=1\n"));
+}
+
+/* A clear 8 MiB p/c beside p/e, in make_filled()'s pool. */
+static void make_clear_beside(void)
+{
+	char data[4200];
+
+	COF_OK("create -V 8M -b 8k p/c");
+	tdaemon_random_file(&td, "c", 1 << 20, data, sizeof(data));
+	COF_OK("write p/c < %s", data);
+}
+
+static void encrypt_clear(const char *flags)
+{
+	const char *key = tdaemon_file(&td, "key", "0123456789abcdef0123456789abcdef", 32);
+
+	COF_OK("set encryption=aes-256-gcm -o keyformat=raw -o keylocation=file://%s %s p/c",
+	       key, flags);
+}
+
+Test(rekey, a_clear_dataset_is_encrypted_in_place_under_validated_io)
+{
+	char lun[4200], lun2[4200];
+	uint8_t plain[64], kept[64];
+	pid_t pid;
+	int st;
+
+	make_clear();
+	/* plaintext as the LUNs hold it: a record of the head, one the snapshot keeps */
+	stored_bytes_of("p/c", 3, plain, lun, sizeof(lun));
+	cr_assert_gt(tlun_find(lun, plain, sizeof(plain)), 0, "the check below proves nothing");
+	COF_OK("bench -q --socket %s -vr %s", td.sock, tdaemon_path(&td, "j"));
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		_exit(tdaemon_cofferf(
+			&td, NULL, NULL, 0, "bench -q --socket %s -v --journal %s %s > %s 2>&1",
+			td.sock, tdaemon_path(&td, "j"),
+			parm("crw.parm", "sd=sd1,dataset=p/c,threads=4\n"
+					 "wd=rw,sd=sd1,rdpct=50,seekpct=random,xfersize=8k\n"
+					 "rd=rw,wd=rw,iorate=max,elapsed=5,interval=1\n"),
+			tdaemon_path(&td, "crw.out")));
+	encrypt_clear("--rate 8M --scrub-free");
+	COF_OK("get -H -o value encryption,keystatus,encryptionroot p/c");
+	cr_assert(strstr(out, "aes-256-gcm\navailable\np/c"), "%s", out);
+	wait_status_of("p/c", "done");
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the bench beside it failed (%d)", st);
+	COF_OK("bench -q --socket %s -vr %s", td.sock, tdaemon_path(&td, "j"));
+	COF_OK("pool check p");
+	cr_assert(strstr(out, "mac_errors: 0") && strstr(out, "nonce_repeats: 0") &&
+			  strstr(out, "mac_verified: 2 tables"),
+		  "%s", out);
+	/* every pointer is sealed: the checker counts them all encrypted */
+	{
+		unsigned long long nrec = 0, nenc = 1;
+		const char *r = strstr(out, "records: ");
+
+		cr_assert(r && sscanf(r, "records: %llu (%llu encrypted", &nrec, &nenc) == 2 &&
+				  nrec == nenc && nrec > 0,
+			  "%s", out);
+	}
+	reads_as_image("p/c@s", "s");
+	/* no byte of the plaintext on the LUNs, freed extents included */
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(tlun_find(tdaemon_path(&td, "lun%d", i), plain, sizeof(plain)), 0,
+			     "lun%d keeps the plaintext of a record", i);
+	/* from the LUNs: the key is needed now, and everything reads with it */
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	cr_assert_neq(cof("read -l 8192 p/c > /dev/null"), 0, "read without its key:\n%s", out);
+	COF_OK("load-key p/c");
+	COF_OK("bench -q --socket %s -vr %s", td.sock, tdaemon_path(&td, "j"));
+	reads_as_image("p/c@s", "s");
+	COF_OK("pool check p");
+	cr_assert(strstr(out, "mac_errors: 0"), "%s", out);
+	stored_bytes_of("p/c", 3, kept, lun2, sizeof(lun2));
+	cr_assert(memcmp(kept, plain, sizeof(plain)), "record 3 is still stored in the clear");
+}
+
+Test(rekey, an_encryption_in_place_cut_by_kill_9_resumes_at_load_key)
+{
+	int st;
+
+	make_clear();
+	encrypt_clear("--rate 2M");
+	for (int cycle = 0; cycle < 2; cycle++) {
+		double end = tdaemon_deadline(TDAEMON_WAIT_S);
+
+		/* right after the start, then once its walk is on its way */
+		while (cycle && strstr(status_of("p/c"), "running 0%") && tdaemon_poll(end))
+			;
+		kill(td.pid, SIGKILL);
+		waitpid(td.pid, &st, 0);
+		td.pid = -1;
+		tdaemon_start_ok(&td);
+		COF_OK("get -H -o value encryption p/c");
+		cr_assert(!strncmp(out, "aes-256-gcm", 11), "%s", out);
+		COF_OK("load-key p/c"); /* it goes on */
+	}
+	wait_status_of("p/c", "done");
+	COF_OK("bench -q --socket %s -vr %s", td.sock, tdaemon_path(&td, "j"));
+	reads_as_image("p/c@s", "s");
+	COF_OK("pool check p");
+	cr_assert(strstr(out, "mac_errors: 0"), "%s", out);
+}
+
+Test(rekey, encryption_in_place_refusals_say_why_and_change_nothing)
+{
+	make_filled();
+	make_clear_beside();
+	/* encrypted already: a suite change is not built */
+	cr_assert_neq(cof("set encryption=aes-256-gcm -o keyformat=raw -o keylocation=file://%s "
+			  "p/e", tdaemon_path(&td, "key")), 0);
+	cr_assert(strstr(out, "encrypted already"), "%s", out);
+	/* no keyformat */
+	cr_assert_neq(cof("set encryption=on p/c"), 0);
+	cr_assert(strstr(out, "keyformat"), "%s", out);
+	/* a clear dataset below it would be under an encrypted one */
+	COF_OK("create -V 8M -b 8k p/c/k");
+	cr_assert_neq(cof("set encryption=on -o keyformat=raw -o keylocation=file://%s p/c",
+			  tdaemon_path(&td, "key")), 0);
+	cr_assert(strstr(out, "encrypt it first"), "%s", out);
+	COF_OK("destroy p/c/k");
+	/* a clone shares its origin's records */
+	COF_OK("snapshot p/c@s");
+	COF_OK("clone p/c@s p/k");
+	cr_assert_neq(cof("set encryption=on -o keyformat=raw -o keylocation=file://%s p/c",
+			  tdaemon_path(&td, "key")), 0);
+	cr_assert(strstr(out, "has a clone"), "%s", out);
+	COF_OK("get -H -o value encryption p/c");
+	cr_assert(!strncmp(out, "off", 3), "%s", out);
+	COF_OK("pool check p");
 }
