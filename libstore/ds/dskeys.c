@@ -439,7 +439,7 @@ int dskeys_clone(struct stor_pool *p, struct stor_ds *ds, const struct stor_ds *
 	if (parent->suite != ds->suite &&
 	    !(ds->local[PROP_ENCRYPTION] = strdup(crypt_suite_name((enum crypt_suite)ds->suite))))
 		return -ENOMEM;
-	if (origin->has_old) {
+	if (rekey_under_way(origin)) {
 		rekey_busy_error(origin, "clone it");
 		return -EBUSY;
 	}
@@ -734,7 +734,7 @@ static int keeps_clones_with_origins(struct stor_pool *p, const char *moved)
 static int none_rekeying(struct stor_pool *p, const char *member_of)
 {
 	for (size_t i = 0; i < p->nds; i++)
-		if (member_of[i] && p->ds[i]->has_old) {
+		if (member_of[i] && rekey_under_way(p->ds[i])) {
 			rekey_busy_error(p->ds[i], "change its key");
 			return -EBUSY;
 		}

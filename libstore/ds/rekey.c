@@ -1804,7 +1804,7 @@ static int start(struct stor_pool *p, struct stor_ds **fam, size_t n, uint64_t r
 /* One dataset's pause or stop (admin lock held). */
 static int halt_one(struct stor_pool *p, struct stor_ds *ds, int what)
 {
-	struct rekey *rk = ds->has_old ? rekey_of(p, ds) : NULL;
+	struct rekey *rk = rekey_under_way(ds) ? rekey_of(p, ds) : NULL;
 
 	if (!rk || (what == STOR_REKEY_PAUSE && rk->st.state != REKEY_RUNNING)) {
 		pool_set_error("no rekey of %s is %s", ds->name,
@@ -1851,7 +1851,7 @@ int stor_rekey(struct stor_pool *p, const char *name, int what, uint64_t rate)
 		ret = -ENOMEM;
 		goto out;
 	}
-	if (what != STOR_REKEY_START && !ds->has_old) {
+	if (what != STOR_REKEY_START && !rekey_under_way(ds)) {
 		ret = halt_one(p, ds, what); /* says why not */
 		goto out;
 	}
@@ -1870,7 +1870,7 @@ int stor_rekey(struct stor_pool *p, const char *name, int what, uint64_t rate)
 	for (size_t i = 0; i < p->nds && ret == 0; i++) {
 		if (sel[i] && what == STOR_REKEY_START)
 			ret = refuse(p->ds[i]);
-		else if (sel[i] && p->ds[i]->has_old)
+		else if (sel[i] && rekey_under_way(p->ds[i]))
 			ret = halt_one(p, p->ds[i], what);
 		/* the named one says why not; of the others, those that can */
 		if (ret == -ENOENT && p->ds[i] != ds) {

@@ -36,6 +36,13 @@ void rekey_status_text(struct stor_pool *p, struct stor_ds *ds, char *buf, size_
  */
 int rekey_sealed_since(struct stor_pool *p, uint64_t since);
 
+/** Is a rekey of @ds under way (paused, stopped and failed ones too), or
+ *  its encryption in place: what waits for its end. */
+static inline int rekey_under_way(const struct stor_ds *ds)
+{
+	return ds->has_old || atomic_load(&ds->encrypting);
+}
+
 /** The error of a call that waits for @ds's rekey to end: "DS is being
  *  rekeyed; @what once that is done (...)". */
 void rekey_busy_error(const struct stor_ds *ds, const char *what);

@@ -719,7 +719,7 @@ static int want_snap(struct stor_pool *p, struct create_ctx *c, struct stor_ds *
 		return -EBUSY;
 	}
 	/* the rekey walks the tables it had when it started */
-	if (ds->has_old) {
+	if (rekey_under_way(ds)) {
 		rekey_busy_error(ds, "snapshot it");
 		return -EBUSY;
 	}
@@ -988,7 +988,7 @@ static int destroy_top_locked(struct stor_pool *p, const char *dsname, unsigned 
 			return -EBUSY;
 		}
 		/* the rekey walks the tables it had when it started */
-		if (mine && d->has_old) {
+		if (mine && rekey_under_way(d)) {
 			rekey_busy_error(d, "destroy its snapshots");
 			return -EBUSY;
 		}
@@ -1396,7 +1396,7 @@ int stor_snap_rollback(struct stor_pool *p, const char *name, unsigned flags)
 		ret = -ENOENT;
 		goto out;
 	}
-	if (ds->has_old) {
+	if (rekey_under_way(ds)) {
 		rekey_busy_error(ds, "roll it back");
 		ret = -EBUSY;
 		goto out;

@@ -320,8 +320,8 @@ static int promote_checks(struct stor_pool *p, struct stor_ds *C, struct stor_ds
 		return STOR_ENOKEY;
 	}
 	/* the rekey walks the tables each had when it started */
-	if (C->has_old || D->has_old) {
-		rekey_busy_error(C->has_old ? C : D, "promote it");
+	if (rekey_under_way(C) || rekey_under_way(D)) {
+		rekey_busy_error(rekey_under_way(C) ? C : D, "promote it");
 		return -EBUSY;
 	}
 	return 0;

@@ -485,7 +485,7 @@ static int send_open(struct stor_pool *p, const char *snapshot, const char *from
 		return -ENOTSUP;
 	}
 	/* its snapshots' view roots are made anew when the rekey ends */
-	if (*raw && (*h)->head->has_old) {
+	if (*raw && rekey_under_way((*h)->head)) {
 		rekey_busy_error((*h)->head, "send it raw");
 		return -EBUSY;
 	}

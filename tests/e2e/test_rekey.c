@@ -680,6 +680,12 @@ Test(rekey, an_encryption_in_place_cut_by_kill_9_resumes_at_load_key)
 		cr_assert(!strncmp(out, "aes-256-gcm", 11), "%s", out);
 		COF_OK("load-key p/c"); /* it goes on */
 	}
+	/* paused and resumed as a rekey is; meanwhile a snapshot waits */
+	COF_OK("rekey -p p/c");
+	cr_assert(!strncmp(status_of("p/c"), "paused", 6), "%s", out);
+	cr_assert_neq(cof("snapshot p/c@t"), 0);
+	cr_assert(strstr(out, "being rekeyed"), "%s", out);
+	COF_OK("rekey --rate 0 p/c");
 	wait_status_of("p/c", "done");
 	COF_OK("bench -q --socket %s -vr %s", td.sock, tdaemon_path(&td, "j"));
 	reads_as_image("p/c@s", "s");
