@@ -18,10 +18,14 @@
 #   restarted, its key loaded, until the rekey of both is done; then every
 #   acknowledged write reads back (bench -vr of the journal), the snapshots
 #   and the clone read as before, and pool check is clean.
+# - encryption in place, kill -9: the same kills in the encryption in place
+#   (set encryption=) of a clear 256 MiB dataset with two snapshots; then
+#   every pointer is encrypted, every write reads back, the snapshots as
+#   before, pool check clean.
 #
 # usage: rekey.sh [--big MiB] [--rounds N] [--datasets D] [--slice SEC]
 #        [--slices N] [--kills N] [--rate SIZE] [--dir DIR] [--out DIR]
-#        [--passes speed,impact,kills] (impact-tmpfs, impact-direct: one of the two)
+#        [--passes speed,impact,kills,encrypt-kills] (impact-tmpfs, impact-direct: one of the two)
 # env:   COFFERD, COFFER (binaries; default: from the build tree, else PATH)
 set -eu
 
@@ -200,16 +204,7 @@ kill_cycles() {
 	images() { for x in p/k@a p/k@b p/k/c; do c read "$x" | sha256sum; done; }
 	images > "$out/kills-images-before.txt"
 	c rekey --rate 32M p/k
-	n=0
-	while [ $n -lt "$kills" ] && ! status p/k | grep -q '^done'; do
-		sleep "$(awk -v s="$(od -An -N2 -tu2 /dev/urandom)" 'BEGIN { printf "%.2f", (s % 100) / 100 }')"
-		kill -KILL "$daemon_pid"
-		wait "$daemon_pid" 2>/dev/null || true
-		restart_daemon
-		c load-key p/k > /dev/null
-		n=$((n + 1))
-	done
-	wait_done p/k
+	kill_until_done p/k
 	wait_done p/k/c
 	c bench -q -vr "$work/journal" > "$out/kills-validate.txt" || die "validation failed: $out/kills-validate.txt"
 	images > "$out/kills-images-after.txt"
@@ -220,6 +215,47 @@ kill_cycles() {
 		tee -a "$out/summary.txt"
 }
 
+# Kill the daemon at random points until the rekeystatus of $1 is done,
+# each time restarting it and loading the key of $1. -> kills done
+kill_until_done() { # dataset
+	n=0
+	while [ $n -lt "$kills" ] && ! status "$1" | grep -q '^done'; do
+		sleep "$(awk -v s="$(od -An -N2 -tu2 /dev/urandom)" 'BEGIN { printf "%.2f", (s % 100) / 100 }')"
+		kill -KILL "$daemon_pid"
+		wait "$daemon_pid" 2>/dev/null || true
+		restart_daemon
+		c load-key "$1" > /dev/null
+		n=$((n + 1))
+	done
+	wait_done "$1"
+}
+
+encrypt_kill_cycles() {
+	echo "== encrypt-kills: $kills kill -9 at random points of an encryption in place" >&2
+	start_daemon /dev/shm no
+	make_pool /dev/shm 1536
+	make_ds p/x 256 0
+	fill p/x "$work/journal"
+	printf 'sd=sd1,dataset=p/x,threads=2\nwd=o,sd=sd1,rdpct=0,seekpct=random,xfersize=8k\nrd=o,wd=o,iorate=max,elapsed=1,interval=1\n' \
+		> "$work/over.parm"
+	c snapshot p/x@a
+	c bench -q -v --journal "$work/journal" "$work/over.parm" > /dev/null
+	c snapshot p/x@b
+	images() { for x in p/x@a p/x@b; do c read "$x" | sha256sum; done; }
+	images > "$out/encrypt-images-before.txt"
+	c set encryption=aes-256-gcm -o keyformat=raw -o keylocation="file://$work/key" --rate 32M p/x
+	kill_until_done p/x
+	c bench -q -vr "$work/journal" > "$out/encrypt-validate.txt" || die "validation failed: $out/encrypt-validate.txt"
+	images > "$out/encrypt-images-after.txt"
+	cmp -s "$out/encrypt-images-before.txt" "$out/encrypt-images-after.txt" ||
+		die "a snapshot reads otherwise: $out/encrypt-images-*.txt"
+	c pool check p > "$out/encrypt-check.txt" || die "pool check failed: $out/encrypt-check.txt"
+	awk '/^records:/ { gsub(/[(]/, ""); if ($2 != $3) exit 1 }' "$out/encrypt-check.txt" ||
+		die "a pointer is still clear: $out/encrypt-check.txt"
+	printf 'encrypt-kills: %s kill -9, then done; every pointer encrypted, every acknowledged write read back, the snapshots as before; pool check clean\n' "$n" |
+		tee -a "$out/summary.txt"
+}
+
 for pass in $passes; do
 	case $pass in
 	speed) speed ;;
@@ -227,6 +263,7 @@ for pass in $passes; do
 	impact-tmpfs) impact tmpfs /dev/shm no ;;
 	impact-direct) impact direct "$dir" yes ;;
 	kills) kill_cycles ;;
+	encrypt-kills) encrypt_kill_cycles ;;
 	*) die "unknown pass '$pass'" ;;
 	esac
 done
