@@ -720,3 +720,41 @@ Test(rekey, encryption_in_place_refusals_say_why_and_change_nothing)
 	cr_assert(!strncmp(out, "off", 3), "%s", out);
 	COF_OK("pool check p");
 }
+
+Test(rekey, a_clear_record_put_back_after_encryption_reads_nothing_even_marked_encrypting)
+{
+	char mdb[4200], key[32];
+	uint8_t row[512];
+	struct tamper *t;
+	struct tbp clear;
+	uint64_t id;
+	long n;
+
+	make_clear();
+	snprintf(mdb, sizeof(mdb), "%s/pools/p.mdb", td.state);
+	tdaemon_stop_ok(&td);
+	cr_assert_eq(tamper_open(mdb, &t), 0);
+	cr_assert_eq(tamper_ds_id(t, "p/c", &id), 0);
+	cr_assert_eq(tamper_bp_get(t, id, 9, &clear), 0);
+	tamper_close(t);
+	tdaemon_start_ok(&td);
+	encrypt_clear("--rate 0");
+	wait_status_of("p/c", "done");
+	/* the clear pointer put back, and the row says an encryption is under way */
+	tdaemon_stop_ok(&td);
+	cr_assert_eq(tamper_open(mdb, &t), 0);
+	cr_assert_eq(tamper_bp_put(t, id, 9, &clear), 0);
+	snprintf(key, sizeof(key), "rekey/%016llx", (unsigned long long)id);
+	n = tamper_get(t, "pool", key, strlen(key), row, sizeof(row));
+	cr_assert_gt(n, 67, "no rekey row %s", key);
+	row[2] = 1;     /* running */
+	row[66] |= 0x2; /* encrypting: its clear records read */
+	cr_assert_eq(tamper_put(t, "pool", key, strlen(key), row, (size_t)n), 0);
+	tamper_close(t);
+	tdaemon_start_ok(&td);
+	COF_OK("load-key p/c");
+	cr_assert_neq(cof("read -o %u -l 8192 p/c > /dev/null", 9 * 8192), 0,
+		      "the clear record put back was served:\n%s", out);
+	cr_assert_neq(cof("pool check p"), 0, "pool check passed the clear pointer:\n%s", out);
+	cr_assert(!strstr(out, "mac_errors: 0"), "%s", out);
+}
