@@ -1351,6 +1351,24 @@ void rekey_resume(struct stor_pool *p, struct stor_ds *ds)
 		fail(rk, -EAGAIN, "starting its thread");
 }
 
+/* @rk's state for a walk from the start, of every record its dataset
+ * holds now, its snapshots' too. */
+static void begin(struct rekey *rk, uint64_t rate, int scrub)
+{
+	struct stor_ds *ds = rk->ds;
+	uint64_t rs = ds->recsize ? ds->recsize : 1;
+
+	pthread_mutex_lock(&rk->lock);
+	memset(&rk->st, 0, sizeof(rk->st));
+	rk->st.state = REKEY_RUNNING;
+	rk->st.rate = rate;
+	rk->st.start = wall();
+	rk->st.total = (uint64_t)(atomic_load(&ds->used) + atomic_load(&ds->snap_used)) / rs;
+	rk->cursor = 0;
+	rk->scrub_free = scrub;
+	pthread_mutex_unlock(&rk->lock);
+}
+
 /* ---- encryption in place ---- */
 
 struct encrypt_arg {
@@ -1510,16 +1528,8 @@ static int encrypt_start(struct stor_pool *p, struct stor_ds *ds, const char *co
 	if (ret == 0 && !(a.rb = calloc(1, sizeof(*a.rb))))
 		ret = -ENOMEM;
 	if (ret == 0) {
-		uint64_t rs = ds->recsize ? ds->recsize : 1;
-
+		begin(rk, rate, scrub);
 		pthread_mutex_lock(&rk->lock);
-		memset(&rk->st, 0, sizeof(rk->st));
-		rk->st.state = REKEY_RUNNING;
-		rk->st.rate = rate;
-		rk->st.start = wall();
-		rk->st.total = (uint64_t)(atomic_load(&ds->used) + atomic_load(&ds->snap_used)) / rs;
-		rk->cursor = 0;
-		rk->scrub_free = scrub;
 		rk->mac_gen = 0;
 		a.rb->st = rk->st;
 		pthread_mutex_unlock(&rk->lock);
@@ -1763,21 +1773,8 @@ static int start(struct stor_pool *p, struct stor_ds **fam, size_t n, uint64_t r
 		keys_secure_free(master, KEYS_MASTER_LEN);
 		return ret;
 	}
-	for (size_t i = 0; i < n; i++) {
-		struct stor_ds *ds = fam[i];
-		struct rekey *rk = ds->rekey;
-		uint64_t rs = ds->recsize ? ds->recsize : 1;
-
-		pthread_mutex_lock(&rk->lock);
-		memset(&rk->st, 0, sizeof(rk->st));
-		rk->st.state = REKEY_RUNNING;
-		rk->st.rate = rate;
-		rk->st.start = wall();
-		rk->st.total = (uint64_t)(atomic_load(&ds->used) + atomic_load(&ds->snap_used)) / rs;
-		rk->cursor = 0;
-		rk->scrub_free = scrub;
-		pthread_mutex_unlock(&rk->lock);
-	}
+	for (size_t i = 0; i < n; i++)
+		begin(fam[i]->rekey, rate, scrub);
 	/* the key file has the new key for all now: a failure from here is resumed */
 	for (size_t i = 0; i < n; i++) {
 		uint8_t *mine = keys_secure_alloc(KEYS_MASTER_LEN);

@@ -109,27 +109,45 @@ static void all_sound(void)
 	cr_assert(strstr(out, "old_keys: 0") && strstr(out, "mac_errors: 0"), "%s", out);
 }
 
-/* A rekey of p/e at 8M/s while writes and reads, validated against the
- * journal, run on it; both end well. */
-static void rekey_beside_validated_io(void)
+/* Writes and reads on @ds for 6 s, validated against the journal, in a
+ * child; validated_io_ok() waits for it. */
+static pid_t validated_io(const char *ds)
 {
-	pid_t pid = fork();
-	int st;
+	char parm_text[256];
+	pid_t pid;
 
+	snprintf(parm_text, sizeof(parm_text),
+		 "sd=sd1,dataset=%s,threads=4\n"
+		 "wd=rw,sd=sd1,rdpct=50,seekpct=random,xfersize=8k\n"
+		 "rd=rw,wd=rw,iorate=max,elapsed=6,interval=1\n", ds);
+	parm("rw.parm", parm_text);
+	pid = fork();
 	cr_assert_geq(pid, 0);
 	if (pid == 0)
-		_exit(tdaemon_cofferf(
-			&td, NULL, NULL, 0, "bench -q --socket %s -v --journal %s %s > %s 2>&1",
-			td.sock, tdaemon_path(&td, "j"),
-			parm("rw.parm", "sd=sd1,dataset=p/e,threads=4\n"
-					"wd=rw,sd=sd1,rdpct=50,seekpct=random,xfersize=8k\n"
-					"rd=rw,wd=rw,iorate=max,elapsed=6,interval=1\n"),
-			tdaemon_path(&td, "rw.out")));
+		_exit(tdaemon_cofferf(&td, NULL, NULL, 0,
+				      "bench -q --socket %s -v --journal %s %s > %s 2>&1", td.sock,
+				      tdaemon_path(&td, "j"), tdaemon_path(&td, "rw.parm"),
+				      tdaemon_path(&td, "rw.out")));
+	return pid;
+}
+
+static void validated_io_ok(pid_t pid)
+{
+	int st;
+
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the validated I/O beside it failed (%d)",
+		  st);
+}
+
+/* A rekey of p/e at 8M/s while validated writes and reads run on it. */
+static void rekey_beside_validated_io(void)
+{
+	pid_t pid = validated_io("p/e");
+
 	COF_OK("rekey --rate 8M p/e");
 	wait_status("done");
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the bench beside the rekey failed (%d)",
-		  st);
+	validated_io_ok(pid);
 }
 
 /* Snapshot p/e@@name, keep its image as name.img, then write over records
@@ -605,29 +623,18 @@ Test(rekey, a_clear_dataset_is_encrypted_in_place_under_validated_io)
 	char lun[4200], lun2[4200];
 	uint8_t plain[64], kept[64];
 	pid_t pid;
-	int st;
 
 	make_clear();
-	/* plaintext as the LUNs hold it: a record of the head, one the snapshot keeps */
+	/* a record's plaintext as its LUN holds it */
 	stored_bytes_of("p/c", 3, plain, lun, sizeof(lun));
 	cr_assert_gt(tlun_find(lun, plain, sizeof(plain)), 0, "the check below proves nothing");
 	COF_OK("bench -q --socket %s -vr %s", td.sock, tdaemon_path(&td, "j"));
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0)
-		_exit(tdaemon_cofferf(
-			&td, NULL, NULL, 0, "bench -q --socket %s -v --journal %s %s > %s 2>&1",
-			td.sock, tdaemon_path(&td, "j"),
-			parm("crw.parm", "sd=sd1,dataset=p/c,threads=4\n"
-					 "wd=rw,sd=sd1,rdpct=50,seekpct=random,xfersize=8k\n"
-					 "rd=rw,wd=rw,iorate=max,elapsed=5,interval=1\n"),
-			tdaemon_path(&td, "crw.out")));
+	pid = validated_io("p/c");
 	encrypt_clear("--rate 8M --scrub-free");
 	COF_OK("get -H -o value encryption,keystatus,encryptionroot p/c");
 	cr_assert(strstr(out, "aes-256-gcm\navailable\np/c"), "%s", out);
 	wait_status_of("p/c", "done");
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the bench beside it failed (%d)", st);
+	validated_io_ok(pid);
 	COF_OK("bench -q --socket %s -vr %s", td.sock, tdaemon_path(&td, "j"));
 	COF_OK("pool check p");
 	cr_assert(strstr(out, "mac_errors: 0") && strstr(out, "nonce_repeats: 0") &&
