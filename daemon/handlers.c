@@ -2217,8 +2217,8 @@ static int h_key_change(struct hcall *c)
  * second (0: no limit; absent: PROTO_REKEY_RATE), or "pause" or "stop" it;
  * with "recursive" each encrypted dataset below it too, with "scrub_free"
  * the pool's free space written over before it ends.
- * libstore says what it refuses and why (snapshots, clones, children, a key
- * not loaded, one running, none to pause) in stor_pool_last_error().
+ * libstore says what it refuses and why (a clear dataset, a key not loaded,
+ * one being received, one running, none to pause) in stor_pool_last_error().
  */
 static int h_rekey(struct hcall *c)
 {

@@ -1144,17 +1144,19 @@ int stor_key_inherit(struct stor_pool *pool, const char *name);
 #define STOR_REKEY_SCRUB_FREE 0x20 /**< or'ed in: free space written over before the end */
 /**
  * Rekey encrypted dataset @name (rekey.c): a new master key, wrapped by its
- * root's wrapping key, then every record sealed again under it in the
- * background at @rate bytes per second (0: as fast as it goes), while the
- * dataset serves I/O. When the last record is under the new key, the old
- * master key leaves the key file. Both keys stay until then, so a rekey
- * paused, stopped, or cut by an export or a crash resumes where it was.
- * Its key must be loaded. With STOR_REKEY_RECURSIVE each encrypted dataset
- * below it too, every one checked before any starts. @return 0, -ENOENT,
- * STOR_ENOTENCRYPTED, STOR_ENOKEY, -EBUSY (one runs; or snapshots or a
- * clone, which this version cannot rekey), STOR_EAUTH (its block pointers
- * do not verify), -ENOSPC; the reason in stor_pool_last_error(). Where it
- * is: the read-only property rekeystatus.
+ * root's wrapping key, then every record, its snapshots' too, sealed again
+ * under it in the background at @rate bytes per second (0: as fast as it
+ * goes; an eighth of it while clients' requests come), while the dataset
+ * serves I/O. Its clones and origin share its master key and are rekeyed
+ * with it. When the last record is under the new key, the old master key
+ * leaves the key file. Both keys stay until then, so a rekey paused,
+ * stopped, or cut by an export or a crash resumes where it was. Its key
+ * must be loaded. With STOR_REKEY_RECURSIVE each encrypted dataset below
+ * it too, every one checked before any starts. @return 0, -ENOENT,
+ * STOR_ENOTENCRYPTED, STOR_ENOKEY, -EBUSY (one runs, or one being
+ * received), STOR_EAUTH (its block pointers do not verify), -ENOSPC; the
+ * reason in stor_pool_last_error(). Where it is: the read-only property
+ * rekeystatus.
  */
 int stor_rekey(struct stor_pool *pool, const char *name, int what, uint64_t rate);
 
