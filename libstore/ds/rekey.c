@@ -144,6 +144,10 @@
 #include "txg/txg.h"
 
 #define REKEY_BATCH 64u
+/* and at most this many bytes of them: a batch's new extents are taken
+ * before the commit frees the old ones, and one of 1 MiB records always
+ * fits in the slop (space.c's SLOP_MIN) a pool full for writes keeps */
+#define REKEY_BATCH_BYTES (1u << 20)
 #define REKEY_ROW_VERSION 2u /* 1: no table, no end_txg */
 #define REKEY_HALT (-1) /* rekey_halt: the thread ends, the rekey stays running */
 #define REKEY_NICE 19
@@ -740,7 +744,7 @@ static int switch_tree(struct stor_pool *p, struct stor_ds *ds, struct ds_keys *
 struct gather {
 	uint64_t id, recnos[REKEY_BATCH], last;
 	unsigned gen; /* the current generation: others are gathered */
-	size_t n, seen;
+	size_t n, seen, max;
 	int more;
 };
 
@@ -754,7 +758,7 @@ static int gather_one(const void *key, size_t klen, const void *val, size_t vlen
 		g->more = 0;
 		return 1;
 	}
-	if (g->seen == REKEY_BATCH * 8 || g->n == REKEY_BATCH)
+	if (g->seen == REKEY_BATCH * 8 || g->n == g->max)
 		return 1;
 	g->last = get_u64(&k);
 	g->seen++;
@@ -766,16 +770,18 @@ static int gather_one(const void *key, size_t klen, const void *val, size_t vlen
 	return 0;
 }
 
-/* Up to REKEY_BATCH records of table @id under the old generation from
- * @from on, committed. */
-static int gather(struct stor_pool *p, uint64_t id, unsigned gen, uint64_t from,
-		  struct gather *g)
+/* Up to REKEY_BATCH records (REKEY_BATCH_BYTES of @recsize) of table @id
+ * under the old generation from @from on, committed. */
+static int gather(struct stor_pool *p, uint64_t id, uint32_t recsize, unsigned gen,
+		  uint64_t from, struct gather *g)
 {
 	struct meta_txn *t = NULL;
 	uint8_t key[BP_KEY_LEN];
+	size_t max = recsize ? REKEY_BATCH_BYTES / recsize : REKEY_BATCH;
 	int ret;
 
-	*g = (struct gather){ .id = id, .gen = gen, .more = 1 };
+	*g = (struct gather){ .id = id, .gen = gen, .more = 1,
+			      .max = max < 1 ? 1 : max > REKEY_BATCH ? REKEY_BATCH : max };
 	ret = meta_rtxn_get(p->meta, &t);
 	if (ret < 0)
 		return ret;
@@ -832,7 +838,7 @@ static int any_old(struct stor_pool *p, struct stor_ds *ds, unsigned gen)
 		for (;;) {
 			struct gather g;
 
-			ret = gather(p, tb.id, gen, from, &g);
+			ret = gather(p, tb.id, ds->recsize, gen, from, &g);
 			if (ret < 0 || g.n)
 				return ret < 0 ? ret : 1;
 			if (!g.more)
@@ -1210,29 +1216,42 @@ static int finish(struct rekey *rk)
 /*
  * Seal @g's records again. Copy-on-write: each needs a new extent before
  * its old one is freed, which happens only when its txg commits, so a pool
- * short of room commits for the frees and tries again (as writes do). A
- * pool that has not one batch's room left fails the rekey, saying so.
+ * short of room commits for the frees and tries again (as writes do), then
+ * with fewer records at once: a pool full for writes keeps its slop, and
+ * one record's extent in it is all a rekey needs. A pool without even that
+ * fails the rekey, saying how much it needs.
  */
 static int reseal(struct stor_pool *p, struct stor_ds *ds, const struct reseal_table *tb,
 		  const struct gather *g, size_t *done)
 {
 	uint64_t mark = txg_freed(p);
-	int ret = p->reseal(ds, tb, g->n, g->recnos, done);
+	size_t at = 0, step = g->n;
 
-	while (ret == STOR_ENOSPC) {
-		int more = txg_sync_for_space(p, &mark);
+	*done = 0;
+	while (at < g->n) {
+		size_t k = g->n - at < step ? g->n - at : step, d = 0;
+		int ret = p->reseal(ds, tb, k, g->recnos + at, &d), more;
 
-		if (more <= 0) {
-			if (more == 0)
-				pool_set_error("pool %s has no room for the %zu records the rekey "
-					       "seals at once (%zu KiB) beside the old ones: free "
-					       "space, then resume it", p->name, g->n,
-					       g->n * ds->recsize / 1024);
-			return more < 0 ? more : ret;
+		if (ret == 0) {
+			at += k;
+			*done += d;
+			continue;
 		}
-		ret = p->reseal(ds, tb, g->n, g->recnos, done);
+		if (ret != STOR_ENOSPC)
+			return ret;
+		more = txg_sync_for_space(p, &mark);
+		if (more < 0)
+			return more;
+		if (more == 0 && step > 1) {
+			step /= 2;
+		} else if (more == 0) {
+			pool_set_error("pool %s has no room for one record (%u KiB) beside the "
+				       "one it replaces: free space, then resume the rekey",
+				       p->name, ds->recsize / 1024);
+			return ret;
+		}
 	}
-	return ret;
+	return 0;
 }
 
 static void *rekey_main(void *arg)
@@ -1263,7 +1282,7 @@ static void *rekey_main(void *arg)
 		pthread_mutex_unlock(&rk->lock);
 		ret = past = table_at(p, ds, table, &tb);
 		if (ret == 0)
-			ret = gather(p, tb.id, k->gen, from, &g);
+			ret = gather(p, tb.id, ds->recsize, k->gen, from, &g);
 		if (ret == 0 && g.n)
 			ret = reseal(p, ds, &tb, &g, &done);
 		mac_key_put(tb.mk);
