@@ -307,9 +307,12 @@ struct stor_pool {
 		      const uint64_t *recnos, size_t *done);
 	int timer_stop, timer_started;
 	atomic_int suspended; /* enum stor_suspend: writes are refused */
-	/* batches of clients' requests started (record.c): background work
-	 * takes less of its rate while this moves (rekey.c) */
+	/* batches of clients' requests started (record.c), counted only while
+	 * a walk watches it (client_io_watchers, rekey.c): it takes less of
+	 * its rate while this moves, and clients pay one shared add per batch
+	 * only then */
 	atomic_uint_fast64_t client_io;
+	atomic_int client_io_watchers;
 	atomic_int suspend_error; /* what the failed flush or commit returned */
 	pthread_mutex_t sync_lock; /* one txg_read_synchronize at a time */
 	_Atomic uint64_t read_epoch;

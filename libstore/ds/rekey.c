@@ -1269,6 +1269,7 @@ static void *rekey_main(void *arg)
 	 * priority (Linux nice is per thread) the clients' I/O comes first on
 	 * a busy machine, and the rate is only the most it takes */
 	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), REKEY_NICE);
+	atomic_fetch_add(&p->client_io_watchers, 1); /* pace() watches client_io */
 	pthread_mutex_lock(&rk->lock);
 	while (!rk->stop && rk->st.state == REKEY_RUNNING) {
 		struct gather g = { 0 };
@@ -1322,6 +1323,7 @@ static void *rekey_main(void *arg)
 	}
 	rk->walking = rk->walked = 0;
 	pthread_mutex_unlock(&rk->lock);
+	atomic_fetch_sub(&p->client_io_watchers, 1);
 	(void)save(rk);
 	return NULL;
 }

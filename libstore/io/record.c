@@ -1527,11 +1527,18 @@ static void run_writes(struct stor_pool *p, struct stor_io *ios, size_t i, size_
 		}
 }
 
+/* A batch of clients' requests, for a rekey that yields to them (rekey.c). */
+static void note_client_io(struct stor_pool *p)
+{
+	if (atomic_load_explicit(&p->client_io_watchers, memory_order_relaxed))
+		atomic_fetch_add_explicit(&p->client_io, 1, memory_order_relaxed);
+}
+
 static int submit_pool(struct stor_pool *p, struct stor_io *ios, size_t n)
 {
 	size_t i = 0;
 
-	atomic_fetch_add_explicit(&p->client_io, 1, memory_order_relaxed);
+	note_client_io(p);
 	while (i < n) {
 		int write = ios[i].op != STOR_IO_READ;
 		size_t j = i + 1;
@@ -1803,7 +1810,7 @@ static void start_flight(struct stor_reader *rd, struct stor_pool *p, struct sto
 	struct flight *f;
 	void *scratch;
 
-	atomic_fetch_add_explicit(&p->client_io, 1, memory_order_relaxed);
+	note_client_io(p);
 	for (size_t k = 0; k < n; k++)
 		nrec += count_recs(reqs[k]);
 	f = flight_new(n, nrec);
