@@ -3298,6 +3298,19 @@ static int pool_get(int argc, char **argv)
 }
 
 /* set PROP=VALUE... DATASET: all in one call, made all or none (zfs set takes several). */
+/* --rate RATE ('R') and --scrub-free ('F') of a rekey's walk, for rekey and
+ * set encryption=. @return 0 if @opt is neither */
+static int walk_opt(int opt, uint64_t *rate, int *have_rate, int *scrub)
+{
+	if (opt == 'R') {
+		*rate = size_arg(optarg, "--rate");
+		*have_rate = 1;
+	} else if (opt == 'F') {
+		*scrub = 1;
+	}
+	return opt == 'R' || opt == 'F';
+}
+
 /*
  * set encryption=SUITE -o keyformat=F [-o keylocation=L] [-o pbkdf2iters=N]
  * [--rate RATE] [--scrub-free] DATASET: encrypt the clear DATASET in place,
@@ -3346,12 +3359,7 @@ static int cmd_set(int argc, char **argv)
 				   !strncmp(optarg, "keylocation=", 12) ||
 				   !strncmp(optarg, "pbkdf2iters=", 12))) {
 			json_array_append_new(opts, json_string(optarg));
-		} else if (opt == 'R') {
-			rate = size_arg(optarg, "--rate");
-			have_rate = 1;
-		} else if (opt == 'F') {
-			scrub = 1;
-		} else {
+		} else if (!walk_opt(opt, &rate, &have_rate, &scrub)) {
 			usage_exit();
 		}
 	}
@@ -3782,12 +3790,7 @@ static int cmd_rekey(int argc, char **argv)
 			stop = 1;
 		} else if (opt == 'r') {
 			recursive = 1;
-		} else if (opt == 'R') {
-			rate = size_arg(optarg, "--rate");
-			have_rate = 1;
-		} else if (opt == 'F') {
-			scrub = 1;
-		} else {
+		} else if (!walk_opt(opt, &rate, &have_rate, &scrub)) {
 			usage_exit();
 		}
 	}
