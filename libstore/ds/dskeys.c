@@ -1168,42 +1168,58 @@ int dskeys_drop_old(struct stor_pool *p, struct stor_ds *const *dss, size_t n)
 
 /* ---- encryption in place (rekey.c) ---- */
 
-int dskeys_encrypt_prepare(struct stor_pool *p, struct stor_ds *ds, unsigned suite,
-			   const char *fmt, const char *iters, char *loc,
-			   const struct stor_key_material *key, struct stor_ds *shadow,
+int dskeys_encrypt_prepare(struct stor_pool *p, struct stor_ds *const *dss, size_t n,
+			   unsigned suite, const char *fmt, const char *iters, char *loc,
+			   const struct stor_key_material *key, struct stor_ds *shadows,
 			   struct ds_keys **out)
 {
 	uint8_t master[KEYS_MASTER_LEN], wk[KEYS_WRAPKEY_LEN], aad[64];
-	int ret;
+	struct stor_ds **extra = calloc(n, sizeof(*extra));
+	struct stor_ds *root = &shadows[0];
+	int ret = extra ? 0 : -ENOMEM;
 
 	STOR_ASSERT_HELD(&p->admin);
-	*out = NULL;
-	/* the dataset as it will be: its record and key file entry are made
-	 * from this copy, the dataset itself changes at the switch's commit */
-	*shadow = *ds;
-	shadow->suite = (int)suite;
-	shadow->keygen = 0;
-	shadow->has_old = 0;
-	shadow->key_pending = 1;
-	shadow->local[PROP_KEYLOCATION] = loc; /* borrowed: the key file's entry has it */
-	ret = become_root(shadow, fmt, iters);
+	/* each as it will be: its record and key file entry are made from this
+	 * copy, the dataset itself changes at the switch's commit */
+	for (size_t i = 0; i < n; i++) {
+		struct stor_ds *s = &shadows[i];
+
+		out[i] = NULL;
+		extra[i] = s;
+		*s = *dss[i];
+		s->suite = (int)suite;
+		s->keygen = 0;
+		s->has_old = 0;
+		s->key_pending = 1;
+		s->enc_root_id = dss[0]->id; /* the first is the root, its clones members */
+	}
+	root->local[PROP_KEYLOCATION] = loc; /* borrowed: the key file's entry has it */
 	if (ret == 0)
-		ret = derive_new_wk(shadow, key, wk);
-	if (ret < 0)
+		ret = become_root(root, fmt, iters);
+	if (ret == 0)
+		ret = derive_new_wk(root, key, wk);
+	if (ret < 0) {
+		free(extra);
 		return ret;
+	}
 	ret = keys_random(master, sizeof(master));
-	if (ret == 0)
-		ret = keys_wrap(wk, aad, wrap_aad(shadow, shadow, aad), master, shadow->wrapped);
-	if (ret == 0 && !(*out = dskeys_state_new(shadow, master, NULL, 0, wk)))
-		ret = -ENOMEM;
+	for (size_t i = 0; i < n && ret == 0; i++) {
+		struct stor_ds *s = &shadows[i];
+
+		ret = keys_wrap(wk, aad, wrap_aad(s, root, aad), master, s->wrapped);
+		if (ret == 0 &&
+		    !(out[i] = dskeys_state_new(s, master, NULL, 0, s == root ? wk : NULL)))
+			ret = -ENOMEM;
+	}
 	keys_cleanse(master, sizeof(master));
 	keys_cleanse(wk, sizeof(wk));
-	/* the commit point of the start's first half: an entry marked pending */
+	/* the commit point of the start's first half: entries marked pending */
 	if (ret == 0)
-		ret = keyfile_save(p, shadow);
-	if (ret < 0) {
-		keys_state_free(*out);
-		*out = NULL;
+		ret = keyfile_save_with(p, extra, n);
+	for (size_t i = 0; i < n && ret < 0; i++) {
+		keys_state_free(out[i]);
+		out[i] = NULL;
 	}
+	free(extra);
 	return ret;
 }

@@ -81,18 +81,19 @@ int dskeys_new_gen(struct stor_pool *p, struct stor_ds *const *dss, size_t n, ui
 int dskeys_drop_old(struct stor_pool *p, struct stor_ds *const *dss, size_t n);
 
 /**
- * The first half of encrypting the clear dataset @ds in place (rekey.c):
- * a new master key, wrapped by a wrapping key from @key as keyformat @fmt
- * (@iters for a passphrase) with @ds as its own encryption root, into
- * @shadow, a copy of @ds as it will be with suite @suite, and its key state
- * into *@out. The key file is saved with @shadow's entry marked pending
- * (keyfile.c), so a crash before the commit that makes @ds encrypted
- * leaves it clear; @loc (its keylocation) is borrowed by @shadow. @ds
- * itself is not changed. Admin lock held.
+ * The first half of encrypting the clear datasets @dss in place (rekey.c):
+ * one new master key for all @n (a dataset and its clones, which read its
+ * records), wrapped by a wrapping key from @key as keyformat @fmt (@iters
+ * for a passphrase) with @dss[0] as their encryption root, into @shadows,
+ * copies of them as they will be with suite @suite, and their key states
+ * into @out. The key file is saved with the copies' entries marked pending
+ * (keyfile.c), so a crash before the commit that makes them encrypted
+ * leaves them clear; @loc (the root's keylocation) is borrowed by
+ * @shadows[0]. @dss themselves are not changed. Admin lock held.
  */
-int dskeys_encrypt_prepare(struct stor_pool *p, struct stor_ds *ds, unsigned suite,
-			   const char *fmt, const char *iters, char *loc,
-			   const struct stor_key_material *key, struct stor_ds *shadow,
+int dskeys_encrypt_prepare(struct stor_pool *p, struct stor_ds *const *dss, size_t n,
+			   unsigned suite, const char *fmt, const char *iters, char *loc,
+			   const struct stor_key_material *key, struct stor_ds *shadows,
 			   struct ds_keys **out);
 
 #endif

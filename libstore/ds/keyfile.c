@@ -134,13 +134,18 @@ out:
 
 int keyfile_save(struct stor_pool *p, struct stor_ds *extra)
 {
+	return keyfile_save_with(p, &extra, extra != NULL);
+}
+
+int keyfile_save_with(struct stor_pool *p, struct stor_ds *const *extra, size_t nextra)
+{
 	char path[4200];
 	size_t n = 0, len = HEAD_LEN + 8;
 	uint8_t *buf, *w;
 	int ret;
 
-	for (size_t i = 0; i <= p->nds; i++) {
-		struct stor_ds *d = i < p->nds ? p->ds[i] : extra;
+	for (size_t i = 0; i < p->nds + nextra; i++) {
+		struct stor_ds *d = i < p->nds ? p->ds[i] : extra[i - p->nds];
 
 		if (d && d->suite) {
 			n++;
@@ -163,8 +168,8 @@ int keyfile_save(struct stor_pool *p, struct stor_ds *extra)
 	put_u32(&w, KEYFILE_VERSION);
 	put_u64(&w, p->keyfile_gen + 1);
 	put_u32(&w, (uint32_t)n);
-	for (size_t i = 0; i <= p->nds; i++) {
-		struct stor_ds *d = i < p->nds ? p->ds[i] : extra;
+	for (size_t i = 0; i < p->nds + nextra; i++) {
+		struct stor_ds *d = i < p->nds ? p->ds[i] : extra[i - p->nds];
 		const char *loc;
 
 		if (!d || !d->suite)

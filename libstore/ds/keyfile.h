@@ -11,6 +11,10 @@
 /** Replace the key file with the keys of every encrypted dataset (and @extra). */
 int keyfile_save(struct stor_pool *p, struct stor_ds *extra);
 
+/** keyfile_save() with the @nextra datasets @extra (copies of datasets as
+ *  they will be, whose entries come after the pool's). */
+int keyfile_save_with(struct stor_pool *p, struct stor_ds *const *extra, size_t nextra);
+
 /** Fill the key fields of the pool's encrypted datasets from the key file. */
 int keyfile_load(struct stor_pool *p);
 

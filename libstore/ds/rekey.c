@@ -101,8 +101,14 @@
  * mark stands a clear pointer reads (ds->encrypting; record.c checks its
  * group like any), and the walk seals each one in place; at the end, as
  * for a rekey, no table may hold one, the view roots are made, free space
- * is written over with --scrub-free, and the mark goes. Clones, their
- * origins, and datasets with clear ones below them are refused.
+ * is written over with --scrub-free, and the mark goes. A clone reads its
+ * origin's records, so the dataset named and its clones (a family, all
+ * clear) are encrypted together as a family is rekeyed: one master key
+ * for all in one save of the key file, the named one their encryption
+ * root and each clone a member (so each must sit below it, as
+ * dskeys_clone requires), one hook switching all, a walk each, and the
+ * last walk to end takes the mark from all (drop_old). A clone named
+ * alone, and a clear dataset below that is not a clone, are refused.
  *
  * Children: each has a master key of its own (rekey -r rekeys each), and
  * the list of a dataset's encrypted children is under its MAC key
@@ -457,20 +463,22 @@ static struct stor_ds *family_top(struct stor_ds *ds)
 }
 
 /*
- * The datasets that share @ds's master key (dskeys_clone): the one it came
- * from and every clone of it, of its clones, and so on, into @out (room for
- * p->nds). A clone reads its origin's records under that key, so they are
- * rekeyed together: one new master for all, and the old one goes from all
- * at once. Admin lock held. @return how many
+ * The datasets that share @ds's master key (dskeys_clone), or its lack of
+ * one: the one it came from first, then every clone of it, of its clones,
+ * and so on, into @out (room for p->nds). A clone reads its origin's
+ * records under that key, so they are rekeyed, or encrypted, together: one
+ * new master for all, and the old one (or the clear records' reading) goes
+ * from all at once. Admin lock held. @return how many
  */
 static size_t family(struct stor_pool *p, struct stor_ds *ds, struct stor_ds **out)
 {
 	struct stor_ds *top = family_top(ds);
-	size_t n = 0;
+	size_t n = 1;
 
 	STOR_ASSERT_HELD(&p->admin);
+	out[0] = top;
 	for (size_t i = 0; i < p->nds; i++)
-		if (p->ds[i]->suite && family_top(p->ds[i]) == top)
+		if (p->ds[i] != top && family_top(p->ds[i]) == top)
 			out[n++] = p->ds[i];
 	return n;
 }
@@ -508,16 +516,14 @@ struct rebuild {
 		uint64_t id, txg;
 		struct mac_key *mk; /* its new MAC key */
 	} *snaps; /* its snapshots' tables, oldest first */
+	struct rebuild *next; /* another dataset's, switched in the same hold */
 };
 
-static int rebuild_commit(struct meta_txn *t, void *arg, txg_free_fn free_extent, void *stage)
+static int rebuild_one(struct meta_txn *t, struct rebuild *rb)
 {
-	struct rebuild *rb = arg;
 	uint64_t end = 0;
 	int ret;
 
-	(void)free_extent;
-	(void)stage;
 	ret = rb->encrypt ? ds_save_txn(t, rb->ds) : 0; /* its record says encrypted now */
 	if (ret == 0)
 		ret = bpmac_build_table(t, rb->ds->id, rb->mk, UINT64_MAX, rb->encrypt, &end);
@@ -535,16 +541,30 @@ static int rebuild_commit(struct meta_txn *t, void *arg, txg_free_fn free_extent
 	return ret;
 }
 
+static int rebuild_commit(struct meta_txn *t, void *arg, txg_free_fn free_extent, void *stage)
+{
+	int ret = 0;
+
+	(void)free_extent;
+	(void)stage;
+	for (struct rebuild *rb = arg; rb && ret == 0; rb = rb->next)
+		ret = rebuild_one(t, rb);
+	return ret;
+}
+
 static void rebuild_free(struct rebuild *rb)
 {
-	if (!rb)
-		return;
-	mac_key_put(rb->mk);
-	for (size_t i = 0; i < rb->nsnaps; i++)
-		mac_key_put(rb->snaps[i].mk);
-	free(rb->snaps);
-	free(rb->kids);
-	free(rb);
+	while (rb) {
+		struct rebuild *next = rb->next;
+
+		mac_key_put(rb->mk);
+		for (size_t i = 0; i < rb->nsnaps; i++)
+			mac_key_put(rb->snaps[i].mk);
+		free(rb->snaps);
+		free(rb->kids);
+		free(rb);
+		rb = next;
+	}
 }
 
 static void rebuild_release(void *arg)
@@ -571,8 +591,10 @@ static int list_snaps(struct stor_ds *ds, const uint8_t *master, unsigned suite,
 	return 0;
 }
 
-/* @ds's encrypted children as its list has them (dskeys.c: check_children). */
-static int list_kids(struct stor_pool *p, struct stor_ds *ds, struct rebuild *rb)
+/* @ds's encrypted children as its list has them (dskeys.c: check_children),
+ * with the @nnew datasets @becoming among them encrypted as @suite. */
+static int list_kids(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *const *becoming,
+		     size_t nnew, unsigned suite, struct rebuild *rb)
 {
 	STOR_ASSERT_HELD(&p->admin);
 	rb->kids = calloc(p->nds ? p->nds : 1, sizeof(*rb->kids));
@@ -582,8 +604,12 @@ static int list_kids(struct stor_pool *p, struct stor_ds *ds, struct rebuild *rb
 		const struct stor_ds *d = p->ds[i];
 		size_t pi = ds_parent_index_locked(p, d);
 
-		if (pi < p->nds && p->ds[pi] == ds && !d->unlisted && d->suite)
-			rb->kids[rb->nkids++] = (struct kid){ d->guid, (unsigned)d->suite };
+		unsigned as = (unsigned)d->suite;
+
+		for (size_t j = 0; j < nnew && !as; j++)
+			as = becoming[j] == d ? suite : 0;
+		if (pi < p->nds && p->ds[pi] == ds && !d->unlisted && as)
+			rb->kids[rb->nkids++] = (struct kid){ d->guid, as };
 	}
 	return 0;
 }
@@ -715,7 +741,7 @@ static int switch_tree(struct stor_pool *p, struct stor_ds *ds, struct ds_keys *
 		a->rb->flags = rk->scrub_free ? ROW_SCRUB_FREE : 0;
 		pthread_mutex_unlock(&rk->lock);
 	}
-	ret = a->mk && a->rb && a->snap_was ? list_kids(p, ds, a->rb) : -ENOMEM;
+	ret = a->mk && a->rb && a->snap_was ? list_kids(p, ds, NULL, 0, 0, a->rb) : -ENOMEM;
 	if (ret == 0)
 		ret = list_snaps(ds, master ? master : k->master, (unsigned)ds->suite, a->rb);
 	if (ret == 0)
@@ -1074,7 +1100,7 @@ static int family_walked(struct rekey *rk, int *scrub)
 		struct rekey *o = d->rekey;
 		int walking = 0, walked = 0;
 
-		if (d == rk->ds || !d->has_old)
+		if (d == rk->ds || !rekey_under_way(d))
 			continue;
 		if (o) {
 			pthread_mutex_lock(&o->lock);
@@ -1092,8 +1118,9 @@ static int family_walked(struct rekey *rk, int *scrub)
 	return ret;
 }
 
-/* The old key leaves every dataset of @rk's master key that still has it;
- * one whose rekey has no thread to end it ends here. */
+/* The old key leaves every dataset of @rk's master key that still has it,
+ * or, encrypted in place, none reads a clear record from here; one whose
+ * rekey has no thread to end it ends here. */
 static int drop_old(struct rekey *rk)
 {
 	struct stor_pool *p = rk->p;
@@ -1107,13 +1134,13 @@ static int drop_old(struct rekey *rk)
 	}
 	n = family(p, rk->ds, fam);
 	for (size_t i = 0; i < n; i++)
-		if (fam[i]->has_old)
+		if (rekey_under_way(fam[i]))
 			fam[m++] = fam[i];
-	ret = m ? dskeys_drop_old(p, fam, m) : 0;
-	/* encrypted in place: no clear record is read from here (the row says
-	 * so when this thread ends) */
-	if (ret == 0)
-		atomic_store(&rk->ds->encrypting, 0);
+	/* a family is rekeyed or encrypted, never both at once */
+	ret = m && fam[0]->has_old ? dskeys_drop_old(p, fam, m) : 0;
+	/* each one's row says so when its rekey is saved as done */
+	for (size_t i = 0; i < m && ret == 0; i++)
+		atomic_store(&fam[i]->encrypting, 0);
 	for (size_t i = 0; i < m && ret == 0; i++) {
 		struct rekey *o = fam[i]->rekey;
 
@@ -1392,27 +1419,32 @@ static void begin(struct rekey *rk, uint64_t rate, int scrub)
 
 /* ---- encryption in place ---- */
 
-struct encrypt_arg {
+/* One dataset of an encryption in place, from its start to its switch. */
+struct encrypt_one {
 	struct stor_ds *ds, *shadow;
-	struct ds_keys *k;  /* the key state, the dataset's once the hook ran */
-	char *local[4];     /* encryption, keyformat, keylocation, pbkdf2iters: its own then */
-	struct rebuild *rb; /* the commit's task, the stage's once enlisted */
+	struct ds_keys *k; /* its key state, the dataset's once the hook ran */
+	struct rebuild *rb;
+};
+
+struct encrypt_arg {
+	size_t n;
+	struct encrypt_one *one; /* the root first, then its clones */
+	char *local[4];          /* the root's encryption, keyformat, keylocation, pbkdf2iters */
+	struct rebuild *rb;      /* every one's commit task, the stage's once enlisted */
 };
 
 static const int encrypt_props[4] = { PROP_ENCRYPTION, PROP_KEYFORMAT, PROP_KEYLOCATION,
 				      PROP_PBKDF2ITERS };
 
 /* As the txg closes, under the write hold: from here every write of the
- * dataset seals, every read goes through its MAC groups (all marked
+ * datasets seals, every read goes through its MAC groups (all marked
  * verified: the commit builds them over what is there), and a clear
- * record reads until the walk has sealed it. */
+ * record reads until the walks have sealed them all. */
 static int encrypt_hook(struct stor_pool *p, uint64_t txg, void *arg)
 {
 	struct encrypt_arg *a = arg;
-	struct stor_ds *ds = a->ds;
 	struct txg_task task = { .commit = rebuild_commit, .release = rebuild_release,
 				 .arg = a->rb };
-	struct rebuild *rb = a->rb;
 	int ret;
 
 	(void)txg;
@@ -1420,34 +1452,41 @@ static int encrypt_hook(struct stor_pool *p, uint64_t txg, void *arg)
 	if (ret < 0)
 		return ret;
 	a->rb = NULL; /* the stage's now */
-	ds->keyformat = a->shadow->keyformat;
-	ds->iters = a->shadow->iters;
-	memcpy(ds->salt, a->shadow->salt, sizeof(ds->salt));
-	memcpy(ds->wrapped, a->shadow->wrapped, sizeof(ds->wrapped));
-	ds->enc_root_id = ds->id;
-	ds->keygen = 0;
-	for (int i = 0; i < 4; i++) {
-		free(ds->local[encrypt_props[i]]);
-		ds->local[encrypt_props[i]] = a->local[i];
-		a->local[i] = NULL;
-	}
-	for (size_t i = 0; i < rb->nsnaps; i++) {
-		struct snap *s = rb->snaps[i].s;
+	for (size_t j = 0; j < a->n; j++) {
+		struct encrypt_one *o = &a->one[j];
+		struct stor_ds *ds = o->ds;
 
-		pthread_mutex_lock(&s->lock);
-		mac_key_put(s->mk);
-		s->mk = mac_key_ref(rb->snaps[i].mk);
-		pthread_mutex_unlock(&s->lock);
+		ds->keyformat = o->shadow->keyformat;
+		ds->iters = o->shadow->iters;
+		memcpy(ds->salt, o->shadow->salt, sizeof(ds->salt));
+		memcpy(ds->wrapped, o->shadow->wrapped, sizeof(ds->wrapped));
+		ds->enc_root_id = o->shadow->enc_root_id;
+		ds->keygen = 0;
+		for (int i = 0; i < 4 && j == 0; i++) {
+			free(ds->local[encrypt_props[i]]);
+			ds->local[encrypt_props[i]] = a->local[i];
+			a->local[i] = NULL;
+		}
+		for (size_t i = 0; i < o->rb->nsnaps; i++) {
+			struct snap *s = o->rb->snaps[i].s;
+
+			pthread_mutex_lock(&s->lock);
+			mac_key_put(s->mk);
+			s->mk = mac_key_ref(o->rb->snaps[i].mk);
+			pthread_mutex_unlock(&s->lock);
+		}
+		atomic_store(&ds->encrypting, 1);
+		atomic_store(&ds->keys, o->k);
+		o->k = NULL;
+		ds->suite = o->shadow->suite;
 	}
-	atomic_store(&ds->encrypting, 1);
-	atomic_store(&ds->keys, a->k);
-	a->k = NULL;
-	ds->suite = a->shadow->suite;
 	return 0;
 }
 
-/* What an encryption in place of @ds refuses, with its reason. */
-static int refuse_encrypt(struct stor_pool *p, struct stor_ds *ds)
+/* What an encryption in place of @ds, with the others of its family @fam
+ * (@n, @ds first), refuses, with its reason. */
+static int refuse_encrypt(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *const *fam,
+			  size_t n)
 {
 	size_t len = strlen(ds->name);
 
@@ -1457,23 +1496,35 @@ static int refuse_encrypt(struct stor_pool *p, struct stor_ds *ds)
 			       crypt_suite_name((enum crypt_suite)ds->suite));
 		return -EEXIST;
 	}
-	if (atomic_load(&ds->receiving)) {
-		pool_set_error("%s is being received; encrypt it once that is done", ds->name);
-		return -EBUSY;
+	if (ds->origin) {
+		pool_set_error("%s is a clone: it shares the key of %s, whose records it reads; "
+			       "encrypt %s, and its clones are encrypted with it",
+			       ds->name, fam[0]->name, fam[0]->name);
+		return -EINVAL;
 	}
-	/* a clone reads its origin's records, and would share its key */
-	for (size_t i = 0; i <= ds->nsnaps; i++)
-		if (i == ds->nsnaps ? ds->origin != NULL : ds->snaps[i]->nclones > 0) {
-			pool_set_error("%s %s: a clone shares its origin's records and key; this "
-				       "version cannot encrypt either in place", ds->name,
-				       ds->origin ? "is a clone" : "has a clone");
+	for (size_t i = 0; i < n; i++) {
+		if (atomic_load(&fam[i]->receiving)) {
+			pool_set_error("%s is being received; encrypt %s once that is done",
+				       fam[i]->name, ds->name);
 			return -EBUSY;
 		}
+		/* a clone's key is wrapped by its encryption root's (dskeys_clone) */
+		if (i > 0 && (strncmp(fam[i]->name, ds->name, len) || fam[i]->name[len] != '/')) {
+			pool_set_error("clone %s would share the key of %s, whose records it "
+				       "reads, and is not under it: rename it under %s first",
+				       fam[i]->name, ds->name, ds->name);
+			return -EXDEV;
+		}
+	}
 	/* no clear dataset under an encrypted one (dataset.c's check_crypto) */
 	for (size_t i = 0; i < p->nds; i++) {
 		const struct stor_ds *d = p->ds[i];
+		int member = 0;
 
-		if (!d->suite && !strncmp(d->name, ds->name, len) && d->name[len] == '/') {
+		for (size_t j = 0; j < n; j++)
+			member |= fam[j] == d;
+		if (!d->suite && !member && !strncmp(d->name, ds->name, len) &&
+		    d->name[len] == '/') {
 			pool_set_error("%s is not encrypted and would be under an encrypted "
 				       "dataset: encrypt it first (each below %s)", d->name, ds->name);
 			return -EBUSY;
@@ -1493,6 +1544,52 @@ static const char *prop_arg(const char *const *props, size_t n, const char *name
 	return NULL;
 }
 
+/* Everything but the hook for @o, one of @a's, with @a's datasets' @suite. */
+static int encrypt_prepare_one(struct stor_pool *p, struct encrypt_arg *a,
+			       struct encrypt_one *o, unsigned suite, uint64_t rate, int scrub)
+{
+	struct stor_ds *ds = o->ds;
+	struct stor_ds **becoming = calloc(a->n, sizeof(*becoming));
+	struct rekey *rk = rekey_of(p, ds);
+	struct rebuild *rb = calloc(1, sizeof(*rb));
+	int ret = rk && rb && becoming ? 0 : -ENOMEM;
+
+	if (ret < 0) {
+		free(rb);
+		free(becoming);
+		return ret;
+	}
+	rb->next = a->rb;
+	a->rb = rb;
+	for (size_t i = 0; i < a->n; i++)
+		becoming[i] = a->one[i].ds;
+	begin(rk, rate, scrub);
+	pthread_mutex_lock(&rk->lock);
+	rk->mac_gen = 0;
+	rb->st = rk->st;
+	pthread_mutex_unlock(&rk->lock);
+	rb->ds = ds;
+	rb->encrypt = 1;
+	rb->flags = ROW_ENCRYPTING | (scrub ? ROW_SCRUB_FREE : 0);
+	rb->mk = mac_key_ref(o->k->mac);
+	o->rb = rb;
+	ret = list_kids(p, ds, becoming, a->n, suite, rb);
+	free(becoming);
+	if (ret == 0)
+		ret = list_snaps(ds, o->k->master, suite, rb);
+	/* every group verified: the commit builds them from what is there */
+	if (ret == 0)
+		ret = mark_all_seen(&o->k->seen, atomic_load(&ds->volsize), ds->recsize);
+	for (size_t i = 0; i < ds->nsnaps && ret == 0; i++) {
+		struct snap *s = ds->snaps[i];
+
+		pthread_mutex_lock(&s->lock);
+		ret = mark_all_seen(&s->seen, s->volsize, ds->recsize);
+		pthread_mutex_unlock(&s->lock);
+	}
+	return ret;
+}
+
 static int encrypt_start(struct stor_pool *p, struct stor_ds *ds, const char *const *props,
 			 size_t nprops, const struct stor_key_material *key, uint64_t rate,
 			 int scrub)
@@ -1502,9 +1599,10 @@ static int encrypt_start(struct stor_pool *p, struct stor_ds *ds, const char *co
 	const char *loc = prop_arg(props, nprops, "keylocation");
 	const char *iters = prop_arg(props, nprops, "pbkdf2iters");
 	char canon[4][256] = { "", "", "prompt", "" };
-	struct stor_ds shadow;
-	struct encrypt_arg a = { .ds = ds, .shadow = &shadow };
-	struct rekey *rk;
+	struct stor_ds *shadows = NULL, **fam = NULL;
+	struct ds_keys **states = NULL;
+	struct encrypt_arg a = { 0 };
+	size_t n = 0;
 	int ret = 0, suite;
 
 	for (size_t i = 0; i < nprops; i++)
@@ -1519,74 +1617,71 @@ static int encrypt_start(struct stor_pool *p, struct stor_ds *ds, const char *co
 			       "or passphrase", ds->name);
 		return -EINVAL;
 	}
-	ret = refuse_encrypt(p, ds);
+	fam = calloc(p->nds, sizeof(*fam));
+	if (!fam)
+		return -ENOMEM;
+	n = family(p, ds, fam);
+	ret = refuse_encrypt(p, ds, fam, n);
 	for (int i = 0; i < 4 && ret == 0; i++) {
 		const char *v = i == 0 ? enc : i == 1 ? fmt : i == 2 ? loc : iters;
 
 		if (v)
 			ret = prop_validate(encrypt_props[i], v, canon[i], sizeof(canon[i]));
 	}
-	if (ret < 0)
-		return ret;
-	suite = crypt_suite_parse(canon[0]);
-	if (suite <= CRYPT_OFF) {
+	suite = ret == 0 ? crypt_suite_parse(canon[0]) : CRYPT_OFF;
+	if (ret == 0 && suite <= CRYPT_OFF) {
 		pool_set_error("%s: encryption=%s encrypts nothing", ds->name, enc);
-		return STOR_EBADPROP;
+		ret = STOR_EBADPROP;
 	}
-	ret = dskeys_encrypt_prepare(p, ds, (unsigned)suite, canon[1], iters ? canon[3] : NULL,
-				     canon[2], key, &shadow, &a.k);
+	if (ret == 0) {
+		shadows = calloc(n, sizeof(*shadows));
+		states = calloc(n, sizeof(*states));
+		a.one = calloc(n, sizeof(*a.one));
+		ret = shadows && states && a.one ? 0 : -ENOMEM;
+	}
+	if (ret == 0)
+		ret = dskeys_encrypt_prepare(p, fam, n, (unsigned)suite, canon[1],
+					     iters ? canon[3] : NULL, canon[2], key, shadows, states);
 	if (ret < 0)
-		return ret;
-	/* from here the key file has the key, marked pending until the commit */
-	if (shadow.keyformat == STOR_KEY_PASSPHRASE && !iters)
-		snprintf(canon[3], sizeof(canon[3]), "%u", shadow.iters);
+		goto out;
+	/* from here the key file has the keys, marked pending until the commit */
+	if (shadows[0].keyformat == STOR_KEY_PASSPHRASE && !iters)
+		snprintf(canon[3], sizeof(canon[3]), "%u", shadows[0].iters);
 	for (int i = 0; i < 4 && ret == 0; i++)
 		if (canon[i][0] && !(a.local[i] = strdup(canon[i])))
 			ret = -ENOMEM;
-	rk = ret == 0 ? rekey_of(p, ds) : NULL;
-	if (ret == 0 && !rk)
-		ret = -ENOMEM;
-	if (ret == 0 && !(a.rb = calloc(1, sizeof(*a.rb))))
-		ret = -ENOMEM;
-	if (ret == 0) {
-		begin(rk, rate, scrub);
-		pthread_mutex_lock(&rk->lock);
-		rk->mac_gen = 0;
-		a.rb->st = rk->st;
-		pthread_mutex_unlock(&rk->lock);
-		a.rb->ds = ds;
-		a.rb->encrypt = 1;
-		a.rb->flags = ROW_ENCRYPTING | (scrub ? ROW_SCRUB_FREE : 0);
-		a.rb->mk = mac_key_ref(a.k->mac);
-		ret = list_kids(p, ds, a.rb);
+	a.n = n;
+	for (size_t i = 0; i < n; i++) {
+		a.one[i] = (struct encrypt_one){ fam[i], &shadows[i], states[i], NULL };
+		states[i] = NULL;
 	}
-	if (ret == 0)
-		ret = list_snaps(ds, a.k->master, (unsigned)shadow.suite, a.rb);
-	/* every group verified: the commit builds them from what is there */
-	if (ret == 0)
-		ret = mark_all_seen(&a.k->seen, atomic_load(&ds->volsize), ds->recsize);
-	for (size_t i = 0; i < ds->nsnaps && ret == 0; i++) {
-		struct snap *s = ds->snaps[i];
-
-		pthread_mutex_lock(&s->lock);
-		ret = mark_all_seen(&s->seen, s->volsize, ds->recsize);
-		pthread_mutex_unlock(&s->lock);
-	}
+	for (size_t i = 0; i < n && ret == 0; i++)
+		ret = encrypt_prepare_one(p, &a, &a.one[i], (unsigned)suite, rate, scrub);
 	if (ret == 0)
 		ret = txg_sync_close(p, encrypt_hook, &a);
 	rebuild_free(a.rb); /* not enlisted */
 	for (int i = 0; i < 4; i++)
 		free(a.local[i]);
-	dskeys_state_free(a.k); /* not installed */
+	for (size_t i = 0; i < n; i++)
+		dskeys_state_free(a.one[i].k); /* not installed */
 	if (ret < 0) {
 		pool_set_error("%s: its encryption could not start (%s); it stays clear, and "
 			       "its key file entry goes with the next change", ds->name,
 			       stor_strerror(ret));
-		return ret;
+		goto out;
 	}
-	(void)keyfile_save(p, NULL); /* the pending mark goes; it is harmless if it stays */
-	EVENT(STOR_EV_REKEY_START, p->name, EV_STR("dataset", ds->name), EV_NUM("resumed", 0));
-	return start_thread(rk);
+	(void)keyfile_save(p, NULL); /* the pending marks go; harmless if they stay */
+	for (size_t i = 0; i < n && ret == 0; i++) {
+		EVENT(STOR_EV_REKEY_START, p->name, EV_STR("dataset", fam[i]->name),
+		      EV_NUM("resumed", 0));
+		ret = start_thread(fam[i]->rekey);
+	}
+out:
+	free(a.one);
+	free(states);
+	free(shadows);
+	free(fam);
+	return ret;
 }
 
 int stor_ds_encrypt(struct stor_pool *p, const char *name, const char *const *props,

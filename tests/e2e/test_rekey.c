@@ -717,15 +717,82 @@ Test(rekey, encryption_in_place_refusals_say_why_and_change_nothing)
 			  tdaemon_path(&td, "key")), 0);
 	cr_assert(strstr(out, "encrypt it first"), "%s", out);
 	COF_OK("destroy p/c/k");
-	/* a clone shares its origin's records */
+	/* a clone shares its origin's key, wrapped by the root above it */
 	COF_OK("snapshot p/c@s");
 	COF_OK("clone p/c@s p/k");
 	cr_assert_neq(cof("set encryption=on -o keyformat=raw -o keylocation=file://%s p/c",
 			  tdaemon_path(&td, "key")), 0);
-	cr_assert(strstr(out, "has a clone"), "%s", out);
-	COF_OK("get -H -o value encryption p/c");
-	cr_assert(!strncmp(out, "off", 3), "%s", out);
+	cr_assert(strstr(out, "not under it"), "%s", out);
+	/* and is encrypted with its origin, not alone */
+	cr_assert_neq(cof("set encryption=on -o keyformat=raw -o keylocation=file://%s p/k",
+			  tdaemon_path(&td, "key")), 0);
+	cr_assert(strstr(out, "is a clone") && strstr(out, "encrypt p/c"), "%s", out);
+	COF_OK("get -H -o value encryption p/c p/k");
+	cr_assert(!strcmp(out, "off\noff\n"), "%s", out);
 	COF_OK("pool check p");
+}
+
+Test(rekey, a_clear_dataset_with_snapshots_and_a_clone_is_encrypted_in_place_with_it)
+{
+	char data[4200], lun[4200];
+	uint8_t plain[64], kept[64];
+	pid_t pid;
+	int st;
+
+	make_clear();
+	/* a clone with records of its own, some kept by a snapshot of it */
+	COF_OK("clone p/c@s p/c/k");
+	tdaemon_random_file(&td, "k1", 1 << 20, data, sizeof(data));
+	COF_OK("write p/c/k < %s", data);
+	COF_OK("snapshot p/c/k@ks");
+	clone_image("p/c/k@ks", "ks");
+	tdaemon_random_file(&td, "k2", 256 << 10, data, sizeof(data));
+	COF_OK("write -o 65536 p/c/k < %s", data);
+	clone_image("p/c/k", "k");
+	stored_bytes_of("p/c/k", 3, plain, lun, sizeof(lun));
+	cr_assert_gt(tlun_find(lun, plain, sizeof(plain)), 0, "the check below proves nothing");
+	/* named by the origin, beside validated I/O; a kill -9 in the walk,
+	 * and the load-key of their root resumes both */
+	pid = validated_io("p/c");
+	encrypt_clear("--rate 2M --scrub-free");
+	COF_OK("get -H -o value encryption,keystatus,encryptionroot p/c/k");
+	cr_assert(strstr(out, "aes-256-gcm\navailable\np/c"), "%s", out);
+	cr_assert(!strncmp(status_of("p/c/k"), "running", 7), "%s", out);
+	validated_io_ok(pid);
+	kill(td.pid, SIGKILL);
+	waitpid(td.pid, &st, 0);
+	td.pid = -1;
+	tdaemon_start_ok(&td);
+	cr_assert_neq(cof("read -l 8192 p/c/k > /dev/null"), 0, "read without its key:\n%s", out);
+	COF_OK("load-key p/c");
+	wait_status_of("p/c", "done");
+	wait_status_of("p/c/k", "done");
+	COF_OK("bench -q --socket %s -vr %s", td.sock, tdaemon_path(&td, "j"));
+	reads_as_image("p/c@s", "s");
+	reads_as_image("p/c/k@ks", "ks");
+	reads_as_image("p/c/k", "k");
+	COF_OK("pool check p");
+	cr_assert(strstr(out, "mac_errors: 0") && strstr(out, "nonce_repeats: 0"), "%s", out);
+	{
+		unsigned long long nrec = 0, nenc = 1;
+		const char *r = strstr(out, "records: ");
+
+		cr_assert(r && sscanf(r, "records: %llu (%llu encrypted", &nrec, &nenc) == 2 &&
+				  nrec == nenc && nrec > 0,
+			  "%s", out);
+	}
+	/* the clone's own plaintext is gone from the LUNs, freed extents too */
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(tlun_find(tdaemon_path(&td, "lun%d", i), plain, sizeof(plain)), 0,
+			     "lun%d keeps the plaintext of a record of the clone", i);
+	stored_bytes_of("p/c/k", 3, kept, lun, sizeof(lun));
+	cr_assert(memcmp(kept, plain, sizeof(plain)), "the clone's record 3 is still clear");
+	/* from the LUNs alone, with the key */
+	COF_OK("load-key p/c");
+	reads_as_image("p/c/k", "k");
+	reads_as_image("p/c/k@ks", "ks");
+	COF_OK("pool check p");
+	cr_assert(strstr(out, "mac_errors: 0"), "%s", out);
 }
 
 Test(rekey, a_clear_record_put_back_after_encryption_reads_nothing_even_marked_encrypting)
