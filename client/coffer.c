@@ -3315,7 +3315,8 @@ static int walk_opt(int opt, uint64_t *rate, int *have_rate, int *scrub)
  * set encryption=SUITE -o keyformat=F [-o keylocation=L] [-o pbkdf2iters=N]
  * [--rate RATE] [--scrub-free] DATASET: encrypt the clear DATASET in place,
  * its new key read as change-key reads one; its records are sealed in the
- * background at RATE, as a rekey's (rekeystatus).
+ * background at RATE, as a rekey's (rekeystatus). Without -o, on an
+ * encrypted DATASET: its records sealed again under SUITE, its key kept.
  */
 static int set_encryption(json_t *props, json_t *opts, const char *ds, uint64_t rate,
 			  int have_rate, int scrub)
@@ -3329,15 +3330,18 @@ static int set_encryption(json_t *props, json_t *opts, const char *ds, uint64_t 
 	if (json_array_size(props) != 1)
 		die("set: encryption=SUITE goes alone; give keyformat, keylocation and pbkdf2iters "
 		    "with -o");
-	if (!fmt)
+	if (!fmt && json_array_size(opts))
 		die("%s: encrypting it needs -o keyformat=raw, hex or passphrase", ds);
 	c = conn_open();
-	n = key_read(c, ds, fmt, loc ? loc : "prompt", KEY_CONFIRM | KEY_NEW, key);
+	/* no -o: a change of suite, which keeps the key (the daemon refuses it
+	 * on a clear dataset, saying what encrypting it needs) */
+	n = fmt ? key_read(c, ds, fmt, loc ? loc : "prompt", KEY_CONFIRM | KEY_NEW, key) : 0;
 	json_array_extend(props, opts);
 	args = json_pack("{s:s, s:O, s:b}", "name", ds, "props", props, "scrub_free", scrub);
 	if (have_rate)
 		json_object_set_new(args, "rate", json_integer((json_int_t)rate));
-	key_attach(args, key, n);
+	if (n)
+		key_attach(args, key, n);
 	wipe(key, sizeof(key));
 	json_decref(call(c, "ds_encrypt", args, ds));
 	coffer_close(c);

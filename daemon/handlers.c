@@ -2253,7 +2253,9 @@ static int h_rekey(struct hcall *c)
 /*
  * Encrypt a clear dataset in place: "props" (encryption, keyformat,
  * keylocation, pbkdf2iters), the new key as key_change takes it, "rate"
- * and "scrub_free" as rekey's. libstore says what it refuses and why.
+ * and "scrub_free" as rekey's; on an encrypted one, "props" of encryption
+ * alone and no key: a change of its suite. libstore says what it refuses
+ * and why.
  */
 static int h_ds_encrypt(struct hcall *c)
 {
@@ -2272,10 +2274,8 @@ static int h_ds_encrypt(struct hcall *c)
 	ret = arg_strv(c, "props", &props, &n);
 	if (ret == 0)
 		ret = arg_key(c, &kbuf, &key, &have);
-	if (ret == 0 && !have)
-		ret = -EINVAL;
 	if (ret == 0)
-		ret = stor_ds_encrypt(c->pool, c->name, props, n, &key, rate,
+		ret = stor_ds_encrypt(c->pool, c->name, props, n, have ? &key : NULL, rate,
 				      jtrue(c->args, "scrub_free") ? STOR_REKEY_SCRUB_FREE : 0);
 	key_free(kbuf, &key);
 	free(props);

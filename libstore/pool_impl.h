@@ -49,6 +49,7 @@ struct ds_keys {
 	 * one they were sealed under: BP_F_KEYGEN set for generation 1 */
 	uint8_t *old;
 	unsigned gen; /* of @master; @old is the other one */
+	int suite[2];    /* of each generation's data keys (a suite change has two) */
 	uint8_t *wk;     /* wrapping key, on an encryption root only */
 	struct mac_key *mac;  /* block pointer MACs (bpmac.c) */
 	unsigned mac_gen; /* the master @mac and the snapshots' MAC keys are of (rekey.c) */
@@ -140,6 +141,9 @@ struct stor_ds {
 	unsigned keygen;
 	int has_old;
 	uint8_t wrapped_old[KEYS_WRAPPED_LEN];
+	/* a change of suite (rekey.c): the suite of @wrapped's master key and
+	 * of @wrapped_old's, 0 when @suite (dskeys_suite_of) */
+	int key_suite, old_suite;
 	/* encryption in place (rekey.c): its key file entry written before the
 	 * commit that makes it encrypted (key_pending, keyfile.c), and, from
 	 * that commit to the end of the walk, clear records beside sealed ones

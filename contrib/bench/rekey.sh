@@ -18,6 +18,10 @@
 #   restarted, its key loaded, until the rekey of both is done; then every
 #   acknowledged write reads back (bench -vr of the journal), the snapshots
 #   and the clone read as before, and pool check is clean.
+# - a change of suite, kill -9 (resuite-kills): the same, with set
+#   encryption=aes-128-gcm in place of the rekey, the first kill while
+#   that command runs (it may land between the key file's save and the
+#   switch, which a load-key then makes); then both are of the new suite.
 # - encryption in place, kill -9: the same kills in the encryption in place
 #   (set encryption=) of a clear 256 MiB dataset with two snapshots; then
 #   every pointer is encrypted, every write reads back, the snapshots as
@@ -25,7 +29,8 @@
 #
 # usage: rekey.sh [--big MiB] [--rounds N] [--datasets D] [--slice SEC]
 #        [--slices N] [--kills N] [--rate SIZE] [--dir DIR] [--out DIR]
-#        [--passes speed,impact,kills,encrypt-kills] (impact-tmpfs, impact-direct: one of the two)
+#        [--passes speed,impact,kills,resuite-kills,encrypt-kills]
+#        (impact-tmpfs, impact-direct: one of the two)
 # env:   COFFERD, COFFER (binaries; default: from the build tree, else PATH)
 set -eu
 
@@ -186,8 +191,14 @@ impact() { # pass lundir direct
 	done
 }
 
-kill_cycles() {
-	echo "== kills: $kills kill -9 at random points of a rekey" >&2
+# A random pause of up to $1 seconds (0.01 steps).
+random_pause() {
+	sleep "$(awk -v s="$(od -An -N2 -tu2 /dev/urandom)" -v m="$1" 'BEGIN { printf "%.2f", (s % (m * 100)) / 100 }')"
+}
+
+kill_cycles() { # kills (a rekey) or resuite-kills (set encryption=aes-128-gcm)
+	what=$1
+	echo "== $what: $kills kill -9 at random points of a ${what%-kills}" >&2
 	start_daemon /dev/shm no
 	make_pool /dev/shm 1536 # the head, what each snapshot keeps, and a rekey's room
 	make_ds p/k 256
@@ -202,16 +213,35 @@ kill_cycles() {
 	c clone p/k@a p/k/c
 	head -c 16M /dev/urandom | c write -o 1048576 p/k/c
 	images() { for x in p/k@a p/k@b p/k/c; do c read "$x" | sha256sum; done; }
-	images > "$out/kills-images-before.txt"
-	c rekey --rate 32M p/k
+	images > "$out/$what-images-before.txt"
+	if [ "$what" = kills ]; then
+		c rekey --rate 32M p/k
+	else
+		# the first kill while the command runs: before its commit point
+		# nothing started (then it is asked again), after it the switch
+		# waits for the load-key
+		c set encryption=aes-128-gcm --rate 32M p/k > /dev/null 2>&1 &
+		asked=$!
+		random_pause 0.5
+		kill -KILL "$daemon_pid"
+		wait "$daemon_pid" 2>/dev/null || true
+		wait "$asked" || true
+		restart_daemon
+		c load-key p/k > /dev/null
+		status p/k | grep -q '^none' && c set encryption=aes-128-gcm --rate 32M p/k
+	fi
 	kill_until_done p/k
 	wait_done p/k/c
-	c bench -q -vr "$work/journal" > "$out/kills-validate.txt" || die "validation failed: $out/kills-validate.txt"
-	images > "$out/kills-images-after.txt"
-	cmp -s "$out/kills-images-before.txt" "$out/kills-images-after.txt" ||
-		die "a snapshot or the clone reads otherwise: $out/kills-images-*.txt"
-	c pool check p > "$out/kills-check.txt" || die "pool check failed: $out/kills-check.txt"
-	printf 'kills: %s kill -9, then done; every acknowledged write read back, the snapshots and the clone as before; pool check clean\n' "$n" |
+	c bench -q -vr "$work/journal" > "$out/$what-validate.txt" || die "validation failed: $out/$what-validate.txt"
+	images > "$out/$what-images-after.txt"
+	cmp -s "$out/$what-images-before.txt" "$out/$what-images-after.txt" ||
+		die "a snapshot or the clone reads otherwise: $out/$what-images-*.txt"
+	c pool check p > "$out/$what-check.txt" || die "pool check failed: $out/$what-check.txt"
+	if [ "$what" = resuite-kills ]; then
+		[ "$(c get -H -o value encryption p/k p/k/c | sort -u)" = aes-128-gcm ] ||
+			die "not both of the new suite: $(c get -H -o value encryption p/k p/k/c)"
+	fi
+	printf '%s: %s kill -9, then done; every acknowledged write read back, the snapshots and the clone as before; pool check clean\n' "$what" "$n" |
 		tee -a "$out/summary.txt"
 }
 
@@ -220,7 +250,7 @@ kill_cycles() {
 kill_until_done() { # dataset
 	n=0
 	while [ $n -lt "$kills" ] && ! status "$1" | grep -q '^done'; do
-		sleep "$(awk -v s="$(od -An -N2 -tu2 /dev/urandom)" 'BEGIN { printf "%.2f", (s % 100) / 100 }')"
+		random_pause 1
 		kill -KILL "$daemon_pid"
 		wait "$daemon_pid" 2>/dev/null || true
 		restart_daemon
@@ -262,7 +292,7 @@ for pass in $passes; do
 	impact) impact tmpfs /dev/shm no; impact direct "$dir" yes ;;
 	impact-tmpfs) impact tmpfs /dev/shm no ;;
 	impact-direct) impact direct "$dir" yes ;;
-	kills) kill_cycles ;;
+	kills|resuite-kills) kill_cycles "$pass" ;;
 	encrypt-kills) encrypt_kill_cycles ;;
 	*) die "unknown pass '$pass'" ;;
 	esac

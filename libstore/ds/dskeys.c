@@ -89,6 +89,8 @@ struct ds_keys *dskeys_state_new(const struct stor_ds *ds, const uint8_t *master
 	pthread_mutex_init(&k->nonce_lock, NULL);
 	k->gen = ds->keygen;
 	k->mac_gen = mac_gen;
+	for (unsigned g = 0; g < 2; g++)
+		k->suite[g] = dskeys_suite_of(ds, g);
 	k->master = keys_secure_alloc(KEYS_MASTER_LEN);
 	if (!k->master || (old && !(k->old = keys_secure_alloc(KEYS_MASTER_LEN))) ||
 	    (wk && !(k->wk = keys_secure_alloc(KEYS_WRAPKEY_LEN))) || !mac_master ||
@@ -130,9 +132,10 @@ static unsigned hot_slot(uint64_t salt)
 }
 
 static struct crypt_key *derive_data_key(struct ds_keys *k, unsigned gen, uint64_t guid,
-					 int suite, uint64_t salt)
+					 uint64_t salt)
 {
 	uint8_t raw[CRYPT_KEY_MAX];
+	int suite = k->suite[gen & 1];
 	size_t len = crypt_suite_keylen((enum crypt_suite)suite);
 	const uint8_t *master = gen == k->gen ? k->master : k->old;
 	struct crypt_key *key = NULL;
@@ -148,7 +151,7 @@ static struct crypt_key *derive_data_key(struct ds_keys *k, unsigned gen, uint64
 	return key;
 }
 
-const struct crypt_key *dskeys_data_key(struct ds_keys *k, unsigned gen, uint64_t guid, int suite,
+const struct crypt_key *dskeys_data_key(struct ds_keys *k, unsigned gen, uint64_t guid,
 					uint64_t salt, struct crypt_key **own)
 {
 	_Atomic(struct salt_key *) *slot = &k->hot[hot_slot(salt)];
@@ -162,7 +165,7 @@ const struct crypt_key *dskeys_data_key(struct ds_keys *k, unsigned gen, uint64_
 	for (e = k->all; e && (e->salt != salt || e->guid != guid || e->gen != gen); e = e->next)
 		;
 	if (!e && k->nall < DSKEYS_MAX_SALTS && (e = calloc(1, sizeof(*e)))) {
-		e->key = derive_data_key(k, gen, guid, suite, salt);
+		e->key = derive_data_key(k, gen, guid, salt);
 		if (!e->key) {
 			free(e);
 			e = NULL;
@@ -181,7 +184,7 @@ const struct crypt_key *dskeys_data_key(struct ds_keys *k, unsigned gen, uint64_
 	if (e)
 		return e->key;
 	/* a dataset of very many nonce blocks: beyond the cache, a key per use */
-	*own = derive_data_key(k, gen, guid, suite, salt);
+	*own = derive_data_key(k, gen, guid, salt);
 	return *own;
 }
 
@@ -230,6 +233,22 @@ int dskeys_parse(struct stor_ds *ds, const uint8_t **r, const uint8_t *end)
 }
 
 /* ---- create ---- */
+
+unsigned dskeys_suite_of(const struct stor_ds *ds, unsigned gen)
+{
+	int s = gen == ds->keygen ? ds->key_suite : ds->old_suite;
+
+	return (unsigned)(s ? s : ds->suite);
+}
+
+/* The AAD of @ds's master key of generation @gen, wrapped by @root's key:
+ * its suite is that generation's (a suite change has two). */
+static size_t wrap_aad_gen(const struct stor_ds *ds, unsigned gen, const struct stor_ds *root,
+			   uint8_t aad[64])
+{
+	return keys_wrap_aad(ds->guid, dskeys_suite_of(ds, gen), (enum stor_keyformat)root->keyformat,
+			     root->iters, root->salt, aad);
+}
 
 static size_t wrap_aad(const struct stor_ds *ds, const struct stor_ds *root, uint8_t aad[64])
 {
@@ -545,7 +564,7 @@ int stor_key_load(struct stor_pool *p, const char *name, const struct stor_key_m
 		struct stor_ds *d = p->ds[i];
 		if (!d->suite || d->enc_root_id != root->id)
 			continue;
-		ret = keys_unwrap(wk, aad, wrap_aad(d, root, aad), d->wrapped, master);
+		ret = keys_unwrap(wk, aad, wrap_aad_gen(d, d->keygen, root, aad), d->wrapped, master);
 		if (ret < 0) {
 			/* the root's key opens the root: a member that fails was tampered with */
 			ret = d == root ? ret : STOR_ECORRUPT;
@@ -553,7 +572,8 @@ int stor_key_load(struct stor_pool *p, const char *name, const struct stor_key_m
 		}
 		/* a rekey under way: its previous key too, and the tree's generation */
 		if (d->has_old &&
-		    keys_unwrap(wk, aad, wrap_aad(d, root, aad), d->wrapped_old, old) < 0)
+		    keys_unwrap(wk, aad, wrap_aad_gen(d, d->keygen ^ 1u, root, aad), d->wrapped_old,
+				old) < 0)
 			ret = STOR_ECORRUPT;
 		mac_gen = ret == 0 ? rekey_mac_gen(p, d) : ret;
 		if (mac_gen < 0) {
@@ -596,13 +616,15 @@ int stor_key_load(struct stor_pool *p, const char *name, const struct stor_key_m
 	ret = check_children(p, states);
 	if (ret < 0)
 		goto out;
-	if (!(flags & STOR_KEY_NOOP))
-		for (size_t i = 0; i < p->nds; i++)
-			if (states[i]) {
-				atomic_store(&p->ds[i]->keys, states[i]);
-				states[i] = NULL;
-				rekey_resume(p, p->ds[i]); /* one that was running goes on */
-			}
+	/* every key in before a rekey goes on: a clone's switches with its origin */
+	for (size_t i = 0; i < p->nds && !(flags & STOR_KEY_NOOP); i++)
+		if (states[i])
+			atomic_store(&p->ds[i]->keys, states[i]);
+	for (size_t i = 0; i < p->nds && !(flags & STOR_KEY_NOOP); i++)
+		if (states[i]) {
+			states[i] = NULL;
+			rekey_resume(p, p->ds[i]); /* one that was running goes on */
+		}
 	ret = 0;
 out:
 	if (states)
@@ -1053,7 +1075,18 @@ out:
 
 /* ---- key generations (rekey.c) ---- */
 
-int dskeys_new_gen(struct stor_pool *p, struct stor_ds *const *dss, size_t n, uint8_t *master)
+/* @ds as it was before dskeys_new_gen() changed it, which failed. */
+static void undo_new_gen(struct stor_ds *ds, const uint8_t keep[KEYS_WRAPPED_LEN])
+{
+	memcpy(ds->wrapped, keep, KEYS_WRAPPED_LEN);
+	memset(ds->wrapped_old, 0, sizeof(ds->wrapped_old));
+	ds->keygen ^= 1u;
+	ds->has_old = 0;
+	ds->key_suite = ds->old_suite = 0;
+}
+
+int dskeys_new_gen(struct stor_pool *p, struct stor_ds *const *dss, size_t n, uint8_t *master,
+		   unsigned suite)
 {
 	uint8_t aad[64], (*keep)[KEYS_WRAPPED_LEN] = calloc(n ? n : 1, sizeof(*keep));
 	size_t i;
@@ -1070,25 +1103,25 @@ int dskeys_new_gen(struct stor_pool *p, struct stor_ds *const *dss, size_t n, ui
 			break;
 		}
 		memcpy(keep[i], ds->wrapped, sizeof(keep[i]));
-		ret = keys_wrap(rk->wk, aad, wrap_aad(ds, root, aad), master, ds->wrapped);
-		if (ret < 0) {
-			memcpy(ds->wrapped, keep[i], sizeof(keep[i]));
-			break;
-		}
 		memcpy(ds->wrapped_old, keep[i], sizeof(keep[i]));
 		ds->keygen ^= 1u;
 		ds->has_old = 1;
+		/* a change of suite: the new key is of the new one, its records too */
+		ds->old_suite = suite ? ds->suite : 0;
+		ds->key_suite = suite ? (int)suite : 0;
+		ret = keys_wrap(rk->wk, aad, wrap_aad_gen(ds, ds->keygen, root, aad), master,
+				ds->wrapped);
+		if (ret < 0) {
+			undo_new_gen(ds, keep[i]);
+			break;
+		}
 	}
 	/* the commit point: both keys of every one are in the file, or no change is */
 	if (ret == 0)
 		ret = keyfile_save(p, NULL);
 	if (ret < 0) {
-		while (i-- > 0) {
-			memcpy(dss[i]->wrapped, keep[i], sizeof(keep[i]));
-			memset(dss[i]->wrapped_old, 0, sizeof(dss[i]->wrapped_old));
-			dss[i]->keygen ^= 1u;
-			dss[i]->has_old = 0;
-		}
+		while (i-- > 0)
+			undo_new_gen(dss[i], keep[i]);
 		keys_cleanse(master, KEYS_MASTER_LEN);
 	}
 	free(keep);
@@ -1159,6 +1192,7 @@ int dskeys_drop_old(struct stor_pool *p, struct stor_ds *const *dss, size_t n)
 			memcpy(dss[i]->wrapped_old, keep[i], sizeof(keep[i]));
 		} else {
 			forget_old(p, dss[i]);
+			dss[i]->key_suite = dss[i]->old_suite = 0; /* its suite is the new one */
 		}
 	}
 	keys_cleanse(keep, n * sizeof(*keep));

@@ -29,13 +29,18 @@ void dskeys_nonces(struct ds_keys *k, size_t n, uint64_t *salt, uint32_t *prefix
 
 /**
  * The data key of key salt @salt under the master key of generation @gen
- * (a record's BP_F_KEYGEN), derived on first use and kept with the key
- * state; past DSKEYS_MAX_SALTS salts a key of its own in *@own, which the
- * caller frees (crypt_key_free) once its ops are done. NULL on failure,
- * or when the state has no master of @gen (dskeys_has_gen).
+ * (a record's BP_F_KEYGEN), for that generation's suite, derived on first
+ * use and kept with the key state; past DSKEYS_MAX_SALTS salts a key of
+ * its own in *@own, which the caller frees (crypt_key_free) once its ops
+ * are done. NULL on failure, or when the state has no master of @gen
+ * (dskeys_has_gen).
  */
-const struct crypt_key *dskeys_data_key(struct ds_keys *k, unsigned gen, uint64_t guid, int suite,
+const struct crypt_key *dskeys_data_key(struct ds_keys *k, unsigned gen, uint64_t guid,
 					uint64_t salt, struct crypt_key **own);
+
+/** The suite of @ds's master key of generation @gen: its suite, but for
+ *  the old one during a change of suite (rekey.c). */
+unsigned dskeys_suite_of(const struct stor_ds *ds, unsigned gen);
 
 /** Does @k hold the master key of generation @gen? */
 int dskeys_has_gen(struct ds_keys *k, unsigned gen);
@@ -70,10 +75,13 @@ int dskeys_init_macs(struct meta_txn *t, struct stor_ds *ds);
  * A rekey's first step (rekey.c): one new master key into @master for the
  * @n datasets @dss (a dataset and its clones share one), wrapped for each
  * by its root's wrapping key as generation !keygen, the wrapped key it
- * replaces kept beside it until the rekey ends. The key file's replacement
+ * replaces kept beside it until the rekey ends; with @suite (0: theirs)
+ * the new key is of that suite, the old one keeps theirs (key_suite,
+ * old_suite) until the switch makes it theirs. The key file's replacement
  * is the commit point, for all of them at once. Admin lock held.
  */
-int dskeys_new_gen(struct stor_pool *p, struct stor_ds *const *dss, size_t n, uint8_t *master);
+int dskeys_new_gen(struct stor_pool *p, struct stor_ds *const *dss, size_t n, uint8_t *master,
+		   unsigned suite);
 
 /** A rekey's last step for the @n datasets @dss: their previous master key
  *  leaves the key file (the commit point, once for all), then memory with

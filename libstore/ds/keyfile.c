@@ -30,9 +30,13 @@
  * Layout, big-endian: u64 magic "COFFKEYS" | u32 version | u64 generation |
  * u32 count | count x (u64 dataset guid | u64 root dataset id |
  * u8 keyformat | u32 iterations | salt | wrapped key | u8 key flags |
- * [wrapped previous key] | u16 length | keylocation, empty but on a root) |
- * u64 xxh64 of everything before it. Key flags (version 4; version 3 has
- * none and reads as 0): KF_GEN1, the wrapped key is of generation 1;
+ * u8 suite | [u8 previous suite | wrapped previous key] | u16 length |
+ * keylocation, empty but on a root) | u64 xxh64 of everything before it.
+ * The suites (version 5; before, the dataset's) are those of the two
+ * master keys, which differ during a change of suite (rekey.c); each is
+ * in its key's wrapping AAD, so a changed one unwraps nothing. Key flags
+ * (version 4; version 3 has none and reads as 0): KF_GEN1, the wrapped
+ * key is of generation 1;
  * KF_OLD, a rekey's previous master key follows (rekey.c), which goes when
  * the rekey completes, with this file's whole replacement; KF_PENDING, the
  * key of a clear dataset being encrypted in place, saved before the commit
@@ -49,7 +53,9 @@
 #include <xxhash.h>
 
 #include "base/pool_error.h"
+#include "crypt/crypt.h"
 #include "ds/dataset.h"
+#include "ds/dskeys.h"
 #include "ds/keyfile.h"
 #include "ds/props.h"
 #include "kv/format.h"
@@ -59,7 +65,8 @@
 #include "txg/metalog.h"
 
 #define KEYFILE_MAGIC 0x434f46464b455953ull /* "COFFKEYS" */
-#define KEYFILE_VERSION 4u /* its own number */
+#define KEYFILE_VERSION 5u /* its own number */
+#define KEYFILE_VERSION_NOSUITE 4u /* before a change of suite: the dataset's */
 #define KEYFILE_VERSION_NOGEN 3u /* before key generations: read as generation 0 */
 #define KF_GEN1 0x1u
 #define KF_OLD 0x2u
@@ -149,7 +156,7 @@ int keyfile_save_with(struct stor_pool *p, struct stor_ds *const *extra, size_t 
 
 		if (d && d->suite) {
 			n++;
-			len += ENTRY_LEN + 1 + (d->has_old ? KEYS_WRAPPED_LEN : 0) + 2 +
+			len += ENTRY_LEN + 2 + (d->has_old ? 1 + KEYS_WRAPPED_LEN : 0) + 2 +
 			       strlen(entry_loc(d));
 		}
 	}
@@ -183,8 +190,11 @@ int keyfile_save_with(struct stor_pool *p, struct stor_ds *const *extra, size_t 
 		put_bytes(&w, d->wrapped, KEYS_WRAPPED_LEN);
 		put_u8(&w, (uint8_t)((d->keygen ? KF_GEN1 : 0) | (d->has_old ? KF_OLD : 0) |
 				     (d->key_pending ? KF_PENDING : 0)));
-		if (d->has_old)
+		put_u8(&w, (uint8_t)dskeys_suite_of(d, d->keygen));
+		if (d->has_old) {
+			put_u8(&w, (uint8_t)dskeys_suite_of(d, d->keygen ^ 1u));
 			put_bytes(&w, d->wrapped_old, KEYS_WRAPPED_LEN);
+		}
 		put_u16(&w, (uint16_t)strlen(loc));
 		put_bytes(&w, loc, strlen(loc));
 	}
@@ -279,7 +289,8 @@ static int read_file(const char *path, uint8_t **out, size_t *outlen, uint64_t *
 	if (get_u64(&r) != KEYFILE_MAGIC)
 		goto out;
 	ret = (int)get_u32(&r);
-	if (ret != KEYFILE_VERSION && ret != KEYFILE_VERSION_NOGEN) {
+	if (ret != KEYFILE_VERSION && ret != KEYFILE_VERSION_NOSUITE &&
+	    ret != KEYFILE_VERSION_NOGEN) {
 		ret = STOR_EFORMAT;
 		goto out;
 	}
@@ -310,39 +321,45 @@ static int parse_entries(struct stor_pool *p, const uint8_t *buf, size_t len, co
 	for (uint32_t i = 0; i < n; i++) {
 		struct stor_ds *d;
 		char loc[LOC_MAX + 1], canon[LOC_MAX + 1];
-		uint8_t kf = 0, old[KEYS_WRAPPED_LEN];
+		uint8_t kf = 0, suite = 0, old_suite = 0, old[KEYS_WRAPPED_LEN];
 		uint16_t loclen = 0;
-		const uint8_t *fixed;
+		const uint8_t *fixed, *ext;
+		size_t extlen;
 
 		if (end - r < ENTRY_LEN + 2)
 			goto bad;
 		fixed = r;
 		r += ENTRY_LEN;
+		ext = r;
 		if (version != KEYFILE_VERSION_NOGEN) {
 			if (end - r < 1 + 2)
 				goto bad;
 			kf = get_u8(&r);
-			if ((kf & ~(KF_GEN1 | KF_OLD | KF_PENDING)) ||
-			    ((kf & KF_OLD) && end - r < KEYS_WRAPPED_LEN + 2))
+			if (kf & ~(KF_GEN1 | KF_OLD | KF_PENDING))
 				goto bad;
-			if (kf & KF_OLD)
-				get_bytes(&r, old, KEYS_WRAPPED_LEN);
 		}
+		if (version >= 5) {
+			if (end - r < 1 + ((kf & KF_OLD) ? 1 : 0) + 2)
+				goto bad;
+			suite = get_u8(&r);
+			if (kf & KF_OLD)
+				old_suite = get_u8(&r);
+		}
+		if (kf & KF_OLD) {
+			if (end - r < KEYS_WRAPPED_LEN + 2)
+				goto bad;
+			get_bytes(&r, old, KEYS_WRAPPED_LEN);
+		}
+		extlen = (size_t)(r - ext);
 		loclen = get_u16(&r);
 		if (loclen > LOC_MAX || end - r < loclen)
 			goto bad;
-		r = fixed;
-		d = by_guid(p, get_u64(&r));
+		r += loclen;
+		d = by_guid(p, get_u64(&fixed));
 		/* destroyed since, or an encryption in place cut before its commit */
-		if (!d || (!d->suite && (kf & KF_PENDING))) {
-			r += ENTRY_LEN - 8 + (version != KEYFILE_VERSION_NOGEN) +
-			     ((kf & KF_OLD) ? KEYS_WRAPPED_LEN : 0);
-			loclen = get_u16(&r);
-			if (end - r < loclen)
-				goto bad;
-			r += loclen;
+		if (!d || (!d->suite && (kf & KF_PENDING)))
 			continue;
-		}
+		r = fixed;
 		if (!d->suite) {
 			/* its record lost its suite: someone turned it clear */
 			pool_set_error("pool %s: dataset %s: the key file holds its key but its "
@@ -361,7 +378,16 @@ static int parse_entries(struct stor_pool *p, const uint8_t *buf, size_t len, co
 			memcpy(d->wrapped_old, old, KEYS_WRAPPED_LEN);
 		else
 			memset(d->wrapped_old, 0, KEYS_WRAPPED_LEN);
-		r += (version != KEYFILE_VERSION_NOGEN) + (d->has_old ? KEYS_WRAPPED_LEN : 0);
+		r += extlen;
+		/* the suites of the keys: the record's, but where a change of
+		 * suite's start was cut before its switch (the new key's is not the
+		 * record's yet, the old one's is); the unwrap checks them */
+		d->key_suite = suite && suite != d->suite ? suite : 0;
+		d->old_suite = old_suite;
+		if (suite >= CRYPT_NSUITES || old_suite >= CRYPT_NSUITES ||
+		    (version >= 5 && !suite) || (d->has_old && version >= 5 && !old_suite) ||
+		    (d->key_suite && (!d->has_old || old_suite != d->suite)))
+			goto bad;
 		/* iterations above the bound would hold load-key for hours: no key of
 		 * ours has them, so the file is damaged */
 		if (d->keyformat > STOR_KEY_PASSPHRASE || !d->enc_root_id ||

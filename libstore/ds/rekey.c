@@ -110,6 +110,16 @@
  * last walk to end takes the mark from all (drop_old). A clone named
  * alone, and a clear dataset below that is not a clone, are refused.
  *
+ * A change of suite (resuite_start, coffer set encryption=SUITE on an
+ * encrypted dataset) is a rekey of its family whose new master key is of
+ * the new suite: each generation has its suite (ds->key_suite and
+ * old_suite, in the key file and in each key's wrapping AAD; the key
+ * state derives each record's data key for its generation's), the switch
+ * gives the dataset the new suite, and its commit writes the record and
+ * the parent's list of encrypted children with it. The whole family
+ * switches in one txg (switch_trees): a clone is of its origin's suite in
+ * every commit, as the import checks (clone_link_all).
+ *
  * Children: each has a master key of its own (rekey -r rekeys each), and
  * the list of a dataset's encrypted children is under its MAC key
  * (children.c), so the switch makes that list anew under the new key.
@@ -492,7 +502,15 @@ struct switch_arg {
 	struct mac_key *mk;   /* the new MAC key (a reference for the state) */
 	struct mac_key *was;  /* the MAC key replaced, put once no reader can hold it */
 	struct mac_key **snap_was; /* likewise, each snapshot's */
-	struct rebuild *rb;   /* the commit's task, the stage's once enlisted */
+	char *enc;            /* a change of suite: its encryption property then */
+	struct rebuild *rb;   /* its commit's task, in switch_all's */
+};
+
+struct switch_all {
+	size_t n;
+	struct stor_ds *const *dss; /* the datasets switched, @n */
+	struct switch_arg *a;
+	struct rebuild *rb; /* every one's commit task, the stage's once enlisted */
 };
 
 /* The task of the switch's commit: its own, since a failed commit keeps it
@@ -505,6 +523,12 @@ struct rebuild {
 	struct rekey_stat st;
 	unsigned flags;
 	int encrypt;          /* an encryption in place: its record, and trees over clear pointers */
+	/* a change of suite to @resuite from @old_suite: its record, and the
+	 * list of its parent @parent_id (under @pmk, from @pk's) when listed */
+	unsigned resuite, old_suite;
+	uint64_t parent_id;
+	struct ds_keys *pk;
+	struct mac_key *pmk;
 	size_t nkids;
 	struct kid {
 		uint64_t guid;
@@ -524,7 +548,12 @@ static int rebuild_one(struct meta_txn *t, struct rebuild *rb)
 	uint64_t end = 0;
 	int ret;
 
-	ret = rb->encrypt ? ds_save_txn(t, rb->ds) : 0; /* its record says encrypted now */
+	/* its record says encrypted now, or of the new suite */
+	ret = rb->encrypt || rb->resuite ? ds_save_txn(t, rb->ds) : 0;
+	if (ret == 0 && rb->pmk)
+		ret = children_change(t, rb->parent_id, rb->pmk, rb->ds->guid, rb->old_suite, 0);
+	if (ret == 0 && rb->pmk)
+		ret = children_change(t, rb->parent_id, rb->pmk, rb->ds->guid, rb->resuite, 1);
 	if (ret == 0)
 		ret = bpmac_build_table(t, rb->ds->id, rb->mk, UINT64_MAX, rb->encrypt, &end);
 	/* its list of encrypted children, anew under the new key */
@@ -558,6 +587,7 @@ static void rebuild_free(struct rebuild *rb)
 		struct rebuild *next = rb->next;
 
 		mac_key_put(rb->mk);
+		mac_key_put(rb->pmk);
 		for (size_t i = 0; i < rb->nsnaps; i++)
 			mac_key_put(rb->snaps[i].mk);
 		free(rb->snaps);
@@ -592,7 +622,8 @@ static int list_snaps(struct stor_ds *ds, const uint8_t *master, unsigned suite,
 }
 
 /* @ds's encrypted children as its list has them (dskeys.c: check_children),
- * with the @nnew datasets @becoming among them encrypted as @suite. */
+ * with the @nnew datasets @becoming among them of @suite (0: theirs): an
+ * encryption in place, or a change of suite, of them all. */
 static int list_kids(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *const *becoming,
 		     size_t nnew, unsigned suite, struct rebuild *rb)
 {
@@ -606,34 +637,21 @@ static int list_kids(struct stor_pool *p, struct stor_ds *ds, struct stor_ds *co
 
 		unsigned as = (unsigned)d->suite;
 
-		for (size_t j = 0; j < nnew && !as; j++)
-			as = becoming[j] == d ? suite : 0;
+		for (size_t j = 0; j < nnew && suite; j++)
+			as = becoming[j] == d ? suite : as;
 		if (pi < p->nds && p->ds[pi] == ds && !d->unlisted && as)
 			rb->kids[rb->nkids++] = (struct kid){ d->guid, as };
 	}
 	return 0;
 }
 
-static int switch_hook(struct stor_pool *p, uint64_t txg, void *arg)
+/* One dataset's switch, in switch_hook. */
+static void switch_one(struct switch_arg *a)
 {
-	struct switch_arg *a = arg;
+	struct stor_ds *ds = a->ds;
 	struct ds_keys *k = a->k;
-	struct txg_task task = { .commit = rebuild_commit, .release = rebuild_release,
-				 .arg = a->rb };
-	int ret;
-
-	(void)txg;
 	struct rebuild *rb = a->rb;
 
-	a->rb->mk = mac_key_ref(a->mk);
-	a->rb->gen = a->master ? a->ds->keygen : k->gen;
-	ret = txg_enlist(p, &task);
-	if (ret < 0) {
-		mac_key_put(a->rb->mk);
-		a->rb->mk = NULL;
-		return ret;
-	}
-	a->rb = NULL; /* the stage's now */
 	/* no writer is between its hold and its stage: from here they seal under
 	 * the new master and sum their MAC changes under its MAC key, and a
 	 * pointer kept for a snapshot joins its table's tree under its new key */
@@ -642,12 +660,26 @@ static int switch_hook(struct stor_pool *p, uint64_t txg, void *arg)
 		k->old = k->master;
 		k->master = a->master;
 		a->master = NULL;
-		k->gen = a->ds->keygen;
+		k->gen = ds->keygen;
 	}
+	k->suite[k->gen] = (int)dskeys_suite_of(ds, k->gen);
 	a->was = k->mac;
 	k->mac = a->mk;
 	k->mac_gen = k->gen;
 	pthread_mutex_unlock(&k->lock);
+	/* a change of suite: the dataset's is the new key's from here (its
+	 * record and its parent's list of children say so at the commit) */
+	if (rb->resuite) {
+		ds->suite = rb->resuite;
+		free(ds->local[PROP_ENCRYPTION]);
+		ds->local[PROP_ENCRYPTION] = a->enc;
+		a->enc = NULL;
+	}
+	if (rb->pk) {
+		pthread_mutex_lock(&rb->pk->lock);
+		rb->pmk = mac_key_ref(rb->pk->mac);
+		pthread_mutex_unlock(&rb->pk->lock);
+	}
 	for (size_t i = 0; i < rb->nsnaps; i++) {
 		struct snap *s = rb->snaps[i].s;
 
@@ -656,6 +688,24 @@ static int switch_hook(struct stor_pool *p, uint64_t txg, void *arg)
 		s->mk = mac_key_ref(rb->snaps[i].mk);
 		pthread_mutex_unlock(&s->lock);
 	}
+}
+
+/* The switch of every dataset of @arg (a switch_all) in one txg: a clone
+ * and its origin are of one suite in every commit. */
+static int switch_hook(struct stor_pool *p, uint64_t txg, void *arg)
+{
+	struct switch_all *all = arg;
+	struct txg_task task = { .commit = rebuild_commit, .release = rebuild_release,
+				 .arg = all->rb };
+	int ret;
+
+	(void)txg;
+	ret = txg_enlist(p, &task);
+	if (ret < 0)
+		return ret;
+	all->rb = NULL; /* the stage's now */
+	for (size_t i = 0; i < all->n; i++)
+		switch_one(&all->a[i]);
 	return 0;
 }
 
@@ -715,53 +765,110 @@ static int check_tree(struct stor_pool *p, struct stor_ds *ds, struct ds_keys *k
 }
 
 /*
- * Step 2 for @ds, whose key state @k has the new master already (a resume)
- * or gets @master (a start; taken, and freed on failure).
+ * The parts of step 2 for @a->ds that may fail, before the hook: its
+ * new MAC keys, its commit's task (chained to @all's), and with a change
+ * of suite the MAC key of the parent whose list names it.
  */
-static int switch_tree(struct stor_pool *p, struct stor_ds *ds, struct ds_keys *k, uint8_t *master)
+static int switch_prepare(struct stor_pool *p, struct switch_all *all, struct switch_arg *a)
 {
-	struct switch_arg *a = calloc(1, sizeof(*a));
-	int ret;
+	struct stor_ds *ds = a->ds;
+	struct ds_keys *k = a->k;
+	unsigned suite = dskeys_suite_of(ds, ds->keygen);
+	struct rekey *rk = rekey_of(p, ds);
+	struct rebuild *rb = calloc(1, sizeof(*rb));
+	size_t pi = ds_parent_index_locked(p, ds);
+	struct stor_ds *parent = pi < p->nds ? p->ds[pi] : NULL;
+	int with_parent = 0;
 
-	if (!a) {
-		keys_secure_free(master, KEYS_MASTER_LEN);
+	if (!rb)
 		return -ENOMEM;
-	}
-	*a = (struct switch_arg){ .ds = ds, .k = k, .master = master };
-	a->mk = mac_key_new(master ? master : k->master, ds->guid, (unsigned)ds->suite);
+	rb->next = all->rb;
+	all->rb = rb;
+	a->rb = rb;
+	if (!rk)
+		goto nomem;
+	rb->ds = ds;
+	rb->gen = ds->keygen;
+	pthread_mutex_lock(&rk->lock);
+	rb->st = rk->st;
+	rb->cursor = rk->cursor;
+	rb->flags = rk->scrub_free ? ROW_SCRUB_FREE : 0;
+	pthread_mutex_unlock(&rk->lock);
+	a->mk = mac_key_new(a->master ? a->master : k->master, ds->guid, suite);
 	a->snap_was = calloc(ds->nsnaps ? ds->nsnaps : 1, sizeof(*a->snap_was));
-	a->rb = calloc(1, sizeof(*a->rb));
-	if (a->rb) {
-		struct rekey *rk = rekey_of(p, ds);
+	if (!a->mk || !a->snap_was || !(rb->mk = mac_key_ref(a->mk)))
+		goto nomem;
+	if (suite != (unsigned)ds->suite) {
+		rb->resuite = suite;
+		rb->old_suite = (unsigned)ds->suite;
+		if (!(a->enc = strdup(crypt_suite_name((enum crypt_suite)suite))))
+			goto nomem;
+		/* a parent switched with it makes its list whole, with this suite */
+		for (size_t i = 0; i < all->n; i++)
+			with_parent |= all->dss[i] == parent;
+		if (parent && parent->suite && !ds->unlisted && !with_parent &&
+		    !(rb->pk = atomic_load(&parent->keys))) {
+			pool_set_error("the key of %s is not loaded: its list of encrypted "
+				       "children names the suite of %s; load it, then run "
+				       "coffer rekey %s to go on", parent->name, ds->name, ds->name);
+			return STOR_ENOKEY;
+		}
+		rb->parent_id = parent ? parent->id : 0;
+	}
+	if (list_kids(p, ds, all->dss, all->n, rb->resuite, rb) < 0 ||
+	    list_snaps(ds, a->master ? a->master : k->master, suite, rb) < 0)
+		goto nomem;
+	return 0;
+nomem:
+	return -ENOMEM;
+}
 
-		a->rb->ds = ds;
-		pthread_mutex_lock(&rk->lock);
-		a->rb->st = rk->st;
-		a->rb->cursor = rk->cursor;
-		a->rb->flags = rk->scrub_free ? ROW_SCRUB_FREE : 0;
-		pthread_mutex_unlock(&rk->lock);
+/*
+ * Step 2 for the @n datasets @dss in one txg: each's key state has the
+ * new master already (a resume), or gets its copy of @master (a start;
+ * taken either way).
+ */
+static int switch_trees(struct stor_pool *p, struct stor_ds *const *dss, size_t n,
+			uint8_t *master)
+{
+	struct switch_all all = { .n = n, .dss = dss, .a = calloc(n, sizeof(*all.a)) };
+	int ret = all.a ? 0 : -ENOMEM;
+
+	for (size_t i = 0; i < n && ret == 0; i++) {
+		struct switch_arg *a = &all.a[i];
+
+		*a = (struct switch_arg){ .ds = dss[i], .k = atomic_load(&dss[i]->keys) };
+		if (master && !(a->master = keys_secure_alloc(KEYS_MASTER_LEN)))
+			ret = -ENOMEM;
+		else if (master)
+			memcpy(a->master, master, KEYS_MASTER_LEN);
+		if (ret == 0)
+			ret = switch_prepare(p, &all, a);
 	}
-	ret = a->mk && a->rb && a->snap_was ? list_kids(p, ds, NULL, 0, 0, a->rb) : -ENOMEM;
+	keys_secure_free(master, KEYS_MASTER_LEN);
 	if (ret == 0)
-		ret = list_snaps(ds, master ? master : k->master, (unsigned)ds->suite, a->rb);
-	if (ret == 0)
-		ret = txg_sync_close(p, switch_hook, a);
-	rebuild_free(a->rb); /* not enlisted */
-	if (a->master)
-		keys_secure_free(a->master, KEYS_MASTER_LEN); /* the hook did not take it */
-	if (ret == 0)
-		rekey_of(p, ds)->mac_gen = k->gen;
-	else if (!a->was && a->mk)
-		mac_key_put(a->mk);
-	/* readers that took the old MAC keys are done with them before they go */
-	if (a->was) {
-		txg_read_synchronize(p);
-		mac_key_put(a->was);
-		for (size_t i = 0; i < ds->nsnaps; i++)
-			mac_key_put(a->snap_was[i]);
+		ret = txg_sync_close(p, switch_hook, &all);
+	rebuild_free(all.rb); /* not enlisted */
+	for (size_t i = 0; all.a && i < n; i++) {
+		struct switch_arg *a = &all.a[i];
+
+		if (a->master)
+			keys_secure_free(a->master, KEYS_MASTER_LEN); /* the hook did not take it */
+		if (ret == 0)
+			rekey_of(p, a->ds)->mac_gen = a->k->gen;
+		else if (!a->was)
+			mac_key_put(a->mk);
+		/* readers that took the old MAC keys are done with them before they go */
+		if (a->was) {
+			txg_read_synchronize(p);
+			mac_key_put(a->was);
+			for (size_t j = 0; j < a->ds->nsnaps; j++)
+				mac_key_put(a->snap_was[j]);
+		}
+		free(a->snap_was);
+		free(a->enc);
 	}
-	free(a->snap_was);
-	free(a);
+	free(all.a);
 	return ret;
 }
 
@@ -1376,6 +1483,31 @@ static int start_thread(struct rekey *rk)
 	return ret;
 }
 
+/* The switch of @ds and of those of its family that a crash left before
+ * theirs, checked first as at a start. */
+static int switch_resumed(struct stor_pool *p, struct stor_ds *ds)
+{
+	struct stor_ds **fam = calloc(p->nds, sizeof(*fam));
+	size_t n = fam ? family(p, ds, fam) : 0, m = 0;
+	int ret = fam ? 0 : -ENOMEM;
+
+	for (size_t i = 0; i < n && ret == 0; i++) {
+		struct stor_ds *d = fam[i];
+		struct ds_keys *k = atomic_load(&d->keys);
+		struct rekey *rk = rekey_of(p, d);
+
+		if (!rk)
+			ret = -ENOMEM;
+		else if (k && d->has_old && rk->mac_gen != k->gen &&
+			 (ret = check_tree(p, d, k)) == 0)
+			fam[m++] = d;
+	}
+	if (ret == 0)
+		ret = switch_trees(p, fam, m, NULL);
+	free(fam);
+	return ret;
+}
+
 void rekey_resume(struct stor_pool *p, struct stor_ds *ds)
 {
 	struct ds_keys *k = atomic_load(&ds->keys);
@@ -1388,9 +1520,10 @@ void rekey_resume(struct stor_pool *p, struct stor_ds *ds)
 	    !(ds->has_old || atomic_load(&ds->encrypting) ||
 	      (rk->st.state == REKEY_RUNNING && rk->scrub_free)))
 		return;
-	/* a crash between steps 1 and 2: the switch first */
-	if (ds->has_old && rk->mac_gen != k->gen && (ret = check_tree(p, ds, k)) == 0)
-		ret = switch_tree(p, ds, k, NULL);
+	/* a crash between steps 1 and 2: the switch first, of its clones and
+	 * origin with it (all are loaded by one load-key: one root) */
+	if (ds->has_old && rk->mac_gen != k->gen)
+		ret = switch_resumed(p, ds);
 	if (ret < 0) {
 		fail(rk, ret, "switching the MAC tree to the new key");
 		return;
@@ -1490,12 +1623,6 @@ static int refuse_encrypt(struct stor_pool *p, struct stor_ds *ds, struct stor_d
 {
 	size_t len = strlen(ds->name);
 
-	if (ds->suite) {
-		pool_set_error("%s is encrypted already (%s): a change of its suite is not "
-			       "built yet; use rekey for a new key", ds->name,
-			       crypt_suite_name((enum crypt_suite)ds->suite));
-		return -EEXIST;
-	}
 	if (ds->origin) {
 		pool_set_error("%s is a clone: it shares the key of %s, whose records it reads; "
 			       "encrypt %s, and its clones are encrypted with it",
@@ -1684,23 +1811,6 @@ out:
 	return ret;
 }
 
-int stor_ds_encrypt(struct stor_pool *p, const char *name, const char *const *props,
-		    size_t nprops, const struct stor_key_material *key, uint64_t rate,
-		    unsigned flags)
-{
-	struct stor_ds *ds;
-	int ret;
-
-	pool_set_error("%s", "");
-	pthread_mutex_lock(&p->admin);
-	ds = strchr(name, '@') ? NULL : ds_find_locked(p, name);
-	ret = ds ? encrypt_start(p, ds, props, nprops, key, rate,
-				 !!(flags & STOR_REKEY_SCRUB_FREE))
-		 : -ENOENT;
-	pthread_mutex_unlock(&p->admin);
-	return ret;
-}
-
 /* ---- rekeystatus ---- */
 
 /* @n bytes as the largest binary unit that states them whole: 64M, 1536K. */
@@ -1850,11 +1960,13 @@ static int resume(struct stor_pool *p, struct rekey *rk, uint64_t rate, int scru
 
 /*
  * Start the rekey of the @n datasets of one master key @fam, or resume
- * theirs. One new master for all, in one save of the key file; every one
- * switches before any walks, since a clone reads its origin's records
- * under the master they share.
+ * theirs; with @suite (0: theirs), a change of their suite. One new master
+ * for all, in one save of the key file; all switch in one txg before any
+ * walks, since a clone reads its origin's records under the master they
+ * share, and is of its suite.
  */
-static int start(struct stor_pool *p, struct stor_ds **fam, size_t n, uint64_t rate, int scrub)
+static int start(struct stor_pool *p, struct stor_ds **fam, size_t n, uint64_t rate, int scrub,
+		 unsigned suite)
 {
 	uint8_t *master = NULL;
 	size_t under_way = 0, resumed = 0;
@@ -1884,7 +1996,7 @@ static int start(struct stor_pool *p, struct stor_ds **fam, size_t n, uint64_t r
 	if (ret == 0 && !(master = keys_secure_alloc(KEYS_MASTER_LEN)))
 		ret = -ENOMEM;
 	if (ret == 0)
-		ret = dskeys_new_gen(p, fam, n, master);
+		ret = dskeys_new_gen(p, fam, n, master, suite);
 	if (ret < 0) {
 		keys_secure_free(master, KEYS_MASTER_LEN);
 		return ret;
@@ -1892,20 +2004,9 @@ static int start(struct stor_pool *p, struct stor_ds **fam, size_t n, uint64_t r
 	for (size_t i = 0; i < n; i++)
 		begin(fam[i]->rekey, rate, scrub);
 	/* the key file has the new key for all now: a failure from here is resumed */
-	for (size_t i = 0; i < n; i++) {
-		uint8_t *mine = keys_secure_alloc(KEYS_MASTER_LEN);
-		int r = mine ? 0 : -ENOMEM;
-
-		if (mine) {
-			memcpy(mine, master, KEYS_MASTER_LEN);
-			r = switch_tree(p, fam[i], atomic_load(&fam[i]->keys), mine);
-		}
-		if (r < 0) {
-			fail(fam[i]->rekey, r, "switching the MAC tree to the new key");
-			ret = ret ? ret : r;
-		}
-	}
-	keys_secure_free(master, KEYS_MASTER_LEN);
+	ret = switch_trees(p, fam, n, master);
+	for (size_t i = 0; i < n && ret < 0; i++)
+		fail(fam[i]->rekey, ret, "switching the MAC tree to the new key");
 	for (size_t i = 0; i < n && ret == 0; i++) {
 		EVENT(STOR_EV_REKEY_START, p->name, EV_STR("dataset", fam[i]->name),
 		      EV_NUM("resumed", 0));
@@ -2002,11 +2103,90 @@ int stor_rekey(struct stor_pool *p, const char *name, int what, uint64_t rate)
 			for (size_t j = 0; j < p->nds; j++)
 				if (p->ds[j] == fam[k])
 					sel[j] = 0;
-		ret = start(p, fam, n, rate, scrub);
+		ret = start(p, fam, n, rate, scrub, 0);
 	}
 out:
 	pthread_mutex_unlock(&p->admin);
 	free(fam);
 	free(sel);
+	return ret;
+}
+
+/* ---- a change of suite ---- */
+
+/* The other suite of an encrypted @ds (encryption=SUITE alone): a rekey
+ * of its family whose new master key is of that suite. */
+static int resuite_start(struct stor_pool *p, struct stor_ds *ds, const char *const *props,
+			 size_t nprops, const struct stor_key_material *key, uint64_t rate,
+			 int scrub)
+{
+	const char *enc = prop_arg(props, nprops, "encryption");
+	struct stor_ds **fam;
+	char canon[64];
+	size_t n;
+	int ret, suite;
+
+	if (nprops != 1 || !enc || key) {
+		pool_set_error("%s is encrypted: a change of its suite takes encryption=SUITE "
+			       "alone, and keeps its key (change-key changes that)", ds->name);
+		return -EINVAL;
+	}
+	ret = prop_validate(PROP_ENCRYPTION, enc, canon, sizeof(canon));
+	if (ret < 0)
+		return ret;
+	suite = crypt_suite_parse(canon);
+	if (suite <= CRYPT_OFF) {
+		pool_set_error("%s: an encrypted dataset is not made clear again (encryption=%s)",
+			       ds->name, enc);
+		return STOR_EBADPROP;
+	}
+	if (suite == ds->suite) {
+		pool_set_error("%s is %s already", ds->name, canon);
+		return -EEXIST;
+	}
+	fam = calloc(p->nds, sizeof(*fam));
+	if (!fam)
+		return -ENOMEM;
+	n = family(p, ds, fam);
+	for (size_t i = 0; i < n && ret == 0; i++) {
+		size_t pi = ds_parent_index_locked(p, fam[i]);
+		struct stor_ds *up = pi < p->nds ? p->ds[pi] : NULL;
+
+		ret = refuse(fam[i]);
+		if (ret == 0 && rekey_under_way(fam[i])) {
+			rekey_busy_error(fam[i], "change its suite");
+			ret = -EBUSY;
+		}
+		/* its parent's list of encrypted children names its suite */
+		if (ret == 0 && up && up->suite && !fam[i]->unlisted && !atomic_load(&up->keys)) {
+			pool_set_error("the key of %s is not loaded; load it to change the suite of "
+				       "%s, which its list of children names", up->name, fam[i]->name);
+			ret = STOR_ENOKEY;
+		}
+	}
+	if (ret == 0)
+		ret = start(p, fam, n, rate, scrub, (unsigned)suite);
+	free(fam);
+	return ret;
+}
+
+int stor_ds_encrypt(struct stor_pool *p, const char *name, const char *const *props,
+		    size_t nprops, const struct stor_key_material *key, uint64_t rate,
+		    unsigned flags)
+{
+	struct stor_ds *ds;
+	int ret;
+
+	pool_set_error("%s", "");
+	pthread_mutex_lock(&p->admin);
+	ds = strchr(name, '@') ? NULL : ds_find_locked(p, name);
+	if (!ds)
+		ret = -ENOENT;
+	else if (ds->suite)
+		ret = resuite_start(p, ds, props, nprops, key, rate, !!(flags & STOR_REKEY_SCRUB_FREE));
+	else
+		ret = encrypt_start(p, ds, props, nprops, key, rate,
+				    !!(flags & STOR_REKEY_SCRUB_FREE));
+	pthread_mutex_unlock(&p->admin);
 	return ret;
 }

@@ -403,7 +403,7 @@ static void queue_open(struct read_batch *b, struct rec *r)
 	struct ds_keys *k = atomic_load(&ds_head(r->ds)->keys);
 	unsigned gen = dskeys_gen_of(&r->bp);
 	const struct crypt_key *key =
-		k ? dskeys_data_key(k, gen, r->guid, r->ds->suite, r->bp.salt, &b->owned[b->nops])
+		k ? dskeys_data_key(k, gen, r->guid, r->bp.salt, &b->owned[b->nops])
 		  : NULL;
 
 	if (!key) {
@@ -831,8 +831,7 @@ static void queue_seal(struct write_batch *b, struct rec *r, size_t i, uint64_t 
 	/* the current generation: the key state cannot change it while the
 	 * caller holds the open txg (rekey.c switches under the write hold) */
 	gen = b->plan[i].k->gen;
-	key = dskeys_data_key(b->plan[i].k, gen, r->ds->guid, r->ds->suite, b->plan[i].salt,
-			      &b->owned[b->nops]);
+	key = dskeys_data_key(b->plan[i].k, gen, r->ds->guid, b->plan[i].salt, &b->owned[b->nops]);
 	if (!key) {
 		fail_io(r, -ENOMEM);
 		return;
@@ -1145,8 +1144,8 @@ static void reseal_in_place(struct write_batch *b, struct rec *recs, size_t n)
 			continue;
 		/* the tail of the last sector: zeros, as a write leaves it */
 		memset(r->buf + r->bp.csize, 0, r->bp.psize - r->bp.csize);
-		key = dskeys_data_key(b->plan[i].k, b->plan[i].k->gen, r->guid, r->ds->suite,
-				      b->plan[i].salt, &b->owned[b->nops]);
+		key = dskeys_data_key(b->plan[i].k, b->plan[i].k->gen, r->guid, b->plan[i].salt,
+				      &b->owned[b->nops]);
 		if (!key) {
 			fail_io(r, -ENOMEM);
 			continue;

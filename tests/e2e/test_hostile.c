@@ -229,21 +229,21 @@ static void wrapped_key(const char *mdb, const char *name, uint8_t dst[WRAPPED_L
 	kf = slurp(keys, &len);
 	cr_assert_geq(len, 24, "%s too short", keys);
 	n = rd_be(kf + 20, 4);
-	/* after magic, version, generation and count; entries end in u8 key flags
-	 * (a rekey's previous wrapped key after them when 0x2 is set), u16
-	 * length + keylocation */
-	cr_assert_eq(rd_be(kf + 8, 4), 4, "key file version");
+	/* after magic, version, generation and count; entries end in u8 key flags,
+	 * u8 suite (a rekey's previous suite and wrapped key after them when 0x2
+	 * is set), u16 length + keylocation */
+	cr_assert_eq(rd_be(kf + 8, 4), 5, "key file version");
 	for (size_t i = 0, off = 24; i < n; i++) {
 		const uint8_t *e = kf + off;
 
-		cr_assert(e + 37 + WRAPPED_LEN + 1 + 2 <= kf + len);
+		cr_assert(e + 37 + WRAPPED_LEN + 2 + 2 <= kf + len);
 		if (rd_be(e, 8) == guid) {
 			memcpy(dst, e + 37, WRAPPED_LEN);
 			free(kf);
 			return;
 		}
 		off += 37 + WRAPPED_LEN;
-		off += 1 + ((kf[off] & 0x2) ? WRAPPED_LEN : 0);
+		off += 2 + ((kf[off] & 0x2) ? 1 + WRAPPED_LEN : 0);
 		off += 2 + rd_be(kf + off, 2);
 	}
 	cr_assert_fail("no key of %s in %s", name, keys);

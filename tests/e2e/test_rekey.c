@@ -140,6 +140,17 @@ static void validated_io_ok(pid_t pid)
 		  st);
 }
 
+/* The daemon killed with SIGKILL, then started again on its state. */
+static void kill_9(void)
+{
+	int st;
+
+	kill(td.pid, SIGKILL);
+	waitpid(td.pid, &st, 0);
+	td.pid = -1;
+	tdaemon_start_ok(&td);
+}
+
 /* A rekey of p/e at 8M/s while validated writes and reads run on it. */
 static void rekey_beside_validated_io(void)
 {
@@ -197,7 +208,6 @@ Test(rekey, kill_9_in_its_walk_resumes_and_completes)
 	COF_OK("rekey --rate 2M p/e");
 	for (int cycle = 0; cycle < 5; cycle++) {
 		double end = tdaemon_deadline(TDAEMON_WAIT_S);
-		int st;
 
 		/* somewhere further in the walk than the last kill, before the end */
 		while ((!strstr(status(), "%") || !strcmp(out, before)) && strncmp(out, "done", 4) &&
@@ -206,10 +216,7 @@ Test(rekey, kill_9_in_its_walk_resumes_and_completes)
 		if (!strncmp(out, "done", 4))
 			break;
 		snprintf(before, sizeof(before), "%.200s", out);
-		kill(td.pid, SIGKILL);
-		waitpid(td.pid, &st, 0);
-		td.pid = -1;
-		tdaemon_start_ok(&td);
+		kill_9();
 		COF_OK("load-key p/e"); /* a rekey that was running goes on */
 	}
 	wait_status("done");
@@ -537,14 +544,15 @@ static void clone_image(const char *ds, const char *name)
 	COF_OK("read %s > %s.img", ds, tdaemon_path(&td, "%s", name));
 }
 
-Test(rekey, a_clone_and_its_origin_are_rekeyed_together)
+/* make_filled()'s p/e, a snapshot p/e@s1 that keeps records, and a clone
+ * p/e/c of it with records of its own, some kept by a snapshot p/e/c@cs
+ * (images s1, cs, c). */
+static void make_family(void)
 {
 	char data[4200];
-	int st;
 
 	make_filled();
 	snapshot_then_overwrite("s1");
-	/* a clone with records of its own, some kept by a snapshot of it */
 	COF_OK("clone p/e@s1 p/e/c");
 	tdaemon_random_file(&td, "c1", 1 << 20, data, sizeof(data));
 	COF_OK("write p/e/c < %s", data);
@@ -553,22 +561,31 @@ Test(rekey, a_clone_and_its_origin_are_rekeyed_together)
 	tdaemon_random_file(&td, "c2", 256 << 10, data, sizeof(data));
 	COF_OK("write -o 65536 p/e/c < %s", data);
 	clone_image("p/e/c", "c");
-	/* named by the clone, the master key they share goes from both; a
-	 * kill -9 in the walk, and the load-key of their root resumes both */
-	COF_OK("rekey --rate 4M p/e/c");
-	COF_OK("get -H -o value rekeystatus p/e");
-	cr_assert(!strncmp(out, "running", 7), "the origin is not rekeyed with its clone: %s", out);
-	kill(td.pid, SIGKILL);
-	waitpid(td.pid, &st, 0);
-	td.pid = -1;
-	tdaemon_start_ok(&td);
-	COF_OK("load-key p/e");
+}
+
+/* make_family()'s datasets once the rekey of both is done: every write
+ * reads back, the pool checks clean, the images read as they were. */
+static void family_as_before(void)
+{
 	wait_status("done");
 	wait_status_of("p/e/c", "done");
 	all_sound();
 	reads_as_image("p/e@s1", "s1");
 	reads_as_image("p/e/c@cs", "cs");
 	reads_as_image("p/e/c", "c");
+}
+
+Test(rekey, a_clone_and_its_origin_are_rekeyed_together)
+{
+	make_family();
+	/* named by the clone, the master key they share goes from both; a
+	 * kill -9 in the walk, and the load-key of their root resumes both */
+	COF_OK("rekey --rate 4M p/e/c");
+	COF_OK("get -H -o value rekeystatus p/e");
+	cr_assert(!strncmp(out, "running", 7), "the origin is not rekeyed with its clone: %s", out);
+	kill_9();
+	COF_OK("load-key p/e");
+	family_as_before();
 	/* from the LUNs alone, with the new key */
 	tdaemon_stop_ok(&td);
 	tdaemon_start_ok(&td);
@@ -669,8 +686,6 @@ Test(rekey, a_clear_dataset_is_encrypted_in_place_under_validated_io)
 
 Test(rekey, an_encryption_in_place_cut_by_kill_9_resumes_at_load_key)
 {
-	int st;
-
 	make_clear();
 	encrypt_clear("--rate 2M");
 	for (int cycle = 0; cycle < 2; cycle++) {
@@ -679,10 +694,7 @@ Test(rekey, an_encryption_in_place_cut_by_kill_9_resumes_at_load_key)
 		/* right after the start, then once its walk is on its way */
 		while (cycle && strstr(status_of("p/c"), "running 0%") && tdaemon_poll(end))
 			;
-		kill(td.pid, SIGKILL);
-		waitpid(td.pid, &st, 0);
-		td.pid = -1;
-		tdaemon_start_ok(&td);
+		kill_9();
 		COF_OK("get -H -o value encryption p/c");
 		cr_assert(!strncmp(out, "aes-256-gcm", 11), "%s", out);
 		COF_OK("load-key p/c"); /* it goes on */
@@ -704,10 +716,16 @@ Test(rekey, encryption_in_place_refusals_say_why_and_change_nothing)
 {
 	make_filled();
 	make_clear_beside();
-	/* encrypted already: a suite change is not built */
+	/* encrypted already: a change of suite keeps the key, and is a suite */
 	cr_assert_neq(cof("set encryption=aes-256-gcm -o keyformat=raw -o keylocation=file://%s "
 			  "p/e", tdaemon_path(&td, "key")), 0);
-	cr_assert(strstr(out, "encrypted already"), "%s", out);
+	cr_assert(strstr(out, "keeps its key"), "%s", out);
+	cr_assert_neq(cof("set encryption=off p/e"), 0);
+	cr_assert(strstr(out, "not made clear"), "%s", out);
+	cr_assert_neq(cof("set encryption=aes-256-ccm p/e"), 0);
+	cr_assert(strstr(out, "already"), "%s", out);
+	COF_OK("get -H -o value encryption,rekeystatus p/e");
+	cr_assert(!strcmp(out, "aes-256-ccm\nnone\n"), "%s", out);
 	/* no keyformat */
 	cr_assert_neq(cof("set encryption=on p/c"), 0);
 	cr_assert(strstr(out, "keyformat"), "%s", out);
@@ -737,7 +755,6 @@ Test(rekey, a_clear_dataset_with_snapshots_and_a_clone_is_encrypted_in_place_wit
 	char data[4200], lun[4200];
 	uint8_t plain[64], kept[64];
 	pid_t pid;
-	int st;
 
 	make_clear();
 	/* a clone with records of its own, some kept by a snapshot of it */
@@ -759,10 +776,7 @@ Test(rekey, a_clear_dataset_with_snapshots_and_a_clone_is_encrypted_in_place_wit
 	cr_assert(strstr(out, "aes-256-gcm\navailable\np/c"), "%s", out);
 	cr_assert(!strncmp(status_of("p/c/k"), "running", 7), "%s", out);
 	validated_io_ok(pid);
-	kill(td.pid, SIGKILL);
-	waitpid(td.pid, &st, 0);
-	td.pid = -1;
-	tdaemon_start_ok(&td);
+	kill_9();
 	cr_assert_neq(cof("read -l 8192 p/c/k > /dev/null"), 0, "read without its key:\n%s", out);
 	COF_OK("load-key p/c");
 	wait_status_of("p/c", "done");
@@ -793,6 +807,34 @@ Test(rekey, a_clear_dataset_with_snapshots_and_a_clone_is_encrypted_in_place_wit
 	reads_as_image("p/c/k@ks", "ks");
 	COF_OK("pool check p");
 	cr_assert(strstr(out, "mac_errors: 0"), "%s", out);
+}
+
+Test(rekey, a_suite_change_of_a_dataset_with_snapshots_and_a_clone_under_validated_io)
+{
+	pid_t pid;
+
+	make_family();
+	/* named by the clone: they share a key, so they change together; a
+	 * kill -9 in the walk, and the load-key of their root goes on */
+	pid = validated_io("p/e");
+	COF_OK("set encryption=aes-128-gcm --rate 2M p/e/c");
+	COF_OK("get -H -o value encryption p/e p/e/c");
+	cr_assert(!strcmp(out, "aes-128-gcm\naes-128-gcm\n"), "%s", out);
+	cr_assert(!strncmp(status_of("p/e"), "running", 7), "%s", out);
+	validated_io_ok(pid);
+	kill_9();
+	COF_OK("load-key p/e");
+	family_as_before();
+	/* from the LUNs alone: the records open under the new suite, the
+	 * lists of children verify (load-key checks them) */
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	COF_OK("load-key p/e");
+	COF_OK("get -H -o value encryption p/e p/e/c");
+	cr_assert(!strcmp(out, "aes-128-gcm\naes-128-gcm\n"), "%s", out);
+	reads_as_image("p/e/c", "c");
+	reads_as_image("p/e@s1", "s1");
+	all_sound();
 }
 
 Test(rekey, a_clear_record_put_back_after_encryption_reads_nothing_even_marked_encrypting)
