@@ -837,6 +837,57 @@ Test(rekey, a_suite_change_of_a_dataset_with_snapshots_and_a_clone_under_validat
 	all_sound();
 }
 
+/* Copy (or, @back, put back) the LUNs and LMDB of pool p: a copy taken
+ * with the daemon stopped, the key file left as it is. */
+static void pool_copy(int back)
+{
+	char cmd[16384];
+
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; for f in %s/lun0 %s/lun1 %s/pools/p.mdb; do "
+		 "if [ %d = 1 ]; then cp \"$f.kept\" \"$f\"; else cp \"$f\" \"$f.kept\"; fi; done",
+		 td.dir, td.dir, td.state, back);
+	cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+Test(rekey, a_suite_change_cut_before_its_switch_is_switched_by_the_load_key)
+{
+	char data[4200];
+
+	make_filled();
+	snapshot_then_overwrite("s1");
+	/* a member of p/e's root: p/e's list of children names its suite */
+	COF_OK("create -V 4M -b 8k p/e/m");
+	tdaemon_random_file(&td, "m", 1 << 20, data, sizeof(data));
+	COF_OK("write p/e/m < %s", data);
+	clone_image("p/e/m", "m");
+	tdaemon_stop_ok(&td);
+	pool_copy(0);
+	tdaemon_start_ok(&td);
+	COF_OK("load-key p/e");
+	COF_OK("set encryption=aes-128-gcm --rate 1M p/e/m");
+	/* the key file with both keys, the pool as before the switch: what a
+	 * crash between the two leaves */
+	tdaemon_stop_ok(&td);
+	pool_copy(1);
+	tdaemon_start_ok(&td);
+	COF_OK("get -H -o value encryption p/e/m");
+	cr_assert(!strcmp(out, "aes-256-ccm\n"), "not the state before the switch: %s", out);
+	COF_OK("load-key p/e");
+	wait_status_of("p/e/m", "done");
+	COF_OK("get -H -o value encryption p/e/m");
+	cr_assert(!strcmp(out, "aes-128-gcm\n"), "%s", out);
+	reads_as_image("p/e/m", "m");
+	reads_as_image("p/e@s1", "s1");
+	all_sound();
+	/* p/e's list of children names the new suite: the load-key checks it */
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	COF_OK("load-key p/e");
+	reads_as_image("p/e/m", "m");
+	all_sound();
+}
+
 Test(rekey, a_clear_record_put_back_after_encryption_reads_nothing_even_marked_encrypting)
 {
 	char mdb[4200], key[32];
