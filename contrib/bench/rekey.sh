@@ -23,9 +23,10 @@
 #   that command runs (it may land between the key file's save and the
 #   switch, which a load-key then makes); then both are of the new suite.
 # - encryption in place, kill -9: the same kills in the encryption in place
-#   (set encryption=) of a clear 256 MiB dataset with two snapshots; then
-#   every pointer is encrypted, every write reads back, the snapshots as
-#   before, pool check clean.
+#   (set encryption=) of a clear 256 MiB dataset with two snapshots and a
+#   clone of one (encrypted with it); then every pointer is encrypted,
+#   every write reads back, the snapshots and the clone as before, pool
+#   check clean.
 #
 # usage: rekey.sh [--big MiB] [--rounds N] [--datasets D] [--slice SEC]
 #        [--slices N] [--kills N] [--rate SIZE] [--dir DIR] [--out DIR]
@@ -271,18 +272,21 @@ encrypt_kill_cycles() {
 	c snapshot p/x@a
 	c bench -q -v --journal "$work/journal" "$work/over.parm" > /dev/null
 	c snapshot p/x@b
-	images() { for x in p/x@a p/x@b; do c read "$x" | sha256sum; done; }
+	c clone p/x@a p/x/c
+	head -c 16M /dev/urandom | c write -o 1048576 p/x/c
+	images() { for x in p/x@a p/x@b p/x/c; do c read "$x" | sha256sum; done; }
 	images > "$out/encrypt-images-before.txt"
 	c set encryption=aes-256-gcm -o keyformat=raw -o keylocation="file://$work/key" --rate 32M p/x
 	kill_until_done p/x
+	wait_done p/x/c
 	c bench -q -vr "$work/journal" > "$out/encrypt-validate.txt" || die "validation failed: $out/encrypt-validate.txt"
 	images > "$out/encrypt-images-after.txt"
 	cmp -s "$out/encrypt-images-before.txt" "$out/encrypt-images-after.txt" ||
-		die "a snapshot reads otherwise: $out/encrypt-images-*.txt"
+		die "a snapshot or the clone reads otherwise: $out/encrypt-images-*.txt"
 	c pool check p > "$out/encrypt-check.txt" || die "pool check failed: $out/encrypt-check.txt"
 	awk '/^records:/ { gsub(/[(]/, ""); if ($2 != $3) exit 1 }' "$out/encrypt-check.txt" ||
 		die "a pointer is still clear: $out/encrypt-check.txt"
-	printf 'encrypt-kills: %s kill -9, then done; every pointer encrypted, every acknowledged write read back, the snapshots as before; pool check clean\n' "$n" |
+	printf 'encrypt-kills: %s kill -9, then done; every pointer encrypted, every acknowledged write read back, the snapshots and the clone as before; pool check clean\n' "$n" |
 		tee -a "$out/summary.txt"
 }
 
