@@ -4510,14 +4510,15 @@ static const struct cmd cmds[] = {
 	  "  -o FIELDS  columns: name, property, value, source, or all\n"
 	  "  -s SOURCES rows whose source is local, default, inherited or none" },
 	{ "set", cmd_set,
-	  "PROP=VALUE... DATASET... | encryption=SUITE -o keyformat=FMT [-o keylocation=LOC]\n"
-	  "       [-o pbkdf2iters=N] [--rate RATE] [--scrub-free] DATASET",
+	  "PROP=VALUE... DATASET... | encryption=SUITE [-o keyformat=FMT [-o keylocation=LOC]\n"
+	  "       [-o pbkdf2iters=N]] [--rate RATE] [--scrub-free] DATASET",
 	  "Set property PROP of DATASET (see PROPERTIES below); several at once are set\n"
 	  "all or none on each DATASET. A DATASET that refuses is named, and the rest are\n"
 	  "set; the exit status is then 1. encryption=SUITE encrypts a clear DATASET in\n"
 	  "place with a new key (read as change-key reads one), while it serves I/O: its\n"
 	  "records are sealed in the background at RATE (default 16M), as a rekey's\n"
-	  "(rekeystatus; rekey -p, -s and a resume apply)." },
+	  "(rekeystatus; rekey -p, -s and a resume apply), its clones with it. Without\n"
+	  "-o, on an encrypted DATASET, its suite changes the same way; its key stays." },
 	{ "inherit", cmd_inherit, "[-r] PROP DATASET...",
 	  "Drop the local value of PROP: DATASET inherits it again. A DATASET that refuses\n"
 	  "is named, and the rest go on; the exit status is then 1.\n"

@@ -1,18 +1,20 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Many datasets: creates N sparse volumes in one pool, timing each
-# `coffer create` (the mean of all, of the first and of the last 1000),
+# `coffer create` (the median and the mean of all, the mean of the first and
+# of the last 1000),
 # then times `coffer list` of all of them, `coffer get all` of one,
 # `coffer list -o name,volsize -s volsize`, and a restart of the daemon
 # (SIGTERM, start, until it answers), each the median of ROUNDS runs, in
-# milliseconds. On a shared machine wall times follow its load, so the
+# milliseconds, and the daemon's RssAnon after the last restart (MiB: all
+# of them imported). On a shared machine wall times follow its load, so the
 # CPU time (user + system) per create and per list is printed too: the
 # daemon's (summed over its threads, in nanoseconds from schedstat) and
 # coffer's (from times, over 200 more creates and over ROUNDS lists, apart
 # from the timed runs). One CSV line:
 # n,create_ms,create_first_ms,create_last_ms,create_cpu_ms,list_ms,
 # list_cpu_ms,get_ms,list_sorted_ms,restart_ms,create_client_cpu_ms,
-# list_client_cpu_ms.
+# list_client_cpu_ms,create_median_ms,rss_anon_mib.
 #
 # Usage: scale.sh [N] [ROUNDS]   (default 10000, 5)
 # Environment: COFFERD, COFFER (a plain build measures the code, not ASan)
@@ -56,6 +58,7 @@ done
 c1=$(cpu_ns)
 create_cpu=$(per_ms "$c0" "$c1" "$n")
 create=$(awk '{ s += $1 } END { printf "%.3f", s / NR }' "$dir/create.ms")
+create_median=$(grep . "$dir/create.ms" | median)
 first=$(head -n 1000 "$dir/create.ms" | awk '{ s += $1 } END { printf "%.3f", s / NR }')
 last=$(tail -n 1000 "$dir/create.ms" | awk '{ s += $1 } END { printf "%.3f", s / NR }')
 
@@ -98,5 +101,6 @@ for r in $(seq 1 "$rounds"); do
 	echo >>"$dir/restart.ms"
 done
 restart=$(median <"$dir/restart.ms")
-echo "n,create_ms,create_first_ms,create_last_ms,create_cpu_ms,list_ms,list_cpu_ms,get_ms,list_sorted_ms,restart_ms,create_client_cpu_ms,list_client_cpu_ms"
-echo "$n,$create,$first,$last,$create_cpu,$list,$list_cpu,$get,$sorted,$restart,$create_client,$list_client"
+rss=$(awk '/^RssAnon:/ { printf "%.1f", $2 / 1024 }' /proc/"$pid"/status)
+echo "n,create_ms,create_first_ms,create_last_ms,create_cpu_ms,list_ms,list_cpu_ms,get_ms,list_sorted_ms,restart_ms,create_client_cpu_ms,list_client_cpu_ms,create_median_ms,rss_anon_mib"
+echo "$n,$create,$first,$last,$create_cpu,$list,$list_cpu,$get,$sorted,$restart,$create_client,$list_client,$create_median,$rss"

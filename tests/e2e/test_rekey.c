@@ -225,8 +225,9 @@ Test(rekey, kill_9_in_its_walk_resumes_and_completes)
 	reads_as_image("p/e@s2", "s2");
 }
 
-/* Rewrite a key file copy's generation to @gen, as someone who holds the state dir could. */
-static void forge_generation(const char *path, uint64_t gen)
+/* Rewrite a key file copy's generation to @gen, and its byte at @at (if
+ * not negative) to @val, as someone who holds the state dir could. */
+static void forge_keyfile(const char *path, uint64_t gen, long at, uint8_t val)
 {
 	static uint8_t buf[1 << 16];
 	int fd = open(path, O_RDWR);
@@ -238,6 +239,10 @@ static void forge_generation(const char *path, uint64_t gen)
 	cr_assert_gt(n, 28);
 	for (int i = 0; i < 8; i++)
 		buf[12 + i] = (uint8_t)(gen >> (56 - 8 * i));
+	if (at >= 0) {
+		cr_assert_lt(at, n - 8);
+		buf[at] = val;
+	}
 	sum = XXH64(buf, (size_t)n - 8, 0);
 	for (int i = 0; i < 8; i++)
 		buf[n - 8 + i] = (uint8_t)(sum >> (56 - 8 * i));
@@ -264,7 +269,7 @@ Test(rekey, the_old_key_file_opens_nothing_after_it)
 		snprintf(path, sizeof(path), "%s/pools/p.keys%s", td.state, i ? ".1" : "");
 		snprintf(cmd, sizeof(cmd), "cp %s/old.keys %s", td.dir, path);
 		cr_assert_eq(system(cmd), 0);
-		forge_generation(path, 1000000);
+		forge_keyfile(path, 1000000, -1, 0);
 	}
 	tdaemon_start_ok(&td);
 	cr_assert_neq(cof("load-key p/e"), 0, "the old key file loaded the dataset's key:\n%s",
@@ -274,6 +279,26 @@ Test(rekey, the_old_key_file_opens_nothing_after_it)
 	cr_assert_neq(cof("read -o 0 -l 8192 p/e > /dev/null"), 0, "a record read:\n%s", out);
 	cr_assert_neq(cof("read -o 0 -l 8192 p/e@s > /dev/null"), 0, "a kept record read:\n%s",
 		      out);
+}
+
+Test(rekey, the_suite_of_the_previous_key_changed_in_the_key_file_unwraps_nothing)
+{
+	char path[4200];
+
+	make_filled();
+	COF_OK("set encryption=aes-128-gcm --rate 1M p/e");
+	COF_OK("rekey -p p/e");
+	tdaemon_stop_ok(&td);
+	/* p/e's entry, the only one: guid, root, format, iterations, salt,
+	 * wrapped key (24 + 97), flags, suite, the previous key's suite */
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/pools/p.keys%s", td.state, i ? ".1" : "");
+		forge_keyfile(path, 1000000, 24 + 97 + 2, 5 /* aes-256-gcm */);
+	}
+	tdaemon_start_ok(&td);
+	cr_assert_neq(cof("load-key p/e"), 0, "loaded with the previous key's suite changed:\n%s",
+		      out);
+	cr_assert_neq(cof("read -o 0 -l 8192 p/e > /dev/null"), 0, "a record read:\n%s", out);
 }
 
 Test(rekey, an_old_generation_put_back_is_found_by_pool_check_without_the_key)
