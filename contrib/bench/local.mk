@@ -19,3 +19,11 @@ noinst_PROGRAMS += %D%/cache_sim
 %C%_cache_sim_SOURCES = %D%/cache_sim.c
 %C%_cache_sim_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
 %C%_cache_sim_LDADD = $(STORE_LIBS) -lm
+
+# scale_admin: the daemon's latency per create and per snapshot at scale, over one
+# connection (no process start in the figure); scale.sh runs it
+noinst_PROGRAMS += %D%/scale_admin
+%C%_scale_admin_SOURCES = %D%/scale_admin.c
+%C%_scale_admin_CPPFLAGS = $(AM_CPPFLAGS) $(CLIENT_INC) $(STORE_INC)
+%C%_scale_admin_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
+%C%_scale_admin_LDADD = $(CLIENT_LIBS)

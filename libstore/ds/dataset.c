@@ -198,6 +198,7 @@ void ds_free(struct stor_ds *ds)
 	for (int i = 0; i < PROP_COUNT; i++)
 		free(ds->local[i]);
 	uprops_free(ds);
+	free(atomic_load(&ds->stats.lat)); /* stats.c made it */
 	free(ds->sealers);
 	free(ds->name);
 	free(ds);

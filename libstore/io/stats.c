@@ -6,6 +6,7 @@
  * is within 19% of the true value.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -43,10 +44,26 @@ uint64_t stor_lat_bucket_ns(unsigned i)
 	return (4ull + sub) << (log - 2);
 }
 
+/* @s's latency histograms, made on first use (NULL: no memory, none kept). */
+static struct ds_lat *lat_of(struct ds_stats *s)
+{
+	struct ds_lat *l = atomic_load_explicit(&s->lat, memory_order_acquire), *none = NULL;
+
+	if (l)
+		return l;
+	l = calloc(1, sizeof(*l));
+	if (l && !atomic_compare_exchange_strong(&s->lat, &none, l)) {
+		free(l);
+		l = none;
+	}
+	return l;
+}
+
 void stats_request(struct stor_ds *ds, enum stor_io_op op, uint64_t bytes, int result,
 		   uint64_t ns)
 {
 	struct ds_stats *s = &ds->stats;
+	struct ds_lat *l;
 	unsigned h = DS_LAT_OTHER;
 
 	if (result) {
@@ -77,11 +94,15 @@ void stats_request(struct stor_ds *ds, enum stor_io_op op, uint64_t bytes, int r
 		STOR_ASSERT(!"a successful request of an unknown op");
 		return;
 	}
-	atomic_fetch_add_explicit(&s->lat[h][lat_bucket(ns)], 1, memory_order_relaxed);
+	l = lat_of(s);
+	if (l)
+		atomic_fetch_add_explicit(&l->h[h][lat_bucket(ns)], 1, memory_order_relaxed);
 }
 
-static void add_one(const struct ds_stats *s, struct stor_io_stats *st)
+static void add_one(struct ds_stats *s, struct stor_io_stats *st)
 {
+	struct ds_lat *l = atomic_load_explicit(&s->lat, memory_order_acquire);
+
 #define ADD(f) st->f += atomic_load_explicit(&s->f, memory_order_relaxed)
 	ADD(reads);
 	ADD(writes);
@@ -101,8 +122,8 @@ static void add_one(const struct ds_stats *s, struct stor_io_stats *st)
 	ADD(read_ns);
 	ADD(write_ns);
 #undef ADD
-#define LAT(h, i) atomic_load_explicit(&s->lat[h][i], memory_order_relaxed)
-	for (unsigned i = 0; i < STOR_LAT_BUCKETS; i++) {
+#define LAT(op, i) atomic_load_explicit(&l->h[op][i], memory_order_relaxed)
+	for (unsigned i = 0; i < STOR_LAT_BUCKETS && l; i++) {
 		uint64_t r = LAT(DS_LAT_READ, i), w = LAT(DS_LAT_WRITE, i);
 
 		st->lat_read[i] += r;
