@@ -1465,7 +1465,7 @@ int stor_ds_get(struct stor_pool *p, const char *name, const char *prop,
 	if (strchr(name, '@')) {
 		struct one_prop o = { prop, out, 0 };
 
-		ret = snap_get_all(p, name, pick_prop, &o);
+		ret = snap_get_all(p, name, prop, pick_prop, &o);
 		if (ret < 0 || o.found)
 			return ret < 0 ? ret : 0;
 		if (id < 0)
@@ -1496,7 +1496,7 @@ int stor_ds_get_all(struct stor_pool *p, const char *name,
 	int ret = 0;
 
 	if (strchr(name, '@'))
-		return snap_get_all(p, name, fn, ctx);
+		return snap_get_all(p, name, NULL, fn, ctx);
 	pthread_mutex_lock(&p->admin);
 	ds = ds_find_locked(p, name);
 	if (ds)

@@ -1542,7 +1542,7 @@ static void value(struct stor_prop_value *v, const char *name, uint64_t x)
 	v->source = STOR_SRC_FIXED;
 }
 
-int snap_get_all(struct stor_pool *p, const char *name,
+int snap_get_all(struct stor_pool *p, const char *name, const char *want,
 		 int (*fn)(const struct stor_prop_value *v, void *ctx), void *ctx)
 {
 	static const char *const from_head[] = { "recordsize", "encryption", "encryptionroot",
@@ -1555,21 +1555,29 @@ int snap_get_all(struct stor_pool *p, const char *name,
 
 	pthread_mutex_lock(&p->admin);
 	s = snap_find_locked(p, name);
+#define WANTED(prop) (!want || !strcmp(want, prop))
 	if (s) {
-		value(&v[n++], "createtxg", s->txg);
-		value(&v[n++], "creation", s->ctime);
-		value(&v[n++], "guid", s->guid);
-		value(&v[n++], "volsize", s->volsize);
+		if (WANTED("createtxg"))
+			value(&v[n++], "createtxg", s->txg);
+		if (WANTED("creation"))
+			value(&v[n++], "creation", s->ctime);
+		if (WANTED("guid"))
+			value(&v[n++], "guid", s->guid);
+		if (WANTED("volsize"))
+			value(&v[n++], "volsize", s->volsize);
 		/* used: what destroying it alone would free (born since the one
 		 * before it, kept by it only); as of the last commit */
-		value(&v[n++], "used", sum_table(p, s->id, prev_txg(s), UINT64_MAX));
-		value(&v[n++], "referenced", s->referenced);
-		value(&v[n++], "written", written_of(p, s));
+		if (WANTED("used"))
+			value(&v[n++], "used", sum_table(p, s->id, prev_txg(s), UINT64_MAX));
+		if (WANTED("referenced"))
+			value(&v[n++], "referenced", s->referenced);
+		if (WANTED("written"))
+			value(&v[n++], "written", written_of(p, s));
 	}
 	pthread_mutex_unlock(&p->admin);
 	if (!s)
 		return -ENOENT;
-	{
+	if (WANTED("type")) {
 		struct stor_prop_value type;
 
 		memset(&type, 0, sizeof(type));
@@ -1584,9 +1592,10 @@ int snap_get_all(struct stor_pool *p, const char *name,
 	for (size_t i = 0; i < 4 && ret == 0; i++) {
 		struct stor_prop_value hv;
 
-		if (stor_ds_get(p, dsname, from_head[i], &hv) == 0)
+		if (WANTED(from_head[i]) && stor_ds_get(p, dsname, from_head[i], &hv) == 0)
 			ret = fn(&hv, ctx);
 	}
+#undef WANTED
 	return ret;
 }
 

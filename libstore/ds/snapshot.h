@@ -146,8 +146,10 @@ int snap_record_for(const struct snap *s, const struct stor_ds *to, char **name,
 		    uint8_t rec[SNAP_RECORD_MAX]);
 /** @ds's space anew from its tables (after a commit moved pointers). Admin lock. */
 void snap_recount_space(struct stor_pool *p, struct stor_ds *ds);
-/** stor_ds_get_all() of a snapshot. */
-int snap_get_all(struct stor_pool *p, const char *name,
+/** stor_ds_get_all() of a snapshot; with @want, of that property alone
+ *  (used and written each walk tables: a list of 100,000 snapshots asks
+ *  for one or two of them, not for all). */
+int snap_get_all(struct stor_pool *p, const char *name, const char *want,
 		 int (*fn)(const struct stor_prop_value *v, void *ctx), void *ctx);
 
 #endif
