@@ -41,7 +41,8 @@ daemon_conf() {
 	} >"$dir/cofferd.conf"
 }
 
-# daemon_start ASAN_OPTIONS: start cofferd (pid in $pid), wait up to 10 s for a ping
+# daemon_start ASAN_OPTIONS: start cofferd (pid in $pid), wait up to START_WAIT
+# seconds (default 10: an import of 100,000 datasets takes more) for a ping
 daemon_start() {
 	ASAN_OPTIONS=${ASAN_OPTIONS:-$1} "$COFFERD" -f -c "$dir/cofferd.conf" \
 		>>"$dir/cofferd.log" 2>&1 &
@@ -49,7 +50,7 @@ daemon_start() {
 	i=0
 	until "$COFFER" -S "$sock" ping >/dev/null 2>&1; do
 		i=$((i + 1))
-		if [ $i -gt 200 ] || ! kill -0 "$pid" 2>/dev/null; then
+		if [ $i -gt $((${START_WAIT:-10} * 20)) ] || ! kill -0 "$pid" 2>/dev/null; then
 			failed=1
 			echo "$name: cofferd did not start" >&2
 			tail -n 30 "$dir/cofferd.log" >&2

@@ -33,6 +33,7 @@ COFFERD=${COFFERD:-$here/../../daemon/cofferd}
 COFFER=${COFFER:-$here/../../client/coffer}
 SCALE_ADMIN=${SCALE_ADMIN:-$(dirname "$COFFERD")/../contrib/bench/scale_admin}
 . "$here/daemon.sh"
+START_WAIT=${START_WAIT:-300} # the restarts are what is measured
 daemon_init scale
 daemon_conf "txg_timeout = 5"
 daemon_start detect_leaks=0
