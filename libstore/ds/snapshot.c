@@ -1650,6 +1650,7 @@ void snap_close(struct stor_ds *h)
 {
 	atomic_fetch_sub(&h->snap->refs, 1);
 	atomic_fetch_sub(&h->head->refs, 1);
+	free(atomic_load(&h->stats.lat)); /* its reads' latencies (stats.c) */
 	free(h->name);
 	free(h);
 }
