@@ -834,6 +834,11 @@ static int switch_trees(struct stor_pool *p, struct stor_ds *const *dss, size_t 
 	struct switch_all all = { .n = n, .dss = dss, .a = calloc(n, sizeof(*all.a)) };
 	int ret = all.a ? 0 : -ENOMEM;
 
+	if (n == 0) {
+		keys_secure_free(master, KEYS_MASTER_LEN);
+		free(all.a);
+		return 0;
+	}
 	for (size_t i = 0; i < n && ret == 0; i++) {
 		struct switch_arg *a = &all.a[i];
 
@@ -849,6 +854,10 @@ static int switch_trees(struct stor_pool *p, struct stor_ds *const *dss, size_t 
 	if (ret == 0)
 		ret = txg_sync_close(p, switch_hook, &all);
 	rebuild_free(all.rb); /* not enlisted */
+	/* readers that took the old MAC keys are done with them before they go
+	 * (the hook swaps every one's, or none's) */
+	if (all.a && all.a[0].was)
+		txg_read_synchronize(p);
 	for (size_t i = 0; all.a && i < n; i++) {
 		struct switch_arg *a = &all.a[i];
 
@@ -858,9 +867,7 @@ static int switch_trees(struct stor_pool *p, struct stor_ds *const *dss, size_t 
 			rekey_of(p, a->ds)->mac_gen = a->k->gen;
 		else if (!a->was)
 			mac_key_put(a->mk);
-		/* readers that took the old MAC keys are done with them before they go */
 		if (a->was) {
-			txg_read_synchronize(p);
 			mac_key_put(a->was);
 			for (size_t j = 0; j < a->ds->nsnaps; j++)
 				mac_key_put(a->snap_was[j]);

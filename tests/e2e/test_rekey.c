@@ -151,6 +151,15 @@ static void kill_9(void)
 	tdaemon_start_ok(&td);
 }
 
+/* The daemon stopped and started again (its pools imported from their
+ * files), then the key of @root loaded. */
+static void restart_and_load(const char *root)
+{
+	tdaemon_stop_ok(&td);
+	tdaemon_start_ok(&td);
+	COF_OK("load-key %s", root);
+}
+
 /* A rekey of p/e at 8M/s while validated writes and reads run on it. */
 static void rekey_beside_validated_io(void)
 {
@@ -191,9 +200,7 @@ Test(rekey, under_validated_writes_and_reads)
 	rekey_beside_validated_io();
 	all_sound();
 	/* the records under the new key read back after a restart too */
-	tdaemon_stop_ok(&td);
-	tdaemon_start_ok(&td);
-	COF_OK("load-key p/e");
+	restart_and_load("p/e");
 	all_sound();
 	cr_assert(!strncmp(status(), "done", 4), "%s", out);
 }
@@ -514,9 +521,7 @@ Test(rekey, snapshots_read_as_before_and_raw_streams_of_them_verify)
 	reads_as_image("q/e@s2", "s2");
 	COF_OK("pool check q");
 	/* and everything again from the LUNs after a restart */
-	tdaemon_stop_ok(&td);
-	tdaemon_start_ok(&td);
-	COF_OK("load-key p/e");
+	restart_and_load("p/e");
 	all_sound();
 	reads_as_image("p/e@s1", "s1");
 	reads_as_image("p/e@s2", "s2");
@@ -612,9 +617,7 @@ Test(rekey, a_clone_and_its_origin_are_rekeyed_together)
 	COF_OK("load-key p/e");
 	family_as_before();
 	/* from the LUNs alone, with the new key */
-	tdaemon_stop_ok(&td);
-	tdaemon_start_ok(&td);
-	COF_OK("load-key p/e");
+	restart_and_load("p/e");
 	reads_as_image("p/e/c", "c");
 	reads_as_image("p/e/c@cs", "cs");
 	all_sound();
@@ -852,9 +855,7 @@ Test(rekey, a_suite_change_of_a_dataset_with_snapshots_and_a_clone_under_validat
 	family_as_before();
 	/* from the LUNs alone: the records open under the new suite, the
 	 * lists of children verify (load-key checks them) */
-	tdaemon_stop_ok(&td);
-	tdaemon_start_ok(&td);
-	COF_OK("load-key p/e");
+	restart_and_load("p/e");
 	COF_OK("get -H -o value encryption p/e p/e/c");
 	cr_assert(!strcmp(out, "aes-128-gcm\naes-128-gcm\n"), "%s", out);
 	reads_as_image("p/e/c", "c");
@@ -906,9 +907,7 @@ Test(rekey, a_suite_change_cut_before_its_switch_is_switched_by_the_load_key)
 	reads_as_image("p/e@s1", "s1");
 	all_sound();
 	/* p/e's list of children names the new suite: the load-key checks it */
-	tdaemon_stop_ok(&td);
-	tdaemon_start_ok(&td);
-	COF_OK("load-key p/e");
+	restart_and_load("p/e");
 	reads_as_image("p/e/m", "m");
 	all_sound();
 }
