@@ -107,6 +107,12 @@ int pool_health(json_t *p, struct pool_health *h)
 				   "Free space where the daemon keeps its state, then run 'coffer "
 				   "flush' on a dataset of %s: the first commit that succeeds lifts it.",
 				   str(p, "error"), name);
+		if (!strcmp(str(p, "suspended"), "fenced"))
+			return say(h,
+				   "Another host has taken the pool over: %s\n"
+				   "Run 'coffer pool export %s' here; what this host wrote after it "
+				   "was fenced is not in the pool.",
+				   str(p, "error"), name);
 		return say(h,
 			   "Writes to the pool are suspended: %s\n"
 			   "Export and import %s; check what the datasets wrote last, and restore "

@@ -175,9 +175,10 @@ static struct ev *ev_new(const char *cls, const char *pool, const struct stor_ev
 /* What a class is worth in the log, and whether it comes in floods. */
 static int class_prio(const char *cls)
 {
-	static const char *const warn[] = { STOR_EV_LUN_FAULT,	  STOR_EV_POOL_STATE,
-					    STOR_EV_POOL_SUSPEND, STOR_EV_IO_REPAIR,
-					    STOR_EV_IO_ERROR,	  STOR_EV_IO_NOSPACE };
+	static const char *const warn[] = { STOR_EV_LUN_FAULT,	   STOR_EV_POOL_STATE,
+					    STOR_EV_POOL_SUSPEND,  STOR_EV_POOL_TAKEOVER,
+					    STOR_EV_IO_REPAIR,	   STOR_EV_IO_ERROR,
+					    STOR_EV_IO_NOSPACE };
 
 	if (!strcmp(cls, EVENTS_POOL_FAULT))
 		return LOG_ERR;

@@ -430,9 +430,12 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 	}
 	json_object_set_new(o, "state", json_string(st.suspended ? "SUSPENDED" : "ONLINE"));
 	if (st.suspended) {
-		char why[256];
+		char why[512];
 
-		if (st.suspended == STOR_SUSPEND_META)
+		if (st.suspended == STOR_SUSPEND_FENCED)
+			snprintf(why, sizeof(why),
+				 "fenced: %s; the cluster refuses this host's writes", st.fenced_by);
+		else if (st.suspended == STOR_SUSPEND_META)
 			snprintf(why, sizeof(why),
 				 "metadata commit failed (%s): writes are refused until a commit "
 				 "succeeds; free space in the state directory, then flush",
@@ -442,9 +445,10 @@ static json_t *pool_json(struct pool_ent *pe, int luns)
 				 "a LUN flush failed (%s): written data may be lost; export and import",
 				 stor_strerror(st.suspend_error));
 		json_object_set_new(o, "error", json_string(why));
-		json_object_set_new(o, "suspended", json_string(st.suspended == STOR_SUSPEND_META
-									? "metadata"
-									: "lun"));
+		json_object_set_new(o, "suspended",
+				    json_string(st.suspended == STOR_SUSPEND_META     ? "metadata"
+						: st.suspended == STOR_SUSPEND_FENCED ? "fenced"
+										      : "lun"));
 	}
 	if (st.bad_frees)
 		json_object_set_new(o, "bad_frees", json_integer((json_int_t)st.bad_frees));

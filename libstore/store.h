@@ -165,7 +165,8 @@ int stor_rados_config(const char *conf, const char *user, const char *keyring,
 /**
  * Renew the claims on the LUNs of @pool (the RADOS lock; nothing for files).
  * Call it from a timer at least every third of the lock's duration: a pool
- * whose lock could not be renewed in time refuses writes (lun_rados.c).
+ * whose lock could not be renewed in time refuses writes (lun_rados.c); one
+ * that another host took over is suspended with a pool.suspend event.
  * @return the number of LUNs whose claim was lost or not renewed
  */
 int stor_pool_renew(struct stor_pool *pool);
@@ -413,6 +414,7 @@ struct stor_pool_stat {
 	uint64_t logical_used; /**< bytes of records before compression, over all datasets */
 	int suspended;         /**< enum stor_suspend: writes fail with STOR_ESUSPENDED */
 	int suspend_error;     /**< what the failed LUN flush or metadata commit returned */
+	char fenced_by[320];   /**< STOR_SUSPEND_FENCED: the LUN and who took it over */
 	uint64_t bad_frees;    /**< double frees the allocator refused since import */
 	char key_file[512];    /**< a copy of the key file repaired or not written, or "" */
 	char meta_log[2048];   /**< at import: metadata copies ignored or repaired, a rebuild, or "" */
@@ -423,9 +425,17 @@ struct stor_pool_stat {
 /*
  * Why a pool refuses writes. A failed LUN flush may have lost data: the
  * pool stays suspended until export. A failed metadata commit is retried
- * (timer, flush, export); the first one that succeeds lifts it.
+ * (timer, flush, export); the first one that succeeds lifts it. Fenced:
+ * another host took a LUN over (a RADOS LUN's lock), and the cluster
+ * refuses this host's writes; stor_pool_stat says it, the pool itself is
+ * suspended as for a LUN, until export.
  */
-enum stor_suspend { STOR_SUSPEND_NONE = 0, STOR_SUSPEND_LUN = 1, STOR_SUSPEND_META = 2 };
+enum stor_suspend {
+	STOR_SUSPEND_NONE = 0,
+	STOR_SUSPEND_LUN = 1,
+	STOR_SUSPEND_META = 2,
+	STOR_SUSPEND_FENCED = 3
+};
 
 int stor_pool_stat(struct stor_pool *pool, struct stor_pool_stat *st);
 /** Fill @st for LUN @idx (0-based). @return 0 or -ENOENT past the last LUN. */
@@ -506,6 +516,8 @@ void stor_verify_report_free(struct stor_verify_report *rep);
 					       *   state, old_state */
 #define STOR_EV_POOL_SUSPEND "pool.suspend"   /**< writes refused: reason, error */
 #define STOR_EV_POOL_RESUME "pool.resume"     /**< a commit succeeded again: writes go on */
+#define STOR_EV_POOL_TAKEOVER "pool.takeover" /**< a LUN taken from a holder that never let go:
+						 lun, blocklisted (its address), previous */
 #define STOR_EV_IO_REPAIR "io.repair"         /**< a bad copy rewritten from a sound side:
 					       *   lun, offset, size, via (read, scrub) */
 #define STOR_EV_IO_ERROR "io.error"           /**< a record with no sound copy (lost):

@@ -110,6 +110,16 @@ int lun_renew(struct lun *l)
 	return l->ops->renew ? l->ops->renew(l) : 0;
 }
 
+int lun_fenced(struct lun *l, char *why, size_t len)
+{
+	return l->ops->fenced ? l->ops->fenced(l, why, len) : 0;
+}
+
+int lun_took_over(struct lun *l, char *who, size_t wlen, char *addr, size_t alen)
+{
+	return l->ops->took_over ? l->ops->took_over(l, who, wlen, addr, alen) : 0;
+}
+
 const char *lun_path(const struct lun *l)
 {
 	return l->path;

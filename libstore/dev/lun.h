@@ -76,6 +76,14 @@ void lun_discard(struct lun *l);
  *  a file's flock needs nothing. @return 0, -ENOLCK (the claim is lost and
  *  the LUN refuses writes from now on), -errno (try again) */
 int lun_renew(struct lun *l);
+/** Has another host taken @l over (the cluster refuses our writes, or our
+ *  lock is gone)? 1 with who holds it now in @why (it may ask the
+ *  cluster: not for the I/O path), 0 if not. */
+int lun_fenced(struct lun *l, char *why, size_t len);
+/** Did this open take @l over from a holder that never let go, and fence
+ *  it off in the cluster (lun_rados.c)? 1 with that holder ("host H pid P")
+ *  in @who and the client address blocklisted in @addr, 0 if not. */
+int lun_took_over(struct lun *l, char *who, size_t wlen, char *addr, size_t alen);
 /**
  * A stand-in for a LUN that did not open (missing, or a label not this
  * pool's), so a mirror side it was keeps its place, path and size: every

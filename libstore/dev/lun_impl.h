@@ -27,6 +27,9 @@ struct lun_ops {
 			   uint64_t off);
 	/* keep the claim alive; 0 or -errno (the claim is lost) */
 	int (*renew)(struct lun *l);
+	/* lun_fenced(), lun_took_over(); NULL: never */
+	int (*fenced)(struct lun *l, char *why, size_t len);
+	int (*took_over)(struct lun *l, char *who, size_t wlen, char *addr, size_t alen);
 	/* remove what the open made, before close (lun_discard) */
 	void (*unmake)(struct lun *l);
 	void (*close)(struct lun *l);

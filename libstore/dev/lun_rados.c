@@ -46,16 +46,29 @@
  * the pool must be exported and imported again. A renewal that the OSD
  * refuses (the lock was broken or taken) fences at once.
  *
- * Failover, then: host A holds pool P, host B stands by with the same
- * ceph.conf. A dies or is cut off; its lock expires after at most
- * ceph_lock_timeout; B runs `coffer pool import -f -d rados:POOL P`, which
- * takes the lock, replays the metadata log from the LUNs and serves; NBD
- * clients reconnect to B. If A was only cut off, it fenced itself before
- * its lock could expire, so it never writes over B. What fencing cannot
- * cover is a write A sent before it fenced that an OSD holds back until
- * after B took over; RBD closes that gap by blocklisting the old owner's
- * client address (rados_blocklist_add) before it breaks the lock, which is
- * the next step here.
+ * That fence is the holder's own, and cannot cover a write it sent before
+ * it fenced that librados or an OSD holds back (a stopped process, a
+ * paused cluster, a partition) until after another host took the pool
+ * over. So the cluster fences it too, as RBD's exclusive lock does: each
+ * open records its client address in the ".lun" object (the xattr
+ * "coffer.owner": host id, pid, address), and a clean close removes it.
+ * An open that takes the lock and finds an owner recorded that is not
+ * itself - a holder that died or stalled and whose lock expired -
+ * blocklists that address in the OSD map (rados_blocklist_add, for
+ * RADOS_BLOCKLIST_SECS) and waits for the map that says so before it
+ * reads or writes anything; from then on every OSD refuses whatever that
+ * client sends (-EBLOCKLISTED), queued or new. The open says whom it
+ * blocklisted (lun_took_over, the pool's "pool.takeover" event). Only an
+ * expired lock is taken: import -f never breaks the lock of a host that
+ * still renews it, as zpool import -f refuses a pool whose multihost
+ * activity check sees its owner alive.
+ *
+ * The old holder, woken, finds its writes and its renewal refused and is
+ * fenced; it asks the cluster through a connection of its own (the LUN's
+ * is refused everything) who holds the LUN now, and the pool's status says
+ * so (lun_fenced). Each LUN has its own cluster connection, so a takeover
+ * blocklists the LUNs of the pool taken over and none of the daemon's
+ * other pools.
  *
  * Many hosts: each pool has one owner at a time, so a deployment scales by
  * pools - one cofferd per pool, or per group of datasets in a pool of
@@ -82,22 +95,31 @@
 #define RADOS_META_LEN 16u
 #define RADOS_LOCK "coffer"
 #define RADOS_OID_MAX 256u
+#define RADOS_OWNER_XATTR "coffer.owner"
+#define RADOS_OWNER_MAX 192u
+/* How long a holder whose lock another host took stays blocklisted: far
+ * past any operation of its librados (rados_osd_op_timeout, 30 s), and
+ * Ceph's own default (osd_blocklist_default_expire) */
+#define RADOS_BLOCKLIST_SECS 3600u
+#define EBLOCKLISTED ESHUTDOWN /* what Ceph answers a blocklisted client */
 
 struct lun_rados {
+	rados_t c; /* this LUN's own connection: a blocklist fences this LUN only */
 	rados_ioctx_t io;
 	char *prefix;
 	char meta[RADOS_OID_MAX];
 	char cookie[64];
-	int locked;
+	char owner[RADOS_OWNER_MAX]; /* "host H pid P addr A": this open's record */
+	char took_over[RADOS_OWNER_MAX]; /* the previous owner it blocklisted, or "" */
+	int locked, claimed; /* claimed: the owner record is ours */
 	atomic_int fenced;
+	atomic_int fence_known; /* fenced_by is written */
+	char fenced_by[RADOS_OWNER_MAX + 64];
 	atomic_int_fast64_t lock_until; /* CLOCK_MONOTONIC ns the lock surely lasts */
 };
 
-/* The cluster connection: one per process, shared by every RADOS LUN, made
- * at the first open and shut down with the last LUN. */
-static pthread_mutex_t cluster_lock = PTHREAD_MUTEX_INITIALIZER;
-static rados_t cluster;
-static unsigned cluster_refs;
+/* Where and as whom to connect, set before the first open. */
+static pthread_mutex_t cfg_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *cfg_conf, *cfg_user, *cfg_keyring;
 static unsigned cfg_lock_secs = STOR_RADOS_LOCK_DEFAULT;
 
@@ -125,7 +147,7 @@ int stor_rados_config(const char *conf, const char *user, const char *keyring,
 {
 	int ret;
 
-	pthread_mutex_lock(&cluster_lock);
+	pthread_mutex_lock(&cfg_lock);
 	ret = set_str(&cfg_conf, conf);
 	if (ret == 0)
 		ret = set_str(&cfg_user, user);
@@ -133,7 +155,7 @@ int stor_rados_config(const char *conf, const char *user, const char *keyring,
 		ret = set_str(&cfg_keyring, keyring);
 	if (ret == 0 && lock_timeout)
 		cfg_lock_secs = lock_timeout;
-	pthread_mutex_unlock(&cluster_lock);
+	pthread_mutex_unlock(&cfg_lock);
 	return ret;
 }
 
@@ -146,48 +168,36 @@ static void conf_default(rados_t c, const char *key, const char *dflt, const cha
 		rados_conf_set(c, key, v);
 }
 
-static int cluster_get(rados_t *out)
+/* A new connection to the cluster (about 20 ms to a local mon). */
+static int cluster_connect(rados_t *out)
 {
-	int ret = 0;
+	rados_t c;
+	int ret;
 
-	pthread_mutex_lock(&cluster_lock);
-	if (cluster_refs == 0) {
-		rados_t c;
-
-		ret = rados_create(&c, cfg_user ? cfg_user : "admin");
-		if (ret == 0) {
-			/* NULL: Ceph's own search ($CEPH_CONF, /etc/ceph/ceph.conf, ...) */
-			ret = rados_conf_read_file(c, cfg_conf);
-			if (ret == 0 && cfg_keyring)
-				ret = rados_conf_set(c, "keyring", cfg_keyring);
-			/* an OSD or mon that is gone fails the operation, not hangs it */
-			conf_default(c, "rados_osd_op_timeout", "0", "30");
-			conf_default(c, "rados_mon_op_timeout", "0", "30");
-			conf_default(c, "client_mount_timeout", "300", "30");
-			if (ret == 0)
-				ret = rados_connect(c);
-			if (ret < 0)
-				rados_shutdown(c);
-			else
-				cluster = c;
-		}
-	}
+	pthread_mutex_lock(&cfg_lock);
+	ret = rados_create(&c, cfg_user ? cfg_user : "admin");
 	if (ret == 0) {
-		cluster_refs++;
-		*out = cluster;
+		/* NULL: Ceph's own search ($CEPH_CONF, /etc/ceph/ceph.conf, ...) */
+		ret = rados_conf_read_file(c, cfg_conf);
+		if (ret == 0 && cfg_keyring)
+			ret = rados_conf_set(c, "keyring", cfg_keyring);
+		/* an OSD or mon that is gone fails the operation, not hangs it */
+		conf_default(c, "rados_osd_op_timeout", "0", "30");
+		conf_default(c, "rados_mon_op_timeout", "0", "30");
+		conf_default(c, "client_mount_timeout", "300", "30");
+		if (ret < 0)
+			rados_shutdown(c);
 	}
-	pthread_mutex_unlock(&cluster_lock);
-	return ret;
-}
-
-static void cluster_put(void)
-{
-	pthread_mutex_lock(&cluster_lock);
-	if (--cluster_refs == 0) {
-		rados_shutdown(cluster);
-		cluster = NULL;
+	pthread_mutex_unlock(&cfg_lock);
+	if (ret < 0)
+		return ret;
+	ret = rados_connect(c);
+	if (ret < 0) {
+		rados_shutdown(c);
+		return ret;
 	}
-	pthread_mutex_unlock(&cluster_lock);
+	*out = c;
+	return 0;
 }
 
 /* "rados:POOL/PREFIX" into @pool and @prefix; -EINVAL if it is not one. */
@@ -212,6 +222,7 @@ static int io_error(int r)
 
 /* One object's part of a request. */
 struct piece {
+	struct lun_rados *rl;
 	rados_completion_t c;
 	char *buf;
 	size_t len;
@@ -271,6 +282,8 @@ static void reap(struct piece *pc)
 		memset(pc->buf + got, 0, pc->len - got);
 		r = 0;
 	}
+	if (r == -EBLOCKLISTED)
+		atomic_store(&pc->rl->fenced, 1); /* another host took the LUN over */
 	if (r < 0 && *pc->result == 0)
 		*pc->result = io_error(r);
 }
@@ -317,7 +330,8 @@ static void run(struct rreq *rq, size_t n)
 			if (len > RADOS_OBJ_SIZE - objoff)
 				len = (size_t)(RADOS_OBJ_SIZE - objoff);
 			snprintf(oid, sizeof(oid), "%s.%016llx", rl->prefix, (unsigned long long)obj);
-			pcs[k] = (struct piece){ .buf = (char *)rq[i].buf + done,
+			pcs[k] = (struct piece){ .rl = rl,
+						 .buf = (char *)rq[i].buf + done,
 						 .len = len,
 						 .result = &rq[i].result,
 						 .write = rq[i].write };
@@ -415,12 +429,64 @@ static int rados_renew(struct lun *l)
 	if (atomic_load(&rl->fenced))
 		return -ENOLCK;
 	ret = lock_take(rl, LIBRADOS_LOCK_FLAG_MUST_RENEW);
-	if (ret == -ENOENT || ret == -EBUSY || ret == -EEXIST) {
-		/* it expired and went, or was broken: another host may write */
+	if (ret == -ENOENT || ret == -EBUSY || ret == -EEXIST || ret == -EBLOCKLISTED) {
+		/* it expired and went, was broken, or another host fenced us */
 		atomic_store(&rl->fenced, 1);
 		return -ENOLCK;
 	}
 	return ret < 0 ? io_error(ret) : 0;
+}
+
+/* Who holds @rl's LUN now, asked through a connection of its own: ours may
+ * be blocklisted. Into rl->fenced_by, once. */
+static void learn_new_owner(struct lun_rados *rl)
+{
+	char owner[RADOS_OWNER_MAX] = "";
+	rados_ioctx_t io;
+	rados_t c;
+	int ret = cluster_connect(&c);
+
+	if (ret == 0) {
+		ret = rados_ioctx_create2(c, rados_ioctx_get_id(rl->io), &io);
+		if (ret == 0) {
+			ret = rados_getxattr(io, rl->meta, RADOS_OWNER_XATTR, owner,
+					     sizeof(owner) - 1);
+			owner[ret > 0 ? ret : 0] = '\0';
+			rados_ioctx_destroy(io);
+		}
+		rados_shutdown(c);
+	}
+	if (owner[0] && strcmp(owner, rl->owner))
+		snprintf(rl->fenced_by, sizeof(rl->fenced_by), "taken over by cofferd %s", owner);
+	else
+		snprintf(rl->fenced_by, sizeof(rl->fenced_by),
+			 "its lock was lost (%s); no other holder is recorded",
+			 ret < 0 ? strerror(-ret) : "expired");
+	atomic_store(&rl->fence_known, 1);
+}
+
+static int rados_fenced(struct lun *l, char *why, size_t len)
+{
+	struct lun_rados *rl = l->rados;
+
+	if (!rl || !atomic_load(&rl->fenced))
+		return 0;
+	if (!atomic_load(&rl->fence_known))
+		learn_new_owner(rl);
+	snprintf(why, len, "%s", rl->fenced_by);
+	return 1;
+}
+
+static int rados_took_over(struct lun *l, char *who, size_t wlen, char *addr, size_t alen)
+{
+	struct lun_rados *rl = l->rados;
+	const char *a = rl ? strstr(rl->took_over, " addr ") : NULL;
+
+	if (!a)
+		return 0;
+	snprintf(who, wlen, "%.*s", (int)(a - rl->took_over), rl->took_over);
+	snprintf(addr, alen, "%s", a + 6);
+	return 1;
 }
 
 static void rados_close(struct lun *l)
@@ -431,11 +497,16 @@ static void rados_close(struct lun *l)
 		return;
 	if (rl->io) {
 		rados_aio_flush(rl->io);
-		if (rl->locked && !atomic_load(&rl->fenced))
+		if (rl->locked && !atomic_load(&rl->fenced)) {
+			/* a clean close: nobody to blocklist after us */
+			if (rl->claimed)
+				rados_rmxattr(rl->io, rl->meta, RADOS_OWNER_XATTR);
 			rados_unlock(rl->io, rl->meta, RADOS_LOCK, rl->cookie);
+		}
 		rados_ioctx_destroy(rl->io);
-		cluster_put();
 	}
+	if (rl->c)
+		rados_shutdown(rl->c);
 	free(rl->prefix);
 	free(rl);
 }
@@ -448,11 +519,51 @@ static void rados_unmake(struct lun *l)
 		l->rados->locked = 0;
 }
 
+/*
+ * Record this open as the LUN's owner, the lock held. A previous owner
+ * recorded (it never closed cleanly, and its lock has expired, since we
+ * hold it) is blocklisted first, and the OSD map that says so awaited, so
+ * that nothing it still sends lands from here on.
+ */
+static int claim(struct lun_rados *rl)
+{
+	char prev[RADOS_OWNER_MAX], *addrs = NULL;
+	const char *a;
+	int ret = rados_getxattr(rl->io, rl->meta, RADOS_OWNER_XATTR, prev, sizeof(prev) - 1);
+
+	if (ret < 0 && ret != -ENODATA)
+		return io_error(ret);
+	prev[ret > 0 ? ret : 0] = '\0';
+	ret = rados_getaddrs(rl->c, &addrs);
+	if (ret < 0)
+		return io_error(ret);
+	snprintf(rl->owner, sizeof(rl->owner), "host %08x pid %d addr %s", (unsigned)stor_hostid(),
+		 (int)getpid(), addrs);
+	free(addrs);
+	a = strstr(prev, " addr ");
+	if (a && strcmp(prev, rl->owner)) {
+		char addr[RADOS_OWNER_MAX];
+
+		snprintf(addr, sizeof(addr), "%s", a + 6);
+		ret = rados_blocklist_add(rl->c, addr, RADOS_BLOCKLIST_SECS);
+		if (ret == 0)
+			ret = rados_wait_for_latest_osdmap(rl->c);
+		if (ret < 0)
+			return ret == -EACCES || ret == -EPERM ? -EACCES : io_error(ret);
+		snprintf(rl->took_over, sizeof(rl->took_over), "%s", prev);
+	}
+	ret = rados_setxattr(rl->io, rl->meta, RADOS_OWNER_XATTR, rl->owner, strlen(rl->owner));
+	rl->claimed = ret == 0;
+	return ret < 0 ? io_error(ret) : 0;
+}
+
 static const struct lun_ops rados_ops = {
 	.rw = rados_rw,
 	.batch = rados_batch,
 	.sync_round = rados_sync_round,
 	.renew = rados_renew,
+	.fenced = rados_fenced,
+	.took_over = rados_took_over,
 	.unmake = rados_unmake,
 	.close = rados_close,
 };
@@ -502,7 +613,6 @@ static int rados_open(const char *path, unsigned flags, uint64_t size, struct lu
 	struct lun *l;
 	char pool[128];
 	const char *prefix;
-	rados_t c;
 	int ret, made = 0;
 
 	*out = NULL;
@@ -526,15 +636,15 @@ static int rados_open(const char *path, unsigned flags, uint64_t size, struct lu
 	l->rados = rl;
 	l->flags = flags;
 	snprintf(rl->meta, sizeof(rl->meta), "%s.lun", prefix);
-	ret = cluster_get(&c);
+	ret = cluster_connect(&rl->c);
 	if (ret < 0) {
+		rl->c = NULL;
 		ret = -ENOTCONN; /* no ceph.conf, no keyring, no mon answered */
 		goto fail;
 	}
-	ret = rados_ioctx_create(c, pool, &rl->io);
+	ret = rados_ioctx_create(rl->c, pool, &rl->io);
 	if (ret < 0) {
 		rl->io = NULL;
-		cluster_put();
 		ret = ret == -ENOENT ? -ENXIO : ret; /* no such pool in the cluster */
 		goto fail;
 	}
@@ -563,6 +673,9 @@ static int rados_open(const char *path, unsigned flags, uint64_t size, struct lu
 			goto fail;
 		}
 		rl->locked = 1;
+		ret = claim(rl);
+		if (ret < 0)
+			goto fail;
 	}
 	*out = l;
 	return 0;
@@ -584,12 +697,12 @@ int lun_rados_list(const char *pool, int (*fn)(const char *path, void *ctx), voi
 
 	if (!name[0] || strchr(name, '/'))
 		return -EINVAL;
-	ret = cluster_get(&c);
+	ret = cluster_connect(&c);
 	if (ret < 0)
 		return ret;
 	ret = rados_ioctx_create(c, name, &io);
 	if (ret < 0) {
-		cluster_put();
+		rados_shutdown(c);
 		return ret;
 	}
 	ret = rados_nobjects_list_open(io, &lc);
@@ -612,7 +725,7 @@ int lun_rados_list(const char *pool, int (*fn)(const char *path, void *ctx), voi
 	if (opened)
 		rados_nobjects_list_close(lc);
 	rados_ioctx_destroy(io);
-	cluster_put();
+	rados_shutdown(c);
 	return ret;
 }
 

@@ -93,19 +93,30 @@ static void open_error(unsigned idx, const char *path, int ret)
 			       idx, path);
 	else if (lun_path_is_rados(path) && ret == -ENOENT)
 		pool_set_error("lun %u (%s): no such LUN in the Ceph pool", idx, path);
+	else if (lun_path_is_rados(path) && ret == -EACCES)
+		pool_set_error("lun %u (%s): the Ceph cluster refused (the user needs read-write "
+			       "OSD caps on the pool, and mon caps to blocklist a holder that "
+			       "never let go, as 'profile rbd' gives)",
+			       idx, path);
 	else
 		pool_set_error("lun %u (%s): %s", idx, path, stor_strerror(ret));
 }
 
-/* Open an existing LUN @path as lun @idx of @p, the refusal's reason set. */
+/* Open an existing LUN @path as lun @idx of @p, the refusal's reason set;
+ * a holder that never let go and was fenced off for it is said. */
 static int open_lun(struct stor_pool *p, unsigned idx, const char *path, struct lun **l)
 {
+	char who[192], addr[192];
+	const char *w = who, *a = addr; /* EV_STR takes pointers */
 	int ret = lun_open(path, lun_flags(p), 0, l);
 
 	if (ret == -EBUSY)
 		in_use_error(idx, path);
 	else if (ret < 0)
 		open_error(idx, path, ret);
+	else if (lun_took_over(*l, who, sizeof(who), addr, sizeof(addr)))
+		EVENT(STOR_EV_POOL_TAKEOVER, p->name, EV_STR("lun", path),
+		      EV_STR("blocklisted", a), EV_STR("previous", w));
 	return ret;
 }
 
@@ -680,10 +691,35 @@ int lunset_wipe(struct stor_pool *p)
 int stor_pool_renew(struct stor_pool *p)
 {
 	int failed = 0;
+	char buf[256];
+	const char *why = buf; /* EV_STR takes pointers */
+
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
+		if (p->luns[i].absent)
+			continue;
+		failed += lun_renew(p->luns[i].lun) < 0;
+		/* taken over: nothing written here may land any more, so say it
+		 * now rather than at the next commit's failed flush */
+		if (lun_fenced(p->luns[i].lun, buf, sizeof(buf)) &&
+		    atomic_exchange(&p->suspended, STOR_SUSPEND_LUN) != STOR_SUSPEND_LUN) {
+			atomic_store(&p->suspend_error, -ENOLCK);
+			EVENT(STOR_EV_POOL_SUSPEND, p->name, EV_STR("reason", "fenced"),
+			      EV_STR("lun", lun_path(p->luns[i].lun)), EV_STR("error", why));
+		}
+	}
+	return failed;
+}
+
+int lunset_fenced(struct stor_pool *p, char *why, size_t len)
+{
+	char w[256];
 
 	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
-		failed += !p->luns[i].absent && lun_renew(p->luns[i].lun) < 0;
-	return failed;
+		if (!p->luns[i].absent && lun_fenced(p->luns[i].lun, w, sizeof(w))) {
+			snprintf(why, len, "%s: %s", lun_path(p->luns[i].lun), w);
+			return 1;
+		}
+	return 0;
 }
 
 void lunset_check_gone(struct stor_pool *p)

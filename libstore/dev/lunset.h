@@ -117,6 +117,9 @@ void lunset_check_gone(struct stor_pool *p);
  */
 void lunset_note_health(struct stor_pool *p);
 
+/** Has another host taken a LUN of @p over? 1 with the LUN and who in @why. */
+int lunset_fenced(struct stor_pool *p, char *why, size_t len);
+
 /** Note that I/O on @lun failed; fault it when errors pile up. */
 void lunset_failed(struct stor_pool *p, struct lun *lun);
 

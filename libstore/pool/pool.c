@@ -1078,6 +1078,8 @@ int stor_pool_stat(struct stor_pool *p, struct stor_pool_stat *st)
 	st->txg = atomic_load(&p->synced_txg);
 	st->suspended = atomic_load(&p->suspended);
 	st->suspend_error = atomic_load(&p->suspend_error);
+	if (lunset_fenced(p, st->fenced_by, sizeof(st->fenced_by)))
+		st->suspended = STOR_SUSPEND_FENCED;
 	snprintf(st->key_file, sizeof(st->key_file), "%s", p->keyfile_note);
 	st->bad_frees = alloc_bad_frees(p->alloc);
 	metalog_status(p, st->meta_log, sizeof(st->meta_log));

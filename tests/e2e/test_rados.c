@@ -7,8 +7,9 @@
  * flushed and read back, and imported again by a daemon whose state
  * directory is empty, from the cluster alone. A second daemon (another host
  * id) is refused while the first holds the pool's lock, takes the pool
- * over with -f only once a stalled first daemon's lock expired, and the
- * first, woken, writes nothing over it. With the OSD of a cluster of its
+ * over with -f only once a stalled first daemon's lock expired, blocklisting
+ * it in the cluster, and the first, woken, lands nothing over it, not even
+ * the writes it had queued in librados before it stalled. With the OSD of a cluster of its
  * own stopped, reads and writes fail as I/O errors and never return other
  * bytes.
  *
@@ -31,6 +32,7 @@
 
 #include <criterion/criterion.h>
 
+#include "client.h"
 #include "daemon.h"
 
 #define CEPH_POOL "coffer"
@@ -124,8 +126,8 @@ static void read_back(struct tdaemon *d, const char *ds, const char *data, size_
 	char cmd[8400];
 
 	snprintf(cmd, sizeof(cmd), "read %s -o 4096 -l %zu > '%s/back'", ds, len, d->dir);
-	cr_assert_eq(tdaemon_coffer(d, NULL, NULL, NULL, 0, cmd), 0, "read %s failed:\n%s", ds,
-		     tdaemon_log(d));
+	cr_assert_eq(tdaemon_coffer(d, NULL, NULL, NULL, 0, cmd), 0, "read %s (to match %s) failed:\n%s",
+		     ds, data, tdaemon_log(d));
 	snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s/back'", data, d->dir);
 	cr_assert_eq(system(cmd), 0, "%s read back differs", ds);
 }
@@ -224,19 +226,77 @@ static int import_says(struct tdaemon *d, const char *flags, const char *pool, c
 	return st == 0 ? -1 : strstr(out, what) != NULL;
 }
 
+/* `ceph -c CONF ARGS`, its output into @o; @return its exit status. */
+static int ceph(const char *conf, char *o, size_t cap, const char *args)
+{
+	char cmd[8400];
+	FILE *p;
+	size_t n = 0;
+
+	snprintf(cmd, sizeof(cmd), "ceph -c '%s' %s 2>&1", conf, args);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	while (n + 1 < cap && fgets(o + n, (int)(cap - n), p))
+		n += strlen(o + n);
+	o[n] = '\0';
+	return pclose(p);
+}
+
+/* Writes of pool @pool that @d has issued and not seen complete. */
+static uint64_t writes_in_flight(struct tdaemon *d, const char *pool)
+{
+	json_t *reply = NULL, *args = json_pack("{s:s}", "name", pool), *luns;
+	struct coffer_conn *c;
+	char err[256];
+	uint64_t n = 0;
+
+	cr_assert_eq(coffer_connect(d->sock, &c), 0);
+	cr_assert_eq(coffer_call(c, "pool_iostat", args, &reply, err, sizeof(err)), 0, "%s", err);
+	json_decref(args);
+	coffer_close(c);
+	luns = json_object_get(json_array_get(json_object_get(reply, "pools"), 0), "luns");
+	for (size_t i = 0; i < json_array_size(luns); i++)
+		n += (uint64_t)json_integer_value(json_array_get(
+			json_object_get(json_object_get(json_array_get(luns, i), "io"), "inflight"), 1));
+	json_decref(reply);
+	return n;
+}
+
+/* Run `coffer ... write @ds` of @file through @d in a child: its pid. */
+static pid_t write_in_background(struct tdaemon *d, const char *file, const char *ds)
+{
+	pid_t pid = fork();
+
+	cr_assert_neq(pid, -1);
+	if (pid == 0) {
+		char o[4096];
+
+		_exit(tdaemon_cofferf(d, file, o, sizeof(o), "write %s -o 4096", ds) == 0 ? 0 : 1);
+	}
+	return pid;
+}
+
 /*
  * Host A has pool rb. Host B's import is refused, -f or not, for as long as
- * A renews its lock (several lock durations). A stalls (SIGSTOP): once its
- * lock expired B still needs -f (the labels say A has the pool), then takes
- * it over and writes. A, woken, finds its lock gone: its writes fail, and
- * what B wrote reads back whole.
+ * A renews its lock (several lock durations). Then A's writes queue in
+ * librados (the cluster pauses writes: `ceph osd pause`) and A stalls
+ * (SIGSTOP) with them queued; the cluster takes writes again. Once A's lock
+ * expired B still needs -f (the labels say A has the pool); B's import
+ * blocklists A's client address before it uses the pool, takes it over and
+ * writes. A, woken, sends its queued writes: the OSDs refuse them all, so
+ * what B wrote reads back whole (and imports again whole), A's address is
+ * in `ceph osd blocklist ls`, and A's pool status says it was fenced and
+ * by which host.
  */
-Test(rados, a_second_host_is_refused_while_the_lock_holds_and_a_stalled_one_is_fenced)
+Test(rados, a_stalled_host_is_fenced_and_its_queued_writes_never_land)
 {
 	const char *conf = shared_conf(), *l0 = prefix("b0");
-	char data[4200], data2[4200];
+	char data[4200], data2[4200], data3[4200], addr[256], o[65536];
 	struct tdaemon a, b;
+	const char *at;
 	double end;
+	pid_t w;
+	int st, reaped;
 
 	tdaemon_init(&a, NULL);
 	tdaemon_init(&b, NULL);
@@ -246,6 +306,7 @@ Test(rados, a_second_host_is_refused_while_the_lock_holds_and_a_stalled_one_is_f
 	COF_OK(&a, NULL, "create -V 4M rb/v");
 	tdaemon_random_file(&a, "data", 200000, data, sizeof(data));
 	tdaemon_random_file(&b, "data2", 200000, data2, sizeof(data2));
+	tdaemon_random_file(&a, "data3", 200000, data3, sizeof(data3));
 	COF_OK(&a, data, "write rb/v -o 4096");
 	COF_OK(&a, NULL, "flush rb/v");
 
@@ -256,8 +317,17 @@ Test(rados, a_second_host_is_refused_while_the_lock_holds_and_a_stalled_one_is_f
 		;
 	cr_assert_eq(import_says(&b, "-f", "rb", "locked by a cofferd"), 1, "%s", out);
 
-	/* A stalls: its lock expires, and B then needs -f */
+	/* A's writes queue in librados, and A stalls with them queued */
+	cr_assert_eq(ceph(conf, o, sizeof(o), "osd pause"), 0, "%s", o);
+	w = write_in_background(&a, data3, "rb/v");
+	end = tdaemon_deadline(TDAEMON_WAIT_S);
+	while (!writes_in_flight(&a, "rb") && tdaemon_poll(end))
+		;
+	cr_assert(writes_in_flight(&a, "rb"), "no write of A queued:\n%s", tdaemon_log(&a));
 	cr_assert_eq(kill(a.pid, SIGSTOP), 0);
+	cr_assert_eq(ceph(conf, o, sizeof(o), "osd unpause"), 0, "%s", o);
+
+	/* its lock expires, and B then needs -f */
 	end = tdaemon_deadline(TDAEMON_WAIT_S + 3 * LOCK_S);
 	while (import_says(&b, "", "rb", "locked by a cofferd") == 1 && tdaemon_poll(end))
 		;
@@ -267,14 +337,37 @@ Test(rados, a_second_host_is_refused_while_the_lock_holds_and_a_stalled_one_is_f
 	COF_OK(&b, data2, "write rb/v -o 4096");
 	COF_OK(&b, NULL, "flush rb/v");
 
-	/* A wakes: it may not write the pool any more */
+	/* A wakes and sends what it had queued: none of it lands */
 	cr_assert_eq(kill(a.pid, SIGCONT), 0);
+	end = tdaemon_deadline(TDAEMON_WAIT_S + 2 * LOCK_S);
+	while (!(reaped = waitpid(w, &st, WNOHANG) == w) && tdaemon_poll(end))
+		;
+	read_back(&b, "rb/v", data2, 200000);
+	/* B says whom it blocklisted, and the cluster lists that address */
+	at = strstr(tdaemon_log(&b), "blocklisted=");
+	cr_assert(at && strstr(at, "a0000001"), "B blocklisted nobody:\n%s", tdaemon_log(&b));
+	cr_assert_eq(sscanf(at, "blocklisted=%255s", addr), 1);
+	cr_assert_eq(ceph(conf, o, sizeof(o), "osd blocklist ls"), 0, "%s", o);
+	cr_assert(strstr(o, addr), "%s is not blocklisted: %s", addr, o);
+	end = tdaemon_deadline(TDAEMON_WAIT_S + 2 * LOCK_S);
+	while (!(cof(&a, "pool status rb") == 0 && strstr(out, "fenced")) && tdaemon_poll(end))
+		;
+	cr_assert(strstr(out, "fenced") && strstr(out, "b0000002"), "%s", out);
+	cr_log_info("A's pool status: %s", out);
 	cr_assert_neq(tdaemon_cofferf(&a, data, out, sizeof(out), "write rb/v -o 4096"), 0,
 		      "a fenced host wrote: %s", out);
 	read_back(&b, "rb/v", data2, 200000);
 	tdaemon_stop(&a); /* its last commit fails: no clean exit to expect */
 	tdaemon_cleanup(&a);
+	if (!reaped) {
+		kill(w, SIGKILL);
+		waitpid(w, &st, 0);
+	}
 	read_back(&b, "rb/v", data2, 200000);
+	COF_OK(&b, NULL, "pool export rb");
+	COF_OK(&b, NULL, "pool import -d rados:" CEPH_POOL " rb");
+	read_back(&b, "rb/v", data2, 200000);
+	COF_OK(&b, NULL, "pool check rb");
 	COF_OK(&b, NULL, "pool destroy -f rb");
 	tdaemon_teardown(&b);
 }
