@@ -516,6 +516,8 @@ void stor_verify_report_free(struct stor_verify_report *rep);
 					       *   state, old_state */
 #define STOR_EV_POOL_SUSPEND "pool.suspend"   /**< writes refused: reason, error */
 #define STOR_EV_POOL_RESUME "pool.resume"     /**< a commit succeeded again: writes go on */
+#define STOR_EV_LUN_REMOVE "lun.remove"       /**< pool destroy removing a RADOS LUN's objects:
+						 lun, removed, objects */
 #define STOR_EV_POOL_TAKEOVER "pool.takeover" /**< a LUN taken from a holder that never let go:
 						 lun, blocklisted (its address), previous */
 #define STOR_EV_IO_REPAIR "io.repair"         /**< a bad copy rewritten from a sound side:

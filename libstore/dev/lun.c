@@ -120,6 +120,11 @@ int lun_took_over(struct lun *l, char *who, size_t wlen, char *addr, size_t alen
 	return l->ops->took_over ? l->ops->took_over(l, who, wlen, addr, alen) : 0;
 }
 
+int lun_remove(struct lun *l, lun_progress_fn progress, void *ctx)
+{
+	return l->ops->remove ? l->ops->remove(l, progress, ctx) : 0;
+}
+
 const char *lun_path(const struct lun *l)
 {
 	return l->path;

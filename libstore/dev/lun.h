@@ -84,6 +84,13 @@ int lun_fenced(struct lun *l, char *why, size_t len);
  *  it off in the cluster (lun_rados.c)? 1 with that holder ("host H pid P")
  *  in @who and the client address blocklisted in @addr, 0 if not. */
 int lun_took_over(struct lun *l, char *who, size_t wlen, char *addr, size_t alen);
+/** How far a lun_remove() has come: @done of @total objects. */
+typedef void (*lun_progress_fn)(void *ctx, struct lun *l, uint64_t done, uint64_t total);
+/** Remove what holds @l's data for good, for pool destroy: a RADOS LUN's
+ *  objects (its lock with them), @progress called after each window; a file
+ *  or device stays. Close it after. @return 0, -ENOLCK (not ours to
+ *  remove), -errno */
+int lun_remove(struct lun *l, lun_progress_fn progress, void *ctx);
 /**
  * A stand-in for a LUN that did not open (missing, or a label not this
  * pool's), so a mirror side it was keeps its place, path and size: every

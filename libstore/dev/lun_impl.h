@@ -30,6 +30,8 @@ struct lun_ops {
 	/* lun_fenced(), lun_took_over(); NULL: never */
 	int (*fenced)(struct lun *l, char *why, size_t len);
 	int (*took_over)(struct lun *l, char *who, size_t wlen, char *addr, size_t alen);
+	/* lun_remove(); NULL: the LUN stays (a file, a device) */
+	int (*remove)(struct lun *l, lun_progress_fn progress, void *ctx);
 	/* remove what the open made, before close (lun_discard) */
 	void (*unmake)(struct lun *l);
 	void (*close)(struct lun *l);

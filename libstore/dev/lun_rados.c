@@ -11,10 +11,23 @@
  * end, reads as zeros, as a hole of a sparse file does. The LUN's size is a
  * property of the LUN kept in the object "PREFIX.lun" (u64 magic
  * "COFFRLUN" | u64 size, big-endian), which lun_open(LUN_CREATE) makes and
- * every open reads; the lock below lives on that object too. A scan of
- * "rados:POOL" (import -d) lists the pool's ".lun" objects, so a pool is
- * imported from the cluster alone, its labels and metadata log found where
- * a file would have them.
+ * every open reads; the lock below lives on that object too.
+ *
+ * Index. The Ceph pool's object "coffer.luns" has an omap key for each
+ * LUN's prefix: a create adds it (and so does every open that claims the
+ * LUN, which indexes LUNs made before the index existed), an unmade or
+ * removed LUN takes it out. A scan of "rados:POOL" (import -d) reads that
+ * omap, so it costs O(LUNs) however many other objects the Ceph pool
+ * holds (RBD keeps its images in the rbd_directory object the same way);
+ * only a Ceph pool with no index at all is listed object by object, for
+ * ".lun" objects. A pool is imported from the cluster alone, its labels
+ * and metadata log found where a file would have them.
+ *
+ * Removal. pool destroy removes every object of its RADOS LUNs
+ * (lun_remove): the data objects by number, a window of them in flight at
+ * a time, reporting progress, then the ".lun" object with its lock, then
+ * the index key. A LUN file is left where it is, wiped of its labels, as
+ * zpool destroy leaves its devices.
  *
  * I/O. Every extent of a batch becomes one rados_aio_read/write per object
  * it touches; all go out before the first is waited for, so a batch costs
@@ -95,6 +108,8 @@
 #define RADOS_META_LEN 16u
 #define RADOS_LOCK "coffer"
 #define RADOS_OID_MAX 256u
+#define RADOS_INDEX "coffer.luns"
+#define RADOS_REMOVE_WINDOW 128u /* object removals in flight at a time */
 #define RADOS_OWNER_XATTR "coffer.owner"
 #define RADOS_OWNER_MAX 192u
 /* How long a holder whose lock another host took stays blocklisted: far
@@ -218,6 +233,27 @@ static int parse_path(const char *path, char *pool, size_t poollen, const char *
 static int io_error(int r)
 {
 	return r == -ENOSPC || r == -EDQUOT || r == -ENOMEM ? r : -EIO;
+}
+
+/* Add (@add) or take out @rl's prefix in the Ceph pool's index of LUNs. */
+static int index_set(struct lun_rados *rl, int add)
+{
+	rados_write_op_t op = rados_create_write_op();
+	const char *key = rl->prefix, *val = "";
+	size_t klen = strlen(key), vlen = 0;
+	int ret;
+
+	if (!op)
+		return -ENOMEM;
+	if (add) {
+		rados_write_op_create(op, LIBRADOS_CREATE_IDEMPOTENT, NULL);
+		rados_write_op_omap_set2(op, &key, &val, &klen, &vlen, 1);
+	} else {
+		rados_write_op_omap_rm_keys2(op, &key, &klen, 1);
+	}
+	ret = rados_write_op_operate(op, rl->io, RADOS_INDEX, NULL, 0);
+	rados_release_write_op(op);
+	return ret == -ENOENT && !add ? 0 : ret;
 }
 
 /* One object's part of a request. */
@@ -515,8 +551,64 @@ static void rados_close(struct lun *l)
  * data objects come only with writes, after the LUN was taken. */
 static void rados_unmake(struct lun *l)
 {
-	if (l->rados->io && !rados_remove(l->rados->io, l->rados->meta))
+	if (l->rados->io && !rados_remove(l->rados->io, l->rados->meta)) {
 		l->rados->locked = 0;
+		index_set(l->rados, 0);
+	}
+}
+
+/* lun_remove(): every object of the LUN, the index key last. */
+static int rados_remove_all(struct lun *l, lun_progress_fn progress, void *ctx)
+{
+	struct lun_rados *rl = l->rados;
+	uint64_t nobj = (l->size + RADOS_OBJ_SIZE - 1) / RADOS_OBJ_SIZE, done = 0;
+	rados_completion_t c[RADOS_REMOVE_WINDOW];
+	int ret = 0;
+
+	if (!rl->locked || atomic_load(&rl->fenced))
+		return -ENOLCK; /* only the holder removes */
+	while (done < nobj && ret == 0) {
+		unsigned n = 0;
+
+		for (; n < RADOS_REMOVE_WINDOW && done + n < nobj; n++) {
+			char oid[RADOS_OID_MAX];
+			int r;
+
+			snprintf(oid, sizeof(oid), "%s.%016llx", rl->prefix,
+				 (unsigned long long)(done + n));
+			r = rados_aio_create_completion2(NULL, NULL, &c[n]);
+			if (r == 0) {
+				r = rados_aio_remove(rl->io, oid, c[n]);
+				if (r < 0)
+					rados_aio_release(c[n]);
+			}
+			if (r < 0) {
+				ret = io_error(r);
+				break;
+			}
+		}
+		for (unsigned k = 0; k < n; k++) {
+			int r;
+
+			rados_aio_wait_for_complete(c[k]);
+			r = rados_aio_get_return_value(c[k]);
+			rados_aio_release(c[k]);
+			if (r < 0 && r != -ENOENT && ret == 0) /* never written: nothing there */
+				ret = r == -EBLOCKLISTED ? -ENOLCK : io_error(r);
+		}
+		done += n;
+		if (progress)
+			progress(ctx, l, done, nobj);
+	}
+	if (ret == 0) {
+		ret = rados_remove(rl->io, rl->meta); /* the lock goes with it */
+		if (ret == 0 || ret == -ENOENT) {
+			rl->locked = 0;
+			ret = index_set(rl, 0);
+		}
+		ret = ret < 0 ? io_error(ret) : 0;
+	}
+	return ret;
 }
 
 /*
@@ -564,6 +656,7 @@ static const struct lun_ops rados_ops = {
 	.renew = rados_renew,
 	.fenced = rados_fenced,
 	.took_over = rados_took_over,
+	.remove = rados_remove_all,
 	.unmake = rados_unmake,
 	.close = rados_close,
 };
@@ -674,8 +767,12 @@ static int rados_open(const char *path, unsigned flags, uint64_t size, struct lu
 		}
 		rl->locked = 1;
 		ret = claim(rl);
-		if (ret < 0)
+		if (ret == 0)
+			ret = index_set(rl, 1);
+		if (ret < 0) {
+			ret = ret == -EACCES ? ret : io_error(ret);
 			goto fail;
+		}
 	}
 	*out = l;
 	return 0;
@@ -686,14 +783,91 @@ fail:
 	return ret;
 }
 
+/* Call @fn with "rados:POOL/PREFIX" of @prefix (@n bytes). */
+static int found(const char *pool, const char *prefix, size_t n,
+		 int (*fn)(const char *path, void *ctx), void *ctx)
+{
+	char path[RADOS_OID_MAX + 160];
+
+	if (!n || n >= RADOS_OID_MAX ||
+	    (size_t)snprintf(path, sizeof(path), "%s/%.*s", pool, (int)n, prefix) >= sizeof(path))
+		return 0;
+	return fn(path, ctx);
+}
+
+/* The LUNs the index names, a page of keys at a time; -ENOENT: no index. */
+static int list_index(rados_ioctx_t io, const char *pool,
+		      int (*fn)(const char *path, void *ctx), void *ctx)
+{
+	char after[RADOS_OID_MAX] = "", keys[64][RADOS_OID_MAX];
+	unsigned char more = 1;
+	int ret = 0;
+
+	while (ret == 0 && more) {
+		rados_read_op_t op = rados_create_read_op();
+		rados_omap_iter_t it;
+		unsigned n = 0;
+		int rval = 0;
+		char *k, *v;
+		size_t klen, vlen;
+
+		if (!op)
+			return -ENOMEM;
+		rados_read_op_omap_get_vals2(op, after, "", 64, &it, &more, &rval);
+		ret = rados_read_op_operate(op, io, RADOS_INDEX, 0);
+		if (ret == 0)
+			ret = rval;
+		while (ret == 0 && n < 64 && rados_omap_get_next2(it, &k, &v, &klen, &vlen) == 0 &&
+		       k) {
+			if (klen < RADOS_OID_MAX) {
+				memcpy(keys[n], k, klen);
+				keys[n++][klen] = '\0';
+			}
+		}
+		rados_omap_get_end(it);
+		rados_release_read_op(op);
+		for (unsigned i = 0; i < n && ret == 0; i++)
+			ret = found(pool, keys[i], strlen(keys[i]), fn, ctx);
+		if (n)
+			snprintf(after, sizeof(after), "%s", keys[n - 1]);
+		else
+			more = 0;
+	}
+	return ret;
+}
+
+/* Every ".lun" object of the Ceph pool, for one that has no index. */
+static int list_objects(rados_ioctx_t io, const char *pool,
+			int (*fn)(const char *path, void *ctx), void *ctx)
+{
+	rados_list_ctx_t lc;
+	const char *oid;
+	int ret = rados_nobjects_list_open(io, &lc);
+
+	if (ret < 0)
+		return ret;
+	while (ret == 0) {
+		size_t n;
+
+		ret = rados_nobjects_list_next(lc, &oid, NULL, NULL);
+		if (ret < 0) {
+			ret = ret == -ENOENT ? 0 : ret; /* -ENOENT: the end */
+			break;
+		}
+		n = strlen(oid);
+		if (n > 4 && !strcmp(oid + n - 4, ".lun"))
+			ret = found(pool, oid, n - 4, fn, ctx);
+	}
+	rados_nobjects_list_close(lc);
+	return ret;
+}
+
 int lun_rados_list(const char *pool, int (*fn)(const char *path, void *ctx), void *ctx)
 {
 	const char *name = pool + strlen(LUN_RADOS_PREFIX);
-	rados_list_ctx_t lc;
 	rados_ioctx_t io;
-	const char *oid;
 	rados_t c;
-	int ret, opened;
+	int ret;
 
 	if (!name[0] || strchr(name, '/'))
 		return -EINVAL;
@@ -705,25 +879,9 @@ int lun_rados_list(const char *pool, int (*fn)(const char *path, void *ctx), voi
 		rados_shutdown(c);
 		return ret;
 	}
-	ret = rados_nobjects_list_open(io, &lc);
-	opened = ret == 0;
-	while (ret == 0) {
-		char path[RADOS_OID_MAX + 160];
-		size_t n;
-
-		ret = rados_nobjects_list_next(lc, &oid, NULL, NULL);
-		if (ret < 0) {
-			ret = ret == -ENOENT ? 0 : ret; /* -ENOENT: the end */
-			break;
-		}
-		n = strlen(oid);
-		if (n > 4 && !strcmp(oid + n - 4, ".lun") &&
-		    (size_t)snprintf(path, sizeof(path), "%s/%.*s", pool, (int)(n - 4), oid) <
-			    sizeof(path))
-			ret = fn(path, ctx);
-	}
-	if (opened)
-		rados_nobjects_list_close(lc);
+	ret = list_index(io, pool, fn, ctx);
+	if (ret == -ENOENT)
+		ret = list_objects(io, pool, fn, ctx);
 	rados_ioctx_destroy(io);
 	rados_shutdown(c);
 	return ret;

@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/events.h"
@@ -682,6 +683,41 @@ int lunset_wipe(struct stor_pool *p)
 
 	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
 		int r = p->luns[i].absent ? 0 : lun_label_wipe(p->luns[i].lun);
+		if (r < 0 && ret == 0)
+			ret = r;
+	}
+	return ret;
+}
+
+struct remove_progress {
+	struct stor_pool *p;
+	uint64_t last_ns;
+};
+
+/* A lun.remove event at most once a second, and at the end. */
+static void remove_progress(void *ctx, struct lun *l, uint64_t done, uint64_t total)
+{
+	struct remove_progress *rp = ctx;
+	struct timespec ts;
+	uint64_t now;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (done < total && now - rp->last_ns < 1000000000u)
+		return;
+	rp->last_ns = now;
+	EVENT(STOR_EV_LUN_REMOVE, rp->p->name, EV_STR("lun", lun_path(l)),
+	      EV_NUM("removed", done), EV_NUM("objects", total));
+}
+
+int lunset_remove(struct stor_pool *p)
+{
+	struct remove_progress rp = { .p = p };
+	int ret = 0;
+
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++) {
+		int r = p->luns[i].absent ? 0 : lun_remove(p->luns[i].lun, remove_progress, &rp);
+
 		if (r < 0 && ret == 0)
 			ret = r;
 	}

@@ -106,6 +106,10 @@ int lunset_mark(struct stor_pool *p, unsigned state);
 /** Wipe every LUN's label (destroy, a failed create); the first error. */
 int lunset_wipe(struct stor_pool *p);
 
+/** Remove the LUNs that go with their pool (RADOS objects; lun_remove),
+ *  saying how far with lun.remove events; the first error. */
+int lunset_remove(struct stor_pool *p);
+
 /** A mirror side whose file was deleted goes out of service while another
  *  side holds every write: it would be gone at the next import anyway. */
 void lunset_check_gone(struct stor_pool *p);

@@ -1025,6 +1025,8 @@ int stor_pool_destroy(const char *name, const struct stor_pool_opts *opts)
 	scrub_fini(p);
 	rekey_fini(p);
 	ret = lunset_wipe(p);
+	r = lunset_remove(p);
+	ret = ret < 0 ? ret : r;
 	r = statedir_remove_pool(p->path);
 	txg_fini(p);
 	pool_free(p);

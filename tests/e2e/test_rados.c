@@ -5,7 +5,9 @@
  * whole program ($COFFER_CEPH_CLUSTER; one mon, one mgr, one memstore OSD).
  * A pool is created on RADOS LUNs, clear and encrypted datasets written,
  * flushed and read back, and imported again by a daemon whose state
- * directory is empty, from the cluster alone. A second daemon (another host
+ * directory is empty, from the cluster alone (the Ceph pool's index of
+ * LUNs, or its objects where it has no index); destroy removes the LUNs'
+ * objects. A second daemon (another host
  * id) is refused while the first holds the pool's lock, takes the pool
  * over with -f only once a stalled first daemon's lock expired, blocklisting
  * it in the cluster, and the first, woken, lands nothing over it, not even
@@ -132,6 +134,26 @@ static void read_back(struct tdaemon *d, const char *ds, const char *data, size_
 	cr_assert_eq(system(cmd), 0, "%s read back differs", ds);
 }
 
+/* Does `rados -c CONF -p coffer ARGS` print a line with @what in it? Its
+ * output into out. */
+static int rados_says(const char *conf, const char *args, const char *what)
+{
+	char cmd[8400];
+	FILE *p;
+	size_t n = 0;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "rados -c '%s' -p " CEPH_POOL " %s 2>&1", conf, args);
+	p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	while (n + 1 < sizeof(out) && fgets(out + n, (int)(sizeof(out) - n), p))
+		n += strlen(out + n);
+	out[n] = '\0';
+	st = pclose(p);
+	cr_assert_eq(st, 0, "rados %s: %s", args, out);
+	return strstr(out, what) != NULL;
+}
+
 TestSuite(rados, .timeout = 240);
 
 Test(rados, a_pool_on_rados_luns_serves_and_imports_from_the_cluster_alone)
@@ -166,6 +188,10 @@ Test(rados, a_pool_on_rados_luns_serves_and_imports_from_the_cluster_alone)
 		 conf, l0, conf, l1);
 	cr_assert_eq(system(cmd), 0, "the LUN objects are not in the cluster");
 
+	/* the Ceph pool's index of LUNs names both */
+	cr_assert(rados_says(conf, "listomapkeys coffer.luns", l0) &&
+		  rados_says(conf, "listomapkeys coffer.luns", l1), "%s", out);
+
 	/* a daemon with nothing but the cluster: state directory gone */
 	tdaemon_stop_ok(&d);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", d.state);
@@ -184,7 +210,14 @@ Test(rados, a_pool_on_rados_luns_serves_and_imports_from_the_cluster_alone)
 	COF_OK(&d, NULL, "pool export ra");
 	COF_OK(&d, NULL, "pool import -d rados:" CEPH_POOL " ra");
 	read_back(&d, "ra/v", data, 300000);
+	/* destroy removes the LUNs' objects, saying how far, and their index keys */
 	COF_OK(&d, NULL, "pool destroy -f ra");
+	cr_assert(!rados_says(conf, "ls", l0) && !rados_says(conf, "ls", l1),
+		  "objects left after destroy: %s", out);
+	cr_assert(!rados_says(conf, "listomapkeys coffer.luns", l0), "%s", out);
+	cr_assert(strstr(tdaemon_log(&d), "lun.remove: pool=ra"), "%s", tdaemon_log(&d));
+	COF_OK(&d, NULL, "pool import -d rados:" CEPH_POOL);
+	cr_assert(!strstr(out, "pool: ra"), "%s", out);
 	tdaemon_teardown(&d);
 }
 
@@ -392,6 +425,18 @@ Test(rados, a_stopped_osd_fails_io_as_eio_without_wrong_data)
 	tdaemon_random_file(&d, "data", 200000, data, sizeof(data));
 	COF_OK(&d, data, "write rc/v -o 4096");
 	COF_OK(&d, NULL, "flush rc/v");
+	read_back(&d, "rc/v", data, 200000);
+
+	/* a Ceph pool with LUNs made before there was an index (a cluster of
+	 * this test's own: the index is shared): they are found object by
+	 * object, and indexed again by their next claim */
+	COF_OK(&d, NULL, "pool export rc");
+	snprintf(cmd, sizeof(cmd), "rados -c '%s' -p " CEPH_POOL " rm coffer.luns", conf);
+	cr_assert_eq(system(cmd), 0);
+	COF_OK(&d, NULL, "pool import -d rados:" CEPH_POOL);
+	cr_assert(strstr(out, "pool: rc"), "%s\n%s", out, tdaemon_log(&d));
+	COF_OK(&d, NULL, "pool import -d rados:" CEPH_POOL " rc");
+	cr_assert(rados_says(conf, "listomapkeys coffer.luns", "c0"), "not indexed again: %s", out);
 	read_back(&d, "rc/v", data, 200000);
 
 	cluster_cmd("stop-osd", conf);
