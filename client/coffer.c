@@ -1743,9 +1743,36 @@ static int pool_offline(int argc, char **argv)
 	return pool_side(argc, argv, "pool_offline");
 }
 
+/* online [-e] [-s SIZE] POOL LUN: -e grows it to what backs it, -s to SIZE */
 static int pool_online(int argc, char **argv)
 {
-	return pool_side(argc, argv, "pool_online");
+	struct coffer_conn *c;
+	json_t *args;
+	uint64_t size = 0;
+	int opt, expand = 0;
+	char *lun;
+
+	while ((opt = getopt(argc, argv, "es:")) != -1) {
+		if (opt == 'e')
+			expand = 1;
+		else if (opt == 's')
+			size = size_arg(optarg, "-s");
+		else
+			usage_exit();
+	}
+	if (argc - optind != 2)
+		usage_exit();
+	lun = lun_arg(argv[optind + 1]);
+	args = json_pack("{s:s, s:s}", "name", argv[optind], "lun", lun);
+	if (expand || size)
+		json_object_set_new(args, "expand", json_true());
+	if (size)
+		json_object_set_new(args, "size", json_integer((json_int_t)size));
+	c = conn_open();
+	json_decref(call(c, "pool_online", args, argv[optind]));
+	free(lun);
+	coffer_close(c);
+	return 0;
 }
 
 static int pool_detach(int argc, char **argv)
@@ -2100,7 +2127,7 @@ static const struct cmd pool_cmds[] = {
 	  "  -s  stop" },
 	{ "offline", pool_offline, "POOL LUN",
 	  "Take a side of a mirror out of service; it misses writes until it is back." },
-	{ "online", pool_online, "POOL LUN",
+	{ "online", pool_online, "[-e] [-s SIZE] POOL LUN",
 	  "Put a side back in service: it is resilvered with what it missed." },
 	{ "replace", pool_replace, "[-f] POOL LUN NEW",
 	  "Replace a side of a mirror with NEW (made at the mirror's size if missing) and\n"

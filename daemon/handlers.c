@@ -845,9 +845,23 @@ static int h_pool_offline(struct hcall *c)
 	return side_verb(c, stor_pool_offline, "offline");
 }
 
+/* online [-e] [-s SIZE]: then grow it to SIZE, or to what backs it now */
 static int h_pool_online(struct hcall *c)
 {
-	return side_verb(c, stor_pool_online, "online");
+	const char *lun = jstr(c->args, "lun");
+	uint64_t size;
+	int ret = side_verb(c, stor_pool_online, "online");
+
+	if (ret < 0 || !(jtrue(c->args, "expand") || json_object_get(c->args, "size")))
+		return ret;
+	ret = arg_size(c, "size", INT64_MAX, &size);
+	if (ret == 0)
+		ret = stor_pool_expand(c->pool, lun, size);
+	if (ret < 0 && !c->err[0])
+		return fail(c, ret, "expand", stor_pool_last_error());
+	if (ret == 0)
+		admin_event(c, NULL, "pool %s: lun %.200s: expanded", c->name, lun);
+	return ret;
 }
 
 static int h_pool_detach(struct hcall *c)

@@ -26,7 +26,7 @@ libstore_libstore_a_SOURCES = \
 	%D%/ds/children.h %D%/ds/children.c %D%/ds/recv_state.h %D%/ds/recv_state.c %D%/ds/rekey.h %D%/ds/rekey.c %D%/ds/rename.c \
 	%D%/io/record.c %D%/io/map.c %D%/io/stats.h %D%/io/stats.c \
 	%D%/pool/pool.c %D%/pool/promote.c %D%/pool/pool_rename.c %D%/pool/scrub.c %D%/pool/resilver.c \
-	%D%/pool/verify.c \
+	%D%/pool/verify.c %D%/pool/expand.c \
 	%D%/send/stream.h %D%/send/stream.c %D%/send/send.c %D%/send/recv.c
 if HAVE_IPSEC_MB
 libstore_libstore_a_SOURCES += %D%/crypt/crypt_ipsecmb.c

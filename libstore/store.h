@@ -337,6 +337,15 @@ int stor_pool_offline(struct stor_pool *pool, const char *lun);
  */
 int stor_pool_online(struct stor_pool *pool, const char *lun);
 /**
+ * LUN @lun grew, or is to grow to @size bytes (0: what backs it has now; a
+ * file is extended, a RADOS LUN's size rewritten): its labels follow and
+ * its vdev's new space serves at once, a mirror's once its smallest side
+ * grew (pool/expand.c). @return 0 (also when nothing grew), -ENOENT,
+ * -EINVAL (@size below its size, or a LUN cut short), -ENXIO (not open),
+ * -errno (last error says)
+ */
+int stor_pool_expand(struct stor_pool *pool, const char *lun, uint64_t size);
+/**
  * Put LUN @new (a path, taken as pool add takes one; made at the mirror's
  * size if missing) in the place of side @old, and resilver all of that
  * vdev onto it; @old's label is wiped. Refused (-EBUSY) when @old is the

@@ -169,6 +169,45 @@ int alloc_add_lun(struct alloc *a, uint64_t sectors)
 	return ret;
 }
 
+int alloc_grow(struct alloc *a, unsigned lun, uint64_t sectors)
+{
+	struct lun_map *m;
+	uint64_t *bits, old_words, new_words, was_total, was_excess;
+
+	if (lun >= atomic_load(&a->nluns))
+		return -ENOENT;
+	m = a->luns[lun];
+	pthread_mutex_lock(&m->lock);
+	if (m->was) {
+		/* extents past the cut still name sectors there: never hand them out */
+		pthread_mutex_unlock(&m->lock);
+		return -EINVAL;
+	}
+	if (sectors <= m->nsectors) {
+		pthread_mutex_unlock(&m->lock);
+		return 0;
+	}
+	old_words = (m->nsectors + 63) / 64;
+	new_words = (sectors + 63) / 64;
+	bits = realloc(m->bits, new_words * sizeof(*bits));
+	if (!bits) {
+		pthread_mutex_unlock(&m->lock);
+		return -ENOMEM;
+	}
+	/* the new sectors are free; the last old word's bits past its end were never set */
+	for (uint64_t w = old_words; w < new_words; w++)
+		bits[w] = 0;
+	m->bits = bits;
+	was_total = m->nsectors - meta_reserve(m->nsectors);
+	was_excess = excess_of(m);
+	m->nsectors = sectors;
+	atomic_fetch_add(&a->total, m->nsectors - meta_reserve(m->nsectors) - was_total);
+	if (excess_of(m) < was_excess) /* a larger LUN has a larger reserve */
+		atomic_fetch_sub(&a->excess, was_excess - excess_of(m));
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
 static int test_bit(const uint64_t *b, uint64_t i)
 {
 	return (b[i / 64] >> (i % 64)) & 1;

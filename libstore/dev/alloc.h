@@ -18,6 +18,9 @@ int alloc_create(struct alloc **out);
 void alloc_destroy(struct alloc *a);
 /** Add a LUN of @sectors sectors; it gets the next index. */
 int alloc_add_lun(struct alloc *a, uint64_t sectors);
+/** LUN @lun has @sectors now (it grew): the new ones are free. @return 0
+ *  (also when it is not larger), -EINVAL (a LUN cut short), -ENOMEM */
+int alloc_grow(struct alloc *a, unsigned lun, uint64_t sectors);
 /** The map of a LUN to add later: made where failing is still harmless... */
 int alloc_lun_new(uint64_t sectors, struct alloc_lun **out);
 /** ...published by alloc_publish_lun (the next index; cannot fail) or freed (NULL-safe). */

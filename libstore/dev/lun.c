@@ -47,7 +47,7 @@ const void *lun_mapped(struct lun *l, uint64_t off, size_t len)
 	struct lun_io io = { l, off, NULL, len, 0, 0, 0 };
 	int failed = 0;
 
-	if (!l->mmapped || LUN_DATA_OFF + off + len > l->size)
+	if (!l->mmapped || LUN_DATA_OFF + off + len > l->mapped_len)
 		return NULL;
 	lun_io_issue(&io, 0);
 	lun_count_result(&io, 0, 0, &failed);
@@ -118,6 +118,25 @@ int lun_fenced(struct lun *l, char *why, size_t len)
 int lun_took_over(struct lun *l, char *who, size_t wlen, char *addr, size_t alen)
 {
 	return l->ops->took_over ? l->ops->took_over(l, who, wlen, addr, alen) : 0;
+}
+
+int lun_grow(struct lun *l, uint64_t size)
+{
+	uint64_t now = 0;
+	int ret;
+
+	if (!l->ops->grow)
+		return -EOPNOTSUPP;
+	if (size && size < l->size)
+		return -EINVAL; /* a LUN never shrinks */
+	ret = l->ops->grow(l, size, &now);
+	if (ret < 0)
+		return ret;
+	if (now < l->size)
+		return -ERANGE; /* it shrank under the pool: not ours to follow */
+	/* readers check offsets against it without a lock: only ever larger */
+	__atomic_store_n(&l->size, now, __ATOMIC_RELEASE);
+	return 0;
 }
 
 int lun_remove(struct lun *l, lun_progress_fn progress, void *ctx)

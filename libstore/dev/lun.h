@@ -84,6 +84,13 @@ int lun_fenced(struct lun *l, char *why, size_t len);
  *  it off in the cluster (lun_rados.c)? 1 with that holder ("host H pid P")
  *  in @who and the client address blocklisted in @addr, 0 if not. */
 int lun_took_over(struct lun *l, char *who, size_t wlen, char *addr, size_t alen);
+/** Take the size of what backs @l now, after making it @size bytes (0: as
+ *  it is): a file is extended, a RADOS LUN's size object rewritten. Only
+ *  lun_size() changes; the labels and the data area's users are the
+ *  caller's. @return 0, -EINVAL (@size below the size now), -ERANGE (the
+ *  backing shrank), -ENOSPC (a device smaller than @size), -EOPNOTSUPP,
+ *  -errno */
+int lun_grow(struct lun *l, uint64_t size);
 /** How far a lun_remove() has come: @done of @total objects. */
 typedef void (*lun_progress_fn)(void *ctx, struct lun *l, uint64_t done, uint64_t total);
 /** Remove what holds @l's data for good, for pool destroy: a RADOS LUN's

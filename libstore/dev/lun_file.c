@@ -68,8 +68,10 @@ static void map_if_ram(struct lun *l)
 	    fs.f_type != TMPFS_MAGIC || l->size > SIZE_MAX)
 		return;
 	m = mmap(NULL, (size_t)l->size, PROT_READ, MAP_SHARED, l->fd, 0);
-	if (m != MAP_FAILED)
+	if (m != MAP_FAILED) {
 		l->mmapped = m;
+		l->mapped_len = l->size; /* a grown file reads its new part by pread */
+	}
 }
 
 /*
@@ -204,8 +206,25 @@ static void file_unmake(struct lun *l)
 static void file_close(struct lun *l)
 {
 	if (l->mmapped)
-		munmap((void *)l->mmapped, (size_t)l->size);
+		munmap((void *)l->mmapped, (size_t)l->mapped_len);
 	close(l->fd);
+}
+
+/* A regular file below @size is extended (sparse); a device is what it is. */
+static int file_grow(struct lun *l, uint64_t size, uint64_t *now)
+{
+	struct stat st;
+	int ret;
+
+	if (l->fd < 0)
+		return -ENXIO;
+	if (size && fstat(l->fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size < size &&
+	    ftruncate(l->fd, (off_t)size) < 0)
+		return -errno;
+	ret = file_size(l->fd, now);
+	if (ret == 0 && size && *now < size)
+		ret = -ENOSPC; /* a device smaller than asked */
+	return ret;
 }
 
 int lun_real_path(const struct lun *l, char *buf, size_t len)
@@ -657,6 +676,7 @@ static const struct lun_ops file_ops = {
 	.rw = file_rw,
 	.batch = file_batch,
 	.sync_round = file_sync_round,
+	.grow = file_grow,
 	.unmake = file_unmake,
 	.close = file_close,
 };

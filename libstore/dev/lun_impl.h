@@ -30,6 +30,8 @@ struct lun_ops {
 	/* lun_fenced(), lun_took_over(); NULL: never */
 	int (*fenced)(struct lun *l, char *why, size_t len);
 	int (*took_over)(struct lun *l, char *who, size_t wlen, char *addr, size_t alen);
+	/* the backing's size now, made at least @size first (0: as it is) */
+	int (*grow)(struct lun *l, uint64_t size, uint64_t *now);
 	/* lun_remove(); NULL: the LUN stays (a file, a device) */
 	int (*remove)(struct lun *l, lun_progress_fn progress, void *ctx);
 	/* remove what the open made, before close (lun_discard) */
@@ -60,8 +62,9 @@ struct lun {
 	int fd;              /* files and block devices; -1 otherwise */
 	struct lun_rados *rados; /* RADOS LUNs: lun_rados.c's */
 	unsigned flags;
-	uint64_t size; /* whole file or device */
-	const uint8_t *mmapped; /* the whole file, read-only, when on tmpfs and LUN_MAP */
+	uint64_t size; /* whole file or device; only grows (lun_grow, atomic store) */
+	const uint8_t *mmapped; /* the file, read-only, when on tmpfs and LUN_MAP */
+	uint64_t mapped_len;    /* of it: its size at the open */
 	char *path;
 	int created; /* LUN_MADE, LUN_SIZED or 0 */
 	atomic_uint_fast64_t read_errors, write_errors, nospace_errors;

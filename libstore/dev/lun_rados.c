@@ -79,9 +79,10 @@
  * The old holder, woken, finds its writes and its renewal refused and is
  * fenced; it asks the cluster through a connection of its own (the LUN's
  * is refused everything) who holds the LUN now, and the pool's status says
- * so (lun_fenced). Each LUN has its own cluster connection, so a takeover
- * blocklists the LUNs of the pool taken over and none of the daemon's
- * other pools.
+ * so (lun_fenced). Each claimed LUN has its own cluster connection, so a
+ * takeover blocklists the LUNs of the pool taken over and none of the
+ * daemon's other pools; opens that claim nothing (a scan's LUN_PEEK) share
+ * one.
  *
  * Many hosts: each pool has one owner at a time, so a deployment scales by
  * pools - one cofferd per pool, or per group of datasets in a pool of
@@ -126,12 +127,20 @@ struct lun_rados {
 	char cookie[64];
 	char owner[RADOS_OWNER_MAX]; /* "host H pid P addr A": this open's record */
 	char took_over[RADOS_OWNER_MAX]; /* the previous owner it blocklisted, or "" */
+	int peek;            /* LUN_PEEK: c is the shared connection */
 	int locked, claimed; /* claimed: the owner record is ours */
 	atomic_int fenced;
-	atomic_int fence_known; /* fenced_by is written */
+	pthread_mutex_t fence_lock; /* fenced_by, asked once */
 	char fenced_by[RADOS_OWNER_MAX + 64];
 	atomic_int_fast64_t lock_until; /* CLOCK_MONOTONIC ns the lock surely lasts */
 };
+
+/* One connection shared by the opens that claim nothing (LUN_PEEK: a scan
+ * reading labels) and by scans: it never holds a lock, so no takeover
+ * blocklists it. Made at first use, shut down with its last user. */
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static rados_t shared;
+static unsigned shared_refs;
 
 /* Where and as whom to connect, set before the first open. */
 static pthread_mutex_t cfg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -213,6 +222,31 @@ static int cluster_connect(rados_t *out)
 	}
 	*out = c;
 	return 0;
+}
+
+static int shared_get(rados_t *out)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&shared_lock);
+	if (shared_refs == 0)
+		ret = cluster_connect(&shared);
+	if (ret == 0) {
+		shared_refs++;
+		*out = shared;
+	}
+	pthread_mutex_unlock(&shared_lock);
+	return ret;
+}
+
+static void shared_put(void)
+{
+	pthread_mutex_lock(&shared_lock);
+	if (--shared_refs == 0) {
+		rados_shutdown(shared);
+		shared = NULL;
+	}
+	pthread_mutex_unlock(&shared_lock);
 }
 
 /* "rados:POOL/PREFIX" into @pool and @prefix; -EINVAL if it is not one. */
@@ -474,7 +508,7 @@ static int rados_renew(struct lun *l)
 }
 
 /* Who holds @rl's LUN now, asked through a connection of its own: ours may
- * be blocklisted. Into rl->fenced_by, once. */
+ * be blocklisted. Into rl->fenced_by, under fence_lock. */
 static void learn_new_owner(struct lun_rados *rl)
 {
 	char owner[RADOS_OWNER_MAX] = "";
@@ -498,7 +532,6 @@ static void learn_new_owner(struct lun_rados *rl)
 		snprintf(rl->fenced_by, sizeof(rl->fenced_by),
 			 "its lock was lost (%s); no other holder is recorded",
 			 ret < 0 ? strerror(-ret) : "expired");
-	atomic_store(&rl->fence_known, 1);
 }
 
 static int rados_fenced(struct lun *l, char *why, size_t len)
@@ -507,9 +540,11 @@ static int rados_fenced(struct lun *l, char *why, size_t len)
 
 	if (!rl || !atomic_load(&rl->fenced))
 		return 0;
-	if (!atomic_load(&rl->fence_known))
+	pthread_mutex_lock(&rl->fence_lock);
+	if (!rl->fenced_by[0])
 		learn_new_owner(rl);
 	snprintf(why, len, "%s", rl->fenced_by);
+	pthread_mutex_unlock(&rl->fence_lock);
 	return 1;
 }
 
@@ -541,10 +576,62 @@ static void rados_close(struct lun *l)
 		}
 		rados_ioctx_destroy(rl->io);
 	}
-	if (rl->c)
+	if (rl->c && rl->peek)
+		shared_put();
+	else if (rl->c)
 		rados_shutdown(rl->c);
+	pthread_mutex_destroy(&rl->fence_lock);
 	free(rl->prefix);
 	free(rl);
+}
+
+/* "PREFIX.lun" says @size now: the LUN is that large. */
+static int meta_write(struct lun_rados *rl, uint64_t size)
+{
+	uint8_t buf[RADOS_META_LEN], *w = buf;
+
+	put_u64(&w, RADOS_META_MAGIC);
+	put_u64(&w, size);
+	return rados_write_full(rl->io, rl->meta, (const char *)buf, sizeof(buf));
+}
+
+/* The size in "PREFIX.lun"; with @create and none there, make it @size. */
+static int meta_size(struct lun_rados *rl, int create, uint64_t size, uint64_t *out, int *made)
+{
+	uint8_t buf[RADOS_META_LEN], *w = buf;
+	const uint8_t *p = buf;
+	int ret;
+
+	*made = 0;
+	ret = rados_read(rl->io, rl->meta, (char *)buf, sizeof(buf), 0);
+	if (ret == -ENOENT && create && size) {
+		rados_write_op_t op = rados_create_write_op();
+
+		if (size < LUN_MIN_SIZE) {
+			rados_release_write_op(op);
+			return -EINVAL;
+		}
+		put_u64(&w, RADOS_META_MAGIC);
+		put_u64(&w, size);
+		rados_write_op_create(op, LIBRADOS_CREATE_EXCLUSIVE, NULL);
+		rados_write_op_write_full(op, (const char *)buf, sizeof(buf));
+		ret = rados_write_op_operate(op, rl->io, rl->meta, NULL, 0);
+		rados_release_write_op(op);
+		if (ret == 0) {
+			*made = 1;
+			*out = size;
+			return 0;
+		}
+		if (ret != -EEXIST)
+			return ret;
+		ret = rados_read(rl->io, rl->meta, (char *)buf, sizeof(buf), 0);
+	}
+	if (ret < 0)
+		return ret;
+	if (ret != (int)sizeof(buf) || get_u64(&p) != RADOS_META_MAGIC)
+		return -EINVAL; /* not an object of ours */
+	*out = get_u64(&p);
+	return 0;
 }
 
 /* The objects a LUN made for nothing has: its ".lun" (and the lock on it);
@@ -555,6 +642,23 @@ static void rados_unmake(struct lun *l)
 		l->rados->locked = 0;
 		index_set(l->rados, 0);
 	}
+}
+
+/* lun_grow(): the size object says @size (if larger), and is read back. */
+static int rados_grow(struct lun *l, uint64_t size, uint64_t *now)
+{
+	struct lun_rados *rl = l->rados;
+	int made, ret;
+
+	if (!rl->locked || atomic_load(&rl->fenced))
+		return -ENOLCK;
+	if (size > l->size) {
+		ret = meta_write(rl, size);
+		if (ret < 0)
+			return ret == -EBLOCKLISTED ? -ENOLCK : io_error(ret);
+	}
+	ret = meta_size(rl, 0, 0, now, &made);
+	return ret < 0 ? io_error(ret) : 0;
 }
 
 /* lun_remove(): every object of the LUN, the index key last. */
@@ -656,49 +760,11 @@ static const struct lun_ops rados_ops = {
 	.renew = rados_renew,
 	.fenced = rados_fenced,
 	.took_over = rados_took_over,
+	.grow = rados_grow,
 	.remove = rados_remove_all,
 	.unmake = rados_unmake,
 	.close = rados_close,
 };
-
-/* The size in "PREFIX.lun"; with @create and none there, make it @size. */
-static int meta_size(struct lun_rados *rl, int create, uint64_t size, uint64_t *out, int *made)
-{
-	uint8_t buf[RADOS_META_LEN], *w = buf;
-	const uint8_t *p = buf;
-	int ret;
-
-	*made = 0;
-	ret = rados_read(rl->io, rl->meta, (char *)buf, sizeof(buf), 0);
-	if (ret == -ENOENT && create && size) {
-		rados_write_op_t op = rados_create_write_op();
-
-		if (size < LUN_MIN_SIZE) {
-			rados_release_write_op(op);
-			return -EINVAL;
-		}
-		put_u64(&w, RADOS_META_MAGIC);
-		put_u64(&w, size);
-		rados_write_op_create(op, LIBRADOS_CREATE_EXCLUSIVE, NULL);
-		rados_write_op_write_full(op, (const char *)buf, sizeof(buf));
-		ret = rados_write_op_operate(op, rl->io, rl->meta, NULL, 0);
-		rados_release_write_op(op);
-		if (ret == 0) {
-			*made = 1;
-			*out = size;
-			return 0;
-		}
-		if (ret != -EEXIST)
-			return ret;
-		ret = rados_read(rl->io, rl->meta, (char *)buf, sizeof(buf), 0);
-	}
-	if (ret < 0)
-		return ret;
-	if (ret != (int)sizeof(buf) || get_u64(&p) != RADOS_META_MAGIC)
-		return -EINVAL; /* not an object of ours */
-	*out = get_u64(&p);
-	return 0;
-}
 
 static int rados_open(const char *path, unsigned flags, uint64_t size, struct lun **out)
 {
@@ -724,12 +790,14 @@ static int rados_open(const char *path, unsigned flags, uint64_t size, struct lu
 		free(rl);
 		return -ENOMEM;
 	}
+	pthread_mutex_init(&rl->fence_lock, NULL);
 	l->ops = &rados_ops;
 	l->fd = -1;
 	l->rados = rl;
 	l->flags = flags;
 	snprintf(rl->meta, sizeof(rl->meta), "%s.lun", prefix);
-	ret = cluster_connect(&rl->c);
+	rl->peek = !!(flags & LUN_PEEK);
+	ret = rl->peek ? shared_get(&rl->c) : cluster_connect(&rl->c);
 	if (ret < 0) {
 		rl->c = NULL;
 		ret = -ENOTCONN; /* no ceph.conf, no keyring, no mon answered */
@@ -866,24 +934,24 @@ int lun_rados_list(const char *pool, int (*fn)(const char *path, void *ctx), voi
 {
 	const char *name = pool + strlen(LUN_RADOS_PREFIX);
 	rados_ioctx_t io;
-	rados_t c;
+	rados_t c = NULL;
 	int ret;
 
 	if (!name[0] || strchr(name, '/'))
 		return -EINVAL;
-	ret = cluster_connect(&c);
+	ret = shared_get(&c);
 	if (ret < 0)
 		return ret;
 	ret = rados_ioctx_create(c, name, &io);
 	if (ret < 0) {
-		rados_shutdown(c);
+		shared_put();
 		return ret;
 	}
 	ret = list_index(io, pool, fn, ctx);
 	if (ret == -ENOENT)
 		ret = list_objects(io, pool, fn, ctx);
 	rados_ioctx_destroy(io);
-	rados_shutdown(c);
+	shared_put();
 	return ret;
 }
 

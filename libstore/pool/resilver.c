@@ -196,7 +196,7 @@ int stor_pool_online(struct stor_pool *p, const char *lun)
 
 	pool_clear_error();
 	pthread_mutex_lock(&p->admin);
-	idx = side_of(p, lun, 1);
+	idx = side_of(p, lun, 0); /* a LUN of its own is always in service */
 	if (idx < 0) {
 		pthread_mutex_unlock(&p->admin);
 		return idx;

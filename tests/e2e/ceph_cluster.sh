@@ -44,8 +44,10 @@ port_free() {
 	! ss -Htln "sport = :$1" 2>/dev/null | grep -q .
 }
 
+# Below the ephemeral range (32768 and up by default), where the clients of
+# other tests would take a port between the check and the mon's bind.
 pick_port() {
-	p=$((20000 + ($$ * 7 + $(date +%s)) % 25000))
+	p=$((10000 + ($$ * 7 + $(date +%s%N) / 1000) % 22000))
 	while ! port_free "$p"; do
 		p=$((p + 1))
 	done
@@ -82,6 +84,15 @@ stop_osd() {
 		sleep 0.2
 	done
 	rm -f "$dir/run/osd.0.pid"
+}
+
+# The mon of $conf on $port: its map, its store, the daemon.
+start_mon() {
+	monmaptool --create --fsid "$fsid" --addv a "[v2:127.0.0.1:$port]" "$dir/monmap" \
+		>/dev/null || die "monmaptool failed"
+	ceph-mon -c "$conf" --mkfs -i a --monmap "$dir/monmap" >"$dir/log/mkfs.mon.log" 2>&1 ||
+		die "ceph-mon --mkfs failed: $(tail -3 "$dir/log/mkfs.mon.log")"
+	ceph-mon -c "$conf" -i a >"$dir/log/start.mon.log" 2>&1
 }
 
 start_cluster() {
@@ -149,12 +160,18 @@ admin socket =
 EOF
 	# on a failure from here the directory goes with what started
 	trap 'stop_cluster "$conf" 2>/dev/null; rm -rf "$dir"' EXIT
-	monmaptool --create --fsid "$fsid" --addv a "[v2:127.0.0.1:$port]" "$dir/monmap" \
-		>/dev/null || die "monmaptool failed"
-	ceph-mon -c "$conf" --mkfs -i a --monmap "$dir/monmap" >"$dir/log/mkfs.mon.log" 2>&1 ||
-		die "ceph-mon --mkfs failed: $(tail -3 "$dir/log/mkfs.mon.log")"
-	ceph-mon -c "$conf" -i a >"$dir/log/start.mon.log" 2>&1 ||
-		die "ceph-mon did not start: $(tail -3 "$dir/log/start.mon.log")"
+	# a port taken between the check and the bind: another one, five times
+	tries=0
+	until start_mon; do
+		tries=$((tries + 1))
+		grep -q "unable to bind" "$dir/log/start.mon.log" && [ $tries -lt 5 ] ||
+			die "ceph-mon did not start: $(tail -3 "$dir/log/start.mon.log")"
+		old=$port
+		port=$(pick_port)
+		sed -i "s/127.0.0.1:$old\$/127.0.0.1:$port/" "$conf"
+		rm -rf "$dir/mon.a" "$dir/monmap"
+		mkdir -p "$dir/mon.a"
+	done
 	wait_for mon ceph -c "$conf" --connect-timeout 5 mon stat ||
 		die "the mon did not answer in ${timeout}s (see $dir/log)"
 	ceph-mgr -c "$conf" -i x >"$dir/log/start.mgr.log" 2>&1 ||

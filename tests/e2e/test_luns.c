@@ -7,6 +7,7 @@
  * A LUN on a full file system (a small tmpfs) fails writes as out of space,
  * is not faulted, and takes writes again once there is room; pool clear
  * resets its counts. A refused create leaves the state directory as it was.
+ * A LUN grows while the pool serves (pool online -e), and keeps its size.
  */
 
 #include <errno.h>
@@ -17,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -314,4 +317,111 @@ Test(luns, a_full_file_system_is_out_of_space_and_faults_nothing)
 	cr_assert_eq(lun_count(p, 0, "nospace_errors"), 0, "%s", json_dumps(p, 0));
 	json_decref(p);
 	COF_OK("pool destroy tank");
+}
+
+/* The pool's data space, as status gives it. */
+static json_int_t pool_size(const char *pool)
+{
+	json_t *p = pool_status(pool);
+	json_int_t n = json_integer_value(json_object_get(p, "size"));
+
+	json_decref(p);
+	return n;
+}
+
+/* Write record after record of tank/v from @from with a pattern of its
+ * number, until the pool is full or @to; the number of the first not written. */
+static unsigned fill_until_full(struct coffer_conn *c, int h, unsigned from, unsigned to)
+{
+	static uint8_t buf[REC];
+	unsigned i;
+
+	for (i = from; i < to; i++) {
+		int ret;
+
+		memset(buf, (int)(i % 251) + 1, sizeof(buf));
+		ret = coffer_write(c, h, (uint64_t)i * REC, buf, REC);
+		if (ret == STOR_ENOSPC)
+			break;
+		cr_assert_eq(ret, 0, "write %u: %s", i, proto_strerror(ret));
+	}
+	cr_assert_eq(coffer_ds_flush(c, h), 0);
+	return i;
+}
+
+/*
+ * A LUN grows while its pool serves (pool online -e, as zpool online -e):
+ * to a size given (-s: the file is extended), or to what its file has now.
+ * The pool's space grows by as much, writes refused for want of space go
+ * on into it, and after a crash the pool imports at the new size with every
+ * record whole and pool check clean. A smaller size is refused and changes
+ * nothing.
+ */
+Test(luns, a_lun_grown_online_serves_its_new_space_and_keeps_it_after_a_crash)
+{
+	static uint8_t buf[REC];
+	struct coffer_conn *c = NULL;
+	json_int_t size0, size1, size2;
+	unsigned full0, full1, full2;
+	int h, st;
+
+	COF_OK("pool create -s 8M tank %s", at("l0"));
+	COF_OK("create -s -V 64M tank/v");
+	size0 = pool_size("tank");
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	h = coffer_ds_open(c, "tank/v", NULL, NULL);
+	cr_assert_geq(h, 0);
+	full0 = fill_until_full(c, h, 0, 8192);
+	cr_assert_lt(full0, 8192u, "an 8 MiB pool took 64 MiB");
+
+	cr_assert_neq(cof("pool online -e -s 4M tank %s", at("l0")), 0, "%s", out);
+	cr_assert(strstr(out, "never shrinks"), "%s", out);
+	cr_assert_eq(pool_size("tank"), size0);
+
+	COF_OK("pool online -e -s 16M tank %s", at("l0"));
+	size1 = pool_size("tank");
+	cr_assert_geq(size1, size0 + (7 << 20), "%lld -> %lld", (long long)size0, (long long)size1);
+	full1 = fill_until_full(c, h, full0, 8192);
+	cr_assert_geq(full1 - full0, (unsigned)((size1 - size0) / REC / 2),
+		      "the new space took %u records", full1 - full0);
+
+	/* the file grown by another hand: online -e takes what it has */
+	cr_assert_eq(truncate(at("l0"), 24 << 20), 0);
+	COF_OK("pool online -e tank 0");
+	size2 = pool_size("tank");
+	cr_assert_geq(size2, size1 + (7 << 20), "%lld -> %lld", (long long)size1, (long long)size2);
+	full2 = fill_until_full(c, h, full1, 8192);
+	cr_assert_gt(full2, full1);
+	coffer_close(c);
+
+	kill(td.pid, SIGKILL);
+	waitpid(td.pid, &st, 0);
+	td.pid = -1;
+	tdaemon_start_ok(&td);
+	cr_assert_eq(pool_size("tank"), size2);
+	COF_OK("pool check tank");
+	cr_assert(strstr(out, "no errors"), "%s", out);
+	cr_assert_eq(coffer_connect(td.sock, &c), 0);
+	h = coffer_ds_open(c, "tank/v", NULL, NULL);
+	cr_assert_geq(h, 0);
+	for (unsigned i = 0; i < full2; i++) {
+		cr_assert_eq(coffer_read(c, h, (uint64_t)i * REC, buf, REC), 0, "read %u", i);
+		cr_assert(buf[0] == (uint8_t)(i % 251 + 1) && buf[REC - 1] == buf[0], "record %u", i);
+	}
+	coffer_close(c);
+}
+
+/* A mirror is as large as its smallest side: it grows when the last has. */
+Test(luns, a_mirror_grows_once_its_smallest_side_has)
+{
+	json_int_t size0;
+
+	COF_OK("pool create -s 8M tank mirror %s %s", at("m0"), at("m1"));
+	size0 = pool_size("tank");
+	COF_OK("pool online -e -s 16M tank %s", at("m0"));
+	cr_assert_eq(pool_size("tank"), size0, "a mirror outgrew its smaller side");
+	COF_OK("pool online -e -s 16M tank %s", at("m1"));
+	cr_assert_geq(pool_size("tank"), size0 + (7 << 20));
+	COF_OK("pool check tank");
+	cr_assert(strstr(out, "no errors"), "%s", out);
 }

@@ -6,8 +6,8 @@
  * A pool is created on RADOS LUNs, clear and encrypted datasets written,
  * flushed and read back, and imported again by a daemon whose state
  * directory is empty, from the cluster alone (the Ceph pool's index of
- * LUNs, or its objects where it has no index); destroy removes the LUNs'
- * objects. A second daemon (another host
+ * LUNs, or its objects where it has no index); a LUN grows online and
+ * keeps its size; destroy removes the LUNs' objects. A second daemon (another host
  * id) is refused while the first holds the pool's lock, takes the pool
  * over with -f only once a stalled first daemon's lock expired, blocklisting
  * it in the cluster, and the first, woken, lands nothing over it, not even
@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <jansson.h>
 
 #include "client.h"
 #include "daemon.h"
@@ -106,17 +107,23 @@ static const char *prefix(const char *what)
 	return p;
 }
 
-/* A daemon on @conf's cluster as host @hostid (NULL: this host's id). */
-static void daemon_on(struct tdaemon *d, const char *conf, const char *hostid)
+/* A daemon on @conf's cluster as host @hostid (NULL: this host's id),
+ * whose locks last @lock_s seconds unrenewed. */
+static void daemon_lock_on(struct tdaemon *d, const char *conf, const char *hostid, int lock_s)
 {
 	if (hostid)
 		cr_assert_eq(setenv("COFFER_HOSTID", hostid, 1), 0);
 	else
 		unsetenv("COFFER_HOSTID");
 	tdaemon_write_conf(d, NULL, "ceph_conf = %s\nceph_lock_timeout = %d\ntxg_timeout = 1\n",
-			   conf, LOCK_S);
+			   conf, lock_s);
 	tdaemon_start_ok(d);
 	unsetenv("COFFER_HOSTID");
+}
+
+static void daemon_on(struct tdaemon *d, const char *conf, const char *hostid)
+{
+	daemon_lock_on(d, conf, hostid, LOCK_S);
 }
 
 #define cof(d, ...) tdaemon_cofferf((d), NULL, out, sizeof(out), __VA_ARGS__)
@@ -154,6 +161,21 @@ static int rados_says(const char *conf, const char *args, const char *what)
 	return strstr(out, what) != NULL;
 }
 
+/* Pool @pool's data space, as @d's status gives it. */
+static json_int_t pool_size(struct tdaemon *d, const char *pool)
+{
+	json_t *j;
+	json_int_t n;
+
+	COF_OK(d, NULL, "--json-int pool status %s", pool);
+	j = json_loads(out, 0, NULL);
+	cr_assert_not_null(j, "%s", out);
+	n = json_integer_value(json_object_get(json_object_get(json_object_get(j, "pools"), pool),
+					       "size"));
+	json_decref(j);
+	return n;
+}
+
 TestSuite(rados, .timeout = 240);
 
 Test(rados, a_pool_on_rados_luns_serves_and_imports_from_the_cluster_alone)
@@ -161,6 +183,7 @@ Test(rados, a_pool_on_rados_luns_serves_and_imports_from_the_cluster_alone)
 	static const char pass[] = "correct horse battery\n";
 	const char *conf = shared_conf(), *l0 = prefix("a0"), *l1 = prefix("a1");
 	char data[4200], keyfile[4200], cmd[8400];
+	json_int_t size, grown;
 	struct tdaemon d;
 
 	tdaemon_init(&d, NULL);
@@ -188,6 +211,12 @@ Test(rados, a_pool_on_rados_luns_serves_and_imports_from_the_cluster_alone)
 		 conf, l0, conf, l1);
 	cr_assert_eq(system(cmd), 0, "the LUN objects are not in the cluster");
 
+	/* a RADOS LUN grows while the pool serves: its size object is rewritten */
+	size = pool_size(&d, "ra");
+	COF_OK(&d, NULL, "pool online -e -s 96M ra rados:" CEPH_POOL "/%s", l0);
+	grown = pool_size(&d, "ra");
+	cr_assert_geq(grown, size + (31 << 20), "%lld -> %lld", (long long)size, (long long)grown);
+
 	/* the Ceph pool's index of LUNs names both */
 	cr_assert(rados_says(conf, "listomapkeys coffer.luns", l0) &&
 		  rados_says(conf, "listomapkeys coffer.luns", l1), "%s", out);
@@ -203,6 +232,7 @@ Test(rados, a_pool_on_rados_luns_serves_and_imports_from_the_cluster_alone)
 	read_back(&d, "ra/v", data, 300000);
 	COF_OK(&d, NULL, "load-key ra/e");
 	read_back(&d, "ra/e", data, 300000);
+	cr_assert_eq(pool_size(&d, "ra"), grown);
 	COF_OK(&d, NULL, "pool check ra");
 	COF_OK(&d, NULL, "pool status ra");
 	cr_assert(strstr(out, "rebuilt"), "%s", out);
@@ -309,6 +339,14 @@ static pid_t write_in_background(struct tdaemon *d, const char *file, const char
 	return pid;
 }
 
+/* The cluster takes writes again, whatever became of the test that paused it. */
+static void unpause(void)
+{
+	char o[4096];
+
+	ceph(getenv("COFFER_TEST_CEPH_CONF"), o, sizeof(o), "osd unpause");
+}
+
 /*
  * Host A has pool rb. Host B's import is refused, -f or not, for as long as
  * A renews its lock (several lock durations). Then A's writes queue in
@@ -319,9 +357,11 @@ static pid_t write_in_background(struct tdaemon *d, const char *file, const char
  * writes. A, woken, sends its queued writes: the OSDs refuse them all, so
  * what B wrote reads back whole (and imports again whole), A's address is
  * in `ceph osd blocklist ls`, and A's pool status says it was fenced and
- * by which host.
+ * by which host. A's lock lasts LOCK_A_S: its renewal waits behind the
+ * pause too, and A must not fence itself before its writes are queued.
  */
-Test(rados, a_stalled_host_is_fenced_and_its_queued_writes_never_land)
+#define LOCK_A_S 12
+Test(rados, a_stalled_host_is_fenced_and_its_queued_writes_never_land, .fini = unpause)
 {
 	const char *conf = shared_conf(), *l0 = prefix("b0");
 	char data[4200], data2[4200], data3[4200], addr[256], o[65536];
@@ -333,7 +373,7 @@ Test(rados, a_stalled_host_is_fenced_and_its_queued_writes_never_land)
 
 	tdaemon_init(&a, NULL);
 	tdaemon_init(&b, NULL);
-	daemon_on(&a, conf, "a0000001");
+	daemon_lock_on(&a, conf, "a0000001", LOCK_A_S);
 	daemon_on(&b, conf, "b0000002");
 	COF_OK(&a, NULL, "pool create -s 32M rb rados:" CEPH_POOL "/%s", l0);
 	COF_OK(&a, NULL, "create -V 4M rb/v");
@@ -344,8 +384,8 @@ Test(rados, a_stalled_host_is_fenced_and_its_queued_writes_never_land)
 	COF_OK(&a, NULL, "flush rb/v");
 
 	cr_assert_eq(import_says(&b, "", "rb", "locked by a cofferd"), 1, "%s", out);
-	/* renewed, not just fresh: still held after three of its durations */
-	end = tdaemon_deadline(3 * LOCK_S);
+	/* renewed, not just fresh: still held after two of its durations */
+	end = tdaemon_deadline(2 * LOCK_A_S);
 	while (tdaemon_poll(end))
 		;
 	cr_assert_eq(import_says(&b, "-f", "rb", "locked by a cofferd"), 1, "%s", out);
@@ -361,7 +401,7 @@ Test(rados, a_stalled_host_is_fenced_and_its_queued_writes_never_land)
 	cr_assert_eq(ceph(conf, o, sizeof(o), "osd unpause"), 0, "%s", o);
 
 	/* its lock expires, and B then needs -f */
-	end = tdaemon_deadline(TDAEMON_WAIT_S + 3 * LOCK_S);
+	end = tdaemon_deadline(TDAEMON_WAIT_S + 3 * LOCK_A_S);
 	while (import_says(&b, "", "rb", "locked by a cofferd") == 1 && tdaemon_poll(end))
 		;
 	cr_assert_eq(import_says(&b, "", "rb", "use -f"), 1, "%s", out);
