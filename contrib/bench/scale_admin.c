@@ -10,6 +10,12 @@
  *                                     write to each, then a snapshot of each
  *                                     (POOL/sI@rR), as writes between
  *                                     snapshots make them hold records
+ *   scale_admin heads POOL D PER MIB SNAP
+ *                                     the same with POOL/h1 .. POOL/hD of MIB
+ *                                     MiB, every record written first, and
+ *                                     the snapshots only if SNAP is 1: the
+ *                                     heads the read pass of snap_head.sh
+ *                                     compares, with and without snapshots
  *
  * One line per kind of call: "create" or "snapshot", how many, the median,
  * the 99th percentile, and the mean of the first and of the last 1000, in
@@ -103,38 +109,55 @@ static void datasets(const char *pool, size_t n)
 	free(ms);
 }
 
-static void snapshots(const char *pool, size_t d, size_t per)
+static void write_rec(int h, const char *pool, const char *base, size_t i, uint64_t off,
+		      const char *rec, size_t len)
 {
-	double *ms = calloc(d * per, sizeof(*ms));
+	if (coffer_write(conn, h, off, rec, (uint32_t)len) < 0) {
+		fprintf(stderr, "scale_admin: a write to %s/%s%zu failed\n", pool, base, i + 1);
+		exit(1);
+	}
+}
+
+/* POOL/<base>1 .. D of @mib MiB (each record written first if @fill), then
+ * PER rounds of an 8 KiB write at random to each, and a snapshot if @snap. */
+static void snapshots(const char *pool, const char *base, size_t d, size_t per, unsigned mib,
+		      int fill, int snap)
+{
+	double *ms = calloc(d * per + 1, sizeof(*ms));
 	int *handle = calloc(d, sizeof(*handle));
 	static char rec[8192];
+	uint64_t nrec = ((uint64_t)mib << 20) / sizeof(rec);
 	char name[256];
 	size_t k = 0;
 
 	if (!ms || !handle)
 		exit(1);
+	srand(1); /* the twin pools of snap_head.sh get the same writes */
 	for (size_t i = 0; i < d; i++) {
 		uint64_t volsize;
 		uint32_t recsize;
 
-		snprintf(name, sizeof(name), "%s/s%zu", pool, i + 1);
-		create(name, 64u << 20);
+		snprintf(name, sizeof(name), "%s/%s%zu", pool, base, i + 1);
+		create(name, (uint64_t)mib << 20);
 		handle[i] = coffer_ds_open(conn, name, &volsize, &recsize);
 		if (handle[i] < 0) {
 			fprintf(stderr, "scale_admin: open %s: %d\n", name, handle[i]);
 			exit(1);
 		}
+		for (uint64_t r = 0; fill && r < nrec; r++) {
+			memset(rec, (int)(r * 7 + i), sizeof(rec));
+			write_rec(handle[i], pool, base, i, r * sizeof(rec), rec, sizeof(rec));
+		}
 	}
 	for (size_t r = 0; r < per; r++)
 		for (size_t i = 0; i < d; i++) {
-			uint64_t off = (uint64_t)(rand() % 8192) * sizeof(rec);
+			uint64_t off = (uint64_t)((uint64_t)rand() % nrec) * sizeof(rec);
 
 			memset(rec, (int)(r + i), sizeof(rec));
-			if (coffer_write(conn, handle[i], off, rec, sizeof(rec)) < 0) {
-				fprintf(stderr, "scale_admin: a write to %s/s%zu failed\n", pool, i + 1);
-				exit(1);
-			}
-			snprintf(name, sizeof(name), "%s/s%zu@r%zu", pool, i + 1, r + 1);
+			write_rec(handle[i], pool, base, i, off, rec, sizeof(rec));
+			if (!snap)
+				continue;
+			snprintf(name, sizeof(name), "%s/%s%zu@r%zu", pool, base, i + 1, r + 1);
 			ms[k++] = timed_call("snapshot",
 					     json_pack("{s:s, s:[], s:b}", "name", name, "more",
 						       "recursive", 0),
@@ -142,7 +165,8 @@ static void snapshots(const char *pool, size_t d, size_t per)
 		}
 	for (size_t i = 0; i < d; i++)
 		coffer_ds_close(conn, handle[i]);
-	report("snapshot", ms, k);
+	if (k)
+		report("snapshot", ms, k);
 	free(handle);
 	free(ms);
 }
@@ -151,9 +175,11 @@ int main(int argc, char **argv)
 {
 	char err[512];
 
-	if (argc < 4 || (strcmp(argv[1], "datasets") && strcmp(argv[1], "snapshots")) ||
-	    (!strcmp(argv[1], "snapshots") && argc < 5)) {
-		fprintf(stderr, "usage: scale_admin datasets POOL N | snapshots POOL D PER\n");
+	if (argc < 4 ||
+	    (strcmp(argv[1], "datasets") && strcmp(argv[1], "snapshots") && strcmp(argv[1], "heads")) ||
+	    (!strcmp(argv[1], "snapshots") && argc < 5) || (!strcmp(argv[1], "heads") && argc < 7)) {
+		fprintf(stderr, "usage: scale_admin datasets POOL N | snapshots POOL D PER | "
+				"heads POOL D PER MIB SNAP\n");
 		return 2;
 	}
 	if (coffer_connect_err(coffer_socket_path(NULL), &conn, err, sizeof(err)) < 0) {
@@ -162,8 +188,12 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "datasets"))
 		datasets(argv[2], strtoul(argv[3], NULL, 10));
+	else if (!strcmp(argv[1], "snapshots"))
+		snapshots(argv[2], "s", strtoul(argv[3], NULL, 10), strtoul(argv[4], NULL, 10), 64, 0,
+			  1);
 	else
-		snapshots(argv[2], strtoul(argv[3], NULL, 10), strtoul(argv[4], NULL, 10));
+		snapshots(argv[2], "h", strtoul(argv[3], NULL, 10), strtoul(argv[4], NULL, 10),
+			  (unsigned)strtoul(argv[5], NULL, 10), 1, atoi(argv[6]));
 	coffer_close(conn);
 	return 0;
 }
