@@ -14,6 +14,10 @@ struct recv_identity;
 struct snap;
 
 struct stor_ds *ds_find_locked(struct stor_pool *p, const char *name);
+/** The index in p->ds (sorted by name) of the first dataset whose name is
+ *  not below @name: the descendants of "a" are those from "a/" on that
+ *  begin with it. */
+size_t ds_lower_bound_locked(struct stor_pool *p, const char *name);
 
 struct stor_ds *ds_find_id_locked(struct stor_pool *p, uint64_t id);
 

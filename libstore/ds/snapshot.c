@@ -788,17 +788,25 @@ int stor_snap_create(struct stor_pool *p, const char *const *names, size_t n, un
 			return STOR_EBADNAME;
 	pthread_mutex_lock(&p->admin);
 	for (size_t i = 0; i < n; i++) {
-		char dsname[STOR_NAME_MAX + 1];
+		char dsname[STOR_NAME_MAX + 1], below[STOR_NAME_MAX + 2];
 		const char *snapname = split(names[i], dsname);
-		size_t len = strlen(dsname);
+		size_t len = strlen(dsname), from = 0, to = 0;
+		struct stor_ds *ds = ds_find_locked(p, dsname);
 
-		if (!ds_find_locked(p, dsname)) {
+		if (!ds) {
 			ret = -ENOENT;
 			pool_set_error("%s: no such dataset", dsname);
 			goto out;
 		}
-		/* with -r each descendant too (they sort right after it) */
-		cap += (flags & STOR_RECURSIVE) ? p->nds : 1;
+		/* with -r each descendant too: in name order, those from "NAME/" on
+		 * that begin with it; a lookup, not a walk of every dataset */
+		if (flags & STOR_RECURSIVE) {
+			snprintf(below, sizeof(below), "%s/", dsname);
+			from = to = ds_lower_bound_locked(p, below);
+			while (to < p->nds && !strncmp(p->ds[to]->name, below, len + 1))
+				to++;
+		}
+		cap += 1 + (to - from);
 		struct snap **s = realloc(c.s, cap * sizeof(*s));
 		struct snap_op *o = s ? realloc(c.ops, cap * sizeof(*o)) : NULL;
 
@@ -809,14 +817,9 @@ int stor_snap_create(struct stor_pool *p, const char *const *names, size_t n, un
 			goto out;
 		}
 		c.ops = o;
-		for (size_t k = 0; k < p->nds && ret == 0; k++) {
-			struct stor_ds *d = p->ds[k];
-
-			if (!strcmp(d->name, dsname) ||
-			    ((flags & STOR_RECURSIVE) && !strncmp(d->name, dsname, len) &&
-			     d->name[len] == '/'))
-				ret = want_snap(p, &c, d, snapname);
-		}
+		ret = want_snap(p, &c, ds, snapname);
+		for (size_t k = from; k < to && ret == 0; k++)
+			ret = want_snap(p, &c, p->ds[k], snapname);
 		if (ret < 0)
 			goto out;
 	}

@@ -436,6 +436,12 @@ struct rebuild {
 	struct stor_pool *p;
 	int err;
 	uint64_t *lost; /* per LUN: records past the end of one cut short */
+	/* the owner of the last pointer: pointers come in key order, a
+	 * dataset's or snapshot's all together, so one lookup (a walk of the
+	 * table) each, not one a pointer */
+	uint64_t last_id;
+	struct stor_ds *last_ds;
+	struct snap *last_snap;
 };
 
 /*
@@ -488,8 +494,13 @@ static int rebuild_one(const void *key, size_t klen, const void *val, size_t vle
 	if (klen != BP_KEY_LEN || bp_decode(val, vlen, &bp) < 0)
 		return STOR_ECORRUPT;
 	id = get_u64(&k);
-	ds = ds_find_id_locked(rb->p, id);
-	if (!ds && (s = snap_find_id_locked(rb->p, id))) {
+	if (id != rb->last_id || (!rb->last_ds && !rb->last_snap)) {
+		rb->last_id = id;
+		rb->last_ds = ds_find_id_locked(rb->p, id);
+		rb->last_snap = rb->last_ds ? NULL : snap_find_id_locked(rb->p, id);
+	}
+	ds = rb->last_ds;
+	if (!ds && (s = rb->last_snap)) {
 		/* a snapshot's kept pointer: its dataset's usedbysnapshots */
 		if ((ret = downgraded(rb->p, s->ds, &bp, "a snapshot of it keeps")) < 0)
 			return ret;
@@ -523,7 +534,7 @@ static int rebuild_one(const void *key, size_t klen, const void *val, size_t vle
 static int rebuild_space(struct stor_pool *p)
 {
 	struct meta_txn *t = NULL;
-	struct rebuild rb = { p, 0, calloc(STOR_LUNS_MAX, sizeof(uint64_t)) };
+	struct rebuild rb = { .p = p, .lost = calloc(STOR_LUNS_MAX, sizeof(uint64_t)) };
 	int ret = rb.lost ? meta_rtxn_get(p->meta, &t) : -ENOMEM;
 
 	if (ret == 0)

@@ -205,6 +205,10 @@ Test(snapshot, several_datasets_are_snapshotted_in_one_txg)
 	a = tpool_ds(&tp, "tank/a", VOL, REC);
 	b = tpool_ds(&tp, "tank/b", VOL, REC);
 	tpool_ds(&tp, "tank/a/c", VOL, REC);
+	/* names that sort between "tank/a" and its descendants, and after them */
+	tpool_ds(&tp, "tank/a-b", VOL, REC);
+	tpool_ds(&tp, "tank/a/c/d", VOL, REC);
+	tpool_ds(&tp, "tank/a0", VOL, REC);
 	put(a, 0, 1);
 	put(b, 0, 1);
 	cr_assert_eq(stor_snap_create(tp.pool, names, 2, 0), 0);
@@ -221,7 +225,10 @@ Test(snapshot, several_datasets_are_snapshotted_in_one_txg)
 	const char *rec[] = { "tank/a@r" };
 	cr_assert_eq(stor_snap_create(tp.pool, rec, 1, STOR_RECURSIVE), 0);
 	cr_assert_eq(stor_ds_get(tp.pool, "tank/a/c@r", "type", &va), 0);
+	cr_assert_eq(stor_ds_get(tp.pool, "tank/a/c/d@r", "type", &va), 0);
 	cr_assert_eq(stor_ds_get(tp.pool, "tank/b@r", "type", &va), -ENOENT);
+	cr_assert_eq(stor_ds_get(tp.pool, "tank/a-b@r", "type", &va), -ENOENT);
+	cr_assert_eq(stor_ds_get(tp.pool, "tank/a0@r", "type", &va), -ENOENT);
 	/* bad names */
 	const char *bad[] = { "tank/a@", "tank/a@x%y", "tank/a@x@y", "@x", "tank/a@x y" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
