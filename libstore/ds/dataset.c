@@ -85,23 +85,6 @@ struct stor_ds *ds_find_locked(struct stor_pool *p, const char *name)
 	return r ? *r : NULL;
 }
 
-size_t ds_lower_bound_locked(struct stor_pool *p, const char *name)
-{
-	size_t lo = 0, hi = p->nds;
-
-	STOR_ASSERT_HELD(&p->admin);
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (strcmp(p->ds[mid]->name, name) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 struct stor_ds *ds_find_id_locked(struct stor_pool *p, uint64_t id)
 {
 	STOR_ASSERT_HELD(&p->admin);
@@ -158,6 +141,13 @@ static size_t lower_bound(struct stor_pool *p, const char *name)
 			hi = mid;
 	}
 	return lo;
+}
+
+size_t ds_lower_bound_locked(struct stor_pool *p, const char *name)
+{
+	STOR_ASSERT_HELD(&p->admin);
+
+	return lower_bound(p, name);
 }
 
 size_t ds_parent_index_locked(struct stor_pool *p, const struct stor_ds *ds)

@@ -65,6 +65,7 @@
 #include "ds/clone.h"
 #include "ds/dataset.h"
 #include "ds/keyfile.h"
+#include "ds/owners.h"
 #include "ds/recv_state.h"
 #include "ds/rekey.h"
 #include "ds/snapshot.h"
@@ -436,12 +437,10 @@ struct rebuild {
 	struct stor_pool *p;
 	int err;
 	uint64_t *lost; /* per LUN: records past the end of one cut short */
-	/* the owner of the last pointer: pointers come in key order, a
-	 * dataset's or snapshot's all together, so one lookup (a walk of the
-	 * table) each, not one a pointer */
-	uint64_t last_id;
-	struct stor_ds *last_ds;
-	struct snap *last_snap;
+	/* looked up once per run of pointers: they come in key order, an
+	 * owner's all together */
+	struct owners *owners;
+	const struct owner *last;
 };
 
 /*
@@ -494,13 +493,10 @@ static int rebuild_one(const void *key, size_t klen, const void *val, size_t vle
 	if (klen != BP_KEY_LEN || bp_decode(val, vlen, &bp) < 0)
 		return STOR_ECORRUPT;
 	id = get_u64(&k);
-	if (id != rb->last_id || (!rb->last_ds && !rb->last_snap)) {
-		rb->last_id = id;
-		rb->last_ds = ds_find_id_locked(rb->p, id);
-		rb->last_snap = rb->last_ds ? NULL : snap_find_id_locked(rb->p, id);
-	}
-	ds = rb->last_ds;
-	if (!ds && (s = rb->last_snap)) {
+	if (!rb->last || rb->last->id != id)
+		rb->last = owners_find(rb->owners, id);
+	ds = rb->last ? rb->last->ds : NULL;
+	if (!ds && (s = rb->last ? rb->last->snap : NULL)) {
 		/* a snapshot's kept pointer: its dataset's usedbysnapshots */
 		if ((ret = downgraded(rb->p, s->ds, &bp, "a snapshot of it keeps")) < 0)
 			return ret;
@@ -535,8 +531,10 @@ static int rebuild_space(struct stor_pool *p)
 {
 	struct meta_txn *t = NULL;
 	struct rebuild rb = { .p = p, .lost = calloc(STOR_LUNS_MAX, sizeof(uint64_t)) };
-	int ret = rb.lost ? meta_rtxn_get(p->meta, &t) : -ENOMEM;
+	int ret = rb.lost ? owners_index(p, &rb.owners) : -ENOMEM;
 
+	if (ret == 0)
+		ret = meta_rtxn_get(p->meta, &t);
 	if (ret == 0)
 		ret = meta_iter(t, META_BP, NULL, 0, 0, rebuild_one, &rb);
 	meta_rtxn_put(t);
@@ -550,6 +548,7 @@ static int rebuild_space(struct stor_pool *p)
 				      (unsigned long long)(p->luns[i].cut + LUN_LABEL_SIZE),
 				      (unsigned long long)rb.lost[i]);
 	free(rb.lost);
+	owners_free(rb.owners);
 	return ret;
 }
 

@@ -32,6 +32,7 @@
 #include "ds/clone.h"
 #include "ds/dataset.h"
 #include "ds/dskeys.h"
+#include "ds/owners.h"
 #include "ds/recv_state.h"
 #include "ds/snapshot.h"
 #include "kv/meta.h"
@@ -55,6 +56,7 @@ struct walk {
 	uint64_t *kept_by;  /* bytes of the tables of p->ds[i]: its usedbysnapshots */
 	size_t kept_i;      /* which, for the table being walked */
 	uint64_t recno;
+	struct owners *owners; /* whose table each id is */
 	struct seen_nonce *seen;
 	size_t nseen, capseen;
 	uint8_t *buf;
@@ -172,20 +174,14 @@ static int visit(const void *key, size_t klen, const void *val, size_t vlen, voi
 		return STOR_ECORRUPT;
 	id = get_u64(&r);
 	if (id != w->ds_id) {
+		const struct owner *o = owners_find(w->owners, id);
+
 		close_ds(w);
 		w->ds_id = id;
-		w->ds = ds_find_id_locked(w->p, id);
-		w->kept = 0;
-		if (!w->ds) {
-			struct snap *s = snap_find_id_locked(w->p, id);
-
-			w->ds = s ? s->ds : NULL; /* its records' checksums are seeded with it */
-			w->kept = s != NULL;
-			w->kept_i = 0;
-			for (size_t i = 0; s && i < w->p->nds; i++)
-				if (w->p->ds[i] == s->ds)
-					w->kept_i = i;
-		}
+		/* a snapshot's records' checksums are seeded with its dataset */
+		w->ds = !o ? NULL : o->ds ? o->ds : o->snap->ds;
+		w->kept = o && o->snap;
+		w->kept_i = w->kept ? ds_lower_bound_locked(w->p, o->snap->ds->name) : 0;
 	}
 	w->nkept++;
 	w->recno = get_u64(&r);
@@ -440,7 +436,9 @@ int stor_pool_verify(struct stor_pool *p, struct stor_verify_report *rep)
 		goto out;
 	}
 	metalog_extents(p, log_extent, &w);
-	ret = meta_rtxn_get(p->meta, &t);
+	ret = owners_index(p, &w.owners);
+	if (ret == 0)
+		ret = meta_rtxn_get(p->meta, &t);
 	if (ret < 0)
 		goto out;
 	ret = meta_iter(t, META_BP, NULL, 0, 0, visit, &w);
@@ -467,6 +465,7 @@ out:
 	free(w.seen);
 	free(w.buf);
 	free(w.kept_by);
+	owners_free(w.owners);
 	if (ret < 0)
 		stor_verify_report_free(rep);
 	return ret;
