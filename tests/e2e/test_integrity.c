@@ -1673,3 +1673,38 @@ Test(integrity, lists_of_children_follow_create_clone_receive_and_destroy)
 	cr_expect(!strstr(out, ENC "/r") && !strstr(out, ENC "/k") && strstr(out, ENC "/c"),
 		  "%s", out);
 }
+
+/*
+ * A snapshot record given its dataset's id would make the snapshot's kept
+ * pointers and the dataset's one table: the import refuses the pool, naming
+ * both, and its LMDB file is left as it was.
+ */
+Test(integrity, a_snapshot_record_with_its_datasets_id_refuses_the_pool)
+{
+	uint8_t rec[4096], p[8];
+	struct tamper *t;
+	uint64_t id;
+	long n;
+
+	pool_create();
+	COF_OK("create -V %u -b %u tank/v", VOL, RS);
+	cr_assert_eq(write_pat("tank/v", 0, RS, 1), 0, "%s", out);
+	COF_OK("snapshot tank/v@s");
+	cr_assert_eq(write_pat("tank/v", 0, RS, 2), 0, "%s", out);
+	COF_OK("flush tank/v");
+	stop();
+	t = tam();
+	id = ds_id(t, "tank/v");
+	n = tamper_get(t, "ds", "tank/v@s", 8, rec, sizeof(rec));
+	cr_assert_gt(n, 12, "no snapshot record: %ld", n);
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(id >> (56 - 8 * i));
+	memcpy(rec + 4, p, 8); /* u32 version | u64 id, big-endian */
+	cr_assert_eq(tamper_put(t, "ds", "tank/v@s", 8, rec, (size_t)n), 0);
+	untam(t);
+	start();
+	COF_OK("pool list -H -o name,health tank");
+	cr_assert(strstr(out, "FAULTED"), "%s", out);
+	cr_assert(strstr(tdaemon_log(&td), "tank/v and tank/v@s have the same id"), "%s",
+		  tdaemon_log(&td));
+}
