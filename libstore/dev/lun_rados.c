@@ -74,7 +74,11 @@
  * blocklisted (lun_took_over, the pool's "pool.takeover" event). Only an
  * expired lock is taken: import -f never breaks the lock of a host that
  * still renews it, as zpool import -f refuses a pool whose multihost
- * activity check sees its owner alive.
+ * activity check sees its owner alive. The owner record is trusted as the
+ * lock beside it is: a client that may write the Ceph pool can make the
+ * next takeover blocklist an address of its choosing for an hour (or
+ * refuse the import with a record Ceph cannot parse), as it can already
+ * remove the LUN; give cofferd's Ceph user a pool of its own.
  *
  * The old holder, woken, finds its writes and its renewal refused and is
  * fenced; it asks the cluster through a connection of its own (the LUN's
@@ -585,20 +589,28 @@ static void rados_close(struct lun *l)
 	free(rl);
 }
 
-/* "PREFIX.lun" says @size now: the LUN is that large. */
-static int meta_write(struct lun_rados *rl, uint64_t size)
+/* What "PREFIX.lun" holds for a LUN of @size bytes. */
+static void meta_encode(uint8_t buf[RADOS_META_LEN], uint64_t size)
 {
-	uint8_t buf[RADOS_META_LEN], *w = buf;
+	uint8_t *w = buf;
 
 	put_u64(&w, RADOS_META_MAGIC);
 	put_u64(&w, size);
+}
+
+/* "PREFIX.lun" says @size now: the LUN is that large. */
+static int meta_write(struct lun_rados *rl, uint64_t size)
+{
+	uint8_t buf[RADOS_META_LEN];
+
+	meta_encode(buf, size);
 	return rados_write_full(rl->io, rl->meta, (const char *)buf, sizeof(buf));
 }
 
 /* The size in "PREFIX.lun"; with @create and none there, make it @size. */
 static int meta_size(struct lun_rados *rl, int create, uint64_t size, uint64_t *out, int *made)
 {
-	uint8_t buf[RADOS_META_LEN], *w = buf;
+	uint8_t buf[RADOS_META_LEN];
 	const uint8_t *p = buf;
 	int ret;
 
@@ -611,8 +623,7 @@ static int meta_size(struct lun_rados *rl, int create, uint64_t size, uint64_t *
 			rados_release_write_op(op);
 			return -EINVAL;
 		}
-		put_u64(&w, RADOS_META_MAGIC);
-		put_u64(&w, size);
+		meta_encode(buf, size);
 		rados_write_op_create(op, LIBRADOS_CREATE_EXCLUSIVE, NULL);
 		rados_write_op_write_full(op, (const char *)buf, sizeof(buf));
 		ret = rados_write_op_operate(op, rl->io, rl->meta, NULL, 0);
