@@ -325,7 +325,7 @@ static uint64_t writes_in_flight(struct tdaemon *d, const char *pool)
 	return n;
 }
 
-/* Run `coffer ... write @ds` of @file through @d in a child: its pid. */
+/* Run `coffer ... write @ds -o 8192` of @file through @d in a child: its pid. */
 static pid_t write_in_background(struct tdaemon *d, const char *file, const char *ds)
 {
 	pid_t pid = fork();
@@ -334,7 +334,7 @@ static pid_t write_in_background(struct tdaemon *d, const char *file, const char
 	if (pid == 0) {
 		char o[4096];
 
-		_exit(tdaemon_cofferf(d, file, o, sizeof(o), "write %s -o 4096", ds) == 0 ? 0 : 1);
+		_exit(tdaemon_cofferf(d, file, o, sizeof(o), "write %s -o 8192", ds) == 0 ? 0 : 1);
 	}
 	return pid;
 }
@@ -379,7 +379,9 @@ Test(rados, a_stalled_host_is_fenced_and_its_queued_writes_never_land, .fini = u
 	COF_OK(&a, NULL, "create -V 4M rb/v");
 	tdaemon_random_file(&a, "data", 200000, data, sizeof(data));
 	tdaemon_random_file(&b, "data2", 200000, data2, sizeof(data2));
-	tdaemon_random_file(&a, "data3", 200000, data3, sizeof(data3));
+	/* whole records: a partial one would first read the old, and reads
+	 * wait behind the pause as writes do */
+	tdaemon_random_file(&a, "data3", 24 * 8192, data3, sizeof(data3));
 	COF_OK(&a, data, "write rb/v -o 4096");
 	COF_OK(&a, NULL, "flush rb/v");
 
