@@ -20,6 +20,7 @@ libstore_libstore_a_SOURCES = \
 	%D%/dev/lunset.c %D%/dev/mirror.c %D%/dev/alloc.h %D%/dev/alloc.c %D%/dev/hostid.c \
 	%D%/dev/search.c %D%/dev/errlog.c \
 	%D%/txg/txg.h %D%/txg/txg.c %D%/txg/metalog.h %D%/txg/metalog.c \
+	%D%/txg/spacemap.h %D%/txg/spacemap.c \
 	%D%/txg/bpmac.h %D%/txg/bpmac.c %D%/txg/pool_record.h %D%/txg/pool_record.c \
 	%D%/ds/dataset.c %D%/ds/props.h %D%/ds/props.c %D%/ds/userprops.h %D%/ds/userprops.c %D%/ds/space.c %D%/ds/snapshot.h \
 	%D%/ds/snapshot.c %D%/ds/clone.c %D%/ds/dskeys.c %D%/ds/keyfile.c \

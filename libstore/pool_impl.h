@@ -24,6 +24,7 @@
 
 struct lun;
 struct meta;
+struct spacemap;
 struct alloc;
 struct stage;
 
@@ -275,6 +276,7 @@ struct stor_pool {
 	uint64_t guid;
 	uint64_t next_ds_id;
 	struct meta *meta;
+	struct spacemap *smap; /* the free map's rows in meta (txg/spacemap.c) */
 	struct metalog *mlog; /* the metadata on the LUNs (metalog.c) */
 	struct scrub *scrub;  /* scrub.c */
 	struct alloc *alloc;

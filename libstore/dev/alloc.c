@@ -277,6 +277,47 @@ int alloc_mark_meta(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n)
 	return mark(a, lun, sector, n, 1);
 }
 
+int alloc_mark_words(struct alloc *a, unsigned lun, const uint64_t *words, uint64_t nwords)
+{
+	struct lun_map *m;
+	uint64_t n = 0, have;
+	int ret = 0;
+
+	if (lun >= atomic_load(&a->nluns))
+		return STOR_ECORRUPT;
+	m = a->luns[lun];
+	pthread_mutex_lock(&m->lock);
+	have = (m->nsectors + 63) / 64;
+	for (uint64_t w = 0; w < nwords && ret == 0; w++) {
+		uint64_t past = w + 1 == have && m->nsectors % 64 ? ~0ull << (m->nsectors % 64) : 0;
+
+		if (words[w] && (w >= have || (words[w] & (m->bits[w] | past))))
+			ret = STOR_ECORRUPT;
+		else if (w < have)
+			n += (uint64_t)__builtin_popcountll(words[w]);
+	}
+	if (ret == 0) {
+		for (uint64_t w = 0; w < nwords && w < have; w++)
+			m->bits[w] |= words[w];
+		m->used += n;
+		atomic_fetch_add(&a->used, n);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return ret;
+}
+
+void alloc_copy_words(struct alloc *a, unsigned lun, uint64_t first, uint64_t *out, uint64_t n)
+{
+	struct lun_map *m = a->luns[lun];
+	uint64_t have;
+
+	pthread_mutex_lock(&m->lock);
+	have = (m->nsectors + 63) / 64;
+	for (uint64_t w = 0; w < n; w++)
+		out[w] = first + w < have ? m->bits[first + w] : 0;
+	pthread_mutex_unlock(&m->lock);
+}
+
 
 /* Next fit: a run of n clear bits from the cursor, wrapping once. */
 static int find_run(struct lun_map *m, uint32_t n, uint64_t *out)

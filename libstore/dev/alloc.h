@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Sector allocation over the LUNs of a pool. The free map lives in memory
- * and is rebuilt at import from the block pointers, which are the one
- * persistent record of what is allocated: a crash can therefore neither leak
- * nor double-allocate space. Frees are deferred by txg.c until the txg that
+ * and is made at import from the block pointers, which are the one
+ * persistent record of what is allocated (through the rows that LMDB keeps
+ * of them, txg/spacemap.c): a crash can therefore neither leak nor
+ * double-allocate space. Frees are deferred by txg.c until the txg that
  * freed the extent is durable and no reader can still be reading it.
  */
 #ifndef STOR_ALLOC_H
@@ -28,6 +29,12 @@ void alloc_publish_lun(struct alloc *a, struct alloc_lun *map);
 void alloc_lun_free(struct alloc_lun *map);
 /** Mark an extent used (import). @return 0 or STOR_ECORRUPT (overlap, out of range) */
 int alloc_mark(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
+/** Mark used the sectors whose bits are set in @words (@nwords from sector
+ *  0 of LUN @lun): the import's load of a persisted free map (spacemap.c).
+ *  @return 0 or STOR_ECORRUPT (overlap, past the end), nothing marked then */
+int alloc_mark_words(struct alloc *a, unsigned lun, const uint64_t *words, uint64_t nwords);
+/** Copy @n words of LUN @lun's map from word @first into @out (zero past its end). */
+void alloc_copy_words(struct alloc *a, unsigned lun, uint64_t first, uint64_t *out, uint64_t n);
 /** The same for an extent of the metadata log: not counted in alloc_totals(). */
 int alloc_mark_meta(struct alloc *a, unsigned lun, uint64_t sector, uint32_t n);
 /** Allocate @n contiguous sectors, striping successive calls over the LUNs,

@@ -71,6 +71,16 @@ const struct owner *owners_find(const struct owners *o, uint64_t id)
 	return bsearch(&key, o->v, o->n, sizeof(key), cmp_owner);
 }
 
+size_t owners_count(const struct owners *o)
+{
+	return o->n;
+}
+
+const struct owner *owners_at(const struct owners *o, size_t i)
+{
+	return &o->v[i];
+}
+
 void owners_free(struct owners *o)
 {
 	free(o);

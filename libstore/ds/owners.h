@@ -9,6 +9,7 @@
 #ifndef STOR_DS_OWNERS_H
 #define STOR_DS_OWNERS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pool_impl.h"
@@ -26,6 +27,9 @@ struct owners;
 int owners_index(struct stor_pool *p, struct owners **out);
 /** The owner of id @id, or NULL. */
 const struct owner *owners_find(const struct owners *o, uint64_t id);
+/** How many owners, and the @i-th in id order (a walk's sums by owner). */
+size_t owners_count(const struct owners *o);
+const struct owner *owners_at(const struct owners *o, size_t i);
 void owners_free(struct owners *o);
 
 #endif

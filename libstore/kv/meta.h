@@ -12,7 +12,13 @@
 struct meta;
 struct meta_txn;
 
-enum meta_table { META_POOL = 0, META_DS, META_BP, META_MAC, META_NTABLES };
+/*
+ * The tables the redo log carries, then META_SPACE: LMDB's alone, never
+ * captured nor in a checkpoint, since its rows are derived from "bp" and
+ * rebuilt when missing (txg/spacemap.c).
+ */
+enum meta_table { META_POOL = 0, META_DS, META_BP, META_MAC, META_NTABLES,
+		  META_SPACE = META_NTABLES, META_ALL_TABLES };
 
 /*
  * The redo log of write transactions (metalog.c writes it to the LUNs):
@@ -95,6 +101,27 @@ size_t meta_pending(struct meta *m);
 int meta_unlogged(struct meta *m);
 /** Delete every key of @tab (read-write txn). */
 int meta_clear(struct meta_txn *t, enum meta_table tab);
+
+/*
+ * A watcher of one table (txg/spacemap.c watches "bp"): told of every
+ * change a write transaction makes to it, before the change, with the
+ * value it replaces, and given the transaction at its commit to put rows
+ * of its own. One write transaction runs at a time, so a watcher keeps its
+ * state in itself. Calls: change, cleared (meta_clear of the table),
+ * commit (before LMDB commits; an error fails the commit), end (after the
+ * commit or the abort; @committed says which).
+ */
+struct meta_watch {
+	int (*change)(void *ctx, const void *key, size_t klen, const void *old, size_t olen,
+		      const void *val, size_t vlen);
+	void (*cleared)(void *ctx);
+	int (*commit)(void *ctx, struct meta_txn *t);
+	void (*end)(void *ctx, int committed);
+	void *ctx;
+};
+
+/** Watch @tab of @m with @w (copied; NULL stops). Before any write transaction. */
+void meta_watch(struct meta *m, enum meta_table tab, const struct meta_watch *w);
 
 /** A read-only snapshot, recycled between calls (mdb_txn_reset/renew). */
 int meta_rtxn_get(struct meta *m, struct meta_txn **out);

@@ -63,7 +63,9 @@ struct meta {
 	atomic_int map_full;     /* a transaction ran out of map since the last growth */
 	size_t map_size;
 	_Atomic size_t reserved; /* bytes of the file known to be allocated */
-	MDB_dbi dbi[META_NTABLES];
+	MDB_dbi dbi[META_ALL_TABLES];
+	struct meta_watch watch; /* of watched, when watch.change is set */
+	enum meta_table watched;
 	pthread_mutex_t rlock;
 	struct meta_txn *rfree[RTXN_CACHE];
 	unsigned nrfree;
@@ -80,7 +82,7 @@ struct meta_txn {
 	struct meta_redo redo;
 };
 
-static const char *const table_names[META_NTABLES] = { "pool", "ds", "bp", "mac" };
+static const char *const table_names[META_ALL_TABLES] = { "pool", "ds", "bp", "mac", "space" };
 
 static MDB_val unlogged_key = { 8, (void *)"unlogged" };
 
@@ -127,7 +129,7 @@ int meta_open(const char *path, size_t map_size, unsigned flags, struct meta **o
 	rc = mdb_env_create(&m->env);
 	if (rc)
 		goto fail;
-	mdb_env_set_maxdbs(m->env, META_NTABLES);
+	mdb_env_set_maxdbs(m->env, META_ALL_TABLES);
 	mdb_env_set_maxreaders(m->env, 512);
 	m->map_size = map_size ? map_size : (size_t)4 << 30;
 	mdb_env_set_mapsize(m->env, m->map_size);
@@ -144,8 +146,10 @@ int meta_open(const char *path, size_t map_size, unsigned flags, struct meta **o
 	rc = mdb_txn_begin(m->env, NULL, 0, &txn);
 	if (rc)
 		goto fail;
-	for (int i = 0; i < META_NTABLES; i++) {
-		rc = mdb_dbi_open(txn, table_names[i], (flags & META_CREATE) ? MDB_CREATE : 0,
+	for (int i = 0; i < META_ALL_TABLES; i++) {
+		/* a local table is made in a file that predates it */
+		rc = mdb_dbi_open(txn, table_names[i],
+				  (flags & META_CREATE) || i >= META_NTABLES ? MDB_CREATE : 0,
 				  &m->dbi[i]);
 		if (rc)
 			goto fail;
@@ -332,12 +336,23 @@ static int note_full(struct meta *m, int rc)
 	return lmdb_error(rc);
 }
 
+/* The watcher's end of transaction @t's: committed or not. */
+static void watch_end(struct meta *m, int committed)
+{
+	if (m->watch.end)
+		m->watch.end(m->watch.ctx, committed);
+}
+
 int meta_txn_commit(struct meta_txn *t)
 {
 	struct meta *m = t->m;
 	size_t before;
-	int rc = 0;
+	int rc = m->watch.commit ? m->watch.commit(m->watch.ctx, t) : 0;
 
+	if (rc < 0) {
+		meta_txn_abort(t);
+		return rc;
+	}
 	pthread_mutex_lock(&m->plock);
 	before = m->pending.len;
 	if (t->logged) {
@@ -371,6 +386,7 @@ int meta_txn_commit(struct meta_txn *t)
 	if (rc < 0) {
 		mdb_txn_abort(t->txn);
 		pthread_mutex_unlock(&m->plock);
+		watch_end(m, 0);
 		pthread_rwlock_unlock(&m->resize);
 		meta_redo_free(&t->redo);
 		free(t);
@@ -383,6 +399,7 @@ int meta_txn_commit(struct meta_txn *t)
 		m->pending.len = 0;
 	atomic_store(&m->npending, m->pending.len);
 	pthread_mutex_unlock(&m->plock);
+	watch_end(m, rc == 0);
 	pthread_rwlock_unlock(&m->resize);
 	meta_redo_free(&t->redo);
 	free(t);
@@ -445,7 +462,18 @@ int meta_unlogged(struct meta *m)
 
 int meta_clear(struct meta_txn *t, enum meta_table tab)
 {
-	return lmdb_error(mdb_drop(t->txn, t->m->dbi[tab], 0));
+	struct meta *m = t->m;
+	int rc = mdb_drop(t->txn, m->dbi[tab], 0);
+
+	if (rc == 0 && m->watch.cleared && m->watched == tab)
+		m->watch.cleared(m->watch.ctx);
+	return lmdb_error(rc);
+}
+
+void meta_watch(struct meta *m, enum meta_table tab, const struct meta_watch *w)
+{
+	m->watch = w ? *w : (struct meta_watch){ 0 };
+	m->watched = tab;
 }
 
 int meta_grow(struct meta *m)
@@ -478,6 +506,7 @@ void meta_txn_abort(struct meta_txn *t)
 		return;
 	}
 	mdb_txn_abort(t->txn);
+	watch_end(t->m, 0);
 	pthread_rwlock_unlock(&t->m->resize);
 	meta_redo_free(&t->redo);
 	free(t);
@@ -553,25 +582,59 @@ int meta_get(struct meta_txn *t, enum meta_table tab, const void *key, size_t kl
 	return 0;
 }
 
+/* Ops of @tab go to the redo log: a local table's never do. */
+static int captured(const struct meta_txn *t, enum meta_table tab)
+{
+	return !t->nolog && tab < META_NTABLES;
+}
+
+/*
+ * Tell the watcher of @tab that the row at @k becomes @v (NULL: deleted),
+ * with the value it has now, if any. @return 0, -ENOENT (a delete of no
+ * row), or the watcher's error
+ */
+static int tell(struct meta_txn *t, enum meta_table tab, MDB_val *k, const MDB_val *v)
+{
+	struct meta *m = t->m;
+	MDB_val old;
+	int rc;
+
+	if (!m->watch.change || m->watched != tab)
+		return 0;
+	rc = mdb_get(t->txn, m->dbi[tab], k, &old);
+	if (rc && rc != MDB_NOTFOUND)
+		return lmdb_error(rc);
+	if (rc && !v)
+		return -ENOENT;
+	return m->watch.change(m->watch.ctx, k->mv_data, k->mv_size, rc ? NULL : old.mv_data,
+			       rc ? 0 : old.mv_size, v ? v->mv_data : NULL, v ? v->mv_size : 0);
+}
+
 int meta_put(struct meta_txn *t, enum meta_table tab, const void *key, size_t klen,
 	     const void *val, size_t vlen)
 {
 	MDB_val k = { klen, (void *)key }, v = { vlen, (void *)val };
-	int rc = mdb_put(t->txn, t->m->dbi[tab], &k, &v, 0);
+	int rc = tell(t, tab, &k, &v);
 
+	if (rc < 0)
+		return rc;
+	rc = mdb_put(t->txn, t->m->dbi[tab], &k, &v, 0);
 	if (rc)
 		return note_full(t->m, rc);
-	return t->nolog ? 0 : meta_redo_add(&t->redo, tab, META_OP_PUT, key, klen, val, vlen);
+	return captured(t, tab) ? meta_redo_add(&t->redo, tab, META_OP_PUT, key, klen, val, vlen) : 0;
 }
 
 int meta_del(struct meta_txn *t, enum meta_table tab, const void *key, size_t klen)
 {
 	MDB_val k = { klen, (void *)key };
-	int rc = mdb_del(t->txn, t->m->dbi[tab], &k, NULL);
+	int rc = tell(t, tab, &k, NULL);
 
+	if (rc < 0)
+		return rc;
+	rc = mdb_del(t->txn, t->m->dbi[tab], &k, NULL);
 	if (rc)
 		return note_full(t->m, rc);
-	return t->nolog ? 0 : meta_redo_add(&t->redo, tab, META_OP_DEL, key, klen, NULL, 0);
+	return captured(t, tab) ? meta_redo_add(&t->redo, tab, META_OP_DEL, key, klen, NULL, 0) : 0;
 }
 
 int meta_iter(struct meta_txn *t, enum meta_table tab, const void *prefix, size_t plen, int del,
@@ -592,12 +655,12 @@ int meta_iter(struct meta_txn *t, enum meta_table tab, const void *prefix, size_
 		if (ret)
 			break;
 		if (del) {
-			if (!t->nolog) {
+			ret = tell(t, tab, &k, NULL);
+			if (ret == 0 && captured(t, tab))
 				ret = meta_redo_add(&t->redo, tab, META_OP_DEL, k.mv_data,
 						    k.mv_size, NULL, 0);
-				if (ret)
-					break;
-			}
+			if (ret)
+				break;
 			rc = mdb_cursor_del(cur, 0);
 			if (rc)
 				break;

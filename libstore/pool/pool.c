@@ -78,6 +78,7 @@
 #include "pool_impl.h"
 #include "txg/metalog.h"
 #include "txg/pool_record.h"
+#include "txg/spacemap.h"
 
 /* stor_name_check's limit for a pool is what a LUN label can hold */
 static_assert(STOR_POOL_NAME_MAX < LABEL_NAME_LEN, "a pool name fits the LUN label");
@@ -144,6 +145,26 @@ static struct stor_pool *pool_alloc(const char *name, const struct stor_pool_opt
 	return p;
 }
 
+/* p->meta, opened with @flags (meta_open), and the free map's watcher on it. */
+static int meta_attach(struct stor_pool *p, unsigned flags)
+{
+	int ret = meta_open(p->path, p->opts.map_size, flags, &p->meta);
+
+	if (ret == 0 && (ret = spacemap_attach(p, p->meta, &p->smap)) < 0) {
+		meta_close(p->meta);
+		p->meta = NULL;
+	}
+	return ret;
+}
+
+static void meta_detach(struct stor_pool *p)
+{
+	spacemap_free(p->smap);
+	p->smap = NULL;
+	meta_close(p->meta);
+	p->meta = NULL;
+}
+
 static void pool_free(struct stor_pool *p)
 {
 	if (!p)
@@ -161,7 +182,7 @@ static void pool_free(struct stor_pool *p)
 	}
 	free(p->ds);
 	lunset_close(p);
-	meta_close(p->meta);
+	meta_detach(p);
 	metalog_free(p->mlog);
 	alloc_destroy(p->alloc);
 	if (p->lock_fd >= 0)
@@ -441,6 +462,7 @@ struct rebuild {
 	 * owner's all together */
 	struct owners *owners;
 	const struct owner *last;
+	struct sm_sum *sums; /* by owner, in the index's order: the rows' base */
 };
 
 /*
@@ -485,6 +507,7 @@ static int rebuild_one(const void *key, size_t klen, const void *val, size_t vle
 	struct rebuild *rb = ctx;
 	struct stor_ds *ds;
 	struct snap *s;
+	struct sm_sum *sum;
 	struct bp bp;
 	const uint8_t *k = key;
 	uint64_t id;
@@ -496,6 +519,13 @@ static int rebuild_one(const void *key, size_t klen, const void *val, size_t vle
 	if (!rb->last || rb->last->id != id)
 		rb->last = owners_find(rb->owners, id);
 	ds = rb->last ? rb->last->ds : NULL;
+	if (rb->last) {
+		sum = &rb->sums[rb->last - owners_at(rb->owners, 0)];
+		sum->id = id;
+		sum->psize += bp.psize;
+		sum->lsize += bp.lsize;
+		sum->nenc += !!(bp.flags & BP_F_ENCRYPTED);
+	}
 	if (!ds && (s = rb->last ? rb->last->snap : NULL)) {
 		/* a snapshot's kept pointer: its dataset's usedbysnapshots */
 		if ((ret = downgraded(rb->p, s->ds, &bp, "a snapshot of it keeps")) < 0)
@@ -527,17 +557,66 @@ static int rebuild_one(const void *key, size_t klen, const void *val, size_t vle
 	return 0;
 }
 
+/* A table's sums as the free map's rows have them: its dataset's space. */
+static int load_sum(void *ctx, const struct sm_sum *sum)
+{
+	struct rebuild *rb = ctx;
+	const struct owner *o = owners_find(rb->owners, sum->id);
+	struct bp enc = { .flags = BP_F_ENCRYPTED };
+
+	if (!o) {
+		pool_set_error("pool %s: block pointers of unknown dataset %llu", rb->p->name,
+			       (unsigned long long)sum->id);
+		return STOR_ECORRUPT;
+	}
+	if (o->snap) {
+		atomic_fetch_add(&o->snap->ds->snap_used, sum->psize);
+		return sum->nenc ? downgraded(rb->p, o->snap->ds, &enc, "a snapshot of it keeps") : 0;
+	}
+	atomic_fetch_add(&o->ds->used, sum->psize);
+	atomic_fetch_add(&o->ds->logical_used, sum->lsize);
+	return sum->nenc ? downgraded(rb->p, o->ds, &enc, "it holds") : 0;
+}
+
+static int any_cut(const struct stor_pool *p)
+{
+	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
+		if (p->luns[i].cut)
+			return 1;
+	return 0;
+}
+
+/*
+ * The free map and every dataset's space: from the rows LMDB keeps of the
+ * block pointers (txg/spacemap.c), or, where it has none, or a LUN was cut
+ * short (whose lost records only the pointers can name), by walking every
+ * pointer; a walk writes the rows for the next import.
+ */
 static int rebuild_space(struct stor_pool *p)
 {
 	struct meta_txn *t = NULL;
 	struct rebuild rb = { .p = p, .lost = calloc(STOR_LUNS_MAX, sizeof(uint64_t)) };
-	int ret = rb.lost ? owners_index(p, &rb.owners) : -ENOMEM;
+	int ret = rb.lost ? owners_index(p, &rb.owners) : -ENOMEM, cut = any_cut(p);
 
+	if (ret == 0 && !cut) {
+		ret = spacemap_load(p->smap, p->alloc, load_sum, &rb);
+		if (ret != 0)
+			goto out;
+	}
+	if (ret == 0 && !(rb.sums = calloc(owners_count(rb.owners) + 1, sizeof(*rb.sums))))
+		ret = -ENOMEM;
 	if (ret == 0)
 		ret = meta_rtxn_get(p->meta, &t);
 	if (ret == 0)
 		ret = meta_iter(t, META_BP, NULL, 0, 0, rebuild_one, &rb);
 	meta_rtxn_put(t);
+	if (ret == 0 && !cut) {
+		int r = spacemap_write_base(p->smap, p->alloc, rb.sums, owners_count(rb.owners));
+
+		if (r < 0) /* the next import walks again */
+			metalog_notef(p, "the free map's rows could not be written: %s",
+				      stor_strerror(r));
+	}
 	/* pool status and the import's reply say so, with what is lost */
 	for (unsigned i = 0; ret == 0 && i < atomic_load(&p->nluns); i++)
 		if (p->luns[i].cut)
@@ -547,9 +626,11 @@ static int rebuild_space(struct stor_pool *p)
 				      (unsigned long long)lun_size(p->luns[i].lun),
 				      (unsigned long long)(p->luns[i].cut + LUN_LABEL_SIZE),
 				      (unsigned long long)rb.lost[i]);
+out:
 	free(rb.lost);
+	free(rb.sums);
 	owners_free(rb.owners);
-	return ret;
+	return ret < 0 ? ret : 0;
 }
 
 /* Open for reading the LUNs among @lp whose label is this pool's, by index. */
@@ -632,7 +713,7 @@ static int open_meta(struct stor_pool *p, int have)
 	int ret = L ? 0 : -ENOMEM, r;
 
 	if (ret == 0 && have) {
-		ret = meta_open(p->path, p->opts.map_size, 0, &p->meta);
+		ret = meta_attach(p, 0);
 		if (ret == 0)
 			ret = load_config(p, &txg, &lp);
 	}
@@ -655,8 +736,7 @@ static int open_meta(struct stor_pool *p, int have)
 		}
 		if (have)
 			metalog_notef(p, "%s did not open (%s)", p->path, stor_strerror(why));
-		meta_close(p->meta);
-		p->meta = NULL;
+		meta_detach(p);
 		p->guid = 0;
 	}
 	peek_luns(p, &lp, L);
@@ -687,7 +767,7 @@ static int open_meta(struct stor_pool *p, int have)
 	} else {
 		ret = rebuild_meta(p, L);
 		if (ret == 0)
-			ret = meta_open(p->path, p->opts.map_size, 0, &p->meta);
+			ret = meta_attach(p, 0);
 	}
 	unpeek_luns(L);
 out:
@@ -878,10 +958,13 @@ int stor_pool_create(const char *name, const char *const *luns, unsigned nluns,
 			goto fail;
 		i += sides;
 	}
-	ret = meta_open(p->path, opts->map_size, META_CREATE, &p->meta);
+	ret = meta_attach(p, META_CREATE);
 	if (ret < 0)
 		goto fail;
-	ret = pool_save_config(p);
+	/* nothing held yet: the free map's rows are kept from the start */
+	ret = spacemap_write_base(p->smap, NULL, NULL, 0);
+	if (ret == 0)
+		ret = pool_save_config(p);
 	if (ret < 0)
 		goto fail;
 	p->reseal = record_reseal;

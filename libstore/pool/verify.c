@@ -10,7 +10,9 @@
  * on the LUNs, metalog.c) only, each LUN's allocator counts exactly the
  * sectors the pointers and the log reference, and each
  * dataset's used space is the sum of its pointers, its usedbysnapshots the
- * sum of its snapshots' tables.
+ * sum of its snapshots' tables; and LMDB's rows of the free map
+ * (txg/spacemap.c), which an import trusts instead of a walk like this
+ * one, hold what the walk found.
  * Pointers are visited in key order, so a dataset's records come together.
  * Then the MAC trees (bpmac.c), with keys: every encrypted dataset and
  * snapshot whose key is loaded has each group MAC checked against all its
@@ -38,6 +40,7 @@
 #include "kv/meta.h"
 #include "pool_impl.h"
 #include "txg/metalog.h"
+#include "txg/spacemap.h"
 
 struct seen_nonce {
 	uint64_t salt;
@@ -57,6 +60,9 @@ struct walk {
 	size_t kept_i;      /* which, for the table being walked */
 	uint64_t recno;
 	struct owners *owners; /* whose table each id is */
+	struct sm_sum *sums;   /* by owner, in the index's order */
+	struct sm_sum *sum;    /* of the table being walked, NULL if no owner */
+	uint8_t *summed;       /* by owner: the free map's rows have its sums */
 	struct seen_nonce *seen;
 	size_t nseen, capseen;
 	uint8_t *buf;
@@ -182,6 +188,7 @@ static int visit(const void *key, size_t klen, const void *val, size_t vlen, voi
 		w->ds = !o ? NULL : o->ds ? o->ds : o->snap->ds;
 		w->kept = o && o->snap;
 		w->kept_i = w->kept ? ds_lower_bound_locked(w->p, o->snap->ds->name) : 0;
+		w->sum = o ? &w->sums[o - owners_at(w->owners, 0)] : NULL;
 	}
 	w->nkept++;
 	w->recno = get_u64(&r);
@@ -191,6 +198,11 @@ static int visit(const void *key, size_t klen, const void *val, size_t vlen, voi
 		return 0;
 	}
 	w->ds_used += bp.psize;
+	if (w->sum) {
+		w->sum->psize += bp.psize;
+		w->sum->lsize += bp.lsize;
+		w->sum->nenc += !!(bp.flags & BP_F_ENCRYPTED);
+	}
 	if (w->kept)
 		w->kept_by[w->kept_i] += bp.psize;
 	if (bp.flags & BP_F_ENCRYPTED) {
@@ -214,6 +226,86 @@ static int visit(const void *key, size_t klen, const void *val, size_t vlen, voi
 	else if (ret < 0)
 		return ret;
 	return 0;
+}
+
+/* ---- the free map's rows (txg/spacemap.c) ---- */
+
+static int map_log_extent(unsigned lun, uint64_t sector, uint32_t n, void *ctx)
+{
+	uint64_t **bits = ctx;
+
+	if (lun < STOR_LUNS_MAX && bits[lun])
+		for (uint64_t s = sector; s < sector + n; s++)
+			bits[lun][s / 64] |= 1ull << (s % 64);
+	return 0;
+}
+
+static int map_sum(void *ctx, const struct sm_sum *row)
+{
+	struct walk *w = ctx;
+	const struct owner *o = owners_find(w->owners, row->id);
+	const struct sm_sum *sum = o ? &w->sums[o - owners_at(w->owners, 0)] : NULL;
+
+	if (!sum || sum->psize != row->psize || sum->lsize != row->lsize || sum->nenc != row->nenc)
+		w->rep->space_errors++;
+	if (sum)
+		w->summed[o - owners_at(w->owners, 0)] = 1;
+	return 0;
+}
+
+/*
+ * What LMDB's rows of the free map say the pointers hold, against the walk:
+ * each LUN's sectors (the log's added, as the walk has them) and each
+ * table's sums. A pool without rows (a LUN cut short) has nothing to compare.
+ */
+static int check_map(struct walk *w, struct meta_txn *t)
+{
+	struct stor_pool *p = w->p;
+	unsigned n = atomic_load(&p->nluns);
+	uint64_t *bits[STOR_LUNS_MAX] = { 0 }, nsectors[STOR_LUNS_MAX] = { 0 };
+	int ret = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		if (p->luns[i].cut)
+			return 0;
+	for (unsigned i = 0; i < n && ret == 0; i++) {
+		uint64_t used;
+
+		alloc_usage(p->alloc, i, &used, &nsectors[i]);
+		if (!(bits[i] = calloc((nsectors[i] + 63) / 64 + 1, sizeof(uint64_t))))
+			ret = -ENOMEM;
+	}
+	if (ret == 0 && !(w->summed = calloc(owners_count(w->owners) + 1, 1)))
+		ret = -ENOMEM;
+	if (ret == 0)
+		ret = spacemap_view(t, n, bits, nsectors);
+	if (ret == 0)
+		ret = spacemap_sums(t, map_sum, w);
+	if (ret == STOR_ECORRUPT) {
+		w->rep->space_errors++;
+		ret = 0;
+		goto out;
+	}
+	if (ret < 0)
+		goto out;
+	metalog_extents(p, map_log_extent, bits);
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t nw = (nsectors[i] + 63) / 64, have = (lun_data_size(p->luns[i].lun) /
+								STOR_SECTOR + 63) / 64;
+
+		for (uint64_t x = 0; x < nw || x < have; x++)
+			if ((x < nw ? bits[i][x] : 0) != (x < have ? w->refs[i][x] : 0)) {
+				w->rep->space_errors++;
+				break;
+			}
+	}
+	for (size_t i = 0; i < owners_count(w->owners); i++)
+		if (!w->summed[i] && (w->sums[i].psize || w->sums[i].lsize || w->sums[i].nenc))
+			w->rep->space_errors++;
+out:
+	for (unsigned i = 0; i < n; i++)
+		free(bits[i]);
+	return ret == -ENOENT ? 0 : ret;
 }
 
 /* ---- MAC trees, for the tables whose key is loaded ---- */
@@ -437,13 +529,17 @@ int stor_pool_verify(struct stor_pool *p, struct stor_verify_report *rep)
 	}
 	metalog_extents(p, log_extent, &w);
 	ret = owners_index(p, &w.owners);
+	if (ret == 0 && !(w.sums = calloc(owners_count(w.owners) + 1, sizeof(*w.sums))))
+		ret = -ENOMEM;
 	if (ret == 0)
 		ret = meta_rtxn_get(p->meta, &t);
 	if (ret < 0)
 		goto out;
 	ret = meta_iter(t, META_BP, NULL, 0, 0, visit, &w);
-	meta_rtxn_put(t);
 	close_ds(&w);
+	if (ret == 0)
+		ret = check_map(&w, t);
+	meta_rtxn_put(t);
 	for (unsigned i = 0; ret == 0 && i < atomic_load(&p->nluns); i++) {
 		uint64_t used, total;
 
@@ -465,6 +561,8 @@ out:
 	free(w.seen);
 	free(w.buf);
 	free(w.kept_by);
+	free(w.sums);
+	free(w.summed);
 	owners_free(w.owners);
 	if (ret < 0)
 		stor_verify_report_free(rep);

@@ -128,6 +128,11 @@ check_PROGRAMS += %D%/test_metalog
 
 TESTS += $(check_PROGRAMS)
 
+check_PROGRAMS += %D%/test_spacemap
+%C%_test_spacemap_SOURCES = %D%/test_spacemap.c $(UNIT_FIXTURE)
+%C%_test_spacemap_CFLAGS = $(UNIT_CFLAGS)
+%C%_test_spacemap_LDADD = $(UNIT_LDADD) $(LMDB_LIBS)
+
 check_PROGRAMS += %D%/test_space
 %C%_test_space_SOURCES = %D%/test_space.c $(UNIT_FIXTURE)
 %C%_test_space_CFLAGS = $(UNIT_CFLAGS)
