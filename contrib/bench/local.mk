@@ -27,3 +27,10 @@ noinst_PROGRAMS += %D%/scale_admin
 %C%_scale_admin_CPPFLAGS = $(AM_CPPFLAGS) $(CLIENT_INC) $(STORE_INC)
 %C%_scale_admin_CFLAGS = $(AM_CFLAGS) $(JANSSON_CFLAGS)
 %C%_scale_admin_LDADD = $(CLIENT_LIBS)
+
+# scale_records: the import of a pool of many records (sparse LUNs, pointers staged with
+# no record written), with LMDB's rows of the free map and with a walk; scale.sh records runs it
+noinst_PROGRAMS += %D%/scale_records
+%C%_scale_records_SOURCES = %D%/scale_records.c
+%C%_scale_records_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
+%C%_scale_records_LDADD = $(STORE_LIBS) $(LMDB_LIBS)

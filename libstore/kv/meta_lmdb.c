@@ -60,6 +60,10 @@
 struct meta {
 	MDB_env *env;
 	pthread_rwlock_t resize; /* shared by every transaction, exclusive to grow the map */
+	/* held by a write transaction from its begin until its watcher was told
+	 * how it ended: LMDB lets its writer lock go inside mdb_txn_commit,
+	 * and the next writer's changes must not reach the watcher before that */
+	pthread_mutex_t wlock;
 	atomic_int map_full;     /* a transaction ran out of map since the last growth */
 	size_t map_size;
 	_Atomic size_t reserved; /* bytes of the file known to be allocated */
@@ -125,6 +129,7 @@ int meta_open(const char *path, size_t map_size, unsigned flags, struct meta **o
 		return -ENOMEM;
 	pthread_mutex_init(&m->rlock, NULL);
 	pthread_mutex_init(&m->plock, NULL);
+	pthread_mutex_init(&m->wlock, NULL);
 	pthread_rwlock_init(&m->resize, NULL);
 	rc = mdb_env_create(&m->env);
 	if (rc)
@@ -172,6 +177,7 @@ fail:
 		mdb_env_close(m->env);
 	pthread_mutex_destroy(&m->rlock);
 	pthread_mutex_destroy(&m->plock);
+	pthread_mutex_destroy(&m->wlock);
 	pthread_rwlock_destroy(&m->resize);
 	free(m);
 	return lmdb_error(rc);
@@ -189,6 +195,7 @@ void meta_close(struct meta *m)
 	meta_redo_free(&m->pending);
 	pthread_mutex_destroy(&m->rlock);
 	pthread_mutex_destroy(&m->plock);
+	pthread_mutex_destroy(&m->wlock);
 	pthread_rwlock_destroy(&m->resize);
 	free(m);
 }
@@ -285,8 +292,10 @@ static int txn_begin(struct meta *m, unsigned flags, struct meta_txn **out)
 		return -ENOMEM;
 	t->m = m;
 	pthread_rwlock_rdlock(&m->resize);
+	pthread_mutex_lock(&m->wlock);
 	rc = mdb_txn_begin(m->env, NULL, flags, &t->txn);
 	if (rc) {
+		pthread_mutex_unlock(&m->wlock);
 		pthread_rwlock_unlock(&m->resize);
 		free(t);
 		return lmdb_error(rc);
@@ -295,6 +304,7 @@ static int txn_begin(struct meta *m, unsigned flags, struct meta_txn **out)
 	rc = meta_reserve(m, 0);
 	if (rc < 0) {
 		mdb_txn_abort(t->txn);
+		pthread_mutex_unlock(&m->wlock);
 		pthread_rwlock_unlock(&m->resize);
 		free(t);
 		return rc;
@@ -387,6 +397,7 @@ int meta_txn_commit(struct meta_txn *t)
 		mdb_txn_abort(t->txn);
 		pthread_mutex_unlock(&m->plock);
 		watch_end(m, 0);
+		pthread_mutex_unlock(&m->wlock);
 		pthread_rwlock_unlock(&m->resize);
 		meta_redo_free(&t->redo);
 		free(t);
@@ -400,6 +411,7 @@ int meta_txn_commit(struct meta_txn *t)
 	atomic_store(&m->npending, m->pending.len);
 	pthread_mutex_unlock(&m->plock);
 	watch_end(m, rc == 0);
+	pthread_mutex_unlock(&m->wlock);
 	pthread_rwlock_unlock(&m->resize);
 	meta_redo_free(&t->redo);
 	free(t);
@@ -507,6 +519,7 @@ void meta_txn_abort(struct meta_txn *t)
 	}
 	mdb_txn_abort(t->txn);
 	watch_end(t->m, 0);
+	pthread_mutex_unlock(&t->m->wlock);
 	pthread_rwlock_unlock(&t->m->resize);
 	meta_redo_free(&t->redo);
 	free(t);

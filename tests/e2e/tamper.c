@@ -3,7 +3,10 @@
  * Offline tampering with a stopped daemon's pool: its LMDB file through the
  * LMDB API, opened the way libstore/kv/meta_lmdb.c opens it (one file,
  * MDB_NOSUBDIR, a 4 GiB map, named databases), and its LUN files with
- * pread/pwrite at the place the format puts an extent. LMDB must not have
+ * pread/pwrite at the place the format puts an extent. A change to "bp"
+ * also empties "space", the free map's rows derived from it
+ * (txg/spacemap.c), as an attacker who wants the forged pointers taken
+ * whole would: the import then walks them. LMDB must not have
  * one environment open twice in a process: close the tamper handle before
  * opening the pool with libstore.
  */
@@ -108,6 +111,16 @@ long tamper_get(struct tamper *t, const char *db, const void *key, size_t klen, 
 	return ret;
 }
 
+/* In @txn, drop the rows derived from "bp" if @db is "bp". */
+static int forget_rows(MDB_txn *txn, const char *db)
+{
+	MDB_dbi dbi;
+
+	if (strcmp(db, "bp") || mdb_dbi_open(txn, "space", 0, &dbi))
+		return 0;
+	return mdb_drop(txn, dbi, 0);
+}
+
 int tamper_put(struct tamper *t, const char *db, const void *key, size_t klen, const void *val,
 	       size_t vlen)
 {
@@ -119,6 +132,8 @@ int tamper_put(struct tamper *t, const char *db, const void *key, size_t klen, c
 	if (rc)
 		return -rc;
 	rc = mdb_put(txn, dbi, &k, &v, 0);
+	if (rc == 0)
+		rc = forget_rows(txn, db);
 	if (rc) {
 		mdb_txn_abort(txn);
 		return -rc;
@@ -136,6 +151,8 @@ int tamper_del(struct tamper *t, const char *db, const void *key, size_t klen)
 	if (rc)
 		return -rc;
 	rc = mdb_del(txn, dbi, &k, NULL);
+	if (rc == 0)
+		rc = forget_rows(txn, db);
 	if (rc) {
 		mdb_txn_abort(txn);
 		return -rc;
