@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <lmdb.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,10 +184,12 @@ static void import(const char *dir, int walk, int check)
 		stor_verify_report_free(&r);
 	} else {
 		double secs = now_s() - t0;
+		long rss = rss_anon_kib();
 
+		malloc_trim(0);
 		ret = stor_ds_get(p, "big/v", "used", &v);
-		printf("%s records=%llu secs=%.2f rss_anon_kib=%ld\n", walk ? "walk" : "import",
-		       ret == 0 ? strtoull(v.value, NULL, 10) / REC : 0ull, secs, rss_anon_kib());
+		printf("%s records=%llu secs=%.2f rss_anon_kib=%ld trimmed=%ld\n", walk ? "walk" : "import",
+		       ret == 0 ? strtoull(v.value, NULL, 10) / REC : 0ull, secs, rss, rss_anon_kib());
 	}
 	ret = stor_pool_export(p);
 	if (ret < 0)

@@ -1057,8 +1057,58 @@ static void recs_free(struct rec *v, size_t n)
 	free(v);
 }
 
-/* From @head back to its checkpoint: v[0] newest, v[n-1] the checkpoint. */
-static int walk(struct metalog_luns *L, const struct mptr *head, struct rec **out, size_t *nout)
+/* The key file a log gives, from the records an import does not replay. */
+struct walk_keys {
+	uint8_t *buf; /* keys_secure_alloc'ed */
+	size_t len;
+	int found;
+};
+
+static void walk_keys_free(struct walk_keys *k)
+{
+	if (k->buf)
+		keys_secure_free(k->buf, k->len);
+	*k = (struct walk_keys){ 0 };
+}
+
+/*
+ * Record @r, which LMDB has already (its txg is not past have_txg), leaves
+ * only its key file behind, if no newer record gave one: its ops are
+ * parsed as a replay parses them, and its body can go. So an import holds
+ * the records it replays, not the whole log back to the checkpoint (a
+ * pool's every pointer). @return 0, -ENOMEM, STOR_ECORRUPT
+ */
+static int keep_keys(const struct rec *r, struct walk_keys *k)
+{
+	const uint8_t *p = r->ops, *end = r->ops + r->olen;
+	struct meta_op op, last = { 0 };
+	int ret, have = 0;
+
+	while ((ret = meta_redo_next(&p, end, &op)) == 1) {
+		if (op.table == MLOG_TABLE_KEYS) {
+			last = op;
+			have = 1;
+		} else if (op.table >= META_NTABLES) {
+			return STOR_ECORRUPT;
+		}
+	}
+	if (ret < 0 || k->found || !have)
+		return ret;
+	k->found = 1;
+	if (!last.vlen)
+		return 0;
+	if (!(k->buf = keys_secure_alloc(last.vlen)))
+		return -ENOMEM;
+	memcpy(k->buf, last.val, last.vlen);
+	k->len = last.vlen;
+	return 0;
+}
+
+/* From @head back to its checkpoint: v[0] newest, v[n-1] the checkpoint.
+ * The bodies of the records at or before @have_txg are dropped once read
+ * (keep_keys), but for those with a damaged copy to repair from them. */
+static int walk(struct metalog_luns *L, const struct mptr *head, uint64_t have_txg,
+		struct walk_keys *keys, struct rec **out, size_t *nout)
 {
 	struct rec *v = NULL;
 	size_t n = 0, cap = 0;
@@ -1083,6 +1133,16 @@ static int walk(struct metalog_luns *L, const struct mptr *head, struct rec **ou
 			ret = STOR_ECORRUPT; /* a loop, or not ours */
 			break;
 		}
+		if (v[n - 1].txg <= have_txg) {
+			ret = keep_keys(&v[n - 1], keys);
+			if (ret < 0)
+				break;
+			if (!v[n - 1].bad) {
+				free(v[n - 1].buf);
+				v[n - 1].buf = NULL;
+				v[n - 1].ops = NULL;
+			}
+		}
 		if (v[n - 1].kind == MLOG_FULL) {
 			*out = v;
 			*nout = n;
@@ -1095,6 +1155,7 @@ static int walk(struct metalog_luns *L, const struct mptr *head, struct rec **ou
 		at = v[n - 1].prev;
 	}
 	recs_free(v, n);
+	walk_keys_free(keys);
 	return ret;
 }
 
@@ -1136,7 +1197,8 @@ static int apply(struct stor_pool *pl, struct meta_txn *t, const struct rec *r, 
 /* Bring @m up to the log @v (v[0] newest) from txg @have_txg, telling
  * the pool's progress hook before the first record, after each, and every
  * MiB within one (a checkpoint of a large pool is one record). */
-static int replay(struct stor_pool *p, struct meta *m, struct rec *v, size_t n, uint64_t have_txg)
+static int replay(struct stor_pool *p, struct meta *m, struct rec *v, size_t n, uint64_t have_txg,
+		  const struct walk_keys *keys)
 {
 	struct meta_txn *t = NULL;
 	size_t total = 0;
@@ -1161,11 +1223,16 @@ static int replay(struct stor_pool *p, struct meta *m, struct rec *v, size_t n, 
 		ret = meta_clear(t, tab);
 	if (p->opts.progress && t && pr.records_total)
 		p->opts.progress(&pr, p->opts.progress_arg);
+	/* the key file of the records LMDB has, then the newer ones' own */
+	if (ret == 0 && keys->found && keys->len)
+		ret = set_keys(p->mlog, keys->buf, keys->len);
 	for (size_t i = n; i-- > 0 && ret == 0;) {
 		int skip = !t || (full ? 0 : v[i].txg <= have_txg);
 		struct stor_progress *tell = !skip && p->opts.progress ? &pr : NULL;
 		uint64_t before = pr.bytes;
 
+		if (v[i].txg <= have_txg && !full)
+			continue; /* parsed by walk, its key file in @keys */
 		ret = apply(p, t, &v[i], skip, tell);
 		if (ret == 0 && tell) {
 			pr.records++;
@@ -1230,6 +1297,7 @@ int metalog_import(struct stor_pool *p, struct metalog_luns *L, struct meta *m, 
 	uint64_t *newest = calloc(L->n + 1, sizeof(*newest));
 	struct ub *ubs = NULL, odd = { .lun = L->n };
 	struct rec *v = NULL, *fallback = NULL;
+	struct walk_keys keys = { 0 }, fkeys = { 0 };
 	size_t nubs = 0, n = 0, nfallback = 0, pick, fpick = 0;
 	unsigned quorum = L->n / 2 + 1, passed = 0;
 	int ret;
@@ -1265,7 +1333,8 @@ int metalog_import(struct stor_pool *p, struct metalog_luns *L, struct meta *m, 
 		if (pick && same_ub(&ubs[pick], &ubs[pick - 1]))
 			continue; /* the same uberblock from another LUN: judged already */
 		holders = ub_holders(ubs, nubs, pick);
-		ret = walk(L, &ubs[pick].head, &v, &n);
+		walk_keys_free(&keys);
+		ret = walk(L, &ubs[pick].head, have_txg, &keys, &v, &n);
 		if (ret == STOR_ECORRUPT) {
 			add_note(ml, "uberblock txg %llu (on %u of %u LUNs): its log does not "
 				 "verify, an older one used",
@@ -1286,6 +1355,8 @@ int metalog_import(struct stor_pool *p, struct metalog_luns *L, struct meta *m, 
 			fallback = v;
 			nfallback = n;
 			fpick = pick;
+			fkeys = keys;
+			keys = (struct walk_keys){ 0 };
 		} else {
 			recs_free(v, n);
 		}
@@ -1301,6 +1372,9 @@ int metalog_import(struct stor_pool *p, struct metalog_luns *L, struct meta *m, 
 		v = fallback;
 		n = nfallback;
 		pick = fpick;
+		walk_keys_free(&keys);
+		keys = fkeys;
+		fkeys = (struct walk_keys){ 0 };
 		fallback = NULL;
 		nfallback = 0;
 		ret = 0;
@@ -1327,7 +1401,7 @@ int metalog_import(struct stor_pool *p, struct metalog_luns *L, struct meta *m, 
 	if (note_fixes(ml, v, n) < 0)
 		add_note(ml, "out of memory keeping damaged log copies to repair: a checkpoint "
 			 "replaces them");
-	ret = replay(p, m, v, n, have_txg);
+	ret = replay(p, m, v, n, have_txg, &keys);
 	if (ret < 0)
 		goto out;
 	/* the log as the next commit continues it */
@@ -1362,6 +1436,8 @@ int metalog_import(struct stor_pool *p, struct metalog_luns *L, struct meta *m, 
 out:
 	recs_free(v, n);
 	recs_free(fallback, nfallback);
+	walk_keys_free(&keys);
+	walk_keys_free(&fkeys);
 	free(ubs);
 	free(newest);
 	return ret;
