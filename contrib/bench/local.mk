@@ -29,7 +29,7 @@ noinst_PROGRAMS += %D%/scale_admin
 %C%_scale_admin_LDADD = $(CLIENT_LIBS)
 
 # scale_records: the import of a pool of many records (sparse LUNs, pointers staged with
-# no record written), with LMDB's rows of the free map and with a walk; scale.sh records runs it
+# no record written), with LMDB's rows of the free map and with a walk; scale_records.sh runs it
 noinst_PROGRAMS += %D%/scale_records
 %C%_scale_records_SOURCES = %D%/scale_records.c
 %C%_scale_records_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)

@@ -23,9 +23,14 @@
 # restart_ms,rss_anon_mib.
 #
 # Usage: [SNAPS=D,PER] [POOL_SIZE=4G] scale.sh [N] [ROUNDS]   (default 10000, 5)
+#        scale.sh records N...   pools of N records: scale_records.sh
 # Environment: COFFERD, COFFER, SCALE_ADMIN (beside them in a build tree;
 # a plain build measures the code, not ASan), TMPDIR (the LUN file)
 set -eu
+if [ "${1:-}" = records ]; then
+	shift
+	exec "$(dirname "$0")/scale_records.sh" "$@"
+fi
 n=${1:-10000}
 rounds=${2:-5}
 here=$(cd "$(dirname "$0")" && pwd)

@@ -121,6 +121,8 @@
  *           u64 dataset id | MAC_ROOT -> dataset root (MAC_ROOT_LEN bytes),
  *           u64 snapshot id | MAC_VIEW -> its view root (MAC_ROOT_LEN);
  *           encrypted datasets only, see bpmac.c
+ *   "space": local (never in the log): the free map and each table's
+ *           space, derived from "bp" (txg/spacemap.c has the rows)
  */
 #ifndef STOR_FORMAT_H
 #define STOR_FORMAT_H

@@ -33,6 +33,13 @@
  * "unlogged" mark in the pool table, and the one that takes it (meta_txn_log)
  * deletes the mark; neither is captured, so the mark never reaches the
  * LUNs. An open that finds it (meta_unlogged) writes a checkpoint.
+ *
+ * Local tables (META_SPACE) are LMDB's alone: their puts and deletes are
+ * never captured. A watcher (meta_watch) of one table is told of each
+ * change with the value it replaces (one lookup more per put) and puts its
+ * own rows at the commit; each write transaction holds wlock from its
+ * begin until the watcher was told how it ended, since LMDB lets its
+ * writer lock go inside mdb_txn_commit.
  */
 #include <errno.h>
 #include <fcntl.h>

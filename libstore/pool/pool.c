@@ -9,8 +9,9 @@
  * a pool whose every top-level vdev can serve the same way). A LUN of its
  * own whose file was truncated below the record's size joins cut short:
  * the records past its end are lost (errlog, pool status), the rest serves,
- * and the record keeps the old size so every later import knows. The free map is
- * rebuilt here from the block pointers (see alloc.h). Freeing a pool
+ * and the record keeps the old size so every later import knows. The free map
+ * and every dataset's space come from LMDB's rows of them (txg/spacemap.c),
+ * or from a walk of every block pointer where there are none (alloc.h). Freeing a pool
  * (close, destroy, a failed open) drops its datasets from the data cache:
  * nothing read before an export is served after the next import.
  *

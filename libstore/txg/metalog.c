@@ -13,7 +13,7 @@
  * durable, and LMDB commits only after the uberblock is; so an import finds
  * on the LUNs every txg LMDB has, and at most the one txg more that a crash
  * interrupted, which it replays. The log's extents are the allocator's like
- * any others, known at import from the walk (metalog_mark).
+ * any others, marked at import from the log itself (metalog_mark).
  *
  * Which txg an import takes: the candidates are the distinct uberblocks
  * found on the LUNs (seq and record checksum), newest first, and each must
