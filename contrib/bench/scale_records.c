@@ -16,8 +16,10 @@
  *                                pointer (and writes them anew)
  *   scale_records check DIR      pool check (the rows against a walk)
  *
- * Output: one line "import|walk records=N secs=S rss_anon_kib=K" or the
- * check's counts. DIR should be on a disk with room for the metadata:
+ * Output: one line "import|walk records=N secs=S read_mib=M rss_anon_kib=K
+ * trimmed=K2" (bytes read by syscalls, which the LMDB map's page faults
+ * are not; RssAnon before and after malloc_trim, which cofferd does after
+ * an import) or the check's counts. DIR should be on a disk with room for the metadata:
  * about 250 bytes a record, half in LMDB, half in the log.
  */
 #include <errno.h>
@@ -55,18 +57,27 @@ static void die(const char *what, int ret)
 	exit(1);
 }
 
-static long rss_anon_kib(void)
+/* The number after @key in /proc/self/@file, or -1. */
+static long proc_field(const char *file, const char *key)
 {
-	char line[256];
-	long kib = -1;
-	FILE *f = fopen("/proc/self/status", "r");
+	char path[64], line[256];
+	long v = -1;
+	size_t klen = strlen(key);
+	FILE *f;
 
+	snprintf(path, sizeof(path), "/proc/self/%s", file);
+	f = fopen(path, "r");
 	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "RssAnon: %ld kB", &kib) == 1)
+		if (!strncmp(line, key, klen) && sscanf(line + klen, " %ld", &v) == 1)
 			break;
 	if (f)
 		fclose(f);
-	return kib;
+	return v;
+}
+
+static long rss_anon_kib(void)
+{
+	return proc_field("status", "RssAnon:");
 }
 
 static void opts_of(const char *dir, struct stor_pool_opts *o, char *state, size_t len)
@@ -163,11 +174,13 @@ static void import(const char *dir, int walk, int check)
 	struct stor_pool *p;
 	struct stor_prop_value v;
 	double t0;
+	long rchar0;
 	int ret;
 
 	opts_of(dir, &o, state, sizeof(state));
 	if (walk)
 		drop_rows(state);
+	rchar0 = proc_field("io", "rchar:");
 	t0 = now_s();
 	ret = stor_pool_open("big", &o, &p);
 	if (ret < 0)
@@ -184,12 +197,13 @@ static void import(const char *dir, int walk, int check)
 		stor_verify_report_free(&r);
 	} else {
 		double secs = now_s() - t0;
-		long rss = rss_anon_kib();
+		long rss = rss_anon_kib(), rchar = proc_field("io", "rchar:") - rchar0;
 
-		malloc_trim(0);
+		malloc_trim(0); /* as cofferd does after an import */
 		ret = stor_ds_get(p, "big/v", "used", &v);
-		printf("%s records=%llu secs=%.2f rss_anon_kib=%ld trimmed=%ld\n", walk ? "walk" : "import",
-		       ret == 0 ? strtoull(v.value, NULL, 10) / REC : 0ull, secs, rss, rss_anon_kib());
+		printf("%s records=%llu secs=%.2f read_mib=%.1f rss_anon_kib=%ld trimmed=%ld\n",
+		       walk ? "walk" : "import", ret == 0 ? strtoull(v.value, NULL, 10) / REC : 0ull,
+		       secs, (double)rchar / 1048576, rss, rss_anon_kib());
 	}
 	ret = stor_pool_export(p);
 	if (ret < 0)

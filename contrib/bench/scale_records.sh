@@ -10,8 +10,8 @@
 # pool is removed before the next N: its metadata takes about 0.9 KiB a
 # record of disk (LMDB, and the log's copies on the LUNs).
 # One CSV line per N:
-# records,build_s,import_s,walk_s,rss_anon_mib,rss_anon_untrimmed_mib,
-# space_errors,disk_mib
+# records,build_s,import_s,import_read_mib,walk_s,rss_anon_mib,
+# rss_anon_untrimmed_mib,space_errors,disk_mib
 # (medians; RssAnon after the import, after malloc_trim as the daemon
 # does, and before it).
 #
@@ -27,7 +27,7 @@ base=${DIR:-/var/tmp/coffer-records}
 median() { sort -n | awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] }'; }
 field() { tr ' ' '\n' | sed -n "s/^$1=//p"; }
 
-echo "records,build_s,import_s,walk_s,rss_anon_mib,rss_anon_untrimmed_mib,space_errors,disk_mib"
+echo "records,build_s,import_s,import_read_mib,walk_s,rss_anon_mib,rss_anon_untrimmed_mib,space_errors,disk_mib"
 for n in "$@"; do
 	dir=$base/$n
 	rm -rf "$dir"
@@ -44,6 +44,7 @@ for n in "$@"; do
 	# the import after a walk: rows written anew by the walk, read back
 	"$SCALE_RECORDS" import "$dir" >>"$dir/import.txt"
 	imp=$(field secs <"$dir/import.txt" | median)
+	readm=$(field read_mib <"$dir/import.txt" | median)
 	walk=$(field secs <"$dir/walk.txt" | median)
 	rss=$(field trimmed <"$dir/import.txt" | median)
 	rss0=$(field rss_anon_kib <"$dir/import.txt" | median)
@@ -53,8 +54,8 @@ for n in "$@"; do
 		errs=$("$SCALE_RECORDS" check "$dir" | field space_errors)
 	fi
 	disk=$(du -sm "$dir" | cut -f1)
-	awk -v n="$n" -v b="$build" -v i="$imp" -v w="$walk" -v r="$rss" -v r0="$rss0" \
-		-v e="$errs" -v d="$disk" \
-		'BEGIN { printf "%s,%s,%s,%s,%.1f,%.1f,%s,%s\n", n, b, i, w, r / 1024, r0 / 1024, e, d }'
+	awk -v n="$n" -v b="$build" -v i="$imp" -v m="$readm" -v w="$walk" -v r="$rss" \
+		-v r0="$rss0" -v e="$errs" -v d="$disk" \
+		'BEGIN { printf "%s,%s,%s,%s,%s,%.1f,%.1f,%s,%s\n", n, b, i, m, w, r / 1024, r0 / 1024, e, d }'
 	rm -rf "$dir"
 done
