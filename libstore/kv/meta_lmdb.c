@@ -36,7 +36,8 @@
  *
  * Local tables (META_SPACE) are LMDB's alone: their puts and deletes are
  * never captured. A watcher (meta_watch) of one table is told of each
- * change with the value it replaces (one lookup more per put) and puts its
+ * change with the value it replaces (found by the cursor that then puts
+ * or deletes, so no lookup more) and puts its
  * own rows at the commit; each write transaction holds wlock from its
  * begin until the watcher was told how it ended, since LMDB lets its
  * writer lock go inside mdb_txn_commit.
@@ -91,6 +92,7 @@ struct meta_txn {
 	int rdonly;
 	int nolog, logged;
 	struct meta_redo redo;
+	MDB_cursor *wcur; /* on the watched table: meta_put and meta_del (watched_row) */
 };
 
 static const char *const table_names[META_ALL_TABLES] = { "pool", "ds", "bp", "mac", "space" };
@@ -608,37 +610,46 @@ static int captured(const struct meta_txn *t, enum meta_table tab)
 	return !t->nolog && tab < META_NTABLES;
 }
 
-/*
- * Tell the watcher of @tab that the row at @k becomes @v (NULL: deleted),
- * with the value it has now, if any. @return 0, -ENOENT (a delete of no
- * row), or the watcher's error
- */
-static int tell(struct meta_txn *t, enum meta_table tab, MDB_val *k, const MDB_val *v)
+/* The watcher of @tab, or NULL. */
+static const struct meta_watch *watcher(const struct meta_txn *t, enum meta_table tab)
 {
-	struct meta *m = t->m;
-	MDB_val old;
-	int rc;
+	return t->m->watch.change && t->m->watched == tab ? &t->m->watch : NULL;
+}
 
-	if (!m->watch.change || m->watched != tab)
-		return 0;
-	rc = mdb_get(t->txn, m->dbi[tab], k, &old);
-	if (rc && rc != MDB_NOTFOUND)
-		return lmdb_error(rc);
-	if (rc && !v)
-		return -ENOENT;
-	return m->watch.change(m->watch.ctx, k->mv_data, k->mv_size, rc ? NULL : old.mv_data,
-			       rc ? 0 : old.mv_size, v ? v->mv_data : NULL, v ? v->mv_size : 0);
+/*
+ * The row at @k of the watched table @tab, under the transaction's cursor
+ * for it (opened at the first use): a put or delete then goes through the
+ * cursor, so telling the watcher the old value costs no second lookup.
+ * @return 0 with *@old, -ENOENT, or an error
+ */
+static int watched_row(struct meta_txn *t, enum meta_table tab, MDB_val *k, MDB_val *old)
+{
+	int rc = t->wcur ? 0 : mdb_cursor_open(t->txn, t->m->dbi[tab], &t->wcur);
+
+	if (rc == 0)
+		rc = mdb_cursor_get(t->wcur, k, old, MDB_SET_KEY);
+	return lmdb_error(rc);
 }
 
 int meta_put(struct meta_txn *t, enum meta_table tab, const void *key, size_t klen,
 	     const void *val, size_t vlen)
 {
-	MDB_val k = { klen, (void *)key }, v = { vlen, (void *)val };
-	int rc = tell(t, tab, &k, &v);
+	const struct meta_watch *w = watcher(t, tab);
+	MDB_val k = { klen, (void *)key }, v = { vlen, (void *)val }, old;
+	int rc, ret;
 
-	if (rc < 0)
-		return rc;
-	rc = mdb_put(t->txn, t->m->dbi[tab], &k, &v, 0);
+	if (w) {
+		ret = watched_row(t, tab, &k, &old);
+		if (ret < 0 && ret != -ENOENT)
+			return ret;
+		rc = w->change(w->ctx, key, klen, ret ? NULL : old.mv_data, ret ? 0 : old.mv_size,
+			       val, vlen);
+		if (rc < 0)
+			return rc;
+		rc = mdb_cursor_put(t->wcur, &k, &v, ret ? 0 : MDB_CURRENT);
+	} else {
+		rc = mdb_put(t->txn, t->m->dbi[tab], &k, &v, 0);
+	}
 	if (rc)
 		return note_full(t->m, rc);
 	return captured(t, tab) ? meta_redo_add(&t->redo, tab, META_OP_PUT, key, klen, val, vlen) : 0;
@@ -646,12 +657,21 @@ int meta_put(struct meta_txn *t, enum meta_table tab, const void *key, size_t kl
 
 int meta_del(struct meta_txn *t, enum meta_table tab, const void *key, size_t klen)
 {
-	MDB_val k = { klen, (void *)key };
-	int rc = tell(t, tab, &k, NULL);
+	const struct meta_watch *w = watcher(t, tab);
+	MDB_val k = { klen, (void *)key }, old;
+	int rc;
 
-	if (rc < 0)
-		return rc;
-	rc = mdb_del(t->txn, t->m->dbi[tab], &k, NULL);
+	if (w) {
+		rc = watched_row(t, tab, &k, &old);
+		if (rc < 0)
+			return rc;
+		rc = w->change(w->ctx, key, klen, old.mv_data, old.mv_size, NULL, 0);
+		if (rc < 0)
+			return rc;
+		rc = mdb_cursor_del(t->wcur, 0);
+	} else {
+		rc = mdb_del(t->txn, t->m->dbi[tab], &k, NULL);
+	}
 	if (rc)
 		return note_full(t->m, rc);
 	return captured(t, tab) ? meta_redo_add(&t->redo, tab, META_OP_DEL, key, klen, NULL, 0) : 0;
@@ -675,7 +695,11 @@ int meta_iter(struct meta_txn *t, enum meta_table tab, const void *prefix, size_
 		if (ret)
 			break;
 		if (del) {
-			ret = tell(t, tab, &k, NULL);
+			const struct meta_watch *w = watcher(t, tab);
+
+			ret = w ? w->change(w->ctx, k.mv_data, k.mv_size, v.mv_data, v.mv_size,
+					    NULL, 0)
+				: 0;
 			if (ret == 0 && captured(t, tab))
 				ret = meta_redo_add(&t->redo, tab, META_OP_DEL, k.mv_data,
 						    k.mv_size, NULL, 0);
