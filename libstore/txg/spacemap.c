@@ -27,10 +27,16 @@
  * changes, whatever the number of pointers.
  *
  * A change that does not add up (an extent added twice, one removed that
- * was not there) or an emptied "bp" (a full replay) drops the rows in the
- * same commit; the next import walks the pointers and writes them anew
- * (spacemap_write_base), as it does for a pool that never had them. pool
- * check compares the rows with its own walk (verify.c).
+ * was not there), an emptied "bp" (a full replay) or no memory to keep the
+ * changes in drops the rows in the same commit (never fails it); the next
+ * import walks the pointers and writes them anew (spacemap_write_base), as
+ * it does for a pool that never had them. pool check compares the rows
+ * with its own walk (verify.c).
+ *
+ * The rows are trusted as the pointers beside them are: a hand on the LMDB
+ * file that frees a live extent in them gets that record overwritten by
+ * later writes (its checksum or MAC then fails at its read), as deleting
+ * the pointer would lose it; pool check names the difference.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -229,7 +235,11 @@ static int on_change(void *ctx, const void *key, size_t klen, const void *old, s
 	}
 	id = get_u64(&k);
 	ret = count(sm, id, old, olen, -1);
-	return ret < 0 ? ret : count(sm, id, val, vlen, +1);
+	if (ret == 0)
+		ret = count(sm, id, val, vlen, +1);
+	if (ret < 0)
+		sm->drop = 1; /* out of memory: the rows go, never the commit */
+	return 0;
 }
 
 static void on_cleared(void *ctx)
@@ -468,9 +478,10 @@ static int on_commit(void *ctx, struct meta_txn *t)
 	if (!sm->nc && !sm->ns)
 		return 0;
 	ret = net_row(sm, &row, &len);
-	if (ret == STOR_ECORRUPT) {
+	if (ret == STOR_ECORRUPT || ret == -ENOMEM) {
 		free(row);
-		return drop_rows(sm, t, "a commit's changes do not add up");
+		return drop_rows(sm, t, ret == -ENOMEM ? "out of memory"
+							: "a commit's changes do not add up");
 	}
 	if (ret == 0 && len) {
 		id_key(key, 'd', sm->next_seq++);
@@ -483,8 +494,9 @@ static int on_commit(void *ctx, struct meta_txn *t)
 	if (ret == 0 && sm->next_logged > spacemap_fold_bytes) {
 		ret = fold(t);
 		sm->next_logged = 0;
-		if (ret == STOR_ECORRUPT)
-			return drop_rows(sm, t, "the changes do not add up with the chunks");
+		if (ret == STOR_ECORRUPT || ret == -ENOMEM)
+			return drop_rows(sm, t, ret == -ENOMEM ? "out of memory"
+							    : "the changes do not add up with the chunks");
 	}
 	if (ret == 0) {
 		header_encode(hdr, sm->next_seq, sm->next_logged);
