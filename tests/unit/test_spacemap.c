@@ -128,10 +128,30 @@ static void lm_open(struct lm *l)
 	cr_assert_eq(mdb_dbi_open(l->txn, "space", 0, &l->space), 0);
 }
 
+static void lm_put(struct lm *l, const void *key, size_t klen, const void *val, size_t vlen)
+{
+	MDB_val k = { klen, (void *)key }, v = { vlen, (void *)val };
+
+	cr_assert_eq(mdb_put(l->txn, l->space, &k, &v, 0), 0);
+}
+
 static void lm_commit(struct lm *l)
 {
 	cr_assert_eq(mdb_txn_commit(l->txn), 0);
 	mdb_env_close(l->env);
+}
+
+/* Dataset a with records 0-9 written, the pool closed: a's id. */
+static uint64_t ten_records_closed(void)
+{
+	struct stor_ds *a = tpool_ds(&tp, TPOOL_NAME "/a", 4 * MIB, REC);
+	uint64_t id = a->id;
+
+	for (unsigned i = 0; i < 10; i++)
+		write_rec(a, i, 1);
+	stor_ds_close(a);
+	tpool_close(&tp);
+	return id;
 }
 
 /*
@@ -140,18 +160,13 @@ static void lm_commit(struct lm *l)
  */
 Test(spacemap, the_import_takes_a_tables_space_from_the_rows_and_pool_check_catches_a_lie)
 {
-	struct stor_ds *a = tpool_ds(&tp, TPOOL_NAME "/a", 4 * MIB, REC);
+	uint64_t id = ten_records_closed();
 	struct stor_verify_report r;
 	uint8_t key[9], *w = key, val[24];
-	uint64_t id = a->id;
 	const uint8_t *rd;
 	MDB_val k = { sizeof(key), key }, v;
 	struct lm l;
 
-	for (unsigned i = 0; i < 10; i++)
-		write_rec(a, i, 1);
-	stor_ds_close(a);
-	tpool_close(&tp);
 	put_u8(&w, 'o');
 	put_u64(&w, id);
 	lm_open(&l);
@@ -162,8 +177,7 @@ Test(spacemap, the_import_takes_a_tables_space_from_the_rows_and_pool_check_catc
 	memcpy(val, v.mv_data, sizeof(val));
 	w = val;
 	put_u64(&w, 11 * (uint64_t)REC);
-	v = (MDB_val){ sizeof(val), val };
-	cr_assert_eq(mdb_put(l.txn, l.space, &k, &v, 0), 0);
+	lm_put(&l, key, sizeof(key), val, sizeof(val));
 	lm_commit(&l);
 	cr_assert_eq(tpool_open(&tp), 0);
 	cr_assert_eq(used_of(TPOOL_NAME "/a"), 11 * (uint64_t)REC,
@@ -174,21 +188,16 @@ Test(spacemap, the_import_takes_a_tables_space_from_the_rows_and_pool_check_catc
 }
 
 /*
- * A chunk row cut short and a change row that removes what no chunk holds
- * do not add up: the import walks the pointers instead, finds the truth,
- * and writes the rows anew (pool check clean, and the next import too).
+ * A change row that removes what no chunk holds does not add up: the
+ * import walks the pointers instead, finds the truth, and writes the rows
+ * anew (pool check clean, and the next import too).
  */
 Test(spacemap, rows_that_do_not_add_up_make_the_import_walk_and_write_them_anew)
 {
-	struct stor_ds *a = tpool_ds(&tp, TPOOL_NAME "/a", 4 * MIB, REC);
 	uint8_t key[9], *w = key, row[15], *rw = row;
-	MDB_val k = { sizeof(key), key }, v = { sizeof(row), row };
 	struct lm l;
 
-	for (unsigned i = 0; i < 10; i++)
-		write_rec(a, i, 1);
-	stor_ds_close(a);
-	tpool_close(&tp);
+	ten_records_closed();
 	/* a removal of sectors no pointer ever held, as the newest change */
 	put_u8(&w, 'd');
 	put_u64(&w, UINT64_MAX);
@@ -197,7 +206,7 @@ Test(spacemap, rows_that_do_not_add_up_make_the_import_walk_and_write_them_anew)
 	put_u32(&rw, 16);
 	put_u64(&rw, 100000);
 	lm_open(&l);
-	cr_assert_eq(mdb_put(l.txn, l.space, &k, &v, 0), 0);
+	lm_put(&l, key, sizeof(key), row, sizeof(row));
 	lm_commit(&l);
 	cr_assert_eq(tpool_open(&tp), 0);
 	cr_assert_eq(used_of(TPOOL_NAME "/a"), 10 * (uint64_t)REC);
