@@ -579,6 +579,49 @@ static int load_sum(void *ctx, const struct sm_sum *sum)
 	return sum->nenc ? downgraded(rb->p, o->ds, &enc, "it holds") : 0;
 }
 
+static int first_sealed(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
+{
+	struct bp bp;
+
+	(void)key, (void)klen;
+	if (bp_decode(val, vlen, &bp) < 0)
+		return STOR_ECORRUPT;
+	*(int *)ctx = !!(bp.flags & BP_F_ENCRYPTED);
+	return 1;
+}
+
+/*
+ * The downgrade check of an import that read the rows: their count of
+ * sealed pointers is in the same LMDB file as the dataset records an
+ * attacker would edit, so each table of a dataset its metadata calls clear
+ * also has its first pointer looked at (one lookup per table, not per
+ * record): a dataset whose encryption was taken out of its metadata had
+ * only sealed pointers until a write of its own.
+ */
+static int clear_tables_unsealed(struct stor_pool *p, const struct owners *o)
+{
+	struct bp enc = { .flags = BP_F_ENCRYPTED };
+	struct meta_txn *t = NULL;
+	int ret = meta_rtxn_get(p->meta, &t);
+
+	for (size_t i = 0; ret == 0 && i < owners_count(o); i++) {
+		const struct owner *w = owners_at(o, i);
+		const struct stor_ds *ds = w->ds ? w->ds : w->snap->ds;
+		uint8_t prefix[8], *pw = prefix;
+		int sealed = 0;
+
+		if (ds->suite)
+			continue;
+		put_u64(&pw, w->id);
+		ret = meta_iter(t, META_BP, prefix, sizeof(prefix), 0, first_sealed, &sealed);
+		if (ret == 1)
+			ret = sealed ? downgraded(p, ds, &enc, w->ds ? "it holds" : "a snapshot of it keeps")
+				     : 0;
+	}
+	meta_rtxn_put(t);
+	return ret < 0 ? ret : 1;
+}
+
 static int any_cut(const struct stor_pool *p)
 {
 	for (unsigned i = 0; i < atomic_load(&p->nluns); i++)
@@ -601,6 +644,8 @@ static int rebuild_space(struct stor_pool *p)
 
 	if (ret == 0 && !cut) {
 		ret = spacemap_load(p->smap, p->alloc, load_sum, &rb);
+		if (ret > 0)
+			ret = clear_tables_unsealed(p, rb.owners);
 		if (ret != 0)
 			goto out;
 	}

@@ -914,7 +914,41 @@ static void key_file_forgets_enc(void)
 	}
 }
 
-enum downgrade { SUITE_BYTE, AND_PROPERTY, AND_KEY_FILE };
+enum downgrade { SUITE_BYTE, AND_PROPERTY, AND_KEY_FILE, AND_ROWS };
+
+/* The free map's rows of every table ("space", "o" ids), as read. */
+struct sums_seen {
+	uint8_t key[16][9], val[16][24];
+	size_t n;
+};
+
+static int sums_keep(const void *key, size_t klen, const void *val, size_t vlen, void *ctx)
+{
+	struct sums_seen *s = ctx;
+
+	if (klen == 9 && vlen == 24 && ((const uint8_t *)key)[0] == 'o' && s->n < 16) {
+		memcpy(s->key[s->n], key, 9);
+		memcpy(s->val[s->n], val, 24);
+		s->n++;
+	}
+	return 0;
+}
+
+/* Each table's count of sealed pointers in the rows set to 0, as a hand
+ * that knows the format would, so that the rows say nothing is sealed. */
+static void rows_say_unsealed(void)
+{
+	struct tamper *t = tam();
+	struct sums_seen s = { .n = 0 };
+
+	cr_assert_geq(tamper_each(t, "space", sums_keep, &s), 0);
+	cr_assert_gt(s.n, 0, "no sums in the free map's rows");
+	for (size_t i = 0; i < s.n; i++) {
+		memset(s.val[i] + 16, 0, 8);
+		cr_assert_eq(tamper_put(t, "space", s.key[i], 9, s.val[i], 24), 0);
+	}
+	untam(t);
+}
 
 static void suite_off_attack(enum downgrade how)
 {
@@ -924,8 +958,10 @@ static void suite_off_attack(enum downgrade how)
 
 	enc_pool_stopped(NULL);
 	record_says_clear(how >= AND_PROPERTY);
-	if (how == AND_KEY_FILE)
+	if (how >= AND_KEY_FILE)
 		key_file_forgets_enc();
+	if (how == AND_ROWS)
+		rows_say_unsealed();
 
 	from = log_size();
 	if (tdaemon_start(&td) != 0) {
@@ -968,6 +1004,16 @@ Test(integrity, suite_byte_and_encryption_property_set_off_still_refuse_the_data
 Test(integrity, record_property_and_key_file_set_clear_refuse_the_pool_and_store_no_plaintext)
 {
 	suite_off_attack(AND_KEY_FILE);
+}
+
+/*
+ * The same, and the free map's rows edited too so that they count no
+ * sealed pointer: the import, which reads them instead of every pointer,
+ * still looks at each clear table's first pointer and refuses the pool.
+ */
+Test(integrity, a_downgrade_with_the_rows_edited_to_match_still_refuses_the_pool)
+{
+	suite_off_attack(AND_ROWS);
 }
 
 /*
