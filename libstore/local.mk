@@ -25,6 +25,7 @@ libstore_libstore_a_SOURCES = \
 	%D%/ds/dataset.c %D%/ds/props.h %D%/ds/props.c %D%/ds/userprops.h %D%/ds/userprops.c %D%/ds/space.c %D%/ds/snapshot.h \
 	%D%/ds/snapshot.c %D%/ds/clone.c %D%/ds/dskeys.c %D%/ds/keyfile.c \
 	%D%/ds/children.h %D%/ds/children.c %D%/ds/recv_state.h %D%/ds/recv_state.c %D%/ds/rekey.h %D%/ds/rekey.c %D%/ds/rename.c %D%/ds/owners.h %D%/ds/owners.c \
+	%D%/ds/snapnames.h %D%/ds/snapnames.c \
 	%D%/io/record.c %D%/io/map.c %D%/io/stats.h %D%/io/stats.c \
 	%D%/pool/pool.c %D%/pool/promote.c %D%/pool/pool_rename.c %D%/pool/scrub.c %D%/pool/resilver.c \
 	%D%/pool/verify.c %D%/pool/expand.c \

@@ -169,6 +169,10 @@ struct stor_ds {
 	struct snap **snaps;
 	size_t nsnaps, capsnaps;
 	struct snap *keep;
+	/* @snaps by the name after '@' (ds/snapnames.c; admin lock):
+	 * valid while snap_index_n == nsnaps */
+	uint32_t *snap_index;
+	size_t snap_index_cap, snap_index_n;
 	/* a clone (clone.c): the snapshot it reads for what it has not
 	 * written (origin_id in its record), and the bytes of that image it
 	 * still references (its referenced is own + shared_ref) */

@@ -42,6 +42,7 @@
 #include "crypt/crypt.h"
 #include "ds/children.h"
 #include "ds/dataset.h"
+#include "ds/snapnames.h"
 #include "ds/snapshot.h"
 #include "ds/space.h"
 #include "kv/meta.h"
@@ -201,6 +202,9 @@ static void apply_names(struct stor_pool *p, struct rn *r)
 	pthread_mutex_lock(&p->snap_lock);
 	for (size_t i = 0; i < r->nmem; i++) {
 		char **slot = r->mem[i].s ? &r->mem[i].s->name : &r->mem[i].ds->name;
+
+		if (r->mem[i].s)
+			snap_names_stale(r->mem[i].s->ds);
 
 		free(*slot);
 		*slot = r->mem[i].name;

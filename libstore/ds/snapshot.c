@@ -78,6 +78,7 @@
 #include "ds/dataset.h"
 #include "ds/recv_state.h"
 #include "ds/rekey.h"
+#include "ds/snapnames.h"
 #include "ds/snapshot.h"
 #include "ds/space.h"
 #include "kv/meta.h"
@@ -154,6 +155,10 @@ static int attach(struct stor_ds *ds, struct snap *s)
 	ds->snaps[i] = s;
 	ds->nsnaps++;
 	s->ds = ds;
+	if (i + 1 == ds->nsnaps)
+		snap_names_added(ds);
+	else
+		snap_names_stale(ds);
 	return 0;
 }
 
@@ -164,6 +169,7 @@ static void detach(struct stor_ds *ds, struct snap *s)
 			continue;
 		memmove(&ds->snaps[i], &ds->snaps[i + 1], (ds->nsnaps - i - 1) * sizeof(*ds->snaps));
 		ds->nsnaps--;
+		snap_names_stale(ds);
 		return;
 	}
 }
@@ -177,16 +183,6 @@ static struct snap *newest_alive(const struct stor_ds *ds)
 	return NULL;
 }
 
-static struct snap *find_in(const struct stor_ds *ds, const char *snapname)
-{
-	size_t n = strlen(ds->name);
-
-	for (size_t i = 0; i < ds->nsnaps; i++)
-		if (!strcmp(ds->snaps[i]->name + n + 1, snapname))
-			return ds->snaps[i];
-	return NULL;
-}
-
 void snap_free_all(struct stor_ds *ds)
 {
 	for (size_t i = 0; i < ds->nsnaps; i++)
@@ -194,6 +190,7 @@ void snap_free_all(struct stor_ds *ds)
 	free(ds->snaps);
 	ds->snaps = NULL;
 	ds->nsnaps = ds->capsnaps = 0;
+	snap_names_free(ds);
 	ds->keep = NULL;
 }
 
@@ -710,7 +707,7 @@ static int want_snap(struct stor_pool *p, struct create_ctx *c, struct stor_ds *
 
 	if ((size_t)snprintf(name, sizeof(name), "%s@%s", ds->name, snapname) > STOR_NAME_MAX)
 		return STOR_EBADNAME;
-	if (find_in(ds, snapname))
+	if (snap_names_find(ds, snapname))
 		return -EEXIST;
 	for (size_t i = 0; i < c->n; i++)
 		if (!strcmp(c->s[i]->name, name))
@@ -905,7 +902,7 @@ static int pick_one(struct stor_ds *ds, const char *spec, struct destroy_ctx *c,
 	size_t first = 0, last, before = c->n;
 
 	if (!pct) {
-		struct snap *s = find_in(ds, spec);
+		struct snap *s = snap_names_find(ds, spec);
 
 		if (!s || s->dying)
 			return must ? -ENOENT : 0;
@@ -922,13 +919,13 @@ static int pick_one(struct stor_ds *ds, const char *spec, struct destroy_ctx *c,
 
 		memcpy(a, spec, (size_t)(pct - spec));
 		a[pct - spec] = '\0';
-		if (!(s = find_in(ds, a)))
+		if (!(s = snap_names_find(ds, a)))
 			return must ? -ENOENT : 0;
 		while (ds->snaps[first] != s)
 			first++;
 	}
 	if (pct[1]) {
-		struct snap *s = find_in(ds, pct + 1);
+		struct snap *s = snap_names_find(ds, pct + 1);
 
 		if (!s)
 			return must ? -ENOENT : 0;
@@ -1395,7 +1392,7 @@ int stor_snap_rollback(struct stor_pool *p, const char *name, unsigned flags)
 		return STOR_EBADNAME;
 	pthread_mutex_lock(&p->admin);
 	ds = ds_find_locked(p, dsname);
-	S = ds ? find_in(ds, snapname) : NULL;
+	S = ds ? snap_names_find(ds, snapname) : NULL;
 	if (!S || S->dying) {
 		ret = -ENOENT;
 		goto out;
@@ -1534,7 +1531,7 @@ struct snap *snap_find_locked(struct stor_pool *p, const char *name)
 
 	STOR_ASSERT_HELD(&p->admin);
 	ds = snapname ? ds_find_locked(p, dsname) : NULL;
-	s = ds ? find_in(ds, snapname) : NULL;
+	s = ds ? snap_names_find(ds, snapname) : NULL;
 	return s && !s->dying ? s : NULL;
 }
 

@@ -35,6 +35,7 @@
 #include "base/stor_assert.h"
 #include "ds/clone.h"
 #include "ds/dataset.h"
+#include "ds/snapnames.h"
 #include "ds/snapshot.h"
 #include "ds/space.h"
 #include "ds/rekey.h"
@@ -454,6 +455,8 @@ int stor_ds_promote(struct stor_pool *p, const char *name)
 				C->snaps[i]->name = newnames[i];
 				newnames[i] = NULL;
 			}
+			snap_names_stale(C);
+			snap_names_stale(D);
 			C->origin = O;
 			D->origin = S;
 			D->keep = D->nsnaps ? D->snaps[D->nsnaps - 1] : NULL;

@@ -792,3 +792,95 @@ Test(snapshot, overwrites_under_a_snapshot_do_not_eat_the_slop)
 	sync_pool();
 	assert_clean("full pool, snapshot gone");
 }
+
+/* @name is snapshot @t of the dataset below: record t holds generation
+ * t + 1 from snapshot t on, and zeros before it */
+static void is_snap(const char *name, int t, int nsnaps)
+{
+	struct stor_prop_value v;
+	int ret = stor_ds_get(tp.pool, name, "createtxg", &v);
+
+	cr_assert_eq(ret, 0, "%s not found: %s", name, stor_strerror(ret));
+	cr_assert_eq(gen_of(name, (uint64_t)t), t + 1, "%s is not snapshot %d", name, t);
+	if (t + 1 < nsnaps)
+		cr_assert_eq(gen_of(name, (uint64_t)t + 1), 0, "%s is not snapshot %d", name, t);
+}
+
+static void is_gone(const char *name)
+{
+	struct stor_prop_value v;
+
+	cr_assert_eq(stor_ds_get(tp.pool, name, "createtxg", &v), -ENOENT, "%s still found", name);
+}
+
+/* Past a few snapshots a dataset's are found by an index of their names
+ * (ds/snapnames.c): every change of the list or of a name must reach it. */
+static void many_snaps_found(void)
+{
+	char name[64];
+
+	for (int t = 0; t < 40; t++) {
+		const char *ds = t <= 25 ? "tank/c" : "tank/v";
+
+		if (t == 10 || t == 20 || t > 35) {
+			snprintf(name, sizeof(name), "tank/v@s%d", t);
+			is_gone(name);
+			snprintf(name, sizeof(name), "tank/c@s%d", t);
+			is_gone(name);
+			continue;
+		}
+		snprintf(name, sizeof(name), "%s@%c%d", ds, t == 5 || t == 30 ? 'r' : 's', t);
+		is_snap(name, t, 40);
+		snprintf(name, sizeof(name), "%s@s%d", t <= 25 ? "tank/v" : "tank/c", t);
+		is_gone(name);
+	}
+	is_gone("tank/v@s5");
+	is_gone("tank/c@s5");
+	is_gone("tank/v@s30");
+	is_gone("tank/v@nothing");
+}
+
+Test(snapshot, many_snapshots_are_found_by_name_through_renames_destroys_promote_and_import)
+{
+	struct stor_ds *ds;
+	char name[64];
+
+	tpool_init(&tp, 2, 16u << 20, NULL);
+	ds = tpool_ds(&tp, "tank/v", VOL, REC);
+	for (int t = 0; t < 40; t++) {
+		put(ds, (uint64_t)t, (uint64_t)t + 1);
+		snprintf(name, sizeof(name), "tank/v@s%d", t);
+		snap(name);
+	}
+	stor_ds_close(ds);
+	for (int t = 0; t < 40; t++) {
+		snprintf(name, sizeof(name), "tank/v@s%d", t);
+		is_snap(name, t, 40);
+	}
+	cr_assert_eq(stor_ds_rename(tp.pool, "tank/v@s5", "tank/v@r5", 0), 0, "%s",
+		     stor_pool_last_error());
+	cr_assert_eq(stor_ds_rename(tp.pool, "tank/v@s30", "tank/v@r30", 0), 0, "%s",
+		     stor_pool_last_error());
+	is_snap("tank/v@r5", 5, 40);
+	is_snap("tank/v@r30", 30, 40);
+	is_gone("tank/v@s5");
+	destroy("tank/v@s10");
+	destroy("tank/v@s20");
+	cr_assert_eq(stor_snap_rollback(tp.pool, "tank/v@s35", STOR_RECURSIVE), 0, "%s",
+		     stor_pool_last_error());
+	cr_assert_eq(stor_ds_clone(tp.pool, "tank/v@s25", "tank/c", NULL), 0, "%s",
+		     stor_pool_last_error());
+	cr_assert_eq(stor_ds_promote(tp.pool, "tank/c"), 0, "%s", stor_pool_last_error());
+	many_snaps_found();
+	sync_pool();
+	tpool_reopen(&tp);
+	many_snaps_found();
+	/* and one more after the import */
+	ds = NULL;
+	cr_assert_eq(stor_ds_open(tp.pool, "tank/v", &ds), 0);
+	put(ds, 36, 37);
+	stor_ds_close(ds);
+	snap("tank/v@s36");
+	is_snap("tank/v@s36", 36, 37);
+	assert_clean("after the lookups");
+}
