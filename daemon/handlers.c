@@ -1935,7 +1935,8 @@ static int h_ds_list(struct hcall *c)
 			continue;
 		lc.pool = pe->pool;
 		lc.snapshots = 0;
-		/* datasets in one pass (list_values), unless each needs a check of its owner */
+		/* rows in one pass (list_values), unless each needs a check of
+		 * its owner or a user property; snapshots' columns are asked for */
 		if (volumes && !lc.openable && !lc.user)
 			ret = stor_ds_list_props(pe->pool, lc.props, lc.nprops, list_values, &lc);
 		else if (volumes)
@@ -1943,7 +1944,9 @@ static int h_ds_list(struct hcall *c)
 		else
 			ret = 0;
 		lc.snapshots = 1;
-		if (ret == 0 && snapshots)
+		if (ret == 0 && snapshots && lc.props && !lc.openable && !lc.user)
+			ret = stor_snap_list_props(pe->pool, lc.props, lc.nprops, list_values, &lc);
+		else if (ret == 0 && snapshots)
 			ret = stor_snap_list(pe->pool, list_one, &lc);
 		if (ret < 0) {
 			fail(c, ret, "list", NULL);

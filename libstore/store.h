@@ -897,6 +897,17 @@ int stor_ds_list_props(struct stor_pool *pool, const char *const *props, size_t 
 		       int (*fn)(const char *name, const struct stor_prop_value *v, size_t nv,
 				 void *ctx),
 		       void *ctx);
+/**
+ * stor_ds_list_props() of the pool's snapshots, as stor_snap_list() orders
+ * them: the @n properties @props of each (a property a snapshot has not, or
+ * an unknown name, gets the value "-" and source STOR_SRC_NONE), and @fn
+ * runs under the pool's admin lock: no lookup by name, where a
+ * stor_ds_get() per cell finds the snapshot and its dataset each time.
+ */
+int stor_snap_list_props(struct stor_pool *pool, const char *const *props, size_t n,
+			 int (*fn)(const char *name, const struct stor_prop_value *v, size_t nv,
+				   void *ctx),
+			 void *ctx);
 
 /**
  * Set property @prop of @name to @value locally (committed in the next txg).

@@ -1402,7 +1402,7 @@ static void fill_value_of(struct stor_pool *p, struct stor_ds *ds, int id,
 	}
 }
 
-static void fill_value(struct stor_pool *p, struct stor_ds *ds, int id, struct stor_prop_value *v)
+void ds_value_locked(struct stor_pool *p, struct stor_ds *ds, int id, struct stor_prop_value *v)
 {
 	fill_value_of(p, ds, id, v, NULL);
 }
@@ -1488,7 +1488,7 @@ int stor_ds_get(struct stor_pool *p, const char *name, const char *prop,
 	pthread_mutex_lock(&p->admin);
 	ds = ds_find_locked(p, name);
 	if (ds)
-		fill_value(p, ds, id, out);
+		ds_value_locked(p, ds, id, out);
 	else
 		ret = -ENOENT;
 	pthread_mutex_unlock(&p->admin);
@@ -1508,7 +1508,7 @@ int stor_ds_get_all(struct stor_pool *p, const char *name,
 	ds = ds_find_locked(p, name);
 	if (ds)
 		for (int i = 0; i < PROP_COUNT; i++)
-			fill_value(p, ds, i, &vals[i]);
+			ds_value_locked(p, ds, i, &vals[i]);
 	pthread_mutex_unlock(&p->admin);
 	if (!ds)
 		return -ENOENT;

@@ -1543,60 +1543,115 @@ static void value(struct stor_prop_value *v, const char *name, uint64_t x)
 	v->source = STOR_SRC_FIXED;
 }
 
+/* A snapshot's properties, in the order get all shows them: its own, then
+ * those of its dataset that hold for it too. */
+static const int snap_props[] = { PROP_TYPE,	   PROP_CREATETXG,	PROP_CREATION,
+				  PROP_GUID,	   PROP_VOLSIZE,	PROP_USED,
+				  PROP_REFERENCED, PROP_WRITTEN,	PROP_RECORDSIZE,
+				  PROP_ENCRYPTION, PROP_ENCRYPTIONROOT, PROP_KEYSTATUS };
+
+/* Property @id of @s into @v (admin lock held). @return 1, or 0 when a
+ * snapshot has no such property */
+static int snap_value_locked(struct stor_pool *p, struct snap *s, int id,
+			     struct stor_prop_value *v)
+{
+	switch (id) {
+	case PROP_TYPE:
+		memset(v, 0, sizeof(*v));
+		snprintf(v->name, sizeof(v->name), "type");
+		snprintf(v->value, sizeof(v->value), "snapshot");
+		v->source = STOR_SRC_FIXED;
+		return 1;
+	case PROP_CREATETXG:
+		value(v, "createtxg", s->txg);
+		return 1;
+	case PROP_CREATION:
+		value(v, "creation", s->ctime);
+		return 1;
+	case PROP_GUID:
+		value(v, "guid", s->guid);
+		return 1;
+	case PROP_VOLSIZE:
+		value(v, "volsize", s->volsize);
+		return 1;
+	case PROP_USED:
+		/* what destroying it alone would free (born since the one before
+		 * it, kept by it only); as of the last commit */
+		value(v, "used", sum_table(p, s->id, prev_txg(s), UINT64_MAX));
+		return 1;
+	case PROP_REFERENCED:
+		value(v, "referenced", s->referenced);
+		return 1;
+	case PROP_WRITTEN:
+		value(v, "written", written_of(p, s));
+		return 1;
+	case PROP_RECORDSIZE:
+	case PROP_ENCRYPTION:
+	case PROP_ENCRYPTIONROOT:
+	case PROP_KEYSTATUS:
+		ds_value_locked(p, s->ds, id, v);
+		return 1;
+	}
+	return 0;
+}
+
 int snap_get_all(struct stor_pool *p, const char *name, const char *want,
 		 int (*fn)(const struct stor_prop_value *v, void *ctx), void *ctx)
 {
-	static const char *const from_head[] = { "recordsize", "encryption", "encryptionroot",
-						 "keystatus" };
-	struct stor_prop_value v[7];
-	char dsname[STOR_NAME_MAX + 1];
+	struct stor_prop_value v[sizeof(snap_props) / sizeof(*snap_props)];
+	int only = want ? prop_lookup(want) : -1, ret = 0;
 	struct snap *s;
 	size_t n = 0;
-	int ret = 0;
 
 	pthread_mutex_lock(&p->admin);
 	s = snap_find_locked(p, name);
-#define WANTED(prop) (!want || !strcmp(want, prop))
-	if (s) {
-		if (WANTED("createtxg"))
-			value(&v[n++], "createtxg", s->txg);
-		if (WANTED("creation"))
-			value(&v[n++], "creation", s->ctime);
-		if (WANTED("guid"))
-			value(&v[n++], "guid", s->guid);
-		if (WANTED("volsize"))
-			value(&v[n++], "volsize", s->volsize);
-		/* used: what destroying it alone would free (born since the one
-		 * before it, kept by it only); as of the last commit */
-		if (WANTED("used"))
-			value(&v[n++], "used", sum_table(p, s->id, prev_txg(s), UINT64_MAX));
-		if (WANTED("referenced"))
-			value(&v[n++], "referenced", s->referenced);
-		if (WANTED("written"))
-			value(&v[n++], "written", written_of(p, s));
-	}
+	for (size_t i = 0; s && i < sizeof(snap_props) / sizeof(*snap_props); i++)
+		if (!want || snap_props[i] == only)
+			n += (size_t)snap_value_locked(p, s, snap_props[i], &v[n]);
 	pthread_mutex_unlock(&p->admin);
 	if (!s)
 		return -ENOENT;
-	if (WANTED("type")) {
-		struct stor_prop_value type;
-
-		memset(&type, 0, sizeof(type));
-		snprintf(type.name, sizeof(type.name), "type");
-		snprintf(type.value, sizeof(type.value), "snapshot");
-		type.source = STOR_SRC_FIXED;
-		ret = fn(&type, ctx);
-	}
 	for (size_t i = 0; i < n && ret == 0; i++)
 		ret = fn(&v[i], ctx);
-	split(name, dsname);
-	for (size_t i = 0; i < 4 && ret == 0; i++) {
-		struct stor_prop_value hv;
+	return ret;
+}
 
-		if (WANTED(from_head[i]) && stor_ds_get(p, dsname, from_head[i], &hv) == 0)
-			ret = fn(&hv, ctx);
+int stor_snap_list_props(struct stor_pool *p, const char *const *props, size_t n,
+			 int (*fn)(const char *name, const struct stor_prop_value *v, size_t nv,
+				   void *ctx),
+			 void *ctx)
+{
+	struct stor_prop_value *vals = calloc(n ? n : 1, sizeof(*vals));
+	int *ids = calloc(n ? n : 1, sizeof(*ids));
+	int ret = 0;
+
+	if (!vals || !ids) {
+		free(vals);
+		free(ids);
+		return -ENOMEM;
 	}
-#undef WANTED
+	for (size_t k = 0; k < n; k++)
+		ids[k] = prop_lookup(props[k]);
+	pthread_mutex_lock(&p->admin);
+	for (size_t i = 0; i < p->nds && ret == 0; i++) {
+		for (size_t j = 0; j < p->ds[i]->nsnaps && ret == 0; j++) {
+			struct snap *s = p->ds[i]->snaps[j];
+
+			if (s->dying)
+				continue;
+			for (size_t k = 0; k < n; k++) {
+				if (ids[k] >= 0 && snap_value_locked(p, s, ids[k], &vals[k]))
+					continue;
+				memset(&vals[k], 0, sizeof(vals[k]));
+				snprintf(vals[k].name, sizeof(vals[k].name), "%s", props[k]);
+				snprintf(vals[k].value, sizeof(vals[k].value), "-");
+			}
+			ret = fn(s->name, vals, n, ctx);
+		}
+	}
+	pthread_mutex_unlock(&p->admin);
+	free(vals);
+	free(ids);
 	return ret;
 }
 

@@ -884,3 +884,77 @@ Test(snapshot, many_snapshots_are_found_by_name_through_renames_destroys_promote
 	is_snap("tank/v@s36", 36, 37);
 	assert_clean("after the lookups");
 }
+
+#define LIST_ROWS 8
+#define LIST_COLS 14
+
+struct rows_seen {
+	size_t rows;
+	char name[LIST_ROWS][64];
+	struct stor_prop_value v[LIST_ROWS][LIST_COLS];
+};
+
+/* The listing's rows, kept: its callback runs under the admin lock. */
+static int keep_rows(const char *name, const struct stor_prop_value *v, size_t nv, void *arg)
+{
+	struct rows_seen *rs = arg;
+
+	cr_assert(rs->rows < LIST_ROWS && nv == LIST_COLS);
+	snprintf(rs->name[rs->rows], sizeof(rs->name[0]), "%s", name);
+	memcpy(rs->v[rs->rows++], v, nv * sizeof(*v));
+	return 0;
+}
+
+Test(snapshot, a_listing_of_snapshots_in_one_pass_says_what_a_get_of_each_cell_says)
+{
+	static const char *const props[LIST_COLS] = { "type",	     "createtxg",  "creation",
+					     "guid",	     "volsize",	   "used",
+					     "referenced",   "written",	   "recordsize",
+					     "encryption",   "encryptionroot", "keystatus",
+					     "compression",  "no_such_prop" };
+	static struct rows_seen rs;
+	struct stor_ds *v, *e;
+
+	tpool_init(&tp, 2, 16u << 20, NULL);
+	v = tpool_ds(&tp, "tank/v", VOL, REC);
+	e = enc_ds("tank/e");
+	for (int i = 0; i < 3; i++) {
+		char a[32], b[32];
+
+		put(v, (uint64_t)i, (uint64_t)i + 1);
+		put(e, (uint64_t)i, (uint64_t)i + 1);
+		snprintf(a, sizeof(a), "tank/v@%d", i);
+		snprintf(b, sizeof(b), "tank/e@%d", i);
+		snap(a);
+		snap(b);
+		sync_pool();
+	}
+	stor_ds_close(v);
+	stor_ds_close(e);
+	destroy("tank/v@1");
+	cr_assert_eq(stor_snap_list_props(tp.pool, props, sizeof(props) / sizeof(*props),
+					  keep_rows, &rs),
+		     0);
+	cr_assert_eq(rs.rows, 5, "%zu rows, not the 5 snapshots", rs.rows);
+	/* each cell is what a get of that cell says */
+	for (size_t r = 0; r < rs.rows; r++) {
+		for (size_t k = 0; k < LIST_COLS; k++) {
+			const struct stor_prop_value *c = &rs.v[r][k];
+			struct stor_prop_value g;
+
+			if (stor_ds_get(tp.pool, rs.name[r], props[k], &g) < 0) {
+				memset(&g, 0, sizeof(g));
+				snprintf(g.value, sizeof(g.value), "-");
+			}
+			cr_assert_str_eq(c->name, props[k], "%s: column %zu", rs.name[r], k);
+			cr_assert_str_eq(c->value, g.value, "%s %s: listed %s, get %s", rs.name[r],
+					 props[k], c->value, g.value);
+			cr_assert_eq(c->source, g.source, "%s %s: source", rs.name[r], props[k]);
+			cr_assert_str_eq(c->inherited_from, g.inherited_from, "%s %s", rs.name[r],
+					 props[k]);
+		}
+	}
+	cr_assert_str_eq(rs.name[0], "tank/e@0");
+	cr_assert_str_eq(rs.v[0][9].value, "aes-256-gcm");
+	cr_assert_str_eq(rs.v[4][0].value, "snapshot");
+}
