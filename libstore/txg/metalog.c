@@ -1201,18 +1201,18 @@ static int replay(struct stor_pool *p, struct meta *m, struct rec *v, size_t n, 
 		  const struct walk_keys *keys)
 {
 	struct meta_txn *t = NULL;
-	size_t total = 0;
 	int full = v[n - 1].txg > have_txg, ret;
 	struct stor_progress pr = { .rebuild = full };
 
 	for (size_t i = 0; i < n; i++) {
-		total += v[i].olen;
 		if (full || v[i].txg > have_txg) {
 			pr.records_total++;
 			pr.bytes_total += v[i].olen;
 		}
 	}
-	ret = m ? meta_reserve(m, total * 2) : 0;
+	/* room for what is replayed only: the log back to its checkpoint is
+	 * most of the pool's metadata, and posix_fallocate makes it disk */
+	ret = m ? meta_reserve(m, pr.bytes_total * 2) : 0;
 	if (ret == 0 && m)
 		ret = meta_txn_begin(m, &t);
 	if (ret < 0)
