@@ -7,9 +7,11 @@
  * files stay sparse and the metadata (LMDB, and the log on the LUNs) is
  * what a written pool's would be.
  *
- *   scale_records build DIR N    pool "big" over 4 sparse LUN files in DIR
- *                                (state in DIR/state), dataset big/v of N
- *                                records, committed every 2^20 records
+ *   scale_records build DIR N [LUNS]
+ *                                pool "big" over LUNS (default 4, at most
+ *                                16) sparse LUN files in DIR (state in
+ *                                DIR/state), dataset big/v of N records,
+ *                                committed every 2^20 records
  *   scale_records import DIR     import it: seconds and RssAnon after
  *   scale_records walk DIR       the same after dropping LMDB's rows of the
  *                                free map, so the import walks every
@@ -19,8 +21,13 @@
  * Output: one line "import|walk records=N secs=S read_mib=M rss_anon_kib=K
  * trimmed=K2" (bytes read by syscalls, which the LMDB map's page faults
  * are not; RssAnon before and after malloc_trim, which cofferd does after
- * an import) or the check's counts. DIR should be on a disk with room for the metadata:
- * about 250 bytes a record, half in LMDB, half in the log.
+ * an import) or the check's counts. DIR should be on a disk with room for
+ * the metadata: LMDB about 120 bytes a record, and the log about 200 bytes
+ * a record for each copy of it (three on 3 LUNs or more, two on 2, one on
+ * 1), 2.6 times that at 10^8 records: LUN files stay sparse where no
+ * record is written but keep every log extent ever written (each
+ * checkpoint, twice the size of the one before, at a new place). 10^8
+ * records on one LUN took 66 GiB.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -39,7 +46,7 @@
 #include "txg/txg.h"
 
 #define REC 8192u
-#define NLUNS 4
+#define MAX_LUNS 16
 #define BATCH (1u << 20)
 
 static double now_s(void)
@@ -89,10 +96,10 @@ static void opts_of(const char *dir, struct stor_pool_opts *o, char *state, size
 	o->map_size = (size_t)64 << 30; /* no growth steps in the figures */
 }
 
-static void build(const char *dir, uint64_t n)
+static void build(const char *dir, uint64_t n, unsigned nluns)
 {
-	char state[4200], paths[NLUNS][4200];
-	const char *luns[NLUNS];
+	char state[4200], paths[MAX_LUNS][4200];
+	const char *luns[MAX_LUNS];
 	const char *props[] = { "refreservation=none", "checksum=off" };
 	struct stor_ds_opts dso = { .volsize = n * REC, .recordsize = REC, .props = props,
 				    .nprops = 2 };
@@ -103,13 +110,13 @@ static void build(const char *dir, uint64_t n)
 	int ret;
 
 	opts_of(dir, &o, state, sizeof(state));
-	/* each LUN a quarter of the records, a third more for the log */
-	o.lun_size = (n * REC / NLUNS + (64u << 20)) / 3 * 4 / 4096 * 4096;
-	for (int i = 0; i < NLUNS; i++) {
-		snprintf(paths[i], sizeof(paths[i]), "%s/lun%d", dir, i);
+	/* each LUN its share of the records, a third more for the log */
+	o.lun_size = (n * REC / nluns + (64u << 20)) / 3 * 4 / 4096 * 4096;
+	for (unsigned i = 0; i < nluns; i++) {
+		snprintf(paths[i], sizeof(paths[i]), "%s/lun%u", dir, i);
 		luns[i] = paths[i];
 	}
-	ret = stor_pool_create("big", luns, NLUNS, &o, &p);
+	ret = stor_pool_create("big", luns, nluns, &o, &p);
 	if (ret < 0)
 		die("create", ret);
 	ret = stor_ds_create(p, "big/v", &dso, &ds);
@@ -212,8 +219,11 @@ static void import(const char *dir, int walk, int check)
 
 int main(int argc, char **argv)
 {
-	if (argc == 4 && !strcmp(argv[1], "build"))
-		build(argv[2], strtoull(argv[3], NULL, 10));
+	unsigned nluns = argc == 5 ? (unsigned)strtoul(argv[4], NULL, 10) : 4;
+
+	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "build") && nluns >= 1 &&
+	    nluns <= MAX_LUNS)
+		build(argv[2], strtoull(argv[3], NULL, 10), nluns);
 	else if (argc == 3 && !strcmp(argv[1], "import"))
 		import(argv[2], 0, 0);
 	else if (argc == 3 && !strcmp(argv[1], "walk"))
@@ -221,7 +231,7 @@ int main(int argc, char **argv)
 	else if (argc == 3 && !strcmp(argv[1], "check"))
 		import(argv[2], 0, 1);
 	else {
-		fprintf(stderr, "usage: scale_records build DIR N | import DIR | walk DIR | check DIR\n");
+		fprintf(stderr, "usage: scale_records build DIR N [LUNS] | import DIR | walk DIR | check DIR\n");
 		return 2;
 	}
 	return 0;

@@ -1,21 +1,24 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # The import of pools of many records (the Scale figures for 10^6..10^8):
-# for each N, scale_records builds a pool of N records of 8 KiB (4 sparse
-# LUN files, pointers staged through the txg, no record written), then
+# for each N, scale_records builds a pool of N records of 8 KiB (LUNS
+# sparse LUN files, default 4; pointers staged through the txg, no record
+# written), then
 # imports it ROUNDS times with LMDB's rows of the free map and ROUNDS
 # times walking every pointer instead (the rows dropped first), the two
 # alternated, and runs pool check once (the rows against a walk; it reads
 # every record, so by default only up to 2^21 of them, CHECK=1 always). The
-# pool is removed before the next N: its metadata takes about 0.9 KiB a
-# record of disk (LMDB, and the log's copies on the LUNs).
+# pool is removed before the next N: its metadata takes about 0.6 KiB a
+# record of disk at 10^7 records on 4 LUNs (LMDB, and the log's three
+# copies on the LUNs), more at 10^8 (scale_records.c says why); LUNS=1
+# keeps one copy of the log.
 # One CSV line per N:
 # records,build_s,import_s,import_read_mib,walk_s,rss_anon_mib,
 # rss_anon_untrimmed_mib,space_errors,disk_mib
 # (medians; RssAnon after the import, after malloc_trim as the daemon
 # does, and before it).
 #
-# Usage: [ROUNDS=3] scale_records.sh N...  (default 1048576 10485760)
+# Usage: [ROUNDS=3] [LUNS=4] scale_records.sh N...  (default 1048576 10485760)
 # Environment: SCALE_RECORDS (the program, beside this script in a build
 # tree), DIR (default /var/tmp/coffer-records: a disk, not tmpfs).
 set -eu
@@ -32,7 +35,7 @@ for n in "$@"; do
 	dir=$base/$n
 	rm -rf "$dir"
 	mkdir -p "$dir"
-	build=$("$SCALE_RECORDS" build "$dir" "$n" 2>/dev/null | field secs)
+	build=$("$SCALE_RECORDS" build "$dir" "$n" "${LUNS:-4}" 2>"$dir/build.log" | field secs)
 	: >"$dir/import.txt"
 	: >"$dir/walk.txt"
 	i=0
