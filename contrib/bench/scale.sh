@@ -23,6 +23,8 @@
 # restart_ms,rss_anon_mib.
 #
 # Usage: [SNAPS=D,PER] [POOL_SIZE=4G] scale.sh [N] [ROUNDS]   (default 10000, 5)
+#        (the snapshots keep D x PER records of 8 KiB: SNAPS=1000,1000
+#        needs POOL_SIZE=12G, or the pool fills halfway)
 #        scale.sh records N...   pools of N records: scale_records.sh
 # Environment: COFFERD, COFFER, SCALE_ADMIN (beside them in a build tree;
 # a plain build measures the code, not ASan), TMPDIR (the LUN file)
