@@ -1545,10 +1545,11 @@ static void value(struct stor_prop_value *v, const char *name, uint64_t x)
 
 /* A snapshot's properties, in the order get all shows them: its own, then
  * those of its dataset that hold for it too. */
-static const int snap_props[] = { PROP_TYPE,	   PROP_CREATETXG,	PROP_CREATION,
-				  PROP_GUID,	   PROP_VOLSIZE,	PROP_USED,
-				  PROP_REFERENCED, PROP_WRITTEN,	PROP_RECORDSIZE,
-				  PROP_ENCRYPTION, PROP_ENCRYPTIONROOT, PROP_KEYSTATUS };
+static const int snap_props[] = {
+	PROP_TYPE, PROP_CREATETXG, PROP_CREATION, PROP_GUID, PROP_VOLSIZE, PROP_USED,
+	PROP_REFERENCED, PROP_WRITTEN, PROP_RECORDSIZE, PROP_ENCRYPTION, PROP_ENCRYPTIONROOT,
+	PROP_KEYSTATUS,
+};
 
 /* Property @id of @s into @v (admin lock held). @return 1, or 0 when a
  * snapshot has no such property */

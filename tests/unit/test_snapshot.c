@@ -907,11 +907,11 @@ static int keep_rows(const char *name, const struct stor_prop_value *v, size_t n
 
 Test(snapshot, a_listing_of_snapshots_in_one_pass_says_what_a_get_of_each_cell_says)
 {
-	static const char *const props[LIST_COLS] = { "type",	     "createtxg",  "creation",
-					     "guid",	     "volsize",	   "used",
-					     "referenced",   "written",	   "recordsize",
-					     "encryption",   "encryptionroot", "keystatus",
-					     "compression",  "no_such_prop" };
+	static const char *const props[LIST_COLS] = {
+		"type", "createtxg", "creation", "guid", "volsize", "used", "referenced",
+		"written", "recordsize", "encryption", "encryptionroot", "keystatus",
+		"compression", "no_such_prop",
+	};
 	static struct rows_seen rs;
 	struct stor_ds *v, *e;
 
