@@ -6,7 +6,9 @@
  * dataset destroyed in random order leave no leaked or doubly referenced
  * extent (stor_pool_verify) and every survivor reads its own data; the
  * metadata log on the LUNs carries them; encrypted datasets keep their
- * snapshots' pointers authenticated.
+ * snapshots' pointers authenticated. Many snapshots of a dataset are found
+ * by name through renames, destroys, rollback, promote and an import (the
+ * name index), and the one-pass listing says what a get of each cell says.
  */
 
 #include <errno.h>
