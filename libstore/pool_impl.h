@@ -169,7 +169,7 @@ struct stor_ds {
 	struct snap **snaps;
 	size_t nsnaps, capsnaps;
 	struct snap *keep;
-	/* @snaps by the name after '@' (ds/snapnames.c; admin lock):
+	/* @snaps by the name after '@' (ds/snapnames.c; snap_lock):
 	 * valid while snap_index_n == nsnaps */
 	uint32_t *snap_index;
 	size_t snap_index_cap, snap_index_n;

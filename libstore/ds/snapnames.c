@@ -6,6 +6,7 @@
  * every snapshot create asks for one - ends within a few slots. A dataset
  * with few snapshots is walked instead: a table buys nothing there.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -59,7 +60,7 @@ static int rebuild(struct stor_ds *ds)
 	return 0;
 }
 
-struct snap *snap_names_find(struct stor_ds *ds, const char *snapname)
+static struct snap *find(struct stor_ds *ds, const char *snapname)
 {
 	if (ds->nsnaps >= WALK_BELOW && ds->nsnaps <= UINT32_MAX &&
 	    (ds->snap_index_n == ds->nsnaps || rebuild(ds) == 0)) {
@@ -76,6 +77,17 @@ struct snap *snap_names_find(struct stor_ds *ds, const char *snapname)
 		if (!strcmp(short_name(ds->snaps[i]), snapname))
 			return ds->snaps[i];
 	return NULL;
+}
+
+struct snap *snap_names_find(struct stor_ds *ds, const char *snapname)
+{
+	struct snap *s;
+
+	/* a lookup may rebuild the table: two at once must not */
+	pthread_mutex_lock(&ds->pool->snap_lock);
+	s = find(ds, snapname);
+	pthread_mutex_unlock(&ds->pool->snap_lock);
+	return s;
 }
 
 void snap_names_added(struct stor_ds *ds)

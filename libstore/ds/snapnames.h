@@ -6,9 +6,11 @@
  *
  * An open-addressed table of indexes into ds->snaps, built on the first
  * lookup after a change that moved them and kept up by the appends that
- * snapshot creates are. It is read and changed with the admin lock held,
- * as ds->snaps is changed; every change of ds->snaps or of a snapshot's
- * name calls snap_names_added() or snap_names_stale().
+ * snapshot creates are. It is read and changed under the pool's snap_lock,
+ * as ds->snaps is changed: snap_names_find() takes it (a lookup may
+ * rebuild the table, so no caller may hold it), and every change of
+ * ds->snaps or of a snapshot's name, made with it held, calls
+ * snap_names_added() or snap_names_stale().
  */
 #ifndef STOR_DS_SNAPNAMES_H
 #define STOR_DS_SNAPNAMES_H
