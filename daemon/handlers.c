@@ -1896,7 +1896,7 @@ static int h_ds_list(struct hcall *c)
 	int ret;
 
 	const char *type = jstr(c->args, "type");
-	int volumes = 1, snapshots = 0;
+	int volumes = 1, snapshots = 0, one_pass;
 
 	lc.recursive = jtrue(c->args, "recursive");
 	lc.openable = jtrue(c->args, "openable");
@@ -1927,6 +1927,9 @@ static int h_ds_list(struct hcall *c)
 	}
 	for (size_t i = 0; i < lc.nprops; i++)
 		lc.user |= prop_is_user(lc.props[i]);
+	/* rows in one pass (list_values), unless each needs a check of its
+	 * owner or a user property; snapshots' only when columns are asked for */
+	one_pass = !lc.openable && !lc.user;
 	lc.out = json_array();
 	/* a named dataset is looked for in its pool only (c->pe, NULL if unknown) */
 	for (struct pool_ent *pe = c->name ? c->pe : reg_pools(); pe;
@@ -1935,16 +1938,14 @@ static int h_ds_list(struct hcall *c)
 			continue;
 		lc.pool = pe->pool;
 		lc.snapshots = 0;
-		/* rows in one pass (list_values), unless each needs a check of
-		 * its owner or a user property; snapshots' columns are asked for */
-		if (volumes && !lc.openable && !lc.user)
+		if (volumes && one_pass)
 			ret = stor_ds_list_props(pe->pool, lc.props, lc.nprops, list_values, &lc);
 		else if (volumes)
 			ret = stor_ds_list(pe->pool, list_one, &lc);
 		else
 			ret = 0;
 		lc.snapshots = 1;
-		if (ret == 0 && snapshots && lc.props && !lc.openable && !lc.user)
+		if (ret == 0 && snapshots && lc.props && one_pass)
 			ret = stor_snap_list_props(pe->pool, lc.props, lc.nprops, list_values, &lc);
 		else if (ret == 0 && snapshots)
 			ret = stor_snap_list(pe->pool, list_one, &lc);

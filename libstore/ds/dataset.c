@@ -1402,6 +1402,13 @@ static void fill_value_of(struct stor_pool *p, struct stor_ds *ds, int id,
 	}
 }
 
+void ds_value_none(struct stor_prop_value *v, const char *name)
+{
+	memset(v, 0, sizeof(*v));
+	snprintf(v->name, sizeof(v->name), "%s", name);
+	snprintf(v->value, sizeof(v->value), "-");
+}
+
 void ds_value_locked(struct stor_pool *p, struct stor_ds *ds, int id, struct stor_prop_value *v)
 {
 	fill_value_of(p, ds, id, v, NULL);
@@ -1429,13 +1436,10 @@ int stor_ds_list_props(struct stor_pool *p, const char *const *props, size_t n,
 	space_all_begin(p, &sa);
 	for (size_t i = 0; i < p->nds && ret == 0; i++) {
 		for (size_t k = 0; k < nv; k++) {
-			if (ids[k] >= 0) {
+			if (ids[k] >= 0)
 				fill_value_of(p, p->ds[i], ids[k], &vals[k], &sa);
-				continue;
-			}
-			memset(&vals[k], 0, sizeof(vals[k]));
-			snprintf(vals[k].name, sizeof(vals[k].name), "%s", props[k]);
-			snprintf(vals[k].value, sizeof(vals[k].value), "-");
+			else
+				ds_value_none(&vals[k], props[k]);
 		}
 		ret = fn(p->ds[i]->name, vals, nv, ctx);
 	}
@@ -1478,9 +1482,7 @@ int stor_ds_get(struct stor_pool *p, const char *name, const char *prop,
 		if (id < 0)
 			return STOR_EBADPROP;
 		/* a dataset's property a snapshot has not: "-", as zfs get shows */
-		memset(out, 0, sizeof(*out));
-		snprintf(out->name, sizeof(out->name), "%s", prop);
-		snprintf(out->value, sizeof(out->value), "-");
+		ds_value_none(out, prop);
 		return 0;
 	}
 	if (id < 0)

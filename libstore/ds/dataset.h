@@ -36,6 +36,8 @@ int ds_save_txn(struct meta_txn *t, struct stor_ds *ds);
 /** The record of @ds, malloc'ed, in *@out. @return 0 or -ENOMEM */
 int ds_record(struct stor_ds *ds, uint8_t **out, size_t *len);
 
+/** Property @name as shown where it has no value: "-", source STOR_SRC_NONE. */
+void ds_value_none(struct stor_prop_value *v, const char *name);
 /** Property @id of @ds as a get shows it (admin lock held). */
 void ds_value_locked(struct stor_pool *p, struct stor_ds *ds, int id, struct stor_prop_value *v);
 /** Effective (local or inherited) value of @id for @ds; admin lock held. */

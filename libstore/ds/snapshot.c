@@ -1535,14 +1535,6 @@ struct snap *snap_find_locked(struct stor_pool *p, const char *name)
 	return s && !s->dying ? s : NULL;
 }
 
-static void value(struct stor_prop_value *v, const char *name, uint64_t x)
-{
-	memset(v, 0, sizeof(*v));
-	snprintf(v->name, sizeof(v->name), "%s", name);
-	snprintf(v->value, sizeof(v->value), "%llu", (unsigned long long)x);
-	v->source = STOR_SRC_FIXED;
-}
-
 /* A snapshot's properties, in the order get all shows them: its own, then
  * those of its dataset that hold for it too. */
 static const int snap_props[] = {
@@ -1556,44 +1548,52 @@ static const int snap_props[] = {
 static int snap_value_locked(struct stor_pool *p, struct snap *s, int id,
 			     struct stor_prop_value *v)
 {
+	uint64_t x;
+
 	switch (id) {
 	case PROP_TYPE:
-		memset(v, 0, sizeof(*v));
-		snprintf(v->name, sizeof(v->name), "type");
-		snprintf(v->value, sizeof(v->value), "snapshot");
-		v->source = STOR_SRC_FIXED;
-		return 1;
+		x = 0; /* not a number: below */
+		break;
 	case PROP_CREATETXG:
-		value(v, "createtxg", s->txg);
-		return 1;
+		x = s->txg;
+		break;
 	case PROP_CREATION:
-		value(v, "creation", s->ctime);
-		return 1;
+		x = s->ctime;
+		break;
 	case PROP_GUID:
-		value(v, "guid", s->guid);
-		return 1;
+		x = s->guid;
+		break;
 	case PROP_VOLSIZE:
-		value(v, "volsize", s->volsize);
-		return 1;
+		x = s->volsize;
+		break;
 	case PROP_USED:
 		/* what destroying it alone would free (born since the one before
 		 * it, kept by it only); as of the last commit */
-		value(v, "used", sum_table(p, s->id, prev_txg(s), UINT64_MAX));
-		return 1;
+		x = sum_table(p, s->id, prev_txg(s), UINT64_MAX);
+		break;
 	case PROP_REFERENCED:
-		value(v, "referenced", s->referenced);
-		return 1;
+		x = s->referenced;
+		break;
 	case PROP_WRITTEN:
-		value(v, "written", written_of(p, s));
-		return 1;
+		x = written_of(p, s);
+		break;
 	case PROP_RECORDSIZE:
 	case PROP_ENCRYPTION:
 	case PROP_ENCRYPTIONROOT:
 	case PROP_KEYSTATUS:
 		ds_value_locked(p, s->ds, id, v);
 		return 1;
+	default:
+		return 0;
 	}
-	return 0;
+	memset(v, 0, sizeof(*v));
+	snprintf(v->name, sizeof(v->name), "%s", prop_table[id].name);
+	if (id == PROP_TYPE)
+		snprintf(v->value, sizeof(v->value), "snapshot");
+	else
+		snprintf(v->value, sizeof(v->value), "%llu", (unsigned long long)x);
+	v->source = STOR_SRC_FIXED;
+	return 1;
 }
 
 int snap_get_all(struct stor_pool *p, const char *name, const char *want,
@@ -1641,11 +1641,8 @@ int stor_snap_list_props(struct stor_pool *p, const char *const *props, size_t n
 			if (s->dying)
 				continue;
 			for (size_t k = 0; k < n; k++) {
-				if (ids[k] >= 0 && snap_value_locked(p, s, ids[k], &vals[k]))
-					continue;
-				memset(&vals[k], 0, sizeof(vals[k]));
-				snprintf(vals[k].name, sizeof(vals[k].name), "%s", props[k]);
-				snprintf(vals[k].value, sizeof(vals[k].value), "-");
+				if (ids[k] < 0 || !snap_value_locked(p, s, ids[k], &vals[k]))
+					ds_value_none(&vals[k], props[k]);
 			}
 			ret = fn(s->name, vals, n, ctx);
 		}
