@@ -4,7 +4,7 @@
 # The reference encryption benchmark (issue 5), after Oracle's published run:
 # P pools x L sparse LUN files, D datasets of S MiB per cipher suite with
 # recordsize=8k and primarycache=metadata, filled with sequential 1 MiB
-# writes (every suite once at the start of a pass, side by side, where twice
+# writes (every suite once at the start of a pass, together, where twice
 # their data fits on the LUNs' file system; else each suite before each of
 # its runs), then 8 KiB random reads at queue depth 2 per dataset: iorate=max,
 # then a curve of clear's maximum (rows PASS@90, PASS@50): once clear has run
@@ -711,14 +711,14 @@ for pass in $passes; do
 	# Every suite filled once, side by side in the same pools, where twice
 	# their data fits in the LUNs' file system: the rounds then run back to
 	# back with no fill between them. The suites are filled together, their
-	# writes interleaved: filled one after the other, the last ones stayed in
-	# the host's cache (a VM's disk is a file there) while the first were read
-	# from its disk, and on such a VM aes-256-gcm, filled last, read at 62k in
-	# the rounds where clear, filled first, read at 9-31k. A fill of one suite before each of its
-	# runs put gigabytes of writes (and what the host's disk does after
-	# them) between the runs it compares: on the O_DIRECT pass the same
-	# code moved by 10-30 % from round to round, and so did its ratio to
-	# clear. Where they do not fit (tmpfs at the default shape), a suite is
+	# writes interleaved: filled one after the other, the last ones stayed
+	# in the host's cache (a VM's disk is a file there) while the first were
+	# read from its disk, and on such a VM aes-256-gcm, filled last, read at
+	# 62k in the rounds where clear, filled first, read at 9-31k. A fill of
+	# one suite before each of its runs put gigabytes of writes (and what
+	# the host's disk does after them) between the runs it compares: on the
+	# O_DIRECT pass the same code moved by 10-30 % from round to round, and
+	# so did its ratio to clear. Where they do not fit (tmpfs at the default shape), a suite is
 	# filled before each of its runs and destroyed after.
 	keep=
 	pass_lun_mib=$lun_mib
