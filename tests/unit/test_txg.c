@@ -494,6 +494,10 @@ Test(txg, sync_always_makes_each_write_durable)
 /* ---- crashes around dataset create and destroy ---- */
 
 #define DSREC 4
+/* creates in a round at most: on a fast machine the child made more than
+ * the pool had room for (half of them live, each reserving its volume)
+ * before the kill came, and failed with ENOSPC */
+#define DS_PER_ROUND 48
 
 static void ds_child(int fd, const struct stor_pool_opts *opts, unsigned first)
 {
@@ -504,7 +508,7 @@ static void ds_child(int fd, const struct stor_pool_opts *opts, unsigned first)
 
 	unsigned step = 0;
 
-	for (unsigned i = first; ret == 0; i++) {
+	for (unsigned i = first; ret == 0 && i < first + DS_PER_ROUND; i++) {
 		struct stor_ds *ds = NULL;
 
 		snprintf(name, sizeof(name), TPOOL_NAME "/c%u", i);
@@ -535,6 +539,9 @@ static void ds_child(int fd, const struct stor_pool_opts *opts, unsigned first)
 			send_msg(fd, 'Y', i - 1, 0);
 		}
 	}
+	if (ret == 0)
+		for (;;)
+			pause(); /* the round's creates are done: wait for the kill */
 	send_msg(fd, 'E', step, (uint64_t)(int64_t)ret);
 	_exit(2);
 }
