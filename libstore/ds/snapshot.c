@@ -1543,17 +1543,27 @@ static const int snap_props[] = {
 	PROP_KEYSTATUS,
 };
 
+/* A snapshot's own property @id, @text, into @v. */
+static void fixed_value(struct stor_prop_value *v, int id, const char *text)
+{
+	memset(v, 0, sizeof(*v));
+	snprintf(v->name, sizeof(v->name), "%s", prop_table[id].name);
+	snprintf(v->value, sizeof(v->value), "%s", text);
+	v->source = STOR_SRC_FIXED;
+}
+
 /* Property @id of @s into @v (admin lock held). @return 1, or 0 when a
  * snapshot has no such property */
 static int snap_value_locked(struct stor_pool *p, struct snap *s, int id,
 			     struct stor_prop_value *v)
 {
+	char num[24];
 	uint64_t x;
 
 	switch (id) {
 	case PROP_TYPE:
-		x = 0; /* not a number: below */
-		break;
+		fixed_value(v, id, "snapshot");
+		return 1;
 	case PROP_CREATETXG:
 		x = s->txg;
 		break;
@@ -1586,13 +1596,8 @@ static int snap_value_locked(struct stor_pool *p, struct snap *s, int id,
 	default:
 		return 0;
 	}
-	memset(v, 0, sizeof(*v));
-	snprintf(v->name, sizeof(v->name), "%s", prop_table[id].name);
-	if (id == PROP_TYPE)
-		snprintf(v->value, sizeof(v->value), "snapshot");
-	else
-		snprintf(v->value, sizeof(v->value), "%llu", (unsigned long long)x);
-	v->source = STOR_SRC_FIXED;
+	snprintf(num, sizeof(num), "%llu", (unsigned long long)x);
+	fixed_value(v, id, num);
 	return 1;
 }
 
