@@ -252,15 +252,13 @@ fill_suite() { # pass round suite|*
 	wd=fill,sd=sd1,rdpct=0,seekpct=eof,xfersize=1m
 	rd=fill,wd=fill,iorate=max,elapsed=10h,interval=5
 	PARM
-	what=$3 tag=$3
-	[ "$3" = "*" ] && what="every suite" tag=all
-	echo "== $1 round $2: $what: fill $datasets x ${size} MiB" >&2
-	c bench -q --socket "$sock" "$work/fill.parm" > "$out/$1-$tag-r$2-fill.txt" || return 1
-	if [ "$3" = "*" ]; then
-		for x in $suites; do settle "$x" || return 1; done
-	else
-		settle "$3"
-	fi
+	fill_of=$3 fill_tag=$3
+	[ "$3" = "*" ] && fill_of=$suites fill_tag=all
+	echo "== $1 round $2: $fill_of: fill $datasets x ${size} MiB" >&2
+	c bench -q --socket "$sock" "$work/fill.parm" > "$out/$1-$fill_tag-r$2-fill.txt" || return 1
+	for x in $fill_of; do
+		settle "$x" || return 1
+	done
 }
 
 # A suite's reads: the maximum, then the curve.
