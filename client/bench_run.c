@@ -500,6 +500,17 @@ out:
 						 e->ds[i].name, bench_errstr(ret, eb, sizeof(eb)));
 			}
 	}
+	/* closed before the run ends, so the datasets are free when bench exits */
+	for (unsigned i = 0; i < e->nds && ret == 0; i++)
+		if (e->ds[i].worker == (int)w->idx && e->ds[i].handle >= 0) {
+			char eb[64];
+
+			ret = coffer_ds_close(w->conn, e->ds[i].handle);
+			if (ret < 0)
+				snprintf(w->errmsg, sizeof(w->errmsg), "close %s: %s", e->ds[i].name,
+					 bench_errstr(ret, eb, sizeof(eb)));
+			e->ds[i].handle = -1;
+		}
 	if (ret < 0 && e->verify) {
 		/* anything still in flight may or may not have landed */
 		for (unsigned i = 0; i < w->nslots; i++) {

@@ -3856,6 +3856,22 @@ static int ds_open_or_die(struct coffer_conn *c, const char *ds, uint64_t *volsi
 	return h;
 }
 
+/* The handle is closed before the verb exits, so the next verb finds the
+ * dataset free: a connection's handles go only when the daemon has finished
+ * with the connection, after the client is gone. */
+static void close_handle_and_conn(struct coffer_conn *c, int h, const char *ds)
+{
+	int ret = coffer_ds_close(c, h);
+
+	if (ret < 0) {
+		char err[512];
+
+		snprintf(err, sizeof(err), "%s: close: %s", ds, proto_strerror(ret));
+		die_call(ret, ds, err);
+	}
+	coffer_close(c);
+}
+
 static void io_fail(const char *ds, const char *what, uint64_t off, int status)
 {
 	char err[512];
@@ -3963,7 +3979,7 @@ static int cmd_write(int argc, char **argv)
 	}
 	for (unsigned i = 0; i < IO_DEPTH; i++)
 		free(bufs[i]);
-	coffer_close(c);
+	close_handle_and_conn(c, h, argv[optind]);
 	return 0;
 }
 
@@ -4059,7 +4075,7 @@ static int cmd_read(int argc, char **argv)
 	}
 	for (unsigned i = 0; i < IO_DEPTH; i++)
 		free(bufs[i]);
-	coffer_close(c);
+	close_handle_and_conn(c, h, argv[optind]);
 	return 0;
 }
 
@@ -4075,7 +4091,7 @@ static int cmd_flush(int argc, char **argv)
 	ret = coffer_ds_flush(c, h);
 	if (ret < 0)
 		io_fail(argv[optind], "flush", 0, ret);
-	coffer_close(c);
+	close_handle_and_conn(c, h, argv[optind]);
 	return 0;
 }
 
@@ -4109,7 +4125,7 @@ static int cmd_discard(int argc, char **argv)
 		if (ret < 0)
 			io_fail(argv[optind], "discard", at, ret);
 	}
-	coffer_close(c);
+	close_handle_and_conn(c, h, argv[optind]);
 	return 0;
 }
 
