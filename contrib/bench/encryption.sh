@@ -40,8 +40,9 @@
 # dataset, clear and every suite; its peers, in the same run with the same
 # jobs at the same total queue depth, are nbdkit's file plugin (a file of
 # the same size on tmpfs) and nbdkit's file plugin under its luks filter
-# (a LUKSv1 aes-256-xts image made by qemu-img), so every row has the same
-# client. Its rows' CPU column is the server's (cofferd or nbdkit), over the
+# (a LUKSv1 aes-256-xts image made by qemu-img), and nbd_floor, a server
+# that stores nothing and answers zeros (row nbd-floor: what the client and
+# the cores leave for any server), so every row has the same client. Its rows' CPU column is the server's (cofferd or nbdkit), over the
 # steady part of each run, and OUT/nbd-cpu.csv gives the server's CPU time
 # per I/O and fio's own: the CPUs over fio's time per I/O bound every row.
 #
@@ -66,7 +67,7 @@
 #        [--slice SEC] [--slices N] [--workers N] [--loops N]
 #        [--passes direct,shm,mirror,nbd,rados] [--dir DIR] [--out DIR]
 #        [--ceph-conf FILE] [--ceph-pool NAME]
-# env:   COFFERD, COFFER (binaries; default: from the build tree, else PATH)
+# env:   COFFERD, COFFER, NBD_FLOOR (binaries; default: from the build tree, else PATH)
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -120,6 +121,7 @@ find_bin() { # name, build-tree path
 }
 COFFERD=${COFFERD:-$(find_bin cofferd daemon/cofferd)}
 COFFER=${COFFER:-$(find_bin coffer client/coffer)}
+NBD_FLOOR=${NBD_FLOOR:-$(find_bin nbd_floor contrib/bench/nbd_floor)}
 [ -x "${COFFERD:-}" ] || die "no cofferd: set COFFERD=/path/to/cofferd"
 [ -x "${COFFER:-}" ] || die "no coffer: set COFFER=/path/to/coffer"
 
@@ -542,8 +544,26 @@ nbdkit_row() { # round name nbdkit-args...
 	while kill -0 "$kpid" 2>/dev/null; do sleep 0.1; done
 }
 
+# The floor: nbd_floor (contrib/bench) stores nothing and answers every read
+# with zeros, so its row is what this client and these cores leave for any
+# server of one thread per core answering each request with its own reply.
+floor_row() { # round
+	[ -x "${NBD_FLOOR:-}" ] || { echo "== no nbd_floor: the floor row is skipped" >&2; return; }
+	rm -f "$work/floor.sock"
+	"$NBD_FLOOR" "$work/floor.sock" "$((datasets * size * 1048576))" > "$work/floor.out" &
+	fpid=$!
+	i=0
+	while ! grep -q ready "$work/floor.out" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	echo "== nbd round $1: nbd-floor, fio nbd" >&2
+	fio_nbd nbd "$1" nbd-floor "$fpid" floor_uri || true
+	kill "$fpid" 2>/dev/null || true
+	wait "$fpid" 2>/dev/null || true
+}
+floor_uri() { printf 'uri=nbd+unix:///?socket=%s\noffset=%sM\n' "$work/floor.sock" $(($1 * size)); }
+
 # The nbd pass's peers: nbdkit's file plugin, and the same under its luks filter.
 nbd_peers() { # round lundir
+	floor_row "$1"
 	command -v nbdkit >/dev/null 2>&1 || { echo "== no nbdkit: nbd peer rows skipped" >&2; return; }
 	img=$2/peer.img
 	fallocate -l "$((datasets * size))M" "$img"
@@ -650,12 +670,17 @@ targets() {
 				printf "  %-58s %-22s %s\n", "nbd: fio alone takes " cli " us of CPU an I/O: any server <=",
 				       sprintf("%.0f IOPS", ncpu * 1e6 / cli),
 				       sprintf("(%.2fx nbdkit file)", ncpu * 1e6 / cli / iops["nbd,nbdkit-file"])
+			# what a server that stores nothing reaches with the same client
+			if (("nbd,nbd-floor" in iops) && ("nbd,nbdkit-file" in iops))
+				printf "  %-58s %-22s %s\n", "nbd: nbd_floor (no storage, zeros) reaches",
+				       sprintf("%.0f IOPS", iops["nbd,nbd-floor"]),
+				       sprintf("(%.2fx nbdkit file)", iops["nbd,nbd-floor"] / iops["nbd,nbdkit-file"])
 			vs("nbd: clear >= 2x nbdkit file plugin", "nbd,clear", "nbd,nbdkit-file", 2)
 			vs("nbd: aes-256-ccm >= 2.5x nbdkit file + luks", "nbd,aes-256-ccm", "nbd,nbdkit-luks", 2.5)
 			vs("nbd: aes-256-ccm >= 0.90 of clear", "nbd,aes-256-ccm", "nbd,clear", 0.90)
 			within("nbd", "aes-256-ccm", 0.10)
 			for (k in srvn)
-				if (k !~ /^nbdkit/ && srvsum[k] / srvn[k] > worst_us)
+				if (k !~ /^nbd/ && srvsum[k] / srvn[k] > worst_us)
 					worst_us = srvsum[k] / srvn[k]
 			kit_us = srvn["nbdkit-file"] ? srvsum["nbdkit-file"] / srvn["nbdkit-file"] : 0
 			have = worst_us && kit_us ? sprintf("highest %.2f of nbdkit file", worst_us / kit_us) : "-"

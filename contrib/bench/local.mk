@@ -34,3 +34,8 @@ noinst_PROGRAMS += %D%/scale_records
 %C%_scale_records_SOURCES = %D%/scale_records.c
 %C%_scale_records_CPPFLAGS = $(AM_CPPFLAGS) $(STORE_INC)
 %C%_scale_records_LDADD = $(STORE_LIBS) $(LMDB_LIBS)
+
+# nbd_floor: an NBD server that stores nothing (zeros, one thread, epoll), the floor that
+# encryption.sh's nbd pass measures every server against with the same client
+noinst_PROGRAMS += %D%/nbd_floor
+%C%_nbd_floor_SOURCES = %D%/nbd_floor.c

@@ -1,0 +1,399 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * nbd_floor: the least an NBD server can do, to measure what is left of the
+ * machine for any server under a given client. It serves every export name
+ * as a read-only export of zeros, on one thread with epoll: each request is
+ * answered by a simple reply (and, for a read, the zeros) in one writev, the
+ * replies of one turn gathered per connection. It stores nothing, checks
+ * nothing and encrypts nothing, so the rate fio reaches against it, and the
+ * CPU it and fio spend per I/O, bound what cofferd or nbdkit can reach with
+ * the same client on the same cores (encryption.sh's nbd pass runs it).
+ *
+ * Handshake: fixed newstyle, NO_ZEROES; NBD_OPT_GO, NBD_OPT_INFO and
+ * NBD_OPT_EXPORT_NAME are answered, and STRUCTURED_REPLY, as cofferd and
+ * nbdkit take it, so the client does for each read what it does with them;
+ * then a read is one OFFSET_DATA chunk. ABORT ends, every other option is
+ * refused with NBD_REP_ERR_UNSUP. Commands: READ, and DISC; the rest get
+ * EINVAL.
+ *
+ * Usage: nbd_floor SOCKET-PATH [export-size-bytes (default 1 GiB)]
+ * Runs until killed; it prints "ready" on stdout once it listens.
+ */
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define MAGIC 0x4e42444d41474943ull    /* "NBDMAGIC" */
+#define IHAVEOPT 0x49484156454f5054ull /* "IHAVEOPT" */
+#define REP_MAGIC 0x0003e889045565a9ull
+#define REQ_MAGIC 0x25609513u
+#define SIMPLE_MAGIC 0x67446698u
+#define CHUNK_MAGIC 0x668e33efu
+#define REPLY_FLAG_DONE 1u
+#define REPLY_TYPE_OFFSET_DATA 1u
+#define REPLY_TYPE_ERROR 32769u
+#define OPT_EXPORT_NAME 1u
+#define OPT_ABORT 2u
+#define OPT_INFO 6u
+#define OPT_GO 7u
+#define OPT_STRUCTURED_REPLY 8u
+#define REP_ACK 1u
+#define REP_INFO 3u
+#define REP_ERR_UNSUP 0x80000001u
+#define FLAG_HAS_FLAGS 1u
+#define FLAG_READ_ONLY 2u
+#define FLAG_CAN_MULTI_CONN 0x100u
+#define TX_FLAGS (FLAG_HAS_FLAGS | FLAG_READ_ONLY | FLAG_CAN_MULTI_CONN)
+#define CMD_READ 0u
+#define CMD_DISC 2u
+#define REQ_SIZE 28u
+#define MAX_READ (32u << 20)
+#define RBUF (64u << 10)
+#define MAX_IOV 64
+
+struct conn {
+	int fd;
+	int transmission; /* past the handshake */
+	int structured;   /* structured replies negotiated */
+	size_t rlen;
+	uint8_t rbuf[RBUF];
+};
+
+static uint64_t export_size = 1ull << 30;
+static uint8_t zeros[MAX_READ];
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	v = htobe32(v);
+	memcpy(p, &v, 4);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	v = htobe64(v);
+	memcpy(p, &v, 8);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return be32toh(v);
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return be64toh(v);
+}
+
+/* The handshake is small and rare: written whole, blocking. */
+static int send_all(int fd, const void *buf, size_t n)
+{
+	const uint8_t *p = buf;
+
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN) {
+			usleep(100);
+			continue;
+		}
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int opt_reply(int fd, uint32_t opt, uint32_t type, const void *data, uint32_t len)
+{
+	uint8_t h[20];
+
+	put64(h, REP_MAGIC);
+	put32(h + 8, opt);
+	put32(h + 12, type);
+	put32(h + 16, len);
+	if (send_all(fd, h, sizeof(h)) < 0)
+		return -1;
+	return len ? send_all(fd, data, len) : 0;
+}
+
+/* One option from the front of the buffer. @return bytes used, 0 for more, -1 to close. */
+static long handshake_step(struct conn *c)
+{
+	uint8_t info[12];
+	uint32_t opt, len;
+
+	if (c->rlen < 16)
+		return 0;
+	if (get64(c->rbuf) != IHAVEOPT)
+		return -1;
+	opt = get32(c->rbuf + 8);
+	len = get32(c->rbuf + 12);
+	if (len > RBUF - 16)
+		return -1;
+	if (c->rlen < 16 + (size_t)len)
+		return 0;
+	/* NBD_INFO_EXPORT: size and transmission flags */
+	info[0] = 0;
+	info[1] = 0;
+	put64(info + 2, export_size);
+	info[10] = (uint8_t)(TX_FLAGS >> 8);
+	info[11] = (uint8_t)TX_FLAGS;
+	switch (opt) {
+	case OPT_EXPORT_NAME: {
+		uint8_t r[10];
+
+		put64(r, export_size);
+		r[8] = info[10];
+		r[9] = info[11];
+		if (send_all(c->fd, r, sizeof(r)) < 0)
+			return -1;
+		c->transmission = 1;
+		break;
+	}
+	case OPT_GO:
+	case OPT_INFO:
+		if (opt_reply(c->fd, opt, REP_INFO, info, sizeof(info)) < 0 ||
+		    opt_reply(c->fd, opt, REP_ACK, NULL, 0) < 0)
+			return -1;
+		c->transmission = opt == OPT_GO;
+		break;
+	case OPT_STRUCTURED_REPLY:
+		if (opt_reply(c->fd, opt, REP_ACK, NULL, 0) < 0)
+			return -1;
+		c->structured = 1;
+		break;
+	case OPT_ABORT:
+		opt_reply(c->fd, opt, REP_ACK, NULL, 0);
+		return -1;
+	default:
+		if (opt_reply(c->fd, opt, REP_ERR_UNSUP, NULL, 0) < 0)
+			return -1;
+	}
+	return 16 + (long)len;
+}
+
+/* Answer every whole request in the buffer, in one writev per MAX_IOV / 2. */
+static int serve(struct conn *c, size_t *used)
+{
+	uint8_t hdrs[MAX_IOV / 2][32];
+	struct iovec iov[MAX_IOV];
+	size_t off = 0;
+	int n = 0, nh = 0;
+
+	while (c->rlen - off >= REQ_SIZE) {
+		const uint8_t *q = c->rbuf + off;
+		uint16_t type = (uint16_t)(q[6] << 8 | q[7]);
+		uint64_t from = get64(q + 16);
+		uint32_t len = get32(q + 24), err = 0;
+
+		if (get32(q) != REQ_MAGIC)
+			return -1;
+		if (type == CMD_DISC)
+			return -1;
+		off += REQ_SIZE;
+		if (type != CMD_READ) {
+			err = EINVAL;
+			if (type == 1 /* WRITE */) {
+				if (c->rlen - off < len)
+					return -1; /* read-only: a writer is not served */
+				off += len;
+			}
+		} else if (len > MAX_READ || from > export_size || len > export_size - from) {
+			err = EINVAL;
+		}
+		if (!c->structured) {
+			put32(hdrs[nh], SIMPLE_MAGIC);
+			put32(hdrs[nh] + 4, err);
+			memcpy(hdrs[nh] + 8, q + 8, 8);
+			iov[n++] = (struct iovec){ hdrs[nh++], 16 };
+		} else {
+			uint8_t *h = hdrs[nh++];
+			int data = !err && type == CMD_READ;
+
+			put32(h, CHUNK_MAGIC);
+			h[4] = 0;
+			h[5] = REPLY_FLAG_DONE;
+			h[6] = (uint8_t)((data ? REPLY_TYPE_OFFSET_DATA : REPLY_TYPE_ERROR) >> 8);
+			h[7] = (uint8_t)(data ? REPLY_TYPE_OFFSET_DATA : REPLY_TYPE_ERROR);
+			memcpy(h + 8, q + 8, 8);
+			if (data) {
+				put32(h + 16, 8 + len);
+				put64(h + 20, from);
+				iov[n++] = (struct iovec){ h, 28 };
+			} else {
+				put32(h + 16, 6);
+				put32(h + 20, err);
+				h[24] = h[25] = 0; /* no message */
+				iov[n++] = (struct iovec){ h, 26 };
+			}
+		}
+		if (!err && type == CMD_READ && len)
+			iov[n++] = (struct iovec){ zeros, len };
+		if (n + 2 > MAX_IOV)
+			break;
+	}
+	*used = off;
+	while (n) {
+		ssize_t w = writev(c->fd, iov, n);
+		int i = 0;
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN) {
+			/* a full socket: wait for room, as a server with nothing else to do may */
+			usleep(10);
+			continue;
+		}
+		if (w < 0)
+			return -1;
+		while (i < n && (size_t)w >= iov[i].iov_len)
+			w -= (ssize_t)iov[i++].iov_len;
+		if (i < n) {
+			iov[i].iov_base = (uint8_t *)iov[i].iov_base + w;
+			iov[i].iov_len -= (size_t)w;
+		}
+		memmove(iov, iov + i, (size_t)(n - i) * sizeof(*iov));
+		n -= i;
+	}
+	return 0;
+}
+
+static void conn_free(int ep, struct conn *c)
+{
+	epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	free(c);
+}
+
+static void on_readable(int ep, struct conn *c)
+{
+	for (;;) {
+		ssize_t r = read(c->fd, c->rbuf + c->rlen, RBUF - c->rlen);
+		size_t used = 0;
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN)
+			return;
+		if (r <= 0) {
+			conn_free(ep, c);
+			return;
+		}
+		c->rlen += (size_t)r;
+		while (!c->transmission) {
+			long n = handshake_step(c);
+
+			if (n < 0) {
+				conn_free(ep, c);
+				return;
+			}
+			if (n == 0)
+				break;
+			memmove(c->rbuf, c->rbuf + n, c->rlen - (size_t)n);
+			c->rlen -= (size_t)n;
+		}
+		if (c->transmission) {
+			do {
+				if (serve(c, &used) < 0) {
+					conn_free(ep, c);
+					return;
+				}
+				memmove(c->rbuf, c->rbuf + used, c->rlen - used);
+				c->rlen -= used;
+			} while (used && c->rlen >= REQ_SIZE);
+		}
+		if (c->rlen == RBUF) {
+			conn_free(ep, c); /* a request larger than the buffer: not this server's */
+			return;
+		}
+		if ((size_t)r < RBUF)
+			return;
+	}
+}
+
+static void on_accept(int ep, int lfd)
+{
+	uint8_t greet[18], cflags[4];
+	struct epoll_event ev;
+	struct conn *c;
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	put64(greet, MAGIC);
+	put64(greet + 8, IHAVEOPT);
+	greet[16] = 0;
+	greet[17] = 3; /* FIXED_NEWSTYLE | NO_ZEROES */
+	/* the greeting and the client's flags blocking, then the rest through epoll */
+	if (send_all(fd, greet, sizeof(greet)) < 0 || recv(fd, cflags, 4, MSG_WAITALL) != 4 ||
+	    fcntl(fd, F_SETFL, O_NONBLOCK) < 0 || !(c = calloc(1, sizeof(*c)))) {
+		close(fd);
+		return;
+	}
+	c->fd = fd;
+	ev.events = EPOLLIN;
+	ev.data.ptr = c;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+		conn_free(ep, c);
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct epoll_event ev, evs[256];
+	int lfd, ep;
+
+	if (argc < 2 || argc > 3 || strlen(argv[1]) >= sizeof(sa.sun_path)) {
+		fprintf(stderr, "usage: nbd_floor SOCKET-PATH [export-size-bytes]\n");
+		return 2;
+	}
+	if (argc == 3)
+		export_size = strtoull(argv[2], NULL, 0);
+	signal(SIGPIPE, SIG_IGN);
+	strcpy(sa.sun_path, argv[1]);
+	unlink(sa.sun_path);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 1024) < 0) {
+		perror("nbd_floor: listen");
+		return 1;
+	}
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	ev.events = EPOLLIN;
+	ev.data.ptr = NULL; /* the listener */
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev) < 0) {
+		perror("nbd_floor: epoll");
+		return 1;
+	}
+	printf("ready\n");
+	fflush(stdout);
+	for (;;) {
+		int n = epoll_wait(ep, evs, 256, -1);
+
+		for (int i = 0; i < n; i++) {
+			if (!evs[i].data.ptr)
+				on_accept(ep, lfd);
+			else
+				on_readable(ep, evs[i].data.ptr);
+		}
+	}
+}
