@@ -4,7 +4,7 @@
 sbin_PROGRAMS += %D%/cofferd
 %C%_cofferd_SOURCES = \
 	%D%/main.c %D%/conf.h %D%/conf.c %D%/log.h %D%/log.c %D%/counters.h %D%/peer.h \
-	%D%/rpc.h %D%/rpc.c %D%/dispatch.h %D%/dispatch.c %D%/handlers.h %D%/handlers.c %D%/sendrecv.c \
+	%D%/rpc.h %D%/rpc.c %D%/sendring.h %D%/sendring.c %D%/dispatch.h %D%/dispatch.c %D%/handlers.h %D%/handlers.c %D%/sendrecv.c \
 	%D%/registry.h %D%/registry.c %D%/loops.h %D%/loops.c %D%/plainbuf.h %D%/plainbuf.c %D%/roots.h %D%/roots.c %D%/work.h %D%/work.c \
 	%D%/events.h %D%/events.c \
 	%D%/nbd.h %D%/nbd.c %D%/nbd_proto.h %D%/nbd_proto.c %D%/tls.h %D%/tls.c \

@@ -79,6 +79,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,7 @@
 #include "log.h"
 #include "loops.h"
 #include "rpc.h"
+#include "sendring.h"
 #include "tls.h"
 
 #define READ_CHUNK (256u << 10)
@@ -184,8 +186,16 @@ struct wreq {
 	struct rpc_req *calls;
 	uint8_t *cipher;     /* TLS: the records written, instead of the calls' buffers */
 	size_t bytes;
+	unsigned nb;         /* bufs in use */
+	struct wreq *next_free;
 	uv_buf_t bufs[];
 };
+
+/* sendring.c takes a uv_buf_t array as the iovec array it is on Unix */
+_Static_assert(sizeof(uv_buf_t) == sizeof(struct iovec) &&
+		       offsetof(uv_buf_t, base) == offsetof(struct iovec, iov_base) &&
+		       offsetof(uv_buf_t, len) == offsetof(struct iovec, iov_len),
+	       "uv_buf_t is not an iovec");
 
 /* One listening socket and its framing. */
 struct listener {
@@ -214,7 +224,9 @@ struct rpc_loop {
 	unsigned live_conns; /* allocated, not yet freed */
 	atomic_uint load;    /* its connections, for the choice of a loop for the next */
 	struct rpc_conn *flush_list;
-	struct wreq *wreq_spare; /* of the last write that went at once */
+	struct wreq *wreq_free;  /* of writes that went at once, for the next ones */
+	unsigned nwreq_free;
+	struct sendring *sends;  /* a turn's replies in one system call; NULL: a writev each */
 	uv_check_t tick;     /* after each poll: hand I/O to the workers, write replies */
 	uv_timer_t grace;
 	int resume_all;      /* a limit was released: kick resumes every connection */
@@ -728,6 +740,92 @@ static unsigned bufs_skip(struct wreq *w, unsigned nb, size_t n)
 	return nb - i;
 }
 
+/*
+ * Up to WRITE_BATCH pending replies of @conn, off its queue, into a write.
+ * @return it, or NULL when out of memory (@conn is then closed)
+ */
+static struct wreq *wreq_take(struct rpc_conn *conn)
+{
+	unsigned n = conn->npend < WRITE_BATCH ? conn->npend : WRITE_BATCH;
+	struct wreq *w = here->wreq_free;
+	struct rpc_req *c, *last = NULL;
+
+	if (w) {
+		here->wreq_free = w->next_free;
+		here->nwreq_free--;
+	} else {
+		w = malloc(sizeof(*w) + 2 * WRITE_BATCH * sizeof(uv_buf_t));
+	}
+	if (!w) {
+		conn_close(conn);
+		return NULL;
+	}
+	memset(w, 0, sizeof(*w));
+	w->conn = conn;
+	w->calls = conn->pend_head;
+	for (unsigned i = 0; i < n; i++) {
+		c = conn->pend_head;
+		if (c->hdr_len)
+			w->bufs[w->nb++] = uv_buf_init((char *)c->hdrbuf, c->hdr_len);
+		if (c->dc.payload_len)
+			w->bufs[w->nb++] = uv_buf_init((char *)c->dc.payload, c->dc.payload_len);
+		w->bytes += c->hdr_len + c->dc.payload_len;
+		last = c;
+		conn->pend_head = c->next;
+		conn->npend--;
+	}
+	last->next = NULL;
+	if (!conn->pend_head)
+		conn->pend_tail = NULL;
+	return w;
+}
+
+/*
+ * @w was written at once as far as @ret says (bytes, or a libuv error):
+ * the rest goes to libuv's queue. @return 0, or -1 when @conn closed.
+ */
+static int wreq_wrote(struct wreq *w, int ret)
+{
+	struct rpc_conn *conn = w->conn;
+	struct rpc_req *c, *next;
+
+	if (ret >= 0 && (size_t)ret == w->bytes) {
+		conn->last_active = uv_now(here->loop);
+		for (c = w->calls; c; c = next) {
+			next = c->next;
+			req_free(c);
+		}
+		if (here->nwreq_free < WRITE_BATCH) {
+			w->next_free = here->wreq_free;
+			here->wreq_free = w;
+			here->nwreq_free++;
+		} else {
+			free(w);
+		}
+		return 0;
+	}
+	if (ret > 0) {
+		w->nb = bufs_skip(w, w->nb, (size_t)ret);
+		w->bytes -= (size_t)ret;
+	}
+	conn->queued_bytes += w->bytes;
+	conn->refs++;
+	if (ret >= 0 || ret == UV_EAGAIN)
+		ret = uv_write(&w->req, &conn->io.s, w->bufs, w->nb, write_cb);
+	if (ret < 0) {
+		conn->refs--;
+		conn->queued_bytes -= w->bytes;
+		for (c = w->calls; c; c = next) {
+			next = c->next;
+			req_free(c);
+		}
+		free(w);
+		conn_close(conn);
+		return -1;
+	}
+	return 0;
+}
+
 /* Hand every pending reply of @conn to the socket (up to WRITE_BATCH calls a write). */
 static void conn_flush(struct rpc_conn *conn)
 {
@@ -736,79 +834,59 @@ static void conn_flush(struct rpc_conn *conn)
 		return;
 	}
 	while (conn->pend_head && !conn->closing) {
-		unsigned n = conn->npend < WRITE_BATCH ? conn->npend : WRITE_BATCH;
-		struct wreq *w = here->wreq_spare;
-		struct rpc_req *c, *last = NULL;
-		unsigned nb = 0;
-		int ret;
+		struct wreq *w = wreq_take(conn);
 
-		here->wreq_spare = NULL;
-		if (!w)
-			w = malloc(sizeof(*w) + 2 * WRITE_BATCH * sizeof(uv_buf_t));
-		if (!w) {
-			conn_close(conn);
+		if (!w || wreq_wrote(w, write_now(conn, w, w->nb)) < 0)
 			return;
-		}
-		memset(w, 0, sizeof(*w));
-		w->conn = conn;
-		w->calls = conn->pend_head;
-		for (unsigned i = 0; i < n; i++) {
-			c = conn->pend_head;
-			if (c->hdr_len)
-				w->bufs[nb++] = uv_buf_init((char *)c->hdrbuf, c->hdr_len);
-			if (c->dc.payload_len)
-				w->bufs[nb++] =
-					uv_buf_init((char *)c->dc.payload, c->dc.payload_len);
-			w->bytes += c->hdr_len + c->dc.payload_len;
-			last = c;
-			conn->pend_head = c->next;
-			conn->npend--;
-		}
-		last->next = NULL;
-		if (!conn->pend_head)
-			conn->pend_tail = NULL;
-		ret = write_now(conn, w, nb);
-		if (ret >= 0 && (size_t)ret == w->bytes) {
-			conn->last_active = uv_now(here->loop);
-			for (c = w->calls; c; c = last) {
-				last = c->next;
-				req_free(c);
-			}
-			here->wreq_spare = w;
-			continue;
-		}
-		if (ret > 0) {
-			nb = bufs_skip(w, nb, (size_t)ret);
-			w->bytes -= (size_t)ret;
-		}
-		conn->queued_bytes += w->bytes;
-		conn->refs++;
-		if (ret >= 0 || ret == UV_EAGAIN)
-			ret = uv_write(&w->req, &conn->io.s, w->bufs, nb, write_cb);
-		if (ret < 0) {
-			conn->refs--;
-			conn->queued_bytes -= w->bytes;
-			for (c = w->calls; c; c = last) {
-				last = c->next;
-				req_free(c);
-			}
-			free(w);
-			conn_close(conn);
-			return;
-		}
 	}
 	conn_check_close(conn);
 }
 
+static void sent_cb(void *tag, int res)
+{
+	wreq_wrote(tag, res);
+}
+
+/*
+ * Every connection with replies: the first write of each that can go at
+ * once (no TLS, nothing queued in libuv) goes with the others' in one
+ * system call (sendring.c), then conn_flush() does the rest as before.
+ */
 static void flush_all(void)
 {
 	while (here->flush_list) {
-		struct rpc_conn *conn = here->flush_list;
+		struct rpc_conn *batch[WRITE_BATCH];
+		unsigned nc = 0;
 
-		here->flush_list = conn->flush_next;
-		conn->in_flush_list = 0;
-		conn_flush(conn);
-		conn_unref(conn);
+		while (here->flush_list && nc < WRITE_BATCH) {
+			struct rpc_conn *conn = here->flush_list;
+			struct wreq *w;
+			uv_os_fd_t fd;
+
+			here->flush_list = conn->flush_next;
+			conn->in_flush_list = 0;
+			if (!here->sends || !sendring_room(here->sends) || conn->tls ||
+			    conn->closing || conn->queued_bytes || !conn->pend_head ||
+			    uv_fileno((uv_handle_t *)&conn->io.s, &fd) < 0) {
+				conn_flush(conn);
+				conn_unref(conn);
+				continue;
+			}
+			w = wreq_take(conn);
+			if (!w) {
+				conn_unref(conn);
+				continue;
+			}
+			sendring_add(here->sends, fd, (const struct iovec *)w->bufs, w->nb, w);
+			batch[nc++] = conn;
+		}
+		if (here->sends)
+			sendring_run(here->sends, sent_cb);
+		for (unsigned i = 0; i < nc; i++) {
+			if (!batch[i]->closing)
+				conn_flush(batch[i]);
+			conn_unref(batch[i]);
+		}
 	}
 }
 
@@ -1983,6 +2061,10 @@ int rpc_loop_attach(uv_loop_t *loop)
 	uv_timer_init(loop, &lp->sweep);
 	uv_timer_start(&lp->sweep, sweep_cb, SWEEP_MS, SWEEP_MS);
 	uv_unref((uv_handle_t *)&lp->sweep);
+	ret = sendring_init(&lp->sends);
+	if (ret < 0)
+		log_info("loop %u: no io_uring for replies (%s): a writev each", lp->idx,
+			 strerror(-ret));
 	here = lp;
 	/* loops attach one after the other, before anything listens */
 	srv.loops[lp->idx] = lp;
@@ -2007,8 +2089,15 @@ static void check_drained(void)
 	pthread_mutex_lock(&here->lock);
 	here->drained = 1;
 	pthread_mutex_unlock(&here->lock);
-	free(here->wreq_spare);
-	here->wreq_spare = NULL;
+	while (here->wreq_free) {
+		struct wreq *w = here->wreq_free;
+
+		here->wreq_free = w->next_free;
+		free(w);
+	}
+	here->nwreq_free = 0;
+	sendring_free(here->sends);
+	here->sends = NULL;
 	uv_close((uv_handle_t *)&here->tick, NULL);
 	uv_close((uv_handle_t *)&here->grace, NULL);
 	uv_close((uv_handle_t *)&here->kick, NULL);

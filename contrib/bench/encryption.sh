@@ -114,10 +114,11 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-find_bin() { # name, build-tree path
+find_bin() { # name, build-tree path; prints nothing when neither has it
 	for b in "$top/build/$2" "$(command -v "$1" 2>/dev/null || true)"; do
 		[ -n "$b" ] && [ -x "$b" ] && { echo "$b"; return; }
 	done
+	return 0
 }
 COFFERD=${COFFERD:-$(find_bin cofferd daemon/cofferd)}
 COFFER=${COFFER:-$(find_bin coffer client/coffer)}
@@ -821,7 +822,7 @@ done
 
 # median over rounds per pass and suite (machine drift hits single rounds),
 # the ratio to clear of the same pass
-awk -F, -v suites="$suites fio-io_uring nbdkit-fio nbdkit-file nbdkit-luks" '
+awk -F, -v suites="$suites fio-io_uring nbdkit-fio nbdkit-file nbdkit-luks nbd-floor" '
 	function median(name, k,    m, i, j, t, a) {
 		m = n[k]
 		for (i = 1; i <= m; i++) a[i] = val[name, k, i]

@@ -949,6 +949,49 @@ Test(nbd, a_client_that_sends_and_never_reads_holds_only_itself)
 	daemon_alive();
 }
 
+/*
+ * Replies a client leaves unread fill its socket: the daemon writes what
+ * fits at once (with every other connection's, in one system call) and the
+ * rest later. Each must still arrive whole, with its own bytes.
+ */
+Test(nbd, replies_held_back_by_a_full_socket_arrive_whole_with_their_bytes)
+{
+	enum { N = 48, LEN = 256 << 10, VOL = 8 << 20 };
+	static uint8_t want[VOL], got[LEN];
+	char in[PATH_MAX];
+	FILE *f;
+	int fd;
+
+	make_pool();
+	COF_OK(NULL, "create -V 8M tank/late");
+	tdaemon_random_file(&td, "in", VOL, in, sizeof(in));
+	COF_OK(in, "write tank/late");
+	f = fopen(in, "rb");
+	cr_assert_not_null(f);
+	cr_assert_eq(fread(want, 1, VOL, f), (size_t)VOL);
+	fclose(f);
+	fd = raw_connect();
+	raw_go(fd, "tank/late");
+	/* 12 MiB of replies asked for before one is read: far more than a socket holds */
+	for (uint64_t i = 0; i < N; i++)
+		send_req(fd, NBD_CMD_READ, 0, i, (i * 7 % (VOL / LEN)) * LEN, LEN);
+	for (int i = 0; i < N; i++) {
+		uint8_t r[NBD_SIMPLE_REPLY_SIZE];
+		uint64_t cookie;
+
+		cr_assert_eq(read_full(fd, r, sizeof(r)), 0, "reply %d of %d missing", i, N);
+		cr_assert_eq(wire_get_u32(r), NBD_SIMPLE_REPLY_MAGIC, "reply %d: not a reply", i);
+		cr_assert_eq(wire_get_u32(r + 4), 0);
+		cookie = wire_get_u64(r + 8);
+		cr_assert_lt(cookie, (uint64_t)N);
+		cr_assert_eq(read_full(fd, got, LEN), 0);
+		cr_assert(memcmp(got, want + (cookie * 7 % (VOL / LEN)) * LEN, LEN) == 0,
+			  "reply to request %llu has other bytes", (unsigned long long)cookie);
+	}
+	close(fd);
+	daemon_alive();
+}
+
 Test(nbd, connections_past_the_per_uid_limit_are_closed)
 {
 	int fds[24], fd;
