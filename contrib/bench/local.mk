@@ -39,3 +39,4 @@ noinst_PROGRAMS += %D%/scale_records
 # encryption.sh's nbd pass measures every server against with the same client
 noinst_PROGRAMS += %D%/nbd_floor
 %C%_nbd_floor_SOURCES = %D%/nbd_floor.c
+%C%_nbd_floor_LDADD = $(URING_LIBS) -lpthread

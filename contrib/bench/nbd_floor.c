@@ -2,9 +2,10 @@
 /*
  * nbd_floor: the least an NBD server can do, to measure what is left of the
  * machine for any server under a given client. It serves every export name
- * as a read-only export of zeros, on one thread with epoll: each request is
- * answered by a simple reply (and, for a read, the zeros) in one writev, the
- * replies of one turn gathered per connection. It stores nothing, checks
+ * as a read-only export of zeros, on a thread per CPU, each with its own
+ * epoll and the connections it accepted; the replies of a turn leave as one
+ * send a connection, every connection's in one io_uring submission, as
+ * cofferd's loops send theirs (daemon/sendring.c). It stores nothing, checks
  * nothing and encrypts nothing, so the rate fio reaches against it, and the
  * CPU it and fio spend per I/O, bound what cofferd or nbdkit can reach with
  * the same client on the same cores (encryption.sh's nbd pass runs it).
@@ -16,13 +17,15 @@
  * refused with NBD_REP_ERR_UNSUP. Commands: READ, and DISC; the rest get
  * EINVAL.
  *
- * Usage: nbd_floor SOCKET-PATH [export-size-bytes (default 1 GiB)]
+ * Usage: nbd_floor SOCKET-PATH [export-size-bytes (default 1 GiB) [threads (default: CPUs)]]
  * Runs until killed; it prints "ready" on stdout once it listens.
  */
 
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <liburing.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -66,6 +69,10 @@ struct conn {
 	int fd;
 	int transmission; /* past the handshake */
 	int structured;   /* structured replies negotiated */
+	int dead;         /* closed by the peer while its replies wait for the turn's send */
+	int niov;         /* replies built this turn, sent at its end */
+	struct iovec iov[MAX_IOV];
+	uint8_t hdrs[MAX_IOV / 2][32];
 	size_t rlen;
 	uint8_t rbuf[RBUF];
 };
@@ -195,8 +202,8 @@ static long handshake_step(struct conn *c)
 /* Answer every whole request in the buffer, in one writev per MAX_IOV / 2. */
 static int serve(struct conn *c, size_t *used)
 {
-	uint8_t hdrs[MAX_IOV / 2][32];
-	struct iovec iov[MAX_IOV];
+	uint8_t (*hdrs)[32] = c->hdrs;
+	struct iovec *iov = c->iov;
 	size_t off = 0;
 	int n = 0, nh = 0;
 
@@ -253,19 +260,20 @@ static int serve(struct conn *c, size_t *used)
 			break;
 	}
 	*used = off;
-	while (n) {
-		ssize_t w = writev(c->fd, iov, n);
+	c->niov = n;
+	return 0;
+}
+
+/* Write what is left of @c's replies, waiting for room as a server with nothing else to do may. */
+static int send_rest(struct conn *c, size_t done)
+{
+	struct iovec *iov = c->iov;
+	int n = c->niov;
+
+	c->niov = 0;
+	for (ssize_t w = (ssize_t)done;;) {
 		int i = 0;
 
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && errno == EAGAIN) {
-			/* a full socket: wait for room, as a server with nothing else to do may */
-			usleep(10);
-			continue;
-		}
-		if (w < 0)
-			return -1;
 		while (i < n && (size_t)w >= iov[i].iov_len)
 			w -= (ssize_t)iov[i++].iov_len;
 		if (i < n) {
@@ -274,8 +282,16 @@ static int serve(struct conn *c, size_t *used)
 		}
 		memmove(iov, iov + i, (size_t)(n - i) * sizeof(*iov));
 		n -= i;
+		if (!n)
+			return 0;
+		do {
+			w = writev(c->fd, iov, n);
+			if (w < 0 && errno == EAGAIN)
+				usleep(10);
+		} while (w < 0 && (errno == EINTR || errno == EAGAIN));
+		if (w < 0)
+			return -1;
 	}
-	return 0;
 }
 
 static void conn_free(int ep, struct conn *c)
@@ -285,7 +301,8 @@ static void conn_free(int ep, struct conn *c)
 	free(c);
 }
 
-static void on_readable(int ep, struct conn *c)
+/* @return 1 when @c has replies for the turn's send, 0 when not (or it is gone) */
+static int on_readable(int ep, struct conn *c)
 {
 	for (;;) {
 		ssize_t r = read(c->fd, c->rbuf + c->rlen, RBUF - c->rlen);
@@ -294,10 +311,10 @@ static void on_readable(int ep, struct conn *c)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0 && errno == EAGAIN)
-			return;
+			return c->niov > 0;
 		if (r <= 0) {
 			conn_free(ep, c);
-			return;
+			return 0;
 		}
 		c->rlen += (size_t)r;
 		while (!c->transmission) {
@@ -305,29 +322,30 @@ static void on_readable(int ep, struct conn *c)
 
 			if (n < 0) {
 				conn_free(ep, c);
-				return;
+				return 0;
 			}
 			if (n == 0)
 				break;
 			memmove(c->rbuf, c->rbuf + n, c->rlen - (size_t)n);
 			c->rlen -= (size_t)n;
 		}
-		if (c->transmission) {
-			do {
-				if (serve(c, &used) < 0) {
-					conn_free(ep, c);
-					return;
-				}
-				memmove(c->rbuf, c->rbuf + used, c->rlen - used);
-				c->rlen -= used;
-			} while (used && c->rlen >= REQ_SIZE);
+		while (c->transmission && c->rlen >= REQ_SIZE) {
+			/* more than one writev's worth: the earlier replies go now */
+			if ((c->niov && send_rest(c, 0) < 0) || serve(c, &used) < 0) {
+				conn_free(ep, c);
+				return 0;
+			}
+			memmove(c->rbuf, c->rbuf + used, c->rlen - used);
+			c->rlen -= used;
+			if (!used)
+				break;
 		}
 		if (c->rlen == RBUF) {
 			conn_free(ep, c); /* a request larger than the buffer: not this server's */
-			return;
+			return 0;
 		}
 		if ((size_t)r < RBUF)
-			return;
+			return c->niov > 0;
 	}
 }
 
@@ -357,43 +375,104 @@ static void on_accept(int ep, int lfd)
 		conn_free(ep, c);
 }
 
-int main(int argc, char **argv)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct epoll_event ev, evs[256];
-	int lfd, ep;
+/* A send of the turn: the message and its connection. */
+struct pending {
+	struct msghdr m;
+	struct conn *c;
+};
 
-	if (argc < 2 || argc > 3 || strlen(argv[1]) >= sizeof(sa.sun_path)) {
-		fprintf(stderr, "usage: nbd_floor SOCKET-PATH [export-size-bytes]\n");
-		return 2;
-	}
-	if (argc == 3)
-		export_size = strtoull(argv[2], NULL, 0);
-	signal(SIGPIPE, SIG_IGN);
-	strcpy(sa.sun_path, argv[1]);
-	unlink(sa.sun_path);
-	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 1024) < 0) {
-		perror("nbd_floor: listen");
-		return 1;
-	}
-	ep = epoll_create1(EPOLL_CLOEXEC);
-	ev.events = EPOLLIN;
+/* A non-blocking send of @c's replies, into @p. */
+static void send_add(struct io_uring *ring, struct pending *p, struct conn *c)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+
+	memset(&p->m, 0, sizeof(p->m));
+	p->m.msg_iov = c->iov;
+	p->m.msg_iovlen = (size_t)c->niov;
+	p->c = c;
+	io_uring_prep_sendmsg(sqe, c->fd, &p->m, MSG_DONTWAIT | MSG_NOSIGNAL);
+	io_uring_sqe_set_data(sqe, p);
+}
+
+/* One thread: its own epoll, the listener shared (EPOLLEXCLUSIVE wakes one). */
+static void *loop(void *arg)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLEXCLUSIVE }, evs[256];
+	int lfd = (int)(intptr_t)arg, ep = epoll_create1(EPOLL_CLOEXEC);
+	static _Thread_local struct pending pend[256];
+	struct io_uring ring;
+
 	ev.data.ptr = NULL; /* the listener */
 	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev) < 0) {
 		perror("nbd_floor: epoll");
-		return 1;
+		exit(1);
 	}
-	printf("ready\n");
-	fflush(stdout);
+	if (io_uring_queue_init(256, &ring, 0) < 0) {
+		fprintf(stderr, "nbd_floor: no io_uring\n");
+		exit(1);
+	}
 	for (;;) {
-		int n = epoll_wait(ep, evs, 256, -1);
+		int n = epoll_wait(ep, evs, 256, -1), np = 0;
 
 		for (int i = 0; i < n; i++) {
 			if (!evs[i].data.ptr)
 				on_accept(ep, lfd);
-			else
-				on_readable(ep, evs[i].data.ptr);
+			else if (on_readable(ep, evs[i].data.ptr))
+				send_add(&ring, &pend[np++], evs[i].data.ptr);
+		}
+		/* the turn's replies, every connection's, in one system call */
+		if (np)
+			io_uring_submit(&ring);
+		for (int i = 0; i < np; i++) {
+			struct io_uring_cqe *cqe;
+			struct conn *c;
+
+			if (io_uring_wait_cqe(&ring, &cqe) < 0)
+				exit(1);
+			c = ((struct pending *)io_uring_cqe_get_data(cqe))->c;
+			if ((cqe->res < 0 && cqe->res != -EAGAIN) ||
+			    send_rest(c, cqe->res < 0 ? 0 : (size_t)cqe->res) < 0)
+				conn_free(ep, c);
+			io_uring_cqe_seen(&ring, cqe);
 		}
 	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	long threads = sysconf(_SC_NPROCESSORS_ONLN);
+	int lfd;
+
+	if (argc < 2 || argc > 4 || strlen(argv[1]) >= sizeof(sa.sun_path)) {
+		fprintf(stderr, "usage: nbd_floor SOCKET-PATH [export-size-bytes [threads]]\n");
+		return 2;
+	}
+	if (argc >= 3)
+		export_size = strtoull(argv[2], NULL, 0);
+	if (argc == 4)
+		threads = strtol(argv[3], NULL, 0);
+	if (threads < 1)
+		threads = 1;
+	signal(SIGPIPE, SIG_IGN);
+	strcpy(sa.sun_path, argv[1]);
+	unlink(sa.sun_path);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 1024) < 0) {
+		perror("nbd_floor: listen");
+		return 1;
+	}
+	for (long t = 1; t < threads; t++) {
+		pthread_t th;
+
+		if (pthread_create(&th, NULL, loop, (void *)(intptr_t)lfd) != 0) {
+			fprintf(stderr, "nbd_floor: cannot start a thread\n");
+			return 1;
+		}
+	}
+	printf("ready: %ld threads\n", threads);
+	fflush(stdout);
+	loop((void *)(intptr_t)lfd);
+	return 0;
 }
