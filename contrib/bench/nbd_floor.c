@@ -69,6 +69,7 @@ struct conn {
 	int fd;
 	int transmission; /* past the handshake */
 	int structured;   /* structured replies negotiated */
+	int no_zeroes;    /* the client's NBD_FLAG_C_NO_ZEROES */
 	int dead;         /* closed by the peer while its replies wait for the turn's send */
 	int niov;         /* replies built this turn, sent at its end */
 	struct iovec iov[MAX_IOV];
@@ -167,12 +168,13 @@ static long handshake_step(struct conn *c)
 	info[11] = (uint8_t)TX_FLAGS;
 	switch (opt) {
 	case OPT_EXPORT_NAME: {
-		uint8_t r[10];
+		uint8_t r[10 + 124] = { 0 };
 
 		put64(r, export_size);
 		r[8] = info[10];
 		r[9] = info[11];
-		if (send_all(c->fd, r, sizeof(r)) < 0)
+		/* the 124 zero bytes, unless the client said NO_ZEROES */
+		if (send_all(c->fd, r, c->no_zeroes ? 10 : sizeof(r)) < 0)
 			return -1;
 		c->transmission = 1;
 		break;
@@ -369,6 +371,7 @@ static void on_accept(int ep, int lfd)
 		return;
 	}
 	c->fd = fd;
+	c->no_zeroes = cflags[3] & 2;
 	ev.events = EPOLLIN;
 	ev.data.ptr = c;
 	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
