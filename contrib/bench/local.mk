@@ -39,4 +39,5 @@ noinst_PROGRAMS += %D%/scale_records
 # encryption.sh's nbd pass measures every server against with the same client
 noinst_PROGRAMS += %D%/nbd_floor
 %C%_nbd_floor_SOURCES = %D%/nbd_floor.c
+%C%_nbd_floor_CPPFLAGS = $(AM_CPPFLAGS) $(COMMON_INC) -I$(top_srcdir)/daemon
 %C%_nbd_floor_LDADD = $(URING_LIBS) -lpthread

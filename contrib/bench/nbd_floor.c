@@ -37,30 +37,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define MAGIC 0x4e42444d41474943ull    /* "NBDMAGIC" */
-#define IHAVEOPT 0x49484156454f5054ull /* "IHAVEOPT" */
-#define REP_MAGIC 0x0003e889045565a9ull
-#define REQ_MAGIC 0x25609513u
-#define SIMPLE_MAGIC 0x67446698u
-#define CHUNK_MAGIC 0x668e33efu
-#define REPLY_FLAG_DONE 1u
-#define REPLY_TYPE_OFFSET_DATA 1u
-#define REPLY_TYPE_ERROR 32769u
-#define OPT_EXPORT_NAME 1u
-#define OPT_ABORT 2u
-#define OPT_INFO 6u
-#define OPT_GO 7u
-#define OPT_STRUCTURED_REPLY 8u
-#define REP_ACK 1u
-#define REP_INFO 3u
-#define REP_ERR_UNSUP 0x80000001u
-#define FLAG_HAS_FLAGS 1u
-#define FLAG_READ_ONLY 2u
-#define FLAG_CAN_MULTI_CONN 0x100u
-#define TX_FLAGS (FLAG_HAS_FLAGS | FLAG_READ_ONLY | FLAG_CAN_MULTI_CONN)
-#define CMD_READ 0u
-#define CMD_DISC 2u
-#define REQ_SIZE 28u
+#include "nbd_proto.h" /* the protocol's numbers, as cofferd has them */
+#include "proto.h"     /* wire_put_u32 and the others: big-endian fields */
+
+#define TX_FLAGS (NBD_FLAG_HAS_FLAGS | NBD_FLAG_READ_ONLY | NBD_FLAG_CAN_MULTI_CONN)
 #define MAX_READ (32u << 20)
 #define RBUF (64u << 10)
 #define MAX_IOV 64
@@ -80,34 +60,6 @@ struct conn {
 
 static uint64_t export_size = 1ull << 30;
 static uint8_t zeros[MAX_READ];
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htobe32(v);
-	memcpy(p, &v, 4);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	v = htobe64(v);
-	memcpy(p, &v, 8);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return be32toh(v);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return be64toh(v);
-}
 
 /* The handshake is small and rare: written whole, blocking. */
 static int send_all(int fd, const void *buf, size_t n)
@@ -135,10 +87,10 @@ static int opt_reply(int fd, uint32_t opt, uint32_t type, const void *data, uint
 {
 	uint8_t h[20];
 
-	put64(h, REP_MAGIC);
-	put32(h + 8, opt);
-	put32(h + 12, type);
-	put32(h + 16, len);
+	wire_put_u64(h, NBD_REP_MAGIC);
+	wire_put_u32(h + 8, opt);
+	wire_put_u32(h + 12, type);
+	wire_put_u32(h + 16, len);
 	if (send_all(fd, h, sizeof(h)) < 0)
 		return -1;
 	return len ? send_all(fd, data, len) : 0;
@@ -152,10 +104,10 @@ static long handshake_step(struct conn *c)
 
 	if (c->rlen < 16)
 		return 0;
-	if (get64(c->rbuf) != IHAVEOPT)
+	if (wire_get_u64(c->rbuf) != NBD_IHAVEOPT)
 		return -1;
-	opt = get32(c->rbuf + 8);
-	len = get32(c->rbuf + 12);
+	opt = wire_get_u32(c->rbuf + 8);
+	len = wire_get_u32(c->rbuf + 12);
 	if (len > RBUF - 16)
 		return -1;
 	if (c->rlen < 16 + (size_t)len)
@@ -163,14 +115,14 @@ static long handshake_step(struct conn *c)
 	/* NBD_INFO_EXPORT: size and transmission flags */
 	info[0] = 0;
 	info[1] = 0;
-	put64(info + 2, export_size);
+	wire_put_u64(info + 2, export_size);
 	info[10] = (uint8_t)(TX_FLAGS >> 8);
 	info[11] = (uint8_t)TX_FLAGS;
 	switch (opt) {
-	case OPT_EXPORT_NAME: {
+	case NBD_OPT_EXPORT_NAME: {
 		uint8_t r[10 + 124] = { 0 };
 
-		put64(r, export_size);
+		wire_put_u64(r, export_size);
 		r[8] = info[10];
 		r[9] = info[11];
 		/* the 124 zero bytes, unless the client said NO_ZEROES */
@@ -179,23 +131,23 @@ static long handshake_step(struct conn *c)
 		c->transmission = 1;
 		break;
 	}
-	case OPT_GO:
-	case OPT_INFO:
-		if (opt_reply(c->fd, opt, REP_INFO, info, sizeof(info)) < 0 ||
-		    opt_reply(c->fd, opt, REP_ACK, NULL, 0) < 0)
+	case NBD_OPT_GO:
+	case NBD_OPT_INFO:
+		if (opt_reply(c->fd, opt, NBD_REP_INFO, info, sizeof(info)) < 0 ||
+		    opt_reply(c->fd, opt, NBD_REP_ACK, NULL, 0) < 0)
 			return -1;
-		c->transmission = opt == OPT_GO;
+		c->transmission = opt == NBD_OPT_GO;
 		break;
-	case OPT_STRUCTURED_REPLY:
-		if (opt_reply(c->fd, opt, REP_ACK, NULL, 0) < 0)
+	case NBD_OPT_STRUCTURED_REPLY:
+		if (opt_reply(c->fd, opt, NBD_REP_ACK, NULL, 0) < 0)
 			return -1;
 		c->structured = 1;
 		break;
-	case OPT_ABORT:
-		opt_reply(c->fd, opt, REP_ACK, NULL, 0);
+	case NBD_OPT_ABORT:
+		opt_reply(c->fd, opt, NBD_REP_ACK, NULL, 0);
 		return -1;
 	default:
-		if (opt_reply(c->fd, opt, REP_ERR_UNSUP, NULL, 0) < 0)
+		if (opt_reply(c->fd, opt, NBD_REP_ERR_UNSUP, NULL, 0) < 0)
 			return -1;
 	}
 	return 16 + (long)len;
@@ -209,20 +161,20 @@ static int serve(struct conn *c, size_t *used)
 	size_t off = 0;
 	int n = 0, nh = 0;
 
-	while (c->rlen - off >= REQ_SIZE) {
+	while (c->rlen - off >= NBD_REQ_SIZE) {
 		const uint8_t *q = c->rbuf + off;
 		uint16_t type = (uint16_t)(q[6] << 8 | q[7]);
-		uint64_t from = get64(q + 16);
-		uint32_t len = get32(q + 24), err = 0;
+		uint64_t from = wire_get_u64(q + 16);
+		uint32_t len = wire_get_u32(q + 24), err = 0;
 
-		if (get32(q) != REQ_MAGIC)
+		if (wire_get_u32(q) != NBD_REQUEST_MAGIC)
 			return -1;
-		if (type == CMD_DISC)
+		if (type == NBD_CMD_DISC)
 			return -1;
-		off += REQ_SIZE;
-		if (type != CMD_READ) {
+		off += NBD_REQ_SIZE;
+		if (type != NBD_CMD_READ) {
 			err = EINVAL;
-			if (type == 1 /* WRITE */) {
+			if (type == NBD_CMD_WRITE) {
 				if (c->rlen - off < len)
 					return -1; /* read-only: a writer is not served */
 				off += len;
@@ -231,32 +183,32 @@ static int serve(struct conn *c, size_t *used)
 			err = EINVAL;
 		}
 		if (!c->structured) {
-			put32(hdrs[nh], SIMPLE_MAGIC);
-			put32(hdrs[nh] + 4, err);
+			wire_put_u32(hdrs[nh], NBD_SIMPLE_REPLY_MAGIC);
+			wire_put_u32(hdrs[nh] + 4, err);
 			memcpy(hdrs[nh] + 8, q + 8, 8);
 			iov[n++] = (struct iovec){ hdrs[nh++], 16 };
 		} else {
 			uint8_t *h = hdrs[nh++];
-			int data = !err && type == CMD_READ;
+			int data = !err && type == NBD_CMD_READ;
 
-			put32(h, CHUNK_MAGIC);
+			wire_put_u32(h, NBD_STRUCTURED_REPLY_MAGIC);
 			h[4] = 0;
-			h[5] = REPLY_FLAG_DONE;
-			h[6] = (uint8_t)((data ? REPLY_TYPE_OFFSET_DATA : REPLY_TYPE_ERROR) >> 8);
-			h[7] = (uint8_t)(data ? REPLY_TYPE_OFFSET_DATA : REPLY_TYPE_ERROR);
+			h[5] = NBD_REPLY_FLAG_DONE;
+			h[6] = (uint8_t)((data ? NBD_REPLY_TYPE_OFFSET_DATA : NBD_REPLY_TYPE_ERROR) >> 8);
+			h[7] = (uint8_t)(data ? NBD_REPLY_TYPE_OFFSET_DATA : NBD_REPLY_TYPE_ERROR);
 			memcpy(h + 8, q + 8, 8);
 			if (data) {
-				put32(h + 16, 8 + len);
-				put64(h + 20, from);
+				wire_put_u32(h + 16, 8 + len);
+				wire_put_u64(h + 20, from);
 				iov[n++] = (struct iovec){ h, 28 };
 			} else {
-				put32(h + 16, 6);
-				put32(h + 20, err);
+				wire_put_u32(h + 16, 6);
+				wire_put_u32(h + 20, err);
 				h[24] = h[25] = 0; /* no message */
 				iov[n++] = (struct iovec){ h, 26 };
 			}
 		}
-		if (!err && type == CMD_READ && len)
+		if (!err && type == NBD_CMD_READ && len)
 			iov[n++] = (struct iovec){ zeros, len };
 		if (n + 2 > MAX_IOV)
 			break;
@@ -331,7 +283,7 @@ static int on_readable(int ep, struct conn *c)
 			memmove(c->rbuf, c->rbuf + n, c->rlen - (size_t)n);
 			c->rlen -= (size_t)n;
 		}
-		while (c->transmission && c->rlen >= REQ_SIZE) {
+		while (c->transmission && c->rlen >= NBD_REQ_SIZE) {
 			/* more than one writev's worth: the earlier replies go now */
 			if ((c->niov && send_rest(c, 0) < 0) || serve(c, &used) < 0) {
 				conn_free(ep, c);
@@ -360,8 +312,8 @@ static void on_accept(int ep, int lfd)
 
 	if (fd < 0)
 		return;
-	put64(greet, MAGIC);
-	put64(greet + 8, IHAVEOPT);
+	wire_put_u64(greet, NBD_MAGIC);
+	wire_put_u64(greet + 8, NBD_IHAVEOPT);
 	greet[16] = 0;
 	greet[17] = 3; /* FIXED_NEWSTYLE | NO_ZEROES */
 	/* the greeting and the client's flags blocking, then the rest through epoll */
