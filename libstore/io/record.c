@@ -1046,12 +1046,20 @@ static void stage(struct stor_pool *p, struct write_batch *b, struct rec *recs, 
 /* The write pipeline of @recs, whose stripes the caller holds, in a reader section. */
 static void write_held(struct stor_pool *p, struct write_batch *b, struct rec *recs, size_t n)
 {
+	/*
+	 * Held from the plan on: an encryption in place switches a dataset to
+	 * sealing under the write hold (rekey.c's encrypt_hook), so a record
+	 * planned clear is not then sealed without a key, nor one planned
+	 * under a key written clear.
+	 */
+	uint64_t birth = txg_hold(p);
+
 	plan_nonces(recs, n, b->plan);
 	read_old(p, b, recs, n);
 	merge_new(recs, n);
 	compress(recs, n);
 	fail_siblings(recs, n);
-	seal(b, recs, n, txg_hold(p));
+	seal(b, recs, n, birth);
 	allocate(p, recs, n);
 	write_extents(p, b, recs, n);
 	stage(p, b, recs, n);

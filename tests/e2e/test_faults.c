@@ -967,6 +967,52 @@ static int resilver_running(void)
  * is done. A write that only it took, because the sound side failed it,
  * must not be acknowledged: its data would lie where no read looks.
  */
+/*
+ * An encryption in place switches a dataset to sealing as a txg closes
+ * under the write hold (rekey.c's encrypt_hook). A partial write planned
+ * while the dataset was still clear, held in the read of its record's old
+ * bytes as the switch comes, must be neither sealed without a key nor
+ * lost: the daemon crashed there while a write made its plan before it
+ * took the hold (record.c).
+ */
+Test(faults, a_partial_write_held_across_an_encryption_in_place_lands_and_the_daemon_lives)
+{
+	static uint8_t buf[REC], want[REC];
+	struct coffer_completion cc;
+	struct coffer_conn *c;
+	const char *key;
+	int h;
+
+	make_pool("tank");
+	COF_OK("create -V 512K -b 8k tank/c");
+	c = seeded("tank/c", &h);
+	/* the next LUN read waits: the partial write's read of its old bytes */
+	arm("path=tank-l0;op=slow_read;ms=500;count=1|path=tank-l1;op=slow_read;ms=500;count=1");
+	memset(buf, 0x77, REC / 2);
+	cr_assert_eq(coffer_submit(c, 1, COFFER_WRITE, h, REC / 4, REC / 2, buf), 0);
+	cr_assert_eq(coffer_flush_out(c), 0);
+	for (double end = tdaemon_deadline(TDAEMON_WAIT_S); !injected() && tdaemon_poll(end);)
+		;
+	cr_assert_gt(injected(), 0, "the write's read of its old bytes was not held");
+	key = tdaemon_file(&td, "key", "0123456789abcdef0123456789abcdef", 32);
+	COF_OK("set encryption=aes-256-gcm -o keyformat=raw -o keylocation=file://%s tank/c", key);
+	cr_assert_eq(coffer_reap(c, &cc, 1, 120000), 1, "no reply to the write\n%s", tdaemon_log(&td));
+	cr_assert_eq(cc.status, 0, "the write: %s", proto_strerror(cc.status));
+	arm("");
+	fill(want, 0, 1);
+	memset(want + REC / 4, 0x77, REC / 2);
+	cr_assert_eq(coffer_read(c, h, 0, buf, REC), 0);
+	cr_assert_arr_eq(buf, want, REC, "record 0 lost the write or its old bytes");
+	for (unsigned i = 1; i < NREC; i++) {
+		fill(want, i, 1);
+		cr_assert_eq(coffer_read(c, h, (uint64_t)i * REC, buf, REC), 0);
+		cr_assert_arr_eq(buf, want, REC, "record %u", i);
+	}
+	COF_OK("get -H -o value encryption tank/c");
+	cr_assert_str_eq(out, "aes-256-gcm\n");
+	coffer_close(c);
+}
+
 Test(faults, a_write_only_a_side_catching_up_took_is_never_acknowledged)
 {
 	static uint8_t buf[REC];

@@ -10,11 +10,13 @@
  * Rules, one per line or separated by '|', from $COFFER_FAULT or from the
  * file $COFFER_FAULT_CTL (re-read whenever its mtime changes, so a test can
  * arm and disarm faults in a running daemon):
- *   path=P;op=read|write|fsync|short_read|msync;err=EIO|ENOSPC;after=N;count=M
+ *   path=P;op=read|write|fsync|short_read|msync|slow_read;err=EIO|ENOSPC;ms=N;after=N;count=M
  * after: matching calls that pass before the first fault (default 0);
  * count: faults to inject (default -1, without end). short_read returns
  * half the bytes asked for (the rest of the buffer is garbage), then end of
- * file once fewer than two bytes are asked for. Each injected fault is
+ * file once fewer than two bytes are asked for. slow_read fails nothing: the
+ * read waits ms milliseconds (default 300), then runs, so a test can hold a
+ * thread inside a read while it does something else. Each injected fault is
  * appended as a line to $COFFER_FAULT_LOG if set, so tests can count them.
  */
 #include <dlfcn.h>
@@ -28,14 +30,16 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
-enum fop { F_READ, F_WRITE, F_FSYNC, F_SHORT, F_MSYNC };
+enum fop { F_READ, F_WRITE, F_FSYNC, F_SHORT, F_MSYNC, F_SLOW };
 
 struct rule {
 	char path[512];
 	enum fop op;
 	int err;
+	long ms;
 	long after;
 	long count;
 	long seen;
@@ -77,6 +81,7 @@ static int parse_rule(char *s, struct rule *r)
 	memset(r, 0, sizeof(*r));
 	r->err = EIO;
 	r->count = -1;
+	r->ms = 300;
 	r->op = -1;
 	for (char *kv = strtok_r(s, ";", &save); kv; kv = strtok_r(NULL, ";", &save)) {
 		char *v = strchr(kv, '=');
@@ -94,9 +99,12 @@ static int parse_rule(char *s, struct rule *r)
 				: !strcmp(v, "fsync")	   ? F_FSYNC
 				: !strcmp(v, "short_read") ? F_SHORT
 				: !strcmp(v, "msync")	   ? F_MSYNC
+				: !strcmp(v, "slow_read")  ? F_SLOW
 							   : -1;
 		else if (!strcmp(kv, "err"))
 			r->err = !strcmp(v, "ENOSPC") ? ENOSPC : !strcmp(v, "EIO") ? EIO : atoi(v);
+		else if (!strcmp(kv, "ms"))
+			r->ms = atol(v);
 		else if (!strcmp(kv, "after"))
 			r->after = atol(v);
 		else if (!strcmp(kv, "count"))
@@ -163,7 +171,7 @@ static int path_matches(const char *path, const char *want)
 static void note(const char *path, const struct rule *r)
 {
 	const char *logp = getenv("COFFER_FAULT_LOG");
-	static const char *names[] = { "read", "write", "fsync", "short_read", "msync" };
+	static const char *names[] = { "read", "write", "fsync", "short_read", "msync", "slow_read" };
 	char line[700];
 	int fd, n;
 
@@ -180,8 +188,8 @@ static void note(const char *path, const struct rule *r)
 
 /*
  * Should this call on @fd fail? @ops: the rule ops that apply (a read is
- * matched by read and short_read rules). @return the rule's op + 1 with
- * *err set, or 0 to pass the call through.
+ * matched by read, short_read and slow_read rules). @return the rule's op + 1
+ * with *err set (a slow_read's: its milliseconds), or 0 to pass the call through.
  */
 static int inject_path(const char *path, unsigned ops, int *err)
 {
@@ -198,7 +206,7 @@ static int inject_path(const char *path, unsigned ops, int *err)
 			continue;
 		if (r->count > 0)
 			r->count--;
-		*err = r->err;
+		*err = r->op == F_SLOW ? (int)r->ms : r->err;
 		hit = (int)r->op + 1;
 		note(path, r);
 	}
@@ -250,13 +258,23 @@ static int path_of_addr(const void *addr, char *path, size_t len)
 	return ret;
 }
 
+static void wait_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
 ssize_t pread(int fd, void *buf, size_t len, off_t off)
 {
 	int err, hit;
 	ssize_t r;
 
 	resolve();
-	hit = inject(fd, 1u << F_READ | 1u << F_SHORT, &err);
+	hit = inject(fd, 1u << F_READ | 1u << F_SHORT | 1u << F_SLOW, &err);
+	if (hit == F_SLOW + 1)
+		wait_ms(err);
 	if (hit == F_READ + 1) {
 		errno = err;
 		return -1;
@@ -293,7 +311,9 @@ ssize_t preadv(int fd, const struct iovec *iov, int n, off_t off)
 	int err, hit;
 
 	resolve();
-	hit = inject(fd, 1u << F_READ | 1u << F_SHORT, &err);
+	hit = inject(fd, 1u << F_READ | 1u << F_SHORT | 1u << F_SLOW, &err);
+	if (hit == F_SLOW + 1)
+		wait_ms(err);
 	if (hit == F_READ + 1 || (hit == F_SHORT + 1 && n > 0 && iov[0].iov_len < 2)) {
 		errno = err;
 		return hit == F_READ + 1 ? -1 : 0;
