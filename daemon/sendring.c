@@ -82,16 +82,23 @@ void sendring_add(struct sendring *r, int fd, const struct iovec *iov, unsigned 
 
 void sendring_run(struct sendring *r, void (*done)(void *tag, int res))
 {
-	unsigned want = r->n, got = 0;
+	unsigned want = r->n, sent = 0, got = 0;
 	int ret;
 
 	if (!want)
 		return;
 	r->n = 0;
-	do
+	/* the kernel may take fewer than asked (short of memory): ask again */
+	while (sent < want) {
 		ret = io_uring_submit(&r->ring);
-	while (ret == -EINTR);
-	while (ret >= 0 && got < want) {
+		if (ret == -EINTR)
+			continue;
+		if (ret <= 0)
+			break;
+		sent += (unsigned)ret;
+	}
+	/* they are taken in the order added: sends [0, sent) went to the kernel */
+	while (got < sent) {
 		struct io_uring_cqe *cqe;
 		unsigned i;
 
@@ -100,14 +107,12 @@ void sendring_run(struct sendring *r, void (*done)(void *tag, int res))
 		 * for a kernel that queued one anyway, and ends with its send.
 		 */
 		ret = io_uring_wait_cqe(&r->ring, &cqe);
-		if (ret == -EINTR) {
-			ret = 0;
+		if (ret == -EINTR)
 			continue;
-		}
 		if (ret < 0)
 			break;
 		i = (unsigned)((void **)io_uring_cqe_get_data(cqe) - r->tag);
-		if (i < want && !r->reported[i]) {
+		if (i < sent && !r->reported[i]) {
 			r->reported[i] = 1;
 			done(r->tag[i], cqe->res);
 			got++;
@@ -116,9 +121,14 @@ void sendring_run(struct sendring *r, void (*done)(void *tag, int res))
 	}
 	if (got == want)
 		return;
-	/* the ring failed: the sends it did not report failed, and it is not used again */
+	/*
+	 * The ring failed, and is not used again. A send it never took wrote
+	 * nothing: the caller writes it itself (-EAGAIN, as for a full socket).
+	 * One it took and did not report may have written any part of itself,
+	 * so its connection's stream is lost (-EIO).
+	 */
 	r->broken = 1;
 	for (unsigned i = 0; i < want; i++)
 		if (!r->reported[i])
-			done(r->tag[i], -EIO);
+			done(r->tag[i], i < sent ? -EIO : -EAGAIN);
 }

@@ -21,7 +21,8 @@ void sendring_add(struct sendring *r, int fd, const struct iovec *iov, unsigned 
 /*
  * Send everything added, in one system call; @done then gets each @tag with
  * the bytes written (the first ones of its iov) or a negative errno
- * (-EAGAIN: the socket had no room).
+ * (-EAGAIN: nothing written, the socket had no room or the ring failed
+ * before the send; -EIO: the ring failed after, what went is unknown).
  */
 void sendring_run(struct sendring *r, void (*done)(void *tag, int res));
 
