@@ -42,8 +42,9 @@
 # the same size on tmpfs) and nbdkit's file plugin under its luks filter
 # (a LUKSv1 aes-256-xts image made by qemu-img), and nbd_floor, a server
 # that stores nothing and answers zeros (row nbd-floor: what the client and
-# the cores leave for any server), so every row has the same client. Its rows' CPU column is the server's (cofferd or nbdkit), over the
-# steady part of each run, and OUT/nbd-cpu.csv gives the server's CPU time
+# the cores leave for any server), so every row has the same client. Its
+# rows' CPU column is the server's (cofferd or nbdkit), over the steady
+# part of each run, and OUT/nbd-cpu.csv gives the server's CPU time
 # per I/O and fio's own: the CPUs over fio's time per I/O bound every row.
 #
 # The rados pass is the shm pass's shape (io_inline off: every I/O waits on
@@ -546,8 +547,8 @@ nbdkit_row() { # round name nbdkit-args...
 }
 
 # The floor: nbd_floor (contrib/bench) stores nothing and answers every read
-# with zeros, so its row is what this client and these cores leave for any
-# server of one thread per core answering each request with its own reply.
+# with zeros, a thread per core sending its replies as cofferd's loops do,
+# so its row is what this client and these cores leave for any server.
 floor_row() { # round
 	[ -x "${NBD_FLOOR:-}" ] || { echo "== no nbd_floor: the floor row is skipped" >&2; return; }
 	rm -f "$work/floor.sock"
@@ -742,8 +743,8 @@ for pass in $passes; do
 	# one suite before each of its runs put gigabytes of writes (and what
 	# the host's disk does after them) between the runs it compares: on the
 	# O_DIRECT pass the same code moved by 10-30 % from round to round, and
-	# so did its ratio to clear. Where they do not fit (tmpfs at the default shape), a suite is
-	# filled before each of its runs and destroyed after.
+	# so did its ratio to clear. Where they do not fit (tmpfs at the default
+	# shape), a suite is filled before each of its runs and destroyed after.
 	keep=
 	pass_lun_mib=$lun_mib
 	case $lundir in

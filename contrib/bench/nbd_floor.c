@@ -50,7 +50,6 @@ struct conn {
 	int transmission; /* past the handshake */
 	int structured;   /* structured replies negotiated */
 	int no_zeroes;    /* the client's NBD_FLAG_C_NO_ZEROES */
-	int dead;         /* closed by the peer while its replies wait for the turn's send */
 	int niov;         /* replies built this turn, sent at its end */
 	struct iovec iov[MAX_IOV];
 	uint8_t hdrs[MAX_IOV / 2][32];
@@ -61,26 +60,41 @@ struct conn {
 static uint64_t export_size = 1ull << 30;
 static uint8_t zeros[MAX_READ];
 
-/* The handshake is small and rare: written whole, blocking. */
+/*
+ * Write @iov (@n of them) whole past its first @done bytes, waiting for room
+ * as a server with nothing else to do may: the handshake's few bytes, and
+ * the rest of replies a turn's send left.
+ */
+static int writev_all(int fd, struct iovec *iov, int n, size_t done)
+{
+	for (ssize_t w = (ssize_t)done;;) {
+		int i = 0;
+
+		while (i < n && (size_t)w >= iov[i].iov_len)
+			w -= (ssize_t)iov[i++].iov_len;
+		if (i < n) {
+			iov[i].iov_base = (uint8_t *)iov[i].iov_base + w;
+			iov[i].iov_len -= (size_t)w;
+		}
+		iov += i;
+		n -= i;
+		if (!n)
+			return 0;
+		do {
+			w = writev(fd, iov, n);
+			if (w < 0 && errno == EAGAIN)
+				usleep(10);
+		} while (w < 0 && (errno == EINTR || errno == EAGAIN));
+		if (w < 0)
+			return -1;
+	}
+}
+
 static int send_all(int fd, const void *buf, size_t n)
 {
-	const uint8_t *p = buf;
+	struct iovec v = { (void *)buf, n };
 
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && errno == EAGAIN) {
-			usleep(100);
-			continue;
-		}
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
+	return writev_all(fd, &v, 1, 0);
 }
 
 static int opt_reply(int fd, uint32_t opt, uint32_t type, const void *data, uint32_t len)
@@ -153,7 +167,8 @@ static long handshake_step(struct conn *c)
 	return 16 + (long)len;
 }
 
-/* Answer every whole request in the buffer, in one writev per MAX_IOV / 2. */
+/* The replies to the whole requests in the buffer, up to MAX_IOV / 2 of them,
+ * into @c's iovecs for the turn's send. */
 static int serve(struct conn *c, size_t *used)
 {
 	uint8_t (*hdrs)[32] = c->hdrs;
@@ -218,34 +233,13 @@ static int serve(struct conn *c, size_t *used)
 	return 0;
 }
 
-/* Write what is left of @c's replies, waiting for room as a server with nothing else to do may. */
+/* Write what is left of @c's replies past the @done bytes a send took. */
 static int send_rest(struct conn *c, size_t done)
 {
-	struct iovec *iov = c->iov;
 	int n = c->niov;
 
 	c->niov = 0;
-	for (ssize_t w = (ssize_t)done;;) {
-		int i = 0;
-
-		while (i < n && (size_t)w >= iov[i].iov_len)
-			w -= (ssize_t)iov[i++].iov_len;
-		if (i < n) {
-			iov[i].iov_base = (uint8_t *)iov[i].iov_base + w;
-			iov[i].iov_len -= (size_t)w;
-		}
-		memmove(iov, iov + i, (size_t)(n - i) * sizeof(*iov));
-		n -= i;
-		if (!n)
-			return 0;
-		do {
-			w = writev(c->fd, iov, n);
-			if (w < 0 && errno == EAGAIN)
-				usleep(10);
-		} while (w < 0 && (errno == EINTR || errno == EAGAIN));
-		if (w < 0)
-			return -1;
-	}
+	return writev_all(c->fd, c->iov, n, done);
 }
 
 static void conn_free(int ep, struct conn *c)
