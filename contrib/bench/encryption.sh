@@ -43,9 +43,12 @@
 # (a LUKSv1 aes-256-xts image made by qemu-img), and nbd_floor, a server
 # that stores nothing and answers zeros (row nbd-floor: what the client and
 # the cores leave for any server), so every row has the same client. Its
-# rows' CPU column is the server's (cofferd or nbdkit), over the steady
-# part of each run, and OUT/nbd-cpu.csv gives the server's CPU time
-# per I/O and fio's own: the CPUs over fio's time per I/O bound every row.
+# rows are compared seconds apart: each suite is read right beside a run of
+# clear, the peers right after aes-256-ccm's pair, and its ratios are the
+# medians of the rounds' ratios of such neighbours (OUT/nbd-pairs.csv; see
+# nbd_round). Its rows' CPU column is the server's (cofferd or nbdkit), over
+# the steady part of each run, and OUT/nbd-cpu.csv gives the server's CPU
+# time per I/O and fio's own: the CPUs over fio's time per I/O bound every row.
 #
 # The rados pass is the shm pass's shape (io_inline off: every I/O waits on
 # the network) on LUNs in a Ceph pool, rados:POOL/PREFIX: those of the
@@ -518,11 +521,66 @@ fio_nbd() { # pass round name server-pid uri_of
 coffer_uri() { printf 'uri=nbd+unix:///p%s/%s/d%s?socket=%s\n' $(($1 % pools + 1)) "$nbd_suite" "$1" "$work/nbd-coffer.sock"; }
 nbdkit_uri() { printf 'uri=nbd+unix:///?socket=%s\noffset=%sM\n' "$work/nbdkit.sock" $(($1 * size)); }
 
-run_nbd_suite() { # round suite: fill as the other passes do, then fio over NBD
-	[ -n "$keep" ] || fill_suite nbd "$1" "$2" || { failed nbd "$1" "$2"; return; }
+nbd_read() { # round suite
 	echo "== nbd round $1: $2: fio nbd, 8k random reads, qd 2 per dataset" >&2
 	nbd_suite=$2
 	fio_nbd nbd "$1" "$2" "$daemon_pid" coffer_uri || failed nbd "$1" "$2"
+}
+
+in_suites() { case " $suites " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# The IOPS of the last nbd run of @2 in round @1, if it ran.
+nbd_iops() { awk -F, -v r="$1" -v n="$2" '$1 == "nbd" && $2 == r && $3 == n { v = $4 } END { print v }' "$work/rows.csv"; }
+
+# Row @2 beside row @3, both of round @1, into nbd-pairs.csv: the table's
+# nbd ratios are the medians over the rounds of such neighbours' ratios.
+nbd_pair() { # round a b
+	a=$(nbd_iops "$1" "$2") b=$(nbd_iops "$1" "$3")
+	[ -n "$a" ] && [ -n "$b" ] && echo "nbd,$1,$2,$3,$a,$b" >> "$out/nbd-pairs.csv"
+	return 0
+}
+
+# A round of the nbd pass. Its rows are compared seconds apart, as the
+# mirror pass's slices are: the host's rate drifts within minutes, and a
+# suite filled and read after clear's run (6 GiB a fill at the default
+# shape) was read minutes after it; the same daemon read aes-256-ccm at
+# 0.82 of clear so, and at 0.94 in runs alternated seconds apart. So clear
+# stays filled all the pass, and every other suite, in the round's order, is
+# filled (unless kept) and read right beside a run of clear, which goes
+# first in odd rounds and second in even ones. The peers (nbd_floor, nbdkit
+# file, nbdkit file + luks) follow the pair of aes-256-ccm, else of the
+# round's last suite, so each is measured beside a run of clear and of it.
+nbd_round() { # round order lundir
+	nr=$1 nld=$3
+	if ! in_suites clear; then # nothing to pair: each suite, then the peers
+		for s in $2; do
+			[ -n "$keep" ] || { make_suite "$s"; fill_suite nbd "$nr" "$s" || { failed nbd "$nr" "$s"; destroy_suite "$s"; continue; }; }
+			nbd_read "$nr" "$s"
+			[ -n "$keep" ] || destroy_suite "$s"
+		done
+		nbd_peers "$nr" "$nld"
+		return
+	fi
+	others=$(for s in $2; do [ "$s" = clear ] || echo "$s"; done)
+	[ -n "$others" ] || { nbd_read "$nr" clear; nbd_peers "$nr" "$nld"; return; }
+	last=$(echo "$others" | tail -n 1)
+	in_suites aes-256-ccm && last=aes-256-ccm
+	for s in $others; do
+		if [ -z "$keep" ]; then
+			make_suite "$s"
+			fill_suite nbd "$nr" "$s" || { failed nbd "$nr" "$s"; destroy_suite "$s"; continue; }
+		fi
+		if [ $((nr % 2)) = 1 ]; then
+			nbd_read "$nr" clear
+			nbd_read "$nr" "$s"
+		else
+			nbd_read "$nr" "$s"
+			nbd_read "$nr" clear
+		fi
+		nbd_pair "$nr" "$s" clear
+		[ "$s" = "$last" ] && nbd_peers "$nr" "$nld" "$s"
+		[ -n "$keep" ] || destroy_suite "$s"
+	done
 }
 
 # nbdkit with @@ as its plugin arguments on $work/nbdkit.sock, fio against it, stopped.
@@ -563,8 +621,9 @@ floor_row() { # round
 }
 floor_uri() { printf 'uri=nbd+unix:///?socket=%s\noffset=%sM\n' "$work/floor.sock" $(($1 * size)); }
 
-# The nbd pass's peers: nbdkit's file plugin, and the same under its luks filter.
-nbd_peers() { # round lundir
+# The nbd pass's peers: the floor, nbdkit's file plugin, and the same under
+# its luks filter; each paired with clear's run and @3's just before them.
+nbd_peers() { # round lundir [suite]
 	floor_row "$1"
 	command -v nbdkit >/dev/null 2>&1 || { echo "== no nbdkit: nbd peer rows skipped" >&2; return; }
 	img=$2/peer.img
@@ -575,11 +634,17 @@ nbd_peers() { # round lundir
 		qemu-img create -q -f luks --object secret,id=s0,data=benchpass \
 			-o key-secret=s0,cipher-alg=aes-256,cipher-mode=xts,iter-time=10 \
 			"$img" "$((datasets * size))M" &&
-			nbdkit_row "$1" nbdkit-luks file "$img" --filter=luks passphrase=benchpass
+			nbdkit_row "$1" nbdkit-luks file "$img" --filter=luks passphrase=benchpass ||
+			echo "encryption.sh: qemu-img create of the luks image failed (status $?)" >&2
 		rm -f "$img"
 	else
 		echo "== no qemu-img: the nbdkit luks row is skipped" >&2
 	fi
+	for k in nbd-floor nbdkit-file nbdkit-luks; do
+		in_suites clear && nbd_pair "$1" clear "$k"
+		[ -n "${3:-}" ] && [ "$3" != clear ] && nbd_pair "$1" "$3" "$k"
+	done
+	return 0
 }
 
 # A failed run is noted and the benchmark goes on: if cofferd died, it is
@@ -601,8 +666,10 @@ failed() { # pass round suite
 # against nbdkit with the same client, memory).
 targets() {
 	awk -F, -v rssfile="$out/rss.csv" -v nbdcpu="$out/nbd-cpu.csv" -v curve="$curve" -v ncpu="$(nproc)" \
-	    -v suites="$suites" '
+	    -v suites="$suites" -v pairs="$out/nbd-pairs.csv" '
 		FILENAME == rssfile { if ($5 > rss[$4]) rss[$4] = $5; next }
+		# pass,round,a,b,IOPS of a,IOPS of b: rows measured side by side
+		FILENAME == pairs { if ($6 > 0) { k = $1 "," $3 "," $4; pv[k, ++pn[k]] = $5 / $6 }; next }
 		# pass,round,server,IOPS,CPU%,us per I/O: the mean over the rounds
 		FILENAME == nbdcpu { if ($6 > 0) { srvsum[$3] += $6; srvn[$3]++ }
 				     if ($7 > 0 && (!cli || $7 < cli)) cli = $7; next }
@@ -625,8 +692,22 @@ targets() {
 			have = lo == 9 ? "-" : sprintf("lowest %.3f", lo)
 			line(pass ": every suite >= " min " of clear", have, lo >= min)
 		}
-		function vs(what, a, b, min,    have) {
-			have = (a in iops) && (b in iops) && iops[b] > 0 ? sprintf("%.2f", iops[a] / iops[b]) : "-"
+		# the median over the rounds of the ratios of pair @k
+		function pmed(k,    m, i, j, t, a) {
+			m = pn[k]
+			for (i = 1; i <= m; i++) a[i] = pv[k, i]
+			for (i = 2; i <= m; i++)
+				for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+			return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+		}
+		# @a over @b ("pass,row"): of the rows measured side by side where
+		# they were, else of the medians
+		function vs(what, a, b, min,    have, pair) {
+			pair = a "," substr(b, index(b, ",") + 1)
+			if (pn[pair])
+				have = sprintf("%.2f", pmed(pair))
+			else
+				have = (a in iops) && (b in iops) && iops[b] > 0 ? sprintf("%.2f", iops[a] / iops[b]) : "-"
 			line(what, have, have != "-" && have + 0 >= min)
 		}
 		# every suite within @tol of @ref: the ratio furthest from 1
@@ -634,9 +715,9 @@ targets() {
 			n = split(suites, s, " ")
 			far = 1
 			for (i = 1; i <= n; i++) {
-				if (s[i] == "clear" || !((pass "," s[i]) in iops) || !((pass "," ref) in iops))
+				if (s[i] == "clear" || !(ratio[pass "," s[i]] > 0) || !(ratio[pass "," ref] > 0))
 					continue
-				r = iops[pass "," s[i]] / iops[pass "," ref]
+				r = ratio[pass "," s[i]] / ratio[pass "," ref]
 				if ((r > 1 ? r - 1 : 1 - r) > (far > 1 ? far - 1 : 1 - far)) far = r
 			}
 			have = (pass "," ref) in iops ? sprintf("furthest %.3f", far) : "-"
@@ -707,7 +788,7 @@ targets() {
 			if (rss["write"])
 				printf "  (right after the writes, with a txg of them still open: largest %.1f MiB)\n",
 				       rss["write"] / 1024
-		}' "$out/summary.csv" "$out/rss.csv" "$out/nbd-cpu.csv"
+		}' "$out/summary.csv" "$out/rss.csv" "$out/nbd-cpu.csv" "$out/nbd-pairs.csv"
 }
 
 (umask 077 && head -c 32 /dev/urandom >"$work/key")
@@ -715,6 +796,7 @@ targets() {
 : > "$work/rows.csv"
 : > "$out/rss.csv"
 : > "$out/nbd-cpu.csv"
+: > "$out/nbd-pairs.csv"
 echo "coffer encryption benchmark: $pools pools x $luns LUNs of ${lun_mib} MiB, $datasets datasets x $size MiB per suite," \
 	"8k random reads qd 2 each, ${elapsed}s per point (warmup ${warmup}s), curve $curve, $rounds round(s)" | tee "$out/setup.txt"
 "$COFFER" version 2>/dev/null | head -n 1 >> "$out/setup.txt" || true
@@ -756,6 +838,11 @@ for pass in $passes; do
 			keep=1
 			pass_lun_mib=$((lun_mib * nsuites))
 			echo "$pass: every suite kept side by side, LUNs of $pass_lun_mib MiB" | tee -a "$out/setup.txt"
+		elif [ "$pass" = nbd ] && in_suites clear; then
+			# clear kept, each other suite beside it for its pairs (nbd_round)
+			pass_lun_mib=$((lun_mib * 2))
+			echo "$pass: clear kept, each other suite filled beside it for its runs, LUNs of $pass_lun_mib MiB" |
+				tee -a "$out/setup.txt"
 		fi
 		;;
 	esac
@@ -766,6 +853,9 @@ for pass in $passes; do
 			make_suite "$s"
 		done
 		fill_suite "$pass" 0 "*" || die "$pass: the fill failed; see $out/$pass-all-r0-fill.txt"
+	elif [ "$pass" = nbd ] && in_suites clear; then
+		make_suite clear
+		fill_suite "$pass" 0 clear || die "$pass: the fill failed; see $out/$pass-clear-r0-fill.txt"
 	fi
 	clear_max=
 	# Kept suites (but on the mirror pass, whose slices follow each suite's
@@ -786,22 +876,24 @@ for pass in $passes; do
 				order="$(echo "$order" | cut -d' ' -f2-) $(echo "$order" | cut -d' ' -f1)"
 				k=$((k + 1))
 			done
+			if [ "$pass" = nbd ]; then
+				nbd_round "$r" "$order" "$lundir"
+				r=$((r + 1))
+				continue
+			fi
 			for s in $order; do
 				if [ "$phase" = writes ]; then
 					write_run "$pass" "$r" "$s" || true
 					continue
 				fi
 				[ -n "$keep" ] || make_suite "$s"
-				if [ "$pass" = nbd ]; then
-					run_nbd_suite "$r" "$s"
-					[ "$s" = clear ] && nbd_peers "$r" "$lundir"
-				elif [ "$phase" = reads ]; then
+				if [ "$phase" = reads ]; then
 					read_run "$pass" "$r" "$s" || true
 				else
 					run_suite "$pass" "$r" "$s"
 				fi
 				# the direct peer reads the clear suite's extents, not holes
-				[ "$pass" != nbd ] && [ "$s" = clear ] && peer "$pass" "$r" "$lundir"
+				[ "$s" = clear ] && peer "$pass" "$r" "$lundir"
 				[ -n "$keep" ] || destroy_suite "$s"
 			done
 			r=$((r + 1))
@@ -823,14 +915,16 @@ done
 
 # median over rounds per pass and suite (machine drift hits single rounds),
 # the ratio to clear of the same pass
-awk -F, -v suites="$suites fio-io_uring nbdkit-fio nbdkit-file nbdkit-luks nbd-floor" '
-	function median(name, k,    m, i, j, t, a) {
-		m = n[k]
+awk -F, -v suites="$suites fio-io_uring nbdkit-fio nbdkit-file nbdkit-luks nbd-floor" -v pairs="$out/nbd-pairs.csv" '
+	function median(name, k, m,    i, j, t, a) {
 		for (i = 1; i <= m; i++) a[i] = val[name, k, i]
 		for (i = 2; i <= m; i++)
 			for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
 		return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
 	}
+	# pass,round,a,b,IOPS of a,IOPS of b: a suite beside clear
+	FILENAME == pairs { if ($4 == "clear" && $6 > 0) { k = $1 "," $3; val["beside", k, ++nbeside[k]] = $5 / $6 }
+			    next }
 	{ k = $1 "," $3; i = ++n[k]
 	  val["iops", k, i] = $4; val["resp", k, i] = $5; val["p99", k, i] = $6
 	  val["cpu", k, i] = ($7 == "" ? 0 : $7)
@@ -845,14 +939,16 @@ awk -F, -v suites="$suites fio-io_uring nbdkit-fio nbdkit-file nbdkit-luks nbd-f
 				k = order[i] "," s[j]
 				if (!n[k]) continue
 				c = order[i] ",clear"
-				ratio = n[c] ? median("iops", k) / median("iops", c) : 0
+				ratio = n[c] ? median("iops", k, n[k]) / median("iops", c, n[c]) : 0
+				# measured beside clear: the median of the ratios of the rounds
+				if (nbeside[k]) ratio = median("beside", k, nbeside[k])
 				held = "-"
-				if (nheld[k] == n[k]) held = sprintf("%.3f", median("held", k))
+				if (nheld[k] == n[k]) held = sprintf("%.3f", median("held", k, n[k]))
 				printf "%s,%s,%.0f,%.3f,%.3f,%.1f,%.3f,%.0f,%.0f,%s\n", order[i], s[j],
-				       median("iops", k), median("resp", k), median("p99", k), median("cpu", k),
-				       ratio, lo[k], hi[k], held
+				       median("iops", k, n[k]), median("resp", k, n[k]), median("p99", k, n[k]),
+				       median("cpu", k, n[k]), ratio, lo[k], hi[k], held
 			}
-	}' "$work/rows.csv" > "$out/summary.csv"
+	}' "$out/nbd-pairs.csv" "$work/rows.csv" > "$out/summary.csv"
 
 {
 	printf '%-12s %-12s %10s %15s %10s %10s %9s %8s %8s %6s\n' pass suite IOPS "min-max" "mean ms" \
@@ -863,6 +959,7 @@ awk -F, -v suites="$suites fio-io_uring nbdkit-fio nbdkit-file nbdkit-luks nbd-f
 			"$resp" "$p99" "$cpu" "$us" "$ratio" "$held"
 	done < "$out/summary.csv"
 	echo "(peer rows of direct and shm: the CPU column is fio's own; of nbd: the server's;"
+	echo " nbd's vs clear: the median of each round's ratio to the clear run beside it;"
 	echo " PASS@PCT: reads offered PCT% of clear's maximum; held: IOPS / the rate offered)"
 	if [ -s "$out/nbd-cpu.csv" ]; then
 		echo
@@ -872,6 +969,12 @@ awk -F, -v suites="$suites fio-io_uring nbdkit-fio nbdkit-file nbdkit-luks nbd-f
 			printf '%-12s %-6s %-12s %10s %9s %12s %12s\n' "$pass" "$round" "$name" "$iops" "$cpu" \
 				"$us" "$cus"
 		done < "$out/nbd-cpu.csv"
+	fi
+	if [ -s "$out/nbd-pairs.csv" ]; then
+		echo
+		echo "nbd rows side by side, IOPS ratio per round:"
+		awk -F, '{ k = $3 " / " $4; if (!(k in r)) o[++n] = k; r[k] = r[k] sprintf(" %.3f", $5 / $6) }
+			END { for (i = 1; i <= n; i++) printf "  %-28s%s\n", o[i], r[o[i]] }' "$out/nbd-pairs.csv"
 	fi
 	while IFS=, read -r pass round suite what; do
 		printf '%-12s %-12s %10s   (round %s)\n' "$pass" "$suite" "$what" "$round"
