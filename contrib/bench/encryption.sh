@@ -627,6 +627,9 @@ nbd_peers() { # round lundir [suite]
 	floor_row "$1"
 	command -v nbdkit >/dev/null 2>&1 || { echo "== no nbdkit: nbd peer rows skipped" >&2; return; }
 	img=$2/peer.img
+	room=$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)
+	[ "${room:-0}" -ge $((datasets * size + 1024)) ] ||
+		{ echo "== ${room:-0} MiB of memory left: no room for nbdkit's image; its rows skipped" >&2; return; }
 	fallocate -l "$((datasets * size))M" "$img"
 	nbdkit_row "$1" nbdkit-file file "$img"
 	rm -f "$img"
@@ -839,8 +842,13 @@ for pass in $passes; do
 			pass_lun_mib=$((lun_mib * nsuites))
 			echo "$pass: every suite kept side by side, LUNs of $pass_lun_mib MiB" | tee -a "$out/setup.txt"
 		elif [ "$pass" = nbd ] && in_suites clear; then
-			# clear kept, each other suite beside it for its pairs (nbd_round)
-			pass_lun_mib=$((lun_mib * 2))
+			# clear kept, each other suite beside it for its pairs
+			# (nbd_round). Reads only: room for two suites and a fifth
+			# (thick volumes, the metadata log's reserve, the slop), not
+			# the half more that writes need. tmpfs keeps every page a
+			# LUN ever held, and with twice that the LUNs and the peer
+			# image came to more than this 24 GiB machine.
+			pass_lun_mib=$((lun_mib * 8 / 5))
 			echo "$pass: clear kept, each other suite filled beside it for its runs, LUNs of $pass_lun_mib MiB" |
 				tee -a "$out/setup.txt"
 		fi
