@@ -341,6 +341,8 @@ struct stor_pool {
 	uint64_t *sp_tree;      /* scratch of the computation */
 	size_t sp_n, sp_cap;    /* entries, and room in each of the three */
 	uint64_t sp_pending;          /* promised to datasets not yet in sp_ds */
+	uint64_t sp_gone;             /* metadata shares of destroyed datasets (space.c) */
+	uint64_t sp_gone_ckpts;       /* held until metalog_checkpoints() passes this */
 	_Atomic uint64_t resv_total;  /* every reservation and promise: U at most */
 };
 

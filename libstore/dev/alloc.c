@@ -529,9 +529,12 @@ void alloc_totals(struct alloc *a, uint64_t *used, uint64_t *total)
 	*total = atomic_load(&a->total);
 }
 
-uint64_t alloc_data_free(struct alloc *a)
+uint64_t alloc_data_free(struct alloc *a, uint64_t *log)
 {
-	uint64_t total = atomic_load(&a->total), taken = atomic_load(&a->used) + atomic_load(&a->excess);
+	uint64_t total = atomic_load(&a->total), excess = atomic_load(&a->excess);
+	uint64_t taken = atomic_load(&a->used) + excess;
 
+	if (log)
+		*log = excess;
 	return total > taken ? total - taken : 0;
 }

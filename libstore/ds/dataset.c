@@ -987,9 +987,11 @@ int ds_destroy_set_locked(struct stor_pool *p, struct stor_ds *const *seeds, siz
 	if (ngone) {
 		int r;
 
+		space_gone_locked(p, d.v, ngone);
 		space_sync_locked(p); /* before they are freed: the write path reads it */
 		/* under the admin lock: no dataset of the same name is created meanwhile */
 		r = txg_sync(p, 0);
+		space_gone_done_locked(p, r == 0);
 		ret = ret ? ret : r;
 		txg_read_synchronize(p);
 	}

@@ -26,6 +26,24 @@
  * record goes in copies on different LUNs, which free space counted over
  * the pool (possibly all on one LUN) cannot promise.
  *
+ * A thick volume's refreservation holds a share for its block pointers in
+ * the metadata log (space_auto_refres), which no write charges to its
+ * own: the log's sectors beyond the reserves, which pool_bytes() counts
+ * as used, are that promised metadata used, and U is less by as much of
+ * them as the shares in the rr of datasets cover. Counted in U as well,
+ * they would be taken twice, and a volume's own log would eat the room
+ * promised to its data: a pool promised in full refused the last writes
+ * of its thick volumes as soon as the log outgrew the reserves.
+ *
+ * The log frees a destroyed dataset's pointers only when a checkpoint
+ * written after the destroy's commit is done (metalog.c): until then the
+ * checkpoint before holds them, and the log its deletes. So the shares of
+ * destroyed datasets stay in U (sp_gone) until metalog_checkpoints()
+ * counts such a checkpoint; otherwise the volumes made in their place are
+ * promised room the log still holds, and their writes find none. A
+ * promise that finds no room while sp_gone holds some asks for that
+ * checkpoint (space_promise_locked).
+ *
  * The check runs after the allocation and the charge (lock-free fast path
  * against the sum of all reservations, an upper bound of U; the exact U
  * under space_lock only when that fails), so two writers racing for the
@@ -34,6 +52,7 @@
  * writers. Lock order: admin, then space_lock.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,15 +102,31 @@ void space_fini(struct stor_pool *p)
  * next), as ZFS's counts a volume's indirect blocks, so that writing all
  * of the volume never finds its log out of room.
  */
+static uint64_t auto_meta(uint64_t volsize, uint32_t recsize)
+{
+	uint64_t meta = metalog_space_for(volsize / recsize);
+
+	return (meta + STOR_SECTOR - 1) / STOR_SECTOR * STOR_SECTOR;
+}
+
 uint64_t space_auto_refres(uint64_t volsize, uint32_t recsize)
 {
-	uint64_t per = (recsize + STOR_SECTOR - 1) / STOR_SECTOR * STOR_SECTOR, records, meta;
+	uint64_t per = (recsize + STOR_SECTOR - 1) / STOR_SECTOR * STOR_SECTOR;
 
 	if (!recsize)
 		return 0;
-	records = volsize / recsize;
-	meta = metalog_space_for(records);
-	return records * per + (meta + STOR_SECTOR - 1) / STOR_SECTOR * STOR_SECTOR;
+	return volsize / recsize * per + auto_meta(volsize, recsize);
+}
+
+/* The metadata share in @ds's refreservation: space_auto_refres()'s, if
+ * its refreservation is at least that */
+static uint64_t meta_share(const struct stor_ds *ds)
+{
+	uint64_t vol = atomic_load(&ds->volsize);
+
+	if (!ds->recsize || !vol || atomic_load(&ds->refres) < space_auto_refres(vol, ds->recsize))
+		return 0;
+	return auto_meta(vol, ds->recsize);
 }
 
 void space_props_locked(struct stor_pool *p, struct stor_ds *ds)
@@ -176,7 +211,7 @@ int space_sync_locked(struct stor_pool *p)
 	free(up);
 	pthread_mutex_lock(&p->space_lock);
 	publish_locked(p, d, par, tree, n);
-	atomic_store(&p->resv_total, total + p->sp_pending);
+	atomic_store(&p->resv_total, total + p->sp_pending + p->sp_gone);
 	pthread_mutex_unlock(&p->space_lock);
 	return 0;
 }
@@ -283,12 +318,20 @@ static uint64_t own_of(const struct stor_ds *ds)
 	return own > 0 ? (uint64_t)own : 0;
 }
 
-/* tree of every dataset into sp_tree; @return U. space_lock held. */
-static uint64_t compute_locked(struct stor_pool *p)
+/* tree of every dataset into sp_tree; @return U, less what of the promised
+ * metadata the log's @log bytes beyond the reserves use. space_lock held. */
+static uint64_t compute_locked(struct stor_pool *p, uint64_t log)
 {
-	uint64_t u = p->sp_pending;
+	uint64_t u, meta;
 
 	STOR_ASSERT_HELD(&p->space_lock);
+
+	if (p->sp_gone && metalog_checkpoints(p) > p->sp_gone_ckpts) {
+		atomic_fetch_sub(&p->resv_total, p->sp_gone);
+		p->sp_gone = 0;
+	}
+	u = p->sp_pending + p->sp_gone;
+	meta = p->sp_gone;
 
 	for (size_t i = 0; i < p->sp_n; i++) {
 		int64_t snaps = atomic_load(&p->sp_ds[i]->snap_used);
@@ -301,11 +344,14 @@ static uint64_t compute_locked(struct stor_pool *p)
 	for (size_t i = p->sp_n; i-- > 0;) {
 		uint64_t res = atomic_load(&p->sp_ds[i]->res), t = p->sp_tree[i];
 
-		u += rr_of(p->sp_ds[i]) + (res > t ? res - t : 0);
+		uint64_t rr = rr_of(p->sp_ds[i]), share = meta_share(p->sp_ds[i]);
+
+		u += rr + (res > t ? res - t : 0);
+		meta += rr < share ? rr : share;
 		if (p->sp_parent[i] >= 0)
 			p->sp_tree[p->sp_parent[i]] += res > t ? res : t;
 	}
-	return u;
+	return u - (log < meta ? log : meta);
 }
 
 static int index_of(struct stor_pool *p, const struct stor_ds *ds)
@@ -319,7 +365,8 @@ static int index_of(struct stor_pool *p, const struct stor_ds *ds)
 	return -1;
 }
 
-static void pool_bytes(struct stor_pool *p, uint64_t *free_b, uint64_t *size)
+/* @log: the bytes of the log beyond the reserves, which *@free_b leaves out */
+static void pool_bytes(struct stor_pool *p, uint64_t *free_b, uint64_t *size, uint64_t *log)
 {
 	uint64_t used, total;
 
@@ -327,33 +374,34 @@ static void pool_bytes(struct stor_pool *p, uint64_t *free_b, uint64_t *size)
 	*size = total * STOR_SECTOR;
 	/* the metadata log's sectors are not free for data (alloc.c): were
 	 * they counted free, the log would grow into the slop unseen */
-	*free_b = alloc_data_free(p->alloc) * STOR_SECTOR;
+	*free_b = alloc_data_free(p->alloc, log) * STOR_SECTOR;
+	*log *= STOR_SECTOR;
 }
 
 int space_admit(struct stor_pool *p, struct stor_ds *ds, uint64_t n, uint64_t replaces)
 {
-	uint64_t fr, size, slop, need, u;
+	uint64_t fr, size, slop, need, u, log;
 
 	(void)ds;
-	pool_bytes(p, &fr, &size);
+	pool_bytes(p, &fr, &size, &log);
 	slop = space_slop(size);
 	/* an overwrite no larger than its old extent may use the slop */
 	need = replaces >= n ? 0 : slop;
 	if (fr >= need + atomic_load(&p->resv_total))
 		return 0;
 	pthread_mutex_lock(&p->space_lock);
-	u = compute_locked(p);
+	u = compute_locked(p, log);
 	pthread_mutex_unlock(&p->space_lock);
 	return fr >= need + u ? 0 : STOR_ENOSPC;
 }
 
 /* base: what anyone may still take; plus the headroom of @i and its ancestors */
-static uint64_t room_locked(struct stor_pool *p, int i, uint64_t fr, uint64_t slop)
+static uint64_t room_locked(struct stor_pool *p, int i, uint64_t fr, uint64_t slop, uint64_t log)
 {
 	uint64_t u, room;
 
 	STOR_ASSERT_HELD(&p->space_lock);
-	u = compute_locked(p);
+	u = compute_locked(p, log);
 	room = fr > slop + u ? fr - slop - u : 0;
 	for (; i >= 0; i = p->sp_parent[i]) {
 		uint64_t res = atomic_load(&p->sp_ds[i]->res);
@@ -364,19 +412,19 @@ static uint64_t room_locked(struct stor_pool *p, int i, uint64_t fr, uint64_t sl
 
 void space_of_locked(struct stor_pool *p, struct stor_ds *ds, struct space_view *v)
 {
-	uint64_t fr, size;
+	uint64_t fr, size, log;
 	int i;
 
 	STOR_ASSERT_HELD(&p->admin);
 
 	memset(v, 0, sizeof(*v));
-	pool_bytes(p, &fr, &size);
+	pool_bytes(p, &fr, &size, &log);
 	v->own = own_of(ds);
 	v->rr = rr_of(ds);
 	v->snaps = atomic_load(&ds->snap_used) > 0 ? (uint64_t)atomic_load(&ds->snap_used) : 0;
 	pthread_mutex_lock(&p->space_lock);
 	i = index_of(p, ds);
-	v->available = room_locked(p, i, fr, space_slop(size)) + v->rr;
+	v->available = room_locked(p, i, fr, space_slop(size), log) + v->rr;
 	v->used = i >= 0 ? p->sp_tree[i] : v->own + v->rr + v->snaps;
 	pthread_mutex_unlock(&p->space_lock);
 	v->children = v->used - v->own - v->rr - v->snaps;
@@ -384,13 +432,13 @@ void space_of_locked(struct stor_pool *p, struct stor_ds *ds, struct space_view 
 
 void space_all_begin(struct stor_pool *p, struct space_all *sa)
 {
-	uint64_t size;
+	uint64_t size, log;
 
 	memset(sa, 0, sizeof(*sa));
-	pool_bytes(p, &sa->fr, &size);
+	pool_bytes(p, &sa->fr, &size, &log);
 	sa->slop = space_slop(size);
 	pthread_mutex_lock(&p->space_lock);
-	sa->u = compute_locked(p);
+	sa->u = compute_locked(p, log);
 	sa->tree = malloc((p->sp_n ? p->sp_n : 1) * sizeof(*sa->tree));
 	if (sa->tree)
 		memcpy(sa->tree, p->sp_tree, p->sp_n * sizeof(*sa->tree));
@@ -436,7 +484,7 @@ void space_all_end(struct space_all *sa)
 int space_promise_locked(struct stor_pool *p, struct stor_ds *from, uint64_t need,
 			 const char *hint)
 {
-	uint64_t fr, size, room;
+	uint64_t fr, size, room, log;
 	char a[32], b[32];
 
 	STOR_ASSERT_HELD(&p->admin);
@@ -446,16 +494,19 @@ int space_promise_locked(struct stor_pool *p, struct stor_ds *from, uint64_t nee
 	/* counted before the free space is read: a writer racing with us sees it */
 	pthread_mutex_lock(&p->space_lock);
 	atomic_fetch_add(&p->resv_total, need);
-	pool_bytes(p, &fr, &size);
-	room = room_locked(p, from ? index_of(p, from) : -1, fr, space_slop(size));
+	pool_bytes(p, &fr, &size, &log);
+	room = room_locked(p, from ? index_of(p, from) : -1, fr, space_slop(size), log);
 	for (int i = 0; i < 2 && room < need; i++) {
 		/* extents freed by a destroy come back only when its txg is
-		 * durable, and the next one (txg.c): commit before refusing */
+		 * durable, and the next one (txg.c), and the log it held only
+		 * with a checkpoint after it: commit before refusing */
+		if (p->sp_gone)
+			metalog_want_checkpoint(p);
 		pthread_mutex_unlock(&p->space_lock);
 		txg_sync(p, 0);
 		pthread_mutex_lock(&p->space_lock);
-		pool_bytes(p, &fr, &size);
-		room = room_locked(p, from ? index_of(p, from) : -1, fr, space_slop(size));
+		pool_bytes(p, &fr, &size, &log);
+		room = room_locked(p, from ? index_of(p, from) : -1, fr, space_slop(size), log);
 	}
 	if (room < need) {
 		atomic_fetch_sub(&p->resv_total, need);
@@ -469,6 +520,37 @@ int space_promise_locked(struct stor_pool *p, struct stor_ds *from, uint64_t nee
 	p->sp_pending += need; /* until space_sync_locked() counts the dataset */
 	pthread_mutex_unlock(&p->space_lock);
 	return 0;
+}
+
+void space_gone_locked(struct stor_pool *p, struct stor_ds *const *v, size_t n)
+{
+	uint64_t gone = 0;
+
+	STOR_ASSERT_HELD(&p->admin);
+
+	for (size_t i = 0; i < n; i++)
+		gone += meta_share(v[i]);
+	if (!gone)
+		return;
+	pthread_mutex_lock(&p->space_lock);
+	p->sp_gone += gone;
+	/* none is released before space_gone_done_locked() says which checkpoint */
+	p->sp_gone_ckpts = UINT64_MAX;
+	atomic_fetch_add(&p->resv_total, gone);
+	pthread_mutex_unlock(&p->space_lock);
+}
+
+void space_gone_done_locked(struct stor_pool *p, int committed)
+{
+	STOR_ASSERT_HELD(&p->admin);
+
+	pthread_mutex_lock(&p->space_lock);
+	/* a checkpoint counted from now on is of a txg after the destroy's, if
+	 * that is committed; if not, one being written now may be of a txg
+	 * before it, and only the one after that holds none of its pointers */
+	if (p->sp_gone)
+		p->sp_gone_ckpts = metalog_checkpoints(p) + !committed;
+	pthread_mutex_unlock(&p->space_lock);
 }
 
 void space_unpromise_locked(struct stor_pool *p, uint64_t need)

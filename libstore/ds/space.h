@@ -76,4 +76,13 @@ int space_promise_locked(struct stor_pool *p, struct stor_ds *from, uint64_t nee
 
 void space_unpromise_locked(struct stor_pool *p, uint64_t need);
 
+/**
+ * Keep the metadata shares of @v's @n datasets, being destroyed, in U until
+ * a checkpoint frees what the log holds of them (space.c): before the
+ * space table drops them. space_gone_done_locked() after the destroy's
+ * commit (@committed: it succeeded) says which checkpoint that is.
+ */
+void space_gone_locked(struct stor_pool *p, struct stor_ds *const *v, size_t n);
+void space_gone_done_locked(struct stor_pool *p, int committed);
+
 #endif

@@ -7,7 +7,9 @@
  * then the record is a checkpoint of every table instead, and the log
  * before it is freed once that commit is done. A checkpoint due only to
  * keep the log short that finds no room (a full pool) is put off: a delta
- * record is written instead, up to twice MLOG_MAX_RECORDS of them.
+ * record is written instead, up to twice MLOG_MAX_RECORDS of them. One
+ * is also tried when space.c wants the log of destroyed datasets back
+ * (metalog_want_checkpoint), and metalog_checkpoints() counts those done.
  *
  * Invariants: the uberblock is written only after every copy it names is
  * durable, and LMDB commits only after the uberblock is; so an import finds
@@ -111,6 +113,9 @@ struct metalog {
 	/* the log: touched by the one commit at a time, and by the import before */
 	struct mptr head;
 	int have_head, force_full;
+	atomic_int want_full;   /* metalog_want_checkpoint(): one try */
+	int ckpt_published;     /* a checkpoint is on the LUNs, its commit not done */
+	_Atomic uint64_t ckpts; /* checkpoints whose commit is done (metalog_checkpoints) */
 	uint64_t seq;
 	struct mext *live; /* copies of every record from the checkpoint on */
 	size_t nlive, caplive;
@@ -193,7 +198,7 @@ int metalog_dirty(struct stor_pool *p)
 	int dirty;
 
 	pthread_mutex_lock(&ml->lock);
-	dirty = ml->force_full || ml->keys_ver != ml->keys_logged;
+	dirty = ml->force_full || atomic_load(&ml->want_full) || ml->keys_ver != ml->keys_logged;
 	pthread_mutex_unlock(&ml->lock);
 	return dirty;
 }
@@ -201,6 +206,16 @@ int metalog_dirty(struct stor_pool *p)
 void metalog_force_checkpoint(struct stor_pool *p)
 {
 	p->mlog->force_full = 1;
+}
+
+void metalog_want_checkpoint(struct stor_pool *p)
+{
+	atomic_store(&p->mlog->want_full, 1);
+}
+
+uint64_t metalog_checkpoints(struct stor_pool *p)
+{
+	return atomic_load(&p->mlog->ckpts);
 }
 
 const char *metalog_note(struct stor_pool *p)
@@ -676,7 +691,9 @@ int metalog_write(struct stor_pool *p, struct meta_txn *t, uint64_t txg, uint8_t
 	 * only due to keep the log short: that one, when it finds no room,
 	 * gives way to a delta record while the log may still grow */
 	need_full = !ml->have_head || ml->force_full || ml->nrecs >= 2 * MLOG_MAX_RECORDS;
-	full = need_full || ml->nrecs >= MLOG_MAX_RECORDS || ml->log_bytes >= limit;
+	/* one wanted (metalog_want_checkpoint) is tried once, as one due */
+	full = need_full || atomic_exchange(&ml->want_full, 0) || ml->nrecs >= MLOG_MAX_RECORDS ||
+	       ml->log_bytes >= limit;
 	for (;;) {
 		ret = record_body(ml, t, full, &body, &keys_ver);
 		if (ret < 0)
@@ -786,6 +803,7 @@ int metalog_publish(struct stor_pool *p, const int *flushed)
 		ml->nrecs = 0;
 		ml->ckpt_bytes = pd.bytes;
 		ml->force_full = 0;
+		ml->ckpt_published = 1;
 	} else {
 		ml->log_bytes += pd.bytes;
 		ml->nrecs++;
@@ -817,6 +835,9 @@ uint64_t metalog_committed(struct stor_pool *p)
 		if (alloc_put_meta(p->alloc, ml->dead[i].lun, ml->dead[i].sector, ml->dead[i].n) == 0)
 			freed += ml->dead[i].n;
 	ml->ndead = 0;
+	if (ml->ckpt_published)
+		atomic_fetch_add(&ml->ckpts, 1);
+	ml->ckpt_published = 0;
 	pthread_mutex_unlock(&ml->lock);
 	return freed;
 }

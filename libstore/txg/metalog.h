@@ -98,6 +98,12 @@ int metalog_scrub(struct stor_pool *p, struct metalog_scrub *sc);
 int metalog_mark(struct stor_pool *p);
 /** Write a checkpoint with the next commit (LMDB is ahead of the LUNs, or has no log yet). */
 void metalog_force_checkpoint(struct stor_pool *p);
+/** Try a checkpoint with the next commit, which commits even with nothing
+ *  staged; without room it writes a delta record, as a checkpoint due. */
+void metalog_want_checkpoint(struct stor_pool *p);
+/** Checkpoints whose commit is done, so the log before each is freed:
+ *  one counted after a txg is committed holds nothing that txg deleted. */
+uint64_t metalog_checkpoints(struct stor_pool *p);
 /** Add a sentence to the pool status line of metalog_note(). */
 void metalog_notef(struct stor_pool *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /** A line for pool status: which copy was damaged or ignored at import, or "". */

@@ -5,7 +5,8 @@
  * to do; -s makes a sparse one. A thick volume keeps its room while a
  * sparse neighbour fills the pool. On a pool filled to "out of space" by
  * ordinary writes, overwrites, flush, destroy and export still succeed.
- * `get` and `list` report the space as zfs does.
+ * `get` and `list` report the space as zfs does. Thick volumes take every
+ * write while the metadata log grows, round after round of destroys.
  */
 
 #include <stdio.h>
@@ -265,4 +266,53 @@ Test(space, get_and_list_report_used_avail_refer)
 	cr_assert_eq(rr, refres, "nothing written: all of it unused");
 	cr_assert_eq(refer, 0);
 	cr_assert_eq(used, refres, "used counts the unused refreservation");
+}
+
+/*
+ * A thick volume is promised room for its data and for its block pointers
+ * in the metadata log, so it takes every write however full the pool is
+ * promised: volumes of 4 MiB, then of 256 KiB, are made until the pool
+ * refuses one. Small records make the log large beside the data (a
+ * tenth of it), and each round's volumes are made right after the last
+ * round's destroy, while the log still holds the pointers of those.
+ */
+Test(space, thick_volumes_made_after_a_destroy_take_every_write)
+{
+	static uint8_t buf[CHUNK];
+	char name[64];
+
+	COF_OK("pool create -s 40M tank %s/l0 %s/l1 %s/l2", td.dir, td.dir, td.dir);
+	for (int round = 0; round < 3; round++) {
+		uint64_t size[128];
+		int n = 0;
+
+		COF_OK("create tank/r%d", round);
+		for (uint64_t v = 4u << 20; v >= 256u << 10; v /= 16)
+			while (n < 128 && cof("create -V %llu -b 4k tank/r%d/v%d",
+					      (unsigned long long)v, round, n) == 0)
+				size[n++] = v;
+		cr_assert(strstr(out, "not enough space"), "round %d: %s", round, out);
+		cr_assert_gt(n, 8, "round %d made %d", round, n);
+		for (int v = 0; v < n; v++) {
+			struct coffer_conn *c;
+			int h, ret;
+
+			snprintf(name, sizeof(name), "tank/r%d/v%d", round, v);
+			c = open_ds(name, &h);
+			for (uint64_t off = 0; off < size[v]; off += CHUNK) {
+				memset(buf, round * 128 + v + 1, sizeof(buf));
+				ret = coffer_write(c, h, off, buf, CHUNK);
+				if (ret) {
+					cof("pool list -p -o name,size,alloc,metadata_used,free");
+					cr_assert_fail("round %d: %s of %d at %llu: %s\n%s", round, name,
+						       n, (unsigned long long)off, proto_strerror(ret),
+						       out);
+				}
+			}
+			/* each volume's pointers in the log before the next one's writes */
+			cr_assert_eq(coffer_ds_flush(c, h), 0);
+			coffer_close(c);
+		}
+		COF_OK("destroy -r tank/r%d", round);
+	}
 }
