@@ -316,3 +316,70 @@ Test(space, thick_volumes_made_after_a_destroy_take_every_write)
 		COF_OK("destroy -r tank/r%d", round);
 	}
 }
+
+/*
+ * The pointers of destroyed volumes stay in the metadata log until a
+ * checkpoint written after the destroy, so their metadata shares stay
+ * promised until then, and a create that finds no room asks for that
+ * checkpoint. Round 0's volumes have 4k records (shares a seventh of
+ * their data), round 1's, made right after round 0's destroy, 128k records
+ * (shares that cover little of the log): were round 0's shares let go at
+ * the destroy, round 1 would be promised the room the log still holds and
+ * its writes would find none; were the checkpoint not asked for, round 1
+ * would be refused while round 0's shares, an eighth of the pool, are
+ * still held for a log that no longer needs them.
+ */
+Test(space, thick_volumes_made_while_the_log_holds_a_destroy_take_every_write)
+{
+	static uint8_t buf[CHUNK];
+	static const char *const bs[] = { "4k", "128k" };
+	unsigned long long pool_size;
+	uint64_t promised = 0;
+	char name[64];
+
+	/* on this pool round 0's last checkpoint is of its 13th volume: the log
+	 * holds it and round 0's deletes through round 1, no checkpoint being
+	 * due by size (a log as large as the checkpoint) before round 1 ends */
+	COF_OK("pool create -s 30M tank %s/l0 %s/l1 %s/l2", td.dir, td.dir, td.dir);
+	COF_OK("pool list -H -p -o size tank");
+	cr_assert_eq(sscanf(out, "%llu", &pool_size), 1, "%s", out);
+	for (int round = 0; round < 2; round++) {
+		uint64_t size[128];
+		int n = 0;
+
+		COF_OK("create tank/r%d", round);
+		/* 128 KiB volumes last, so that little is left unpromised */
+		for (uint64_t v = 4u << 20; v >= 128u << 10; v /= 32)
+			while (n < 128 && cof("create -V %llu -b %s tank/r%d/v%d",
+					      (unsigned long long)v, bs[round], round, n) == 0)
+				size[n++] = v;
+		cr_assert(strstr(out, "not enough space"), "round %d: %s", round, out);
+		cr_assert_gt(n, 8, "round %d made %d", round, n);
+		for (int v = 0; v < n; v++) {
+			struct coffer_conn *c;
+			int h, ret;
+
+			snprintf(name, sizeof(name), "tank/r%d/v%d", round, v);
+			c = open_ds(name, &h);
+			for (uint64_t off = 0; off < size[v]; off += CHUNK) {
+				memset(buf, round * 128 + v + 1, sizeof(buf));
+				ret = coffer_write(c, h, off, buf, CHUNK);
+				if (ret) {
+					cof("pool list -p -o name,size,alloc,metadata_used,free");
+					cr_assert_fail("round %d: %s of %d at %llu: %s\n%s", round, name,
+						       n, (unsigned long long)off, proto_strerror(ret),
+						       out);
+				}
+			}
+			/* a log record per volume: the log grows after the last promise */
+			cr_assert_eq(coffer_ds_flush(c, h), 0);
+			coffer_close(c);
+			promised += round ? size[v] : 0;
+		}
+		if (round == 0)
+			COF_OK("destroy -r tank/r0");
+	}
+	/* the slop (1/32) and the shares of 128k records leave less than 1/8 */
+	cr_assert_geq(promised, pool_size / 8 * 7, "round 1 promised %llu of %llu",
+		      (unsigned long long)promised, pool_size);
+}
