@@ -443,6 +443,7 @@ peer() { # pass round lundir
 		;;
 	shm)
 		command -v nbdkit >/dev/null 2>&1 || { echo "== no nbdkit: peer row skipped" >&2; return; }
+		room_for_image || return 0
 		echo "== $pp round $pr: nbdkit file plugin, fio nbd" >&2
 		fallocate -l "$((datasets * size))M" "$pd/peer.img"
 		rm -f "$work/nbd.sock" "$work/nbd.pid"
@@ -462,6 +463,16 @@ peer() { # pass round lundir
 		rm -f "$pd/peer.img" "$work/nbd.sock"
 		;;
 	esac
+}
+
+# Is there memory for nbdkit's image of every dataset on tmpfs, and a GiB
+# more? tmpfs keeps every page a LUN ever held, and the OOM killer took the
+# benchmark when the image came on top of LUNs for two suites.
+room_for_image() {
+	room=$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)
+	[ "${room:-0}" -ge $((datasets * size + 1024)) ] && return 0
+	echo "== ${room:-0} MiB of memory left: no room for nbdkit's image; its rows skipped" >&2
+	return 1
 }
 
 # CPU ticks (user + system) of process @1 so far
@@ -627,9 +638,7 @@ nbd_peers() { # round lundir [suite]
 	floor_row "$1"
 	command -v nbdkit >/dev/null 2>&1 || { echo "== no nbdkit: nbd peer rows skipped" >&2; return; }
 	img=$2/peer.img
-	room=$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)
-	[ "${room:-0}" -ge $((datasets * size + 1024)) ] ||
-		{ echo "== ${room:-0} MiB of memory left: no room for nbdkit's image; its rows skipped" >&2; return; }
+	room_for_image || return 0
 	fallocate -l "$((datasets * size))M" "$img"
 	nbdkit_row "$1" nbdkit-file file "$img"
 	rm -f "$img"
