@@ -5,8 +5,10 @@
 # P pools x L sparse LUN files, D datasets of S MiB per cipher suite with
 # recordsize=8k and primarycache=metadata, filled with sequential 1 MiB
 # writes (every suite once at the start of a pass, together, where twice
-# their data fits on the LUNs' file system; else each suite before each of
-# its runs), then 8 KiB random reads at queue depth 2 per dataset: iorate=max,
+# their data fits on the LUNs' file system; else, on the shm and nbd
+# passes, clear once and each other suite before the runs that pair it
+# with clear's, seconds apart; on the others each suite before each of its
+# runs), then 8 KiB random reads at queue depth 2 per dataset: iorate=max,
 # then a curve of clear's maximum (rows PASS@90, PASS@50): once clear has run
 # in a pass, every suite is offered the same rates, so the table compares
 # the suites at equal load (mean response, CPU per I/O) and says how much of
@@ -45,7 +47,7 @@
 # the cores leave for any server), so every row has the same client. Its
 # rows are compared seconds apart: each suite is read right beside a run of
 # clear, the peers right after aes-256-ccm's pair, and its ratios are the
-# medians of the rounds' ratios of such neighbours (OUT/nbd-pairs.csv; see
+# medians of the rounds' ratios of such neighbours (OUT/pairs.csv; see
 # nbd_round). Its rows' CPU column is the server's (cofferd or nbdkit), over
 # the steady part of each run, and OUT/nbd-cpu.csv gives the server's CPU
 # time per I/O and fio's own: the CPUs over fio's time per I/O bound every row.
@@ -540,16 +542,18 @@ nbd_read() { # round suite
 
 in_suites() { case " $suites " in *" $1 "*) return 0 ;; esac; return 1; }
 
-# The IOPS of the last nbd run of @2 in round @1, if it ran.
-nbd_iops() { awk -F, -v r="$1" -v n="$2" '$1 == "nbd" && $2 == r && $3 == n { v = $4 } END { print v }' "$work/rows.csv"; }
+# The IOPS of the last run of row @3 of pass @1 in round @2, if it ran.
+row_iops() { awk -F, -v p="$1" -v r="$2" -v n="$3" '$1 == p && $2 == r && $3 == n { v = $4 } END { print v }' "$work/rows.csv"; }
 
-# Row @2 beside row @3, both of round @1, into nbd-pairs.csv: the table's
-# nbd ratios are the medians over the rounds of such neighbours' ratios.
-nbd_pair() { # round a b
-	a=$(nbd_iops "$1" "$2") b=$(nbd_iops "$1" "$3")
-	[ -n "$a" ] && [ -n "$b" ] && echo "nbd,$1,$2,$3,$a,$b" >> "$out/nbd-pairs.csv"
+# Row @3 beside row @4, both of pass @1 and round @2, into pairs.csv: the
+# table's ratios of such a pass are the medians over the rounds of such
+# neighbours' ratios.
+pair() { # pass round a b
+	a=$(row_iops "$1" "$2" "$3") b=$(row_iops "$1" "$2" "$4")
+	[ -n "$a" ] && [ -n "$b" ] && echo "$1,$2,$3,$4,$a,$b" >> "$out/pairs.csv"
 	return 0
 }
+nbd_pair() { pair nbd "$@"; }
 
 # A round of the nbd pass. Its rows are compared seconds apart, as the
 # mirror pass's slices are: the host's rate drifts within minutes, and a
@@ -591,6 +595,30 @@ nbd_round() { # round order lundir
 		nbd_pair "$nr" "$s" clear
 		[ "$s" = "$last" ] && nbd_peers "$nr" "$nld" "$s"
 		[ -n "$keep" ] || destroy_suite "$s"
+	done
+}
+
+# A round of the shm pass where its suites do not all fit (the default
+# shape on tmpfs), paired as the nbd pass's rounds are: clear stays filled,
+# and every other suite is filled and read, then written, right beside a
+# run of clear (first in odd rounds, second in even ones), so that its
+# read and write ratios are of runs seconds apart (pairs.csv). Filled
+# before each of their runs, the suites' writes had been compared with
+# clear's minutes apart. The peer follows the round's first pair.
+shm_round() { # round order lundir
+	sr=$1 sld=$3 speer=1
+	for s in $2; do
+		[ "$s" != clear ] || continue
+		make_suite "$s"
+		fill_suite shm "$sr" "$s" || { failed shm "$sr" "$s"; destroy_suite "$s"; continue; }
+		if [ $((sr % 2)) = 1 ]; then set -- clear "$s"; else set -- "$s" clear; fi
+		for x in "$@"; do read_run shm "$sr" "$x" || true; done
+		for x in "$@"; do write_run shm "$sr" "$x" || true; done
+		pair shm "$sr" "$s" clear
+		pair shm-write "$sr" "$s" clear
+		[ -z "$speer" ] || peer shm "$sr" "$sld"
+		speer=
+		destroy_suite "$s"
 	done
 }
 
@@ -688,7 +716,7 @@ failed() { # pass round suite
 # against nbdkit with the same client, memory).
 targets() {
 	awk -F, -v rssfile="$out/rss.csv" -v nbdcpu="$out/nbd-cpu.csv" -v curve="$curve" -v ncpu="$(nproc)" \
-	    -v suites="$suites" -v pairs="$out/nbd-pairs.csv" '
+	    -v suites="$suites" -v pairs="$out/pairs.csv" '
 		FILENAME == rssfile { if ($5 > rss[$4]) rss[$4] = $5; next }
 		# pass,round,a,b,IOPS of a,IOPS of b: rows measured side by side
 		FILENAME == pairs { if ($6 > 0) { k = $1 "," $3 "," $4; pv[k, ++pn[k]] = $5 / $6 }; next }
@@ -810,7 +838,7 @@ targets() {
 			if (rss["write"])
 				printf "  (right after the writes, with a txg of them still open: largest %.1f MiB)\n",
 				       rss["write"] / 1024
-		}' "$out/summary.csv" "$out/rss.csv" "$out/nbd-cpu.csv" "$out/nbd-pairs.csv"
+		}' "$out/summary.csv" "$out/rss.csv" "$out/nbd-cpu.csv" "$out/pairs.csv"
 }
 
 (umask 077 && head -c 32 /dev/urandom >"$work/key")
@@ -818,7 +846,7 @@ targets() {
 : > "$work/rows.csv"
 : > "$out/rss.csv"
 : > "$out/nbd-cpu.csv"
-: > "$out/nbd-pairs.csv"
+: > "$out/pairs.csv"
 echo "coffer encryption benchmark: $pools pools x $luns LUNs of ${lun_mib} MiB, $datasets datasets x $size MiB per suite," \
 	"8k random reads qd 2 each, ${elapsed}s per point (warmup ${warmup}s), curve $curve, $rounds round(s)" | tee "$out/setup.txt"
 "$COFFER" version 2>/dev/null | head -n 1 >> "$out/setup.txt" || true
@@ -848,7 +876,9 @@ for pass in $passes; do
 	# the host's disk does after them) between the runs it compares: on the
 	# O_DIRECT pass the same code moved by 10-30 % from round to round, and
 	# so did its ratio to clear. Where they do not fit (tmpfs at the default
-	# shape), a suite is filled before each of its runs and destroyed after.
+	# shape), a suite is filled before each of its runs and destroyed after;
+	# on the shm and nbd passes clear is kept, and each other suite runs
+	# beside it (shm_round, nbd_round).
 	keep=
 	pass_lun_mib=$lun_mib
 	case $lundir in
@@ -860,6 +890,12 @@ for pass in $passes; do
 			keep=1
 			pass_lun_mib=$((lun_mib * nsuites))
 			echo "$pass: every suite kept side by side, LUNs of $pass_lun_mib MiB" | tee -a "$out/setup.txt"
+		elif [ "$pass" = shm ] && in_suites clear; then
+			# clear kept, each other suite beside it (shm_round), with
+			# the half more of room that writes need each
+			pass_lun_mib=$((lun_mib * 2))
+			echo "$pass: clear kept, each other suite filled beside it for its runs, LUNs of $pass_lun_mib MiB" |
+				tee -a "$out/setup.txt"
 		elif [ "$pass" = nbd ] && in_suites clear; then
 			# clear kept, each other suite beside it for its pairs
 			# (nbd_round). Reads only: room for two suites and a fifth
@@ -886,6 +922,9 @@ for pass in $passes; do
 	elif [ "$pass" = nbd ] && in_suites clear; then
 		make_suite clear sparse
 		fill_suite "$pass" 0 clear || die "$pass: the fill failed; see $out/$pass-clear-r0-fill.txt"
+	elif [ "$pass" = shm ] && in_suites clear; then
+		make_suite clear
+		fill_suite "$pass" 0 clear || die "$pass: the fill failed; see $out/$pass-clear-r0-fill.txt"
 	fi
 	clear_max=
 	# Kept suites (but on the mirror pass, whose slices follow each suite's
@@ -908,6 +947,11 @@ for pass in $passes; do
 			done
 			if [ "$pass" = nbd ]; then
 				nbd_round "$r" "$order" "$lundir"
+				r=$((r + 1))
+				continue
+			fi
+			if [ "$pass" = shm ] && [ -z "$keep" ] && in_suites clear; then
+				shm_round "$r" "$order" "$lundir"
 				r=$((r + 1))
 				continue
 			fi
@@ -945,7 +989,7 @@ done
 
 # median over rounds per pass and suite (machine drift hits single rounds),
 # the ratio to clear of the same pass
-awk -F, -v suites="$suites fio-io_uring nbdkit-fio nbdkit-file nbdkit-luks nbd-floor" -v pairs="$out/nbd-pairs.csv" '
+awk -F, -v suites="$suites fio-io_uring nbdkit-fio nbdkit-file nbdkit-luks nbd-floor" -v pairs="$out/pairs.csv" '
 	function median(name, k, m,    i, j, t, a) {
 		for (i = 1; i <= m; i++) a[i] = val[name, k, i]
 		for (i = 2; i <= m; i++)
@@ -978,7 +1022,7 @@ awk -F, -v suites="$suites fio-io_uring nbdkit-fio nbdkit-file nbdkit-luks nbd-f
 				       median("iops", k, n[k]), median("resp", k, n[k]), median("p99", k, n[k]),
 				       median("cpu", k, n[k]), ratio, lo[k], hi[k], held
 			}
-	}' "$out/nbd-pairs.csv" "$work/rows.csv" > "$out/summary.csv"
+	}' "$out/pairs.csv" "$work/rows.csv" > "$out/summary.csv"
 
 {
 	printf '%-12s %-12s %10s %15s %10s %10s %9s %8s %8s %6s\n' pass suite IOPS "min-max" "mean ms" \
@@ -989,7 +1033,8 @@ awk -F, -v suites="$suites fio-io_uring nbdkit-fio nbdkit-file nbdkit-luks nbd-f
 			"$resp" "$p99" "$cpu" "$us" "$ratio" "$held"
 	done < "$out/summary.csv"
 	echo "(peer rows of direct and shm: the CPU column is fio's own; of nbd: the server's;"
-	echo " nbd's vs clear: the median of each round's ratio to the clear run beside it;"
+	echo " nbd's (and shm's, where clear was kept) vs clear: the median of each round's"
+	echo " ratio to the clear run beside it;"
 	echo " PASS@PCT: reads offered PCT% of clear's maximum; held: IOPS / the rate offered)"
 	if [ -s "$out/nbd-cpu.csv" ]; then
 		echo
@@ -1000,11 +1045,12 @@ awk -F, -v suites="$suites fio-io_uring nbdkit-fio nbdkit-file nbdkit-luks nbd-f
 				"$us" "$cus"
 		done < "$out/nbd-cpu.csv"
 	fi
-	if [ -s "$out/nbd-pairs.csv" ]; then
+	if [ -s "$out/pairs.csv" ]; then
 		echo
-		echo "nbd rows side by side, IOPS ratio per round:"
-		awk -F, '{ k = $3 " / " $4; if (!(k in r)) o[++n] = k; r[k] = r[k] sprintf(" %.3f", $5 / $6) }
-			END { for (i = 1; i <= n; i++) printf "  %-28s%s\n", o[i], r[o[i]] }' "$out/nbd-pairs.csv"
+		echo "rows side by side, IOPS ratio per round:"
+		awk -F, '{ k = sprintf("%-10s %s / %s", $1, $3, $4); if (!(k in r)) o[++n] = k
+			   r[k] = r[k] sprintf(" %.3f", $5 / $6) }
+			END { for (i = 1; i <= n; i++) printf "  %-40s%s\n", o[i], r[o[i]] }' "$out/pairs.csv"
 	fi
 	while IFS=, read -r pass round suite what; do
 		printf '%-12s %-12s %10s   (round %s)\n' "$pass" "$suite" "$what" "$round"
