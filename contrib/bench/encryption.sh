@@ -137,6 +137,7 @@ mkdir -p "$out"
 work=$(mktemp -d "${TMPDIR:-/tmp}/coffer-encbench.XXXXXX")
 daemon_pid=
 lundir=
+beside=
 
 cleanup() {
 	if [ -n "$daemon_pid" ]; then
@@ -273,8 +274,11 @@ fill_suite() { # pass round suite|*
 # A suite's reads: the maximum, then the curve.
 read_run() { # pass round suite
 	tag=$1-$3-r$2
+	[ "$3" != clear ] || tag=$tag${beside:+-by-$beside}
 	# the curve is clear's: once clear's maximum is known, every suite is
-	# offered the same rates, so a suite that cannot hold them shows it
+	# offered the same rates, those of clear's last run (where suites are
+	# paired with clear, the one beside it in odd rounds, of the pair
+	# before in even ones), so a suite that cannot hold them shows it
 	rates=
 	[ "$3" != clear ] && [ -n "$clear_max" ] &&
 		rates=$(echo "$curve" | tr ',' '\n' | awk -v m="$clear_max" '{ printf "%s%.0f", (NR > 1 ? "," : ""), m * $1 / 100 }')
@@ -300,6 +304,7 @@ read_run() { # pass round suite
 # A suite's writes, then their txg on the LUNs, not in the next run.
 write_run() { # pass round suite
 	tag=$1-$3-r$2
+	[ "$3" != clear ] || tag=$tag${beside:+-by-$beside}
 	cat > "$work/write.parm" <<-PARM
 	* $datasets datasets, 8 KiB random writes, queue depth 2 each, sync=standard
 	sd=sd1,dataset=p*/$3/d*,threads=2
@@ -473,7 +478,7 @@ peer() { # pass round lundir
 room_for_image() {
 	room=$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)
 	[ "${room:-0}" -ge $((datasets * size + 1024)) ] && return 0
-	echo "== ${room:-0} MiB of memory left: no room for nbdkit's image; its rows skipped" >&2
+	echo "== ${room:-0} MiB of memory left: no room for nbdkit's file image; its row skipped" >&2
 	return 1
 }
 
@@ -484,6 +489,8 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 # and options. The server's CPU per I/O goes to nbd-cpu.csv.
 fio_nbd() { # pass round name server-pid uri_of
 	fp=$1 fr=$2 fn=$3 spid=$4 uri_of=$5
+	ft=$fn-r$fr
+	[ "$fn" != clear ] || ft=$ft${beside:+-by-$beside}
 	{
 		printf '[global]\nioengine=nbd\nrw=randread\nbs=8k\niodepth=2\ntime_based\n'
 		printf 'runtime=%s\nramp_time=%s\ngroup_reporting\nsize=%sM\n' "$elapsed" "$warmup" "$size"
@@ -497,13 +504,13 @@ fio_nbd() { # pass round name server-pid uri_of
 	# the server's CPU ticks every quarter second, for a window of the steady load
 	( while :; do echo "$(date +%s.%N) $(cpu_ticks "$spid")"; sleep 0.25; done ) > "$work/ticks" &
 	sampler=$!
-	fio --output-format=terse --output="$out/$fp-$fn-r$fr.terse" "$work/nbd.fio" \
-		>"$out/$fp-$fn-r$fr.log" 2>&1 ||
-		{ kill "$sampler"; echo "encryption.sh: fio nbd ($fn) failed; see $out/$fp-$fn-r$fr.log" >&2; return 1; }
+	fio --output-format=terse --output="$out/$fp-$ft.terse" "$work/nbd.fio" \
+		>"$out/$fp-$ft.log" 2>&1 ||
+		{ kill "$sampler"; echo "encryption.sh: fio nbd ($fn) failed; see $out/$fp-$ft.log" >&2; return 1; }
 	w1=$(date +%s.%N)
 	kill "$sampler" 2>/dev/null || true
 	wait "$sampler" 2>/dev/null || true
-	fio_row "$fp" "$fr" "$fn" "$out/$fp-$fn-r$fr.terse" "$fp-$fn-r$fr.terse"
+	fio_row "$fp" "$fr" "$fn" "$out/$fp-$ft.terse" "$fp-$ft.terse"
 	# The server's CPU in the row, not fio's, over the last elapsed - 1 seconds
 	# of the run up to half a second before fio ended: the load alone, not the
 	# setup of its connections (for luks a key unlock each) nor the ramp. Into
@@ -512,7 +519,7 @@ fio_nbd() { # pass round name server-pid uri_of
 	# the machine's CPUs over the client's time per I/O.
 	awk -F, -v OFS=, -v hz="$(getconf CLK_TCK)" -v end="$w1" -v span=$((elapsed > 1 ? elapsed - 1 : 1)) \
 		-v ticksf="$work/ticks" -v cpuf="$out/nbd-cpu.csv" -v jobs="$datasets" \
-		-v client="$(awk -F';' '{ print $88 + $89 }' "$out/$fp-$fn-r$fr.terse")" '
+		-v client="$(awk -F';' '{ print $88 + $89 }' "$out/$fp-$ft.terse")" '
 		FILENAME == ticksf { # "time ticks"
 			split($0, f, " ")
 			if (f[1] <= end - 0.5 - span && (!ta || f[1] > ta)) { ta = f[1]; ka = f[2] }
@@ -543,13 +550,14 @@ nbd_read() { # round suite
 in_suites() { case " $suites " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # The IOPS of the last run of row @3 of pass @1 in round @2, if it ran.
-row_iops() { awk -F, -v p="$1" -v r="$2" -v n="$3" '$1 == p && $2 == r && $3 == n { v = $4 } END { print v }' "$work/rows.csv"; }
+row_iops() { awk -F, -v p="$1" -v r="$2" -v n="$3" -v from="${4:-0}" 'NR > from && $1 == p && $2 == r && $3 == n { v = $4 } END { print v }' "$work/rows.csv"; }
+rows_mark() { wc -l < "$work/rows.csv"; }
 
 # Row @3 beside row @4, both of pass @1 and round @2, into pairs.csv: the
 # table's ratios of such a pass are the medians over the rounds of such
 # neighbours' ratios.
-pair() { # pass round a b
-	a=$(row_iops "$1" "$2" "$3") b=$(row_iops "$1" "$2" "$4")
+pair() { # pass round a b [rows before the runs compared]
+	a=$(row_iops "$1" "$2" "$3" "${5:-0}") b=$(row_iops "$1" "$2" "$4" "${5:-0}")
 	[ -n "$a" ] && [ -n "$b" ] && echo "$1,$2,$3,$4,$a,$b" >> "$out/pairs.csv"
 	return 0
 }
@@ -583,8 +591,14 @@ nbd_round() { # round order lundir
 	for s in $others; do
 		if [ -z "$keep" ]; then
 			make_suite "$s" sparse
-			fill_suite nbd "$nr" "$s" || { failed nbd "$nr" "$s"; destroy_suite "$s"; continue; }
+			if ! fill_suite nbd "$nr" "$s"; then
+				failed nbd "$nr" "$s"
+				destroy_suite "$s"
+				[ "$s" != "$last" ] || nbd_peers "$nr" "$nld"
+				continue
+			fi
 		fi
+		mark=$(rows_mark) beside=$s
 		if [ $((nr % 2)) = 1 ]; then
 			nbd_read "$nr" clear
 			nbd_read "$nr" "$s"
@@ -592,8 +606,9 @@ nbd_round() { # round order lundir
 			nbd_read "$nr" "$s"
 			nbd_read "$nr" clear
 		fi
-		nbd_pair "$nr" "$s" clear
-		[ "$s" = "$last" ] && nbd_peers "$nr" "$nld" "$s"
+		beside=
+		nbd_pair "$nr" "$s" clear "$mark"
+		[ "$s" = "$last" ] && nbd_peers "$nr" "$nld" "$s" "$mark"
 		[ -n "$keep" ] || destroy_suite "$s"
 	done
 }
@@ -607,15 +622,24 @@ nbd_round() { # round order lundir
 # clear's minutes apart. The peer follows the round's first pair.
 shm_round() { # round order lundir
 	sr=$1 sld=$3 speer=1
+	if [ -z "$(for s in $2; do [ "$s" = clear ] || echo "$s"; done)" ]; then
+		read_run shm "$sr" clear || true
+		write_run shm "$sr" clear || true
+		peer shm "$sr" "$sld"
+		return 0
+	fi
 	for s in $2; do
 		[ "$s" != clear ] || continue
 		make_suite "$s"
 		fill_suite shm "$sr" "$s" || { failed shm "$sr" "$s"; destroy_suite "$s"; continue; }
+		mark=$(rows_mark)
 		if [ $((sr % 2)) = 1 ]; then set -- clear "$s"; else set -- "$s" clear; fi
+		beside=$s
 		for x in "$@"; do read_run shm "$sr" "$x" || true; done
 		for x in "$@"; do write_run shm "$sr" "$x" || true; done
-		pair shm "$sr" "$s" clear
-		pair shm-write "$sr" "$s" clear
+		beside=
+		pair shm "$sr" "$s" clear "$mark"
+		pair shm-write "$sr" "$s" clear "$mark"
 		[ -z "$speer" ] || peer shm "$sr" "$sld"
 		speer=
 		destroy_suite "$s"
@@ -664,13 +688,16 @@ floor_uri() { printf 'uri=nbd+unix:///?socket=%s\noffset=%sM\n' "$work/floor.soc
 # its luks filter; each paired with clear's run and @3's just before them.
 nbd_peers() { # round lundir [suite]
 	floor_row "$1"
-	command -v nbdkit >/dev/null 2>&1 || { echo "== no nbdkit: nbd peer rows skipped" >&2; return; }
 	img=$2/peer.img
-	room_for_image || return 0
-	fallocate -l "$((datasets * size))M" "$img"
-	nbdkit_row "$1" nbdkit-file file "$img"
+	if ! command -v nbdkit >/dev/null 2>&1; then
+		echo "== no nbdkit: nbd peer rows skipped" >&2
+	elif room_for_image && fallocate -l "$((datasets * size))M" "$img"; then
+		nbdkit_row "$1" nbdkit-file file "$img"
+	fi
 	rm -f "$img"
-	if command -v qemu-img >/dev/null 2>&1; then
+	if ! command -v nbdkit >/dev/null 2>&1; then
+		:
+	elif command -v qemu-img >/dev/null 2>&1; then
 		# made once a pass (sparse: a header), and again when it failed:
 		# qemu-img times its key's PBKDF and on a busy machine can
 		# refuse ("Unable to get accurate CPU usage")
@@ -691,8 +718,8 @@ nbd_peers() { # round lundir [suite]
 		echo "== no qemu-img: the nbdkit luks row is skipped" >&2
 	fi
 	for k in nbd-floor nbdkit-file nbdkit-luks; do
-		in_suites clear && nbd_pair "$1" clear "$k"
-		[ -n "${3:-}" ] && [ "$3" != clear ] && nbd_pair "$1" "$3" "$k"
+		in_suites clear && nbd_pair "$1" clear "$k" "${4:-0}"
+		[ -n "${3:-}" ] && [ "$3" != clear ] && nbd_pair "$1" "$3" "$k" "${4:-0}"
 	done
 	return 0
 }
@@ -704,7 +731,7 @@ failed() { # pass round suite
 	echo "$1,$2,$3,FAILED" >> "$work/failed.csv"
 	if ! kill -0 "$daemon_pid" 2>/dev/null; then
 		wait "$daemon_pid" 2>/dev/null || echo "encryption.sh: cofferd died (status $?)" >&2
-		start_daemon "$pp"
+		start_daemon "$pass"
 		c load-key -a >/dev/null 2>&1 || true
 	fi
 }
@@ -923,6 +950,9 @@ for pass in $passes; do
 		make_suite clear sparse
 		fill_suite "$pass" 0 clear || die "$pass: the fill failed; see $out/$pass-clear-r0-fill.txt"
 	elif [ "$pass" = shm ] && in_suites clear; then
+		# the peer while tmpfs is empty: LUNs for two suites leave no room
+		# for its image after the first fill at the default shape
+		peer shm 0 "$lundir"
 		make_suite clear
 		fill_suite "$pass" 0 clear || die "$pass: the fill failed; see $out/$pass-clear-r0-fill.txt"
 	fi
