@@ -269,6 +269,56 @@ Test(space, get_and_list_report_used_avail_refer)
 }
 
 /*
+ * Thick volumes tank/rROUND/vN with @bs records, of @from bytes, then of
+ * that over @step down to @to, until the pool refuses one; each one's size
+ * into @size. @return how many.
+ */
+static int make_until_refused(int round, const char *bs, uint64_t from, uint64_t to,
+			      uint64_t step, uint64_t size[128])
+{
+	int n = 0;
+
+	COF_OK("create tank/r%d", round);
+	for (uint64_t v = from; v >= to; v /= step)
+		while (n < 128 && cof("create -V %llu -b %s tank/r%d/v%d", (unsigned long long)v,
+				      bs, round, n) == 0)
+			size[n++] = v;
+	cr_assert(strstr(out, "not enough space"), "round %d: %s", round, out);
+	cr_assert_gt(n, 8, "round %d made %d", round, n);
+	return n;
+}
+
+/*
+ * Every byte of the @n volumes of round @round, each flushed before the
+ * next one's writes: a log record per volume, so the log grows after the
+ * last promise. A refused write fails the test with the pool's space.
+ */
+static void write_every_byte(int round, int n, const uint64_t size[128])
+{
+	static uint8_t buf[CHUNK];
+	char name[64];
+
+	for (int v = 0; v < n; v++) {
+		struct coffer_conn *c;
+		int h, ret;
+
+		snprintf(name, sizeof(name), "tank/r%d/v%d", round, v);
+		c = open_ds(name, &h);
+		for (uint64_t off = 0; off < size[v]; off += CHUNK) {
+			memset(buf, round * 128 + v + 1, sizeof(buf));
+			ret = coffer_write(c, h, off, buf, CHUNK);
+			if (ret) {
+				cof("pool list -p -o name,size,alloc,metadata_used,free");
+				cr_assert_fail("round %d: %s of %d at %llu: %s\n%s", round, name, n,
+					       (unsigned long long)off, proto_strerror(ret), out);
+			}
+		}
+		cr_assert_eq(coffer_ds_flush(c, h), 0);
+		coffer_close(c);
+	}
+}
+
+/*
  * A thick volume is promised room for its data and for its block pointers
  * in the metadata log, so it takes every write however full the pool is
  * promised: volumes of 4 MiB, then of 256 KiB, are made until the pool
@@ -278,41 +328,12 @@ Test(space, get_and_list_report_used_avail_refer)
  */
 Test(space, thick_volumes_made_after_a_destroy_take_every_write)
 {
-	static uint8_t buf[CHUNK];
-	char name[64];
-
 	COF_OK("pool create -s 40M tank %s/l0 %s/l1 %s/l2", td.dir, td.dir, td.dir);
 	for (int round = 0; round < 3; round++) {
 		uint64_t size[128];
-		int n = 0;
+		int n = make_until_refused(round, "4k", 4u << 20, 256u << 10, 16, size);
 
-		COF_OK("create tank/r%d", round);
-		for (uint64_t v = 4u << 20; v >= 256u << 10; v /= 16)
-			while (n < 128 && cof("create -V %llu -b 4k tank/r%d/v%d",
-					      (unsigned long long)v, round, n) == 0)
-				size[n++] = v;
-		cr_assert(strstr(out, "not enough space"), "round %d: %s", round, out);
-		cr_assert_gt(n, 8, "round %d made %d", round, n);
-		for (int v = 0; v < n; v++) {
-			struct coffer_conn *c;
-			int h, ret;
-
-			snprintf(name, sizeof(name), "tank/r%d/v%d", round, v);
-			c = open_ds(name, &h);
-			for (uint64_t off = 0; off < size[v]; off += CHUNK) {
-				memset(buf, round * 128 + v + 1, sizeof(buf));
-				ret = coffer_write(c, h, off, buf, CHUNK);
-				if (ret) {
-					cof("pool list -p -o name,size,alloc,metadata_used,free");
-					cr_assert_fail("round %d: %s of %d at %llu: %s\n%s", round, name,
-						       n, (unsigned long long)off, proto_strerror(ret),
-						       out);
-				}
-			}
-			/* each volume's pointers in the log before the next one's writes */
-			cr_assert_eq(coffer_ds_flush(c, h), 0);
-			coffer_close(c);
-		}
+		write_every_byte(round, n, size);
 		COF_OK("destroy -r tank/r%d", round);
 	}
 }
@@ -331,11 +352,9 @@ Test(space, thick_volumes_made_after_a_destroy_take_every_write)
  */
 Test(space, thick_volumes_made_while_the_log_holds_a_destroy_take_every_write)
 {
-	static uint8_t buf[CHUNK];
 	static const char *const bs[] = { "4k", "128k" };
 	unsigned long long pool_size;
 	uint64_t promised = 0;
-	char name[64];
 
 	/* on this pool round 0's last checkpoint is of its 13th volume: the log
 	 * holds it and round 0's deletes through round 1, no checkpoint being
@@ -345,37 +364,12 @@ Test(space, thick_volumes_made_while_the_log_holds_a_destroy_take_every_write)
 	cr_assert_eq(sscanf(out, "%llu", &pool_size), 1, "%s", out);
 	for (int round = 0; round < 2; round++) {
 		uint64_t size[128];
-		int n = 0;
-
-		COF_OK("create tank/r%d", round);
 		/* 128 KiB volumes last, so that little is left unpromised */
-		for (uint64_t v = 4u << 20; v >= 128u << 10; v /= 32)
-			while (n < 128 && cof("create -V %llu -b %s tank/r%d/v%d",
-					      (unsigned long long)v, bs[round], round, n) == 0)
-				size[n++] = v;
-		cr_assert(strstr(out, "not enough space"), "round %d: %s", round, out);
-		cr_assert_gt(n, 8, "round %d made %d", round, n);
-		for (int v = 0; v < n; v++) {
-			struct coffer_conn *c;
-			int h, ret;
+		int n = make_until_refused(round, bs[round], 4u << 20, 128u << 10, 32, size);
 
-			snprintf(name, sizeof(name), "tank/r%d/v%d", round, v);
-			c = open_ds(name, &h);
-			for (uint64_t off = 0; off < size[v]; off += CHUNK) {
-				memset(buf, round * 128 + v + 1, sizeof(buf));
-				ret = coffer_write(c, h, off, buf, CHUNK);
-				if (ret) {
-					cof("pool list -p -o name,size,alloc,metadata_used,free");
-					cr_assert_fail("round %d: %s of %d at %llu: %s\n%s", round, name,
-						       n, (unsigned long long)off, proto_strerror(ret),
-						       out);
-				}
-			}
-			/* a log record per volume: the log grows after the last promise */
-			cr_assert_eq(coffer_ds_flush(c, h), 0);
-			coffer_close(c);
-			promised += round ? size[v] : 0;
-		}
+		write_every_byte(round, n, size);
+		for (int v = 0; round && v < n; v++)
+			promised += size[v];
 		if (round == 0)
 			COF_OK("destroy -r tank/r0");
 	}
