@@ -561,7 +561,6 @@ pair() { # pass round a b [rows before the runs compared]
 	[ -n "$a" ] && [ -n "$b" ] && echo "$1,$2,$3,$4,$a,$b" >> "$out/pairs.csv"
 	return 0
 }
-nbd_pair() { pair nbd "$@"; }
 
 # A round of the nbd pass. Its rows are compared seconds apart, as the
 # mirror pass's slices are: the host's rate drifts within minutes, and a
@@ -607,7 +606,7 @@ nbd_round() { # round order lundir
 			nbd_read "$nr" clear
 		fi
 		beside=
-		nbd_pair "$nr" "$s" clear "$mark"
+		pair nbd "$nr" "$s" clear "$mark"
 		[ "$s" = "$last" ] && nbd_peers "$nr" "$nld" "$s" "$mark"
 		[ -n "$keep" ] || destroy_suite "$s"
 	done
@@ -718,8 +717,8 @@ nbd_peers() { # round lundir [suite]
 		echo "== no qemu-img: the nbdkit luks row is skipped" >&2
 	fi
 	for k in nbd-floor nbdkit-file nbdkit-luks; do
-		in_suites clear && nbd_pair "$1" clear "$k" "${4:-0}"
-		[ -n "${3:-}" ] && [ "$3" != clear ] && nbd_pair "$1" "$3" "$k" "${4:-0}"
+		in_suites clear && pair nbd "$1" clear "$k" "${4:-0}"
+		[ -n "${3:-}" ] && [ "$3" != clear ] && pair nbd "$1" "$3" "$k" "${4:-0}"
 	done
 	return 0
 }

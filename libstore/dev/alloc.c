@@ -534,7 +534,6 @@ uint64_t alloc_data_free(struct alloc *a, uint64_t *log)
 	uint64_t total = atomic_load(&a->total), excess = atomic_load(&a->excess);
 	uint64_t taken = atomic_load(&a->used) + excess;
 
-	if (log)
-		*log = excess;
+	*log = excess;
 	return total > taken ? total - taken : 0;
 }

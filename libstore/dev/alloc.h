@@ -75,7 +75,7 @@ void alloc_usage(struct alloc *a, unsigned lun, uint64_t *used, uint64_t *total)
 void alloc_totals(struct alloc *a, uint64_t *used, uint64_t *total);
 /** Sectors data may still take over every LUN: alloc_totals()' free less
  *  what the metadata log holds beyond its reserves (alloc.c), that many
- *  in *@log (if not NULL); lock-free, so a moment's view. */
+ *  in *@log; lock-free, so a moment's view. */
 uint64_t alloc_data_free(struct alloc *a, uint64_t *log);
 
 #endif
