@@ -537,6 +537,17 @@ Test(record_full, a_batch_of_overwrites_beyond_the_free_space_waits_for_commits)
 	tpat_fill(buf, REC, n, 3);
 	ret = stor_ds_write(d, (uint64_t)n * REC, buf, REC);
 	cr_assert_eq(ret, STOR_ENOSPC, "new data on the full pool: %s", stor_strerror(ret));
+	/* in one batch: the check of the whole batch as new data refuses it,
+	 * and each record is then judged alone */
+	tpat_fill(bufs, REC, 0, 4);
+	ios[0] = (struct stor_io){ .ds = d, .op = STOR_IO_WRITE, .off = (uint64_t)n * REC,
+				   .buf = buf, .len = REC };
+	ios[1] = (struct stor_io){ .ds = d, .op = STOR_IO_WRITE, .off = 0, .buf = bufs, .len = REC };
+	cr_assert_eq(stor_io_submit(ios, 2), 1);
+	cr_assert_eq(ios[0].result, STOR_ENOSPC, "new data: %s", stor_strerror(ios[0].result));
+	cr_assert_eq(ios[1].result, 0, "the overwrite beside it: %s", stor_strerror(ios[1].result));
+	cr_assert_eq(stor_ds_read(d, 0, buf, REC), 0);
+	cr_assert_eq(tpat_check(buf, REC, 0), 4);
 	check_zero(d, (uint64_t)n * REC, REC);
 	free(ios);
 	free(bufs);
