@@ -324,10 +324,20 @@ static void c192_flush(IMB_MGR *m)
 }
 
 /*
+ * Where the CBC pass of record @i of a group writes its chain: a seal's
+ * own output, which the CTR pass then overwrites (no scratch to fill and
+ * wipe), unless it seals in place; else the thread's scratch.
+ */
+static uint8_t *chain_of(const struct crypt_op *op, int seal, size_t i, size_t stride)
+{
+	return seal && op->in != op->out ? op->out : tls_cbc + i * stride;
+}
+
+/*
  * Up to C192_GROUP aes-192-ccm records (job_fits() true). Phase 1: CBC over
  * each header, the keystream block S0 of counter 0 and, for open, CTR over
  * the data; phase 2: CBC over the plaintext chained on the header's last
- * block, into scratch (its last block is the MAC); seal then runs CTR over
+ * block (chain_of(); its last block is the MAC); seal then runs CTR over
  * the data in phase 3, after the MAC has read the plaintext (in may be out).
  */
 static void ccm192_group(IMB_MGR *m, struct crypt_op **ops, size_t n, int seal)
@@ -335,13 +345,17 @@ static void ccm192_group(IMB_MGR *m, struct crypt_op **ops, size_t n, int seal)
 	static const uint8_t zero[16];
 	alignas(16) uint8_t hdr[C192_GROUP][C192_HDR_MAX], x[C192_GROUP][C192_HDR_MAX];
 	alignas(16) uint8_t ctr0[C192_GROUP][16], ctr1[C192_GROUP][16], s0[C192_GROUP][16];
-	size_t hlen[C192_GROUP], stride = 0, need;
-	int failed[C192_GROUP];
+	uint8_t mac[C192_GROUP][16];
+	size_t hlen[C192_GROUP], stride = 0, need = 0;
+	int failed[C192_GROUP], scratch = 0;
 
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		if (ops[i]->len > stride)
 			stride = ops[i]->len;
-	need = stride * n;
+		scratch |= !seal || ops[i]->in == ops[i]->out;
+	}
+	if (scratch)
+		need = stride * n;
 	if (need > tls_cbc_size) {
 		free(tls_cbc);
 		tls_cbc_size = 0;
@@ -390,9 +404,11 @@ static void ccm192_group(IMB_MGR *m, struct crypt_op **ops, size_t n, int seal)
 	c192_flush(m);
 	for (size_t i = 0; i < n; i++)
 		c192_submit(m, ops[i], IMB_CIPHER_CBC, seal ? ops[i]->in : ops[i]->out,
-			    tls_cbc + i * stride, ops[i]->len, x[i] + hlen[i] - 16,
+			    chain_of(ops[i], seal, i, stride), ops[i]->len, x[i] + hlen[i] - 16,
 			    &failed[i]);
 	c192_flush(m);
+	for (size_t i = 0; i < n; i++)
+		memcpy(mac[i], chain_of(ops[i], seal, i, stride) + ops[i]->len - 16, 16);
 	if (seal) {
 		for (size_t i = 0; i < n; i++)
 			c192_submit(m, ops[i], IMB_CIPHER_CNTR, ops[i]->in, ops[i]->out,
@@ -401,11 +417,10 @@ static void ccm192_group(IMB_MGR *m, struct crypt_op **ops, size_t n, int seal)
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct crypt_op *op = ops[i];
-		const uint8_t *mac = tls_cbc + i * stride + op->len - 16;
 		uint8_t tag[CRYPT_TAG_LEN];
 
 		for (size_t k = 0; k < CRYPT_TAG_LEN; k++)
-			tag[k] = mac[k] ^ s0[i][k];
+			tag[k] = mac[i][k] ^ s0[i][k];
 		if (failed[i])
 			op_fail(op, -EIO, seal);
 		else if (seal) {
@@ -421,7 +436,9 @@ static void ccm192_group(IMB_MGR *m, struct crypt_op **ops, size_t n, int seal)
 	 * The chains are CBC-MAC state under the data key (the last block is
 	 * the MAC, s0 its mask): nothing of it may outlive the batch.
 	 */
-	crypt_cleanse(tls_cbc, need);
+	if (scratch)
+		crypt_cleanse(tls_cbc, need);
+	crypt_cleanse(mac, sizeof(mac));
 	crypt_cleanse(hdr, sizeof(hdr));
 	crypt_cleanse(x, sizeof(x));
 	crypt_cleanse(ctr0, sizeof(ctr0));
