@@ -136,6 +136,9 @@ struct stor_ds {
 	atomic_int_fast64_t snap_used; /* extents only its snapshots hold (usedbysnapshots) */
 	_Atomic uint64_t refres, res; /* refreservation, reservation in bytes (space.c) */
 	size_t sp_idx;                /* its index in the pool's sp_ds, when that is current */
+	/* space_lock: its metadata share (space.c) and the volsize and
+	 * refreservation it was worked out for */
+	uint64_t sp_share, sp_share_vol, sp_share_refres;
 	struct ds_stats stats;
 
 	/* encryption: fixed at creation */

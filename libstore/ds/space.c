@@ -118,15 +118,34 @@ uint64_t space_auto_refres(uint64_t volsize, uint32_t recsize)
 	return volsize / recsize * per + auto_meta(volsize, recsize);
 }
 
-/* The metadata share in @ds's refreservation: space_auto_refres()'s, if
- * its refreservation is at least that */
+/* The metadata share in a refreservation of @refres: space_auto_refres()'s,
+ * if @refres is at least that */
+static uint64_t share_of(uint64_t vol, uint32_t recsize, uint64_t refres)
+{
+	if (!recsize || !vol || refres < space_auto_refres(vol, recsize))
+		return 0;
+	return auto_meta(vol, recsize);
+}
+
 static uint64_t meta_share(const struct stor_ds *ds)
 {
-	uint64_t vol = atomic_load(&ds->volsize);
+	return share_of(atomic_load(&ds->volsize), ds->recsize, atomic_load(&ds->refres));
+}
 
-	if (!ds->recsize || !vol || atomic_load(&ds->refres) < space_auto_refres(vol, ds->recsize))
-		return 0;
-	return auto_meta(vol, ds->recsize);
+/* meta_share(), worked out again only when its volsize or refreservation
+ * changed: compute_locked() asks for every dataset's at every check that
+ * the lock-free bound fails, and its divisions were half of that */
+static uint64_t meta_share_locked(struct stor_pool *p, struct stor_ds *ds)
+{
+	uint64_t vol = atomic_load(&ds->volsize), refres = atomic_load(&ds->refres);
+
+	STOR_ASSERT_HELD(&p->space_lock);
+	if (vol != ds->sp_share_vol || refres != ds->sp_share_refres) {
+		ds->sp_share = share_of(vol, ds->recsize, refres);
+		ds->sp_share_vol = vol;
+		ds->sp_share_refres = refres;
+	}
+	return ds->sp_share;
 }
 
 void space_props_locked(struct stor_pool *p, struct stor_ds *ds)
@@ -344,7 +363,7 @@ static uint64_t compute_locked(struct stor_pool *p, uint64_t log)
 	for (size_t i = p->sp_n; i-- > 0;) {
 		uint64_t res = atomic_load(&p->sp_ds[i]->res), t = p->sp_tree[i];
 
-		uint64_t rr = rr_of(p->sp_ds[i]), share = meta_share(p->sp_ds[i]);
+		uint64_t rr = rr_of(p->sp_ds[i]), share = meta_share_locked(p, p->sp_ds[i]);
 
 		u += rr + (res > t ? res - t : 0);
 		meta += rr < share ? rr : share;
