@@ -55,7 +55,8 @@ struct rec {
 	int found;
 	uint8_t *buf; /* sector-aligned, bp.psize (read) or recordsize rounded up (write);
 			 a read of a whole raw record may use ubuf itself */
-	const uint8_t *src; /* read: the stored bytes, in buf or in place on a mapped LUN */
+	const uint8_t *src; /* read: the stored bytes, in buf or in place on a mapped LUN;
+			       write: the plaintext a whole record is sealed from (merge_new) */
 	uint32_t csize; /* write: compressed payload bytes, 0 if stored raw */
 	int cached;     /* read: served by the data cache */
 	uint64_t gen;   /* read: cache generation taken before the lookup */
@@ -762,6 +763,9 @@ static void merge_new(struct rec *recs, size_t n)
 		}
 		if (r->kind == REC_ZERO)
 			memset(r->buf + r->roff, 0, r->rlen);
+		else if (r->ds->suite && r->kind == REC_WRITE && !r->roff &&
+			 r->rlen == r->ds->recsize && atomic_load(&r->ds->comp_level) <= 0)
+			r->src = r->ubuf; /* sealed from there into buf: no copy */
 		else
 			memcpy(r->buf + r->roff, r->ubuf, r->rlen);
 	}
@@ -778,7 +782,7 @@ static void compress(struct rec *recs, size_t n)
 		size_t cap = round_sector(r->ds->recsize);
 		uint8_t *z;
 
-		if (r->status || r->kind == REC_HOLE || level <= 0)
+		if (r->status || r->kind == REC_HOLE || level <= 0 || r->src)
 			continue;
 		z = aligned_alloc_raw(cap);
 		if (!z)
@@ -839,7 +843,7 @@ static void queue_seal(struct write_batch *b, struct rec *r, size_t i, uint64_t 
 	r->bp.flags |= BP_F_ENCRYPTED | (gen ? BP_F_KEYGEN : 0);
 	r->bp.salt = b->plan[i].salt;
 	crypt_nonce(b->plan[i].prefix, b->plan[i].ctr, r->bp.nonce);
-	crypt_op_of(&b->ops[b->nops], b->aads[b->nops], key, r, r->buf);
+	crypt_op_of(&b->ops[b->nops], b->aads[b->nops], key, r, r->src ? r->src : r->buf);
 	b->nops++;
 }
 
@@ -909,20 +913,23 @@ static void unallocate(struct stor_pool *p, struct rec *r)
 	alloc_put(p->alloc, r->bp.lun, r->bp.sector, r->bp.psize / STOR_SECTOR);
 }
 
-/* An extent for @r, charged to its dataset: 0, or fails @r. */
+/* An extent for @r, charged to its dataset. @return 0 or -errno */
 static int take_extent(struct stor_pool *p, struct rec *r)
 {
 	unsigned lun;
 	int ret = alloc_get(p->alloc, r->bp.psize / STOR_SECTOR, &lun, &r->bp.sector);
 
-	if (ret < 0) {
-		fail_io(r, ret);
+	if (ret < 0)
 		return ret;
-	}
 	r->bp.lun = (uint16_t)lun;
 	atomic_fetch_add(&r->ds->used, r->bp.psize);
 	r->found = 1; /* owns an extent */
 	return 0;
+}
+
+static int takes_extent(const struct rec *r)
+{
+	return !r->status && !r->io->result && r->kind != REC_HOLE;
 }
 
 /*
@@ -932,22 +939,23 @@ static int take_extent(struct stor_pool *p, struct rec *r)
  * batch it admits every record of it. On a pool far from its promises the
  * check is one compare; near them (or with many frees still waiting for
  * their commit) it is U over every dataset (space.c), which per record was
- * a third of a write's CPU with 66 datasets. When it refuses, the extents
- * go back and each record is taken and checked on its own, charged before
- * its check so that what it draws from its own reservation is seen by the
- * next record's, and a record refused leaves its room to the next.
+ * a third of a write's CPU with 66 datasets. When it refuses, or the
+ * allocator runs short, the extents go back and each record is taken and
+ * checked on its own, charged before its check so that what it draws from
+ * its own reservation is seen by the next record's, and a record refused
+ * leaves its room to the next.
  */
 static void allocate(struct stor_pool *p, struct rec *recs, size_t n)
 {
 	uint64_t bytes = 0;
+	int short_of_room = 0;
 
-	for (size_t i = 0; i < n; i++) {
-		struct rec *r = &recs[i];
-
-		if (!r->status && !r->io->result && r->kind != REC_HOLE && take_extent(p, r) == 0)
-			bytes += r->bp.psize;
-	}
-	if (!bytes || space_admit(p, NULL, bytes, 0) == 0)
+	for (size_t i = 0; i < n && !short_of_room; i++)
+		if (takes_extent(&recs[i])) {
+			short_of_room = take_extent(p, &recs[i]) < 0;
+			bytes += recs[i].bp.psize;
+		}
+	if (!short_of_room && (!bytes || space_admit(p, NULL, bytes, 0) == 0))
 		return;
 	for (size_t i = 0; i < n; i++)
 		if (recs[i].found) {
@@ -958,14 +966,15 @@ static void allocate(struct stor_pool *p, struct rec *recs, size_t n)
 		struct rec *r = &recs[i];
 		int ret;
 
-		if (r->status || r->io->result || r->kind == REC_HOLE || take_extent(p, r) < 0)
+		if (!takes_extent(r))
 			continue;
-		ret = admit(p, r);
-		if (ret < 0) {
+		ret = take_extent(p, r);
+		if (ret == 0 && (ret = admit(p, r)) < 0) {
 			unallocate(p, r);
 			r->found = 0;
-			fail_io(r, ret);
 		}
+		if (ret < 0)
+			fail_io(r, ret);
 	}
 }
 
