@@ -14,6 +14,7 @@
  * and is retried by the next one, so nothing staged is ever dropped.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -975,10 +976,41 @@ int txg_sync_close(struct stor_pool *p, txg_close_fn fn, void *arg)
 	return sync_hooked(p, 0, fn, arg);
 }
 
+/* Entries of a stage whose commit is worth a trim: some MiB of arrays. */
+#define TRIM_ENTS (64u * 1024)
+
+/*
+ * After a commit that freed a stage of @freed entries: give the heap back
+ * if the writes have stopped. glibc keeps what is freed in its arenas, and
+ * the daemon's workers trim only when they go idle, which is before the
+ * commit frees their writes' stage: a loop that made, filled, wrote, read
+ * and destroyed 192 thick volumes kept 52 MiB of RssAnon where a trim
+ * left 25. Not while writes go on (an open stage near as large): the
+ * trim takes every arena's lock, and the next stage would grow again.
+ */
+static void trim_after_commit(struct stor_pool *p, size_t freed)
+{
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+	size_t open;
+
+	if (freed < TRIM_ENTS)
+		return;
+	pthread_mutex_lock(&p->stage_lock);
+	open = p->open ? p->open->n : 0;
+	pthread_mutex_unlock(&p->stage_lock);
+	if (open < freed / 16)
+		malloc_trim(0);
+#else
+	(void)p;
+	(void)freed;
+#endif
+}
+
 static int sync_hooked(struct stor_pool *p, uint64_t min, txg_close_fn fn, void *arg)
 {
 	struct stage *s, *next;
 	int ret = 0, retried;
+	size_t freed = 0;
 
 	pthread_mutex_lock(&p->commit_lock);
 	for (;;) {
@@ -1056,11 +1088,13 @@ static int sync_hooked(struct stor_pool *p, uint64_t min, txg_close_fn fn, void 
 			if (alloc_put(p->alloc, s->frees[i].lun, s->frees[i].sector,
 				      s->frees[i].n) == 0)
 				atomic_fetch_add(&p->freed, s->frees[i].n);
+		freed += s->n;
 		stage_free(s);
 		if (!retried)
 			break; /* what was open at the call is durable now */
 	}
 	pthread_mutex_unlock(&p->commit_lock);
+	trim_after_commit(p, freed);
 	return ret;
 }
 
