@@ -124,6 +124,9 @@ int stor_parse_size(const char *s, uint64_t *out);
  */
 void stor_format_size(uint64_t v, char *buf, size_t len);
 
+/** Give the heap's free pages back to the system (heap.c says when not). */
+void stor_heap_trim(void);
+
 /*
  * The receive_resume_token (resume_token.c gives its form): what a receive
  * -s cut short keeps, for send -t to go on from.

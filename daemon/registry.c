@@ -28,9 +28,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <pthread.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -238,11 +235,9 @@ struct pool_ent *reg_pool_import(const char *name, const struct stor_pool_opts *
 	o.progress = replay_progress;
 	o.progress_arg = &rl;
 	ret = stor_pool_open(name, &o, &pe->pool);
-#ifdef __GLIBC__
 	/* the import read the pool's log into buffers it has freed: a large
 	 * pool's are hundreds of MiB that glibc would otherwise keep */
-	malloc_trim(0);
-#endif
+	stor_heap_trim();
 	pthread_mutex_lock(&progress_lock);
 	progress.running = 0; /* a failed replay ends here too */
 	pthread_mutex_unlock(&progress_lock);

@@ -36,7 +36,6 @@
  */
 
 #include <errno.h>
-#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -48,6 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common.h"
 #include "counters.h"
 #include "log.h"
 #include "work.h"
@@ -99,11 +99,6 @@ static _Thread_local struct work_loop *here;
  */
 static int trim_now_and_then(void)
 {
-#ifdef __SANITIZE_ADDRESS__
-	/* ASan's allocator owns the heap: glibc's arenas may never have been
-	 * set up, and malloc_trim() then reads through a null arena */
-	return 0;
-#else
 	static _Thread_local time_t last;
 	struct timespec now;
 
@@ -111,9 +106,8 @@ static int trim_now_and_then(void)
 	if (now.tv_sec == last)
 		return 1;
 	last = now.tv_sec;
-	malloc_trim(0);
+	stor_heap_trim();
 	return 0;
-#endif
 }
 
 /* Sleep until there is work; @untrimmed: wake after a second to trim. */

@@ -20,7 +20,7 @@
  *
  * Output: one line "import|walk records=N secs=S read_mib=M rss_anon_kib=K
  * trimmed=K2" (bytes read by syscalls, which the LMDB map's page faults
- * are not; RssAnon before and after malloc_trim, which cofferd does after
+ * are not; RssAnon before and after the heap trim, which cofferd does after
  * an import) or the check's counts. DIR should be on a disk with room for
  * the metadata: LMDB about 120 bytes a record, and the log about 200 bytes
  * a record for each copy of it (three on 3 LUNs or more, two on 2, one on
@@ -32,7 +32,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <lmdb.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,7 +205,7 @@ static void import(const char *dir, int walk, int check)
 		double secs = now_s() - t0;
 		long rss = rss_anon_kib(), rchar = proc_field("io", "rchar:") - rchar0;
 
-		malloc_trim(0); /* as cofferd does after an import */
+		stor_heap_trim(); /* as cofferd does after an import */
 		ret = stor_ds_get(p, "big/v", "used", &v);
 		printf("%s records=%llu secs=%.2f read_mib=%.1f rss_anon_kib=%ld trimmed=%ld\n",
 		       walk ? "walk" : "import", ret == 0 ? strtoull(v.value, NULL, 10) / REC : 0ull,

@@ -14,7 +14,6 @@
  * and is retried by the next one, so nothing staged is ever dropped.
  */
 #include <errno.h>
-#include <malloc.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -990,7 +989,6 @@ int txg_sync_close(struct stor_pool *p, txg_close_fn fn, void *arg)
  */
 static void trim_after_commit(struct stor_pool *p, size_t freed)
 {
-#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
 	size_t open;
 
 	if (freed < TRIM_ENTS)
@@ -999,11 +997,7 @@ static void trim_after_commit(struct stor_pool *p, size_t freed)
 	open = p->open ? p->open->n : 0;
 	pthread_mutex_unlock(&p->stage_lock);
 	if (open < freed / 16)
-		malloc_trim(0);
-#else
-	(void)p;
-	(void)freed;
-#endif
+		stor_heap_trim();
 }
 
 static int sync_hooked(struct stor_pool *p, uint64_t min, txg_close_fn fn, void *arg)
