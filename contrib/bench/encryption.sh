@@ -25,7 +25,8 @@
 #
 # Peers, in the same run at the same total queue depth (2 x datasets), when
 # installed: on the O_DIRECT pass fio --ioengine=io_uring --direct=1 reading
-# the clear suite's LUN files (row fio-io_uring); on the shm pass nbdkit's
+# the clear suite's LUN files (row fio-io_uring), at the maximum and at the
+# curve's rates (what the disk alone holds at them); on the shm pass nbdkit's
 # file plugin serving a file of the same size on tmpfs over a Unix socket to
 # fio --ioengine=nbd (row nbdkit-fio), a socket daemon doing no crypto.
 #
@@ -420,13 +421,13 @@ rss() { # pass round suite phase: the daemon's private memory right after a run
 }
 
 # fio's terse line: IOPS, mean completion latency and its p99 in ms, fio's CPU %
-fio_row() { # pass round name terse-file json-file
-	awk -F';' -v pass="$1" -v round="$2" -v name="$3" -v json="$5" '
+fio_row() { # pass round name terse-file json-file [rate offered]
+	awk -F';' -v pass="$1" -v round="$2" -v name="$3" -v json="$5" -v offered="${6:-}" '
 		NR == 1 {
 			p99 = 0
 			for (i = 18; i <= 37; i++) if ($i ~ /^99\.000000%=/) { sub(/.*=/, "", $i); p99 = $i }
-			printf "%s,%s,%s,%.1f,%.3f,%.3f,%.1f,%s\n", pass, round, name, $8, $16 / 1000,
-			       p99 / 1000, $88 + $89, json
+			printf "%s,%s,%s,%.1f,%.3f,%.3f,%.1f,%s,%s\n", pass, round, name, $8, $16 / 1000,
+			       p99 / 1000, $88 + $89, json, offered
 		}' "$4" >> "$work/rows.csv"
 }
 
@@ -447,6 +448,20 @@ peer() { # pass round lundir
 			>"$out/$pp-fio-r$pr.log" 2>&1 ||
 			{ echo "encryption.sh: fio io_uring failed; see $out/$pp-fio-r$pr.log" >&2; return; }
 		fio_row "$pp" "$pr" fio-io_uring "$out/$pp-fio-r$pr.terse" "$pp-fio-r$pr.terse"
+		# and at the curve's rates of clear's maximum of this round: what the
+		# disk holds at them with no store in the way (rows direct@PCT)
+		for pct in $(echo "$curve" | tr ',' ' '); do
+			[ -n "$clear_max" ] || break
+			rate=$(awk -v m="$clear_max" -v p="$pct" 'BEGIN { printf "%.0f", m * p / 100 }')
+			echo "== $pp round $pr: fio io_uring O_DIRECT at $rate IOPS ($pct% of clear)" >&2
+			fio --name=peer --ioengine=io_uring --direct=1 --opendir="$pd" "$@" \
+				--rate_iops=$(((rate + 1) / 2)) \
+				--output-format=terse --output="$out/$pp-fio$pct-r$pr.terse" \
+				>"$out/$pp-fio$pct-r$pr.log" 2>&1 ||
+				{ echo "encryption.sh: fio io_uring failed; see $out/$pp-fio$pct-r$pr.log" >&2; return; }
+			fio_row "$pp@$pct" "$pr" fio-io_uring "$out/$pp-fio$pct-r$pr.terse" \
+				"$pp-fio$pct-r$pr.terse" "$rate"
+		done
 		;;
 	shm)
 		command -v nbdkit >/dev/null 2>&1 || { echo "== no nbdkit: peer row skipped" >&2; return; }
@@ -817,6 +832,11 @@ targets() {
 			line(pass ": every suite >= 0.99 of the rate offered", have, lo >= 0.99)
 			have = worst == 0 ? "-" : sprintf("highest %.3f", worst)
 			line(pass ": mean response <= 1.10 x clear", have, worst <= 1.10)
+			# the limit itself: the disk read at the same rate with no store in the way
+			if ((pass ",fio-io_uring") in held && held[pass ",fio-io_uring"] != "-")
+				printf "  (%s: fio io_uring on the LUN files held %.3f of the rate, %.3f ms mean;" \
+				       " clear held %s, %.3f ms)\n", pass, held[pass ",fio-io_uring"],
+				       resp[pass ",fio-io_uring"], held[pass ",clear"], resp[pass ",clear"]
 		}
 		END {
 			print "targets (medians of the rounds):"
