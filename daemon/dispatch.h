@@ -86,6 +86,8 @@ struct disp_call {
 void dispatch_init(const struct config *cfg);
 /** Dispatch on @loop, from its own thread: each loop, the main one too (loops.c). */
 void dispatch_loop_attach(uv_loop_t *loop);
+/** The loop is done: free the call blocks it kept, keep none from now on. */
+void dispatch_loop_detach(void);
 /** Whether @p is an administrator (admin_group, root), as dispatch_client_init() decides. */
 int dispatch_peer_admin(const struct peer *p);
 /** Start serving @cl (cl->peer and cl->id set): decides cl->peer.admin. @return 0 or -ENOMEM */

@@ -314,6 +314,7 @@ static void loop_drained(void)
 	reg_loop_detach();
 	work_loop_detach();
 	plainbuf_loop_detach();
+	dispatch_loop_detach();
 }
 
 static void drained(void)
