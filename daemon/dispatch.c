@@ -62,8 +62,8 @@ static struct {
  * A loop keeps the call blocks it frees, for its next requests: a read
  * costs no heap allocation of its own (malloc's share of a tmpfs read fell
  * from 3.3 to 1.7 %; what is left is per batch). One list per transport's
- * block size, linked through each
- * block's first word, up to CALLS_KEPT blocks each (400 and 600 bytes).
+ * block size, linked through each block's first word, up to CALLS_KEPT
+ * blocks each (400 and 600 bytes).
  * Not under ASan, which must see a block used after its call was freed.
  */
 #define CALLS_KEPT 1024u
