@@ -7,14 +7,16 @@
  * best of three runs, so a neighbour's burst on a shared machine shows less.
  *
  * With a working set of MiB, the inputs (the clear records a seal reads, the
- * sealed ones an open reads) rotate over that much memory while the outputs
- * stay in the 64 records: a daemon's reads take records from LUN pages that
- * have left the caches and write them to reply buffers it reuses, so
+ * sealed ones an open reads) rotate over that much memory, in a random
+ * order, while the outputs stay in the 64 records: a daemon's random reads
+ * take records from LUN pages that have left the caches (and the TLB: no
+ * record follows the one before in memory, for the prefetcher to have
+ * fetched) and write them to reply buffers it reuses, so
  * `crypt_bench 8192 0.3 256` is the cipher's cost as the daemon's reads pay
  * it, and the xxh3 row what a clear read pays for its checksum.
  *
  * Usage: crypt_bench [record-bytes (default 8192)] [seconds per cell (default 0.3)]
- *        [working-set MiB (default: 64 records)]
+ *        [working-set MiB (default: 64 records)] [suite (default: all)]
  */
 
 #include <stdio.h>
@@ -164,7 +166,7 @@ int main(int argc, char **argv)
 		nin = strtoul(argv[3], NULL, 0) * 1024 * 1024 / (2 * (rec_len ? rec_len : 1));
 	if (rec_len == 0 || rec_len > CRYPT_LEN_MAX || cell_secs <= 0 || nin < NREC) {
 		fprintf(stderr, "usage: crypt_bench [record-bytes] [seconds-per-cell] "
-				"[working-set-MiB, at least 64 records]\n");
+				"[working-set-MiB, at least 64 records] [suite]\n");
 		return 2;
 	}
 	pt = calloc(nin, sizeof(*pt));
@@ -186,6 +188,20 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < NREC; i++)
 		if (!(back[i] = malloc(rec_len)))
 			return 1;
+	/* a working set is taken in a random order (Fisher-Yates over the records) */
+	for (size_t i = nin - 1; argc > 3 && i > 0; i--) {
+		size_t j;
+		uint8_t *t;
+
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		j = (size_t)(seed >> 33) % (i + 1);
+		t = pt[i];
+		pt[i] = pt[j];
+		pt[j] = t;
+		t = ct[i];
+		ct[i] = ct[j];
+		ct[j] = t;
+	}
 	fill(key, sizeof(key), &seed);
 
 	printf("%zu-byte records, ns per record, one thread, 24-byte AAD, inputs over %zu records "
@@ -198,6 +214,8 @@ int main(int argc, char **argv)
 		printf(" %7s%-2zu", "open@", batches[b]);
 	printf("\n");
 	for (int s = 1; s < CRYPT_NSUITES; s++) {
+		if (argc > 4 && strcmp(argv[4], crypt_suite_name(s)))
+			continue;
 		for (size_t bi = 0; bi < sizeof(backends) / sizeof(backends[0]); bi++) {
 			const struct crypt_backend *be = crypt_backend_by_name(backends[bi]);
 			struct crypt_key *k = NULL;
