@@ -32,7 +32,7 @@ CFLAGS="-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recove
 # the shared rules (sizes, names, error texts, typos, hex), which proto.c, conf.c
 # and bench_parse.c call
 RULES="$top/common/size.c $top/common/name.c $top/common/errors.c $top/common/typo.c $top/common/hex.c"
-STORE="$(ls "$top"/libstore/*/*.c | grep -v crypt_ipsecmb) $top/common/lun_path.c $top/common/prop_names.c $top/common/resume_token.c $RULES"
+STORE="$(ls "$top"/libstore/*/*.c | grep -v crypt_ipsecmb) $top/common/lun_path.c $top/common/prop_names.c $top/common/resume_token.c $top/common/heap.c $RULES"
 
 build() {
 	name=$1
