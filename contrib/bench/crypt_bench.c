@@ -11,7 +11,8 @@
  * order, while the outputs stay in the 64 records: a daemon's random reads
  * take records from LUN pages that have left the caches (and the TLB: no
  * record follows the one before in memory, for the prefetcher to have
- * fetched) and write them to reply buffers it reuses, so
+ * fetched; each starts a page, as on a LUN, so it spans two pages, not
+ * three) and write them to reply buffers it reuses, so
  * `crypt_bench 8192 0.3 256` is the cipher's cost as the daemon's reads pay
  * it, and the xxh3 row what a clear read pays for its checksum.
  *
@@ -177,8 +178,8 @@ int main(int argc, char **argv)
 	if (!pt || !ct || !nonce || !tag || !aad)
 		return 1;
 	for (size_t i = 0; i < nin; i++) {
-		pt[i] = malloc(rec_len);
-		ct[i] = malloc(rec_len);
+		pt[i] = aligned_alloc(4096, (rec_len + 4095) / 4096 * 4096);
+		ct[i] = aligned_alloc(4096, (rec_len + 4095) / 4096 * 4096);
 		if (!pt[i] || !ct[i])
 			return 1;
 		fill(pt[i], rec_len, &seed);
