@@ -441,26 +441,23 @@ peer() { # pass round lundir
 		--size="$((datasets * size))M"
 	case $pp in
 	direct)
-		echo "== $pp round $pr: fio io_uring O_DIRECT on the LUN files" >&2
-		# every LUN file of the pass (a filename= list would pass fio's 4 KiB limit)
-		fio --name=peer --ioengine=io_uring --direct=1 --opendir="$pd" "$@" \
-			--output-format=terse --output="$out/$pp-fio-r$pr.terse" \
-			>"$out/$pp-fio-r$pr.log" 2>&1 ||
-			{ echo "encryption.sh: fio io_uring failed; see $out/$pp-fio-r$pr.log" >&2; return; }
-		fio_row "$pp" "$pr" fio-io_uring "$out/$pp-fio-r$pr.terse" "$pp-fio-r$pr.terse"
-		# and at the curve's rates of clear's maximum of this round: what the
-		# disk holds at them with no store in the way (rows direct@PCT)
-		for pct in $(echo "$curve" | tr ',' ' '); do
-			[ -n "$clear_max" ] || break
-			rate=$(awk -v m="$clear_max" -v p="$pct" 'BEGIN { printf "%.0f", m * p / 100 }')
-			echo "== $pp round $pr: fio io_uring O_DIRECT at $rate IOPS ($pct% of clear)" >&2
-			fio --name=peer --ioengine=io_uring --direct=1 --opendir="$pd" "$@" \
-				--rate_iops=$(((rate + 1) / 2)) \
-				--output-format=terse --output="$out/$pp-fio$pct-r$pr.terse" \
-				>"$out/$pp-fio$pct-r$pr.log" 2>&1 ||
-				{ echo "encryption.sh: fio io_uring failed; see $out/$pp-fio$pct-r$pr.log" >&2; return; }
-			fio_row "$pp@$pct" "$pr" fio-io_uring "$out/$pp-fio$pct-r$pr.terse" \
-				"$pp-fio$pct-r$pr.terse" "$rate"
+		# every LUN file of the pass (a filename= list would pass fio's 4 KiB
+		# limit), at the maximum, then at the curve's rates of clear's maximum
+		# of this round: what the disk holds at them with no store in the way
+		for pct in max ${clear_max:+$(echo "$curve" | tr ',' ' ')}; do
+			row=$pp@$pct tag=fio$pct rate= limit=
+			if [ "$pct" = max ]; then
+				row=$pp tag=fio
+			else
+				rate=$(awk -v m="$clear_max" -v p="$pct" 'BEGIN { printf "%.0f", m * p / 100 }')
+				limit=--rate_iops=$(((rate + 1) / 2))
+			fi
+			echo "== $pp round $pr: fio io_uring O_DIRECT on the LUN files${rate:+ at $rate IOPS ($pct% of clear)}" >&2
+			fio --name=peer --ioengine=io_uring --direct=1 --opendir="$pd" "$@" ${limit:+"$limit"} \
+				--output-format=terse --output="$out/$pp-$tag-r$pr.terse" \
+				>"$out/$pp-$tag-r$pr.log" 2>&1 ||
+				{ echo "encryption.sh: fio io_uring failed; see $out/$pp-$tag-r$pr.log" >&2; return; }
+			fio_row "$row" "$pr" fio-io_uring "$out/$pp-$tag-r$pr.terse" "$pp-$tag-r$pr.terse" "$rate"
 		done
 		;;
 	shm)
