@@ -883,8 +883,7 @@ targets() {
 			vs("shm: aes-256-ccm >= 0.90 of clear", "shm,aes-256-ccm", "shm,clear", 0.90)
 			extra("shm: aes-256-ccm read <= clear + 1.3 us of CPU", "shm,aes-256-ccm",
 			      "shm,clear", 1.3)
-			# the same at a rate both held: at their maxima the slower suite
-			# also has fewer requests to share each turn of a loop
+			# the same at a rate both held: the maxima are two different loads
 			np = split(curve, pct, ",")
 			for (i = 1; i <= np; i++) {
 				k = "shm@" pct[i]
