@@ -628,44 +628,16 @@ nbd_round() { # round order lundir
 	done
 }
 
-# A round of the shm pass where its suites do not all fit (the default
-# shape on tmpfs), paired as the nbd pass's rounds are: clear stays filled,
-# and every other suite is filled and read, then written, right beside a
-# run of clear (first in odd rounds, second in even ones), so that its
+# A round of the shm pass, paired as the nbd pass's rounds are: clear stays
+# filled, and every other suite (filled first where the suites do not all
+# fit, as at the default shape on tmpfs) is read, then written, right beside
+# a run of clear (first in odd rounds, second in even ones), so that its
 # read and write ratios are of runs seconds apart (pairs.csv). Filled
 # before each of their runs, the suites' writes had been compared with
-# clear's minutes apart. The peer follows the round's first pair.
-shm_round() { # round order lundir
-	sr=$1 sld=$3 speer=1
-	if [ -z "$(for s in $2; do [ "$s" = clear ] || echo "$s"; done)" ]; then
-		read_run shm "$sr" clear || true
-		write_run shm "$sr" clear || true
-		peer shm "$sr" "$sld"
-		return 0
-	fi
-	for s in $2; do
-		[ "$s" != clear ] || continue
-		make_suite "$s"
-		fill_suite shm "$sr" "$s" || { failed shm "$sr" "$s"; destroy_suite "$s"; continue; }
-		mark=$(rows_mark)
-		if [ $((sr % 2)) = 1 ]; then set -- clear "$s"; else set -- "$s" clear; fi
-		beside=$s
-		for x in "$@"; do read_run shm "$sr" "$x" || true; done
-		for x in "$@"; do write_run shm "$sr" "$x" || true; done
-		beside=
-		pair shm "$sr" "$s" clear "$mark"
-		pair shm-write "$sr" "$s" clear "$mark"
-		[ -z "$speer" ] || peer shm "$sr" "$sld"
-		speer=
-		destroy_suite "$s"
-	done
-}
-
-# A round of the shm pass where its suites all stay filled (the quick
-# shape), phase reads or writes, paired as the other shm and nbd rounds
-# are: each other suite runs right beside a run of clear (first in odd
-# rounds, second in even ones), so that its ratio is of runs seconds
-# apart. The peer follows the round's first pair.
+# clear's minutes apart. Where they all stay filled (the quick shape) the
+# pass runs every round of reads, then every round of writes (@4, the
+# phase: reads or writes; all where each suite is filled for its pair).
+# The peer follows the round's first pair.
 #
 # Not the O_DIRECT pass, where the caches under a read (the host's, under
 # the VM's disk; ours, of the metadata) favour the suite read most: paired
@@ -675,34 +647,38 @@ shm_round() { # round order lundir
 # files as fast as clear; the one pair right after every suite had been
 # read alike (the reads that settle the disk) had aes-128-ccm at 1.07.
 # There every suite is read once a round, in a rotated order.
-kept_round() { # pass round order phase lundir
-	kp=$1 kr=$2 kph=$4 kld=$5 kpeer=1
-	if [ -z "$(for s in $3; do [ "$s" = clear ] || echo "$s"; done)" ] || ! in_suites clear; then
-		for s in $3; do
-			kept_run "$kp" "$kr" "$s" "$kph"
-			# the direct peer reads the clear suite's extents, not holes
-			[ "$s" != clear ] || [ "$kph" = writes ] || peer "$kp" "$kr" "$kld"
-		done
+shm_round() { # round order lundir phase
+	sr=$1 sld=$3 sph=$4 speer=1
+	if [ -z "$(for s in $2; do [ "$s" = clear ] || echo "$s"; done)" ]; then
+		[ "$sph" = writes ] || read_run shm "$sr" clear || true
+		[ "$sph" = reads ] || write_run shm "$sr" clear || true
+		[ "$sph" = writes ] || peer shm "$sr" "$sld"
 		return 0
 	fi
-	for s in $3; do
+	for s in $2; do
 		[ "$s" != clear ] || continue
-		mark=$(rows_mark)
-		if [ $((kr % 2)) = 1 ]; then set -- clear "$s"; else set -- "$s" clear; fi
-		beside=$s
-		for x in "$@"; do kept_run "$kp" "$kr" "$x" "$kph"; done
-		beside=
-		if [ "$kph" = writes ]; then
-			pair "$kp-write" "$kr" "$s" clear "$mark"
-			continue
+		if [ -z "$keep" ]; then
+			make_suite "$s"
+			fill_suite shm "$sr" "$s" || { failed shm "$sr" "$s"; destroy_suite "$s"; continue; }
 		fi
-		pair "$kp" "$kr" "$s" clear "$mark"
-		[ -z "$kpeer" ] || peer "$kp" "$kr" "$kld"
-		kpeer=
+		mark=$(rows_mark)
+		if [ $((sr % 2)) = 1 ]; then set -- clear "$s"; else set -- "$s" clear; fi
+		beside=$s
+		if [ "$sph" != writes ]; then
+			for x in "$@"; do read_run shm "$sr" "$x" || true; done
+		fi
+		if [ "$sph" != reads ]; then
+			for x in "$@"; do write_run shm "$sr" "$x" || true; done
+		fi
+		beside=
+		[ "$sph" = writes ] || pair shm "$sr" "$s" clear "$mark"
+		[ "$sph" = reads ] || pair shm-write "$sr" "$s" clear "$mark"
+		if [ "$sph" != writes ] && [ -n "$speer" ]; then
+			peer shm "$sr" "$sld"
+			speer=
+		fi
+		[ -n "$keep" ] || destroy_suite "$s"
 	done
-}
-kept_run() { # pass round suite phase
-	if [ "$4" = writes ]; then write_run "$1" "$2" "$3" || true; else read_run "$1" "$2" "$3" || true; fi
 }
 
 # nbdkit with @@ as its plugin arguments on $work/nbdkit.sock, fio against it, stopped.
@@ -1053,13 +1029,8 @@ for pass in $passes; do
 				r=$((r + 1))
 				continue
 			fi
-			if [ "$pass" = shm ] && [ -z "$keep" ] && in_suites clear; then
-				shm_round "$r" "$order" "$lundir"
-				r=$((r + 1))
-				continue
-			fi
-			if [ "$phase" != all ] && [ "$pass" != direct ]; then
-				kept_round "$pass" "$r" "$order" "$phase" "$lundir"
+			if [ "$pass" = shm ] && in_suites clear; then
+				shm_round "$r" "$order" "$lundir" "$phase"
 				r=$((r + 1))
 				continue
 			fi
