@@ -10,16 +10,21 @@ sh contrib/deps.sh --test
 ./autogen.sh >/dev/null 2>&1 || ./autogen.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 
-rm -rf build-test && mkdir build-test && cd build-test
-../configure --enable-asan --enable-ubsan --enable-werror >configure.out || { cat configure.out; exit 1; }
-make -j"$jobs"
-if ! make -j"$jobs" check; then
-	for f in $(find . -name '*.log' ! -name config.log ! -name test-suite.log); do
+# The logs of the tests that failed under $1: their failed assertions, then their ends.
+failed_logs() {
+	for f in $(find "$1" -name '*.log' ! -name config.log ! -name test-suite.log); do
 		grep -q -E '^:test-result: (FAIL|ERROR)' "${f%.log}.trs" 2>/dev/null || continue
 		echo "==== $f: the failed assertions, then the log's end"
 		grep -E -A4 'Assertion Failed|\[FAIL\]|CRASH|ERROR: AddressSanitizer|runtime error' "$f" | head -n 80
 		tail -n 60 "$f"
 	done
+}
+
+rm -rf build-test && mkdir build-test && cd build-test
+../configure --enable-asan --enable-ubsan --enable-werror >configure.out || { cat configure.out; exit 1; }
+make -j"$jobs"
+if ! make -j"$jobs" check; then
+	failed_logs .
 	exit 1
 fi
 cat tests/unit/*.log tests/e2e/*.log 2>/dev/null | grep -E '^\[====\] Synthesis' || true
@@ -33,7 +38,11 @@ fi
 if [ "${COFFER_SKIP_DISTCHECK:-0}" != 1 ]; then
 	rm -rf build-dist && mkdir build-dist && cd build-dist
 	../configure >/dev/null
-	make -j"$jobs" distcheck >distcheck.out 2>&1 || { tail -n 80 distcheck.out; exit 1; }
+	if ! make -j"$jobs" distcheck >distcheck.out 2>&1; then
+		tail -n 80 distcheck.out
+		failed_logs .
+		exit 1
+	fi
 	grep -E 'archives ready|\.tar\.gz' distcheck.out | head -n 3
 fi
 echo "test.sh: all tests passed"
