@@ -75,9 +75,9 @@ void tdaemon_init(struct tdaemon *d, const char *extra)
 		"log_level = debug\n"
 		"log_target = stderr\n"
 		"workers = 2\n"
-		"txg_timeout = 1\n"
-		"%s%s%s",
-		d->sock, d->state, test_loops(extra),
+		"%s%s%s%s",
+		d->sock, d->state, extra && strstr(extra, "txg_timeout") ? "" : "txg_timeout = 1\n",
+		test_loops(extra),
 		/* the host's block devices are no test's business */
 		extra && strstr(extra, "lun_search") ? "" : "lun_search =\n", extra ? extra : "");
 	fclose(f);

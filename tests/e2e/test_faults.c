@@ -106,8 +106,12 @@ static int injected(void)
 /* The daemon's dir and config, and the shim's control and log files in it. */
 static void init_dir(void)
 {
-	/* every LUN read must be a pread the shim can fail, also when TMPDIR is tmpfs */
-	tdaemon_init(&td, "lun_mmap = no\n");
+	/* every LUN read must be a pread the shim can fail, also when TMPDIR is
+	 * tmpfs; and no timer commit: a test decides which commit a fault hits
+	 * (its flush's, a destroy's) and which retries it, and on a loaded
+	 * machine the timer's can come between the writes and the arm, leave the
+	 * flush nothing to commit, or retry a destroy before the test does */
+	tdaemon_init(&td, "lun_mmap = no\ntxg_timeout = 300\n");
 	snprintf(ctl, sizeof(ctl), "%s/faults", td.dir);
 	snprintf(flog, sizeof(flog), "%s/faults.log", td.dir);
 }
@@ -584,11 +588,6 @@ Test(faults, failed_destroy_commit_never_deletes_a_new_dataset_of_that_name)
 	json_t *p;
 	int h;
 
-	/* no timer commit: on a loaded machine one retried the destroy's
-	 * commit before the create below, which then rightly succeeded */
-	tdaemon_stop_ok(&td);
-	tdaemon_write_conf(&td, NULL, "lun_mmap = no\ntxg_timeout = 300\n");
-	start();
 	make_pool("tank");
 	COF_OK("create -V 4M tank/x");
 	COF_OK("create -V 4M tank/y");
