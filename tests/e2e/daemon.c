@@ -35,6 +35,15 @@ static const char *env_or(const char *name, const char *def)
 }
 
 /*
+ * @line of the config every test gets, unless the test's own lines
+ * (@extra) set @key: the daemon refuses an option set twice.
+ */
+static const char *unless_set(const char *extra, const char *key, const char *line)
+{
+	return extra && strstr(extra, key) ? "" : line;
+}
+
+/*
  * The loops line of a test's config: COFFER_TEST_LOOPS (make check runs
  * the e2e suites with 4 loops on 2 cores, so that connections of one test
  * land on different loops; 1 runs them as a single loop), unless the test
@@ -44,10 +53,8 @@ static const char *test_loops(const char *extra)
 {
 	static char line[32];
 
-	if (extra && strstr(extra, "loops"))
-		return "";
 	snprintf(line, sizeof(line), "loops = %.8s\n", env_or("COFFER_TEST_LOOPS", "4"));
-	return line;
+	return unless_set(extra, "loops", line);
 }
 
 void tdaemon_init(struct tdaemon *d, const char *extra)
@@ -76,10 +83,10 @@ void tdaemon_init(struct tdaemon *d, const char *extra)
 		"log_target = stderr\n"
 		"workers = 2\n"
 		"%s%s%s%s",
-		d->sock, d->state, extra && strstr(extra, "txg_timeout") ? "" : "txg_timeout = 1\n",
+		d->sock, d->state, unless_set(extra, "txg_timeout", "txg_timeout = 1\n"),
 		test_loops(extra),
 		/* the host's block devices are no test's business */
-		extra && strstr(extra, "lun_search") ? "" : "lun_search =\n", extra ? extra : "");
+		unless_set(extra, "lun_search", "lun_search =\n"), extra ? extra : "");
 	fclose(f);
 }
 
@@ -179,7 +186,7 @@ void tdaemon_write_conf(struct tdaemon *d, const char *sock, const char *fmt, ..
 
 	cr_assert_not_null(f, "%s: %s", d->conf, strerror(errno));
 	fprintf(f, "[cofferd]\nsocket = %s\nstate_dir = %s\n%s%s", sock ? sock : d->sock, d->state,
-		strstr(fmt, "lun_search") ? "" : "lun_search =\n", test_loops(fmt));
+		unless_set(fmt, "lun_search", "lun_search =\n"), test_loops(fmt));
 	va_start(ap, fmt);
 	vfprintf(f, fmt, ap);
 	va_end(ap);
